@@ -1,0 +1,5 @@
+"""The agent loop, tool registry and event stream."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""LLM providers, streaming, retries, usage and cost."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

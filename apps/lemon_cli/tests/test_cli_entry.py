@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import lemon_cli
+from lemon_cli.main import app
+
+
+def test_all_names_are_defined() -> None:
+    for name in lemon_cli.__all__:
+        assert hasattr(lemon_cli, name)
+    assert sorted(lemon_cli.__all__) == lemon_cli.__all__
+
+
+def test_no_arguments_prints_help_and_status(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [], env={"LEMON_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 0
+    assert "quality" in result.output
+    assert str(tmp_path / "home") in result.output
+    assert "none found" in result.output
+
+
+def test_status_reports_a_config_that_exists(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[defaults]\n")
+    result = CliRunner().invoke(app, ["status"], env={"LEMON_HOME": str(tmp_path)})
+    assert result.exit_code == 0
+    assert "none found" not in result.output
+    assert "config.toml" in result.output
+
+
+def test_console_script_runs_as_a_subprocess() -> None:
+    exe = Path(sys.executable).with_name("lemon")
+    proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "architecture" in proc.stdout
