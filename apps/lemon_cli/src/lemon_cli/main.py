@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import typer
 from rich.console import Console
 
 import lemon_quality
+from lemon_cli.config_cmd import config_app, print_status
 
 app = typer.Typer(
     name="lemon",
@@ -18,24 +16,9 @@ app = typer.Typer(
 )
 architecture_app = typer.Typer(help="Architecture policy tools.", no_args_is_help=True)
 app.add_typer(architecture_app, name="architecture")
+app.add_typer(config_app, name="config")
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-def lemon_home() -> Path:
-    """Where Lemon keeps its state: ``$LEMON_HOME`` or ``~/.lemon``."""
-    env = os.environ.get("LEMON_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".lemon"
-
-
-def _status(console: Console) -> None:
-    home = lemon_home()
-    config = home / "config.toml"
-    console.print(f"[bold]home[/bold]    {home}" + ("" if home.is_dir() else "  (not created yet)"))
-    if config.is_file():
-        console.print(f"[bold]config[/bold]  {config}")
-    else:
-        console.print(f"[bold]config[/bold]  none found at {config} (the offline provider is used)")
 
 
 @app.callback(invoke_without_command=True)
@@ -44,7 +27,7 @@ def _root(ctx: typer.Context) -> None:
         console = Console()
         console.print(ctx.get_help())
         console.print()
-        _status(console)
+        print_status(console)
 
 
 @app.command(context_settings=_PASSTHROUGH)
@@ -62,7 +45,7 @@ def docs(ctx: typer.Context) -> None:
 @app.command()
 def status() -> None:
     """Show where Lemon keeps its state and whether a config was found."""
-    _status(Console())
+    print_status(Console())
 
 
 def main() -> None:
