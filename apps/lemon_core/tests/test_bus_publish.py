@@ -167,11 +167,13 @@ def test_bus_reads_lemon_env_when_no_mode_is_given(monkeypatch: pytest.MonkeyPat
 async def test_running_asks_the_backend_and_a_closed_bus_refuses_work() -> None:
     backend = LocalBackend()
     bus = Bus(backend=backend)
-    assert bus.running() and backend.running()
+    assert bus.running()
+    assert backend.running()
     handle = Delivery()
     bus.subscribe("system", delivery=handle)
     bus.close()
-    assert not bus.running() and not backend.running()
+    assert not bus.running()
+    assert not backend.running()
     assert handle.topics() == ()
     with pytest.raises(BusClosedError):
         bus.broadcast("system", Event.new("x"))

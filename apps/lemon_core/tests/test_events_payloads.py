@@ -82,7 +82,8 @@ def test_run_phase_changed_build_stamps_the_time_and_validates_the_phase() -> No
     before = dt.datetime.now(dt.UTC)
     changed = RunPhaseChanged.build(run_id="r", phase="streaming", source="router")
     assert changed.phase is RunPhase.STREAMING
-    assert changed.at is not None and changed.at >= before
+    assert changed.at is not None
+    assert changed.at >= before
     with pytest.raises(EventPayloadError):
         RunPhaseChanged.build(run_id="r", phase="running", source="router")
 
