@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import enum
+import types
 from typing import ClassVar
 
 import pytest
 
+import lemon_core.events
+import lemon_core.events.delta
+import lemon_core.events.run_completed
 from lemon_core.bus import LocalBackend
 from lemon_core.events import Payload
 from lemon_platform_test import EventsContract, example_payload
@@ -14,6 +18,7 @@ from lemon_platform_test.events_kit import (
     check_no_item_access,
     check_round_trip,
     check_unknown_keys,
+    payload_classes_in,
 )
 
 
@@ -35,6 +40,19 @@ class ThingHappened(Payload, frozen=True, kw_only=True):
 class TestThingEvents(EventsContract):
     payload_classes = (ThingHappened,)
     bus_backends: ClassVar = {"local": LocalBackend}
+
+
+class TestEventsByModule(EventsContract):
+    payload_modules = (lemon_core.events.delta, lemon_core.events.run_completed)
+
+
+def test_payload_modules_are_searched_for_their_own_payload_classes() -> None:
+    assert payload_classes_in([lemon_core.events.delta]) == (lemon_core.events.Delta,)
+    # run_completed imports Completion: only the class defined there counts.
+    assert payload_classes_in([lemon_core.events.run_completed]) == (
+        lemon_core.events.RunCompleted,
+    )
+    assert payload_classes_in([types.ModuleType("empty")]) == ()
 
 
 def test_the_kit_collects_only_the_given_classes(lemon_payload_class: type[Payload]) -> None:
