@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import types
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
 
@@ -13,7 +14,7 @@ import lemon_core.events.delta
 import lemon_core.events.run_completed
 from lemon_core.bus import LocalBackend
 from lemon_core.events import Payload
-from lemon_platform_test import EventsContract, example_payload
+from lemon_platform_test import BusContract, EventsContract, example_payload
 from lemon_platform_test.events_kit import (
     check_no_item_access,
     check_round_trip,
@@ -103,3 +104,42 @@ def test_the_kit_catches_a_lossy_round_trip() -> None:
 
 def test_unknown_keys_check_passes_on_a_sound_class() -> None:
     check_unknown_keys(ThingHappened)
+
+
+class LoopbackBackend:
+    """A third-party backend: publications go through a separate dispatch step."""
+
+    def __init__(self) -> None:
+        self._fanout: Callable[[str, Any], int] | None = None
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "loopback"
+
+    def open(self, fanout: Callable[[str, Any], int]) -> None:
+        self._fanout = fanout
+
+    def publish(self, topic: str, item: Any) -> None:
+        if self._fanout is not None and not self._closed:
+            self._fanout(topic, item)
+
+    def topic_added(self, topic: str) -> None:
+        pass
+
+    def topic_removed(self, topic: str) -> None:
+        pass
+
+    def running(self) -> bool:
+        return self._fanout is not None and not self._closed
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class TestLoopbackBus(BusContract):
+    bus_backends: ClassVar = {"loopback": LoopbackBackend}
+
+
+class TestCoreEventsOnLoopback(EventsContract):
+    bus_backends: ClassVar = {"loopback": LoopbackBackend}
