@@ -64,3 +64,11 @@ def test_status_shows_an_invalid_config_without_crashing(tmp_path: Path) -> None
     assert result.exit_code == 0
     assert "invalid" in result.output
     assert "not valid TOML" in result.output
+
+
+def test_events_docs_check_reports_the_committed_catalog_current() -> None:
+    root = Path(__file__).resolve().parents[3]
+    result = CliRunner().invoke(
+        app, ["events", "docs", "--check", "--path", str(root / "docs" / "bus_events.md")]
+    )
+    assert result.exit_code == 0, result.output

@@ -7,6 +7,7 @@ from rich.console import Console
 
 import lemon_quality
 from lemon_cli.config_cmd import config_app, print_status
+from lemon_core.events import catalog
 
 app = typer.Typer(
     name="lemon",
@@ -17,6 +18,8 @@ app = typer.Typer(
 architecture_app = typer.Typer(help="Architecture policy tools.", no_args_is_help=True)
 app.add_typer(architecture_app, name="architecture")
 app.add_typer(config_app, name="config")
+events_app = typer.Typer(help="Typed bus events.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -40,6 +43,12 @@ def quality(ctx: typer.Context) -> None:
 def docs(ctx: typer.Context) -> None:
     """Regenerate the policy table in docs/architecture_boundaries.md (--check: fail on drift)."""
     raise typer.Exit(lemon_quality.main(["docs", *ctx.args]))
+
+
+@events_app.command("docs", context_settings=_PASSTHROUGH)
+def events_docs(ctx: typer.Context) -> None:
+    """Regenerate the registered-types tables in docs/bus_events.md (--check: fail on drift)."""
+    raise typer.Exit(catalog.main(list(ctx.args)))
 
 
 @app.command()
