@@ -8,24 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from lemon_ai import (
-    AnthropicMessagesProvider,
-    ContextOverflowError,
-    OpenAICompletionsProvider,
-    Provider,
-    RetryPolicy,
-    ToolResultMessage,
-    UserMessage,
-    default_catalogue,
-)
-from lemon_ai import AssistantMessage as Assistant
-from lemon_platform_test.providers import (
-    Gate,
-    ScriptedError,
-    ScriptedProviderServer,
-    ScriptedToolCall,
-    ScriptedTurn,
-)
 
 from lemon_agent import (
     Agent,
@@ -44,6 +26,24 @@ from lemon_agent import (
     ToolRegistry,
     TurnEndEvent,
     TurnStartEvent,
+)
+from lemon_ai import (
+    AnthropicMessagesProvider,
+    ContextOverflowError,
+    OpenAICompletionsProvider,
+    Provider,
+    RetryPolicy,
+    ToolResultMessage,
+    UserMessage,
+    default_catalogue,
+)
+from lemon_ai import AssistantMessage as Assistant
+from lemon_platform_test.providers import (
+    Gate,
+    ScriptedError,
+    ScriptedProviderServer,
+    ScriptedToolCall,
+    ScriptedTurn,
 )
 
 PATH_SCHEMA = {
@@ -242,7 +242,7 @@ async def test_invalid_tool_arguments_never_reach_the_tool(harness: Harness) -> 
     assert "path: 3 is not of type 'string'" in results[0].content
     assert "'extra' was unexpected" in results[1].content
     assert "not valid JSON" in results[2].content
-    assert "Unknown tool 'write'. Available tools: read." == results[3].content
+    assert results[3].content == "Unknown tool 'write'. Available tools: read."
 
 
 async def test_abort_mid_stream_keeps_the_partial_answer(harness: Harness) -> None:
