@@ -85,7 +85,8 @@ class ScriptedTurn:
     ``chunk_size`` is the characters per text/thinking/argument delta; every SSE frame is written
     separately. ``delay`` sleeps between frames (a slow stream). ``pause`` holds the stream at a
     :class:`Gate` after ``pause_after`` frames. ``disconnect_after`` cuts the connection after
-    that many frames, without the end of the response (a mid-stream failure).
+    that many frames, without the end of the response (a mid-stream failure); ``error`` ends it
+    with the wire format's in-stream error event instead.
     """
 
     text: str = ""
@@ -100,6 +101,9 @@ class ScriptedTurn:
     pause: Gate | None = None
     pause_after: int = 2
     disconnect_after: int | None = None
+    error: ScriptedError | None = None
+    """Send this as an in-stream error event after ``error_after`` frames, then end the stream."""
+    error_after: int = 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,7 +30,13 @@ from lemon_platform_test.providers._script import (
     ScriptedTurn,
     ScriptItem,
 )
-from lemon_platform_test.providers._wire import Wire, anthropic_frames, error_body, openai_frames
+from lemon_platform_test.providers._wire import (
+    Wire,
+    anthropic_frames,
+    error_body,
+    error_frame,
+    openai_frames,
+)
 
 __all__ = ["ScriptedProviderServer"]
 
@@ -227,7 +233,10 @@ class ScriptedProviderServer:
             return
         model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
         render = openai_frames if wire == "openai" else anthropic_frames
-        await self._stream(send, receive, item, render(item, str(model), number))
+        frames = render(item, str(model), number)
+        if item.error is not None:
+            frames = [*frames[: item.error_after], error_frame(item.error, wire)]
+        await self._stream(send, receive, item, frames)
 
     async def _json(
         self, send: Send, status: int, payload: Any, extra: dict[str, str] | None = None

@@ -127,3 +127,9 @@ def error_body(error: ScriptedError, wire: Wire) -> dict[str, Any]:
                           "param": None, "code": error.openai_code}}  # fmt: skip
     detail = {"type": error.anthropic_type or "api_error", "message": error.message}
     return {"type": "error", "error": detail}
+
+
+def error_frame(error: ScriptedError, wire: Wire) -> bytes:
+    """The in-stream error event ``wire`` uses."""
+    body = error_body(error, wire)
+    return _frame(body, "error" if wire == "anthropic" else None)
