@@ -11,6 +11,9 @@ Capacity is a number of events (default 1024). What happens when it is full is t
     dropped and counted in ``statistics().dropped``; every other event still waits for room. No
     message is lost, because ``message_end`` carries each message whole.
 
+Publishing to a consumer that is waiting yields to it once, so the first event of a burst is
+delivered without waiting for the producer to work through the rest of the burst.
+
 When the run ends the stream is closed: the consumer drains what is queued and iteration stops.
 One consumer per stream; iterating it twice raises ``AgentUsageError``.
 """
@@ -95,6 +98,9 @@ class EventStream:
         consumer = self._consumer
         if consumer is not None and not consumer.done():
             consumer.set_result(None)
+            # Let the waiting consumer run now: otherwise a producer working through a burst
+            # (a whole network read of deltas) would deliver the first one only after the last.
+            await asyncio.sleep(0)
 
     def close(self) -> None:
         """No more events; the consumer drains the queue and stops. Waiting producers return."""

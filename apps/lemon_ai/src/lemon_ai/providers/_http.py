@@ -7,6 +7,8 @@ may already be visible downstream.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -24,7 +26,7 @@ from lemon_ai.errors import (
     ProviderConnectionError,
     ProviderError,
 )
-from lemon_ai.events import ErrorEvent, StartEvent, StreamEvent
+from lemon_ai.events import DoneEvent, ErrorEvent, StartEvent, StreamEvent
 from lemon_ai.messages import Context
 from lemon_ai.models import Api, Model
 from lemon_ai.provider import StreamOptions
@@ -198,6 +200,8 @@ class HttpProvider:
             yield StartEvent(model=model.id, provider=model.provider)
             try:
                 async for event in events:
+                    if isinstance(event, DoneEvent):
+                        await _drain(sse)
                     yield event
             except ProviderError as error:
                 yield ErrorEvent(error=error, partial=assembler.message("error", str(error)))
@@ -273,6 +277,26 @@ class HttpProvider:
             ) from exc
         except SSEError as exc:
             raise ProtocolError(f"{self.api}: {exc}", provider=self.api) from exc
+
+
+_DRAIN_SECONDS = 0.5
+_DRAIN_EVENTS = 16
+
+
+async def _drain(sse: AsyncGenerator[ServerSentEvent, None]) -> None:
+    """Read what follows the end marker so the keep-alive connection goes back to the pool.
+
+    Closing a response whose body was not read to its end makes httpx drop the connection, and
+    every later call then pays a new TCP (and TLS) handshake. Bounded in time and events: a
+    server that keeps talking after its end marker just loses the connection.
+    """
+    with contextlib.suppress(TimeoutError, ProviderError):
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            count = 0
+            async for _ in sse:
+                count += 1
+                if count >= _DRAIN_EVENTS:
+                    return
 
 
 def truncated_stream_error(api: Api) -> ProviderConnectionError:

@@ -80,7 +80,9 @@ class ScriptedProviderServer:
         """Bind, listen and serve in a background thread; returns at once, ready for requests."""
         if self._thread is not None:
             raise RuntimeError("ScriptedProviderServer is already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
+        # proto says TCP, and without it Nagle + delayed ACK stall each stream by ~40 ms.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self._host, 0))
         sock.listen(128)
