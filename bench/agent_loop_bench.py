@@ -183,51 +183,61 @@ def _plan(samples: int, runs: int, turns: int) -> list[tuple[str, float]]:
     return plan
 
 
-async def main() -> None:
+async def measure(base_url: str, args: argparse.Namespace) -> None:
+    model = default_catalogue().resolve("openai:gpt-4o-mini", base_url=base_url)
+    transport = RecordingTransport()
+    async with httpx.AsyncClient(transport=transport, timeout=30) as client:
+        burst = await first_delta(client, transport, model, args.samples)
+        paced = await first_delta(client, transport, model, args.samples)
+        agent_turn, raw_turn = await per_turn(client, transport, model, args.runs, args.turns)
+
+    print(f"python {sys.version.split()[0]}; scripted provider on 127.0.0.1 (child process)")
+    for name, data in (("burst", burst), ("paced 1 ms/frame", paced)):
+        added = [a - r for a, r in zip(data["agent"], data["raw"], strict=True)]
+        raw, agent = data["raw"], data["agent"]
+        print(f"first byte -> first delta, {name} ({args.samples} samples)")
+        print(
+            f"  raw httpx baseline   p50 {_ms(statistics.median(raw))}   p90 {_ms(_pct(raw, 0.9))}"
+        )
+        print(
+            f"  agent loop           p50 {_ms(statistics.median(agent))}"
+            f"   p90 {_ms(_pct(agent, 0.9))}"
+        )
+        print(f"  added by the loop    p50 {_ms(statistics.median(added))}   (goal < 2 ms)")
+        ttft_raw, ttft_agent = (
+            statistics.median(data["raw_ttft"]),
+            statistics.median(data["agent_ttft"]),
+        )
+        print(f"  request -> first delta: raw p50 {_ms(ttft_raw)}, agent p50 {_ms(ttft_agent)}")
+    agent_p50, raw_p50 = statistics.median(agent_turn), statistics.median(raw_turn)
+    print(f"per turn ({args.runs} runs x {args.turns} turns, one tool call + result per turn)")
+    print(f"  raw httpx baseline   p50 {_ms(raw_p50)}")
+    print(f"  agent loop           p50 {_ms(agent_p50)}")
+    print(
+        f"  overhead per turn    p50 {_ms(agent_p50 - raw_p50)}   ratio {agent_p50 / raw_p50:.2f}x"
+    )
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description="agent loop latency next to raw httpx")
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     args = parser.parse_args()
     spec = json.dumps([ANSWER, _plan(args.samples, args.runs, args.turns)])
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, spec],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    command = [sys.executable, "-c", CHILD, spec]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
         assert child.stdout is not None
         base_url = child.stdout.readline().strip()
-        model = default_catalogue().resolve("openai:gpt-4o-mini", base_url=base_url)
-        transport = RecordingTransport()
-        async with httpx.AsyncClient(transport=transport, timeout=30) as client:
-            burst = await first_delta(client, transport, model, args.samples)
-            paced = await first_delta(client, transport, model, args.samples)
-            agent_turn, raw_turn = await per_turn(client, transport, model, args.runs, args.turns)
-    finally:
-        if child.stdin is not None:
+        try:
+            asyncio.run(measure(base_url, args))
+        finally:
+            assert child.stdin is not None
             child.stdin.close()
-        child.wait(timeout=30)
-
-    print(f"python {sys.version.split()[0]}; scripted provider on 127.0.0.1 (child process)")
-    for name, data in (("burst", burst), ("paced 1 ms/frame", paced)):
-        added = [a - r for a, r in zip(data["agent"], data["raw"], strict=True)]
-        print(f"first byte -> first delta, {name} ({args.samples} samples)")
-        print(f"  raw httpx baseline   p50 {_ms(statistics.median(data['raw']))}"
-              f"   p90 {_ms(_pct(data['raw'], 0.9))}")  # fmt: skip
-        print(f"  agent loop           p50 {_ms(statistics.median(data['agent']))}"
-              f"   p90 {_ms(_pct(data['agent'], 0.9))}")  # fmt: skip
-        print(f"  added by the loop    p50 {_ms(statistics.median(added))}   (goal < 2 ms)")
-        print(f"  request -> first delta: raw p50 {_ms(statistics.median(data['raw_ttft']))},"
-              f" agent p50 {_ms(statistics.median(data['agent_ttft']))}")  # fmt: skip
-    overhead = statistics.median(agent_turn) - statistics.median(raw_turn)
-    print(f"per turn ({args.runs} runs x {args.turns} turns, one tool call + result per turn)")
-    print(f"  raw httpx baseline   p50 {_ms(statistics.median(raw_turn))}")
-    print(f"  agent loop           p50 {_ms(statistics.median(agent_turn))}")
-    print(f"  overhead per turn    p50 {_ms(overhead)}"
-          f"   ratio {statistics.median(agent_turn) / statistics.median(raw_turn):.2f}x")  # fmt: skip
+            child.wait(timeout=30)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
