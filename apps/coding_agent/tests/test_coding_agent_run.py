@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,11 +17,20 @@ from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCa
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is still running 5 s after it was SIGKILLed.
+
+    SIGKILL is delivered asynchronously, so wait for the kernel's exit notification (a pidfd
+    becomes readable when the process terminates) instead of sampling /proc once.
+    """
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return False
-    return state != "Z"
+    try:
+        readable, _, _ = select.select([fd], [], [], 5.0)
+    finally:
+        os.close(fd)
+    return not readable
 
 
 @pytest.fixture

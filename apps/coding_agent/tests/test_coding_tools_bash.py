@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import select
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +14,20 @@ from lemon_agent import AbortSignal, ToolContext, ToolResult
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
+    """Whether ``pid`` is still running 5 s after it was SIGKILLed.
+
+    SIGKILL is delivered asynchronously, so wait for the kernel's exit notification (a pidfd
+    becomes readable when the process terminates) instead of sampling /proc once.
+    """
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return False
-    return state != "Z"
+    try:
+        readable, _, _ = select.select([fd], [], [], 5.0)
+    finally:
+        os.close(fd)
+    return not readable
 
 
 async def run_bash(
