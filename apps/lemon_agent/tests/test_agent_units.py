@@ -215,3 +215,12 @@ async def test_leaving_the_run_context_early_cancels_the_run() -> None:
 def test_invalid_config_is_refused() -> None:
     with pytest.raises(AgentUsageError, match="max_tool_concurrency"):
         AgentConfig(model=offline_model(), provider=OfflineProvider(), max_tool_concurrency=0)
+
+
+async def test_a_run_needs_something_to_answer() -> None:
+    agent = _offline_agent()
+    with pytest.raises(AgentUsageError, match="nothing to run"):
+        agent.start()
+    agent.follow_up("/echo queued")
+    result = await agent.prompt()
+    assert result.text == "queued"

@@ -32,7 +32,13 @@ from typing import Any, TypeVar
 
 from lemon_agent.abort import AbortSignal
 from lemon_agent.config import AgentConfig, AgentResult
-from lemon_agent.errors import AbortedError, AgentBusyError, QueueFullError, ToolError
+from lemon_agent.errors import (
+    AbortedError,
+    AgentBusyError,
+    AgentUsageError,
+    QueueFullError,
+    ToolError,
+)
 from lemon_agent.events import (
     AgentEndEvent,
     AgentErrorEvent,
@@ -190,6 +196,13 @@ class Agent:
         """
         if self.running:
             raise AgentBusyError("the agent is already running; abort it or wait for its result")
+        last = self._messages[-1] if self._messages else None
+        resumable = isinstance(last, UserMessage | ToolResultMessage)
+        if prompt is None and not self._steering and not self._follow_ups and not resumable:
+            raise AgentUsageError(
+                "nothing to run: give a prompt, queue a steering or follow-up message, or "
+                "continue a conversation that ends with a user message or tool result"
+            )
         run = AgentRun(self, prompt, run_id or f"run_{uuid.uuid4().hex}")
         self._run = run
         run._start()
