@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 import lemon_ai
-from lemon_ai import Cost, UnknownModelError, Usage, default_catalogue
+from lemon_ai import (
+    AnthropicMessagesProvider,
+    Cost,
+    OfflineProvider,
+    UnknownModelError,
+    Usage,
+    api_key_variable,
+    default_catalogue,
+    offline_model,
+    provider_for,
+)
 
 
 def test_public_names_are_defined_and_sorted() -> None:
@@ -54,3 +64,12 @@ def test_cost_uses_per_million_prices_for_each_token_class() -> None:
     assert cost.total == pytest.approx(0.051)
     assert (usage + usage).total_tokens == 2 * usage.total_tokens
     assert usage.prompt_tokens == 15_000
+
+
+async def test_provider_for_picks_the_wire_and_the_key_variable() -> None:
+    assert api_key_variable("openai") == "OPENAI_API_KEY"
+    model = default_catalogue().resolve("anthropic:claude-3-5-haiku-20241022")
+    provider = provider_for(model, environ={"ANTHROPIC_API_KEY": "sk-ant"})
+    assert isinstance(provider, AnthropicMessagesProvider)
+    await provider.aclose()
+    assert isinstance(provider_for(offline_model(), environ={}), OfflineProvider)

@@ -53,6 +53,8 @@ def test_record_buffer_is_bounded() -> None:
         for _ in range(3):
             httpx.post(server.url + "/x", json={})
         assert len(server.requests) == 2
+        stats = server.statistics()
+        assert (stats["served"], stats["recorded"], stats["record_capacity"]) == (3, 2, 2)
 
 
 def test_url_needs_a_started_server() -> None:

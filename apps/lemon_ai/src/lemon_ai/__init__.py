@@ -31,7 +31,7 @@ from lemon_ai.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from lemon_ai.factory import create_provider
+from lemon_ai.factory import api_key_variable, create_provider, provider_for
 from lemon_ai.messages import (
     AssistantContent,
     AssistantMessage,
@@ -109,9 +109,11 @@ __all__ = [
     "UnknownModelError",
     "Usage",
     "UserMessage",
+    "api_key_variable",
     "complete",
     "create_provider",
     "default_catalogue",
     "offline_model",
     "parse_retry_after",
+    "provider_for",
 ]

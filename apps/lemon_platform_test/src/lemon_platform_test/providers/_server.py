@@ -187,6 +187,17 @@ class ScriptedProviderServer:
         with self._lock:
             return self._cancelled
 
+    def statistics(self) -> dict[str, int]:
+        """Counters: requests served, script items pending, records kept, streams cancelled."""
+        with self._lock:
+            return {
+                "served": self._served,
+                "pending": len(self._script),
+                "recorded": len(self._requests),
+                "record_capacity": self._requests.maxlen or 0,
+                "cancelled_streams": self._cancelled,
+            }
+
     def wait_cancelled(self, count: int = 1, timeout: float = 10.0) -> bool:
         """Block until at least ``count`` streams were closed early by the client."""
         with self._cancel_cond:
