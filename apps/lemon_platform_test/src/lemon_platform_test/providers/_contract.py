@@ -6,9 +6,17 @@ define a ``provider_harness`` fixture that returns a :class:`ProviderHarness`::
     class TestMyProviderContract(ProviderContract):
         @pytest.fixture
         async def provider_harness(self, scripted_provider):
-            harness = ProviderHarness.scripted(MyProvider(...), model, scripted_provider)
-            yield harness
-            await harness.provider.aclose()
+            sleeps = []
+
+            async def record(delay):
+                sleeps.append(delay)
+
+            provider = MyProvider(retry=RetryPolicy(sleep=record, random=lambda: 0.0))
+            base = scripted_provider.openai_base_url
+            model = default_catalogue().resolve("openai:x", base_url=base)
+            yield ProviderHarness(provider=provider, model=model, server=scripted_provider,
+                                  retry_sleeps=sleeps)
+            await provider.aclose()
 
 A harness with a scripted server runs every test; one without (the offline provider) runs the
 tests that make sense for a provider that cannot be told to fail, driving it with its own
