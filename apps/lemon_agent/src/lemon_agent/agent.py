@@ -42,6 +42,7 @@ from lemon_agent.errors import (
 from lemon_agent.events import (
     AgentEndEvent,
     AgentErrorEvent,
+    AgentEvent,
     AgentStartEvent,
     CanceledEvent,
     MessageEndEvent,
@@ -290,7 +291,7 @@ class AgentRun:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def _emit(self, event: Any) -> None:
+    async def _emit(self, event: AgentEvent) -> None:
         await self.events.publish(event)
 
     async def _append(self, message: Message) -> None:
