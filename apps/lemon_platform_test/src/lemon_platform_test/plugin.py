@@ -26,6 +26,10 @@ from lemon_platform_test.events_kit import (
     contract_event_types,
     contract_payload_classes,
 )
+from lemon_platform_test.providers.fixtures import (  # noqa: F401  (re-exported fixtures)
+    scripted_provider,
+    scripted_provider_server_session,
+)
 
 
 def _owner(metafunc: pytest.Metafunc) -> object:
