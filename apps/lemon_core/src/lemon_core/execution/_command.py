@@ -71,7 +71,7 @@ class ExecutionCommand:
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
     context: ExecutionContext | None = None
-    meta: Mapping[str, Any] = field(default=_EMPTY)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         _require_str(self, "run_id")
@@ -122,7 +122,7 @@ class RunRequest:
     cwd: str | None = None
     resume: ResumeToken | None = None
     tool_policy: ToolPolicy | None = None
-    meta: Mapping[str, Any] = field(default=_EMPTY)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         _require_str(self, "origin")

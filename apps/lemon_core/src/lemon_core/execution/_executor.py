@@ -73,7 +73,7 @@ class ExecutionJob:
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
     context: ExecutionContext | None = None
-    meta: Mapping[str, Any] = field(default=_EMPTY)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
