@@ -70,7 +70,8 @@ def test_execution_run_request_validates_queue_mode() -> None:
 
 def test_execution_resume_token_native_and_round_trip() -> None:
     tok = ResumeToken.native("abc")
-    assert tok.is_native and not ResumeToken(engine="codex", value="x").is_native
+    assert tok.is_native
+    assert not ResumeToken(engine="codex", value="x").is_native
     assert ResumeToken.from_dict(tok.to_dict()) == tok
     assert ResumeToken.extract("please `lemon resume ab_c-1` now") == ResumeToken.native("ab_c-1")
     assert ResumeToken.extract("nothing here") is None
@@ -88,7 +89,9 @@ def test_execution_tool_policy_is_strict_about_supplied_data() -> None:
     with pytest.raises(InvalidToolPolicyError, match="invalid tool name"):
         ToolPolicy.from_mapping({"deny": ["", "bash"]})
     policy = ToolPolicy.from_mapping({"allow": ["read", "bash"], "deny": ["bash"]})
-    assert policy.permits("read") and not policy.permits("bash") and not policy.permits("x")
+    assert policy.permits("read")
+    assert not policy.permits("bash")
+    assert not policy.permits("x")
 
 
 names = st.frozensets(st.sampled_from(["read", "write", "bash", "web", "task"]))
@@ -102,7 +105,8 @@ def test_execution_tool_policy_intersection_never_widens(
     both = a.intersect(b)
     assert both.permits(tool) == (a.permits(tool) and b.permits(tool))
     assert both.needs_approval(tool) == (a.needs_approval(tool) or b.needs_approval(tool))
-    assert both.is_within(a) and both.is_within(b)
+    assert both.is_within(a)
+    assert both.is_within(b)
 
 
 def _root() -> ExecutionContext:
@@ -127,8 +131,10 @@ def test_execution_context_child_is_the_intersection_of_authority() -> None:
         workspace="/work/space/sub",
     )
     assert child.capabilities == {"fs.read"}
-    assert child.tool_policy.permits("read") and not child.tool_policy.permits("bash")
-    assert child.limits.max_tool_calls == 10 and child.limits.max_runtime_ms == 1000
+    assert child.tool_policy.permits("read")
+    assert not child.tool_policy.permits("bash")
+    assert child.limits.max_tool_calls == 10
+    assert child.limits.max_runtime_ms == 1000
     assert (child.parent_run_id, child.root_run_id, child.depth) == ("root", "root", 1)
     assert child.workspace == "/work/space/sub"
 

@@ -211,9 +211,11 @@ class StoreContract:
             await runs.finalize(RunSummary(run_id="other", session_key="s10", ok=True))
             history = await runs.history("s1")
             assert [r.run_id for r in history] == ["r2", "r1", "r0"]
-            assert history[1].ok is False and history[1].error == "boom"
+            assert history[1].ok is False
+            assert history[1].error == "boom"
             got = await runs.get("r0")
-            assert got is not None and got.resume == ResumeToken.native("v0")
+            assert got is not None
+            assert got.resume == ResumeToken.native("v0")
             assert await runs.get("nope") is None
         finally:
             await store.close()
@@ -229,7 +231,8 @@ class StoreContract:
             assert await chat.resume_token("native") == ResumeToken.native("abc")
             assert await chat.resume_token("foreign") is None
             foreign = await chat.get("foreign")
-            assert foreign is not None and foreign.last_engine == "codex"
+            assert foreign is not None
+            assert foreign.last_engine == "codex"
             assert foreign.last_resume_token == "xyz"
             clock.advance(60_000)
             assert await chat.resume_token("native") is None
