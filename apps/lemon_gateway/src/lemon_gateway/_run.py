@@ -24,6 +24,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from lemon_core.bus import run_topic
 from lemon_core.events import (
     Action,
     ActionKind,
@@ -117,6 +118,7 @@ class Run:
         "started_ns",
         "state",
         "task",
+        "topic",
         "worker",
     )
 
@@ -124,6 +126,7 @@ class Run:
         self.gateway = gateway
         self.worker = worker
         self.request = request
+        self.topic = run_topic(request.run_id)
         self.state = RunState.QUEUED
         self.task: asyncio.Task[None] | None = None
         self.future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
@@ -274,38 +277,38 @@ class Run:
         grant = sched.try_acquire(key, gen)
         if grant is None:
             ticket = sched.new_ticket()
-            timeout = gw.config.slot_request_timeout_s
             while True:
                 self.slot_generation = gen
                 future = sched.request(key, gen, ticket=ticket)
                 try:
-                    done, _ = await asyncio.wait({future}, timeout=timeout)
+                    grant = await future
                 except asyncio.CancelledError:
+                    # Withdraw this generation; a grant that raced with the cancel is
+                    # returned to the pool.
                     sched.cancel(key, gen)
                     raise
-                if done and not future.cancelled():
-                    grant = future.result()
+                if grant is not None:
                     break
-                # Timed out (or superseded): withdraw this generation before asking again,
-                # keeping the FIFO ticket.
+                # Timed out: cancel the prior generation before asking again with a new
+                # one, keeping the FIFO ticket.
                 sched.cancel(key, gen)
                 self.slot_retries += 1
                 gen = gw._next_generation()
         self.grant = grant
 
     def _job(self) -> ExecutionJob:
-        req = self.request
+        cmd = self.request.command
         return ExecutionJob(
-            run_id=req.run_id,
-            session_key=req.session_key,
-            prompt=req.prompt,
-            cwd=self.gateway._resolve_cwd(req.cwd),
-            images=req.images,
-            resume=req.resume,
-            lane=req.lane,
-            tool_policy=req.tool_policy,
-            context=req.context,
-            meta=req.meta,
+            run_id=cmd.run_id,
+            session_key=cmd.session_key,
+            prompt=cmd.prompt,
+            cwd=self.gateway._resolve_cwd(cmd.cwd),
+            images=cmd.images,
+            resume=cmd.resume,
+            lane=cmd.lane,
+            tool_policy=cmd.tool_policy,
+            context=cmd.context,
+            meta=cmd.meta,
         )
 
     async def _launch(self) -> PreparedExecution | _Outcome:
