@@ -185,7 +185,9 @@ async def test_gateway_validate_executor_explains_why_not_ready(fake_dists: Path
 
 async def test_gateway_uses_the_one_entry_point_executor(fake_dists: Path) -> None:
     group = "lemon.executor.test_one"
-    _dist(fake_dists, "exec_one", group, {"scripted": "lemon_platform_test.executor:ScriptedExecutor"})
+    _dist(
+        fake_dists, "exec_one", group, {"scripted": "lemon_platform_test.executor:ScriptedExecutor"}
+    )
     status = validate_executor(group)
     assert status.ready, status.reason
     async with Gateway(bus=Bus(), executor_group=group) as gw:
