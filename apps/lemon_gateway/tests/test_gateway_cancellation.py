@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from lemon_core.bus import Bus
 from lemon_core.execution import ResumeToken
 from lemon_gateway import Gateway, GatewayConfig, RunState
@@ -114,10 +116,9 @@ async def test_gateway_cancel_of_an_executor_that_swallows_cancellation_still_co
         async def execute(self, sink: object) -> object:
             from lemon_core.execution import ExecutionResult
 
-            try:
+            # An executor that ignores cancellation.
+            with contextlib.suppress(BaseException):
                 await self.gate.pass_through()
-            except BaseException:
-                pass  # an executor that ignores cancellation
             return ExecutionResult(ok=True, answer="ignored the cancel")
 
     executor = Stubborn()

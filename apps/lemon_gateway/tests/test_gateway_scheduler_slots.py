@@ -20,7 +20,9 @@ async def test_gateway_scheduler_grants_up_to_max_and_one_per_key_in_fifo_order(
     fc = s.request("c", 3)
     fd = s.request("d", 4)
     fa = s.request("a", 5)  # "a" already holds a slot: must wait even when one frees
-    assert not (fc.done() or fd.done() or fa.done())
+    assert not fc.done()
+    assert not fd.done()
+    assert not fa.done()
     assert s.release(g1)
     assert fc.done()
     gc = fc.result()
@@ -92,7 +94,9 @@ async def test_gateway_slot_timeout_retries_with_a_new_generation_and_fences_the
     bus = Bus()
     gate = Gate()
     executor = ScriptedExecutor().script_run("holder", Script().gate(gate).complete())
-    async with Gateway(bus=bus, executor=executor, config=GatewayConfig(max_concurrent_runs=1)) as gw:
+    async with Gateway(
+        bus=bus, executor=executor, config=GatewayConfig(max_concurrent_runs=1)
+    ) as gw:
         holder = gw.submit_execution(command("holder", session="a"))
         waiter = gw.submit_execution(command("waiter", session="b"))
         await gate.reached()
@@ -106,7 +110,9 @@ async def test_gateway_slot_timeout_retries_with_a_new_generation_and_fences_the
         runs = {r["run_id"]: r for r in gw.debug_snapshot()["runs"]}
         assert runs["waiter"]["slot_retries"] == 1
         # A grant or release for the old generation is ignored.
-        assert not gw.scheduler.release(SlotGrant(key=("session", "b"), generation=gen_before, slot_id=1))
+        assert not gw.scheduler.release(
+            SlotGrant(key=("session", "b"), generation=gen_before, slot_id=1)
+        )
         assert not gw.scheduler.cancel(("session", "b"), gen_before)
         assert gw.scheduler.statistics()["waiting"] == 1
         gate.open()

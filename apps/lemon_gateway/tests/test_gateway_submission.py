@@ -34,7 +34,7 @@ async def test_gateway_submission_rejects_anything_but_an_execution_command() ->
         cmd = command("r1")
         private = ExecutionRequest(cmd, ("session", "s"), 0)
         for bad in ({"run_id": "r1"}, private, None, "r1"):
-            with pytest.raises(InvalidSubmissionError, match="accepts only .*ExecutionCommand"):
+            with pytest.raises(InvalidSubmissionError, match=r"accepts only .*ExecutionCommand"):
                 gw.submit_execution(bad)  # type: ignore[arg-type]  # the point of the test
         assert gw.statistics()["runs"]["submitted"] == 0
 

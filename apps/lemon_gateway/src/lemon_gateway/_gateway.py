@@ -245,13 +245,14 @@ class Gateway:
             )
         worker = self._workers.get(key)
         if worker is None:
-            worker = self._workers[key] = ThreadWorker(self, key)
+            worker = ThreadWorker(self, key)
         elif worker.size >= self.config.max_pending_per_conversation:
             raise GatewayOverloadedError(
                 f"conversation {key!r} has {worker.size} runs pending "
                 "(gateway.max_pending_per_conversation); retry later"
             )
         run = Run(self, worker, ExecutionRequest(command, key, time.perf_counter_ns()))
+        self._workers[key] = worker
         self._runs[run_id] = run
         self._submitted += 1
         worker.enqueue(run)
@@ -262,7 +263,9 @@ class Gateway:
         self.submit_execution(command)
 
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
-        """Cancel the queued or running run with exactly this id. Total and idempotent.
+        """Cancel the queued or running run with exactly this id (loop-only).
+
+        Total and idempotent.
 
         Returns whether a live run was found; the run then completes once, with
         ``ok=False`` and ``error=reason``.
@@ -272,6 +275,7 @@ class Gateway:
         if run is None:
             return False
         if run.state is RunState.QUEUED and run.task is None:
+            asyncio.get_running_loop()  # loop-only: fail before changing anything
             if run.cancel_reason is None:
                 run.cancel_reason = reason
                 run.worker.remove_queued(run)
