@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lemon_core.bus import run_topic
@@ -96,7 +96,7 @@ class _Outcome:
     resume: ResumeToken | None = None
     usage: Mapping[str, Any] | None = None
     synthetic: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] | None = None
 
 
 class Run:
@@ -233,6 +233,7 @@ class Run:
                 )
         self.state = RunState.LAUNCHING
         self.started_ns = time.perf_counter_ns()
+        meta = req.command.meta
         gw._publish(
             self,
             "run_started",
@@ -240,9 +241,9 @@ class Run:
                 run_id=req.run_id,
                 session_key=req.session_key,
                 engine=NATIVE_ENGINE,
-                model=_opt_str(req.meta.get("model")),
-                provider=_opt_str(req.meta.get("provider")),
-                thinking_level=_opt_str(req.meta.get("thinking_level")),
+                model=_opt_str(meta.get("model")) if meta else None,
+                provider=_opt_str(meta.get("provider")) if meta else None,
+                thinking_level=_opt_str(meta.get("thinking_level")) if meta else None,
             ),
         )
         prepared = await self._launch()
@@ -369,7 +370,8 @@ class Run:
         answer = outcome.answer
         if answer == "" and self._parts:
             answer = "".join(self._parts)
-        ok, error, code, detail = outcome.ok, outcome.error, outcome.code, dict(outcome.detail)
+        ok, error, code = outcome.ok, outcome.error, outcome.code
+        detail = {} if outcome.detail is None else dict(outcome.detail)
         resume = outcome.resume
         interrupted = False
         if resume is not None and resume.is_native and gw.chat_state is not None:
