@@ -56,6 +56,7 @@ async def test_gateway_restart_with_runs_in_flight(tmp_path: Path) -> None:
     stats = gw.statistics()
     assert stats["runs"]["live"] == 0
     assert (stats["slots"]["in_flight"], stats["slots"]["waiting"]) == (0, 0)
+    assert stats["slots"]["generations_tracked"] == 0
     assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0)
     assert (stats["workers"], stats["tasks"]) == (0, 0)
     # The resume state written at shutdown survives into the next gateway.

@@ -168,7 +168,8 @@ class GatewayMachine(RuleBasedStateMachine):
     def _assert_quiescent(self, gw: Gateway) -> None:
         stats = gw.statistics()
         assert stats["runs"]["live"] == 0, stats
-        assert (stats["slots"]["in_flight"], stats["slots"]["waiting"]) == (0, 0), stats
+        slots = stats["slots"]
+        assert (slots["in_flight"], slots["waiting"], slots["generations_tracked"]) == (0, 0, 0)
         assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0), stats
         assert (stats["workers"], stats["tasks"]) == (0, 0), stats
 

@@ -379,6 +379,7 @@ class Gateway:
                 "max": sched.max_concurrent_runs,
                 "in_flight": len(sched._held),
                 "waiting": len(sched._waiters),
+                "generations_tracked": len(sched._latest_gen),
                 "stale_releases": sched.stale_releases,
             },
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},

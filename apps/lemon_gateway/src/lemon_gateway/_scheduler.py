@@ -150,13 +150,21 @@ class Scheduler:
             _resolve(waiter.future, None)
             self.cancelled += 1
             self._compact()
+            self._forget_generation(key)
             return True
         held = self._held.get(key)
         if held is not None and held.grant.generation == generation:
             self.cancelled += 1
             self._release_held(key)
             return True
+        self._forget_generation(key)
         return False
+
+    def _forget_generation(self, key: Hashable) -> None:
+        # A key with no slot and no waiter needs no fencing history (bounded state);
+        # generations come from one counter, so a later request is always newer anyway.
+        if key not in self._held and key not in self._waiters:
+            self._latest_gen.pop(key, None)
 
     def release(self, grant: SlotGrant) -> bool:
         """Return a slot. A grant that is not the key's current one is ignored (stale)."""
@@ -211,9 +219,7 @@ class Scheduler:
 
     def _release_held(self, key: Hashable) -> None:
         del self._held[key]
-        if key not in self._waiters:
-            # Nobody of this key is waiting: its generation history can go (bounded state).
-            self._latest_gen.pop(key, None)
+        self._forget_generation(key)
         self._grant_waiters()
 
     def _grant_waiters(self) -> None:
@@ -250,6 +256,7 @@ class Scheduler:
             "in_flight": len(self._held),
             "waiting": len(self._waiters),
             "max_waiters": self.max_waiters,
+            "generations_tracked": len(self._latest_gen),
             "slots": [
                 {
                     "key": h.grant.key,
