@@ -220,8 +220,8 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (medians reported)")
     args = parser.parse_args()
-    n_lat = 2_000 if args.quick else 20_000
-    n_tp = 5_000 if args.quick else 50_000
+    n_lat = 2_000 if args.quick else 10_000
+    n_tp = 5_000 if args.quick else 30_000
     keys = 1_000
     reps = 1 if args.quick else args.repeat
 
