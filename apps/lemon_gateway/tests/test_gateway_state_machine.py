@@ -99,8 +99,8 @@ class GatewayMachine(RuleBasedStateMachine):
     def _live(self) -> list[str]:
         return [r for r in self.accepted if not self.events.completions(r)]
 
-    @rule(key=st.sampled_from(KEYS), launch_fails=st.booleans())
-    def submit(self, key: str, launch_fails: bool) -> None:
+    @rule(key=st.sampled_from(KEYS), launch_fails=st.booleans(), cancel_now=st.booleans())
+    def submit(self, key: str, launch_fails: bool, cancel_now: bool) -> None:
         self.counter += 1
         run_id = f"run-{self.counter}"
         if launch_fails:
@@ -109,6 +109,8 @@ class GatewayMachine(RuleBasedStateMachine):
 
         async def submit() -> None:
             self.gw.submit_execution(command(run_id, session=key))
+            if cancel_now:  # in the same tick, before the run's task has started
+                self.gw.cancel(run_id)
 
         self._run(submit())
         self.accepted.append(run_id)
