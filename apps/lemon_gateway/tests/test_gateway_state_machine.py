@@ -175,8 +175,22 @@ class GatewayMachine(RuleBasedStateMachine):
         assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0), stats
         assert (stats["workers"], stats["tasks"]) == (0, 0), stats
 
+    def _drain(self) -> None:
+        """Let every accepted run finish (completing whatever executes) while running."""
+        for _ in range(10 * len(self.accepted) + 10):
+            if self.gw.statistics()["runs"]["live"] == 0:
+                return
+            for future in self.executor.outcomes.values():
+                if not future.done():
+                    future.set_result(True)
+            self._settle()
+        raise AssertionError(f"runs did not drain: {self.gw.debug_snapshot()}")
+
     def teardown(self) -> None:
         try:
+            # Quiescence with the gateway still running, then after a stop.
+            self._drain()
+            self._assert_quiescent(self.gw)
             self._run(self.gw.stop())
             for gw in self.gateways:
                 self._assert_quiescent(gw)
