@@ -309,6 +309,7 @@ class ConversationQueue:
         *,
         fallback: bool,
         counted: bool = False,
+        start: bool = True,
     ) -> Receipt:
         """Queue ``sub`` with ``mode`` (collect, followup or interrupt); start it if idle.
 
@@ -348,7 +349,8 @@ class ConversationQueue:
         else:
             index = len(self._queue)
         self._queue.insert(index, item)
-        self._start_next(effects)
+        if start:
+            self._start_next(effects)
         started = self._active is not None and self._active.run_id == sub.run_id
         return Receipt(
             run_id=sub.run_id,
@@ -435,25 +437,33 @@ class ConversationQueue:
             )
             return effects
         self._fall_back(pending, now_ms, effects, reason=f"{pending.kind} not accepted")
+        self._start_next(effects)
         return effects
 
     def _fall_back(
         self, pending: _Pending, now_ms: int, effects: list[Effect], *, reason: str
     ) -> None:
         sub = pending.submission
+        # Never start from here: the Requeued report must precede any StartRun of this run.
         receipt = self._enqueue(
-            sub, sub.queue_mode, pending.fallback, now_ms, effects, fallback=True, counted=True
+            sub,
+            sub.queue_mode,
+            pending.fallback,
+            now_ms,
+            effects,
+            fallback=True,
+            counted=True,
+            start=False,
         )
-        if receipt.status != "started":
-            effects.append(
-                Requeued(
-                    run_id=sub.run_id,
-                    session_key=sub.session_key,
-                    mode=pending.fallback,
-                    position=receipt.position,
-                    reason=reason,
-                )
+        effects.append(
+            Requeued(
+                run_id=sub.run_id,
+                session_key=sub.session_key,
+                mode=pending.fallback,
+                position=receipt.position,
+                reason=reason,
             )
+        )
 
     def run_ended(self, run_id: str, now_ms: int) -> list[Effect]:
         """The active run ``run_id`` is over (completed, failed, cancelled or never started)."""
