@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from lemon_router._bridge import RouterBridge, Unavailable, submit_via_bridge
+from lemon_router._clock import Clock, SystemClock
+from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
 from lemon_router._queue import (
     CancelActive,
@@ -14,6 +17,14 @@ from lemon_router._queue import (
     Settled,
     StartRun,
     Submission,
+)
+from lemon_router._resume import ChatStateReader, ResumeDecision, resolve_resume
+from lemon_router._router import Router, RouterState, RouterStatistics
+from lemon_router._run_process import (
+    RETRY_NOTICE,
+    ChatStateAccess,
+    RunLiveness,
+    SteerableRuntime,
 )
 from lemon_router._session_key import PEER_KINDS, PeerKind, SessionKey, check_session_key
 from lemon_router.errors import (
@@ -29,7 +40,11 @@ from lemon_router.errors import (
 __all__ = [
     "PEER_KINDS",
     "QUEUE_MODES",
+    "RETRY_NOTICE",
     "CancelActive",
+    "ChatStateAccess",
+    "ChatStateReader",
+    "Clock",
     "ConversationKey",
     "ConversationQueue",
     "Effect",
@@ -40,16 +55,28 @@ __all__ = [
     "QueueStatistics",
     "Receipt",
     "Requeued",
+    "ResumeDecision",
     "ResumeError",
+    "Router",
+    "RouterBridge",
+    "RouterConfig",
     "RouterError",
     "RouterNotRunningError",
     "RouterRuntimeError",
+    "RouterState",
+    "RouterStatistics",
     "RouterUsageError",
+    "RunLiveness",
     "SendSteer",
     "SessionKey",
     "Settled",
     "StartRun",
+    "SteerableRuntime",
     "Submission",
+    "SystemClock",
+    "Unavailable",
     "check_session_key",
     "parse_queue_mode",
+    "resolve_resume",
+    "submit_via_bridge",
 ]

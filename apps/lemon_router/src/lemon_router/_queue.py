@@ -77,6 +77,8 @@ class Receipt:
     """For ``merged``: the run id that now carries this prompt."""
     active_run_id: str | None = None
     """For ``dispatched_to_active``: the run the steer was sent to."""
+    conversation_key: str | None = None
+    """Filled in by the Router: the conversation that serialises this submission."""
     reason: str | None = None
 
 
