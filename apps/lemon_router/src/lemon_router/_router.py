@@ -117,6 +117,8 @@ class Router:
         self._synthetic = 0
         self._retries = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        # steer calls still waiting for the runtime's answer, per target (original) run id
+        self._steering: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -346,7 +348,10 @@ class Router:
             if isinstance(effect, StartRun):
                 self._start(key, effect.submission)
             elif isinstance(effect, SendSteer):
-                self._spawn(self._steer(key, effect))
+                task = self._spawn(self._steer(key, effect))
+                in_flight = self._steering.setdefault(effect.active_run_id, set())
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
             elif isinstance(effect, CancelActive):
                 process = self._runs.get(effect.run_id)
                 if process is not None:
@@ -368,11 +373,12 @@ class Router:
                     },
                 )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         assert self._tg is not None
         task = self._tg.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _start(self, key: ConversationKey, sub: Submission) -> None:
         prepared = sub.context
@@ -466,7 +472,20 @@ class Router:
         self._runs.pop(process.run_id, None)
         self._engine_ids.pop(process.current_run_id, None)
         self._engine_ids.pop(process.run_id, None)
-        tracked = self._where.pop(process.run_id, None)
+        in_flight = self._steering.pop(process.run_id, set())
+        if in_flight and self._state is RouterState.RUNNING:
+            # A steer the runtime is still answering must not also fall back (the text would
+            # run twice): hear its answer first, then let the queue move on.
+            self._spawn(self._end_after_steers(process.run_id, in_flight))
+            return
+        self._end_run(process.run_id)
+
+    async def _end_after_steers(self, run_id: str, in_flight: set[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*in_flight, return_exceptions=True)
+        self._end_run(run_id)
+
+    def _end_run(self, run_id: str) -> None:
+        tracked = self._where.pop(run_id, None)
         if tracked is None:
             return
         key = tracked[0]
@@ -474,9 +493,9 @@ class Router:
         if queue is None:
             return
         if self._state is RouterState.RUNNING:
-            self._apply(key, queue.run_ended(process.run_id, self.clock.now_ms()))
+            self._apply(key, queue.run_ended(run_id, self.clock.now_ms()))
         else:
-            queue.run_ended(process.run_id, self.clock.now_ms())
+            queue.run_ended(run_id, self.clock.now_ms())
         self._maybe_drop(key)
 
     def _retry_started(self, process: RunProcess, previous_run_id: str) -> None:

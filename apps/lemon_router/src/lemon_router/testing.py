@@ -25,6 +25,7 @@ class ManualClock:
     def __init__(self, start_ms: int = 0) -> None:
         self.now = start_ms
         self.sleeps: list[int] = []
+        self._changed = asyncio.Condition()
 
     def now_ms(self) -> int:
         return self.now
@@ -35,7 +36,14 @@ class ManualClock:
     async def sleep_ms(self, ms: int) -> None:
         self.sleeps.append(ms)
         self.now += ms
+        async with self._changed:
+            self._changed.notify_all()
         await asyncio.sleep(0)
+
+    async def slept(self, count: int) -> None:
+        """Wait until at least ``count`` sleeps happened."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self.sleeps) >= count)
 
 
 class FakeEngineRuntime:
@@ -54,6 +62,8 @@ class FakeEngineRuntime:
         self.commands: list[ExecutionCommand] = []
         self.cancelled: list[tuple[str, str]] = []
         self.steered: list[tuple[str, str, str]] = []
+        """Accepted steers: (run id, text, mode)."""
+        self.steer_attempts: list[tuple[str, str, str]] = []
         self.submit_attempts = 0
         self.live: set[str] = set()
         self._seq: dict[str, int] = {}
@@ -88,9 +98,12 @@ class FakeEngineRuntime:
         return run_id in self.live
 
     async def steer(self, run_id: str, text: str, *, mode: Literal["steer", "redirect"]) -> bool:
-        self.steered.append((run_id, text, mode))
+        self.steer_attempts.append((run_id, text, mode))
         await asyncio.sleep(0)
-        return self.steer_mode == "accept" and run_id in self.live
+        accepted = self.steer_mode == "accept" and run_id in self.live
+        if accepted:
+            self.steered.append((run_id, text, mode))
+        return accepted
 
     # -- what the test plays -----------------------------------------------------------------
 
