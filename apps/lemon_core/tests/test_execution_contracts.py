@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lemon_core.execution import (
+    ENGINE_RUNTIME,
     CapabilityConflictError,
     CapabilityMissingError,
-    EngineRuntime,
     ExecutionCommand,
     ExecutionContext,
     ExecutionContractError,
@@ -178,12 +178,12 @@ class _Runtime:
 def test_execution_capabilities_live_on_an_explicit_runtime_context() -> None:
     one, two = RuntimeContext(name="one"), RuntimeContext(name="two")
     impl = _Runtime()
-    one.capabilities.register(EngineRuntime, impl)
-    assert one.capabilities.require(EngineRuntime) is impl
-    assert two.capabilities.get(EngineRuntime) is None
+    one.capabilities.register(ENGINE_RUNTIME, impl)
+    assert one.capabilities.require(ENGINE_RUNTIME) is impl
+    assert two.capabilities.get(ENGINE_RUNTIME) is None
     with pytest.raises(CapabilityMissingError, match="lemon_gateway"):
-        two.capabilities.require(EngineRuntime)
+        two.capabilities.require(ENGINE_RUNTIME)
     with pytest.raises(CapabilityConflictError):
-        one.capabilities.register(EngineRuntime, _Runtime())
-    assert one.capabilities.unregister(EngineRuntime, impl)
+        one.capabilities.register(ENGINE_RUNTIME, _Runtime())
+    assert one.capabilities.unregister(ENGINE_RUNTIME, impl)
     assert one.capabilities.statistics() == {}

@@ -52,11 +52,7 @@ class GatewayConfig:
             elif f.type == "int":
                 ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             elif f.type == "float":
-                ok = (
-                    isinstance(value, int | float)
-                    and not isinstance(value, bool)
-                    and value >= 0
-                )
+                ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             else:
                 ok = value is None or isinstance(value, str)
             if not ok:

@@ -14,6 +14,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import deque
@@ -69,8 +70,9 @@ class EngineLock:
         self.stale_releases = 0
         self.timeouts = 0
 
-    async def acquire(self, key: Hashable, *, timeout: float | None = None) -> LockLease:
-        """Own ``key`` for the current task; wait FIFO. Raise LockTimeoutError on timeout."""
+    async def acquire(self, key: Hashable, *, wait_s: float | None = None) -> LockLease:
+        """Own ``key`` for the current task; wait FIFO at most ``wait_s`` seconds
+        (None: no limit). Raise LockTimeoutError when not granted in time."""
         owner = asyncio.current_task()
         if key not in self._owners:
             return self._grant(key, owner)
@@ -83,12 +85,12 @@ class EngineLock:
         waiter = _Waiter(owner, future, time.monotonic())
         queue.append(waiter)
         try:
-            if timeout is None:
+            if wait_s is None:
                 return await future
-            done, _ = await asyncio.wait({future}, timeout=timeout)
+            done, _ = await asyncio.wait({future}, timeout=wait_s)
             if not done:
                 self.timeouts += 1
-                raise LockTimeoutError(f"engine lock {key!r} not granted within {timeout}s")
+                raise LockTimeoutError(f"engine lock {key!r} not granted within {wait_s}s")
             return future.result()
         except BaseException:
             self._abandon(key, waiter)
@@ -102,10 +104,8 @@ class EngineLock:
         waiter.future.cancel()
         queue = self._waiters.get(key)
         if queue is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 queue.remove(waiter)
-            except ValueError:
-                pass
             if not queue:
                 del self._waiters[key]
 

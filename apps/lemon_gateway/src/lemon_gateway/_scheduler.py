@@ -210,9 +210,7 @@ class Scheduler:
 
     def _compact(self) -> None:
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._waiters):
-            self._heap = [
-                (w.ticket, w.generation, w.key) for w in self._waiters.values()
-            ]
+            self._heap = [(w.ticket, w.generation, w.key) for w in self._waiters.values()]
             heapq.heapify(self._heap)
 
     def statistics(self) -> dict[str, Any]:

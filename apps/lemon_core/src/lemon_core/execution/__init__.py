@@ -34,6 +34,8 @@ from lemon_core.execution._executor import (
 from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution._runtime import (
+    ENGINE_RUNTIME,
+    Capability,
     CapabilityConflictError,
     CapabilityMissingError,
     CapabilityRegistry,
@@ -47,10 +49,12 @@ from lemon_core.execution.errors import (
 )
 
 __all__ = [
+    "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
     "NATIVE_ENGINE",
     "ActionKind",
     "ActionPhase",
+    "Capability",
     "CapabilityConflictError",
     "CapabilityMissingError",
     "CapabilityRegistry",

@@ -9,11 +9,13 @@ runtimes (tests do).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Final, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from lemon_core.execution._command import ExecutionCommand
 
 __all__ = [
+    "ENGINE_RUNTIME",
+    "Capability",
     "CapabilityConflictError",
     "CapabilityMissingError",
     "CapabilityRegistry",
@@ -54,16 +56,41 @@ class EngineRuntime(Protocol):
         ...
 
 
+class Capability(Generic[T]):
+    """A typed capability key, e.g. :data:`ENGINE_RUNTIME` for :class:`EngineRuntime`."""
+
+    __slots__ = ("__name__", "protocol")
+
+    def __init__(self, name: str, protocol: type[Any]) -> None:
+        self.__name__ = name
+        self.protocol = protocol
+
+    def __repr__(self) -> str:
+        return f"Capability({self.__name__})"
+
+
+#: The capability the gateway registers and the router calls.
+ENGINE_RUNTIME: Final[Capability[EngineRuntime]] = Capability("EngineRuntime", EngineRuntime)
+
+
 class CapabilityRegistry:
-    """Capabilities keyed by their protocol type; one implementation per capability."""
+    """Capabilities keyed by :class:`Capability`; one implementation per capability.
+
+    Registration checks the implementation against the capability's protocol.
+    """
 
     __slots__ = ("_impls",)
 
     def __init__(self) -> None:
-        self._impls: dict[type[Any], object] = {}
+        self._impls: dict[Capability[Any], object] = {}
 
-    def register(self, capability: type[T], impl: T) -> None:
+    def register(self, capability: Capability[T], impl: T) -> None:
         """Register ``impl`` as ``capability``; raise if another one is registered."""
+        if not isinstance(impl, capability.protocol):
+            raise TypeError(
+                f"{impl!r} does not implement {capability.__name__} "
+                f"({capability.protocol.__module__}.{capability.protocol.__qualname__})"
+            )
         current = self._impls.get(capability)
         if current is not None and current is not impl:
             raise CapabilityConflictError(
@@ -71,18 +98,18 @@ class CapabilityRegistry:
             )
         self._impls[capability] = impl
 
-    def unregister(self, capability: type[T], impl: T) -> bool:
+    def unregister(self, capability: Capability[T], impl: T) -> bool:
         """Remove ``impl`` if it is the registered one; return whether it was."""
         if self._impls.get(capability) is impl:
             del self._impls[capability]
             return True
         return False
 
-    def get(self, capability: type[T]) -> T | None:
+    def get(self, capability: Capability[T]) -> T | None:
         """The registered implementation, or None."""
         return cast("T | None", self._impls.get(capability))
 
-    def require(self, capability: type[T]) -> T:
+    def require(self, capability: Capability[T]) -> T:
         """The registered implementation; raise :class:`CapabilityMissingError` if none."""
         impl = self._impls.get(capability)
         if impl is None:
