@@ -2,4 +2,8 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from lemon_platform_test import events_fixtures
+from lemon_platform_test.bus_kit import BusContract
+from lemon_platform_test.events_kit import EventsContract, example_payload
+
+__all__ = ["BusContract", "EventsContract", "events_fixtures", "example_payload"]
