@@ -11,7 +11,7 @@ import pytest
 
 from lemon_core.bus import Bus, Delivery, session_topic
 from lemon_core.events import Event, RunCompleted
-from lemon_core.execution import ResumeToken, RunRequest, RuntimeContext
+from lemon_core.execution import ENGINE_RUNTIME, ResumeToken, RunRequest, RuntimeContext
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_router import (
     RETRY_NOTICE,
@@ -116,12 +116,7 @@ def request(prompt: str, mode: str = "collect", **kw: Any) -> RunRequest:
 async def test_a_run_is_forwarded_unchanged_with_phases_and_chat_state(
     bus: Bus, chat_state: ChatStateStore
 ) -> None:
-    context = RuntimeContext()
-    engine = FakeEngineRuntime(bus)
-    context.capabilities.register(FakeEngineRuntime, engine)
-    from lemon_core.execution import EngineRuntime
-
-    context.capabilities.register(EngineRuntime, engine)  # type: ignore[type-abstract]
+    context, engine = runtime(bus)
     watcher = Watcher(bus, SESSION)
     async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
         receipt = await router.submit(request("hello"))
@@ -168,11 +163,9 @@ async def test_a_run_is_forwarded_unchanged_with_phases_and_chat_state(
 
 
 def runtime(bus: Bus, **kw: Any) -> tuple[RuntimeContext, FakeEngineRuntime]:
-    from lemon_core.execution import EngineRuntime
-
     context = RuntimeContext()
     engine = FakeEngineRuntime(bus, **kw)
-    context.capabilities.register(EngineRuntime, engine)  # type: ignore[type-abstract]
+    context.capabilities.register(ENGINE_RUNTIME, engine)
     return context, engine
 
 

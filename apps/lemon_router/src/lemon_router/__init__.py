@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lemon_router._bridge import RouterBridge, Unavailable, submit_via_bridge
+from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge, Unavailable, submit_via_bridge
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
@@ -41,6 +41,7 @@ __all__ = [
     "PEER_KINDS",
     "QUEUE_MODES",
     "RETRY_NOTICE",
+    "ROUTER_BRIDGE",
     "CancelActive",
     "ChatStateAccess",
     "ChatStateReader",

@@ -9,9 +9,9 @@ when it exists. :func:`submit_via_bridge` never raises because no router runs: i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
-from lemon_core.execution import CapabilityRegistry, RunRequest
+from lemon_core.execution import Capability, CapabilityRegistry, RunRequest
 from lemon_router._queue import Receipt
 from lemon_router.errors import RouterNotRunningError
 
@@ -37,6 +37,10 @@ class RouterBridge(Protocol):
         ...
 
 
+#: The capability key a running Router registers itself under.
+ROUTER_BRIDGE: Final[Capability[RouterBridge]] = Capability("RouterBridge", RouterBridge)
+
+
 async def submit_via_bridge(
     capabilities: CapabilityRegistry, request: RunRequest
 ) -> Receipt | Unavailable:
@@ -45,7 +49,7 @@ async def submit_via_bridge(
     Bad requests still raise (a :class:`~lemon_router.errors.RouterUsageError`): the caller
     must hear that its input is wrong, not that the router is away.
     """
-    bridge = capabilities.get(RouterBridge)  # type: ignore[type-abstract]  # Protocol used as a key
+    bridge = capabilities.get(ROUTER_BRIDGE)
     if bridge is None:
         return Unavailable(reason="no router is registered on this runtime")
     if not bridge.running():

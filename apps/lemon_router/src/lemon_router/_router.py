@@ -31,9 +31,15 @@ from typing import Any, Literal, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
 from lemon_core.events import RunPhase, RunPhaseChanged
-from lemon_core.execution import EngineRuntime, ResumeToken, RunRequest, RuntimeContext
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    EngineRuntime,
+    ResumeToken,
+    RunRequest,
+    RuntimeContext,
+)
 from lemon_core.store import StoreError
-from lemon_router._bridge import RouterBridge
+from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import ConversationKey
@@ -128,7 +134,8 @@ class Router:
         self._tg = asyncio.TaskGroup()
         await self._tg.__aenter__()
         self._state = RouterState.RUNNING
-        self.context.capabilities.register(RouterBridge, self)
+        bridge: RouterBridge = self
+        self.context.capabilities.register(ROUTER_BRIDGE, bridge)
         return self
 
     async def __aexit__(
@@ -138,7 +145,7 @@ class Router:
         tb: TracebackType | None,
     ) -> None:
         self._state = RouterState.STOPPING
-        self.context.capabilities.unregister(RouterBridge, self)  # type: ignore[type-abstract]  # Protocol as key
+        self.context.capabilities.unregister(ROUTER_BRIDGE, self)
         for key, queue in list(self._queues.items()):
             for session_key in list(self._conv_sessions.get(key, ())):
                 self._apply(key, queue.abort_session(session_key, reason="router stopped"))
@@ -508,7 +515,7 @@ class Router:
         self._synthetic += 1
 
     def _engine(self) -> EngineRuntime | None:
-        return self.context.capabilities.get(EngineRuntime)  # type: ignore[type-abstract]  # Protocol as key
+        return self.context.capabilities.get(ENGINE_RUNTIME)
 
     async def _read_resume(self, session_key: str) -> ResumeToken | None:
         return await _FailSoftReader(self.chat_state).resume_token(session_key)
