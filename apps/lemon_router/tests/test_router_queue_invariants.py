@@ -31,7 +31,7 @@ MODES: list[QueueMode] = ["collect", "followup", "steer", "steer_backlog", "redi
 class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.q = ConversationQueue("k", max_pending=5)
+        self.q = ConversationQueue("k", max_pending=3)
         self.now = 0
         self.seq = 0
         self.submitted: list[str] = []

@@ -512,3 +512,32 @@ async def test_a_burst_of_20_to_a_busy_session_loses_nothing(
         if mode == "collect":
             assert texts == expected  # FIFO
         assert router.statistics().conversations == 0
+
+
+async def test_a_busy_session_keeps_its_conversation_when_a_resume_token_appears(
+    bus: Bus, chat_state: ChatStateStore
+) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
+        first = await router.submit(request("one"))
+        c1 = await engine.next_command()
+        second = await router.submit(request("two"))
+        engine.complete(c1.run_id, resume="native-9")  # writes chat state while "two" waits
+        c2 = await engine.next_command()
+        assert c2.run_id == second.run_id
+        # Readback at start time: "two" continues the native session "one" created.
+        assert c2.resume == ResumeToken.native("native-9")
+        third = await router.submit(request("three"))
+        # The session is still busy: "three" joins the same queue, not a new conversation.
+        assert third.conversation_key == first.conversation_key == f"session:{SESSION}"
+        assert third.status == "queued"
+        engine.complete(c2.run_id, resume="native-9")
+        c3 = await engine.next_command()
+        assert c3.run_id == third.run_id
+        engine.complete(c3.run_id)
+        await watcher.until("run_phase_changed", run_id=third.run_id, phase="completed")
+        fourth = await router.submit(request("four"))
+        assert fourth.conversation_key == "resume:lemon:native-9"
+        engine.complete((await engine.next_command()).run_id)
+        await watcher.until("run_phase_changed", run_id=fourth.run_id, phase="completed")
