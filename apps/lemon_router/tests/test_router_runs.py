@@ -457,6 +457,8 @@ async def test_stopping_the_router_ends_every_run_with_a_completion(bus: Bus) ->
     await watcher.until("run_phase_changed", run_id=queued.run_id, phase="aborted")
     done = await watcher.until("run_completed", run_id=first.run_id)
     assert done.meta["synthetic"] is True
+    await watcher.until("run_phase_changed", run_id=first.run_id, phase="aborted")
+    assert len(watcher.completions()) == 1
     assert not router.running()
 
 

@@ -209,6 +209,9 @@ class ConversationQueue:
         self._pending: dict[str, _Pending] = {}
         self._last_followup_at_ms: int | None = None
         self._counters = _Counters()
+        # Kept so the common paths (append, interrupt placement) need no scan of the queue.
+        self._interrupts = 0
+        self._goals = 0
 
     # -- read side -------------------------------------------------------------------------
 
@@ -340,17 +343,17 @@ class ConversationQueue:
             return self._reject(sub, requested, mode, now_ms)
         item = _Item(submission=sub, mode=mode, mergeable=mergeable)
         if mode == "interrupt":
-            index = sum(1 for queued in self._queue if queued.mode == "interrupt")
+            index = self._interrupts  # behind earlier interrupts, ahead of everything else
             if self._active is not None:
                 effects.append(CancelActive(run_id=self._active.run_id, reason="interrupted"))
-        elif mode == "collect" and sub.auto_kind is None:
+        elif mode == "collect" and sub.auto_kind is None and self._goals:
             index = next(
                 (i for i, q in enumerate(self._queue) if q.submission.auto_kind == "goal"),
                 len(self._queue),
             )
         else:
             index = len(self._queue)
-        self._queue.insert(index, item)
+        self._insert(index, item)
         if start:
             self._start_next(effects)
         started = self._active is not None and self._active.run_id == sub.run_id
@@ -361,8 +364,24 @@ class ConversationQueue:
             actual_mode=mode,
             status="started" if started else ("fallback_queued" if fallback else "queued"),
             at_ms=now_ms,
-            position=None if started else self._position(sub.run_id),
+            position=None if started else index,
         )
+
+    def _insert(self, index: int, item: _Item) -> None:
+        if index == len(self._queue):
+            self._queue.append(item)
+        else:
+            self._queue.insert(index, item)
+        self._interrupts += item.mode == "interrupt"
+        self._goals += item.submission.auto_kind == "goal"
+
+    def _remove(self, item: _Item) -> None:
+        if self._queue and self._queue[0] is item:
+            self._queue.popleft()
+        else:
+            self._queue.remove(item)
+        self._interrupts -= item.mode == "interrupt"
+        self._goals -= item.submission.auto_kind == "goal"
 
     def _merge(
         self,
@@ -399,19 +418,14 @@ class ConversationQueue:
             actual_mode="followup",
             status="fallback_queued" if fallback else "queued",
             at_ms=now_ms,
-            position=self._position(sub.run_id),
+            position=len(self._queue) - 1,
             reason=f"merged with earlier followup {old.run_id}",
         )
 
-    def _position(self, run_id: str) -> int | None:
-        for i, item in enumerate(self._queue):
-            if item.submission.run_id == run_id:
-                return i
-        return None
-
     def _start_next(self, effects: list[Effect]) -> None:
         if self._active is None and self._queue:
-            item = self._queue.popleft()
+            item = self._queue[0]
+            self._remove(item)
             self._active = item.submission
             self._counters.started += 1
             effects.append(StartRun(submission=item.submission))
@@ -491,7 +505,7 @@ class ConversationQueue:
             return effects
         for item in list(self._queue):
             if item.submission.run_id == run_id:
-                self._queue.remove(item)
+                self._remove(item)
                 effects.append(self._cancelled(item.submission, reason))
         pending = self._pending.pop(run_id, None)
         if pending is not None:
@@ -502,7 +516,7 @@ class ConversationQueue:
         """Drop everything ``session_key`` has waiting here and cancel its active run."""
         effects: list[Effect] = []
         for item in [q for q in self._queue if q.submission.session_key == session_key]:
-            self._queue.remove(item)
+            self._remove(item)
             effects.append(self._cancelled(item.submission, reason))
         for run_id, p in list(self._pending.items()):
             if p.submission.session_key == session_key:

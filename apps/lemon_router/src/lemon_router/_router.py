@@ -469,9 +469,9 @@ class Router:
         meta = {"run_id": run_id, "session_key": session_key}
         if not self.bus.running():
             return
-        self.bus.broadcast_event(run_topic(run_id), "run_phase_changed", payload, meta)
+        event = self.bus.broadcast_event(run_topic(run_id), "run_phase_changed", payload, meta)
         if session_key is not None:
-            self.bus.broadcast_event(session_topic(session_key), "run_phase_changed", payload, meta)
+            self.bus.broadcast(session_topic(session_key), event)
 
     # -- callbacks from RunProcess -----------------------------------------------------------
 

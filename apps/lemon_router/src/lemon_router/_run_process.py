@@ -131,6 +131,7 @@ class RunProcess:
                 engine.cancel(self.current_run_id, "shutdown")
             with contextlib.suppress(Exception):
                 self._finish_synthetic(self.current_run_id, "aborted: the router stopped", True)
+                self._router._phase(self.current_run_id, self.prepared, RunPhase.ABORTED)
             raise
         except Exception as exc:
             log.exception("run %s failed inside the router", self.current_run_id)
