@@ -383,6 +383,7 @@ async def test_followups_within_the_window_merge_into_one_run(bus: Bus) -> None:
         engine.complete(command.run_id)
         nxt = await engine.next_command()
         assert (nxt.run_id, nxt.prompt) == (b.run_id, "one\ntwo")
+        assert nxt.meta["merged_run_ids"] == [a.run_id]
         engine.complete(nxt.run_id)
         await watcher.until("run_phase_changed", run_id=b.run_id, phase="completed")
 

@@ -31,9 +31,7 @@ from typing import Literal
 from lemon_router._keys import QueueMode
 
 AutoKind = Literal["task", "delegated", "goal"]
-ReceiptStatus = Literal[
-    "started", "queued", "merged", "dispatched_to_active", "fallback_queued", "rejected"
-]
+ReceiptStatus = Literal["started", "queued", "dispatched_to_active", "fallback_queued", "rejected"]
 OutcomeKind = Literal["merged", "steered", "cancelled", "rejected"]
 
 DEFAULT_MAX_PENDING = 32

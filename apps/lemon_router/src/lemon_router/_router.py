@@ -24,7 +24,7 @@ import contextlib
 import enum
 import logging
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -264,7 +264,7 @@ class Router:
             return receipt
 
     @contextlib.asynccontextmanager
-    async def _intake_lock(self, session_key: str) -> Any:
+    async def _intake_lock(self, session_key: str) -> AsyncIterator[None]:
         # Serialises intake per session (the store read awaits) so a session's messages are
         # admitted in the order they arrived; the lock table only holds sessions mid-intake.
         lock = self._intake_locks.setdefault(session_key, asyncio.Lock())
@@ -391,7 +391,11 @@ class Router:
         prepared = sub.context
         assert isinstance(prepared, Prepared)
         process = RunProcess(
-            self, run_id=sub.run_id, prompt=sub.prompt, prepared=prepared, merged=sub.parts - 1
+            self,
+            run_id=sub.run_id,
+            prompt=sub.prompt,
+            prepared=prepared,
+            merged_run_ids=sub.merged_run_ids,
         )
         self._runs[sub.run_id] = process
         self._engine_ids[sub.run_id] = sub.run_id

@@ -89,14 +89,20 @@ class RunProcess:
     """Drives one run (see the module docstring). Owned and awaited by the Router."""
 
     def __init__(
-        self, router: Router, *, run_id: str, prompt: str, prepared: Prepared, merged: int
+        self,
+        router: Router,
+        *,
+        run_id: str,
+        prompt: str,
+        prepared: Prepared,
+        merged_run_ids: tuple[str, ...] = (),
     ) -> None:
         self._router = router
         self.run_id = run_id
         self.current_run_id = run_id
         self.prompt = prompt
         self.prepared = prepared
-        self.merged = merged
+        self.merged_run_ids = merged_run_ids
         self.submitted = False
         self.cancel_reason: str | None = None
         self._wake = asyncio.Event()
@@ -210,6 +216,8 @@ class RunProcess:
             meta["model"] = p.model
         if run_id != self.run_id:
             meta["retry_of"] = self.run_id
+        if self.merged_run_ids:
+            meta["merged_run_ids"] = list(self.merged_run_ids)
         return ExecutionCommand(
             run_id=run_id,
             session_key=p.session_key,
