@@ -14,6 +14,7 @@ reported as the run's completion, never as an exception to the submitter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import itertools
 import logging
@@ -24,7 +25,7 @@ from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Self
 
-from lemon_core.bus import Bus, run_topic
+from lemon_core.bus import Bus
 from lemon_core.errors import LemonCoreError
 from lemon_core.events import Completion, Payload
 from lemon_core.execution import (
@@ -103,6 +104,7 @@ class Gateway:
         self._runs: dict[str, Run] = {}
         self._workers: dict[Hashable, ThreadWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
         self._generations = itertools.count(1)
         self._default_cwd = os.getcwd()
         self._submitted = 0
@@ -140,6 +142,9 @@ class Gateway:
         if self.runtime is not None:
             self.runtime.capabilities.register(ENGINE_RUNTIME, self)
         self.state = GatewayState.RUNNING
+        self._watchdog = asyncio.get_running_loop().create_task(
+            self._slot_watchdog(), name="gateway:slot-watchdog"
+        )
         if self.config.ingress_enabled and self._ingress_factories:
             stack = AsyncExitStack()
             try:
@@ -165,6 +170,10 @@ class Gateway:
             for run in list(self._runs.values()):
                 self.cancel(run.run_id, "gateway_shutdown")
             await self._drain_tasks(self.config.shutdown_grace_s)
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._watchdog
         finally:
             if self.runtime is not None:
                 self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
@@ -236,13 +245,14 @@ class Gateway:
             )
         worker = self._workers.get(key)
         if worker is None:
-            worker = self._workers[key] = ThreadWorker(self, key)
+            worker = ThreadWorker(self, key)
         elif worker.size >= self.config.max_pending_per_conversation:
             raise GatewayOverloadedError(
                 f"conversation {key!r} has {worker.size} runs pending "
                 "(gateway.max_pending_per_conversation); retry later"
             )
-        run = Run(self, worker, ExecutionRequest.from_command(command, key, time.perf_counter_ns()))
+        run = Run(self, worker, ExecutionRequest(command, key, time.perf_counter_ns()))
+        self._workers[key] = worker
         self._runs[run_id] = run
         self._submitted += 1
         worker.enqueue(run)
@@ -253,7 +263,9 @@ class Gateway:
         self.submit_execution(command)
 
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
-        """Cancel the queued or running run with exactly this id. Total and idempotent.
+        """Cancel the queued or running run with exactly this id (loop-only).
+
+        Total and idempotent.
 
         Returns whether a live run was found; the run then completes once, with
         ``ok=False`` and ``error=reason``.
@@ -263,6 +275,7 @@ class Gateway:
         if run is None:
             return False
         if run.state is RunState.QUEUED and run.task is None:
+            asyncio.get_running_loop()  # loop-only: fail before changing anything
             if run.cancel_reason is None:
                 run.cancel_reason = reason
                 run.worker.remove_queued(run)
@@ -293,6 +306,14 @@ class Gateway:
             self._task_crashes += 1
             log.error("gateway task %s crashed", task.get_name(), exc_info=task.exception())
 
+    async def _slot_watchdog(self) -> None:
+        """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request)."""
+        timeout = self.config.slot_request_timeout_s
+        period = max(timeout / 4, 0.001)
+        while True:
+            await asyncio.sleep(period)
+            self.scheduler.expire_waiters(timeout)
+
     def _next_generation(self) -> int:
         return next(self._generations)
 
@@ -303,15 +324,11 @@ class Gateway:
 
     def _publish(self, run: Run, type_: str, payload: Payload, *, synthetic: bool = False) -> None:
         req = run.request
-        meta: dict[str, Any] = {"run_id": req.run_id, "session_key": req.session_key}
-        for name in ("origin", "model"):
-            value = req.meta.get(name)
-            if isinstance(value, str):
-                meta[name] = value
+        meta = req.event_meta
         if synthetic:
-            meta["synthetic"] = True
+            meta = {**meta, "synthetic": True}
         try:
-            self.bus.broadcast_event(run_topic(req.run_id), type_, payload, meta)
+            self.bus.broadcast_event(run.topic, type_, payload, meta)
         except LemonCoreError as exc:
             self._publish_errors += 1
             log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
@@ -362,6 +379,7 @@ class Gateway:
                 "max": sched.max_concurrent_runs,
                 "in_flight": len(sched._held),
                 "waiting": len(sched._waiters),
+                "generations_tracked": len(sched._latest_gen),
                 "stale_releases": sched.stale_releases,
             },
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},

@@ -4,58 +4,52 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lemon_core.events import Completion
-from lemon_core.execution import (
-    ConversationKey,
-    ExecutionCommand,
-    ExecutionContext,
-    Lane,
-    ResumeToken,
-    ToolPolicy,
-)
+from lemon_core.execution import ConversationKey, ExecutionCommand
 
 __all__ = ["ExecutionRequest", "RunHandle"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionRequest:
     """What the gateway queues for one accepted command. Private: consumers submit
-    ExecutionCommands and never build this."""
+    ExecutionCommands and never build this.
 
-    run_id: str
-    session_key: str
-    prompt: str
-    conversation_key: ConversationKey
-    images: tuple[Mapping[str, Any], ...]
-    cwd: str | None
-    resume: ResumeToken | None
-    lane: Lane
-    tool_policy: ToolPolicy | None
-    context: ExecutionContext | None
-    meta: Mapping[str, Any]
-    accepted_at_ns: int
+    It wraps the (immutable) command with what the gateway adds at acceptance: the
+    validated conversation key, the acceptance time and the event meta of the run.
+    """
 
-    @classmethod
-    def from_command(
-        cls, command: ExecutionCommand, key: ConversationKey, accepted_at_ns: int
-    ) -> ExecutionRequest:
-        return cls(
-            run_id=command.run_id,
-            session_key=command.session_key,
-            prompt=command.prompt,
-            conversation_key=key,
-            images=command.images,
-            cwd=command.cwd,
-            resume=command.resume,
-            lane=command.lane,
-            tool_policy=command.tool_policy,
-            context=command.context,
-            meta=command.meta,
-            accepted_at_ns=accepted_at_ns,
-        )
+    __slots__ = (
+        "accepted_at_ns",
+        "command",
+        "conversation_key",
+        "event_meta",
+        "resume",
+        "run_id",
+        "session_key",
+    )
+
+    def __init__(
+        self, command: ExecutionCommand, key: ConversationKey, accepted_at_ns: int
+    ) -> None:
+        self.command = command
+        self.run_id = command.run_id
+        self.session_key = command.session_key
+        self.resume = command.resume
+        self.conversation_key = key
+        self.accepted_at_ns = accepted_at_ns
+        meta: dict[str, Any] = {"run_id": command.run_id, "session_key": command.session_key}
+        if command.meta:
+            for name in ("origin", "model"):
+                value = command.meta.get(name)
+                if isinstance(value, str):
+                    meta[name] = value
+        self.event_meta = meta
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.command.meta
 
 
 class RunHandle:
@@ -74,6 +68,8 @@ class RunHandle:
 
     async def completion(self) -> Completion:
         """Wait for the run's Completion (cancelling this wait does not cancel the run)."""
+        if self._future.done():
+            return self._future.result()
         return await asyncio.shield(self._future)
 
     def __await__(self) -> Generator[Any, None, Completion]:

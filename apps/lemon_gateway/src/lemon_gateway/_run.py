@@ -21,9 +21,10 @@ import logging
 import os
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from lemon_core.bus import run_topic
 from lemon_core.events import (
     Action,
     ActionKind,
@@ -95,7 +96,7 @@ class _Outcome:
     resume: ResumeToken | None = None
     usage: Mapping[str, Any] | None = None
     synthetic: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] | None = None
 
 
 class Run:
@@ -117,6 +118,7 @@ class Run:
         "started_ns",
         "state",
         "task",
+        "topic",
         "worker",
     )
 
@@ -124,6 +126,7 @@ class Run:
         self.gateway = gateway
         self.worker = worker
         self.request = request
+        self.topic = run_topic(request.run_id)
         self.state = RunState.QUEUED
         self.task: asyncio.Task[None] | None = None
         self.future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
@@ -230,6 +233,7 @@ class Run:
                 )
         self.state = RunState.LAUNCHING
         self.started_ns = time.perf_counter_ns()
+        meta = req.command.meta
         gw._publish(
             self,
             "run_started",
@@ -237,9 +241,9 @@ class Run:
                 run_id=req.run_id,
                 session_key=req.session_key,
                 engine=NATIVE_ENGINE,
-                model=_opt_str(req.meta.get("model")),
-                provider=_opt_str(req.meta.get("provider")),
-                thinking_level=_opt_str(req.meta.get("thinking_level")),
+                model=_opt_str(meta.get("model")) if meta else None,
+                provider=_opt_str(meta.get("provider")) if meta else None,
+                thinking_level=_opt_str(meta.get("thinking_level")) if meta else None,
             ),
         )
         prepared = await self._launch()
@@ -274,38 +278,38 @@ class Run:
         grant = sched.try_acquire(key, gen)
         if grant is None:
             ticket = sched.new_ticket()
-            timeout = gw.config.slot_request_timeout_s
             while True:
                 self.slot_generation = gen
                 future = sched.request(key, gen, ticket=ticket)
                 try:
-                    done, _ = await asyncio.wait({future}, timeout=timeout)
+                    grant = await future
                 except asyncio.CancelledError:
+                    # Withdraw this generation; a grant that raced with the cancel is
+                    # returned to the pool.
                     sched.cancel(key, gen)
                     raise
-                if done and not future.cancelled():
-                    grant = future.result()
+                if grant is not None:
                     break
-                # Timed out (or superseded): withdraw this generation before asking again,
-                # keeping the FIFO ticket.
+                # Timed out: cancel the prior generation before asking again with a new
+                # one, keeping the FIFO ticket.
                 sched.cancel(key, gen)
                 self.slot_retries += 1
                 gen = gw._next_generation()
         self.grant = grant
 
     def _job(self) -> ExecutionJob:
-        req = self.request
+        cmd = self.request.command
         return ExecutionJob(
-            run_id=req.run_id,
-            session_key=req.session_key,
-            prompt=req.prompt,
-            cwd=self.gateway._resolve_cwd(req.cwd),
-            images=req.images,
-            resume=req.resume,
-            lane=req.lane,
-            tool_policy=req.tool_policy,
-            context=req.context,
-            meta=req.meta,
+            run_id=cmd.run_id,
+            session_key=cmd.session_key,
+            prompt=cmd.prompt,
+            cwd=self.gateway._resolve_cwd(cmd.cwd),
+            images=cmd.images,
+            resume=cmd.resume,
+            lane=cmd.lane,
+            tool_policy=cmd.tool_policy,
+            context=cmd.context,
+            meta=cmd.meta,
         )
 
     async def _launch(self) -> PreparedExecution | _Outcome:
@@ -366,7 +370,8 @@ class Run:
         answer = outcome.answer
         if answer == "" and self._parts:
             answer = "".join(self._parts)
-        ok, error, code, detail = outcome.ok, outcome.error, outcome.code, dict(outcome.detail)
+        ok, error, code = outcome.ok, outcome.error, outcome.code
+        detail = {} if outcome.detail is None else dict(outcome.detail)
         resume = outcome.resume
         interrupted = False
         if resume is not None and resume.is_native and gw.chat_state is not None:

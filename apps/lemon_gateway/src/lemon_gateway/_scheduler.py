@@ -10,9 +10,14 @@ Guarantees:
   supersedes an older one; :meth:`Scheduler.cancel` withdraws a generation (returning its
   slot if it was already granted); a grant or release for a stale generation is ignored
   and counted.
+* :meth:`Scheduler.expire_waiters` times waiters out: their future resolves to ``None``
+  and the waiter is expected to cancel that generation and request again with a new one
+  (keeping its ticket). The gateway calls it periodically; tests call it directly.
 
-The scheduler is loop-only and never awaits: state changes are synchronous, grants are
-delivered by resolving the waiter's future.
+The scheduler is loop-only and never awaits: state changes are synchronous. A waiter's
+future is only ever *resolved* by the scheduler (a grant, or ``None`` meaning "expired,
+superseded or stale: request again"), never cancelled, so a CancelledError in the waiter
+always means the waiter itself was cancelled.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Scheduler", "SlotGrant"]
+
+
+def _resolve(future: asyncio.Future[SlotGrant | None], value: SlotGrant | None) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +52,7 @@ class _Waiter:
     key: Hashable
     generation: int
     ticket: int
-    future: asyncio.Future[SlotGrant]
+    future: asyncio.Future[SlotGrant | None]
     since: float
 
 
@@ -72,6 +82,7 @@ class Scheduler:
         self.stale_requests = 0
         self.superseded = 0
         self.cancelled = 0
+        self.expired = 0
 
     # -- requests ------------------------------------------------------------------------
 
@@ -95,28 +106,31 @@ class Scheduler:
 
     def request(
         self, key: Hashable, generation: int, *, ticket: int | None = None
-    ) -> asyncio.Future[SlotGrant]:
-        """Ask for a slot; the future resolves with the grant.
+    ) -> asyncio.Future[SlotGrant | None]:
+        """Ask for a slot; the future resolves with the grant (or None: ask again).
 
         A request for a generation not newer than the key's latest is stale: its future
-        is cancelled at once. An older waiting generation of the same key is superseded
-        (its future cancelled).
+        resolves to None at once. An older waiting generation of the same key is
+        superseded (its future resolves to None).
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[SlotGrant] = loop.create_future()
+        future: asyncio.Future[SlotGrant | None] = loop.create_future()
         if not self._fresh(key, generation):
             self.stale_requests += 1
-            future.cancel()
+            future.set_result(None)
             return future
         old = self._waiters.pop(key, None)
         if old is not None:
             self.superseded += 1
-            old.future.cancel()
+            _resolve(old.future, None)
         if ticket is None:
             ticket = self.new_ticket()
         if len(self._waiters) >= self.max_waiters:
             future.set_exception(
-                OverflowError(f"scheduler waiter bound {self.max_waiters} reached")
+                OverflowError(
+                    f"scheduler waiter bound {self.max_waiters} reached; raise "
+                    "max_waiters or lower gateway.max_pending_runs"
+                )
             )
             return future
         self._waiters[key] = _Waiter(key, generation, ticket, future, time.monotonic())
@@ -133,16 +147,24 @@ class Scheduler:
         waiter = self._waiters.get(key)
         if waiter is not None and waiter.generation == generation:
             del self._waiters[key]
-            waiter.future.cancel()
+            _resolve(waiter.future, None)
             self.cancelled += 1
             self._compact()
+            self._forget_generation(key)
             return True
         held = self._held.get(key)
         if held is not None and held.grant.generation == generation:
             self.cancelled += 1
             self._release_held(key)
             return True
+        self._forget_generation(key)
         return False
+
+    def _forget_generation(self, key: Hashable) -> None:
+        # A key with no slot and no waiter needs no fencing history (bounded state);
+        # generations come from one counter, so a later request is always newer anyway.
+        if key not in self._held and key not in self._waiters:
+            self._latest_gen.pop(key, None)
 
     def release(self, grant: SlotGrant) -> bool:
         """Return a slot. A grant that is not the key's current one is ignored (stale)."""
@@ -158,10 +180,23 @@ class Scheduler:
         """Drop every trace of ``key`` (its owner is gone): waiter, slot and generation."""
         waiter = self._waiters.pop(key, None)
         if waiter is not None:
-            waiter.future.cancel()
+            _resolve(waiter.future, None)
         self._latest_gen.pop(key, None)
         if key in self._held:
             self._release_held(key)
+
+    def expire_waiters(self, older_than_s: float) -> int:
+        """Time out every waiter that has waited at least ``older_than_s``: its future
+        resolves to None. Returns how many expired."""
+        now = time.monotonic()
+        expired = [w for w in self._waiters.values() if now - w.since >= older_than_s]
+        for w in expired:
+            del self._waiters[w.key]
+            _resolve(w.future, None)
+        self.expired += len(expired)
+        if expired:
+            self._compact()
+        return len(expired)
 
     def holds(self, key: Hashable) -> bool:
         """Whether ``key`` currently holds a slot."""
@@ -184,9 +219,7 @@ class Scheduler:
 
     def _release_held(self, key: Hashable) -> None:
         del self._held[key]
-        if key not in self._waiters:
-            # Nobody of this key is waiting: its generation history can go (bounded state).
-            self._latest_gen.pop(key, None)
+        self._forget_generation(key)
         self._grant_waiters()
 
     def _grant_waiters(self) -> None:
@@ -197,11 +230,12 @@ class Scheduler:
             waiter = self._waiters.get(key)
             if waiter is None or waiter.generation != gen:
                 continue
-            if key in self._held or waiter.future.done():
-                if waiter.future.done():
-                    del self._waiters[key]
-                else:
-                    skipped.append(entry)
+            if waiter.future.done():
+                # Its owner was cancelled while waiting: drop it.
+                del self._waiters[key]
+                continue
+            if key in self._held:
+                skipped.append(entry)
                 continue
             del self._waiters[key]
             waiter.future.set_result(self._grant(key, gen))
@@ -222,6 +256,7 @@ class Scheduler:
             "in_flight": len(self._held),
             "waiting": len(self._waiters),
             "max_waiters": self.max_waiters,
+            "generations_tracked": len(self._latest_gen),
             "slots": [
                 {
                     "key": h.grant.key,
@@ -244,6 +279,7 @@ class Scheduler:
             "released": self.released,
             "cancelled": self.cancelled,
             "superseded": self.superseded,
+            "expired": self.expired,
             "stale_releases": self.stale_releases,
             "stale_requests": self.stale_requests,
         }

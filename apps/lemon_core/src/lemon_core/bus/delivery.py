@@ -172,13 +172,15 @@ class AdmissionLock(Protocol):
 
 
 _CONTROLS = (Overflow, TerminalNotice)
+_OPEN, _FENCED, _CLOSED = 0, 1, 2
 
 
 class Delivery:
     """A bounded, fencing delivery handle (see the module docstring).
 
     One handle may serve several topics and several buses; it has one consumer, which reads with
-    ``await handle.get()`` or ``async for item in handle``.
+    ``await handle.get()`` or ``async for item in handle``. Producers call :meth:`offer` (the
+    Bus does this for its subscribers) from any thread.
     """
 
     def __init__(
@@ -200,17 +202,19 @@ class Delivery:
         self._tagged = tagged
         self._epoch = next(_epochs)
         self._lock: AdmissionLock = threading.Lock() if lock is None else lock
+        # Entries are (item, size) tuples; the Bus shares one tuple among all its subscribers.
         self._queue: deque[tuple[Any, int]] = deque()
-        self._fenced = False
+        self._state = _OPEN
         self._overflow_reason: OverflowReason | None = None
         self._terminal_used = False
-        self._closed = False
-        self._admitted = 0
+        # Counters. The admission fast path updates none: admitted data is derived from what
+        # the consumer took, what close() discarded and what is still queued.
         self._refused = 0
         self._contended = 0
-        self._delivered = 0
-        self._bytes_in = 0
-        self._bytes_out = 0
+        self._taken = 0
+        self._taken_controls = 0
+        self._discarded = 0
+        self._discarded_controls = 0
         self._waiter: asyncio.Future[None] | None = None
         self._waiter_thread = 0
         self._wake_sent = False
@@ -265,12 +269,12 @@ class Delivery:
     @property
     def fenced(self) -> bool:
         """Whether the handle refused an item and now admits nothing but one terminal notice."""
-        return self._fenced
+        return self._overflow_reason is not None
 
     @property
     def closed(self) -> bool:
         """Whether the handle was closed or replaced."""
-        return self._closed
+        return self._state == _CLOSED
 
     def topics(self) -> tuple[str, ...]:
         """The topics this handle is currently subscribed to (on any bus)."""
@@ -287,106 +291,105 @@ class Delivery:
         """
         if terminal is None:
             terminal = type(item) is Event and item.type in TERMINAL_EVENT_TYPES
-        return self._admit(item, measure(item), terminal)
+        size = measure(item)
+        return self._admit((item, size), size, terminal)
 
-    def _admit(self, item: Any, size: int, terminal: bool) -> bool:
-        if self._fenced or self._closed:
-            self._refuse_after_fence(item, size, terminal)
+    def _admit(self, entry: tuple[Any, int], size: int, terminal: bool) -> bool:
+        # The hot path: one state test, one non-blocking lock, two bound checks, one append.
+        state = self._state
+        if state:
+            self._refuse(entry, size, terminal)
             return False
         lock = self._lock
         if not lock.acquire(False):
-            self._refuse_contended(item, size, terminal)
+            self._refuse_contended(entry, size, terminal)
             return False
-        raced = admitted = False
         try:
+            state = self._state
             queue = self._queue
-            if self._shut():
-                raced = True  # fenced or closed between the unlocked check and the lock
-            elif size > self._max_bytes:
-                self._fence_locked(OverflowReason.BYTES, item, size, terminal)
-            elif len(queue) >= self._max_entries:
-                self._fence_locked(OverflowReason.ENTRIES, item, size, terminal)
-            else:
-                queue.append((item, size))
-                self._admitted += 1
-                self._bytes_in += size
+            if not state and size <= self._max_bytes and len(queue) < self._max_entries:
+                queue.append(entry)
                 admitted = True
+            else:
+                admitted = False
+                if not state:
+                    reason = (
+                        OverflowReason.BYTES if size > self._max_bytes else OverflowReason.ENTRIES
+                    )
+                    self._fence_locked(reason, entry, size, terminal)
         finally:
             lock.release()
-        if not admitted:
-            if raced:
-                self._refuse_after_fence(item, size, terminal)
-            return False
-        waiter = self._waiter
-        if waiter is not None:
-            self._wake(waiter)
-        return True
+        if admitted:
+            waiter = self._waiter
+            if waiter is not None:
+                self._wake(waiter)
+            return True
+        if state:  # fenced or closed between the unlocked test and the lock
+            self._refuse(entry, size, terminal)
+        return False
 
-    def _shut(self) -> bool:
-        # A method (not an inline test) because another thread may have changed the flags.
-        return self._fenced or self._closed
-
-    def _fence_locked(self, reason: OverflowReason, item: Any, size: int, terminal: bool) -> None:
-        # Caller holds the admission lock and the handle is open and not fenced.
-        self._fenced = True
+    def _fence_locked(
+        self, reason: OverflowReason, entry: tuple[Any, int], size: int, terminal: bool
+    ) -> None:
+        # Caller holds the admission lock; the handle is open and not yet fenced.
+        self._state = _FENCED
         self._overflow_reason = reason
         self._refused += 1
         marker = Overflow(epoch=self._epoch, reason=reason)
-        control_size = measure(marker)
-        self._queue.append((marker, control_size))
-        self._bytes_in += control_size
+        self._queue.append((marker, measure(marker)))
         if terminal:
-            self._queue_terminal_locked(item, size)
+            self._queue_terminal_locked(entry[0], size)
         waiter = self._waiter
         if waiter is not None:
             self._wake(waiter)
 
-    def _queue_terminal_locked(self, item: Any, size: int) -> None:
-        if self._terminal_used:
-            return
+    def _queue_terminal_locked(self, item: Any, size: int) -> bool:
+        if self._terminal_used or self._state == _CLOSED:
+            return False
         self._terminal_used = True
-        meta = item.meta if type(item) is Event else {}
-        payload = item.payload if type(item) is Event else None
-        event_type = item.type if type(item) is Event else type(item).__name__
-        run_id = meta.get("run_id") or _payload_run_id(payload)
+        is_event = type(item) is Event
+        meta = item.meta if is_event else {}
+        run_id = meta.get("run_id") or _payload_run_id(item.payload if is_event else item)
+        event_type = item.type if is_event else type(item).__name__
         notice = TerminalNotice(
             epoch=self._epoch,
             event_type=event_type,
-            run_id=run_id if isinstance(run_id, str) else None,
+            run_id=_str_or_none(run_id),
             session_key=_str_or_none(meta.get("session_key")),
-            event=item if type(item) is Event and size <= TERMINAL_NOTICE_MAX_BYTES else None,
+            event=item if is_event and size <= TERMINAL_NOTICE_MAX_BYTES else None,
         )
-        control_size = measure(notice)
-        if control_size > TERMINAL_NOTICE_MAX_BYTES:
+        notice_size = measure(notice)
+        if notice_size > TERMINAL_NOTICE_MAX_BYTES:
             # Compact means compact: drop the event (and over-long ids) rather than the notice.
             notice = TerminalNotice(epoch=self._epoch, event_type=event_type[:64])
-            control_size = measure(notice)
-        self._queue.append((notice, control_size))
-        self._bytes_in += control_size
+            notice_size = measure(notice)
+        self._queue.append((notice, notice_size))
+        return True
 
-    def _refuse_contended(self, item: Any, size: int, terminal: bool) -> None:
-        self._contended += 1
-        # Another producer holds the lock for O(1) work; take it only to fence (once per
-        # handle), never to queue the refused item.
+    def _refuse_contended(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
+        # Another producer holds the lock for O(1) work. The refused item is never queued; the
+        # lock is taken (blocking, O(1)) only to fence, which happens once per handle.
         with _Held(self._lock):
-            if self._closed:
-                self._refused += 1
-            elif self._fenced:
-                self._refused += 1
-                if terminal:
-                    self._queue_terminal_locked(item, size)
-            else:
-                self._fence_locked(OverflowReason.CONTENDED, item, size, terminal)
+            self._contended += 1
+            if self._state == _OPEN:
+                self._fence_locked(OverflowReason.CONTENDED, entry, size, terminal)
+                return
+            self._refused += 1
+            if terminal and self._queue_terminal_locked(entry[0], size):
+                self._wake_if_waiting()
 
-    def _refuse_after_fence(self, item: Any, size: int, terminal: bool) -> None:
-        if terminal and not self._terminal_used and not self._closed:
-            with _Held(self._lock):
-                if not self._closed:
-                    self._queue_terminal_locked(item, size)
-                    waiter = self._waiter
-                    if waiter is not None:
-                        self._wake(waiter)
-        self._refused += 1
+    def _refuse(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
+        # The handle is fenced or closed: count the refusal; a first terminal item still gets
+        # its compact notice into the reserved slot.
+        with _Held(self._lock):
+            self._refused += 1
+            if terminal and self._queue_terminal_locked(entry[0], size):
+                self._wake_if_waiting()
+
+    def _wake_if_waiting(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._wake(waiter)
 
     def _wake(self, waiter: asyncio.Future[None]) -> None:
         if threading.get_ident() == self._waiter_thread:
@@ -404,13 +407,15 @@ class Delivery:
         """The next item, or raise ``asyncio.QueueEmpty`` (``DeliveryClosedError`` if closed)."""
         queue = self._queue
         if queue:
-            item, size = queue.popleft()
-            self._bytes_out += size
-            self._delivered += 1
-            if self._tagged and type(item) not in _CONTROLS:
+            item = queue.popleft()[0]
+            if type(item) in _CONTROLS:
+                self._taken_controls += 1
+                return item
+            self._taken += 1
+            if self._tagged:
                 return Tagged(epoch=self._epoch, item=item)
             return item
-        if self._closed:
+        if self._state == _CLOSED:
             raise DeliveryClosedError(
                 f"delivery handle (epoch {self._epoch}) is closed; use its replacement"
             )
@@ -431,7 +436,9 @@ class Delivery:
             self._wake_sent = False
             self._waiter = waiter
             try:
-                if self._queue or self._closed:
+                # Re-test after publishing the waiter: a producer that appended before seeing
+                # it will not wake us.
+                if self._queue or self._state == _CLOSED:
                     continue
                 await waiter
             finally:
@@ -450,18 +457,21 @@ class Delivery:
 
     def accepts(self, item: Any) -> bool:
         """Whether ``item`` (a ``Tagged`` item or a control) belongs to this handle's epoch."""
-        epoch = getattr(item, "epoch", None)
-        return isinstance(item, Tagged | Overflow | TerminalNotice) and epoch == self._epoch
+        if isinstance(item, Tagged | Overflow | TerminalNotice):
+            return item.epoch == self._epoch
+        return False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release every subscription and the queued items; a waiting ``get()`` raises."""
-        if self._closed:
+        if self._state == _CLOSED:
             return
         with _Held(self._lock):
-            self._closed = True
-            self._bytes_out += sum(size for _item, size in self._queue)
+            self._state = _CLOSED
+            controls = sum(1 for item, _size in self._queue if type(item) in _CONTROLS)
+            self._discarded_controls += controls
+            self._discarded += len(self._queue) - controls
             self._queue.clear()
         for subscription in list(self._subscriptions):
             subscription.cancel()
@@ -469,15 +479,13 @@ class Delivery:
         if self._owner is not None:
             self._owner.remove_done_callback(self._on_owner_done)
             self._owner = None
-        waiter = self._waiter
-        if waiter is not None:
-            self._wake(waiter)
+        self._wake_if_waiting()
         if self._closed_event is not None:
             self._closed_event.set()
 
     async def wait_closed(self) -> None:
         """Return once the handle is closed (by close, replace or its owner task ending)."""
-        if self._closed:
+        if self._state == _CLOSED:
             return
         if self._closed_event is None:
             self._closed_event = asyncio.Event()
@@ -504,7 +512,7 @@ class Delivery:
         self.close()
 
     def _attach(self, subscription: Subscription) -> None:
-        if self._closed:
+        if self._state == _CLOSED:
             raise DeliveryClosedError(
                 f"cannot subscribe a closed delivery handle (epoch {self._epoch}); "
                 f"use its replacement or a new handle"
@@ -517,27 +525,30 @@ class Delivery:
     # -- statistics --------------------------------------------------------------------------
 
     def statistics(self) -> DeliveryStatistics:
-        """A snapshot of the handle's counters (``queued``/``bytes`` are current contents)."""
+        """A snapshot of the handle's counters; ``queued`` and ``bytes`` (data and controls,
+        charged as admitted) describe what the handle holds now."""
+        entries = list(self._queue)
+        queued_controls = sum(1 for item, _size in entries if type(item) in _CONTROLS)
         return DeliveryStatistics(
             epoch=self._epoch,
             tagged=self._tagged,
             max_entries=self._max_entries,
             max_message_bytes=self._max_bytes,
-            admitted=self._admitted,
+            admitted=self._taken + self._discarded + len(entries) - queued_controls,
             refused=self._refused,
             contended=self._contended,
-            delivered=self._delivered,
-            queued=len(self._queue),
-            bytes=max(0, self._bytes_in - self._bytes_out),
-            fenced=self._fenced,
+            delivered=self._taken + self._taken_controls,
+            queued=len(entries),
+            bytes=sum(size for _item, size in entries),
+            fenced=self._overflow_reason is not None,
             overflow_reason=self._overflow_reason,
             terminal_reserved=not self._terminal_used,
-            closed=self._closed,
+            closed=self._state == _CLOSED,
             topics=self.topics(),
         )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "fenced" if self._fenced else "open"
+        state = ("open", "fenced", "closed")[self._state]
         return (
             f"<Delivery epoch={self._epoch} {state} queued={len(self._queue)}"
             f"/{self._max_entries} max_message_bytes={self._max_bytes}>"

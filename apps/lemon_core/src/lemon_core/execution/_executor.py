@@ -17,9 +17,10 @@ and never raise for a closed run: late calls after completion are dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
 
 from lemon_core.execution._command import Lane
 from lemon_core.execution._context import ExecutionContext
@@ -56,8 +57,7 @@ ActionPhase = Literal["started", "updated", "completed"]
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExecutionJob:
+class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
     """What the executor is asked to run (built by the gateway from an ExecutionCommand).
 
     ``resume`` is always native or ``None``: the gateway never hands a foreign token to
@@ -73,11 +73,10 @@ class ExecutionJob:
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
     context: ExecutionContext | None = None
-    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    meta: Mapping[str, Any] = _EMPTY
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExecutionResult:
+class ExecutionResult(msgspec.Struct, frozen=True, kw_only=True):
     """How an execution ended, as told by the executor."""
 
     ok: bool

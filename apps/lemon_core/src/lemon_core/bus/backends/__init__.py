@@ -15,8 +15,9 @@ from lemon_core.bus.backends.local import LocalBackend
 
 __all__ = ["BACKENDS", "BusBackend", "Fanout", "LocalBackend", "create_backend"]
 
-#: The local fan-out of a bus: ``fanout(topic, item, size) -> handles that admitted the item``.
-Fanout = Callable[[str, Any, int], int]
+#: The local fan-out of a bus: ``fanout(topic, item) -> number of handles offered the item``.
+#: It measures the item and may raise ``UnencodableItemError``.
+Fanout = Callable[[str, Any], int]
 
 
 class BusBackend(Protocol):
@@ -31,8 +32,8 @@ class BusBackend(Protocol):
         """Start delivering published items to ``fanout``; called once by the Bus."""
         ...
 
-    def publish(self, topic: str, item: Any, size: int) -> None:
-        """Carry ``item`` (already measured at ``size`` bytes) to every bus on ``topic``.
+    def publish(self, topic: str, item: Any) -> None:
+        """Carry ``item`` to every bus subscribed to ``topic``.
 
         Must not wait on any consumer; may be called from any thread.
         """

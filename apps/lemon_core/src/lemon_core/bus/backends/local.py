@@ -13,22 +13,22 @@ class LocalBackend:
     thread. Fan-out never waits on a consumer (handles admit or refuse without blocking)."""
 
     def __init__(self) -> None:
-        self._fanout: Callable[[str, Any, int], int] | None = None
+        self._fanout: Callable[[str, Any], int] | None = None
         self._closed = False
 
     @property
     def name(self) -> str:
         return "local"
 
-    def open(self, fanout: Callable[[str, Any, int], int]) -> None:
+    def open(self, fanout: Callable[[str, Any], int]) -> None:
         if self._fanout is not None:
             raise RuntimeError("a LocalBackend serves one bus; create one per Bus")
         self._fanout = fanout
 
-    def publish(self, topic: str, item: Any, size: int) -> None:
+    def publish(self, topic: str, item: Any) -> None:
         fanout = self._fanout
         if fanout is not None and not self._closed:
-            fanout(topic, item, size)
+            fanout(topic, item)
 
     def topic_added(self, topic: str) -> None:
         """Nothing to do locally: the fan-out table is the bus's own."""
