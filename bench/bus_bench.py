@@ -131,7 +131,7 @@ def us(ns: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer publications (smoke run)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per case")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per case")
     args = parser.parse_args(argv)
     scale = 0.1 if args.quick else 1.0
     counts = {1: 20_000, 10: 20_000, 100: 5_000, 1000: 1_000}
@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         f"python {sys.version.split()[0]}, {args.rounds} alternating rounds, GC paused while timing"
     )
     print(
-        f"{'subs':>6} | {'bus p50':>8} {'bus p99':>8} | {'bare p50':>8} {'bare p99':>8} | p50 ratio  (µs)"
+        f"{'subs':>6} | {'bus p50':>8} {'bus p99':>8} | {'bare p50':>8} {'bare p99':>8} | "
+        "p50 ratio  (µs)"
     )
     medians_bus: list[tuple[int, float]] = []
     medians_bare: list[tuple[int, float]] = []
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     bound = stats.max_entries + 2
     print()
     print(
-        f"one stalled subscriber of 10: p99 {stalled_p99 / 1000:.2f} µs vs {healthy_p99 / 1000:.2f} µs "
+        f"one stalled subscriber of 10: p99 {stalled_p99 / 1000:.2f} µs vs "
+        f"{healthy_p99 / 1000:.2f} µs "
         f"healthy = {p99_ratio:.2f}x (goal <= 2x: {'met' if p99_ratio <= 2 else 'MISSED'})"
     )
     print(

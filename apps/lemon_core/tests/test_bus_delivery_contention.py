@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from lemon_core import Delivery, Event, Overflow
+from lemon_core import Delivery, Event, Overflow, TerminalNotice
 from lemon_core.bus import OverflowReason
 
 
@@ -33,9 +33,14 @@ class GatedLock:
         self._lock.release()
 
 
-async def test_contended_admission_fences_with_an_overflow_marker() -> None:
+async def test_contended_admission_fences_without_waiting() -> None:
+    """Producer A holds the admission lock (parked inside it); producer B arrives, finds the lock
+    taken and returns at once: its item is refused and counted as overflow. A, resuming, applies
+    the fence B requested before deciding on its own item, so the marker directly follows what
+    was admitted before the contention and nothing is admitted after it."""
     lock = GatedLock()
     handle = Delivery(max_entries=8, lock=lock)
+    assert handle.offer(Event.new("before"))
     results: dict[str, bool] = {}
 
     def producer_a() -> None:
@@ -47,26 +52,51 @@ async def test_contended_admission_fences_with_an_overflow_marker() -> None:
 
     thread_a = threading.Thread(target=producer_a)
     thread_a.start()
-    assert await asyncio.to_thread(lock.inside.wait, 10)  # A is admitting, holding the lock
+    assert await asyncio.to_thread(lock.inside.wait, 10)  # A holds the lock
     thread_b = threading.Thread(target=producer_b)
     thread_b.start()
-    assert await asyncio.to_thread(lock.refused_attempt.wait, 10)  # B found it contended
+    # B finds the lock taken and returns without waiting for A.
+    await asyncio.to_thread(thread_b.join, 10)
+    assert not thread_b.is_alive()
+    assert lock.refused_attempt.is_set()
+    assert results == {"b": False}
     lock.proceed.set()
     await asyncio.to_thread(thread_a.join, 10)
-    await asyncio.to_thread(thread_b.join, 10)
 
-    assert results == {"a": True, "b": False}
+    assert results == {"a": False, "b": False}
     stats = handle.statistics()
     assert stats.contended == 1
     assert stats.fenced
     assert stats.overflow_reason is OverflowReason.CONTENDED
-    assert stats.admitted == 1
+    assert (stats.admitted, stats.refused) == (1, 2)
     first, marker = handle.get_nowait(), handle.get_nowait()
     assert isinstance(first, Event)
-    assert first.type == "from_a"
+    assert first.type == "before"
     assert isinstance(marker, Overflow)
     assert marker.reason is OverflowReason.CONTENDED
+    assert handle.statistics().queued == 0
     assert not handle.offer(Event.new("after_fence"))
+
+
+async def test_a_contended_terminal_item_still_reaches_the_consumer() -> None:
+    lock = GatedLock()
+    handle = Delivery(max_entries=8, lock=lock)
+    done = Event.new("run_completed", {"ok": True}, {"run_id": "r1"})
+
+    def holder() -> None:
+        lock.gated_thread = threading.get_ident()
+        handle.offer(Event.new("from_holder"))
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert await asyncio.to_thread(lock.inside.wait, 10)
+    assert not handle.offer(done)  # contended: refused at once, its notice requested
+    lock.proceed.set()
+    await asyncio.to_thread(thread.join, 10)
+    marker, notice = handle.get_nowait(), handle.get_nowait()
+    assert isinstance(marker, Overflow)
+    assert isinstance(notice, TerminalNotice)
+    assert notice.run_id == "r1"
 
 
 async def test_concurrent_producers_never_exceed_the_bound() -> None:

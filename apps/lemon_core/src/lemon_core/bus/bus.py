@@ -220,7 +220,10 @@ class Bus:
     def broadcast(self, topic: str, item: Any) -> None:
         """Offer ``item`` to every handle subscribed to ``topic``; never waits on a consumer.
 
-        Call it from the event loop's thread; from other threads use ``broadcast_threadsafe``.
+        For publishers on an event loop; publishers on other threads use the
+        ``broadcast_threadsafe`` twin. The item is measured once when at least one handle is
+        subscribed; an item that is not JSON-encodable then raises ``UnencodableItemError``
+        before any handle sees it.
         """
         if self._closed:
             raise BusClosedError("the bus is closed; publications are refused")
@@ -230,7 +233,11 @@ class Bus:
         self._publish(topic, item)
 
     def broadcast_threadsafe(self, topic: str, item: Any) -> None:
-        """``broadcast`` for publishers on any thread (with or without an event loop)."""
+        """``broadcast`` for publishers on any thread (with or without an event loop).
+
+        The fan-out runs in the calling thread; each waiting consumer is woken on its own loop
+        (``call_soon_threadsafe``), at most once per wait.
+        """
         self.broadcast(topic, item)
 
     def broadcast_event(

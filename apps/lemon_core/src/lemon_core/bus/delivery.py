@@ -5,9 +5,10 @@ Guarantees (per handle):
 * **Admission before queueing.** An item is queued only if the queue holds fewer than
   ``max_entries`` items and the item's size (encoded JSON plus the excess backing of retained
   buffer views, see :func:`lemon_core.bus.measure`) is at most ``max_message_bytes``.
-* **Serialised, never waiting on the consumer.** Producers serialise admission on a lock the
-  consumer never takes; a producer that finds another producer admitting does not wait: its item
-  is refused and counted as overflow (``contended``).
+* **Serialised, never waiting.** Producers serialise admission on a lock the consumer never
+  takes to read. A producer that finds another producer admitting does not wait: its item is
+  refused and counted as overflow (``contended``), and the fence it requests is applied by the
+  lock's holder as it leaves. No producer ever blocks on the consumer or on another producer.
 * **Fence on first refusal.** The first refused item fences the handle for good and queues
   exactly one small :class:`Overflow` marker. Beside it, room for at most one compact
   :class:`TerminalNotice` is reserved, so a run's completion still reaches the consumer after
@@ -207,9 +208,14 @@ class Delivery:
         self._state = _OPEN
         self._overflow_reason: OverflowReason | None = None
         self._terminal_used = False
+        # Requests from producers that found the lock taken, applied by the next holder.
+        self._pending = False
+        self._fence_request: OverflowReason | None = None
+        self._pending_terminal: tuple[Any, int] | None = None
         # Counters. The admission fast path updates none: admitted data is derived from what
         # the consumer took, what close() discarded and what is still queued.
         self._refused = 0
+        self._refused_unlocked = 0  # refusals counted without the lock (see statistics())
         self._contended = 0
         self._taken = 0
         self._taken_controls = 0
@@ -302,9 +308,11 @@ class Delivery:
             return False
         lock = self._lock
         if not lock.acquire(False):
-            self._refuse_contended(entry, size, terminal)
+            self._refuse_contended(entry, terminal)
             return False
         try:
+            if self._pending:
+                self._apply_pending_locked()
             state = self._state
             queue = self._queue
             if not state and size <= self._max_bytes and len(queue) < self._max_entries:
@@ -316,36 +324,33 @@ class Delivery:
                     reason = (
                         OverflowReason.BYTES if size > self._max_bytes else OverflowReason.ENTRIES
                     )
-                    self._fence_locked(reason, entry, size, terminal)
+                    self._fence_locked(reason)
+                else:
+                    self._refused += 1
+                if terminal:
+                    self._queue_terminal_locked(entry[0], size)
         finally:
             lock.release()
-        if admitted:
-            waiter = self._waiter
-            if waiter is not None:
-                self._wake(waiter)
-            return True
-        if state:  # fenced or closed between the unlocked test and the lock
-            self._refuse(entry, size, terminal)
-        return False
-
-    def _fence_locked(
-        self, reason: OverflowReason, entry: tuple[Any, int], size: int, terminal: bool
-    ) -> None:
-        # Caller holds the admission lock; the handle is open and not yet fenced.
-        self._state = _FENCED
-        self._overflow_reason = reason
-        self._refused += 1
-        marker = Overflow(epoch=self._epoch, reason=reason)
-        self._queue.append((marker, measure(marker)))
-        if terminal:
-            self._queue_terminal_locked(entry[0], size)
+        if self._pending:
+            self._settle()
         waiter = self._waiter
         if waiter is not None:
             self._wake(waiter)
+        return admitted
 
-    def _queue_terminal_locked(self, item: Any, size: int) -> bool:
+    def _fence_locked(self, reason: OverflowReason) -> None:
+        # Caller holds the admission lock and the handle is open: fence it for good and queue
+        # the one marker.
+        self._state = _FENCED
+        if self._overflow_reason is None:
+            self._overflow_reason = reason
+        self._refused += 1
+        marker = Overflow(epoch=self._epoch, reason=self._overflow_reason)
+        self._queue.append((marker, measure(marker)))
+
+    def _queue_terminal_locked(self, item: Any, size: int) -> None:
         if self._terminal_used or self._state == _CLOSED:
-            return False
+            return
         self._terminal_used = True
         is_event = type(item) is Event
         meta = item.meta if is_event else {}
@@ -364,27 +369,65 @@ class Delivery:
             notice = TerminalNotice(epoch=self._epoch, event_type=event_type[:64])
             notice_size = measure(notice)
         self._queue.append((notice, notice_size))
-        return True
 
-    def _refuse_contended(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
-        # Another producer holds the lock for O(1) work. The refused item is never queued; the
-        # lock is taken (blocking, O(1)) only to fence, which happens once per handle.
-        with _Held(self._lock):
-            self._contended += 1
-            if self._state == _OPEN:
-                self._fence_locked(OverflowReason.CONTENDED, entry, size, terminal)
-                return
-            self._refused += 1
-            if terminal and self._queue_terminal_locked(entry[0], size):
-                self._wake_if_waiting()
+    def _refuse_contended(self, entry: tuple[Any, int], terminal: bool) -> None:
+        # Another producer is admitting. Do not wait for it: the item is refused and counted as
+        # overflow, and the fence (with its marker, and the terminal notice if this item is
+        # terminal) is requested; whoever holds the lock next applies it (see _settle).
+        self._contended += 1
+        self._refused_unlocked += 1
+        if self._fence_request is None:
+            self._fence_request = OverflowReason.CONTENDED
+        if terminal and self._pending_terminal is None:
+            self._pending_terminal = entry
+        self._pending = True
+        self._settle()
 
     def _refuse(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
-        # The handle is fenced or closed: count the refusal; a first terminal item still gets
-        # its compact notice into the reserved slot.
-        with _Held(self._lock):
-            self._refused += 1
-            if terminal and self._queue_terminal_locked(entry[0], size):
-                self._wake_if_waiting()
+        # Fenced or closed: count the refusal; a first terminal item still gets its compact
+        # notice into the reserved slot. Never waits for another producer.
+        lock = self._lock
+        if lock.acquire(False):
+            try:
+                if self._pending:
+                    self._apply_pending_locked()
+                self._refused += 1
+                if terminal:
+                    self._queue_terminal_locked(entry[0], size)
+            finally:
+                lock.release()
+        else:
+            self._refused_unlocked += 1
+            if terminal and not self._terminal_used and self._pending_terminal is None:
+                self._pending_terminal = entry
+                self._pending = True
+        if self._pending:
+            self._settle()
+        if terminal:
+            self._wake_if_waiting()
+
+    def _settle(self) -> None:
+        # Apply requested controls if the lock is free. If it is not, its holder settles right
+        # after releasing it (it tests _pending), so a request is never stranded.
+        lock = self._lock
+        while self._pending and lock.acquire(False):
+            try:
+                self._apply_pending_locked()
+            finally:
+                lock.release()
+        self._wake_if_waiting()
+
+    def _apply_pending_locked(self) -> None:
+        self._pending = False
+        pending_terminal, self._pending_terminal = self._pending_terminal, None
+        if self._state == _CLOSED:
+            return
+        reason = self._fence_request
+        if reason is not None and self._state == _OPEN:
+            self._fence_locked(reason)
+            self._refused -= 1  # the refusal was already counted by the contended producer
+        if pending_terminal is not None:
+            self._queue_terminal_locked(pending_terminal[0], pending_terminal[1])
 
     def _wake_if_waiting(self) -> None:
         waiter = self._waiter
@@ -535,7 +578,7 @@ class Delivery:
             max_entries=self._max_entries,
             max_message_bytes=self._max_bytes,
             admitted=self._taken + self._discarded + len(entries) - queued_controls,
-            refused=self._refused,
+            refused=self._refused + self._refused_unlocked,
             contended=self._contended,
             delivered=self._taken + self._taken_controls,
             queued=len(entries),
