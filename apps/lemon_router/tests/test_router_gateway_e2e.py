@@ -196,6 +196,7 @@ async def test_gateway_gone_mid_stream_gives_one_completion_and_frees_the_sessio
         assert await session.terminal(queued.run_id) == "failed"
         assert len(session.completions(queued.run_id)) == 1
         assert not router.is_busy(SESSION)
+        assert router.statistics().zero_answer_retries == 0  # a shutdown is not retried
 
 
 async def test_a_crash_without_answer_is_retried_once_through_the_gateway(

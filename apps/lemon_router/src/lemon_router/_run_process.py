@@ -166,7 +166,7 @@ class RunProcess:
             if (
                 not completion.ok
                 and not (completion.answer or "").strip()
-                and not outcome.synthetic
+                and _retryable(outcome)
                 and self.cancel_reason is None
                 and not self.retried
                 and self._router.config.retry_zero_answer
@@ -433,6 +433,18 @@ class RunProcess:
             log.warning("run %s completed with a malformed resume token", self.current_run_id)
             return
         await self._router._write_resume(self.session_key, token)
+
+
+_NOT_RETRIED_CODES = frozenset({"cancelled", "unsupported_resume_engine"})
+
+
+def _retryable(outcome: _Outcome) -> bool:
+    """A real failure of the run itself: not synthetic (ours or the runtime's), not a cancel."""
+    if outcome.synthetic or outcome.event.meta.get("synthetic"):
+        return False
+    error = outcome.completion.meta.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return code not in _NOT_RETRIED_CODES
 
 
 def _is_own_phase(event: Event) -> bool:
