@@ -117,3 +117,19 @@ def test_free_form_keys_are_accepted_but_agent_prefixed_ones_must_be_canonical()
         check_session_key("")
     with pytest.raises(InvalidSessionKeyError, match="whitespace"):
         check_session_key("tui 1")
+
+
+@given(
+    st.lists(
+        st.sampled_from(["agent", "a", "main", "sub", "thread", "dm", "tg", "", " ", "x:y", "7"]),
+        max_size=10,
+    ).map(":".join)
+)
+def test_any_text_either_round_trips_or_is_rejected_with_a_reason(text: str) -> None:
+    try:
+        key = SessionKey.parse(text)
+    except InvalidSessionKeyError as exc:
+        assert exc.reason
+        assert exc.key == text
+    else:
+        assert key.format() == text
