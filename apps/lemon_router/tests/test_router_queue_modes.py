@@ -23,7 +23,7 @@ def sub(run_id: str, mode: QueueMode = "collect", **kw: object) -> Submission:
         session_key=str(kw.pop("session_key", SESSION)),
         prompt=str(kw.pop("prompt", f"p-{run_id}")),
         queue_mode=mode,
-        **kw,  # type: ignore[arg-type]  # test helper forwards optional fields
+        **kw,  # type: ignore[arg-type]  # forwards optional Submission fields
     )
 
 
