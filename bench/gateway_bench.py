@@ -146,6 +146,37 @@ async def baseline_throughput(n: int, keys: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+async def evented_baseline_throughput(n: int, keys: int) -> float:
+    """The bare baseline plus what every gateway run must publish: run_started and a
+    run_completed wrapping a Completion, on the run's topic."""
+    from lemon_core.bus import run_topic
+    from lemon_core.events import Completion, RunCompleted, RunStarted
+
+    bus = Bus()
+    locks = [asyncio.Lock() for _ in range(keys)]
+    sem = asyncio.Semaphore(2)
+
+    async def job(i: int) -> None:
+        run_id = f"run-{i}"
+        topic = run_topic(run_id)
+        meta = {"run_id": run_id, "session_key": "s"}
+        async with locks[i % keys], sem:
+            bus.broadcast_event(
+                topic, "run_started", RunStarted(run_id=run_id, session_key="s"), meta
+            )
+            completion = Completion(ok=True, answer="", run_id=run_id, session_key="s")
+            bus.broadcast_event(
+                topic, "run_completed", RunCompleted(completed=completion, duration_ms=0), meta
+            )
+
+    loop = asyncio.get_running_loop()
+    t0 = time.perf_counter()
+    tasks = [loop.create_task(job(i)) for i in range(n)]
+    for t in tasks:
+        await t
+    return n / (time.perf_counter() - t0)
+
+
 async def idle_memory(conversations: int) -> dict[str, float]:
     """Memory held after one completed run (with a native resume token) per conversation."""
     bus = Bus()
@@ -189,8 +220,8 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (medians reported)")
     args = parser.parse_args()
-    n_lat = 2_000 if args.quick else 20_000
-    n_tp = 5_000 if args.quick else 50_000
+    n_lat = 2_000 if args.quick else 10_000
+    n_tp = 5_000 if args.quick else 30_000
     keys = 1_000
     reps = 1 if args.quick else args.repeat
 
@@ -199,6 +230,7 @@ async def main() -> None:
     tp = [await throughput(n_tp, keys, history=False) for _ in range(reps)]
     tp_hist = [await throughput(n_tp, keys, history=True) for _ in range(reps)]
     base_tp = [await baseline_throughput(n_tp, keys) for _ in range(reps)]
+    evt_tp = [await evented_baseline_throughput(n_tp, keys) for _ in range(reps)]
     mem = await idle_memory(10_000)
 
     def med(rows: list[dict[str, float]], k: str) -> float:
@@ -207,12 +239,16 @@ async def main() -> None:
     g50, g99 = med(lat, "p50_us"), med(lat, "p99_us")
     b50, b99 = med(base_lat, "p50_us"), med(base_lat, "p99_us")
     gtp, gtph, btp = statistics.median(tp), statistics.median(tp_hist), statistics.median(base_tp)
+    etp = statistics.median(evt_tp)
     print(f"gateway bench ({reps} repetitions, medians; {keys} conversation keys)")
     print(f"{'metric':<44}{'gateway':>12}{'baseline':>12}{'ratio':>8}")
     print(f"{'submit->run_started p50 (us)':<44}{g50:>12.1f}{b50:>12.1f}{g50 / b50:>8.2f}")
     print(f"{'submit->run_started p99 (us)':<44}{g99:>12.1f}{b99:>12.1f}{g99 / b99:>8.2f}")
     print(f"{'throughput, runs/s':<44}{gtp:>12.0f}{btp:>12.0f}{gtp / btp:>8.2f}")
     print(f"{'throughput with run history, runs/s':<44}{gtph:>12.0f}{btp:>12.0f}{gtph / btp:>8.2f}")
+    print(
+        f"{'throughput vs baseline + same 2 events':<44}{gtp:>12.0f}{etp:>12.0f}{gtp / etp:>8.2f}"
+    )
     print(f"{'10,000 idle conversations (MB)':<44}{mem['idle_mb']:>12.2f}")
     print(f"{'  of which chat-state entries':<44}{mem['store_entries']:>12d}")
     print(f"{'10,000 conversations with a queued run (MB)':<44}{mem['queued_mb']:>12.2f}")

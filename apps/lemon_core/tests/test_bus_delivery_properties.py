@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon_core import Delivery, Event, Overflow, TerminalNotice
+from lemon_core import Delivery, Event, Overflow, Tagged, TerminalNotice
 from lemon_core.bus import TERMINAL_NOTICE_MAX_BYTES, OverflowReason, measure
 
 
@@ -44,10 +44,18 @@ def take(handle: Delivery) -> object | None:
 @given(
     max_entries=st.integers(1, 12),
     max_bytes=st.integers(64, 700),
+    tagged=st.booleans(),
     ops=operations,
 )
-def test_delivery_invariants(max_entries: int, max_bytes: int, ops: list[Offer | Pop]) -> None:
-    handle = Delivery(max_entries=max_entries, max_message_bytes=max_bytes)
+def test_delivery_invariants(
+    max_entries: int, max_bytes: int, tagged: bool, ops: list[Offer | Pop]
+) -> None:
+    handle = Delivery(
+        max_entries=max_entries,
+        max_message_bytes=max_bytes,
+        tagged=tagged,
+        bind_current_task=False,
+    )
     marker_bytes = measure(Overflow(epoch=handle.epoch, reason=OverflowReason.CONTENDED))
     offered: list[Event] = []
     terminal_offered_after_fence = False
@@ -76,6 +84,9 @@ def test_delivery_invariants(max_entries: int, max_bytes: int, ops: list[Offer |
         assert stats.fenced == (first_refusal is not None)
     while (item := take(handle)) is not None:
         received.append(item)
+    for item in received:
+        assert handle.accepts(item) == (tagged or not isinstance(item, Event))
+    received = [item.item if isinstance(item, Tagged) else item for item in received]
 
     data = [item for item in received if isinstance(item, Event)]
     markers = [i for i, item in enumerate(received) if isinstance(item, Overflow)]

@@ -10,6 +10,7 @@ import pytest
 from lemon_core import (
     Bus,
     BusClosedError,
+    ConsumerClass,
     Delivery,
     Event,
     EventPayloadError,
@@ -253,3 +254,15 @@ def test_backends_are_listed_by_name() -> None:
     assert create_backend("local").name == "local"
     with pytest.raises(ValueError, match="available: local"):
         create_backend("carrier-pigeon")
+
+
+async def test_the_default_handle_follows_the_bus_consumer_class() -> None:
+    async with Bus(default_consumer=ConsumerClass.BROWSER_PANE) as bus:
+        limits = bus.subscribe("session:s1").delivery.limits
+        assert (limits.max_entries, limits.max_message_bytes, limits.tagged) == (256, 65_536, True)
+
+
+async def test_an_unsubscribed_topic_costs_no_measurement() -> None:
+    async with Bus() as bus:
+        bus.broadcast("nobody:listens", Event.new("x", object()))  # not measured, not refused
+        assert bus.statistics().published == 1

@@ -15,7 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lemon_core import EventPayloadError
-from lemon_core.events import Payload, payload_classes, to_builtins
+from lemon_core.events import (
+    CastError,
+    CastOk,
+    Payload,
+    cast,
+    coerce,
+    payload_classes,
+    registry,
+    to_builtins,
+)
 
 scalars = st.one_of(
     st.none(),
@@ -151,3 +160,31 @@ def _required_samples(cls: type[Payload]) -> dict[str, Any]:
         elif typing.get_origin(annotation) is dict:
             samples[info.name] = {}
     return samples
+
+
+json_like = st.recursive(
+    scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(st.text(max_size=8), children, max_size=4),
+    ),
+    max_leaves=12,
+)
+anything = st.one_of(
+    json_like,
+    st.dictionaries(st.sampled_from(["ok", "completed", "action", "pending", "run_id"]), json_like),
+    st.builds(object),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    event_type=st.one_of(st.sampled_from(sorted(registry())), st.text(max_size=10), scalars),
+    value=anything,
+)
+def test_cast_and_coerce_never_raise(event_type: Any, value: Any) -> None:
+    result = cast(event_type, value)
+    assert isinstance(result, CastOk | CastError)
+    coerced = coerce(event_type, value)
+    if isinstance(result, CastOk):
+        assert coerced == result.value or coerced is value

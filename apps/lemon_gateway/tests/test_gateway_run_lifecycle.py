@@ -204,3 +204,17 @@ async def test_gateway_store_failure_on_resume_state_still_completes_and_frees_t
     assert stats["store_failures"] == 2
     assert stats["slots"]["in_flight"] == 0
     assert stats["locks"]["held"] == 0
+
+
+async def test_gateway_sweeps_expired_chat_state() -> None:
+    now = [1_000_000]
+    store = MemoryStore(clock=lambda: now[0])
+    executor = ScriptedExecutor()
+    async with Gateway(bus=Bus(), executor=executor, store=store) as gw:
+        await gw.submit_execution(command("r1", session="s1"))
+        assert store.statistics()["entries"] >= 1
+        chat_entries = len(await store.scan(ChatStateStore.TABLE))
+        assert chat_entries == 1
+        now[0] += 24 * 60 * 60 * 1000
+        assert await gw.sweep_store() == 1
+        assert gw.statistics()["store_swept"] == 1

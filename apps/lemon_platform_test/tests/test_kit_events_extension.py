@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+import types
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
 
+import lemon_core.events
+import lemon_core.events.delta
+import lemon_core.events.run_completed
 from lemon_core.bus import LocalBackend
 from lemon_core.events import Payload
-from lemon_platform_test import EventsContract, example_payload
+from lemon_platform_test import BusContract, EventsContract, example_payload
 from lemon_platform_test.events_kit import (
     check_no_item_access,
     check_round_trip,
     check_unknown_keys,
+    payload_classes_in,
 )
 
 
@@ -35,6 +41,19 @@ class ThingHappened(Payload, frozen=True, kw_only=True):
 class TestThingEvents(EventsContract):
     payload_classes = (ThingHappened,)
     bus_backends: ClassVar = {"local": LocalBackend}
+
+
+class TestEventsByModule(EventsContract):
+    payload_modules = (lemon_core.events.delta, lemon_core.events.run_completed)
+
+
+def test_payload_modules_are_searched_for_their_own_payload_classes() -> None:
+    assert payload_classes_in([lemon_core.events.delta]) == (lemon_core.events.Delta,)
+    # run_completed imports Completion: only the class defined there counts.
+    assert payload_classes_in([lemon_core.events.run_completed]) == (
+        lemon_core.events.RunCompleted,
+    )
+    assert payload_classes_in([types.ModuleType("empty")]) == ()
 
 
 def test_the_kit_collects_only_the_given_classes(lemon_payload_class: type[Payload]) -> None:
@@ -85,3 +104,42 @@ def test_the_kit_catches_a_lossy_round_trip() -> None:
 
 def test_unknown_keys_check_passes_on_a_sound_class() -> None:
     check_unknown_keys(ThingHappened)
+
+
+class LoopbackBackend:
+    """A third-party backend: publications go through a separate dispatch step."""
+
+    def __init__(self) -> None:
+        self._fanout: Callable[[str, Any], int] | None = None
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "loopback"
+
+    def open(self, fanout: Callable[[str, Any], int]) -> None:
+        self._fanout = fanout
+
+    def publish(self, topic: str, item: Any) -> None:
+        if self._fanout is not None and not self._closed:
+            self._fanout(topic, item)
+
+    def topic_added(self, topic: str) -> None:
+        pass
+
+    def topic_removed(self, topic: str) -> None:
+        pass
+
+    def running(self) -> bool:
+        return self._fanout is not None and not self._closed
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class TestLoopbackBus(BusContract):
+    bus_backends: ClassVar = {"loopback": LoopbackBackend}
+
+
+class TestCoreEventsOnLoopback(EventsContract):
+    bus_backends: ClassVar = {"loopback": LoopbackBackend}

@@ -27,6 +27,8 @@ class GatewayConfig:
     * ``max_pending_per_conversation`` / ``max_pending_runs``: submission bounds; beyond
       them ``submit_execution`` raises GatewayOverloadedError (nothing is accepted).
     * ``record_run_history``: write a RunSummary to the RunStore for every finished run.
+    * ``store_sweep_interval_s``: how often expired store entries (chat state past its
+      TTL) are removed; 0 turns the sweep off.
     * ``ingress_enabled``: start ingress transports (default off: execution-only).
     """
 
@@ -41,6 +43,7 @@ class GatewayConfig:
     max_pending_per_conversation: int = 1_000
     max_pending_runs: int = 100_000
     record_run_history: bool = True
+    store_sweep_interval_s: float = 300.0
     default_cwd: str | None = None
     ingress_enabled: bool = False
 

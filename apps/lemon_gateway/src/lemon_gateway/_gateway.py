@@ -116,6 +116,7 @@ class Gateway:
         self._store_failures = 0
         self._publish_errors = 0
         self._task_crashes = 0
+        self._swept = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -307,12 +308,29 @@ class Gateway:
             log.error("gateway task %s crashed", task.get_name(), exc_info=task.exception())
 
     async def _slot_watchdog(self) -> None:
-        """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request)."""
+        """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request), and
+        sweep expired store entries every ``store_sweep_interval_s``."""
         timeout = self.config.slot_request_timeout_s
-        period = max(timeout / 4, 0.001)
+        sweep_every = self.config.store_sweep_interval_s
+        period = max(min(timeout / 4, sweep_every or timeout), 0.001)
+        next_sweep = time.monotonic() + sweep_every
         while True:
             await asyncio.sleep(period)
             self.scheduler.expire_waiters(timeout)
+            if sweep_every and time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + sweep_every
+                await self.sweep_store()
+
+    async def sweep_store(self) -> int:
+        """Remove expired store entries now; failures are counted, never raised."""
+        try:
+            removed = await self.store.sweep_expired()
+        except Exception as exc:  # a failing store must not stop the watchdog
+            self._store_failures += 1
+            log.error("store sweep failed: %r", exc)
+            return 0
+        self._swept += removed
+        return removed
 
     def _next_generation(self) -> int:
         return next(self._generations)
@@ -385,6 +403,7 @@ class Gateway:
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
             "launch_failures": self._launch_failures,
             "store_failures": self._store_failures,
+            "store_swept": self._swept,
             "publish_errors": self._publish_errors,
             "task_crashes": self._task_crashes,
         }

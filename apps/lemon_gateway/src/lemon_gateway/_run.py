@@ -165,9 +165,11 @@ class Run:
 
     async def main(self) -> None:
         """The run task's body: never raises; always finalises exactly once."""
+        interrupted = False
         try:
             outcome = await self._body()
         except asyncio.CancelledError:
+            interrupted = True
             outcome = self._cancelled_outcome()
         except Exception as exc:  # any executor/gateway failure ends the run, reported
             log.exception("run %s failed inside the gateway", self.run_id)
@@ -180,12 +182,13 @@ class Run:
             # Cancelled but the executor returned anyway (it swallowed the cancellation):
             # the cancel wins.
             outcome = self._cancelled_outcome()
-        task = asyncio.current_task()
-        if task is not None:
-            # Every cancellation of this task is handled here (it becomes the completion),
-            # so finalisation must not see a stale cancellation request.
-            while task.cancelling():
-                task.uncancel()
+        if interrupted or self.cancel_reason is not None:
+            task = asyncio.current_task()
+            if task is not None:
+                # Every cancellation of this task is handled here (it becomes the
+                # completion), so finalisation must not see a stale cancellation request.
+                while task.cancelling():
+                    task.uncancel()
         await self.finalize(outcome)
 
     def _cancelled_outcome(self) -> _Outcome:

@@ -24,7 +24,7 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -58,6 +58,7 @@ __all__ = [
     "contract_event_types",
     "contract_payload_classes",
     "example_payload",
+    "payload_classes_in",
     "strip_private",
 ]
 
@@ -266,13 +267,15 @@ def _other_record(cls: type[Payload]) -> Payload:
 class EventsContract:
     """Subclass (``class TestMyEvents(EventsContract)``) to run the kit on your payloads.
 
-    ``payload_classes``: the classes to check (default: every lemon_core payload class).
+    ``payload_classes``: the classes to check, or ``payload_modules``: Python modules whose
+    payload classes to check (default: every lemon_core payload class).
     ``event_types``: type -> class pairs for envelope discipline (default: the core registry, or
     each class's own ``event_type`` when ``payload_classes`` is given).
     ``bus_backends``: name -> backend factory (default: ``lemon_core.bus.BACKENDS``).
     """
 
     payload_classes: ClassVar[Sequence[type[Payload]] | None] = None
+    payload_modules: ClassVar[Sequence[types.ModuleType] | None] = None
     event_types: ClassVar[Mapping[str, type[Payload]] | None] = None
     bus_backends: ClassVar[Mapping[str, Callable[[], BusBackend]] | None] = None
 
@@ -310,12 +313,36 @@ class EventsContract:
         check_envelope_discipline(event_type, cls, factories[lemon_bus_backend])
 
 
-def contract_payload_classes(owner: object) -> Sequence[type[Payload]]:
-    """The payload classes a test class (or module) asks the kit to cover."""
+def payload_classes_in(modules: Iterable[types.ModuleType]) -> tuple[type[Payload], ...]:
+    """The payload classes defined in ``modules`` (in definition order, each once)."""
+    found: dict[type[Payload], None] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Payload)
+                and value is not Payload
+                and value.__module__ == module.__name__
+            ):
+                found[value] = None
+    return tuple(found)
+
+
+def _explicit_classes(owner: object) -> Sequence[type[Payload]] | None:
     chosen = getattr(owner, "payload_classes", None)
     if chosen is None:
         chosen = getattr(owner, "lemon_event_payloads", None)
-    return tuple(payload_classes() if chosen is None else chosen)
+    if chosen is None:
+        modules = getattr(owner, "payload_modules", None)
+        if modules is not None:
+            chosen = payload_classes_in(modules)
+    return None if chosen is None else tuple(chosen)
+
+
+def contract_payload_classes(owner: object) -> Sequence[type[Payload]]:
+    """The payload classes a test class (or module) asks the kit to cover."""
+    chosen = _explicit_classes(owner)
+    return payload_classes() if chosen is None else chosen
 
 
 def contract_event_types(owner: object) -> list[tuple[str, type[Payload]]]:
@@ -323,9 +350,7 @@ def contract_event_types(owner: object) -> list[tuple[str, type[Payload]]]:
     chosen: Mapping[str, type[Payload]] | None = getattr(owner, "event_types", None)
     if chosen is not None:
         return list(chosen.items())
-    explicit = getattr(owner, "payload_classes", None) or getattr(
-        owner, "lemon_event_payloads", None
-    )
+    explicit = _explicit_classes(owner)
     if explicit is None:
         return list(registry().items())
     return [(cls.event_type, cls) for cls in explicit if cls.event_type]

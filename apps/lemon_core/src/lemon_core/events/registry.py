@@ -152,11 +152,13 @@ class CastError(msgspec.Struct, frozen=True, kw_only=True):
 CastResult = CastOk | CastError
 
 
-def cast(event_type: str, value: Any) -> CastResult:
+def cast(event_type: object, value: Any) -> CastResult:
     """Convert ``value`` to ``event_type``'s payload record for a trust boundary.
 
     Unregistered types are returned as they are. Never raises.
     """
+    if not isinstance(event_type, str):
+        return CastError(reason=f"event types are strings, got {type(event_type).__name__}")
     cls = _REGISTRY.get(event_type)
     if cls is None or isinstance(value, cls):
         return CastOk(value=value)
@@ -169,19 +171,19 @@ def cast(event_type: str, value: Any) -> CastResult:
         )
     try:
         return CastOk(value=cls.from_map(value))
-    except EventPayloadError as error:
+    except (EventPayloadError, TypeError, ValueError) as error:
         return CastError(reason=f"{cls.__name__} rejected the payload: {error}")
 
 
-def coerce(event_type: str, value: Any) -> Any:
+def coerce(event_type: object, value: Any) -> Any:
     """``event_type``'s record built leniently from ``value``, or ``value`` itself when it is
     unregistered, already the record, not a mapping, or cannot be converted. Never raises."""
-    cls = _REGISTRY.get(event_type)
+    cls = _REGISTRY.get(event_type) if isinstance(event_type, str) else None
     if cls is None or isinstance(value, cls) or not isinstance(value, Mapping):
         return value
     try:
         return cls.from_map(value)
-    except EventPayloadError:
+    except (EventPayloadError, TypeError, ValueError):
         return value
 
 
