@@ -51,6 +51,7 @@ class PayloadValidation(enum.StrEnum):
 
 
 _PAYLOAD_CLASSES = dict(registry())
+_time_ns = time.time_ns
 
 _ENV_VALIDATION = {
     "dev": PayloadValidation.RAISE,
@@ -255,11 +256,17 @@ class Bus:
             payload = self._validated(type, payload)
         event = Event(
             type=type,
-            ts_ms=time.time_ns() // 1_000_000,
+            ts_ms=_time_ns() // 1_000_000,
             meta={} if meta is None else dict(meta),
             payload=payload,
         )
-        self.broadcast(topic, event)
+        # broadcast(), inlined: this is the hot publishing path.
+        if self._closed:
+            raise BusClosedError("the bus is closed; publications are refused")
+        if not topic:
+            check_topic(topic)
+        self._published += 1
+        self._publish(topic, event)
         return event
 
     def broadcast_event_threadsafe(

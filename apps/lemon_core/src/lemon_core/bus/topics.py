@@ -1,4 +1,4 @@
-"""Bus topics: exact-match strings. Contract topics and the helpers that build per-id ones."""
+"""Bus topics: exact-match strings. Contract topics and the functions that build per-id ones."""
 
 from __future__ import annotations
 
