@@ -26,6 +26,7 @@ approvals and re-raises.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,6 +95,8 @@ class ExecutorSettings:
     prompt_limits: PromptLimits = field(default_factory=PromptLimits)
     max_transcript_bytes: int = 32 * 1024 * 1024
     max_turns: int = 50
+    cancel_grace_s: float = 5.0
+    """How long a cancelled run may take to abort cooperatively before it is cancelled."""
 
 
 def resolve_model(
@@ -362,15 +365,28 @@ class CodingExecution:
         end: AgentEndEvent | None = None
         try:
             async with agent.start(job.prompt, run_id=job.run_id) as run:
-                async for event in run:
-                    if isinstance(event, TurnEndEvent):
-                        await persist()
-                    elif isinstance(event, AgentErrorEvent):
-                        error = f"{event.kind}: {event.message}"
-                    elif isinstance(event, AgentEndEvent):
-                        end = event
-                    else:
-                        _forward(event, sink)
+                try:
+                    async for event in run:
+                        if isinstance(event, TurnEndEvent):
+                            await persist()
+                        elif isinstance(event, AgentErrorEvent):
+                            error = f"{event.kind}: {event.message}"
+                        elif isinstance(event, AgentEndEvent):
+                            end = event
+                        else:
+                            _forward(event, sink)
+                except asyncio.CancelledError:
+                    # The run ends: its pending approvals expire, then the agent aborts
+                    # cooperatively (partial answer kept, bash process group killed) for at
+                    # most cancel_grace_s before leaving the block cancels it outright.
+                    if ex.approvals is not None:
+                        ex.approvals.expire_owner(job.run_id)
+                    run.abort("cancelled")
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            asyncio.shield(run.result()), settings.cancel_grace_s
+                        )
+                    raise
                 result = await run.result()
         except asyncio.CancelledError:
             await asyncio.shield(persist())
