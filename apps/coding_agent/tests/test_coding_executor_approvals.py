@@ -116,7 +116,8 @@ async def test_an_approved_command_runs(env: Env) -> None:
     assert isinstance(resolved, ApprovalResolved)
     assert resolved.decision is ApprovalDecision.APPROVE_ONCE
     completion = await done
-    assert completion.ok and completion.answer == "ran it"
+    assert completion.ok
+    assert completion.answer == "ran it"
     assert (env.cwd / "flag.txt").read_text() == "approved\n"
     assert env.tool_results(1) == ["[exit code 0]"]
 
@@ -135,12 +136,15 @@ async def test_a_denied_tool_returns_an_error_to_the_model(env: Env) -> None:
     assert completion.ok
     assert not (env.cwd / "x.txt").exists()
     (result,) = env.tool_results(1)
-    assert "not approved (deny" in result and "did not run" in result
+    assert "not approved (deny" in result
+    assert "did not run" in result
     assert env.approvals.statistics().grants == 0
 
 
-async def test_an_approval_times_out(tmp_path: Path, scripted_provider: ScriptedProviderServer) -> None:
-    bus, approvals, executor, provider = _make_env(tmp_path, scripted_provider, 0.01)
+async def test_an_approval_times_out(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    bus, _approvals, executor, provider = _make_env(tmp_path, scripted_provider, 0.01)
     cwd = tmp_path / "work"
     cwd.mkdir()
     scripted_provider.script(_bash("touch late.txt"), ScriptedTurn(text="timed out"))
@@ -216,7 +220,8 @@ async def test_the_approval_shows_as_a_run_action(env: Env) -> None:
             break
         if isinstance(event.payload, EngineAction):
             kinds.append((event.payload.action.kind.value, event.payload.phase.value))
-    assert ("approval", "started") in kinds and ("approval", "completed") in kinds
+    assert ("approval", "started") in kinds
+    assert ("approval", "completed") in kinds
     assert kinds.index(("approval", "completed")) < kinds.index(("command", "completed"))
 
 
@@ -244,7 +249,8 @@ async def test_policy_deny_refuses_without_asking(
 
 def test_the_default_policy_runs_reads_and_asks_for_changes() -> None:
     for tool in ("read", "ls", "find", "grep", "todo"):
-        assert DEFAULT_TOOL_POLICY.permits(tool) and not DEFAULT_TOOL_POLICY.needs_approval(tool)
+        assert DEFAULT_TOOL_POLICY.permits(tool)
+        assert not DEFAULT_TOOL_POLICY.needs_approval(tool)
     for tool in ("write", "edit", "bash"):
         assert DEFAULT_TOOL_POLICY.needs_approval(tool)
 
@@ -253,8 +259,19 @@ def test_shell_actions_normalise_plain_commands_only() -> None:
     assert shell_action("ls  -la") == shell_action("'ls' -la") == {
         "shell": "argv", "argv": ["ls", "-la"]}  # fmt: skip
     assert shell_action('echo "a; b"') == {"shell": "argv", "argv": ["echo", "a; b"]}
-    for compound in ("ls; rm -rf ~", "ls && rm x", "ls | sh", "ls > f", "cat < f", "ls &",
-                     "echo $(rm x)", "echo `rm x`", "ls\nrm x", "(ls)", "echo 'unbalanced"):
+    for compound in (
+        "ls; rm -rf ~",
+        "ls && rm x",
+        "ls | sh",
+        "ls > f",
+        "cat < f",
+        "ls &",
+        "echo $(rm x)",
+        "echo `rm x`",
+        "ls\nrm x",
+        "(ls)",
+        "echo 'unbalanced",
+    ):
         assert shell_action(compound) == {"shell": "exact", "command": compound}  # fmt: skip
 
 
