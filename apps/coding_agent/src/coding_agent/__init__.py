@@ -21,6 +21,7 @@ from coding_agent.policy import (
     ApprovalHooks,
     GateContext,
     approval_action,
+    check_gate,
     gate_tools,
     shell_action,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "approval_action",
     "bash_tool",
     "build_system_prompt",
+    "check_gate",
     "coding_tool_registry",
     "coding_tools",
     "edit_tool",

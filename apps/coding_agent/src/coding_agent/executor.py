@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,10 +35,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
-from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, gate_tools
+from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import SessionStore, Transcript
-from coding_agent.tools import coding_tool_registry
+from coding_agent.tools import TodoList, coding_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -46,9 +47,13 @@ from lemon_agent import (
     AgentErrorEvent,
     AgentEvent,
     MessageUpdateEvent,
+    Tool,
+    ToolContext,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
+    ToolRegistry,
+    ToolResult,
     TurnEndEvent,
 )
 from lemon_ai import (
@@ -81,6 +86,33 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "edit": "file_change",
 }
 _MAX_ACTION_TEXT: Final = 2000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _RunTools:
+    """The tools of one run (its workspace and todo list) and its gate."""
+
+    tools: Mapping[str, Tool]
+    gate: GateContext
+
+
+#: The current run's tools, set in the run's task before the agent starts (the agent's tasks
+#: inherit it); the registry the agent sees is built once per executor and dispatches here.
+_RUN_TOOLS: contextvars.ContextVar[_RunTools] = contextvars.ContextVar("coding_run_tools")
+
+
+def _dispatcher(template: Tool) -> Tool:
+    async def execute(ctx: ToolContext) -> ToolResult | str:
+        run = _RUN_TOOLS.get()
+        await check_gate(ctx, run.gate)
+        return await run.tools[ctx.name].execute(ctx)
+
+    return Tool(
+        name=template.name,
+        description=template.description,
+        parameters=template.parameters,
+        execute=execute,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,6 +209,15 @@ class CodingExecutor:
         self.settings = settings or ExecutorSettings()
         self._retry = retry
         self._environ = environ
+        self._registry: ToolRegistry | None = None
+
+    def tool_registry(self, workspace: Workspace) -> ToolRegistry:
+        """The registry every run of this executor uses (schemas checked once): each tool
+        dispatches to the current run's own tools after the run's policy and approvals."""
+        if self._registry is None:
+            templates = coding_tools(workspace)
+            self._registry = ToolRegistry(_dispatcher(tool) for tool in templates)
+        return self._registry
 
     @property
     def home(self) -> Path:
@@ -335,7 +376,10 @@ class CodingExecution:
             approval_timeout_s=settings.approval_timeout_s,
             hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
         )
-        tools = gate_tools(coding_tool_registry(workspace), gate)
+        todos = TodoList(settings.limits.max_todos)
+        run_tools = {t.name: t for t in coding_tools(workspace, todos=todos)}
+        _RUN_TOOLS.set(_RunTools(tools=run_tools, gate=gate))
+        tools = ex.tool_registry(workspace)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
             cwd=workspace.cwd,
