@@ -341,3 +341,54 @@ async def test_the_offline_default_runs_tools_without_a_key(tmp_path: Path) -> N
     assert "hello.txt" in (completion.answer or "")
     assert [a.action.kind.value for a in watch.actions() if a.phase == "started"] == ["tool"]
     assert executor.home == home
+
+
+async def test_concurrent_runs_keep_their_own_workspace_and_todos(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    provider = OpenAICompletionsProvider(api_key="sk-test")
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    executor = CodingExecutor(home=tmp_path / "home", model=model, provider=provider,
+                              settings=ExecutorSettings(default_policy=ToolPolicy()))  # fmt: skip
+    gate = Gate()
+    todo = {"action": "write", "todos": [{"content": "only in a"}]}
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id="a1", name="todo", arguments=todo),)),
+        ScriptedTurn(text="a paused", pause=gate, pause_after=1),
+        ScriptedTurn(tool_calls=(
+            ScriptedToolCall(id="b1", name="ls", arguments={"path": "."}),
+            ScriptedToolCall(id="b2", name="todo", arguments={"action": "read"}),
+        )),
+        ScriptedTurn(text="b done"),
+    )  # fmt: skip
+    dirs = {}
+    for name in ("a", "b"):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / f"only_{name}.txt").write_text(name)
+    bus = Bus()
+    try:
+        async with Gateway(bus=bus, executor=executor) as gateway:
+
+            def submit(name: str) -> Any:
+                key = f"agent:coder:{name}"
+                return gateway.submit_execution(
+                    ExecutionCommand(run_id=name, session_key=key, prompt="go",
+                                     conversation_key=("session", key), cwd=str(dirs[name]))
+                )  # fmt: skip
+
+            first = submit("a")
+            assert await gate.wait_reached_async()
+            second = await submit("b")
+            gate.open()
+            await first
+    finally:
+        await provider.aclose()
+    assert second.ok, second.error
+    results = [m["content"] for m in scripted_provider.requests[3].body["messages"]
+               if m["role"] == "tool"]  # fmt: skip
+    assert "only_b.txt" in results[0]
+    assert "only_a.txt" not in results[0]
+    assert results[1] == "The todo list is empty."
