@@ -290,3 +290,45 @@ def test_approving_a_command_never_approves_a_chain_starting_with_it(
     chain_key = approval_action("bash", {"command": chained}, workspace)
     assert key != chain_key
     assert chain_key == {"shell": "exact", "command": chained}
+
+
+async def _run_with_home_config(
+    tmp_path: Path, server: ScriptedProviderServer, config_text: str
+) -> tuple[Completion, ExecApprovals, Path]:
+    bus, approvals, executor, provider = _make_env(tmp_path, server, 60.0)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text(config_text)
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    try:
+        async with Gateway(bus=bus, executor=executor) as gateway:
+            completion = await gateway.submit_execution(
+                ExecutionCommand(run_id="r1", session_key=SESSION, prompt="go",
+                                 conversation_key=("session", SESSION), cwd=str(cwd))
+            )  # fmt: skip
+    finally:
+        await provider.aclose()
+    return completion, approvals, cwd
+
+
+async def test_the_agent_profile_policy_applies_when_the_command_sets_none(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    scripted_provider.script(_bash("touch p.txt"), ScriptedTurn(text="ok"))
+    completion, approvals, cwd = await _run_with_home_config(
+        tmp_path, scripted_provider, '[profiles.coder.tool_policy]\ndeny = ["bash"]\n'
+    )
+    assert completion.ok
+    assert not (cwd / "p.txt").exists()
+    assert approvals.statistics().requested == 0
+    assert "denied by this run's tool policy" in json.dumps(scripted_provider.requests[1].body)
+
+
+async def test_an_invalid_config_fails_the_run_clearly(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    completion, _, _ = await _run_with_home_config(tmp_path, scripted_provider, "[agent]\nx = 1\n")
+    assert not completion.ok
+    assert completion.error is not None
+    assert completion.error.startswith("config_invalid:")
+    assert "profiles" in completion.error

@@ -67,7 +67,7 @@ from lemon_ai import (
     provider_for,
 )
 from lemon_core import ExecApprovals
-from lemon_core.config import Config, load_config
+from lemon_core.config import Config, ConfigError, lemon_home, load_config
 from lemon_core.events import ApprovalDecision, ApprovalPending
 from lemon_core.execution import (
     ActionKind,
@@ -223,8 +223,6 @@ class CodingExecutor:
     def home(self) -> Path:
         if self._home is not None:
             return self._home
-        from lemon_core.config import lemon_home
-
         return lemon_home(self._environ)
 
     def sessions(self) -> SessionStore:
@@ -271,11 +269,14 @@ class CodingExecution:
 
     # -- model and policy ------------------------------------------------------------------
 
-    def _model(self) -> tuple[Model, Provider, bool]:
+    def _load_config(self) -> Config:
+        ex = self._executor
+        return load_config(environ=ex._environ, cwd=Path(self._job.cwd), home=ex._home).config
+
+    def _model(self, config: Config) -> tuple[Model, Provider, bool]:
         ex = self._executor
         if ex._model is not None and ex._provider is not None:
             return ex._model, ex._provider, False
-        config = load_config(environ=ex._environ, cwd=Path(self._job.cwd), home=ex._home).config
         override = self._job.meta.get("model")
         model, provider = resolve_model(
             config,
@@ -285,9 +286,20 @@ class CodingExecution:
         )
         return model, provider, True
 
-    def _policy(self) -> ToolPolicy:
+    def _policy(self, config: Config, agent_id: str) -> ToolPolicy:
+        """The command's policy, else the agent's profile policy, else the executor default;
+        narrowed by the execution context's policy."""
         job = self._job
         policy = job.tool_policy
+        if policy is None:
+            profile = config.profiles.get(agent_id)
+            configured = profile.tool_policy if profile is not None else None
+            if configured is not None:
+                policy = ToolPolicy(
+                    allow=frozenset(configured.allow) or None,
+                    deny=frozenset(configured.deny),
+                    require_approval=frozenset(configured.require_approval),
+                )
         if policy is None:
             policy = self._executor.settings.default_policy
         if job.context is not None:
@@ -317,13 +329,17 @@ class CodingExecution:
                 level="warning",
             )
         try:
-            model, provider, owned = self._model()
-        except Exception as exc:  # config or model errors: a clear failed run
+            config = await asyncio.to_thread(self._load_config)
+        except ConfigError as exc:
+            return ExecutionResult(ok=False, error=f"config_invalid: {exc}", resume=resume)
+        try:
+            model, provider, owned = self._model(config)
+        except Exception as exc:  # an unknown provider or model: a clear failed run
             return ExecutionResult(
                 ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
             )
         try:
-            return await self._run(sink, transcript, history, model, provider, resume)
+            return await self._run(sink, transcript, history, config, model, provider, resume)
         finally:
             if self._executor.approvals is not None:
                 self._executor.approvals.expire_owner(job.run_id)
@@ -335,6 +351,7 @@ class CodingExecution:
         sink: ExecutionSink,
         transcript: Transcript,
         history: list[Message],
+        config: Config,
         model: Model,
         provider: Provider,
         resume: ResumeToken,
@@ -366,7 +383,7 @@ class CodingExecution:
             )
 
         gate = GateContext(
-            policy=self._policy(),
+            policy=self._policy(config, agent_id),
             workspace=workspace,
             approvals=ex.approvals,
             run_id=job.run_id,
