@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coding_agent import CodingExecutor, ExecutorSettings
+from coding_agent import CodingExecutor, ExecutorSettings, resolve_model
 from lemon_ai import OpenAICompletionsProvider, RetryPolicy, default_catalogue
 from lemon_core import ExecApprovals
 from lemon_core.bus import Bus, Delivery, Subscription, run_topic
@@ -392,3 +392,42 @@ async def test_concurrent_runs_keep_their_own_workspace_and_todos(
     assert "only_b.txt" in results[0]
     assert "only_a.txt" not in results[0]
     assert results[1] == "The todo list is empty."
+
+
+async def test_an_unknown_model_fails_the_run_clearly(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    executor = CodingExecutor(environ={"LEMON_HOME": str(tmp_path / "home")})
+    async with Gateway(bus=Bus(), executor=executor) as gateway:
+        completion = await gateway.submit_execution(
+            ExecutionCommand(run_id="r1", session_key=SESSION, prompt="hi",
+                             conversation_key=("session", SESSION), cwd=str(cwd),
+                             meta={"model": "nosuch:model"})
+        )  # fmt: skip
+    assert not completion.ok
+    assert completion.error is not None
+    assert completion.error.startswith("model_unavailable: UnknownModelError")
+    assert "nosuch" in completion.error
+
+
+def test_models_resolve_from_the_configuration(tmp_path: Path) -> None:
+    from lemon_core.config import load_config
+
+    (tmp_path / "config.toml").write_text(
+        '[providers.local]\nkind = "openai_completions"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "LOCAL_KEY"\n'
+        '[providers.openai]\nkind = "openai_completions"\nbase_url = "https://api.openai.com/v1"\n'
+        '[providers.claude]\nkind = "anthropic_messages"\n'
+    )
+    config = load_config(environ={}, cwd=tmp_path, home=tmp_path).config
+    env = {"LOCAL_KEY": "k-local", "OPENAI_API_KEY": "k-openai"}
+    local, _ = resolve_model(config, "local:qwen2.5-coder", environ=env)
+    assert (local.api, local.base_url, local.id) == (
+        "openai_completions", "http://127.0.0.1:9/v1", "qwen2.5-coder")  # fmt: skip
+    hosted, _ = resolve_model(config, "openai:gpt-4o-mini", environ=env)
+    assert hosted.base_url == "https://api.openai.com/v1"
+    assert hosted.input_price > 0, "the catalogue's prices are kept"
+    claude, _ = resolve_model(config, "claude:some-model", environ=env)
+    assert (claude.api, claude.base_url) == ("anthropic_messages", "https://api.anthropic.com")
+    offline, _ = resolve_model(config, None, environ=env)
+    assert offline.api == "offline"

@@ -30,7 +30,7 @@ import contextlib
 import contextvars
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -57,11 +57,13 @@ from lemon_agent import (
     TurnEndEvent,
 )
 from lemon_ai import (
+    LemonAiError,
     Message,
     Model,
     Provider,
     RetryPolicy,
     TextDeltaEvent,
+    UnknownModelError,
     default_catalogue,
     offline_model,
     provider_for,
@@ -86,6 +88,10 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "edit": "file_change",
 }
 _MAX_ACTION_TEXT: Final = 2000
+_DEFAULT_BASE_URL: Final[Mapping[str, str]] = {
+    "openai_completions": "https://api.openai.com/v1",
+    "anthropic_messages": "https://api.anthropic.com",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,8 +145,13 @@ def resolve_model(
     retry: RetryPolicy | None = None,
 ) -> tuple[Model, Provider]:
     """The model and provider for a run: ``override`` (``"<provider>:<model>"``), else
-    ``[defaults] model``, else the offline model. A provider named in ``[providers.<name>]``
-    is reached with its ``kind`` and ``base_url`` (key from ``api_key_env``)."""
+    ``[defaults] model``, else the offline model.
+
+    A provider configured in ``[providers.<name>]`` is reached with its ``kind`` and
+    ``base_url`` and the key from its ``api_key_env``; the catalogue still supplies the context
+    window and prices when it knows the model. Raises ``UnknownModelError`` for a reference
+    neither the configuration nor the catalogue knows.
+    """
     env = os.environ if environ is None else environ
     ref = override or config.defaults.model
     if not ref:
@@ -148,20 +159,27 @@ def resolve_model(
         return model, provider_for(model)
     name, _, model_id = ref.partition(":")
     configured = config.providers.get(name)
-    if configured is not None and model_id:
-        if configured.kind == "offline":
-            model = offline_model()
-            return model, provider_for(model)
-        base_url = configured.base_url
-        if base_url is None:
-            base_url = default_catalogue().resolve(ref).base_url
+    if configured is not None and configured.kind == "offline":
+        model = offline_model()
+        return model, provider_for(model)
+    try:
+        model = default_catalogue().resolve(ref)
+    except UnknownModelError:
+        if configured is None or not model_id:
+            raise
         model = Model(
-            provider=name, id=model_id, name=model_id, api=configured.kind, base_url=base_url
+            provider=name,
+            id=model_id,
+            name=model_id,
+            api=configured.kind,
+            base_url=configured.base_url or _DEFAULT_BASE_URL[configured.kind],
         )
-        key = env.get(configured.api_key_env) if configured.api_key_env else None
-        return model, provider_for(model, api_key=key, environ=env, retry=retry)
-    model = default_catalogue().resolve(ref)
-    return model, provider_for(model, environ=env, retry=retry)
+    key: str | None = None
+    if configured is not None:
+        model = replace(model, api=configured.kind, base_url=configured.base_url or model.base_url)
+        if configured.api_key_env:
+            key = env.get(configured.api_key_env) or None
+    return model, provider_for(model, api_key=key, environ=env, retry=retry)
 
 
 def _agent_id(job: ExecutionJob) -> str:
@@ -334,7 +352,7 @@ class CodingExecution:
             return ExecutionResult(ok=False, error=f"config_invalid: {exc}", resume=resume)
         try:
             model, provider, owned = self._model(config)
-        except Exception as exc:  # an unknown provider or model: a clear failed run
+        except LemonAiError as exc:  # an unknown provider or model: a clear failed run
             return ExecutionResult(
                 ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
             )
