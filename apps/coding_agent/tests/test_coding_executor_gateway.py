@@ -313,6 +313,18 @@ async def test_a_corrupt_transcript_fails_an_explicit_resume_clearly(env: Env) -
     (note,) = [a for a in watch.actions() if a.action.kind.value == "note"]
     assert "started a new session" in note.action.title
     assert path.read_bytes() == corrupted
+    stats = env.executor.statistics()
+    assert (stats.runs_started, stats.runs_ok, stats.runs_failed, stats.runs_running) == (
+        3,
+        2,
+        1,
+        0,
+    )
+    assert (stats.sessions_created, stats.sessions_resumed, stats.resumes_started_fresh) == (
+        2,
+        0,
+        1,
+    )
 
 
 async def test_a_missing_transcript_fails_an_explicit_resume(env: Env) -> None:

@@ -15,7 +15,13 @@ from coding_agent.errors import (
     SessionNotFoundError,
     TranscriptError,
 )
-from coding_agent.executor import CodingExecution, CodingExecutor, ExecutorSettings, resolve_model
+from coding_agent.executor import (
+    CodingExecution,
+    CodingExecutor,
+    ExecutorSettings,
+    ExecutorStatistics,
+    resolve_model,
+)
 from coding_agent.policy import (
     DEFAULT_TOOL_POLICY,
     ApprovalHooks,
@@ -54,6 +60,7 @@ __all__ = [
     "CodingLimits",
     "CorruptTranscriptError",
     "ExecutorSettings",
+    "ExecutorStatistics",
     "GateContext",
     "PromptLimits",
     "SessionNotFoundError",

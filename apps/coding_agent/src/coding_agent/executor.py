@@ -80,7 +80,13 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 
-__all__ = ["CodingExecution", "CodingExecutor", "ExecutorSettings", "resolve_model"]
+__all__ = [
+    "CodingExecution",
+    "CodingExecutor",
+    "ExecutorSettings",
+    "ExecutorStatistics",
+    "resolve_model",
+]
 
 _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "bash": "command",
@@ -135,6 +141,21 @@ class ExecutorSettings:
     max_turns: int = 50
     cancel_grace_s: float = 5.0
     """How long a cancelled run may take to abort cooperatively before it is cancelled."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorStatistics:
+    """Counters of an executor since it was built."""
+
+    runs_started: int
+    runs_running: int
+    runs_ok: int
+    runs_failed: int
+    runs_cancelled: int
+    sessions_created: int
+    sessions_resumed: int
+    resumes_started_fresh: int
+    """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
 
 
 def resolve_model(
@@ -228,6 +249,22 @@ class CodingExecutor:
         self._retry = retry
         self._environ = environ
         self._registry: ToolRegistry | None = None
+        self._counts = dict.fromkeys(
+            ("started", "ok", "failed", "cancelled", "created", "resumed", "fresh"), 0
+        )
+
+    def statistics(self) -> ExecutorStatistics:
+        c = self._counts
+        return ExecutorStatistics(
+            runs_started=c["started"],
+            runs_running=c["started"] - c["ok"] - c["failed"] - c["cancelled"],
+            runs_ok=c["ok"],
+            runs_failed=c["failed"],
+            runs_cancelled=c["cancelled"],
+            sessions_created=c["created"],
+            sessions_resumed=c["resumed"],
+            resumes_started_fresh=c["fresh"],
+        )
 
     def tool_registry(self, workspace: Workspace) -> ToolRegistry:
         """The registry every run of this executor uses (schemas checked once): each tool
@@ -271,7 +308,9 @@ class CodingExecution:
     async def _open_session(self) -> tuple[Transcript, list[Message], str | None]:
         job = self._job
         store = self._executor.sessions()
+        counts = self._executor._counts
         if job.resume is None:
+            counts["created"] += 1
             return await store.create(cwd=job.cwd), [], None
         automatic = job.meta.get("resume_mode") == "auto"
         try:
@@ -282,7 +321,10 @@ class CodingExecution:
             notice = (
                 f"Could not continue session {job.resume.value} ({exc}); started a new session."
             )
+            counts["created"] += 1
+            counts["fresh"] += 1
             return await store.create(cwd=job.cwd), [], notice
+        counts["resumed"] += 1
         return transcript, messages, None
 
     # -- model and policy ------------------------------------------------------------------
@@ -327,6 +369,18 @@ class CodingExecution:
     # -- the run ---------------------------------------------------------------------------
 
     async def execute(self, sink: ExecutionSink) -> ExecutionResult:
+        """Run to the end (see the module docstring), streaming through ``sink``."""
+        counts = self._executor._counts
+        counts["started"] += 1
+        try:
+            result = await self._execute(sink)
+        except BaseException:
+            counts["cancelled"] += 1
+            raise
+        counts["ok" if result.ok else "failed"] += 1
+        return result
+
+    async def _execute(self, sink: ExecutionSink) -> ExecutionResult:
         job = self._job
         try:
             transcript, history, notice = await self._open_session()
