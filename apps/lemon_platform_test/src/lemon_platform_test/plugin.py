@@ -26,6 +26,7 @@ from lemon_platform_test.events_kit import (
     contract_event_types,
     contract_payload_classes,
 )
+from lemon_platform_test.executor import ScriptedExecutor
 from lemon_platform_test.providers.fixtures import (  # noqa: F401  (re-exported fixtures)
     scripted_provider,
     scripted_provider_server_session,
@@ -65,3 +66,9 @@ def lemon_bus(request: pytest.FixtureRequest, lemon_bus_backend: str) -> Iterato
 def lemon_events() -> types.ModuleType:
     """The payload builders (``lemon_events.delta(seq=5)``, ``lemon_events.run_completed()``)."""
     return events_fixtures
+
+
+@pytest.fixture
+def scripted_executor() -> ScriptedExecutor:
+    """A fresh scriptable test executor (see :mod:`lemon_platform_test.executor`)."""
+    return ScriptedExecutor()
