@@ -225,12 +225,22 @@ async def main() -> None:
     keys = 1_000
     reps = 1 if args.quick else args.repeat
 
-    lat = [await latency(n_lat, keys) for _ in range(reps)]
-    base_lat = [await baseline_latency(n_lat, keys) for _ in range(reps)]
-    tp = [await throughput(n_tp, keys, history=False) for _ in range(reps)]
-    tp_hist = [await throughput(n_tp, keys, history=True) for _ in range(reps)]
-    base_tp = [await baseline_throughput(n_tp, keys) for _ in range(reps)]
-    evt_tp = [await evented_baseline_throughput(n_tp, keys) for _ in range(reps)]
+    # Interleave the sides within each repetition so load changes hit both alike.
+    lat: list[dict[str, float]] = []
+    base_lat: list[dict[str, float]] = []
+    tp: list[float] = []
+    tp_hist: list[float] = []
+    base_tp: list[float] = []
+    evt_tp: list[float] = []
+    for _ in range(reps):
+        lat.append(await latency(n_lat, keys))
+        base_lat.append(await baseline_latency(n_lat, keys))
+        tp.append(await throughput(n_tp, keys, history=False))
+        base_tp.append(await baseline_throughput(n_tp, keys))
+        evt_tp.append(await evented_baseline_throughput(n_tp, keys))
+        tp_hist.append(await throughput(n_tp, keys, history=True))
+    ratio_tp = statistics.median(g / b for g, b in zip(tp, base_tp, strict=True))
+    ratio_evt = statistics.median(g / e for g, e in zip(tp, evt_tp, strict=True))
     mem = await idle_memory(10_000)
 
     def med(rows: list[dict[str, float]], k: str) -> float:
@@ -244,17 +254,18 @@ async def main() -> None:
     print(f"{'metric':<44}{'gateway':>12}{'baseline':>12}{'ratio':>8}")
     print(f"{'submit->run_started p50 (us)':<44}{g50:>12.1f}{b50:>12.1f}{g50 / b50:>8.2f}")
     print(f"{'submit->run_started p99 (us)':<44}{g99:>12.1f}{b99:>12.1f}{g99 / b99:>8.2f}")
-    print(f"{'throughput, runs/s':<44}{gtp:>12.0f}{btp:>12.0f}{gtp / btp:>8.2f}")
+    print(f"{'throughput, runs/s':<44}{gtp:>12.0f}{btp:>12.0f}{ratio_tp:>8.2f}")
     print(f"{'throughput with run history, runs/s':<44}{gtph:>12.0f}{btp:>12.0f}{gtph / btp:>8.2f}")
     print(
-        f"{'throughput vs baseline + same 2 events':<44}{gtp:>12.0f}{etp:>12.0f}{gtp / etp:>8.2f}"
+        f"{'throughput vs baseline + same 2 events':<44}{gtp:>12.0f}{etp:>12.0f}{ratio_evt:>8.2f}"
     )
     print(f"{'10,000 idle conversations (MB)':<44}{mem['idle_mb']:>12.2f}")
     print(f"{'  of which chat-state entries':<44}{mem['store_entries']:>12d}")
     print(f"{'10,000 conversations with a queued run (MB)':<44}{mem['queued_mb']:>12.2f}")
     print()
     print(f"goal p50 <= 50 us: {'met' if g50 <= 50 else 'MISSED'}")
-    print(f"goal throughput >= 0.5x baseline: {'met' if gtp >= 0.5 * btp else 'MISSED'}")
+    print(f"goal throughput >= 0.5x baseline: {'met' if ratio_tp >= 0.5 else 'MISSED'}")
+    print("(throughput ratios are medians of per-repetition ratios)")
     print(f"goal 10k idle <= 30 MB: {'met' if mem['idle_mb'] <= 30 else 'MISSED'}")
 
 

@@ -130,3 +130,18 @@ async def test_gateway_cancel_of_an_executor_that_swallows_cancellation_still_co
         completion = await handle
         assert (completion.ok, completion.error) == (False, "user_requested")
         assert len(events.completions("r1")) == 1
+
+
+async def test_gateway_cancel_in_the_same_tick_as_submit_still_completes_once() -> None:
+    bus = Bus()
+    async with Gateway(bus=bus, executor=ScriptedExecutor()) as gw:
+        events = RunEvents(bus).watch("r1", "r2")
+        handle = gw.submit_execution(command("r1"))  # launched: its task has not run yet
+        assert gw.cancel("r1")
+        completion = await handle
+        assert (completion.ok, completion.error) == (False, "user_requested")
+        assert events.types("r1") == ["run_completed"]
+        gw.submit_execution(command("r2", session="other"))
+    # Stopping in the same tick as a submission also completes it exactly once.
+    assert len(events.completions("r2")) == 1
+    assert gw.statistics()["runs"]["live"] == 0

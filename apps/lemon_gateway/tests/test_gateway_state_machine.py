@@ -99,8 +99,8 @@ class GatewayMachine(RuleBasedStateMachine):
     def _live(self) -> list[str]:
         return [r for r in self.accepted if not self.events.completions(r)]
 
-    @rule(key=st.sampled_from(KEYS), launch_fails=st.booleans())
-    def submit(self, key: str, launch_fails: bool) -> None:
+    @rule(key=st.sampled_from(KEYS), launch_fails=st.booleans(), cancel_now=st.booleans())
+    def submit(self, key: str, launch_fails: bool, cancel_now: bool) -> None:
         self.counter += 1
         run_id = f"run-{self.counter}"
         if launch_fails:
@@ -109,6 +109,8 @@ class GatewayMachine(RuleBasedStateMachine):
 
         async def submit() -> None:
             self.gw.submit_execution(command(run_id, session=key))
+            if cancel_now:  # in the same tick, before the run's task has started
+                self.gw.cancel(run_id)
 
         self._run(submit())
         self.accepted.append(run_id)
@@ -173,8 +175,22 @@ class GatewayMachine(RuleBasedStateMachine):
         assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0), stats
         assert (stats["workers"], stats["tasks"]) == (0, 0), stats
 
+    def _drain(self) -> None:
+        """Let every accepted run finish (completing whatever executes) while running."""
+        for _ in range(10 * len(self.accepted) + 10):
+            if self.gw.statistics()["runs"]["live"] == 0:
+                return
+            for future in self.executor.outcomes.values():
+                if not future.done():
+                    future.set_result(True)
+            self._settle()
+        raise AssertionError(f"runs did not drain: {self.gw.debug_snapshot()}")
+
     def teardown(self) -> None:
         try:
+            # Quiescence with the gateway still running, then after a stop.
+            self._drain()
+            self._assert_quiescent(self.gw)
             self._run(self.gw.stop())
             for gw in self.gateways:
                 self._assert_quiescent(gw)

@@ -37,6 +37,7 @@ async def test_gateway_submission_rejects_anything_but_an_execution_command() ->
             with pytest.raises(InvalidSubmissionError, match=r"accepts only .*ExecutionCommand"):
                 gw.submit_execution(bad)  # type: ignore[arg-type]  # the point of the test
         assert gw.statistics()["runs"]["submitted"] == 0
+        assert not hasattr(private, "queue_mode")  # queue semantics belong to the router
 
 
 async def test_gateway_submission_rejects_a_missing_conversation_key_clearly() -> None:

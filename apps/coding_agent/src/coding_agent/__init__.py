@@ -1,13 +1,31 @@
-"""The native coding executor: coding tools (and, later, the session and executor).
+"""The native coding executor of the gateway (``lemon.executor`` entry point).
 
-This first part provides the coding tools as lemon_agent tools: ``read`` (line ranges),
-``write``, ``edit`` (exact unique replacement), ``ls``, ``find``, ``grep``, ``bash`` (process
-group killed on timeout, abort or cancellation; bounded output) and ``todo``.
+``CodingExecutor`` runs a coding session per run: JSONL transcripts under ``$LEMON_HOME``
+(resumed with the native token), the system prompt from the workspace, the coding tools
+(``read``, ``write``, ``edit``, ``ls``, ``find``, ``grep``, ``bash``, ``todo``) gated by the tool
+policy and approvals, and agent events mapped to the gateway's run events.
 """
 
 from __future__ import annotations
 
-from coding_agent.errors import CodingAgentError, CodingAgentUsageError
+from coding_agent.errors import (
+    CodingAgentError,
+    CodingAgentUsageError,
+    CorruptTranscriptError,
+    SessionNotFoundError,
+    TranscriptError,
+)
+from coding_agent.executor import CodingExecution, CodingExecutor, ExecutorSettings, resolve_model
+from coding_agent.policy import (
+    DEFAULT_TOOL_POLICY,
+    ApprovalHooks,
+    GateContext,
+    approval_action,
+    gate_tools,
+    shell_action,
+)
+from coding_agent.prompt import PromptLimits, build_system_prompt, project_instruction_files
+from coding_agent.session import TRANSCRIPT_VERSION, SessionStore, Transcript, valid_session_id
 from coding_agent.tools import (
     TodoItem,
     TodoList,
@@ -25,20 +43,40 @@ from coding_agent.tools import (
 from coding_agent.workspace import CodingLimits, Workspace
 
 __all__ = [
+    "DEFAULT_TOOL_POLICY",
+    "TRANSCRIPT_VERSION",
+    "ApprovalHooks",
     "CodingAgentError",
     "CodingAgentUsageError",
+    "CodingExecution",
+    "CodingExecutor",
     "CodingLimits",
+    "CorruptTranscriptError",
+    "ExecutorSettings",
+    "GateContext",
+    "PromptLimits",
+    "SessionNotFoundError",
+    "SessionStore",
     "TodoItem",
     "TodoList",
+    "Transcript",
+    "TranscriptError",
     "Workspace",
+    "approval_action",
     "bash_tool",
+    "build_system_prompt",
     "coding_tool_registry",
     "coding_tools",
     "edit_tool",
     "find_tool",
+    "gate_tools",
     "grep_tool",
     "ls_tool",
+    "project_instruction_files",
     "read_tool",
+    "resolve_model",
+    "shell_action",
     "todo_tool",
+    "valid_session_id",
     "write_tool",
 ]

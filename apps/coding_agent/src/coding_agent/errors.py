@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["CodingAgentError", "CodingAgentUsageError"]
+__all__ = [
+    "CodingAgentError",
+    "CodingAgentUsageError",
+    "CorruptTranscriptError",
+    "SessionNotFoundError",
+    "TranscriptError",
+]
 
 
 class CodingAgentError(Exception):
@@ -11,3 +17,15 @@ class CodingAgentError(Exception):
 
 class CodingAgentUsageError(CodingAgentError):
     """coding_agent was configured wrongly (for example a workspace that is not a directory)."""
+
+
+class TranscriptError(CodingAgentError):
+    """A session transcript cannot be used."""
+
+
+class SessionNotFoundError(TranscriptError):
+    """The session to resume has no transcript (or its id is not a valid session id)."""
+
+
+class CorruptTranscriptError(TranscriptError):
+    """The session's transcript exists but cannot be loaded (the message names the line)."""

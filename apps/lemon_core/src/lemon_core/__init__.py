@@ -1,7 +1,13 @@
-"""Lemon's shared language and seams: events, bus, store, execution contracts, runtime."""
+"""Lemon's shared language and seams: events, bus, store, execution contracts, approvals."""
 
 from __future__ import annotations
 
+from lemon_core.approvals import (
+    ApprovalCapacityError,
+    ApprovalOutcome,
+    ExecApprovals,
+    UnknownApprovalError,
+)
 from lemon_core.bus import (
     Bus,
     BusStatistics,
@@ -51,6 +57,8 @@ from lemon_core.store import (
 
 __all__ = [
     "ENGINE_RUNTIME",
+    "ApprovalCapacityError",
+    "ApprovalOutcome",
     "Bus",
     "BusClosedError",
     "BusError",
@@ -65,6 +73,7 @@ __all__ = [
     "EngineRuntime",
     "Event",
     "EventPayloadError",
+    "ExecApprovals",
     "ExecutionCommand",
     "ExecutionContext",
     "ExecutionJob",
@@ -87,6 +96,7 @@ __all__ = [
     "TerminalNotice",
     "ToolPolicy",
     "UnencodableItemError",
+    "UnknownApprovalError",
     "run_topic",
     "session_topic",
 ]

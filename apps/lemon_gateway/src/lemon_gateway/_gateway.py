@@ -14,7 +14,6 @@ reported as the run's completion, never as an exception to the submitter.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import itertools
 import logging
@@ -171,11 +170,10 @@ class Gateway:
             for run in list(self._runs.values()):
                 self.cancel(run.run_id, "gateway_shutdown")
             await self._drain_tasks(self.config.shutdown_grace_s)
+        finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._watchdog
-        finally:
+                await asyncio.wait({self._watchdog})
             if self.runtime is not None:
                 self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
             self.state = GatewayState.STOPPED

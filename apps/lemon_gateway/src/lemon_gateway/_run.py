@@ -157,7 +157,10 @@ class Run:
             return False
         if self.cancel_reason is None:
             self.cancel_reason = reason
-            if self.task is not None:
+            # A task that has not started yet must not be cancelled: its coroutine would
+            # die before reaching the code that completes the run. It checks the reason
+            # when it starts instead.
+            if self.task is not None and self.state is not RunState.QUEUED:
                 self.task.cancel(reason)
         return True
 

@@ -46,7 +46,13 @@ class MemoryStore:
         if self._closed:
             raise StoreClosedError("this MemoryStore is closed")
         self._ops += 1
-        return self._tables.setdefault(check_table(table), {})
+        try:
+            rows = self._tables.get(table)
+        except TypeError:  # unhashable: not a valid table name
+            rows = None
+        if rows is None:
+            rows = self._tables[check_table(table)] = {}
+        return rows
 
     def _live(self, item: tuple[bytes, int | None] | None, now: int) -> bytes | None:
         if item is None:

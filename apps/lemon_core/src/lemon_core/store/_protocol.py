@@ -34,7 +34,8 @@ def system_clock_ms() -> int:
 class Store(Protocol):
     """One async key-value interface: tables of string keys to JSON-compatible values.
 
-    * Values are copied on write (encoded) and decoded fresh on read.
+    * Values are copied on write (encoded) and decoded fresh on read. A msgspec Struct
+      or dataclass may be written; it reads back as its JSON form (a dict).
     * ``ttl_ms`` stamps an expiry; an expired entry reads as absent and is removed by
       :meth:`sweep_expired`.
     * ``scan`` returns entries ordered by key (reversed with ``reverse=True``), at most

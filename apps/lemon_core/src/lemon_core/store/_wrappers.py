@@ -6,9 +6,11 @@ Domains use these, never raw Store tables.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
+
+import msgspec
 
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
 from lemon_core.store._protocol import Clock, Store, system_clock_ms
@@ -22,9 +24,8 @@ DEFAULT_CHAT_STATE_TTL_MS: Final = 24 * 60 * 60 * 1000
 _SEP: Final = "\x1f"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunSummary:
-    """What is kept about a finished run."""
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What is kept about a finished run (stored as its JSON encoding)."""
 
     run_id: str
     session_key: str
@@ -36,39 +37,17 @@ class RunSummary:
     started_at_ms: int = 0
     finished_at_ms: int = 0
     duration_ms: int = 0
-    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    meta: dict[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "session_key": self.session_key,
-            "ok": self.ok,
-            "engine": self.engine,
-            "error": self.error,
-            "answer": self.answer,
-            "resume": None if self.resume is None else self.resume.to_dict(),
-            "started_at_ms": self.started_at_ms,
-            "finished_at_ms": self.finished_at_ms,
-            "duration_ms": self.duration_ms,
-            "meta": dict(self.meta),
-        }
+        """The stored (JSON-compatible) form."""
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
-        resume = data.get("resume")
-        return cls(
-            run_id=data["run_id"],
-            session_key=data["session_key"],
-            ok=bool(data["ok"]),
-            engine=data.get("engine", NATIVE_ENGINE),
-            error=data.get("error"),
-            answer=data.get("answer", ""),
-            resume=None if resume is None else ResumeToken.from_dict(resume),
-            started_at_ms=data.get("started_at_ms", 0),
-            finished_at_ms=data.get("finished_at_ms", 0),
-            duration_ms=data.get("duration_ms", 0),
-            meta=MappingProxyType(dict(data.get("meta") or {})),
-        )
+        """Parse the stored form."""
+        return msgspec.convert(data, cls)
 
 
 class RunStore:
@@ -82,12 +61,12 @@ class RunStore:
 
     async def finalize(self, summary: RunSummary) -> None:
         """Record a finished run (by id and in its session's history)."""
-        data = summary.to_dict()
-        await self._store.put(self.RUNS, summary.run_id, data)
+        # The Store encodes records itself (msgspec): no intermediate dict.
+        await self._store.put(self.RUNS, summary.run_id, summary)
         history_key = (
             f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
         )
-        await self._store.put(self.HISTORY, history_key, data)
+        await self._store.put(self.HISTORY, history_key, summary)
 
     async def get(self, run_id: str) -> RunSummary | None:
         """The summary of a finished run, or None."""
