@@ -2,34 +2,41 @@
 
 They live here (the terminal owns the in-process runtime) so the owning apps need no change:
 
-* ``coding_agent`` (profiles ``execution-only``, ``full``): registers ``AGENT_RUNTIME``. Its
-  executor is the one of the ``lemon.executor`` entry point group when that is ready, else
-  the interim :class:`lemon_cli._executor.AgentExecutor`; an :class:`ApprovalBroker` is
-  registered as ``APPROVALS``.
+* ``coding_agent`` (profiles ``execution-only``, ``full``): registers ``APPROVALS`` (one
+  :class:`ExecApprovals` on the runtime's bus) and ``AGENT_RUNTIME``. When the
+  ``lemon.executor`` group's executor is coding_agent's :class:`CodingExecutor`, it is built
+  here wired to the runtime (its home, the approvals, the environment plus
+  ``$LEMON_HOME/secrets.env``); another ready executor is used as the entry point gives it;
+  with none ready, the built-in :class:`lemon_cli._executor.AgentExecutor` runs (and the
+  reason is kept for ``lemon doctor``).
 * ``lemon_gateway`` (requires coding_agent; ``execution-only``, ``full``): a
   :class:`lemon_gateway.Gateway` with the ``[gateway]`` settings, registered as
-  ``ENGINE_RUNTIME`` through :class:`SteerableEngine` (adds steering into the live agent
-  run and run liveness, which the router uses when present).
+  ``ENGINE_RUNTIME`` through :class:`SteerableEngine` (adds run liveness, and steering when
+  the executor offers ``steer(run_id, text)``).
 * ``lemon_router`` (requires lemon_gateway; ``full``): a :class:`lemon_router.Router` with
   the chat state in the runtime's store, registered as ``ROUTER_BRIDGE``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from lemon_cli._approvals import APPROVALS, ApprovalBroker
+from coding_agent import CodingExecutor
 from lemon_cli._executor import AgentExecutor
+from lemon_cli._models import read_secrets
+from lemon_core.approvals import ExecApprovals
 from lemon_core.execution import ENGINE_RUNTIME, ExecutionCommand, Executor
-from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
+from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
 from lemon_core.store import ChatStateStore
-from lemon_gateway import Gateway, GatewayConfig, load_executor, validate_executor
+from lemon_gateway import Gateway, GatewayConfig, validate_executor
 from lemon_router import Router, RouterConfig
 
 __all__ = [
     "AgentApp",
     "SteerableEngine",
+    "build_agent_app",
     "coding_agent_app",
     "lemon_gateway_app",
     "lemon_router_app",
@@ -41,7 +48,8 @@ class AgentApp:
     """What the coding_agent hook registers as ``AGENT_RUNTIME``."""
 
     impl: Executor
-    source: str  # "entry point" or "interim"
+    approvals: ExecApprovals
+    source: Literal["entry point", "built-in"]
     reason: str | None = None  # why the entry point executor is not used
 
     def executor(self) -> Executor:
@@ -51,17 +59,29 @@ class AgentApp:
         return None
 
 
-async def _start_agent(runtime: Runtime) -> AgentApp:
-    approvals = ApprovalBroker(bus=runtime.bus, store=runtime.store)
-    runtime.context.capabilities.register(APPROVALS, approvals)
+def build_agent_app(runtime: Runtime, *, builtin: bool = False) -> AgentApp:
+    """The agent of ``runtime``: the coding executor when ready (or ``builtin=True`` for
+    the built-in steerable one)."""
+    approvals = ExecApprovals(runtime.bus)
     status = validate_executor()
-    if status.ready:
-        app = AgentApp(impl=load_executor(), source="entry point")
-    else:
-        interim = AgentExecutor(
-            config=runtime.config, home=runtime.home, store=runtime.store, approvals=approvals
-        )
-        app = AgentApp(impl=interim, source="interim", reason=status.reason)
+    if status.ready and not builtin:
+        impl = status.executor
+        if isinstance(impl, CodingExecutor):
+            environ = {**read_secrets(runtime.home), **os.environ}
+            impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
+        assert impl is not None
+        return AgentApp(impl=impl, approvals=approvals, source="entry point")
+    fallback = AgentExecutor(
+        config=runtime.config, home=runtime.home, store=runtime.store, approvals=approvals
+    )
+    reason = "built-in executor asked for" if builtin else status.reason
+    return AgentApp(impl=fallback, approvals=approvals, source="built-in", reason=reason)
+
+
+async def _start_agent(runtime: Runtime) -> AgentApp:
+    builtin = runtime.context.settings.get("executor") == "built-in"
+    app = build_agent_app(runtime, builtin=builtin)
+    runtime.context.capabilities.register(APPROVALS, app.approvals)
     runtime.context.capabilities.register(AGENT_RUNTIME, app)
     return app
 
@@ -69,9 +89,7 @@ async def _start_agent(runtime: Runtime) -> AgentApp:
 async def _stop_agent(runtime: Runtime, handle: object) -> None:
     app = cast(AgentApp, handle)
     runtime.context.capabilities.unregister(AGENT_RUNTIME, app)
-    broker = runtime.context.capabilities.get(APPROVALS)
-    if broker is not None:
-        runtime.context.capabilities.unregister(APPROVALS, broker)
+    runtime.context.capabilities.unregister(APPROVALS, app.approvals)
 
 
 class SteerableEngine:

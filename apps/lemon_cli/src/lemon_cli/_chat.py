@@ -23,12 +23,12 @@ from typing import Any, Final, Literal
 from rich.console import Console
 from rich.markup import escape
 
-from lemon_cli._approvals import APPROVALS, ApprovalBroker
 from lemon_cli._executor import DEFAULT_TOOL_POLICY
+from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import EXEC_APPROVALS, Delivery, session_topic
 from lemon_core.events import ApprovalDecision, Event
 from lemon_core.execution import RunRequest, ToolPolicy
-from lemon_core.runtime import Runtime
+from lemon_core.runtime import APPROVALS, Runtime
 from lemon_core.store import RunStore, Store
 from lemon_router import ROUTER_BRIDGE, Router
 
@@ -101,7 +101,7 @@ class ChatClient:
         router = runtime.context.capabilities.require(ROUTER_BRIDGE)
         assert isinstance(router, Router)
         self.router = router
-        self.approvals: ApprovalBroker | None = runtime.context.capabilities.get(APPROVALS)
+        self.approvals: ExecApprovals | None = runtime.context.capabilities.get(APPROVALS)
         self.session = options.session
         self.model = options.model
         self.queue: asyncio.Queue[Item] = asyncio.Queue(_QUEUE_BOUND)
@@ -230,11 +230,13 @@ class ChatClient:
             self._write(payload.text)
         elif event.type == "engine_action":
             action = payload.action
+            if action.kind.value == "approval":
+                return  # asked through exec_approvals
             if payload.phase.value == "started":
                 self._line(f"[cyan]╭─ {escape(action.title)}[/]")
             elif payload.phase.value == "completed":
                 mark = "[green]✓[/]" if payload.ok else "[red]✗[/]"
-                message = escape(payload.message or "")
+                message = escape(" ".join((payload.message or "").split())[:160])
                 self._line(f"[cyan]╰─[/] {mark} {escape(action.title)} [dim]{message}[/]")
         elif event.type == "queue_outcome":
             outcome = payload.get("outcome") if isinstance(payload, dict) else None
@@ -273,10 +275,12 @@ class ChatClient:
         pending = event.payload.pending
         if pending.session_key != self.session or self.approvals is None:
             return
-        args = (pending.action or {}).get("arguments", {})
-        summary = escape(" ".join(f"{k}={v!r}" for k, v in args.items())[:200])
+        action = pending.action or {}
+        args = action.get("arguments", action)
+        shown = args.items() if isinstance(args, dict) else [("action", args)]
+        summary = escape(" ".join(f"{k}={v!r}" for k, v in shown)[:200])
         if not self.options.interactive:
-            await self.approvals.resolve(event.payload.approval_id, ApprovalDecision.DENY)
+            self._resolve(event.payload.approval_id, ApprovalDecision.DENY)
             self.denied.append(pending.tool)
             self._line(
                 f"[yellow]denied {escape(pending.tool)}:[/] it needs an approval and there is no "
@@ -299,9 +303,19 @@ class ChatClient:
             self._write("approve> ")
             return
         self.pending_approval = None
-        assert self.approvals is not None
-        await self.approvals.resolve(event.payload.approval_id, decision)
-        self._line(f"[dim]{decision.value}[/]")
+        if self._resolve(event.payload.approval_id, decision):
+            self._line(f"[dim]{decision.value}[/]")
+        else:
+            self._line("[dim]that approval is no longer pending[/]")
+
+    def _resolve(self, approval_id: str, decision: ApprovalDecision) -> bool:
+        if self.approvals is None:
+            return False
+        try:
+            self.approvals.resolve(approval_id, decision)
+        except UnknownApprovalError:
+            return False
+        return True
 
     async def command(self, line: str) -> bool:
         """Handle a slash command; False to quit."""

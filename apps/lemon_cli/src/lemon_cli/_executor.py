@@ -1,13 +1,14 @@
-"""The terminal runtime's native executor: the lemon_agent loop with the coding tools.
+"""A built-in fallback executor: the lemon_agent loop with the coding tools, and steering.
 
-Interim: coding_agent does not publish its ``lemon.executor`` yet. This executor is used only
-when that entry point group has no ready executor (see :mod:`lemon_cli._apps`). It keeps each
+Used when the ``lemon.executor`` entry point group has no ready executor (see
+:mod:`lemon_cli._apps`), and by tests of steering (the coding executor has no steering API
+yet; this one offers :meth:`AgentExecutor.steer`). It keeps each
 native session's conversation in memory (at most ``max_sessions``, least recently used
 dropped) and its text transcript in the store (table ``cli_transcripts``), so a resumed
 session continues the same conversation, also in a later process.
 
-Tool policy: ``deny`` refuses a tool, ``require_approval`` asks the :class:`ApprovalBroker`
-before each call (the default policy asks for write, edit and bash).
+Tool policy: ``deny`` refuses a tool, ``require_approval`` asks
+before each call through :class:`ExecApprovals` (default: write, edit and bash ask).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from lemon_agent import (
     ToolResult,
 )
 from lemon_ai import AssistantMessage, Message, Provider, TextContent, TextDeltaEvent, UserMessage
-from lemon_cli._approvals import ApprovalBroker, approves
+from lemon_core.approvals import ExecApprovals
 from lemon_core.config import Config
 from lemon_core.execution import (
     ExecutionJob,
@@ -73,7 +74,7 @@ class AgentExecutor:
         config: Config,
         home: Path,
         store: Store | None,
-        approvals: ApprovalBroker | None,
+        approvals: ExecApprovals | None,
         environ: Mapping[str, str] | None = None,
         max_sessions: int = 64,
     ) -> None:
@@ -172,16 +173,17 @@ class AgentExecutor:
         async def execute(ctx: ToolContext) -> ToolResult | str:
             if approvals is None:
                 raise ToolError(f"{tool.name} needs an approval and nobody can give one here")
-            decision = await approvals.request(
+            outcome = await approvals.request(
                 tool=tool.name,
                 run_id=job.run_id,
                 session_key=job.session_key,
                 tool_call_id=ctx.tool_call_id,
                 action={"arguments": dict(ctx.arguments)},
             )
-            if not approves(decision):
+            if not outcome.approved:
                 raise ToolError(
-                    f"the user did not approve {tool.name} ({decision.value}); do not retry it"
+                    f"the user did not approve {tool.name} ({outcome.decision.value}); "
+                    "do not retry it"
                 )
             return await inner(ctx)
 

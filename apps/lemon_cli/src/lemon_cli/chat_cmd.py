@@ -12,11 +12,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from coding_agent import CodingAgentError, CodingExecutor
+from lemon_ai import AssistantMessage, UserMessage
 from lemon_cli._chat import DEFAULT_SESSION, ChatClient, ChatOptions, list_sessions
 from lemon_cli._executor import TRANSCRIPTS_TABLE
 from lemon_core.config import ConfigError, LoadedConfig, load_config
 from lemon_core.runtime import STORE_FILENAME, AppHookError, Runtime, RuntimeBootError
-from lemon_core.store import ChatStateStore, RunStore, SQLiteStore
+from lemon_core.store import ChatStateStore, RunStore, SQLiteStore, Store
 
 __all__ = ["chat", "sessions_app"]
 
@@ -97,7 +99,7 @@ def sessions_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Sessions with finished runs, most recent first."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
     async def run() -> list[dict[str, Any]]:
@@ -125,7 +127,7 @@ def sessions_show(
     key: Annotated[str, typer.Argument(help="The session key.")] = DEFAULT_SESSION,
 ) -> None:
     """The transcript of a session (or its run history when no transcript is kept)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
     async def run() -> tuple[list[dict[str, str]], list[str]]:
@@ -136,7 +138,7 @@ def sessions_show(
             token = await ChatStateStore(store).resume_token(key)
             transcript: list[dict[str, str]] = []
             if token is not None:
-                transcript = list(await store.get(TRANSCRIPTS_TABLE, token.value) or [])
+                transcript = await _transcript(loaded, store, token.value)
             history = await RunStore(store).history(key, limit=50)
             return transcript, [
                 f"{'ok' if h.ok else 'failed'}  {h.run_id}  {h.answer[:80]!r}" for h in history
@@ -152,3 +154,21 @@ def sessions_show(
     if not transcript:
         for line in history:
             console.print(escape(line))
+
+
+async def _transcript(loaded: LoadedConfig, store: Store, session_id: str) -> list[dict[str, str]]:
+    """User and assistant text of a native session: the coding executor's JSONL transcript,
+    else the built-in executor's store table."""
+    entries: list[dict[str, str]] = []
+    try:
+        _, messages = await CodingExecutor(home=loaded.home).sessions().load(session_id)
+    except (CodingAgentError, OSError, ValueError):
+        messages = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            entries.append({"role": "user", "text": message.content})
+        elif isinstance(message, AssistantMessage) and message.text:
+            entries.append({"role": "assistant", "text": message.text})
+    if entries:
+        return entries
+    return list(await store.get(TRANSCRIPTS_TABLE, session_id) or [])

@@ -12,12 +12,13 @@ from lemon_core.runtime._app import (
     known_profiles,
     resolve_profile,
 )
-from lemon_core.runtime._capabilities import AGENT_RUNTIME, AgentRuntime
+from lemon_core.runtime._capabilities import AGENT_RUNTIME, APPROVALS, AgentRuntime
 from lemon_core.runtime._runtime import STORE_FILENAME, AppState, Runtime, RuntimeStatistics
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
 
 __all__ = [
     "AGENT_RUNTIME",
+    "APPROVALS",
     "APPS_ENTRY_POINT_GROUP",
     "STORE_FILENAME",
     "AgentRuntime",

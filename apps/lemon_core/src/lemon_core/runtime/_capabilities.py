@@ -2,16 +2,18 @@
 
 ``ENGINE_RUNTIME`` lives in :mod:`lemon_core.execution` (the gateway registers it); the
 router registers its ``RouterBridge`` under the key lemon_router defines. ``AGENT_RUNTIME``
-is the native agent: the executor the gateway runs, and whether it is ready.
+is the native agent: the executor the gateway runs, and whether it is ready; ``APPROVALS`` is
+the runtime's one :class:`~lemon_core.approvals.ExecApprovals` (clients resolve through it).
 """
 
 from __future__ import annotations
 
 from typing import Final, Protocol, runtime_checkable
 
+from lemon_core.approvals import ExecApprovals
 from lemon_core.execution import Capability, Executor
 
-__all__ = ["AGENT_RUNTIME", "AgentRuntime"]
+__all__ = ["AGENT_RUNTIME", "APPROVALS", "AgentRuntime"]
 
 
 @runtime_checkable
@@ -29,3 +31,6 @@ class AgentRuntime(Protocol):
 
 #: The capability the agent app (coding_agent) registers.
 AGENT_RUNTIME: Final[Capability[AgentRuntime]] = Capability("AgentRuntime", AgentRuntime)
+
+#: The runtime's approval channel (registered by the agent app).
+APPROVALS: Final[Capability[ExecApprovals]] = Capability("ExecApprovals", ExecApprovals)

@@ -57,7 +57,8 @@ class Runtime:
     ``ConfigError`` lists every problem). ``apps`` defaults to the ``lemon.apps`` entry
     points. ``bus`` and ``store`` default to a new :class:`Bus` and the SQLite store
     ``$LEMON_HOME/lemon.sqlite3`` (``store="memory"`` for a :class:`MemoryStore`); what the
-    runtime created it also closes. Start and stop must run in the same task (apps may hold
+    runtime created it also closes. ``settings`` go to ``context.settings`` (app options).
+    Start and stop must run in the same task (apps may hold
     task groups).
     """
 
@@ -70,6 +71,7 @@ class Runtime:
         bus: Bus | None = None,
         store: Store | Literal["sqlite", "memory"] = "sqlite",
         name: str = "default",
+        settings: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> None:
@@ -82,6 +84,7 @@ class Runtime:
         self._bus: Bus | None = bus
         self._store: Store | None = store if not isinstance(store, str) else None
         self.context = RuntimeContext(name=name)
+        self.context.settings.update(settings or {})
         self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
         self._started: list[AppState] = []
         self._state: State = "new"
