@@ -290,7 +290,7 @@ class ChatClient:
         self.pending_approval = event
         self._line(
             f"[bold yellow]Allow {escape(pending.tool)}[/] {summary}? "
-            "[bold][o][/]nce / [bold][s][/]ession / [bold][a][/]lways / [bold][d][/]eny"
+            r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
         self._write("approve> ")
 
@@ -420,12 +420,12 @@ class ChatClient:
                 idle_sigints = 0
                 if not await self.handle_line(value):
                     return 0
-                if not self.busy() and not self.waiting_for:
+                if not self.waiting_for:
                     self.prompt()
             elif kind == "event":
-                was_busy = bool(self.waiting_for)
+                was_waiting = bool(self.waiting_for)
                 await self.handle_event(value)
-                if was_busy and not self.waiting_for and not self.busy():
+                if was_waiting and not self.waiting_for:
                     self.prompt()
             elif kind == "approval":
                 await self.handle_approval(value)

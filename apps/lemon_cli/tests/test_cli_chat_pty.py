@@ -1,0 +1,206 @@
+"""``lemon chat`` as a real subprocess in a pseudo-terminal (stdlib ``pty``): one-shot answer,
+an approval prompt answered, Ctrl-C cancelling the run but not the program."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LEMON = str(Path(sys.executable).with_name("lemon"))
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+class Terminal:
+    """A child process whose controlling terminal is a pty we hold the master side of."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+
+        def controlling_tty() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            preexec_fn=controlling_tty,  # noqa: PLW1509  (single-threaded at this point)
+            close_fds=True,
+        )
+        os.close(slave)
+        self.master = master
+        self.output = ""
+        self._seen = 0
+
+    def send(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def expect(self, pattern: str, timeout: float = 60.0) -> str:
+        """Wait until ``pattern`` (a regex) appears after the previous match; return it."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.output, self._seen)
+            if match:
+                self._seen = match.end()
+                return match.group(0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.output}")
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    if regex.search(self.output, self._seen):
+                        continue
+                    raise AssertionError(f"{pattern!r} not seen before EOF:\n{self.output}")
+                self.output += _ANSI.sub("", data.decode(errors="replace")).replace("\r", "")
+
+    def wait(self, timeout: float = 60.0) -> int:
+        try:
+            while True:
+                ready, _, _ = select.select([self.master], [], [], 0.5)
+                if ready:
+                    try:
+                        data = os.read(self.master, 65536)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    self.output += _ANSI.sub("", data.decode(errors="replace"))
+                elif self.proc.poll() is not None:
+                    break
+            return self.proc.wait(timeout)
+        finally:
+            os.close(self.master)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("LEMON_")}
+    out.update(LEMON_HOME=str(tmp_path / "home"), NO_COLOR="1", TERM="xterm")
+    return out
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    made: list[Terminal] = []
+    yield made
+    for t in made:
+        t.kill()
+
+
+def test_one_shot_prints_the_answer_and_exits_zero(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat", "/echo hello from the pty"], tmp_path, env)
+    terminals.append(term)
+    term.expect("hello from the pty")
+    assert term.wait() == 0
+
+
+def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    proc = subprocess.run(
+        [LEMON, "chat", "hi there"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "offline" in proc.stdout
+    proc = subprocess.run(
+        [LEMON, "chat", '/tool bash {"command": "touch made-by-bash"}'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert "denied bash" in proc.stdout and "--approve bash" in proc.stdout
+    assert not (tmp_path / "made-by-bash").exists()
+    proc = subprocess.run(
+        [LEMON, "chat", "--approve", "bash", '/tool bash {"command": "touch made-by-bash"}'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "made-by-bash").exists()
+
+
+def test_an_approval_prompt_is_answered_inline(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("lemon chat")
+    term.expect("> ")
+    term.send('/tool write {"path": "note.txt", "content": "approved"}\n')
+    term.expect(r"Allow write")
+    term.expect("approve> ")
+    term.send("o\n")
+    term.expect("approve_once")
+    term.expect(r"tool `write` returned")
+    assert (tmp_path / "note.txt").read_text() == "approved"
+    term.expect("> ")
+    term.send('/tool write {"path": "other.txt", "content": "no"}\n')
+    term.expect("Allow write")
+    term.send("d\n")
+    term.expect(r"tool `write` failed")
+    assert not (tmp_path / "other.txt").exists()
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_ctrl_c_cancels_the_run_not_the_program(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send('/tool bash {"command": "sleep 60"}\n')
+    term.expect(r"sleep 60")
+    term.send("\x03")
+    term.expect("cancelling the run")
+    term.expect("cancelled: ")
+    term.expect("> ")
+    term.send("/echo still here\n")
+    term.expect("still here")
+    term.send("\x04")
+    assert term.wait() == 0
