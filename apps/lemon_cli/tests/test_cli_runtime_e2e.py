@@ -18,7 +18,7 @@ from lemon_core.bus import Delivery, session_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
 from lemon_core.execution import RunRequest, ToolPolicy
-from lemon_core.runtime import Runtime
+from lemon_core.runtime import APPS_ENTRY_POINT_GROUP, Runtime, discover_apps, resolve_profile
 from lemon_platform_test.providers import (
     Gate,
     ScriptedProviderServer,
@@ -334,3 +334,13 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
         stats = runtime.statistics()
         assert set(stats.capabilities) == {"AgentRuntime", "EngineRuntime", "ExecApprovals"}
     assert runtime.statistics().capabilities == {}
+
+
+def test_installed_apps_are_found_through_entry_points() -> None:
+    apps = discover_apps(APPS_ENTRY_POINT_GROUP)
+    assert {"coding_agent", "lemon_gateway", "lemon_router"} <= set(apps)
+    assert [a.name for a in resolve_profile("full", apps)] == [
+        "coding_agent",
+        "lemon_gateway",
+        "lemon_router",
+    ]
