@@ -205,3 +205,16 @@ def test_ctrl_c_cancels_the_run_not_the_program(
     term.expect("still here")
     term.send("\x04")
     assert term.wait() == 0
+
+
+def test_lemon_without_arguments_opens_the_chat_on_a_terminal(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON], tmp_path, env)
+    terminals.append(term)
+    term.expect("lemon chat")
+    term.expect("> ")
+    term.send("/sessions\n")
+    term.expect("no sessions yet")
+    term.send("\x04")
+    assert term.wait() == 0
