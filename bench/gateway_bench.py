@@ -1,8 +1,8 @@
 """Gateway benchmark: submit-to-run_started latency, throughput, idle memory.
 
 Runs the gateway with a no-op executor next to a bare baseline measured in the same run
-(one ``asyncio.Lock`` per conversation key plus one ``asyncio.Semaphore``), and prints
-medians and ratios.
+(one ``asyncio.Lock`` per conversation key plus one ``asyncio.Semaphore``, a task per job,
+running the same no-op executor), and prints medians and ratios.
 
     uv run python bench/gateway_bench.py            # default run (well under 2 minutes)
     uv run python bench/gateway_bench.py --quick    # smoke run
@@ -77,6 +77,25 @@ def _cmd(i: int, keys: int) -> ExecutionCommand:
     )
 
 
+def _job(i: int, keys: int) -> ExecutionJob:
+    k = f"agent:bench:{i % keys}"
+    return ExecutionJob(run_id=f"run-{i}", session_key=k, prompt="p", cwd="/")
+
+
+class _NullSink:
+    def started(self, *, resume: ResumeToken | None = None) -> None:
+        return None
+
+    def delta(self, text: str) -> None:
+        return None
+
+    def action(self, **fields: Any) -> None:
+        return None
+
+
+_NULL_SINK: Any = _NullSink()
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -131,12 +150,13 @@ async def baseline_throughput(n: int, keys: int) -> float:
     locks = [asyncio.Lock() for _ in range(keys)]
     sem = asyncio.Semaphore(2)
 
-    async def noop() -> ExecutionResult:
-        return ExecutionResult(ok=True)
+    executor = NoopExecutor()
+    jobs = [_job(i, keys) for i in range(n)]
 
     async def job(i: int) -> ExecutionResult:
         async with locks[i % keys], sem:
-            return await noop()
+            prepared = await executor.prepare(jobs[i])
+            return await prepared.execute(_NULL_SINK)
 
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()

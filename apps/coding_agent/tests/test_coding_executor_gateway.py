@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coding_agent import CodingExecutor, ExecutorSettings
+from coding_agent import CodingExecutor, ExecutorSettings, resolve_model
 from lemon_ai import OpenAICompletionsProvider, RetryPolicy, default_catalogue
 from lemon_core import ExecApprovals
 from lemon_core.bus import Bus, Delivery, Subscription, run_topic
@@ -163,7 +163,8 @@ async def test_multi_turn_run_with_parallel_tool_calls(env: Env) -> None:
     assert completion.ok, completion.error
     assert completion.answer == "All done."
     assert completion.engine == "lemon"
-    assert completion.resume is not None and completion.resume["engine"] == "lemon"
+    assert completion.resume is not None
+    assert completion.resume["engine"] == "lemon"
     assert completion.usage is not None
     assert completion.usage["input_tokens"] == 12 + 30
     assert completion.usage["output_tokens"] == 7 + 5
@@ -175,9 +176,11 @@ async def test_multi_turn_run_with_parallel_tool_calls(env: Env) -> None:
     assert done == {"c1": True, "c2": True, "c3": True}
     assert (env.cwd / "out.txt").read_text() == "done\n"
     second = env.body(1)
-    assert "alpha" in second and "[exit code 0]" in second
+    assert "alpha" in second
+    assert "[exit code 0]" in second
     lines = _transcript(env, completion.resume["value"])
-    assert lines[0]["type"] == "session" and lines[0]["id"] == completion.resume["value"]
+    assert lines[0]["type"] == "session"
+    assert lines[0]["id"] == completion.resume["value"]
     roles = [line["message"]["role"] for line in lines[1:]]
     assert roles == ["user", "assistant", "tool_result", "tool_result", "tool_result", "assistant"]
     assert [line["parent_id"] for line in lines[1:]] == [None] + [x["id"] for x in lines[1:-1]]
@@ -192,7 +195,8 @@ async def test_a_tool_error_is_returned_to_the_model(env: Env) -> None:
     completion, watch = await env.run("r1", "read it")
     assert completion.ok
     (end,) = [a for a in watch.actions() if a.phase == "completed"]
-    assert end.ok is False and "missing.txt" in (end.message or "")
+    assert end.ok is False
+    assert "missing.txt" in (end.message or "")
     assert "missing.txt" in env.body(1)
 
 
@@ -209,7 +213,8 @@ async def test_abort_mid_stream_cancels_the_provider_stream(env: Env) -> None:
     completion = await handle
     assert not completion.ok
     assert completion.meta["error"]["code"] == "cancelled"
-    assert completion.answer and "This answer is cut off".startswith(completion.answer[:8])
+    assert completion.answer
+    assert "This answer is cut off".startswith(completion.answer[:8])
     assert await asyncio.to_thread(env.server.wait_cancelled, 1, 10.0)
     gate.open()
     # What was said is in the transcript: the prompt and the partial answer.
@@ -243,7 +248,8 @@ async def test_abort_mid_tool_kills_the_bash_process_group(env: Env) -> None:
 async def test_retry_after_a_429_honours_retry_after(env: Env) -> None:
     env.server.script(ScriptedError.rate_limited(retry_after=1.5), ScriptedTurn(text="hi"))
     completion, _ = await env.run("r1", "hello")
-    assert completion.ok and completion.answer == "hi"
+    assert completion.ok
+    assert completion.answer == "hi"
     assert env.sleeps == [1.5]
     assert len(env.server.requests) == 2
 
@@ -252,7 +258,8 @@ async def test_context_overflow_is_classified(env: Env) -> None:
     env.server.script(ScriptedError.context_overflow())
     completion, _ = await env.run("r1", "a very long prompt")
     assert not completion.ok
-    assert completion.error is not None and "context_overflow" in completion.error
+    assert completion.error is not None
+    assert "context_overflow" in completion.error
     assert completion.meta["error"]["code"] == "executor_error"
     assert env.sleeps == []
 
@@ -263,7 +270,8 @@ async def test_a_session_resumes_across_two_runs_through_the_gateway(env: Env) -
         ScriptedTurn(text="Your name is Ada."),
     )
     first, _ = await env.run("r1", "my name is Ada")
-    assert first.ok and first.resume is not None
+    assert first.ok
+    assert first.resume is not None
     token = ResumeToken.from_dict(first.resume)
     assert token.is_native
     assert env.gateway.chat_state is not None
@@ -293,21 +301,37 @@ async def test_a_corrupt_transcript_fails_an_explicit_resume_clearly(env: Env) -
     explicit, _ = await env.run("r2", "continue", resume=token)
     assert not explicit.ok
     assert explicit.error is not None
-    assert "corrupt_transcript" in explicit.error and "line 4" in explicit.error
+    assert "corrupt_transcript" in explicit.error
+    assert "line 4" in explicit.error
     assert path.read_bytes() == corrupted, "a corrupt transcript is left untouched"
 
     automatic, watch = await env.run("r3", "continue", resume=token, meta={"resume_mode": "auto"})
-    assert automatic.ok and automatic.answer == "fresh"
-    assert automatic.resume is not None and automatic.resume["value"] != token.value
+    assert automatic.ok
+    assert automatic.answer == "fresh"
+    assert automatic.resume is not None
+    assert automatic.resume["value"] != token.value
     (note,) = [a for a in watch.actions() if a.action.kind.value == "note"]
     assert "started a new session" in note.action.title
     assert path.read_bytes() == corrupted
+    stats = env.executor.statistics()
+    assert (stats.runs_started, stats.runs_ok, stats.runs_failed, stats.runs_running) == (
+        3,
+        2,
+        1,
+        0,
+    )
+    assert (stats.sessions_created, stats.sessions_resumed, stats.resumes_started_fresh) == (
+        2,
+        0,
+        1,
+    )
 
 
 async def test_a_missing_transcript_fails_an_explicit_resume(env: Env) -> None:
     completion, _ = await env.run("r1", "continue", resume=ResumeToken.native("nosuchsession"))
     assert not completion.ok
-    assert completion.error is not None and "session_not_found" in completion.error
+    assert completion.error is not None
+    assert "session_not_found" in completion.error
 
 
 async def test_the_offline_default_runs_tools_without_a_key(tmp_path: Path) -> None:
@@ -324,7 +348,98 @@ async def test_the_offline_default_runs_tools_without_a_key(tmp_path: Path) -> N
         )  # fmt: skip
     await watch.completion()
     assert completion.ok, completion.error
-    assert completion.usage is not None and completion.usage["model"] == "offline:offline"
+    assert completion.usage is not None
+    assert completion.usage["model"] == "offline:offline"
     assert "hello.txt" in (completion.answer or "")
     assert [a.action.kind.value for a in watch.actions() if a.phase == "started"] == ["tool"]
     assert executor.home == home
+
+
+async def test_concurrent_runs_keep_their_own_workspace_and_todos(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    provider = OpenAICompletionsProvider(api_key="sk-test")
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    executor = CodingExecutor(home=tmp_path / "home", model=model, provider=provider,
+                              settings=ExecutorSettings(default_policy=ToolPolicy()))  # fmt: skip
+    gate = Gate()
+    todo = {"action": "write", "todos": [{"content": "only in a"}]}
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id="a1", name="todo", arguments=todo),)),
+        ScriptedTurn(text="a paused", pause=gate, pause_after=1),
+        ScriptedTurn(tool_calls=(
+            ScriptedToolCall(id="b1", name="ls", arguments={"path": "."}),
+            ScriptedToolCall(id="b2", name="todo", arguments={"action": "read"}),
+        )),
+        ScriptedTurn(text="b done"),
+    )  # fmt: skip
+    dirs = {}
+    for name in ("a", "b"):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / f"only_{name}.txt").write_text(name)
+    bus = Bus()
+    try:
+        async with Gateway(bus=bus, executor=executor) as gateway:
+
+            def submit(name: str) -> Any:
+                key = f"agent:coder:{name}"
+                return gateway.submit_execution(
+                    ExecutionCommand(run_id=name, session_key=key, prompt="go",
+                                     conversation_key=("session", key), cwd=str(dirs[name]))
+                )  # fmt: skip
+
+            first = submit("a")
+            assert await gate.wait_reached_async()
+            second = await submit("b")
+            gate.open()
+            await first
+    finally:
+        await provider.aclose()
+    assert second.ok, second.error
+    results = [m["content"] for m in scripted_provider.requests[3].body["messages"]
+               if m["role"] == "tool"]  # fmt: skip
+    assert "only_b.txt" in results[0]
+    assert "only_a.txt" not in results[0]
+    assert results[1] == "The todo list is empty."
+
+
+async def test_an_unknown_model_fails_the_run_clearly(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    executor = CodingExecutor(environ={"LEMON_HOME": str(tmp_path / "home")})
+    async with Gateway(bus=Bus(), executor=executor) as gateway:
+        completion = await gateway.submit_execution(
+            ExecutionCommand(run_id="r1", session_key=SESSION, prompt="hi",
+                             conversation_key=("session", SESSION), cwd=str(cwd),
+                             meta={"model": "nosuch:model"})
+        )  # fmt: skip
+    assert not completion.ok
+    assert completion.error is not None
+    assert completion.error.startswith("model_unavailable: UnknownModelError")
+    assert "nosuch" in completion.error
+
+
+def test_models_resolve_from_the_configuration(tmp_path: Path) -> None:
+    from lemon_core.config import load_config
+
+    (tmp_path / "config.toml").write_text(
+        '[providers.local]\nkind = "openai_completions"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "LOCAL_KEY"\n'
+        '[providers.openai]\nkind = "openai_completions"\nbase_url = "https://api.openai.com/v1"\n'
+        '[providers.claude]\nkind = "anthropic_messages"\n'
+    )
+    config = load_config(environ={}, cwd=tmp_path, home=tmp_path).config
+    env = {"LOCAL_KEY": "k-local", "OPENAI_API_KEY": "k-openai"}
+    local, _ = resolve_model(config, "local:qwen2.5-coder", environ=env)
+    assert (local.api, local.base_url, local.id) == (
+        "openai_completions", "http://127.0.0.1:9/v1", "qwen2.5-coder")  # fmt: skip
+    hosted, _ = resolve_model(config, "openai:gpt-4o-mini", environ=env)
+    assert hosted.base_url == "https://api.openai.com/v1"
+    assert hosted.input_price > 0, "the catalogue's prices are kept"
+    claude, _ = resolve_model(config, "claude:some-model", environ=env)
+    assert (claude.api, claude.base_url) == ("anthropic_messages", "https://api.anthropic.com")
+    offline, _ = resolve_model(config, None, environ=env)
+    assert offline.api == "offline"

@@ -114,7 +114,7 @@ def _root() -> ExecutionContext:
         run_id="root",
         principal=Principal(kind="user", id="u1"),
         origin="cli",
-        workspace="/work/space",
+        workspace="/srv/project",
         capabilities=frozenset({"fs.read", "fs.write", "net"}),
         tool_policy=ToolPolicy(allow=frozenset({"read", "write"})),
         limits=ExecutionLimits(max_tool_calls=10, max_depth=2),
@@ -128,7 +128,7 @@ def test_execution_context_child_is_the_intersection_of_authority() -> None:
         capabilities={"fs.read"},
         tool_policy=ToolPolicy(allow=frozenset({"read", "bash"})),
         limits=ExecutionLimits(max_tool_calls=50, max_runtime_ms=1000),
-        workspace="/work/space/sub",
+        workspace="/srv/project/sub",
     )
     assert child.capabilities == {"fs.read"}
     assert child.tool_policy.permits("read")
@@ -136,7 +136,7 @@ def test_execution_context_child_is_the_intersection_of_authority() -> None:
     assert child.limits.max_tool_calls == 10
     assert child.limits.max_runtime_ms == 1000
     assert (child.parent_run_id, child.root_run_id, child.depth) == ("root", "root", 1)
-    assert child.workspace == "/work/space/sub"
+    assert child.workspace == "/srv/project/sub"
 
 
 def test_execution_context_refuses_escalation_clearly() -> None:

@@ -75,3 +75,17 @@ async def test_store_memory_bound_is_enforced() -> None:
     await store.put("t", "a", 2)
     with pytest.raises(StoreUnavailableError, match="full"):
         await store.put("t", "c", 1)
+
+
+async def test_store_default_is_sqlite_under_lemon_home(tmp_path: Path) -> None:
+    from lemon_core.store import default_store_path, open_default_store
+
+    env = {"LEMON_HOME": str(tmp_path / "home")}
+    assert default_store_path(env) == tmp_path / "home" / "store" / "lemon.sqlite3"
+    store = await open_default_store(environ=env)
+    try:
+        await store.put("t", "k", 1)
+        assert store.statistics()["backend"] == "sqlite"
+    finally:
+        await store.close()
+    assert (tmp_path / "home" / "store" / "lemon.sqlite3").exists()

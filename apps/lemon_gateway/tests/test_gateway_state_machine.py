@@ -1,4 +1,5 @@
-"""Hypothesis state machine over submit / cancel / complete / fail / launch failure / restart.
+"""Hypothesis state machine over submit / cancel / complete / fail / launch failure / slot
+expiry / restart.
 
 Invariants, checked after every step: never more than ``max_concurrent_runs`` executing, at
 most one executing per conversation key, FIFO per key, at most one ``run_completed`` per
@@ -18,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from lemon_core.bus import Bus
 from lemon_core.execution import ExecutionJob, ExecutionResult, ExecutionSink
 from lemon_core.store import MemoryStore
-from lemon_gateway import Gateway, GatewayConfig
+from lemon_gateway import Gateway, GatewayConfig, SlotGrant
 from lemon_platform_test.gateway_kit import RunEvents, command
 
 MAX_RUNS = 2
@@ -146,6 +147,19 @@ class GatewayMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(min_value=0, max_value=10_000))
     def fail(self, pick: int) -> None:
         self._resolve(pick, False)
+
+    @rule(key=st.sampled_from(KEYS))
+    def expire_slot_waiters(self, key: str) -> None:
+        """Slot waiters time out and retry with new generations; a stale release of an
+        old generation is ignored."""
+
+        async def expire() -> None:
+            self.gw.scheduler.expire_waiters(0)
+            stale = SlotGrant(key=("session", key), generation=0, slot_id=0)
+            assert not self.gw.scheduler.release(stale)
+
+        self._run(expire())
+        self._settle()
 
     @rule()
     def restart(self) -> None:

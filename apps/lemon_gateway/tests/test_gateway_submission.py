@@ -195,3 +195,32 @@ async def test_gateway_uses_the_one_entry_point_executor(fake_dists: Path) -> No
         assert gw.statistics()["executor"] == "ScriptedExecutor"
         completion = await gw.submit_execution(command("ep-run", prompt="hello"))
         assert completion.answer == "Echo: hello"
+
+
+async def test_gateway_starts_once_and_one_engine_runtime_per_runtime_context() -> None:
+    from lemon_core.execution import CapabilityConflictError
+
+    ctx = RuntimeContext()
+    async with Gateway(bus=Bus(), executor=ScriptedExecutor(), runtime=ctx) as gw:
+        with pytest.raises(GatewayNotRunningError, match="starts once"):
+            await gw.start()
+        second = Gateway(bus=Bus(), executor=ScriptedExecutor(), runtime=ctx)
+        with pytest.raises(CapabilityConflictError, match="EngineRuntime is already provided"):
+            await second.start()
+        assert ctx.capabilities.require(ENGINE_RUNTIME) is gw
+    assert ctx.capabilities.get(ENGINE_RUNTIME) is None
+
+
+async def test_gateway_reports_an_executor_result_of_the_wrong_type() -> None:
+    class Sloppy:
+        async def prepare(self, job: object) -> Sloppy:
+            return self
+
+        async def execute(self, sink: object) -> object:
+            return {"ok": True}
+
+    async with Gateway(bus=Bus(), executor=Sloppy()) as gw:  # type: ignore[arg-type]  # on purpose
+        completion = await gw.submit_execution(command("r1"))
+    assert not completion.ok
+    assert completion.error is not None
+    assert completion.error.startswith("invalid_executor_result")

@@ -15,12 +15,19 @@ from coding_agent.errors import (
     SessionNotFoundError,
     TranscriptError,
 )
-from coding_agent.executor import CodingExecution, CodingExecutor, ExecutorSettings, resolve_model
+from coding_agent.executor import (
+    CodingExecution,
+    CodingExecutor,
+    ExecutorSettings,
+    ExecutorStatistics,
+    resolve_model,
+)
 from coding_agent.policy import (
     DEFAULT_TOOL_POLICY,
     ApprovalHooks,
     GateContext,
     approval_action,
+    check_gate,
     gate_tools,
     shell_action,
 )
@@ -53,6 +60,7 @@ __all__ = [
     "CodingLimits",
     "CorruptTranscriptError",
     "ExecutorSettings",
+    "ExecutorStatistics",
     "GateContext",
     "PromptLimits",
     "SessionNotFoundError",
@@ -65,6 +73,7 @@ __all__ = [
     "approval_action",
     "bash_tool",
     "build_system_prompt",
+    "check_gate",
     "coding_tool_registry",
     "coding_tools",
     "edit_tool",

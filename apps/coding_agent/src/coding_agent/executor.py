@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
-from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, gate_tools
+from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import SessionStore, Transcript
-from coding_agent.tools import coding_tool_registry
+from coding_agent.tools import TodoList, coding_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -46,23 +47,29 @@ from lemon_agent import (
     AgentErrorEvent,
     AgentEvent,
     MessageUpdateEvent,
+    Tool,
+    ToolContext,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
+    ToolRegistry,
+    ToolResult,
     TurnEndEvent,
 )
 from lemon_ai import (
+    LemonAiError,
     Message,
     Model,
     Provider,
     RetryPolicy,
     TextDeltaEvent,
+    UnknownModelError,
     default_catalogue,
     offline_model,
     provider_for,
 )
 from lemon_core import ExecApprovals
-from lemon_core.config import Config, load_config
+from lemon_core.config import Config, ConfigError, lemon_home, load_config
 from lemon_core.events import ApprovalDecision, ApprovalPending
 from lemon_core.execution import (
     ActionKind,
@@ -73,7 +80,13 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 
-__all__ = ["CodingExecution", "CodingExecutor", "ExecutorSettings", "resolve_model"]
+__all__ = [
+    "CodingExecution",
+    "CodingExecutor",
+    "ExecutorSettings",
+    "ExecutorStatistics",
+    "resolve_model",
+]
 
 _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "bash": "command",
@@ -81,6 +94,37 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "edit": "file_change",
 }
 _MAX_ACTION_TEXT: Final = 2000
+_DEFAULT_BASE_URL: Final[Mapping[str, str]] = {
+    "openai_completions": "https://api.openai.com/v1",
+    "anthropic_messages": "https://api.anthropic.com",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _RunTools:
+    """The tools of one run (its workspace and todo list) and its gate."""
+
+    tools: Mapping[str, Tool]
+    gate: GateContext
+
+
+#: The current run's tools, set in the run's task before the agent starts (the agent's tasks
+#: inherit it); the registry the agent sees is built once per executor and dispatches here.
+_RUN_TOOLS: contextvars.ContextVar[_RunTools] = contextvars.ContextVar("coding_run_tools")
+
+
+def _dispatcher(template: Tool) -> Tool:
+    async def execute(ctx: ToolContext) -> ToolResult | str:
+        run = _RUN_TOOLS.get()
+        await check_gate(ctx, run.gate)
+        return await run.tools[ctx.name].execute(ctx)
+
+    return Tool(
+        name=template.name,
+        description=template.description,
+        parameters=template.parameters,
+        execute=execute,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +143,21 @@ class ExecutorSettings:
     """How long a cancelled run may take to abort cooperatively before it is cancelled."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorStatistics:
+    """Counters of an executor since it was built."""
+
+    runs_started: int
+    runs_running: int
+    runs_ok: int
+    runs_failed: int
+    runs_cancelled: int
+    sessions_created: int
+    sessions_resumed: int
+    resumes_started_fresh: int
+    """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
+
+
 def resolve_model(
     config: Config,
     override: str | None = None,
@@ -107,8 +166,13 @@ def resolve_model(
     retry: RetryPolicy | None = None,
 ) -> tuple[Model, Provider]:
     """The model and provider for a run: ``override`` (``"<provider>:<model>"``), else
-    ``[defaults] model``, else the offline model. A provider named in ``[providers.<name>]``
-    is reached with its ``kind`` and ``base_url`` (key from ``api_key_env``)."""
+    ``[defaults] model``, else the offline model.
+
+    A provider configured in ``[providers.<name>]`` is reached with its ``kind`` and
+    ``base_url`` and the key from its ``api_key_env``; the catalogue still supplies the context
+    window and prices when it knows the model. Raises ``UnknownModelError`` for a reference
+    neither the configuration nor the catalogue knows.
+    """
     env = os.environ if environ is None else environ
     ref = override or config.defaults.model
     if not ref:
@@ -116,20 +180,27 @@ def resolve_model(
         return model, provider_for(model)
     name, _, model_id = ref.partition(":")
     configured = config.providers.get(name)
-    if configured is not None and model_id:
-        if configured.kind == "offline":
-            model = offline_model()
-            return model, provider_for(model)
-        base_url = configured.base_url
-        if base_url is None:
-            base_url = default_catalogue().resolve(ref).base_url
+    if configured is not None and configured.kind == "offline":
+        model = offline_model()
+        return model, provider_for(model)
+    try:
+        model = default_catalogue().resolve(ref)
+    except UnknownModelError:
+        if configured is None or not model_id:
+            raise
         model = Model(
-            provider=name, id=model_id, name=model_id, api=configured.kind, base_url=base_url
+            provider=name,
+            id=model_id,
+            name=model_id,
+            api=configured.kind,
+            base_url=configured.base_url or _DEFAULT_BASE_URL[configured.kind],
         )
-        key = env.get(configured.api_key_env) if configured.api_key_env else None
-        return model, provider_for(model, api_key=key, environ=env, retry=retry)
-    model = default_catalogue().resolve(ref)
-    return model, provider_for(model, environ=env, retry=retry)
+    key: str | None = None
+    if configured is not None:
+        model = replace(model, api=configured.kind, base_url=configured.base_url or model.base_url)
+        if configured.api_key_env:
+            key = env.get(configured.api_key_env) or None
+    return model, provider_for(model, api_key=key, environ=env, retry=retry)
 
 
 def _agent_id(job: ExecutionJob) -> str:
@@ -177,13 +248,36 @@ class CodingExecutor:
         self.settings = settings or ExecutorSettings()
         self._retry = retry
         self._environ = environ
+        self._registry: ToolRegistry | None = None
+        self._counts = dict.fromkeys(
+            ("started", "ok", "failed", "cancelled", "created", "resumed", "fresh"), 0
+        )
+
+    def statistics(self) -> ExecutorStatistics:
+        c = self._counts
+        return ExecutorStatistics(
+            runs_started=c["started"],
+            runs_running=c["started"] - c["ok"] - c["failed"] - c["cancelled"],
+            runs_ok=c["ok"],
+            runs_failed=c["failed"],
+            runs_cancelled=c["cancelled"],
+            sessions_created=c["created"],
+            sessions_resumed=c["resumed"],
+            resumes_started_fresh=c["fresh"],
+        )
+
+    def tool_registry(self, workspace: Workspace) -> ToolRegistry:
+        """The registry every run of this executor uses (schemas checked once): each tool
+        dispatches to the current run's own tools after the run's policy and approvals."""
+        if self._registry is None:
+            templates = coding_tools(workspace)
+            self._registry = ToolRegistry(_dispatcher(tool) for tool in templates)
+        return self._registry
 
     @property
     def home(self) -> Path:
         if self._home is not None:
             return self._home
-        from lemon_core.config import lemon_home
-
         return lemon_home(self._environ)
 
     def sessions(self) -> SessionStore:
@@ -214,7 +308,9 @@ class CodingExecution:
     async def _open_session(self) -> tuple[Transcript, list[Message], str | None]:
         job = self._job
         store = self._executor.sessions()
+        counts = self._executor._counts
         if job.resume is None:
+            counts["created"] += 1
             return await store.create(cwd=job.cwd), [], None
         automatic = job.meta.get("resume_mode") == "auto"
         try:
@@ -225,16 +321,22 @@ class CodingExecution:
             notice = (
                 f"Could not continue session {job.resume.value} ({exc}); started a new session."
             )
+            counts["created"] += 1
+            counts["fresh"] += 1
             return await store.create(cwd=job.cwd), [], notice
+        counts["resumed"] += 1
         return transcript, messages, None
 
     # -- model and policy ------------------------------------------------------------------
 
-    def _model(self) -> tuple[Model, Provider, bool]:
+    def _load_config(self) -> Config:
+        ex = self._executor
+        return load_config(environ=ex._environ, cwd=Path(self._job.cwd), home=ex._home).config
+
+    def _model(self, config: Config) -> tuple[Model, Provider, bool]:
         ex = self._executor
         if ex._model is not None and ex._provider is not None:
             return ex._model, ex._provider, False
-        config = load_config(environ=ex._environ, cwd=Path(self._job.cwd), home=ex._home).config
         override = self._job.meta.get("model")
         model, provider = resolve_model(
             config,
@@ -244,9 +346,20 @@ class CodingExecution:
         )
         return model, provider, True
 
-    def _policy(self) -> ToolPolicy:
+    def _policy(self, config: Config, agent_id: str) -> ToolPolicy:
+        """The command's policy, else the agent's profile policy, else the executor default;
+        narrowed by the execution context's policy."""
         job = self._job
         policy = job.tool_policy
+        if policy is None:
+            profile = config.profiles.get(agent_id)
+            configured = profile.tool_policy if profile is not None else None
+            if configured is not None:
+                policy = ToolPolicy(
+                    allow=frozenset(configured.allow) or None,
+                    deny=frozenset(configured.deny),
+                    require_approval=frozenset(configured.require_approval),
+                )
         if policy is None:
             policy = self._executor.settings.default_policy
         if job.context is not None:
@@ -256,6 +369,18 @@ class CodingExecution:
     # -- the run ---------------------------------------------------------------------------
 
     async def execute(self, sink: ExecutionSink) -> ExecutionResult:
+        """Run to the end (see the module docstring), streaming through ``sink``."""
+        counts = self._executor._counts
+        counts["started"] += 1
+        try:
+            result = await self._execute(sink)
+        except BaseException:
+            counts["cancelled"] += 1
+            raise
+        counts["ok" if result.ok else "failed"] += 1
+        return result
+
+    async def _execute(self, sink: ExecutionSink) -> ExecutionResult:
         job = self._job
         try:
             transcript, history, notice = await self._open_session()
@@ -276,13 +401,17 @@ class CodingExecution:
                 level="warning",
             )
         try:
-            model, provider, owned = self._model()
-        except Exception as exc:  # config or model errors: a clear failed run
+            config = await asyncio.to_thread(self._load_config)
+        except ConfigError as exc:
+            return ExecutionResult(ok=False, error=f"config_invalid: {exc}", resume=resume)
+        try:
+            model, provider, owned = self._model(config)
+        except LemonAiError as exc:  # an unknown provider or model: a clear failed run
             return ExecutionResult(
                 ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
             )
         try:
-            return await self._run(sink, transcript, history, model, provider, resume)
+            return await self._run(sink, transcript, history, config, model, provider, resume)
         finally:
             if self._executor.approvals is not None:
                 self._executor.approvals.expire_owner(job.run_id)
@@ -294,6 +423,7 @@ class CodingExecution:
         sink: ExecutionSink,
         transcript: Transcript,
         history: list[Message],
+        config: Config,
         model: Model,
         provider: Provider,
         resume: ResumeToken,
@@ -325,7 +455,7 @@ class CodingExecution:
             )
 
         gate = GateContext(
-            policy=self._policy(),
+            policy=self._policy(config, agent_id),
             workspace=workspace,
             approvals=ex.approvals,
             run_id=job.run_id,
@@ -335,7 +465,10 @@ class CodingExecution:
             approval_timeout_s=settings.approval_timeout_s,
             hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
         )
-        tools = gate_tools(coding_tool_registry(workspace), gate)
+        todos = TodoList(settings.limits.max_todos)
+        run_tools = {t.name: t for t in coding_tools(workspace, todos=todos)}
+        _RUN_TOOLS.set(_RunTools(tools=run_tools, gate=gate))
+        tools = ex.tool_registry(workspace)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
             cwd=workspace.cwd,

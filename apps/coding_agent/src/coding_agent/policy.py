@@ -32,6 +32,7 @@ __all__ = [
     "ApprovalHooks",
     "GateContext",
     "approval_action",
+    "check_gate",
     "gate_tools",
     "shell_action",
 ]
@@ -117,22 +118,28 @@ def gate_tools(registry: ToolRegistry, gate: GateContext) -> ToolRegistry:
 def _gated(tool: Tool | None, gate: GateContext) -> Tool:
     assert tool is not None
     inner = tool.execute
-    name = tool.name
-    policy = gate.policy
 
     async def execute(ctx: ToolContext) -> ToolResult | str:
-        if not policy.permits(name):
-            raise ToolError(
-                f"Tool {name!r} is denied by this run's tool policy; it did not run. Do the task "
-                "another way or ask the user to allow it."
-            )
-        if policy.needs_approval(name):
-            await _approve(ctx, gate)
+        await check_gate(ctx, gate)
         return await inner(ctx)
 
     return Tool(
         name=tool.name, description=tool.description, parameters=tool.parameters, execute=execute
     )
+
+
+async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
+    """Raise :class:`~lemon_agent.ToolError` (an error result the model sees) unless the call
+    ``ctx`` may run under ``gate``: denied tools never run; tools that need an approval wait for
+    it."""
+    name = ctx.name
+    if not gate.policy.permits(name):
+        raise ToolError(
+            f"Tool {name!r} is denied by this run's tool policy; it did not run. Do the task "
+            "another way or ask the user to allow it."
+        )
+    if gate.policy.needs_approval(name):
+        await _approve(ctx, gate)
 
 
 async def _approve(ctx: ToolContext, gate: GateContext) -> None:

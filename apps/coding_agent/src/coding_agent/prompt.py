@@ -45,12 +45,11 @@ class PromptLimits:
 def project_instruction_files(cwd: Path) -> list[Path]:
     """``AGENTS.md`` / ``CLAUDE.md`` from the filesystem root down to ``cwd``."""
     found: list[Path] = []
-    for directory in (cwd, *cwd.parents):
+    for directory in reversed((cwd, *cwd.parents)):
         for name in _PROJECT_NAMES:
             candidate = directory / name
             if candidate.is_file():
                 found.append(candidate)
-    found.reverse()
     return found
 
 
@@ -86,28 +85,31 @@ def build_system_prompt(
     lim = limits or PromptLimits()
     parts = [_IDENTITY]
     total = len(_IDENTITY)
-    sections: list[tuple[str, Path]] = [
-        ("Assistant file", p) for p in _home_files(home / "agent" / "workspace")
-    ]
-    runtime = f"Working directory: {cwd}"
+    read = 0
+    left_out: list[str] = []
+
+    def add_files(title: str, paths: Iterable[Path]) -> None:
+        nonlocal total, read
+        for path in paths:
+            if read >= lim.max_files or total >= lim.max_total_chars:
+                left_out.append(str(path))
+                continue
+            read += 1
+            body = _read(path, min(lim.max_file_chars, lim.max_total_chars - total))
+            parts.append(f"## {title}: {path}\n{body}")
+            total += len(parts[-1])
+
+    add_files("Assistant file", _home_files(home / "agent" / "workspace"))
+    runtime = f"## Runtime\nWorking directory: {cwd}"
     tools = list(tool_names)
     if tools:
         runtime += f"\nTools: {', '.join(tools)}"
-    parts.append("## Runtime\n" + runtime)
-    total += len(parts[-1])
+    parts.append(runtime)
+    total += len(runtime)
     if extra:
         parts.append(extra)
         total += len(extra)
-    sections += [("Project instructions", p) for p in project_instruction_files(cwd)]
-    left_out: list[str] = []
-    for index, (title, path) in enumerate(sections):
-        if index >= lim.max_files or total >= lim.max_total_chars:
-            left_out.append(str(path))
-            continue
-        body = _read(path, min(lim.max_file_chars, lim.max_total_chars - total))
-        block = f"## {title}: {path}\n{body}"
-        parts.append(block)
-        total += len(block)
+    add_files("Project instructions", project_instruction_files(cwd))
     if left_out:
         parts.append(
             f"[{len(left_out)} instruction file(s) left out (prompt bound): {', '.join(left_out)}]"

@@ -19,7 +19,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["EngineLock", "LockLease", "LockTimeoutError"]
@@ -29,17 +29,31 @@ class LockTimeoutError(TimeoutError):
     """The lock was not granted within the timeout."""
 
 
-@dataclass(eq=False, slots=True)
 class LockLease:
-    """Ownership of one key. :meth:`release` is idempotent."""
+    """Ownership of one key (with its fencing ``token``). :meth:`release` is idempotent."""
 
-    key: Hashable
-    token: int
-    owner: asyncio.Task[Any] | None
-    acquired_at: float
-    _lock: EngineLock = field(repr=False)
-    released: bool = False
-    _on_done: Any = field(default=None, repr=False)
+    __slots__ = ("_lock", "acquired_at", "key", "owner", "released", "token")
+
+    def __init__(
+        self,
+        key: Hashable,
+        token: int,
+        owner: asyncio.Task[Any] | None,
+        acquired_at: float,
+        lock: EngineLock,
+    ) -> None:
+        self.key = key
+        self.token = token
+        self.owner = owner
+        self.acquired_at = acquired_at
+        self._lock = lock
+        self.released = False
+
+    def __repr__(self) -> str:
+        return f"LockLease(key={self.key!r}, token={self.token}, released={self.released})"
+
+    def _owner_done(self, _task: asyncio.Task[Any]) -> None:
+        self._lock._on_owner_done(self)
 
     def release(self) -> bool:
         """Give the lock up; return whether this lease still held it."""
@@ -69,6 +83,12 @@ class EngineLock:
         self.owner_deaths = 0
         self.stale_releases = 0
         self.timeouts = 0
+
+    def try_acquire(self, key: Hashable) -> LockLease | None:
+        """Own a free ``key`` for the current task at once, else None (does not queue)."""
+        if key in self._owners:
+            return None
+        return self._grant(key, asyncio.current_task())
 
     async def acquire(self, key: Hashable, *, wait_s: float | None = None) -> LockLease:
         """Own ``key`` for the current task; wait FIFO at most ``wait_s`` seconds
@@ -114,12 +134,7 @@ class EngineLock:
         self._owners[key] = lease
         self.acquired += 1
         if owner is not None:
-
-            def on_done(_task: asyncio.Task[Any], lease: LockLease = lease) -> None:
-                self._on_owner_done(lease)
-
-            lease._on_done = on_done
-            owner.add_done_callback(on_done)
+            owner.add_done_callback(lease._owner_done)
         return lease
 
     def _on_owner_done(self, lease: LockLease) -> None:
@@ -133,8 +148,8 @@ class EngineLock:
             self.stale_releases += 1
             return False
         self.released += 1
-        if lease.owner is not None and lease._on_done is not None:
-            lease.owner.remove_done_callback(lease._on_done)
+        if lease.owner is not None:
+            lease.owner.remove_done_callback(lease._owner_done)
         self._handoff(lease.key)
         return True
 

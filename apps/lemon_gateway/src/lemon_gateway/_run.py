@@ -226,9 +226,10 @@ class Run:
         cfg = gw.config
         if cfg.require_engine_lock:
             self.state = RunState.WAITING_LOCK
+            lock_key = self._lock_key()
             try:
-                self.lease = await gw.engine_lock.acquire(
-                    self._lock_key(), wait_s=cfg.engine_lock_timeout_s
+                self.lease = gw.engine_lock.try_acquire(lock_key) or (
+                    await gw.engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
                 )
             except LockTimeoutError:
                 return _Outcome(

@@ -28,7 +28,7 @@ import itertools
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Scheduler", "SlotGrant"]
 
@@ -38,9 +38,8 @@ def _resolve(future: asyncio.Future[SlotGrant | None], value: SlotGrant | None) 
         future.set_result(value)
 
 
-@dataclass(frozen=True, slots=True)
-class SlotGrant:
-    """A granted slot: which key, for which generation, and its unique id."""
+class SlotGrant(NamedTuple):
+    """A granted slot: which key, for which generation, and its unique id (immutable)."""
 
     key: Hashable
     generation: int

@@ -1,4 +1,4 @@
-"""Helpers for gateway tests: observe a run's bus events, build commands, wait on state.
+"""Gateway test kit: observe a run's bus events, build commands, wait on state.
 
 Waiting is by event-loop ticks on an observable condition, never by wall-clock sleeps.
 """

@@ -5,6 +5,7 @@ Domains use the typed wrappers (RunStore, ChatStateStore), never raw tables.
 
 from __future__ import annotations
 
+from lemon_core.store._default import default_store_path, open_default_store
 from lemon_core.store._memory import MemoryStore
 from lemon_core.store._protocol import DEFAULT_MAX_VALUE_BYTES, Store, system_clock_ms
 from lemon_core.store._sqlite import SQLiteStore
@@ -38,5 +39,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
+    "default_store_path",
+    "open_default_store",
     "system_clock_ms",
 ]
