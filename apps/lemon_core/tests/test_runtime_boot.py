@@ -18,6 +18,7 @@ from lemon_core.runtime import (
     RuntimeBootError,
     RuntimeUsageError,
     resolve_profile,
+    store_path,
 )
 from lemon_core.store import MemoryStore
 
@@ -197,4 +198,4 @@ async def test_default_store_is_sqlite_under_lemon_home(loaded: LoadedConfig) ->
     apps = {"m": AppSpec(name="m", start=start, profiles=frozenset({"p"}))}
     async with Runtime(profile="p", config=loaded, apps=apps):
         pass
-    assert (loaded.home / "lemon.sqlite3").exists()
+    assert store_path(loaded.home).exists()

@@ -17,7 +17,7 @@ from lemon_ai import AssistantMessage, UserMessage
 from lemon_cli._chat import DEFAULT_SESSION, ChatClient, ChatOptions, list_sessions
 from lemon_cli._executor import TRANSCRIPTS_TABLE
 from lemon_core.config import ConfigError, LoadedConfig, load_config
-from lemon_core.runtime import STORE_FILENAME, AppHookError, Runtime, RuntimeBootError
+from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError, store_path
 from lemon_core.store import ChatStateStore, RunStore, SQLiteStore, Store
 
 __all__ = ["chat", "sessions_app"]
@@ -103,7 +103,7 @@ def sessions_list(
     loaded = _config_or_exit(console)
 
     async def run() -> list[dict[str, Any]]:
-        path = loaded.home / STORE_FILENAME
+        path = store_path(loaded.home)
         if not path.exists():
             return []
         async with await SQLiteStore.open(path) as store:
@@ -131,7 +131,7 @@ def sessions_show(
     loaded = _config_or_exit(console)
 
     async def run() -> tuple[list[dict[str, str]], list[str]]:
-        path = loaded.home / STORE_FILENAME
+        path = store_path(loaded.home)
         if not path.exists():
             return [], []
         async with await SQLiteStore.open(path) as store:

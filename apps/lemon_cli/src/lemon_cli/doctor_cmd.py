@@ -17,8 +17,8 @@ from rich.markup import escape
 
 from lemon_cli._models import api_key_for, model_ref
 from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
-from lemon_core.runtime import STORE_FILENAME
-from lemon_core.store import SQLiteStore
+from lemon_core.runtime import store_path
+from lemon_core.store import open_default_store
 from lemon_gateway import validate_executor
 
 __all__ = ["Check", "doctor", "run_checks"]
@@ -35,10 +35,10 @@ class Check:
 
 
 async def _check_store(home: Path, home_exists: bool) -> Check:
-    path = home / STORE_FILENAME
-    target = path if home_exists else Path(tempfile.mkdtemp()) / STORE_FILENAME
+    path = store_path(home)
+    target = path if home_exists else store_path(Path(tempfile.mkdtemp()))
     try:
-        async with await SQLiteStore.open(target) as store:
+        async with await open_default_store(target) as store:
             token = f"doctor-{time.time_ns()}"
             await store.put("doctor", "probe", token)
             back = await store.get("doctor", "probe")

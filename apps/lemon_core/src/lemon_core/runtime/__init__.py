@@ -13,14 +13,13 @@ from lemon_core.runtime._app import (
     resolve_profile,
 )
 from lemon_core.runtime._capabilities import AGENT_RUNTIME, APPROVALS, AgentRuntime
-from lemon_core.runtime._runtime import STORE_FILENAME, AppState, Runtime, RuntimeStatistics
+from lemon_core.runtime._runtime import AppState, Runtime, RuntimeStatistics, store_path
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
 
 __all__ = [
     "AGENT_RUNTIME",
     "APPROVALS",
     "APPS_ENTRY_POINT_GROUP",
-    "STORE_FILENAME",
     "AgentRuntime",
     "AppHookError",
     "AppSpec",
@@ -32,4 +31,5 @@ __all__ = [
     "discover_apps",
     "known_profiles",
     "resolve_profile",
+    "store_path",
 ]

@@ -20,14 +20,18 @@ from lemon_core.config import Config, LoadedConfig, load_config
 from lemon_core.execution import RuntimeContext
 from lemon_core.runtime._app import AppSpec, discover_apps, resolve_profile
 from lemon_core.runtime.errors import AppHookError, RuntimeUsageError
-from lemon_core.store import MemoryStore, SQLiteStore, Store
+from lemon_core.store import MemoryStore, Store, open_default_store
 
-__all__ = ["STORE_FILENAME", "AppState", "Runtime", "RuntimeStatistics"]
+__all__ = ["AppState", "Runtime", "RuntimeStatistics", "store_path"]
 
 _log = logging.getLogger(__name__)
 
-#: The SQLite file of the default store, under ``$LEMON_HOME``.
-STORE_FILENAME = "lemon.sqlite3"
+
+def store_path(home: Path) -> Path:
+    """The default store's SQLite file under ``home``: ``<home>/store/lemon.sqlite3`` (the
+    layout of :func:`lemon_core.store.default_store_path`)."""
+    return home / "store" / "lemon.sqlite3"
+
 
 State = Literal["new", "starting", "running", "stopping", "stopped", "failed"]
 
@@ -56,7 +60,7 @@ class Runtime:
     ``config`` defaults to :func:`lemon_core.config.load_config` (layered and validated; a
     ``ConfigError`` lists every problem). ``apps`` defaults to the ``lemon.apps`` entry
     points. ``bus`` and ``store`` default to a new :class:`Bus` and the SQLite store
-    ``$LEMON_HOME/lemon.sqlite3`` (``store="memory"`` for a :class:`MemoryStore`); what the
+    ``$LEMON_HOME/store/lemon.sqlite3`` (``store="memory"`` for a :class:`MemoryStore`); what the
     runtime created it also closes. ``settings`` go to ``context.settings`` (app options).
     Start and stop must run in the same task (apps may hold
     task groups).
@@ -156,7 +160,7 @@ class Runtime:
                 self._store = MemoryStore()
             else:
                 self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._store = await SQLiteStore.open(self.home / STORE_FILENAME)
+                self._store = await open_default_store(store_path(self.home))
         for spec in self._order:
             try:
                 handle = await spec.start(self)
