@@ -57,8 +57,12 @@ HELP: Final = (
 )
 
 
-def tool_policy_for(approve: frozenset[str]) -> ToolPolicy:
-    """The default policy with ``approve`` (tool names, or ``all``) needing no approval."""
+def tool_policy_for(approve: frozenset[str]) -> ToolPolicy | None:
+    """``None`` (the executor's policy: the agent's ``[profiles.<agent>.tool_policy]``, else
+    the default) when nothing is pre-approved; else the default policy with ``approve`` (tool
+    names, or ``all``) needing no approval."""
+    if not approve:
+        return None
     if "all" in approve:
         return ToolPolicy()
     return ToolPolicy(require_approval=DEFAULT_TOOL_POLICY.require_approval - approve)
