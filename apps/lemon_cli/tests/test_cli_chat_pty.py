@@ -218,3 +218,37 @@ def test_lemon_without_arguments_opens_the_chat_on_a_terminal(
     term.expect("no sessions yet")
     term.send("\x04")
     assert term.wait() == 0
+
+
+def test_commands_and_messages_typed_while_busy(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    fifo = tmp_path / "gate.fifo"
+    os.mkfifo(fifo)
+    term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send("/echo first\n")
+    term.expect("first")
+    term.expect("> ")
+    term.send(f'/tool bash {{"command": "cat {fifo}"}}\n')
+    term.expect(r"╭─ \$ cat ")
+    term.send("/echo queued one\n")
+    term.expect(r"queued \(position 1\)")
+    term.send("!/echo jumped the queue\n")
+    term.expect("cancelled: ")  # the interrupt cancelled the bash run
+    term.expect("jumped the queue")
+    term.expect("queued one")
+    term.expect("> ")
+    term.send("/cancel\n")
+    term.expect("nothing is running")
+    term.send("/model offline:offline\n")
+    term.expect("model for the next messages: offline:offline")
+    term.send("/new\n")
+    term.expect(r"new session agent:default:main:sub:\w+")
+    term.send("/sessions\n")
+    term.expect(r"  agent:default:main  \d+ runs")
+    term.send("/resume agent:default:main\n")
+    term.expect("resumed session agent:default:main")
+    term.send("/quit\n")
+    assert term.wait() == 0

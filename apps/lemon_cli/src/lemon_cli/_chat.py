@@ -16,6 +16,7 @@ import secrets
 import signal
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -35,7 +36,8 @@ from lemon_router import ROUTER_BRIDGE, Router
 __all__ = ["DEFAULT_SESSION", "ChatClient", "ChatOptions", "list_sessions", "tool_policy_for"]
 
 DEFAULT_SESSION: Final = "agent:default:main"
-_QUEUE_BOUND: Final = 4096  # merged input/event items; a full queue makes the reader wait
+_QUEUE_BOUND: Final = 4096
+_FINISHED_BOUND: Final = 4096  # merged input/event items; a full queue makes the reader wait
 _ANSWERS: Final = {
     "o": ApprovalDecision.APPROVE_ONCE,
     "once": ApprovalDecision.APPROVE_ONCE,
@@ -113,6 +115,9 @@ class ChatClient:
         self.pending_approval: Event | None = None
         self.last_ok = True
         self.waiting_for: set[str] = set()
+        # run ids whose terminal phase was seen (the router clears its active run a moment
+        # later); bounded, oldest forgotten first
+        self.finished: OrderedDict[str, None] = OrderedDict()
         self.denied: list[str] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._session_sub_task: asyncio.Task[None] | None = None
@@ -194,8 +199,13 @@ class ChatClient:
 
     # -- actions ------------------------------------------------------------------------------
 
+    def active(self) -> str | None:
+        """The session's active run, unless it already reached its terminal phase."""
+        run_id = self.router.active_run(self.session)
+        return None if run_id is None or run_id in self.finished else run_id
+
     def busy(self) -> bool:
-        return self.router.is_busy(self.session)
+        return self.active() is not None
 
     async def send(self, text: str, mode: str = "collect") -> None:
         meta: dict[str, Any] = {}
@@ -222,7 +232,7 @@ class ChatClient:
             self._line("[dim]steering the running answer…[/]")
 
     def cancel(self) -> bool:
-        run_id = self.router.active_run(self.session)
+        run_id = self.active()
         if run_id is None:
             return False
         self.router.abort_run(run_id, reason="cancelled from the terminal")
@@ -255,22 +265,22 @@ class ChatClient:
                 self.waiting_for.discard(rid)
         elif event.type == "run_completed":
             completed = payload.completed
-            run_id = event.meta.get("run_id") or completed.run_id
             if completed.ok:
                 self.last_ok = True
                 if self.mid_line:
                     self._write("\n")
             else:
-                aborted = bool(completed.meta.get("aborted")) or "cancel" in (completed.error or "")
+                error = completed.error or ""
+                aborted = bool(completed.meta.get("aborted")) or any(
+                    word in error for word in ("cancel", "interrupt")
+                )
                 self.last_ok = False
                 label = "cancelled" if aborted else "failed"
                 self._line(f"[yellow]{label}:[/] {escape(completed.error or '')}")
-            self.waiting_for.discard(run_id)
-        elif (
-            event.type == "run_phase_changed"
-            and payload.phase.value == "completed"
-            and payload.run_id in self.waiting_for
-        ):
+        elif event.type == "run_phase_changed" and payload.phase.terminal:
+            self.finished[payload.run_id] = None
+            while len(self.finished) > _FINISHED_BOUND:
+                self.finished.popitem(last=False)
             self.waiting_for.discard(payload.run_id)
 
     async def handle_approval(self, event: Event) -> None:
@@ -391,7 +401,12 @@ class ChatClient:
     async def run_once(self, message: str) -> int:
         """One message; returns the exit code (0 when the answer completed)."""
         await self.send(message)
-        while self.waiting_for or self.busy():
+        while True:
+            if not self.waiting_for:
+                follow = self.active()  # e.g. the router's retry of a run without an answer
+                if follow is None:
+                    break
+                self.waiting_for.add(follow)
             kind, value = await self.queue.get()
             if kind == "event":
                 await self.handle_event(value)
