@@ -252,3 +252,23 @@ def test_commands_and_messages_typed_while_busy(
     term.expect("resumed session agent:default:main")
     term.send("/quit\n")
     assert term.wait() == 0
+
+
+def test_ctrl_c_during_an_approval_question_withdraws_it(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send('/tool bash {"command": "touch never"}\n')
+    term.expect("Allow bash")
+    term.expect("approve> ")
+    term.send("\x03")
+    term.expect("cancelling the run")
+    term.expect(r"approval for bash ended: (expired|cancelled)")
+    term.expect("> ")
+    term.send("/echo after\n")
+    term.expect("after")
+    term.send("\x04")
+    assert term.wait() == 0
+    assert not (tmp_path / "never").exists()

@@ -16,7 +16,7 @@ import secrets
 import signal
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -24,12 +24,13 @@ from typing import Any, Final, Literal
 from rich.console import Console
 from rich.markup import escape
 
+from coding_agent import CodingExecutor
 from lemon_cli._executor import DEFAULT_TOOL_POLICY
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import EXEC_APPROVALS, Delivery, session_topic
 from lemon_core.events import ApprovalDecision, Event
 from lemon_core.execution import RunRequest, ToolPolicy
-from lemon_core.runtime import APPROVALS, Runtime
+from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, Runtime
 from lemon_core.store import RunStore, Store
 from lemon_router import ROUTER_BRIDGE, Router
 
@@ -113,6 +114,15 @@ class ChatClient:
         self.queue: asyncio.Queue[Item] = asyncio.Queue(_QUEUE_BOUND)
         self.mid_line = False
         self.pending_approval: Event | None = None
+        # Approvals are asked one at a time, in order. With an executor that reports each
+        # approval as an ``approval`` action on the session topic (the coding executor), a
+        # request is held until that action arrives, so the question appears after the text
+        # streamed before it. Both are bounded by ExecApprovals' max_pending.
+        self.to_ask: deque[Event] = deque()
+        self.held: dict[str, Event] = {}
+        self.announced: OrderedDict[str, None] = OrderedDict()
+        agent = runtime.context.capabilities.get(AGENT_RUNTIME)
+        self.ordered_approvals = agent is not None and isinstance(agent.executor(), CodingExecutor)
         self.last_ok = True
         self.waiting_for: set[str] = set()
         # run ids whose terminal phase was seen (the router clears its active run a moment
@@ -244,8 +254,18 @@ class ChatClient:
             self._write(payload.text)
         elif event.type == "engine_action":
             action = payload.action
-            if action.kind.value == "approval":
-                return  # asked through exec_approvals
+            if action.kind.value == "approval":  # asked through exec_approvals, not a card
+                approval_id = action.detail.get("approval_id")
+                if payload.phase.value == "started" and isinstance(approval_id, str):
+                    held = self.held.pop(approval_id, None)
+                    if held is not None:
+                        self.to_ask.append(held)
+                        self.ask_next()
+                    else:
+                        self.announced[approval_id] = None
+                        while len(self.announced) > _FINISHED_BOUND:
+                            self.announced.popitem(last=False)
+                return
             if payload.phase.value == "started":
                 self._line(f"[cyan]╭─ {escape(action.title)}[/]")
             elif payload.phase.value == "completed":
@@ -284,29 +304,63 @@ class ChatClient:
             self.waiting_for.discard(payload.run_id)
 
     async def handle_approval(self, event: Event) -> None:
+        if event.type == "approval_resolved":
+            self._withdrawn(event)
+            return
         if event.type != "approval_requested":
             return
         pending = event.payload.pending
         if pending.session_key != self.session or self.approvals is None:
             return
-        action = pending.action or {}
-        args = action.get("arguments", action)
-        shown = args.items() if isinstance(args, dict) else [("action", args)]
-        summary = escape(" ".join(f"{k}={v!r}" for k, v in shown)[:200])
+        approval_id = event.payload.approval_id
         if not self.options.interactive:
-            self._resolve(event.payload.approval_id, ApprovalDecision.DENY)
+            self._resolve(approval_id, ApprovalDecision.DENY)
             self.denied.append(pending.tool)
             self._line(
                 f"[yellow]denied {escape(pending.tool)}:[/] it needs an approval and there is no "
                 f"terminal to ask; rerun with --approve {escape(pending.tool)} to allow it"
             )
             return
+        if not self.ordered_approvals or self.announced.pop(approval_id, 0) is None:
+            self.to_ask.append(event)
+            self.ask_next()
+        else:
+            self.held[approval_id] = event
+
+    def _withdrawn(self, event: Event) -> None:
+        """An approval ended without our answer (timeout, run cancelled): stop asking it."""
+        approval_id = event.payload.approval_id
+        self.held.pop(approval_id, None)
+        for queued in list(self.to_ask):
+            if queued.payload.approval_id == approval_id:
+                self.to_ask.remove(queued)
+        current = self.pending_approval
+        if current is not None and current.payload.approval_id == approval_id:
+            self.pending_approval = None
+            tool = escape(current.payload.pending.tool)
+            self._line(f"[dim]approval for {tool} ended: {event.payload.decision.value}[/]")
+            if not self.ask_next() and not self.waiting_for:
+                self.prompt()
+
+    def ask_next(self) -> bool:
+        """Ask the next queued approval unless one is being asked; True when one is asked."""
+        if self.pending_approval is not None:
+            return True
+        if not self.to_ask:
+            return False
+        event = self.to_ask.popleft()
         self.pending_approval = event
+        pending = event.payload.pending
+        action = pending.action or {}
+        args = action.get("arguments", action)
+        shown = args.items() if isinstance(args, dict) else [("action", args)]
+        summary = escape(" ".join(f"{k}={v!r}" for k, v in shown)[:200])
         self._line(
             f"[bold yellow]Allow {escape(pending.tool)}[/] {summary}? "
             r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
         self._write("approve> ")
+        return True
 
     async def answer_approval(self, line: str) -> None:
         event = self.pending_approval
@@ -321,6 +375,7 @@ class ChatClient:
             self._line(f"[dim]{decision.value}[/]")
         else:
             self._line("[dim]that approval is no longer pending[/]")
+        self.ask_next()
 
     def _resolve(self, approval_id: str, decision: ApprovalDecision) -> bool:
         if self.approvals is None:
