@@ -443,3 +443,55 @@ def test_models_resolve_from_the_configuration(tmp_path: Path) -> None:
     assert (claude.api, claude.base_url) == ("anthropic_messages", "https://api.anthropic.com")
     offline, _ = resolve_model(config, None, environ=env)
     assert offline.api == "offline"
+
+
+async def test_the_anthropic_wire_format_runs_tools_and_resumes(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    from lemon_ai import AnthropicMessagesProvider
+
+    provider = AnthropicMessagesProvider(api_key="sk-ant")
+    model = default_catalogue().resolve(
+        "anthropic:claude-sonnet-4-20250514", base_url=scripted_provider.url
+    )
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "a.txt").write_text("from a\n")
+    executor = CodingExecutor(home=tmp_path / "home", model=model, provider=provider)
+    scripted_provider.script(
+        ScriptedTurn(thinking="let me look", tool_calls=(
+            ScriptedToolCall(id="t1", name="read", arguments={"path": "a.txt"}),
+            ScriptedToolCall(id="t2", name="ls", arguments={"path": "."}),
+        )),
+        ScriptedTurn(text="a.txt says: from a"),
+        ScriptedTurn(text="still here"),
+    )  # fmt: skip
+    bus = Bus()
+    try:
+        async with Gateway(bus=bus, executor=executor) as gateway:
+
+            def command(run_id: str, resume: ResumeToken | None = None) -> ExecutionCommand:
+                key = ("resume", "lemon", resume.value) if resume else ("session", SESSION)
+                return ExecutionCommand(
+                    run_id=run_id,
+                    session_key=SESSION,
+                    prompt=run_id,
+                    conversation_key=key,
+                    cwd=str(cwd),
+                    resume=resume,
+                )
+
+            first = await gateway.submit_execution(command("r1"))
+            assert first.ok, first.error
+            assert first.resume is not None
+            second = await gateway.submit_execution(
+                command("r2", ResumeToken.from_dict(first.resume))
+            )
+    finally:
+        await provider.aclose()
+    assert first.answer == "a.txt says: from a"
+    assert second.ok, second.error
+    body = json.dumps(scripted_provider.requests[2].body)
+    assert "from a" in body
+    assert "let me look" in body, "thinking is sent back on resume"
+    assert scripted_provider.requests[2].body["messages"][-1]["content"][-1]["text"] == "r2"
