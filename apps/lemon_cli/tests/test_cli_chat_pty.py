@@ -75,6 +75,14 @@ class Terminal:
                     raise AssertionError(f"{pattern!r} not seen before EOF:\n{self.output}")
                 self.output += _ANSI.sub("", data.decode(errors="replace")).replace("\r", "")
 
+    def wait_echo_off(self, timeout: float = 30.0) -> None:
+        """Wait until the child turned terminal echo off (a hidden prompt is reading)."""
+        deadline = time.monotonic() + timeout
+        while termios.tcgetattr(self.master)[3] & termios.ECHO:
+            if time.monotonic() > deadline:
+                raise AssertionError("terminal echo was never turned off")
+            select.select([], [], [], 0.01)
+
     def wait(self, timeout: float = 60.0) -> int:
         try:
             while True:
@@ -272,3 +280,53 @@ def test_ctrl_c_during_an_approval_question_withdraws_it(
     term.send("\x04")
     assert term.wait() == 0
     assert not (tmp_path / "never").exists()
+
+
+def test_one_shot_exit_code_reflects_a_failed_run(tmp_path: Path, env: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    home = Path(env["LEMON_HOME"])
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(
+        '[defaults]\nmodel = "local:m"\n[providers.local]\nkind = "openai_completions"\n'
+        f'base_url = "http://127.0.0.1:{closed}/v1"\n'
+    )
+    proc = subprocess.run(
+        [LEMON, "chat", "hi"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "failed: " in proc.stdout
+    assert "cannot reach" in proc.stdout
+
+
+def test_setup_asks_on_a_terminal_and_never_echoes_the_key(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    secret = "sk-pty-secret-42"
+    term = Terminal([LEMON, "setup", "--key-store", "file"], tmp_path, env)
+    terminals.append(term)
+    term.expect("Provider kind")
+    term.send("anthropic_messages\n")
+    term.expect("Provider name")
+    term.send("\n")
+    term.expect("Model id")
+    term.send("claude-sonnet-4-5\n")
+    term.expect("API key")
+    term.wait_echo_off()  # typed ahead, the key would be echoed (and then flushed)
+    term.send(secret + "\n")
+    term.expect("wrote ")
+    assert term.wait() == 0
+    assert secret not in term.output
+    home = Path(env["LEMON_HOME"])
+    assert f"ANTHROPIC_API_KEY={secret}" in (home / "secrets.env").read_text()
+    assert 'model = "anthropic:claude-sonnet-4-5"' in (home / "config.toml").read_text()
