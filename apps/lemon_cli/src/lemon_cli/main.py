@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 from rich.console import Console
 
 import lemon_quality
+from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
+from lemon_cli.doctor_cmd import doctor
+from lemon_cli.setup_cmd import setup
 from lemon_core.events import catalog
 
 app = typer.Typer(
@@ -20,6 +25,10 @@ app.add_typer(architecture_app, name="architecture")
 app.add_typer(config_app, name="config")
 events_app = typer.Typer(help="Typed bus events.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
+app.add_typer(sessions_app, name="sessions")
+app.command()(chat)
+app.command()(doctor)
+app.command()(setup)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -27,6 +36,9 @@ _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 @app.callback(invoke_without_command=True)
 def _root(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            ctx.invoke(chat)
+            return
         console = Console()
         console.print(ctx.get_help())
         console.print()

@@ -1,0 +1,151 @@
+"""``lemon doctor``: is this installation able to chat? Config, store, executor, provider."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import httpx
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from lemon_cli._models import api_key_for, model_ref
+from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
+from lemon_core.runtime import store_path
+from lemon_core.store import open_default_store
+from lemon_gateway import validate_executor
+
+__all__ = ["Check", "doctor", "run_checks"]
+
+Status = Literal["ok", "warn", "fail"]
+_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+async def _check_store(home: Path, home_exists: bool) -> Check:
+    path = store_path(home)
+    target = path if home_exists else store_path(Path(tempfile.mkdtemp()))
+    try:
+        async with await open_default_store(target) as store:
+            token = f"doctor-{time.time_ns()}"
+            await store.put("doctor", "probe", token)
+            back = await store.get("doctor", "probe")
+            await store.delete("doctor", "probe")
+    except Exception as exc:
+        return Check(name="store", status="fail", detail=f"{target}: {type(exc).__name__}: {exc}")
+    if back != token:
+        return Check(name="store", status="fail", detail=f"{target}: read back {back!r}")
+    where = str(path) if home_exists else f"{path} (not created yet; probed a temporary file)"
+    return Check(name="store", status="ok", detail=f"open/write/read ok: {where}")
+
+
+def _check_executor() -> Check:
+    status = validate_executor()
+    if status.ready:
+        return Check(name="executor", status="ok", detail=f"ready: {status.name}")
+    return Check(
+        name="executor",
+        status="warn",
+        detail=f"lemon.executor not ready: {status.reason}. The terminal uses its built-in "
+        "agent executor (lemon_agent loop with the coding tools) instead",
+    )
+
+
+async def _check_provider(config: Config, home: Path) -> Check:
+    ref = model_ref(config)
+    name, _, _ = ref.partition(":")
+    if name == "offline":
+        return Check(
+            name="provider",
+            status="ok",
+            detail="offline provider (no model configured): answers locally and says so; "
+            "run `lemon setup` to use a real model",
+        )
+    settings = config.providers.get(name)
+    base_url = settings.base_url if settings is not None else None
+    if settings is not None and settings.kind == "anthropic_messages":
+        base_url = base_url or "https://api.anthropic.com"
+    variable = settings.api_key_env if settings is not None else f"{name.upper()}_API_KEY"
+    problems: list[str] = []
+    if settings is not None and settings.api_key_env and not api_key_for(variable, home):
+        problems.append(f"{variable} is not set (environment or secrets file)")
+    if not base_url:
+        return Check(
+            name="provider",
+            status="warn" if not problems else "fail",
+            detail=f"{ref}: built-in provider, not probed" + "".join(f"; {p}" for p in problems),
+        )
+    try:
+        async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
+            response = await client.get(base_url.rstrip("/") + "/models")
+        reach = f"{base_url} answered HTTP {response.status_code}"
+    except httpx.HTTPError as exc:
+        return Check(
+            name="provider",
+            status="fail",
+            detail=f"{ref}: {base_url} unreachable ({type(exc).__name__}: {exc})",
+        )
+    status: Status = "fail" if problems else "ok"
+    return Check(
+        name="provider",
+        status=status,
+        detail=f"{ref}: {reach}" + "".join(f"; {p}" for p in problems),
+    )
+
+
+async def run_checks(
+    loaded: LoadedConfig | None, home: Path, config_error: str | None, home_exists: bool
+) -> list[Check]:
+    """Every check, in order."""
+    checks: list[Check] = []
+    if loaded is None:
+        checks.append(Check(name="config", status="fail", detail=config_error or "invalid"))
+    else:
+        sources = ", ".join(loaded.sources) or "no config file (defaults)"
+        checks.append(Check(name="config", status="ok", detail=f"valid: {sources}"))
+    checks.append(await _check_store(home, home_exists))
+    checks.append(_check_executor())
+    if loaded is not None:
+        checks.append(await _check_provider(loaded.config, home))
+    else:
+        checks.append(
+            Check(name="provider", status="fail", detail="skipped: the config is invalid")
+        )
+    return checks
+
+
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check the runtime's health: config, store, executor, provider. Exit 1 on a failure."""
+    from lemon_core.config import lemon_home
+
+    console = Console(highlight=False)
+    loaded: LoadedConfig | None = None
+    error: str | None = None
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        error = "; ".join(issue.render() for issue in exc.issues)
+    home = loaded.home if loaded is not None else lemon_home()
+    checks = asyncio.run(run_checks(loaded, home, error, home.is_dir()))
+    failed = any(c.status == "fail" for c in checks)
+    if as_json:
+        print(json.dumps({"ok": not failed, "checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        colour = {"ok": "green", "warn": "yellow", "fail": "red"}
+        for c in checks:
+            console.print(f"[{colour[c.status]}]{c.status:>4}[/] {c.name:<9} {escape(c.detail)}")
+    raise typer.Exit(1 if failed else 0)

@@ -1,0 +1,332 @@
+"""``lemon chat`` as a real subprocess in a pseudo-terminal (stdlib ``pty``): one-shot answer,
+an approval prompt answered, Ctrl-C cancelling the run but not the program."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LEMON = str(Path(sys.executable).with_name("lemon"))
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+class Terminal:
+    """A child process whose controlling terminal is a pty we hold the master side of."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+
+        def controlling_tty() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            preexec_fn=controlling_tty,
+            close_fds=True,
+        )
+        os.close(slave)
+        self.master = master
+        self.output = ""
+        self._seen = 0
+
+    def send(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def expect(self, pattern: str, timeout: float = 60.0) -> str:
+        """Wait until ``pattern`` (a regex) appears after the previous match; return it."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.output, self._seen)
+            if match:
+                self._seen = match.end()
+                return match.group(0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.output}")
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    if regex.search(self.output, self._seen):
+                        continue
+                    raise AssertionError(f"{pattern!r} not seen before EOF:\n{self.output}")
+                self.output += _ANSI.sub("", data.decode(errors="replace")).replace("\r", "")
+
+    def wait_echo_off(self, timeout: float = 30.0) -> None:
+        """Wait until the child turned terminal echo off (a hidden prompt is reading)."""
+        deadline = time.monotonic() + timeout
+        while termios.tcgetattr(self.master)[3] & termios.ECHO:
+            if time.monotonic() > deadline:
+                raise AssertionError("terminal echo was never turned off")
+            select.select([], [], [], 0.01)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        try:
+            while True:
+                ready, _, _ = select.select([self.master], [], [], 0.5)
+                if ready:
+                    try:
+                        data = os.read(self.master, 65536)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    self.output += _ANSI.sub("", data.decode(errors="replace"))
+                elif self.proc.poll() is not None:
+                    break
+            return self.proc.wait(timeout)
+        finally:
+            os.close(self.master)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("LEMON_")}
+    out.update(LEMON_HOME=str(tmp_path / "home"), NO_COLOR="1", TERM="xterm")
+    return out
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    made: list[Terminal] = []
+    yield made
+    for t in made:
+        t.kill()
+
+
+def test_one_shot_prints_the_answer_and_exits_zero(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat", "/echo hello from the pty"], tmp_path, env)
+    terminals.append(term)
+    term.expect("hello from the pty")
+    assert term.wait() == 0
+
+
+def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    proc = subprocess.run(
+        [LEMON, "chat", "hi there"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "offline" in proc.stdout
+    proc = subprocess.run(
+        [LEMON, "chat", '/tool bash {"command": "touch made-by-bash"}'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert "denied bash" in proc.stdout
+    assert "--approve bash" in proc.stdout
+    assert not (tmp_path / "made-by-bash").exists()
+    proc = subprocess.run(
+        [LEMON, "chat", "--approve", "bash", '/tool bash {"command": "touch made-by-bash"}'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "made-by-bash").exists()
+
+
+def test_an_approval_prompt_is_answered_inline(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("lemon chat")
+    term.expect("> ")
+    term.send('/tool write {"path": "note.txt", "content": "approved"}\n')
+    term.expect(r"Allow write")
+    term.expect("approve> ")
+    term.send("o\n")
+    term.expect("approve_once")
+    term.expect(r"tool `write` returned")
+    assert (tmp_path / "note.txt").read_text() == "approved"
+    term.expect("> ")
+    term.send('/tool write {"path": "other.txt", "content": "no"}\n')
+    term.expect("Allow write")
+    term.send("d\n")
+    term.expect(r"tool `write` failed")
+    assert not (tmp_path / "other.txt").exists()
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_ctrl_c_cancels_the_run_not_the_program(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send('/tool bash {"command": "sleep 60"}\n')
+    term.expect(r"╭─ \$ sleep 60")  # the tool card: the run is in the bash call
+    term.send("\x03")
+    term.expect("cancelling the run")
+    term.expect("cancelled: ")
+    term.expect("> ")
+    term.send("/echo still here\n")
+    term.expect("still here")
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_lemon_without_arguments_opens_the_chat_on_a_terminal(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON], tmp_path, env)
+    terminals.append(term)
+    term.expect("lemon chat")
+    term.expect("> ")
+    term.send("/sessions\n")
+    term.expect("no sessions yet")
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_commands_and_messages_typed_while_busy(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    fifo = tmp_path / "gate.fifo"
+    os.mkfifo(fifo)
+    term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send("/echo first\n")
+    term.expect("first")
+    term.expect("> ")
+    term.send(f'/tool bash {{"command": "cat {fifo}"}}\n')
+    term.expect(r"╭─ \$ cat ")
+    term.send("/echo queued one\n")
+    term.expect(r"queued \(position 1\)")
+    term.send("!/echo jumped the queue\n")
+    term.expect("cancelled: ")  # the interrupt cancelled the bash run
+    term.expect("jumped the queue")
+    term.expect("queued one")
+    term.expect("> ")
+    term.send("/cancel\n")
+    term.expect("nothing is running")
+    term.send("/model offline:offline\n")
+    term.expect("model for the next messages: offline:offline")
+    term.send("/new\n")
+    term.expect(r"new session agent:default:main:sub:\w+")
+    term.send("/sessions\n")
+    term.expect(r"  agent:default:main  \d+ runs")
+    term.send("/resume agent:default:main\n")
+    term.expect("resumed session agent:default:main")
+    term.send("/quit\n")
+    assert term.wait() == 0
+
+
+def test_ctrl_c_during_an_approval_question_withdraws_it(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send('/tool bash {"command": "touch never"}\n')
+    term.expect("Allow bash")
+    term.expect("approve> ")
+    term.send("\x03")
+    term.expect("cancelling the run")
+    term.expect(r"approval for bash ended: (expired|cancelled)")
+    term.expect("> ")
+    term.send("/echo after\n")
+    term.expect("after")
+    term.send("\x04")
+    assert term.wait() == 0
+    assert not (tmp_path / "never").exists()
+
+
+def test_one_shot_exit_code_reflects_a_failed_run(tmp_path: Path, env: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    home = Path(env["LEMON_HOME"])
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(
+        '[defaults]\nmodel = "local:m"\n[providers.local]\nkind = "openai_completions"\n'
+        f'base_url = "http://127.0.0.1:{closed}/v1"\n'
+    )
+    proc = subprocess.run(
+        [LEMON, "chat", "hi"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "failed: " in proc.stdout
+    assert "cannot reach" in proc.stdout
+
+
+def test_setup_asks_on_a_terminal_and_never_echoes_the_key(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    secret = "sk-pty-secret-42"
+    term = Terminal([LEMON, "setup", "--key-store", "file"], tmp_path, env)
+    terminals.append(term)
+    term.expect("Provider kind")
+    term.send("anthropic_messages\n")
+    term.expect("Provider name")
+    term.send("\n")
+    term.expect("Model id")
+    term.send("claude-sonnet-4-5\n")
+    term.expect("API key")
+    term.wait_echo_off()  # typed ahead, the key would be echoed (and then flushed)
+    term.send(secret + "\n")
+    term.expect("wrote ")
+    assert term.wait() == 0
+    assert secret not in term.output
+    home = Path(env["LEMON_HOME"])
+    assert f"ANTHROPIC_API_KEY={secret}" in (home / "secrets.env").read_text()
+    assert 'model = "anthropic:claude-sonnet-4-5"' in (home / "config.toml").read_text()

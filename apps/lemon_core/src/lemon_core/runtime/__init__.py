@@ -1,0 +1,35 @@
+"""The runtime boot: apps (``lemon.apps`` entry points) started by profile on one context.
+
+See :class:`Runtime` and the lemon_core README.
+"""
+
+from __future__ import annotations
+
+from lemon_core.runtime._app import (
+    APPS_ENTRY_POINT_GROUP,
+    AppSpec,
+    discover_apps,
+    known_profiles,
+    resolve_profile,
+)
+from lemon_core.runtime._capabilities import AGENT_RUNTIME, APPROVALS, AgentRuntime
+from lemon_core.runtime._runtime import AppState, Runtime, RuntimeStatistics, store_path
+from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
+
+__all__ = [
+    "AGENT_RUNTIME",
+    "APPROVALS",
+    "APPS_ENTRY_POINT_GROUP",
+    "AgentRuntime",
+    "AppHookError",
+    "AppSpec",
+    "AppState",
+    "Runtime",
+    "RuntimeBootError",
+    "RuntimeStatistics",
+    "RuntimeUsageError",
+    "discover_apps",
+    "known_profiles",
+    "resolve_profile",
+    "store_path",
+]

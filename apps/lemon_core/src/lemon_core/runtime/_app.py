@@ -1,0 +1,119 @@
+"""Apps as the runtime sees them: a name, requirements, profiles and start/stop hooks.
+
+An app publishes itself in the ``lemon.apps`` entry point group; the entry point names an
+:class:`AppSpec` (or a zero-argument callable returning one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Final
+
+from lemon_core.runtime.errors import RuntimeBootError
+
+if TYPE_CHECKING:
+    from lemon_core.runtime._runtime import Runtime
+
+__all__ = [
+    "APPS_ENTRY_POINT_GROUP",
+    "AppSpec",
+    "discover_apps",
+    "known_profiles",
+    "resolve_profile",
+]
+
+#: The entry point group where apps publish their :class:`AppSpec`.
+APPS_ENTRY_POINT_GROUP: Final = "lemon.apps"
+
+StartHook = Callable[["Runtime"], Awaitable[object]]
+StopHook = Callable[["Runtime", object], Awaitable[None]]
+
+
+async def _no_stop(runtime: Runtime, handle: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AppSpec:
+    """One bootable app.
+
+    ``start(runtime)`` returns a handle (anything; ``None`` is fine) that ``stop(runtime,
+    handle)`` later receives. ``requires`` names the apps that must be started first;
+    ``profiles`` names the profiles that include this app (a required app is started even
+    when it is not in the profile itself).
+    """
+
+    name: str
+    start: StartHook
+    stop: StopHook = _no_stop
+    requires: tuple[str, ...] = ()
+    profiles: frozenset[str] = frozenset()
+    description: str = ""
+
+
+def discover_apps(group: str = APPS_ENTRY_POINT_GROUP) -> dict[str, AppSpec]:
+    """Load every app of the entry point group; raise :class:`RuntimeBootError` naming a
+    broken entry point or a duplicated app name."""
+    apps: dict[str, AppSpec] = {}
+    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+        try:
+            obj = ep.load()
+            spec = obj if isinstance(obj, AppSpec) else obj()
+        except Exception as exc:
+            raise RuntimeBootError(
+                f"the {group} entry point {ep.name!r} ({ep.value}) cannot be loaded: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(spec, AppSpec):
+            raise RuntimeBootError(
+                f"the {group} entry point {ep.name!r} ({ep.value}) gave {spec!r}, not an AppSpec"
+            )
+        if spec.name in apps:
+            raise RuntimeBootError(f"two {group} entry points declare the app {spec.name!r}")
+        apps[spec.name] = spec
+    return apps
+
+
+def known_profiles(apps: Iterable[AppSpec]) -> list[str]:
+    """Every profile some app belongs to, sorted."""
+    return sorted({p for app in apps for p in app.profiles})
+
+
+def resolve_profile(profile: str, apps: Mapping[str, AppSpec]) -> list[AppSpec]:
+    """The apps of ``profile`` plus everything they require, in dependency order.
+
+    Ties are broken by name so the order is deterministic. Raises
+    :class:`RuntimeBootError` for an unknown profile, a missing requirement or a cycle.
+    """
+    chosen = sorted(name for name, app in apps.items() if profile in app.profiles)
+    if not chosen:
+        known = ", ".join(known_profiles(apps.values())) or "none (no app is installed)"
+        raise RuntimeBootError(f"unknown runtime profile {profile!r}; known profiles: {known}")
+    order: list[AppSpec] = []
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def visit(name: str, needed_by: str | None) -> None:
+        if name in done:
+            return
+        if name in visiting:
+            cycle = " -> ".join([*visiting[visiting.index(name) :], name])
+            raise RuntimeBootError(f"apps require each other in a cycle: {cycle}")
+        app = apps.get(name)
+        if app is None:
+            raise RuntimeBootError(
+                f"app {needed_by!r} requires {name!r}, which is not installed "
+                f"(no {APPS_ENTRY_POINT_GROUP} entry point declares it)"
+            )
+        visiting.append(name)
+        for dep in sorted(app.requires):
+            visit(dep, name)
+        visiting.pop()
+        done.add(name)
+        order.append(app)
+
+    for name in chosen:
+        visit(name, None)
+    return order

@@ -1,0 +1,221 @@
+"""The runtime: boots a profile's apps in dependency order on one explicit context.
+
+Everything an app needs is on the :class:`Runtime` its hooks receive: the bus, the store,
+the validated config and the capability registry (``runtime.context.capabilities``). Nothing
+lives in module globals, so several runtimes can live in one process (tests do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from lemon_core.bus import Bus
+from lemon_core.config import Config, LoadedConfig, load_config
+from lemon_core.execution import RuntimeContext
+from lemon_core.runtime._app import AppSpec, discover_apps, resolve_profile
+from lemon_core.runtime.errors import AppHookError, RuntimeUsageError
+from lemon_core.store import MemoryStore, Store, open_default_store
+
+__all__ = ["AppState", "Runtime", "RuntimeStatistics", "store_path"]
+
+_log = logging.getLogger(__name__)
+
+
+def store_path(home: Path) -> Path:
+    """The default store's SQLite file under ``home``: ``<home>/store/lemon.sqlite3`` (the
+    layout of :func:`lemon_core.store.default_store_path`)."""
+    return home / "store" / "lemon.sqlite3"
+
+
+State = Literal["new", "starting", "running", "stopping", "stopped", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AppState:
+    """One started app: its spec and the handle its start hook returned."""
+
+    spec: AppSpec
+    handle: object
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeStatistics:
+    """What :meth:`Runtime.statistics` reports."""
+
+    profile: str
+    state: State
+    apps: tuple[str, ...]
+    capabilities: Mapping[str, str]
+
+
+class Runtime:
+    """A booted set of apps. Use ``async with Runtime(profile=...) as rt:``.
+
+    ``config`` defaults to :func:`lemon_core.config.load_config` (layered and validated; a
+    ``ConfigError`` lists every problem). ``apps`` defaults to the ``lemon.apps`` entry
+    points. ``bus`` and ``store`` default to a new :class:`Bus` and the SQLite store
+    ``$LEMON_HOME/store/lemon.sqlite3`` (``store="memory"`` for a :class:`MemoryStore`); what the
+    runtime created it also closes. ``settings`` go to ``context.settings`` (app options).
+    Start and stop must run in the same task (apps may hold
+    task groups).
+    """
+
+    def __init__(
+        self,
+        *,
+        profile: str | None = None,
+        config: LoadedConfig | None = None,
+        apps: Mapping[str, AppSpec] | None = None,
+        bus: Bus | None = None,
+        store: Store | Literal["sqlite", "memory"] = "sqlite",
+        name: str = "default",
+        settings: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self._loaded = config if config is not None else load_config(environ=environ, cwd=cwd)
+        self.profile = profile or self._loaded.config.runtime.profile
+        self._apps = dict(apps) if apps is not None else discover_apps()
+        self._order = resolve_profile(self.profile, self._apps)
+        self._bus_arg = bus
+        self._store_arg = store
+        self._bus: Bus | None = bus
+        self._store: Store | None = store if not isinstance(store, str) else None
+        self.context = RuntimeContext(name=name)
+        self.context.settings.update(settings or {})
+        self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
+        self._started: list[AppState] = []
+        self._state: State = "new"
+        self._task: asyncio.Task[Any] | None = None
+
+    # -- accessors --------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self._loaded.config
+
+    @property
+    def loaded_config(self) -> LoadedConfig:
+        return self._loaded
+
+    @property
+    def home(self) -> Path:
+        return self._loaded.home
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            raise RuntimeUsageError("the runtime is not started: no bus yet")
+        return self._bus
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeUsageError("the runtime is not started: no store yet")
+        return self._store
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def apps(self) -> tuple[str, ...]:
+        """The apps of the profile, in start order."""
+        return tuple(app.name for app in self._order)
+
+    def handle(self, app: str) -> object:
+        """The handle ``app``'s start hook returned; raise if it is not started."""
+        for started in self._started:
+            if started.spec.name == app:
+                return started.handle
+        raise RuntimeUsageError(f"app {app!r} is not started in this runtime ({self.profile})")
+
+    def statistics(self) -> RuntimeStatistics:
+        return RuntimeStatistics(
+            profile=self.profile,
+            state=self._state,
+            apps=tuple(s.spec.name for s in self._started),
+            capabilities=self.context.capabilities.statistics(),
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open bus and store, then start every app in order; on a failing hook, stop what
+        was started (reverse order) and raise :class:`AppHookError`."""
+        if self._state != "new":
+            raise RuntimeUsageError(f"a runtime starts once; this one is {self._state}")
+        self._state = "starting"
+        self._task = asyncio.current_task()
+        if self._bus is None:
+            self._bus = Bus()
+        if self._store is None:
+            if self._store_arg == "memory":
+                self._store = MemoryStore()
+            else:
+                self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._store = await open_default_store(store_path(self.home))
+        for spec in self._order:
+            try:
+                handle = await spec.start(self)
+            except Exception as exc:
+                stop_errors = await self._stop_started()
+                await self._close_owned()
+                self._state = "failed"
+                raise AppHookError(
+                    f"app {spec.name!r} failed to start: {type(exc).__name__}: {exc}"
+                    + (f" (also, while stopping: {'; '.join(stop_errors)})" if stop_errors else ""),
+                    app=spec.name,
+                    hook="start",
+                    stop_errors=tuple(stop_errors),
+                ) from exc
+            self._started.append(AppState(spec=spec, handle=handle))
+        self._state = "running"
+
+    async def stop(self) -> None:
+        """Stop the started apps in reverse order (every one, even when one fails), then close
+        what the runtime opened. Raise :class:`AppHookError` if a stop hook failed."""
+        if self._state in ("stopped", "new", "failed"):
+            self._state = "stopped" if self._state == "new" else self._state
+            return
+        self._state = "stopping"
+        errors = await self._stop_started()
+        await self._close_owned()
+        self._state = "stopped"
+        if errors:
+            raise AppHookError("stopping the runtime: " + "; ".join(errors), app="", hook="stop")
+
+    async def _stop_started(self) -> list[str]:
+        errors: list[str] = []
+        while self._started:
+            started = self._started.pop()
+            try:
+                await started.spec.stop(self, started.handle)
+            except Exception as exc:
+                _log.exception("app %s failed to stop", started.spec.name)
+                errors.append(f"app {started.spec.name!r}: {type(exc).__name__}: {exc}")
+        return errors
+
+    async def _close_owned(self) -> None:
+        if isinstance(self._store_arg, str) and self._store is not None:
+            await self._store.close()
+        if self._bus_arg is None and self._bus is not None:
+            self._bus.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
