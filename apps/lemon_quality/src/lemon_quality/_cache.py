@@ -21,6 +21,7 @@ Writes are atomic (temporary file + ``os.replace``); a cache that cannot be writ
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import marshal
@@ -109,7 +110,6 @@ class FactsCache:
     def _parse(self, paths: list[str]) -> list[tuple[str, int, int, Facts]]:
         # Known content (same bytes, new mtime) is recognised by hash before parsing.
         out: list[tuple[str, int, int, Facts] | None] = [None] * len(paths)
-        fresh: list[int] = []
         if len(paths) < PARALLEL_THRESHOLD:
             for i, path in enumerate(paths):
                 with open(path, "rb") as fh:
@@ -129,7 +129,7 @@ class FactsCache:
         self._stats["workers"] = workers
         self._stats["parsed"] += len(paths)
         size = max(1, len(paths) // (workers * 4))
-        chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
+        chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
         results: list[tuple[str, int, int, Facts]] = []
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for part in pool.map(_parse_paths, chunks):
@@ -150,10 +150,8 @@ class FactsCache:
                 fh.write(marshal.dumps(payload))
             os.replace(tmp, self._file)
         except OSError:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
 
     def statistics(self) -> dict[str, int]:
         """Counters of this run: files looked up, stat hits, hash hits, parsed, pool workers."""

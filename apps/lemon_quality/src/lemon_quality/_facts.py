@@ -124,19 +124,31 @@ def _dynamic(nodes: Iterator[ast.AST], out: list[ImportFact]) -> None:
         if not isinstance(node, ast.Call) or not node.args:
             continue
         func = node.func
-        name = func.id if isinstance(func, ast.Name) else (
-            func.attr if isinstance(func, ast.Attribute) else "")
+        name = (
+            func.id
+            if isinstance(func, ast.Name)
+            else (func.attr if isinstance(func, ast.Attribute) else "")
+        )
         if name not in ("import_module", "__import__"):
             continue
         arg = node.args[0]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value:
-            if not arg.value.startswith(".") and arg.value.partition(".")[0] not in _STDLIB:
-                out.append((node.lineno, arg.value, (), False, "dynamic"))
+        if (
+            isinstance(arg, ast.Constant)
+            and isinstance(arg.value, str)
+            and arg.value
+            and not arg.value.startswith(".")
+            and arg.value.partition(".")[0] not in _STDLIB
+        ):
+            out.append((node.lineno, arg.value, (), False, "dynamic"))
 
 
 def _is_sys_path(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "path"
-            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
 
 
 def _hacks(nodes: Iterator[ast.AST], out: list[HackFact]) -> None:

@@ -23,7 +23,8 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 _INLINE = re.compile(
     r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"
-    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)")
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"
+)
 _REFDEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _ATX = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
@@ -70,8 +71,13 @@ def anchors(text: str) -> set[str]:
         m = _ATX.match(line)
         if m:
             heading = m.group(2)
-        elif (_SETEXT.match(line) and previous is not None and previous[0] == number - 1
-              and previous[1].strip() and not previous[1].lstrip().startswith(("|", "-", "#"))):
+        elif (
+            _SETEXT.match(line)
+            and previous is not None
+            and previous[0] == number - 1
+            and previous[1].strip()
+            and not previous[1].lstrip().startswith(("|", "-", "#"))
+        ):
             heading = previous[1].strip()
         previous = (number, line)
         if heading is None:
@@ -129,8 +135,14 @@ def check_links(root: Path, files: list[str]) -> list[Finding]:
                 if unquote(fragment).lower() not in cache[dest]:
                     problem = f"no heading with anchor #{fragment} in {dest.name}"
             if problem is not None:
-                findings.append(Finding(
-                    code="broken_link", app=None, path=rel, line=line,
-                    message=f"broken link ({target}): {problem}",
-                    hint="fix the path or anchor (anchors are GitHub heading slugs)"))
+                findings.append(
+                    Finding(
+                        code="broken_link",
+                        app=None,
+                        path=rel,
+                        line=line,
+                        message=f"broken link ({target}): {problem}",
+                        hint="fix the path or anchor (anchors are GitHub heading slugs)",
+                    )
+                )
     return findings

@@ -39,25 +39,37 @@ def render_text(report: Report) -> str:
     lines.append(
         f"lemon quality {verdict}: {len(report.failures)} failing, {len(report.warnings)} "
         f"warnings ({s.get('apps', 0)} apps, {s.get('source_files', 0)} source files, "
-        f"{s.get('parsed', 0)} parsed, {s.get('elapsed_ms', 0)} ms)")
+        f"{s.get('parsed', 0)} parsed, {s.get('elapsed_ms', 0)} ms)"
+    )
     return "\n".join(lines)
 
 
 def render_json(report: Report) -> str:
     """The versioned JSON document for ``--format json``."""
-    return json.dumps({
-        "schema": SCHEMA,
-        "version": VERSION,
-        "root": report.root,
-        "ok": report.ok,
-        "counts": {"fail": len(report.failures), "warn": len(report.warnings)},
-        "findings": [
-            {"code": f.code, "severity": f.severity, "app": f.app, "path": f.path,
-             "line": f.line, "message": f.message, "hint": f.hint}
-            for f in report.findings
-        ],
-        "statistics": dict(report.statistics),
-    }, indent=2, sort_keys=False)
+    return json.dumps(
+        {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "root": report.root,
+            "ok": report.ok,
+            "counts": {"fail": len(report.failures), "warn": len(report.warnings)},
+            "findings": [
+                {
+                    "code": f.code,
+                    "severity": f.severity,
+                    "app": f.app,
+                    "path": f.path,
+                    "line": f.line,
+                    "message": f.message,
+                    "hint": f.hint,
+                }
+                for f in report.findings
+            ],
+            "statistics": dict(report.statistics),
+        },
+        indent=2,
+        sort_keys=False,
+    )
 
 
 def render_error_json(message: str) -> str:

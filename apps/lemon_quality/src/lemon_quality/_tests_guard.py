@@ -23,10 +23,16 @@ def check_duplicates(test_files: list[str]) -> list[Finding]:
             continue
         paths.sort()
         app = paths[1].split("/")[1] if paths[1].startswith("apps/") else None
-        findings.append(Finding(
-            code="duplicate_test_module", app=app, path=paths[1], line=None,
-            message=f"test module basename {name} is used by " + ", ".join(paths),
-            hint="rename with a domain prefix (e.g. test_<area>_<behaviour>.py)"))
+        findings.append(
+            Finding(
+                code="duplicate_test_module",
+                app=app,
+                path=paths[1],
+                line=None,
+                message=f"test module basename {name} is used by " + ", ".join(paths),
+                hint="rename with a domain prefix (e.g. test_<area>_<behaviour>.py)",
+            )
+        )
     return findings
 
 

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 
 
-def walk_files(root: str, start: str, exclude: frozenset[str]) -> Iterator[tuple[str, os.DirEntry[str]]]:
+def walk_files(
+    root: str, start: str, exclude: frozenset[str]
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Yield ``(relative posix path, entry)`` for every regular file under ``root/start``."""
     base = os.path.join(root, start) if start else root
     if not os.path.isdir(base):

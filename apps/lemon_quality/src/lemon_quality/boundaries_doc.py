@@ -44,11 +44,14 @@ def render_table(ws: Workspace, policy: Policy) -> str:
             for dep in app.dependencies:
                 if dep.name in apps:
                     seen.setdefault(dep.name, []).append(
-                        "" if dep.kind == "project" else f"{dep.kind} `{dep.section}`")
+                        "" if dep.kind == "project" else f"{dep.kind} `{dep.section}`"
+                    )
             for dep_name, kinds in sorted(seen.items()):
                 notes = [k for k in kinds if k]
-                actual.append(f"`{dep_name}`" + (f" ({', '.join(notes)})"
-                                                  if notes and "" not in kinds else ""))
+                actual.append(
+                    f"`{dep_name}`"
+                    + (f" ({', '.join(notes)})" if notes and "" not in kinds else "")
+                )
         actual_cell = ", ".join(actual) if actual else "*(none)*"
         if app is None:
             actual_cell = "*(no such app)*"
@@ -57,7 +60,8 @@ def render_table(ws: Workspace, policy: Policy) -> str:
         if pol and pol.reference_only:
             exceptions = "; ".join(
                 f"`{e.target}` from " + ", ".join(f"`{f}`" for f in e.files)
-                for e in pol.reference_only)
+                for e in pol.reference_only
+            )
         role = pol.role if pol else "?"
         rows.append(f"| `{name}` | {role} | {actual_cell} | {allowed} | {exceptions} |")
     rows.append(END)
@@ -69,7 +73,7 @@ def _splice(text: str, table: str) -> str | None:
     end = text.find(END, start + len(START)) if start >= 0 else -1
     if start < 0 or end < 0:
         return None
-    return text[:start] + table + text[end + len(END):]
+    return text[:start] + table + text[end + len(END) :]
 
 
 def check(ws: Workspace, policy: Policy) -> list[Finding]:
@@ -80,18 +84,40 @@ def check(ws: Workspace, policy: Policy) -> list[Finding]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return [Finding(code="stale_architecture_doc", app=None, path=rel, line=None,
-                        message=f"{rel} does not exist", hint=f"create it with `{COMMAND}`")]
+        return [
+            Finding(
+                code="stale_architecture_doc",
+                app=None,
+                path=rel,
+                line=None,
+                message=f"{rel} does not exist",
+                hint=f"create it with `{COMMAND}`",
+            )
+        ]
     spliced = _splice(text, render_table(ws, policy))
     if spliced is None:
-        return [Finding(code="stale_architecture_doc", app=None, path=rel, line=None,
-                        message=f"{rel} lacks the markers {START} / {END}",
-                        hint=f"add both markers on their own lines, then {hint}")]
+        return [
+            Finding(
+                code="stale_architecture_doc",
+                app=None,
+                path=rel,
+                line=None,
+                message=f"{rel} lacks the markers {START} / {END}",
+                hint=f"add both markers on their own lines, then {hint}",
+            )
+        ]
     if spliced != text:
         line = text.count("\n", 0, text.find(START)) + 1
-        return [Finding(code="stale_architecture_doc", app=None, path=rel, line=line,
-                        message=f"the generated policy table in {rel} is out of date",
-                        hint=hint)]
+        return [
+            Finding(
+                code="stale_architecture_doc",
+                app=None,
+                path=rel,
+                line=line,
+                message=f"the generated policy table in {rel} is out of date",
+                hint=hint,
+            )
+        ]
     return []
 
 

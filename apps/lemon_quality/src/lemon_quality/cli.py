@@ -26,15 +26,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lemon_quality",
-                     description="The architecture and quality gate of a uv workspace.")
+    parser = _Parser(
+        prog="lemon_quality", description="The architecture and quality gate of a uv workspace."
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     check = sub.add_parser("check", help="run every rule (the default command)")
-    check.add_argument("--root", type=Path, help="workspace root (default: nearest with "
-                       "architecture.toml above the current directory)")
+    check.add_argument(
+        "--root",
+        type=Path,
+        help="workspace root (default: nearest with architecture.toml above the current directory)",
+    )
     check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument("--no-cache", action="store_true",
-                       help="ignore and do not write .lemon_quality_cache/")
+    check.add_argument(
+        "--no-cache", action="store_true", help="ignore and do not write .lemon_quality_cache/"
+    )
     docs = sub.add_parser("docs", help="regenerate the policy table in the boundaries doc")
     docs.add_argument("--root", type=Path)
     docs.add_argument("--check", action="store_true", help="fail (exit 1) if it is stale")

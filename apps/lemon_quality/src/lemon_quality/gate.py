@@ -68,20 +68,34 @@ def run_checks(root: Path, *, use_cache: bool = True) -> Report:
         app_name = owner_of[rel]
         fact = facts[rel]
         if fact[2][0]:
-            findings.append(Finding(
-                code="syntax_error", app=app_name, path=rel, line=fact[2][1],
-                message=f"cannot parse: {fact[2][0]}", hint="fix the syntax error"))
+            findings.append(
+                Finding(
+                    code="syntax_error",
+                    app=app_name,
+                    path=rel,
+                    line=fact[2][1],
+                    message=f"cannot parse: {fact[2][0]}",
+                    hint="fix the syntax error",
+                )
+            )
         sources[app_name].append(SourceFile(app=app_name, path=rel, facts=fact))
     findings.extend(ArchitectureCheck(ws, policy, sources, pth).run())
     findings.extend(boundaries_doc.check(ws, policy))
     findings.extend(check_links(root, sorted(docs)))
     findings.extend(check_duplicates(tests))
     stats = cache.statistics()
-    stats.update(apps=len(ws.apps), source_files=len(py_files), test_files=len(tests),
-                 docs_checked=len(docs),
-                 elapsed_ms=int((time.perf_counter() - started) * 1000))
-    return Report(root=os.fspath(root), findings=tuple(sorted(findings, key=Finding.sort_key)),
-                  statistics=stats)
+    stats.update(
+        apps=len(ws.apps),
+        source_files=len(py_files),
+        test_files=len(tests),
+        docs_checked=len(docs),
+        elapsed_ms=int((time.perf_counter() - started) * 1000),
+    )
+    return Report(
+        root=os.fspath(root),
+        findings=tuple(sorted(findings, key=Finding.sort_key)),
+        statistics=stats,
+    )
 
 
 def load(root: Path) -> tuple[Workspace, Policy]:

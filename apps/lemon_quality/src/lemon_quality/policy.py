@@ -21,7 +21,7 @@ SCHEMA = 1
 
 
 def canonical(name: str) -> str:
-    """Normalise a distribution or app name (PEP 503, with ``_``): ``Foo.Bar-baz`` -> ``foo_bar_baz``."""
+    """Normalise a distribution or app name (PEP 503, ``_``): ``Foo.Bar-baz`` -> ``foo_bar_baz``."""
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
@@ -103,8 +103,20 @@ def load_policy(root: Path) -> Policy:
 
 def parse_policy(raw: Mapping[str, Any]) -> Policy:
     """Validate an already-decoded policy document."""
-    _keys(raw, "", {"schema", "scan", "docs", "roles", "apps", "target",
-                    "forbidden_references", "third_party"})
+    _keys(
+        raw,
+        "",
+        {
+            "schema",
+            "scan",
+            "docs",
+            "roles",
+            "apps",
+            "target",
+            "forbidden_references",
+            "third_party",
+        },
+    )
     if raw.get("schema") != SCHEMA:
         raise PolicyError(f"{POLICY_FILE}: `schema = {SCHEMA}` is required at the top")
     scan = _table(raw, "scan")
@@ -116,8 +128,10 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
     import_names = _table(third, "import_names", "third_party.")
     for key, value in import_names.items():
         if not isinstance(value, str):
-            raise PolicyError(f"{POLICY_FILE}: third_party.import_names.{key} must be a string "
-                              "(the distribution that provides that import name)")
+            raise PolicyError(
+                f"{POLICY_FILE}: third_party.import_names.{key} must be a string "
+                "(the distribution that provides that import name)"
+            )
     roles: dict[str, Role] = {}
     for name, body in _table(raw, "roles").items():
         where = f"roles.{name}"
@@ -126,48 +140,61 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
         test_only = body.get("test_only", False)
         if not isinstance(test_only, bool):
             raise PolicyError(f"{POLICY_FILE}: {where}.test_only must be true or false")
-        roles[name] = Role(name=name, description=_str(body, "description", where, ""),
-                           may_depend_on=_names(body, "may_depend_on", where),
-                           test_only=test_only)
+        roles[name] = Role(
+            name=name,
+            description=_str(body, "description", where, ""),
+            may_depend_on=_names(body, "may_depend_on", where),
+            test_only=test_only,
+        )
     for role in roles.values():
         for other in role.may_depend_on:
             if other not in roles:
-                raise PolicyError(f"{POLICY_FILE}: roles.{role.name}.may_depend_on names "
-                                  f"undefined role {other!r}; define [roles.{other}] or remove it")
+                raise PolicyError(
+                    f"{POLICY_FILE}: roles.{role.name}.may_depend_on names "
+                    f"undefined role {other!r}; define [roles.{other}] or remove it"
+                )
     apps: dict[str, AppPolicy] = {}
     for name, body in _table(raw, "apps").items():
         where = f"apps.{name}"
         body = _as_table(body, where)
         _keys(body, where, {"role", "allow", "reference_only"})
-        role = _role(body, where, roles)
+        role_name = _role(body, where, roles)
         exceptions = []
         for i, exc in enumerate(_list(body, "reference_only", where)):
             ewhere = f"{where}.reference_only[{i}]"
             exc = _as_table(exc, ewhere)
             _keys(exc, ewhere, {"target", "files", "reason"})
-            target = _str(exc, "target", ewhere)
+            exc_target = _str(exc, "target", ewhere)
             files = _names(exc, "files", ewhere)
             reason = _str(exc, "reason", ewhere).strip()
             if not files:
-                raise PolicyError(f"{POLICY_FILE}: {ewhere}.files must list at least one file "
-                                  f"(relative to apps/{name}/)")
+                raise PolicyError(
+                    f"{POLICY_FILE}: {ewhere}.files must list at least one file "
+                    f"(relative to apps/{name}/)"
+                )
             if not reason:
-                raise PolicyError(f"{POLICY_FILE}: {ewhere}.reason must say why the exception "
-                                  "exists")
-            exceptions.append(ReferenceException(target=canonical(target), files=files,
-                                                 reason=reason))
+                raise PolicyError(
+                    f"{POLICY_FILE}: {ewhere}.reason must say why the exception exists"
+                )
+            exceptions.append(
+                ReferenceException(target=canonical(exc_target), files=files, reason=reason)
+            )
         apps[canonical(name)] = AppPolicy(
-            name=canonical(name), role=role,
+            name=canonical(name),
+            role=role_name,
             allow=tuple(sorted(canonical(a) for a in _names(body, "allow", where))),
-            reference_only=tuple(exceptions))
+            reference_only=tuple(exceptions),
+        )
     target: dict[str, TargetApp] = {}
     for name, body in _table(raw, "target").items():
         where = f"target.{name}"
         body = _as_table(body, where)
         _keys(body, where, {"role", "allow"})
         target[canonical(name)] = TargetApp(
-            name=canonical(name), role=_role(body, where, roles),
-            allow=tuple(sorted(canonical(a) for a in _names(body, "allow", where))))
+            name=canonical(name),
+            role=_role(body, where, roles),
+            allow=tuple(sorted(canonical(a) for a in _names(body, "allow", where))),
+        )
     forbidden = []
     for i, rule in enumerate(_list(raw, "forbidden_references", "")):
         where = f"forbidden_references[{i}]"
@@ -175,18 +202,26 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
         _keys(rule, where, {"module", "allowed_apps", "reason"})
         module = _str(rule, "module", where)
         if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
-            raise PolicyError(f"{POLICY_FILE}: {where}.module must be a dotted module name, "
-                              f"got {module!r}")
-        forbidden.append(ForbiddenReference(
-            module=module,
-            allowed_apps=tuple(canonical(a) for a in _names(rule, "allowed_apps", where)),
-            reason=_str(rule, "reason", where)))
+            raise PolicyError(
+                f"{POLICY_FILE}: {where}.module must be a dotted module name, got {module!r}"
+            )
+        forbidden.append(
+            ForbiddenReference(
+                module=module,
+                allowed_apps=tuple(canonical(a) for a in _names(rule, "allowed_apps", where)),
+                reason=_str(rule, "reason", where),
+            )
+        )
     return Policy(
-        apps=apps, roles=roles, target=target, forbidden_references=tuple(forbidden),
+        apps=apps,
+        roles=roles,
+        target=target,
+        forbidden_references=tuple(forbidden),
         import_names={k: canonical(v) for k, v in import_names.items()},
         scan_exclude=tuple(p.strip("/") for p in _names(scan, "exclude", "scan")),
         boundaries_doc=_str(docs, "boundaries", "docs", "docs/architecture_boundaries.md"),
-        link_roots=_names(docs, "link_roots", "docs") if "link_roots" in docs
+        link_roots=_names(docs, "link_roots", "docs")
+        if "link_roots" in docs
         else ("README.md", "docs"),
     )
 
@@ -195,8 +230,10 @@ def _keys(table: Mapping[str, Any], where: str, allowed: set[str]) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
         prefix = f"{where}." if where else ""
-        raise PolicyError(f"{POLICY_FILE}: unknown key {prefix}{unknown[0]}; allowed here: "
-                          + ", ".join(sorted(allowed)))
+        raise PolicyError(
+            f"{POLICY_FILE}: unknown key {prefix}{unknown[0]}; allowed here: "
+            + ", ".join(sorted(allowed))
+        )
 
 
 def _as_table(value: object, where: str) -> Mapping[str, Any]:
@@ -234,6 +271,8 @@ def _role(body: Mapping[str, Any], where: str, roles: Mapping[str, Role]) -> str
     role = _str(body, "role", where)
     if role not in roles:
         defined = ", ".join(sorted(roles)) or "none"
-        raise PolicyError(f"{POLICY_FILE}: {where}.role is {role!r}, which is not defined "
-                          f"under [roles] (defined: {defined})")
+        raise PolicyError(
+            f"{POLICY_FILE}: {where}.role is {role!r}, which is not defined "
+            f"under [roles] (defined: {defined})"
+        )
     return role

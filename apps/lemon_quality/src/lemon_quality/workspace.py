@@ -78,8 +78,9 @@ def load_workspace(root: Path) -> Workspace:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise WorkspaceError(f"no pyproject.toml at {root}: pass --root with a uv workspace "
-                             "root") from None
+        raise WorkspaceError(
+            f"no pyproject.toml at {root}: pass --root with a uv workspace root"
+        ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise WorkspaceError(f"root pyproject.toml cannot be read: {exc}") from exc
     uv = raw.get("tool", {}).get("uv", {})
@@ -87,13 +88,20 @@ def load_workspace(root: Path) -> Workspace:
     members = ws.get("members", ["apps/*"])
     excludes = ws.get("exclude", [])
     if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
-        raise WorkspaceError("root pyproject.toml: [tool.uv.workspace] members must be an array "
-                             "of glob strings")
+        raise WorkspaceError(
+            "root pyproject.toml: [tool.uv.workspace] members must be an array of glob strings"
+        )
     excluded: set[Path] = set()
     for pattern in excludes if isinstance(excludes, list) else []:
         excluded.update(root.glob(str(pattern)))
-    dirs = sorted({d for m in members for d in root.glob(m)
-                   if d.is_dir() and (d / "pyproject.toml").is_file() and d not in excluded})
+    dirs = sorted(
+        {
+            d
+            for m in members
+            for d in root.glob(m)
+            if d.is_dir() and (d / "pyproject.toml").is_file() and d not in excluded
+        }
+    )
     wsrc, osrc = _sources(raw)
     apps = tuple(_load_app(root, d) for d in dirs)
     return Workspace(root=root, apps=apps, workspace_sources=wsrc, other_sources=osrc)
@@ -123,9 +131,16 @@ def _load_app(root: Path, directory: Path) -> App:
         if not isinstance(project, dict) or not isinstance(project.get("name"), str):
             raise ValueError("it has no [project] name")
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
-        return App(name=fallback, project_name=directory.name, directory=rel,
-                   import_name=fallback, dependencies=(), workspace_sources=frozenset(),
-                   other_sources=frozenset(), pyproject_error=str(exc))
+        return App(
+            name=fallback,
+            project_name=directory.name,
+            directory=rel,
+            import_name=fallback,
+            dependencies=(),
+            workspace_sources=frozenset(),
+            other_sources=frozenset(),
+            pyproject_error=str(exc),
+        )
     name = str(project["name"])
     deps: list[Dependency] = []
     for req in _reqs(project.get("dependencies", [])):
@@ -139,9 +154,16 @@ def _load_app(root: Path, directory: Path) -> App:
         for group, reqs in sorted(groups.items()):
             deps.extend(_dep(r, "group", group, text) for r in _reqs(reqs))
     wsrc, osrc = _sources(raw)
-    return App(name=canonical(name), project_name=name, directory=rel,
-               import_name=canonical(name), dependencies=tuple(d for d in deps if d.name),
-               workspace_sources=wsrc, other_sources=osrc, pyproject_error=None)
+    return App(
+        name=canonical(name),
+        project_name=name,
+        directory=rel,
+        import_name=canonical(name),
+        dependencies=tuple(d for d in deps if d.name),
+        workspace_sources=wsrc,
+        other_sources=osrc,
+        pyproject_error=None,
+    )
 
 
 def _reqs(value: object) -> list[str]:
