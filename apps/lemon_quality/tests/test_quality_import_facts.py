@@ -103,7 +103,7 @@ def test_reading_sys_path_is_not_manipulation() -> None:
 
 
 def test_a_syntax_error_is_reported_with_its_line() -> None:
-    imports, hacks, error = extract(b"import alpha\n\ndef broken(:\n")
+    imports, _, error = extract(b"import alpha\n\ndef broken(:\n")
     assert imports == ()
     assert error[0]
     assert error[1] == 3
@@ -166,7 +166,13 @@ def _reference(source: bytes) -> set[tuple[int, str, tuple[str, ...], bool, str]
 
 def _stdlib_files() -> list[Path]:
     base = Path(sysconfig.get_paths()["stdlib"])
-    return sorted(p for p in base.rglob("*.py") if "test" not in p.parts)[::4]
+    files = sorted(
+        p
+        for p in base.rglob("*.py")
+        if not {"test", "tests", "site-packages", "idlelib"} & set(p.parts)
+    )
+    step = max(1, len(files) // 150)
+    return files[::step]
 
 
 def test_the_fast_walk_agrees_with_a_full_walk_on_the_standard_library() -> None:
@@ -181,7 +187,7 @@ def test_the_fast_walk_agrees_with_a_full_walk_on_the_standard_library() -> None
         assert error == ("", 0), path
         assert set(imports) == expected, path
         checked += 1
-    assert checked > 200
+    assert checked > 100
 
 
 _NAMES = st.sampled_from(["alpha", "beta.gamma", "delta", "os", "json"])
