@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark of ``lemon quality`` against import-linter and tach on a synthetic workspace.
 
-Usage: python bench/quality_bench.py [--apps 40] [--modules 250] [--repeat 3] [--no-tools]
+Usage: python bench/quality_bench.py [--apps 40] [--modules 250] [--repeat 3] [--tach-repeat 1]
+       [--validate] [--no-tools]
 
 Generates ``bench/_work/ws``: a uv workspace of N apps x M modules, layered so that app i
 depends on up to three lower apps, each module with realistic imports (stdlib, own app
@@ -260,7 +261,9 @@ def tool_cmds(versions: dict[str, str]) -> dict[str, tuple[list[str], Path | Non
 
 
 def run(cmd: list[str]) -> tuple[float, int, str]:
-    env = {**os.environ, "PYTHONPATH": src_path()}
+    env = dict(os.environ)
+    if "lint-imports" in cmd[0]:
+        env["PYTHONPATH"] = src_path()  # import-linter finds the packages through sys.path
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=WS, env=env, capture_output=True, text=True, check=False)
     return time.perf_counter() - start, proc.returncode, proc.stdout + proc.stderr
@@ -289,7 +292,15 @@ def main() -> None:
     parser.add_argument("--apps", type=int, default=40)
     parser.add_argument("--modules", type=int, default=250)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--tach-repeat", type=int, default=1, help="tach is slow here; its own repeat count"
+    )
     parser.add_argument("--no-tools", action="store_true", help="time lemon quality only")
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="first check that every tool fails a tree with one forbidden import",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     generate(args.apps, args.modules)
@@ -304,21 +315,32 @@ def main() -> None:
     for dist, ver in versions.items():
         print(f"{dist}: {ver}")
     cmds = tool_cmds(versions)
-    validate(cmds)
-    print("validated: every tool passes the clean tree and fails a forbidden import")
+    load = os.getloadavg()[0]
+    if args.validate:
+        validate(cmds)
+        print("validated: every tool passes the clean tree and fails a forbidden import")
     cold: dict[str, list[float]] = {name: [] for name in cmds}
     warm: dict[str, list[float]] = {name: [] for name in cmds}
-    for _ in range(args.repeat):
+    for i in range(max(args.repeat, args.tach_repeat)):
         for name, (cmd, cache) in cmds.items():
+            if i >= (args.tach_repeat if name.startswith("tach") else args.repeat):
+                continue
             if cache is not None and cache.exists():
                 shutil.rmtree(cache)
-            cold[name].append(run(cmd)[0])
-            warm[name].append(run(cmd)[0])
+            for label, bucket in (("cold", cold), ("warm", warm)):
+                seconds, code, out = run(cmd)
+                if code != 0:
+                    raise SystemExit(f"{name} failed on the clean workspace:\n{out[-2000:]}")
+                bucket[name].append(seconds)
+                print(f"  {name:28} {label} {seconds:6.2f} s", file=sys.stderr, flush=True)
     med_cold = {n: statistics.median(v) for n, v in cold.items()}
     med_warm = {n: statistics.median(v) for n, v in warm.items()}
     others = [n for n in cmds if "lemon" not in n]
     print()
-    print(f"median of {args.repeat} runs, seconds, {os.cpu_count()} cores")
+    print(
+        f"median of {args.repeat} runs (tach: {args.tach_repeat}), seconds, "
+        f"{os.cpu_count()} cores, load average before the runs {load:.1f}"
+    )
     print(f"{'tool':28} {'cold':>7} {'warm':>7}")
     for name in cmds:
         print(f"{name:28} {med_cold[name]:7.2f} {med_warm[name]:7.2f}")
