@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from lemon_quality import run_checks
 from lemon_quality._cache import CACHE_DIR, PARALLEL_THRESHOLD
+
+VALID = Path(__file__).resolve().parent / "fixtures" / "valid"
 
 
 def _age_tree(root: Path) -> None:
@@ -101,3 +108,43 @@ def test_many_files_are_parsed_by_a_process_pool_with_the_same_result(
     assert [(f.code, f.path) for f in report.findings] == [
         ("private_reference", "apps/top/src/top/many/bad.py")
     ]
+
+
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["apps/mid/src/mid/lazy.py", "apps/extra/src/extra/probe.py"]),
+        st.sampled_from(
+            [
+                "from top import probe\n",
+                "import msgspec\n",
+                "from base import _impl\n",
+                "x = 1\n",
+                "def f(:\n",
+            ]
+        ),
+        st.booleans(),  # backdate the file (stat index used) or leave it fresh (hash path)
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edits=_EDITS)
+def test_a_cached_run_always_equals_an_uncached_one(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[str, str, bool]]
+) -> None:
+    root = tmp_path_factory.mktemp("ws")
+    shutil.rmtree(root)
+    shutil.copytree(VALID, root)
+    _age_tree(root)
+    run_checks(root)
+    for rel, line, backdate in edits:
+        path = root / rel
+        path.write_text(path.read_text() + line)
+        if backdate:
+            old = time.time() - 10
+            os.utime(path, (old, old))
+        assert run_checks(root).findings == run_checks(root, use_cache=False).findings

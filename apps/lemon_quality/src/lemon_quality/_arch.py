@@ -430,7 +430,7 @@ class ArchitectureCheck:
                     None,
                     f"dependency cycle {path} ({label})",
                     "break the cycle: move the shared part down, or invert one edge "
-                    "through a lemon_core seam",
+                    "through a seam (a Protocol) in a lower app",
                 )
 
     def _roles(self) -> None:

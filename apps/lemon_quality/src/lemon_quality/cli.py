@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import sys
 from pathlib import Path
 
@@ -52,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list or args_list[0] not in (*_COMMANDS, "-h", "--help"):
         args_list.insert(0, "check")
-    want_json = "json" in args_list and "--format" in args_list
+    want_json = "--format=json" in args_list or any(
+        a == "--format" and b == "json" for a, b in itertools.pairwise(args_list)
+    )
     try:
         args = _parser().parse_args(args_list)
     except UsageError as exc:
