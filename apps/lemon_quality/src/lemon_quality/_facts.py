@@ -15,9 +15,10 @@ marshal quickly:
 * path hack: ``(line, description)`` for ``sys.path`` edits and ``site.addsitedir`` calls.
 * error: ``(message, line)`` when the file does not parse, else ``("", 0)``.
 
-Only statements are walked, which is what keeps this fast. Expressions are walked only inside
-the statements that span a line whose bytes mention ``import_module``/``__import__`` (dynamic
-imports) or ``sys.path``/``addsitedir`` (path hacks); a class is entered rather than walked whole.
+Only statements are walked, which is what keeps this fast. The expressions of a statement are
+walked only when it spans a line whose bytes mention ``import_module``, ``__import__``,
+``sys.path`` or ``addsitedir`` (nested statement lists are walked as statements, so a class or
+function is entered rather than walked whole).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Iterator
+from bisect import bisect_left
 
 ImportFact = tuple[int, str, tuple[str, ...], bool, str]
 HackFact = tuple[int, str]
@@ -36,9 +37,13 @@ FACTS_VERSION = 2
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 
-_DYNAMIC = re.compile(rb"\b(?:import_module|__import__)\b")
-_PATH = re.compile(rb"\bsys\s*\.\s*path\b|\baddsitedir\b")
+# Lines that can hold a fact: the ``import`` keyword (every import statement has it within its
+# span), and the names of dynamic imports and path hacks ("special": their expressions are walked).
+_INTERESTING = re.compile(
+    rb"\b(?:(import)|import_module|__import__|addsitedir)\b|\bsys\s*\.\s*path\b"
+)
 _PATH_METHODS = frozenset({"insert", "append", "extend", "remove", "clear", "pop", "__setitem__"})
+_BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
 
 def extract(source: bytes) -> Facts:
@@ -49,97 +54,29 @@ def extract(source: bytes) -> Facts:
         line = getattr(exc, "lineno", None) or 1
         msg = getattr(exc, "msg", None) or str(exc)
         return (), (), (str(msg), int(line))
+    lines: list[int] = []
+    special: set[int] = set()
+    pos = line = 0
+    for m in _INTERESTING.finditer(source):
+        line += source.count(b"\n", pos, m.start())
+        pos = m.start()
+        if not lines or lines[-1] != line + 1:
+            lines.append(line + 1)
+        if m.group(1) is None:
+            special.add(line + 1)
     imports: list[ImportFact] = []
-    _statements(tree.body, False, imports)
     hacks: list[HackFact] = []
-    dynamic = _lines(_DYNAMIC, source)
-    if dynamic:
-        _dynamic(_spanning(tree.body, dynamic), imports)
-    path = _lines(_PATH, source)
-    if path:
-        _hacks(_spanning(tree.body, path), hacks)
+    if lines:
+        _Walker(tuple(lines), frozenset(special), imports, hacks).statements(tree.body, False)
     imports.sort()
     hacks.sort()
     return tuple(imports), tuple(hacks), ("", 0)
-
-
-def _lines(pattern: re.Pattern[bytes], source: bytes) -> frozenset[int]:
-    return frozenset(source.count(b"\n", 0, m.start()) + 1 for m in pattern.finditer(source))
-
-
-def _spanning(body: list[ast.stmt], lines: frozenset[int]) -> Iterator[ast.AST]:
-    """Every node inside the statements of ``body`` that span one of ``lines``."""
-    for stmt in body:
-        end = stmt.end_lineno or stmt.lineno
-        if not any(stmt.lineno <= line <= end for line in lines):
-            continue
-        if isinstance(stmt, ast.ClassDef):
-            for expr in (*stmt.decorator_list, *stmt.bases, *stmt.keywords):
-                yield from ast.walk(expr)
-            yield from _spanning(stmt.body, lines)
-        else:
-            yield from ast.walk(stmt)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
     if isinstance(test, ast.Name):
         return test.id == "TYPE_CHECKING"
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-
-
-def _statements(body: list[ast.stmt], tc: bool, out: list[ImportFact]) -> None:
-    for node in body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.partition(".")[0] not in _STDLIB:
-                    out.append((node.lineno, alias.name, (), tc, "import"))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level or (node.module or "").partition(".")[0] in _STDLIB:
-                continue
-            names = tuple(alias.name for alias in node.names)
-            out.append((node.lineno, node.module or "", names, tc, "from"))
-        elif isinstance(node, ast.If):
-            _statements(node.body, tc or _is_type_checking(node.test), out)
-            _statements(node.orelse, tc, out)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            _statements(node.body, tc, out)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            _statements(node.body, tc, out)
-            _statements(node.orelse, tc, out)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            _statements(node.body, tc, out)
-        elif isinstance(node, (ast.Try, ast.TryStar)):
-            _statements(node.body, tc, out)
-            for handler in node.handlers:
-                _statements(handler.body, tc, out)
-            _statements(node.orelse, tc, out)
-            _statements(node.finalbody, tc, out)
-        elif isinstance(node, ast.Match):
-            for case in node.cases:
-                _statements(case.body, tc, out)
-
-
-def _dynamic(nodes: Iterator[ast.AST], out: list[ImportFact]) -> None:
-    for node in nodes:
-        if not isinstance(node, ast.Call) or not node.args:
-            continue
-        func = node.func
-        name = (
-            func.id
-            if isinstance(func, ast.Name)
-            else (func.attr if isinstance(func, ast.Attribute) else "")
-        )
-        if name not in ("import_module", "__import__"):
-            continue
-        arg = node.args[0]
-        if (
-            isinstance(arg, ast.Constant)
-            and isinstance(arg.value, str)
-            and arg.value
-            and not arg.value.startswith(".")
-            and arg.value.partition(".")[0] not in _STDLIB
-        ):
-            out.append((node.lineno, arg.value, (), False, "dynamic"))
 
 
 def _is_sys_path(node: ast.expr) -> bool:
@@ -151,17 +88,130 @@ def _is_sys_path(node: ast.expr) -> bool:
     )
 
 
-def _hacks(nodes: Iterator[ast.AST], out: list[HackFact]) -> None:
-    for node in nodes:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            func = node.func
+class _Walker:
+    """One pass over the statements that span an interesting line; expressions only where
+    ``special`` lines are. A statement spanning no interesting line cannot hold a fact (an import
+    statement always has the keyword within its span), so it is skipped whole."""
+
+    __slots__ = ("hacks", "imports", "lines", "special")
+
+    def __init__(
+        self,
+        lines: tuple[int, ...],
+        special: frozenset[int],
+        imports: list[ImportFact],
+        hacks: list[HackFact],
+    ) -> None:
+        self.lines = lines
+        self.special = special
+        self.imports = imports
+        self.hacks = hacks
+
+    def statements(self, body: list[ast.stmt], tc: bool) -> None:
+        out = self.imports
+        special = self.special
+        lines = self.lines
+        count = len(lines)
+        for node in body:
+            end = node.end_lineno or node.lineno
+            i = bisect_left(lines, node.lineno)
+            if i == count or lines[i] > end:
+                continue
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.partition(".")[0] not in _STDLIB:
+                        out.append((node.lineno, alias.name, (), tc, "import"))
+                continue
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level or module.partition(".")[0] in _STDLIB:
+                    continue
+                out.append((node.lineno, module, tuple(a.name for a in node.names), tc, "from"))
+                continue
+            if special and any(node.lineno <= line <= end for line in special):
+                self._headers(node)
+                self._assignment(node)
+            if isinstance(node, ast.If):
+                self.statements(node.body, tc or _is_type_checking(node.test))
+                self.statements(node.orelse, tc)
+            elif isinstance(node, (ast.Try, ast.TryStar)):
+                self.statements(node.body, tc)
+                for handler in node.handlers:
+                    self.statements(handler.body, tc)
+                self.statements(node.orelse, tc)
+                self.statements(node.finalbody, tc)
+            elif isinstance(node, ast.Match):
+                for case in node.cases:
+                    self.statements(case.body, tc)
+            else:
+                inner = getattr(node, "body", None)
+                if isinstance(inner, list):
+                    self.statements(inner, tc)
+                orelse = getattr(node, "orelse", None)
+                if isinstance(orelse, list):
+                    self.statements(orelse, tc)
+
+    def _headers(self, node: ast.stmt) -> None:
+        """Walk every expression of ``node`` that is not in a nested statement list."""
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if field in _BODIES:
+                if field == "handlers":
+                    for handler in value or ():
+                        if handler.type is not None:
+                            self._expressions(handler.type)
+                elif field == "cases":
+                    for case in value or ():
+                        self._expressions(case.pattern)
+                        if case.guard is not None:
+                            self._expressions(case.guard)
+                continue
+            if isinstance(value, ast.AST):
+                self._expressions(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self._expressions(item)
+
+    def _assignment(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            return
+        for target in targets:
+            base = target.value if isinstance(target, ast.Subscript) else target
+            if _is_sys_path(base):
+                self.hacks.append((node.lineno, "assignment to sys.path"))
+
+    def _expressions(self, root: ast.AST) -> None:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Call):
+                self._call(node)
+
+    def _call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
             if func.attr in _PATH_METHODS and _is_sys_path(func.value):
-                out.append((node.lineno, f"sys.path.{func.attr}(...)"))
-            elif func.attr == "addsitedir":
-                out.append((node.lineno, "site.addsitedir(...)"))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                base = target.value if isinstance(target, ast.Subscript) else target
-                if _is_sys_path(base):
-                    out.append((node.lineno, "assignment to sys.path"))
+                self.hacks.append((node.lineno, f"sys.path.{func.attr}(...)"))
+                return
+            if func.attr == "addsitedir":
+                self.hacks.append((node.lineno, "site.addsitedir(...)"))
+                return
+            name = func.attr
+        elif isinstance(func, ast.Name):
+            name = func.id
+        else:
+            return
+        if name not in ("import_module", "__import__") or not node.args:
+            return
+        arg = node.args[0]
+        if (
+            isinstance(arg, ast.Constant)
+            and isinstance(arg.value, str)
+            and arg.value
+            and not arg.value.startswith(".")
+            and arg.value.partition(".")[0] not in _STDLIB
+        ):
+            self.imports.append((node.lineno, arg.value, (), False, "dynamic"))
