@@ -109,6 +109,13 @@ def test_a_syntax_error_is_reported_with_its_line() -> None:
     assert error[1] == 3
 
 
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_line_endings_do_not_shift_lines(newline: bytes) -> None:
+    src = newline.join([b"x = 1", b"", b"def f():", b"    import alpha", b""])
+    imports, _, _ = extract(src)
+    assert [(line, m) for line, m, _, _, _ in imports] == [(4, "alpha")]
+
+
 def test_an_encoding_cookie_is_honoured() -> None:
     src = "# -*- coding: latin-1 -*-\nimport alpha\nx = 'é'\n".encode("latin-1")
     imports, _, error = extract(src)

@@ -1,8 +1,7 @@
 """Import facts of one Python source file, read from its AST.
 
 The facts are path-independent, so one cache entry per content hash serves every file with
-that content. Records are plain tuples so that they
-marshal quickly:
+that content. Records are plain tuples so that they marshal quickly:
 
 * import: ``(line, module, names, type_checking, kind)``; ``kind`` is ``import``
   (``import a.b``: module ``a.b``, no names), ``from`` (``from m import x, y``: names ``x, y``)
@@ -15,10 +14,12 @@ marshal quickly:
 * path hack: ``(line, description)`` for ``sys.path`` edits and ``site.addsitedir`` calls.
 * error: ``(message, line)`` when the file does not parse, else ``("", 0)``.
 
-Only statements are walked, which is what keeps this fast. The expressions of a statement are
-walked only when it spans a line whose bytes mention ``import_module``, ``__import__``,
-``sys.path`` or ``addsitedir`` (nested statement lists are walked as statements, so a class or
-function is entered rather than walked whole).
+Only statements are walked, which is what keeps this fast, and only statements whose line span
+contains an interesting line: one with the ``import`` keyword (an import statement always has it
+within its span) or a mention of ``import_module``, ``__import__``, ``sys.path`` or
+``addsitedir``. The expressions of a statement are walked only when it spans a line of the second
+kind (nested statement lists are walked as statements, so a class or function is entered rather
+than walked whole). A test checks this against a full AST walk.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def extract(source: bytes) -> Facts:
         line = getattr(exc, "lineno", None) or 1
         msg = getattr(exc, "msg", None) or str(exc)
         return (), (), (str(msg), int(line))
+    if b"\r" in source:  # the parser also ends lines at a lone CR; count lines the same way
+        source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     lines: list[int] = []
     special: set[int] = set()
     pos = line = 0
