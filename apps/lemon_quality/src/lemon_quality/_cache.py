@@ -43,14 +43,24 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _parse_paths(paths: list[str]) -> list[tuple[str, int, int, Facts]]:
-    gc.disable()  # a worker only allocates records that live until it returns them
-    out = []
-    for path in paths:
+def _read(path: str) -> bytes | str:
+    """The file's bytes, or why it cannot be read (it may vanish between walk and read)."""
+    try:
         with open(path, "rb") as fh:
-            data = fh.read()
-        out.append((_digest(data), len(data), 0, extract(data)))
-    return out
+            return fh.read()
+    except OSError as exc:
+        return f"cannot read the file: {exc.strerror or exc}"
+
+
+def _facts_of(data: bytes | str) -> tuple[str, Facts]:
+    if isinstance(data, str):  # unreadable: not cached under any content hash
+        return "", ((), (), (data, 1))
+    return _digest(data), extract(data)
+
+
+def _parse_paths(paths: list[str]) -> list[tuple[str, Facts]]:
+    gc.disable()  # a worker only allocates records that live until it returns them
+    return [_facts_of(_read(path)) for path in paths]
 
 
 class FactsCache:
@@ -96,33 +106,33 @@ class FactsCache:
             todo.append((rel, size, mtime))
         if todo:
             self._dirty = True
-            for (rel, size, mtime), (digest, _, _, facts) in zip(
+            for (rel, size, mtime), (digest, facts) in zip(
                 todo, self._parse([os.path.join(self._root, r) for r, _, _ in todo]), strict=True
             ):
                 result[rel] = facts
-                self._keep(rel, (size, mtime, digest), facts)
+                if digest:
+                    self._keep(rel, (size, mtime, digest), facts)
         return result
 
     def _keep(self, rel: str, entry: tuple[int, int, str], facts: Facts) -> None:
         self._new_stat[rel] = entry
         self._used[entry[2]] = facts
 
-    def _parse(self, paths: list[str]) -> list[tuple[str, int, int, Facts]]:
-        # Known content (same bytes, new mtime) is recognised by hash before parsing.
-        out: list[tuple[str, int, int, Facts] | None] = [None] * len(paths)
+    def _parse(self, paths: list[str]) -> list[tuple[str, Facts]]:
         if len(paths) < PARALLEL_THRESHOLD:
-            for i, path in enumerate(paths):
-                with open(path, "rb") as fh:
-                    data = fh.read()
-                digest = _digest(data)
-                known = self._facts.get(digest)
+            out = []
+            for path in paths:
+                data = _read(path)
+                digest = _digest(data) if isinstance(data, bytes) else ""
+                known = self._facts.get(digest) if digest else None
                 if known is not None:
+                    # Same bytes under a new mtime (a touched file): reuse, do not parse.
                     self._stats["hash_hits"] += 1
-                    out[i] = (digest, 0, 0, known)
+                    out.append((digest, known))
                 else:
                     self._stats["parsed"] += 1
-                    out[i] = (digest, 0, 0, extract(data))
-            return [o for o in out if o is not None]
+                    out.append(_facts_of(data))
+            return out
         from concurrent.futures import ProcessPoolExecutor  # only cold runs pay for it
 
         workers = os.cpu_count() or 1
@@ -130,7 +140,7 @@ class FactsCache:
         self._stats["parsed"] += len(paths)
         size = max(1, len(paths) // (workers * 4))
         chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
-        results: list[tuple[str, int, int, Facts]] = []
+        results: list[tuple[str, Facts]] = []
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for part in pool.map(_parse_paths, chunks):
                 results.extend(part)
