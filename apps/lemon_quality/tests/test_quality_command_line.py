@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,3 +100,22 @@ def test_bad_usage_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--format", "yaml"]) == 2
     assert "invalid choice" in capsys.readouterr().err
     assert main(["--bogus"]) == 2
+
+
+def _lemon(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("lemon")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=False)
+
+
+def test_the_lemon_command_delegates_quality_and_architecture_docs(
+    workspace: Callable[[str | None], Path],
+) -> None:
+    valid = workspace(None)
+    broken = workspace("forbidden_reference")
+    ok = _lemon("quality", "--root", str(valid), "--no-cache")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    failed = _lemon("quality", "--root", str(broken), "--format", "json", "--no-cache")
+    assert failed.returncode == 1
+    assert json.loads(failed.stdout)["findings"][0]["code"] == "forbidden_reference"
+    docs = _lemon("architecture", "docs", "--check", "--root", str(valid))
+    assert docs.returncode == 0, docs.stdout + docs.stderr
