@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -260,13 +261,28 @@ def tool_cmds(versions: dict[str, str]) -> dict[str, tuple[list[str], Path | Non
     return cmds
 
 
+CPU_TIMES: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(cmd: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, exit code and output; the CPU seconds (user + system, the process and
+    its children) are recorded in ``CPU_TIMES`` under the command line."""
     env = dict(os.environ)
+    # Let every tool keep its bytecode, as on a developer machine (some sandboxes set this).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if "lint-imports" in cmd[0]:
         env["PYTHONPATH"] = src_path()  # import-linter finds the packages through sys.path
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=WS, env=env, capture_output=True, text=True, check=False)
-    return time.perf_counter() - start, proc.returncode, proc.stdout + proc.stderr
+    wall = time.perf_counter() - start
+    CPU_TIMES.setdefault(" ".join(cmd), []).append(_children_cpu() - cpu)
+    return wall, proc.returncode, proc.stdout + proc.stderr
 
 
 def validate(cmds: dict[str, tuple[list[str], Path | None]]) -> None:
@@ -319,8 +335,12 @@ def main() -> None:
     if args.validate:
         validate(cmds)
         print("validated: every tool passes the clean tree and fails a forbidden import")
+    for cmd, _ in cmds.values():  # untimed: let each tool's own modules be byte-compiled
+        run([*cmd[:1], "--help"] if "lemon_quality" not in cmd else [*cmd[:3], "rules"])
     cold: dict[str, list[float]] = {name: [] for name in cmds}
     warm: dict[str, list[float]] = {name: [] for name in cmds}
+    cold_cpu: dict[str, list[float]] = {name: [] for name in cmds}
+    warm_cpu: dict[str, list[float]] = {name: [] for name in cmds}
     for i in range(max(args.repeat, args.tach_repeat)):
         for name, (cmd, cache) in cmds.items():
             if i >= (args.tach_repeat if name.startswith("tach") else args.repeat):
@@ -332,18 +352,26 @@ def main() -> None:
                 if code != 0:
                     raise SystemExit(f"{name} failed on the clean workspace:\n{out[-2000:]}")
                 bucket[name].append(seconds)
+                (cold_cpu if label == "cold" else warm_cpu)[name].append(
+                    CPU_TIMES[" ".join(cmd)][-1]
+                )
                 print(f"  {name:28} {label} {seconds:6.2f} s", file=sys.stderr, flush=True)
     med_cold = {n: statistics.median(v) for n, v in cold.items()}
     med_warm = {n: statistics.median(v) for n, v in warm.items()}
+    cpu_cold = {n: statistics.median(v) for n, v in cold_cpu.items()}
+    cpu_warm = {n: statistics.median(v) for n, v in warm_cpu.items()}
     others = [n for n in cmds if "lemon" not in n]
     print()
     print(
         f"median of {args.repeat} runs (tach: {args.tach_repeat}), seconds, "
         f"{os.cpu_count()} cores, load average before the runs {load:.1f}"
     )
-    print(f"{'tool':28} {'cold':>7} {'warm':>7}")
+    print(f"{'tool':28} {'cold':>7} {'warm':>7} {'cold cpu':>9} {'warm cpu':>9}")
     for name in cmds:
-        print(f"{name:28} {med_cold[name]:7.2f} {med_warm[name]:7.2f}")
+        print(
+            f"{name:28} {med_cold[name]:7.2f} {med_warm[name]:7.2f} "
+            f"{cpu_cold[name]:9.2f} {cpu_warm[name]:9.2f}"
+        )
     if others:
         best = min(others, key=lambda n: med_cold[n])
         print()
