@@ -233,3 +233,25 @@ def test_generated_modules_agree_with_the_full_walk(
     source = ("\n".join(lines) + "\n").encode()
     imports, _, _ = extract(source)
     assert set(imports) == _reference(source)
+
+
+def test_dynamic_imports_in_headers_handlers_and_decorators_are_seen() -> None:
+    src = b"""import importlib
+
+@importlib.import_module("deco.rator").wrap
+def f(x=importlib.import_module("default.arg")):
+    try:
+        pass
+    except importlib.import_module("handler.mod").Error:
+        pass
+    for y in importlib.import_module("loop.iter").items():
+        pass
+"""
+    imports, _, _ = extract(src)
+    assert {m for _, m, _, _, _ in imports} == {
+        "deco.rator",
+        "default.arg",
+        "handler.mod",
+        "loop.iter",
+    }
+    assert set(imports) == _reference(src)

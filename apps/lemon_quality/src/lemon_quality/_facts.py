@@ -38,11 +38,8 @@ FACTS_VERSION = 2
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 
-# Lines that can hold a fact: the ``import`` keyword (every import statement has it within its
-# span), and the names of dynamic imports and path hacks ("special": their expressions are walked).
-_INTERESTING = re.compile(
-    rb"\b(?:(import)|import_module|__import__|addsitedir)\b|\bsys\s*\.\s*path\b"
-)
+# Path hacks are rare: this pattern only runs on files that mention ``sys`` or ``addsitedir``.
+_PATH_HACK = re.compile(rb"\baddsitedir\b|\bsys\s*\.\s*path\b")
 _PATH_METHODS = frozenset({"insert", "append", "extend", "remove", "clear", "pop", "__setitem__"})
 _BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
@@ -57,16 +54,7 @@ def extract(source: bytes) -> Facts:
         return (), (), (str(msg), int(line))
     if b"\r" in source:  # the parser also ends lines at a lone CR; count lines the same way
         source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    lines: list[int] = []
-    special: set[int] = set()
-    pos = line = 0
-    for m in _INTERESTING.finditer(source):
-        line += source.count(b"\n", pos, m.start())
-        pos = m.start()
-        if not lines or lines[-1] != line + 1:
-            lines.append(line + 1)
-        if m.group(1) is None:
-            special.add(line + 1)
+    lines, special = _interesting_lines(source)
     imports: list[ImportFact] = []
     hacks: list[HackFact] = []
     if lines:
@@ -74,6 +62,39 @@ def extract(source: bytes) -> Facts:
     imports.sort()
     hacks.sort()
     return tuple(imports), tuple(hacks), ("", 0)
+
+
+def _interesting_lines(source: bytes) -> tuple[list[int], set[int]]:
+    """Lines that can hold a fact (sorted), and the "special" ones among them.
+
+    Interesting: every line containing ``import`` (a superset: every import statement has the
+    keyword within its span, and ``import_module`` / ``__import__`` contain it too). Special:
+    lines with ``import_module``, ``__import__``, ``sys.path`` or ``addsitedir``, whose
+    expressions must be walked.
+    """
+    lines: list[int] = []
+    special: set[int] = set()
+    find = source.find
+    count = source.count
+    line, last = 1, 0
+    pos = find(b"import")
+    while pos >= 0:
+        line += count(b"\n", last, pos)
+        last = pos
+        if not lines or lines[-1] != line:
+            lines.append(line)
+        if source.startswith(b"import_module", pos) or (
+            pos >= 2 and source.startswith(b"__", pos - 2)
+        ):
+            special.add(line)
+        pos = find(b"import", pos + 6)
+    if b"addsitedir" in source or b"sys" in source:
+        for m in _PATH_HACK.finditer(source):
+            hack = count(b"\n", 0, m.start()) + 1
+            special.add(hack)
+            lines.append(hack)
+        lines.sort()
+    return lines, special
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -132,8 +153,18 @@ class _Walker:
                 out.append((node.lineno, module, tuple(a.name for a in node.names), tc, "from"))
                 continue
             if special and any(node.lineno <= line <= end for line in special):
-                self._headers(node)
-                self._assignment(node)
+                # Only the statement's own lines (decorators and header for a compound
+                # statement, all of it for a simple one); nested bodies are walked below.
+                first = node.lineno
+                for decorator in getattr(node, "decorator_list", ()):
+                    first = min(first, decorator.lineno)
+                inner = getattr(node, "body", None)
+                last = end  # try/match: handler types and case patterns follow the body
+                if inner and not isinstance(node, (ast.Try, ast.TryStar, ast.Match)):
+                    last = max(node.lineno, inner[0].lineno - 1)
+                if any(first <= line <= last for line in special):
+                    self._headers(node)
+                    self._assignment(node)
             if isinstance(node, ast.If):
                 self.statements(node.body, tc or _is_type_checking(node.test))
                 self.statements(node.orelse, tc)
