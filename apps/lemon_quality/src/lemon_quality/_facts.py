@@ -15,11 +15,13 @@ that content. Records are plain tuples so that they marshal quickly:
 * error: ``(message, line)`` when the file does not parse, else ``("", 0)``.
 
 Only statements are walked, which is what keeps this fast, and only statements whose line span
-contains an interesting line: one with the ``import`` keyword (an import statement always has it
-within its span) or a mention of ``import_module``, ``__import__``, ``sys.path`` or
-``addsitedir``. The expressions of a statement are walked only when it spans a line of the second
-kind (nested statement lists are walked as statements, so a class or function is entered rather
-than walked whole). A test checks this against a full AST walk.
+contains an interesting line: one containing ``import`` (every import statement has the keyword
+within its span) or mentioning ``sys.path`` or ``addsitedir``. The expressions of a statement
+(its decorators and header for a compound statement, all of it for a simple one) are walked only
+when those lines include a "special" one: ``import_module``, ``__import__``, ``sys.path``,
+``addsitedir``. Nested statement lists are walked as statements, so a class or function is
+entered rather than walked whole. Tests check this against a full AST walk (a sample of the
+standard library, and generated modules).
 """
 
 from __future__ import annotations
