@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from lemon_quality._facts import Facts
 from lemon_quality._graph import cycles
 from lemon_quality.findings import Finding
-from lemon_quality.policy import POLICY_FILE, Policy, canonical
+from lemon_quality.policy import POLICY_FILE, ForbiddenReference, Policy, canonical
 from lemon_quality.workspace import App, Workspace
 
 
@@ -258,17 +258,31 @@ class ArchitectureCheck:
                     for f in exc.files:
                         exceptions[(exc.target, f"{app.directory}/{f.lstrip('/')}")] = False
             owner_of = self.owner
+            rules: dict[str, list[ForbiddenReference]] = defaultdict(list)
+            for rule in self.policy.forbidden_references:
+                top = rule.module.partition(".")[0]
+                if name not in rule.allowed_apps and owner_of.get(top) != name:
+                    rules[top].append(rule)
             for src in self.sources.get(name, []):
                 for line, module, names, _, kind in src.facts[0]:
-                    owner = owner_of.get(module.partition(".")[0])
+                    top = module.partition(".")[0]
+                    owner = owner_of.get(top)
                     if owner is None or owner == name:
                         continue
-                    statement = _statement(module, names, kind)
-                    self._reference_rules(
-                        name, src, line, statement, _candidates(module, names), owner
-                    )
+                    # Fast path: most references touch no private name and no reserved module.
+                    if "._" in module or any(n[:1] == "_" for n in names) or top in rules:
+                        self._reference_rules(
+                            name,
+                            src,
+                            line,
+                            _statement(module, names, kind),
+                            _candidates(module, names),
+                            owner,
+                            rules.get(top, []),
+                        )
                     if owner in runtime:
                         continue
+                    statement = _statement(module, names, kind)
                     key = (owner, src.path)
                     if key in exceptions:
                         exceptions[key] = True
@@ -317,6 +331,7 @@ class ArchitectureCheck:
         statement: str,
         candidates: tuple[str, ...],
         owner: str,
+        rules: list[ForbiddenReference],
     ) -> None:
         for cand in candidates:
             seg = _private_segment(cand)
@@ -331,11 +346,7 @@ class ArchitectureCheck:
                     f"ask {owner} to make it public",
                 )
                 break
-        for rule in self.policy.forbidden_references:
-            if name in rule.allowed_apps:
-                continue
-            if self.owner.get(rule.module.split(".", 1)[0]) == name:
-                continue
+        for rule in rules:
             if any(c == rule.module or c.startswith(rule.module + ".") for c in candidates):
                 allowed = _join(rule.allowed_apps)
                 self.add(
