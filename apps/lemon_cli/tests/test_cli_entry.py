@@ -37,3 +37,38 @@ def test_console_script_runs_as_a_subprocess() -> None:
     proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "architecture" in proc.stdout
+
+
+def test_config_validate_lists_each_problem_and_fails(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[gateway]\nfoo = 1\n[defaults]\nmodel = "x"\n')
+    result = CliRunner().invoke(
+        app, ["config", "validate"], env={"LEMON_HOME": str(tmp_path), "LEMON_MODEL": ""}
+    )
+    assert result.exit_code == 1
+    assert "gateway.foo: unknown key" in result.output
+
+
+def test_config_show_prints_the_effective_config(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[gateway]\nmax_concurrent_runs = 5\n")
+    result = CliRunner().invoke(
+        app, ["config", "show"], env={"LEMON_HOME": str(tmp_path), "LEMON_MODEL": "offline:x"}
+    )
+    assert result.exit_code == 0, result.output
+    assert '"max_concurrent_runs": 5' in result.output
+    assert '"model": "offline:x"' in result.output
+
+
+def test_status_shows_an_invalid_config_without_crashing(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[gateway\n")
+    result = CliRunner().invoke(app, [], env={"LEMON_HOME": str(tmp_path)})
+    assert result.exit_code == 0
+    assert "invalid" in result.output
+    assert "not valid TOML" in result.output
+
+
+def test_events_docs_check_reports_the_committed_catalog_current() -> None:
+    root = Path(__file__).resolve().parents[3]
+    result = CliRunner().invoke(
+        app, ["events", "docs", "--check", "--path", str(root / "docs" / "bus_events.md")]
+    )
+    assert result.exit_code == 0, result.output

@@ -1,5 +1,119 @@
-"""LLM providers, streaming, retries, usage and cost."""
+"""LLM providers, streaming, retries, usage and cost.
+
+One streaming event vocabulary (:mod:`lemon_ai.events`) over three providers: OpenAI-compatible
+chat completions, Anthropic messages and the offline default. See the README for usage.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from lemon_ai.errors import (
+    AuthError,
+    BadRequestError,
+    ContextOverflowError,
+    ErrorKind,
+    LemonAiError,
+    LemonAiUsageError,
+    ProtocolError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    UnknownModelError,
+)
+from lemon_ai.events import (
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    StreamEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from lemon_ai.factory import api_key_variable, create_provider, provider_for
+from lemon_ai.messages import (
+    AssistantContent,
+    AssistantMessage,
+    Context,
+    Message,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+from lemon_ai.models import (
+    Api,
+    Model,
+    ModelCatalogue,
+    ProviderTemplate,
+    default_catalogue,
+    offline_model,
+)
+from lemon_ai.provider import Provider, StreamOptions, complete
+from lemon_ai.providers import AnthropicMessagesProvider, OfflineProvider, OpenAICompletionsProvider
+from lemon_ai.retry import RetryPolicy, parse_retry_after
+from lemon_ai.sse import ServerSentEvent, SSEDecoder, SSEError
+from lemon_ai.usage import Cost, Usage
+
+__all__ = [
+    "AnthropicMessagesProvider",
+    "Api",
+    "AssistantContent",
+    "AssistantMessage",
+    "AuthError",
+    "BadRequestError",
+    "Context",
+    "ContextOverflowError",
+    "Cost",
+    "DoneEvent",
+    "ErrorEvent",
+    "ErrorKind",
+    "LemonAiError",
+    "LemonAiUsageError",
+    "Message",
+    "Model",
+    "ModelCatalogue",
+    "OfflineProvider",
+    "OpenAICompletionsProvider",
+    "ProtocolError",
+    "Provider",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTemplate",
+    "RateLimitError",
+    "RetryPolicy",
+    "SSEDecoder",
+    "SSEError",
+    "ServerError",
+    "ServerSentEvent",
+    "StartEvent",
+    "StopReason",
+    "StreamEvent",
+    "StreamOptions",
+    "TextContent",
+    "TextDeltaEvent",
+    "ThinkingContent",
+    "ThinkingDeltaEvent",
+    "ThinkingLevel",
+    "ToolCall",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "ToolResultMessage",
+    "ToolSpec",
+    "UnknownModelError",
+    "Usage",
+    "UserMessage",
+    "api_key_variable",
+    "complete",
+    "create_provider",
+    "default_catalogue",
+    "offline_model",
+    "parse_retry_after",
+    "provider_for",
+]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import typer
 from rich.console import Console
 
 import lemon_quality
+from lemon_cli.config_cmd import config_app, print_status
+from lemon_core.events import catalog
 
 app = typer.Typer(
     name="lemon",
@@ -18,24 +17,11 @@ app = typer.Typer(
 )
 architecture_app = typer.Typer(help="Architecture policy tools.", no_args_is_help=True)
 app.add_typer(architecture_app, name="architecture")
+app.add_typer(config_app, name="config")
+events_app = typer.Typer(help="Typed bus events.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-def lemon_home() -> Path:
-    """Where Lemon keeps its state: ``$LEMON_HOME`` or ``~/.lemon``."""
-    env = os.environ.get("LEMON_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".lemon"
-
-
-def _status(console: Console) -> None:
-    home = lemon_home()
-    config = home / "config.toml"
-    console.print(f"[bold]home[/bold]    {home}" + ("" if home.is_dir() else "  (not created yet)"))
-    if config.is_file():
-        console.print(f"[bold]config[/bold]  {config}")
-    else:
-        console.print(f"[bold]config[/bold]  none found at {config} (the offline provider is used)")
 
 
 @app.callback(invoke_without_command=True)
@@ -44,7 +30,7 @@ def _root(ctx: typer.Context) -> None:
         console = Console()
         console.print(ctx.get_help())
         console.print()
-        _status(console)
+        print_status(console)
 
 
 @app.command(context_settings=_PASSTHROUGH)
@@ -59,10 +45,16 @@ def docs(ctx: typer.Context) -> None:
     raise typer.Exit(lemon_quality.main(["docs", *ctx.args]))
 
 
+@events_app.command("docs", context_settings=_PASSTHROUGH)
+def events_docs(ctx: typer.Context) -> None:
+    """Regenerate the registered-types tables in docs/bus_events.md (--check: fail on drift)."""
+    raise typer.Exit(catalog.main(list(ctx.args)))
+
+
 @app.command()
 def status() -> None:
     """Show where Lemon keeps its state and whether a config was found."""
-    _status(Console())
+    print_status(Console())
 
 
 def main() -> None:

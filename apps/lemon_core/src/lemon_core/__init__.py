@@ -1,5 +1,102 @@
-"""Lemon's shared language and seams: events, bus, store, execution contracts, runtime."""
+"""Lemon's shared language and seams: events, bus, store, execution contracts, approvals."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from lemon_core.approvals import (
+    ApprovalCapacityError,
+    ApprovalOutcome,
+    ExecApprovals,
+    UnknownApprovalError,
+)
+from lemon_core.bus import (
+    Bus,
+    BusStatistics,
+    ConsumerClass,
+    Delivery,
+    DeliveryStatistics,
+    Overflow,
+    PayloadValidation,
+    Subscription,
+    Tagged,
+    TerminalNotice,
+    run_topic,
+    session_topic,
+)
+from lemon_core.errors import (
+    BusClosedError,
+    BusError,
+    DeliveryClosedError,
+    EventPayloadError,
+    LemonCoreError,
+    UnencodableItemError,
+)
+from lemon_core.events import Event, Payload
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    CapabilityRegistry,
+    ConversationKey,
+    EngineRuntime,
+    ExecutionCommand,
+    ExecutionContext,
+    ExecutionJob,
+    ExecutionResult,
+    ExecutionSink,
+    Executor,
+    ResumeToken,
+    RunRequest,
+    RuntimeContext,
+    ToolPolicy,
+)
+from lemon_core.store import (
+    ChatStateStore,
+    MemoryStore,
+    RunStore,
+    SQLiteStore,
+    Store,
+)
+
+__all__ = [
+    "ENGINE_RUNTIME",
+    "ApprovalCapacityError",
+    "ApprovalOutcome",
+    "Bus",
+    "BusClosedError",
+    "BusError",
+    "BusStatistics",
+    "CapabilityRegistry",
+    "ChatStateStore",
+    "ConsumerClass",
+    "ConversationKey",
+    "Delivery",
+    "DeliveryClosedError",
+    "DeliveryStatistics",
+    "EngineRuntime",
+    "Event",
+    "EventPayloadError",
+    "ExecApprovals",
+    "ExecutionCommand",
+    "ExecutionContext",
+    "ExecutionJob",
+    "ExecutionResult",
+    "ExecutionSink",
+    "Executor",
+    "LemonCoreError",
+    "MemoryStore",
+    "Overflow",
+    "Payload",
+    "PayloadValidation",
+    "ResumeToken",
+    "RunRequest",
+    "RunStore",
+    "RuntimeContext",
+    "SQLiteStore",
+    "Store",
+    "Subscription",
+    "Tagged",
+    "TerminalNotice",
+    "ToolPolicy",
+    "UnencodableItemError",
+    "UnknownApprovalError",
+    "run_topic",
+    "session_topic",
+]

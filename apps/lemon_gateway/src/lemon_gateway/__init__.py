@@ -1,5 +1,53 @@
-"""Execution slots, engine lock, thread workers and the run lifecycle."""
+"""Execution slots, engine lock, thread workers and the run lifecycle.
+
+The only submission boundary is :meth:`Gateway.submit_execution` with a
+``lemon_core.execution.ExecutionCommand``; see the README.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from lemon_gateway._config import GatewayConfig
+from lemon_gateway._executor import ExecutorStatus, check_executor, load_executor, validate_executor
+from lemon_gateway._gateway import Gateway, GatewayState, IngressFactory
+from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
+from lemon_gateway._request import RunHandle
+from lemon_gateway._run import RunState
+from lemon_gateway._scheduler import Scheduler, SlotGrant
+from lemon_gateway._worker import ThreadWorker
+from lemon_gateway.errors import (
+    DuplicateRunError,
+    ExecutorNotReadyError,
+    GatewayConfigError,
+    GatewayError,
+    GatewayNotRunningError,
+    GatewayOverloadedError,
+    InvalidSubmissionError,
+    MissingConversationKeyError,
+)
+
+__all__ = [
+    "DuplicateRunError",
+    "EngineLock",
+    "ExecutorNotReadyError",
+    "ExecutorStatus",
+    "Gateway",
+    "GatewayConfig",
+    "GatewayConfigError",
+    "GatewayError",
+    "GatewayNotRunningError",
+    "GatewayOverloadedError",
+    "GatewayState",
+    "IngressFactory",
+    "InvalidSubmissionError",
+    "LockLease",
+    "LockTimeoutError",
+    "MissingConversationKeyError",
+    "RunHandle",
+    "RunState",
+    "Scheduler",
+    "SlotGrant",
+    "ThreadWorker",
+    "check_executor",
+    "load_executor",
+    "validate_executor",
+]

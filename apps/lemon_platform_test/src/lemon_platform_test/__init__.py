@@ -2,4 +2,22 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from lemon_platform_test import events_fixtures
+from lemon_platform_test.bus_kit import BusContract
+from lemon_platform_test.events_kit import EventsContract, example_payload
+from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
+from lemon_platform_test.gateway_kit import RunEvents
+from lemon_platform_test.store_kit import ManualClock, StoreContract
+
+__all__ = [
+    "BusContract",
+    "EventsContract",
+    "Gate",
+    "ManualClock",
+    "RunEvents",
+    "Script",
+    "ScriptedExecutor",
+    "StoreContract",
+    "events_fixtures",
+    "example_payload",
+]

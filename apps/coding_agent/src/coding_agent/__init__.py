@@ -1,0 +1,91 @@
+"""The native coding executor of the gateway (``lemon.executor`` entry point).
+
+``CodingExecutor`` runs a coding session per run: JSONL transcripts under ``$LEMON_HOME``
+(resumed with the native token), the system prompt from the workspace, the coding tools
+(``read``, ``write``, ``edit``, ``ls``, ``find``, ``grep``, ``bash``, ``todo``) gated by the tool
+policy and approvals, and agent events mapped to the gateway's run events.
+"""
+
+from __future__ import annotations
+
+from coding_agent.errors import (
+    CodingAgentError,
+    CodingAgentUsageError,
+    CorruptTranscriptError,
+    SessionNotFoundError,
+    TranscriptError,
+)
+from coding_agent.executor import (
+    CodingExecution,
+    CodingExecutor,
+    ExecutorSettings,
+    ExecutorStatistics,
+    resolve_model,
+)
+from coding_agent.policy import (
+    DEFAULT_TOOL_POLICY,
+    ApprovalHooks,
+    GateContext,
+    approval_action,
+    check_gate,
+    gate_tools,
+    shell_action,
+)
+from coding_agent.prompt import PromptLimits, build_system_prompt, project_instruction_files
+from coding_agent.session import TRANSCRIPT_VERSION, SessionStore, Transcript, valid_session_id
+from coding_agent.tools import (
+    TodoItem,
+    TodoList,
+    bash_tool,
+    coding_tool_registry,
+    coding_tools,
+    edit_tool,
+    find_tool,
+    grep_tool,
+    ls_tool,
+    read_tool,
+    todo_tool,
+    write_tool,
+)
+from coding_agent.workspace import CodingLimits, Workspace
+
+__all__ = [
+    "DEFAULT_TOOL_POLICY",
+    "TRANSCRIPT_VERSION",
+    "ApprovalHooks",
+    "CodingAgentError",
+    "CodingAgentUsageError",
+    "CodingExecution",
+    "CodingExecutor",
+    "CodingLimits",
+    "CorruptTranscriptError",
+    "ExecutorSettings",
+    "ExecutorStatistics",
+    "GateContext",
+    "PromptLimits",
+    "SessionNotFoundError",
+    "SessionStore",
+    "TodoItem",
+    "TodoList",
+    "Transcript",
+    "TranscriptError",
+    "Workspace",
+    "approval_action",
+    "bash_tool",
+    "build_system_prompt",
+    "check_gate",
+    "coding_tool_registry",
+    "coding_tools",
+    "edit_tool",
+    "find_tool",
+    "gate_tools",
+    "grep_tool",
+    "ls_tool",
+    "project_instruction_files",
+    "read_tool",
+    "resolve_model",
+    "shell_action",
+    "todo_tool",
+    "valid_session_id",
+    "write_tool",
+]

@@ -1,0 +1,31 @@
+"""The error hierarchy of coding_agent."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodingAgentError",
+    "CodingAgentUsageError",
+    "CorruptTranscriptError",
+    "SessionNotFoundError",
+    "TranscriptError",
+]
+
+
+class CodingAgentError(Exception):
+    """Base class of every error raised by coding_agent."""
+
+
+class CodingAgentUsageError(CodingAgentError):
+    """coding_agent was configured wrongly (for example a workspace that is not a directory)."""
+
+
+class TranscriptError(CodingAgentError):
+    """A session transcript cannot be used."""
+
+
+class SessionNotFoundError(TranscriptError):
+    """The session to resume has no transcript (or its id is not a valid session id)."""
+
+
+class CorruptTranscriptError(TranscriptError):
+    """The session's transcript exists but cannot be loaded (the message names the line)."""

@@ -1,0 +1,596 @@
+"""The native executor: runs a coding session for the gateway (``lemon.executor`` entry point).
+
+:meth:`CodingExecutor.prepare` only builds the execution (nothing to release if it fails);
+:meth:`CodingExecution.execute`:
+
+1. opens the session: a new transcript, or the one named by the native resume token. A
+   missing or corrupt transcript fails the run with a clear error on an *explicit* resume; on an
+   *automatic* resume (``job.meta["resume_mode"] == "auto"``, set by whoever looked the token up
+   in chat state) it starts a fresh session and reports a ``note`` action saying why;
+2. reports the native resume token (engine ``"lemon"``, value = the session id) through
+   ``sink.started``;
+3. runs the lemon_agent loop with the coding tools gated by the run's tool policy (approvals via
+   :class:`~lemon_core.ExecApprovals`) and the system prompt built from the workspace;
+4. maps agent events to run events: text deltas to ``sink.delta``; tool executions to
+   ``engine_action`` (kind ``command`` for bash, ``file_change`` for write/edit, ``tool``
+   otherwise; phases started / updated / completed); approvals to ``approval`` actions;
+5. appends every new message to the transcript at the end of each turn (durable before the
+   next turn starts and before the completion is returned), and returns an ``ExecutionResult``
+   with the answer, the resume token and usage.
+
+Cancellation (the gateway cancels the task awaiting ``execute``) aborts the agent run (the bash
+process group is killed), keeps what was said in the transcript, expires the run's pending
+approvals and re-raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
+from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
+from coding_agent.prompt import PromptLimits, build_system_prompt
+from coding_agent.session import SessionStore, Transcript
+from coding_agent.tools import TodoList, coding_tools
+from coding_agent.workspace import CodingLimits, Workspace
+from lemon_agent import (
+    Agent,
+    AgentConfig,
+    AgentEndEvent,
+    AgentErrorEvent,
+    AgentEvent,
+    MessageUpdateEvent,
+    Tool,
+    ToolContext,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    ToolRegistry,
+    ToolResult,
+    TurnEndEvent,
+)
+from lemon_ai import (
+    LemonAiError,
+    Message,
+    Model,
+    Provider,
+    RetryPolicy,
+    TextDeltaEvent,
+    UnknownModelError,
+    default_catalogue,
+    offline_model,
+    provider_for,
+)
+from lemon_core import ExecApprovals
+from lemon_core.config import Config, ConfigError, lemon_home, load_config
+from lemon_core.events import ApprovalDecision, ApprovalPending
+from lemon_core.execution import (
+    ActionKind,
+    ExecutionJob,
+    ExecutionResult,
+    ExecutionSink,
+    ResumeToken,
+    ToolPolicy,
+)
+
+__all__ = [
+    "CodingExecution",
+    "CodingExecutor",
+    "ExecutorSettings",
+    "ExecutorStatistics",
+    "resolve_model",
+]
+
+_ACTION_KIND: Final[Mapping[str, ActionKind]] = {
+    "bash": "command",
+    "write": "file_change",
+    "edit": "file_change",
+}
+_MAX_ACTION_TEXT: Final = 2000
+_DEFAULT_BASE_URL: Final[Mapping[str, str]] = {
+    "openai_completions": "https://api.openai.com/v1",
+    "anthropic_messages": "https://api.anthropic.com",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _RunTools:
+    """The tools of one run (its workspace and todo list) and its gate."""
+
+    tools: Mapping[str, Tool]
+    gate: GateContext
+
+
+#: The current run's tools, set in the run's task before the agent starts (the agent's tasks
+#: inherit it); the registry the agent sees is built once per executor and dispatches here.
+_RUN_TOOLS: contextvars.ContextVar[_RunTools] = contextvars.ContextVar("coding_run_tools")
+
+
+def _dispatcher(template: Tool) -> Tool:
+    async def execute(ctx: ToolContext) -> ToolResult | str:
+        run = _RUN_TOOLS.get()
+        await check_gate(ctx, run.gate)
+        return await run.tools[ctx.name].execute(ctx)
+
+    return Tool(
+        name=template.name,
+        description=template.description,
+        parameters=template.parameters,
+        execute=execute,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorSettings:
+    """Defaults and bounds of coding runs."""
+
+    approval_timeout_s: float | None = 300.0
+    """How long a tool waits for an approval decision (``None``: no deadline)."""
+    default_policy: ToolPolicy = DEFAULT_TOOL_POLICY
+    """The policy of a run whose command, profile and context set none."""
+    limits: CodingLimits = field(default_factory=CodingLimits)
+    prompt_limits: PromptLimits = field(default_factory=PromptLimits)
+    max_transcript_bytes: int = 32 * 1024 * 1024
+    max_turns: int = 50
+    cancel_grace_s: float = 5.0
+    """How long a cancelled run may take to abort cooperatively before it is cancelled."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorStatistics:
+    """Counters of an executor since it was built."""
+
+    runs_started: int
+    runs_running: int
+    runs_ok: int
+    runs_failed: int
+    runs_cancelled: int
+    sessions_created: int
+    sessions_resumed: int
+    resumes_started_fresh: int
+    """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
+
+
+def resolve_model(
+    config: Config,
+    override: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    retry: RetryPolicy | None = None,
+) -> tuple[Model, Provider]:
+    """The model and provider for a run: ``override`` (``"<provider>:<model>"``), else
+    ``[defaults] model``, else the offline model.
+
+    A provider configured in ``[providers.<name>]`` is reached with its ``kind`` and
+    ``base_url`` and the key from its ``api_key_env``; the catalogue still supplies the context
+    window and prices when it knows the model. Raises ``UnknownModelError`` for a reference
+    neither the configuration nor the catalogue knows.
+    """
+    env = os.environ if environ is None else environ
+    ref = override or config.defaults.model
+    if not ref:
+        model = offline_model()
+        return model, provider_for(model)
+    name, _, model_id = ref.partition(":")
+    configured = config.providers.get(name)
+    if configured is not None and configured.kind == "offline":
+        model = offline_model()
+        return model, provider_for(model)
+    try:
+        model = default_catalogue().resolve(ref)
+    except UnknownModelError:
+        if configured is None or not model_id:
+            raise
+        model = Model(
+            provider=name,
+            id=model_id,
+            name=model_id,
+            api=configured.kind,
+            base_url=configured.base_url or _DEFAULT_BASE_URL[configured.kind],
+        )
+    key: str | None = None
+    if configured is not None:
+        model = replace(model, api=configured.kind, base_url=configured.base_url or model.base_url)
+        if configured.api_key_env:
+            key = env.get(configured.api_key_env) or None
+    return model, provider_for(model, api_key=key, environ=env, retry=retry)
+
+
+def _agent_id(job: ExecutionJob) -> str:
+    value = job.meta.get("agent_id")
+    if isinstance(value, str) and value:
+        return value
+    parts = job.session_key.split(":")
+    if len(parts) >= 2 and parts[0] == "agent" and parts[1]:
+        return parts[1]
+    return "default"
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _MAX_ACTION_TEXT:
+        return text
+    return text[:_MAX_ACTION_TEXT] + f"... [{len(text) - _MAX_ACTION_TEXT} more characters]"
+
+
+class CodingExecutor:
+    """The gateway's native executor (zero-argument construction for the entry point).
+
+    ``home`` defaults to ``$LEMON_HOME`` (``~/.lemon``); ``model`` / ``provider`` override the
+    configured model (tests, benchmarks; an injected provider is not closed by the executor);
+    ``approvals`` is the approval channel (without it, tools that need approval are refused with
+    an error the model sees); ``retry`` is handed to providers the executor builds.
+    """
+
+    def __init__(
+        self,
+        *,
+        home: Path | None = None,
+        model: Model | None = None,
+        provider: Provider | None = None,
+        approvals: ExecApprovals | None = None,
+        settings: ExecutorSettings | None = None,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if (model is None) != (provider is None):
+            raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
+        self._home = home
+        self._model = model
+        self._provider = provider
+        self.approvals = approvals
+        self.settings = settings or ExecutorSettings()
+        self._retry = retry
+        self._environ = environ
+        self._registry: ToolRegistry | None = None
+        self._counts = dict.fromkeys(
+            ("started", "ok", "failed", "cancelled", "created", "resumed", "fresh"), 0
+        )
+
+    def statistics(self) -> ExecutorStatistics:
+        c = self._counts
+        return ExecutorStatistics(
+            runs_started=c["started"],
+            runs_running=c["started"] - c["ok"] - c["failed"] - c["cancelled"],
+            runs_ok=c["ok"],
+            runs_failed=c["failed"],
+            runs_cancelled=c["cancelled"],
+            sessions_created=c["created"],
+            sessions_resumed=c["resumed"],
+            resumes_started_fresh=c["fresh"],
+        )
+
+    def tool_registry(self, workspace: Workspace) -> ToolRegistry:
+        """The registry every run of this executor uses (schemas checked once): each tool
+        dispatches to the current run's own tools after the run's policy and approvals."""
+        if self._registry is None:
+            templates = coding_tools(workspace)
+            self._registry = ToolRegistry(_dispatcher(tool) for tool in templates)
+        return self._registry
+
+    @property
+    def home(self) -> Path:
+        if self._home is not None:
+            return self._home
+        return lemon_home(self._environ)
+
+    def sessions(self) -> SessionStore:
+        """Where transcripts live: ``<home>/agent/sessions``."""
+        return SessionStore(
+            self.home / "agent" / "sessions",
+            max_transcript_bytes=self.settings.max_transcript_bytes,
+        )
+
+    async def prepare(self, job: ExecutionJob) -> CodingExecution:
+        """Check the job's working directory and build the execution (nothing to release)."""
+        if not await asyncio.to_thread(os.path.isdir, job.cwd):
+            raise CodingAgentUsageError(
+                f"run {job.run_id}: working directory {job.cwd} is missing or not a directory"
+            )
+        return CodingExecution(self, job)
+
+
+class CodingExecution:
+    """One prepared coding run."""
+
+    def __init__(self, executor: CodingExecutor, job: ExecutionJob) -> None:
+        self._executor = executor
+        self._job = job
+
+    # -- session ---------------------------------------------------------------------------
+
+    async def _open_session(self) -> tuple[Transcript, list[Message], str | None]:
+        job = self._job
+        store = self._executor.sessions()
+        counts = self._executor._counts
+        if job.resume is None:
+            counts["created"] += 1
+            return await store.create(cwd=job.cwd), [], None
+        automatic = job.meta.get("resume_mode") == "auto"
+        try:
+            transcript, messages = await store.load(job.resume.value)
+        except TranscriptError as exc:
+            if not automatic:
+                raise
+            notice = (
+                f"Could not continue session {job.resume.value} ({exc}); started a new session."
+            )
+            counts["created"] += 1
+            counts["fresh"] += 1
+            return await store.create(cwd=job.cwd), [], notice
+        counts["resumed"] += 1
+        return transcript, messages, None
+
+    # -- model and policy ------------------------------------------------------------------
+
+    def _load_config(self) -> Config:
+        ex = self._executor
+        return load_config(environ=ex._environ, cwd=Path(self._job.cwd), home=ex._home).config
+
+    def _model(self, config: Config) -> tuple[Model, Provider, bool]:
+        ex = self._executor
+        if ex._model is not None and ex._provider is not None:
+            return ex._model, ex._provider, False
+        override = self._job.meta.get("model")
+        model, provider = resolve_model(
+            config,
+            override if isinstance(override, str) else None,
+            environ=ex._environ,
+            retry=ex._retry,
+        )
+        return model, provider, True
+
+    def _policy(self, config: Config, agent_id: str) -> ToolPolicy:
+        """The command's policy, else the agent's profile policy, else the executor default;
+        narrowed by the execution context's policy."""
+        job = self._job
+        policy = job.tool_policy
+        if policy is None:
+            profile = config.profiles.get(agent_id)
+            configured = profile.tool_policy if profile is not None else None
+            if configured is not None:
+                policy = ToolPolicy(
+                    allow=frozenset(configured.allow) or None,
+                    deny=frozenset(configured.deny),
+                    require_approval=frozenset(configured.require_approval),
+                )
+        if policy is None:
+            policy = self._executor.settings.default_policy
+        if job.context is not None:
+            policy = policy.intersect(job.context.tool_policy)
+        return policy
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def execute(self, sink: ExecutionSink) -> ExecutionResult:
+        """Run to the end (see the module docstring), streaming through ``sink``."""
+        counts = self._executor._counts
+        counts["started"] += 1
+        try:
+            result = await self._execute(sink)
+        except BaseException:
+            counts["cancelled"] += 1
+            raise
+        counts["ok" if result.ok else "failed"] += 1
+        return result
+
+    async def _execute(self, sink: ExecutionSink) -> ExecutionResult:
+        job = self._job
+        try:
+            transcript, history, notice = await self._open_session()
+        except TranscriptError as exc:
+            code = "corrupt_transcript" if isinstance(exc, CorruptTranscriptError) else (
+                "session_not_found"
+            )  # fmt: skip
+            return ExecutionResult(ok=False, error=f"{code}: {exc}")
+        resume = ResumeToken.native(transcript.session_id)
+        sink.started(resume=resume)
+        if notice is not None:
+            sink.action(
+                id="session_notice",
+                kind="note",
+                title=notice,
+                phase="completed",
+                ok=False,
+                level="warning",
+            )
+        try:
+            config = await asyncio.to_thread(self._load_config)
+        except ConfigError as exc:
+            return ExecutionResult(ok=False, error=f"config_invalid: {exc}", resume=resume)
+        try:
+            model, provider, owned = self._model(config)
+        except LemonAiError as exc:  # an unknown provider or model: a clear failed run
+            return ExecutionResult(
+                ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
+            )
+        try:
+            return await self._run(sink, transcript, history, config, model, provider, resume)
+        finally:
+            if self._executor.approvals is not None:
+                self._executor.approvals.expire_owner(job.run_id)
+            if owned:
+                await asyncio.shield(provider.aclose())
+
+    async def _run(
+        self,
+        sink: ExecutionSink,
+        transcript: Transcript,
+        history: list[Message],
+        config: Config,
+        model: Model,
+        provider: Provider,
+        resume: ResumeToken,
+    ) -> ExecutionResult:
+        job = self._job
+        ex = self._executor
+        settings = ex.settings
+        workspace = Workspace(cwd=Path(job.cwd), limits=settings.limits)
+        agent_id = _agent_id(job)
+
+        def approval_requested(tool_call_id: str, pending: ApprovalPending) -> None:
+            sink.action(
+                id=pending.id,
+                kind="approval",
+                title=f"approve {pending.rationale or pending.tool}?",
+                detail={"approval_id": pending.id, "tool": pending.tool,
+                        "tool_call_id": tool_call_id, "action": pending.action},
+                phase="started",
+            )  # fmt: skip
+
+        def approval_resolved(tool_call_id: str, approval_id: str, d: ApprovalDecision) -> None:
+            sink.action(
+                id=approval_id,
+                kind="approval",
+                title=f"approval {d.value}",
+                detail={"approval_id": approval_id, "decision": d.value},
+                phase="completed",
+                ok=d.value.startswith("approve"),
+            )
+
+        gate = GateContext(
+            policy=self._policy(config, agent_id),
+            workspace=workspace,
+            approvals=ex.approvals,
+            run_id=job.run_id,
+            session_id=transcript.session_id,
+            session_key=job.session_key,
+            agent_id=agent_id,
+            approval_timeout_s=settings.approval_timeout_s,
+            hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
+        )
+        todos = TodoList(settings.limits.max_todos)
+        run_tools = {t.name: t for t in coding_tools(workspace, todos=todos)}
+        _RUN_TOOLS.set(_RunTools(tools=run_tools, gate=gate))
+        tools = ex.tool_registry(workspace)
+        system_prompt = await asyncio.to_thread(
+            build_system_prompt,
+            cwd=workspace.cwd,
+            home=ex.home,
+            tool_names=tools.names(),
+            limits=settings.prompt_limits,
+        )
+        agent = Agent(
+            AgentConfig(
+                model=model,
+                provider=provider,
+                system_prompt=system_prompt,
+                tools=tools,
+                max_turns=settings.max_turns,
+            ),
+            messages=history,
+        )
+        persisted = len(history)
+
+        async def persist() -> None:
+            nonlocal persisted
+            messages = agent.messages
+            await transcript.append(messages[persisted:])
+            persisted = len(messages)
+
+        error: str | None = None
+        end: AgentEndEvent | None = None
+        try:
+            async with agent.start(job.prompt, run_id=job.run_id) as run:
+                try:
+                    async for event in run:
+                        if isinstance(event, TurnEndEvent):
+                            await persist()
+                        elif isinstance(event, AgentErrorEvent):
+                            error = f"{event.kind}: {event.message}"
+                        elif isinstance(event, AgentEndEvent):
+                            end = event
+                        else:
+                            _forward(event, sink)
+                except asyncio.CancelledError:
+                    # The run ends: its pending approvals expire, then the agent aborts
+                    # cooperatively (partial answer kept, bash process group killed) for at
+                    # most cancel_grace_s before leaving the block cancels it outright.
+                    if ex.approvals is not None:
+                        ex.approvals.expire_owner(job.run_id)
+                    run.abort("cancelled")
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            asyncio.shield(run.result()), settings.cancel_grace_s
+                        )
+                    raise
+                result = await run.result()
+        except asyncio.CancelledError:
+            await asyncio.shield(persist())
+            raise
+        await persist()
+        usage = result.usage
+        usage_map: dict[str, Any] = {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "total_tokens": usage.total_tokens,
+            "cost_usd": result.cost.total,
+            "model": model.ref,
+            "turns": result.turns,
+        }
+        outcome = end.outcome if end is not None else result.outcome
+        if outcome == "completed":
+            return ExecutionResult(ok=True, answer=result.text, resume=resume, usage=usage_map)
+        if outcome == "aborted":
+            error = f"aborted: {result.abort_reason or 'aborted'}"
+        return ExecutionResult(
+            ok=False,
+            answer=result.text,
+            error=error or outcome,
+            resume=resume,
+            usage=usage_map,
+        )
+
+
+def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
+    """Map one agent event to run events (text deltas and tool actions)."""
+    if isinstance(event, MessageUpdateEvent):
+        inner = event.event
+        if isinstance(inner, TextDeltaEvent) and inner.delta:
+            sink.delta(inner.delta)
+        return
+    if isinstance(event, ToolExecutionStartEvent):
+        args = event.arguments if isinstance(event.arguments, Mapping) else {}
+        sink.action(
+            id=event.tool_call_id,
+            kind=_ACTION_KIND.get(event.name, "tool"),
+            title=_title(event.name, args),
+            detail={"tool": event.name, "arguments": dict(args)},
+            phase="started",
+        )
+    elif isinstance(event, ToolExecutionUpdateEvent):
+        sink.action(
+            id=event.tool_call_id,
+            kind=_ACTION_KIND.get(event.name, "tool"),
+            title=event.name,
+            phase="updated",
+            message=_clip(event.update),
+        )
+    elif isinstance(event, ToolExecutionEndEvent):
+        result = event.result
+        sink.action(
+            id=event.tool_call_id,
+            kind=_ACTION_KIND.get(event.name, "tool"),
+            title=event.name,
+            detail={"tool": event.name, "duration_s": round(event.duration_s, 6)},
+            phase="completed",
+            ok=not result.is_error,
+            message=_clip(result.content),
+        )
+
+
+def _title(name: str, args: Mapping[str, Any]) -> str:
+    if name == "bash":
+        return f"$ {_clip(str(args.get('command', '')))}"
+    path = args.get("path")
+    if isinstance(path, str):
+        return f"{name} {path}"
+    return name

@@ -1,0 +1,196 @@
+"""Tool policy and approval gating of the coding tools.
+
+:data:`DEFAULT_TOOL_POLICY`: ``read``, ``ls``, ``find``, ``grep`` and ``todo`` run; ``write``,
+``edit`` and ``bash`` ask first. :func:`gate_tools` wraps every tool of a registry so that a
+call is checked against the run's :class:`~lemon_core.execution.ToolPolicy` before it runs:
+
+* denied (``deny``, or not in ``allow``): an error result the model sees, the tool never runs;
+* ``require_approval``: the call waits for an :class:`~lemon_core.ExecApprovals` decision (with
+  a deadline); any decision other than an approval is an error result the model sees;
+* otherwise it runs.
+
+Approvals are keyed by the tool and its *action* (:func:`approval_action`): a file tool's
+resolved path, or a shell command as a whole (:func:`shell_action`), so approving ``ls`` never
+approves ``ls; rm -rf ~``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from coding_agent.workspace import Workspace
+from lemon_agent import Tool, ToolContext, ToolError, ToolRegistry, ToolResult
+from lemon_core import ApprovalCapacityError, ExecApprovals
+from lemon_core.events import ApprovalDecision, ApprovalPending
+from lemon_core.execution import ToolPolicy
+
+__all__ = [
+    "DEFAULT_TOOL_POLICY",
+    "ApprovalHooks",
+    "GateContext",
+    "approval_action",
+    "check_gate",
+    "gate_tools",
+    "shell_action",
+]
+
+DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
+"""read, ls, find, grep, todo run; write, edit and bash need an approval."""
+
+# Characters that make a shell line more than one plain command: chaining (; & |), grouping
+# and subshells (( )), redirection (< >); shlex.split with punctuation_chars emits them as
+# separate tokens unless they are quoted.
+_OPERATORS: Final = frozenset(";&|()<>")
+
+
+def shell_action(command: str) -> dict[str, Any]:
+    """The approval key of a shell ``command``.
+
+    A single plain command becomes its normalised argument list (``ls  -la`` and ``'ls' -la``
+    are the same action). Anything else (chaining, pipes, background jobs, subshells,
+    redirection, command substitution, several lines, or text shlex cannot split) is keyed by
+    the exact whole command: only an approval of that exact text covers it.
+    """
+    compound: dict[str, Any] = {"shell": "exact", "command": command}
+    if "\n" in command or "\r" in command or "`" in command or "$(" in command:
+        return compound
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return compound
+    if not tokens or any(tok and set(tok) <= _OPERATORS for tok in tokens):
+        return compound
+    return {"shell": "argv", "argv": tokens}
+
+
+def approval_action(
+    tool: str, arguments: Mapping[str, Any], workspace: Workspace
+) -> dict[str, Any]:
+    """What a call of ``tool`` would do, as the approval (and grant) key sees it."""
+    if tool == "bash":
+        command = arguments.get("command")
+        return shell_action(command if isinstance(command, str) else repr(command))
+    if tool in ("write", "edit", "read", "ls", "find", "grep"):
+        raw = arguments.get("path", ".")
+        try:
+            path = str(workspace.resolve(raw))
+        except ToolError:
+            path = repr(raw)
+        return {"path": path}
+    return dict(arguments)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalHooks:
+    """Called around an approval so the run can show it (an ``approval`` action)."""
+
+    requested: Callable[[str, ApprovalPending], None]
+    """``(tool_call_id, pending)`` when an approval starts waiting."""
+    resolved: Callable[[str, str, ApprovalDecision], None]
+    """``(tool_call_id, approval_id, decision)`` when it ended."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GateContext:
+    """Who is asking: the run, session and agent the approvals belong to."""
+
+    policy: ToolPolicy
+    workspace: Workspace
+    approvals: ExecApprovals | None = None
+    run_id: str | None = None
+    session_id: str | None = None
+    session_key: str | None = None
+    agent_id: str | None = None
+    approval_timeout_s: float | None = 300.0
+    hooks: ApprovalHooks | None = None
+
+
+def gate_tools(registry: ToolRegistry, gate: GateContext) -> ToolRegistry:
+    """``registry`` with every tool checked against ``gate.policy`` before it runs."""
+    return ToolRegistry(_gated(registry.get(name), gate) for name in registry.names())
+
+
+def _gated(tool: Tool | None, gate: GateContext) -> Tool:
+    assert tool is not None
+    inner = tool.execute
+
+    async def execute(ctx: ToolContext) -> ToolResult | str:
+        await check_gate(ctx, gate)
+        return await inner(ctx)
+
+    return Tool(
+        name=tool.name, description=tool.description, parameters=tool.parameters, execute=execute
+    )
+
+
+async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
+    """Raise :class:`~lemon_agent.ToolError` (an error result the model sees) unless the call
+    ``ctx`` may run under ``gate``: denied tools never run; tools that need an approval wait for
+    it."""
+    name = ctx.name
+    if not gate.policy.permits(name):
+        raise ToolError(
+            f"Tool {name!r} is denied by this run's tool policy; it did not run. Do the task "
+            "another way or ask the user to allow it."
+        )
+    if gate.policy.needs_approval(name):
+        await _approve(ctx, gate)
+
+
+async def _approve(ctx: ToolContext, gate: GateContext) -> None:
+    name = ctx.name
+    if gate.approvals is None:
+        raise ToolError(
+            f"Tool {name!r} needs an approval, but this run has no approval channel; it did not "
+            "run. Configure the executor with ExecApprovals, or allow the tool in the policy."
+        )
+    action = approval_action(name, ctx.arguments, gate.workspace)
+    hooks = gate.hooks
+
+    def requested(pending: ApprovalPending) -> None:
+        if hooks is not None:
+            hooks.requested(ctx.tool_call_id, pending)
+
+    try:
+        outcome = await gate.approvals.request(
+            tool=name,
+            action=action,
+            run_id=gate.run_id,
+            session_id=gate.session_id,
+            session_key=gate.session_key,
+            agent_id=gate.agent_id,
+            tool_call_id=ctx.tool_call_id,
+            rationale=f"{name} {_describe(action)}",
+            deadline_s=gate.approval_timeout_s,
+            on_requested=requested,
+        )
+    except ApprovalCapacityError as exc:
+        raise ToolError(f"Tool {name!r} did not run: {exc}") from None
+    if hooks is not None and outcome.approval_id is not None:
+        hooks.resolved(ctx.tool_call_id, outcome.approval_id, outcome.decision)
+    if outcome.approved:
+        return
+    reason = {
+        ApprovalDecision.DENY: "the user denied it",
+        ApprovalDecision.TIMEOUT: "no decision came before the approval deadline",
+        ApprovalDecision.EXPIRED: "the run that asked ended",
+        ApprovalDecision.CANCELLED: "the request was withdrawn",
+    }.get(outcome.decision, outcome.decision.value)
+    raise ToolError(
+        f"Tool {name!r} was not approved ({outcome.decision.value}: {reason}); it did not run."
+    )
+
+
+def _describe(action: Mapping[str, Any]) -> str:
+    if "argv" in action:
+        return shlex.join(action["argv"])
+    if "command" in action:
+        return str(action["command"])
+    if "path" in action:
+        return str(action["path"])
+    return repr(dict(action))

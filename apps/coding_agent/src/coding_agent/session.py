@@ -1,0 +1,401 @@
+"""Coding sessions persisted as append-only JSONL transcripts.
+
+One file per session id, ``<sessions_dir>/<session_id>.jsonl`` (by default
+``$LEMON_HOME/agent/sessions``). Line 1 is the header, every later line one entry; entries form a
+chain through ``parent_id`` (the previous entry's id)::
+
+    {"type":"session","version":1,"id":"<session id>","timestamp":<ms>,"cwd":"/path"}
+    {"type":"message","id":"1a2b3c4d","parent_id":null,"timestamp":<ms>,"message":{"role":"user","content":"hi"}}
+    {"type":"message","id":"5e6f7a8b","parent_id":"1a2b3c4d","timestamp":<ms>,"message":{"role":"assistant",...}}
+
+Message roles: ``user`` (content), ``assistant`` (content blocks ``text`` / ``thinking`` /
+``tool_call``, stop_reason, usage, cost, model, provider, error_message) and ``tool_result``
+(tool_call_id, tool_name, content, is_error). Writes only ever append whole lines and are
+flushed and fsynced (in a worker thread) before :meth:`Transcript.append` returns, so anything
+acknowledged survives a crash. Loading validates every line and raises
+:class:`~coding_agent.errors.CorruptTranscriptError` naming the first bad line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from coding_agent.errors import CorruptTranscriptError, SessionNotFoundError
+from lemon_ai import (
+    AssistantMessage,
+    Cost,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = [
+    "TRANSCRIPT_VERSION",
+    "SessionStore",
+    "Transcript",
+    "valid_session_id",
+]
+
+TRANSCRIPT_VERSION: Final = 1
+_SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def valid_session_id(value: str) -> bool:
+    """True for a usable session id (1-128 letters, digits, ``_`` or ``-``; no paths)."""
+    return bool(_SESSION_ID_RE.match(value))
+
+
+# -- wire records --------------------------------------------------------------------------
+
+
+class _Text(msgspec.Struct, tag_field="type", tag="text", forbid_unknown_fields=True):
+    text: str
+
+
+class _Thinking(msgspec.Struct, tag_field="type", tag="thinking", forbid_unknown_fields=True):
+    thinking: str
+    signature: str = ""
+
+
+class _ToolCall(msgspec.Struct, tag_field="type", tag="tool_call", forbid_unknown_fields=True):
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    raw_arguments: str = ""
+    parse_error: str | None = None
+
+
+class _Usage(msgspec.Struct, forbid_unknown_fields=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class _Cost(msgspec.Struct, forbid_unknown_fields=True):
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+class _User(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True):
+    content: str
+
+
+class _Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True):
+    content: list[_Text | _Thinking | _ToolCall] = []
+    stop_reason: Literal["stop", "length", "tool_use", "error", "aborted"] = "stop"
+    usage: _Usage = msgspec.field(default_factory=_Usage)
+    cost: _Cost = msgspec.field(default_factory=_Cost)
+    model: str = ""
+    provider: str = ""
+    error_message: str | None = None
+
+
+class _ToolResult(msgspec.Struct, tag_field="role", tag="tool_result", forbid_unknown_fields=True):
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+
+
+class _Header(msgspec.Struct, tag_field="type", tag="session", forbid_unknown_fields=True):
+    version: int
+    id: str
+    timestamp: int
+    cwd: str = ""
+
+
+class _Entry(msgspec.Struct, tag_field="type", tag="message", forbid_unknown_fields=True):
+    id: str
+    parent_id: str | None
+    timestamp: int
+    message: _User | _Assistant | _ToolResult
+
+
+_encoder = msgspec.json.Encoder()
+_header_decoder = msgspec.json.Decoder(_Header)
+_entry_decoder = msgspec.json.Decoder(_Entry)
+
+
+def _to_wire(message: Message) -> _User | _Assistant | _ToolResult:
+    if isinstance(message, UserMessage):
+        return _User(content=message.content)
+    if isinstance(message, ToolResultMessage):
+        return _ToolResult(
+            tool_call_id=message.tool_call_id,
+            tool_name=message.tool_name,
+            content=message.content,
+            is_error=message.is_error,
+        )
+    blocks: list[_Text | _Thinking | _ToolCall] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            blocks.append(_Text(text=block.text))
+        elif isinstance(block, ThinkingContent):
+            blocks.append(_Thinking(thinking=block.thinking, signature=block.signature))
+        else:
+            blocks.append(
+                _ToolCall(
+                    id=block.id,
+                    name=block.name,
+                    arguments=dict(block.arguments),
+                    raw_arguments=block.raw_arguments,
+                    parse_error=block.parse_error,
+                )
+            )
+    u, c = message.usage, message.cost
+    return _Assistant(
+        content=blocks,
+        stop_reason=message.stop_reason,
+        usage=_Usage(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+        ),
+        cost=_Cost(
+            input=c.input, output=c.output, cache_read=c.cache_read, cache_write=c.cache_write
+        ),
+        model=message.model,
+        provider=message.provider,
+        error_message=message.error_message,
+    )
+
+
+def _from_wire(record: _User | _Assistant | _ToolResult) -> Message:
+    if isinstance(record, _User):
+        return UserMessage(content=record.content)
+    if isinstance(record, _ToolResult):
+        return ToolResultMessage(
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            content=record.content,
+            is_error=record.is_error,
+        )
+    content: list[TextContent | ThinkingContent | ToolCall] = []
+    for block in record.content:
+        if isinstance(block, _Text):
+            content.append(TextContent(text=block.text))
+        elif isinstance(block, _Thinking):
+            content.append(ThinkingContent(thinking=block.thinking, signature=block.signature))
+        else:
+            content.append(
+                ToolCall(
+                    id=block.id,
+                    name=block.name,
+                    arguments=block.arguments,
+                    raw_arguments=block.raw_arguments,
+                    parse_error=block.parse_error,
+                )
+            )
+    u, c = record.usage, record.cost
+    return AssistantMessage(
+        content=tuple(content),
+        stop_reason=record.stop_reason,
+        usage=Usage(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+        ),
+        cost=Cost(
+            input=c.input, output=c.output, cache_read=c.cache_read, cache_write=c.cache_write
+        ),
+        model=record.model,
+        provider=record.provider,
+        error_message=record.error_message,
+    )
+
+
+def _repair(messages: list[Message]) -> list[Message]:
+    """Close tool calls left without results (a run that ended mid-tool) with error results,
+    so the conversation stays valid for the model."""
+    out: list[Message] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        out.append(message)
+        index += 1
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            continue
+        answered: set[str] = set()
+        while index < len(messages) and isinstance(messages[index], ToolResultMessage):
+            result = messages[index]
+            assert isinstance(result, ToolResultMessage)
+            answered.add(result.tool_call_id)
+            out.append(result)
+            index += 1
+        out.extend(
+            ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content="The run ended before this tool call finished; it has no result.",
+                is_error=True,
+            )
+            for call in message.tool_calls
+            if call.id not in answered
+        )
+    return out
+
+
+# -- the transcript ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Transcript:
+    """An open session transcript: append messages durably. Holds no messages in memory."""
+
+    session_id: str
+    path: Path
+    last_entry_id: str | None
+    entries: int
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        """Append ``messages`` as entries; returns once they are flushed and fsynced."""
+        if not messages:
+            return
+        lines: list[bytes] = []
+        parent = self.last_entry_id
+        now = int(time.time() * 1000)
+        for message in messages:
+            entry_id = uuid.uuid4().hex[:8]
+            entry = _Entry(id=entry_id, parent_id=parent, timestamp=now, message=_to_wire(message))
+            lines.append(_encoder.encode(entry) + b"\n")
+            parent = entry_id
+        await asyncio.to_thread(_append_durably, self.path, b"".join(lines))
+        self.last_entry_id = parent
+        self.entries += len(messages)
+
+
+def _append_durably(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class SessionStore:
+    """Creates and loads session transcripts under ``directory``.
+
+    ``max_transcript_bytes`` bounds what a resume reads into memory (default 32 MiB); a
+    larger transcript is refused with a clear error instead of being loaded.
+    """
+
+    def __init__(self, directory: Path, *, max_transcript_bytes: int = 32 * 1024 * 1024) -> None:
+        self.directory = directory
+        self.max_transcript_bytes = max_transcript_bytes
+
+    def path_of(self, session_id: str) -> Path:
+        if not valid_session_id(session_id):
+            raise SessionNotFoundError(
+                f"session id {session_id!r} is not valid: use 1-128 letters, digits, '_' or '-' "
+                "(the value of a `lemon resume <id>` token)"
+            )
+        return self.directory / f"{session_id}.jsonl"
+
+    async def create(self, *, cwd: str, session_id: str | None = None) -> Transcript:
+        """A new session with a durable header line."""
+        sid = session_id or uuid.uuid4().hex
+        path = self.path_of(sid)
+        header = _Header(
+            version=TRANSCRIPT_VERSION, id=sid, timestamp=int(time.time() * 1000), cwd=cwd
+        )
+        data = _encoder.encode(header) + b"\n"
+
+        def write() -> None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        await asyncio.to_thread(write)
+        return Transcript(session_id=sid, path=path, last_entry_id=None, entries=0)
+
+    async def load(self, session_id: str) -> tuple[Transcript, list[Message]]:
+        """Open ``session_id`` for appending and return its conversation.
+
+        Raises :class:`SessionNotFoundError` (no such transcript) or
+        :class:`CorruptTranscriptError` (unreadable, too large, or a bad line).
+        """
+        path = self.path_of(session_id)
+        return await asyncio.to_thread(self._load_sync, session_id, path)
+
+    def _load_sync(self, session_id: str, path: Path) -> tuple[Transcript, list[Message]]:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise SessionNotFoundError(
+                f"no transcript for session {session_id!r} at {path}; it was never created or "
+                "was deleted. Start a new session (submit without a resume token)."
+            ) from None
+        if size > self.max_transcript_bytes:
+            raise CorruptTranscriptError(
+                f"transcript {path} is {size} bytes, above the {self.max_transcript_bytes}-byte "
+                "bound for resuming; start a new session"
+            )
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CorruptTranscriptError(f"transcript {path} cannot be read: {exc}") from exc
+        lines = raw.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        else:
+            return self._corrupt(path, len(lines), "the last line is incomplete (no newline)")
+        if not lines:
+            return self._corrupt(path, 1, "the file is empty (no session header)")
+        try:
+            header = _header_decoder.decode(lines[0])
+        except msgspec.DecodeError as exc:
+            return self._corrupt(path, 1, f"bad session header: {exc}")
+        if header.version != TRANSCRIPT_VERSION:
+            return self._corrupt(
+                path, 1, f"unsupported transcript version {header.version} (expected "
+                f"{TRANSCRIPT_VERSION})",
+            )  # fmt: skip
+        if header.id != session_id:
+            return self._corrupt(path, 1, f"header names session {header.id!r}")
+        messages: list[Message] = []
+        last: str | None = None
+        for number, line in enumerate(lines[1:], start=2):
+            try:
+                entry = _entry_decoder.decode(line)
+            except msgspec.DecodeError as exc:
+                return self._corrupt(path, number, str(exc))
+            messages.append(_from_wire(entry.message))
+            last = entry.id
+        transcript = Transcript(
+            session_id=session_id, path=path, last_entry_id=last, entries=len(messages)
+        )
+        return transcript, _repair(messages)
+
+    @staticmethod
+    def _corrupt(path: Path, line: int, why: str) -> tuple[Transcript, list[Message]]:
+        raise CorruptTranscriptError(
+            f"transcript {path} is corrupt at line {line}: {why}. It was left untouched; move it "
+            "away to inspect it, and start a new session (submit without a resume token)."
+        )

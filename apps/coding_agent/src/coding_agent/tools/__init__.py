@@ -1,0 +1,45 @@
+"""The coding tools, as lemon_agent tools."""
+
+from __future__ import annotations
+
+from coding_agent.tools.bash import bash_tool
+from coding_agent.tools.files import edit_tool, read_tool, write_tool
+from coding_agent.tools.search import find_tool, grep_tool, ls_tool
+from coding_agent.tools.todo import TodoItem, TodoList, todo_tool
+from coding_agent.workspace import Workspace
+from lemon_agent import Tool, ToolRegistry
+
+__all__ = [
+    "TodoItem",
+    "TodoList",
+    "bash_tool",
+    "coding_tool_registry",
+    "coding_tools",
+    "edit_tool",
+    "find_tool",
+    "grep_tool",
+    "ls_tool",
+    "read_tool",
+    "todo_tool",
+    "write_tool",
+]
+
+
+def coding_tools(workspace: Workspace, *, todos: TodoList | None = None) -> list[Tool]:
+    """The default coding tools in their stable order: read, write, edit, ls, find, grep, bash,
+    todo."""
+    return [
+        read_tool(workspace),
+        write_tool(workspace),
+        edit_tool(workspace),
+        ls_tool(workspace),
+        find_tool(workspace),
+        grep_tool(workspace),
+        bash_tool(workspace),
+        todo_tool(workspace, todos),
+    ]
+
+
+def coding_tool_registry(workspace: Workspace, *, todos: TodoList | None = None) -> ToolRegistry:
+    """A registry holding :func:`coding_tools`."""
+    return ToolRegistry(coding_tools(workspace, todos=todos))

@@ -1,0 +1,205 @@
+"""Listing and search tools: ``ls``, ``find`` (glob), ``grep`` (regular expression).
+
+Walks skip ``.git`` and, unless ``hidden`` is set, other dot-entries; outputs are bounded by the
+workspace limits with a marker when cut. Blocking filesystem work runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from coding_agent.tools._text import cap
+from coding_agent.workspace import Workspace
+from lemon_agent import Tool, ToolContext, ToolError
+
+__all__ = ["find_tool", "grep_tool", "ls_tool"]
+
+_ALWAYS_SKIPPED = {".git", "__pycache__", "node_modules", ".venv"}
+
+
+def _walk(root: Path, hidden: bool) -> Iterator[Path]:
+    """Files under ``root`` in a stable (sorted) order."""
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(
+            d for d in dirs if d not in _ALWAYS_SKIPPED and (hidden or not d.startswith("."))
+        )
+        for name in sorted(files):
+            if hidden or not name.startswith("."):
+                yield Path(directory) / name
+
+
+def _directory(workspace: Workspace, raw: object) -> Path:
+    path = workspace.resolve(raw)
+    if not path.exists():
+        raise ToolError(f"{workspace.show(path)}: no such directory")
+    return path
+
+
+def ls_tool(workspace: Workspace) -> Tool:
+    """``ls``: a directory's entries (directories end with ``/``)."""
+    limit = workspace.limits.max_entries
+
+    def run(args: dict[str, Any]) -> str:
+        path = _directory(workspace, args.get("path", "."))
+        if not path.is_dir():
+            return workspace.show(path)
+        show_all = bool(args.get("all", False))
+        entries = sorted(
+            (entry.name + ("/" if entry.is_dir() else ""))
+            for entry in path.iterdir()
+            if show_all or not entry.name.startswith(".")
+        )
+        if not entries:
+            return f"{workspace.show(path)} is empty"
+        listed = "\n".join(entries[:limit])
+        if len(entries) > limit:
+            listed += f"\n[... {len(entries) - limit} more entries not shown]"
+        return listed
+
+    async def execute(ctx: ToolContext) -> str:
+        return await asyncio.to_thread(run, dict(ctx.arguments))
+
+    return Tool(
+        name="ls",
+        description="List a directory (default: the workspace). Directories end with '/'.",
+        execute=execute,
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "all": {"type": "boolean", "description": "include dot-entries"},
+            },
+            "additionalProperties": False,
+        },
+    )
+
+
+def find_tool(workspace: Workspace) -> Tool:
+    """``find``: files whose path relative to ``path`` matches a glob (``**/*.py``, ``*.md``)."""
+    limit = workspace.limits.max_entries
+
+    def run(args: dict[str, Any]) -> str:
+        root = _directory(workspace, args.get("path", "."))
+        pattern: str = args["pattern"]
+        hidden = bool(args.get("hidden", False))
+        found: list[str] = []
+        more = 0
+        for file in _walk(root, hidden):
+            relative = file.relative_to(root).as_posix()
+            if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(file.name, pattern):
+                if len(found) < limit:
+                    found.append(workspace.show(file))
+                else:
+                    more += 1
+        if not found:
+            return f"no files match {pattern!r} under {workspace.show(root)}"
+        listed = "\n".join(found)
+        if more:
+            listed += f"\n[... {more} more matches not shown; narrow the pattern]"
+        return listed
+
+    async def execute(ctx: ToolContext) -> str:
+        return await asyncio.to_thread(run, dict(ctx.arguments))
+
+    return Tool(
+        name="find",
+        description="Find files by glob pattern (matched against the relative path or the name).",
+        execute=execute,
+        parameters={
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "minLength": 1},
+                "path": {"type": "string"},
+                "hidden": {"type": "boolean"},
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def grep_tool(workspace: Workspace) -> Tool:
+    """``grep``: lines matching a regular expression, as ``path:line: text``."""
+    limits = workspace.limits
+
+    def run(args: dict[str, Any]) -> str:
+        root = _directory(workspace, args.get("path", "."))
+        flags = re.IGNORECASE if args.get("ignore_case") else 0
+        raw: str = args["pattern"]
+        try:
+            regex = re.compile(re.escape(raw) if args.get("literal") else raw, flags)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {raw!r}: {exc}") from exc
+        glob = args.get("glob")
+        context = int(args.get("context_lines", 0))
+        limit = min(int(args.get("max_results", limits.max_matches)), limits.max_matches)
+        files = [root] if root.is_file() else _walk(root, bool(args.get("hidden", False)))
+        out: list[str] = []
+        matches = 0
+        for file in files:
+            if glob and not fnmatch.fnmatch(file.name, glob):
+                continue
+            try:
+                if file.stat().st_size > limits.max_file_bytes:
+                    continue
+                data = file.read_bytes()
+            except OSError:
+                continue
+            if b"\0" in data[:8192]:
+                continue
+            lines = data.decode("utf-8", errors="replace").splitlines()
+            shown = workspace.show(file)
+            for number, line in enumerate(lines, 1):
+                if not regex.search(line):
+                    continue
+                matches += 1
+                if matches > limit:
+                    break
+                if context:
+                    low, high = max(1, number - context), min(len(lines), number + context)
+                    out.extend(f"{shown}:{n}{':' if n == number else '-'} {lines[n - 1]}"
+                               for n in range(low, high + 1))  # fmt: skip
+                    out.append("--")
+                else:
+                    out.append(f"{shown}:{number}: {line}")
+            if matches > limit:
+                break
+        if not out:
+            return f"no matches for {raw!r}"
+        text = cap("\n".join(out), limits.max_output_chars)
+        if matches > limit:
+            text += f"\n[stopped after {limit} matches; narrow the pattern or path]"
+        return text
+
+    async def execute(ctx: ToolContext) -> str:
+        return await asyncio.to_thread(run, dict(ctx.arguments))
+
+    return Tool(
+        name="grep",
+        description=(
+            "Search file contents with a regular expression (Python syntax). Results are "
+            "'path:line: text'. Options: literal, ignore_case, glob (file names), context_lines."
+        ),
+        execute=execute,
+        parameters={
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "minLength": 1},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+                "ignore_case": {"type": "boolean"},
+                "literal": {"type": "boolean"},
+                "hidden": {"type": "boolean"},
+                "context_lines": {"type": "integer", "minimum": 0, "maximum": 10},
+                "max_results": {"type": "integer", "minimum": 1},
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )

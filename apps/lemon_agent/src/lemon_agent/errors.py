@@ -1,0 +1,47 @@
+"""The error hierarchy of lemon_agent.
+
+:class:`AgentUsageError` (and its subclasses) is misuse to fix in code: an invalid tool schema, a
+duplicate tool name, starting a second run on a busy agent, a full steering queue.
+:class:`ToolError` is what a tool raises to hand an error message back to the model; it never
+escapes the loop. :class:`AbortedError` is raised inside tools (via ``AbortSignal``) when the run
+was aborted.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AbortedError",
+    "AgentBusyError",
+    "AgentUsageError",
+    "LemonAgentError",
+    "QueueFullError",
+    "ToolError",
+]
+
+
+class LemonAgentError(Exception):
+    """Base class of every error raised by lemon_agent."""
+
+
+class AgentUsageError(LemonAgentError):
+    """lemon_agent was used wrongly; the message says how to fix it."""
+
+
+class AgentBusyError(AgentUsageError):
+    """A run was started while another run of the same agent is active."""
+
+
+class QueueFullError(AgentUsageError):
+    """The steering or follow-up queue is at its bound; the message was not queued."""
+
+
+class ToolError(LemonAgentError):
+    """Raised by a tool: the message goes back to the model as an error result."""
+
+
+class AbortedError(LemonAgentError):
+    """The run was aborted (``reason`` says why)."""
+
+    def __init__(self, reason: str = "aborted") -> None:
+        super().__init__(reason)
+        self.reason = reason

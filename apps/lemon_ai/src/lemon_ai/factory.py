@@ -1,0 +1,59 @@
+"""Building the provider for a model's wire protocol."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import httpx
+
+from lemon_ai.errors import LemonAiUsageError
+from lemon_ai.models import Api, Model
+from lemon_ai.provider import Provider
+from lemon_ai.providers import (
+    AnthropicMessagesProvider,
+    OfflineProvider,
+    OpenAICompletionsProvider,
+)
+from lemon_ai.retry import RetryPolicy
+
+__all__ = ["api_key_variable", "create_provider", "provider_for"]
+
+
+def create_provider(
+    api: Api,
+    *,
+    api_key: str | None = None,
+    client: httpx.AsyncClient | None = None,
+    retry: RetryPolicy | None = None,
+) -> Provider:
+    """The provider speaking ``api`` (``model.api``); close it with ``aclose()`` when done."""
+    if api == "openai_completions":
+        return OpenAICompletionsProvider(api_key=api_key, client=client, retry=retry)
+    if api == "anthropic_messages":
+        return AnthropicMessagesProvider(api_key=api_key, client=client, retry=retry)
+    if api == "offline":
+        return OfflineProvider()
+    raise LemonAiUsageError(
+        f"unknown wire protocol {api!r}; use openai_completions, anthropic_messages or offline"
+    )
+
+
+def api_key_variable(provider: str) -> str:
+    """The environment variable holding ``provider``'s API key (``OPENAI_API_KEY``, ...)."""
+    return provider.upper().replace("-", "_") + "_API_KEY"
+
+
+def provider_for(
+    model: Model,
+    *,
+    api_key: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    client: httpx.AsyncClient | None = None,
+    retry: RetryPolicy | None = None,
+) -> Provider:
+    """The provider for ``model``: the given ``api_key``, else ``<PROVIDER>_API_KEY`` from
+    ``environ`` (default ``os.environ``), else none (fine for local servers and offline)."""
+    if api_key is None:
+        api_key = (os.environ if environ is None else environ).get(api_key_variable(model.provider))
+    return create_provider(model.api, api_key=api_key or None, client=client, retry=retry)

@@ -1,0 +1,134 @@
+"""The conversation a model sees: messages, content blocks, tool specs and the context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lemon_ai.usage import Cost, Usage
+
+__all__ = [
+    "AssistantContent",
+    "AssistantMessage",
+    "Context",
+    "Message",
+    "StopReason",
+    "TextContent",
+    "ThinkingContent",
+    "ThinkingLevel",
+    "ToolCall",
+    "ToolResultMessage",
+    "ToolSpec",
+    "UserMessage",
+]
+
+StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
+"""Why a response ended: natural stop, token limit, tool calls requested, error, or aborted."""
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
+"""How much extended reasoning to ask for (ignored by models without reasoning)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextContent:
+    """Visible answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingContent:
+    """Reasoning text; ``signature`` is the provider's opaque proof, sent back verbatim."""
+
+    thinking: str
+    signature: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """A tool invocation the model asked for.
+
+    ``arguments`` is the parsed JSON object; when the model produced text that is not a JSON
+    object, ``arguments`` is empty and ``parse_error`` says why (the agent returns that to the
+    model as a tool error instead of running the tool).
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str = ""
+    parse_error: str | None = None
+
+
+AssistantContent = TextContent | ThinkingContent | ToolCall
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserMessage:
+    """What the person (or a steering/follow-up source) said."""
+
+    content: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantMessage:
+    """One complete (or, on error/abort, partial) model response."""
+
+    content: tuple[AssistantContent, ...] = ()
+    stop_reason: StopReason = "stop"
+    usage: Usage = field(default_factory=Usage)
+    cost: Cost = field(default_factory=Cost)
+    model: str = ""
+    provider: str = ""
+    error_message: str | None = None
+
+    @property
+    def text(self) -> str:
+        """All visible text blocks joined."""
+        return "".join(block.text for block in self.content if isinstance(block, TextContent))
+
+    @property
+    def thinking(self) -> str:
+        """All reasoning blocks joined."""
+        return "".join(
+            block.thinking for block in self.content if isinstance(block, ThinkingContent)
+        )
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls, in the order the model made them."""
+        return tuple(block for block in self.content if isinstance(block, ToolCall))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResultMessage:
+    """The result of one tool call, fed back to the model."""
+
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Context:
+    """Everything one model call is given."""
+
+    system_prompt: str = ""
+    messages: tuple[Message, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()

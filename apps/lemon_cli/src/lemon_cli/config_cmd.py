@@ -1,0 +1,63 @@
+"""``lemon config validate|show`` and the status lines shown by ``lemon`` with no arguments."""
+
+from __future__ import annotations
+
+import msgspec
+import typer
+from rich.console import Console
+
+from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config
+
+config_app = typer.Typer(
+    help="Inspect and validate the layered configuration.", no_args_is_help=True
+)
+
+
+def print_status(console: Console) -> LoadedConfig | None:
+    """Print where state lives and whether the config is usable; return it when it is."""
+    home = lemon_home()
+    console.print(f"[bold]home[/bold]    {home}" + ("" if home.is_dir() else "  (not created yet)"))
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        console.print("[bold]config[/bold]  [red]invalid[/red]")
+        for issue in exc.issues:
+            console.print(f"  - {issue.render()}", markup=False)
+        return None
+    files = [s for s in loaded.sources if s != "environment"]
+    if files:
+        console.print(f"[bold]config[/bold]  {', '.join(files)}", highlight=False)
+    else:
+        console.print(
+            f"[bold]config[/bold]  none found at {loaded.home_config_path} "
+            "(the offline provider is used)",
+            highlight=False,
+        )
+    model = loaded.config.defaults.model or "offline (no model configured)"
+    console.print(f"[bold]model[/bold]   {model}", highlight=False)
+    return loaded
+
+
+@config_app.command()
+def validate() -> None:
+    """Validate every config layer; exit 1 listing each problem (file, key, what, how to fix)."""
+    console = Console()
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        for issue in exc.issues:
+            console.print(f"[red]error[/red] {issue.render()}", highlight=False)
+        raise typer.Exit(1) from None
+    sources = ", ".join(loaded.sources) or "defaults only"
+    console.print(f"config ok ({sources})", highlight=False)
+
+
+@config_app.command()
+def show() -> None:
+    """Print the effective configuration after layering, as JSON (keys are never secrets)."""
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    typer.echo(msgspec.json.format(msgspec.json.encode(loaded.config)).decode())

@@ -1,0 +1,355 @@
+"""The Bus: exact-match topics, typed publication, bounded delivery to every subscriber.
+
+* ``subscribe(topic, delivery=handle)`` attaches a bounded :class:`Delivery` handle (one handle
+  may serve several topics); without a handle a default bounded one is created. There is no
+  unbounded raw subscription.
+* ``broadcast(topic, item)`` measures the item once and offers it to every handle on the topic;
+  each handle admits or refuses without waiting (see :mod:`lemon_core.bus.delivery`).
+* ``broadcast_event(topic, type, payload, meta)`` validates a registered type's payload at the
+  publisher: with :attr:`PayloadValidation.RAISE` (dev and test) anything but the registered
+  record raises; with :attr:`PayloadValidation.COERCE` (prod) it is coerced leniently.
+  Unregistered types pass through.
+* ``broadcast_threadsafe`` / ``broadcast_event_threadsafe`` are the twins for publishers on other
+  threads (the fan-out runs in the calling thread; consumers are woken on their own loops).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import msgspec
+
+from lemon_core.bus._measure import measure
+from lemon_core.bus.backends import BusBackend
+from lemon_core.bus.backends.local import LocalBackend
+from lemon_core.bus.delivery import TERMINAL_EVENT_TYPES, ConsumerClass, Delivery
+from lemon_core.bus.topics import check_topic
+from lemon_core.errors import BusClosedError, EventPayloadError
+from lemon_core.events.envelope import Event
+from lemon_core.events.registry import coerce, payload_class, registry
+
+__all__ = [
+    "Bus",
+    "BusStatistics",
+    "PayloadValidation",
+    "Subscription",
+    "validation_from_env",
+]
+
+
+class PayloadValidation(enum.StrEnum):
+    """What ``broadcast_event`` does with a registered type's payload that is not its record."""
+
+    RAISE = "raise"
+    COERCE = "coerce"
+
+
+_PAYLOAD_CLASSES = dict(registry())
+_time_ns = time.time_ns
+
+_ENV_VALIDATION = {
+    "dev": PayloadValidation.RAISE,
+    "test": PayloadValidation.RAISE,
+    "prod": PayloadValidation.COERCE,
+}
+
+
+def validation_from_env(environ: Mapping[str, str] | None = None) -> PayloadValidation:
+    """``RAISE`` when ``LEMON_ENV`` is ``dev`` (the default) or ``test``, ``COERCE`` for
+    ``prod``; any other value is a ``ValueError``."""
+    env = (os.environ if environ is None else environ).get("LEMON_ENV", "dev").strip() or "dev"
+    try:
+        return _ENV_VALIDATION[env]
+    except KeyError:
+        raise ValueError(f"LEMON_ENV must be one of dev, test, prod; got {env!r}") from None
+
+
+class BusStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of a bus: publications, and sums over its currently attached handles
+    (``admitted``, ``refused``, ``queued``, ``bytes``: a detached handle's history leaves)."""
+
+    backend: str
+    running: bool
+    validation: PayloadValidation
+    topics: int
+    subscriptions: int
+    handles: int
+    published: int
+    admitted: int
+    refused: int
+    fenced_handles: int
+    queued: int
+    bytes: int
+
+
+class Subscription:
+    """One handle's subscription to one topic; ``cancel()`` (or leaving ``with``) ends it."""
+
+    __slots__ = ("__weakref__", "_active", "bus", "delivery", "topic")
+
+    def __init__(self, bus: Bus, topic: str, delivery: Delivery) -> None:
+        self.bus = bus
+        self.topic = topic
+        self.delivery = delivery
+        self._active = True
+
+    @property
+    def active(self) -> bool:
+        """Whether the subscription still receives publications."""
+        return self._active
+
+    def cancel(self) -> None:
+        """Stop receiving ``topic`` on this handle; idempotent. Queued items stay queued."""
+        if self._active:
+            self._active = False
+            self.bus._detach(self)
+
+    async def get(self) -> Any:
+        """``await self.delivery.get()``."""
+        return await self.delivery.get()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self.delivery.__aiter__()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cancel()
+
+    def __repr__(self) -> str:
+        state = "active" if self._active else "cancelled"
+        return f"<Subscription {self.topic!r} {state} epoch={self.delivery.epoch}>"
+
+
+class Bus:
+    """Publication to exact-match topics with bounded delivery (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        backend: BusBackend | None = None,
+        validation: PayloadValidation | str | None = None,
+        default_consumer: ConsumerClass = ConsumerClass.SESSION_SUBSCRIBER,
+    ) -> None:
+        self._backend: BusBackend = LocalBackend() if backend is None else backend
+        self._validation = (
+            validation_from_env() if validation is None else PayloadValidation(validation)
+        )
+        self._default_consumer = ConsumerClass(default_consumer)
+        self._table: dict[str, tuple[Delivery, ...]] = {}
+        self._subscriptions: dict[tuple[str, Delivery], Subscription] = {}
+        self._table_lock = threading.Lock()
+        self._closed = False
+        self._published = 0
+        self._backend.open(self._fanout)
+        self._publish = self._backend.publish
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> BusBackend:
+        """The active backend."""
+        return self._backend
+
+    @property
+    def validation(self) -> PayloadValidation:
+        """What ``broadcast_event`` does with a registered type's non-record payload."""
+        return self._validation
+
+    def running(self) -> bool:
+        """Whether the bus is open and its active backend is up."""
+        return not self._closed and self._backend.running()
+
+    def topics(self) -> tuple[str, ...]:
+        """Topics that currently have at least one subscription."""
+        return tuple(sorted(self._table))
+
+    # -- subscriptions -----------------------------------------------------------------------
+
+    def subscribe(self, topic: str, *, delivery: Delivery | None = None) -> Subscription:
+        """Attach ``delivery`` (default: a new bounded handle for the bus's default consumer
+        class, owned by the current task) to ``topic``. Subscribing the same handle to the same
+        topic again returns the existing subscription."""
+        check_topic(topic)
+        if self._closed:
+            raise BusClosedError("the bus is closed; create a new Bus to subscribe")
+        if delivery is None:
+            delivery = Delivery.for_consumer(self._default_consumer)
+        key = (topic, delivery)
+        with self._table_lock:
+            existing = self._subscriptions.get(key)
+            if existing is not None:
+                return existing
+            subscription = Subscription(self, topic, delivery)
+            delivery._attach(subscription)
+            self._subscriptions[key] = subscription
+            handles = self._table.get(topic, ())
+            self._table[topic] = (*handles, delivery)
+        if not handles:
+            self._backend.topic_added(topic)
+        return subscription
+
+    def _detach(self, subscription: Subscription) -> None:
+        topic, delivery = subscription.topic, subscription.delivery
+        with self._table_lock:
+            if self._subscriptions.get((topic, delivery)) is not subscription:
+                return
+            del self._subscriptions[(topic, delivery)]
+            remaining = tuple(h for h in self._table.get(topic, ()) if h is not delivery)
+            if remaining:
+                self._table[topic] = remaining
+            else:
+                self._table.pop(topic, None)
+        delivery._detach(subscription)
+        if not remaining:
+            self._backend.topic_removed(topic)
+
+    # -- publication -------------------------------------------------------------------------
+
+    def broadcast(self, topic: str, item: Any) -> None:
+        """Offer ``item`` to every handle subscribed to ``topic``; never waits on a consumer.
+
+        For publishers on an event loop; publishers on other threads use the
+        ``broadcast_threadsafe`` twin. The item is measured once when at least one handle is
+        subscribed; an item that is not JSON-encodable then raises ``UnencodableItemError``
+        before any handle sees it.
+        """
+        if self._closed:
+            raise BusClosedError("the bus is closed; publications are refused")
+        if not topic:
+            check_topic(topic)
+        self._published += 1
+        self._publish(topic, item)
+
+    def broadcast_threadsafe(self, topic: str, item: Any) -> None:
+        """``broadcast`` for publishers on any thread (with or without an event loop).
+
+        The fan-out runs in the calling thread; each waiting consumer is woken on its own loop
+        (``call_soon_threadsafe``), at most once per wait.
+        """
+        self.broadcast(topic, item)
+
+    def broadcast_event(
+        self,
+        topic: str,
+        type: str,
+        payload: Any = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """Validate ``payload`` for ``type``, wrap it in an :class:`Event`, broadcast it and
+        return the event."""
+        # The fast path inlines the registry lookup and the record check; mismatches go slow.
+        cls = _PAYLOAD_CLASSES.get(type) if type.__class__ is str else None
+        if cls is None or payload.__class__ is not cls:
+            payload = self._validated(type, payload)
+        event = Event(
+            type=type,
+            ts_ms=_time_ns() // 1_000_000,
+            meta={} if meta is None else dict(meta),
+            payload=payload,
+        )
+        # broadcast(), inlined: this is the hot publishing path.
+        if self._closed:
+            raise BusClosedError("the bus is closed; publications are refused")
+        if not topic:
+            check_topic(topic)
+        self._published += 1
+        self._publish(topic, event)
+        return event
+
+    def broadcast_event_threadsafe(
+        self,
+        topic: str,
+        type: str,
+        payload: Any = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """``broadcast_event`` for publishers on any thread."""
+        return self.broadcast_event(topic, type, payload, meta)
+
+    def _validated(self, event_type: str, payload: Any) -> Any:
+        if not _non_empty_str(event_type):
+            raise TypeError(f"event type must be a non-empty string, got {event_type!r}")
+        cls = payload_class(event_type)
+        if cls is None or type(payload) is cls or isinstance(payload, cls):
+            return payload
+        if self._validation is PayloadValidation.COERCE:
+            return coerce(event_type, payload)
+        raise EventPayloadError(
+            f"{event_type!r} is registered with payload {cls.__name__}, got "
+            f"{type(payload).__name__}; build it with {cls.__name__}.new(...) or "
+            f"{cls.__name__}.from_map(...)"
+        )
+
+    def _fanout(self, topic: str, item: Any) -> int:
+        # Measured once, and one (item, size) entry shared by every handle on the topic.
+        handles = self._table.get(topic)
+        if not handles:
+            return 0
+        size = measure(item)
+        entry = (item, size)
+        terminal = type(item) is Event and item.type in TERMINAL_EVENT_TYPES
+        for handle in handles:
+            handle._admit(entry, size, terminal)
+        return len(handles)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel every subscription (handles stay usable elsewhere) and close the backend."""
+        if self._closed:
+            return
+        self._closed = True
+        for subscription in list(self._subscriptions.values()):
+            subscription.cancel()
+        self._backend.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def statistics(self) -> BusStatistics:
+        """Publication counters and the sums over currently attached handles."""
+        handles = {h for hs in self._table.values() for h in hs}
+        stats = [h.statistics() for h in handles]
+        return BusStatistics(
+            backend=self._backend.name,
+            running=self.running(),
+            validation=self._validation,
+            topics=len(self._table),
+            subscriptions=len(self._subscriptions),
+            handles=len(handles),
+            published=self._published,
+            admitted=sum(s.admitted for s in stats),
+            refused=sum(s.refused for s in stats),
+            fenced_handles=sum(1 for s in stats if s.fenced),
+            queued=sum(s.queued for s in stats),
+            bytes=sum(s.bytes for s in stats),
+        )
+
+    def __repr__(self) -> str:
+        state = "running" if self.running() else "closed"
+        return f"<Bus {self._backend.name} {state} topics={len(self._table)}>"
+
+
+def _non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)

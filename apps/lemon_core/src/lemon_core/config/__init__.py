@@ -1,0 +1,44 @@
+"""Configuration: the typed schema of ``config.toml`` and the layered loader.
+
+See :mod:`lemon_core.config._loader` for the layering order and the error contract.
+"""
+
+from __future__ import annotations
+
+from lemon_core.config._loader import (
+    BUILTIN_PROVIDERS,
+    ConfigError,
+    ConfigIssue,
+    LoadedConfig,
+    find_project_config,
+    lemon_home,
+    load_config,
+)
+from lemon_core.config._schema import (
+    Config,
+    DefaultsConfig,
+    GatewayConfig,
+    LoggingConfig,
+    ProfileConfig,
+    ProviderConfig,
+    RuntimeConfig,
+    ToolPolicyConfig,
+)
+
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "Config",
+    "ConfigError",
+    "ConfigIssue",
+    "DefaultsConfig",
+    "GatewayConfig",
+    "LoadedConfig",
+    "LoggingConfig",
+    "ProfileConfig",
+    "ProviderConfig",
+    "RuntimeConfig",
+    "ToolPolicyConfig",
+    "find_project_config",
+    "lemon_home",
+    "load_config",
+]

@@ -1,0 +1,294 @@
+"""Loading the layered configuration: home file, then project file, then environment.
+
+Lowest priority first:
+
+1. ``$LEMON_HOME/config.toml`` (``LEMON_HOME`` defaults to ``~/.lemon``);
+2. the nearest ``.lemon/config.toml`` found walking up from the working directory;
+3. environment variables: ``LEMON_MODEL`` (``[defaults] model``), ``LEMON_ENV`` (``[runtime] env``),
+   ``LEMON_MAX_CONCURRENT_RUNS`` (``[gateway] max_concurrent_runs``).
+
+Each file is validated on its own first, so an error names the file that holds the bad key; the
+merged result is validated again for cross-section rules (the default model's provider exists).
+All problems found are reported together in one :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from lemon_core.config import _schema
+from lemon_core.config._schema import LEGACY_KEYS, Config, ProfileConfig, ProviderConfig
+
+BUILTIN_PROVIDERS = frozenset({"offline"})
+_PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_ENV_KEYS: dict[str, tuple[str, str]] = {
+    "LEMON_MODEL": ("defaults", "model"),
+    "LEMON_ENV": ("runtime", "env"),
+    "LEMON_MAX_CONCURRENT_RUNS": ("gateway", "max_concurrent_runs"),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigIssue:
+    """One problem: where it is (``source`` file or env var, dotted ``key``), what, how to fix."""
+
+    source: str
+    key: str
+    message: str
+    hint: str = ""
+
+    def render(self) -> str:
+        where = f"{self.source}: {self.key}" if self.key else self.source
+        return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``issues`` lists every problem found."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        self.issues = tuple(issues)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  {i.render()}" for i in issues))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedConfig:
+    """The validated configuration with where it came from."""
+
+    config: Config
+    home: Path
+    sources: tuple[str, ...] = field(default=())
+
+    @property
+    def home_config_path(self) -> Path:
+        return self.home / "config.toml"
+
+
+def lemon_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Where Lemon keeps its state: ``$LEMON_HOME`` or ``~/.lemon``."""
+    env = os.environ if environ is None else environ
+    value = env.get("LEMON_HOME", "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".lemon"
+
+
+def find_project_config(cwd: Path, home: Path) -> Path | None:
+    """The nearest ``.lemon/config.toml`` at or above ``cwd`` (the home config never counts)."""
+    home_cfg = (home / "config.toml").resolve()
+    for directory in (cwd.resolve(), *cwd.resolve().parents):
+        candidate = directory / ".lemon" / "config.toml"
+        if candidate.is_file() and candidate.resolve() != home_cfg:
+            return candidate
+    return None
+
+
+def load_config(
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> LoadedConfig:
+    """Load, layer and validate the configuration; raise :class:`ConfigError` listing all issues."""
+    env = os.environ if environ is None else environ
+    home_dir = home if home is not None else lemon_home(env)
+    issues: list[ConfigIssue] = []
+    layers: list[tuple[str, dict[str, Any]]] = []
+
+    files = [home_dir / "config.toml"]
+    project = find_project_config(cwd if cwd is not None else Path.cwd(), home_dir)
+    if project is not None:
+        files.append(project)
+    for path in files:
+        raw = _read_toml(path, issues)
+        if raw is not None:
+            layers.append((str(path), raw))
+
+    env_layer: dict[str, Any] = {}
+    for var, (section, key) in _ENV_KEYS.items():
+        value = env.get(var, "").strip()
+        if value:
+            coerced: Any = value
+            if key == "max_concurrent_runs":
+                try:
+                    coerced = int(value)
+                except ValueError:
+                    issues.append(
+                        ConfigIssue(source=var, key="", message=f"not an integer: {value!r}")
+                    )
+                    continue
+            env_layer.setdefault(section, {})[key] = coerced
+    if env_layer:
+        layers.append(("environment", env_layer))
+
+    for source, raw in layers:
+        issues.extend(_validate_layer(source, raw))
+    if issues:
+        raise ConfigError(issues)
+
+    merged: dict[str, Any] = {}
+    for _, raw in layers:
+        _deep_merge(merged, raw)
+    config = msgspec.convert(merged, Config, strict=True)
+    issues.extend(_cross_checks(config, layers))
+    if issues:
+        raise ConfigError(issues)
+    return LoadedConfig(config=config, home=home_dir, sources=tuple(s for s, _ in layers))
+
+
+def _read_toml(path: Path, issues: list[ConfigIssue]) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(ConfigIssue(source=str(path), key="", message=f"cannot read: {exc}"))
+        return None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        issues.append(
+            ConfigIssue(
+                source=str(path), key="", message=f"not valid TOML: {exc}", hint="fix the syntax"
+            )
+        )
+        return None
+
+
+def _validate_layer(source: str, raw: dict[str, Any]) -> list[ConfigIssue]:
+    found: list[ConfigIssue] = []
+    for key, hint in LEGACY_KEYS.items():
+        if key in raw:
+            found.append(
+                ConfigIssue(source=source, key=key, message="unsupported section", hint=hint)
+            )
+    if found:
+        return found
+    tables: dict[str, type[Any]] = {"providers": ProviderConfig, "profiles": ProfileConfig}
+    top = {k: ({} if k in tables else v) for k, v in raw.items()}
+    checks: list[tuple[str, Any, type[Any]]] = [("", top, Config)]
+    for name, cls in tables.items():
+        value = raw.get(name, {})
+        if not isinstance(value, dict):
+            found.append(ConfigIssue(source=source, key=name, message="must be a table of tables"))
+            continue
+        checks.extend((f"{name}.{entry}", body, cls) for entry, body in value.items())
+    for prefix, body, cls in checks:
+        try:
+            msgspec.convert(body, cls, strict=True)
+        except msgspec.ValidationError as exc:
+            found.append(_issue_from(source, prefix, str(exc), cls))
+    return found
+
+
+def _issue_from(source: str, prefix: str, message: str, cls: type[Any]) -> ConfigIssue:
+    match = _PATH_RE.search(message)
+    path = match.group("path") if match else ""
+    text = message[: match.start()] if match else message
+    key = ".".join(p for p in (prefix, _dotted(path)) if p)
+    hint = ""
+    unknown = re.search(r"unknown field `([^`]+)`", text)
+    if unknown:
+        section = _section_for(_dotted(path), cls)
+        key = f"{key}.{unknown.group(1)}" if key else unknown.group(1)
+        text = "unknown key"
+        hint = "known keys here: " + ", ".join(section.__struct_fields__)
+    elif key.endswith(".kind"):
+        hint = "one of openai_completions, anthropic_messages, offline"
+    return ConfigIssue(source=source, key=key, message=text, hint=hint)
+
+
+def _dotted(path: str) -> str:
+    parts = re.findall(r"\.([A-Za-z0-9_]+)|\[(?:'|\")?([^\]'\"]+)(?:'|\")?\]", path)
+    return ".".join(a or b for a, b in parts)
+
+
+def _section_for(path: str, cls: type[Any]) -> Any:
+    """The record type at dotted ``path`` below ``cls`` (for the list of known keys)."""
+    section: Any = cls
+    for part in (p for p in path.split(".") if p):
+        hints = getattr(section, "__annotations__", {})
+        if part not in hints:
+            break
+        section = getattr(_schema, _SECTION_TYPES.get(part, ""), section)
+    return section
+
+
+_SECTION_TYPES = {
+    "defaults": "DefaultsConfig",
+    "gateway": "GatewayConfig",
+    "runtime": "RuntimeConfig",
+    "logging": "LoggingConfig",
+    "tool_policy": "ToolPolicyConfig",
+}
+
+
+def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    models = [("defaults.model", config.defaults.model)] + [
+        (f"profiles.{name}.model", p.model) for name, p in config.profiles.items()
+    ]
+    for key, spec in models:
+        if spec is None:
+            continue
+        source = _origin(key, layers)
+        provider, sep, model = spec.partition(":")
+        if not sep or not provider or not model:
+            issues.append(
+                ConfigIssue(
+                    source=source,
+                    key=key,
+                    message=f"model {spec!r} is not of the form '<provider>:<model>'",
+                    hint='e.g. "openai:gpt-4o-mini" with a [providers.openai] section',
+                )
+            )
+        elif provider not in config.providers and provider not in BUILTIN_PROVIDERS:
+            known = ", ".join(sorted({*config.providers, *BUILTIN_PROVIDERS}))
+            issues.append(
+                ConfigIssue(
+                    source=source,
+                    key=key,
+                    message=f"provider {provider!r} is not configured",
+                    hint=f"add [providers.{provider}] or use one of: {known}",
+                )
+            )
+    for name, provider_cfg in config.providers.items():
+        if provider_cfg.kind == "openai_completions" and not provider_cfg.base_url:
+            issues.append(
+                ConfigIssue(
+                    source=_origin(f"providers.{name}", layers),
+                    key=f"providers.{name}.base_url",
+                    message="an openai_completions provider needs base_url",
+                    hint='e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
+                )
+            )
+    return issues
+
+
+def _origin(key: str, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """The last layer (highest priority) that sets ``key``."""
+    for layer_source, raw in reversed(layers):
+        node: Any = raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return str(layer_source)
+    return "config"
+
+
+def _deep_merge(into: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        elif isinstance(value, Mapping):
+            into[key] = {}
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value

@@ -1,0 +1,97 @@
+"""The typed shape of ``config.toml``: every section is a frozen, keyword-only record.
+
+Unknown keys are rejected (a typo must not be silently ignored), every field has a default so a
+partial file is valid on its own, and legacy sections of other Lemon versions are refused with a
+hint naming their replacement.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+ProviderKind = Literal["openai_completions", "anthropic_messages", "offline"]
+RuntimeEnv = Literal["dev", "test", "prod"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config section."""
+
+
+class ProviderConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[providers.<name>]``: how to reach one model provider."""
+
+    kind: ProviderKind
+    base_url: str | None = None
+    api_key_env: str | None = None
+    models: tuple[str, ...] = ()
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 600.0
+
+
+class DefaultsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[defaults]``: the model used when a request names none (``"<provider>:<model>"``)."""
+
+    model: str | None = None
+    thinking_level: Literal["off", "low", "medium", "high"] = "off"
+
+
+class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[gateway]``: execution slots and opt-in ingress."""
+
+    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 2
+    default_cwd: str | None = None
+    ingress_enabled: bool = False
+
+
+class RuntimeConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[runtime]``: which environment the process runs as (selects e.g. bus validation)."""
+
+    env: RuntimeEnv = "dev"
+    profile: str = "full"
+
+
+class ToolPolicyConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[profiles.<id>.tool_policy]``: which tools run, ask, or are refused."""
+
+    allow: tuple[str, ...] = ()
+    require_approval: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+class ProfileConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[profiles.<agent_id>]``: an agent's name, prompt, model and tool policy."""
+
+    name: str | None = None
+    system_prompt: str | None = None
+    model: str | None = None
+    tool_policy: ToolPolicyConfig | None = None
+
+
+class LoggingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[logging]``: log level and optional file."""
+
+    level: LogLevel = "info"
+    file: str | None = None
+
+
+class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The whole configuration after layering (home file, project file, environment)."""
+
+    defaults: DefaultsConfig = DefaultsConfig()
+    providers: dict[str, ProviderConfig] = {}
+    gateway: GatewayConfig = GatewayConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    profiles: dict[str, ProfileConfig] = {}
+    logging: LoggingConfig = LoggingConfig()
+
+
+# Legacy sections refused with what to use instead.
+LEGACY_KEYS: dict[str, str] = {
+    "agent": "use [profiles.<agent_id>] instead of [agent]",
+    "agents": "use [profiles.<agent_id>] instead of [agents.<id>]",
+    "tools": "tool policy lives in [profiles.<agent_id>.tool_policy]",
+    "engine": "there is exactly one native engine; remove the engine key",
+    "default_engine": "there is exactly one native engine; remove default_engine",
+}

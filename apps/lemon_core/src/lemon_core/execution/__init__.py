@@ -1,0 +1,83 @@
+"""Execution contracts shared by router, gateway and executors.
+
+ExecutionCommand / RunRequest / ResumeToken / ExecutionContext / ToolPolicy, the executor
+seam (``lemon.executor`` entry point group), and the EngineRuntime capability registered on
+a RuntimeContext.
+"""
+
+from __future__ import annotations
+
+from lemon_core.execution._command import (
+    ConversationKey,
+    ExecutionCommand,
+    Lane,
+    QueueMode,
+    RunRequest,
+    is_conversation_key,
+)
+from lemon_core.execution._context import (
+    ExecutionContext,
+    ExecutionLimits,
+    Principal,
+    PrincipalKind,
+)
+from lemon_core.execution._executor import (
+    EXECUTOR_ENTRY_POINT_GROUP,
+    ActionKind,
+    ActionPhase,
+    ExecutionJob,
+    ExecutionResult,
+    ExecutionSink,
+    Executor,
+    PreparedExecution,
+)
+from lemon_core.execution._policy import ToolPolicy
+from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
+from lemon_core.execution._runtime import (
+    ENGINE_RUNTIME,
+    Capability,
+    CapabilityConflictError,
+    CapabilityMissingError,
+    CapabilityRegistry,
+    EngineRuntime,
+    RuntimeContext,
+)
+from lemon_core.execution.errors import (
+    ExecutionContractError,
+    InvalidToolPolicyError,
+    PermissionEscalationError,
+)
+
+__all__ = [
+    "ENGINE_RUNTIME",
+    "EXECUTOR_ENTRY_POINT_GROUP",
+    "NATIVE_ENGINE",
+    "ActionKind",
+    "ActionPhase",
+    "Capability",
+    "CapabilityConflictError",
+    "CapabilityMissingError",
+    "CapabilityRegistry",
+    "ConversationKey",
+    "EngineRuntime",
+    "ExecutionCommand",
+    "ExecutionContext",
+    "ExecutionContractError",
+    "ExecutionJob",
+    "ExecutionLimits",
+    "ExecutionResult",
+    "ExecutionSink",
+    "Executor",
+    "InvalidToolPolicyError",
+    "Lane",
+    "PermissionEscalationError",
+    "PreparedExecution",
+    "Principal",
+    "PrincipalKind",
+    "QueueMode",
+    "ResumeToken",
+    "RunRequest",
+    "RuntimeContext",
+    "ToolPolicy",
+    "is_conversation_key",
+]

@@ -1,0 +1,142 @@
+"""ExecutionCommand and RunRequest: what the router accepts and what it hands the gateway.
+
+Neither carries nor validates a runner identity: there is one native executor, and
+``engine="lemon"`` is run provenance written by the gateway, not a request field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias, get_args
+
+from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._policy import ToolPolicy
+from lemon_core.execution._resume import ResumeToken
+from lemon_core.execution.errors import ExecutionContractError, require_text
+
+__all__ = ["ConversationKey", "ExecutionCommand", "Lane", "QueueMode", "RunRequest"]
+
+#: The router-chosen serialisation key, e.g. ``("session", "agent:a:main")`` or
+#: ``("resume", "lemon", "abc")``. The gateway treats it as an opaque, hashable value.
+ConversationKey: TypeAlias = tuple[str, ...]
+
+Lane = Literal["main", "subagent", "background_exec"]
+_LANES: Final = frozenset(get_args(Lane))
+
+QueueMode = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
+_QUEUE_MODES: Final = frozenset(get_args(QueueMode))
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def _frozen_meta(owner: object, meta: object) -> None:
+    if not isinstance(meta, Mapping):
+        raise ExecutionContractError(
+            f"{type(owner).__name__}.meta must be a mapping, got {type(meta).__name__}"
+        )
+    if not isinstance(meta, MappingProxyType):
+        object.__setattr__(owner, "meta", MappingProxyType(dict(meta)))
+
+
+def _require_str(owner: object, name: str, *, allow_empty: bool = False) -> None:
+    require_text(type(owner).__name__, name, getattr(owner, name), allow_empty=allow_empty)
+
+
+def is_conversation_key(value: object) -> bool:
+    """True for a non-empty tuple of non-empty strings."""
+    return (
+        isinstance(value, tuple)
+        and len(value) > 0
+        and all(isinstance(part, str) and part for part in value)
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionCommand:
+    """A pre-resolved, engine-less command the router hands to the EngineRuntime.
+
+    ``conversation_key`` is chosen by the router and is required for submission; it may
+    be ``None`` here only so the gateway's boundary can reject it with a clear error.
+    """
+
+    run_id: str
+    session_key: str
+    prompt: str
+    conversation_key: ConversationKey | None = None
+    images: tuple[Mapping[str, Any], ...] = ()
+    cwd: str | None = None
+    resume: ResumeToken | None = None
+    lane: Lane = "main"
+    tool_policy: ToolPolicy | None = None
+    context: ExecutionContext | None = None
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        _require_str(self, "run_id")
+        _require_str(self, "session_key")
+        _require_str(self, "prompt", allow_empty=True)
+        if self.conversation_key is not None and not is_conversation_key(self.conversation_key):
+            raise ExecutionContractError(
+                "ExecutionCommand.conversation_key must be a non-empty tuple of non-empty "
+                f"strings such as ('session', session_key), got {self.conversation_key!r}"
+            )
+        if self.lane not in _LANES:
+            raise ExecutionContractError(
+                f"ExecutionCommand.lane must be one of {sorted(_LANES)}, got {self.lane!r}"
+            )
+        resume: object = self.resume
+        if resume is not None and not isinstance(resume, ResumeToken):
+            raise ExecutionContractError(
+                f"ExecutionCommand.resume must be a ResumeToken or None, got {self.resume!r}"
+            )
+        policy: object = self.tool_policy
+        if policy is not None and not isinstance(policy, ToolPolicy):
+            object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
+        if self.cwd is not None:
+            _require_str(self, "cwd")
+        images: object = self.images
+        if not isinstance(images, tuple):
+            if isinstance(images, str | bytes) or not isinstance(images, Iterable):
+                raise ExecutionContractError(
+                    f"ExecutionCommand.images must be a sequence of mappings, got {images!r}"
+                )
+            object.__setattr__(self, "images", tuple(images))
+        _frozen_meta(self, self.meta)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRequest:
+    """A request to run a prompt in a session, submitted to the router (RouterBridge).
+
+    ``run_id`` is optional: ingress that needs a stable id (webhooks) supplies one.
+    """
+
+    origin: str
+    session_key: str
+    prompt: str
+    agent_id: str = "default"
+    queue_mode: QueueMode = "collect"
+    run_id: str | None = None
+    cwd: str | None = None
+    resume: ResumeToken | None = None
+    tool_policy: ToolPolicy | None = None
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        _require_str(self, "origin")
+        _require_str(self, "session_key")
+        _require_str(self, "prompt", allow_empty=True)
+        _require_str(self, "agent_id")
+        if self.queue_mode not in _QUEUE_MODES:
+            raise ExecutionContractError(
+                f"RunRequest.queue_mode must be one of {sorted(_QUEUE_MODES)}, "
+                f"got {self.queue_mode!r}"
+            )
+        if self.run_id is not None:
+            _require_str(self, "run_id")
+        policy: object = self.tool_policy
+        if policy is not None and not isinstance(policy, ToolPolicy):
+            object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
+        _frozen_meta(self, self.meta)

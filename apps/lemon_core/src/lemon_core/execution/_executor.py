@@ -1,0 +1,129 @@
+"""The executor seam: what the gateway's one native executor implements.
+
+The gateway finds exactly one executor through the ``lemon.executor`` entry point group.
+The entry point names a zero-argument callable (usually the class) returning an
+:class:`Executor`. A run is two phases:
+
+* :meth:`Executor.prepare` is the *launch*: it may fail and be retried by the gateway, so it
+  must not leave anything behind that needs releasing when it raises.
+* :meth:`PreparedExecution.execute` streams through the :class:`ExecutionSink` and returns an
+  :class:`ExecutionResult`. Cancelling a run cancels the task awaiting ``execute``; an
+  executor cleans up on :class:`asyncio.CancelledError` and re-raises it.
+
+Sink methods are loop-only (call them from the event loop running the run), never block,
+and never raise for a closed run: late calls after completion are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from lemon_core.execution._command import Lane
+from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._policy import ToolPolicy
+from lemon_core.execution._resume import ResumeToken
+
+__all__ = [
+    "EXECUTOR_ENTRY_POINT_GROUP",
+    "ActionKind",
+    "ActionPhase",
+    "ExecutionJob",
+    "ExecutionResult",
+    "ExecutionSink",
+    "Executor",
+    "PreparedExecution",
+]
+
+#: The entry point group naming the single native executor.
+EXECUTOR_ENTRY_POINT_GROUP: Final = "lemon.executor"
+
+ActionKind = Literal[
+    "tool",
+    "command",
+    "file_change",
+    "web_search",
+    "subagent",
+    "reasoning",
+    "note",
+    "approval",
+    "compaction",
+]
+ActionPhase = Literal["started", "updated", "completed"]
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
+    """What the executor is asked to run (built by the gateway from an ExecutionCommand).
+
+    ``resume`` is always native or ``None``: the gateway never hands a foreign token to
+    the executor. ``cwd`` is an absolute path.
+    """
+
+    run_id: str
+    session_key: str
+    prompt: str
+    cwd: str
+    images: tuple[Mapping[str, Any], ...] = ()
+    resume: ResumeToken | None = None
+    lane: Lane = "main"
+    tool_policy: ToolPolicy | None = None
+    context: ExecutionContext | None = None
+    meta: Mapping[str, Any] = _EMPTY
+
+
+class ExecutionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How an execution ended, as told by the executor."""
+
+    ok: bool
+    answer: str = ""
+    error: str | None = None
+    resume: ResumeToken | None = None
+    usage: Mapping[str, Any] | None = None
+
+
+@runtime_checkable
+class ExecutionSink(Protocol):
+    """Where an executor streams a run's output. Loop-only, non-blocking."""
+
+    def started(self, *, resume: ResumeToken | None = None) -> None:
+        """The native session is live; ``resume`` resumes it later."""
+
+    def delta(self, text: str) -> None:
+        """A piece of answer text, in order."""
+
+    def action(
+        self,
+        *,
+        id: str,
+        kind: ActionKind,
+        title: str,
+        detail: Mapping[str, Any] | None = None,
+        phase: ActionPhase = "updated",
+        ok: bool | None = None,
+        message: str | None = None,
+        level: str | None = None,
+    ) -> None:
+        """A tool call, command, file change... moving through its phases."""
+
+
+@runtime_checkable
+class PreparedExecution(Protocol):
+    """A launched execution, ready to stream."""
+
+    async def execute(self, sink: ExecutionSink) -> ExecutionResult:
+        """Run to the end, streaming through ``sink``."""
+        ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """The gateway's one native executor."""
+
+    async def prepare(self, job: ExecutionJob) -> PreparedExecution:
+        """Launch ``job``; raising counts as a failed launch attempt (the gateway retries)."""
+        ...

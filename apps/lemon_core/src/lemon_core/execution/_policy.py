@@ -1,0 +1,130 @@
+"""ToolPolicy: which tools a run may call, strictly validated.
+
+A policy is *supplied* data (from config, a request, a parent run), so
+:meth:`ToolPolicy.from_mapping` rejects anything it does not understand instead of
+guessing: unknown keys, non-string tool names, blank names and wrong container types all
+raise :class:`InvalidToolPolicyError` naming the offending key. Policies combine by
+intersection (:meth:`ToolPolicy.intersect`): the result never permits a tool that either
+side forbids.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from lemon_core.execution.errors import InvalidToolPolicyError
+
+__all__ = ["ToolPolicy"]
+
+_TOOL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
+_KEYS: Final = frozenset({"allow", "deny", "require_approval"})
+
+
+def _names(key: str, value: object) -> frozenset[str]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidToolPolicyError(
+            f"tool policy {key!r} must be a list of tool names, got {type(value).__name__}"
+        )
+    out: set[str] = set()
+    for item in value:
+        if not isinstance(item, str) or not _TOOL_NAME_RE.match(item):
+            raise InvalidToolPolicyError(
+                f"tool policy {key!r} has an invalid tool name {item!r}: use 1-128 characters "
+                "of letters, digits, '_', '.', ':' or '-'"
+            )
+        out.add(item)
+    return frozenset(out)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolPolicy:
+    """Which tools a run may use.
+
+    ``allow`` is the set of permitted tools, or ``None`` for "every tool not denied";
+    ``deny`` always wins over ``allow``; ``require_approval`` lists tools that need an
+    approval before each call.
+    """
+
+    allow: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+    require_approval: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.allow is not None:
+            object.__setattr__(self, "allow", _names("allow", self.allow))
+        object.__setattr__(self, "deny", _names("deny", self.deny))
+        object.__setattr__(
+            self, "require_approval", _names("require_approval", self.require_approval)
+        )
+
+    @classmethod
+    def unrestricted(cls) -> ToolPolicy:
+        """The policy that permits every tool without approval."""
+        return cls()
+
+    @classmethod
+    def from_mapping(cls, data: object) -> ToolPolicy:
+        """Strictly parse a supplied policy mapping (keys: allow, deny, require_approval)."""
+        if isinstance(data, ToolPolicy):
+            return data
+        if not isinstance(data, Mapping):
+            raise InvalidToolPolicyError(
+                f"a tool policy must be a mapping with keys {sorted(_KEYS)}, "
+                f"got {type(data).__name__}"
+            )
+        unknown = [k for k in data if k not in _KEYS]
+        if unknown:
+            raise InvalidToolPolicyError(
+                f"unknown tool policy keys {sorted(map(str, unknown))}; "
+                f"allowed keys are {sorted(_KEYS)}"
+            )
+        allow = data.get("allow")
+        return cls(
+            allow=None if allow is None else _names("allow", allow),
+            deny=_names("deny", data.get("deny", ())),
+            require_approval=_names("require_approval", data.get("require_approval", ())),
+        )
+
+    def permits(self, tool: str) -> bool:
+        """True when ``tool`` may be called under this policy."""
+        if tool in self.deny:
+            return False
+        return self.allow is None or tool in self.allow
+
+    def needs_approval(self, tool: str) -> bool:
+        """True when each call of ``tool`` needs an approval first."""
+        return tool in self.require_approval
+
+    def intersect(self, other: ToolPolicy) -> ToolPolicy:
+        """The policy permitting only what both permit, needing every approval either needs."""
+        if self.allow is None:
+            allow = other.allow
+        elif other.allow is None:
+            allow = self.allow
+        else:
+            allow = self.allow & other.allow
+        return ToolPolicy(
+            allow=allow,
+            deny=self.deny | other.deny,
+            require_approval=self.require_approval | other.require_approval,
+        )
+
+    def is_within(self, other: ToolPolicy) -> bool:
+        """True when this policy grants nothing that ``other`` does not."""
+        return self.intersect(other).normalized() == self.normalized()
+
+    def normalized(self) -> ToolPolicy:
+        """An equal-meaning policy with denied tools removed from ``allow``."""
+        allow = None if self.allow is None else self.allow - self.deny
+        return ToolPolicy(allow=allow, deny=self.deny, require_approval=self.require_approval)
+
+    def to_dict(self) -> dict[str, list[str] | None]:
+        """The wire form, with sorted lists."""
+        return {
+            "allow": None if self.allow is None else sorted(self.allow),
+            "deny": sorted(self.deny),
+            "require_approval": sorted(self.require_approval),
+        }

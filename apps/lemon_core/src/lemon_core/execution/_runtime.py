@@ -1,0 +1,133 @@
+"""The EngineRuntime capability and the capability registry of a runtime context.
+
+Lower apps reach higher ones through capabilities: the router calls the
+:class:`EngineRuntime` that the gateway registered on the :class:`RuntimeContext` it was
+started with. Nothing lives in module globals, so one process can host several isolated
+runtimes (tests do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Protocol, TypeVar, cast, runtime_checkable
+
+from lemon_core.execution._command import ExecutionCommand
+
+__all__ = [
+    "ENGINE_RUNTIME",
+    "Capability",
+    "CapabilityConflictError",
+    "CapabilityMissingError",
+    "CapabilityRegistry",
+    "EngineRuntime",
+    "RuntimeContext",
+]
+
+T = TypeVar("T")
+
+
+class CapabilityMissingError(LookupError):
+    """No implementation of a required capability is registered."""
+
+
+class CapabilityConflictError(RuntimeError):
+    """A capability is already registered by another implementation."""
+
+
+@runtime_checkable
+class EngineRuntime(Protocol):
+    """Runs ExecutionCommands. Implemented by the gateway, called by the router.
+
+    ``submit`` accepts (acceptance is not completion) or raises a clear error for a
+    command that can never be accepted. ``cancel`` is total and idempotent: it never
+    raises and returns whether a live or queued run with exactly that id was found.
+    ``available`` is liveness, not capacity.
+    """
+
+    def submit(self, command: ExecutionCommand) -> None:
+        """Accept ``command`` for execution (loop-only)."""
+
+    def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
+        """Cancel the run with exactly this id, if it is queued or running."""
+        ...
+
+    def available(self) -> bool:
+        """True when submissions are being accepted."""
+        ...
+
+
+class Capability(Generic[T]):
+    """A typed capability key, e.g. :data:`ENGINE_RUNTIME` for :class:`EngineRuntime`."""
+
+    __slots__ = ("__name__", "protocol")
+
+    def __init__(self, name: str, protocol: type[Any]) -> None:
+        self.__name__ = name
+        self.protocol = protocol
+
+    def __repr__(self) -> str:
+        return f"Capability({self.__name__})"
+
+
+#: The capability the gateway registers and the router calls.
+ENGINE_RUNTIME: Final[Capability[EngineRuntime]] = Capability("EngineRuntime", EngineRuntime)
+
+
+class CapabilityRegistry:
+    """Capabilities keyed by :class:`Capability`; one implementation per capability.
+
+    Registration checks the implementation against the capability's protocol.
+    """
+
+    __slots__ = ("_impls",)
+
+    def __init__(self) -> None:
+        self._impls: dict[Capability[Any], object] = {}
+
+    def register(self, capability: Capability[T], impl: T) -> None:
+        """Register ``impl`` as ``capability``; raise if another one is registered."""
+        if not isinstance(impl, capability.protocol):
+            raise TypeError(
+                f"{impl!r} does not implement {capability.__name__} "
+                f"({capability.protocol.__module__}.{capability.protocol.__qualname__})"
+            )
+        current = self._impls.get(capability)
+        if current is not None and current is not impl:
+            raise CapabilityConflictError(
+                f"{capability.__name__} is already provided by {current!r}; unregister it first"
+            )
+        self._impls[capability] = impl
+
+    def unregister(self, capability: Capability[T], impl: T) -> bool:
+        """Remove ``impl`` if it is the registered one; return whether it was."""
+        if self._impls.get(capability) is impl:
+            del self._impls[capability]
+            return True
+        return False
+
+    def get(self, capability: Capability[T]) -> T | None:
+        """The registered implementation, or None."""
+        return cast("T | None", self._impls.get(capability))
+
+    def require(self, capability: Capability[T]) -> T:
+        """The registered implementation; raise :class:`CapabilityMissingError` if none."""
+        impl = self._impls.get(capability)
+        if impl is None:
+            raise CapabilityMissingError(
+                f"no {capability.__name__} is registered on this runtime; start the app "
+                "that provides it (for EngineRuntime: lemon_gateway)"
+            )
+        return cast("T", impl)
+
+    def statistics(self) -> dict[str, str]:
+        """Capability name -> implementation type name."""
+        return {cap.__name__: type(impl).__name__ for cap, impl in self._impls.items()}
+
+
+@dataclass(kw_only=True, slots=True)
+class RuntimeContext:
+    """What an app's start hook receives: the runtime's capabilities and settings."""
+
+    name: str = "default"
+    capabilities: CapabilityRegistry = field(default_factory=CapabilityRegistry)
+    settings: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,29 @@
+"""Errors raised by the execution contracts.
+
+Every error here is a misuse error (bad input to a contract); they all derive from
+:class:`ExecutionContractError`, which is a :class:`ValueError` so callers that validate
+input generically still catch it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ExecutionContractError", "InvalidToolPolicyError", "PermissionEscalationError"]
+
+
+class ExecutionContractError(ValueError):
+    """Base class: a value given to an execution contract is not valid."""
+
+
+def require_text(owner: str, name: str, value: object, *, allow_empty: bool = False) -> None:
+    """Raise :class:`ExecutionContractError` unless ``value`` is a (non-blank) string."""
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        kind = "string" if allow_empty else "non-blank string"
+        raise ExecutionContractError(f"{owner}.{name} must be a {kind}, got {value!r}")
+
+
+class InvalidToolPolicyError(ExecutionContractError):
+    """A supplied tool policy has an unknown key or a value of the wrong shape."""
+
+
+class PermissionEscalationError(ExecutionContractError):
+    """A child execution context asked for authority its parent does not have."""

@@ -1,0 +1,45 @@
+"""The Store: one async key-value interface, SQLite (WAL) by default, in-memory for tests.
+
+Domains use the typed wrappers (RunStore, ChatStateStore), never raw tables.
+"""
+
+from __future__ import annotations
+
+from lemon_core.store._default import default_store_path, open_default_store
+from lemon_core.store._memory import MemoryStore
+from lemon_core.store._protocol import DEFAULT_MAX_VALUE_BYTES, Store, system_clock_ms
+from lemon_core.store._sqlite import SQLiteStore
+from lemon_core.store._wrappers import (
+    DEFAULT_CHAT_STATE_TTL_MS,
+    ChatState,
+    ChatStateStore,
+    RunStore,
+    RunSummary,
+)
+from lemon_core.store.errors import (
+    InvalidStoreKeyError,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+    StoreValueError,
+)
+
+__all__ = [
+    "DEFAULT_CHAT_STATE_TTL_MS",
+    "DEFAULT_MAX_VALUE_BYTES",
+    "ChatState",
+    "ChatStateStore",
+    "InvalidStoreKeyError",
+    "MemoryStore",
+    "RunStore",
+    "RunSummary",
+    "SQLiteStore",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoreValueError",
+    "default_store_path",
+    "open_default_store",
+    "system_clock_ms",
+]

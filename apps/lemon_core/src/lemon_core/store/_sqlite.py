@@ -1,0 +1,245 @@
+"""SQLite Store backend (WAL), the default.
+
+Design: one connection owned by one dedicated thread; every call is shipped to that
+thread, so blocking I/O never runs on the event loop and SQLite's connection is never
+shared between threads. Each write is its own transaction, committed before the call
+returns (``synchronous=FULL`` by default: durable across power loss).
+
+Bounds: at most ``max_pending`` calls are queued for the thread; further callers wait
+(backpressure) instead of growing the queue. ``statistics()`` shows the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from lemon_core.store._protocol import (
+    DEFAULT_MAX_VALUE_BYTES,
+    Clock,
+    check_key,
+    check_limit,
+    check_table,
+    check_ttl,
+    decode_value,
+    encode_value,
+    system_clock_ms,
+)
+from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lemon_kv (
+    tbl TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    expires_at_ms INTEGER,
+    updated_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS lemon_kv_expiry ON lemon_kv (expires_at_ms)
+    WHERE expires_at_ms IS NOT NULL;
+"""
+
+
+class SQLiteStore:
+    """A Store in one SQLite file (WAL). Open with ``await SQLiteStore.open(path)``."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock = system_clock_ms,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        max_pending: int = 1024,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._path = Path(path)
+        self._clock = clock
+        self._max_value_bytes = max_value_bytes
+        self._max_pending = max_pending
+        self._synchronous = synchronous
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lemon-sqlite")
+        self._slots = asyncio.Semaphore(max_pending)
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._opened = False
+        self._pending = 0
+        self._ops = 0
+        self._errors = 0
+        self._owner_thread: threading.Thread | None = None
+
+    @classmethod
+    async def open(cls, path: str | Path, **options: Any) -> SQLiteStore:
+        """Create/open the database file, enable WAL and create the schema."""
+        store = cls(path, **options)
+        await store._call(store._connect)
+        store._opened = True
+        return store
+
+    async def __aenter__(self) -> SQLiteStore:
+        if not self._opened:
+            await self._call(self._connect)
+            self._opened = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- thread side -------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+        self._owner_thread = threading.current_thread()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreClosedError(f"SQLiteStore {self._path} is not open")
+        return self._conn
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        if self._closed:
+            raise StoreClosedError(f"SQLiteStore {self._path} is closed")
+        async with self._slots:
+            self._pending += 1
+            try:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._thread, fn)
+            except sqlite3.Error as exc:
+                self._errors += 1
+                raise StoreUnavailableError(f"SQLite store {self._path}: {exc}") from exc
+            finally:
+                self._pending -= 1
+                self._ops += 1
+
+    # -- the Store interface -----------------------------------------------------------
+
+    async def get(self, table: str, key: str) -> Any | None:
+        check_table(table)
+        check_key(key)
+        now = self._clock()
+
+        def op() -> bytes | None:
+            row = (
+                self._db()
+                .execute(
+                    "SELECT value FROM lemon_kv WHERE tbl=? AND key=? "
+                    "AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+                    (table, key, now),
+                )
+                .fetchone()
+            )
+            return None if row is None else bytes(row[0])
+
+        data = await self._call(op)
+        return None if data is None else decode_value(data)
+
+    async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
+        check_table(table)
+        check_key(key)
+        ttl = check_ttl(ttl_ms)
+        data = encode_value(value, self._max_value_bytes)
+        now = self._clock()
+        expires = None if ttl is None else now + ttl
+
+        def op() -> None:
+            self._db().execute(
+                "INSERT INTO lemon_kv (tbl, key, value, expires_at_ms, updated_at_ms) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET "
+                "value=excluded.value, expires_at_ms=excluded.expires_at_ms, "
+                "updated_at_ms=excluded.updated_at_ms",
+                (table, key, data, expires, now),
+            )
+
+        await self._call(op)
+
+    async def delete(self, table: str, key: str) -> bool:
+        check_table(table)
+        check_key(key)
+        now = self._clock()
+
+        def op() -> bool:
+            cur = self._db().execute(
+                "DELETE FROM lemon_kv WHERE tbl=? AND key=? RETURNING expires_at_ms",
+                (table, key),
+            )
+            row = cur.fetchone()
+            return row is not None and (row[0] is None or row[0] > now)
+
+        return await self._call(op)
+
+    async def scan(
+        self, table: str, *, prefix: str = "", limit: int = 1000, reverse: bool = False
+    ) -> list[tuple[str, Any]]:
+        check_table(table)
+        check_limit(limit)
+        if not isinstance(prefix, str):
+            raise TypeError(f"scan prefix must be a string, got {prefix!r}")
+        now = self._clock()
+        order = "DESC" if reverse else "ASC"
+
+        def op() -> list[tuple[str, bytes]]:
+            rows = self._db().execute(
+                "SELECT key, value FROM lemon_kv WHERE tbl=? AND key >= ? "
+                "AND substr(key, 1, ?) = ? "
+                "AND (expires_at_ms IS NULL OR expires_at_ms > ?) "
+                f"ORDER BY key {order} LIMIT ?",
+                (table, prefix, len(prefix), prefix, now, limit),
+            )
+            return [(str(k), bytes(v)) for k, v in rows]
+
+        rows = await self._call(op)
+        return [(k, decode_value(v)) for k, v in rows]
+
+    async def sweep_expired(self) -> int:
+        now = self._clock()
+
+        def op() -> int:
+            cur = self._db().execute(
+                "DELETE FROM lemon_kv WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?",
+                (now,),
+            )
+            return cur.rowcount
+
+        return await self._call(op)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+
+        def op() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        try:
+            await self._call(op)
+        finally:
+            self._closed = True
+            self._thread.shutdown(wait=True)
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "backend": "sqlite",
+            "path": str(self._path),
+            "closed": self._closed,
+            "pending": self._pending,
+            "max_pending": self._max_pending,
+            "max_value_bytes": self._max_value_bytes,
+            "ops": self._ops,
+            "errors": self._errors,
+        }

@@ -1,0 +1,162 @@
+"""Typed store wrappers: RunStore (run history) and ChatStateStore (resume state).
+
+Domains use these, never raw Store tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+import msgspec
+
+from lemon_core.execution import NATIVE_ENGINE, ResumeToken
+from lemon_core.store._protocol import Clock, Store, system_clock_ms
+from lemon_core.store.errors import StoreValueError
+
+__all__ = ["DEFAULT_CHAT_STATE_TTL_MS", "ChatState", "ChatStateStore", "RunStore", "RunSummary"]
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+#: Default chat-state time to live: 24 hours.
+DEFAULT_CHAT_STATE_TTL_MS: Final = 24 * 60 * 60 * 1000
+_SEP: Final = "\x1f"
+
+
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What is kept about a finished run (stored as its JSON encoding)."""
+
+    run_id: str
+    session_key: str
+    ok: bool
+    engine: str = NATIVE_ENGINE
+    error: str | None = None
+    answer: str = ""
+    resume: ResumeToken | None = None
+    started_at_ms: int = 0
+    finished_at_ms: int = 0
+    duration_ms: int = 0
+    meta: dict[str, Any] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored (JSON-compatible) form."""
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
+        """Parse the stored form."""
+        return msgspec.convert(data, cls)
+
+
+class RunStore:
+    """Finished runs by id, and per session in finish order."""
+
+    RUNS: Final = "runs"
+    HISTORY: Final = "run_history"
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def finalize(self, summary: RunSummary) -> None:
+        """Record a finished run (by id and in its session's history)."""
+        # The Store encodes records itself (msgspec): no intermediate dict.
+        await self._store.put(self.RUNS, summary.run_id, summary)
+        history_key = (
+            f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
+        )
+        await self._store.put(self.HISTORY, history_key, summary)
+
+    async def get(self, run_id: str) -> RunSummary | None:
+        """The summary of a finished run, or None."""
+        data = await self._store.get(self.RUNS, run_id)
+        return None if data is None else RunSummary.from_dict(data)
+
+    async def history(self, session_key: str, *, limit: int = 50) -> list[RunSummary]:
+        """The session's most recent finished runs, newest first."""
+        rows = await self._store.scan(
+            self.HISTORY, prefix=f"{session_key}{_SEP}", limit=limit, reverse=True
+        )
+        return [RunSummary.from_dict(v) for _, v in rows]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatState:
+    """The last resume state written for a session."""
+
+    last_engine: str
+    last_resume_token: str
+    updated_at_ms: int
+
+    @property
+    def resume(self) -> ResumeToken:
+        return ResumeToken(engine=self.last_engine, value=self.last_resume_token)
+
+
+class ChatStateStore:
+    """The last resume token per session key, with a TTL.
+
+    Every token written is kept (non-native historical ones too), but
+    :meth:`resume_token` only ever returns a native one: a foreign token is quarantined
+    from resume, never executed.
+    """
+
+    TABLE: Final = "chat_state"
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        ttl_ms: int = DEFAULT_CHAT_STATE_TTL_MS,
+        clock: Clock = system_clock_ms,
+    ) -> None:
+        ttl: object = ttl_ms
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+            raise StoreValueError(f"chat state ttl_ms must be a positive integer, got {ttl_ms!r}")
+        self._store = store
+        self._ttl_ms = ttl_ms
+        self._clock = clock
+
+    @property
+    def ttl_ms(self) -> int:
+        return self._ttl_ms
+
+    async def put(self, session_key: str, token: ResumeToken) -> ChatState:
+        """Record ``token`` as the session's latest resume state."""
+        state = ChatState(
+            last_engine=token.engine, last_resume_token=token.value, updated_at_ms=self._clock()
+        )
+        await self._store.put(
+            self.TABLE,
+            session_key,
+            {
+                "last_engine": state.last_engine,
+                "last_resume_token": state.last_resume_token,
+                "updated_at_ms": state.updated_at_ms,
+            },
+            ttl_ms=self._ttl_ms,
+        )
+        return state
+
+    async def get(self, session_key: str) -> ChatState | None:
+        """The raw latest state (native or not), or None when absent or expired."""
+        data = await self._store.get(self.TABLE, session_key)
+        if data is None:
+            return None
+        return ChatState(
+            last_engine=data["last_engine"],
+            last_resume_token=data["last_resume_token"],
+            updated_at_ms=data["updated_at_ms"],
+        )
+
+    async def resume_token(self, session_key: str) -> ResumeToken | None:
+        """The token to resume the session with: native only, else None."""
+        state = await self.get(session_key)
+        if state is None or state.last_engine != NATIVE_ENGINE:
+            return None
+        return state.resume
+
+    async def delete(self, session_key: str) -> bool:
+        """Forget the session's resume state."""
+        return await self._store.delete(self.TABLE, session_key)

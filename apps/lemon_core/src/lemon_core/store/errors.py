@@ -1,0 +1,31 @@
+"""The Store's error hierarchy: misuse apart from runtime failures."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidStoreKeyError",
+    "StoreClosedError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoreValueError",
+]
+
+
+class StoreError(Exception):
+    """Base class of every Store error."""
+
+
+class InvalidStoreKeyError(StoreError, ValueError):
+    """Misuse: a table name or key is not valid (see the message for the rule)."""
+
+
+class StoreValueError(StoreError, ValueError):
+    """Misuse: a value cannot be stored (not JSON-compatible, or too large)."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed; open a new one."""
+
+
+class StoreUnavailableError(StoreError):
+    """The backend failed (disk full, I/O error, locked database...); the write did not happen."""

@@ -1,0 +1,119 @@
+"""Contended admission counts as overflow instead of making the producer wait."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from lemon_core import Delivery, Event, Overflow, TerminalNotice
+from lemon_core.bus import OverflowReason
+
+
+class GatedLock:
+    """A real lock that parks one chosen producer inside its critical section."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.gated_thread: int | None = None
+        self.inside = threading.Event()
+        self.proceed = threading.Event()
+        self.refused_attempt = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        acquired = self._lock.acquire(blocking, timeout)
+        if not acquired and not blocking:
+            self.refused_attempt.set()
+        if acquired and threading.get_ident() == self.gated_thread:
+            self.gated_thread = None
+            self.inside.set()
+            self.proceed.wait(10)
+        return acquired
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+async def test_contended_admission_fences_without_waiting() -> None:
+    """Producer A holds the admission lock (parked inside it); producer B arrives, finds the lock
+    taken and returns at once: its item is refused and counted as overflow. A, resuming, applies
+    the fence B requested before deciding on its own item, so the marker directly follows what
+    was admitted before the contention and nothing is admitted after it."""
+    lock = GatedLock()
+    handle = Delivery(max_entries=8, lock=lock)
+    assert handle.offer(Event.new("before"))
+    results: dict[str, bool] = {}
+
+    def producer_a() -> None:
+        lock.gated_thread = threading.get_ident()
+        results["a"] = handle.offer(Event.new("from_a"))
+
+    def producer_b() -> None:
+        results["b"] = handle.offer(Event.new("from_b"))
+
+    thread_a = threading.Thread(target=producer_a)
+    thread_a.start()
+    assert await asyncio.to_thread(lock.inside.wait, 10)  # A holds the lock
+    thread_b = threading.Thread(target=producer_b)
+    thread_b.start()
+    # B finds the lock taken and returns without waiting for A.
+    await asyncio.to_thread(thread_b.join, 10)
+    assert not thread_b.is_alive()
+    assert lock.refused_attempt.is_set()
+    assert results == {"b": False}
+    lock.proceed.set()
+    await asyncio.to_thread(thread_a.join, 10)
+
+    assert results == {"a": False, "b": False}
+    stats = handle.statistics()
+    assert stats.contended == 1
+    assert stats.fenced
+    assert stats.overflow_reason is OverflowReason.CONTENDED
+    assert (stats.admitted, stats.refused) == (1, 2)
+    first, marker = handle.get_nowait(), handle.get_nowait()
+    assert isinstance(first, Event)
+    assert first.type == "before"
+    assert isinstance(marker, Overflow)
+    assert marker.reason is OverflowReason.CONTENDED
+    assert handle.statistics().queued == 0
+    assert not handle.offer(Event.new("after_fence"))
+
+
+async def test_a_contended_terminal_item_still_reaches_the_consumer() -> None:
+    lock = GatedLock()
+    handle = Delivery(max_entries=8, lock=lock)
+    done = Event.new("run_completed", {"ok": True}, {"run_id": "r1"})
+
+    def holder() -> None:
+        lock.gated_thread = threading.get_ident()
+        handle.offer(Event.new("from_holder"))
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert await asyncio.to_thread(lock.inside.wait, 10)
+    assert not handle.offer(done)  # contended: refused at once, its notice requested
+    lock.proceed.set()
+    await asyncio.to_thread(thread.join, 10)
+    marker, notice = handle.get_nowait(), handle.get_nowait()
+    assert isinstance(marker, Overflow)
+    assert isinstance(notice, TerminalNotice)
+    assert notice.run_id == "r1"
+
+
+async def test_concurrent_producers_never_exceed_the_bound() -> None:
+    handle = Delivery(max_entries=16)
+    barrier = threading.Barrier(4)
+
+    def produce(worker: int) -> None:
+        barrier.wait(10)
+        for n in range(200):
+            handle.offer(Event.new("x", {"w": worker, "n": n}))
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        await asyncio.to_thread(thread.join, 10)
+    stats = handle.statistics()
+    assert stats.queued <= 16 + 2
+    assert stats.fenced
+    assert stats.admitted <= 16

@@ -1,0 +1,91 @@
+"""SQLite backend specifics: WAL, calls off the loop, durable reopen, failures translated."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from lemon_core.execution import ResumeToken
+from lemon_core.store import (
+    ChatStateStore,
+    MemoryStore,
+    SQLiteStore,
+    StoreClosedError,
+    StoreUnavailableError,
+)
+
+
+async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "lemon.sqlite3"
+    async with await SQLiteStore.open(path) as store:
+        await store.put("t", "k", {"v": 1})
+        assert store._owner_thread is not None
+        assert store._owner_thread is not threading.current_thread()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+async def test_store_sqlite_survives_reopen_with_ttl_kept(tmp_path: Path) -> None:
+    now = [1_000]
+    path = tmp_path / "db.sqlite3"
+    store = await SQLiteStore.open(path, clock=lambda: now[0])
+    chat = ChatStateStore(store, ttl_ms=100, clock=lambda: now[0])
+    await chat.put("s", ResumeToken.native("v1"))
+    await store.close()
+    again = await SQLiteStore.open(path, clock=lambda: now[0])
+    chat = ChatStateStore(again, ttl_ms=100, clock=lambda: now[0])
+    assert await chat.resume_token("s") == ResumeToken.native("v1")
+    now[0] += 100
+    assert await chat.resume_token("s") is None
+    await again.close()
+
+
+async def test_store_sqlite_translates_backend_failures(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    store = await SQLiteStore.open(path)
+    await store.put("t", "k", 1)
+    # Another connection holds the write lock: the write fails as StoreUnavailableError
+    # (after busy_timeout), and the previous value stays.
+    blocker = sqlite3.connect(path, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+    store._db().execute("PRAGMA busy_timeout=1")
+    try:
+        with pytest.raises(StoreUnavailableError, match="locked"):
+            await store.put("t", "k", 2)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert await store.get("t", "k") == 1
+    assert store.statistics()["errors"] == 1
+    await store.close()
+    with pytest.raises(StoreClosedError):
+        await store.put("t", "k", 3)
+
+
+async def test_store_memory_bound_is_enforced() -> None:
+    store = MemoryStore(max_entries=2)
+    await store.put("t", "a", 1)
+    await store.put("t", "b", 1)
+    await store.put("t", "a", 2)
+    with pytest.raises(StoreUnavailableError, match="full"):
+        await store.put("t", "c", 1)
+
+
+async def test_store_default_is_sqlite_under_lemon_home(tmp_path: Path) -> None:
+    from lemon_core.store import default_store_path, open_default_store
+
+    env = {"LEMON_HOME": str(tmp_path / "home")}
+    assert default_store_path(env) == tmp_path / "home" / "store" / "lemon.sqlite3"
+    store = await open_default_store(environ=env)
+    try:
+        await store.put("t", "k", 1)
+        assert store.statistics()["backend"] == "sqlite"
+    finally:
+        await store.close()
+    assert (tmp_path / "home" / "store" / "lemon.sqlite3").exists()

@@ -1,0 +1,419 @@
+"""Gateway: execution slots, the native run lifecycle, cancellation and resume state.
+
+``async with Gateway(bus=bus, store=store) as gw`` starts it; the gateway owns every task
+it creates (one per run) and on exit ends every accepted run with exactly one
+``run_completed`` (queued and running runs complete with ``error="gateway_shutdown"``),
+leaving no slot, lock, worker or task behind.
+
+``submit_execution`` is the only submission boundary. It is loop-only and synchronous:
+it validates, builds the private ExecutionRequest, hands it to the conversation's worker
+and returns a :class:`RunHandle`. Acceptance is not completion: every later failure is
+reported as the run's completion, never as an exception to the submitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, Self
+
+from lemon_core.bus import Bus
+from lemon_core.errors import LemonCoreError
+from lemon_core.events import Completion, Payload
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    EXECUTOR_ENTRY_POINT_GROUP,
+    ExecutionCommand,
+    Executor,
+    RuntimeContext,
+)
+from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
+from lemon_gateway._config import GatewayConfig
+from lemon_gateway._executor import check_executor, validate_executor
+from lemon_gateway._lock import EngineLock
+from lemon_gateway._request import ExecutionRequest, RunHandle
+from lemon_gateway._run import Run, RunState, _Outcome, default_cwd
+from lemon_gateway._scheduler import Scheduler
+from lemon_gateway._worker import ThreadWorker
+from lemon_gateway.errors import (
+    DuplicateRunError,
+    ExecutorNotReadyError,
+    GatewayNotRunningError,
+    GatewayOverloadedError,
+    InvalidSubmissionError,
+    MissingConversationKeyError,
+)
+
+__all__ = ["Gateway", "GatewayState", "IngressFactory"]
+
+log = logging.getLogger("lemon_gateway")
+
+#: Builds one ingress transport (webhook, ...) for a running gateway; entered on start only
+#: when ``gateway.ingress_enabled`` is set, exited on stop.
+IngressFactory = Callable[["Gateway"], AbstractAsyncContextManager[Any]]
+
+
+class GatewayState(enum.Enum):
+    """Lifecycle of a Gateway. It starts once and stops once."""
+
+    NEW = "new"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class Gateway:
+    """The execution runtime. Implements the EngineRuntime capability."""
+
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        executor: Executor | None = None,
+        store: Store | None = None,
+        config: GatewayConfig | None = None,
+        runtime: RuntimeContext | None = None,
+        ingress: Sequence[IngressFactory] = (),
+        executor_group: str = EXECUTOR_ENTRY_POINT_GROUP,
+    ) -> None:
+        self.config = config or GatewayConfig()
+        self.bus = bus
+        self.runtime = runtime
+        self._explicit_executor = executor
+        self._executor_group = executor_group
+        self._executor: Executor | None = None
+        self._executor_name = "unresolved"
+        self.store: Store = MemoryStore() if store is None else store
+        self.chat_state: ChatStateStore | None = ChatStateStore(self.store)
+        self.run_store: RunStore | None = RunStore(self.store)
+        self.scheduler = Scheduler(self.config.max_concurrent_runs)
+        self.engine_lock = EngineLock()
+        self._ingress_factories = tuple(ingress)
+        self._ingress_stack: AsyncExitStack | None = None
+        self._ingress_started = 0
+        self.state = GatewayState.NEW
+        self._stopping = False
+        self._runs: dict[str, Run] = {}
+        self._workers: dict[Hashable, ThreadWorker] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+        self._generations = itertools.count(1)
+        self._default_cwd = os.getcwd()
+        self._submitted = 0
+        self._completed = 0
+        self._failed = 0
+        self._cancelled = 0
+        self._synthetic = 0
+        self._launch_failures = 0
+        self._store_failures = 0
+        self._publish_errors = 0
+        self._task_crashes = 0
+        self._swept = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            raise GatewayNotRunningError("the gateway is not started; no executor resolved")
+        return self._executor
+
+    async def start(self) -> None:
+        """Resolve and validate the executor, register EngineRuntime, start ingress if enabled."""
+        if self.state is not GatewayState.NEW:
+            raise GatewayNotRunningError(f"a gateway starts once; this one is {self.state.value}")
+        if self._explicit_executor is not None:
+            status = check_executor(self._explicit_executor)
+        else:
+            status = validate_executor(self._executor_group)
+        if status.executor is None:
+            self.state = GatewayState.STOPPED
+            raise ExecutorNotReadyError(status.reason or "unknown reason")
+        self._executor = status.executor
+        self._executor_name = type(status.executor).__name__
+        self._default_cwd = default_cwd(self.config.default_cwd)
+        if self.runtime is not None:
+            self.runtime.capabilities.register(ENGINE_RUNTIME, self)
+        self.state = GatewayState.RUNNING
+        self._watchdog = asyncio.get_running_loop().create_task(
+            self._slot_watchdog(), name="gateway:slot-watchdog"
+        )
+        if self.config.ingress_enabled and self._ingress_factories:
+            stack = AsyncExitStack()
+            try:
+                for factory in self._ingress_factories:
+                    await stack.enter_async_context(factory(self))
+                    self._ingress_started += 1
+            except BaseException:
+                await stack.aclose()
+                await self.stop()
+                raise
+            self._ingress_stack = stack
+
+    async def stop(self) -> None:
+        """Refuse new work, end every accepted run exactly once, await every task."""
+        if self.state in (GatewayState.STOPPING, GatewayState.STOPPED):
+            return
+        self.state = GatewayState.STOPPING
+        self._stopping = True
+        try:
+            if self._ingress_stack is not None:
+                await self._ingress_stack.aclose()
+                self._ingress_stack = None
+            for run in list(self._runs.values()):
+                self.cancel(run.run_id, "gateway_shutdown")
+            await self._drain_tasks(self.config.shutdown_grace_s)
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                await asyncio.wait({self._watchdog})
+            if self.runtime is not None:
+                self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
+            self.state = GatewayState.STOPPED
+
+    async def _drain_tasks(self, grace: float) -> None:
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            if pending:
+                log.error("%d run tasks ignored shutdown for %ss; cancelling", len(pending), grace)
+                for task in pending:
+                    task.cancel("gateway_shutdown")
+                _, pending = await asyncio.wait(pending, timeout=grace or None)
+        # A run whose executor refuses to stop still gets its one completion.
+        for run in list(self._runs.values()):
+            if run.state is not RunState.DONE:
+                await run.finalize(
+                    _Outcome(
+                        ok=False,
+                        error="gateway_shutdown: executor did not stop",
+                        code="gateway_shutdown",
+                        synthetic=True,
+                    )
+                )
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace or None)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- EngineRuntime ----------------------------------------------------------------------
+
+    def submit_execution(self, command: ExecutionCommand) -> RunHandle:
+        """Accept ``command`` for execution and return its handle (loop-only).
+
+        Raises InvalidSubmissionError (not an ExecutionCommand),
+        MissingConversationKeyError, DuplicateRunError (run_id still live),
+        GatewayOverloadedError (a pending bound is reached) or GatewayNotRunningError.
+        Nothing raised means accepted: the run will complete exactly once.
+        """
+        given: object = command
+        if not isinstance(given, ExecutionCommand):
+            raise InvalidSubmissionError(
+                f"submit_execution accepts only lemon_core.execution.ExecutionCommand, got "
+                f"{type(command).__name__}; build an ExecutionCommand (the router does this)"
+            )
+        if self.state is not GatewayState.RUNNING:
+            raise GatewayNotRunningError(
+                f"the gateway is {self.state.value}; run {command.run_id} was not accepted"
+            )
+        key = command.conversation_key
+        if key is None:
+            raise MissingConversationKeyError(
+                f"execution command {command.run_id} is missing router-owned conversation_key; "
+                "the router must set it, e.g. ('session', session_key)"
+            )
+        run_id = command.run_id
+        if run_id in self._runs:
+            raise DuplicateRunError(
+                f"run {run_id} is still queued or running; use a fresh run_id per command"
+            )
+        if len(self._runs) >= self.config.max_pending_runs:
+            raise GatewayOverloadedError(
+                f"{len(self._runs)} runs pending (gateway.max_pending_runs); retry later"
+            )
+        worker = self._workers.get(key)
+        if worker is None:
+            worker = ThreadWorker(self, key)
+        elif worker.size >= self.config.max_pending_per_conversation:
+            raise GatewayOverloadedError(
+                f"conversation {key!r} has {worker.size} runs pending "
+                "(gateway.max_pending_per_conversation); retry later"
+            )
+        run = Run(self, worker, ExecutionRequest(command, key, time.perf_counter_ns()))
+        self._workers[key] = worker
+        self._runs[run_id] = run
+        self._submitted += 1
+        worker.enqueue(run)
+        return RunHandle(run_id, run.future)
+
+    def submit(self, command: ExecutionCommand) -> None:
+        """EngineRuntime.submit: ``submit_execution`` without the handle."""
+        self.submit_execution(command)
+
+    def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
+        """Cancel the queued or running run with exactly this id (loop-only).
+
+        Total and idempotent.
+
+        Returns whether a live run was found; the run then completes once, with
+        ``ok=False`` and ``error=reason``.
+        """
+        given: object = run_id
+        run = self._runs.get(run_id) if isinstance(given, str) else None
+        if run is None:
+            return False
+        if run.state is RunState.QUEUED and run.task is None:
+            asyncio.get_running_loop()  # loop-only: fail before changing anything
+            if run.cancel_reason is None:
+                run.cancel_reason = reason
+                run.worker.remove_queued(run)
+                run.task = self._spawn(run.main(), name=f"run:{run.run_id}")
+            return True
+        return run.cancel(reason)
+
+    def available(self) -> bool:
+        """True while submissions are accepted."""
+        return self.state is GatewayState.RUNNING
+
+    def handle(self, run_id: str) -> RunHandle | None:
+        """The handle of a live (queued or running) run."""
+        run = self._runs.get(run_id)
+        return None if run is None else RunHandle(run_id, run.future)
+
+    # -- internals used by Run and ThreadWorker ------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._task_crashes += 1
+            log.error("gateway task %s crashed", task.get_name(), exc_info=task.exception())
+
+    async def _slot_watchdog(self) -> None:
+        """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request), and
+        sweep expired store entries every ``store_sweep_interval_s``."""
+        timeout = self.config.slot_request_timeout_s
+        sweep_every = self.config.store_sweep_interval_s
+        period = max(min(timeout / 4, sweep_every or timeout), 0.001)
+        next_sweep = time.monotonic() + sweep_every
+        while True:
+            await asyncio.sleep(period)
+            self.scheduler.expire_waiters(timeout)
+            if sweep_every and time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + sweep_every
+                await self.sweep_store()
+
+    async def sweep_store(self) -> int:
+        """Remove expired store entries now; failures are counted, never raised."""
+        try:
+            removed = await self.store.sweep_expired()
+        except Exception as exc:  # a failing store must not stop the watchdog
+            self._store_failures += 1
+            log.error("store sweep failed: %r", exc)
+            return 0
+        self._swept += removed
+        return removed
+
+    def _next_generation(self) -> int:
+        return next(self._generations)
+
+    def _resolve_cwd(self, cwd: str | None) -> str:
+        if cwd and cwd.strip():
+            return os.path.abspath(os.path.expanduser(cwd))
+        return self._default_cwd
+
+    def _publish(self, run: Run, type_: str, payload: Payload, *, synthetic: bool = False) -> None:
+        req = run.request
+        meta = req.event_meta
+        if synthetic:
+            meta = {**meta, "synthetic": True}
+        try:
+            self.bus.broadcast_event(run.topic, type_, payload, meta)
+        except LemonCoreError as exc:
+            self._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+
+    def _run_finished(self, run: Run, completion: Completion) -> None:
+        if self._runs.get(run.run_id) is run:
+            del self._runs[run.run_id]
+        self._completed += 1
+        if not completion.ok:
+            self._failed += 1
+        if run.cancel_reason is not None:
+            self._cancelled += 1
+        if completion.meta.get("synthetic"):
+            self._synthetic += 1
+        run.worker.run_finished(run)
+
+    def _worker_idle(self, worker: ThreadWorker) -> None:
+        if self._workers.get(worker.key) is worker:
+            del self._workers[worker.key]
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, Any]:
+        """Counters and bounds: runs, workers, slots, locks, tasks."""
+        sched = self.scheduler
+        lock = self.engine_lock
+        return {
+            "state": self.state.value,
+            "executor": self._executor_name,
+            "ingress": {
+                "enabled": self.config.ingress_enabled,
+                "started": self._ingress_started,
+            },
+            "runs": {
+                "live": len(self._runs),
+                "max_pending_runs": self.config.max_pending_runs,
+                "by_state": dict(Counter(r.state.value for r in self._runs.values())),
+                "submitted": self._submitted,
+                "completed": self._completed,
+                "failed": self._failed,
+                "cancelled": self._cancelled,
+                "synthetic": self._synthetic,
+            },
+            "workers": len(self._workers),
+            "max_pending_per_conversation": self.config.max_pending_per_conversation,
+            "tasks": len(self._tasks),
+            "slots": {
+                "max": sched.max_concurrent_runs,
+                "in_flight": len(sched._held),
+                "waiting": len(sched._waiters),
+                "generations_tracked": len(sched._latest_gen),
+                "stale_releases": sched.stale_releases,
+            },
+            "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
+            "launch_failures": self._launch_failures,
+            "store_failures": self._store_failures,
+            "store_swept": self._swept,
+            "publish_errors": self._publish_errors,
+            "task_crashes": self._task_crashes,
+        }
+
+    def debug_snapshot(self) -> dict[str, Any]:
+        """Everything an operator needs for stuck execution: in-flight slots and their
+        generations, lock owners and waiters, live workers and runs."""
+        return {
+            "statistics": self.statistics(),
+            "scheduler": self.scheduler.statistics(),
+            "engine_lock": self.engine_lock.statistics(),
+            "workers": [w.snapshot() for w in self._workers.values()],
+            "runs": [r.snapshot() for r in self._runs.values()],
+            "tasks": sorted(t.get_name() for t in self._tasks),
+        }

@@ -1,0 +1,525 @@
+"""Run: the lifecycle of one accepted request, from slot to exactly one completion.
+
+Order of a run (topic ``run:<run_id>``)::
+
+    [slot] -> [engine lock] -> run_started -> launch (executor.prepare, bounded retries)
+           -> delta (seq 1, 2, ... no gaps) / engine_action ... -> run_completed (exactly once)
+
+Finalisation (exactly once, guarded by the state machine): release the engine lock, store
+the native resume state in ChatStateStore, release the slot, publish ``run_completed``,
+resolve the awaiters, let the worker advance; the run history write comes last.
+
+Runs that end before launching publish only ``run_completed``: a cancel while queued or
+waiting, a non-native resume token (never executed), a lock timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from lemon_core.bus import run_topic
+from lemon_core.events import (
+    Action,
+    ActionKind,
+    Completion,
+    Delta,
+    EngineAction,
+    EngineActionPhase,
+    RunCompleted,
+    RunStarted,
+    now_ms,
+)
+from lemon_core.execution import (
+    NATIVE_ENGINE,
+    ActionPhase,
+    ExecutionJob,
+    ExecutionResult,
+    PreparedExecution,
+    ResumeToken,
+)
+from lemon_core.store import RunSummary
+from lemon_gateway._lock import LockLease, LockTimeoutError
+from lemon_gateway._request import ExecutionRequest
+from lemon_gateway._scheduler import SlotGrant
+
+if TYPE_CHECKING:
+    from lemon_gateway._gateway import Gateway
+    from lemon_gateway._worker import ThreadWorker
+
+__all__ = ["Run", "RunState"]
+
+log = logging.getLogger("lemon_gateway.run")
+
+_MAX_ERROR_CHARS: Final = 4096
+
+
+class RunState(enum.Enum):
+    """Where a run is. Transitions only move forward."""
+
+    QUEUED = "queued"
+    WAITING_SLOT = "waiting_slot"
+    WAITING_LOCK = "waiting_lock"
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    COMPLETING = "completing"
+    DONE = "done"
+
+
+_CANCELLABLE: Final = frozenset(
+    {
+        RunState.QUEUED,
+        RunState.WAITING_SLOT,
+        RunState.WAITING_LOCK,
+        RunState.LAUNCHING,
+        RunState.RUNNING,
+    }
+)
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 1] + "…"
+
+
+@dataclass(slots=True)
+class _Outcome:
+    ok: bool
+    answer: str = ""
+    error: str | None = None
+    code: str | None = None
+    resume: ResumeToken | None = None
+    usage: Mapping[str, Any] | None = None
+    synthetic: bool = False
+    detail: dict[str, Any] | None = None
+
+
+class Run:
+    """One accepted request. Implements the ExecutionSink its executor streams into."""
+
+    __slots__ = (
+        "_parts",
+        "cancel_reason",
+        "future",
+        "gateway",
+        "grant",
+        "last_resume",
+        "launch_attempts",
+        "lease",
+        "request",
+        "seq",
+        "slot_generation",
+        "slot_retries",
+        "started_ns",
+        "state",
+        "task",
+        "topic",
+        "worker",
+    )
+
+    def __init__(self, gateway: Gateway, worker: ThreadWorker, request: ExecutionRequest) -> None:
+        self.gateway = gateway
+        self.worker = worker
+        self.request = request
+        self.topic = run_topic(request.run_id)
+        self.state = RunState.QUEUED
+        self.task: asyncio.Task[None] | None = None
+        self.future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self.cancel_reason: str | None = None
+        self.grant: SlotGrant | None = None
+        self.lease: LockLease | None = None
+        self.seq = 0
+        self._parts: list[str] = []
+        self.last_resume: ResumeToken | None = None
+        self.launch_attempts = 0
+        self.slot_generation = 0
+        self.slot_retries = 0
+        self.started_ns = 0
+
+    @property
+    def run_id(self) -> str:
+        return self.request.run_id
+
+    # -- cancellation -------------------------------------------------------------------
+
+    def cancel(self, reason: str) -> bool:
+        """Ask the run to end with ``reason``; the first reason wins.
+
+        Idempotent: True while the run can still be cancelled (also for a repeat),
+        False once it is completing or done.
+        """
+        if self.state not in _CANCELLABLE:
+            return False
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+            # A task that has not started yet must not be cancelled: its coroutine would
+            # die before reaching the code that completes the run. It checks the reason
+            # when it starts instead.
+            if self.task is not None and self.state is not RunState.QUEUED:
+                self.task.cancel(reason)
+        return True
+
+    # -- the run task -------------------------------------------------------------------
+
+    async def main(self) -> None:
+        """The run task's body: never raises; always finalises exactly once."""
+        interrupted = False
+        try:
+            outcome = await self._body()
+        except asyncio.CancelledError:
+            interrupted = True
+            outcome = self._cancelled_outcome()
+        except Exception as exc:  # any executor/gateway failure ends the run, reported
+            log.exception("run %s failed inside the gateway", self.run_id)
+            outcome = _Outcome(
+                ok=False,
+                error=_truncate(f"gateway_error: {type(exc).__name__}: {exc}"),
+                code="gateway_error",
+            )
+        if self.cancel_reason is not None and outcome.code != "cancelled":
+            # Cancelled but the executor returned anyway (it swallowed the cancellation):
+            # the cancel wins.
+            outcome = self._cancelled_outcome()
+        if interrupted or self.cancel_reason is not None:
+            task = asyncio.current_task()
+            if task is not None:
+                # Every cancellation of this task is handled here (it becomes the
+                # completion), so finalisation must not see a stale cancellation request.
+                while task.cancelling():
+                    task.uncancel()
+        await self.finalize(outcome)
+
+    def _cancelled_outcome(self) -> _Outcome:
+        reason = self.cancel_reason or "cancelled"
+        return _Outcome(
+            ok=False,
+            error=reason,
+            code="cancelled",
+            resume=self.last_resume or self.request.resume,
+            synthetic=self.state is RunState.QUEUED or reason == "gateway_shutdown",
+            detail={"state": self.state.value},
+        )
+
+    async def _body(self) -> _Outcome:
+        gw = self.gateway
+        req = self.request
+        if self.cancel_reason is not None:
+            return self._cancelled_outcome()
+        if req.resume is not None and not req.resume.is_native:
+            return _Outcome(
+                ok=False,
+                error=(
+                    f"unsupported_resume_engine: resume token engine {req.resume.engine!r} is "
+                    f"not native; only {NATIVE_ENGINE!r} tokens can resume a run. Use "
+                    "`lemon resume <id>` with a native id, or submit without a resume token."
+                ),
+                code="unsupported_resume_engine",
+                detail={"engine": req.resume.engine},
+            )
+        self.state = RunState.WAITING_SLOT
+        await self._acquire_slot()
+        cfg = gw.config
+        if cfg.require_engine_lock:
+            self.state = RunState.WAITING_LOCK
+            lock_key = self._lock_key()
+            try:
+                self.lease = gw.engine_lock.try_acquire(lock_key) or (
+                    await gw.engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
+                )
+            except LockTimeoutError:
+                return _Outcome(
+                    ok=False,
+                    error="lock_timeout",
+                    code="lock_timeout",
+                    detail={"timeout_s": cfg.engine_lock_timeout_s},
+                )
+        self.state = RunState.LAUNCHING
+        self.started_ns = time.perf_counter_ns()
+        meta = req.command.meta
+        gw._publish(
+            self,
+            "run_started",
+            RunStarted(
+                run_id=req.run_id,
+                session_key=req.session_key,
+                engine=NATIVE_ENGINE,
+                model=_opt_str(meta.get("model")) if meta else None,
+                provider=_opt_str(meta.get("provider")) if meta else None,
+                thinking_level=_opt_str(meta.get("thinking_level")) if meta else None,
+            ),
+        )
+        prepared = await self._launch()
+        if isinstance(prepared, _Outcome):
+            return prepared
+        self.state = RunState.RUNNING
+        try:
+            result = await prepared.execute(self)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the executor's failure becomes the run's completion
+            return _Outcome(
+                ok=False,
+                error=_truncate(f"executor_exception: {type(exc).__name__}: {exc}"),
+                code="executor_exception",
+                resume=self.last_resume,
+            )
+        return self._from_result(result)
+
+    def _lock_key(self) -> Hashable:
+        resume = self.request.resume
+        if resume is not None:
+            return ("resume", resume.value)
+        return ("session", self.request.session_key)
+
+    async def _acquire_slot(self) -> None:
+        gw = self.gateway
+        sched = gw.scheduler
+        key = self.request.conversation_key
+        gen = gw._next_generation()
+        self.slot_generation = gen
+        grant = sched.try_acquire(key, gen)
+        if grant is None:
+            ticket = sched.new_ticket()
+            while True:
+                self.slot_generation = gen
+                future = sched.request(key, gen, ticket=ticket)
+                try:
+                    grant = await future
+                except asyncio.CancelledError:
+                    # Withdraw this generation; a grant that raced with the cancel is
+                    # returned to the pool.
+                    sched.cancel(key, gen)
+                    raise
+                if grant is not None:
+                    break
+                # Timed out: cancel the prior generation before asking again with a new
+                # one, keeping the FIFO ticket.
+                sched.cancel(key, gen)
+                self.slot_retries += 1
+                gen = gw._next_generation()
+        self.grant = grant
+
+    def _job(self) -> ExecutionJob:
+        cmd = self.request.command
+        return ExecutionJob(
+            run_id=cmd.run_id,
+            session_key=cmd.session_key,
+            prompt=cmd.prompt,
+            cwd=self.gateway._resolve_cwd(cmd.cwd),
+            images=cmd.images,
+            resume=cmd.resume,
+            lane=cmd.lane,
+            tool_policy=cmd.tool_policy,
+            context=cmd.context,
+            meta=cmd.meta,
+        )
+
+    async def _launch(self) -> PreparedExecution | _Outcome:
+        cfg = self.gateway.config
+        job = self._job()
+        last: Exception | None = None
+        for attempt in range(1, cfg.max_launch_attempts + 1):
+            self.launch_attempts = attempt
+            try:
+                return await self.gateway.executor.prepare(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed launch attempt; retried, then reported
+                last = exc
+                self.gateway._launch_failures += 1
+                log.warning("run %s launch attempt %d failed: %r", self.run_id, attempt, exc)
+                if attempt < cfg.max_launch_attempts and cfg.launch_retry_backoff_s > 0:
+                    await asyncio.sleep(cfg.launch_retry_backoff_s * attempt)
+        message = f"{type(last).__name__}: {last}" if last is not None else "unknown"
+        return _Outcome(
+            ok=False,
+            error=_truncate(f"launch_failed: {cfg.max_launch_attempts} attempts, last: {message}"),
+            code="launch_failed",
+            synthetic=True,
+            detail={"attempts": cfg.max_launch_attempts, "last_error": _truncate(message)},
+        )
+
+    def _from_result(self, result: ExecutionResult) -> _Outcome:
+        checked: object = result
+        if not isinstance(checked, ExecutionResult):
+            return _Outcome(
+                ok=False,
+                error=f"invalid_executor_result: expected ExecutionResult, got {result!r}",
+                code="invalid_executor_result",
+                resume=self.last_resume,
+            )
+        resume = result.resume if result.resume is not None else self.last_resume
+        return _Outcome(
+            ok=result.ok,
+            answer=result.answer,
+            error=result.error,
+            code=None if result.ok else "executor_error",
+            resume=resume,
+            usage=result.usage,
+        )
+
+    # -- finalisation ---------------------------------------------------------------------
+
+    async def finalize(self, outcome: _Outcome) -> None:
+        """Exactly once: lock, resume state, slot, run_completed, awaiters, worker, history."""
+        if self.state in (RunState.COMPLETING, RunState.DONE):
+            return
+        self.state = RunState.COMPLETING
+        gw = self.gateway
+        req = self.request
+        if self.lease is not None:
+            self.lease.release()
+        answer = outcome.answer
+        if answer == "" and self._parts:
+            answer = "".join(self._parts)
+        ok, error, code = outcome.ok, outcome.error, outcome.code
+        detail = {} if outcome.detail is None else dict(outcome.detail)
+        resume = outcome.resume
+        interrupted = False
+        if resume is not None and resume.is_native and gw.chat_state is not None:
+            try:
+                await gw.chat_state.put(req.session_key, resume)
+            except asyncio.CancelledError:
+                interrupted = True
+                ok, code = False, "resume_state_store_failed"
+                error = "resume_state_store_failed: interrupted by shutdown"
+            except Exception as exc:  # reported in the completion, the run still completes
+                gw._store_failures += 1
+                log.error("run %s: storing resume state failed: %r", self.run_id, exc)
+                detail["run_error"] = error
+                ok = False
+                code = "resume_state_store_failed"
+                error = _truncate(f"resume_state_store_failed: {type(exc).__name__}: {exc}")
+        meta: dict[str, Any] = {}
+        if code is not None:
+            meta["error"] = {"code": code, **detail}
+        if outcome.synthetic:
+            meta["synthetic"] = True
+        completion = Completion(
+            ok=ok,
+            answer=answer,
+            error=error,
+            engine=NATIVE_ENGINE,
+            resume=None if resume is None else resume.to_dict(),
+            usage=None if outcome.usage is None else dict(outcome.usage),
+            run_id=req.run_id,
+            session_key=req.session_key,
+            meta=meta,
+        )
+        if self.grant is not None:
+            gw.scheduler.release(self.grant)
+        duration_ms = (time.perf_counter_ns() - req.accepted_at_ns) // 1_000_000
+        gw._publish(
+            self,
+            "run_completed",
+            RunCompleted(completed=completion, duration_ms=duration_ms),
+            synthetic=outcome.synthetic,
+        )
+        self.state = RunState.DONE
+        if not self.future.done():
+            self.future.set_result(completion)
+        gw._run_finished(self, completion)
+        if gw.run_store is not None and gw.config.record_run_history and not interrupted:
+            finished = now_ms()
+            summary = RunSummary(
+                run_id=req.run_id,
+                session_key=req.session_key,
+                ok=ok,
+                error=error,
+                answer=answer,
+                resume=resume,
+                started_at_ms=finished - duration_ms,
+                finished_at_ms=finished,
+                duration_ms=duration_ms,
+                meta=meta,
+            )
+            try:
+                await gw.run_store.finalize(summary)
+            except asyncio.CancelledError:
+                gw._store_failures += 1
+            except Exception as exc:  # any store backend failure: counted, never fatal
+                gw._store_failures += 1
+                log.error("run %s: recording run history failed: %r", self.run_id, exc)
+
+    # -- ExecutionSink ----------------------------------------------------------------------
+
+    def started(self, *, resume: ResumeToken | None = None) -> None:
+        if self.state is RunState.RUNNING and resume is not None:
+            self.last_resume = resume
+
+    def delta(self, text: str) -> None:
+        if self.state is not RunState.RUNNING:
+            return
+        if not isinstance(text, str):
+            raise TypeError(f"delta text must be a string, got {type(text).__name__}")
+        self.seq += 1
+        self._parts.append(text)
+        self.gateway._publish(
+            self,
+            "delta",
+            Delta(
+                run_id=self.request.run_id,
+                seq=self.seq,
+                text=text,
+                ts_ms=now_ms(),
+                meta={"session_key": self.request.session_key},
+            ),
+        )
+
+    def action(
+        self,
+        *,
+        id: str,
+        kind: str,
+        title: str,
+        detail: Mapping[str, Any] | None = None,
+        phase: ActionPhase = "updated",
+        ok: bool | None = None,
+        message: str | None = None,
+        level: str | None = None,
+    ) -> None:
+        if self.state is not RunState.RUNNING:
+            return
+        self.gateway._publish(
+            self,
+            "engine_action",
+            EngineAction(
+                action=Action(id=id, kind=ActionKind(kind), title=title, detail=dict(detail or {})),
+                engine=NATIVE_ENGINE,
+                phase=EngineActionPhase(phase),
+                ok=ok,
+                message=message,
+                level=level,
+            ),
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Debug view of this run."""
+        return {
+            "run_id": self.run_id,
+            "state": self.state.value,
+            "conversation_key": self.request.conversation_key,
+            "session_key": self.request.session_key,
+            "slot_generation": self.slot_generation,
+            "slot_retries": self.slot_retries,
+            "launch_attempts": self.launch_attempts,
+            "deltas": self.seq,
+            "cancel_reason": self.cancel_reason,
+        }
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def default_cwd(configured: str | None) -> str:
+    """The configured default cwd if it is a directory, else home, else the process cwd."""
+    if configured and os.path.isdir(configured):
+        return os.path.abspath(configured)
+    home = os.path.expanduser("~")
+    return home if os.path.isdir(home) else os.getcwd()

@@ -1,0 +1,241 @@
+"""The Store contract kit: every Store backend must pass these checks.
+
+Use it by subclassing :class:`StoreContract` in a test module named ``Test...`` and
+implementing :meth:`StoreContract.open_store`::
+
+    class TestMyBackend(StoreContract):
+        persistent = True
+
+        async def open_store(self, directory, clock):
+            return await MyStore.open(directory / "db", clock=clock)
+
+``directory`` is the same for every open within one test, so a persistent backend must
+see the data written by an earlier open (set ``persistent = False`` otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from lemon_core.execution import ResumeToken
+from lemon_core.store import (
+    ChatStateStore,
+    InvalidStoreKeyError,
+    RunStore,
+    RunSummary,
+    Store,
+    StoreClosedError,
+    StoreValueError,
+)
+
+__all__ = ["ManualClock", "StoreContract"]
+
+
+class ManualClock:
+    """A millisecond clock that only moves when told to."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = start_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+class StoreContract:
+    """Behaviour every Store backend shares. Subclass and implement :meth:`open_store`."""
+
+    persistent: ClassVar[bool] = True
+
+    async def open_store(self, directory: Path, clock: ManualClock) -> Store:
+        raise NotImplementedError("implement open_store() in the backend's contract test class")
+
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock()
+
+    async def _open(self, tmp_path: Path, clock: ManualClock) -> Store:
+        store = await self.open_store(tmp_path, clock)
+        assert isinstance(store, Store)
+        return store
+
+    async def test_store_put_then_get_returns_an_equal_copy(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            value: dict[str, Any] = {"a": [1, 2.5, "x", None, True], "nested": {"k": False}}
+            await store.put("things", "k1", value)
+            value["a"].append("mutated after put")
+            got = await store.get("things", "k1")
+            assert got == {"a": [1, 2.5, "x", None, True], "nested": {"k": False}}
+            assert await store.get("things", "missing") is None
+            assert await store.get("other_table", "k1") is None
+        finally:
+            await store.close()
+
+    async def test_store_put_overwrites_and_delete_reports_presence(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            await store.put("t", "k", 1)
+            await store.put("t", "k", 2)
+            assert await store.get("t", "k") == 2
+            assert await store.delete("t", "k") is True
+            assert await store.delete("t", "k") is False
+            assert await store.get("t", "k") is None
+        finally:
+            await store.close()
+
+    async def test_store_ttl_expires_entries_and_sweep_removes_them(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            await store.put("t", "short", "s", ttl_ms=1_000)
+            await store.put("t", "forever", "f")
+            clock.advance(999)
+            assert await store.get("t", "short") == "s"
+            clock.advance(1)
+            assert await store.get("t", "short") is None
+            assert [k for k, _ in await store.scan("t")] == ["forever"]
+            assert await store.delete("t", "short") is False
+            await store.put("t", "short2", "s", ttl_ms=10)
+            clock.advance(10)
+            assert await store.sweep_expired() == 1
+            assert await store.sweep_expired() == 0
+            assert await store.get("t", "forever") == "f"
+        finally:
+            await store.close()
+
+    async def test_store_scan_orders_by_key_with_prefix_limit_and_reverse(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            for key in ["b:2", "a:1", "b:1", "B:3", "b:10", "b%x", "c"]:
+                await store.put("t", key, key)
+            assert [k for k, _ in await store.scan("t", prefix="b:")] == ["b:1", "b:10", "b:2"]
+            assert [k for k, _ in await store.scan("t", prefix="b:", reverse=True)] == [
+                "b:2",
+                "b:10",
+                "b:1",
+            ]
+            assert [k for k, _ in await store.scan("t", prefix="b", limit=2)] == ["b%x", "b:1"]
+            assert [k for k, _ in await store.scan("t", prefix="b%")] == ["b%x"]
+            assert len(await store.scan("t")) == 7
+            assert await store.scan("t", prefix="zzz") == []
+        finally:
+            await store.close()
+
+    async def test_store_rejects_bad_tables_keys_values_and_ttls_clearly(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            with pytest.raises(InvalidStoreKeyError, match="table"):
+                await store.put("Bad Table", "k", 1)
+            with pytest.raises(InvalidStoreKeyError, match="key"):
+                await store.put("t", "", 1)
+            with pytest.raises(StoreValueError, match="JSON"):
+                await store.put("t", "k", object())
+            with pytest.raises(StoreValueError, match="ttl_ms"):
+                await store.put("t", "k", 1, ttl_ms=0)
+            with pytest.raises(StoreValueError, match="bound"):
+                await store.put("t", "k", "x" * (2 << 20))
+            assert await store.get("t", "k") is None
+        finally:
+            await store.close()
+
+    async def test_store_handles_concurrent_writers_without_losing_any(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            await asyncio.gather(*(store.put("t", f"k{i:03d}", i) for i in range(200)))
+            rows = await store.scan("t", limit=500)
+            assert [v for _, v in rows] == list(range(200))
+        finally:
+            await store.close()
+
+    async def test_store_close_is_idempotent_and_later_calls_fail_clearly(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        await store.put("t", "k", 1)
+        await store.close()
+        await store.close()
+        with pytest.raises(StoreClosedError):
+            await store.get("t", "k")
+        if self.persistent:
+            reopened = await self._open(tmp_path, clock)
+            try:
+                assert await reopened.get("t", "k") == 1
+            finally:
+                await reopened.close()
+
+    async def test_store_statistics_names_the_backend(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            stats = store.statistics()
+            assert isinstance(stats.get("backend"), str)
+        finally:
+            await store.close()
+
+    async def test_store_run_store_keeps_history_newest_first(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            runs = RunStore(store)
+            for i in range(3):
+                await runs.finalize(
+                    RunSummary(
+                        run_id=f"r{i}",
+                        session_key="s1",
+                        ok=i != 1,
+                        error="boom" if i == 1 else None,
+                        resume=ResumeToken.native(f"v{i}"),
+                        finished_at_ms=1000 + i,
+                    )
+                )
+            await runs.finalize(RunSummary(run_id="other", session_key="s10", ok=True))
+            history = await runs.history("s1")
+            assert [r.run_id for r in history] == ["r2", "r1", "r0"]
+            assert history[1].ok is False
+            assert history[1].error == "boom"
+            got = await runs.get("r0")
+            assert got is not None
+            assert got.resume == ResumeToken.native("v0")
+            assert await runs.get("nope") is None
+        finally:
+            await store.close()
+
+    async def test_store_chat_state_returns_native_tokens_only_and_expires(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            chat = ChatStateStore(store, ttl_ms=60_000, clock=clock)
+            await chat.put("native", ResumeToken.native("abc"))
+            await chat.put("foreign", ResumeToken(engine="codex", value="xyz"))
+            assert await chat.resume_token("native") == ResumeToken.native("abc")
+            assert await chat.resume_token("foreign") is None
+            foreign = await chat.get("foreign")
+            assert foreign is not None
+            assert foreign.last_engine == "codex"
+            assert foreign.last_resume_token == "xyz"
+            clock.advance(60_000)
+            assert await chat.resume_token("native") is None
+            assert await chat.get("foreign") is None
+        finally:
+            await store.close()

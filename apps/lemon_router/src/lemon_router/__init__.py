@@ -1,0 +1,83 @@
+"""lemon_router: RunRequest intake, session and conversation keys, queue modes, RunProcess."""
+
+from __future__ import annotations
+
+from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge, Unavailable, submit_via_bridge
+from lemon_router._clock import Clock, SystemClock
+from lemon_router._config import RouterConfig
+from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
+from lemon_router._queue import (
+    CancelActive,
+    ConversationQueue,
+    Effect,
+    QueueStatistics,
+    Receipt,
+    Requeued,
+    SendSteer,
+    Settled,
+    StartRun,
+    Submission,
+)
+from lemon_router._resume import ChatStateReader, ResumeDecision, resolve_resume
+from lemon_router._router import Router, RouterState, RouterStatistics
+from lemon_router._run_process import (
+    RETRY_NOTICE,
+    ChatStateAccess,
+    RunLiveness,
+    SteerableRuntime,
+)
+from lemon_router._session_key import PEER_KINDS, PeerKind, SessionKey, check_session_key
+from lemon_router.errors import (
+    InvalidRunRequestError,
+    InvalidSessionKeyError,
+    ResumeError,
+    RouterError,
+    RouterNotRunningError,
+    RouterRuntimeError,
+    RouterUsageError,
+)
+
+__all__ = [
+    "PEER_KINDS",
+    "QUEUE_MODES",
+    "RETRY_NOTICE",
+    "ROUTER_BRIDGE",
+    "CancelActive",
+    "ChatStateAccess",
+    "ChatStateReader",
+    "Clock",
+    "ConversationKey",
+    "ConversationQueue",
+    "Effect",
+    "InvalidRunRequestError",
+    "InvalidSessionKeyError",
+    "PeerKind",
+    "QueueMode",
+    "QueueStatistics",
+    "Receipt",
+    "Requeued",
+    "ResumeDecision",
+    "ResumeError",
+    "Router",
+    "RouterBridge",
+    "RouterConfig",
+    "RouterError",
+    "RouterNotRunningError",
+    "RouterRuntimeError",
+    "RouterState",
+    "RouterStatistics",
+    "RouterUsageError",
+    "RunLiveness",
+    "SendSteer",
+    "SessionKey",
+    "Settled",
+    "StartRun",
+    "SteerableRuntime",
+    "Submission",
+    "SystemClock",
+    "Unavailable",
+    "check_session_key",
+    "parse_queue_mode",
+    "resolve_resume",
+    "submit_via_bridge",
+]

@@ -1,0 +1,66 @@
+"""Router settings: bounds, the followup window, backoff and failure-handling timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lemon_router.errors import RouterUsageError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RouterConfig:
+    """Every bound and timing of the router (milliseconds unless named otherwise)."""
+
+    max_pending_per_conversation: int = 32
+    """Queued plus in-flight steers per conversation; past it a submission is rejected."""
+    max_conversations: int = 10_000
+    """Conversations with anything active or queued; past it a new conversation is rejected."""
+    followup_window_ms: int = 500
+    max_merged_parts: int = 16
+    max_merged_chars: int = 32_000
+    submit_backoff_initial_ms: int = 100
+    submit_backoff_max_ms: int = 2_000
+    submit_timeout_ms: int = 120_000
+    """How long a run keeps retrying an unavailable engine runtime before it fails."""
+    run_failed_grace_ms: int = 1_000
+    """After ``run_failed``, how long to wait for a real ``run_completed``."""
+    cancel_grace_ms: int = 5_000
+    """After asking the runtime to cancel, how long to wait for its ``run_completed``."""
+    liveness_interval_ms: int | None = 1_000
+    """How often to ask a runtime that can tell whether the run still exists (None: never)."""
+    vanish_grace_ms: int = 1_500
+    """A run the runtime no longer knows gets a synthetic completion after this long."""
+    idle_timeout_ms: int | None = 7_200_000
+    """No event for this long cancels the run (the watchdog; None disables it)."""
+    retry_zero_answer: bool = True
+    """Resubmit once a run that failed with no answer."""
+    run_event_buffer: int = 4_096
+    """Bound of each run's event subscription (overflow: the session gets a notice)."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_pending_per_conversation",
+            "max_conversations",
+            "max_merged_parts",
+            "max_merged_chars",
+            "submit_backoff_initial_ms",
+            "submit_backoff_max_ms",
+            "run_event_buffer",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise RouterUsageError(f"RouterConfig.{name} must be a positive int, got {value!r}")
+        for name in (
+            "followup_window_ms",
+            "submit_timeout_ms",
+            "run_failed_grace_ms",
+            "cancel_grace_ms",
+            "vanish_grace_ms",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise RouterUsageError(f"RouterConfig.{name} must be an int >= 0, got {value!r}")
+        if self.submit_backoff_max_ms < self.submit_backoff_initial_ms:
+            raise RouterUsageError(
+                "RouterConfig.submit_backoff_max_ms must be >= submit_backoff_initial_ms"
+            )

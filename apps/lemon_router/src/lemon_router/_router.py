@@ -1,0 +1,595 @@
+"""The Router: RunRequest intake, per-conversation queues, and one RunProcess per active run.
+
+Intake (:meth:`Router.submit`) validates the request, resolves resume (chat-state readback),
+picks the conversation key, and feeds the conversation's :class:`ConversationQueue`; the
+queue's effects are carried out here (start a RunProcess, offer a steer to the live run,
+cancel, report outcomes). Every submission gets a :class:`Receipt`; every submission that
+never becomes its own run ends with a terminal ``run_phase_changed`` and a ``queue_outcome``
+event on ``session:<key>``.
+
+Conversation choice: while a session has anything active or queued, new submissions of that
+session join the same conversation (so a resume token written by a finishing run cannot split
+one session's messages over two queues); otherwise the conversation is the resumed native
+session when one resolves, else the session key.
+
+Lifecycle: ``async with Router(...) as router``; entering registers the router as the
+RouterBridge capability of the runtime context, leaving unregisters it, cancels every run
+(each still ends with one completion) and reports every queued submission as cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from lemon_core.bus import Bus, run_topic, session_topic
+from lemon_core.events import RunPhase, RunPhaseChanged
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    EngineRuntime,
+    ResumeToken,
+    RunRequest,
+    RuntimeContext,
+)
+from lemon_core.store import StoreError
+from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge
+from lemon_router._clock import Clock, SystemClock
+from lemon_router._config import RouterConfig
+from lemon_router._keys import ConversationKey
+from lemon_router._queue import (
+    CancelActive,
+    ConversationQueue,
+    Effect,
+    Receipt,
+    Requeued,
+    SendSteer,
+    Settled,
+    StartRun,
+    Submission,
+)
+from lemon_router._resume import ChatStateReader, check_explicit, resolve_resume
+from lemon_router._run_process import ChatStateAccess, Prepared, RunProcess, SteerableRuntime
+from lemon_router._session_key import check_session_key
+from lemon_router.errors import InvalidRunRequestError, RouterNotRunningError
+
+log = logging.getLogger("lemon_router")
+
+
+class RouterState(enum.StrEnum):
+    NEW = "new"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RouterStatistics:
+    """A snapshot of the router: conversations, runs, queue totals and outcome counters."""
+
+    state: str
+    conversations: int
+    max_conversations: int
+    active_runs: int
+    queued: int
+    pending_steers: int
+    submitted: int
+    started: int
+    merged: int
+    steered: int
+    rejected: int
+    cancelled: int
+    synthetic_completions: int
+    zero_answer_retries: int
+
+
+class Router:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        context: RuntimeContext,
+        chat_state: ChatStateAccess | ChatStateReader | None = None,
+        config: RouterConfig | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.bus = bus
+        self.context = context
+        self.chat_state = chat_state
+        self.config = config or RouterConfig()
+        self.clock: Clock = clock or SystemClock()
+        self._state = RouterState.NEW
+        self._tg: asyncio.TaskGroup | None = None
+        self._queues: dict[ConversationKey, ConversationQueue] = {}
+        self._conv_sessions: dict[ConversationKey, set[str]] = {}
+        self._session_conv: dict[str, ConversationKey] = {}
+        # waiting / in-flight / active run ids -> (conversation, what intake resolved)
+        self._where: dict[str, tuple[ConversationKey, Prepared]] = {}
+        self._runs: dict[str, RunProcess] = {}  # original run id -> process
+        self._engine_ids: dict[str, str] = {}  # current engine run id -> original run id
+        self._phases: dict[str, RunPhase] = {}
+        self._intake_locks: dict[str, asyncio.Lock] = {}
+        self._intake_waiters: dict[str, int] = {}
+        self._retired: dict[str, int] = {"submitted": 0, "started": 0, "merged": 0}
+        self._retired.update(steered=0, rejected=0, cancelled=0)
+        self._synthetic = 0
+        self._retries = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        # steer calls still waiting for the runtime's answer, per target (original) run id
+        self._steering: dict[str, set[asyncio.Task[None]]] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._state is not RouterState.NEW:
+            raise RouterNotRunningError(f"a Router starts once; this one is {self._state}")
+        self._tg = asyncio.TaskGroup()
+        await self._tg.__aenter__()
+        self._state = RouterState.RUNNING
+        bridge: RouterBridge = self
+        self.context.capabilities.register(ROUTER_BRIDGE, bridge)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._state = RouterState.STOPPING
+        self.context.capabilities.unregister(ROUTER_BRIDGE, self)
+        for key, queue in list(self._queues.items()):
+            for session_key in list(self._conv_sessions.get(key, ())):
+                self._apply(key, queue.abort_session(session_key, reason="router stopped"))
+        for task in list(self._tasks):
+            task.cancel()
+        assert self._tg is not None
+        try:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._state = RouterState.STOPPED
+
+    def running(self) -> bool:
+        """True while submissions are accepted."""
+        return self._state is RouterState.RUNNING
+
+    @property
+    def state(self) -> RouterState:
+        return self._state
+
+    # -- intake ------------------------------------------------------------------------------
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        """Admit ``request``. Bad input raises a :class:`RouterUsageError`; else a receipt."""
+        if not self.running():
+            raise RouterNotRunningError(f"the router is {self._state}; start it with 'async with'")
+        if not isinstance(request, RunRequest):
+            raise InvalidRunRequestError("request", f"expected a RunRequest, got {request!r}")
+        session_key = request.session_key
+        parsed = check_session_key(session_key)
+        agent_id = request.agent_id
+        if parsed is not None and parsed.agent_id != agent_id:
+            if agent_id != "default":
+                raise InvalidRunRequestError(
+                    "agent_id",
+                    f"{agent_id!r} does not match the session key's agent {parsed.agent_id!r}",
+                )
+            agent_id = parsed.agent_id
+        run_id = request.run_id or f"run_{uuid.uuid4()}"
+        if run_id in self._where or run_id in self._engine_ids:
+            raise InvalidRunRequestError("run_id", f"{run_id!r} is already queued or running")
+        explicit = check_explicit(request.resume)
+        model, images = _model_and_images(request)
+        async with self._intake_lock(session_key):
+            if not self.running():
+                raise RouterNotRunningError(f"the router is {self._state}")
+            decision = await resolve_resume(
+                session_key=session_key,
+                explicit=explicit,
+                meta=request.meta,
+                chat_state=_FailSoftReader(self.chat_state),
+            )
+            key = self._session_conv.get(session_key) or decision.conversation_key(session_key)
+            queue = self._queues.get(key)
+            now = self.clock.now_ms()
+            if queue is None:
+                if len(self._queues) >= self.config.max_conversations:
+                    self._retired["submitted"] += 1
+                    self._retired["rejected"] += 1
+                    return Receipt(
+                        run_id=run_id,
+                        session_key=session_key,
+                        requested_mode=request.queue_mode,
+                        actual_mode=request.queue_mode,
+                        status="rejected",
+                        at_ms=now,
+                        conversation_key=str(key),
+                        reason=(
+                            f"router_full: {self.config.max_conversations} conversations are "
+                            "busy; try again when one finishes"
+                        ),
+                    )
+                queue = ConversationQueue(
+                    str(key),
+                    max_pending=self.config.max_pending_per_conversation,
+                    followup_window_ms=self.config.followup_window_ms,
+                    max_merged_parts=self.config.max_merged_parts,
+                    max_merged_chars=self.config.max_merged_chars,
+                )
+                self._queues[key] = queue
+            prepared = Prepared(
+                origin=request.origin,
+                agent_id=agent_id,
+                session_key=session_key,
+                conversation_key=str(key),
+                conversation_tuple=_conversation_tuple(key),
+                explicit_resume=explicit,
+                resume_at_submit=decision.token,
+                cwd=request.cwd,
+                model=model,
+                images=images,
+                tool_policy=request.tool_policy,
+                meta=dict(request.meta),
+            )
+            submission = Submission(
+                run_id=run_id,
+                session_key=session_key,
+                prompt=request.prompt,
+                queue_mode=request.queue_mode,
+                origin=request.origin,
+                auto_kind=_auto_kind(request.meta),
+                context=prepared,
+            )
+            receipt, effects = queue.submit(submission, now)
+            receipt = replace(receipt, conversation_key=str(key))
+            if receipt.status == "rejected":
+                if queue.idle:
+                    self._drop_queue(key)
+                return receipt
+            self._where[run_id] = (key, prepared)
+            self._conv_sessions.setdefault(key, set()).add(session_key)
+            self._session_conv[session_key] = key
+            self._phase(run_id, prepared, RunPhase.ACCEPTED)
+            if receipt.status in ("queued", "fallback_queued"):
+                self._phase(run_id, prepared, RunPhase.QUEUED_IN_SESSION)
+            self._apply(key, effects)
+            return receipt
+
+    @contextlib.asynccontextmanager
+    async def _intake_lock(self, session_key: str) -> AsyncIterator[None]:
+        # Serialises intake per session (the store read awaits) so a session's messages are
+        # admitted in the order they arrived; the lock table only holds sessions mid-intake.
+        lock = self._intake_locks.setdefault(session_key, asyncio.Lock())
+        self._intake_waiters[session_key] = self._intake_waiters.get(session_key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            left = self._intake_waiters[session_key] - 1
+            if left:
+                self._intake_waiters[session_key] = left
+            else:
+                del self._intake_waiters[session_key]
+                del self._intake_locks[session_key]
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    def abort_run(self, run_id: str, *, reason: str = "user_requested") -> bool:
+        """Cancel ``run_id`` if active, drop it if waiting; False when unknown."""
+        original = self._engine_ids.get(run_id, run_id)
+        tracked = self._where.get(original)
+        if tracked is None:
+            return False
+        key = tracked[0]
+        self._apply(key, self._queues[key].abort_run(original, reason=reason))
+        return True
+
+    def abort_session(self, session_key: str, *, reason: str = "user_requested") -> int:
+        """Drop everything ``session_key`` has waiting and cancel its active run.
+
+        Returns how many submissions (queued, in flight or active) were affected.
+        """
+        key = self._session_conv.get(session_key)
+        if key is None:
+            return 0
+        effects = self._queues[key].abort_session(session_key, reason=reason)
+        self._apply(key, effects)
+        return len(effects)
+
+    # -- read side ---------------------------------------------------------------------------
+
+    def active_run(self, session_key: str) -> str | None:
+        """The engine run id of the session's active run, or None when the session is idle."""
+        key = self._session_conv.get(session_key)
+        if key is None:
+            return None
+        active = self._queues[key].active
+        if active is None or active.session_key != session_key:
+            return None
+        process = self._runs.get(active.run_id)
+        return process.current_run_id if process else active.run_id
+
+    def is_busy(self, session_key: str) -> bool:
+        return self.active_run(session_key) is not None
+
+    def queued(self, session_key: str) -> tuple[str, ...]:
+        """Run ids waiting behind the session's active run, in start order."""
+        key = self._session_conv.get(session_key)
+        if key is None:
+            return ()
+        return self._queues[key].queued_run_ids()
+
+    def statistics(self) -> RouterStatistics:
+        totals = dict(self._retired)
+        queued = pending = 0
+        for queue in self._queues.values():
+            s = queue.statistics()
+            queued += s.queued
+            pending += s.pending_steers
+            for name in totals:
+                totals[name] += getattr(s, name)
+        return RouterStatistics(
+            state=self._state.value,
+            conversations=len(self._queues),
+            max_conversations=self.config.max_conversations,
+            active_runs=len(self._runs),
+            queued=queued,
+            pending_steers=pending,
+            synthetic_completions=self._synthetic,
+            zero_answer_retries=self._retries,
+            **totals,
+        )
+
+    # -- effects -----------------------------------------------------------------------------
+
+    def _apply(self, key: ConversationKey, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, StartRun):
+                self._start(key, effect.submission)
+            elif isinstance(effect, SendSteer):
+                task = self._spawn(self._steer(key, effect))
+                in_flight = self._steering.setdefault(effect.active_run_id, set())
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+            elif isinstance(effect, CancelActive):
+                process = self._runs.get(effect.run_id)
+                if process is not None:
+                    process.cancel(effect.reason)
+            elif isinstance(effect, Settled):
+                self._settled(effect)
+            elif isinstance(effect, Requeued):
+                tracked = self._where.get(effect.run_id)
+                prepared = tracked[1] if tracked else None
+                self._phase(effect.run_id, prepared, RunPhase.QUEUED_IN_SESSION)
+                self._outcome(
+                    effect.session_key,
+                    {
+                        "run_id": effect.run_id,
+                        "outcome": "fallback_queued",
+                        "mode": effect.mode,
+                        "position": effect.position,
+                        "reason": effect.reason,
+                    },
+                )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        assert self._tg is not None
+        task = self._tg.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _start(self, key: ConversationKey, sub: Submission) -> None:
+        prepared = sub.context
+        assert isinstance(prepared, Prepared)
+        process = RunProcess(
+            self,
+            run_id=sub.run_id,
+            prompt=sub.prompt,
+            prepared=prepared,
+            merged_run_ids=sub.merged_run_ids,
+        )
+        self._runs[sub.run_id] = process
+        self._engine_ids[sub.run_id] = sub.run_id
+        self._spawn(process.run())
+
+    async def _steer(self, key: ConversationKey, effect: SendSteer) -> None:
+        process = self._runs.get(effect.active_run_id)
+        engine: object = self._engine()
+        accepted = False
+        if (
+            process is not None
+            and process.submitted
+            and process.cancel_reason is None
+            and isinstance(engine, SteerableRuntime)
+        ):
+            target = process.current_run_id
+            text = effect.submission.prompt
+            try:
+                accepted = await engine.steer(target, text, mode=effect.kind)
+                if not accepted and effect.kind == "redirect":
+                    accepted = await engine.steer(target, text, mode="steer")
+            except Exception:
+                log.exception("steer of %s into %s failed", effect.submission.run_id, target)
+                accepted = False
+        queue = self._queues.get(key)
+        if queue is not None:
+            now = self.clock.now_ms()
+            self._apply(
+                key, queue.steer_result(effect.submission.run_id, accepted=accepted, now_ms=now)
+            )
+            self._maybe_drop(key)
+
+    def _settled(self, effect: Settled) -> None:
+        tracked = self._where.pop(effect.run_id, None)
+        prepared = tracked[1] if tracked else None
+        phase = RunPhase.COMPLETED if effect.outcome == "steered" else RunPhase.ABORTED
+        self._phase(effect.run_id, prepared, phase)
+        self._outcome(
+            effect.session_key,
+            {
+                "run_id": effect.run_id,
+                "outcome": effect.outcome,
+                "into_run_id": effect.into_run_id,
+                "reason": effect.reason,
+            },
+        )
+        if tracked is not None:
+            self._maybe_drop(tracked[0])
+
+    def _outcome(self, session_key: str, payload: Mapping[str, Any]) -> None:
+        self.bus.broadcast_event(
+            session_topic(session_key),
+            "queue_outcome",
+            dict(payload),
+            {"run_id": payload["run_id"], "session_key": session_key},
+        )
+
+    def _phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
+        previous = self._phases.get(run_id)
+        if previous is not None and previous.terminal:
+            return
+        if phase.terminal:
+            self._phases.pop(run_id, None)
+        else:
+            self._phases[run_id] = phase
+        session_key = prepared.session_key if prepared else None
+        payload = RunPhaseChanged.build(
+            run_id=run_id,
+            session_key=session_key,
+            conversation_key=prepared.conversation_key if prepared else None,
+            phase=phase,
+            previous_phase=previous,
+            source="router",
+        )
+        meta = {"run_id": run_id, "session_key": session_key}
+        if not self.bus.running():
+            return
+        event = self.bus.broadcast_event(run_topic(run_id), "run_phase_changed", payload, meta)
+        if session_key is not None:
+            self.bus.broadcast(session_topic(session_key), event)
+
+    # -- callbacks from RunProcess -----------------------------------------------------------
+
+    def _run_finished(self, process: RunProcess) -> None:
+        self._runs.pop(process.run_id, None)
+        self._engine_ids.pop(process.current_run_id, None)
+        self._engine_ids.pop(process.run_id, None)
+        in_flight = self._steering.pop(process.run_id, set())
+        if in_flight and self._state is RouterState.RUNNING:
+            # A steer the runtime is still answering must not also fall back (the text would
+            # run twice): hear its answer first, then let the queue move on.
+            self._spawn(self._end_after_steers(process.run_id, in_flight))
+            return
+        self._end_run(process.run_id)
+
+    async def _end_after_steers(self, run_id: str, in_flight: set[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*in_flight, return_exceptions=True)
+        self._end_run(run_id)
+
+    def _end_run(self, run_id: str) -> None:
+        tracked = self._where.pop(run_id, None)
+        if tracked is None:
+            return
+        key = tracked[0]
+        queue = self._queues.get(key)
+        if queue is None:
+            return
+        if self._state is RouterState.RUNNING:
+            self._apply(key, queue.run_ended(run_id, self.clock.now_ms()))
+        else:
+            queue.run_ended(run_id, self.clock.now_ms())
+        self._maybe_drop(key)
+
+    def _retry_started(self, process: RunProcess, previous_run_id: str) -> None:
+        self._retries += 1
+        self._engine_ids.pop(previous_run_id, None)
+        self._engine_ids[process.current_run_id] = process.run_id
+        self._phase(process.current_run_id, process.prepared, RunPhase.ACCEPTED)
+
+    def _note_synthetic(self) -> None:
+        self._synthetic += 1
+
+    def _engine(self) -> EngineRuntime | None:
+        return self.context.capabilities.get(ENGINE_RUNTIME)
+
+    async def _read_resume(self, session_key: str) -> ResumeToken | None:
+        return await _FailSoftReader(self.chat_state).resume_token(session_key)
+
+    async def _write_resume(self, session_key: str, token: ResumeToken) -> None:
+        store = self.chat_state
+        put: Any = getattr(store, "put", None)
+        if put is None:
+            return
+        try:
+            await put(session_key, token)
+        except StoreError as exc:
+            log.warning("could not record chat state of %s: %s", session_key, exc)
+
+    def _maybe_drop(self, key: ConversationKey) -> None:
+        queue = self._queues.get(key)
+        if queue is not None and queue.idle:
+            self._drop_queue(key)
+
+    def _drop_queue(self, key: ConversationKey) -> None:
+        queue = self._queues.pop(key)
+        stats = queue.statistics()
+        for name in self._retired:
+            self._retired[name] += getattr(stats, name)
+        for session_key in self._conv_sessions.pop(key, set()):
+            if self._session_conv.get(session_key) == key:
+                del self._session_conv[session_key]
+
+
+class _FailSoftReader:
+    """Chat-state reads that degrade to "no resume" when the store is unavailable."""
+
+    def __init__(self, inner: ChatStateReader | None) -> None:
+        self._inner = inner
+
+    async def resume_token(self, session_key: str) -> ResumeToken | None:
+        if self._inner is None:
+            return None
+        try:
+            return await self._inner.resume_token(session_key)
+        except StoreError as exc:
+            log.warning("chat state of %s unreadable, starting fresh: %s", session_key, exc)
+            return None
+
+
+def _conversation_tuple(key: ConversationKey) -> tuple[str, ...]:
+    if key.kind == "resume":
+        return ("resume", "lemon", key.value)
+    return ("session", key.value)
+
+
+def _auto_kind(meta: Mapping[str, Any]) -> Literal["task", "delegated", "goal"] | None:
+    value = meta.get("auto_followup")
+    if value in ("task", "delegated", "goal"):
+        return value  # type: ignore[no-any-return]  # narrowed by the membership test
+    return None
+
+
+def _model_and_images(
+    request: RunRequest,
+) -> tuple[str | None, tuple[Mapping[str, Any], ...]]:
+    # lemon_core's RunRequest has no model/images fields yet: read them from the request when
+    # present, else from meta ("model", "images").
+    model = getattr(request, "model", None) or request.meta.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise InvalidRunRequestError("model", f"must be a non-empty string, got {model!r}")
+    images = getattr(request, "images", None) or request.meta.get("images") or ()
+    if isinstance(images, str | bytes) or not isinstance(images, list | tuple):
+        raise InvalidRunRequestError("images", "must be a list of image mappings")
+    for image in images:
+        if not isinstance(image, Mapping):
+            raise InvalidRunRequestError("images", f"each image must be a mapping, got {image!r}")
+    return model, tuple(images)

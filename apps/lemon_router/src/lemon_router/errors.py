@@ -1,0 +1,53 @@
+"""The lemon_router error hierarchy.
+
+``RouterError`` is the base. ``RouterUsageError`` covers misuse (bad input: an invalid session
+key, an unknown queue mode, an explicit non-native resume token); ``RouterRuntimeError`` covers
+failures while running (the router is not started, the engine runtime refused a command).
+"""
+
+from __future__ import annotations
+
+
+class RouterError(Exception):
+    """Base of every error raised by lemon_router."""
+
+
+class RouterUsageError(RouterError, ValueError):
+    """The caller passed something the router cannot accept; the message says how to fix it."""
+
+
+class InvalidSessionKeyError(RouterUsageError):
+    """A session key does not follow the canonical grammar.
+
+    ``key`` is the offending text and ``reason`` a short, human explanation of what is wrong.
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(
+            f"invalid session key {key!r}: {reason} (expected 'agent:<agent_id>:main' or "
+            "'agent:<agent_id>:<channel>:<account>:<peer_kind>:<peer_id>"
+            "[:thread:<thread_id>][:sub:<sub_id>]')"
+        )
+
+
+class InvalidRunRequestError(RouterUsageError):
+    """A RunRequest field is invalid (``field`` names it)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"invalid run request: {field}: {reason}")
+
+
+class ResumeError(RouterUsageError):
+    """An explicit resume token cannot be used (e.g. it is not a native ``lemon`` token)."""
+
+
+class RouterRuntimeError(RouterError, RuntimeError):
+    """The router failed while running."""
+
+
+class RouterNotRunningError(RouterRuntimeError):
+    """The router was used outside its ``async with`` lifetime."""

@@ -1,0 +1,223 @@
+"""End to end: Router -> real Gateway (EngineRuntime) -> the scripted test executor."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon_core.bus import Bus, Delivery, session_topic
+from lemon_core.events import Event
+from lemon_core.execution import ResumeToken, RunRequest, RuntimeContext
+from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_gateway import Gateway
+from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
+from lemon_router import RETRY_NOTICE, Router, RouterConfig
+
+SESSION = "agent:default:main"
+CONFIG = RouterConfig(idle_timeout_ms=None)
+
+
+class Session:
+    """A subscriber of session:<key> that waits for events by run id."""
+
+    def __init__(self, bus: Bus, key: str = SESSION) -> None:
+        self.delivery = Delivery(max_entries=10_000)
+        self.sub = bus.subscribe(session_topic(key), delivery=self.delivery)
+        self.seen: list[Event] = []
+
+    async def terminal(self, run_id: str) -> str:
+        while True:
+            for e in self.seen:
+                if (
+                    e.type == "run_phase_changed"
+                    and e.payload.run_id == run_id
+                    and e.payload.phase.terminal
+                ):
+                    return str(e.payload.phase.value)
+            item = await self.delivery.get()
+            assert isinstance(item, Event)
+            self.seen.append(item)
+
+    def completions(self, run_id: str) -> list[Event]:
+        return [e for e in self.seen if e.type == "run_completed" and e.meta["run_id"] == run_id]
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[Bus]:
+    async with Bus(validation="raise") as b:
+        yield b
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with await SQLiteStore.open(tmp_path / "lemon.sqlite3") as s:
+        yield s
+
+
+def req(prompt: str, mode: str = "collect", **kw: Any) -> RunRequest:
+    return RunRequest(
+        origin="control_plane",
+        session_key=SESSION,
+        prompt=prompt,
+        queue_mode=mode,  # type: ignore[arg-type]  # valid modes only
+        **kw,
+    )
+
+
+async def test_a_chat_resumes_the_same_native_session(
+    bus: Bus, store: SQLiteStore, tmp_path: Path
+) -> None:
+    context = RuntimeContext()
+    executor = ScriptedExecutor()
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, chat_state=ChatStateStore(store), config=CONFIG) as router,
+    ):
+        first = await router.submit(req("hello", cwd=str(tmp_path)))
+        assert await session.terminal(first.run_id) == "completed"
+        (done,) = session.completions(first.run_id)
+        assert done.payload.completed.answer == "Echo: hello"
+        assert [e.type for e in session.seen if e.meta.get("run_id") == first.run_id][:1] == [
+            "run_phase_changed"
+        ]
+        assert {"run_started", "delta", "run_completed"} <= {e.type for e in session.seen}
+        second = await router.submit(req("and again", cwd=str(tmp_path)))
+        assert second.conversation_key == f"resume:lemon:{first.run_id}"
+        assert await session.terminal(second.run_id) == "completed"
+        assert executor.records[second.run_id].job.resume == ResumeToken.native(first.run_id)
+
+
+@pytest.mark.parametrize("mode", ["collect", "followup", "steer", "interrupt"])
+async def test_a_burst_of_20_through_the_gateway_loses_nothing(
+    bus: Bus, store: SQLiteStore, mode: str
+) -> None:
+    context = RuntimeContext()
+    gate = Gate()
+    executor = ScriptedExecutor()
+    executor.script_prompt("busy", Script().delta("working").gate(gate).complete(answer="ok"))
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, chat_state=ChatStateStore(store), config=CONFIG) as router,
+    ):
+        first = await router.submit(req("busy"))
+        await gate.reached()
+        burst = [await router.submit(req(f"m{i}", mode)) for i in range(20)]
+        gate.open()
+        outcomes = [await session.terminal(r.run_id) for r in [first, *burst]]
+        prompts = [executor.records[rid].job.prompt for rid in executor.order]
+        texts = [line for p in prompts for line in p.split("\n")]
+        assert len(set(executor.order)) == len(executor.order)
+        if mode == "interrupt":
+            # Each interrupt cancels whatever runs when it arrives: every message became a
+            # run that either completed or was aborted by a later interrupt; the last completes.
+            assert outcomes[0] == "aborted"
+            assert set(outcomes) <= {"completed", "aborted"}
+            assert outcomes[-1] == "completed"
+            assert executor.records[first.run_id].cancelled
+        else:
+            assert sorted(t for t in texts if t != "busy") == sorted(f"m{i}" for i in range(20))
+        if mode == "collect":
+            assert texts == ["busy"] + [f"m{i}" for i in range(20)]
+            assert outcomes == ["completed"] * 21
+        assert not router.is_busy(SESSION)
+
+
+async def test_interrupt_cancels_and_runs_next(bus: Bus, store: SQLiteStore) -> None:
+    context = RuntimeContext()
+    gate = Gate()
+    executor = ScriptedExecutor()
+    executor.script_prompt("long", Script().delta("partial").gate(gate).complete(answer="x"))
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=CONFIG) as router,
+    ):
+        first = await router.submit(req("long"))
+        await gate.reached()
+        later = await router.submit(req("later"))
+        interrupt = await router.submit(req("now", "interrupt"))
+        assert await session.terminal(first.run_id) == "aborted"
+        assert await session.terminal(interrupt.run_id) == "completed"
+        assert await session.terminal(later.run_id) == "completed"
+        assert executor.order == [first.run_id, interrupt.run_id, later.run_id]
+        assert len(session.completions(first.run_id)) == 1
+
+
+async def test_steer_on_the_gateway_falls_back_to_a_followup(bus: Bus, store: SQLiteStore) -> None:
+    context = RuntimeContext()
+    gate = Gate()
+    executor = ScriptedExecutor()
+    executor.script_prompt("long", Script().gate(gate).complete(answer="x"))
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=CONFIG) as router,
+    ):
+        first = await router.submit(req("long"))
+        await gate.reached()
+        steer = await router.submit(req("look at tests too", "steer"))
+        assert steer.status == "dispatched_to_active"
+        while not any(
+            e.type == "queue_outcome" and e.payload["run_id"] == steer.run_id for e in session.seen
+        ):
+            item = await session.delivery.get()
+            session.seen.append(item)
+        gate.open()
+        assert await session.terminal(first.run_id) == "completed"
+        assert await session.terminal(steer.run_id) == "completed"
+        assert executor.order == [first.run_id, steer.run_id]
+
+
+async def test_gateway_gone_mid_stream_gives_one_completion_and_frees_the_session(
+    bus: Bus, store: SQLiteStore
+) -> None:
+    context = RuntimeContext()
+    gate = Gate()
+    executor = ScriptedExecutor()
+    executor.script_prompt("long", Script().delta("partial").gate(gate).complete(answer="x"))
+    session = Session(bus)
+    config = RouterConfig(idle_timeout_ms=None, submit_timeout_ms=50)
+    async with Router(bus=bus, context=context, config=config) as router:
+        gateway = Gateway(bus=bus, executor=executor, store=store, runtime=context)
+        await gateway.start()
+        first = await router.submit(req("long"))
+        await gate.reached()
+        queued = await router.submit(req("next"))
+        await gateway.stop()  # the runtime goes away while the run streams
+        assert await session.terminal(first.run_id) == "failed"
+        (done,) = session.completions(first.run_id)
+        assert done.meta.get("synthetic") is True
+        # The queued message cannot reach a runtime: it fails visibly instead of hanging.
+        assert await session.terminal(queued.run_id) == "failed"
+        assert len(session.completions(queued.run_id)) == 1
+        assert not router.is_busy(SESSION)
+        assert router.statistics().zero_answer_retries == 0  # a shutdown is not retried
+
+
+async def test_a_crash_without_answer_is_retried_once_through_the_gateway(
+    bus: Bus, store: SQLiteStore
+) -> None:
+    context = RuntimeContext()
+    executor = ScriptedExecutor()
+    executor.script_prompt("fragile", Script().raise_error("worker killed"))
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=CONFIG) as router,
+    ):
+        first = await router.submit(req("fragile"))
+        assert await session.terminal(first.run_id) == "failed"
+        retry_id = router.active_run(SESSION)
+        assert retry_id is not None
+        assert retry_id != first.run_id
+        assert await session.terminal(retry_id) == "completed"
+        assert executor.order == [first.run_id, retry_id]
+        assert executor.records[retry_id].job.prompt == RETRY_NOTICE + "fragile"
+        (done,) = session.completions(retry_id)
+        assert done.payload.completed.answer == "Echo: " + RETRY_NOTICE + "fragile"
+        assert router.statistics().zero_answer_retries == 1

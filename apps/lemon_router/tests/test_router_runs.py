@@ -1,0 +1,546 @@
+"""The Router end to end against a fake EngineRuntime on a real Bus and a real store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon_core.bus import Bus, Delivery, session_topic
+from lemon_core.events import Event, RunCompleted
+from lemon_core.execution import ENGINE_RUNTIME, ResumeToken, RunRequest, RuntimeContext
+from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_router import (
+    RETRY_NOTICE,
+    ResumeError,
+    Router,
+    RouterConfig,
+    Unavailable,
+    submit_via_bridge,
+)
+from lemon_router.testing import FakeEngineRuntime, ManualClock
+
+SESSION = "agent:default:main"
+FAST = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None)
+
+
+class Watcher:
+    """Reads session:<key> from a real subscription and waits for events deterministically."""
+
+    def __init__(self, bus: Bus, session_key: str) -> None:
+        self.delivery = Delivery(max_entries=10_000)
+        self.sub = bus.subscribe(session_topic(session_key), delivery=self.delivery)
+        self.seen: list[Event] = []
+
+    async def until(self, type_: str, **match: Any) -> Event:
+        for event in self.seen:
+            if _matches(event, type_, match):
+                return event
+        while True:
+            item = await self.delivery.get()
+            assert isinstance(item, Event), item
+            self.seen.append(item)
+            if _matches(item, type_, match):
+                return item
+
+    async def until_terminal(self, run_id: str) -> Event:
+        while True:
+            for event in self.seen:
+                if (
+                    event.type == "run_phase_changed"
+                    and event.payload.run_id == run_id
+                    and event.payload.phase.terminal
+                ):
+                    return event
+            item = await self.delivery.get()
+            assert isinstance(item, Event), item
+            self.seen.append(item)
+
+    def drain(self) -> list[Event]:
+        while True:
+            try:
+                item = self.delivery.get_nowait()
+            except asyncio.QueueEmpty:
+                return self.seen
+            self.seen.append(item)
+
+    def phases(self, run_id: str) -> list[str]:
+        return [
+            e.payload.phase.value
+            for e in self.drain()
+            if e.type == "run_phase_changed" and e.payload.run_id == run_id
+        ]
+
+    def completions(self) -> list[Event]:
+        return [e for e in self.drain() if e.type == "run_completed"]
+
+
+def _matches(event: Event, type_: str, match: dict[str, Any]) -> bool:
+    if event.type != type_:
+        return False
+    return all(event.meta.get(k) == v or _payload_get(event, k) == v for k, v in match.items())
+
+
+def _payload_get(event: Event, key: str) -> Any:
+    payload = event.payload
+    if isinstance(payload, dict):
+        return payload.get(key)
+    return getattr(payload, key, None)
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[Bus]:
+    async with Bus(validation="raise") as b:
+        yield b
+
+
+@pytest.fixture
+async def chat_state(tmp_path: Path) -> AsyncIterator[ChatStateStore]:
+    async with await SQLiteStore.open(tmp_path / "store.sqlite3") as store:
+        yield ChatStateStore(store)
+
+
+def request(prompt: str, mode: str = "collect", **kw: Any) -> RunRequest:
+    return RunRequest(
+        origin="control_plane",
+        session_key=kw.pop("session_key", SESSION),
+        prompt=prompt,
+        queue_mode=mode,  # type: ignore[arg-type]  # the modes under test are all valid
+        **kw,
+    )
+
+
+async def test_a_run_is_forwarded_unchanged_with_phases_and_chat_state(
+    bus: Bus, chat_state: ChatStateStore
+) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
+        receipt = await router.submit(request("hello"))
+        assert (receipt.status, receipt.requested_mode, receipt.actual_mode) == (
+            "started",
+            "collect",
+            "collect",
+        )
+        assert receipt.conversation_key == f"session:{SESSION}"
+        command = await engine.next_command()
+        assert command.run_id == receipt.run_id
+        assert command.prompt == "hello"
+        assert command.conversation_key == ("session", SESSION)
+        assert command.resume is None
+        assert router.is_busy(SESSION)
+        engine.started(command.run_id)
+        engine.delta(command.run_id, "hi")
+        engine.complete(command.run_id, answer="hi", resume="native-1")
+        done = await watcher.until("run_completed", run_id=command.run_id)
+        assert isinstance(done.payload, RunCompleted)
+        assert done.payload.completed.answer == "hi"
+        await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+        assert watcher.phases(command.run_id) == [
+            "accepted",
+            "waiting_for_slot",
+            "dispatched_to_gateway",
+            "streaming",
+            "completed",
+        ]
+        forwarded = [e.type for e in watcher.seen if e.type != "run_phase_changed"]
+        assert forwarded == ["run_started", "delta", "run_completed"]
+        assert await chat_state.resume_token(SESSION) == ResumeToken.native("native-1")
+
+        # The next message resumes the native session and is keyed by it.
+        receipt2 = await router.submit(request("again"))
+        assert receipt2.conversation_key == "resume:lemon:native-1"
+        command2 = await engine.next_command()
+        assert command2.resume == ResumeToken.native("native-1")
+        assert command2.conversation_key == ("resume", "lemon", "native-1")
+        engine.complete(command2.run_id)
+        await watcher.until("run_phase_changed", run_id=command2.run_id, phase="completed")
+        assert not router.is_busy(SESSION)
+        assert router.statistics().conversations == 0
+
+
+def runtime(bus: Bus, **kw: Any) -> tuple[RuntimeContext, FakeEngineRuntime]:
+    context = RuntimeContext()
+    engine = FakeEngineRuntime(bus, **kw)
+    context.capabilities.register(ENGINE_RUNTIME, engine)
+    return context, engine
+
+
+async def test_explicit_non_native_resume_is_an_error_and_auto_resume_can_be_disabled(
+    bus: Bus, chat_state: ChatStateStore
+) -> None:
+    context, engine = runtime(bus)
+    await chat_state.put(SESSION, ResumeToken.native("s1"))
+    async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
+        with pytest.raises(ResumeError, match="only native 'lemon' sessions"):
+            await router.submit(request("x", resume=ResumeToken(engine="codex", value="t")))
+        receipt = await router.submit(request("x", meta={"disable_auto_resume": True}))
+        assert receipt.conversation_key == f"session:{SESSION}"
+        command = await engine.next_command()
+        assert command.resume is None
+        engine.complete(command.run_id)
+        await chat_state.put(SESSION, ResumeToken(engine="claude", value="old"))
+        watcher = Watcher(bus, SESSION)
+        receipt = await router.submit(request("y"))
+        assert receipt.conversation_key == f"session:{SESSION}"  # quarantined, not resumed
+        command = await engine.next_command()
+        assert command.resume is None
+        engine.complete(command.run_id)
+        await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+
+
+async def test_submit_retries_with_backoff_while_the_runtime_is_unavailable(bus: Bus) -> None:
+    context, engine = runtime(bus, available=False)
+    clock = ManualClock()
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST, clock=clock) as router:
+        receipt = await router.submit(request("x"))
+        await clock.slept(7)
+        engine.is_available = True
+        command = await engine.next_command()
+        assert command.run_id == receipt.run_id
+        assert clock.sleeps == [100, 200, 400, 800, 1600, 2000, 2000]
+        engine.complete(command.run_id)
+        await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+
+
+async def test_submit_gives_up_after_the_timeout_with_one_synthetic_completion(bus: Bus) -> None:
+    context = RuntimeContext()  # no EngineRuntime at all
+    clock = ManualClock()
+    config = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None, submit_timeout_ms=5000)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=config, clock=clock) as router:
+        receipt = await router.submit(request("x"))
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.meta["synthetic"] is True
+        assert "stayed unavailable for 5000 ms" in done.payload.completed.error
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
+        assert sum(clock.sleeps) == 5000
+        assert not router.is_busy(SESSION)
+
+
+async def test_abort_before_the_runtime_bound_the_run(bus: Bus) -> None:
+    context, engine = runtime(bus, available=False)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("x"))
+        queued = await router.submit(request("next"))
+        assert queued.status == "queued"
+        assert router.abort_run(receipt.run_id)
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.meta["synthetic"] is True
+        assert done.payload.completed.meta["aborted"] is True
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="aborted")
+        engine.is_available = True
+        command = await engine.next_command()
+        assert command.run_id == queued.run_id
+        engine.complete(command.run_id)
+        await watcher.until("run_phase_changed", run_id=queued.run_id, phase="completed")
+
+
+async def test_a_vanished_gateway_run_gets_one_synthetic_completion_and_frees_the_session(
+    bus: Bus,
+) -> None:
+    context, engine = runtime(bus)
+    config = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=5, vanish_grace_ms=20)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=config) as router:
+        first = await router.submit(request("one"))
+        second = await router.submit(request("two"))
+        command = await engine.next_command()
+        engine.started(command.run_id)
+        engine.vanish(command.run_id)
+        done = await watcher.until("run_completed", run_id=first.run_id)
+        assert done.meta["synthetic"] is True
+        assert "vanished" in done.payload.completed.error
+        command2 = await engine.next_command()
+        assert command2.run_id == second.run_id
+        engine.complete(command2.run_id)
+        await watcher.until("run_phase_changed", run_id=second.run_id, phase="completed")
+        assert [e.meta["run_id"] for e in watcher.completions()] == [first.run_id, second.run_id]
+        assert router.statistics().synthetic_completions == 1
+        assert not router.is_busy(SESSION)
+
+
+async def test_run_failed_without_completion_gets_a_synthetic_one_after_grace(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    config = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None, run_failed_grace_ms=10)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=config) as router:
+        receipt = await router.submit(request("x"))
+        command = await engine.next_command()
+        engine.fail(command.run_id, "worker crashed")
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.meta["synthetic"] is True
+        assert done.payload.completed.error == "run failed: worker crashed"
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
+        assert len(watcher.completions()) == 1
+
+
+async def test_a_failed_run_without_answer_is_retried_once(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("do it"))
+        command = await engine.next_command()
+        engine.complete(command.run_id, ok=False, answer="", error="model error")
+        retry = await engine.next_command()
+        assert retry.run_id != command.run_id
+        assert retry.prompt == RETRY_NOTICE + "do it"
+        assert retry.meta["retry_of"] == receipt.run_id
+        assert router.active_run(SESSION) == retry.run_id
+        engine.complete(retry.run_id, ok=False, answer="", error="model error again")
+        await watcher.until("run_phase_changed", run_id=retry.run_id, phase="failed")
+        assert watcher.phases(receipt.run_id)[-1] == "failed"
+        assert router.statistics().zero_answer_retries == 1
+        assert not router.is_busy(SESSION)
+        assert engine.pending_commands() == 0
+
+
+async def test_interrupt_cancels_the_active_run_and_runs_next(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        first = await router.submit(request("long task"))
+        command = await engine.next_command()
+        queued = await router.submit(request("later"))
+        interrupt = await router.submit(request("stop, do this", "interrupt"))
+        assert (interrupt.status, interrupt.position) == ("queued", 0)
+        assert engine.cancelled == [(command.run_id, "interrupted")]
+        await watcher.until("run_phase_changed", run_id=first.run_id, phase="aborted")
+        nxt = await engine.next_command()
+        assert nxt.run_id == interrupt.run_id
+        engine.complete(nxt.run_id)
+        last = await engine.next_command()
+        assert last.run_id == queued.run_id
+        engine.complete(last.run_id)
+        await watcher.until("run_phase_changed", run_id=queued.run_id, phase="completed")
+
+
+@pytest.mark.parametrize(("steer", "outcome"), [("accept", "steered"), ("reject", "fallback")])
+async def test_steer_is_accepted_or_falls_back_to_a_followup(
+    bus: Bus, steer: str, outcome: str
+) -> None:
+    context, engine = runtime(bus, steer=steer)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        first = await router.submit(request("task"))
+        command = await engine.next_command()
+        s = await router.submit(request("also check tests", "steer"))
+        assert (s.status, s.active_run_id) == ("dispatched_to_active", first.run_id)
+        if outcome == "steered":
+            settled = await watcher.until("queue_outcome", run_id=s.run_id)
+            assert settled.payload["outcome"] == "steered"
+            assert engine.steered == [(command.run_id, "also check tests", "steer")]
+            await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
+            engine.complete(command.run_id)
+            await watcher.until("run_phase_changed", run_id=first.run_id, phase="completed")
+            assert engine.pending_commands() == 0
+        else:
+            requeued = await watcher.until("queue_outcome", run_id=s.run_id)
+            assert requeued.payload["outcome"] == "fallback_queued"
+            assert requeued.payload["mode"] == "followup"
+            engine.complete(command.run_id)
+            nxt = await engine.next_command()
+            assert (nxt.run_id, nxt.prompt) == (s.run_id, "also check tests")
+            engine.complete(nxt.run_id)
+            await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
+
+
+async def test_steer_on_a_runtime_without_steering_falls_back(bus: Bus) -> None:
+    context, engine = runtime(bus, steer="unsupported")
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        await router.submit(request("task"))
+        command = await engine.next_command()
+        s = await router.submit(request("more", "steer_backlog"))
+        requeued = await watcher.until("queue_outcome", run_id=s.run_id)
+        assert requeued.payload["mode"] == "collect"
+        engine.complete(command.run_id)
+        nxt = await engine.next_command()
+        assert nxt.run_id == s.run_id
+        engine.complete(nxt.run_id)
+        await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
+
+
+async def test_followups_within_the_window_merge_into_one_run(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    clock = ManualClock()
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST, clock=clock) as router:
+        await router.submit(request("task"))
+        command = await engine.next_command()
+        a = await router.submit(request("one", "followup"))
+        clock.advance(300)
+        b = await router.submit(request("two", "followup"))
+        assert b.reason == f"merged with earlier followup {a.run_id}"
+        merged = await watcher.until("queue_outcome", run_id=a.run_id)
+        assert merged.payload["into_run_id"] == b.run_id
+        await watcher.until("run_phase_changed", run_id=a.run_id, phase="aborted")
+        engine.complete(command.run_id)
+        nxt = await engine.next_command()
+        assert (nxt.run_id, nxt.prompt) == (b.run_id, "one\ntwo")
+        assert nxt.meta["merged_run_ids"] == [a.run_id]
+        engine.complete(nxt.run_id)
+        await watcher.until("run_phase_changed", run_id=b.run_id, phase="completed")
+
+
+async def test_past_the_bound_a_message_is_rejected_with_a_receipt(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    config = RouterConfig(
+        idle_timeout_ms=None, liveness_interval_ms=None, max_pending_per_conversation=2
+    )
+    async with Router(bus=bus, context=context, config=config) as router:
+        await router.submit(request("a"))
+        await router.submit(request("b"))
+        await router.submit(request("c"))
+        rejected = await router.submit(request("d"))
+        assert rejected.status == "rejected"
+        assert rejected.reason is not None
+        assert rejected.reason.startswith("queue_full")
+        assert len(router.queued(SESSION)) == 2
+        assert router.statistics().rejected == 1
+        for _ in range(3):
+            engine.complete((await engine.next_command()).run_id)
+
+
+async def test_abort_session_cancels_everything_of_the_session(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        first = await router.submit(request("a"))
+        command = await engine.next_command()
+        queued = await router.submit(request("b"))
+        assert router.abort_session(SESSION) == 2
+        await watcher.until("run_phase_changed", run_id=queued.run_id, phase="aborted")
+        await watcher.until("run_phase_changed", run_id=first.run_id, phase="aborted")
+        assert engine.cancelled == [(command.run_id, "user_requested")]
+        assert engine.pending_commands() == 0
+        assert not router.is_busy(SESSION)
+
+
+async def test_bridge_answers_unavailable_when_no_router_runs(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    assert isinstance(await submit_via_bridge(context.capabilities, request("x")), Unavailable)
+    async with Router(bus=bus, context=context, config=FAST):
+        receipt = await submit_via_bridge(context.capabilities, request("x"))
+        assert not isinstance(receipt, Unavailable)
+        assert receipt.status == "started"
+        engine.complete((await engine.next_command()).run_id)
+    outcome = await submit_via_bridge(context.capabilities, request("x"))
+    assert isinstance(outcome, Unavailable)
+    assert outcome.reason == "no router is registered on this runtime"
+
+
+async def test_bad_requests_are_rejected_with_clear_errors(bus: Bus) -> None:
+    from lemon_router import InvalidRunRequestError, InvalidSessionKeyError
+
+    context, _ = runtime(bus)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        with pytest.raises(InvalidSessionKeyError, match="peer_kind 'pal'"):
+            await router.submit(request("x", session_key="agent:a:tg:b:pal:1"))
+        with pytest.raises(InvalidRunRequestError, match="does not match the session key's agent"):
+            await router.submit(request("x", session_key="agent:a:main", agent_id="b"))
+        with pytest.raises(InvalidRunRequestError, match="images"):
+            await router.submit(request("x", meta={"images": "cat.png"}))
+
+
+async def test_stopping_the_router_ends_every_run_with_a_completion(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        first = await router.submit(request("a"))
+        await engine.next_command()
+        queued = await router.submit(request("b"))
+    await watcher.until("run_phase_changed", run_id=queued.run_id, phase="aborted")
+    done = await watcher.until("run_completed", run_id=first.run_id)
+    assert done.meta["synthetic"] is True
+    await watcher.until("run_phase_changed", run_id=first.run_id, phase="aborted")
+    assert len(watcher.completions()) == 1
+    assert not router.running()
+
+
+@pytest.mark.parametrize("steer", ["accept", "reject"])
+@pytest.mark.parametrize(
+    "mode", ["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
+)
+async def test_a_burst_of_20_to_a_busy_session_loses_nothing(
+    bus: Bus, mode: str, steer: str
+) -> None:
+    context, engine = runtime(bus, steer=steer)
+    clock = ManualClock()
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST, clock=clock) as router:
+        first = await router.submit(request("m-first"))
+        receipts = [first]
+        command = await engine.next_command()
+        for i in range(20):
+            receipts.append(await router.submit(request(f"m{i}", mode)))
+            clock.advance(10)
+        ran: list[str] = []
+        texts: list[str] = []
+        while True:
+            assert engine.live <= {command.run_id}, "at most one active run"
+            if command.run_id in engine.live:
+                engine.complete(command.run_id)
+            else:
+                assert mode == "interrupt"  # the first run was cancelled by the interrupts
+            ran.append(command.run_id)
+            texts.extend(command.prompt.split("\n"))
+            await watcher.until_terminal(command.run_id)
+            if not router.is_busy(SESSION) and engine.pending_commands() == 0:
+                break
+            command = await engine.next_command()
+        steered = [text for _, text, _ in engine.steered]
+        outcomes = {
+            e.payload["run_id"]: e.payload["outcome"]
+            for e in watcher.drain()
+            if e.type == "queue_outcome"
+        }
+        for receipt in receipts:
+            accounted = [
+                receipt.run_id in ran,
+                outcomes.get(receipt.run_id) in ("merged", "steered"),
+                receipt.status == "rejected",
+            ]
+            assert accounted.count(True) == 1, (receipt, outcomes.get(receipt.run_id))
+        # Every message text reached exactly one run or one live run.
+        expected = ["m-first"] + [f"m{i}" for i in range(20)]
+        assert sorted(texts + steered) == sorted(expected)
+        if mode in ("collect", "interrupt", "steer_backlog") and steer == "reject":
+            assert len(ran) == 21
+        if mode == "collect":
+            assert texts == expected  # FIFO
+        assert router.statistics().conversations == 0
+
+
+async def test_a_busy_session_keeps_its_conversation_when_a_resume_token_appears(
+    bus: Bus, chat_state: ChatStateStore
+) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
+        first = await router.submit(request("one"))
+        c1 = await engine.next_command()
+        second = await router.submit(request("two"))
+        engine.complete(c1.run_id, resume="native-9")  # writes chat state while "two" waits
+        c2 = await engine.next_command()
+        assert c2.run_id == second.run_id
+        # Readback at start time: "two" continues the native session "one" created.
+        assert c2.resume == ResumeToken.native("native-9")
+        third = await router.submit(request("three"))
+        # The session is still busy: "three" joins the same queue, not a new conversation.
+        assert third.conversation_key == first.conversation_key == f"session:{SESSION}"
+        assert third.status == "queued"
+        engine.complete(c2.run_id, resume="native-9")
+        c3 = await engine.next_command()
+        assert c3.run_id == third.run_id
+        engine.complete(c3.run_id)
+        await watcher.until("run_phase_changed", run_id=third.run_id, phase="completed")
+        fourth = await router.submit(request("four"))
+        assert fourth.conversation_key == "resume:lemon:native-9"
+        engine.complete((await engine.next_command()).run_id)
+        await watcher.until("run_phase_changed", run_id=fourth.run_id, phase="completed")
