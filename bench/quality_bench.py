@@ -273,7 +273,7 @@ def run(cmd: list[str]) -> tuple[float, int, str]:
     """Wall seconds, exit code and output; the CPU seconds (user + system, the process and
     its children) are recorded in ``CPU_TIMES`` under the command line."""
     env = dict(os.environ)
-    # Let every tool keep its bytecode, as on a developer machine (some sandboxes set this).
+    # Let every tool keep its bytecode, as on a developer machine (some environments set this).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if "lint-imports" in cmd[0]:
         env["PYTHONPATH"] = src_path()  # import-linter finds the packages through sys.path

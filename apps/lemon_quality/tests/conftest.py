@@ -1,4 +1,4 @@
-"""Shared helpers for lemon_quality tests: materialising fixture workspaces."""
+"""Shared fixtures for lemon_quality tests: materialising fixture workspaces."""
 
 from __future__ import annotations
 
