@@ -1,0 +1,168 @@
+"""The per-file facts cache: a warm run on an unchanged tree reads no source file.
+
+Layout: one file, ``<root>/.lemon_quality_cache/facts-v<N>.marshal``, holding
+
+* ``stat``: relative path -> ``(size, mtime_ns, content hash)``
+* ``facts``: content hash (BLAKE2b-128 of the bytes) -> facts (see ``_facts``)
+
+Lookup: a file whose ``(size, mtime_ns)`` matches its ``stat`` entry takes the facts of the
+recorded hash without being opened. Otherwise it is read and hashed; a known hash reuses its
+facts (a touched but unchanged file), an unknown one is parsed.
+
+Invalidation: any change of size or mtime re-reads the file; the whole cache is dropped when the
+facts format (``FACTS_VERSION``) or the Python minor version changes, or when the file is
+unreadable. A file modified within two seconds of the save has no ``stat`` entry written (so an
+edit in the same mtime tick as the save cannot hide): it is re-hashed on the next run.
+
+Bound: the cache holds exactly the files seen by the last run (entries for vanished files are
+dropped on save), so it never outgrows the tree. ``statistics()`` reports hits and misses.
+Writes are atomic (temporary file + ``os.replace``); a cache that cannot be written is ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import marshal
+import os
+import sys
+import time
+from typing import Any
+
+from lemon_quality._facts import FACTS_VERSION, Facts, extract
+
+CACHE_DIR = ".lemon_quality_cache"
+_KEY = (FACTS_VERSION, sys.version_info[:2])
+_RACY_NS = 2_000_000_000
+# Below this many files to parse, a process pool costs more than it saves.
+PARALLEL_THRESHOLD = 300
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _read(path: str) -> bytes | str:
+    """The file's bytes, or why it cannot be read (it may vanish between walk and read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        return f"cannot read the file: {exc.strerror or exc}"
+
+
+def _facts_of(data: bytes | str) -> tuple[str, Facts]:
+    if isinstance(data, str):  # unreadable: not cached under any content hash
+        return "", ((), (), (data, 1))
+    return _digest(data), extract(data)
+
+
+def _parse_paths(paths: list[str]) -> list[tuple[str, Facts]]:
+    gc.disable()  # a worker only allocates records that live until it returns them
+    return [_facts_of(_read(path)) for path in paths]
+
+
+class FactsCache:
+    """Facts for a set of files, from the cache or freshly parsed (in parallel when many)."""
+
+    def __init__(self, root: str, *, enabled: bool = True) -> None:
+        self._root = root
+        self._enabled = enabled
+        self._file = os.path.join(root, CACHE_DIR, f"facts-v{FACTS_VERSION}.marshal")
+        self._stat: dict[str, tuple[int, int, str]] = {}
+        self._facts: dict[str, Facts] = {}
+        self._new_stat: dict[str, tuple[int, int, str]] = {}
+        self._used: dict[str, Facts] = {}
+        self._dirty = False
+        self._stats = {"files": 0, "stat_hits": 0, "hash_hits": 0, "parsed": 0, "workers": 0}
+        if enabled:
+            self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self._file, "rb") as fh:
+                data: Any = marshal.loads(fh.read())
+            if data[0] != _KEY:
+                return
+            self._stat, self._facts = data[1], data[2]
+        except (OSError, EOFError, ValueError, TypeError, IndexError):
+            self._stat, self._facts = {}, {}
+
+    def facts_for(self, files: list[tuple[str, int, int]]) -> dict[str, Facts]:
+        """Facts for each ``(relative path, size, mtime_ns)``; returns path -> facts."""
+        result: dict[str, Facts] = {}
+        todo: list[tuple[str, int, int]] = []
+        self._stats["files"] += len(files)
+        for rel, size, mtime in files:
+            entry = self._stat.get(rel)
+            if entry is not None and entry[0] == size and entry[1] == mtime:
+                facts = self._facts.get(entry[2])
+                if facts is not None:
+                    result[rel] = facts
+                    self._keep(rel, entry, facts)
+                    self._stats["stat_hits"] += 1
+                    continue
+            todo.append((rel, size, mtime))
+        if todo:
+            self._dirty = True
+            for (rel, size, mtime), (digest, facts) in zip(
+                todo, self._parse([os.path.join(self._root, r) for r, _, _ in todo]), strict=True
+            ):
+                result[rel] = facts
+                if digest:
+                    self._keep(rel, (size, mtime, digest), facts)
+        return result
+
+    def _keep(self, rel: str, entry: tuple[int, int, str], facts: Facts) -> None:
+        self._new_stat[rel] = entry
+        self._used[entry[2]] = facts
+
+    def _parse(self, paths: list[str]) -> list[tuple[str, Facts]]:
+        if len(paths) < PARALLEL_THRESHOLD:
+            out = []
+            for path in paths:
+                data = _read(path)
+                digest = _digest(data) if isinstance(data, bytes) else ""
+                known = self._facts.get(digest) if digest else None
+                if known is not None:
+                    # Same bytes under a new mtime (a touched file): reuse, do not parse.
+                    self._stats["hash_hits"] += 1
+                    out.append((digest, known))
+                else:
+                    self._stats["parsed"] += 1
+                    out.append(_facts_of(data))
+            return out
+        from concurrent.futures import ProcessPoolExecutor  # only cold runs pay for it
+
+        workers = os.cpu_count() or 1
+        self._stats["workers"] = workers
+        self._stats["parsed"] += len(paths)
+        size = max(1, len(paths) // (workers * 4))
+        chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+        results: list[tuple[str, Facts]] = []
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for part in pool.map(_parse_paths, chunks):
+                results.extend(part)
+        return results
+
+    def save(self) -> None:
+        """Write the cache if anything changed; errors are ignored (the cache is optional)."""
+        if not self._enabled or not (self._dirty or set(self._new_stat) != set(self._stat)):
+            return
+        now = time.time_ns()
+        stat = {k: v for k, v in self._new_stat.items() if now - v[1] > _RACY_NS}
+        payload = (_KEY, stat, self._used)
+        tmp = f"{self._file}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self._file), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(marshal.dumps(payload))
+            os.replace(tmp, self._file)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def statistics(self) -> dict[str, int]:
+        """Counters of this run: files looked up, stat hits, hash hits, parsed, pool workers."""
+        return dict(self._stats)
