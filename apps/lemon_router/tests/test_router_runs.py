@@ -544,3 +544,48 @@ async def test_a_busy_session_keeps_its_conversation_when_a_resume_token_appears
         assert fourth.conversation_key == "resume:lemon:native-9"
         engine.complete((await engine.next_command()).run_id)
         await watcher.until("run_phase_changed", run_id=fourth.run_id, phase="completed")
+
+
+async def test_the_command_says_whether_its_resume_token_was_looked_up_or_asked_for(
+    bus: Bus, chat_state: ChatStateStore
+) -> None:
+    context, engine = runtime(bus)
+    await chat_state.put(SESSION, ResumeToken.native("s1"))
+    async with Router(bus=bus, context=context, chat_state=chat_state, config=FAST) as router:
+        watcher = Watcher(bus, SESSION)
+        await router.submit(request("looked up"))
+        command = await engine.next_command()
+        assert command.resume == ResumeToken.native("s1")
+        assert command.meta["resume_mode"] == "auto"
+        engine.complete(command.run_id)
+        await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+
+        await router.submit(request("asked for", resume=ResumeToken.native("s2")))
+        command = await engine.next_command()
+        assert command.resume == ResumeToken.native("s2")
+        assert command.meta["resume_mode"] == "explicit"
+        engine.complete(command.run_id)
+        await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "corrupt_transcript: line 3 is not JSON",
+        "session_not_found: no transcript for s1",
+        "auth: 401 invalid api key",
+        "context_overflow: prompt too long",
+        "config_invalid: bad model",
+    ],
+)
+async def test_a_deterministic_failure_is_not_retried(bus: Bus, error: str) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("do it"))
+        command = await engine.next_command()
+        engine.complete(command.run_id, ok=False, answer="", error=error)
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
+        assert router.statistics().zero_answer_retries == 0
+        assert engine.pending_commands() == 0
+        assert len(watcher.completions()) == 1

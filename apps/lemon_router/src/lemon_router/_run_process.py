@@ -206,11 +206,16 @@ class RunProcess:
     async def _command(self, run_id: str, prompt: str) -> ExecutionCommand:
         p = self.prepared
         resume = p.explicit_resume
+        automatic = False
         if resume is None and not auto_resume_disabled(p.meta):
             # Chat-state readback at start time: an earlier run of this session may have
             # written the native session id while this message waited.
             resume = await self._router._read_resume(p.session_key) or p.resume_at_submit
+            automatic = resume is not None
         meta: dict[str, Any] = dict(p.meta)
+        # Tell the executor the token was looked up, not asked for: a missing or corrupt
+        # transcript then starts a fresh session with a notice instead of failing forever.
+        meta["resume_mode"] = "auto" if automatic else "explicit"
         meta.update(origin=p.origin, agent_id=p.agent_id)
         if p.model is not None:
             meta["model"] = p.model
@@ -435,16 +440,39 @@ class RunProcess:
         await self._router._write_resume(self.session_key, token)
 
 
-_NOT_RETRIED_CODES = frozenset({"cancelled", "unsupported_resume_engine"})
+_NOT_RETRIED_CODES = frozenset(
+    {
+        # Gateway codes: the run was stopped on purpose, or can never run.
+        "cancelled",
+        "unsupported_resume_engine",
+        # Executor error kinds (the prefix of Completion.error): the same request fails again.
+        "auth",
+        "bad_request",
+        "context_overflow",
+        "corrupt_transcript",
+        "session_not_found",
+        "config_invalid",
+        "model_unavailable",
+    }
+)
 
 
 def _retryable(outcome: _Outcome) -> bool:
-    """A real failure of the run itself: not synthetic (ours or the runtime's), not a cancel."""
+    """A transient failure of the run itself: not synthetic, not a cancel, not deterministic.
+
+    Deterministic failures (bad credentials, a request the provider rejects, a corrupt
+    transcript, an invalid config) would fail the same way again, so retrying them only shows
+    the user the same error twice.
+    """
     if outcome.synthetic or outcome.event.meta.get("synthetic"):
         return False
     error = outcome.completion.meta.get("error")
     code = error.get("code") if isinstance(error, Mapping) else None
-    return code not in _NOT_RETRIED_CODES
+    if code in _NOT_RETRIED_CODES:
+        return False
+    text = outcome.completion.error
+    kind = text.split(":", 1)[0].strip() if isinstance(text, str) and ":" in text else None
+    return kind not in _NOT_RETRIED_CODES
 
 
 def _is_own_phase(event: Event) -> bool:
