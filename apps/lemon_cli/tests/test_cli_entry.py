@@ -72,3 +72,27 @@ def test_events_docs_check_reports_the_committed_catalog_current() -> None:
         app, ["events", "docs", "--check", "--path", str(root / "docs" / "bus_events.md")]
     )
     assert result.exit_code == 0, result.output
+
+
+def test_config_built_in_providers_are_the_catalogue_providers() -> None:
+    from lemon_ai.models import default_catalogue
+    from lemon_core.config import BUILTIN_PROVIDERS
+
+    assert set(default_catalogue().providers()) == set(BUILTIN_PROVIDERS)
+
+
+def test_config_errors_keep_their_brackets_and_model_names_stay_text(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[defaults]\nmodel = "ghost:m"\n')
+    result = CliRunner().invoke(
+        app, ["config", "validate"], env={"LEMON_HOME": str(tmp_path), "LEMON_MODEL": ""}
+    )
+    assert result.exit_code == 1
+    assert "add [providers.ghost]" in result.output
+
+    (tmp_path / "config.toml").write_text(
+        '[defaults]\nmodel = "local:llama"\n'
+        '[providers.local]\nkind = "openai_completions"\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
+    result = CliRunner().invoke(app, ["status"], env={"LEMON_HOME": str(tmp_path)})
+    assert result.exit_code == 0
+    assert "local:llama" in result.output

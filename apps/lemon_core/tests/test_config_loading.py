@@ -135,3 +135,31 @@ def test_valid_values_round_trip_through_the_loader(runs: int, model: str | None
         loaded = load_config(home=home_dir, cwd=home_dir, environ={})
         assert loaded.config.gateway.max_concurrent_runs == runs
         assert loaded.config.defaults.model == model
+
+
+def test_every_problem_of_one_table_is_reported(home: Path, project: Path) -> None:
+    cfg = write(
+        home / "config.toml",
+        "[providers.p]\napi_key_env = 3\nbase_url = 5\ncolour = 'red'\n"
+        "[gateway]\nmax_concurrent_runs = 0\ningress_enabled = 'yes'\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(home=home, cwd=project, environ={})
+    found = {(i.key, i.message.split(",")[0]) for i in info.value.issues}
+    assert found == {
+        ("providers.p.colour", "unknown key"),
+        ("providers.p.kind", "missing required key"),
+        ("providers.p.api_key_env", "Expected `str | null`"),
+        ("providers.p.base_url", "Expected `str | null`"),
+        ("gateway.max_concurrent_runs", "Expected `int` >= 1"),
+        ("gateway.ingress_enabled", "Expected `bool`"),
+    }
+    assert all(i.source == str(cfg) for i in info.value.issues)
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4o-mini", "anthropic:claude-x", "ollama:llama3.2"])
+def test_catalogue_providers_need_no_providers_section(
+    home: Path, project: Path, model: str
+) -> None:
+    write(home / "config.toml", f'[defaults]\nmodel = "{model}"\n')
+    assert load_config(home=home, cwd=project, environ={}).config.defaults.model == model

@@ -30,7 +30,7 @@ def _config_or_exit(console: Console) -> LoadedConfig:
         return load_config()
     except ConfigError as exc:
         for issue in exc.issues:
-            console.print(f"[red]error[/red] {issue.render()}", highlight=False)
+            console.print(f"[red]error[/red] {escape(issue.render())}", highlight=False)
         console.print("fix the config (see `lemon config validate`) and try again")
         raise typer.Exit(2) from None
 
@@ -53,7 +53,7 @@ def chat(
     ] = None,
 ) -> None:
     """Chat with the agent in this terminal (one message with MESSAGE, else interactive)."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
     tty = sys.stdin.isatty()
     options = ChatOptions(
@@ -99,7 +99,7 @@ def sessions_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Sessions with finished runs, most recent first."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
     async def run() -> list[dict[str, Any]]:
@@ -127,7 +127,7 @@ def sessions_show(
     key: Annotated[str, typer.Argument(help="The session key.")] = DEFAULT_SESSION,
 ) -> None:
     """The transcript of a session (or its run history when no transcript is kept)."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
     async def run() -> tuple[list[dict[str, str]], list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config
 
@@ -16,7 +17,10 @@ config_app = typer.Typer(
 def print_status(console: Console) -> LoadedConfig | None:
     """Print where state lives and whether the config is usable; return it when it is."""
     home = lemon_home()
-    console.print(f"[bold]home[/bold]    {home}" + ("" if home.is_dir() else "  (not created yet)"))
+    console.print(
+        f"[bold]home[/bold]    {escape(str(home))}"
+        + ("" if home.is_dir() else "  (not created yet)")
+    )
     try:
         loaded = load_config()
     except ConfigError as exc:
@@ -26,27 +30,27 @@ def print_status(console: Console) -> LoadedConfig | None:
         return None
     files = [s for s in loaded.sources if s != "environment"]
     if files:
-        console.print(f"[bold]config[/bold]  {', '.join(files)}", highlight=False)
+        console.print(f"[bold]config[/bold]  {escape(', '.join(files))}", highlight=False)
     else:
         console.print(
-            f"[bold]config[/bold]  none found at {loaded.home_config_path} "
+            f"[bold]config[/bold]  none found at {escape(str(loaded.home_config_path))} "
             "(the offline provider is used)",
             highlight=False,
         )
     model = loaded.config.defaults.model or "offline (no model configured)"
-    console.print(f"[bold]model[/bold]   {model}", highlight=False)
+    console.print(f"[bold]model[/bold]   {escape(model)}", highlight=False)
     return loaded
 
 
 @config_app.command()
 def validate() -> None:
     """Validate every config layer; exit 1 listing each problem (file, key, what, how to fix)."""
-    console = Console()
+    console = Console(emoji=False)
     try:
         loaded = load_config()
     except ConfigError as exc:
         for issue in exc.issues:
-            console.print(f"[red]error[/red] {issue.render()}", highlight=False)
+            console.print(f"[red]error[/red] {escape(issue.render())}", highlight=False)
         raise typer.Exit(1) from None
     sources = ", ".join(loaded.sources) or "defaults only"
     console.print(f"config ok ({sources})", highlight=False)

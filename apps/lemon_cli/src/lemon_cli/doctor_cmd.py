@@ -132,7 +132,7 @@ def doctor(
     """Check the runtime's health: config, store, executor, provider. Exit 1 on a failure."""
     from lemon_core.config import lemon_home
 
-    console = Console(highlight=False)
+    console = Console(emoji=False, highlight=False)
     loaded: LoadedConfig | None = None
     error: str | None = None
     try:

@@ -39,7 +39,7 @@ def _root(ctx: typer.Context) -> None:
         if sys.stdin.isatty() and sys.stdout.isatty():
             ctx.invoke(chat)
             return
-        console = Console()
+        console = Console(emoji=False)
         console.print(ctx.get_help())
         console.print()
         print_status(console)
@@ -66,7 +66,7 @@ def events_docs(ctx: typer.Context) -> None:
 @app.command()
 def status() -> None:
     """Show where Lemon keeps its state and whether a config was found."""
-    print_status(Console())
+    print_status(Console(emoji=False))
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lemon_cli._models import SECRETS_FILENAME, read_secrets
 from lemon_cli._toml import dumps
@@ -66,7 +67,7 @@ def setup(
     no_key: Annotated[bool, typer.Option(help="The server needs no key.")] = False,
 ) -> None:
     """Configure a model provider in $LEMON_HOME/config.toml."""
-    console = Console(highlight=False)
+    console = Console(emoji=False, highlight=False)
     interactive = sys.stdin.isatty()
     if kind is None:
         kind = (
@@ -110,7 +111,10 @@ def setup(
         try:
             existing = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
-            console.print(f"[red]error[/] {path} is not valid TOML ({exc}); fix or move it first")
+            console.print(
+                f"[red]error[/] {escape(str(path))} is not valid TOML "
+                f"({escape(str(exc))}); fix or move it first"
+            )
             raise typer.Exit(2) from None
     provider: dict[str, Any] = {"kind": kind}
     if base_url:
@@ -151,7 +155,7 @@ def setup(
         else:
             path.write_text(previous, encoding="utf-8")
         for issue in exc.issues:
-            console.print(f"[red]error[/] {issue.render()}")
+            console.print(f"[red]error[/] {escape(issue.render())}")
         console.print("config.toml was left as it was")
         raise typer.Exit(1) from None
     console.print(f"wrote {path}: model {name}:{model}")

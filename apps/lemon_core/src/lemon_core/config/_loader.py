@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +26,14 @@ from typing import Any
 
 import msgspec
 
-from lemon_core.config import _schema
-from lemon_core.config._schema import LEGACY_KEYS, Config, ProfileConfig, ProviderConfig
+from lemon_core.config._schema import LEGACY_KEYS, Config
 
-BUILTIN_PROVIDERS = frozenset({"offline"})
+# Providers a model reference may name without a [providers.<name>] section: the offline
+# provider and the hosted/local servers lemon_ai's catalogue knows how to reach (a test in
+# lemon_cli keeps this list equal to the catalogue's).
+BUILTIN_PROVIDERS = frozenset(
+    {"anthropic", "llamacpp", "lmstudio", "offline", "ollama", "openai", "vllm"}
+)
 _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _ENV_KEYS: dict[str, tuple[str, str]] = {
     "LEMON_MODEL": ("defaults", "model"),
@@ -169,63 +175,89 @@ def _validate_layer(source: str, raw: dict[str, Any]) -> list[ConfigIssue]:
             )
     if found:
         return found
-    tables: dict[str, type[Any]] = {"providers": ProviderConfig, "profiles": ProfileConfig}
-    top = {k: ({} if k in tables else v) for k, v in raw.items()}
-    checks: list[tuple[str, Any, type[Any]]] = [("", top, Config)]
-    for name, cls in tables.items():
-        value = raw.get(name, {})
-        if not isinstance(value, dict):
-            found.append(ConfigIssue(source=source, key=name, message="must be a table of tables"))
-            continue
-        checks.extend((f"{name}.{entry}", body, cls) for entry, body in value.items())
-    for prefix, body, cls in checks:
-        try:
-            msgspec.convert(body, cls, strict=True)
-        except msgspec.ValidationError as exc:
-            found.append(_issue_from(source, prefix, str(exc), cls))
+    _check_struct(source, "", raw, Config, found)
     return found
 
 
-def _issue_from(source: str, prefix: str, message: str, cls: type[Any]) -> ConfigIssue:
-    match = _PATH_RE.search(message)
-    path = match.group("path") if match else ""
-    text = message[: match.start()] if match else message
-    key = ".".join(p for p in (prefix, _dotted(path)) if p)
-    hint = ""
-    unknown = re.search(r"unknown field `([^`]+)`", text)
-    if unknown:
-        section = _section_for(_dotted(path), cls)
-        key = f"{key}.{unknown.group(1)}" if key else unknown.group(1)
-        text = "unknown key"
-        hint = "known keys here: " + ", ".join(section.__struct_fields__)
-    elif key.endswith(".kind"):
-        hint = "one of openai_completions, anthropic_messages, offline"
-    return ConfigIssue(source=source, key=key, message=text, hint=hint)
+def _check_struct(
+    source: str, prefix: str, body: Any, cls: type[Any], found: list[ConfigIssue]
+) -> None:
+    """Check ``body`` against the record type ``cls`` key by key, so that every problem of a
+    table is reported, not only the first one msgspec meets."""
+    if not isinstance(body, dict):
+        found.append(_convert_issue(source, prefix, body, cls))
+        return
+    fields = {f.name: f for f in msgspec.structs.fields(cls)}
+    for key in body:
+        if key not in fields:
+            found.append(
+                ConfigIssue(
+                    source=source,
+                    key=_join(prefix, key),
+                    message="unknown key",
+                    hint="known keys here: " + ", ".join(fields),
+                )
+            )
+    for name, info in fields.items():
+        key = _join(prefix, name)
+        if name not in body:
+            if info.required:
+                found.append(ConfigIssue(source=source, key=key, message="missing required key"))
+            continue
+        value = body[name]
+        nested = _struct_in(info.type)
+        table_of = _table_of(info.type)
+        if nested is not None and isinstance(value, dict):
+            _check_struct(source, key, value, nested, found)
+        elif table_of is not None:
+            if not isinstance(value, dict):
+                found.append(ConfigIssue(source=source, key=key, message="must be a table"))
+                continue
+            for entry, entry_body in value.items():
+                _check_struct(source, _join(key, str(entry)), entry_body, table_of, found)
+        else:
+            issue = _convert_issue(source, key, value, info.type)
+            if issue.message:
+                found.append(issue)
 
 
-def _dotted(path: str) -> str:
-    parts = re.findall(r"\.([A-Za-z0-9_]+)|\[(?:'|\")?([^\]'\"]+)(?:'|\")?\]", path)
-    return ".".join(a or b for a, b in parts)
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
 
 
-def _section_for(path: str, cls: type[Any]) -> Any:
-    """The record type at dotted ``path`` below ``cls`` (for the list of known keys)."""
-    section: Any = cls
-    for part in (p for p in path.split(".") if p):
-        hints = getattr(section, "__annotations__", {})
-        if part not in hints:
-            break
-        section = getattr(_schema, _SECTION_TYPES.get(part, ""), section)
-    return section
+def _struct_in(tp: Any) -> type[Any] | None:
+    """The record type in ``tp`` (``Struct`` or ``Struct | None``), if any."""
+    candidates = (
+        typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    )
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, msgspec.Struct):
+            return candidate
+    return None
 
 
-_SECTION_TYPES = {
-    "defaults": "DefaultsConfig",
-    "gateway": "GatewayConfig",
-    "runtime": "RuntimeConfig",
-    "logging": "LoggingConfig",
-    "tool_policy": "ToolPolicyConfig",
-}
+def _table_of(tp: Any) -> type[Any] | None:
+    """The record type of a ``dict[str, Struct]`` field (a table of tables), if it is one."""
+    if typing.get_origin(tp) is dict:
+        return _struct_in(typing.get_args(tp)[1])
+    return None
+
+
+def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
+    """An issue for ``value`` not converting to ``tp`` (an empty message when it converts)."""
+    try:
+        msgspec.convert(value, tp, strict=True)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        match = _PATH_RE.search(message)
+        text = message[: match.start()] if match else message
+        hint = (
+            "one of openai_completions, anthropic_messages, offline"
+            if key.endswith(".kind")
+            else ""
+        )
+        return ConfigIssue(source=source, key=key, message=text, hint=hint)
+    return ConfigIssue(source=source, key=key, message="")
 
 
 def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:
