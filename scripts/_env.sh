@@ -6,14 +6,27 @@ lemon_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 lemon_ensure_uv() {
   if command -v uv >/dev/null 2>&1; then return 0; fi
-  if [ -x "$HOME/.local/bin/uv" ]; then export PATH="$HOME/.local/bin:$PATH"; return 0; fi
+  local tools="${XDG_DATA_HOME:-$HOME/.local/share}/lemon/uv-venv"
+  local dir
+  for dir in "$HOME/.local/bin" "$tools/bin"; do
+    if [ -x "$dir/uv" ]; then export PATH="$dir:$PATH"; return 0; fi
+  done
   echo "lemon: uv not found; installing it with pip (once)" >&2
   local py
-  py="$(command -v python3 || command -v python)" || { echo "lemon: need python3 >= 3.11" >&2; return 1; }
-  "$py" -m pip install --quiet --user uv >&2 || "$py" -m pip install --quiet uv >&2 || {
-    echo "lemon: could not install uv; install it (pip install uv) and retry" >&2; return 1; }
-  export PATH="$HOME/.local/bin:$PATH"
-  command -v uv >/dev/null 2>&1 || { echo "lemon: uv installed but not on PATH" >&2; return 1; }
+  py="$(command -v python3 || command -v python)" || {
+    echo "lemon: need python3 >= 3.11 on the PATH" >&2; return 1; }
+  # 1. the user site; 2. on an "externally managed" Python (PEP 668), a private venv of our own.
+  if "$py" -m pip install --quiet --user uv >&2 2>/dev/null && [ -x "$HOME/.local/bin/uv" ]; then
+    export PATH="$HOME/.local/bin:$PATH"
+  elif "$py" -m pip install --quiet uv >&2 2>/dev/null && command -v uv >/dev/null 2>&1; then
+    :
+  elif "$py" -m venv "$tools" >&2 && "$tools/bin/python" -m pip install --quiet uv >&2; then
+    export PATH="$tools/bin:$PATH"
+  else
+    echo "lemon: could not install uv; install it yourself (https://docs.astral.sh/uv/) and retry" >&2
+    return 1
+  fi
+  command -v uv >/dev/null 2>&1 || { echo "lemon: uv installed but not found on PATH" >&2; return 1; }
 }
 
 lemon_sync() {
