@@ -143,6 +143,9 @@ class ExecutorSettings:
     prompt_limits: PromptLimits = field(default_factory=PromptLimits)
     max_transcript_bytes: int = 32 * 1024 * 1024
     max_turns: int = 50
+    steering_capacity: int = 64
+    """Steering messages a run holds before the loop takes them (a full queue: ``steer`` ->
+    False, nothing queued)."""
     cancel_grace_s: float = 5.0
     """How long a cancelled run may take to abort cooperatively before it is cancelled."""
 
@@ -549,6 +552,7 @@ class CodingExecution:
                 system_prompt=system_prompt,
                 tools=tools,
                 max_turns=settings.max_turns,
+                steering_capacity=settings.steering_capacity,
             ),
             messages=history,
         )
@@ -633,10 +637,17 @@ class CodingExecution:
                 # accepted after the loop's last drain (while the final answer was being
                 # finished or persisted) is still queued here and gets one more run.
                 queued = agent.statistics().steering_queued
-                if outcome == "completed" and queued and turns < settings.max_turns:
-                    counts["steer_continuations"] += 1
-                    prompt = None
-                    continue
+                if outcome == "completed" and queued:
+                    if turns < settings.max_turns:
+                        counts["steer_continuations"] += 1
+                        prompt = None
+                        continue
+                    outcome = "max_turns"
+                    error = (
+                        f"max_turns: the run reached its limit of {settings.max_turns} model "
+                        f"calls (ExecutorSettings.max_turns) with {queued} steering message(s) "
+                        "not yet answered"
+                    )
                 self._accepting = False
                 counts["steers_dropped"] += queued
                 break
