@@ -346,3 +346,56 @@ async def test_a_steer_at_the_turn_limit_fails_the_run_instead_of_vanishing(
     assert completion.answer == "only turn"
     assert executor.statistics().steers_dropped == 1
     assert len(scripted_provider.requests) == 1
+
+
+async def test_a_continuation_stops_at_the_executions_turn_limit(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    executor, provider = _env_factory(
+        tmp_path, scripted_provider, ExecutorSettings(default_policy=ToolPolicy(), max_turns=2)
+    )
+    capture = Capturing(executor)
+    persisted = asyncio.Event()
+    release = asyncio.Event()
+    original = Transcript.append
+
+    async def append(self: Transcript, messages: Sequence[AiMessage]) -> None:
+        if messages and isinstance(messages[-1], AssistantMessage) and not persisted.is_set():
+            persisted.set()
+            await release.wait()
+        await original(self, messages)
+
+    monkeypatch.setattr(Transcript, "append", append)
+    first = Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="first answer", pause=first, pause_after=1),
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id="c1", name="ls", arguments={"path": "."}),)),
+    )
+    try:
+        async with Gateway(bus=Bus(), executor=capture) as gateway:
+            handle = gateway.submit_execution(
+                ExecutionCommand(run_id="r1", session_key=SESSION, prompt="go",
+                                 conversation_key=("session", SESSION), cwd=str(cwd))
+            )  # fmt: skip
+            assert await first.wait_reached_async()
+            loop_task = _loop_task("r1")
+            first.open()
+            await persisted.wait()
+            await asyncio.wait({loop_task})
+            assert capture.executions["r1"].steer("now list the files")
+            release.set()
+            completion: Completion = await handle
+    finally:
+        await provider.aclose()
+    assert not completion.ok
+    assert completion.error is not None
+    assert completion.error.startswith("max_turns: the run reached its limit of 2 model calls")
+    stats = executor.statistics()
+    assert (stats.steer_continuations, stats.steers_dropped) == (1, 0)
+    assert completion.resume is not None
+    path = tmp_path / "home" / "agent" / "sessions" / f"{completion.resume['value']}.jsonl"
+    roles = [json.loads(line)["message"]["role"] for line in path.read_text().splitlines()[1:]]
+    assert roles == ["user", "assistant", "user", "assistant", "tool_result"]
+    assert len(scripted_provider.requests) == 2, "the limit is kept without a third call"

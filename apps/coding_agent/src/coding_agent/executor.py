@@ -18,6 +18,10 @@
    next turn starts and before the completion is returned), and returns an ``ExecutionResult``
    with the answer, the resume token and usage.
 
+Steering (:meth:`CodingExecution.steer`) puts a message into the running agent loop's steering
+queue; it is injected before the next model call and persisted there. A steer that arrives after
+the loop's last drain still gets answered: the execution runs the agent once more with it.
+
 Cancellation (the gateway cancels the task awaiting ``execute``) aborts the agent run (the bash
 process group is killed), keeps what was said in the transcript, expires the run's pending
 approvals and re-raises.
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -330,6 +335,9 @@ class CodingExecution:
         self._executor = executor
         self._job = job
         self._agent: Agent | None = None
+        # The texts of the latest accepted steers (bounded like the agent's queue): the ones
+        # the loop has not taken are the last ``steering_queued`` of them.
+        self._accepted: deque[str] = deque(maxlen=executor.settings.steering_capacity)
         self._accepting = False
         self._finished = False
 
@@ -359,6 +367,7 @@ class CodingExecution:
         except QueueFullError:
             counts["steers_refused"] += 1
             return False
+        self._accepted.append(text)
         counts["steers_accepted"] += 1
         return True
 
@@ -545,17 +554,15 @@ class CodingExecution:
             tool_names=tools.names(),
             limits=settings.prompt_limits,
         )
-        agent = Agent(
-            AgentConfig(
-                model=model,
-                provider=provider,
-                system_prompt=system_prompt,
-                tools=tools,
-                max_turns=settings.max_turns,
-                steering_capacity=settings.steering_capacity,
-            ),
-            messages=history,
+        agent_config = AgentConfig(
+            model=model,
+            provider=provider,
+            system_prompt=system_prompt,
+            tools=tools,
+            max_turns=settings.max_turns,
+            steering_capacity=settings.steering_capacity,
         )
+        agent = Agent(agent_config, messages=history)
         persisted = len(history)
 
         async def persist() -> None:
@@ -579,7 +586,6 @@ class CodingExecution:
                 run = agent.start(prompt, run_id=job.run_id)
                 self._accepting = True
                 end: AgentEndEvent | None = None
-                over_limit = False
                 try:
                     async with run:
                         try:
@@ -588,12 +594,6 @@ class CodingExecution:
                                     await persist()
                                 elif isinstance(event, TurnStartEvent):
                                     turns += 1
-                                    if turns > settings.max_turns and not over_limit:
-                                        # A continuation may not take the execution past its
-                                        # turn limit (the agent counts turns per run).
-                                        over_limit = True
-                                        self._accepting = False
-                                        run.abort("max_turns")
                                 elif isinstance(event, AgentErrorEvent):
                                     self._accepting = False  # the run is failing
                                     error = f"{event.kind}: {event.message}"
@@ -627,8 +627,7 @@ class CodingExecution:
                 answer = result.text
                 abort_reason = result.abort_reason
                 outcome = end.outcome if end is not None else result.outcome
-                if over_limit:
-                    outcome = "max_turns"
+                if outcome == "max_turns":
                     error = (
                         f"max_turns: the run reached its limit of {settings.max_turns} model "
                         "calls (ExecutorSettings.max_turns) and was stopped"
@@ -639,7 +638,18 @@ class CodingExecution:
                 queued = agent.statistics().steering_queued
                 if outcome == "completed" and queued:
                     if turns < settings.max_turns:
+                        # A fresh agent on the same conversation whose own turn limit is what
+                        # is left of the execution's, holding the steers the loop never took
+                        # (the most recent ``queued`` accepted ones, in order).
                         counts["steer_continuations"] += 1
+                        late = list(self._accepted)[-queued:]
+                        agent = Agent(
+                            replace(agent_config, max_turns=settings.max_turns - turns),
+                            messages=agent.messages,
+                        )
+                        for text in late:
+                            agent.steer(text)
+                        self._agent = agent
                         prompt = None
                         continue
                     outcome = "max_turns"
