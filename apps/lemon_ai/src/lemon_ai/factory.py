@@ -7,6 +7,10 @@ from collections.abc import Mapping
 
 import httpx
 
+# httpcore imports sniffio on every request to detect the async library; importing it here makes
+# that a dictionary lookup instead of a failing import with a sys.path scan (about 0.5 ms).
+import sniffio  # noqa: F401  (imported for the side effect described above)
+
 from lemon_ai.errors import LemonAiUsageError
 from lemon_ai.models import Api, Model
 from lemon_ai.provider import Provider
