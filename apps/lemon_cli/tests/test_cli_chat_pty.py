@@ -158,6 +158,8 @@ def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
     )
     assert "denied bash" in proc.stdout
     assert "--approve bash" in proc.stdout
+    # told after the answer, on its own line, never in the middle of the streamed text
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("denied bash")
     assert not (tmp_path / "made-by-bash").exists()
     proc = subprocess.run(
         [LEMON, "chat", "--approve", "bash", '/tool bash {"command": "touch made-by-bash"}'],

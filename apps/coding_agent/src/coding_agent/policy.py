@@ -176,7 +176,7 @@ async def _approve(ctx: ToolContext, gate: GateContext) -> None:
     if outcome.approved:
         return
     reason = {
-        ApprovalDecision.DENY: "the user denied it",
+        ApprovalDecision.DENY: "the approval was denied",
         ApprovalDecision.TIMEOUT: "no decision came before the approval deadline",
         ApprovalDecision.EXPIRED: "the run that asked ended",
         ApprovalDecision.CANCELLED: "the request was withdrawn",

@@ -129,6 +129,8 @@ class ChatClient:
         # later); bounded, oldest forgotten first
         self.finished: OrderedDict[str, None] = OrderedDict()
         self.denied: list[str] = []
+        # One-shot denials are told after the answer, not in the middle of its stream.
+        self.deferred_notes: list[str] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._session_sub_task: asyncio.Task[None] | None = None
 
@@ -297,6 +299,9 @@ class ChatClient:
                 self.last_ok = False
                 label = "cancelled" if aborted else "failed"
                 self._line(f"[yellow]{label}:[/] {escape(completed.error or '')}")
+            for note in self.deferred_notes:
+                self._line(note)
+            self.deferred_notes.clear()
         elif event.type == "run_phase_changed" and payload.phase.terminal:
             self.finished[payload.run_id] = None
             while len(self.finished) > _FINISHED_BOUND:
@@ -316,7 +321,7 @@ class ChatClient:
         if not self.options.interactive:
             self._resolve(approval_id, ApprovalDecision.DENY)
             self.denied.append(pending.tool)
-            self._line(
+            self.deferred_notes.append(
                 f"[yellow]denied {escape(pending.tool)}:[/] it needs an approval and there is no "
                 f"terminal to ask; rerun with --approve {escape(pending.tool)} to allow it"
             )
