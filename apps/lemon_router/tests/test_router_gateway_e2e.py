@@ -163,7 +163,7 @@ async def test_steer_on_the_gateway_falls_back_to_a_followup(bus: Bus, store: SQ
         steer = await router.submit(req("look at tests too", "steer"))
         assert steer.status == "dispatched_to_active"
         while not any(
-            e.type == "queue_outcome" and e.payload["run_id"] == steer.run_id for e in session.seen
+            e.type == "queue_outcome" and e.payload.run_id == steer.run_id for e in session.seen
         ):
             item = await session.delivery.get()
             session.seen.append(item)
