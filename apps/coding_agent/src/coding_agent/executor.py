@@ -18,6 +18,10 @@
    next turn starts and before the completion is returned), and returns an ``ExecutionResult``
    with the answer, the resume token and usage.
 
+Steering (:meth:`CodingExecution.steer`) puts a message into the running agent loop's steering
+queue; it is injected before the next model call and persisted there. A steer that arrives after
+the loop's last drain still gets answered: the execution runs the agent once more with it.
+
 Cancellation (the gateway cancels the task awaiting ``execute``) aborts the agent run (the bash
 process group is killed), keeps what was said in the transcript, expires the run's pending
 approvals and re-raises.
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +52,7 @@ from lemon_agent import (
     AgentErrorEvent,
     AgentEvent,
     MessageUpdateEvent,
+    QueueFullError,
     Tool,
     ToolContext,
     ToolExecutionEndEvent,
@@ -55,8 +61,10 @@ from lemon_agent import (
     ToolRegistry,
     ToolResult,
     TurnEndEvent,
+    TurnStartEvent,
 )
 from lemon_ai import (
+    Cost,
     LemonAiError,
     Message,
     Model,
@@ -64,6 +72,7 @@ from lemon_ai import (
     RetryPolicy,
     TextDeltaEvent,
     UnknownModelError,
+    Usage,
     default_catalogue,
     offline_model,
     provider_for,
@@ -139,6 +148,9 @@ class ExecutorSettings:
     prompt_limits: PromptLimits = field(default_factory=PromptLimits)
     max_transcript_bytes: int = 32 * 1024 * 1024
     max_turns: int = 50
+    steering_capacity: int = 64
+    """Steering messages a run holds before the loop takes them (a full queue: ``steer`` ->
+    False, nothing queued)."""
     cancel_grace_s: float = 5.0
     """How long a cancelled run may take to abort cooperatively before it is cancelled."""
 
@@ -156,6 +168,15 @@ class ExecutorStatistics:
     sessions_resumed: int
     resumes_started_fresh: int
     """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
+    steers_accepted: int
+    """Steering messages taken into a running agent loop (``CodingExecution.steer`` -> True)."""
+    steers_refused: int
+    """Steers refused: not started, finishing or finished, cancelled, queue full, empty text."""
+    steers_dropped: int
+    """Accepted steers never injected because the run then failed, hit its turn limit or was
+    cancelled (they went down with the run)."""
+    steer_continuations: int
+    """Extra agent runs started for a steer that arrived after the loop's last drain."""
 
 
 def resolve_model(
@@ -250,8 +271,12 @@ class CodingExecutor:
         self._environ = environ
         self._registry: ToolRegistry | None = None
         self._counts = dict.fromkeys(
-            ("started", "ok", "failed", "cancelled", "created", "resumed", "fresh"), 0
-        )
+            (
+                "started", "ok", "failed", "cancelled", "created", "resumed", "fresh",
+                "steers_accepted", "steers_refused", "steers_dropped", "steer_continuations",
+            ),
+            0,
+        )  # fmt: skip
 
     def statistics(self) -> ExecutorStatistics:
         c = self._counts
@@ -264,6 +289,10 @@ class CodingExecutor:
             sessions_created=c["created"],
             sessions_resumed=c["resumed"],
             resumes_started_fresh=c["fresh"],
+            steers_accepted=c["steers_accepted"],
+            steers_refused=c["steers_refused"],
+            steers_dropped=c["steers_dropped"],
+            steer_continuations=c["steer_continuations"],
         )
 
     def tool_registry(self, workspace: Workspace) -> ToolRegistry:
@@ -297,11 +326,60 @@ class CodingExecutor:
 
 
 class CodingExecution:
-    """One prepared coding run."""
+    """One prepared coding run; :meth:`steer` talks to it while it runs.
+
+    Loop-only: call :meth:`steer` from the event loop that runs :meth:`execute`.
+    """
 
     def __init__(self, executor: CodingExecutor, job: ExecutionJob) -> None:
         self._executor = executor
         self._job = job
+        self._agent: Agent | None = None
+        # The texts of the latest accepted steers (bounded like the agent's queue): the ones
+        # the loop has not taken are the last ``steering_queued`` of them.
+        self._accepted: deque[str] = deque(maxlen=executor.settings.steering_capacity)
+        self._accepting = False
+        self._finished = False
+
+    # -- steering --------------------------------------------------------------------------
+
+    def steer(self, text: str) -> bool:
+        """Offer ``text`` to the running agent loop as a steering message.
+
+        True: the text is in the agent's steering queue; it is injected as a user message
+        before the next model call (after the current tool batch) and written to the
+        transcript at that point. A steer accepted while the model is answering its last turn
+        is not lost: the loop takes it at its next drain, or, when it arrives after the loop's
+        last drain, the execution runs the agent once more with it (the decision and the end
+        of steering happen together, with nothing in between).
+
+        False (nothing queued, never raises): the run has not started its agent loop yet, is
+        finishing or finished, was cancelled, is failing, the steering queue is full
+        (``AgentConfig.steering_capacity``), or ``text`` is empty.
+        """
+        counts = self._executor._counts
+        agent = self._agent
+        if not self._accepting or agent is None or not text.strip():
+            counts["steers_refused"] += 1
+            return False
+        try:
+            agent.steer(text)
+        except QueueFullError:
+            counts["steers_refused"] += 1
+            return False
+        self._accepted.append(text)
+        counts["steers_accepted"] += 1
+        return True
+
+    @property
+    def steerable(self) -> bool:
+        """Whether :meth:`steer` would currently accept a message (queue space aside)."""
+        return self._accepting and self._agent is not None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the agent loop has ended (a later :meth:`steer` returns False)."""
+        return self._finished
 
     # -- session ---------------------------------------------------------------------------
 
@@ -476,16 +554,15 @@ class CodingExecution:
             tool_names=tools.names(),
             limits=settings.prompt_limits,
         )
-        agent = Agent(
-            AgentConfig(
-                model=model,
-                provider=provider,
-                system_prompt=system_prompt,
-                tools=tools,
-                max_turns=settings.max_turns,
-            ),
-            messages=history,
+        agent_config = AgentConfig(
+            model=model,
+            provider=provider,
+            system_prompt=system_prompt,
+            tools=tools,
+            max_turns=settings.max_turns,
+            steering_capacity=settings.steering_capacity,
         )
+        agent = Agent(agent_config, messages=history)
         persisted = len(history)
 
         async def persist() -> None:
@@ -494,56 +571,116 @@ class CodingExecution:
             await transcript.append(messages[persisted:])
             persisted = len(messages)
 
+        counts = ex._counts
         error: str | None = None
-        end: AgentEndEvent | None = None
+        outcome: str = "completed"
+        usage = Usage()
+        cost = Cost()
+        turns = 0
+        answer = ""
+        abort_reason: str | None = None
+        prompt: str | None = job.prompt
+        self._agent = agent
         try:
-            async with agent.start(job.prompt, run_id=job.run_id) as run:
+            while True:
+                run = agent.start(prompt, run_id=job.run_id)
+                self._accepting = True
+                end: AgentEndEvent | None = None
                 try:
-                    async for event in run:
-                        if isinstance(event, TurnEndEvent):
-                            await persist()
-                        elif isinstance(event, AgentErrorEvent):
-                            error = f"{event.kind}: {event.message}"
-                        elif isinstance(event, AgentEndEvent):
-                            end = event
-                        else:
-                            _forward(event, sink)
+                    async with run:
+                        try:
+                            async for event in run:
+                                if isinstance(event, TurnEndEvent):
+                                    await persist()
+                                elif isinstance(event, TurnStartEvent):
+                                    turns += 1
+                                elif isinstance(event, AgentErrorEvent):
+                                    self._accepting = False  # the run is failing
+                                    error = f"{event.kind}: {event.message}"
+                                elif isinstance(event, AgentEndEvent):
+                                    end = event
+                                else:
+                                    _forward(event, sink)
+                        except asyncio.CancelledError:
+                            # The run ends: no more steering, its pending approvals expire,
+                            # then the agent aborts cooperatively (partial answer kept, bash
+                            # process group killed) for at most cancel_grace_s before leaving
+                            # the block cancels it outright.
+                            self._accepting = False
+                            if ex.approvals is not None:
+                                ex.approvals.expire_owner(job.run_id)
+                            run.abort("cancelled")
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(
+                                    asyncio.shield(run.result()), settings.cancel_grace_s
+                                )
+                            raise
+                        result = await run.result()
                 except asyncio.CancelledError:
-                    # The run ends: its pending approvals expire, then the agent aborts
-                    # cooperatively (partial answer kept, bash process group killed) for at
-                    # most cancel_grace_s before leaving the block cancels it outright.
-                    if ex.approvals is not None:
-                        ex.approvals.expire_owner(job.run_id)
-                    run.abort("cancelled")
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            asyncio.shield(run.result()), settings.cancel_grace_s
-                        )
+                    self._accepting = False
+                    counts["steers_dropped"] += agent.statistics().steering_queued
+                    await asyncio.shield(persist())
                     raise
-                result = await run.result()
-        except asyncio.CancelledError:
-            await asyncio.shield(persist())
-            raise
-        await persist()
-        usage = result.usage
+                await persist()
+                usage = usage + result.usage
+                cost = cost + result.cost
+                answer = result.text
+                abort_reason = result.abort_reason
+                outcome = end.outcome if end is not None else result.outcome
+                if outcome == "max_turns":
+                    error = (
+                        f"max_turns: the run reached its limit of {settings.max_turns} model "
+                        "calls (ExecutorSettings.max_turns) and was stopped"
+                    )
+                # The decision point, with no await between the check and closing: a steer
+                # accepted after the loop's last drain (while the final answer was being
+                # finished or persisted) is still queued here and gets one more run.
+                queued = agent.statistics().steering_queued
+                if outcome == "completed" and queued:
+                    if turns < settings.max_turns:
+                        # A fresh agent on the same conversation whose own turn limit is what
+                        # is left of the execution's, holding the steers the loop never took
+                        # (the most recent ``queued`` accepted ones, in order).
+                        counts["steer_continuations"] += 1
+                        late = list(self._accepted)[-queued:]
+                        agent = Agent(
+                            replace(agent_config, max_turns=settings.max_turns - turns),
+                            messages=agent.messages,
+                        )
+                        for text in late:
+                            agent.steer(text)
+                        self._agent = agent
+                        prompt = None
+                        continue
+                    outcome = "max_turns"
+                    error = (
+                        f"max_turns: the run reached its limit of {settings.max_turns} model "
+                        f"calls (ExecutorSettings.max_turns) with {queued} steering message(s) "
+                        "not yet answered"
+                    )
+                self._accepting = False
+                counts["steers_dropped"] += queued
+                break
+        finally:
+            self._accepting = False
+            self._finished = True
         usage_map: dict[str, Any] = {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
             "total_tokens": usage.total_tokens,
-            "cost_usd": result.cost.total,
+            "cost_usd": cost.total,
             "model": model.ref,
-            "turns": result.turns,
+            "turns": turns,
         }
-        outcome = end.outcome if end is not None else result.outcome
         if outcome == "completed":
-            return ExecutionResult(ok=True, answer=result.text, resume=resume, usage=usage_map)
+            return ExecutionResult(ok=True, answer=answer, resume=resume, usage=usage_map)
         if outcome == "aborted":
-            error = f"aborted: {result.abort_reason or 'aborted'}"
+            error = f"aborted: {abort_reason or 'aborted'}"
         return ExecutionResult(
             ok=False,
-            answer=result.text,
+            answer=answer,
             error=error or outcome,
             resume=resume,
             usage=usage_map,
