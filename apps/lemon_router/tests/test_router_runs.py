@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from lemon_core.bus import Bus, Delivery, session_topic
-from lemon_core.events import Event, QueueOutcome, QueueOutcomeKind, RunCompleted
+from lemon_core.events import (
+    Event,
+    QueueOutcome,
+    QueueOutcomeKind,
+    RunCompleted,
+    RunEventsOverflow,
+)
 from lemon_core.execution import (
     ENGINE_RUNTIME,
     ResumeToken,
@@ -477,6 +483,26 @@ async def test_queue_outcomes_are_typed_payloads(bus: Bus) -> None:
         engine.complete(command.run_id)
         engine.complete((await engine.next_command()).run_id)
         await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
+
+
+async def test_overflow_of_a_runs_events_is_a_typed_notice_and_the_completion_arrives(
+    bus: Bus,
+) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    config = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None, run_event_buffer=4)
+    async with Router(bus=bus, context=context, config=config) as router:
+        receipt = await router.submit(request("chatty"))
+        command = await engine.next_command()
+        engine.started(command.run_id)
+        for i in range(10):  # no yield: the router's 4-entry subscription overflows
+            engine.delta(command.run_id, f"d{i}")
+        engine.complete(command.run_id, answer="all of it")
+        notice = await watcher.until("run_events_overflow", run_id=receipt.run_id)
+        assert notice.payload == RunEventsOverflow(run_id=receipt.run_id, session_key=SESSION)
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.payload.completed.answer == "all of it"
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="completed")
 
 
 async def test_bad_requests_are_rejected_with_clear_errors(bus: Bus) -> None:
