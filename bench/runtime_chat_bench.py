@@ -25,11 +25,17 @@ from pathlib import Path
 
 from lemon_core.bus import Bus, Delivery, session_topic
 from lemon_core.config import load_config
-from lemon_core.execution import ENGINE_RUNTIME, ExecutionCommand, RunRequest, ToolPolicy
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    ROUTER_BRIDGE,
+    ExecutionCommand,
+    RunRequest,
+    ToolPolicy,
+)
 from lemon_core.runtime import Runtime
 from lemon_core.store import MemoryStore
 from lemon_gateway import Gateway
-from lemon_router import ROUTER_BRIDGE, Router
+from lemon_router import Router
 
 SESSION = "agent:bench:main"
 
@@ -53,8 +59,8 @@ async def messages(home: Path, cwd: str, n: int) -> tuple[float, float]:
     async with Runtime(profile="full", config=loaded, store="memory") as rt:
         router = rt.context.capabilities.require(ROUTER_BRIDGE)
         assert isinstance(router, Router)
-        engine = rt.context.capabilities.require(ENGINE_RUNTIME)
-        gateway: Gateway = engine.gateway  # type: ignore[attr-defined]
+        gateway = rt.context.capabilities.require(ENGINE_RUNTIME)
+        assert isinstance(gateway, Gateway)
         delivery = Delivery(max_entries=100_000)
         sub = rt.bus.subscribe(session_topic(SESSION), delivery=delivery)
         routed: list[float] = []

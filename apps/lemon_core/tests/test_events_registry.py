@@ -28,8 +28,10 @@ from lemon_core.events import (
     HeartbeatAlert,
     HeartbeatSuppressed,
     Payload,
+    QueueOutcome,
     RoutingFeedback,
     RunCompleted,
+    RunEventsOverflow,
     RunFailed,
     RunPhase,
     RunPhaseChanged,
@@ -50,6 +52,8 @@ EXPECTED = {
     "run_failed": RunFailed,
     "run_phase_changed": RunPhaseChanged,
     "engine_action": EngineAction,
+    "queue_outcome": QueueOutcome,
+    "run_events_overflow": RunEventsOverflow,
     "approval_requested": ApprovalRequested,
     "approval_resolved": ApprovalResolved,
     "cron_tick": CronTick,
@@ -99,6 +103,11 @@ FIELDS: dict[type[Payload], tuple[tuple[str, ...], set[str]]] = {
         {"run_id", "phase", "source"},
     ),
     EngineAction: (("action", "engine", "phase", "ok", "message", "level"), {"action"}),
+    QueueOutcome: (
+        ("run_id", "session_key", "outcome", "into_run_id", "mode", "position", "reason"),
+        {"run_id", "outcome"},
+    ),
+    RunEventsOverflow: (("run_id", "session_key"), {"run_id"}),
     ApprovalRequested: (("approval_id", "pending"), {"approval_id", "pending"}),
     ApprovalResolved: (("approval_id", "decision", "pending"), {"approval_id", "decision"}),
     CronTick: (("timestamp_ms",), {"timestamp_ms"}),
@@ -176,7 +185,7 @@ def test_registry_is_read_only() -> None:
 
 def test_payload_classes_include_the_nested_ones_once_each() -> None:
     classes = payload_classes()
-    assert len(classes) == len(set(classes)) == 25
+    assert len(classes) == len(set(classes)) == 27
     assert nested_payload_classes() == (Completion, Action, ApprovalPending)
     assert set(nested_payload_classes()) <= set(classes)
 

@@ -3,8 +3,9 @@ expiry / restart.
 
 Invariants, checked after every step: never more than ``max_concurrent_runs`` executing, at
 most one executing per conversation key, FIFO per key, at most one ``run_completed`` per
-run. At teardown (after a final stop): every accepted run got exactly one ``run_completed``,
-and no slot, lock, worker or task is left.
+run, and ``is_live(run)`` exactly until that ``run_completed``. At teardown (after a final
+stop): every accepted run got exactly one ``run_completed``, and no slot, lock, worker or
+task is left.
 """
 
 from __future__ import annotations
@@ -179,7 +180,10 @@ class GatewayMachine(RuleBasedStateMachine):
             order = [started_at[r] for r in runs if r in started_at]
             assert order == sorted(order), f"FIFO broken: {runs} started at {order}"
         for run_id in self.accepted:
-            assert len(self.events.completions(run_id)) <= 1
+            completions = len(self.events.completions(run_id))
+            assert completions <= 1
+            # RunLiveness: live from acceptance until its run_completed is published.
+            assert self.gw.is_live(run_id) == (completions == 0), run_id
 
     def _assert_quiescent(self, gw: Gateway) -> None:
         stats = gw.statistics()

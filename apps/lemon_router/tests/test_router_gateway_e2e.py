@@ -163,7 +163,7 @@ async def test_steer_on_the_gateway_falls_back_to_a_followup(bus: Bus, store: SQ
         steer = await router.submit(req("look at tests too", "steer"))
         assert steer.status == "dispatched_to_active"
         while not any(
-            e.type == "queue_outcome" and e.payload["run_id"] == steer.run_id for e in session.seen
+            e.type == "queue_outcome" and e.payload.run_id == steer.run_id for e in session.seen
         ):
             item = await session.delivery.get()
             session.seen.append(item)
@@ -171,6 +171,36 @@ async def test_steer_on_the_gateway_falls_back_to_a_followup(bus: Bus, store: SQ
         assert await session.terminal(first.run_id) == "completed"
         assert await session.terminal(steer.run_id) == "completed"
         assert executor.order == [first.run_id, steer.run_id]
+
+
+async def test_steer_taken_by_a_steerable_execution_on_the_gateway(
+    bus: Bus, store: SQLiteStore
+) -> None:
+    context = RuntimeContext()
+    gate = Gate()
+    executor = ScriptedExecutor()
+    executor.script_prompt("long", Script().steering("accept").gate(gate).echo_steers().complete())
+    session = Session(bus)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=CONFIG) as router,
+    ):
+        first = await router.submit(req("long"))
+        await gate.reached()
+        steer = await router.submit(req("look at tests too", "redirect"))
+        assert steer.status == "dispatched_to_active"
+        assert await session.terminal(steer.run_id) == "completed"  # settled as steered
+        while not any(e.type == "queue_outcome" for e in session.seen):
+            session.seen.append(await session.delivery.get())
+        outcomes = [e.payload for e in session.seen if e.type == "queue_outcome"]
+        assert [(o.run_id, o.outcome.value, o.into_run_id) for o in outcomes] == [
+            (steer.run_id, "steered", first.run_id)
+        ]
+        gate.open()
+        assert await session.terminal(first.run_id) == "completed"
+        (done,) = session.completions(first.run_id)
+        assert done.payload.completed.answer == "steered: look at tests too"
+        assert executor.order == [first.run_id]
 
 
 async def test_gateway_gone_mid_stream_gives_one_completion_and_frees_the_session(

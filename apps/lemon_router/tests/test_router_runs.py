@@ -10,16 +10,27 @@ from typing import Any
 import pytest
 
 from lemon_core.bus import Bus, Delivery, session_topic
-from lemon_core.events import Event, RunCompleted
-from lemon_core.execution import ENGINE_RUNTIME, ResumeToken, RunRequest, RuntimeContext
+from lemon_core.events import (
+    Event,
+    QueueOutcome,
+    QueueOutcomeKind,
+    RunCompleted,
+    RunEventsOverflow,
+)
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    ResumeToken,
+    RunRequest,
+    RuntimeContext,
+    Unavailable,
+    submit_via_bridge,
+)
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_router import (
     RETRY_NOTICE,
     ResumeError,
     Router,
     RouterConfig,
-    Unavailable,
-    submit_via_bridge,
 )
 from lemon_router.testing import FakeEngineRuntime, ManualClock
 
@@ -333,16 +344,16 @@ async def test_steer_is_accepted_or_falls_back_to_a_followup(
         assert (s.status, s.active_run_id) == ("dispatched_to_active", first.run_id)
         if outcome == "steered":
             settled = await watcher.until("queue_outcome", run_id=s.run_id)
-            assert settled.payload["outcome"] == "steered"
-            assert engine.steered == [(command.run_id, "also check tests", "steer")]
+            assert settled.payload.outcome == "steered"
+            assert engine.steered == [(command.run_id, "also check tests")]
             await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
             engine.complete(command.run_id)
             await watcher.until("run_phase_changed", run_id=first.run_id, phase="completed")
             assert engine.pending_commands() == 0
         else:
             requeued = await watcher.until("queue_outcome", run_id=s.run_id)
-            assert requeued.payload["outcome"] == "fallback_queued"
-            assert requeued.payload["mode"] == "followup"
+            assert requeued.payload.outcome == "fallback_queued"
+            assert requeued.payload.mode == "followup"
             engine.complete(command.run_id)
             nxt = await engine.next_command()
             assert (nxt.run_id, nxt.prompt) == (s.run_id, "also check tests")
@@ -358,7 +369,7 @@ async def test_steer_on_a_runtime_without_steering_falls_back(bus: Bus) -> None:
         command = await engine.next_command()
         s = await router.submit(request("more", "steer_backlog"))
         requeued = await watcher.until("queue_outcome", run_id=s.run_id)
-        assert requeued.payload["mode"] == "collect"
+        assert requeued.payload.mode == "collect"
         engine.complete(command.run_id)
         nxt = await engine.next_command()
         assert nxt.run_id == s.run_id
@@ -378,7 +389,7 @@ async def test_followups_within_the_window_merge_into_one_run(bus: Bus) -> None:
         b = await router.submit(request("two", "followup"))
         assert b.reason == f"merged with earlier followup {a.run_id}"
         merged = await watcher.until("queue_outcome", run_id=a.run_id)
-        assert merged.payload["into_run_id"] == b.run_id
+        assert merged.payload.into_run_id == b.run_id
         await watcher.until("run_phase_changed", run_id=a.run_id, phase="aborted")
         engine.complete(command.run_id)
         nxt = await engine.next_command()
@@ -435,6 +446,65 @@ async def test_bridge_answers_unavailable_when_no_router_runs(bus: Bus) -> None:
     assert outcome.reason == "no router is registered on this runtime"
 
 
+async def test_model_and_images_of_the_request_reach_the_command(bus: Bus) -> None:
+    context, engine = runtime(bus)
+    image = {"type": "image", "mime_type": "image/png", "data": "aGk="}
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        await router.submit(request("look", model="offline:vision", images=[image]))
+        command = await engine.next_command()
+        assert command.images == (image,)
+        assert command.meta["model"] == "offline:vision"  # ExecutionCommand has no model field
+        engine.complete(command.run_id)
+        await router.submit(request("plain"))
+        plain = await engine.next_command()
+        assert plain.images == ()
+        assert "model" not in plain.meta
+        engine.complete(plain.run_id)
+
+
+async def test_queue_outcomes_are_typed_payloads(bus: Bus) -> None:
+    context, engine = runtime(bus, steer="reject")
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        await router.submit(request("task"))
+        command = await engine.next_command()
+        s = await router.submit(request("more", "steer"))
+        event = await watcher.until("queue_outcome", run_id=s.run_id)
+        assert isinstance(event.payload, QueueOutcome)
+        assert event.payload == QueueOutcome(
+            run_id=s.run_id,
+            session_key=SESSION,
+            outcome=QueueOutcomeKind.FALLBACK_QUEUED,
+            mode="followup",
+            position=0,
+            reason=event.payload.reason,
+        )
+        assert engine.steer_attempts == [(command.run_id, "more")]
+        engine.complete(command.run_id)
+        engine.complete((await engine.next_command()).run_id)
+        await watcher.until("run_phase_changed", run_id=s.run_id, phase="completed")
+
+
+async def test_overflow_of_a_runs_events_is_a_typed_notice_and_the_completion_arrives(
+    bus: Bus,
+) -> None:
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    config = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None, run_event_buffer=4)
+    async with Router(bus=bus, context=context, config=config) as router:
+        receipt = await router.submit(request("chatty"))
+        command = await engine.next_command()
+        engine.started(command.run_id)
+        for i in range(10):  # no yield: the router's 4-entry subscription overflows
+            engine.delta(command.run_id, f"d{i}")
+        engine.complete(command.run_id, answer="all of it")
+        notice = await watcher.until("run_events_overflow", run_id=receipt.run_id)
+        assert notice.payload == RunEventsOverflow(run_id=receipt.run_id, session_key=SESSION)
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.payload.completed.answer == "all of it"
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="completed")
+
+
 async def test_bad_requests_are_rejected_with_clear_errors(bus: Bus) -> None:
     from lemon_router import InvalidRunRequestError, InvalidSessionKeyError
 
@@ -444,8 +514,10 @@ async def test_bad_requests_are_rejected_with_clear_errors(bus: Bus) -> None:
             await router.submit(request("x", session_key="agent:a:tg:b:pal:1"))
         with pytest.raises(InvalidRunRequestError, match="does not match the session key's agent"):
             await router.submit(request("x", session_key="agent:a:main", agent_id="b"))
-        with pytest.raises(InvalidRunRequestError, match="images"):
-            await router.submit(request("x", meta={"images": "cat.png"}))
+        with pytest.raises(InvalidRunRequestError, match=r"meta\.images.*RunRequest\.images"):
+            await router.submit(request("x", meta={"images": ["cat.png"]}))
+        with pytest.raises(InvalidRunRequestError, match=r"meta\.model.*RunRequest\.model"):
+            await router.submit(request("x", meta={"model": "offline:x"}))
 
 
 async def test_stopping_the_router_ends_every_run_with_a_completion(bus: Bus) -> None:
@@ -494,9 +566,9 @@ async def test_a_burst_of_20_to_a_busy_session_loses_nothing(
             if not router.is_busy(SESSION) and engine.pending_commands() == 0:
                 break
             command = await engine.next_command()
-        steered = [text for _, text, _ in engine.steered]
+        steered = [text for _, text in engine.steered]
         outcomes = {
-            e.payload["run_id"]: e.payload["outcome"]
+            e.payload.run_id: e.payload.outcome
             for e in watcher.drain()
             if e.type == "queue_outcome"
         }

@@ -10,9 +10,8 @@ They live here (the terminal owns the in-process runtime) so the owning apps nee
   with none ready, the built-in :class:`lemon_cli._executor.AgentExecutor` runs (and the
   reason is kept for ``lemon doctor``).
 * ``lemon_gateway`` (requires coding_agent; ``execution-only``, ``full``): a
-  :class:`lemon_gateway.Gateway` with the ``[gateway]`` settings, registered as
-  ``ENGINE_RUNTIME`` through :class:`SteerableEngine` (adds run liveness, and steering when
-  the executor offers ``steer(run_id, text)``).
+  :class:`lemon_gateway.Gateway` with the ``[gateway]`` settings, which registers itself as
+  ``ENGINE_RUNTIME`` (with its ``steer`` and ``is_live`` extensions for the router).
 * ``lemon_router`` (requires lemon_gateway; ``full``): a :class:`lemon_router.Router` with
   the chat state in the runtime's store, registered as ``ROUTER_BRIDGE``.
 """
@@ -27,7 +26,7 @@ from coding_agent import CodingExecutor
 from lemon_cli._executor import AgentExecutor
 from lemon_cli._models import read_secrets
 from lemon_core.approvals import ExecApprovals
-from lemon_core.execution import ENGINE_RUNTIME, ExecutionCommand, Executor
+from lemon_core.execution import Executor
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
 from lemon_core.store import ChatStateStore
 from lemon_gateway import Gateway, GatewayConfig, validate_executor
@@ -35,7 +34,6 @@ from lemon_router import Router, RouterConfig
 
 __all__ = [
     "AgentApp",
-    "SteerableEngine",
     "build_agent_app",
     "coding_agent_app",
     "lemon_gateway_app",
@@ -61,7 +59,7 @@ class AgentApp:
 
 def build_agent_app(runtime: Runtime, *, builtin: bool = False) -> AgentApp:
     """The agent of ``runtime``: the coding executor when ready (or ``builtin=True`` for
-    the built-in steerable one)."""
+    the built-in one)."""
     approvals = ExecApprovals(runtime.bus)
     status = validate_executor()
     if status.ready and not builtin:
@@ -92,48 +90,23 @@ async def _stop_agent(runtime: Runtime, handle: object) -> None:
     runtime.context.capabilities.unregister(APPROVALS, app.approvals)
 
 
-class SteerableEngine:
-    """The gateway as ``EngineRuntime``, plus steering and liveness for the router."""
-
-    def __init__(self, gateway: Gateway, executor: Executor) -> None:
-        self.gateway = gateway
-        self._executor = executor
-
-    def submit(self, command: ExecutionCommand) -> None:
-        self.gateway.submit(command)
-
-    def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
-        return self.gateway.cancel(run_id, reason)
-
-    def available(self) -> bool:
-        return self.gateway.available()
-
-    def is_live(self, run_id: str) -> bool:
-        return self.gateway.handle(run_id) is not None
-
-    async def steer(self, run_id: str, text: str, *, mode: Literal["steer", "redirect"]) -> bool:
-        steer = getattr(self._executor, "steer", None)
-        if mode != "steer" or steer is None:
-            return False
-        return bool(await steer(run_id, text))
-
-
-async def _start_gateway(runtime: Runtime) -> SteerableEngine:
+async def _start_gateway(runtime: Runtime) -> Gateway:
     agent = runtime.context.capabilities.require(AGENT_RUNTIME)
-    executor = agent.executor()
     settings = runtime.config.gateway
     config = GatewayConfig(max_concurrent_runs=settings.max_concurrent_runs)
-    gateway = Gateway(bus=runtime.bus, executor=executor, store=runtime.store, config=config)
+    gateway = Gateway(
+        bus=runtime.bus,
+        executor=agent.executor(),
+        store=runtime.store,
+        config=config,
+        runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
+    )
     await gateway.start()
-    engine = SteerableEngine(gateway, executor)
-    runtime.context.capabilities.register(ENGINE_RUNTIME, engine)
-    return engine
+    return gateway
 
 
 async def _stop_gateway(runtime: Runtime, handle: object) -> None:
-    engine = cast(SteerableEngine, handle)
-    runtime.context.capabilities.unregister(ENGINE_RUNTIME, engine)
-    await engine.gateway.stop()
+    await cast(Gateway, handle).stop()
 
 
 async def _start_router(runtime: Runtime) -> Router:

@@ -28,16 +28,19 @@ from coding_agent import CodingExecutor
 from lemon_cli._executor import DEFAULT_TOOL_POLICY
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import EXEC_APPROVALS, Delivery, session_topic
-from lemon_core.events import ApprovalDecision, Event
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.events import ApprovalDecision, Event, QueueOutcome, QueueOutcomeKind
+from lemon_core.execution import ROUTER_BRIDGE, RunRequest, ToolPolicy
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, Runtime
 from lemon_core.store import RunStore, Store
-from lemon_router import ROUTER_BRIDGE, Router
+from lemon_router import Router
 
 __all__ = ["DEFAULT_SESSION", "ChatClient", "ChatOptions", "list_sessions", "tool_policy_for"]
 
 DEFAULT_SESSION: Final = "agent:default:main"
 _QUEUE_BOUND: Final = 4096
+_SETTLED: Final = frozenset(
+    {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
+)
 _FINISHED_BOUND: Final = 4096  # merged input/event items; a full queue makes the reader wait
 _ANSWERS: Final = {
     "o": ApprovalDecision.APPROVE_ONCE,
@@ -220,17 +223,14 @@ class ChatClient:
         return self.active() is not None
 
     async def send(self, text: str, mode: str = "collect") -> None:
-        meta: dict[str, Any] = {}
-        if self.model:
-            meta["model"] = self.model
         request = RunRequest(
             origin="cli",
             session_key=self.session,
             prompt=text,
             queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes used here
+            model=self.model or None,
             cwd=self.options.cwd,
             tool_policy=tool_policy_for(self.options.approve),
-            meta=meta,
         )
         receipt = await self.router.submit(request)
         self.waiting_for.add(receipt.run_id)
@@ -274,17 +274,21 @@ class ChatClient:
                 mark = "[green]✓[/]" if payload.ok else "[red]✗[/]"
                 message = escape(" ".join((payload.message or "").split())[:160])
                 self._line(f"[cyan]╰─[/] {mark} {escape(action.title)} [dim]{message}[/]")
-        elif event.type == "queue_outcome":
-            outcome = payload.get("outcome") if isinstance(payload, dict) else None
-            if outcome == "steered":
+        elif event.type == "queue_outcome" and isinstance(payload, QueueOutcome):
+            outcome = payload.outcome
+            if outcome is QueueOutcomeKind.STEERED:
                 self._line("[dim]steer taken by the running answer[/]")
-            elif outcome == "fallback_queued":
+            elif outcome is QueueOutcomeKind.FALLBACK_QUEUED:
                 self._line("[dim]steer not taken; queued as the next message[/]")
-            elif outcome == "merged":
+            elif outcome is QueueOutcomeKind.MERGED:
                 self._line("[dim]merged into the queued message[/]")
-            rid = payload.get("run_id") if isinstance(payload, dict) else None
-            if outcome in ("merged", "steered", "cancelled") and rid in self.waiting_for:
-                self.waiting_for.discard(rid)
+            settled = (
+                QueueOutcomeKind.MERGED,
+                QueueOutcomeKind.STEERED,
+                QueueOutcomeKind.CANCELLED,
+            )
+            if outcome in settled:
+                self.waiting_for.discard(payload.run_id)
         elif event.type == "run_completed":
             completed = payload.completed
             if completed.ok:

@@ -1,8 +1,9 @@
 """A built-in fallback executor: the lemon_agent loop with the coding tools, and steering.
 
 Used when the ``lemon.executor`` entry point group has no ready executor (see
-:mod:`lemon_cli._apps`), and by tests of steering (the coding executor has no steering API
-yet; this one offers :meth:`AgentExecutor.steer`). It keeps each
+:mod:`lemon_cli._apps`), or when ``Runtime(settings={"executor": "built-in"})`` asks for it.
+Its prepared run implements ``SteerableExecution`` (``steer(text)`` into the live agent run).
+It keeps each
 native session's conversation in memory (at most ``max_sessions``, least recently used
 dropped) and its text transcript in the store (table ``cli_transcripts``), so a resumed
 session continues the same conversation, also in a later process.
@@ -85,7 +86,6 @@ class AgentExecutor:
         self._environ = environ
         self._max_sessions = max_sessions
         self._sessions: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
-        self._live: dict[str, Agent] = {}
 
     async def prepare(self, job: ExecutionJob) -> _PreparedRun:
         from lemon_cli._models import model_ref, resolve_model
@@ -102,22 +102,8 @@ class AgentExecutor:
         )
         return _PreparedRun(self, job, agent, provider, session_id)
 
-    async def steer(self, run_id: str, text: str) -> bool:
-        """Offer ``text`` to the live run; False when it is not running."""
-        agent = self._live.get(run_id)
-        if agent is None or not agent.running:
-            return False
-        try:
-            agent.steer(text)
-        except Exception:
-            return False
-        return True
-
-    def live_runs(self) -> tuple[str, ...]:
-        return tuple(self._live)
-
     def statistics(self) -> dict[str, int]:
-        return {"sessions_in_memory": len(self._sessions), "live_runs": len(self._live)}
+        return {"sessions_in_memory": len(self._sessions)}
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -204,12 +190,23 @@ class _PreparedRun:
         self._agent = agent
         self._provider = provider
         self._session_id = session_id
+        self._live = False
+
+    def steer(self, text: str) -> bool:
+        """Offer ``text`` to the running agent (SteerableExecution); False unless it runs."""
+        if not self._live or not self._agent.running or not text.strip():
+            return False
+        try:
+            self._agent.steer(text)
+        except Exception:  # e.g. the agent's steering queue is full
+            return False
+        return True
 
     async def execute(self, sink: ExecutionSink) -> ExecutionResult:
         job = self._job
         token = ResumeToken.native(self._session_id)
         sink.started(resume=token)
-        self._owner._live[job.run_id] = self._agent
+        self._live = True
         try:
             async with self._agent.start(job.prompt, run_id=job.run_id) as run:
                 async for event in run:
@@ -236,7 +233,7 @@ class _PreparedRun:
                         )
                 result = await run.result()
         finally:
-            self._owner._live.pop(job.run_id, None)
+            self._live = False
             await self._provider.aclose()
         await self._owner._remember(self._session_id, self._agent.messages)
         final = result.final

@@ -33,6 +33,7 @@ from lemon_core.errors import (
 from lemon_core.events import Event, Payload
 from lemon_core.execution import (
     ENGINE_RUNTIME,
+    ROUTER_BRIDGE,
     CapabilityRegistry,
     ConversationKey,
     EngineRuntime,
@@ -42,10 +43,14 @@ from lemon_core.execution import (
     ExecutionResult,
     ExecutionSink,
     Executor,
+    Receipt,
     ResumeToken,
+    RouterBridge,
     RunRequest,
     RuntimeContext,
     ToolPolicy,
+    Unavailable,
+    submit_via_bridge,
 )
 from lemon_core.store import (
     ChatStateStore,
@@ -57,6 +62,7 @@ from lemon_core.store import (
 
 __all__ = [
     "ENGINE_RUNTIME",
+    "ROUTER_BRIDGE",
     "ApprovalCapacityError",
     "ApprovalOutcome",
     "Bus",
@@ -85,7 +91,9 @@ __all__ = [
     "Overflow",
     "Payload",
     "PayloadValidation",
+    "Receipt",
     "ResumeToken",
+    "RouterBridge",
     "RunRequest",
     "RunStore",
     "RuntimeContext",
@@ -95,8 +103,10 @@ __all__ = [
     "Tagged",
     "TerminalNotice",
     "ToolPolicy",
+    "Unavailable",
     "UnencodableItemError",
     "UnknownApprovalError",
     "run_topic",
     "session_topic",
+    "submit_via_bridge",
 ]

@@ -33,6 +33,7 @@ from lemon_core.execution import (
     ExecutionCommand,
     Executor,
     RuntimeContext,
+    SteerableExecution,
 )
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
 from lemon_gateway._config import GatewayConfig
@@ -70,7 +71,8 @@ class GatewayState(enum.Enum):
 
 
 class Gateway:
-    """The execution runtime. Implements the EngineRuntime capability."""
+    """The execution runtime. Implements the EngineRuntime capability and its optional
+    SteerableRuntime (``steer``) and RunLiveness (``is_live``) extensions."""
 
     def __init__(
         self,
@@ -116,6 +118,8 @@ class Gateway:
         self._publish_errors = 0
         self._task_crashes = 0
         self._swept = 0
+        self._steers_accepted = 0
+        self._steers_refused = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -286,6 +290,40 @@ class Gateway:
         """True while submissions are accepted."""
         return self.state is GatewayState.RUNNING
 
+    def steer(self, run_id: str, text: str) -> bool:
+        """Offer ``text`` to the running run with exactly this id (loop-only; SteerableRuntime).
+
+        True only when that run is executing and its prepared execution implements
+        :class:`~lemon_core.execution.SteerableExecution` and accepted the text. False, with
+        nothing kept, for an unknown, queued, launching, completing or finished run, an
+        execution that cannot be steered or refuses, and an execution whose ``steer`` raised
+        (logged). Never raises.
+        """
+        given: object = run_id
+        given_text: object = text
+        run = self._runs.get(run_id) if isinstance(given, str) else None
+        prepared: object = None
+        if run is not None and run.state is RunState.RUNNING and run.cancel_reason is None:
+            prepared = run.prepared
+        if not isinstance(prepared, SteerableExecution) or not isinstance(given_text, str):
+            self._steers_refused += 1
+            return False
+        try:
+            accepted = prepared.steer(text) is True
+        except Exception as exc:  # an executor bug must not reach the router
+            log.error("run %s: steer raised %r; counted as refused", run_id, exc)
+            accepted = False
+        if accepted:
+            self._steers_accepted += 1
+        else:
+            self._steers_refused += 1
+        return accepted
+
+    def is_live(self, run_id: str) -> bool:
+        """True from acceptance until the run's ``run_completed`` is published (RunLiveness)."""
+        given: object = run_id
+        return isinstance(given, str) and given in self._runs
+
     def handle(self, run_id: str) -> RunHandle | None:
         """The handle of a live (queued or running) run."""
         run = self._runs.get(run_id)
@@ -388,6 +426,7 @@ class Gateway:
                 "cancelled": self._cancelled,
                 "synthetic": self._synthetic,
             },
+            "steers": {"accepted": self._steers_accepted, "refused": self._steers_refused},
             "workers": len(self._workers),
             "max_pending_per_conversation": self.config.max_pending_per_conversation,
             "tasks": len(self._tasks),

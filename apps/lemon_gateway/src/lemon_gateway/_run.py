@@ -111,6 +111,7 @@ class Run:
         "last_resume",
         "launch_attempts",
         "lease",
+        "prepared",
         "request",
         "seq",
         "slot_generation",
@@ -133,6 +134,7 @@ class Run:
         self.cancel_reason: str | None = None
         self.grant: SlotGrant | None = None
         self.lease: LockLease | None = None
+        self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
         self.last_resume: ResumeToken | None = None
@@ -257,6 +259,7 @@ class Run:
         if isinstance(prepared, _Outcome):
             return prepared
         self.state = RunState.RUNNING
+        self.prepared = prepared
         try:
             result = await prepared.execute(self)
         except asyncio.CancelledError:
@@ -370,6 +373,7 @@ class Run:
         if self.state in (RunState.COMPLETING, RunState.DONE):
             return
         self.state = RunState.COMPLETING
+        self.prepared = None
         gw = self.gateway
         req = self.request
         if self.lease is not None:

@@ -27,8 +27,10 @@ from lemon_core.events import (
     EngineAction,
     GoalChanged,
     HeartbeatAlert,
+    QueueOutcome,
     RoutingFeedback,
     RunCompleted,
+    RunEventsOverflow,
     RunFailed,
     RunPhaseChanged,
     RunStarted,
@@ -54,8 +56,10 @@ __all__ = [
     "engine_action",
     "goal_changed",
     "heartbeat_alert",
+    "queue_outcome",
     "routing_feedback",
     "run_completed",
+    "run_events_overflow",
     "run_failed",
     "run_phase_changed",
     "run_started",
@@ -120,6 +124,17 @@ def run_phase_changed(**overrides: Any) -> RunPhaseChanged:
     """Run ``run_test`` moved to ``streaming``."""
     defaults = {"run_id": "run_test", "phase": "streaming", "source": "lemon_platform_test"}
     return RunPhaseChanged.new(**_merge(defaults, overrides))
+
+
+def queue_outcome(**overrides: Any) -> QueueOutcome:
+    """Run ``run_test``'s message was steered into the live run ``run_live``."""
+    defaults = {"run_id": "run_test", "outcome": "steered", "into_run_id": "run_live"}
+    return QueueOutcome.new(**_merge(defaults, overrides))
+
+
+def run_events_overflow(**overrides: Any) -> RunEventsOverflow:
+    """The session missed events of ``run_test``."""
+    return RunEventsOverflow.new(**_merge({"run_id": "run_test"}, overrides))
 
 
 def engine_action(**overrides: Any) -> EngineAction:

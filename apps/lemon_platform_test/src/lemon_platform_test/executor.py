@@ -5,6 +5,11 @@ block on a :class:`Gate` until the test opens it, fail, hang (until cancelled), 
 complete. Launch (``prepare``) can be told to fail a number of times or to block on a gate.
 Scripts are chosen by exact run id, then by prompt, then the default (an echo).
 
+Steering: a script built with ``steering("accept" | "refuse" | "raise")`` launches a prepared
+execution that implements :class:`~lemon_core.execution.SteerableExecution` (accepting only
+while it executes, recording each text in ``RunRecord.steers``; ``echo_steers()`` streams them
+as deltas); without it the prepared execution has no ``steer`` at all.
+
 Everything is observable without sleeping: :class:`Gate` has ``reached`` (the executor is
 blocked on it) and the executor records every launch attempt, execution and cancellation.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from lemon_core.execution import (
     ActionKind,
@@ -73,6 +78,18 @@ class Script:
         self.steps: list[_Step] = []
         self.launch_failures = 0
         self.launch_gate: Gate | None = None
+        self.steer_mode: Literal["accept", "refuse", "raise"] | None = None
+
+    def steering(self, mode: Literal["accept", "refuse", "raise"] = "accept") -> Script:
+        """The prepared execution implements ``steer``: it accepts while executing, refuses
+        always, or raises (an executor bug the gateway must contain)."""
+        self.steer_mode = mode
+        return self
+
+    def echo_steers(self) -> Script:
+        """Emit one delta ``"steered: <text>"`` for each steer accepted so far."""
+        self.steps.append(_Step("echo_steers"))
+        return self
 
     def fail_launch(self, times: int) -> Script:
         """``prepare`` raises LaunchError this many times before succeeding."""
@@ -169,6 +186,9 @@ class RunRecord:
     finished: bool = False
     cancelled: bool = False
     executed: asyncio.Event = field(default_factory=asyncio.Event)
+    steers: list[str] = field(default_factory=list)
+    """Texts this run's execution accepted through ``steer``, in order."""
+    steer_refusals: int = 0
 
 
 class _Prepared:
@@ -207,9 +227,27 @@ class _Prepared:
                 await asyncio.Event().wait()
             elif step.op == "raise":
                 raise RuntimeError(a["message"])
+            elif step.op == "echo_steers":
+                for text in self._record.steers:
+                    sink.delta(f"steered: {text}")
             elif step.op == "complete":
                 return ExecutionResult(**a)
         return ExecutionResult(ok=True)
+
+
+class _SteerablePrepared(_Prepared):
+    """A prepared execution that also implements SteerableExecution."""
+
+    def steer(self, text: str) -> bool:
+        record = self._record
+        mode = self._script.steer_mode
+        if mode == "raise":
+            raise RuntimeError("scripted steer failure")
+        if mode != "accept" or not record.executing or record.finished:
+            record.steer_refusals += 1
+            return False
+        record.steers.append(text)
+        return True
 
 
 class ScriptedExecutor:
@@ -254,6 +292,8 @@ class ScriptedExecutor:
             await script.launch_gate.pass_through()
         if record.launch_attempts <= script.launch_failures:
             raise LaunchError(f"scripted launch failure {record.launch_attempts} of {job.run_id}")
+        if script.steer_mode is not None:
+            return _SteerablePrepared(self, record, script)
         return _Prepared(self, record, script)
 
     def record(self, run_id: str) -> RunRecord:

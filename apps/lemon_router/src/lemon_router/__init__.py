@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge, Unavailable, submit_via_bridge
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
@@ -11,7 +10,6 @@ from lemon_router._queue import (
     ConversationQueue,
     Effect,
     QueueStatistics,
-    Receipt,
     Requeued,
     SendSteer,
     Settled,
@@ -23,8 +21,6 @@ from lemon_router._router import Router, RouterState, RouterStatistics
 from lemon_router._run_process import (
     RETRY_NOTICE,
     ChatStateAccess,
-    RunLiveness,
-    SteerableRuntime,
 )
 from lemon_router._session_key import PEER_KINDS, PeerKind, SessionKey, check_session_key
 from lemon_router.errors import (
@@ -41,7 +37,6 @@ __all__ = [
     "PEER_KINDS",
     "QUEUE_MODES",
     "RETRY_NOTICE",
-    "ROUTER_BRIDGE",
     "CancelActive",
     "ChatStateAccess",
     "ChatStateReader",
@@ -54,12 +49,10 @@ __all__ = [
     "PeerKind",
     "QueueMode",
     "QueueStatistics",
-    "Receipt",
     "Requeued",
     "ResumeDecision",
     "ResumeError",
     "Router",
-    "RouterBridge",
     "RouterConfig",
     "RouterError",
     "RouterNotRunningError",
@@ -67,17 +60,13 @@ __all__ = [
     "RouterState",
     "RouterStatistics",
     "RouterUsageError",
-    "RunLiveness",
     "SendSteer",
     "SessionKey",
     "Settled",
     "StartRun",
-    "SteerableRuntime",
     "Submission",
     "SystemClock",
-    "Unavailable",
     "check_session_key",
     "parse_queue_mode",
     "resolve_resume",
-    "submit_via_bridge",
 ]

@@ -28,10 +28,10 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from lemon_core.execution import Receipt
 from lemon_router._keys import QueueMode
 
 AutoKind = Literal["task", "delegated", "goal"]
-ReceiptStatus = Literal["started", "queued", "dispatched_to_active", "fallback_queued", "rejected"]
 OutcomeKind = Literal["merged", "steered", "cancelled", "rejected"]
 
 DEFAULT_MAX_PENDING = 32
@@ -57,27 +57,6 @@ class Submission:
     @property
     def parts(self) -> int:
         return len(self.merged_run_ids) + 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Receipt:
-    """The immediate answer to a submission: what was asked, what was done, and why."""
-
-    run_id: str
-    session_key: str
-    requested_mode: QueueMode
-    actual_mode: QueueMode
-    status: ReceiptStatus
-    at_ms: int
-    position: int | None = None
-    """0-based place in the queue when ``queued``/``fallback_queued`` (``None`` otherwise)."""
-    merged_into: str | None = None
-    """For ``merged``: the run id that now carries this prompt."""
-    active_run_id: str | None = None
-    """For ``dispatched_to_active``: the run the steer was sent to."""
-    conversation_key: str | None = None
-    """Filled in by the Router: the conversation that serialises this submission."""
-    reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

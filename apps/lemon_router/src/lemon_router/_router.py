@@ -30,16 +30,19 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
-from lemon_core.events import RunPhase, RunPhaseChanged
+from lemon_core.events import QueueOutcome, QueueOutcomeKind, RunPhase, RunPhaseChanged
 from lemon_core.execution import (
     ENGINE_RUNTIME,
+    ROUTER_BRIDGE,
     EngineRuntime,
+    Receipt,
     ResumeToken,
+    RouterBridge,
     RunRequest,
     RuntimeContext,
+    SteerableRuntime,
 )
 from lemon_core.store import StoreError
-from lemon_router._bridge import ROUTER_BRIDGE, RouterBridge
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import ConversationKey
@@ -47,7 +50,6 @@ from lemon_router._queue import (
     CancelActive,
     ConversationQueue,
     Effect,
-    Receipt,
     Requeued,
     SendSteer,
     Settled,
@@ -55,7 +57,7 @@ from lemon_router._queue import (
     Submission,
 )
 from lemon_router._resume import ChatStateReader, check_explicit, resolve_resume
-from lemon_router._run_process import ChatStateAccess, Prepared, RunProcess, SteerableRuntime
+from lemon_router._run_process import ChatStateAccess, Prepared, RunProcess
 from lemon_router._session_key import check_session_key
 from lemon_router.errors import InvalidRunRequestError, RouterNotRunningError
 
@@ -370,14 +372,14 @@ class Router:
                 prepared = tracked[1] if tracked else None
                 self._phase(effect.run_id, prepared, RunPhase.QUEUED_IN_SESSION)
                 self._outcome(
-                    effect.session_key,
-                    {
-                        "run_id": effect.run_id,
-                        "outcome": "fallback_queued",
-                        "mode": effect.mode,
-                        "position": effect.position,
-                        "reason": effect.reason,
-                    },
+                    QueueOutcome(
+                        run_id=effect.run_id,
+                        session_key=effect.session_key,
+                        outcome=QueueOutcomeKind.FALLBACK_QUEUED,
+                        mode=effect.mode,
+                        position=effect.position,
+                        reason=effect.reason,
+                    )
                 )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -411,12 +413,11 @@ class Router:
             and process.cancel_reason is None
             and isinstance(engine, SteerableRuntime)
         ):
+            # No runtime redirects yet: a redirect is offered as a steer (its documented
+            # fallback), and a refused steer falls back to a follow-up.
             target = process.current_run_id
-            text = effect.submission.prompt
             try:
-                accepted = await engine.steer(target, text, mode=effect.kind)
-                if not accepted and effect.kind == "redirect":
-                    accepted = await engine.steer(target, text, mode="steer")
+                accepted = engine.steer(target, effect.submission.prompt) is True
             except Exception:
                 log.exception("steer of %s into %s failed", effect.submission.run_id, target)
                 accepted = False
@@ -434,23 +435,25 @@ class Router:
         phase = RunPhase.COMPLETED if effect.outcome == "steered" else RunPhase.ABORTED
         self._phase(effect.run_id, prepared, phase)
         self._outcome(
-            effect.session_key,
-            {
-                "run_id": effect.run_id,
-                "outcome": effect.outcome,
-                "into_run_id": effect.into_run_id,
-                "reason": effect.reason,
-            },
+            QueueOutcome(
+                run_id=effect.run_id,
+                session_key=effect.session_key,
+                outcome=QueueOutcomeKind(effect.outcome),
+                into_run_id=effect.into_run_id,
+                reason=effect.reason,
+            )
         )
         if tracked is not None:
             self._maybe_drop(tracked[0])
 
-    def _outcome(self, session_key: str, payload: Mapping[str, Any]) -> None:
+    def _outcome(self, payload: QueueOutcome) -> None:
+        session_key = payload.session_key
+        assert session_key is not None
         self.bus.broadcast_event(
             session_topic(session_key),
             "queue_outcome",
-            dict(payload),
-            {"run_id": payload["run_id"], "session_key": session_key},
+            payload,
+            {"run_id": payload.run_id, "session_key": session_key},
         )
 
     def _phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
@@ -581,15 +584,11 @@ def _auto_kind(meta: Mapping[str, Any]) -> Literal["task", "delegated", "goal"] 
 def _model_and_images(
     request: RunRequest,
 ) -> tuple[str | None, tuple[Mapping[str, Any], ...]]:
-    # lemon_core's RunRequest has no model/images fields yet: read them from the request when
-    # present, else from meta ("model", "images").
-    model = getattr(request, "model", None) or request.meta.get("model")
-    if model is not None and (not isinstance(model, str) or not model.strip()):
-        raise InvalidRunRequestError("model", f"must be a non-empty string, got {model!r}")
-    images = getattr(request, "images", None) or request.meta.get("images") or ()
-    if isinstance(images, str | bytes) or not isinstance(images, list | tuple):
-        raise InvalidRunRequestError("images", "must be a list of image mappings")
-    for image in images:
-        if not isinstance(image, Mapping):
-            raise InvalidRunRequestError("images", f"each image must be a mapping, got {image!r}")
-    return model, tuple(images)
+    """The request's typed ``model`` and ``images`` (lemon_core validated their shape)."""
+    for key in ("model", "images"):
+        if key in request.meta:
+            raise InvalidRunRequestError(
+                f"meta.{key}",
+                f"pass it as RunRequest.{key}, not in meta (meta is opaque context)",
+            )
+    return request.model, request.images

@@ -17,16 +17,24 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon_core.bus import Delivery, Overflow, TerminalNotice, run_topic, session_topic
-from lemon_core.events import Completion, Event, RunCompleted, RunFailed, RunPhase
+from lemon_core.events import (
+    Completion,
+    Event,
+    RunCompleted,
+    RunEventsOverflow,
+    RunFailed,
+    RunPhase,
+)
 from lemon_core.events import RunPhaseChanged as _RunPhaseChanged
 from lemon_core.execution import (
     EngineRuntime,
     ExecutionCommand,
     ExecutionContractError,
     ResumeToken,
+    RunLiveness,
     ToolPolicy,
 )
 from lemon_router._resume import ChatStateReader, auto_resume_disabled
@@ -40,24 +48,6 @@ RETRY_NOTICE = (
     "[retry notice] The previous attempt ended without an answer. Continue from the current "
     "state and answer the request below.\n\n"
 )
-
-
-@runtime_checkable
-class SteerableRuntime(Protocol):
-    """Optional EngineRuntime extension: offer text to a live run (steer or redirect)."""
-
-    async def steer(self, run_id: str, text: str, *, mode: Literal["steer", "redirect"]) -> bool:
-        """True when the live run took the text."""
-        ...
-
-
-@runtime_checkable
-class RunLiveness(Protocol):
-    """Optional EngineRuntime extension: does the runtime still hold this run?"""
-
-    def is_live(self, run_id: str) -> bool:
-        """True while the run is queued or running in the runtime."""
-        ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -357,7 +347,7 @@ class RunProcess:
                     bus.broadcast_event(
                         session,
                         "run_events_overflow",
-                        {"run_id": run_id, "session_key": self.session_key},
+                        RunEventsOverflow(run_id=run_id, session_key=self.session_key),
                         {"run_id": run_id, "session_key": self.session_key},
                     )
                     continue
@@ -513,7 +503,5 @@ __all__ = [
     "ChatStateAccess",
     "EngineRuntime",
     "Prepared",
-    "RunLiveness",
     "RunProcess",
-    "SteerableRuntime",
 ]

@@ -7,6 +7,8 @@ failures while running (the router is not started, the engine runtime refused a 
 
 from __future__ import annotations
 
+from lemon_core.execution import RouterUnavailableError
+
 
 class RouterError(Exception):
     """Base of every error raised by lemon_router."""
@@ -49,5 +51,6 @@ class RouterRuntimeError(RouterError, RuntimeError):
     """The router failed while running."""
 
 
-class RouterNotRunningError(RouterRuntimeError):
-    """The router was used outside its ``async with`` lifetime."""
+class RouterNotRunningError(RouterRuntimeError, RouterUnavailableError):
+    """The router was used outside its ``async with`` lifetime (``submit_via_bridge`` turns it
+    into ``Unavailable``)."""

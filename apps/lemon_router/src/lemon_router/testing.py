@@ -61,9 +61,9 @@ class FakeEngineRuntime:
         self.is_available = available
         self.commands: list[ExecutionCommand] = []
         self.cancelled: list[tuple[str, str]] = []
-        self.steered: list[tuple[str, str, str]] = []
-        """Accepted steers: (run id, text, mode)."""
-        self.steer_attempts: list[tuple[str, str, str]] = []
+        self.steered: list[tuple[str, str]] = []
+        """Accepted steers: (run id, text)."""
+        self.steer_attempts: list[tuple[str, str]] = []
         self.submit_attempts = 0
         self.live: set[str] = set()
         self._seq: dict[str, int] = {}
@@ -97,12 +97,11 @@ class FakeEngineRuntime:
     def is_live(self, run_id: str) -> bool:
         return run_id in self.live
 
-    async def steer(self, run_id: str, text: str, *, mode: Literal["steer", "redirect"]) -> bool:
-        self.steer_attempts.append((run_id, text, mode))
-        await asyncio.sleep(0)
+    def steer(self, run_id: str, text: str) -> bool:
+        self.steer_attempts.append((run_id, text))
         accepted = self.steer_mode == "accept" and run_id in self.live
         if accepted:
-            self.steered.append((run_id, text, mode))
+            self.steered.append((run_id, text))
         return accepted
 
     # -- what the test plays -----------------------------------------------------------------

@@ -28,6 +28,7 @@ from lemon_core.events.envelope import Event, now_ms
 from lemon_core.events.goal_changed import GoalChanged
 from lemon_core.events.heartbeat_alert import HeartbeatAlert
 from lemon_core.events.heartbeat_suppressed import HeartbeatSuppressed
+from lemon_core.events.queue_outcome import QueueOutcome, QueueOutcomeKind
 from lemon_core.events.registry import (
     TOPIC_OF_TYPE,
     CastError,
@@ -44,6 +45,7 @@ from lemon_core.events.registry import (
 )
 from lemon_core.events.routing_feedback import RoutingFeedback
 from lemon_core.events.run_completed import RunCompleted
+from lemon_core.events.run_events_overflow import RunEventsOverflow
 from lemon_core.events.run_failed import RunFailed
 from lemon_core.events.run_phase_changed import RunPhase, RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
@@ -80,8 +82,11 @@ __all__ = [
     "HeartbeatSuppressed",
     "Payload",
     "PayloadFields",
+    "QueueOutcome",
+    "QueueOutcomeKind",
     "RoutingFeedback",
     "RunCompleted",
+    "RunEventsOverflow",
     "RunFailed",
     "RunPhase",
     "RunPhaseChanged",

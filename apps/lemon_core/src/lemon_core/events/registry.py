@@ -34,8 +34,10 @@ from lemon_core.events.engine_action import EngineAction
 from lemon_core.events.goal_changed import GoalChanged
 from lemon_core.events.heartbeat_alert import HeartbeatAlert
 from lemon_core.events.heartbeat_suppressed import HeartbeatSuppressed
+from lemon_core.events.queue_outcome import QueueOutcome
 from lemon_core.events.routing_feedback import RoutingFeedback
 from lemon_core.events.run_completed import RunCompleted
+from lemon_core.events.run_events_overflow import RunEventsOverflow
 from lemon_core.events.run_failed import RunFailed
 from lemon_core.events.run_phase_changed import RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
@@ -76,6 +78,8 @@ _ENTRIES: tuple[tuple[str, str, type[Payload]], ...] = (
     ("run:<run_id>", "run_failed", RunFailed),
     ("run:<run_id>", "run_phase_changed", RunPhaseChanged),
     ("run:<run_id>", "engine_action", EngineAction),
+    ("session:<session_key>", "queue_outcome", QueueOutcome),
+    ("session:<session_key>", "run_events_overflow", RunEventsOverflow),
     ("exec_approvals", "approval_requested", ApprovalRequested),
     ("exec_approvals", "approval_resolved", ApprovalResolved),
     ("cron", "cron_tick", CronTick),

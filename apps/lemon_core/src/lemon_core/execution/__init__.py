@@ -1,12 +1,21 @@
 """Execution contracts shared by router, gateway and executors.
 
 ExecutionCommand / RunRequest / ResumeToken / ExecutionContext / ToolPolicy, the executor
-seam (``lemon.executor`` entry point group), and the EngineRuntime capability registered on
-a RuntimeContext.
+seam (``lemon.executor`` entry point group), the EngineRuntime capability (with its optional
+steering and liveness extensions) and the RouterBridge capability, registered on a
+RuntimeContext.
 """
 
 from __future__ import annotations
 
+from lemon_core.execution._bridge import (
+    ROUTER_BRIDGE,
+    Receipt,
+    ReceiptStatus,
+    RouterBridge,
+    Unavailable,
+    submit_via_bridge,
+)
 from lemon_core.execution._command import (
     ConversationKey,
     ExecutionCommand,
@@ -30,6 +39,7 @@ from lemon_core.execution._executor import (
     ExecutionSink,
     Executor,
     PreparedExecution,
+    SteerableExecution,
 )
 from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
@@ -40,18 +50,22 @@ from lemon_core.execution._runtime import (
     CapabilityMissingError,
     CapabilityRegistry,
     EngineRuntime,
+    RunLiveness,
     RuntimeContext,
+    SteerableRuntime,
 )
 from lemon_core.execution.errors import (
     ExecutionContractError,
     InvalidToolPolicyError,
     PermissionEscalationError,
+    RouterUnavailableError,
 )
 
 __all__ = [
     "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
     "NATIVE_ENGINE",
+    "ROUTER_BRIDGE",
     "ActionKind",
     "ActionPhase",
     "Capability",
@@ -75,9 +89,18 @@ __all__ = [
     "Principal",
     "PrincipalKind",
     "QueueMode",
+    "Receipt",
+    "ReceiptStatus",
     "ResumeToken",
+    "RouterBridge",
+    "RouterUnavailableError",
+    "RunLiveness",
     "RunRequest",
     "RuntimeContext",
+    "SteerableExecution",
+    "SteerableRuntime",
     "ToolPolicy",
+    "Unavailable",
     "is_conversation_key",
+    "submit_via_bridge",
 ]

@@ -44,6 +44,25 @@ def _require_str(owner: object, name: str, *, allow_empty: bool = False) -> None
     require_text(type(owner).__name__, name, getattr(owner, name), allow_empty=allow_empty)
 
 
+def _check_images(owner: ExecutionCommand | RunRequest) -> None:
+    """``images`` must be a sequence (not a string) of mappings; stored as a tuple."""
+    images: object = owner.images
+    where = f"{type(owner).__name__}.images"
+    if not isinstance(images, tuple):
+        if isinstance(images, str | bytes | Mapping) or not isinstance(images, Iterable):
+            raise ExecutionContractError(
+                f"{where} must be a sequence of image mappings such as "
+                f"[{{'type': 'image', 'data': ..., 'mime_type': 'image/png'}}], got {images!r}"
+            )
+        images = tuple(images)
+        object.__setattr__(owner, "images", images)
+    for index, image in enumerate(images):
+        if not isinstance(image, Mapping):
+            raise ExecutionContractError(
+                f"{where}[{index}] must be a mapping describing one image, got {image!r}"
+            )
+
+
 def is_conversation_key(value: object) -> bool:
     """True for a non-empty tuple of non-empty strings."""
     return (
@@ -96,13 +115,7 @@ class ExecutionCommand:
             object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
         if self.cwd is not None:
             _require_str(self, "cwd")
-        images: object = self.images
-        if not isinstance(images, tuple):
-            if isinstance(images, str | bytes) or not isinstance(images, Iterable):
-                raise ExecutionContractError(
-                    f"ExecutionCommand.images must be a sequence of mappings, got {images!r}"
-                )
-            object.__setattr__(self, "images", tuple(images))
+        _check_images(self)
         _frozen_meta(self, self.meta)
 
 
@@ -111,6 +124,8 @@ class RunRequest:
     """A request to run a prompt in a session, submitted to the router (RouterBridge).
 
     ``run_id`` is optional: ingress that needs a stable id (webhooks) supplies one.
+    ``model`` (``"<provider>:<model>"``, non-blank) overrides the configured default for this
+    run; ``images`` are mappings describing attached images, handed on to the executor.
     """
 
     origin: str
@@ -118,6 +133,8 @@ class RunRequest:
     prompt: str
     agent_id: str = "default"
     queue_mode: QueueMode = "collect"
+    model: str | None = None
+    images: tuple[Mapping[str, Any], ...] = ()
     run_id: str | None = None
     cwd: str | None = None
     resume: ResumeToken | None = None
@@ -134,6 +151,9 @@ class RunRequest:
                 f"RunRequest.queue_mode must be one of {sorted(_QUEUE_MODES)}, "
                 f"got {self.queue_mode!r}"
             )
+        if self.model is not None:
+            _require_str(self, "model")
+        _check_images(self)
         if self.run_id is not None:
             _require_str(self, "run_id")
         policy: object = self.tool_policy

@@ -36,6 +36,7 @@ __all__ = [
     "ExecutionSink",
     "Executor",
     "PreparedExecution",
+    "SteerableExecution",
 ]
 
 #: The entry point group naming the single native executor.
@@ -117,6 +118,21 @@ class PreparedExecution(Protocol):
 
     async def execute(self, sink: ExecutionSink) -> ExecutionResult:
         """Run to the end, streaming through ``sink``."""
+        ...
+
+
+@runtime_checkable
+class SteerableExecution(Protocol):
+    """Optional: a :class:`PreparedExecution` that takes steering text while it executes.
+
+    The gateway calls :meth:`steer` (loop-only, from the loop running ``execute``) only
+    while the run is executing; a prepared execution without it refuses every steer.
+    """
+
+    def steer(self, text: str) -> bool:
+        """True: ``text`` was accepted into the running execution (it will be acted on, or
+        reported as lost with the run). False: it cannot take it now (not started, finishing,
+        full); nothing was kept. Should not raise (the gateway counts a raise as False)."""
         ...
 
 

@@ -20,7 +20,9 @@ __all__ = [
     "CapabilityMissingError",
     "CapabilityRegistry",
     "EngineRuntime",
+    "RunLiveness",
     "RuntimeContext",
+    "SteerableRuntime",
 ]
 
 T = TypeVar("T")
@@ -53,6 +55,31 @@ class EngineRuntime(Protocol):
 
     def available(self) -> bool:
         """True when submissions are being accepted."""
+        ...
+
+
+@runtime_checkable
+class SteerableRuntime(Protocol):
+    """Optional EngineRuntime extension: offer text to a running run (loop-only).
+
+    An EngineRuntime without it makes every steer fall back (the router queues the text as a
+    follow-up). The gateway implements it by handing the text to the run's prepared
+    execution when that implements :class:`~lemon_core.execution.SteerableExecution`.
+    """
+
+    def steer(self, run_id: str, text: str) -> bool:
+        """True only when the run with exactly this id is running and took ``text``;
+        False otherwise (unknown, queued, finishing, or its execution refused). Never
+        raises."""
+        ...
+
+
+@runtime_checkable
+class RunLiveness(Protocol):
+    """Optional EngineRuntime extension: does the runtime still hold this run? (loop-only)"""
+
+    def is_live(self, run_id: str) -> bool:
+        """True from acceptance until the run's completion is published."""
         ...
 
 

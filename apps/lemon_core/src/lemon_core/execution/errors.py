@@ -1,13 +1,19 @@
 """Errors raised by the execution contracts.
 
-Every error here is a misuse error (bad input to a contract); they all derive from
-:class:`ExecutionContractError`, which is a :class:`ValueError` so callers that validate
-input generically still catch it.
+The misuse errors (bad input to a contract) derive from :class:`ExecutionContractError`,
+which is a :class:`ValueError` so callers that validate input generically still catch it.
+:class:`RouterUnavailableError` is the one availability error: the router behind the
+RouterBridge is not taking submissions.
 """
 
 from __future__ import annotations
 
-__all__ = ["ExecutionContractError", "InvalidToolPolicyError", "PermissionEscalationError"]
+__all__ = [
+    "ExecutionContractError",
+    "InvalidToolPolicyError",
+    "PermissionEscalationError",
+    "RouterUnavailableError",
+]
 
 
 class ExecutionContractError(ValueError):
@@ -27,3 +33,9 @@ class InvalidToolPolicyError(ExecutionContractError):
 
 class PermissionEscalationError(ExecutionContractError):
     """A child execution context asked for authority its parent does not have."""
+
+
+class RouterUnavailableError(RuntimeError):
+    """The router behind the RouterBridge is not taking submissions (not started, stopping
+    or stopped). :func:`~lemon_core.execution.submit_via_bridge` turns it into
+    :class:`~lemon_core.execution.Unavailable`."""

@@ -1,7 +1,7 @@
 """Capability keys the runtime knows besides the execution ones.
 
-``ENGINE_RUNTIME`` lives in :mod:`lemon_core.execution` (the gateway registers it); the
-router registers its ``RouterBridge`` under the key lemon_router defines. ``AGENT_RUNTIME``
+``ENGINE_RUNTIME`` and ``ROUTER_BRIDGE`` live in :mod:`lemon_core.execution` (the gateway and
+the router register them). ``AGENT_RUNTIME``
 is the native agent: the executor the gateway runs, and whether it is ready; ``APPROVALS`` is
 the runtime's one :class:`~lemon_core.approvals.ExecApprovals` (clients resolve through it).
 """
