@@ -30,10 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+from _loopback import RecordingTransport, ms, pct
 
 from coding_agent import CodingExecutor, ExecutorSettings
 from lemon_ai import Model, OpenAICompletionsProvider, default_catalogue
@@ -59,55 +59,6 @@ with ScriptedProviderServer(max_recorded=1) as server:
     print(server.openai_base_url, flush=True)
     sys.stdin.read()
 """
-
-
-class _FirstByteStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, marks: list[float]) -> None:
-        self._inner = inner
-        self._marks = marks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        first = True
-        async for chunk in self._inner:
-            if first:
-                self._marks.append(time.perf_counter())
-                first = False
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Records each request body and when each response's first body byte arrives."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self.marks: list[float] = []
-        self.bodies: list[bytes] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.bodies.append(request.content)
-        response = await self._inner.handle_async_request(request)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_FirstByteStream(response.stream, self.marks),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _ms(value: float) -> str:
-    return f"{value * 1000:7.3f} ms"
 
 
 class Platform:
@@ -256,25 +207,25 @@ async def measure(base_url: str, args: argparse.Namespace) -> None:
         added = [a - r for a, r in zip(data["platform"], data["raw"], strict=True)]
         raw, plat = data["raw"], data["platform"]
         print(f"first byte -> first delta on the bus, {name} ({args.samples} samples)")
-        print(f"  raw httpx baseline        p50 {_ms(statistics.median(raw))}"
-              f"   p90 {_ms(_pct(raw, 0.9))}")  # fmt: skip
-        print(f"  gateway + executor + bus  p50 {_ms(statistics.median(plat))}"
-              f"   p90 {_ms(_pct(plat, 0.9))}")  # fmt: skip
-        print(f"  added by the platform     p50 {_ms(statistics.median(added))}"
-              f"   p90 {_ms(_pct(added, 0.9))}   (goal < 2 ms)")  # fmt: skip
+        print(f"  raw httpx baseline        p50 {ms(statistics.median(raw))}"
+              f"   p90 {ms(pct(raw, 0.9))}")  # fmt: skip
+        print(f"  gateway + executor + bus  p50 {ms(statistics.median(plat))}"
+              f"   p90 {ms(pct(plat, 0.9))}")  # fmt: skip
+        print(f"  added by the platform     p50 {ms(statistics.median(added))}"
+              f"   p90 {ms(pct(added, 0.9))}   (goal < 2 ms)")  # fmt: skip
         ttft_raw = statistics.median(data["raw_ttft"])
         ttft_platform = statistics.median(data["platform_ttft"])
-        print(f"  submit/request -> first delta: raw p50 {_ms(ttft_raw)},"
-              f" platform p50 {_ms(ttft_platform)}")  # fmt: skip
+        print(f"  submit/request -> first delta: raw p50 {ms(ttft_raw)},"
+              f" platform p50 {ms(ttft_platform)}")  # fmt: skip
     for label, plat_t, raw_t in (
         ("durable transcript (fsync per turn)", turn, raw_turn),
         ("fsync disabled", turn_nosync, raw_nosync),
     ):
         p50, r50 = statistics.median(plat_t), statistics.median(raw_t)
         print(f"per turn, {label} ({args.runs} runs x {args.turns} turns, todo call per turn)")
-        print(f"  raw httpx baseline        p50 {_ms(r50)}")
-        print(f"  gateway + executor        p50 {_ms(p50)}")
-        print(f"  overhead per turn         p50 {_ms(p50 - r50)}   ratio {p50 / r50:.2f}x")
+        print(f"  raw httpx baseline        p50 {ms(r50)}")
+        print(f"  gateway + executor        p50 {ms(p50)}")
+        print(f"  overhead per turn         p50 {ms(p50 - r50)}   ratio {p50 / r50:.2f}x")
 
 
 def main() -> None:

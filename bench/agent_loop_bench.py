@@ -26,9 +26,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 
 import httpx
+from _loopback import RecordingTransport, ms, pct
 
 from lemon_agent import Agent, AgentConfig, MessageUpdateEvent, Tool, ToolContext, ToolRegistry
 from lemon_ai import Model, OpenAICompletionsProvider, default_catalogue
@@ -52,57 +52,8 @@ with ScriptedProviderServer(max_recorded=1) as server:
 """
 
 
-class _FirstByteStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, marks: list[float]) -> None:
-        self._inner = inner
-        self._marks = marks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        first = True
-        async for chunk in self._inner:
-            if first:
-                self._marks.append(time.perf_counter())
-                first = False
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Records each request body and when each response's first body byte arrives."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self.marks: list[float] = []
-        self.bodies: list[bytes] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.bodies.append(request.content)
-        response = await self._inner.handle_async_request(request)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_FirstByteStream(response.stream, self.marks),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 async def _noop(ctx: ToolContext) -> str:
     return "ok"
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _ms(value: float) -> str:
-    return f"{value * 1000:7.3f} ms"
 
 
 async def first_delta(
@@ -196,25 +147,22 @@ async def measure(base_url: str, args: argparse.Namespace) -> None:
         added = [a - r for a, r in zip(data["agent"], data["raw"], strict=True)]
         raw, agent = data["raw"], data["agent"]
         print(f"first byte -> first delta, {name} ({args.samples} samples)")
+        print(f"  raw httpx baseline   p50 {ms(statistics.median(raw))}   p90 {ms(pct(raw, 0.9))}")
         print(
-            f"  raw httpx baseline   p50 {_ms(statistics.median(raw))}   p90 {_ms(_pct(raw, 0.9))}"
+            f"  agent loop           p50 {ms(statistics.median(agent))}   p90 {ms(pct(agent, 0.9))}"
         )
-        print(
-            f"  agent loop           p50 {_ms(statistics.median(agent))}"
-            f"   p90 {_ms(_pct(agent, 0.9))}"
-        )
-        print(f"  added by the loop    p50 {_ms(statistics.median(added))}   (goal < 2 ms)")
+        print(f"  added by the loop    p50 {ms(statistics.median(added))}   (goal < 2 ms)")
         ttft_raw, ttft_agent = (
             statistics.median(data["raw_ttft"]),
             statistics.median(data["agent_ttft"]),
         )
-        print(f"  request -> first delta: raw p50 {_ms(ttft_raw)}, agent p50 {_ms(ttft_agent)}")
+        print(f"  request -> first delta: raw p50 {ms(ttft_raw)}, agent p50 {ms(ttft_agent)}")
     agent_p50, raw_p50 = statistics.median(agent_turn), statistics.median(raw_turn)
     print(f"per turn ({args.runs} runs x {args.turns} turns, one tool call + result per turn)")
-    print(f"  raw httpx baseline   p50 {_ms(raw_p50)}")
-    print(f"  agent loop           p50 {_ms(agent_p50)}")
+    print(f"  raw httpx baseline   p50 {ms(raw_p50)}")
+    print(f"  agent loop           p50 {ms(agent_p50)}")
     print(
-        f"  overhead per turn    p50 {_ms(agent_p50 - raw_p50)}   ratio {agent_p50 / raw_p50:.2f}x"
+        f"  overhead per turn    p50 {ms(agent_p50 - raw_p50)}   ratio {agent_p50 / raw_p50:.2f}x"
     )
 
 
