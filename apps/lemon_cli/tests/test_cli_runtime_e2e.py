@@ -152,7 +152,7 @@ async def test_a_chat_with_a_tool_call(
         ScriptedTurn(text="The file says hi."),
     )
     async with boot(scripted_provider) as runtime:
-        assert runtime.apps == ("coding_agent", "lemon_gateway", "lemon_router")
+        assert runtime.apps == ("coding_agent", "lemon_cli", "lemon_gateway", "lemon_router")
         watch = Watch(runtime)
         receipt = await router_of(runtime).submit(request("what does hello.txt say?", work))
         assert receipt.status == "started"
@@ -377,7 +377,7 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
     write_config(home, None)
     loaded = load_config(home=home, cwd=tmp_path, environ={})
     async with Runtime(profile="execution-only", config=loaded) as runtime:
-        assert runtime.apps == ("coding_agent", "lemon_gateway")
+        assert runtime.apps == ("coding_agent", "lemon_cli", "lemon_gateway")
         stats = runtime.statistics()
         assert set(stats.capabilities) == {"AgentRuntime", "EngineRuntime", "ExecApprovals"}
     assert runtime.statistics().capabilities == {}
@@ -385,9 +385,10 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
 
 def test_installed_apps_are_found_through_entry_points() -> None:
     apps = discover_apps(APPS_ENTRY_POINT_GROUP)
-    assert {"coding_agent", "lemon_gateway", "lemon_router"} <= set(apps)
+    assert {"coding_agent", "lemon_cli", "lemon_gateway", "lemon_router"} <= set(apps)
     assert [a.name for a in resolve_profile("full", apps)] == [
         "coding_agent",
+        "lemon_cli",
         "lemon_gateway",
         "lemon_router",
     ]

@@ -199,3 +199,39 @@ async def test_default_store_is_sqlite_under_lemon_home(loaded: LoadedConfig) ->
     async with Runtime(profile="p", config=loaded, apps=apps):
         pass
     assert store_path(loaded.home).exists()
+
+
+async def _noop(rt: Runtime) -> None:
+    return None
+
+
+def test_before_orders_an_app_ahead_of_a_booted_app_without_booting_it() -> None:
+    apps = recorder([])
+    # "zz_fallback" sorts after "gateway" by name; ``before`` puts it ahead of the gateway.
+    apps["zz_fallback"] = AppSpec(
+        name="zz_fallback",
+        start=_noop,
+        requires=("agent",),
+        before=("gateway", "not_installed"),
+        profiles=frozenset({"execution-only", "full"}),
+    )
+    full = [a.name for a in resolve_profile("full", apps)]
+    assert full == ["store_app", "agent", "zz_fallback", "gateway", "router"]
+    # ``before`` boots nothing: a profile without the gateway leaves it out.
+    apps["zz_fallback"] = AppSpec(
+        name="zz_fallback", start=_noop, before=("gateway",), profiles=frozenset({"solo"})
+    )
+    assert [a.name for a in resolve_profile("solo", apps)] == ["zz_fallback"]
+
+
+def test_a_before_edge_against_a_requirement_is_a_cycle() -> None:
+    apps = {
+        "a": AppSpec(name="a", start=_noop, requires=("b",), profiles=frozenset({"p"})),
+        "b": AppSpec(name="b", start=_noop, before=("a",)),
+    }
+    assert [x.name for x in resolve_profile("p", apps)] == ["b", "a"]
+    apps["c"] = AppSpec(
+        name="c", start=_noop, requires=("a",), before=("b",), profiles=frozenset({"p"})
+    )
+    with pytest.raises(RuntimeBootError, match="cycle"):
+        resolve_profile("p", apps)

@@ -1,7 +1,7 @@
 """A built-in fallback executor: the lemon_agent loop with the coding tools, and steering.
 
 Used when the ``lemon.executor`` entry point group has no ready executor (see
-:mod:`lemon_cli._apps`), or when ``Runtime(settings={"executor": "built-in"})`` asks for it.
+:mod:`lemon_cli._boot`), or when ``Runtime(settings={"executor": "built-in"})`` asks for it.
 Its prepared run implements ``SteerableExecution`` (``steer(text)`` into the live agent run).
 It keeps each
 native session's conversation in memory (at most ``max_sessions``, least recently used

@@ -8,35 +8,18 @@ from pathlib import Path
 from typing import Final
 
 from lemon_ai import Model, Provider, create_provider, default_catalogue, offline_model
-from lemon_core.config import Config
+from lemon_core.config import Config, read_secrets
 
-__all__ = ["OFFLINE_REF", "SECRETS_FILENAME", "api_key_for", "model_ref", "resolve_model"]
+__all__ = ["OFFLINE_REF", "api_key_for", "model_ref", "resolve_model"]
 
 #: The model used when nothing is configured.
 OFFLINE_REF: Final = "offline:offline"
-#: The secrets file under ``$LEMON_HOME`` (``NAME=value`` lines, mode 0600).
-SECRETS_FILENAME: Final = "secrets.env"
 _ANTHROPIC_URL: Final = "https://api.anthropic.com"
 
 
 def model_ref(config: Config, override: str | None = None) -> str:
     """The model reference to use: ``override``, else ``[defaults] model``, else offline."""
     return override or config.defaults.model or OFFLINE_REF
-
-
-def read_secrets(home: Path) -> dict[str, str]:
-    """The ``NAME=value`` lines of ``$LEMON_HOME/secrets.env`` (missing file: empty)."""
-    path = home / SECRETS_FILENAME
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip() and not name.lstrip().startswith("#"):
-            out[name.strip()] = value.strip()
-    return out
 
 
 def api_key_for(

@@ -18,9 +18,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from lemon_cli._models import SECRETS_FILENAME, read_secrets
 from lemon_cli._toml import dumps
-from lemon_core.config import ConfigError, lemon_home, load_config
+from lemon_core.config import SECRETS_FILENAME, ConfigError, lemon_home, load_config, read_secrets
 
 __all__ = ["setup", "write_secret"]
 

@@ -24,9 +24,11 @@ from lemon_core.config._schema import (
     RuntimeConfig,
     ToolPolicyConfig,
 )
+from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "SECRETS_FILENAME",
     "Config",
     "ConfigError",
     "ConfigIssue",
@@ -41,4 +43,5 @@ __all__ = [
     "find_project_config",
     "lemon_home",
     "load_config",
+    "read_secrets",
 ]

@@ -41,14 +41,16 @@ class AppSpec:
 
     ``start(runtime)`` returns a handle (anything; ``None`` is fine) that ``stop(runtime,
     handle)`` later receives. ``requires`` names the apps that must be started first;
-    ``profiles`` names the profiles that include this app (a required app is started even
-    when it is not in the profile itself).
+    ``before`` names apps this one must start before *when they are booted too* (an ordering
+    only: it boots nothing and needs nothing installed); ``profiles`` names the profiles that
+    include this app (a required app is started even when it is not in the profile itself).
     """
 
     name: str
     start: StartHook
     stop: StopHook = _no_stop
     requires: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()
     profiles: frozenset[str] = frozenset()
     description: str = ""
 
@@ -91,6 +93,20 @@ def resolve_profile(profile: str, apps: Mapping[str, AppSpec]) -> list[AppSpec]:
     if not chosen:
         known = ", ".join(known_profiles(apps.values())) or "none (no app is installed)"
         raise RuntimeBootError(f"unknown runtime profile {profile!r}; known profiles: {known}")
+    booted = [app.name for app in _order(chosen, apps, {})]
+    after: dict[str, set[str]] = {}
+    for name in booted:
+        for target in apps[name].before:
+            if target in booted:
+                after.setdefault(target, set()).add(name)
+    return _order(chosen, apps, after)
+
+
+def _order(
+    chosen: list[str], apps: Mapping[str, AppSpec], after: Mapping[str, set[str]]
+) -> list[AppSpec]:
+    """Depth-first topological order of ``chosen`` and their requirements (plus the
+    ``after`` edges: app -> apps that declared ``before`` it)."""
     order: list[AppSpec] = []
     done: set[str] = set()
     visiting: list[str] = []
@@ -100,7 +116,9 @@ def resolve_profile(profile: str, apps: Mapping[str, AppSpec]) -> list[AppSpec]:
             return
         if name in visiting:
             cycle = " -> ".join([*visiting[visiting.index(name) :], name])
-            raise RuntimeBootError(f"apps require each other in a cycle: {cycle}")
+            raise RuntimeBootError(
+                f"apps require (or must start before) each other in a cycle: {cycle}"
+            )
         app = apps.get(name)
         if app is None:
             raise RuntimeBootError(
@@ -108,7 +126,7 @@ def resolve_profile(profile: str, apps: Mapping[str, AppSpec]) -> list[AppSpec]:
                 f"(no {APPS_ENTRY_POINT_GROUP} entry point declares it)"
             )
         visiting.append(name)
-        for dep in sorted(app.requires):
+        for dep in sorted({*app.requires, *after.get(name, ())}):
             visit(dep, name)
         visiting.pop()
         done.add(name)

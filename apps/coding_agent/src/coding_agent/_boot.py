@@ -1,0 +1,61 @@
+"""coding_agent's ``lemon.apps`` hook: the native agent on a booted runtime.
+
+Profiles ``execution-only`` and ``full``. Start registers ``APPROVALS`` (one
+:class:`~lemon_core.approvals.ExecApprovals` on the runtime's bus) and ``AGENT_RUNTIME`` (a
+:class:`CodingExecutor` wired to the runtime: its home, those approvals, and the environment
+over ``$LEMON_HOME/secrets.env``). The gateway's hook takes the executor from
+``AGENT_RUNTIME``, so no other app imports this one. Stop unregisters both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import cast
+
+from coding_agent.executor import CodingExecutor
+from lemon_core.approvals import ExecApprovals
+from lemon_core.config import read_secrets
+from lemon_core.execution import Executor
+from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
+
+__all__ = ["CodingAgentRuntime", "coding_agent_app"]
+
+
+@dataclass(kw_only=True, slots=True)
+class CodingAgentRuntime:
+    """What the hook registers as ``AGENT_RUNTIME``: the wired executor, always ready."""
+
+    impl: CodingExecutor
+    approvals: ExecApprovals
+
+    def executor(self) -> Executor:
+        return self.impl
+
+    def not_ready_reason(self) -> str | None:
+        return None
+
+
+async def _start(runtime: Runtime) -> CodingAgentRuntime:
+    approvals = ExecApprovals(runtime.bus)
+    environ = {**read_secrets(runtime.home), **os.environ}
+    impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
+    agent = CodingAgentRuntime(impl=impl, approvals=approvals)
+    runtime.context.capabilities.register(APPROVALS, approvals)
+    runtime.context.capabilities.register(AGENT_RUNTIME, agent)
+    return agent
+
+
+async def _stop(runtime: Runtime, handle: object) -> None:
+    agent = cast(CodingAgentRuntime, handle)
+    runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)
+    runtime.context.capabilities.unregister(APPROVALS, agent.approvals)
+
+
+coding_agent_app = AppSpec(
+    name="coding_agent",
+    start=_start,
+    stop=_stop,
+    profiles=frozenset({"execution-only", "full"}),
+    description="the native agent (executor and approvals)",
+)

@@ -1,0 +1,48 @@
+"""lemon_gateway's ``lemon.apps`` hook: the gateway on a booted runtime.
+
+Requires ``coding_agent`` (by name only: the agent app starts first and registers
+``AGENT_RUNTIME``); profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
+with the ``[gateway]`` settings and the executor of ``AGENT_RUNTIME`` when one is registered
+and ready, else none (the gateway then finds its executor in the ``lemon.executor`` entry
+point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start. Stop is
+:meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
+from lemon_gateway._config import GatewayConfig
+from lemon_gateway._gateway import Gateway
+
+__all__ = ["lemon_gateway_app"]
+
+
+async def _start(runtime: Runtime) -> Gateway:
+    agent = runtime.context.capabilities.get(AGENT_RUNTIME)
+    ready = agent is not None and agent.not_ready_reason() is None
+    settings = runtime.config.gateway
+    gateway = Gateway(
+        bus=runtime.bus,
+        executor=agent.executor() if agent is not None and ready else None,
+        store=runtime.store,
+        config=GatewayConfig(max_concurrent_runs=settings.max_concurrent_runs),
+        runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
+    )
+    await gateway.start()
+    return gateway
+
+
+async def _stop(runtime: Runtime, handle: object) -> None:
+    await cast(Gateway, handle).stop()
+
+
+lemon_gateway_app = AppSpec(
+    name="lemon_gateway",
+    start=_start,
+    stop=_stop,
+    requires=("coding_agent",),
+    profiles=frozenset({"execution-only", "full"}),
+    description="execution slots and the run lifecycle (EngineRuntime)",
+)
