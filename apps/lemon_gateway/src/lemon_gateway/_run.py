@@ -182,7 +182,8 @@ class Run:
     # -- the run task -------------------------------------------------------------------
 
     async def main(self) -> None:
-        """The run task's body: never raises; always finalises exactly once."""
+        """The run's body (in its worker's task, or its own task when cancelled while
+        queued): never raises; always finalises exactly once."""
         interrupted = False
         try:
             outcome = await self._body()
