@@ -7,6 +7,10 @@ running the same no-op executor), and prints medians and ratios.
     uv run python bench/gateway_bench.py            # default run (well under 2 minutes)
     uv run python bench/gateway_bench.py --quick    # smoke run
 
+Both throughput sides time the same span: submitting (gateway) or creating a task per job
+(baseline), then awaiting every run's completion (handles / tasks); commands and jobs are
+built before the clock starts.
+
 Goals: p50 submit-to-run_started <= 50 us; throughput >= half the baseline;
 10,000 idle conversations <= 30 MB.
 """

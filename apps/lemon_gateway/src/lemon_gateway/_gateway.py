@@ -1,7 +1,7 @@
 """Gateway: execution slots, the native run lifecycle, cancellation and resume state.
 
 ``async with Gateway(bus=bus, store=store) as gw`` starts it; the gateway owns every task
-it creates (one per run) and on exit ends every accepted run with exactly one
+it creates (one per busy conversation) and on exit ends every accepted run with exactly one
 ``run_completed`` (queued and running runs complete with ``error="gateway_shutdown"``),
 leaving no slot, lock, worker or task behind.
 

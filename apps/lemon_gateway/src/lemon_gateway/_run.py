@@ -162,14 +162,28 @@ class Run:
             # A task that has not started yet must not be cancelled: its coroutine would
             # die before reaching the code that completes the run. It checks the reason
             # when it starts instead.
-            if self.task is not None and self.state is not RunState.QUEUED:
-                self.task.cancel(reason)
+            task = self.task
+            if task is not None and self.state is not RunState.QUEUED:
+                if asyncio.current_task() is task:
+                    # Cancelled from inside its own (worker) task: the request would be
+                    # delivered at the task's next suspension, which may be after this run
+                    # has completed. Deliver it once the task is suspended, and only if
+                    # this run is still the one running there.
+                    asyncio.get_running_loop().call_soon(self._deliver_cancel, reason)
+                else:
+                    task.cancel(reason)
         return True
+
+    def _deliver_cancel(self, reason: str) -> None:
+        task = self.task
+        if task is not None and self.state in _CANCELLABLE and self.worker.current is self:
+            task.cancel(reason)
 
     # -- the run task -------------------------------------------------------------------
 
     async def main(self) -> None:
-        """The run task's body: never raises; always finalises exactly once."""
+        """The run's body (in its worker's task, or its own task when cancelled while
+        queued): never raises; always finalises exactly once."""
         interrupted = False
         try:
             outcome = await self._body()
