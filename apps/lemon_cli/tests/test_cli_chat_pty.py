@@ -183,16 +183,17 @@ def test_an_approval_prompt_is_answered_inline(
     term.expect("lemon chat")
     term.expect("> ")
     term.send('/tool write {"path": "note.txt", "content": "approved"}\n')
-    term.expect(r"Allow write")
+    term.expect(r"Allow write to note\.txt \? \[o\]nce")
     term.expect("approve> ")
     term.send("o\n")
-    term.expect("approve_once")
+    term.expect("approved once")
     term.expect(r"tool `write` returned")
     assert (tmp_path / "note.txt").read_text() == "approved"
     term.expect("> ")
     term.send('/tool write {"path": "other.txt", "content": "no"}\n')
-    term.expect("Allow write")
+    term.expect(r"Allow write to other\.txt \?")
     term.send("d\n")
+    term.expect("denied")
     term.expect(r"tool `write` failed")
     assert not (tmp_path / "other.txt").exists()
     term.send("\x04")
@@ -209,7 +210,7 @@ def test_ctrl_c_cancels_the_run_not_the_program(
     term.expect(r"╭─ \$ sleep 60")  # the tool card: the run is in the bash call
     term.send("\x03")
     term.expect("cancelling the run")
-    term.expect("cancelled: ")
+    term.expect(r"╰─ ✗ \$ sleep 60 cancelled\ncancelled: ")  # the card is closed first
     term.expect("> ")
     term.send("/echo still here\n")
     term.expect("still here")
@@ -271,17 +272,64 @@ def test_ctrl_c_during_an_approval_question_withdraws_it(
     terminals.append(term)
     term.expect("> ")
     term.send('/tool bash {"command": "touch never"}\n')
-    term.expect("Allow bash")
+    term.expect(r"╭─ \$ touch never")
+    term.expect(r"Allow bash: touch never \?")
     term.expect("approve> ")
     term.send("\x03")
     term.expect("cancelling the run")
     term.expect(r"approval for bash ended: (expired|cancelled)")
+    term.expect(r"╰─ ✗ \$ touch never cancelled\ncancelled: ")
     term.expect("> ")
     term.send("/echo after\n")
     term.expect("after")
     term.send("\x04")
     assert term.wait() == 0
     assert not (tmp_path / "never").exists()
+
+
+def test_an_approval_granted_always_then_cancelled_closes_the_card(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    term.send('/tool bash {"command": "sleep 30"}\n')
+    term.expect(r"╭─ \$ sleep 30")
+    term.expect(r"Allow bash: sleep 30 \? \[o\]nce / \[s\]ession / \[a\]lways / \[d\]eny")
+    term.expect("approve> ")
+    term.send("a\n")
+    term.expect("approved always\n")
+    term.send("\x03")
+    term.expect("cancelling the run")
+    term.expect(r"╰─ ✗ \$ sleep 30 cancelled\ncancelled: ")
+    term.expect("> ")
+    assert "approve_global" not in term.output
+    assert term.output.count("╰─") == term.output.count("╭─") == 1
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_a_session_approval_and_a_long_command_read_plainly(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    term = Terminal([LEMON, "chat"], tmp_path, env)
+    terminals.append(term)
+    term.expect("> ")
+    words = " ".join(f"word{i:03d}" for i in range(60))
+    term.send(f'/tool bash {{"command": "echo {words} \'two  spaces\'"}}\n')
+    shown = term.expect(r"Allow bash: echo word000 [^\n]*")
+    assert shown.endswith("… ? [o]nce / [s]ession / [a]lways / [d]eny")
+    assert len(shown.split(" ? ")[0]) == len("Allow bash: ") + 200
+    term.send("s\n")
+    term.expect("approved for this session\n")
+    term.expect(r"╰─ ✓ ")
+    term.expect("> ")
+    term.send('/tool bash {"command": "echo \'two  spaces\'"}\n')
+    term.expect(r"Allow bash: echo 'two  spaces' \?")
+    term.send("d\n")
+    term.expect("denied\n")
+    term.send("\x04")
+    assert term.wait() == 0
 
 
 def test_one_shot_exit_code_reflects_a_failed_run(tmp_path: Path, env: dict[str, str]) -> None:

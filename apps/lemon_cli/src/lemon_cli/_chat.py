@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -56,6 +57,13 @@ _ANSWERS: Final = {
     "n": ApprovalDecision.DENY,
     "no": ApprovalDecision.DENY,
 }
+_SAID: Final = {
+    ApprovalDecision.APPROVE_ONCE: "approved once",
+    ApprovalDecision.APPROVE_SESSION: "approved for this session",
+    ApprovalDecision.APPROVE_GLOBAL: "approved always",
+    ApprovalDecision.DENY: "denied",
+}
+_SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 HELP: Final = (
     "Commands: /new  /resume [KEY]  /sessions  /cancel  /model [M]  /help  /quit\n"
     "While a run is busy: a plain message is queued; '>text' steers the run; '!text' "
@@ -131,6 +139,11 @@ class ChatClient:
         # run ids whose terminal phase was seen (the router clears its active run a moment
         # later); bounded, oldest forgotten first
         self.finished: OrderedDict[str, None] = OrderedDict()
+        # tool cards opened (``╭─``) and not yet closed, by action id; a run that ends with
+        # cards open closes them. ``swept`` remembers cards closed that way so a late
+        # ``completed`` does not close them twice. Both bounded, oldest forgotten first.
+        self.open_cards: OrderedDict[str, str] = OrderedDict()
+        self.swept: OrderedDict[str, None] = OrderedDict()
         self.denied: list[str] = []
         # One-shot denials are told after the answer, not in the middle of its stream.
         self.deferred_notes: list[str] = []
@@ -269,8 +282,14 @@ class ChatClient:
                             self.announced.popitem(last=False)
                 return
             if payload.phase.value == "started":
+                self.open_cards[action.id] = action.title
+                while len(self.open_cards) > _FINISHED_BOUND:
+                    self.open_cards.popitem(last=False)
                 self._line(f"[cyan]╭─ {escape(action.title)}[/]")
             elif payload.phase.value == "completed":
+                self.open_cards.pop(action.id, None)
+                if self.swept.pop(action.id, 0) is None:
+                    return
                 mark = "[green]✓[/]" if payload.ok else "[red]✗[/]"
                 message = escape(" ".join((payload.message or "").split())[:160])
                 self._line(f"[cyan]╰─[/] {mark} {escape(action.title)} [dim]{message}[/]")
@@ -291,18 +310,19 @@ class ChatClient:
                 self.waiting_for.discard(payload.run_id)
         elif event.type == "run_completed":
             completed = payload.completed
+            error = completed.error or ""
+            aborted = bool(completed.meta.get("aborted")) or any(
+                word in error for word in ("cancel", "interrupt")
+            )
+            label = "ended" if completed.ok else "cancelled" if aborted else "failed"
+            self._close_cards(label)
             if completed.ok:
                 self.last_ok = True
                 if self.mid_line:
                     self._write("\n")
             else:
-                error = completed.error or ""
-                aborted = bool(completed.meta.get("aborted")) or any(
-                    word in error for word in ("cancel", "interrupt")
-                )
                 self.last_ok = False
-                label = "cancelled" if aborted else "failed"
-                self._line(f"[yellow]{label}:[/] {escape(completed.error or '')}")
+                self._line(f"[yellow]{label}:[/] {escape(error)}")
             for note in self.deferred_notes:
                 self._line(note)
             self.deferred_notes.clear()
@@ -311,6 +331,47 @@ class ChatClient:
             while len(self.finished) > _FINISHED_BOUND:
                 self.finished.popitem(last=False)
             self.waiting_for.discard(payload.run_id)
+
+    def _close_cards(self, label: str) -> None:
+        """Close every card still open when its run ended: ``╰─ ✗ title cancelled``."""
+        while self.open_cards:
+            action_id, title = self.open_cards.popitem(last=False)
+            self.swept[action_id] = None
+            while len(self.swept) > _FINISHED_BOUND:
+                self.swept.popitem(last=False)
+            self._line(f"[cyan]╰─[/] [red]✗[/] {escape(title)} [dim]{label}[/]")
+
+    def question(self, tool: str, action: dict[str, Any] | None) -> str:
+        """The approval question, as a person would ask it (plain text, not markup).
+
+        bash: ``Allow bash: sleep 30 ?`` (the command as the shell would show it); write and
+        edit: ``Allow write to note.txt ?`` (the path relative to the session's directory when
+        inside it); anything else: ``Allow <tool> key=value …?``. Long text ends in ``…``.
+        """
+        given = action or {}
+        args = given.get("arguments", given)
+        if not isinstance(args, dict):
+            args = {"action": args}
+        if tool == "bash":
+            argv = args.get("argv")
+            if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+                command = shlex.join(argv)
+            else:
+                command = str(args.get("command", ""))
+            if command:
+                one_line = command.replace("\r", " ").replace("\n", " ")
+                return f"Allow bash: {_clip(one_line)} ?"
+        if tool in ("write", "edit") and isinstance(args.get("path"), str):
+            return f"Allow {tool} to {_clip(self._relative(args['path']))} ?"
+        compact = " ".join(f"{k}={v!r}" for k, v in args.items())
+        return f"Allow {tool} {_clip(compact)}?" if compact else f"Allow {tool}?"
+
+    def _relative(self, path: str) -> str:
+        cwd = os.path.abspath(self.options.cwd)
+        full = os.path.abspath(os.path.join(cwd, path))
+        if full == cwd or full.startswith(cwd.rstrip(os.sep) + os.sep):
+            return os.path.relpath(full, cwd)
+        return path
 
     async def handle_approval(self, event: Event) -> None:
         if event.type == "approval_resolved":
@@ -360,12 +421,8 @@ class ChatClient:
         event = self.to_ask.popleft()
         self.pending_approval = event
         pending = event.payload.pending
-        action = pending.action or {}
-        args = action.get("arguments", action)
-        shown = args.items() if isinstance(args, dict) else [("action", args)]
-        summary = escape(" ".join(f"{k}={v!r}" for k, v in shown)[:200])
         self._line(
-            f"[bold yellow]Allow {escape(pending.tool)}[/] {summary}? "
+            f"[bold yellow]{escape(self.question(pending.tool, pending.action))}[/] "
             r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
         self._write("approve> ")
@@ -381,7 +438,7 @@ class ChatClient:
             return
         self.pending_approval = None
         if self._resolve(event.payload.approval_id, decision):
-            self._line(f"[dim]{decision.value}[/]")
+            self._line(f"[dim]{_SAID.get(decision, decision.value)}[/]")
         else:
             self._line("[dim]that approval is no longer pending[/]")
         self.ask_next()
@@ -526,3 +583,7 @@ class ChatClient:
 _COMMANDS: Final = frozenset(
     {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/cancel", "/model"}
 )
+
+
+def _clip(text: str, limit: int = _SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
