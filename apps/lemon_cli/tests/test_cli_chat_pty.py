@@ -190,6 +190,15 @@ def test_an_approval_prompt_is_answered_inline(
     term.expect(r"tool `write` returned")
     assert (tmp_path / "note.txt").read_text() == "approved"
     term.expect("> ")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("old words")
+    term.send('/tool edit {"path": "docs/a.md", "old_text": "old", "new_text": "new"}\n')
+    term.expect(r"Allow edit to docs/a\.md \?")
+    term.send("y\n")
+    term.expect("approved once")
+    term.expect(r"tool `edit` returned")
+    assert (tmp_path / "docs" / "a.md").read_text() == "new words"
+    term.expect("> ")
     term.send('/tool write {"path": "other.txt", "content": "no"}\n')
     term.expect(r"Allow write to other\.txt \?")
     term.send("d\n")
