@@ -187,6 +187,7 @@ class ExecApprovals:
         self._grants_persisted = 0
         self._store_failures = 0
         self._store_last_error: str | None = None
+        self._last_stamp_ms = 0
 
     # -- durable grants -------------------------------------------------------------------
 
@@ -511,10 +512,16 @@ class ExecApprovals:
             owner=owner,
             tool=record.tool,
             key=entry.grant_key,
-            granted_at_ms=int(self._clock() * 1000),
+            granted_at_ms=self._stamp(),
             approval_id=record.id,
             action_preview=preview,
         )
+
+    def _stamp(self) -> int:
+        """Grant time in ms, strictly increasing (a load restores the grants' order from it)."""
+        newest = max((g.granted_at_ms for g in reversed(self._grants.values())), default=0)
+        self._last_stamp_ms = max(int(self._clock() * 1000), self._last_stamp_ms + 1, newest + 1)
+        return self._last_stamp_ms
 
     def _remember(self, grant: ApprovalGrant) -> list[ApprovalGrant]:
         """Keep ``grant`` in memory; return the grants the bound forgot."""
