@@ -217,6 +217,8 @@ class ExecApprovals:
                 if grant.identity not in self._grants:
                     merged[grant.identity] = grant
             count = len(merged)
+            newest = max((g.granted_at_ms for g in loaded), default=0)
+            self._last_stamp_ms = max(self._last_stamp_ms, newest)
             merged.update(self._grants)
             self._grants = merged
             while len(self._grants) > self._max_grants:
@@ -519,8 +521,7 @@ class ExecApprovals:
 
     def _stamp(self) -> int:
         """Grant time in ms, strictly increasing (a load restores the grants' order from it)."""
-        newest = max((g.granted_at_ms for g in reversed(self._grants.values())), default=0)
-        self._last_stamp_ms = max(int(self._clock() * 1000), self._last_stamp_ms + 1, newest + 1)
+        self._last_stamp_ms = max(int(self._clock() * 1000), self._last_stamp_ms + 1)
         return self._last_stamp_ms
 
     def _remember(self, grant: ApprovalGrant) -> list[ApprovalGrant]:
