@@ -11,10 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lemon_core.approvals import ApprovalGrantStore, ExecApprovals, action_hash
 from lemon_core.bus import EXEC_APPROVALS, Bus, Delivery, Subscription
-from lemon_core.events import ApprovalDecision, ApprovalRequested, ApprovalResolved, Event
+from lemon_core.events import (
+    ApprovalDecision,
+    ApprovalPending,
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+)
 from lemon_core.store import MemoryStore, SQLiteStore, Store, StoreClosedError
 
 LS: dict[str, Any] = {"argv": ["ls", "-la"]}
@@ -280,3 +288,41 @@ async def test_the_first_request_loads_the_persisted_grants(bus: Bus) -> None:
     outcome = await second.request(tool="bash", action=LS, agent_id="a")
     assert outcome.from_grant == "agent"
     assert second.statistics().grants_loaded == 1
+
+
+_DECISIONS = st.sampled_from(["approve_session", "approve_agent", "approve_global", "deny"])
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b"]), _DECISIONS), max_size=25),
+    st.integers(1, 6),
+)
+@settings(max_examples=60)
+def test_a_restart_keeps_exactly_the_durable_grants_in_memory(
+    steps: list[tuple[int, str, str]], max_grants: int
+) -> None:
+    async def scenario() -> None:
+        bus = Bus()
+        store = MemoryStore()
+        approvals = ExecApprovals(bus, max_grants=max_grants, grant_store=ApprovalGrantStore(store))
+        for n, agent, decision in steps:
+
+            def decide(record: ApprovalPending, decision: str = decision) -> None:
+                approvals.resolve(record.id, decision)
+
+            await approvals.request(
+                tool="bash",
+                action={"n": n},
+                agent_id=agent,
+                session_key=f"agent:{agent}:main",
+                on_requested=decide,
+            )
+        await approvals.drain()
+        durable = [g for g in approvals.grants() if g.scope != "session"]
+        restarted = ExecApprovals(bus, max_grants=max_grants, grant_store=ApprovalGrantStore(store))
+        await restarted.load_grants()
+        assert restarted.grants() == tuple(durable)
+        assert approvals.statistics().grant_store_failures == 0
+        bus.close()
+
+    asyncio.run(scenario())
