@@ -1,10 +1,13 @@
 """coding_agent's ``lemon.apps`` hook: the native agent on a booted runtime.
 
 Profiles ``execution-only`` and ``full``. Start registers ``APPROVALS`` (one
-:class:`~lemon_core.approvals.ExecApprovals` on the runtime's bus) and ``AGENT_RUNTIME`` (a
-:class:`CodingExecutor` wired to the runtime: its home, those approvals, and the environment
-over ``$LEMON_HOME/secrets.env``). The gateway's hook takes the executor from
-``AGENT_RUNTIME``, so no other app imports this one. Stop unregisters both.
+:class:`~lemon_core.approvals.ExecApprovals` on the runtime's bus whose ``agent`` / ``global``
+grants persist in the runtime's store through an
+:class:`~lemon_core.store.ApprovalGrantStore`, loaded before anything asks) and
+``AGENT_RUNTIME`` (a :class:`CodingExecutor` wired to the runtime: its home, those approvals,
+and the environment over ``$LEMON_HOME/secrets.env``). The gateway's hook takes the executor
+from ``AGENT_RUNTIME``, so no other app imports this one. Stop unregisters both and waits for
+grant writes still in flight (the runtime closes its store after the stop hooks).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from lemon_core.approvals import ExecApprovals
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
+from lemon_core.store import ApprovalGrantStore
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
 
@@ -37,7 +41,9 @@ class CodingAgentRuntime:
 
 
 async def _start(runtime: Runtime) -> CodingAgentRuntime:
-    approvals = ExecApprovals(runtime.bus)
+    approvals = ExecApprovals(runtime.bus, grant_store=ApprovalGrantStore(runtime.store))
+    # A store failure is logged and counted in approvals.statistics(); it never fails the boot.
+    await approvals.load_grants()
     environ = {**read_secrets(runtime.home), **os.environ}
     impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
     agent = CodingAgentRuntime(impl=impl, approvals=approvals)
@@ -50,6 +56,7 @@ async def _stop(runtime: Runtime, handle: object) -> None:
     agent = cast(CodingAgentRuntime, handle)
     runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)
     runtime.context.capabilities.unregister(APPROVALS, agent.approvals)
+    await agent.approvals.drain()
 
 
 coding_agent_app = AppSpec(

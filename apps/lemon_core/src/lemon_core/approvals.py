@@ -17,18 +17,27 @@ Every ending publishes ``approval_resolved`` exactly once. Bounds: at most ``max
 approvals wait at once (a further request raises :class:`ApprovalCapacityError` and publishes
 nothing); at most ``max_grants`` grants are remembered (the oldest grant is forgotten first).
 Loop-only: use it from the event loop that runs the requesters.
+
+Durable grants: with a ``grant_store`` (:class:`~lemon_core.store.ApprovalGrantStore`),
+``agent`` and ``global`` grants outlive the process. They are loaded by :meth:`load_grants`
+(or before the first request), and a new one is written to the store *before* the requester
+gets its outcome and before ``approval_resolved`` is published. A failed write still approves
+the call (and remembers the grant in memory) but is logged and counted
+(``statistics().grant_store_failures``); it never raises into the requester. ``session``
+grants stay in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
@@ -40,10 +49,14 @@ from lemon_core.events import (
     ApprovalRequested,
     ApprovalResolved,
 )
+from lemon_core.store import PERSISTED_GRANT_SCOPES, ApprovalGrant, ApprovalGrantStore
+from lemon_core.store._grants import GrantScope, check_grant_scope
 
 __all__ = [
     "ApprovalCapacityError",
     "ApprovalError",
+    "ApprovalGrant",
+    "ApprovalGrantStore",
     "ApprovalOutcome",
     "ApprovalsStatistics",
     "ExecApprovals",
@@ -52,7 +65,9 @@ __all__ = [
     "action_hash",
 ]
 
-GrantScope = Literal["session", "agent", "global"]
+_log = logging.getLogger("lemon_core.approvals")
+#: How much of an action's canonical JSON a grant keeps for listings.
+_PREVIEW_CHARS: Final = 256
 
 #: Decisions a human (or an operator API) may give; the others are made by ExecApprovals.
 _HUMAN: Final = frozenset(
@@ -94,11 +109,16 @@ def action_hash(tool: str, action: Mapping[str, Any] | None) -> str:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalOutcome:
-    """How a request ended: the decision, and whether it came from a remembered grant."""
+    """How a request ended: the decision, and whether it came from a remembered grant.
+
+    ``persisted`` is set for an ``approve_agent`` / ``approve_global`` decision when a grant
+    store is attached: True when the grant was written durably, False when the write failed
+    (the call is approved all the same). None otherwise."""
 
     decision: ApprovalDecision
     approval_id: str | None = None
     from_grant: GrantScope | None = None
+    persisted: bool | None = None
 
     @property
     def approved(self) -> bool:
@@ -116,6 +136,12 @@ class ApprovalsStatistics:
     resolved: Mapping[str, int]
     refused_over_capacity: int
     grants_forgotten: int
+    persistent: bool = False
+    grants_loaded: int = 0
+    grants_persisted: int = 0
+    grant_store_failures: int = 0
+    grant_store_last_error: str | None = None
+    grant_writes_in_flight: int = 0
 
 
 @dataclass(slots=True)
@@ -123,6 +149,7 @@ class _Pending:
     record: ApprovalPending
     future: asyncio.Future[ApprovalDecision]
     grant_key: str
+    persisted: bool | None = None
 
 
 class ExecApprovals:
@@ -135,6 +162,7 @@ class ExecApprovals:
         max_pending: int = 1024,
         max_grants: int = 10_000,
         clock: Callable[[], float] = time.time,
+        grant_store: ApprovalGrantStore | None = None,
     ) -> None:
         if max_pending < 1 or max_grants < 1:
             raise ValueError("ExecApprovals: max_pending and max_grants must be >= 1")
@@ -142,13 +170,130 @@ class ExecApprovals:
         self._max_pending = max_pending
         self._max_grants = max_grants
         self._clock = clock
+        self._grant_store = grant_store
         self._pending: dict[str, _Pending] = {}
-        self._grants: OrderedDict[tuple[str, str, str], ApprovalDecision] = OrderedDict()
+        self._grants: OrderedDict[tuple[str, str, str], ApprovalGrant] = OrderedDict()
         self._requested = 0
         self._from_memory = 0
         self._over_capacity = 0
         self._forgotten = 0
         self._resolved: dict[str, int] = {}
+        # Durable grants: one write at a time, in the order decisions were made.
+        self._write_lock = asyncio.Lock()
+        self._load_lock = asyncio.Lock()
+        self._loaded = grant_store is None
+        self._writes: set[asyncio.Task[None]] = set()
+        self._grants_loaded = 0
+        self._grants_persisted = 0
+        self._store_failures = 0
+        self._store_last_error: str | None = None
+        self._last_stamp_ms = 0
+
+    # -- durable grants -------------------------------------------------------------------
+
+    async def load_grants(self) -> int:
+        """Load the persisted ``agent`` / ``global`` grants; return how many were loaded.
+
+        Without a grant store this does nothing. A store failure is logged and counted
+        (``statistics().grant_store_failures``) and loads nothing; it never raises. Loaded grants
+        count as older than the grants already in memory (``max_grants`` still applies).
+        """
+        return await self._load(force=True)
+
+    async def _load(self, *, force: bool) -> int:
+        if self._grant_store is None:
+            return 0
+        async with self._load_lock:
+            if self._loaded and not force:
+                return 0
+            self._loaded = True
+            try:
+                loaded = await self._grant_store.load()
+            except Exception as exc:
+                self._store_failed("loading the persisted grants", exc)
+                return 0
+            merged: OrderedDict[tuple[str, str, str], ApprovalGrant] = OrderedDict()
+            for grant in loaded:
+                if grant.identity not in self._grants:
+                    merged[grant.identity] = grant
+            count = len(merged)
+            newest = max((g.granted_at_ms for g in loaded), default=0)
+            self._last_stamp_ms = max(self._last_stamp_ms, newest)
+            merged.update(self._grants)
+            self._grants = merged
+            while len(self._grants) > self._max_grants:
+                self._grants.popitem(last=False)
+                self._forgotten += 1
+            self._grants_loaded += count
+            return count
+
+    async def drain(self) -> None:
+        """Wait until every grant write started so far has finished (for shutdown)."""
+        while self._writes:
+            await asyncio.gather(*tuple(self._writes), return_exceptions=True)
+
+    def grants(
+        self, scope: GrantScope | None = None, owner: str | None = None
+    ) -> tuple[ApprovalGrant, ...]:
+        """The remembered grants (of ``scope``, for ``owner``, or all), oldest first."""
+        if scope is not None:
+            check_grant_scope(scope)
+        return tuple(
+            g
+            for g in self._grants.values()
+            if (scope is None or g.scope == scope) and (owner is None or g.owner == owner)
+        )
+
+    async def list_grants(
+        self, scope: GrantScope | None = None, owner: str | None = None
+    ) -> tuple[ApprovalGrant, ...]:
+        """Like :meth:`grants`, after loading the persisted grants if not done yet."""
+        await self._ensure_loaded()
+        return self.grants(scope, owner)
+
+    async def revoke_grant(
+        self,
+        scope: GrantScope,
+        *,
+        owner: str | None = None,
+        tool: str | None = None,
+        action: Mapping[str, Any] | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Forget grants of ``scope``, in memory and (``agent`` / ``global``) in the grant store;
+        return how many were forgotten.
+
+        Narrow it with ``owner`` (the agent id, the session key; ``global`` grants have owner
+        ``""``) and either ``key`` (an :attr:`ApprovalGrant.key` from :meth:`grants`) or ``tool``
+        with ``action`` (the same call as was approved, keyed exactly as requests are). A grant
+        is forgotten in memory only once its durable delete succeeded: a store failure raises
+        :class:`~lemon_core.store.StoreError` and keeps the grants not yet deleted.
+        """
+        check_grant_scope(scope)
+        if key is not None and tool is not None:
+            raise ValueError("revoke_grant: give either key= or tool= (with action=), not both")
+        wanted = key if tool is None else action_hash(tool, action)
+        await self._ensure_loaded()
+
+        def matches(grant: ApprovalGrant) -> bool:
+            return (
+                grant.scope == scope
+                and (owner is None or grant.owner == owner)
+                and (wanted is None or grant.key == wanted)
+            )
+
+        async with self._write_lock:
+            targets = {g.identity: g for g in self._grants.values() if matches(g)}
+            store = self._grant_store
+            if store is not None and scope in PERSISTED_GRANT_SCOPES:
+                for grant in await store.load():
+                    if matches(grant):
+                        targets.setdefault(grant.identity, grant)
+            for identity in targets:
+                if store is not None and scope in PERSISTED_GRANT_SCOPES:
+                    await store.delete(*identity)
+                self._grants.pop(identity, None)
+        return len(targets)
 
     # -- requesting -----------------------------------------------------------------------
 
@@ -160,7 +305,8 @@ class ExecApprovals:
         session_key: str | None = None,
         agent_id: str | None = None,
     ) -> GrantScope | None:
-        """The broadest remembered grant covering this call, if any."""
+        """The broadest remembered grant covering this call, if any (persisted grants count
+        once loaded: :meth:`load_grants`)."""
         key = action_hash(tool, action)
         owners: tuple[tuple[GrantScope, str | None], ...] = (
             ("global", ""),
@@ -189,10 +335,14 @@ class ExecApprovals:
         """Wait for a decision on one call of ``tool`` doing ``action``.
 
         ``deadline_s`` (seconds, ``None``: no deadline) ends the wait with ``timeout``.
-        Returns at once when a remembered grant covers it (nothing is published). Raises
+        Returns at once when a remembered grant covers it (nothing is published); the
+        persisted grants are loaded first if they were not yet. Raises
         :class:`ApprovalCapacityError` when ``max_pending`` approvals already wait. Cancelling
-        the caller resolves the approval as ``cancelled`` and re-raises.
+        the caller resolves the approval as ``cancelled`` and re-raises. A decision that is
+        being written to the grant store when the deadline passes still wins (the write is
+        awaited).
         """
+        await self._ensure_loaded()
         scope = self.granted(tool, action, session_key=session_key, agent_id=agent_id)
         if scope is not None:
             self._from_memory += 1
@@ -219,9 +369,8 @@ class ExecApprovals:
             expires_at_ms=None if deadline_s is None else now_ms + int(deadline_s * 1000),
         )
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        self._pending[approval_id] = _Pending(
-            record=record, future=future, grant_key=action_hash(tool, action)
-        )
+        entry = _Pending(record=record, future=future, grant_key=action_hash(tool, action))
+        self._pending[approval_id] = entry
         self._requested += 1
         self._bus.broadcast_event(
             EXEC_APPROVALS,
@@ -234,18 +383,25 @@ class ExecApprovals:
             decision = await asyncio.wait_for(asyncio.shield(future), deadline_s)
         except TimeoutError:
             self._finish(approval_id, ApprovalDecision.TIMEOUT)
-            decision = future.result() if future.done() else ApprovalDecision.TIMEOUT
+            # Either TIMEOUT now, or a decision made just before whose grant is being written.
+            decision = await asyncio.shield(future)
         except asyncio.CancelledError:
             self._finish(approval_id, ApprovalDecision.CANCELLED)
             raise
-        return ApprovalOutcome(decision=decision, approval_id=approval_id)
+        return ApprovalOutcome(
+            decision=decision, approval_id=approval_id, persisted=entry.persisted
+        )
 
     # -- deciding -------------------------------------------------------------------------
 
     def resolve(self, approval_id: str, decision: ApprovalDecision | str) -> None:
         """Decide a pending approval (approve_once / approve_session / approve_agent /
         approve_global / deny). Raises :class:`UnknownApprovalError` when it is not pending and
-        ``ValueError`` for any other decision."""
+        ``ValueError`` for any other decision.
+
+        With a grant store, an ``approve_agent`` / ``approve_global`` decision is written
+        durably before the requester sees it and before ``approval_resolved`` is published
+        (the approval stops being pending at once)."""
         try:
             value = ApprovalDecision(decision)
         except ValueError:
@@ -276,7 +432,16 @@ class ExecApprovals:
         return len(ids)
 
     def revoke(self, scope: GrantScope, owner: str | None = None) -> int:
-        """Forget the grants of ``scope`` (for ``owner``, or all); return how many."""
+        """Forget the in-memory grants of ``scope`` (for ``owner``, or all); return how many.
+
+        With a grant store, ``agent`` and ``global`` grants are durable: revoke them with
+        ``await revoke_grant(...)`` (this raises ``ValueError`` for them)."""
+        check_grant_scope(scope)
+        if self._grant_store is not None and scope in PERSISTED_GRANT_SCOPES:
+            raise ValueError(
+                f"{scope} grants are persisted in the grant store; revoke them with "
+                "`await approvals.revoke_grant(...)`"
+            )
         keys = [k for k in self._grants if k[0] == scope and (owner is None or k[1] == owner)]
         for key in keys:
             del self._grants[key]
@@ -299,36 +464,121 @@ class ExecApprovals:
             resolved=dict(self._resolved),
             refused_over_capacity=self._over_capacity,
             grants_forgotten=self._forgotten,
+            persistent=self._grant_store is not None,
+            grants_loaded=self._grants_loaded,
+            grants_persisted=self._grants_persisted,
+            grant_store_failures=self._store_failures,
+            grant_store_last_error=self._store_last_error,
+            grant_writes_in_flight=len(self._writes),
         )
 
     # -- internals ------------------------------------------------------------------------
+
+    async def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            await self._load(force=False)
 
     def _finish(self, approval_id: str, decision: ApprovalDecision) -> None:
         entry = self._pending.pop(approval_id, None)
         if entry is None:
             return
-        scope = _SCOPE_OF.get(decision)
-        if scope is not None:
-            self._remember(scope, entry.record, entry.grant_key)
         self._resolved[decision.value] = self._resolved.get(decision.value, 0) + 1
+        scope = _SCOPE_OF.get(decision)
+        grant = None if scope is None else self._grant_for(scope, entry)
+        if grant is None:
+            self._ack(entry, decision)
+            return
+        if self._grant_store is None or grant.scope not in PERSISTED_GRANT_SCOPES:
+            self._forget_evicted(self._remember(grant))
+            self._ack(entry, decision)
+            return
+        self._track(self._persist_then_ack(entry, decision, grant))
+
+    def _ack(self, entry: _Pending, decision: ApprovalDecision) -> None:
         if not entry.future.done():
             entry.future.set_result(decision)
         self._bus.broadcast_event(
             EXEC_APPROVALS,
             "approval_resolved",
-            ApprovalResolved(approval_id=approval_id, decision=decision, pending=entry.record),
+            ApprovalResolved(approval_id=entry.record.id, decision=decision, pending=entry.record),
         )
 
-    def _remember(self, scope: GrantScope, record: ApprovalPending, key: str) -> None:
+    def _grant_for(self, scope: GrantScope, entry: _Pending) -> ApprovalGrant | None:
+        record = entry.record
         owner = {"global": "", "agent": record.agent_id, "session": record.session_key}[scope]
         if owner is None:
-            return
-        grant = (scope, owner, key)
-        self._grants[grant] = _decision_of(scope)
-        self._grants.move_to_end(grant)
+            return None
+        preview = _encoder.encode(record.action or {}).decode()[:_PREVIEW_CHARS]
+        return ApprovalGrant(
+            scope=scope,
+            owner=owner,
+            tool=record.tool,
+            key=entry.grant_key,
+            granted_at_ms=self._stamp(),
+            approval_id=record.id,
+            action_preview=preview,
+        )
+
+    def _stamp(self) -> int:
+        """Grant time in ms, strictly increasing (a load restores the grants' order from it)."""
+        self._last_stamp_ms = max(int(self._clock() * 1000), self._last_stamp_ms + 1)
+        return self._last_stamp_ms
+
+    def _remember(self, grant: ApprovalGrant) -> list[ApprovalGrant]:
+        """Keep ``grant`` in memory; return the grants the bound forgot."""
+        self._grants[grant.identity] = grant
+        self._grants.move_to_end(grant.identity)
+        evicted: list[ApprovalGrant] = []
         while len(self._grants) > self._max_grants:
-            self._grants.popitem(last=False)
+            evicted.append(self._grants.popitem(last=False)[1])
             self._forgotten += 1
+        return evicted
+
+    def _forget_evicted(self, evicted: list[ApprovalGrant]) -> None:
+        durable = [g for g in evicted if g.scope in PERSISTED_GRANT_SCOPES]
+        if durable and self._grant_store is not None:
+            self._track(self._delete_evicted(durable))
+
+    def _track(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _persist_then_ack(
+        self, entry: _Pending, decision: ApprovalDecision, grant: ApprovalGrant
+    ) -> None:
+        assert self._grant_store is not None
+        evicted: list[ApprovalGrant] = []
+        persisted = False
+        try:
+            async with self._write_lock:
+                try:
+                    await self._grant_store.put(grant)
+                    persisted = True
+                    self._grants_persisted += 1
+                except Exception as exc:
+                    self._store_failed(f"writing the {grant.scope} grant for {grant.tool}", exc)
+                evicted = self._remember(grant)
+        finally:
+            entry.persisted = persisted
+            self._ack(entry, decision)
+        self._forget_evicted(evicted)
+
+    async def _delete_evicted(self, grants: list[ApprovalGrant]) -> None:
+        assert self._grant_store is not None
+        async with self._write_lock:
+            for grant in grants:
+                if grant.identity in self._grants:
+                    continue  # granted again meanwhile
+                try:
+                    await self._grant_store.delete(*grant.identity)
+                except Exception as exc:
+                    self._store_failed(f"deleting the forgotten {grant.scope} grant", exc)
+
+    def _store_failed(self, what: str, exc: Exception) -> None:
+        self._store_failures += 1
+        self._store_last_error = f"{what}: {type(exc).__name__}: {exc}"
+        _log.warning("approval grant store failed %s (%s: %s)", what, type(exc).__name__, exc)
 
 
 def _decision_of(scope: GrantScope) -> ApprovalDecision:

@@ -23,6 +23,8 @@ import pytest
 
 from lemon_core.execution import ResumeToken
 from lemon_core.store import (
+    ApprovalGrant,
+    ApprovalGrantStore,
     ChatStateStore,
     InvalidStoreKeyError,
     RunStore,
@@ -239,3 +241,61 @@ class StoreContract:
             assert await chat.get("foreign") is None
         finally:
             await store.close()
+
+    async def test_store_approval_grants_persist_bounded_and_refuse_session_scope(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        def grant(scope: str, owner: str, key: str, at_ms: int) -> ApprovalGrant:
+            return ApprovalGrant(
+                scope=scope,
+                owner=owner,
+                tool="bash",
+                key=key,
+                granted_at_ms=at_ms,
+                approval_id=f"appr_{key}",
+                action_preview='{"argv":["ls"]}',
+            )
+
+        store = await self._open(tmp_path, clock)
+        try:
+            grants = ApprovalGrantStore(store, max_grants=3)
+            await grants.put(grant("global", "", "k1", 10))
+            await grants.put(grant("agent", "a", "k2", 20))
+            await grants.put(grant("agent", "b", "k2", 30))
+            # The same grant again replaces it (newer stamp), it does not add one.
+            await grants.put(grant("global", "", "k1", 40))
+            with pytest.raises(StoreValueError, match="session"):
+                await grants.put(grant("session", "agent:a:main", "k3", 50))
+            # A damaged row in the table is skipped, not raised.
+            await store.put(ApprovalGrantStore.TABLE, "junk", {"not": "a grant"})
+            loaded = await grants.load()
+            assert [(g.scope, g.owner, g.key) for g in loaded] == [
+                ("agent", "a", "k2"),
+                ("agent", "b", "k2"),
+                ("global", "", "k1"),
+            ]
+            assert loaded[2] == grant("global", "", "k1", 40)
+            assert grants.statistics()["skipped"] == 1
+            await store.delete(ApprovalGrantStore.TABLE, "junk")
+            # Beyond the bound, a load keeps the newest and deletes the oldest.
+            await grants.put(grant("agent", "c", "k4", 60))
+            loaded = await grants.load()
+            assert [g.owner for g in loaded] == ["b", "", "c"]
+            assert grants.statistics()["pruned"] == 1
+            assert await grants.delete("agent", "a", "k2") is False
+            assert await grants.delete("agent", "b", "k2") is True
+            assert [g.owner for g in await grants.load()] == ["", "c"]
+            with pytest.raises(StoreValueError, match="max_grants"):
+                ApprovalGrantStore(store, max_grants=0)
+        finally:
+            await store.close()
+        if self.persistent:
+            reopened = await self._open(tmp_path, clock)
+            try:
+                again = await ApprovalGrantStore(reopened).load()
+                assert [(g.scope, g.owner, g.key) for g in again] == [
+                    ("global", "", "k1"),
+                    ("agent", "c", "k4"),
+                ]
+            finally:
+                await reopened.close()

@@ -1,11 +1,17 @@
 """The Store: one async key-value interface, SQLite (WAL) by default, in-memory for tests.
 
-Domains use the typed wrappers (RunStore, ChatStateStore), never raw tables.
+Domains use the typed wrappers (RunStore, ChatStateStore, ApprovalGrantStore), never raw tables.
 """
 
 from __future__ import annotations
 
 from lemon_core.store._default import default_store_path, open_default_store
+from lemon_core.store._grants import (
+    DEFAULT_MAX_APPROVAL_GRANTS,
+    PERSISTED_GRANT_SCOPES,
+    ApprovalGrant,
+    ApprovalGrantStore,
+)
 from lemon_core.store._memory import MemoryStore
 from lemon_core.store._protocol import DEFAULT_MAX_VALUE_BYTES, Store, system_clock_ms
 from lemon_core.store._sqlite import SQLiteStore
@@ -26,7 +32,11 @@ from lemon_core.store.errors import (
 
 __all__ = [
     "DEFAULT_CHAT_STATE_TTL_MS",
+    "DEFAULT_MAX_APPROVAL_GRANTS",
     "DEFAULT_MAX_VALUE_BYTES",
+    "PERSISTED_GRANT_SCOPES",
+    "ApprovalGrant",
+    "ApprovalGrantStore",
     "ChatState",
     "ChatStateStore",
     "InvalidStoreKeyError",
