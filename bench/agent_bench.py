@@ -26,14 +26,14 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
-from _loopback import RecordingTransport, ms, pct
+from _loopback import WARMUP, RecordingTransport, ms, pct, scripted_server
 
 from coding_agent import CodingExecutor, ExecutorSettings
 from lemon_ai import Model, OpenAICompletionsProvider, default_catalogue
@@ -41,24 +41,6 @@ from lemon_core.bus import Bus, Delivery, run_topic
 from lemon_core.events import Event
 from lemon_core.execution import ExecutionCommand, ToolPolicy
 from lemon_gateway import Gateway
-
-ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
-WARMUP = 10
-
-CHILD = """
-import json, sys
-from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCall, ScriptedTurn
-answer, plan = json.loads(sys.argv[1])
-with ScriptedProviderServer(max_recorded=1) as server:
-    for kind, value in plan:
-        if kind == "text":
-            server.script(ScriptedTurn(text=answer, chunk_size=16, delay=value))
-        else:
-            call = ScriptedToolCall(name="todo", arguments={"action": "read"})
-            server.script(ScriptedTurn(text="Working.", tool_calls=(call,)))
-    print(server.openai_base_url, flush=True)
-    sys.stdin.read()
-"""
 
 
 class Platform:
@@ -170,11 +152,13 @@ async def per_turn(
     return platform_times, raw_times
 
 
-def _plan(samples: int, runs: int, turns: int) -> list[tuple[str, float]]:
-    plan: list[tuple[str, float]] = []
+def _plan(samples: int, runs: int, turns: int) -> list[tuple[str, Any]]:
+    plan: list[tuple[str, Any]] = []
     for delay in (0.0, 0.001):
         plan += [("text", delay)] * (2 * (samples + WARMUP))
-    one_run = [("tool", 0.0)] * (turns - 1) + [("text", 0.0)]
+    one_run = [("tool", {"name": "todo", "arguments": {"action": "read"}})] * (turns - 1) + [
+        ("text", 0.0)
+    ]
     plan += one_run * (2 * (runs + 3)) * 2  # with fsync, then without
     return plan
 
@@ -234,19 +218,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--turns", type=int, default=8)
     args = parser.parse_args()
-    spec = json.dumps([ANSWER, _plan(args.samples, args.runs, args.turns)])
-    command = [sys.executable, "-c", CHILD, spec]
-    with subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None
-        base_url = child.stdout.readline().strip()
-        try:
-            asyncio.run(measure(base_url, args))
-        finally:
-            assert child.stdin is not None
-            child.stdin.close()
-            child.wait(timeout=30)
+    with scripted_server(_plan(args.samples, args.runs, args.turns)) as base_url:
+        asyncio.run(measure(base_url, args))
 
 
 if __name__ == "__main__":
