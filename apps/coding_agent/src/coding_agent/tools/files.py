@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from coding_agent.tools._text import cap, read_text
+from coding_agent.tools._text import read_text
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 
@@ -27,15 +27,7 @@ def read_tool(workspace: Workspace) -> Tool:
         if lines and offset > len(lines):
             raise ToolError(f"offset {offset} is past the end of {shown} ({len(lines)} lines)")
         limit = min(int(args.get("limit", limits.max_read_lines)), limits.max_read_lines)
-        start = offset - 1
-        chunk = lines[start : start + limit]
-        body = cap("".join(chunk), limits.max_output_chars)
-        end = start + len(chunk)
-        if end < len(lines):
-            body += (
-                f"\n[showing lines {offset}-{end} of {len(lines)}; continue with offset={end + 1}]"
-            )
-        return body
+        return _page(lines, offset, limit, limits.max_output_chars)
 
     async def execute(ctx: ToolContext) -> str:
         return await asyncio.to_thread(run, dict(ctx.arguments))
@@ -59,6 +51,40 @@ def read_tool(workspace: Workspace) -> Tool:
             "additionalProperties": False,
         },
     )
+
+
+def _page(lines: list[str], offset: int, limit: int, max_chars: int) -> str:
+    """Lines ``offset`` .. of ``lines`` (at most ``limit`` of them and ``max_chars`` characters),
+    with a marker naming the first line not shown whenever the file goes on.
+
+    Only whole lines are shown, so the continuation offset is exactly the first line the model
+    has not seen. A single line longer than ``max_chars`` is shown cut (with a marker) and the
+    continuation is the line after it, so paging always makes progress.
+    """
+    start = offset - 1
+    taken: list[str] = []
+    used = 0
+    for line in lines[start : start + limit]:
+        if used + len(line) > max_chars:
+            break
+        taken.append(line)
+        used += len(line)
+    note = ""
+    if not taken and start < len(lines):
+        line = lines[start]
+        taken.append(line[:max_chars])
+        note = (
+            f"\n[... line {offset} is {len(line)} characters long; only its first {max_chars} "
+            "are shown]"
+        )
+    body = "".join(taken) + note
+    end = start + len(taken)  # the last line shown (1-based)
+    if end < len(lines):
+        cut = " (output limit)" if end < min(start + limit, len(lines)) else ""
+        body += (
+            f"\n[showing lines {offset}-{end} of {len(lines)}{cut}; continue with offset={end + 1}]"
+        )
+    return body
 
 
 def write_tool(workspace: Workspace) -> Tool:
