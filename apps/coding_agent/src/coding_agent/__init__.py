@@ -8,6 +8,7 @@ policy and approvals, and agent events mapped to the gateway's run events.
 
 from __future__ import annotations
 
+from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess
 from coding_agent.errors import (
     CodingAgentError,
     CodingAgentUsageError,
@@ -24,6 +25,8 @@ from coding_agent.executor import (
 )
 from coding_agent.policy import (
     DEFAULT_TOOL_POLICY,
+    FILE_TOOLS,
+    READ_ONLY_TOOLS,
     ApprovalHooks,
     GateContext,
     approval_action,
@@ -50,7 +53,10 @@ from coding_agent.tools import (
 from coding_agent.workspace import CodingLimits, Workspace
 
 __all__ = [
+    "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_TOOL_POLICY",
+    "FILE_TOOLS",
+    "READ_ONLY_TOOLS",
     "TRANSCRIPT_VERSION",
     "ApprovalHooks",
     "CodingAgentError",
@@ -61,6 +67,7 @@ __all__ = [
     "CorruptTranscriptError",
     "ExecutorSettings",
     "ExecutorStatistics",
+    "FileAccess",
     "GateContext",
     "PromptLimits",
     "SessionNotFoundError",

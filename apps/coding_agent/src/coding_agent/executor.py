@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from coding_agent.access import FileAccess
 from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
 from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
 from coding_agent.prompt import PromptLimits, build_system_prompt
@@ -509,7 +510,11 @@ class CodingExecution:
         job = self._job
         ex = self._executor
         settings = ex.settings
-        workspace = Workspace(cwd=Path(job.cwd), limits=settings.limits)
+        workspace = Workspace(
+            cwd=Path(job.cwd),
+            limits=settings.limits,
+            access=FileAccess.from_config(config.file_access, home=ex.home),
+        )
         agent_id = _agent_id(job)
 
         def approval_requested(tool_call_id: str, pending: ApprovalPending) -> None:

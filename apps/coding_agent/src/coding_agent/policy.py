@@ -9,6 +9,13 @@ call is checked against the run's :class:`~lemon_core.execution.ToolPolicy` befo
   a deadline); any decision other than an approval is an error result the model sees;
 * otherwise it runs.
 
+File tools are also checked against the path they would touch (after ``~``, ``..`` and symlinks
+are resolved, :mod:`coding_agent.access`): a secret file is refused outright, whatever the
+policy says and without asking; the read-only tools (``read``, ``ls``, ``find``, ``grep``) run
+freely inside the workspace (the run's working directory and below) but need an approval, like
+``write``, for a path outside it. Without an approval channel (a one-shot with no terminal to
+ask) such a call is refused.
+
 Approvals are keyed by the tool and its *action* (:func:`approval_action`): a file tool's
 resolved path, or a shell command as a whole (:func:`shell_action`), so approving ``ls`` never
 approves ``ls; rm -rf ~``.
@@ -16,9 +23,12 @@ approves ``ls; rm -rf ~``.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from coding_agent.workspace import Workspace
@@ -29,6 +39,8 @@ from lemon_core.execution import ToolPolicy
 
 __all__ = [
     "DEFAULT_TOOL_POLICY",
+    "FILE_TOOLS",
+    "READ_ONLY_TOOLS",
     "ApprovalHooks",
     "GateContext",
     "approval_action",
@@ -39,6 +51,11 @@ __all__ = [
 
 DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
 """read, ls, find, grep, todo run; write, edit and bash need an approval."""
+
+READ_ONLY_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
+"""File tools that only read: free inside the workspace, asked for outside it."""
+FILE_TOOLS: Final = READ_ONLY_TOOLS | {"write", "edit"}
+"""Tools whose ``path`` argument is checked (secret files are refused for all of them)."""
 
 # Characters that make a shell line more than one plain command: chaining (; & |), grouping
 # and subshells (( )), redirection (< >); shlex.split with punctuation_chars emits them as
@@ -75,7 +92,7 @@ def approval_action(
     if tool == "bash":
         command = arguments.get("command")
         return shell_action(command if isinstance(command, str) else repr(command))
-    if tool in ("write", "edit", "read", "ls", "find", "grep"):
+    if tool in FILE_TOOLS:
         raw = arguments.get("path", ".")
         try:
             path = str(workspace.resolve(raw))
@@ -138,16 +155,53 @@ async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
             f"Tool {name!r} is denied by this run's tool policy; it did not run. Do the task "
             "another way or ask the user to allow it."
         )
-    if gate.policy.needs_approval(name):
-        await _approve(ctx, gate)
+    outside: Path | None = None
+    if name in FILE_TOOLS:
+        # Resolving symlinks touches the filesystem: off the event loop.
+        refusal, outside = await asyncio.to_thread(_file_target, name, ctx.arguments, gate)
+        if refusal is not None:
+            raise ToolError(refusal)
+    if gate.policy.needs_approval(name) or outside is not None:
+        await _approve(ctx, gate, outside)
 
 
-async def _approve(ctx: ToolContext, gate: GateContext) -> None:
+def _file_target(
+    name: str, arguments: Mapping[str, Any], gate: GateContext
+) -> tuple[str | None, Path | None]:
+    """``(refusal, outside)`` for a file tool's path: why it is refused (a secret file), and the
+    resolved path when a read-only tool would reach outside the workspace. A missing or invalid
+    path is left to the tool (it reports it)."""
+    raw = arguments.get("path", ".")
+    if not isinstance(raw, str) or not raw.strip():
+        return None, None
+    workspace = gate.workspace
+    written = workspace.absolute(raw)
+    reason = workspace.secret_reason(written)
+    if reason is not None:
+        shown = workspace.show(Path(os.path.normpath(written)))
+        return f"Tool {name!r} did not run: {shown} is refused: {reason}.", None
+    target = workspace.resolve(raw)
+    if name in READ_ONLY_TOOLS and not workspace.contains(target):
+        return None, target
+    return None, None
+
+
+async def _approve(ctx: ToolContext, gate: GateContext, outside: Path | None = None) -> None:
     name = ctx.name
+    where = (
+        f" to reach {outside}, which is outside the workspace ({gate.workspace.cwd})"
+        if outside is not None
+        else ""
+    )
     if gate.approvals is None:
         raise ToolError(
-            f"Tool {name!r} needs an approval, but this run has no approval channel; it did not "
-            "run. Configure the executor with ExecApprovals, or allow the tool in the policy."
+            f"Tool {name!r} needs an approval{where}, but this run has no approval channel "
+            "(nobody to ask); it did not run. "
+            + (
+                "Work inside the workspace, or ask the user to copy what you need into it."
+                if outside is not None
+                else "Configure the executor with ExecApprovals, or allow the tool in the policy."
+            )
         )
     action = approval_action(name, ctx.arguments, gate.workspace)
     hooks = gate.hooks
@@ -165,7 +219,8 @@ async def _approve(ctx: ToolContext, gate: GateContext) -> None:
             session_key=gate.session_key,
             agent_id=gate.agent_id,
             tool_call_id=ctx.tool_call_id,
-            rationale=f"{name} {_describe(action)}",
+            rationale=f"{name} {_describe(action)}"
+            + (" (outside the workspace)" if outside is not None else ""),
             deadline_s=gate.approval_timeout_s,
             on_requested=requested,
         )
@@ -182,7 +237,8 @@ async def _approve(ctx: ToolContext, gate: GateContext) -> None:
         ApprovalDecision.CANCELLED: "the request was withdrawn",
     }.get(outcome.decision, outcome.decision.value)
     raise ToolError(
-        f"Tool {name!r} was not approved ({outcome.decision.value}: {reason}); it did not run."
+        f"Tool {name!r} was not approved{where} ({outcome.decision.value}: {reason}); it did "
+        "not run."
     )
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coding_agent.access import FileAccess
 from coding_agent.errors import CodingAgentUsageError
 from lemon_agent import ToolError
+from lemon_core.config import FileAccessConfig, lemon_home
 
 __all__ = ["CodingLimits", "Workspace"]
 
@@ -34,25 +37,50 @@ class CodingLimits:
     max_todos: int = 100
 
 
+def _default_access() -> FileAccess:
+    return FileAccess.from_config(FileAccessConfig(), home=lemon_home())
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workspace:
-    """The directory relative paths resolve against, and the limits."""
+    """The directory relative paths resolve against (the workspace: it and everything below
+    it), the limits, and the secret-file rules (:class:`~coding_agent.access.FileAccess`)."""
 
     cwd: Path
     limits: CodingLimits = field(default_factory=CodingLimits)
+    access: FileAccess = field(default_factory=_default_access)
 
     def __post_init__(self) -> None:
         if not self.cwd.is_dir():
             raise CodingAgentUsageError(f"workspace {self.cwd} is not a directory")
 
     def resolve(self, raw: object) -> Path:
-        """``raw`` (absolute, ``~``-relative or relative to ``cwd``) as an absolute path."""
+        """``raw`` (absolute, ``~``-relative or relative to ``cwd``) as an absolute path, with
+        ``..`` and symlinks resolved the way the system resolves them when the file is opened."""
+        return Path(os.path.realpath(self.absolute(raw)))
+
+    def absolute(self, raw: object) -> Path:
+        """``raw`` as an absolute path, exactly as written (nothing resolved)."""
         if not isinstance(raw, str) or not raw.strip():
             raise ToolError("path must be a non-empty string")
         path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = self.cwd / path
-        return path.resolve()
+        return path if path.is_absolute() else self.cwd / path
+
+    def contains(self, resolved: Path) -> bool:
+        """Whether the resolved path ``resolved`` is the workspace or below it."""
+        return resolved.is_relative_to(self.cwd.resolve())
+
+    def secret_reason(self, path: Path) -> str | None:
+        """Why the absolute ``path`` is refused as a secret file, or None (see ``access``)."""
+        return self.access.secret_reason(path)
+
+    def resolve_checked(self, raw: object) -> Path:
+        """Like :meth:`resolve`, but a secret file is a ToolError saying why it is refused."""
+        path = self.absolute(raw)
+        reason = self.secret_reason(path)
+        if reason is not None:
+            raise ToolError(f"{self.show(Path(os.path.normpath(path)))} is refused: {reason}.")
+        return Path(os.path.realpath(path))
 
     def show(self, path: Path) -> str:
         """``path`` relative to ``cwd`` when it is inside, else absolute."""

@@ -20,7 +20,7 @@ def read_tool(workspace: Workspace) -> Tool:
     limits = workspace.limits
 
     def run(args: dict[str, Any]) -> str:
-        path = workspace.resolve(args["path"])
+        path = workspace.resolve_checked(args["path"])
         shown = workspace.show(path)
         lines = read_text(path, shown, limits.max_file_bytes).splitlines(keepends=True)
         offset = int(args.get("offset", 1))
@@ -91,7 +91,7 @@ def write_tool(workspace: Workspace) -> Tool:
     """``write``: create or overwrite a file (parent directories are created)."""
 
     def run(args: dict[str, Any]) -> str:
-        path = workspace.resolve(args["path"])
+        path = workspace.resolve_checked(args["path"])
         if path.is_dir():
             raise ToolError(f"{workspace.show(path)} is a directory")
         content: str = args["content"]
@@ -122,7 +122,7 @@ def edit_tool(workspace: Workspace) -> Tool:
     limits = workspace.limits
 
     def run(args: dict[str, Any]) -> ToolResult:
-        path = workspace.resolve(args["path"])
+        path = workspace.resolve_checked(args["path"])
         shown = workspace.show(path)
         old: str = args["old_text"]
         new: str = args["new_text"]

@@ -35,10 +35,48 @@ def _walk(root: Path, hidden: bool) -> Iterator[Path]:
 
 
 def _directory(workspace: Workspace, raw: object) -> Path:
-    path = workspace.resolve(raw)
+    path = workspace.resolve_checked(raw)
     if not path.exists():
         raise ToolError(f"{workspace.show(path)}: no such directory")
     return path
+
+
+class _Skipped:
+    """Files a walk left out, and why: secret files, and links leading out of the tree."""
+
+    def __init__(self, workspace: Workspace, root: Path) -> None:
+        self._workspace = workspace
+        self._root = root
+        self.secret: list[str] = []
+        self.escaping: list[str] = []
+
+    def keep(self, file: Path) -> bool:
+        """Whether the walk may use ``file`` (a path under the root, as walked)."""
+        if self._workspace.secret_reason(file) is not None:
+            self.secret.append(self._workspace.show(file))
+            return False
+        target = Path(os.path.realpath(file))
+        if not (target.is_relative_to(self._root) or self._workspace.contains(target)):
+            self.escaping.append(self._workspace.show(file))
+            return False
+        return True
+
+    def note(self, verb: str) -> str:
+        """The marker saying what was left out ("" when nothing was)."""
+        out = ""
+        if self.secret:
+            out += f"\n[{len(self.secret)} secret file(s) {verb}: {_names(self.secret)}]"
+        if self.escaping:
+            out += (
+                f"\n[{len(self.escaping)} file(s) {verb} because they are links leading out "
+                f"of the searched directory and the workspace: {_names(self.escaping)}]"
+            )
+        return out
+
+
+def _names(paths: list[str], shown: int = 10) -> str:
+    more = f", and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
 
 
 def ls_tool(workspace: Workspace) -> Tool:
@@ -90,7 +128,10 @@ def find_tool(workspace: Workspace) -> Tool:
         hidden = bool(args.get("hidden", False))
         found: list[str] = []
         more = 0
+        skipped = _Skipped(workspace, root)
         for file in _walk(root, hidden):
+            if not skipped.keep(file):
+                continue
             relative = file.relative_to(root).as_posix()
             if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(file.name, pattern):
                 if len(found) < limit:
@@ -98,11 +139,13 @@ def find_tool(workspace: Workspace) -> Tool:
                 else:
                     more += 1
         if not found:
-            return f"no files match {pattern!r} under {workspace.show(root)}"
+            return f"no files match {pattern!r} under {workspace.show(root)}" + skipped.note(
+                "not listed"
+            )
         listed = "\n".join(found)
         if more:
             listed += f"\n[... {more} more matches not shown; narrow the pattern]"
-        return listed
+        return listed + skipped.note("not listed")
 
     async def execute(ctx: ToolContext) -> str:
         return await asyncio.to_thread(run, dict(ctx.arguments))
@@ -142,8 +185,11 @@ def grep_tool(workspace: Workspace) -> Tool:
         files = [root] if root.is_file() else _walk(root, bool(args.get("hidden", False)))
         out: list[str] = []
         matches = 0
+        skipped = _Skipped(workspace, root)
         for file in files:
             if glob and not fnmatch.fnmatch(file.name, glob):
+                continue
+            if file is not root and not skipped.keep(file):
                 continue
             try:
                 if file.stat().st_size > limits.max_file_bytes:
@@ -171,11 +217,11 @@ def grep_tool(workspace: Workspace) -> Tool:
             if matches > limit:
                 break
         if not out:
-            return f"no matches for {raw!r}"
+            return f"no matches for {raw!r}" + skipped.note("not searched")
         text = cap("\n".join(out), limits.max_output_chars)
         if matches > limit:
             text += f"\n[stopped after {limit} matches; narrow the pattern or path]"
-        return text
+        return text + skipped.note("not searched")
 
     async def execute(ctx: ToolContext) -> str:
         return await asyncio.to_thread(run, dict(ctx.arguments))

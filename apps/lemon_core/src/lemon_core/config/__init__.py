@@ -17,6 +17,7 @@ from lemon_core.config._loader import (
 from lemon_core.config._schema import (
     Config,
     DefaultsConfig,
+    FileAccessConfig,
     GatewayConfig,
     LoggingConfig,
     ProfileConfig,
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigError",
     "ConfigIssue",
     "DefaultsConfig",
+    "FileAccessConfig",
     "GatewayConfig",
     "LoadedConfig",
     "LoggingConfig",

@@ -142,6 +142,7 @@ def load_config(
         _deep_merge(merged, raw)
     config = msgspec.convert(merged, Config, strict=True)
     issues.extend(_cross_checks(config, layers))
+    issues.extend(_widening_checks(layers, home_source=str(files[0])))
     if issues:
         raise ConfigError(issues)
     return LoadedConfig(config=config, home=home_dir, sources=tuple(s for s, _ in layers))
@@ -299,6 +300,32 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
                     hint='e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
                 )
             )
+    return issues
+
+
+#: Keys that widen what the coding tools may reach: a project's ``.lemon/config.toml`` comes
+#: with the code being worked on, so only the user's own home config may set them.
+_HOME_ONLY_KEYS = (("file_access", "allow_secrets"),)
+
+
+def _widening_checks(
+    layers: list[tuple[str, dict[str, Any]]], *, home_source: str
+) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    for source, raw in layers:
+        if source == home_source:
+            continue
+        for section, key in _HOME_ONLY_KEYS:
+            body = raw.get(section)
+            if isinstance(body, dict) and key in body:
+                issues.append(
+                    ConfigIssue(
+                        source=source,
+                        key=f"{section}.{key}",
+                        message="only the home config may set this (it widens what tools reach)",
+                        hint=f"move it to {home_source}",
+                    )
+                )
     return issues
 
 

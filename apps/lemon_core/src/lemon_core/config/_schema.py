@@ -69,6 +69,19 @@ class ProfileConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     tool_policy: ToolPolicyConfig | None = None
 
 
+class FileAccessConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[file_access]``: which files the coding tools refuse as secrets.
+
+    ``secret_patterns`` are added to the built-in list of coding_agent (glob patterns matched
+    against a file's name, or, when they hold a ``/``, against the end of its path; ``~`` or
+    ``/`` at the start: the whole path). ``allow_secrets`` (same syntax) exempts files from the
+    refusal; only ``$LEMON_HOME/config.toml`` may set it, never a project's config.
+    """
+
+    secret_patterns: tuple[str, ...] = ()
+    allow_secrets: tuple[str, ...] = ()
+
+
 class LoggingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[logging]``: log level and optional file."""
 
@@ -85,6 +98,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     runtime: RuntimeConfig = RuntimeConfig()
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
+    file_access: FileAccessConfig = FileAccessConfig()
 
 
 # Legacy sections refused with what to use instead.
