@@ -63,20 +63,36 @@ FILE_TOOLS: Final = READ_ONLY_TOOLS | {"write", "edit"}
 _OPERATORS: Final = frozenset(";&|()<>")
 
 
-def shell_action(command: str) -> dict[str, Any]:
-    """The approval key of a shell ``command``.
+# Characters whose meaning depends on quoting (expansion, globbing, escapes, comments,
+# assignments): with any of them, two commands with the same argument list after shlex can do
+# different things (``rm '*'`` removes one file, ``rm *`` every file), so such a command is
+# keyed by its exact text. ``=`` only matters next to quotes: ``'FOO=1' ls`` runs a command
+# named ``FOO=1``, ``FOO=1 ls`` runs ``ls`` with FOO set.
+_QUOTE_SENSITIVE: Final = frozenset("$`*?[]{}~\\#!")
+_QUOTES: Final = frozenset("'\"")
 
-    A single plain command becomes its normalised argument list (``ls  -la`` and ``'ls' -la``
-    are the same action). Anything else (chaining, pipes, background jobs, subshells,
-    redirection, command substitution, several lines, or text shlex cannot split) is keyed by
-    the exact whole command: only an approval of that exact text covers it.
+
+def shell_action(command: str) -> dict[str, Any]:
+    """The approval key of a shell ``command``, judged as a whole.
+
+    A single plain command made only of words whose meaning quoting cannot change becomes its
+    normalised argument list (``ls  -la`` and ``'ls' -la`` are the same action). Anything else
+    is keyed by the exact whole command, so only an approval of that exact text covers it:
+    chaining (``;``, ``&&``, ``||``), pipes, background jobs, subshells, redirection (``>``,
+    ``<``, to any file), command substitution (``$(...)``, backticks), variables, globs,
+    ``~``, escapes, comments, quoted assignments (``'FOO=1' cmd``), several lines, or text shlex
+    cannot split. Wrappers (``env``, ``xargs``, ``sh -c``, ``bash -c``, ``sudo``, ...) get no prefix
+    rule: their whole argument list (the wrapped command included) is the key.
     """
     compound: dict[str, Any] = {"shell": "exact", "command": command}
-    if "\n" in command or "\r" in command or "`" in command or "$(" in command:
+    if "\n" in command or "\r" in command or not _QUOTE_SENSITIVE.isdisjoint(command):
+        return compound
+    if "=" in command and not _QUOTES.isdisjoint(command):
         return compound
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
+        lexer.commenters = ""
         tokens = list(lexer)
     except ValueError:
         return compound
