@@ -295,7 +295,8 @@ async def test_a_corrupt_transcript_fails_an_explicit_resume_clearly(env: Env) -
     token = ResumeToken.from_dict(first.resume)
     path = env.home / "agent" / "sessions" / f"{token.value}.jsonl"
     original = path.read_bytes()
-    path.write_bytes(original + b'{"type": "message", "id": broken\n')
+    # JSON, but not a valid record (damage or a newer format, not a torn write): refused.
+    path.write_bytes(original + b'{"type": "message", "id": "broken"}\n')
     corrupted = path.read_bytes()
 
     explicit, _ = await env.run("r2", "continue", resume=token)
@@ -325,6 +326,45 @@ async def test_a_corrupt_transcript_fails_an_explicit_resume_clearly(env: Env) -
         0,
         1,
     )
+
+
+async def test_a_torn_last_line_is_quarantined_and_the_session_continues(env: Env) -> None:
+    env.server.script(
+        ScriptedTurn(text="Nice to meet you, Ada."), ScriptedTurn(text="Your name is Ada.")
+    )
+    first, _ = await env.run("r1", "my name is Ada")
+    assert first.resume is not None
+    token = ResumeToken.from_dict(first.resume)
+    path = env.home / "agent" / "sessions" / f"{token.value}.jsonl"
+    complete = path.read_bytes()
+    torn = b'{"type":"message","id":"0badf00d","parent_id":null,"timestamp":1,"mess'
+    path.write_bytes(complete + torn)  # a crash in the middle of the next append
+
+    for mode in ("explicit", "auto"):
+        if mode == "auto":  # a second resume of the repaired file: nothing left to report
+            env.server.script(ScriptedTurn(text="Still Ada."))
+        meta = {"resume_mode": "auto"} if mode == "auto" else {}
+        completion, watch = await env.run(f"r-{mode}", "what is my name?", resume=token, meta=meta)
+        assert completion.ok, completion.error
+        assert completion.resume == first.resume, "the same session continues"
+        notes = [a for a in watch.actions() if a.action.kind.value == "note"]
+        if mode == "explicit":
+            (note,) = notes
+            assert "was recovered" in note.action.title
+            assert "last line was cut short" in note.action.title
+            assert f"{token.value}.jsonl.torn" in note.action.title
+        else:
+            assert notes == []
+    contents = [m.get("content") for m in env.server.requests[1].body["messages"]]
+    assert "my name is Ada" in contents
+    assert "Nice to meet you, Ada." in contents
+    assert (path.parent / f"{token.value}.jsonl.torn").read_bytes() == torn + b"\n"
+    assert path.read_bytes().startswith(complete)
+    roles = [x["message"]["role"] for x in _transcript(env, token.value)[1:]]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    stats = env.executor.statistics()
+    assert (stats.sessions_resumed, stats.resumes_started_fresh, stats.transcripts_repaired) == (
+        2, 0, 1)  # fmt: skip
 
 
 async def test_a_missing_transcript_fails_an_explicit_resume(env: Env) -> None:

@@ -178,6 +178,8 @@ class ExecutorStatistics:
     cancelled (they went down with the run)."""
     steer_continuations: int
     """Extra agent runs started for a steer that arrived after the loop's last drain."""
+    transcripts_repaired: int = 0
+    """Resumed transcripts whose torn lines were moved to a side file (the session went on)."""
 
 
 def resolve_model(
@@ -275,6 +277,7 @@ class CodingExecutor:
             (
                 "started", "ok", "failed", "cancelled", "created", "resumed", "fresh",
                 "steers_accepted", "steers_refused", "steers_dropped", "steer_continuations",
+                "repaired",
             ),
             0,
         )  # fmt: skip
@@ -294,6 +297,7 @@ class CodingExecutor:
             steers_refused=c["steers_refused"],
             steers_dropped=c["steers_dropped"],
             steer_continuations=c["steer_continuations"],
+            transcripts_repaired=c["repaired"],
         )
 
     def tool_registry(self, workspace: Workspace) -> ToolRegistry:
@@ -404,7 +408,9 @@ class CodingExecution:
             counts["fresh"] += 1
             return await store.create(cwd=job.cwd), [], notice
         counts["resumed"] += 1
-        return transcript, messages, None
+        if transcript.notice is not None:
+            counts["repaired"] += 1
+        return transcript, messages, transcript.notice
 
     # -- model and policy ------------------------------------------------------------------
 

@@ -14,19 +14,31 @@ Message roles: ``user`` (content), ``assistant`` (content blocks ``text`` / ``th
 flushed and fsynced (in a worker thread) before :meth:`Transcript.append` returns, so anything
 acknowledged survives a crash. Loading validates every line and raises
 :class:`~coding_agent.errors.CorruptTranscriptError` naming the first bad line.
+
+**Torn lines.** A crash in the middle of an append leaves a last line cut short (no newline,
+not JSON). Loading recovers instead of refusing: every complete record is kept, the lines that
+are not JSON at all (the torn tail, or a torn line later buried by another append) are moved to
+a side file next to the transcript (``<session_id>.jsonl.torn``, appended to, never
+overwritten), the transcript is rewritten without them (a temporary file fsynced, then renamed
+over it), and :attr:`Transcript.notice` says so in plain words. Tool results whose call was in
+a lost line are left out of the conversation (they stay on disk). A line that *is* JSON but not
+a valid record (a wrong field, an unknown role) is not a torn write but damage or a newer
+format: it still fails the load, naming the line, and the file is left untouched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 import msgspec
 
@@ -223,24 +235,38 @@ def _from_wire(record: _User | _Assistant | _ToolResult) -> Message:
     )
 
 
-def _repair(messages: list[Message]) -> list[Message]:
-    """Close tool calls left without results (a run that ended mid-tool) with error results,
-    so the conversation stays valid for the model."""
+def _repair(messages: list[Message], *, drop_orphans: bool = False) -> tuple[list[Message], int]:
+    """The conversation made valid for the model, and how many orphaned results were dropped.
+
+    Tool calls left without results (a run that ended mid-tool) are closed with error results.
+    With ``drop_orphans`` (lines were torn away), tool results whose call is not in the
+    assistant message just before them are left out, since a provider refuses a result without
+    its call."""
     out: list[Message] = []
+    dropped = 0
     index = 0
     while index < len(messages):
         message = messages[index]
-        out.append(message)
         index += 1
+        if drop_orphans and isinstance(message, ToolResultMessage):
+            dropped += 1  # not right after its assistant message: its call is gone
+            continue
+        out.append(message)
         if not isinstance(message, AssistantMessage) or not message.tool_calls:
             continue
+        calls = {call.id for call in message.tool_calls}
         answered: set[str] = set()
         while index < len(messages) and isinstance(messages[index], ToolResultMessage):
             result = messages[index]
             assert isinstance(result, ToolResultMessage)
+            index += 1
+            if drop_orphans and (
+                result.tool_call_id not in calls or result.tool_call_id in answered
+            ):
+                dropped += 1
+                continue
             answered.add(result.tool_call_id)
             out.append(result)
-            index += 1
         out.extend(
             ToolResultMessage(
                 tool_call_id=call.id,
@@ -251,7 +277,7 @@ def _repair(messages: list[Message]) -> list[Message]:
             for call in message.tool_calls
             if call.id not in answered
         )
-    return out
+    return out, dropped
 
 
 # -- the transcript ------------------------------------------------------------------------
@@ -265,6 +291,8 @@ class Transcript:
     path: Path
     last_entry_id: str | None
     entries: int
+    notice: str | None = None
+    """Set when loading recovered from torn lines: what was kept and where the rest went."""
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Append ``messages`` as entries; returns once they are flushed and fsynced."""
@@ -284,15 +312,128 @@ class Transcript:
 
 
 def _append_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    """Append ``data`` and fsync, under an exclusive lock on the file.
+
+    The lock keeps an append and a repair (:func:`_rewrite`, which replaces the file) apart: a
+    repair never mistakes an append in flight for a torn line, and an append that opened the
+    file just before a repair replaced it notices (another inode) and reopens."""
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                continue  # replaced by a repair since we opened it: append to the new file
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[bytes | None]:
+    """Hold the transcript's lock; yield its current bytes (None: replaced meanwhile)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            yield None
+            return
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        yield b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_ENTRY_START: Final = b'{"type":"message",'
+
+
+def _salvage(tail: bytes) -> _Entry | None:
+    try:
+        return _entry_decoder.decode(tail)
+    except msgspec.DecodeError:
+        return None
+
+
+def _is_torn(line: bytes) -> bool:
+    """A line that is not JSON at all: what a write cut short leaves behind."""
+    try:
+        msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return True
+    return False
+
+
+def _rewrite(path: Path, kept: Sequence[bytes], torn: Sequence[tuple[int, bytes]]) -> Path:
+    """Move the ``torn`` lines to the side file (durably, first), then replace ``path`` by its
+    ``kept`` lines: a temporary file fsynced and renamed over it, so a crash at any point leaves
+    either the old or the new transcript, and the torn bytes are on disk before they leave it."""
+    side = path.with_name(path.name + ".torn")
+    if torn:
+        _append_durably(side, b"".join(line + b"\n" for _, line in torn))
+    temporary = path.with_name(path.name + ".repair")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        data = memoryview(b"".join(line + b"\n" for line in kept))
+        while data:
+            data = data[os.write(fd, data) :]
         os.fsync(fd)
     finally:
         os.close(fd)
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return side
+
+
+def _torn_notice(
+    session_id: str,
+    torn: Sequence[tuple[int, bytes]],
+    total_lines: int,
+    kept: int,
+    dropped: int,
+    side: Path,
+) -> str:
+    numbers = ", ".join(str(n) for n, _ in torn)
+    size = sum(len(line) for _, line in torn)
+    where = (
+        "its last line was cut short, probably because Lemon stopped while saving it"
+        if [n for n, _ in torn] == [total_lines]
+        else f"line(s) {numbers} were cut short, probably because Lemon stopped while saving"
+    )
+    lost = (
+        f" {dropped} tool result(s) whose call was in the damaged part were left out."
+        if dropped
+        else ""
+    )
+    return (
+        f"Session {session_id} was recovered: {where}. All {kept} complete messages were kept "
+        f"and the conversation continues from them; the unreadable part ({size} bytes, line(s) "
+        f"{numbers}) was moved to {side}.{lost}"
+    )
+
+
+_REPAIR_ATTEMPTS: Final = 3
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Parsed:
+    """A transcript as read, and what a repair must write (``kept`` None: nothing)."""
+
+    transcript: Transcript
+    messages: list[Message]
+    kept: list[bytes] | None
+    torn: list[tuple[int, bytes]]
+    lines: int
+    dropped: int
 
 
 class SessionStore:
@@ -345,6 +486,32 @@ class SessionStore:
         return await asyncio.to_thread(self._load_sync, session_id, path)
 
     def _load_sync(self, session_id: str, path: Path) -> tuple[Transcript, list[Message]]:
+        for _ in range(_REPAIR_ATTEMPTS):
+            raw = self._read(session_id, path)
+            parsed = self._parse(session_id, path, raw)
+            if parsed.kept is None:
+                return parsed.transcript, parsed.messages
+            try:
+                with _exclusive(path) as current:
+                    if current != raw:
+                        continue  # an append finished meanwhile: look again
+                    side = _rewrite(path, parsed.kept, parsed.torn)
+            except OSError as exc:
+                raise CorruptTranscriptError(
+                    f"transcript {path} has an incomplete line (a write cut short) and could "
+                    f"not be repaired: {exc}. It was left as it was."
+                ) from exc
+            transcript = parsed.transcript
+            if parsed.torn:
+                transcript.notice = _torn_notice(
+                    session_id, parsed.torn, parsed.lines, transcript.entries, parsed.dropped, side
+                )
+            return transcript, parsed.messages
+        raise CorruptTranscriptError(
+            f"transcript {path} kept changing while it was being repaired; try again"
+        )
+
+    def _read(self, session_id: str, path: Path) -> bytes:
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -358,43 +525,67 @@ class SessionStore:
                 "bound for resuming; start a new session"
             )
         try:
-            raw = path.read_bytes()
+            return path.read_bytes()
         except OSError as exc:
             raise CorruptTranscriptError(f"transcript {path} cannot be read: {exc}") from exc
+
+    def _parse(self, session_id: str, path: Path, raw: bytes) -> _Parsed:
         lines = raw.split(b"\n")
-        if lines and lines[-1] == b"":
+        terminated = bool(lines) and lines[-1] == b""
+        if terminated:
             lines.pop()
-        else:
-            return self._corrupt(path, len(lines), "the last line is incomplete (no newline)")
         if not lines:
-            return self._corrupt(path, 1, "the file is empty (no session header)")
+            self._corrupt(path, 1, "the file is empty (no session header)")
+        if len(lines) == 1 and not terminated:
+            self._corrupt(path, 1, "the last line is incomplete (no newline)")
         try:
             header = _header_decoder.decode(lines[0])
         except msgspec.DecodeError as exc:
-            return self._corrupt(path, 1, f"bad session header: {exc}")
+            self._corrupt(path, 1, f"bad session header: {exc}")
         if header.version != TRANSCRIPT_VERSION:
-            return self._corrupt(
+            self._corrupt(
                 path, 1, f"unsupported transcript version {header.version} (expected "
                 f"{TRANSCRIPT_VERSION})",
             )  # fmt: skip
         if header.id != session_id:
-            return self._corrupt(path, 1, f"header names session {header.id!r}")
+            self._corrupt(path, 1, f"header names session {header.id!r}")
         messages: list[Message] = []
+        kept: list[bytes] = [lines[0]]
+        torn: list[tuple[int, bytes]] = []
         last: str | None = None
         for number, line in enumerate(lines[1:], start=2):
             try:
                 entry = _entry_decoder.decode(line)
             except msgspec.DecodeError as exc:
-                return self._corrupt(path, number, str(exc))
+                if not _is_torn(line):
+                    self._corrupt(path, number, str(exc))
+                # A torn write with the next append glued to it: keep the whole record at
+                # the end of the line, quarantine the fragment before it.
+                start = line.rfind(_ENTRY_START)
+                salvaged = _salvage(line[start:]) if start > 0 else None
+                if salvaged is None:
+                    torn.append((number, line))
+                    continue
+                torn.append((number, line[:start]))
+                entry, line = salvaged, line[start:]
             messages.append(_from_wire(entry.message))
+            kept.append(line)
             last = entry.id
+        repaired, dropped = _repair(messages, drop_orphans=bool(torn))
         transcript = Transcript(
             session_id=session_id, path=path, last_entry_id=last, entries=len(messages)
         )
-        return transcript, _repair(messages)
+        return _Parsed(
+            transcript=transcript,
+            messages=repaired,
+            kept=kept if torn or not terminated else None,
+            torn=torn,
+            lines=len(lines),
+            dropped=dropped,
+        )
 
     @staticmethod
-    def _corrupt(path: Path, line: int, why: str) -> tuple[Transcript, list[Message]]:
+    def _corrupt(path: Path, line: int, why: str) -> NoReturn:
         raise CorruptTranscriptError(
             f"transcript {path} is corrupt at line {line}: {why}. It was left untouched; move it "
             "away to inspect it, and start a new session (submit without a resume token)."
