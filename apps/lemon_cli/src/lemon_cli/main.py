@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 import lemon_quality
+from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.doctor_cmd import doctor
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 architecture_app = typer.Typer(help="Architecture policy tools.", no_args_is_help=True)
 app.add_typer(architecture_app, name="architecture")
+app.add_typer(approvals_app, name="approvals")
 app.add_typer(config_app, name="config")
 events_app = typer.Typer(help="Typed bus events.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
