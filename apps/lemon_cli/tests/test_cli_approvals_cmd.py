@@ -63,8 +63,8 @@ def test_list_shows_the_durable_grants_as_text_and_json(tmp_path: Path) -> None:
     assert document["version"] == 1
     assert document["store"] == str(store_path(tmp_path))
     grants = document["grants"]
-    assert [(g["scope"], g["owner"], g["tool"]) for g in grants] == [
-        ("global", "", "bash"), ("agent", "coder", "write"), ("agent", "reviewer", "bash")]  # fmt: skip
+    expected = [("global", "", "bash"), ("agent", "coder", "write"), ("agent", "reviewer", "bash")]
+    assert [(g["scope"], g["owner"], g["tool"]) for g in grants] == expected
     assert all(len(g["key"]) == 64 and g["granted_at"].endswith("Z") for g in grants)
 
     only = json.loads(lemon(tmp_path, "list", "--json", "--agent", "coder").output)["grants"]
