@@ -3,6 +3,9 @@ a side file, the notice says so, and the session goes on."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,40 @@ async def test_quarantines_accumulate_and_valid_json_damage_still_fails(tmp_path
     with pytest.raises(CorruptTranscriptError, match="line 7"):
         await store.load("s1")
     assert path.read_bytes() == before
+
+
+def _waiting_for_lock(path: Path) -> bool:
+    """Whether some process waits for an flock on ``path`` (``/proc/locks``, ``->`` rows)."""
+    inode = f":{path.stat().st_ino}"
+    with open("/proc/locks") as locks:
+        rows = [row.split() for row in locks]
+    # A waiter's row: "1: -> FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF".
+    return any(len(r) > 6 and r[1] == "->" and r[6].endswith(inode) for r in rows)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs /proc/locks (Linux)")
+async def test_a_repair_waits_for_an_append_in_flight(tmp_path: Path) -> None:
+    store, path, lines = await _session(tmp_path)
+    path.write_bytes(b"\n".join(lines[:5]) + b"\n")
+    # An append in flight: it holds the lock and has written half of its line so far.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, lines[5][:20])
+        loading = asyncio.ensure_future(store.load("s1"))
+        for _ in range(2000):  # the loader saw the cut line and now waits for the lock
+            if _waiting_for_lock(path):
+                break
+            await asyncio.sleep(0.005)
+        else:
+            raise AssertionError("the load never waited for the lock")
+        assert not loading.done()
+        os.write(fd, lines[5][20:] + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the lock
+    transcript, messages = await asyncio.wait_for(loading, 30)
+    assert transcript.notice is None, "a finished append is not a torn line"
+    assert messages[-1] == UserMessage(content="thanks")
+    assert not (tmp_path / "s1.jsonl.torn").exists()
+    assert path.read_bytes() == b"\n".join(lines) + b"\n"
