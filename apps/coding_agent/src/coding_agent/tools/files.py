@@ -37,7 +37,8 @@ def read_tool(workspace: Workspace) -> Tool:
         description=(
             "Read a text file. Paths are relative to the workspace. Use offset (1-based line) "
             f"and limit to page through large files (at most {limits.max_read_lines} lines "
-            "per call)."
+            "per call). Paths outside the workspace need the user's approval; secret files "
+            "(.env, private keys, credential files) are refused."
         ),
         execute=execute,
         parameters={

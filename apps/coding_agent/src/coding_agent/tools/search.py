@@ -230,7 +230,8 @@ def grep_tool(workspace: Workspace) -> Tool:
         name="grep",
         description=(
             "Search file contents with a regular expression (Python syntax). Results are "
-            "'path:line: text'. Options: literal, ignore_case, glob (file names), context_lines."
+            "'path:line: text'. Options: literal, ignore_case, glob (file names), context_lines. "
+            "Secret files are skipped; a path outside the workspace needs the user's approval."
         ),
         execute=execute,
         parameters={
