@@ -24,7 +24,9 @@ under the default policy, and the approval shows the whole command.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,16 +74,40 @@ DEFAULT_SECRET_PATTERNS: Final[tuple[str, ...]] = (
 """Secret patterns built in (``[file_access] secret_patterns`` adds to them)."""
 
 
-def _matches(pattern: str, path: str) -> bool:
-    """Whether ``path`` (absolute, ``/``-separated, lower case) matches ``pattern``."""
-    pattern = pattern.strip().lower()
-    if not pattern:
-        return False
-    if pattern.startswith(("/", "~")):
-        return fnmatch.fnmatchcase(path, os.path.expanduser(pattern).lower())
-    parts = [p for p in pattern.split("/") if p]
-    tail = path.split("/")[-len(parts) :]
-    return len(tail) == len(parts) and fnmatch.fnmatchcase("/".join(tail), "/".join(parts))
+@dataclass(frozen=True, slots=True)
+class _Matcher:
+    """A set of patterns compiled once: which one (if any) matches a lower-case path."""
+
+    whole: tuple[tuple[str, re.Pattern[str]], ...]
+    """(pattern, regex) matched against the whole path (patterns starting ``/`` or ``~``)."""
+    tails: tuple[tuple[int, str, re.Pattern[str]], ...]
+    """(number of path parts, pattern, regex) matched against the end of the path."""
+
+    def first(self, path: str) -> str | None:
+        parts = path.split("/")
+        for pattern, regex in self.whole:
+            if regex.match(path):
+                return pattern
+        for count, pattern, regex in self.tails:
+            if len(parts) >= count and regex.match("/".join(parts[-count:])):
+                return pattern
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]) -> _Matcher:
+    whole: list[tuple[str, re.Pattern[str]]] = []
+    tails: list[tuple[int, str, re.Pattern[str]]] = []
+    for pattern in patterns:
+        text = pattern.strip().lower()
+        if not text:
+            continue
+        if text.startswith(("/", "~")):
+            whole.append((pattern, re.compile(fnmatch.translate(os.path.expanduser(text)))))
+            continue
+        parts = [p for p in text.split("/") if p]
+        tails.append((len(parts), pattern, re.compile(fnmatch.translate("/".join(parts)))))
+    return _Matcher(whole=tuple(whole), tails=tuple(tails))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,12 +139,11 @@ class FileAccess:
         resolved = Path(os.path.realpath(written))
         if resolved in self.protected or lexical in self.protected:
             return "it is Lemon's own secrets file (API keys); tools never read or change it"
+        secrets, allowed = _matcher(self.secret_patterns), _matcher(self.allow_secrets)
         for candidate in _unique((lexical, resolved)):
             text = candidate.as_posix().lower()
-            pattern = next((p for p in self.secret_patterns if _matches(p, text)), None)
-            if pattern is None:
-                continue
-            if any(_matches(p, text) for p in self.allow_secrets):
+            pattern = secrets.first(text)
+            if pattern is None or allowed.first(text) is not None:
                 continue
             shown = "" if candidate == lexical else f" (it leads to {candidate})"
             return (

@@ -219,7 +219,10 @@ async def _approve(ctx: ToolContext, gate: GateContext, outside: Path | None = N
                 else "Configure the executor with ExecApprovals, or allow the tool in the policy."
             )
         )
-    action = approval_action(name, ctx.arguments, gate.workspace)
+    if name in FILE_TOOLS:  # resolving the path touches the filesystem: off the event loop
+        action = await asyncio.to_thread(approval_action, name, ctx.arguments, gate.workspace)
+    else:
+        action = approval_action(name, ctx.arguments, gate.workspace)
     hooks = gate.hooks
 
     def requested(pending: ApprovalPending) -> None:
