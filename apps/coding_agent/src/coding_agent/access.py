@@ -129,14 +129,16 @@ class FileAccess:
             protected=(Path(os.path.realpath(home / SECRETS_FILENAME)),),
         )
 
-    def secret_reason(self, written: Path) -> str | None:
+    def secret_reason(self, written: Path, *, resolved: Path | None = None) -> str | None:
         """Why ``written`` (an absolute path, not yet resolved) is refused as a secret, or None.
 
-        Both the path as written (``..`` collapsed) and its resolved target are checked; each
-        one that looks secret must be exempted by ``allow_secrets`` for the path to pass.
+        Both the path as written (``..`` collapsed) and its resolved target (``resolved`` when
+        the caller already knows it) are checked; each one that looks secret must be exempted
+        by ``allow_secrets`` for the path to pass.
         """
         lexical = Path(os.path.normpath(written))
-        resolved = Path(os.path.realpath(written))
+        if resolved is None:
+            resolved = Path(os.path.realpath(written))
         if resolved in self.protected or lexical in self.protected:
             return "it is Lemon's own secrets file (API keys); tools never read or change it"
         secrets, allowed = _matcher(self.secret_patterns), _matcher(self.allow_secrets)

@@ -52,10 +52,12 @@ class _Skipped:
 
     def keep(self, file: Path) -> bool:
         """Whether the walk may use ``file`` (a path under the root, as walked)."""
-        if self._workspace.secret_reason(file) is not None:
+        # The walk starts from a resolved root and never follows directory links, so only the
+        # file itself can be a link: resolve it only then (a realpath per file is costly).
+        target = Path(os.path.realpath(file)) if os.path.islink(file) else file
+        if self._workspace.access.secret_reason(file, resolved=target) is not None:
             self.secret.append(self._workspace.show(file))
             return False
-        target = Path(os.path.realpath(file))
         if not (target.is_relative_to(self._root) or self._workspace.contains(target)):
             self.escaping.append(self._workspace.show(file))
             return False
