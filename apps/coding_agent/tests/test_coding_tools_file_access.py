@@ -148,6 +148,13 @@ async def test_grep_and_find_skip_secret_files_and_say_so(tmp_path: Path) -> Non
     assert "secret file(s) not listed" in listed
 
 
+async def test_a_path_with_a_nul_character_is_a_clear_error(tmp_path: Path) -> None:
+    gate = _gate(tmp_path)
+    await check_gate(_ctx("read", path="a\0b"), gate.context())  # left to the tool
+    with pytest.raises(ToolError, match="NUL character"):
+        await gate.env.call("read", path="a\0b")
+
+
 async def test_ls_and_grep_refuse_a_secret_path_itself(tmp_path: Path) -> None:
     env = _env(tmp_path)
     with pytest.raises(ToolError, match="secret file"):

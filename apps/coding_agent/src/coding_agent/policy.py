@@ -188,8 +188,8 @@ def _file_target(
     resolved path when a read-only tool would reach outside the workspace. A missing or invalid
     path is left to the tool (it reports it)."""
     raw = arguments.get("path", ".")
-    if not isinstance(raw, str) or not raw.strip():
-        return None, None
+    if not isinstance(raw, str) or not raw.strip() or "\0" in raw:
+        return None, None  # the tool reports the bad path
     workspace = gate.workspace
     written = workspace.absolute(raw)
     reason = workspace.secret_reason(written)

@@ -63,6 +63,8 @@ class Workspace:
         """``raw`` as an absolute path, exactly as written (nothing resolved)."""
         if not isinstance(raw, str) or not raw.strip():
             raise ToolError("path must be a non-empty string")
+        if "\0" in raw:
+            raise ToolError("path must not contain a NUL character")
         path = Path(raw).expanduser()
         return path if path.is_absolute() else self.cwd / path
 
