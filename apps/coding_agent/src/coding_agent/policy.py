@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
-"""read, ls, find, grep, todo run; write, edit and bash need an approval."""
+"""read, ls, find, grep (inside the workspace), todo run; write, edit and bash need an approval."""
 
 READ_ONLY_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 """File tools that only read: free inside the workspace, asked for outside it."""
