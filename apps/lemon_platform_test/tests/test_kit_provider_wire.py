@@ -26,6 +26,7 @@ from lemon_ai import (
     default_catalogue,
 )
 from lemon_platform_test.providers import (
+    RecordedStream,
     ScriptedError,
     ScriptedProviderServer,
     ScriptedTurn,
@@ -235,3 +236,62 @@ async def test_an_unscripted_request_is_refused_clearly(
     model = default_catalogue().resolve("openai:gpt-4o", base_url=scripted_provider.openai_base_url)
     with pytest.raises(ProviderError, match="no scripted answer left"):
         await complete(openai, model, Context(messages=(UserMessage(content="x"),)))
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+async def test_an_event_over_the_bound_is_a_clear_protocol_error(
+    scripted_provider: ScriptedProviderServer, wire: str
+) -> None:
+    provider: OpenAICompletionsProvider | AnthropicMessagesProvider
+    if wire == "openai":
+        provider = OpenAICompletionsProvider(max_event_bytes=1024 * 1024)
+        base = scripted_provider.openai_base_url
+        ref = "openai:gpt-4o-mini"
+    else:
+        provider = AnthropicMessagesProvider(max_event_bytes=1024 * 1024)
+        base, ref = scripted_provider.url, "anthropic:claude-sonnet-4-20250514"
+    text = "z" * (2 * 1024 * 1024)
+    scripted_provider.script(ScriptedTurn(text=text, chunk_size=len(text)))
+    model = default_catalogue().resolve(ref, base_url=base)
+    with pytest.raises(ProviderError) as caught:
+        await complete(provider, model, Context(messages=(UserMessage(content="hi"),)))
+    await provider.aclose()
+    assert caught.value.kind is ErrorKind.PROTOCOL
+    assert "larger than 1 MiB" in str(caught.value)
+
+
+async def test_an_unexpected_field_type_is_a_protocol_error_not_a_traceback(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":"not a list"}}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    scripted_provider.script(RecordedStream(body=body))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    with pytest.raises(ProviderError) as caught:
+        await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert caught.value.kind is ErrorKind.PROTOCOL
+    assert "cannot read" in str(caught.value)
+
+
+async def test_a_truncated_call_is_sent_back_with_empty_arguments(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    cut = ToolCall(id="call_9", name="read", raw_arguments='{"pa', truncated=True,
+                   parse_error="cut")  # fmt: skip
+    history = Context(messages=(
+        UserMessage(content="read"),
+        AssistantMessage(content=(cut,), stop_reason="length"),
+        ToolResultMessage(tool_call_id="call_9", tool_name="read", content="cut", is_error=True),
+    ))  # fmt: skip
+    scripted_provider.script(ScriptedTurn(text="ok"))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    await complete(openai, model, history)
+    sent = scripted_provider.requests[0].body["messages"][1]["tool_calls"][0]
+    assert sent["function"]["arguments"] == "{}", "invalid JSON never goes back to the server"
