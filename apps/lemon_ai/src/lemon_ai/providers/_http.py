@@ -214,12 +214,13 @@ class HttpProvider:
             except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
                 # A wire shape the translator did not expect (a field of another type): the
                 # caller gets a classified error, never a traceback from inside the provider.
-                error = ProtocolError(
+                unreadable = ProtocolError(
                     f"{self.api}: the provider sent an event this client cannot read "
                     f"({type(exc).__name__}: {exc})",
                     provider=self.api,
                 )
-                yield ErrorEvent(error=error, partial=assembler.message("error", str(error)))
+                partial = assembler.message("error", str(unreadable))
+                yield ErrorEvent(error=unreadable, partial=partial)
 
     async def _open(self, url: str, headers: dict[str, str], content: bytes) -> httpx.Response:
         policy = self._retry
