@@ -138,7 +138,7 @@ async def test_a_model_that_keeps_cutting_its_tool_call_stops_after_three_calls(
         ("ask_smaller", 2000, 2),
         ("stop", 2000, 3),
     ]
-    assert cut[0].next_max_tokens == 2000 and cut[0].tool_name == "write"
+    assert (cut[0].next_max_tokens, cut[0].tool_name) == (2000, "write")
     assert [wire.body(n)[wire.budget_key] for n in range(3)] == [1000, 2000, 2000]
     assert "cut off by the output limit" in json.dumps(wire.body(2)["messages"])
     assert "Invalid arguments" not in json.dumps(wire.body(2)["messages"])
@@ -180,11 +180,12 @@ async def test_at_the_catalogue_maximum_the_model_is_asked_for_smaller_pieces(
     assert (cut.action, cut.max_tokens) == ("ask_smaller", wire.model.max_tokens)
     assert wire.written == [{"path": "big.txt", "content": "ok"}]
     nudges = [m for m in agent.messages if isinstance(m, UserMessage)][1:]
-    assert len(nudges) == 1 and "smaller pieces" in nudges[0].content
+    assert len(nudges) == 1
+    assert "smaller pieces" in nudges[0].content
     # the text before the cut call is kept, the cut call is not (no result would match it)
     first = agent.messages[1]
     assert isinstance(first, AssistantMessage)
-    assert first.text == "Writing it." and first.tool_calls == ()
+    assert (first.text, first.tool_calls) == ("Writing it.", ())
 
 
 async def test_the_truncation_bound_is_configurable(wire: Wire) -> None:

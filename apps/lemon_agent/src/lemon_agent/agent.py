@@ -402,9 +402,7 @@ class AgentRun:
                 stop = await self._truncated(turn, assistant, cut)
                 await self._emit(TurnEndEvent(turn=turn, message=assistant, tool_results=()))
                 if stop is not None:
-                    await self._emit(
-                        AgentErrorEvent(kind=stop.kind, message=str(stop), error=stop)
-                    )
+                    await self._emit(AgentErrorEvent(kind=stop.kind, message=str(stop), error=stop))
                     return "error", stop
                 pending = self._drain(agent._steering)
                 continue

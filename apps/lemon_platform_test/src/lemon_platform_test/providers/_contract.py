@@ -161,6 +161,10 @@ def _text(events: list[StreamEvent]) -> str:
     return "".join(e.delta for e in events if isinstance(e, TextDeltaEvent))
 
 
+_WIRES: dict[str, str] = {"openai_completions": "openai", "anthropic_messages": "anthropic"}
+"""The recorded-stream prefix of each wire protocol."""
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -402,14 +406,12 @@ class ProviderContract:
 
     # -- recorded real-server streams -----------------------------------------------------------
 
-    _WIRES = {"openai_completions": "openai", "anthropic_messages": "anthropic"}
-
     def _replay(
         self, h: ProviderHarness, quirk: str, *, chunk_size: int | None = None
     ) -> tuple[ScriptedProviderServer, str]:
         """Script the recorded stream ``<wire>_<quirk>`` for this provider's wire, or skip."""
         server = self._need_server(h)
-        wire = self._WIRES.get(h.model.api)
+        wire = _WIRES.get(h.model.api)
         name = f"{wire}_{quirk}"
         if wire is None or name not in recording_names():
             pytest.skip(f"no recorded {quirk!r} stream for the {h.model.api} wire")
@@ -427,7 +429,7 @@ class ProviderContract:
     ) -> None:
         h = provider_harness
         server = self._need_server(h)
-        wire = self._WIRES.get(h.model.api, "")
+        wire = _WIRES.get(h.model.api, "")
         names = [n for n in recording_names() if n.startswith(f"{wire}_")]
         if not names:
             pytest.skip(f"no recorded streams for the {h.model.api} wire")
@@ -444,7 +446,7 @@ class ProviderContract:
         self, provider_harness: ProviderHarness
     ) -> None:
         h = provider_harness
-        wire = self._WIRES.get(h.model.api)
+        wire = _WIRES.get(h.model.api)
         quirk = "length_in_tool_call" if wire == "openai" else "max_tokens_in_tool_use"
         self._replay(h, quirk)
         events, message = await collect(h.provider, h.model, self._ask("write"))
@@ -452,8 +454,10 @@ class ProviderContract:
         assert isinstance(events[-1], DoneEvent)
         assert message.stop_reason == "length", "a cut tool call is not a tool_use stop"
         cut = message.truncated_tool_call
-        assert cut is not None and cut.name == "write" and cut.truncated
-        assert cut.parse_error is not None and "output-token limit" in cut.parse_error
+        assert cut is not None
+        assert (cut.name, cut.truncated) == ("write", True)
+        assert cut.parse_error is not None
+        assert "output-token limit" in cut.parse_error
         assert dict(cut.arguments) == {}
         assert cut.raw_arguments.startswith('{"path')
 
@@ -508,7 +512,8 @@ class ProviderContract:
         assert isinstance(events[-1], DoneEvent)
         assert message.text == "Hello! How can I help?"
         assert _text(events) == message.text
-        assert "<think>" not in message.text and "</think>" not in message.text
+        assert "<think>" not in message.text
+        assert "</think>" not in message.text
         thinking = "".join(e.delta for e in events if isinstance(e, ThinkingDeltaEvent))
         assert thinking == message.thinking
         assert message.thinking.strip() == "The user wants a greeting. Keep it short."
@@ -553,7 +558,7 @@ class ProviderContract:
         )
         server.script(ScriptedTurn(text="Both read."))
         followup = replace(first, messages=(*first.messages, asked, *results))
-        events, message = await collect(h.provider, h.model, followup)
+        events, _ = await collect(h.provider, h.model, followup)
         assert isinstance(events[-1], DoneEvent)
         sent = server.requests[-1].body["messages"]
         (assistant,) = [m for m in sent if m["role"] == "assistant"]
