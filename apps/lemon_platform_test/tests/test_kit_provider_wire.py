@@ -29,6 +29,7 @@ from lemon_platform_test.providers import (
     RecordedStream,
     ScriptedError,
     ScriptedProviderServer,
+    ScriptedToolCall,
     ScriptedTurn,
 )
 
@@ -295,3 +296,32 @@ async def test_a_truncated_call_is_sent_back_with_empty_arguments(
     await complete(openai, model, history)
     sent = scripted_provider.requests[0].body["messages"][1]["tool_calls"][0]
     assert sent["function"]["arguments"] == "{}", "invalid JSON never goes back to the server"
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+async def test_a_length_stop_after_complete_calls_is_an_ordinary_tool_use(
+    scripted_provider: ScriptedProviderServer, wire: str
+) -> None:
+    provider: OpenAICompletionsProvider | AnthropicMessagesProvider
+    if wire == "openai":
+        provider = OpenAICompletionsProvider()
+        base, ref = scripted_provider.openai_base_url, "openai:gpt-4o-mini"
+    else:
+        provider = AnthropicMessagesProvider()
+        base, ref = scripted_provider.url, "anthropic:claude-sonnet-4-20250514"
+    complete_call = ScriptedToolCall(name="read", arguments={"path": "a.txt"})
+    empty_call = ScriptedToolCall(name="read", arguments="")
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(complete_call,), stop_reason="length"),
+        ScriptedTurn(tool_calls=(complete_call, empty_call), stop_reason="length"),
+    )
+    model = default_catalogue().resolve(ref, base_url=base)
+    context = Context(messages=(UserMessage(content="hi"),), tools=TOOLS)
+    whole = await complete(provider, model, context)
+    cut = await complete(provider, model, context)
+    await provider.aclose()
+    assert (whole.stop_reason, whole.truncated_tool_call) == ("tool_use", None)
+    assert [c.truncated for c in whole.tool_calls] == [False]
+    assert cut.stop_reason == "length", "a call whose arguments never began was cut"
+    assert [c.truncated for c in cut.tool_calls] == [False, True]
+    assert cut.truncated_tool_call is cut.tool_calls[1]
