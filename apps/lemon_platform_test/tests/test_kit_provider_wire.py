@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -325,3 +326,48 @@ async def test_a_length_stop_after_complete_calls_is_an_ordinary_tool_use(
     assert cut.stop_reason == "length", "a call whose arguments never began was cut"
     assert [c.truncated for c in cut.tool_calls] == [False, True]
     assert cut.truncated_tool_call is cut.tool_calls[1]
+
+
+def _calls_stream(*fragments: dict[str, Any]) -> RecordedStream:
+    frames = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": None}]}
+        for fragment in fragments
+    ]
+    frames.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    body = "".join(f"data: {json.dumps(frame)}\n\n" for frame in frames) + "data: [DONE]\n\n"
+    return RecordedStream(body=body.encode())
+
+
+async def test_calls_that_all_say_index_0_are_told_apart_by_id(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    def call(call_id: str, path: str) -> dict[str, Any]:
+        arguments = json.dumps({"path": path})
+        return {"index": 0, "id": call_id, "type": "function",
+                "function": {"name": "read", "arguments": arguments}}  # fmt: skip
+
+    scripted_provider.script(_calls_stream(call("call_a", "a.txt"), call("call_b", "b.txt")))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    message = await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert [(c.id, dict(c.arguments)) for c in message.tool_calls] == [
+        ("call_a", {"path": "a.txt"}),
+        ("call_b", {"path": "b.txt"}),
+    ]
+
+
+async def test_a_new_id_inside_unfinished_arguments_continues_the_call(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    scripted_provider.script(_calls_stream(
+        {"index": 0, "id": "call_1", "function": {"name": "read", "arguments": '{"pa'}},
+        {"index": 0, "id": "call_1b", "function": {"arguments": 'th": "a.txt"}'}},
+    ))  # fmt: skip
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    message = await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert [(c.id, dict(c.arguments)) for c in message.tool_calls] == [
+        ("call_1", {"path": "a.txt"})
+    ]

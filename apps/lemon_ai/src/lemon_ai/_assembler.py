@@ -117,6 +117,12 @@ class MessageAssembler:
         self.produced_output = True
         return ToolCallStartEvent(index=index, id=call_id, name=name)
 
+    def tool_arguments_complete(self, key: Hashable) -> bool:
+        """Whether the arguments of tool call ``key`` so far are one complete JSON object."""
+        raw = "".join(self._blocks[self._keys[key]].parts)
+        _, error = parse_tool_arguments(raw)
+        return error is None and bool(raw.strip())
+
     def tool_delta(self, key: Hashable, delta: str) -> ToolCallDeltaEvent:
         index = self._keys[key]
         block = self._blocks[index]

@@ -8,7 +8,8 @@ What the translator accepts, because real servers send it:
 
 * tool calls as ``delta.tool_calls`` fragments keyed by ``index`` (several indices mean parallel
   calls); calls without an ``index`` (Gemini) are told apart by ``id``, a fragment with neither
-  continues the last call, and an ``index`` reused with a new ``id`` starts a new call;
+  continues the last call, and an ``index`` reused with a new ``id`` after the call at that
+  index has complete JSON arguments starts a new call (servers that number every call 0);
 * ``arguments`` as a JSON object instead of a JSON-encoded string (re-encoded to a string);
 * ``extra_content.google.thought_signature`` on a tool call (Gemini 3), kept as the call's
   ``signature`` and sent back the same way on later requests (the API rejects a call without it);
@@ -109,7 +110,9 @@ class _ToolKeys:
         self._last: Hashable | None = None
         self._count = 0
 
-    def key(self, fragment: dict[str, Any]) -> tuple[Hashable, str | None]:
+    def key(
+        self, fragment: dict[str, Any], assembler: MessageAssembler
+    ) -> tuple[Hashable, str | None]:
         """(key, id of a new call or None when the fragment continues a call)."""
         index = fragment.get("index")
         call_id = fragment.get("id")
@@ -117,8 +120,13 @@ class _ToolKeys:
         key: Hashable | None
         if isinstance(index, int):
             key = self._by_index.get(index)
-            if key is not None and call_id is not None and self._ids[key] != call_id:
-                key = None  # the index was reused for another call
+            if (
+                key is not None
+                and call_id is not None
+                and self._ids[key] != call_id
+                and assembler.tool_arguments_complete(key)
+            ):
+                key = None  # the index was reused for the next call
         elif call_id is not None:
             key = self._by_id.get(call_id)
         else:
@@ -247,7 +255,7 @@ class OpenAICompletionsProvider(HttpProvider):
                 if isinstance(refusal, str) and refusal:
                     yield assembler.refusal("text", refusal)
                 for call in delta.get("tool_calls") or ():
-                    key, new_id = keys.key(call)
+                    key, new_id = keys.key(call, assembler)
                     function = call.get("function") or {}
                     if new_id is not None:
                         name = function.get("name")
