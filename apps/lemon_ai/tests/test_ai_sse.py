@@ -45,9 +45,45 @@ def test_event_without_data_is_not_dispatched_and_unterminated_event_is_dropped(
 
 
 def test_a_line_over_the_bound_is_an_error() -> None:
-    decoder = SSEDecoder(max_line_bytes=16)
-    with pytest.raises(SSEError, match="longer than 16"):
+    decoder = SSEDecoder(max_event_bytes=16)
+    with pytest.raises(SSEError, match="larger than 16 characters"):
         decoder.feed(b"data: " + b"x" * 64)
+
+
+def test_a_line_arriving_in_many_chunks_is_bounded_too() -> None:
+    decoder = SSEDecoder(max_event_bytes=1024 * 1024)
+    for _ in range(16):
+        assert decoder.feed(b"x" * 65536) == []
+    with pytest.raises(SSEError, match="larger than 1 MiB"):
+        decoder.feed(b"x")
+
+
+def test_an_event_of_many_data_lines_is_bounded() -> None:
+    decoder = SSEDecoder(max_event_bytes=64)
+    with pytest.raises(SSEError, match="larger than 64 characters"):
+        decoder.feed(b"data: 0123456789\n" * 8)
+
+
+def test_the_default_bound_accepts_events_far_over_4_mib() -> None:
+    decoder = SSEDecoder()
+    assert decoder.max_event_bytes == 64 * 1024 * 1024
+    payload = b"y" * (5 * 1024 * 1024)
+    events = decoder.feed(b"data: " + payload[: 1 << 20])
+    for start in range(1 << 20, len(payload), 1 << 16):
+        events += decoder.feed(payload[start : start + (1 << 16)])
+    events += decoder.feed(b"\n\n")
+    assert [len(e.data) for e in events] == [len(payload)]
+
+
+def test_close_can_dispatch_an_event_that_lacks_its_blank_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"event: message_stop\ndata: {}\n") == []
+    assert decoder.close(dispatch_unterminated=True) == [
+        ServerSentEvent(event="message_stop", data="{}")
+    ]
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: [DONE]") == []
+    assert [e.data for e in decoder.close(dispatch_unterminated=True)] == ["[DONE]"]
 
 
 _field_text = st.text(

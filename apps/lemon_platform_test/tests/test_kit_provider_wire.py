@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,8 +27,10 @@ from lemon_ai import (
     default_catalogue,
 )
 from lemon_platform_test.providers import (
+    RecordedStream,
     ScriptedError,
     ScriptedProviderServer,
+    ScriptedToolCall,
     ScriptedTurn,
 )
 
@@ -235,3 +238,136 @@ async def test_an_unscripted_request_is_refused_clearly(
     model = default_catalogue().resolve("openai:gpt-4o", base_url=scripted_provider.openai_base_url)
     with pytest.raises(ProviderError, match="no scripted answer left"):
         await complete(openai, model, Context(messages=(UserMessage(content="x"),)))
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+async def test_an_event_over_the_bound_is_a_clear_protocol_error(
+    scripted_provider: ScriptedProviderServer, wire: str
+) -> None:
+    provider: OpenAICompletionsProvider | AnthropicMessagesProvider
+    if wire == "openai":
+        provider = OpenAICompletionsProvider(max_event_bytes=1024 * 1024)
+        base = scripted_provider.openai_base_url
+        ref = "openai:gpt-4o-mini"
+    else:
+        provider = AnthropicMessagesProvider(max_event_bytes=1024 * 1024)
+        base, ref = scripted_provider.url, "anthropic:claude-sonnet-4-20250514"
+    text = "z" * (2 * 1024 * 1024)
+    scripted_provider.script(ScriptedTurn(text=text, chunk_size=len(text)))
+    model = default_catalogue().resolve(ref, base_url=base)
+    with pytest.raises(ProviderError) as caught:
+        await complete(provider, model, Context(messages=(UserMessage(content="hi"),)))
+    await provider.aclose()
+    assert caught.value.kind is ErrorKind.PROTOCOL
+    assert "larger than 1 MiB" in str(caught.value)
+
+
+async def test_an_unexpected_field_type_is_a_protocol_error_not_a_traceback(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":"not a list"}}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    scripted_provider.script(RecordedStream(body=body))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    with pytest.raises(ProviderError) as caught:
+        await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert caught.value.kind is ErrorKind.PROTOCOL
+    assert "cannot read" in str(caught.value)
+
+
+async def test_a_truncated_call_is_sent_back_with_empty_arguments(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    cut = ToolCall(id="call_9", name="read", raw_arguments='{"pa', truncated=True,
+                   parse_error="cut")  # fmt: skip
+    history = Context(messages=(
+        UserMessage(content="read"),
+        AssistantMessage(content=(cut,), stop_reason="length"),
+        ToolResultMessage(tool_call_id="call_9", tool_name="read", content="cut", is_error=True),
+    ))  # fmt: skip
+    scripted_provider.script(ScriptedTurn(text="ok"))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    await complete(openai, model, history)
+    sent = scripted_provider.requests[0].body["messages"][1]["tool_calls"][0]
+    assert sent["function"]["arguments"] == "{}", "invalid JSON never goes back to the server"
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+async def test_a_length_stop_after_complete_calls_is_an_ordinary_tool_use(
+    scripted_provider: ScriptedProviderServer, wire: str
+) -> None:
+    provider: OpenAICompletionsProvider | AnthropicMessagesProvider
+    if wire == "openai":
+        provider = OpenAICompletionsProvider()
+        base, ref = scripted_provider.openai_base_url, "openai:gpt-4o-mini"
+    else:
+        provider = AnthropicMessagesProvider()
+        base, ref = scripted_provider.url, "anthropic:claude-sonnet-4-20250514"
+    complete_call = ScriptedToolCall(name="read", arguments={"path": "a.txt"})
+    empty_call = ScriptedToolCall(name="read", arguments="")
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(complete_call,), stop_reason="length"),
+        ScriptedTurn(tool_calls=(complete_call, empty_call), stop_reason="length"),
+    )
+    model = default_catalogue().resolve(ref, base_url=base)
+    context = Context(messages=(UserMessage(content="hi"),), tools=TOOLS)
+    whole = await complete(provider, model, context)
+    cut = await complete(provider, model, context)
+    await provider.aclose()
+    assert (whole.stop_reason, whole.truncated_tool_call) == ("tool_use", None)
+    assert [c.truncated for c in whole.tool_calls] == [False]
+    assert cut.stop_reason == "length", "a call whose arguments never began was cut"
+    assert [c.truncated for c in cut.tool_calls] == [False, True]
+    assert cut.truncated_tool_call is cut.tool_calls[1]
+
+
+def _calls_stream(*fragments: dict[str, Any]) -> RecordedStream:
+    frames = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": None}]}
+        for fragment in fragments
+    ]
+    frames.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    body = "".join(f"data: {json.dumps(frame)}\n\n" for frame in frames) + "data: [DONE]\n\n"
+    return RecordedStream(body=body.encode())
+
+
+async def test_calls_that_all_say_index_0_are_told_apart_by_id(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    def call(call_id: str, path: str) -> dict[str, Any]:
+        arguments = json.dumps({"path": path})
+        return {"index": 0, "id": call_id, "type": "function",
+                "function": {"name": "read", "arguments": arguments}}  # fmt: skip
+
+    scripted_provider.script(_calls_stream(call("call_a", "a.txt"), call("call_b", "b.txt")))
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    message = await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert [(c.id, dict(c.arguments)) for c in message.tool_calls] == [
+        ("call_a", {"path": "a.txt"}),
+        ("call_b", {"path": "b.txt"}),
+    ]
+
+
+async def test_a_new_id_inside_unfinished_arguments_continues_the_call(
+    scripted_provider: ScriptedProviderServer, openai: OpenAICompletionsProvider
+) -> None:
+    scripted_provider.script(_calls_stream(
+        {"index": 0, "id": "call_1", "function": {"name": "read", "arguments": '{"pa'}},
+        {"index": 0, "id": "call_1b", "function": {"arguments": 'th": "a.txt"}'}},
+    ))  # fmt: skip
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    message = await complete(openai, model, Context(messages=(UserMessage(content="hi"),)))
+    assert [(c.id, dict(c.arguments)) for c in message.tool_calls] == [
+        ("call_1", {"path": "a.txt"})
+    ]

@@ -16,6 +16,7 @@ from lemon_agent.errors import (
     LemonAgentError,
     QueueFullError,
     ToolError,
+    TruncatedToolCallError,
 )
 from lemon_agent.events import (
     AgentEndEvent,
@@ -27,9 +28,11 @@ from lemon_agent.events import (
     MessageStartEvent,
     MessageUpdateEvent,
     RunOutcome,
+    ToolCallTruncatedEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
+    TruncationAction,
     TurnEndEvent,
     TurnStartEvent,
 )
@@ -61,6 +64,7 @@ __all__ = [
     "QueueFullError",
     "RunOutcome",
     "Tool",
+    "ToolCallTruncatedEvent",
     "ToolContext",
     "ToolError",
     "ToolExecute",
@@ -69,6 +73,8 @@ __all__ = [
     "ToolExecutionUpdateEvent",
     "ToolRegistry",
     "ToolResult",
+    "TruncatedToolCallError",
+    "TruncationAction",
     "TurnEndEvent",
     "TurnStartEvent",
 ]

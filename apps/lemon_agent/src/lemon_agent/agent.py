@@ -15,7 +15,13 @@ Guarantees:
 * abort is cooperative and bounded: checked before each model call and tool batch, it cancels an
   in-flight model stream at once and cancels tools that have not stopped ``abort_grace`` seconds
   after the signal;
-* ``agent_end`` is always the last event, and the event stream is then closed.
+* ``agent_end`` is always the last event, and the event stream is then closed;
+* a response cut by the output-token limit inside a tool call (the call is ``truncated``) never
+  runs a tool and never loops: the first time the same request is sent again with a doubled
+  ``max_tokens`` (up to the model's catalogue maximum, at most once per run), otherwise the
+  model is told its call was cut and asked to work in smaller pieces; more than
+  ``max_truncated_retries`` such responses in a row stop the run with
+  :class:`TruncatedToolCallError`. Each case emits ``tool_call_truncated``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -38,6 +44,7 @@ from lemon_agent.errors import (
     AgentUsageError,
     QueueFullError,
     ToolError,
+    TruncatedToolCallError,
 )
 from lemon_agent.events import (
     AgentEndEvent,
@@ -49,9 +56,11 @@ from lemon_agent.events import (
     MessageStartEvent,
     MessageUpdateEvent,
     RunOutcome,
+    ToolCallTruncatedEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
+    TruncationAction,
     TurnEndEvent,
     TurnStartEvent,
 )
@@ -68,6 +77,7 @@ from lemon_ai import (
     ProtocolError,
     ProviderError,
     StartEvent,
+    StreamOptions,
     TextContent,
     TextDeltaEvent,
     ThinkingContent,
@@ -134,6 +144,16 @@ def _without_tool_calls(message: AssistantMessage) -> AssistantMessage:
         model=message.model,
         provider=message.provider,
         error_message=message.error_message,
+    )
+
+
+def _smaller_pieces(tool: str, budget: int) -> str:
+    """What the model is told after its tool call was cut by the output limit."""
+    return (
+        f"Your last response was cut off by the output limit ({budget} tokens) while you were "
+        f"still writing the arguments of a call to the {tool!r} tool, so that call was not run. "
+        "Do the work in smaller pieces: split it into several tool calls whose arguments are "
+        "short (for example, write a large file in parts and add the rest with further edits)."
     )
 
 
@@ -246,6 +266,9 @@ class AgentRun:
         self._usage = Usage()
         self._cost = Cost()
         self._turns = 0
+        self._options: StreamOptions = self._config.options
+        self._budget_raised = False
+        self._truncations = 0  # responses in a row cut inside a tool call
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -374,6 +397,16 @@ class AgentRun:
                     AgentErrorEvent(kind=failure.kind.value, message=str(failure), error=failure)
                 )
                 return "error", failure
+            cut = assistant.truncated_tool_call
+            if cut is not None:
+                stop = await self._truncated(turn, assistant, cut)
+                await self._emit(TurnEndEvent(turn=turn, message=assistant, tool_results=()))
+                if stop is not None:
+                    await self._emit(AgentErrorEvent(kind=stop.kind, message=str(stop), error=stop))
+                    return "error", stop
+                pending = self._drain(agent._steering)
+                continue
+            self._truncations = 0
             calls = assistant.tool_calls
             results: tuple[ToolResultMessage, ...] = ()
             if calls:
@@ -385,6 +418,46 @@ class AgentRun:
             pending = self._drain(agent._follow_ups)
             if not pending:
                 return "completed", None
+
+    async def _truncated(
+        self, turn: int, assistant: AssistantMessage, cut: ToolCall
+    ) -> TruncatedToolCallError | None:
+        """Decide what follows a response cut inside a tool call; the error if the run stops."""
+        config = self._config
+        self._truncations += 1
+        ceiling = config.model.max_tokens
+        budget = self._options.max_tokens or ceiling
+
+        def event(action: TruncationAction, raised: int | None = None) -> ToolCallTruncatedEvent:
+            return ToolCallTruncatedEvent(
+                turn=turn,
+                tool_call_id=cut.id,
+                tool_name=cut.name,
+                max_tokens=budget,
+                attempt=self._truncations,
+                action=action,
+                next_max_tokens=raised,
+            )
+
+        if self._truncations > config.max_truncated_retries:
+            await self._emit(event("stop"))
+            return TruncatedToolCallError(
+                tool_name=cut.name, max_tokens=budget, attempts=self._truncations
+            )
+        if not self._budget_raised and budget < ceiling:
+            # The cut response is not kept: the same request goes out again with more room.
+            raised = min(budget * 2, ceiling)
+            self._budget_raised = True
+            self._options = replace(self._options, max_tokens=raised)
+            await self._emit(event("raise_budget", raised))
+            return None
+        await self._emit(event("ask_smaller"))
+        kept = _without_tool_calls(assistant)
+        if kept.content:
+            self._agent._messages.append(kept)
+            self._added.append(kept)
+        await self._append(UserMessage(content=_smaller_pieces(cut.name, budget)))
+        return None
 
     async def _abortable(
         self, coro: Coroutine[Any, Any, T], on_abort: Callable[[asyncio.Task[T]], None]
@@ -431,6 +504,7 @@ class AgentRun:
         return message, None
 
     async def _record(self, message: AssistantMessage, turn: int, *, keep: bool = True) -> None:
+        keep = keep and message.truncated_tool_call is None  # _truncated decides what is kept
         if keep:
             self._agent._messages.append(message)
             self._added.append(message)
@@ -443,7 +517,7 @@ class AgentRun:
     ) -> tuple[AssistantMessage, ProviderError | None]:
         config = self._config
         emit = self.events.publish
-        async with aclosing(config.provider.stream(config.model, context, config.options)) as s:
+        async with aclosing(config.provider.stream(config.model, context, self._options)) as s:
             async for event in s:
                 if isinstance(event, TextDeltaEvent):
                     partial.text.append(event.delta)

@@ -23,6 +23,10 @@ class AgentConfig:
     ``abort_grace`` is how long running tools get to honour an abort before they are cancelled;
     ``event_capacity`` and ``overflow`` bound each run's event stream; ``steering_capacity`` and
     ``follow_up_capacity`` bound the queues (a full queue refuses with ``QueueFullError``).
+    ``max_truncated_retries`` bounds how many responses in a row cut by the output limit inside
+    a tool call are answered (first with a doubled ``max_tokens``, up to the model's catalogue
+    maximum, then by asking for smaller pieces) before the run stops with
+    ``TruncatedToolCallError``.
     """
 
     model: Model
@@ -38,6 +42,7 @@ class AgentConfig:
     overflow: OverflowPolicy = OverflowPolicy.BLOCK
     steering_capacity: int = 64
     follow_up_capacity: int = 64
+    max_truncated_retries: int = 2
 
     def __post_init__(self) -> None:
         for name in (
@@ -51,6 +56,10 @@ class AgentConfig:
             value = getattr(self, name)
             if value < 1:
                 raise AgentUsageError(f"AgentConfig.{name} must be >= 1, got {value}")
+        if self.max_truncated_retries < 0:
+            raise AgentUsageError(
+                f"AgentConfig.max_truncated_retries must be >= 0, got {self.max_truncated_retries}"
+            )
         if self.abort_grace < 0:
             raise AgentUsageError(f"AgentConfig.abort_grace must be >= 0, got {self.abort_grace}")
 

@@ -16,6 +16,7 @@ __all__ = [
     "LemonAgentError",
     "QueueFullError",
     "ToolError",
+    "TruncatedToolCallError",
 ]
 
 
@@ -45,3 +46,23 @@ class AbortedError(LemonAgentError):
     def __init__(self, reason: str = "aborted") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class TruncatedToolCallError(LemonAgentError):
+    """The model's responses were cut by the output-token limit inside a tool call, again and
+    again (``attempts`` in a row, the last with ``max_tokens``); the run stopped instead of
+    asking once more.
+    """
+
+    kind = "truncated_tool_call"
+
+    def __init__(self, *, tool_name: str, max_tokens: int, attempts: int) -> None:
+        super().__init__(
+            f"the model's call to tool {tool_name!r} was cut off by the output limit "
+            f"({max_tokens} tokens) {attempts} times in a row, even after a larger budget and a "
+            "request to work in smaller pieces; the run was stopped. Raise the model's max_tokens "
+            "or ask for smaller steps"
+        )
+        self.tool_name = tool_name
+        self.max_tokens = max_tokens
+        self.attempts = attempts

@@ -4,7 +4,9 @@ A run emits, in order: ``agent_start``; per turn ``turn_start``, the messages of
 (``message_start`` / ``message_update``* / ``message_end``), the tool executions
 (``tool_execution_start`` / ``_update``* / ``_end``, concurrent tools interleaved) and
 ``turn_end``; then, if the run failed or was aborted, ``error`` or ``canceled``; and always
-``agent_end`` last. ``message_update`` wraps a lemon_ai stream event (text, thinking and
+``agent_end`` last. A response cut by the output-token limit inside a tool call is followed by
+``tool_call_truncated`` (what the loop does about it) instead of tool executions.
+``message_update`` wraps a lemon_ai stream event (text, thinking and
 tool-call deltas); ``message_end`` carries the complete message, so a consumer that lost updates
 (see ``OverflowPolicy.DROP_UPDATES``) still gets every message whole.
 """
@@ -33,12 +35,18 @@ __all__ = [
     "MessageStartEvent",
     "MessageUpdateEvent",
     "RunOutcome",
+    "ToolCallTruncatedEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
+    "TruncationAction",
     "TurnEndEvent",
     "TurnStartEvent",
 ]
+
+TruncationAction = Literal["raise_budget", "ask_smaller", "stop"]
+"""What the loop does about a truncated tool call: ask again with a larger ``max_tokens``, ask
+the model to work in smaller pieces, or stop the run (the bound was reached)."""
 
 RunOutcome = Literal["completed", "aborted", "error", "max_turns"]
 
@@ -114,8 +122,28 @@ class TurnEndEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallTruncatedEvent:
+    """The model's response hit its output limit inside a tool call; the call was not run.
+
+    ``max_tokens`` is the budget the response had; ``attempt`` counts such responses in a row;
+    ``action`` is what happens next (``next_max_tokens`` is the raised budget for
+    ``raise_budget``).
+    """
+
+    type: ClassVar[str] = "tool_call_truncated"
+    turn: int
+    tool_call_id: str
+    tool_name: str
+    max_tokens: int
+    attempt: int
+    action: TruncationAction
+    next_max_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AgentErrorEvent:
-    """The run failed: a provider error (``kind`` from lemon_ai's ErrorKind) or the turn limit."""
+    """The run failed: a provider error (``kind`` from lemon_ai's ErrorKind), the turn limit
+    (``max_turns``) or tool calls cut again and again (``truncated_tool_call``)."""
 
     type: ClassVar[str] = "error"
     kind: str
@@ -151,6 +179,7 @@ AgentEvent = (
     | ToolExecutionUpdateEvent
     | ToolExecutionEndEvent
     | TurnEndEvent
+    | ToolCallTruncatedEvent
     | AgentErrorEvent
     | CanceledEvent
     | AgentEndEvent

@@ -1,14 +1,15 @@
 """Builds the assistant message from wire-level pieces and emits the matching stream events.
 
 Each provider maps its wire format onto this one builder, so block indexing, tool-argument
-parsing, usage and cost work the same for every provider.
+parsing, the stop reason (including a tool call cut by the output limit), usage and cost work
+the same for every provider.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from lemon_ai.events import (
@@ -41,6 +42,12 @@ class _Block:
     call: ToolCall | None = None
 
 
+TRUNCATED_ARGUMENTS = (
+    "the response reached its output-token limit (max_tokens) before this call's arguments were "
+    "complete; the call was not run"
+)
+
+
 def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """Parse a tool call's JSON arguments; an empty string means no arguments."""
     if not raw.strip():
@@ -63,6 +70,7 @@ class MessageAssembler:
         self._keys: dict[Hashable, int] = {}
         self.usage = Usage()
         self.produced_output = False
+        self.refused = False
 
     def _block(self, key: Hashable, kind: Literal["text", "thinking", "tool"]) -> int:
         index = self._keys.get(key)
@@ -84,9 +92,19 @@ class MessageAssembler:
         self.produced_output = True
         return ThinkingDeltaEvent(index=index, delta=delta)
 
+    def refusal(self, key: Hashable, delta: str) -> TextDeltaEvent:
+        """Refusal text: it is the answer, and the message says it was a refusal."""
+        self.refused = True
+        return self.text(key, delta)
+
     def signature(self, key: Hashable, signature: str) -> None:
         index = self._block(key, "thinking")
         self._blocks[index].signature += signature
+
+    def tool_signature(self, key: Hashable, signature: str) -> None:
+        """An opaque signature attached to a tool call (sent back verbatim later)."""
+        index = self._keys[key]
+        self._blocks[index].signature = signature
 
     def has_tool(self, key: Hashable) -> bool:
         index = self._keys.get(key)
@@ -98,6 +116,12 @@ class MessageAssembler:
         self._keys[key] = index
         self.produced_output = True
         return ToolCallStartEvent(index=index, id=call_id, name=name)
+
+    def tool_arguments_complete(self, key: Hashable) -> bool:
+        """Whether the arguments of tool call ``key`` so far are one complete JSON object."""
+        raw = "".join(self._blocks[self._keys[key]].parts)
+        _, error = parse_tool_arguments(raw)
+        return error is None and bool(raw.strip())
 
     def tool_delta(self, key: Hashable, delta: str) -> ToolCallDeltaEvent:
         index = self._keys[key]
@@ -116,7 +140,12 @@ class MessageAssembler:
         raw = "".join(block.parts)
         arguments, error = parse_tool_arguments(raw)
         block.call = ToolCall(
-            id=block.id, name=block.name, arguments=arguments, raw_arguments=raw, parse_error=error
+            id=block.id,
+            name=block.name,
+            arguments=arguments,
+            raw_arguments=raw,
+            parse_error=error,
+            signature=block.signature,
         )
         return ToolCallEndEvent(index=index, tool_call=block.call)
 
@@ -133,6 +162,29 @@ class MessageAssembler:
     def has_tool_calls(self) -> bool:
         return any(block.call is not None for block in self._blocks)
 
+    def finish(self, reported: StopReason) -> AssistantMessage:
+        """The final message, with the stop reason settled from what the wire ``reported``.
+
+        A response with tool calls stops with ``tool_use``, unless it hit the output limit
+        (``length``) inside its last call: that call's arguments are incomplete (they do not
+        parse, or never began), so it is marked ``truncated`` and the stop reason stays
+        ``length``. A length stop after complete calls is an ordinary ``tool_use``.
+        """
+        tools = [block for block in self._blocks if block.kind == "tool" and block.call]
+        stop = reported
+        if tools:
+            last = tools[-1]
+            call = last.call
+            assert call is not None
+            cut = call.parse_error is not None or not call.raw_arguments.strip()
+            if reported == "length" and cut:
+                last.call = replace(
+                    call, arguments={}, parse_error=TRUNCATED_ARGUMENTS, truncated=True
+                )
+            else:
+                stop = "tool_use"
+        return self.message(stop)
+
     def message(
         self, stop_reason: StopReason, error_message: str | None = None
     ) -> AssistantMessage:
@@ -147,6 +199,9 @@ class MessageAssembler:
                 )
             elif block.call is not None:
                 content.append(block.call)
+        refusal: str | None = None
+        if self.refused:
+            refusal = "".join(b.text for b in content if isinstance(b, TextContent))
         return AssistantMessage(
             content=tuple(content),
             stop_reason=stop_reason,
@@ -155,4 +210,5 @@ class MessageAssembler:
             model=self._model.id,
             provider=self._model.provider,
             error_message=error_message,
+            refusal=refusal,
         )

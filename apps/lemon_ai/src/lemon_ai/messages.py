@@ -52,6 +52,12 @@ class ToolCall:
     ``arguments`` is the parsed JSON object; when the model produced text that is not a JSON
     object, ``arguments`` is empty and ``parse_error`` says why (the agent returns that to the
     model as a tool error instead of running the tool).
+
+    ``truncated`` is true when the response hit its output-token limit (``stop_reason ==
+    "length"``) before this call's arguments were complete: the call must not be run, and the
+    model should be asked again with a larger budget or to do less per call. ``signature`` is a
+    provider's opaque proof attached to the call (Gemini's ``thought_signature``), sent back
+    verbatim with the call on later requests.
     """
 
     id: str
@@ -59,6 +65,8 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     raw_arguments: str = ""
     parse_error: str | None = None
+    truncated: bool = False
+    signature: str = ""
 
 
 AssistantContent = TextContent | ThinkingContent | ToolCall
@@ -73,7 +81,11 @@ class UserMessage:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AssistantMessage:
-    """One complete (or, on error/abort, partial) model response."""
+    """One complete (or, on error/abort, partial) model response.
+
+    ``refusal`` is not ``None`` when the model declined to answer (OpenAI ``refusal`` deltas,
+    Anthropic ``stop_reason: "refusal"``); the refusal text is also the answer ``text``.
+    """
 
     content: tuple[AssistantContent, ...] = ()
     stop_reason: StopReason = "stop"
@@ -82,6 +94,7 @@ class AssistantMessage:
     model: str = ""
     provider: str = ""
     error_message: str | None = None
+    refusal: str | None = None
 
     @property
     def text(self) -> str:
@@ -99,6 +112,16 @@ class AssistantMessage:
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls, in the order the model made them."""
         return tuple(block for block in self.content if isinstance(block, ToolCall))
+
+    @property
+    def truncated_tool_call(self) -> ToolCall | None:
+        """The tool call cut off by the output-token limit, if the response ended inside one."""
+        if self.stop_reason != "length":
+            return None
+        for block in self.content:
+            if isinstance(block, ToolCall) and block.truncated:
+                return block
+        return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

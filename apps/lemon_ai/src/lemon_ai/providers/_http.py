@@ -31,7 +31,7 @@ from lemon_ai.messages import Context
 from lemon_ai.models import Api, Model
 from lemon_ai.provider import StreamOptions
 from lemon_ai.retry import RetryPolicy, parse_retry_after
-from lemon_ai.sse import ServerSentEvent, SSEDecoder, SSEError
+from lemon_ai.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder, SSEError
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=60.0)
 """Connect 10 s; 300 s between two reads of a stream (a slow model may think that long)."""
@@ -140,7 +140,11 @@ def classify_error(
 
 
 class HttpProvider:
-    """Base of the HTTP providers: owns (or borrows) an ``httpx.AsyncClient``."""
+    """Base of the HTTP providers: owns (or borrows) an ``httpx.AsyncClient``.
+
+    ``max_event_bytes`` bounds one server-sent event (default 64 MiB: a tool call writing a big
+    file arrives as one event); a bigger one fails the call with a ``protocol`` error.
+    """
 
     api: Api
 
@@ -152,8 +156,10 @@ class HttpProvider:
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self._api_key = api_key
+        self._max_event_bytes = max_event_bytes
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=timeout or DEFAULT_TIMEOUT, verify=shared_ssl_context()
@@ -205,6 +211,16 @@ class HttpProvider:
                     yield event
             except ProviderError as error:
                 yield ErrorEvent(error=error, partial=assembler.message("error", str(error)))
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+                # A wire shape the translator did not expect (a field of another type): the
+                # caller gets a classified error, never a traceback from inside the provider.
+                unreadable = ProtocolError(
+                    f"{self.api}: the provider sent an event this client cannot read "
+                    f"({type(exc).__name__}: {exc})",
+                    provider=self.api,
+                )
+                partial = assembler.message("error", str(unreadable))
+                yield ErrorEvent(error=unreadable, partial=partial)
 
     async def _open(self, url: str, headers: dict[str, str], content: bytes) -> httpx.Response:
         policy = self._retry
@@ -260,13 +276,16 @@ class HttpProvider:
             attempt += 1
 
     async def _sse(self, response: httpx.Response) -> AsyncGenerator[ServerSentEvent, None]:
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
         try:
             async for chunk in response.aiter_bytes():
                 for event in decoder.feed(chunk):
                     yield event
-            for event in decoder.close():
-                yield event
+            # The body ended cleanly: a last event that lacks its blank line is still taken
+            # (servers that close right after it), unless it is torn (its JSON is incomplete).
+            for event in decoder.close(dispatch_unterminated=True):
+                if _complete(event):
+                    yield event
         except httpx.TimeoutException as exc:
             raise ProviderConnectionError(
                 f"{self.api}: the stream stalled (read timeout): {exc!r}", provider=self.api
@@ -277,6 +296,16 @@ class HttpProvider:
             ) from exc
         except SSEError as exc:
             raise ProtocolError(f"{self.api}: {exc}", provider=self.api) from exc
+
+
+def _complete(event: ServerSentEvent) -> bool:
+    if event.data == "[DONE]":
+        return True
+    try:
+        _json_decoder.decode(event.data)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 _DRAIN_SECONDS = 0.5

@@ -4,6 +4,11 @@ Events map one-to-one onto the vocabulary: ``content_block_start``/``_delta``/``
 ``text``, ``thinking`` (with its signature, sent back verbatim on later turns) and ``tool_use``
 (arguments as ``input_json_delta`` fragments); usage from ``message_start`` and
 ``message_delta``; ``message_stop`` ends the response and an ``error`` event fails it.
+
+``stop_reason: "max_tokens"`` inside a ``tool_use`` block marks that call ``truncated`` (see
+:meth:`MessageAssembler.finish`); ``stop_reason: "refusal"`` sets the message's ``refusal``. A
+stream that ends cleanly after ``message_delta`` carried the stop reason is complete even when
+its ``message_stop`` is missing (proxies that close early) or lacks its blank line.
 """
 
 from __future__ import annotations
@@ -163,6 +168,7 @@ class AnthropicMessagesProvider(HttpProvider):
         self, events: AsyncIterator[ServerSentEvent], assembler: MessageAssembler
     ) -> AsyncGenerator[StreamEvent, None]:
         stop: StopReason = "stop"
+        stopped = False  # message_delta carried the stop reason: the content is complete
         async for sse in events:
             kind = sse.event
             if kind == "ping":
@@ -183,7 +189,7 @@ class AnthropicMessagesProvider(HttpProvider):
                     assembler.signature(index, delta.get("signature", ""))
                 elif delta_type == "input_json_delta" and assembler.has_tool(index):
                     fragment = delta.get("partial_json", "")
-                    if fragment:
+                    if isinstance(fragment, str) and fragment:
                         yield assembler.tool_delta(index, fragment)
             elif kind == "content_block_start":
                 index = data.get("index", 0)
@@ -203,16 +209,19 @@ class AnthropicMessagesProvider(HttpProvider):
                 assembler.usage = _usage(message.get("usage"), assembler.usage)
             elif kind == "message_delta":
                 reason = (data.get("delta") or {}).get("stop_reason")
-                if reason:
+                if isinstance(reason, str) and reason:
                     stop = _STOP_REASONS.get(reason, "stop")
+                    stopped = True
+                    if reason == "refusal":
+                        assembler.refused = True
                 assembler.usage = _usage(data.get("usage"), assembler.usage)
             elif kind == "message_stop":
-                for end in assembler.end_open_tools():
-                    yield end
-                if assembler.has_tool_calls:
-                    stop = "tool_use"
-                yield DoneEvent(message=assembler.message(stop))
-                return
+                stopped = True
+                break
             elif kind == "error":
                 raise classify_error(self.api, None, data, raw=sse.data)
-        raise truncated_stream_error(self.api)
+        if not stopped:
+            raise truncated_stream_error(self.api)
+        for end in assembler.end_open_tools():
+            yield end
+        yield DoneEvent(message=assembler.finish(stop))

@@ -1,23 +1,40 @@
 """OpenAI-compatible Chat Completions (``POST {base_url}/chat/completions``, streamed as SSE).
 
 Reaches OpenAI and every server that copies its API (Ollama, vLLM, llama.cpp server, LM Studio,
-OpenRouter, ...) through the model's ``base_url``. Tool calls arrive as ``delta.tool_calls``
-fragments keyed by ``index`` (several indices mean parallel calls); reasoning text from servers
-that stream it (``delta.reasoning_content`` or ``delta.reasoning``) becomes thinking deltas; usage
+OpenRouter, Gemini's OpenAI-compatible endpoint, ...) through the model's ``base_url``. Usage
 comes from the final chunk requested with ``stream_options.include_usage``.
+
+What the translator accepts, because real servers send it:
+
+* tool calls as ``delta.tool_calls`` fragments keyed by ``index`` (several indices mean parallel
+  calls); calls without an ``index`` (Gemini) are told apart by ``id``, a fragment with neither
+  continues the last call, and an ``index`` reused with a new ``id`` after the call at that
+  index has complete JSON arguments starts a new call (servers that number every call 0);
+* ``arguments`` as a JSON object instead of a JSON-encoded string (re-encoded to a string);
+* ``extra_content.google.thought_signature`` on a tool call (Gemini 3), kept as the call's
+  ``signature`` and sent back the same way on later requests (the API rejects a call without it);
+* reasoning as ``delta.reasoning_content`` / ``delta.reasoning`` or as a leading
+  ``<think>…</think>`` section of the content: both become thinking, never answer text;
+* ``delta.refusal`` text: it is the answer, and the message's ``refusal`` says so;
+* ``finish_reason: "length"`` inside a tool call: the call is marked ``truncated`` (see
+  :meth:`MessageAssembler.finish`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable
 from typing import Any
 
+import msgspec
+
 from lemon_ai._assembler import MessageAssembler
+from lemon_ai._think import ThinkTagSplitter
 from lemon_ai.events import DoneEvent, StreamEvent
 from lemon_ai.messages import (
     AssistantMessage,
     Context,
     StopReason,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -45,6 +62,88 @@ _STOP_REASONS: dict[str, StopReason] = {
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 
 
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    arguments = "{}" if call.truncated else (call.raw_arguments or "{}")
+    entry: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+    if call.signature:
+        entry["extra_content"] = {"google": {"thought_signature": call.signature}}
+    return entry
+
+
+def _text(value: Any) -> str:
+    """Content as text: a string, or the text parts of a list of content parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(
+            part["text"] for part in value if isinstance(part, dict)
+            and isinstance(part.get("text"), str)
+        )  # fmt: skip
+    return ""
+
+
+def _arguments(value: Any) -> str:
+    """Tool-call arguments as JSON text (some servers send the object itself)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return msgspec.json.encode(value).decode()
+
+
+def _signature(call: dict[str, Any]) -> str:
+    extra = call.get("extra_content")
+    google = extra.get("google") if isinstance(extra, dict) else None
+    signature = google.get("thought_signature") if isinstance(google, dict) else None
+    return signature if isinstance(signature, str) else ""
+
+
+class _ToolKeys:
+    """Which tool call a ``delta.tool_calls`` fragment belongs to (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._by_index: dict[int, Hashable] = {}
+        self._by_id: dict[str, Hashable] = {}
+        self._ids: dict[Hashable, str] = {}
+        self._last: Hashable | None = None
+        self._count = 0
+
+    def key(
+        self, fragment: dict[str, Any], assembler: MessageAssembler
+    ) -> tuple[Hashable, str | None]:
+        """(key, id of a new call or None when the fragment continues a call)."""
+        index = fragment.get("index")
+        call_id = fragment.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        key: Hashable | None
+        if isinstance(index, int):
+            key = self._by_index.get(index)
+            if (
+                key is not None
+                and call_id is not None
+                and self._ids[key] != call_id
+                and assembler.tool_arguments_complete(key)
+            ):
+                key = None  # the index was reused for the next call
+        elif call_id is not None:
+            key = self._by_id.get(call_id)
+        else:
+            key = self._last
+        new_id: str | None = None
+        if key is None:
+            key = ("tool", self._count)
+            new_id = call_id or f"call_{self._count}"
+            self._count += 1
+            self._ids[key] = new_id
+            if isinstance(index, int):
+                self._by_index[index] = key
+            self._by_id[new_id] = key
+        self._last = key
+        return key, new_id
+
+
 def _messages(context: Context) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if context.system_prompt:
@@ -56,14 +155,7 @@ def _messages(context: Context) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             calls = message.tool_calls
             if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.raw_arguments or "{}"},
-                    }
-                    for call in calls
-                ]
+                entry["tool_calls"] = [_tool_call(call) for call in calls]
             elif not message.text:
                 continue  # an empty (aborted) answer carries nothing for the model
             out.append(entry)
@@ -127,6 +219,8 @@ class OpenAICompletionsProvider(HttpProvider):
     ) -> AsyncGenerator[StreamEvent, None]:
         finish: str | None = None
         done = False
+        keys = _ToolKeys()
+        think = ThinkTagSplitter()
         async for sse in events:
             if sse.data == "[DONE]":
                 done = True
@@ -148,27 +242,41 @@ class OpenAICompletionsProvider(HttpProvider):
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
+                if isinstance(reasoning, str) and reasoning:
                     yield assembler.thinking("thinking", reasoning)
-                content = delta.get("content")
+                content = _text(delta.get("content"))
                 if content:
-                    yield assembler.text("text", content)
+                    for kind, piece in think.feed(content):
+                        if kind == "thinking":
+                            yield assembler.thinking("thinking", piece)
+                        else:
+                            yield assembler.text("text", piece)
+                refusal = delta.get("refusal")
+                if isinstance(refusal, str) and refusal:
+                    yield assembler.refusal("text", refusal)
                 for call in delta.get("tool_calls") or ():
-                    key = ("tool", call.get("index", 0))
+                    key, new_id = keys.key(call, assembler)
                     function = call.get("function") or {}
-                    if not assembler.has_tool(key):
-                        call_id = call.get("id") or f"call_{key[1]}"
-                        yield assembler.tool_start(key, call_id, function.get("name") or "")
-                    arguments = function.get("arguments")
+                    if new_id is not None:
+                        name = function.get("name")
+                        name = name if isinstance(name, str) else ""
+                        yield assembler.tool_start(key, new_id, name)
+                    signature = _signature(call)
+                    if signature:
+                        assembler.tool_signature(key, signature)
+                    arguments = _arguments(function.get("arguments"))
                     if arguments:
                         yield assembler.tool_delta(key, arguments)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         if not done and finish is None:
             raise truncated_stream_error(self.api)
+        for kind, piece in think.close():
+            if kind == "thinking":
+                yield assembler.thinking("thinking", piece)
+            else:
+                yield assembler.text("text", piece)
         for end in assembler.end_open_tools():
             yield end
-        stop: StopReason = "tool_use" if assembler.has_tool_calls else "stop"
-        if finish is not None and stop != "tool_use":
-            stop = _STOP_REASONS.get(finish, "stop")
-        yield DoneEvent(message=assembler.message(stop))
+        reported: StopReason = _STOP_REASONS.get(finish or "stop", "stop")
+        yield DoneEvent(message=assembler.finish(reported))

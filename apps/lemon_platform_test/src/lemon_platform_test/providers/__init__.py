@@ -15,10 +15,12 @@ from lemon_platform_test.providers._contract import ProviderContract, ProviderHa
 from lemon_platform_test.providers._script import (
     Gate,
     RecordedRequest,
+    RecordedStream,
     ScriptedError,
     ScriptedToolCall,
     ScriptedTurn,
     ScriptItem,
+    recording_names,
 )
 from lemon_platform_test.providers._server import ScriptedProviderServer
 
@@ -27,9 +29,11 @@ __all__ = [
     "ProviderContract",
     "ProviderHarness",
     "RecordedRequest",
+    "RecordedStream",
     "ScriptItem",
     "ScriptedError",
     "ScriptedProviderServer",
     "ScriptedToolCall",
     "ScriptedTurn",
+    "recording_names",
 ]

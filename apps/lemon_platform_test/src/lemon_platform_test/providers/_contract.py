@@ -21,6 +21,10 @@ define a ``provider_harness`` fixture that returns a :class:`ProviderHarness`::
 A harness with a scripted server runs every test; one without (the offline provider) runs the
 tests that make sense for a provider that cannot be told to fail, driving it with its own
 documented syntax (``/echo``, ``/tool``).
+
+The recorded-stream tests replay fixtures of real servers' quirks byte for byte
+(``recordings/<wire>_<quirk>.sse``, see :class:`RecordedStream`) to the providers of that wire
+(``openai_*`` to ``openai_completions``, ``anthropic_*`` to ``anthropic_messages``).
 """
 
 from __future__ import annotations
@@ -57,9 +61,11 @@ from lemon_ai import (
 )
 from lemon_platform_test.providers._script import (
     Gate,
+    RecordedStream,
     ScriptedError,
     ScriptedToolCall,
     ScriptedTurn,
+    recording_names,
 )
 from lemon_platform_test.providers._server import ScriptedProviderServer
 
@@ -153,6 +159,10 @@ def check_shape(events: list[StreamEvent]) -> None:
 
 def _text(events: list[StreamEvent]) -> str:
     return "".join(e.delta for e in events if isinstance(e, TextDeltaEvent))
+
+
+_WIRES: dict[str, str] = {"openai_completions": "openai", "anthropic_messages": "anthropic"}
+"""The recorded-stream prefix of each wire protocol."""
 
 
 def _free_port() -> int:
@@ -393,3 +403,178 @@ class ProviderContract:
         assert isinstance(call, ToolCall)
         assert call.parse_error is not None
         assert call.raw_arguments == "{not json"
+
+    # -- recorded real-server streams -----------------------------------------------------------
+
+    def _replay(
+        self, h: ProviderHarness, quirk: str, *, chunk_size: int | None = None
+    ) -> tuple[ScriptedProviderServer, str]:
+        """Script the recorded stream ``<wire>_<quirk>`` for this provider's wire, or skip."""
+        server = self._need_server(h)
+        wire = _WIRES.get(h.model.api)
+        name = f"{wire}_{quirk}"
+        if wire is None or name not in recording_names():
+            pytest.skip(f"no recorded {quirk!r} stream for the {h.model.api} wire")
+        server.script(RecordedStream.load(name, chunk_size=chunk_size))
+        return server, name
+
+    @staticmethod
+    def _ask(*tools: str) -> Context:
+        specs = tuple(ToolSpec(name=t, description=f"the {t} tool") for t in tools)
+        return Context(messages=(UserMessage(content="go"),), tools=specs)
+
+    @pytest.mark.parametrize("chunk_size", [None, 5])
+    async def test_recorded_streams_decode_the_same_in_any_chunking(
+        self, provider_harness: ProviderHarness, chunk_size: int | None
+    ) -> None:
+        h = provider_harness
+        server = self._need_server(h)
+        wire = _WIRES.get(h.model.api, "")
+        names = [n for n in recording_names() if n.startswith(f"{wire}_")]
+        if not names:
+            pytest.skip(f"no recorded streams for the {h.model.api} wire")
+        for name in names:
+            server.script(RecordedStream.load(name))
+            _, whole = await collect(h.provider, h.model, self._ask("read", "ls", "write"))
+            server.script(RecordedStream.load(name, chunk_size=chunk_size or 1))
+            events, split = await collect(h.provider, h.model, self._ask("read", "ls", "write"))
+            check_shape(events)
+            assert isinstance(events[-1], DoneEvent), f"{name}: {events[-1]}"
+            assert split == whole, name
+
+    async def test_recorded_length_stop_inside_a_tool_call_is_a_truncated_call(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        wire = _WIRES.get(h.model.api)
+        quirk = "length_in_tool_call" if wire == "openai" else "max_tokens_in_tool_use"
+        self._replay(h, quirk)
+        events, message = await collect(h.provider, h.model, self._ask("write"))
+        check_shape(events)
+        assert isinstance(events[-1], DoneEvent)
+        assert message.stop_reason == "length", "a cut tool call is not a tool_use stop"
+        cut = message.truncated_tool_call
+        assert cut is not None
+        assert (cut.name, cut.truncated) == ("write", True)
+        assert cut.parse_error is not None
+        assert "output-token limit" in cut.parse_error
+        assert dict(cut.arguments) == {}
+        assert cut.raw_arguments.startswith('{"path')
+
+    async def test_recorded_parallel_calls_without_index_are_told_apart_by_id(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        self._replay(h, "parallel_tool_calls_without_index")
+        events, message = await collect(h.provider, h.model, self._ask("read", "ls"))
+        check_shape(events)
+        assert message.stop_reason == "tool_use"
+        got = [(c.name, dict(c.arguments), c.parse_error) for c in message.tool_calls]
+        assert got == [
+            ("read", {"path": "a.txt"}, None),
+            ("read", {"path": "b.txt", "limit": 2}, None),
+            ("ls", {}, None),
+        ]
+        assert [c.id for c in message.tool_calls] == [
+            "function-call-11830911620364536040",
+            "function-call-11830911620364536873",
+            "function-call-11830911620364537291",
+        ]
+
+    async def test_recorded_arguments_sent_as_an_object_are_accepted(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        self._replay(h, "tool_arguments_as_object")
+        events, message = await collect(h.provider, h.model, self._ask("read"))
+        check_shape(events)
+        assert isinstance(events[-1], DoneEvent), events[-1]
+        (call,) = message.tool_calls
+        assert (call.name, dict(call.arguments), call.parse_error) == (
+            "read", {"path": "a.txt", "limit": 20}, None)  # fmt: skip
+        assert json.loads(call.raw_arguments) == {"path": "a.txt", "limit": 20}
+
+    async def test_recorded_refusal_is_the_answer(self, provider_harness: ProviderHarness) -> None:
+        h = provider_harness
+        self._replay(h, "refusal")
+        events, message = await collect(h.provider, h.model, self._ask())
+        assert isinstance(events[-1], DoneEvent)
+        assert message.text == "I'm sorry, but I can't help with that."
+        assert message.refusal == message.text
+        assert _text(events) == message.text, "the refusal streams like answer text"
+
+    async def test_recorded_think_tags_are_thinking_not_answer(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        self._replay(h, "think_tags_in_content")
+        events, message = await collect(h.provider, h.model, self._ask())
+        assert isinstance(events[-1], DoneEvent)
+        assert message.text == "Hello! How can I help?"
+        assert _text(events) == message.text
+        assert "<think>" not in message.text
+        assert "</think>" not in message.text
+        thinking = "".join(e.delta for e in events if isinstance(e, ThinkingDeltaEvent))
+        assert thinking == message.thinking
+        assert message.thinking.strip() == "The user wants a greeting. Keep it short."
+
+    async def test_recorded_reasoning_content_is_thinking_not_answer(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        self._replay(h, "reasoning_content")
+        events, message = await collect(h.provider, h.model, self._ask())
+        assert isinstance(events[-1], DoneEvent)
+        assert message.text == "2 + 2 = 4."
+        assert message.thinking == "The user asks for 2+2. That is 4."
+        assert message.usage.output_tokens == 25
+
+    @pytest.mark.parametrize("quirk", ["last_event_without_blank_line", "ends_after_stop_reason"])
+    async def test_recorded_stream_that_ends_after_its_stop_reason_completes(
+        self, provider_harness: ProviderHarness, quirk: str
+    ) -> None:
+        h = provider_harness
+        self._replay(h, quirk)
+        events, message = await collect(h.provider, h.model, self._ask())
+        check_shape(events)
+        assert isinstance(events[-1], DoneEvent), events[-1]
+        assert message.text == "Hello! How can I help you today?"
+        assert message.stop_reason == "stop"
+        assert message.usage.output_tokens == 12
+
+    async def test_recorded_thought_signature_is_sent_back_with_its_call(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        h = provider_harness
+        server, _ = self._replay(h, "gemini_thought_signature")
+        first = self._ask("read")
+        _, asked = await collect(h.provider, h.model, first)
+        signed, unsigned = asked.tool_calls
+        assert signed.signature == "CpcCAdHtim9Zr3oYs0H7bB2c+Q1t4lWm6Tj0eXx3vU8nKq5PZgRfA=="
+        assert unsigned.signature == ""
+        results = tuple(
+            ToolResultMessage(tool_call_id=c.id, tool_name=c.name, content="text")
+            for c in asked.tool_calls
+        )
+        server.script(ScriptedTurn(text="Both read."))
+        followup = replace(first, messages=(*first.messages, asked, *results))
+        events, _ = await collect(h.provider, h.model, followup)
+        assert isinstance(events[-1], DoneEvent)
+        sent = server.requests[-1].body["messages"]
+        (assistant,) = [m for m in sent if m["role"] == "assistant"]
+        first_call, second_call = assistant["tool_calls"]
+        assert first_call["id"] == signed.id
+        assert first_call["extra_content"] == {"google": {"thought_signature": signed.signature}}
+        assert "extra_content" not in second_call
+
+    @pytest.mark.parametrize("megabytes", [5])
+    async def test_an_event_over_4_mib_is_accepted(
+        self, provider_harness: ProviderHarness, megabytes: int
+    ) -> None:
+        h = provider_harness
+        server = self._need_server(h)
+        text = "z" * (megabytes * 1024 * 1024)
+        server.script(ScriptedTurn(text=text, chunk_size=len(text)))
+        events, message = await collect(h.provider, h.model, self._ask())
+        assert isinstance(events[-1], DoneEvent), events[-1]
+        assert message.text == text

@@ -7,11 +7,13 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal
 
 __all__ = [
     "Gate",
     "RecordedRequest",
+    "RecordedStream",
     "ScriptItem",
     "ScriptedError",
     "ScriptedToolCall",
@@ -168,7 +170,51 @@ class ScriptedError:
         )
 
 
-ScriptItem = ScriptedTurn | ScriptedError
+_PACKAGE = "lemon_platform_test.providers"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordedStream:
+    """A response replayed byte for byte: ``body`` exactly as a real server sent it.
+
+    ``chunk_size`` splits the body into writes of at most that many bytes (``None``: one write),
+    so a test can check that any chunking gives the same result. :meth:`load` reads one of the
+    recorded-stream fixtures shipped with this package (``recordings/<name>.sse``; see
+    :func:`recording_names`).
+    """
+
+    body: bytes
+    chunk_size: int | None = None
+    status: int = 200
+    content_type: str = "text/event-stream"
+    name: str = ""
+
+    @classmethod
+    def load(cls, name: str, *, chunk_size: int | None = None) -> RecordedStream:
+        """The recorded-stream fixture ``name`` (file ``recordings/<name>.sse``)."""
+        path = resources.files(_PACKAGE).joinpath("recordings", f"{name}.sse")
+        if not path.is_file():
+            known = ", ".join(recording_names())
+            raise LookupError(f"no recorded stream named {name!r}; known: {known}")
+        return cls(body=path.read_bytes(), chunk_size=chunk_size, name=name)
+
+    def chunks(self) -> list[bytes]:
+        """The writes the server makes for this body."""
+        if self.chunk_size is None or self.chunk_size <= 0:
+            return [self.body]
+        size = self.chunk_size
+        return [self.body[i : i + size] for i in range(0, len(self.body), size)]
+
+
+def recording_names() -> list[str]:
+    """The names of the recorded-stream fixtures shipped with this package, sorted."""
+    folder = resources.files(_PACKAGE).joinpath("recordings")
+    return sorted(
+        entry.name.removesuffix(".sse") for entry in folder.iterdir() if entry.name.endswith(".sse")
+    )
+
+
+ScriptItem = ScriptedTurn | ScriptedError | RecordedStream
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -26,6 +26,7 @@ import uvicorn
 
 from lemon_platform_test.providers._script import (
     RecordedRequest,
+    RecordedStream,
     ScriptedError,
     ScriptedTurn,
     ScriptItem,
@@ -244,6 +245,9 @@ class ScriptedProviderServer:
                 extra["retry-after"] = f"{item.retry_after:g}"
             await self._json(send, item.status, error_body(item, wire), extra)
             return
+        if isinstance(item, RecordedStream):
+            await self._replay(send, item)
+            return
         model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
         render = openai_frames if wire == "openai" else anthropic_frames
         frames = render(item, str(model), number)
@@ -295,6 +299,21 @@ class ScriptedProviderServer:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+
+    async def _replay(self, send: Send, recorded: RecordedStream) -> None:
+        """Send a recorded response byte for byte (in ``recorded.chunk_size`` writes)."""
+        await send({
+            "type": "http.response.start",
+            "status": recorded.status,
+            "headers": [(b"content-type", recorded.content_type.encode()),
+                        (b"cache-control", b"no-cache")],
+        })  # fmt: skip
+        try:
+            for chunk in recorded.chunks():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except OSError:  # the client went away while we wrote
+            self._note_cancelled()
 
     def _note_cancelled(self) -> None:
         with self._cancel_cond:

@@ -48,7 +48,9 @@ def openai_frames(turn: ScriptedTurn, model: str, number: int) -> list[bytes]:
             frames.append(
                 chunk({"tool_calls": [{"index": position, "function": {"arguments": piece}}]})
             )
-    finish = "tool_calls" if turn.tool_calls else turn.stop_reason
+    # A length stop wins: it is how a response cut inside a tool call ends.
+    finish = "length" if turn.stop_reason == "length" else (
+        "tool_calls" if turn.tool_calls else "stop")  # fmt: skip
     frames.append(chunk({}, finish))
     usage = {
         "prompt_tokens": turn.input_tokens + turn.cached_tokens,
@@ -110,8 +112,8 @@ def anthropic_frames(turn: ScriptedTurn, model: str, number: int) -> list[bytes]
             frames.append(delta(index, {"type": "input_json_delta", "partial_json": piece}))
         frames.append(stop(index))
         index += 1
-    reason = "tool_use" if turn.tool_calls else (
-        "max_tokens" if turn.stop_reason == "length" else "end_turn")  # fmt: skip
+    reason = "max_tokens" if turn.stop_reason == "length" else (
+        "tool_use" if turn.tool_calls else "end_turn")  # fmt: skip
     frames.append(event("message_delta", {
         "delta": {"stop_reason": reason, "stop_sequence": None},
         "usage": {"output_tokens": turn.output_tokens},
