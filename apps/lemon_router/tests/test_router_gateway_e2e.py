@@ -14,7 +14,7 @@ from lemon_core.execution import ResumeToken, RunRequest, RuntimeContext
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_gateway import Gateway
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
-from lemon_router import RETRY_NOTICE, Router, RouterConfig
+from lemon_router import Router, RouterConfig
 
 SESSION = "agent:default:main"
 CONFIG = RouterConfig(idle_timeout_ms=None)
@@ -247,7 +247,10 @@ async def test_a_crash_without_answer_is_retried_once_through_the_gateway(
         assert retry_id != first.run_id
         assert await session.terminal(retry_id) == "completed"
         assert executor.order == [first.run_id, retry_id]
-        assert executor.records[retry_id].job.prompt == RETRY_NOTICE + "fragile"
+        # The retry re-sends the user's words unchanged and says it is a retry.
+        assert executor.records[retry_id].job.prompt == "fragile"
+        assert executor.records[retry_id].job.retry_of == first.run_id
         (done,) = session.completions(retry_id)
-        assert done.payload.completed.answer == "Echo: " + RETRY_NOTICE + "fragile"
+        assert done.payload.completed.answer == "Echo: fragile"
+        assert done.payload.completed.retry_of == first.run_id
         assert router.statistics().zero_answer_retries == 1

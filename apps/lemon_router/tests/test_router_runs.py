@@ -27,7 +27,6 @@ from lemon_core.execution import (
 )
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_router import (
-    RETRY_NOTICE,
     ResumeError,
     Router,
     RouterConfig,
@@ -226,7 +225,7 @@ async def test_submit_gives_up_after_the_timeout_with_one_synthetic_completion(b
     async with Router(bus=bus, context=context, config=config, clock=clock) as router:
         receipt = await router.submit(request("x"))
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert "stayed unavailable for 5000 ms" in done.payload.completed.error
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert sum(clock.sleeps) == 5000
@@ -242,7 +241,7 @@ async def test_abort_before_the_runtime_bound_the_run(bus: Bus) -> None:
         assert queued.status == "queued"
         assert router.abort_run(receipt.run_id)
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert done.payload.completed.meta["aborted"] is True
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="aborted")
         engine.is_available = True
@@ -265,7 +264,7 @@ async def test_a_vanished_gateway_run_gets_one_synthetic_completion_and_frees_th
         engine.started(command.run_id)
         engine.vanish(command.run_id)
         done = await watcher.until("run_completed", run_id=first.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert "vanished" in done.payload.completed.error
         command2 = await engine.next_command()
         assert command2.run_id == second.run_id
@@ -285,7 +284,7 @@ async def test_run_failed_without_completion_gets_a_synthetic_one_after_grace(bu
         command = await engine.next_command()
         engine.fail(command.run_id, "worker crashed")
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert done.payload.completed.error == "run failed: worker crashed"
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert len(watcher.completions()) == 1
@@ -300,8 +299,8 @@ async def test_a_failed_run_without_answer_is_retried_once(bus: Bus) -> None:
         engine.complete(command.run_id, ok=False, answer="", error="model error")
         retry = await engine.next_command()
         assert retry.run_id != command.run_id
-        assert retry.prompt == RETRY_NOTICE + "do it"
-        assert retry.meta["retry_of"] == receipt.run_id
+        assert retry.prompt == "do it"  # the user's words, never rewritten
+        assert retry.retry_of == receipt.run_id
         assert router.active_run(SESSION) == retry.run_id
         engine.complete(retry.run_id, ok=False, answer="", error="model error again")
         await watcher.until("run_phase_changed", run_id=retry.run_id, phase="failed")
