@@ -221,7 +221,7 @@ async def test_gateway_gone_mid_stream_gives_one_completion_and_frees_the_sessio
         await gateway.stop()  # the runtime goes away while the run streams
         assert await session.terminal(first.run_id) == "failed"
         (done,) = session.completions(first.run_id)
-        assert done.meta.get("synthetic") is True
+        assert done.payload.completed.synthetic is True
         # The queued message cannot reach a runtime: it fails visibly instead of hanging.
         assert await session.terminal(queued.run_id) == "failed"
         assert len(session.completions(queued.run_id)) == 1
@@ -234,13 +234,13 @@ async def test_a_crash_without_answer_is_retried_once_through_the_gateway(
 ) -> None:
     context = RuntimeContext()
     executor = ScriptedExecutor()
-    executor.script_prompt("fragile", Script().raise_error("worker killed"))
+    executor.script_run("first", Script().raise_error("worker killed"))
     session = Session(bus)
     async with (
         Gateway(bus=bus, executor=executor, store=store, runtime=context),
         Router(bus=bus, context=context, config=CONFIG) as router,
     ):
-        first = await router.submit(req("fragile"))
+        first = await router.submit(req("fragile", run_id="first"))
         assert await session.terminal(first.run_id) == "failed"
         retry_id = router.active_run(SESSION)
         assert retry_id is not None

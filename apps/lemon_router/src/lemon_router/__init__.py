@@ -12,6 +12,7 @@ from lemon_core.sessions import (
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
+from lemon_router._port import RouterSessionPort, redact_secrets
 from lemon_router._queue import (
     CancelActive,
     ConversationQueue,
@@ -24,7 +25,6 @@ from lemon_router._queue import (
     Submission,
 )
 from lemon_router._resume import ChatStateReader, ResumeDecision, resolve_resume
-from lemon_router._port import RouterSessionPort, redact_secrets
 from lemon_router._router import Router, RouterState, RouterStatistics
 from lemon_router._run_process import (
     ChatStateAccess,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon_core.bus import Delivery, Overflow, TerminalNotice, run_topic, session_topic
+from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
     Completion,
     ErrorCode,
@@ -384,12 +385,15 @@ class RunProcess:
                         RunEventsOverflow(run_id=run_id, session_key=self.session_key),
                         {"run_id": run_id, "session_key": self.session_key},
                     )
-                    fenced = delivery
-                    delivery = self._delivery = delivery.replace()
+                    terminal = self._resubscribe(run_id, delivery)
+                    assert self._delivery is not None
+                    delivery = self._delivery
                     getter = asyncio.ensure_future(delivery.get())
-                    del fenced
-                    continue
-                getter = asyncio.ensure_future(delivery.get())
+                    if terminal is None:
+                        continue
+                    item = terminal
+                else:
+                    getter = asyncio.ensure_future(delivery.get())
                 if isinstance(item, TerminalNotice):
                     if item.event is None:
                         return await self._from_owner(run_id)
@@ -410,6 +414,25 @@ class RunProcess:
             getter.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await getter
+
+    def _resubscribe(self, run_id: str, fenced: Delivery) -> TerminalNotice | None:
+        """Replace a fenced handle by a fresh subscription to the run's topic. In the same
+        step (nothing is published in between) the fenced handle is drained: a terminal
+        notice already queued there is returned; anything published later reaches the new
+        handle."""
+        fresh = Delivery(max_entries=self._router.config.run_event_buffer)
+        self._router.bus.subscribe(run_topic(run_id), delivery=fresh)
+        self._delivery = fresh
+        terminal: TerminalNotice | None = None
+        while True:
+            try:
+                item = fenced.get_nowait()
+            except (asyncio.QueueEmpty, DeliveryClosedError):
+                break
+            if isinstance(item, TerminalNotice):
+                terminal = item
+        fenced.close()
+        return terminal
 
     async def _from_owner(self, run_id: str) -> _Outcome:
         """The completion re-read from its owner after it could not be delivered here."""
