@@ -58,8 +58,8 @@ def _check_executor() -> Check:
     return Check(
         name="executor",
         status="warn",
-        detail=f"lemon.executor not ready: {status.reason}. The terminal uses its built-in "
-        "agent executor (lemon_agent loop with the coding tools) instead",
+        detail=f"lemon.executor not ready: {status.reason}. Runs cannot start until it is: "
+        "reinstall with ./bin/lemon (it syncs the environment)",
     )
 
 
