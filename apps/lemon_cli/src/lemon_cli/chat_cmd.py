@@ -27,7 +27,12 @@ DEFAULT_SESSION = "agent:default:main"
 
 __all__ = ["chat", "sessions_app"]
 
-sessions_app = typer.Typer(help="Chat sessions kept in $LEMON_HOME.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Chat sessions kept in $LEMON_HOME.",
+    no_args_is_help=True,
+)
 
 
 def _config_or_exit(console: Console) -> LoadedConfig:
