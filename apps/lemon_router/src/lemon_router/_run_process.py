@@ -363,6 +363,8 @@ class RunProcess:
                         )
                     )
                 due = [d for d in deadlines if d[0] <= now]
+                if due and (owned := self._owner_outcome(run_id)) is not None:
+                    return owned  # the owner completed the run: never invent an outcome
                 if due:
                     _, reason, code = min(due)
                     if engine is not None:
@@ -434,19 +436,30 @@ class RunProcess:
         fenced.close()
         return terminal
 
+    def _owner_outcome(self, run_id: str) -> _Outcome | None:
+        """The run's real completion when its owner already has it (else None)."""
+        future = self._completion
+        if future is None or not future.done() or future.cancelled():
+            return None
+        if future.exception() is not None:
+            return None
+        return self._outcome_of(run_id, future.result())
+
+    def _outcome_of(self, run_id: str, completion: Completion) -> _Outcome:
+        event = Event(
+            type="run_completed",
+            ts_ms=now_ms(),
+            meta={"run_id": run_id, "session_key": self.session_key},
+            payload=RunCompleted(completed=completion),
+        )
+        return _Outcome(event=event, completion=completion, synthetic=False)
+
     async def _from_owner(self, run_id: str) -> _Outcome:
         """The completion re-read from its owner after it could not be delivered here."""
         future = self._completion
         if future is not None:
             with contextlib.suppress(Exception):
-                completion = await asyncio.shield(future)
-                event = Event(
-                    type="run_completed",
-                    ts_ms=now_ms(),
-                    meta={"run_id": run_id, "session_key": self.session_key},
-                    payload=RunCompleted(completed=completion),
-                )
-                return _Outcome(event=event, completion=completion, synthetic=False)
+                return self._outcome_of(run_id, await asyncio.shield(future))
         return self._finish_synthetic(
             run_id,
             "the completion could not be delivered after overflow and its runtime cannot be "
