@@ -135,7 +135,7 @@ async def per_turn(
         elapsed = time.perf_counter() - begin
         assert completion.ok, completion.error
         assert completion.usage is not None
-        assert completion.usage["turns"] == turns
+        assert completion.usage.turns == turns
         bodies = list(transport.bodies)
         begin = time.perf_counter()
         for payload in bodies:

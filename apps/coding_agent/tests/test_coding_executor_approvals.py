@@ -30,6 +30,7 @@ from lemon_core.events import (
     ApprovalResolved,
     Completion,
     EngineAction,
+    ErrorCode,
     Event,
 )
 from lemon_core.execution import ExecutionCommand, ToolPolicy
@@ -198,7 +199,7 @@ async def test_pending_approvals_expire_when_the_run_ends(env: Env) -> None:
     assert resolved.approval_id == asked.approval_id
     assert resolved.decision is ApprovalDecision.EXPIRED
     completion = await done
-    assert completion.meta["error"]["code"] == "cancelled"
+    assert completion.error_code is ErrorCode.CANCELLED
     assert env.approvals.pending() == ()
     assert not (env.cwd / "never.txt").exists()
 

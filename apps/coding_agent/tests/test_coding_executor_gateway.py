@@ -17,7 +17,7 @@ from coding_agent import CodingExecutor, ExecutorSettings, resolve_model
 from lemon_ai import OpenAICompletionsProvider, RetryPolicy, default_catalogue
 from lemon_core import ExecApprovals
 from lemon_core.bus import Bus, Delivery, Subscription, run_topic
-from lemon_core.events import Completion, Delta, EngineAction, Event, RunCompleted
+from lemon_core.events import Completion, Delta, EngineAction, ErrorCode, Event, RunCompleted
 from lemon_core.execution import ExecutionCommand, ResumeToken, ToolPolicy
 from lemon_gateway import Gateway, validate_executor
 from lemon_platform_test.providers import (
@@ -166,9 +166,9 @@ async def test_multi_turn_run_with_parallel_tool_calls(env: Env) -> None:
     assert completion.resume is not None
     assert completion.resume["engine"] == "lemon"
     assert completion.usage is not None
-    assert completion.usage["input_tokens"] == 12 + 30
-    assert completion.usage["output_tokens"] == 7 + 5
-    assert completion.usage["model"] == "openai:gpt-4o-mini"
+    assert completion.usage.input_tokens == 12 + 30
+    assert completion.usage.output_tokens == 7 + 5
+    assert completion.usage.model == "openai:gpt-4o-mini"
     assert watch.text() == "Looking. All done."
     started = {a.action.id: a.action.kind.value for a in watch.actions() if a.phase == "started"}
     assert started == {"c1": "tool", "c2": "command", "c3": "file_change"}
@@ -212,7 +212,7 @@ async def test_abort_mid_stream_cancels_the_provider_stream(env: Env) -> None:
     assert env.gateway.cancel("r1", "user pressed stop")
     completion = await handle
     assert not completion.ok
-    assert completion.meta["error"]["code"] == "cancelled"
+    assert completion.error_code is ErrorCode.CANCELLED
     assert completion.answer
     assert "This answer is cut off".startswith(completion.answer[:8])
     assert await asyncio.to_thread(env.server.wait_cancelled, 1, 10.0)
@@ -237,7 +237,7 @@ async def test_abort_mid_tool_kills_the_bash_process_group(env: Env) -> None:
     )
     assert env.gateway.cancel("r1")
     completion = await handle
-    assert completion.meta["error"]["code"] == "cancelled"
+    assert completion.error_code is ErrorCode.CANCELLED
     for name in ("sh.pid", "bg.pid"):
         assert not _alive(int((env.cwd / name).read_text()))
     assert completion.resume is not None
@@ -260,7 +260,7 @@ async def test_context_overflow_is_classified(env: Env) -> None:
     assert not completion.ok
     assert completion.error is not None
     assert "context_overflow" in completion.error
-    assert completion.meta["error"]["code"] == "executor_error"
+    assert completion.error_code is ErrorCode.CONTEXT_OVERFLOW
     assert env.sleeps == []
 
 
@@ -306,7 +306,7 @@ async def test_a_corrupt_transcript_fails_an_explicit_resume_clearly(env: Env) -
     assert "line 4" in explicit.error
     assert path.read_bytes() == corrupted, "a corrupt transcript is left untouched"
 
-    automatic, watch = await env.run("r3", "continue", resume=token, meta={"resume_mode": "auto"})
+    automatic, watch = await env.run("r3", "continue", resume=token, resume_mode="auto")
     assert automatic.ok
     assert automatic.answer == "fresh"
     assert automatic.resume is not None
@@ -389,7 +389,7 @@ async def test_the_offline_default_runs_tools_without_a_key(tmp_path: Path) -> N
     await watch.completion()
     assert completion.ok, completion.error
     assert completion.usage is not None
-    assert completion.usage["model"] == "offline:offline"
+    assert completion.usage.model == "offline:offline"
     assert "hello.txt" in (completion.answer or "")
     assert [a.action.kind.value for a in watch.actions() if a.phase == "started"] == ["tool"]
     assert executor.home == home
@@ -454,7 +454,7 @@ async def test_an_unknown_model_fails_the_run_clearly(tmp_path: Path) -> None:
         completion = await gateway.submit_execution(
             ExecutionCommand(run_id="r1", session_key=SESSION, prompt="hi",
                              conversation_key=("session", SESSION), cwd=str(cwd),
-                             meta={"model": "nosuch:model"})
+                             model="nosuch:model")
         )  # fmt: skip
     assert not completion.ok
     assert completion.error is not None

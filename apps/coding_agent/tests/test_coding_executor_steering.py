@@ -15,7 +15,7 @@ from coding_agent import CodingExecution, CodingExecutor, ExecutorSettings, Tran
 from lemon_ai import AssistantMessage, OpenAICompletionsProvider, default_catalogue
 from lemon_ai import Message as AiMessage
 from lemon_core.bus import Bus
-from lemon_core.events import Completion
+from lemon_core.events import Completion, ErrorCode
 from lemon_core.execution import ExecutionCommand, ExecutionJob, ResumeToken, ToolPolicy
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import (
@@ -186,7 +186,7 @@ async def test_a_steer_while_the_last_answer_streams_gets_one_more_turn(env: Env
         ("user", "say it in words"),
     ]
     assert completion.usage is not None
-    assert completion.usage["turns"] == 2
+    assert completion.usage.turns == 2
     stats = env.executor.statistics()
     assert (stats.steers_accepted, stats.steer_continuations) == (1, 0)
 
@@ -292,7 +292,7 @@ async def test_a_cancelled_run_refuses_steers_and_drops_the_unanswered_one(env: 
     completion: Completion = await handle
     gate.open()
     assert not completion.ok
-    assert completion.meta["error"]["code"] == "cancelled"
+    assert completion.error_code is ErrorCode.CANCELLED
     assert execution.steer("still there?") is False
     stats = env.executor.statistics()
     assert (stats.steers_accepted, stats.steers_dropped) == (1, 1)

@@ -1,5 +1,5 @@
-"""The ``lemon.apps`` hooks live in the apps that own them, and lemon_cli's own hook swaps
-in the built-in executor only when asked (or when ``lemon.executor`` is not ready)."""
+"""The ``lemon.apps`` hooks live in the apps that own them; lemon_cli has none (one executor:
+the terminal has no fallback executor of its own)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from lemon_core.runtime import (
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
 
-APPS = {"coding_agent", "lemon_cli", "lemon_gateway", "lemon_router"}
+APPS = {"coding_agent", "lemon_gateway", "lemon_router"}
 
 
 def canonical(name: str) -> str:
@@ -64,22 +64,6 @@ async def test_the_gateway_runs_the_coding_agents_wired_executor(tmp_path: Path)
         gateway = runtime.handle("lemon_gateway")
         assert isinstance(gateway, Gateway)
         assert gateway.executor is executor
-        assert runtime.handle("lemon_cli") is None  # the fallback stayed out of the way
-    assert runtime.statistics().capabilities == {}
-
-
-async def test_built_in_executor_replaces_the_agent_and_stops_cleanly(tmp_path: Path) -> None:
-    async with runtime_for(tmp_path, executor="built-in") as runtime:
-        capabilities = runtime.context.capabilities
-        agent = capabilities.require(AGENT_RUNTIME)
-        executor = agent.executor()
-        assert not isinstance(executor, CodingExecutor)
-        assert agent.not_ready_reason() is None
-        gateway = runtime.handle("lemon_gateway")
-        assert isinstance(gateway, Gateway)
-        assert gateway.executor is executor
-        assert runtime.handle("lemon_cli") is agent
-        assert getattr(agent, "reason", None) == "built-in executor asked for"
     assert runtime.statistics().capabilities == {}
 
 

@@ -46,6 +46,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.booleans()
     if annotation is int:
         return st.integers(-(2**53), 2**53)
+    if annotation is float:
+        return st.floats(allow_nan=False, allow_infinity=False, width=64)
     if annotation is dt.datetime:
         return st.datetimes(timezones=st.just(dt.UTC))
     if origin is dict:

@@ -36,6 +36,7 @@ from lemon_core.events import (
     RunPhase,
     RunPhaseChanged,
     RunStarted,
+    RunUsage,
     SecretChanged,
     TalkModeChanged,
     is_registered,
@@ -135,11 +136,15 @@ FIELDS: dict[type[Payload], tuple[tuple[str, ...], set[str]]] = {
             "ok",
             "answer",
             "error",
+            "error_code",
             "engine",
             "resume",
             "usage",
             "run_id",
             "session_key",
+            "synthetic",
+            "retry_of",
+            "warning",
             "meta",
         ),
         {"ok"},
@@ -185,14 +190,15 @@ def test_registry_is_read_only() -> None:
 
 def test_payload_classes_include_the_nested_ones_once_each() -> None:
     classes = payload_classes()
-    assert len(classes) == len(set(classes)) == 27
-    assert nested_payload_classes() == (Completion, Action, ApprovalPending)
+    assert len(classes) == len(set(classes)) == 28
+    assert nested_payload_classes() == (Completion, RunUsage, Action, ApprovalPending)
     assert set(nested_payload_classes()) <= set(classes)
 
 
 @pytest.mark.parametrize("cls", payload_classes(), ids=lambda cls: cls.__name__)
-def test_every_payload_reports_version_one(cls: type[Payload]) -> None:
-    assert cls.event_version() == 1
+def test_every_payload_reports_its_version(cls: type[Payload]) -> None:
+    # Completion is at 2: its error code, usage, synthetic and retry_of became typed fields.
+    assert cls.event_version() == (2 if cls is Completion else 1)
 
 
 @pytest.mark.parametrize("cls", list(FIELDS), ids=lambda cls: cls.__name__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from lemon_core.bus import Bus
+from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
 from lemon_gateway import Gateway, GatewayConfig, RunState
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
@@ -31,7 +32,8 @@ async def test_gateway_cancel_before_launch_for_queued_and_slot_waiting_runs() -
         c_a2, c_b1 = await a2, await b1
         assert (c_a2.ok, c_a2.error) == (False, "user_requested")
         assert (c_b1.ok, c_b1.error) == (False, "stop it")
-        assert c_a2.meta["synthetic"] is True
+        assert c_a2.synthetic is True
+        assert c_a2.error_code is ErrorCode.CANCELLED
         assert events.types("a2") == ["run_completed"]
         assert events.types("b1") == ["run_completed"]
         assert gw.debug_snapshot()["scheduler"]["waiting"] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lemon_core.bus import Bus
+from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_gateway import Gateway, GatewayConfig, GatewayState
@@ -49,7 +50,8 @@ async def test_gateway_restart_with_runs_in_flight(tmp_path: Path) -> None:
         assert handle.done()
         completion = await handle
         assert (completion.ok, completion.error) == (False, "gateway_shutdown")
-        assert events.completed(handle.run_id).meta["synthetic"] is True
+        assert events.completed(handle.run_id).payload.completed.synthetic is True
+        assert completion.error_code is ErrorCode.CANCELLED
     assert events.types("queued") == ["run_completed"]
     assert events.types("waiting") == ["run_completed"]
     assert events.types("streaming") == ["run_started", "delta", "run_completed"]

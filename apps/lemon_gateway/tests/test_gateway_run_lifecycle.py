@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon_core.bus import Bus
-from lemon_core.events import Delta, EngineAction, RunStarted
+from lemon_core.events import Delta, EngineAction, ErrorCode, RunStarted, RunUsage
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, SQLiteStore, Store
 from lemon_gateway import Gateway, GatewayConfig
@@ -36,9 +36,7 @@ async def test_gateway_run_publishes_started_deltas_actions_and_one_completion()
     executor = ScriptedExecutor().script_run("r1", script)
     async with Gateway(bus=bus, executor=executor) as gw:
         events = RunEvents(bus).watch("r1")
-        completion = await gw.submit_execution(
-            command("r1", meta={"model": "m-1", "origin": "cli"})
-        )
+        completion = await gw.submit_execution(command("r1", model="m-1", origin="cli"))
     evs = events.events("r1")
     assert [e.type for e in evs] == [
         "run_started",
@@ -70,7 +68,7 @@ async def test_gateway_run_publishes_started_deltas_actions_and_one_completion()
     assert completion.answer == "Hello World"
     assert completion.engine == "lemon"
     assert completion.resume == {"engine": "lemon", "value": "sess-1"}
-    assert completion.usage == {"input_tokens": 3}
+    assert completion.usage == RunUsage(input_tokens=3)
     assert (completion.run_id, completion.session_key) == ("r1", "agent:test:main")
     assert events.completed("r1").payload.completed == completion
 
@@ -118,7 +116,7 @@ async def test_gateway_non_native_resume_ends_the_run_and_is_never_executed() ->
     assert completion.error is not None
     assert completion.error.startswith("unsupported_resume_engine")
     assert "'codex'" in completion.error
-    assert completion.meta["error"]["code"] == "unsupported_resume_engine"
+    assert completion.error_code is ErrorCode.RESUME_UNSUPPORTED
     assert "r1" not in executor.records
     assert events.types("r1") == ["run_completed"]
     assert await ChatStateStore(store).get("agent:test:main") is None
@@ -179,7 +177,9 @@ class _FailingChatState:
         return {"backend": "failing"}
 
 
-async def test_gateway_store_failure_on_resume_state_still_completes_and_frees_the_slot() -> None:
+async def test_gateway_store_failure_on_resume_state_keeps_the_answer_with_a_warning() -> None:
+    # A store failure after the execution is not an execution failure: the run keeps its
+    # outcome and answer, says what was not saved, and frees its slot.
     bus = Bus()
     store = _FailingChatState()
     assert isinstance(store, Store)
@@ -195,10 +195,12 @@ async def test_gateway_store_failure_on_resume_state_still_completes_and_frees_t
         stats = gw.statistics()
     assert store.failed == 2
     for c, run_id in ((c1, "r1"), (c2, "r2")):
-        assert not c.ok
-        assert c.error is not None
-        assert c.error.startswith("resume_state_store_failed: StoreUnavailableError")
-        assert c.meta["error"]["code"] == "resume_state_store_failed"
+        assert c.ok
+        assert c.error is None
+        assert c.error_code is None
+        assert c.warning is not None
+        assert c.warning.startswith("store_failed: the resume state was not saved")
+        assert "StoreUnavailableError" in c.warning
         assert c.answer == "answer"
         assert events.completed(run_id).payload.completed == c
     assert stats["store_failures"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lemon_core.bus import Bus
+from lemon_core.events import ErrorCode
 from lemon_gateway import Gateway, GatewayConfig
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command, until
@@ -57,9 +58,9 @@ async def test_gateway_launch_failures_are_bounded_to_one_terminal_completion() 
         flaky = gw.submit_execution(command("flaky", session="f"))
         c_bad = await bad
         assert not c_bad.ok
-        assert c_bad.meta["synthetic"] is True
-        assert c_bad.meta["error"] == {
-            "code": "launch_failed",
+        assert c_bad.synthetic is True
+        assert c_bad.error_code is ErrorCode.LAUNCH_FAILED
+        assert c_bad.meta == {
             "attempts": 3,
             "last_error": "LaunchError: scripted launch failure 3 of bad",
         }
@@ -67,7 +68,7 @@ async def test_gateway_launch_failures_are_bounded_to_one_terminal_completion() 
         assert c_bad.error.startswith("launch_failed: 3 attempts")
         assert executor.record("bad").launch_attempts == 3
         completed = events.completed("bad")
-        assert completed.meta["synthetic"] is True
+        assert completed.payload.completed.synthetic is True
         assert events.types("bad") == ["run_started", "run_completed"]
         # The worker advanced to the next request of the same key.
         assert (await nxt).ok
@@ -112,7 +113,9 @@ async def test_gateway_lock_timeout_completes_the_run() -> None:
         hold = gw.submit_execution(command("hold", session="s", key=("x", "1")))
         await gate.reached()
         late = await gw.submit_execution(command("late", session="s", key=("x", "2")))
-        assert (late.ok, late.error) == (False, "lock_timeout")
+        assert (late.ok, late.error_code) == (False, ErrorCode.TIMEOUT)
+        assert late.error is not None
+        assert late.error.startswith("lock_timeout")
         assert events.types("late") == ["run_completed"]
         gate.open()
         assert (await hold).ok

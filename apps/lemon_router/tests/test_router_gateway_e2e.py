@@ -14,7 +14,7 @@ from lemon_core.execution import ResumeToken, RunRequest, RuntimeContext
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_gateway import Gateway
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
-from lemon_router import RETRY_NOTICE, Router, RouterConfig
+from lemon_router import Router, RouterConfig
 
 SESSION = "agent:default:main"
 CONFIG = RouterConfig(idle_timeout_ms=None)
@@ -221,7 +221,7 @@ async def test_gateway_gone_mid_stream_gives_one_completion_and_frees_the_sessio
         await gateway.stop()  # the runtime goes away while the run streams
         assert await session.terminal(first.run_id) == "failed"
         (done,) = session.completions(first.run_id)
-        assert done.meta.get("synthetic") is True
+        assert done.payload.completed.synthetic is True
         # The queued message cannot reach a runtime: it fails visibly instead of hanging.
         assert await session.terminal(queued.run_id) == "failed"
         assert len(session.completions(queued.run_id)) == 1
@@ -234,20 +234,78 @@ async def test_a_crash_without_answer_is_retried_once_through_the_gateway(
 ) -> None:
     context = RuntimeContext()
     executor = ScriptedExecutor()
-    executor.script_prompt("fragile", Script().raise_error("worker killed"))
+    executor.script_run("first", Script().raise_error("worker killed"))
     session = Session(bus)
     async with (
         Gateway(bus=bus, executor=executor, store=store, runtime=context),
         Router(bus=bus, context=context, config=CONFIG) as router,
     ):
-        first = await router.submit(req("fragile"))
+        first = await router.submit(req("fragile", run_id="first"))
         assert await session.terminal(first.run_id) == "failed"
         retry_id = router.active_run(SESSION)
         assert retry_id is not None
         assert retry_id != first.run_id
         assert await session.terminal(retry_id) == "completed"
         assert executor.order == [first.run_id, retry_id]
-        assert executor.records[retry_id].job.prompt == RETRY_NOTICE + "fragile"
+        # The retry re-sends the user's words unchanged and says it is a retry.
+        assert executor.records[retry_id].job.prompt == "fragile"
+        assert executor.records[retry_id].job.retry_of == first.run_id
         (done,) = session.completions(retry_id)
-        assert done.payload.completed.answer == "Echo: " + RETRY_NOTICE + "fragile"
+        assert done.payload.completed.answer == "Echo: fragile"
+        assert done.payload.completed.retry_of == first.run_id
         assert router.statistics().zero_answer_retries == 1
+
+
+async def test_a_completion_too_large_for_the_runs_buffer_is_read_from_its_owner(
+    bus: Bus, store: SQLiteStore
+) -> None:
+    # A 1.2 MB answer does not fit the router's per-message bound, nor the compact terminal
+    # notice: the router reads the real completion from the gateway, answer and resume kept.
+    context = RuntimeContext()
+    big = "x" * 1_200_000
+    executor = ScriptedExecutor()
+    executor.script_prompt(
+        "big", Script().delta("start").complete(answer=big, resume=ResumeToken.native("n-big"))
+    )
+    delivery = Delivery(max_entries=100, max_message_bytes=4_000_000)
+    bus.subscribe(session_topic(SESSION), delivery=delivery)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=CONFIG) as router,
+    ):
+        receipt = await router.submit(req("big"))
+        while True:
+            item = await delivery.get()
+            if isinstance(item, Event) and item.type == "run_completed":
+                break
+        done = item.payload.completed
+        assert done.run_id == receipt.run_id
+        assert (done.ok, done.synthetic, done.error_code) == (True, False, None)
+        assert done.answer == big
+        assert done.resume == {"engine": "lemon", "value": "n-big"}
+        assert router.statistics().synthetic_completions == 0
+
+
+async def test_after_an_overflow_of_the_runs_buffer_the_real_completion_arrives(
+    bus: Bus, store: SQLiteStore
+) -> None:
+    # 8 entries, 20 deltas and the completion: the session hears the overflow notice and then
+    # the run's real completion, never a synthetic failure.
+    context = RuntimeContext()
+    executor = ScriptedExecutor()
+    chunks = [f"d{i} " for i in range(20)]
+    executor.script_prompt("chatty", Script().delta(*chunks).complete(answer="".join(chunks)))
+    session = Session(bus)
+    config = RouterConfig(idle_timeout_ms=None, run_event_buffer=8)
+    async with (
+        Gateway(bus=bus, executor=executor, store=store, runtime=context),
+        Router(bus=bus, context=context, config=config) as router,
+    ):
+        receipt = await router.submit(req("chatty"))
+        assert await session.terminal(receipt.run_id) == "completed"
+        (done,) = session.completions(receipt.run_id)
+        completed = done.payload.completed
+        assert (completed.ok, completed.synthetic) == (True, False)
+        assert completed.answer == "".join(chunks)
+        assert [e.type for e in session.seen].count("run_events_overflow") >= 1
+        assert router.statistics().synthetic_completions == 0

@@ -11,6 +11,8 @@ import pytest
 
 from lemon_core.bus import Bus, Delivery, session_topic
 from lemon_core.events import (
+    NOT_RETRYABLE,
+    ErrorCode,
     Event,
     QueueOutcome,
     QueueOutcomeKind,
@@ -27,7 +29,6 @@ from lemon_core.execution import (
 )
 from lemon_core.store import ChatStateStore, SQLiteStore
 from lemon_router import (
-    RETRY_NOTICE,
     ResumeError,
     Router,
     RouterConfig,
@@ -159,7 +160,10 @@ async def test_a_run_is_forwarded_unchanged_with_phases_and_chat_state(
         ]
         forwarded = [e.type for e in watcher.seen if e.type != "run_phase_changed"]
         assert forwarded == ["run_started", "delta", "run_completed"]
-        assert await chat_state.resume_token(SESSION) == ResumeToken.native("native-1")
+        # One writer per fact: the native resume state is the engine runtime's to write (the
+        # gateway writes it before it publishes the completion), never the router's.
+        assert await chat_state.resume_token(SESSION) is None
+        await chat_state.put(SESSION, ResumeToken.native("native-1"))
 
         # The next message resumes the native session and is keyed by it.
         receipt2 = await router.submit(request("again"))
@@ -226,7 +230,7 @@ async def test_submit_gives_up_after_the_timeout_with_one_synthetic_completion(b
     async with Router(bus=bus, context=context, config=config, clock=clock) as router:
         receipt = await router.submit(request("x"))
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert "stayed unavailable for 5000 ms" in done.payload.completed.error
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert sum(clock.sleeps) == 5000
@@ -242,8 +246,9 @@ async def test_abort_before_the_runtime_bound_the_run(bus: Bus) -> None:
         assert queued.status == "queued"
         assert router.abort_run(receipt.run_id)
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
-        assert done.payload.completed.meta["aborted"] is True
+        assert done.payload.completed.synthetic is True
+        assert done.payload.completed.error_code is ErrorCode.CANCELLED
+        assert done.payload.completed.synthetic is True
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="aborted")
         engine.is_available = True
         command = await engine.next_command()
@@ -265,7 +270,7 @@ async def test_a_vanished_gateway_run_gets_one_synthetic_completion_and_frees_th
         engine.started(command.run_id)
         engine.vanish(command.run_id)
         done = await watcher.until("run_completed", run_id=first.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert "vanished" in done.payload.completed.error
         command2 = await engine.next_command()
         assert command2.run_id == second.run_id
@@ -285,7 +290,7 @@ async def test_run_failed_without_completion_gets_a_synthetic_one_after_grace(bu
         command = await engine.next_command()
         engine.fail(command.run_id, "worker crashed")
         done = await watcher.until("run_completed", run_id=receipt.run_id)
-        assert done.meta["synthetic"] is True
+        assert done.payload.completed.synthetic is True
         assert done.payload.completed.error == "run failed: worker crashed"
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert len(watcher.completions()) == 1
@@ -300,8 +305,8 @@ async def test_a_failed_run_without_answer_is_retried_once(bus: Bus) -> None:
         engine.complete(command.run_id, ok=False, answer="", error="model error")
         retry = await engine.next_command()
         assert retry.run_id != command.run_id
-        assert retry.prompt == RETRY_NOTICE + "do it"
-        assert retry.meta["retry_of"] == receipt.run_id
+        assert retry.prompt == "do it"  # the user's words, never rewritten
+        assert retry.retry_of == receipt.run_id
         assert router.active_run(SESSION) == retry.run_id
         engine.complete(retry.run_id, ok=False, answer="", error="model error again")
         await watcher.until("run_phase_changed", run_id=retry.run_id, phase="failed")
@@ -394,7 +399,7 @@ async def test_followups_within_the_window_merge_into_one_run(bus: Bus) -> None:
         engine.complete(command.run_id)
         nxt = await engine.next_command()
         assert (nxt.run_id, nxt.prompt) == (b.run_id, "one\ntwo")
-        assert nxt.meta["merged_run_ids"] == [a.run_id]
+        assert nxt.merged_run_ids == (a.run_id,)
         engine.complete(nxt.run_id)
         await watcher.until("run_phase_changed", run_id=b.run_id, phase="completed")
 
@@ -453,7 +458,8 @@ async def test_model_and_images_of_the_request_reach_the_command(bus: Bus) -> No
         await router.submit(request("look", model="offline:vision", images=[image]))
         command = await engine.next_command()
         assert command.images == (image,)
-        assert command.meta["model"] == "offline:vision"  # ExecutionCommand has no model field
+        assert command.model == "offline:vision"
+        assert "model" not in command.meta
         engine.complete(command.run_id)
         await router.submit(request("plain"))
         plain = await engine.next_command()
@@ -529,7 +535,7 @@ async def test_stopping_the_router_ends_every_run_with_a_completion(bus: Bus) ->
         queued = await router.submit(request("b"))
     await watcher.until("run_phase_changed", run_id=queued.run_id, phase="aborted")
     done = await watcher.until("run_completed", run_id=first.run_id)
-    assert done.meta["synthetic"] is True
+    assert done.payload.completed.synthetic is True
     await watcher.until("run_phase_changed", run_id=first.run_id, phase="aborted")
     assert len(watcher.completions()) == 1
     assert not router.running()
@@ -598,7 +604,9 @@ async def test_a_busy_session_keeps_its_conversation_when_a_resume_token_appears
         first = await router.submit(request("one"))
         c1 = await engine.next_command()
         second = await router.submit(request("two"))
-        engine.complete(c1.run_id, resume="native-9")  # writes chat state while "two" waits
+        # The engine runtime (the gateway) writes the chat state before it completes.
+        await chat_state.put(SESSION, ResumeToken.native("native-9"))
+        engine.complete(c1.run_id, resume="native-9")
         c2 = await engine.next_command()
         assert c2.run_id == second.run_id
         # Readback at start time: "two" continues the native session "one" created.
@@ -628,35 +636,27 @@ async def test_the_command_says_whether_its_resume_token_was_looked_up_or_asked_
         await router.submit(request("looked up"))
         command = await engine.next_command()
         assert command.resume == ResumeToken.native("s1")
-        assert command.meta["resume_mode"] == "auto"
+        assert command.resume_mode == "auto"
         engine.complete(command.run_id)
         await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
 
         await router.submit(request("asked for", resume=ResumeToken.native("s2")))
         command = await engine.next_command()
         assert command.resume == ResumeToken.native("s2")
-        assert command.meta["resume_mode"] == "explicit"
+        assert command.resume_mode == "explicit"
         engine.complete(command.run_id)
         await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
 
 
-@pytest.mark.parametrize(
-    "error",
-    [
-        "corrupt_transcript: line 3 is not JSON",
-        "session_not_found: no transcript for s1",
-        "auth: 401 invalid api key",
-        "context_overflow: prompt too long",
-        "config_invalid: bad model",
-    ],
-)
-async def test_a_deterministic_failure_is_not_retried(bus: Bus, error: str) -> None:
+@pytest.mark.parametrize("code", sorted(NOT_RETRYABLE))
+async def test_a_deterministic_failure_is_not_retried(bus: Bus, code: ErrorCode) -> None:
+    # Decided by the typed code alone: the error sentence says nothing the router reads.
     context, engine = runtime(bus)
     watcher = Watcher(bus, SESSION)
     async with Router(bus=bus, context=context, config=FAST) as router:
         receipt = await router.submit(request("do it"))
         command = await engine.next_command()
-        engine.complete(command.run_id, ok=False, answer="", error=error)
+        engine.complete(command.run_id, ok=False, answer="", error="timeout", error_code=code)
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert router.statistics().zero_answer_retries == 0
         assert engine.pending_commands() == 0

@@ -5,8 +5,10 @@ Profiles ``execution-only`` and ``full``. Start registers ``APPROVALS`` (one
 grants persist in the runtime's store through an
 :class:`~lemon_core.store.ApprovalGrantStore`, loaded before anything asks) and
 ``AGENT_RUNTIME`` (a :class:`CodingExecutor` wired to the runtime: its home, those approvals,
-and the environment over ``$LEMON_HOME/secrets.env``). The gateway's hook takes the executor
-from ``AGENT_RUNTIME``, so no other app imports this one. Stop unregisters both and waits for
+and the environment over ``$LEMON_HOME/secrets.env``) and ``TRANSCRIPT_READER`` (the session
+history for clients, :class:`~coding_agent._transcripts.SessionTranscriptReader`). The gateway's
+hook takes the executor from ``AGENT_RUNTIME``, so no other app imports this one. Stop
+unregisters them and waits for
 grant writes still in flight (the runtime closes its store after the stop hooks).
 """
 
@@ -16,11 +18,13 @@ import os
 from dataclasses import dataclass
 from typing import cast
 
+from coding_agent._transcripts import SessionTranscriptReader
 from coding_agent.executor import CodingExecutor
 from lemon_core.approvals import ExecApprovals
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
+from lemon_core.sessions import TRANSCRIPT_READER, TranscriptReader
 from lemon_core.store import ApprovalGrantStore
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
@@ -32,6 +36,7 @@ class CodingAgentRuntime:
 
     impl: CodingExecutor
     approvals: ExecApprovals
+    transcripts: TranscriptReader
 
     def executor(self) -> Executor:
         return self.impl
@@ -46,14 +51,17 @@ async def _start(runtime: Runtime) -> CodingAgentRuntime:
     await approvals.load_grants()
     environ = {**read_secrets(runtime.home), **os.environ}
     impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
-    agent = CodingAgentRuntime(impl=impl, approvals=approvals)
+    transcripts = SessionTranscriptReader(impl.sessions())
+    agent = CodingAgentRuntime(impl=impl, approvals=approvals, transcripts=transcripts)
     runtime.context.capabilities.register(APPROVALS, approvals)
     runtime.context.capabilities.register(AGENT_RUNTIME, agent)
+    runtime.context.capabilities.register(TRANSCRIPT_READER, transcripts)
     return agent
 
 
 async def _stop(runtime: Runtime, handle: object) -> None:
     agent = cast(CodingAgentRuntime, handle)
+    runtime.context.capabilities.unregister(TRANSCRIPT_READER, agent.transcripts)
     runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)
     runtime.context.capabilities.unregister(APPROVALS, agent.approvals)
     await agent.approvals.drain()

@@ -80,7 +80,7 @@ from lemon_ai import (
 )
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, ConfigError, lemon_home, load_config
-from lemon_core.events import ApprovalDecision, ApprovalPending
+from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
 from lemon_core.execution import (
     ActionKind,
     ExecutionJob,
@@ -228,9 +228,8 @@ def resolve_model(
 
 
 def _agent_id(job: ExecutionJob) -> str:
-    value = job.meta.get("agent_id")
-    if isinstance(value, str) and value:
-        return value
+    if job.agent_id != "default":
+        return job.agent_id
     parts = job.session_key.split(":")
     if len(parts) >= 2 and parts[0] == "agent" and parts[1]:
         return parts[1]
@@ -395,7 +394,7 @@ class CodingExecution:
         if job.resume is None:
             counts["created"] += 1
             return await store.create(cwd=job.cwd), [], None
-        automatic = job.meta.get("resume_mode") == "auto"
+        automatic = job.resume_mode == "auto"
         try:
             transcript, messages = await store.load(job.resume.value)
         except TranscriptError as exc:
@@ -422,10 +421,9 @@ class CodingExecution:
         ex = self._executor
         if ex._model is not None and ex._provider is not None:
             return ex._model, ex._provider, False
-        override = self._job.meta.get("model")
         model, provider = resolve_model(
             config,
-            override if isinstance(override, str) else None,
+            self._job.model,
             environ=ex._environ,
             retry=ex._retry,
         )
@@ -473,7 +471,13 @@ class CodingExecution:
             code = "corrupt_transcript" if isinstance(exc, CorruptTranscriptError) else (
                 "session_not_found"
             )  # fmt: skip
-            return ExecutionResult(ok=False, error=f"{code}: {exc}")
+            return ExecutionResult(
+                ok=False,
+                error=f"{code}: {exc}",
+                error_code=ErrorCode.TRANSCRIPT_CORRUPT
+                if isinstance(exc, CorruptTranscriptError)
+                else ErrorCode.SESSION_NOT_FOUND,
+            )
         resume = ResumeToken.native(transcript.session_id)
         sink.started(resume=resume)
         if notice is not None:
@@ -488,12 +492,20 @@ class CodingExecution:
         try:
             config = await asyncio.to_thread(self._load_config)
         except ConfigError as exc:
-            return ExecutionResult(ok=False, error=f"config_invalid: {exc}", resume=resume)
+            return ExecutionResult(
+                ok=False,
+                error=f"config_invalid: {exc}",
+                error_code=ErrorCode.CONFIG_INVALID,
+                resume=resume,
+            )
         try:
             model, provider, owned = self._model(config)
         except LemonAiError as exc:  # an unknown provider or model: a clear failed run
             return ExecutionResult(
-                ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
+                ok=False,
+                error=f"model_unavailable: {type(exc).__name__}: {exc}",
+                error_code=ErrorCode.MODEL_UNAVAILABLE,
+                resume=resume,
             )
         try:
             return await self._run(sink, transcript, history, config, model, provider, resume)
@@ -584,6 +596,7 @@ class CodingExecution:
 
         counts = ex._counts
         error: str | None = None
+        error_code: ErrorCode | None = None
         outcome: str = "completed"
         usage = Usage()
         cost = Cost()
@@ -608,6 +621,7 @@ class CodingExecution:
                                 elif isinstance(event, AgentErrorEvent):
                                     self._accepting = False  # the run is failing
                                     error = f"{event.kind}: {event.message}"
+                                    error_code = _error_code(event.kind)
                                 elif isinstance(event, AgentEndEvent):
                                     end = event
                                 else:
@@ -675,27 +689,47 @@ class CodingExecution:
         finally:
             self._accepting = False
             self._finished = True
-        usage_map: dict[str, Any] = {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-            "total_tokens": usage.total_tokens,
-            "cost_usd": cost.total,
-            "model": model.ref,
-            "turns": turns,
-        }
+        run_usage = RunUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost_usd=cost.total,
+            model=model.ref,
+            turns=turns,
+        )
         if outcome == "completed":
-            return ExecutionResult(ok=True, answer=answer, resume=resume, usage=usage_map)
+            return ExecutionResult(ok=True, answer=answer, resume=resume, usage=run_usage)
         if outcome == "aborted":
             error = f"aborted: {abort_reason or 'aborted'}"
+            error_code = ErrorCode.CANCELLED
+        elif outcome == "max_turns":
+            error_code = ErrorCode.MAX_TURNS
         return ExecutionResult(
             ok=False,
             answer=answer,
             error=error or outcome,
+            error_code=error_code or ErrorCode.EXECUTOR_FAILED,
             resume=resume,
-            usage=usage_map,
+            usage=run_usage,
         )
+
+
+_ERROR_CODES: Final[Mapping[str, ErrorCode]] = {
+    "auth": ErrorCode.PROVIDER_AUTH,
+    "rate_limit": ErrorCode.RATE_LIMITED,
+    "context_overflow": ErrorCode.CONTEXT_OVERFLOW,
+    "bad_request": ErrorCode.BAD_REQUEST,
+    "server": ErrorCode.PROVIDER_ERROR,
+    "protocol": ErrorCode.PROVIDER_ERROR,
+    "connection": ErrorCode.CONNECTION,
+    "max_turns": ErrorCode.MAX_TURNS,
+}
+
+
+def _error_code(kind: str) -> ErrorCode:
+    """The typed code of an agent error kind (lemon_ai's ErrorKind values, or max_turns)."""
+    return _ERROR_CODES.get(kind, ErrorCode.EXECUTOR_FAILED)
 
 
 def _forward(event: AgentEvent, sink: ExecutionSink) -> None:

@@ -1,10 +1,12 @@
-"""``lemon chat``: the terminal client of an in-process runtime.
+"""``lemon chat``: the terminal client of a session port.
 
-One asyncio loop runs the runtime and the client. Input lines (read by a daemon thread),
-session events (``session:<key>``) and approval requests (``exec_approvals``) are merged into
-one bounded queue and handled in order, so an approval question and its answer never race
-with the output. Ctrl-C (SIGINT) cancels the active run, never the program; Ctrl-D or
-``/quit`` ends it.
+It speaks only :class:`~lemon_core.sessions.SessionPort` (the composition root in
+:mod:`lemon_cli.chat_cmd` boots the runtime and hands it the port): one bounded, ordered stream
+of typed session events per session (text, tool cards, approvals, queue outcomes, phases, run
+ends), merged with input lines into one bounded queue and handled in order, so an approval
+question and its answer never race with the output. When the stream falls behind it ends with
+one overflow marker: the client prints what it missed from ``snapshot()`` and watches again.
+Ctrl-C (SIGINT) cancels the active run, never the program; Ctrl-D or ``/quit`` ends it.
 """
 
 from __future__ import annotations
@@ -25,19 +27,34 @@ from typing import Any, Final, Literal
 from rich.console import Console
 from rich.markup import escape
 
-from coding_agent import CodingExecutor
-from lemon_cli._executor import DEFAULT_TOOL_POLICY
-from lemon_core.approvals import ExecApprovals, UnknownApprovalError
-from lemon_core.bus import EXEC_APPROVALS, Delivery, session_topic
-from lemon_core.events import ApprovalDecision, Event, QueueOutcome, QueueOutcomeKind
-from lemon_core.execution import ROUTER_BRIDGE, RunRequest, ToolPolicy
-from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, Runtime
-from lemon_core.store import RunStore, Store
-from lemon_router import Router
+from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
+from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.sessions import (
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    RunPhaseNotice,
+    SessionEvent,
+    SessionPort,
+    SessionStream,
+    SessionStreamClosedError,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+)
 
-__all__ = ["DEFAULT_SESSION", "ChatClient", "ChatOptions", "list_sessions", "tool_policy_for"]
+__all__ = [
+    "DEFAULT_SESSION",
+    "DEFAULT_TOOL_POLICY",
+    "ChatClient",
+    "ChatOptions",
+    "tool_policy_for",
+]
 
 DEFAULT_SESSION: Final = "agent:default:main"
+#: What ``--approve`` relaxes: read-only tools run, write, edit and bash ask first.
+DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
 _QUEUE_BOUND: Final = 4096
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
@@ -63,7 +80,8 @@ _SAID: Final = {
     ApprovalDecision.APPROVE_GLOBAL: "approved always",
     ApprovalDecision.DENY: "denied",
 }
-_SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
+_SHOWN_CHARS: Final = 200
+_READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})  # an approval question's command or arguments, then "…"
 HELP: Final = (
     "Commands: /new  /resume [KEY]  /sessions  /cancel  /model [M]  /help  /quit\n"
     "While a run is busy: a plain message is queued; '>text' steers the run; '!text' "
@@ -89,56 +107,29 @@ class ChatOptions:
     approve: frozenset[str] = frozenset()
     interactive: bool = True
     cwd: str = field(default_factory=os.getcwd)
+    default_model: str | None = None  # what /model shows when none was picked
 
 
-Item = tuple[Literal["line", "eof", "event", "approval", "sigint"], Any]
-
-
-async def list_sessions(store: Store, limit: int = 50) -> list[dict[str, Any]]:
-    """Sessions with finished runs, most recent first: key, runs, last answer, last time."""
-    rows = await store.scan(RunStore.HISTORY, limit=10_000)
-    sessions: dict[str, dict[str, Any]] = {}
-    for _, data in rows:
-        key = data["session_key"]
-        entry = sessions.setdefault(key, {"session_key": key, "runs": 0, "last_ms": 0})
-        entry["runs"] += 1
-        if data.get("finished_at_ms", 0) >= entry["last_ms"]:
-            entry["last_ms"] = data.get("finished_at_ms", 0)
-            entry["last_answer"] = data.get("answer", "")
-            entry["last_ok"] = data.get("ok", False)
-    return sorted(sessions.values(), key=lambda e: -int(e["last_ms"]))[:limit]
+Item = tuple[Literal["line", "eof", "event", "sigint"], Any]
 
 
 class ChatClient:
-    """Talks to the runtime's router for one terminal."""
+    """Talks to one session port for one terminal."""
 
-    def __init__(self, runtime: Runtime, options: ChatOptions, console: Console) -> None:
-        self.runtime = runtime
+    def __init__(self, port: SessionPort, options: ChatOptions, console: Console) -> None:
+        self.port = port
         self.options = options
         self.console = console
-        router = runtime.context.capabilities.require(ROUTER_BRIDGE)
-        assert isinstance(router, Router)
-        self.router = router
-        self.approvals: ExecApprovals | None = runtime.context.capabilities.get(APPROVALS)
         self.session = options.session
         self.model = options.model
         self.queue: asyncio.Queue[Item] = asyncio.Queue(_QUEUE_BOUND)
         self.mid_line = False
-        self.pending_approval: Event | None = None
-        # Approvals are asked one at a time, in order. With an executor that reports each
-        # approval as an ``approval`` action on the session topic (the coding executor), a
-        # request is held until that action arrives, so the question appears after the text
-        # streamed before it. Both are bounded by ExecApprovals' max_pending.
-        self.to_ask: deque[Event] = deque()
-        self.held: dict[str, Event] = {}
-        self.announced: OrderedDict[str, None] = OrderedDict()
-        agent = runtime.context.capabilities.get(AGENT_RUNTIME)
-        self.ordered_approvals = agent is not None and isinstance(agent.executor(), CodingExecutor)
+        self.pending_approval: ApprovalAsked | None = None
+        # Approvals are asked one at a time, in the order the stream brought them.
+        self.to_ask: deque[ApprovalAsked] = deque()
         self.last_ok = True
+        # Runs this client submitted and has not seen end (logical run ids, from receipts).
         self.waiting_for: set[str] = set()
-        # run ids whose terminal phase was seen (the router clears its active run a moment
-        # later); bounded, oldest forgotten first
-        self.finished: OrderedDict[str, None] = OrderedDict()
         # tool cards opened (``╭─``) and not yet closed, by action id; a run that ends with
         # cards open closes them. ``swept`` remembers cards closed that way so a late
         # ``completed`` does not close them twice. Both bounded, oldest forgotten first.
@@ -147,37 +138,41 @@ class ChatClient:
         self.denied: list[str] = []
         # One-shot denials are told after the answer, not in the middle of its stream.
         self.deferred_notes: list[str] = []
-        self._tasks: list[asyncio.Task[None]] = []
-        self._session_sub_task: asyncio.Task[None] | None = None
+        # After an overflow: deltas of an attempt up to this seq were recovered from a snapshot.
+        self.recovered_seq: dict[str, int] = {}
+        self.active_attempt: str | None = None
+        self._stream: SessionStream | None = None
+        self._pump_task: asyncio.Task[None] | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> ChatClient:
-        self._tasks.append(asyncio.create_task(self._pump(EXEC_APPROVALS, "approval")))
         self._follow(self.session)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in [*self._tasks, self._session_sub_task]:
-            if task is not None:
-                task.cancel()
-        for task in [*self._tasks, self._session_sub_task]:
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        self._unfollow()
+
+    def _unfollow(self) -> None:
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            self._pump_task = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     def _follow(self, session: str) -> None:
-        if self._session_sub_task is not None:
-            self._session_sub_task.cancel()
-        self._session_sub_task = asyncio.create_task(self._pump(session_topic(session), "event"))
+        self._unfollow()
+        stream = self._stream = self.port.watch(session)
+        self._pump_task = asyncio.create_task(self._pump(stream))
 
-    async def _pump(self, topic: str, kind: Literal["event", "approval"]) -> None:
-        delivery = Delivery(max_entries=10_000)
-        with self.runtime.bus.subscribe(topic, delivery=delivery) as sub:
+    async def _pump(self, stream: SessionStream) -> None:
+        with contextlib.suppress(SessionStreamClosedError):
             while True:
-                item = await sub.get()
-                if isinstance(item, Event):
-                    await self.queue.put((kind, item))
+                event = await stream.get()
+                await self.queue.put(("event", event))
+                if isinstance(event, StreamOverflow):
+                    return
 
     def start_reader(self) -> None:
         """Read stdin lines on a daemon thread into the queue."""
@@ -227,13 +222,8 @@ class ChatClient:
 
     # -- actions ------------------------------------------------------------------------------
 
-    def active(self) -> str | None:
-        """The session's active run, unless it already reached its terminal phase."""
-        run_id = self.router.active_run(self.session)
-        return None if run_id is None or run_id in self.finished else run_id
-
     def busy(self) -> bool:
-        return self.active() is not None
+        return bool(self.waiting_for)
 
     async def send(self, text: str, mode: str = "collect") -> None:
         request = RunRequest(
@@ -245,92 +235,114 @@ class ChatClient:
             cwd=self.options.cwd,
             tool_policy=tool_policy_for(self.options.approve),
         )
-        receipt = await self.router.submit(request)
-        self.waiting_for.add(receipt.run_id)
+        receipt = await self.port.submit(request)
         if receipt.status == "rejected":
-            self.waiting_for.discard(receipt.run_id)
             self.last_ok = False
             self._line(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
-        elif receipt.status == "queued":
+            return
+        self.waiting_for.add(receipt.run_id)
+        if receipt.status == "queued":
             self._line(f"[dim]queued (position {(receipt.position or 0) + 1})[/]")
         elif receipt.status == "dispatched_to_active":
             self._line("[dim]steering the running answer…[/]")
 
-    def cancel(self) -> bool:
-        run_id = self.active()
-        if run_id is None:
-            return False
-        self.router.abort_run(run_id, reason="cancelled from the terminal")
-        return True
+    async def cancel(self) -> bool:
+        """Cancel the session's running answer (messages queued behind it stay queued)."""
+        result = await self.port.cancel(session_key=self.session, include_queued=False)
+        return result.cancelled > 0
 
-    async def handle_event(self, event: Event) -> None:
-        payload = event.payload
-        if event.type == "delta":
-            self._write(payload.text)
-        elif event.type == "engine_action":
-            action = payload.action
-            if action.kind.value == "approval":  # asked through exec_approvals, not a card
-                approval_id = action.detail.get("approval_id")
-                if payload.phase.value == "started" and isinstance(approval_id, str):
-                    held = self.held.pop(approval_id, None)
-                    if held is not None:
-                        self.to_ask.append(held)
-                        self.ask_next()
-                    else:
-                        self.announced[approval_id] = None
-                        while len(self.announced) > _FINISHED_BOUND:
-                            self.announced.popitem(last=False)
-                return
-            if payload.phase.value == "started":
-                self.open_cards[action.id] = action.title
-                while len(self.open_cards) > _FINISHED_BOUND:
-                    self.open_cards.popitem(last=False)
-                self._line(f"[cyan]╭─ {escape(action.title)}[/]")
-            elif payload.phase.value == "completed":
-                self.open_cards.pop(action.id, None)
-                if self.swept.pop(action.id, 0) is None:
-                    return
-                mark = "[green]✓[/]" if payload.ok else "[red]✗[/]"
-                message = escape(" ".join((payload.message or "").split())[:160])
-                self._line(f"[cyan]╰─[/] {mark} {escape(action.title)} [dim]{message}[/]")
-        elif event.type == "queue_outcome" and isinstance(payload, QueueOutcome):
-            outcome = payload.outcome
+    async def handle_event(self, event: SessionEvent) -> None:
+        if isinstance(event, TextDelta):
+            if event.seq <= self.recovered_seq.get(event.run_id, 0):
+                return  # already shown from the snapshot
+            self._write(event.text)
+        elif isinstance(event, ToolCard):
+            self._card(event)
+        elif isinstance(event, ApprovalAsked):
+            await self.handle_approval(event)
+        elif isinstance(event, ApprovalEnded):
+            self._withdrawn(event)
+        elif isinstance(event, QueueNotice):
+            outcome = event.outcome
             if outcome is QueueOutcomeKind.STEERED:
                 self._line("[dim]steer taken by the running answer[/]")
             elif outcome is QueueOutcomeKind.FALLBACK_QUEUED:
                 self._line("[dim]steer not taken; queued as the next message[/]")
             elif outcome is QueueOutcomeKind.MERGED:
                 self._line("[dim]merged into the queued message[/]")
-            settled = (
-                QueueOutcomeKind.MERGED,
-                QueueOutcomeKind.STEERED,
-                QueueOutcomeKind.CANCELLED,
+            if outcome in _SETTLED:
+                self.waiting_for.discard(event.run_id)
+        elif isinstance(event, RunPhaseNotice):
+            self.active_attempt = None if event.phase.terminal else event.run_id
+        elif isinstance(event, RunEnded):
+            self._ended(event)
+        elif isinstance(event, StreamOverflow):
+            await self._recover()
+
+    def _card(self, event: ToolCard) -> None:
+        if event.phase == "started":
+            self.open_cards[event.action_id] = event.title
+            while len(self.open_cards) > _FINISHED_BOUND:
+                self.open_cards.popitem(last=False)
+            self._line(f"[cyan]╭─ {escape(event.title)}[/]")
+        elif event.phase == "completed":
+            self.open_cards.pop(event.action_id, None)
+            if self.swept.pop(event.action_id, 0) is None:
+                return
+            mark = "[green]✓[/]" if event.ok else "[red]✗[/]"
+            message = escape(" ".join((event.message or "").split())[:160])
+            self._line(f"[cyan]╰─[/] {mark} {escape(event.title)} [dim]{message}[/]")
+
+    def _ended(self, event: RunEnded) -> None:
+        cancelled = event.error_code is ErrorCode.CANCELLED
+        label = "ended" if event.ok else "cancelled" if cancelled else "failed"
+        self._close_cards(label)
+        self.waiting_for.discard(event.run_id)
+        self.recovered_seq.pop(event.attempt_id, None)
+        if event.ok:
+            self.last_ok = True
+            if self.mid_line:
+                self._write("\n")
+        else:
+            self.last_ok = False
+            self._line(f"[yellow]{label}:[/] {escape(event.error or label)}")
+        if event.warning:
+            self._line(f"[yellow]warning:[/] {escape(event.warning)}")
+        for note in self.deferred_notes:
+            self._line(note)
+        self.deferred_notes.clear()
+
+    async def _recover(self) -> None:
+        """The stream fell behind: show what the snapshot has that we have not shown, then
+        watch again (deltas the snapshot covered are skipped)."""
+        self._follow(self.session)  # watch first, so nothing after the snapshot is missed
+        for _ in range(5):
+            snapshot = await self.port.snapshot(self.session)
+            if snapshot.status == "ok":
+                break
+        else:
+            self._line("[yellow]the session is changing quickly; some output was not shown[/]")
+            return
+        active = snapshot.active
+        if active is not None:
+            self.recovered_seq[active.attempt_id] = active.text_seq
+            self._line("[dim]… (output fell behind; the answer so far:)[/]")
+            self._write(active.text)
+        for approval in snapshot.pending_approvals:
+            asked = ApprovalAsked(
+                session_key=self.session,
+                approval_id=approval.approval_id,
+                run_id=approval.run_id,
+                tool=approval.tool,
+                action=approval.action,
+                rationale=approval.rationale,
+                expires_at_ms=approval.expires_at_ms,
             )
-            if outcome in settled:
-                self.waiting_for.discard(payload.run_id)
-        elif event.type == "run_completed":
-            completed = payload.completed
-            error = completed.error or ""
-            aborted = bool(completed.meta.get("aborted")) or any(
-                word in error for word in ("cancel", "interrupt")
+            known = self.pending_approval is not None and (
+                self.pending_approval.approval_id == approval.approval_id
             )
-            label = "ended" if completed.ok else "cancelled" if aborted else "failed"
-            self._close_cards(label)
-            if completed.ok:
-                self.last_ok = True
-                if self.mid_line:
-                    self._write("\n")
-            else:
-                self.last_ok = False
-                self._line(f"[yellow]{label}:[/] {escape(error)}")
-            for note in self.deferred_notes:
-                self._line(note)
-            self.deferred_notes.clear()
-        elif event.type == "run_phase_changed" and payload.phase.terminal:
-            self.finished[payload.run_id] = None
-            while len(self.finished) > _FINISHED_BOUND:
-                self.finished.popitem(last=False)
-            self.waiting_for.discard(payload.run_id)
+            if not known and all(a.approval_id != approval.approval_id for a in self.to_ask):
+                await self.handle_approval(asked)
 
     def _close_cards(self, label: str) -> None:
         """Close every card still open when its run ended: ``╰─ ✗ title cancelled``."""
@@ -373,42 +385,35 @@ class ChatClient:
             return os.path.relpath(full, cwd)
         return path
 
-    async def handle_approval(self, event: Event) -> None:
-        if event.type == "approval_resolved":
-            self._withdrawn(event)
-            return
-        if event.type != "approval_requested":
-            return
-        pending = event.payload.pending
-        if pending.session_key != self.session or self.approvals is None:
-            return
-        approval_id = event.payload.approval_id
+    async def handle_approval(self, event: ApprovalAsked) -> None:
+        approval_id = event.approval_id
         if not self.options.interactive:
-            self._resolve(approval_id, ApprovalDecision.DENY)
-            self.denied.append(pending.tool)
+            await self._resolve(approval_id, ApprovalDecision.DENY)
+            self.denied.append(event.tool)
+            if event.tool in _READ_TOOLS:
+                # --approve cannot lift the workspace rule: a read outside it is asked for.
+                hint = "run it in a terminal to be asked, or from the directory it reads"
+            else:
+                hint = f"rerun with --approve {escape(event.tool)} to allow it"
             self.deferred_notes.append(
-                f"[yellow]denied {escape(pending.tool)}:[/] it needs an approval and there is no "
-                f"terminal to ask; rerun with --approve {escape(pending.tool)} to allow it"
+                f"[yellow]denied {escape(event.tool)}:[/] it needs an approval and there is no "
+                f"terminal to ask; {hint}"
             )
             return
-        if not self.ordered_approvals or self.announced.pop(approval_id, 0) is None:
-            self.to_ask.append(event)
-            self.ask_next()
-        else:
-            self.held[approval_id] = event
+        self.to_ask.append(event)
+        self.ask_next()
 
-    def _withdrawn(self, event: Event) -> None:
+    def _withdrawn(self, event: ApprovalEnded) -> None:
         """An approval ended without our answer (timeout, run cancelled): stop asking it."""
-        approval_id = event.payload.approval_id
-        self.held.pop(approval_id, None)
+        approval_id = event.approval_id
         for queued in list(self.to_ask):
-            if queued.payload.approval_id == approval_id:
+            if queued.approval_id == approval_id:
                 self.to_ask.remove(queued)
         current = self.pending_approval
-        if current is not None and current.payload.approval_id == approval_id:
+        if current is not None and current.approval_id == approval_id:
             self.pending_approval = None
-            tool = escape(current.payload.pending.tool)
-            self._line(f"[dim]approval for {tool} ended: {event.payload.decision.value}[/]")
+            tool = escape(current.tool)
+            self._line(f"[dim]approval for {tool} ended: {event.decision.value}[/]")
             if not self.ask_next() and not self.waiting_for:
                 self.prompt()
 
@@ -420,9 +425,8 @@ class ChatClient:
             return False
         event = self.to_ask.popleft()
         self.pending_approval = event
-        pending = event.payload.pending
         self._line(
-            f"[bold yellow]{escape(self.question(pending.tool, pending.action))}[/] "
+            f"[bold yellow]{escape(self.question(event.tool, event.action))}[/] "
             r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
         self._write("approve> ")
@@ -437,20 +441,15 @@ class ChatClient:
             self._write("approve> ")
             return
         self.pending_approval = None
-        if self._resolve(event.payload.approval_id, decision):
+        if await self._resolve(event.approval_id, decision):
             self._line(f"[dim]{_SAID.get(decision, decision.value)}[/]")
         else:
             self._line("[dim]that approval is no longer pending[/]")
         self.ask_next()
 
-    def _resolve(self, approval_id: str, decision: ApprovalDecision) -> bool:
-        if self.approvals is None:
-            return False
-        try:
-            self.approvals.resolve(approval_id, decision)
-        except UnknownApprovalError:
-            return False
-        return True
+    async def _resolve(self, approval_id: str, decision: ApprovalDecision) -> bool:
+        result = await self.port.resolve_approval(approval_id, decision)
+        return result.resolved
 
     async def command(self, line: str) -> bool:
         """Handle a slash command; False to quit."""
@@ -467,33 +466,29 @@ class ChatClient:
         elif name == "/resume":
             target = arg
             if not target:
-                found = [
-                    s
-                    for s in await list_sessions(self.runtime.store)
-                    if s["session_key"] != self.session
-                ]
+                found = [s for s in await self.port.sessions() if s.session_key != self.session]
                 if not found:
                     self._line("no other session to resume")
                     return True
-                target = found[0]["session_key"]
+                target = found[0].session_key
             self.session = target
             self._follow(self.session)
             self._line(f"[dim]resumed session {self.session}[/]")
         elif name == "/sessions":
-            rows = await list_sessions(self.runtime.store)
+            rows = await self.port.sessions()
             if not rows:
                 self._line("no sessions yet")
             for row in rows:
-                mark = "*" if row["session_key"] == self.session else " "
-                self._line(f"{mark} {escape(row['session_key'])}  [dim]{row['runs']} runs[/]")
+                mark = "*" if row.session_key == self.session else " "
+                self._line(f"{mark} {escape(row.session_key)}  [dim]{row.runs} runs[/]")
         elif name == "/cancel":
-            self._line("cancelling…" if self.cancel() else "nothing is running")
+            self._line("cancelling…" if await self.cancel() else "nothing is running")
         elif name == "/model":
             if arg:
                 self.model = arg
                 self._line(f"[dim]model for the next messages: {escape(arg)}[/]")
             else:
-                current = self.model or self.runtime.config.defaults.model
+                current = self.model or self.options.default_model
                 self._line(f"model: {escape(current or 'offline (none configured)')}")
         else:
             self._line(f"unknown command {escape(name)}; /help lists them")
@@ -522,21 +517,14 @@ class ChatClient:
     async def run_once(self, message: str) -> int:
         """One message; returns the exit code (0 when the answer completed)."""
         await self.send(message)
-        while True:
-            if not self.waiting_for:
-                follow = self.active()  # e.g. the router's retry of a run without an answer
-                if follow is None:
-                    break
-                self.waiting_for.add(follow)
+        while self.waiting_for:
             kind, value = await self.queue.get()
             if kind == "event":
                 await self.handle_event(value)
-            elif kind == "approval":
-                await self.handle_approval(value)
             elif kind == "line" and self.pending_approval is not None:
                 await self.answer_approval(value)
             elif kind == "sigint":
-                if not self.cancel():
+                if not await self.cancel():
                     return 130
                 self._line("[yellow]cancelling…[/]")
             elif kind == "eof" and self.pending_approval is not None:
@@ -567,10 +555,8 @@ class ChatClient:
                 await self.handle_event(value)
                 if was_waiting and not self.waiting_for:
                     self.prompt()
-            elif kind == "approval":
-                await self.handle_approval(value)
             elif kind == "sigint":
-                if self.cancel():
+                if await self.cancel():
                     self._line("[yellow]cancelling the run (Ctrl-C)…[/]")
                 else:
                     idle_sigints += 1

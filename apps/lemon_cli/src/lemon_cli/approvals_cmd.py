@@ -15,20 +15,19 @@ import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
-from lemon_core import ExecApprovals
-from lemon_core.approvals import ApprovalGrant, GrantScope
-from lemon_core.bus import Bus
-from lemon_core.config import lemon_home
-from lemon_core.runtime import store_path
-from lemon_core.store import ApprovalGrantStore, SQLiteStore, StoreError
+if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
+    from lemon_core import ExecApprovals
+    from lemon_core.approvals import ApprovalGrant, GrantScope
 
 __all__ = ["approvals_app"]
 
 approvals_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     help="List and revoke remembered approvals (the 'always' and per-agent grants).",
     no_args_is_help=True,
 )
@@ -59,6 +58,10 @@ class _Failure(Exception):
 
 
 async def _with_approvals(path: Path, work: Callable[[ExecApprovals], Awaitable[T]]) -> T:
+    from lemon_core import ExecApprovals
+    from lemon_core.bus import Bus
+    from lemon_core.store import ApprovalGrantStore, SQLiteStore, StoreError
+
     try:
         store = await SQLiteStore.open(path)
     except (StoreError, OSError, sqlite3.Error) as exc:
@@ -136,6 +139,9 @@ def list_grants(
     agent: AgentOption = None,
 ) -> None:
     """List the remembered grants (newest last): key, scope, agent, tool, when, what."""
+    from lemon_core.config import lemon_home
+    from lemon_core.runtime import store_path
+
     home = lemon_home()
     path = store_path(home)
 
@@ -183,6 +189,9 @@ def revoke(
     agent: AgentOption = None,
 ) -> None:
     """Forget remembered grants: the one whose key starts with KEY, or all of them (--all)."""
+    from lemon_core.config import lemon_home
+    from lemon_core.runtime import store_path
+
     home = lemon_home()
     path = store_path(home)
 

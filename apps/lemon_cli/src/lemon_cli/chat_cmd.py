@@ -1,4 +1,9 @@
-"""``lemon chat`` and ``lemon sessions``: the terminal entry points of the in-process runtime."""
+"""``lemon chat`` and ``lemon sessions``: the composition root of the terminal client.
+
+These commands boot the runtime in-process and hand its session port (``SESSION_PORT``) to the
+client; the client itself (:mod:`lemon_cli._chat`) speaks only the port. Heavy imports are made
+inside the commands, so ``lemon --help`` stays fast.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +11,33 @@ import asyncio
 import json
 import logging
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from coding_agent import CodingAgentError, CodingExecutor
-from lemon_ai import AssistantMessage, UserMessage
-from lemon_cli._chat import DEFAULT_SESSION, ChatClient, ChatOptions, list_sessions
-from lemon_cli._executor import TRANSCRIPTS_TABLE
-from lemon_core.config import ConfigError, LoadedConfig, load_config
-from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError, store_path
-from lemon_core.store import ChatStateStore, RunStore, SQLiteStore, Store
+if TYPE_CHECKING:
+    from lemon_cli._chat import ChatOptions
+    from lemon_core.config import LoadedConfig
+    from lemon_core.sessions import SessionPort
+
+#: The session a chat talks in unless told otherwise (also in lemon_cli._chat).
+DEFAULT_SESSION = "agent:default:main"
 
 __all__ = ["chat", "sessions_app"]
 
-sessions_app = typer.Typer(help="Chat sessions kept in $LEMON_HOME.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Chat sessions kept in $LEMON_HOME.",
+    no_args_is_help=True,
+)
 
 
 def _config_or_exit(console: Console) -> LoadedConfig:
+    from lemon_core.config import ConfigError, load_config
+
     try:
         return load_config()
     except ConfigError as exc:
@@ -53,6 +65,8 @@ def chat(
     ] = None,
 ) -> None:
     """Chat with the agent in this terminal (one message with MESSAGE, else interactive)."""
+    from lemon_cli._chat import ChatOptions
+
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
     tty = sys.stdin.isatty()
@@ -61,6 +75,7 @@ def chat(
         model=model,
         approve=_approvals(approve or []),
         interactive=tty,
+        default_model=loaded.config.defaults.model,
     )
     if message is None and not tty:
         console.print("lemon chat: no terminal to talk in; pass a MESSAGE for a one-shot answer")
@@ -69,18 +84,37 @@ def chat(
     raise typer.Exit(code)
 
 
-async def _run_chat(
-    loaded: LoadedConfig, options: ChatOptions, message: str | None, console: Console
-) -> int:
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionPort] | None:
+    """The runtime (full profile) and its session port, or None after saying why not."""
+    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
+    from lemon_core.sessions import SESSION_PORT
+
     try:
         runtime = Runtime(profile="full", config=loaded)
         await runtime.start()
     except (RuntimeBootError, AppHookError) as exc:
         console.print(f"[red]lemon: the runtime did not start:[/] {escape(str(exc))}")
+        return None
+    port = runtime.context.capabilities.get(SESSION_PORT)
+    if port is None:
+        await runtime.stop()
+        console.print("[red]lemon: the runtime has no session port (is lemon_router installed?)[/]")
+        return None
+    return runtime, port
+
+
+async def _run_chat(
+    loaded: LoadedConfig, options: ChatOptions, message: str | None, console: Console
+) -> int:
+    from lemon_cli._chat import ChatClient
+
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    booted = await _booted(loaded, console)
+    if booted is None:
         return 2
+    runtime, port = booted
     try:
-        async with ChatClient(runtime, options, console) as client:
+        async with ChatClient(port, options, console) as client:
             remove = client.install_sigint()
             try:
                 if options.interactive:
@@ -94,81 +128,64 @@ async def _run_chat(
         await runtime.stop()
 
 
+async def _with_port(loaded: LoadedConfig, console: Console, use: Any) -> Any:
+    booted = await _booted(loaded, console)
+    if booted is None:
+        raise typer.Exit(2)
+    runtime, port = booted
+    try:
+        return await use(port)
+    finally:
+        await runtime.stop()
+
+
 @sessions_app.command("list")
 def sessions_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Sessions with finished runs, most recent first."""
+    import msgspec
+
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
-    async def run() -> list[dict[str, Any]]:
-        path = store_path(loaded.home)
-        if not path.exists():
-            return []
-        async with await SQLiteStore.open(path) as store:
-            return await list_sessions(store)
+    async def use(port: SessionPort) -> list[Any]:
+        return await port.sessions(limit=50)
 
-    rows = asyncio.run(run())
+    rows = asyncio.run(_with_port(loaded, console, use))
     if as_json:
-        console.print_json(json.dumps(rows))
+        print(json.dumps(msgspec.to_builtins(rows), indent=2))
         return
     if not rows:
         console.print("no sessions yet (start one with `lemon chat`)")
     for row in rows:
-        answer = str(row.get("last_answer", "")).replace("\n", " ")[:60]
-        console.print(
-            f"{escape(str(row['session_key']))}  {row['runs']} runs  [dim]{escape(answer)}[/]"
-        )
+        answer = row.last_answer_preview.replace("\n", " ")[:60]
+        console.print(f"{escape(row.session_key)}  {row.runs} runs  [dim]{escape(answer)}[/]")
 
 
 @sessions_app.command("show")
 def sessions_show(
     key: Annotated[str, typer.Argument(help="The session key.")] = DEFAULT_SESSION,
+    limit: Annotated[int, typer.Option(help="How many messages, newest last.")] = 50,
 ) -> None:
-    """The transcript of a session (or its run history when no transcript is kept)."""
+    """The transcript of a session."""
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 
-    async def run() -> tuple[list[dict[str, str]], list[str]]:
-        path = store_path(loaded.home)
-        if not path.exists():
-            return [], []
-        async with await SQLiteStore.open(path) as store:
-            token = await ChatStateStore(store).resume_token(key)
-            transcript: list[dict[str, str]] = []
-            if token is not None:
-                transcript = await _transcript(loaded, store, token.value)
-            history = await RunStore(store).history(key, limit=50)
-            return transcript, [
-                f"{'ok' if h.ok else 'failed'}  {h.run_id}  {h.answer[:80]!r}" for h in history
-            ]
+    async def use(port: SessionPort) -> Any:
+        known = any(s.session_key == key for s in await port.sessions(limit=1000))
+        return known, await port.transcript(key, limit=max(1, limit))
 
-    transcript, history = asyncio.run(run())
-    if not transcript and not history:
+    known, page = asyncio.run(_with_port(loaded, console, use))
+    if not known and not page.entries:
         console.print(f"no session {escape(key)} (see `lemon sessions list`)")
         raise typer.Exit(1)
-    for entry in transcript:
-        who = "[bold]you[/]" if entry.get("role") == "user" else "[bold]lemon[/]"
-        console.print(f"{who}: {escape(entry.get('text', ''))}")
-    if not transcript:
-        for line in history:
-            console.print(escape(line))
-
-
-async def _transcript(loaded: LoadedConfig, store: Store, session_id: str) -> list[dict[str, str]]:
-    """User and assistant text of a native session: the coding executor's JSONL transcript,
-    else the built-in executor's store table."""
-    entries: list[dict[str, str]] = []
-    try:
-        _, messages = await CodingExecutor(home=loaded.home).sessions().load(session_id)
-    except (CodingAgentError, OSError, ValueError):
-        messages = []
-    for message in messages:
-        if isinstance(message, UserMessage):
-            entries.append({"role": "user", "text": message.content})
-        elif isinstance(message, AssistantMessage) and message.text:
-            entries.append({"role": "assistant", "text": message.text})
-    if entries:
-        return entries
-    return list(await store.get(TRANSCRIPTS_TABLE, session_id) or [])
+    if page.notice:
+        console.print(f"[dim]{escape(page.notice)}[/]")
+    if page.more:
+        console.print(f"[dim]… older messages not shown (--limit {limit})[/]")
+    for entry in page.entries:
+        if entry.role == "tool":
+            continue
+        who = "[bold]you[/]" if entry.role == "user" else "[bold]lemon[/]"
+        console.print(f"{who}: {escape(entry.text)}")

@@ -10,7 +10,10 @@ from rich.markup import escape
 from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config
 
 config_app = typer.Typer(
-    help="Inspect and validate the layered configuration.", no_args_is_help=True
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Inspect and validate the layered configuration.",
+    no_args_is_help=True,
 )
 
 

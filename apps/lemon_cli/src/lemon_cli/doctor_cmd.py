@@ -8,18 +8,14 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import httpx
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from lemon_cli._models import api_key_for, model_ref
-from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
-from lemon_core.runtime import store_path
-from lemon_core.store import open_default_store
-from lemon_gateway import validate_executor
+if TYPE_CHECKING:  # the rest is imported when the checks run: `lemon --help` stays fast
+    from lemon_core.config import Config, LoadedConfig
 
 __all__ = ["Check", "doctor", "run_checks"]
 
@@ -35,6 +31,9 @@ class Check:
 
 
 async def _check_store(home: Path, home_exists: bool) -> Check:
+    from lemon_core.runtime import store_path
+    from lemon_core.store import open_default_store
+
     path = store_path(home)
     target = path if home_exists else store_path(Path(tempfile.mkdtemp()))
     try:
@@ -52,18 +51,24 @@ async def _check_store(home: Path, home_exists: bool) -> Check:
 
 
 def _check_executor() -> Check:
+    from lemon_gateway import validate_executor
+
     status = validate_executor()
     if status.ready:
         return Check(name="executor", status="ok", detail=f"ready: {status.name}")
     return Check(
         name="executor",
         status="warn",
-        detail=f"lemon.executor not ready: {status.reason}. The terminal uses its built-in "
-        "agent executor (lemon_agent loop with the coding tools) instead",
+        detail=f"lemon.executor not ready: {status.reason}. Runs cannot start until it is: "
+        "reinstall with ./bin/lemon (it syncs the environment)",
     )
 
 
 async def _check_provider(config: Config, home: Path) -> Check:
+    import httpx
+
+    from lemon_cli._models import api_key_for, model_ref
+
     ref = model_ref(config)
     name, _, _ = ref.partition(":")
     if name == "offline":
@@ -130,7 +135,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check the runtime's health: config, store, executor, provider. Exit 1 on a failure."""
-    from lemon_core.config import lemon_home
+    from lemon_core.config import ConfigError, lemon_home, load_config
 
     console = Console(emoji=False, highlight=False)
     loaded: LoadedConfig | None = None

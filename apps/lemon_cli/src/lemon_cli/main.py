@@ -7,25 +7,35 @@ import sys
 import typer
 from rich.console import Console
 
-import lemon_quality
 from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.setup_cmd import setup
-from lemon_core.events import catalog
 
 app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     name="lemon",
     help="Lemon: a local-first personal AI assistant and coding-agent platform.",
     no_args_is_help=False,
     add_completion=False,
 )
-architecture_app = typer.Typer(help="Architecture policy tools.", no_args_is_help=True)
+architecture_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Architecture policy tools.",
+    no_args_is_help=True,
+)
 app.add_typer(architecture_app, name="architecture")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(config_app, name="config")
-events_app = typer.Typer(help="Typed bus events.", no_args_is_help=True)
+events_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Typed bus events.",
+    no_args_is_help=True,
+)
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
 app.command()(chat)
@@ -50,18 +60,24 @@ def _root(ctx: typer.Context) -> None:
 @app.command(context_settings=_PASSTHROUGH)
 def quality(ctx: typer.Context) -> None:
     """Run the architecture and quality gate (arguments go to ``python -m lemon_quality``)."""
+    import lemon_quality
+
     raise typer.Exit(lemon_quality.main(["check", *ctx.args]))
 
 
 @architecture_app.command(context_settings=_PASSTHROUGH)
 def docs(ctx: typer.Context) -> None:
     """Regenerate the policy table in docs/architecture_boundaries.md (--check: fail on drift)."""
+    import lemon_quality
+
     raise typer.Exit(lemon_quality.main(["docs", *ctx.args]))
 
 
 @events_app.command("docs", context_settings=_PASSTHROUGH)
 def events_docs(ctx: typer.Context) -> None:
     """Regenerate the registered-types tables in docs/bus_events.md (--check: fail on drift)."""
+    from lemon_core.events import catalog
+
     raise typer.Exit(catalog.main(list(ctx.args)))
 
 

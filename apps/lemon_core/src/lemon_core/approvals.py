@@ -3,7 +3,9 @@
 A requester (a gated tool) calls :meth:`ExecApprovals.request`. Remembered grants are checked
 first, broadest scope first (global, then agent, then session), keyed by the tool and a hash of
 the action (the canonical JSON of what the call would do). With no grant, a pending record is
-kept, ``approval_requested`` is published on ``exec_approvals`` and the requester waits until:
+kept, ``approval_requested`` is published on ``exec_approvals`` (and on the owner's own stream:
+``run:<run_id>`` when the approval belongs to a run, so the session sees it in order with the
+run's text, else ``session:<key>``) and the requester waits until:
 
 * someone calls :meth:`ExecApprovals.resolve` with ``approve_once`` (not remembered),
   ``approve_session`` / ``approve_agent`` / ``approve_global`` (remembered at that scope) or
@@ -41,7 +43,7 @@ from typing import Any, Final
 
 import msgspec
 
-from lemon_core.bus import EXEC_APPROVALS, Bus
+from lemon_core.bus import EXEC_APPROVALS, Bus, run_topic, session_topic
 from lemon_core.errors import LemonCoreError
 from lemon_core.events import (
     ApprovalDecision,
@@ -372,10 +374,8 @@ class ExecApprovals:
         entry = _Pending(record=record, future=future, grant_key=action_hash(tool, action))
         self._pending[approval_id] = entry
         self._requested += 1
-        self._bus.broadcast_event(
-            EXEC_APPROVALS,
-            "approval_requested",
-            ApprovalRequested(approval_id=approval_id, pending=record),
+        self._announce(
+            "approval_requested", ApprovalRequested(approval_id=approval_id, pending=record)
         )
         if on_requested is not None:
             on_requested(record)
@@ -497,11 +497,23 @@ class ExecApprovals:
     def _ack(self, entry: _Pending, decision: ApprovalDecision) -> None:
         if not entry.future.done():
             entry.future.set_result(decision)
-        self._bus.broadcast_event(
-            EXEC_APPROVALS,
+        self._announce(
             "approval_resolved",
             ApprovalResolved(approval_id=entry.record.id, decision=decision, pending=entry.record),
         )
+
+    def _announce(self, type_: str, payload: ApprovalRequested | ApprovalResolved) -> None:
+        """Publish on ``exec_approvals`` and on the owner's own stream: the run topic when the
+        approval belongs to a run (so it reaches the session in order with the run's text),
+        else the session topic."""
+        event = self._bus.broadcast_event(EXEC_APPROVALS, type_, payload)
+        record = payload.pending
+        if record is None:
+            return
+        if record.run_id:
+            self._bus.broadcast(run_topic(record.run_id), event)
+        elif record.session_key:
+            self._bus.broadcast(session_topic(record.session_key), event)
 
     def _grant_for(self, scope: GrantScope, entry: _Pending) -> ApprovalGrant | None:
         record = entry.record

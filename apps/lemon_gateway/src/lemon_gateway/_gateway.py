@@ -26,13 +26,14 @@ from typing import Any, Self
 
 from lemon_core.bus import Bus
 from lemon_core.errors import LemonCoreError
-from lemon_core.events import Completion, Payload
+from lemon_core.events import Completion, ErrorCode, Payload
 from lemon_core.execution import (
     ENGINE_RUNTIME,
     EXECUTOR_ENTRY_POINT_GROUP,
     ExecutionCommand,
     Executor,
     RuntimeContext,
+    RunView,
     SteerableExecution,
 )
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
@@ -197,7 +198,7 @@ class Gateway:
                     _Outcome(
                         ok=False,
                         error="gateway_shutdown: executor did not stop",
-                        code="gateway_shutdown",
+                        code=ErrorCode.CANCELLED,
                         synthetic=True,
                     )
                 )
@@ -324,6 +325,16 @@ class Gateway:
         given: object = run_id
         return isinstance(given, str) and given in self._runs
 
+    def run_view(self, run_id: str, *, max_text_chars: int = 262_144) -> RunView | None:
+        """The live run's text and actions (RunIntrospection); ``None`` once completed."""
+        run = self._runs.get(run_id)
+        return None if run is None else run.view(max(0, max_text_chars))
+
+    def completion_future(self, run_id: str) -> asyncio.Future[Completion] | None:
+        """The live run's completion future (RunIntrospection); ``None`` once completed."""
+        run = self._runs.get(run_id)
+        return None if run is None else run.future
+
     def handle(self, run_id: str) -> RunHandle | None:
         """The handle of a live (queued or running) run."""
         run = self._runs.get(run_id)
@@ -376,11 +387,9 @@ class Gateway:
             return os.path.abspath(os.path.expanduser(cwd))
         return self._default_cwd
 
-    def _publish(self, run: Run, type_: str, payload: Payload, *, synthetic: bool = False) -> None:
+    def _publish(self, run: Run, type_: str, payload: Payload) -> None:
         req = run.request
         meta = req.event_meta
-        if synthetic:
-            meta = {**meta, "synthetic": True}
         try:
             self.bus.broadcast_event(run.topic, type_, payload, meta)
         except LemonCoreError as exc:
@@ -395,7 +404,7 @@ class Gateway:
             self._failed += 1
         if run.cancel_reason is not None:
             self._cancelled += 1
-        if completion.meta.get("synthetic"):
+        if completion.synthetic:
             self._synthetic += 1
         run.worker.run_finished(run)
 

@@ -40,11 +40,10 @@ class ExecutionRequest:
         self.conversation_key = key
         self.accepted_at_ns = accepted_at_ns
         meta: dict[str, Any] = {"run_id": command.run_id, "session_key": command.session_key}
-        if command.meta:
-            for name in ("origin", "model"):
-                value = command.meta.get(name)
-                if isinstance(value, str):
-                    meta[name] = value
+        if command.origin is not None:
+            meta["origin"] = command.origin
+        if command.model is not None:
+            meta["model"] = command.model
         self.event_meta = meta
 
     @property

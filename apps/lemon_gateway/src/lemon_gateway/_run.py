@@ -32,8 +32,10 @@ from lemon_core.events import (
     Delta,
     EngineAction,
     EngineActionPhase,
+    ErrorCode,
     RunCompleted,
     RunStarted,
+    RunUsage,
     now_ms,
 )
 from lemon_core.execution import (
@@ -43,6 +45,8 @@ from lemon_core.execution import (
     ExecutionResult,
     PreparedExecution,
     ResumeToken,
+    RunActionView,
+    RunView,
 )
 from lemon_core.store import RunSummary
 from lemon_gateway._lock import LockLease, LockTimeoutError
@@ -58,6 +62,7 @@ __all__ = ["Run", "RunState"]
 log = logging.getLogger("lemon_gateway.run")
 
 _MAX_ERROR_CHARS: Final = 4096
+_MAX_ACTIONS_KEPT: Final = 512  # per run, for run_view(); later actions still stream
 
 
 class RunState(enum.Enum):
@@ -92,9 +97,9 @@ class _Outcome:
     ok: bool
     answer: str = ""
     error: str | None = None
-    code: str | None = None
+    code: ErrorCode | None = None
     resume: ResumeToken | None = None
-    usage: Mapping[str, Any] | None = None
+    usage: RunUsage | None = None
     synthetic: bool = False
     detail: dict[str, Any] | None = None
 
@@ -103,6 +108,7 @@ class Run:
     """One accepted request. Implements the ExecutionSink its executor streams into."""
 
     __slots__ = (
+        "_actions",
         "_parts",
         "cancel_reason",
         "future",
@@ -137,6 +143,7 @@ class Run:
         self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
+        self._actions: dict[str, RunActionView] | None = None
         self.last_resume: ResumeToken | None = None
         self.launch_attempts = 0
         self.slot_generation = 0
@@ -195,9 +202,9 @@ class Run:
             outcome = _Outcome(
                 ok=False,
                 error=_truncate(f"gateway_error: {type(exc).__name__}: {exc}"),
-                code="gateway_error",
+                code=ErrorCode.INTERNAL,
             )
-        if self.cancel_reason is not None and outcome.code != "cancelled":
+        if self.cancel_reason is not None and outcome.code is not ErrorCode.CANCELLED:
             # Cancelled but the executor returned anyway (it swallowed the cancellation):
             # the cancel wins.
             outcome = self._cancelled_outcome()
@@ -215,7 +222,7 @@ class Run:
         return _Outcome(
             ok=False,
             error=reason,
-            code="cancelled",
+            code=ErrorCode.CANCELLED,
             resume=self.last_resume or self.request.resume,
             synthetic=self.state is RunState.QUEUED or reason == "gateway_shutdown",
             detail={"state": self.state.value},
@@ -234,7 +241,7 @@ class Run:
                     f"not native; only {NATIVE_ENGINE!r} tokens can resume a run. Use "
                     "`lemon resume <id>` with a native id, or submit without a resume token."
                 ),
-                code="unsupported_resume_engine",
+                code=ErrorCode.RESUME_UNSUPPORTED,
                 detail={"engine": req.resume.engine},
             )
         self.state = RunState.WAITING_SLOT
@@ -250,13 +257,14 @@ class Run:
             except LockTimeoutError:
                 return _Outcome(
                     ok=False,
-                    error="lock_timeout",
-                    code="lock_timeout",
+                    error=f"lock_timeout: the engine lock was not free within "
+                    f"{cfg.engine_lock_timeout_s} s",
+                    code=ErrorCode.TIMEOUT,
                     detail={"timeout_s": cfg.engine_lock_timeout_s},
                 )
         self.state = RunState.LAUNCHING
         self.started_ns = time.perf_counter_ns()
-        meta = req.command.meta
+        model = req.command.model
         gw._publish(
             self,
             "run_started",
@@ -264,9 +272,8 @@ class Run:
                 run_id=req.run_id,
                 session_key=req.session_key,
                 engine=NATIVE_ENGINE,
-                model=_opt_str(meta.get("model")) if meta else None,
-                provider=_opt_str(meta.get("provider")) if meta else None,
-                thinking_level=_opt_str(meta.get("thinking_level")) if meta else None,
+                model=model,
+                provider=model.split(":", 1)[0] if model and ":" in model else None,
             ),
         )
         prepared = await self._launch()
@@ -282,7 +289,7 @@ class Run:
             return _Outcome(
                 ok=False,
                 error=_truncate(f"executor_exception: {type(exc).__name__}: {exc}"),
-                code="executor_exception",
+                code=ErrorCode.EXECUTOR_FAILED,
                 resume=self.last_resume,
             )
         return self._from_result(result)
@@ -333,6 +340,11 @@ class Run:
             lane=cmd.lane,
             tool_policy=cmd.tool_policy,
             context=cmd.context,
+            origin=cmd.origin,
+            agent_id=cmd.agent_id,
+            model=cmd.model,
+            resume_mode=cmd.resume_mode,
+            retry_of=cmd.retry_of,
             meta=cmd.meta,
         )
 
@@ -356,7 +368,7 @@ class Run:
         return _Outcome(
             ok=False,
             error=_truncate(f"launch_failed: {cfg.max_launch_attempts} attempts, last: {message}"),
-            code="launch_failed",
+            code=ErrorCode.LAUNCH_FAILED,
             synthetic=True,
             detail={"attempts": cfg.max_launch_attempts, "last_error": _truncate(message)},
         )
@@ -367,7 +379,7 @@ class Run:
             return _Outcome(
                 ok=False,
                 error=f"invalid_executor_result: expected ExecutionResult, got {result!r}",
-                code="invalid_executor_result",
+                code=ErrorCode.EXECUTOR_FAILED,
                 resume=self.last_resume,
             )
         resume = result.resume if result.resume is not None else self.last_resume
@@ -375,9 +387,9 @@ class Run:
             ok=result.ok,
             answer=result.answer,
             error=result.error,
-            code=None if result.ok else "executor_error",
+            code=None if result.ok else (result.error_code or ErrorCode.EXECUTOR_FAILED),
             resume=resume,
-            usage=result.usage,
+            usage=_usage(result.usage),
         )
 
     # -- finalisation ---------------------------------------------------------------------
@@ -396,37 +408,39 @@ class Run:
         if answer == "" and self._parts:
             answer = "".join(self._parts)
         ok, error, code = outcome.ok, outcome.error, outcome.code
-        detail = {} if outcome.detail is None else dict(outcome.detail)
+        meta: dict[str, Any] = {} if outcome.detail is None else dict(outcome.detail)
         resume = outcome.resume
         interrupted = False
+        warning: str | None = None
         if resume is not None and resume.is_native and gw.chat_state is not None:
+            # The gateway is the one writer of the native resume state. A failed write after
+            # the execution is not an execution failure: the run keeps its outcome and answer
+            # and says that the next message may not resume this session.
             try:
                 await gw.chat_state.put(req.session_key, resume)
             except asyncio.CancelledError:
                 interrupted = True
-                ok, code = False, "resume_state_store_failed"
-                error = "resume_state_store_failed: interrupted by shutdown"
-            except Exception as exc:  # reported in the completion, the run still completes
+                warning = "store_failed: the resume state was not saved (interrupted by shutdown)"
+            except Exception as exc:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
-                detail["run_error"] = error
-                ok = False
-                code = "resume_state_store_failed"
-                error = _truncate(f"resume_state_store_failed: {type(exc).__name__}: {exc}")
-        meta: dict[str, Any] = {}
-        if code is not None:
-            meta["error"] = {"code": code, **detail}
-        if outcome.synthetic:
-            meta["synthetic"] = True
+                warning = _truncate(
+                    f"store_failed: the resume state was not saved ({type(exc).__name__}: "
+                    f"{exc}); the next message starts a new native session"
+                )
         completion = Completion(
             ok=ok,
             answer=answer,
             error=error,
+            error_code=None if ok else (code or ErrorCode.EXECUTOR_FAILED),
             engine=NATIVE_ENGINE,
             resume=None if resume is None else resume.to_dict(),
-            usage=None if outcome.usage is None else dict(outcome.usage),
+            usage=outcome.usage,
             run_id=req.run_id,
             session_key=req.session_key,
+            synthetic=outcome.synthetic,
+            retry_of=req.command.retry_of,
+            warning=warning,
             meta=meta,
         )
         if self.grant is not None:
@@ -436,7 +450,6 @@ class Run:
             self,
             "run_completed",
             RunCompleted(completed=completion, duration_ms=duration_ms),
-            synthetic=outcome.synthetic,
         )
         self.state = RunState.DONE
         if not self.future.done():
@@ -454,6 +467,7 @@ class Run:
                 started_at_ms=finished - duration_ms,
                 finished_at_ms=finished,
                 duration_ms=duration_ms,
+                error_code=completion.error_code,
                 meta=meta,
             )
             try:
@@ -503,6 +517,13 @@ class Run:
     ) -> None:
         if self.state is not RunState.RUNNING:
             return
+        actions = self._actions
+        if actions is None:
+            actions = self._actions = {}
+        if id in actions or len(actions) < _MAX_ACTIONS_KEPT:
+            actions[id] = RunActionView(
+                id=id, kind=kind, title=title, phase=phase, ok=ok, message=message
+            )
         self.gateway._publish(
             self,
             "engine_action",
@@ -514,6 +535,21 @@ class Run:
                 message=message,
                 level=level,
             ),
+        )
+
+    def view(self, max_text_chars: int) -> RunView:
+        """This run's text so far and its actions (the owner's view, for snapshots)."""
+        text = "".join(self._parts)
+        truncated = len(text) > max_text_chars
+        if truncated:
+            text = text[len(text) - max_text_chars :]
+        return RunView(
+            run_id=self.run_id,
+            state=self.state.value,
+            text=text,
+            text_seq=self.seq,
+            text_truncated=truncated,
+            actions=tuple(self._actions.values()) if self._actions else (),
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -531,8 +567,17 @@ class Run:
         }
 
 
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def _usage(value: object) -> RunUsage | None:
+    """The executor's usage as the typed record (a mapping is accepted from older executors);
+    anything that does not fit is dropped with a log line, never a lost completion."""
+    if value is None or isinstance(value, RunUsage):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return RunUsage.from_map(value)
+        except Exception as exc:
+            log.warning("dropping usage that does not fit RunUsage: %r", exc)
+    return None
 
 
 def default_cwd(configured: str | None) -> str:

@@ -24,6 +24,8 @@ def command(
     key: tuple[str, ...] | None = None,
     prompt: str | None = None,
     resume: ResumeToken | None = None,
+    model: str | None = None,
+    origin: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> ExecutionCommand:
     """An ExecutionCommand with a router-style conversation key (``("session", session)``)."""
@@ -33,6 +35,8 @@ def command(
         prompt=run_id if prompt is None else prompt,
         conversation_key=("session", session) if key is None else key,
         resume=resume,
+        model=model,
+        origin=origin,
         meta=meta or {},
     )
 

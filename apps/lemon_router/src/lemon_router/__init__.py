@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from lemon_core.sessions import (
+    PEER_KINDS,
+    InvalidSessionKeyError,
+    PeerKind,
+    SessionKey,
+    check_session_key,
+)
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
+from lemon_router._port import RouterSessionPort, redact_secrets
 from lemon_router._queue import (
     CancelActive,
     ConversationQueue,
@@ -19,13 +27,10 @@ from lemon_router._queue import (
 from lemon_router._resume import ChatStateReader, ResumeDecision, resolve_resume
 from lemon_router._router import Router, RouterState, RouterStatistics
 from lemon_router._run_process import (
-    RETRY_NOTICE,
     ChatStateAccess,
 )
-from lemon_router._session_key import PEER_KINDS, PeerKind, SessionKey, check_session_key
 from lemon_router.errors import (
     InvalidRunRequestError,
-    InvalidSessionKeyError,
     ResumeError,
     RouterError,
     RouterNotRunningError,
@@ -36,7 +41,6 @@ from lemon_router.errors import (
 __all__ = [
     "PEER_KINDS",
     "QUEUE_MODES",
-    "RETRY_NOTICE",
     "CancelActive",
     "ChatStateAccess",
     "ChatStateReader",
@@ -57,6 +61,7 @@ __all__ = [
     "RouterError",
     "RouterNotRunningError",
     "RouterRuntimeError",
+    "RouterSessionPort",
     "RouterState",
     "RouterStatistics",
     "RouterUsageError",
@@ -68,5 +73,6 @@ __all__ = [
     "SystemClock",
     "check_session_key",
     "parse_queue_mode",
+    "redact_secrets",
     "resolve_resume",
 ]

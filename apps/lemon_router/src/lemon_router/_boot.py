@@ -2,22 +2,34 @@
 
 Requires ``lemon_gateway``; profile ``full``. Start enters a :class:`Router` with the chat
 state in the runtime's store (:class:`~lemon_core.store.ChatStateStore`), which registers
-``ROUTER_BRIDGE``. Stop exits it (queued messages reported cancelled, active runs cancelled).
+``ROUTER_BRIDGE``, and registers the in-process session port
+(:class:`~lemon_router.RouterSessionPort`) as ``SESSION_PORT``: the one API clients use. Stop
+unregisters the port and exits the router (queued messages reported cancelled, active runs
+cancelled).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 from lemon_core.runtime import AppSpec, Runtime
+from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import ChatStateStore
 from lemon_router._config import RouterConfig
+from lemon_router._port import RouterSessionPort
 from lemon_router._router import Router
 
 __all__ = ["lemon_router_app"]
 
 
-async def _start(runtime: Runtime) -> Router:
+@dataclass(frozen=True, slots=True)
+class _Started:
+    router: Router
+    port: RouterSessionPort
+
+
+async def _start(runtime: Runtime) -> _Started:
     router = Router(
         bus=runtime.bus,
         context=runtime.context,
@@ -25,11 +37,15 @@ async def _start(runtime: Runtime) -> Router:
         config=RouterConfig(),
     )
     await router.__aenter__()
-    return router
+    port = RouterSessionPort(router, store=runtime.store)
+    runtime.context.capabilities.register(SESSION_PORT, port)
+    return _Started(router, port)
 
 
 async def _stop(runtime: Runtime, handle: object) -> None:
-    await cast(Router, handle).__aexit__(None, None, None)
+    started = cast(_Started, handle)
+    runtime.context.capabilities.unregister(SESSION_PORT, started.port)
+    await started.router.__aexit__(None, None, None)
 
 
 lemon_router_app = AppSpec(
@@ -38,5 +54,5 @@ lemon_router_app = AppSpec(
     stop=_stop,
     requires=("lemon_gateway",),
     profiles=frozenset({"full"}),
-    description="sessions and queue modes (RouterBridge)",
+    description="sessions and queue modes (RouterBridge, SessionPort)",
 )

@@ -24,6 +24,7 @@ import contextlib
 import enum
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -42,6 +43,7 @@ from lemon_core.execution import (
     RuntimeContext,
     SteerableRuntime,
 )
+from lemon_core.sessions import check_session_key
 from lemon_core.store import StoreError
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
@@ -58,10 +60,11 @@ from lemon_router._queue import (
 )
 from lemon_router._resume import ChatStateReader, check_explicit, resolve_resume
 from lemon_router._run_process import ChatStateAccess, Prepared, RunProcess
-from lemon_router._session_key import check_session_key
 from lemon_router.errors import InvalidRunRequestError, RouterNotRunningError
 
 log = logging.getLogger("lemon_router")
+
+_MAX_REVISIONS = 65_536  # sessions whose revision is remembered
 
 
 class RouterState(enum.StrEnum):
@@ -125,6 +128,9 @@ class Router:
         self._synthetic = 0
         self._retries = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        # per session: the change counter at its last phase / outcome (bounded, LRU)
+        self._revisions: OrderedDict[str, int] = OrderedDict()
+        self._changes = 0
         # steer calls still waiting for the runtime's answer, per target (original) run id
         self._steering: dict[str, set[asyncio.Task[None]]] = {}
 
@@ -319,6 +325,31 @@ class Router:
         process = self._runs.get(active.run_id)
         return process.current_run_id if process else active.run_id
 
+    def active_attempt(self, session_key: str) -> tuple[str, str, int, RunPhase | None] | None:
+        """``(run id as submitted, current attempt id, attempt number, phase)`` of the
+        session's active run, or None when the session is idle."""
+        key = self._session_conv.get(session_key)
+        if key is None:
+            return None
+        active = self._queues[key].active
+        if active is None or active.session_key != session_key:
+            return None
+        process = self._runs.get(active.run_id)
+        attempt = process.current_run_id if process else active.run_id
+        number = 2 if process is not None and process.retried else 1
+        return active.run_id, attempt, number, self._phases.get(attempt)
+
+    def active_prepared(self, session_key: str) -> Prepared | None:
+        """What intake resolved for the session's active run (cwd, model, policy...)."""
+        active = self.active_attempt(session_key)
+        tracked = None if active is None else self._where.get(active[0])
+        return None if tracked is None else tracked[1]
+
+    def revision(self, session_key: str) -> int:
+        """A number that grows with every phase and queue outcome the router publishes for
+        the session (0 when nothing happened in this process, or long ago)."""
+        return self._revisions.get(session_key, 0)
+
     def is_busy(self, session_key: str) -> bool:
         return self.active_run(session_key) is not None
 
@@ -446,9 +477,18 @@ class Router:
         if tracked is not None:
             self._maybe_drop(tracked[0])
 
+    def _touch(self, session_key: str) -> None:
+        self._changes += 1
+        revisions = self._revisions
+        revisions[session_key] = self._changes
+        revisions.move_to_end(session_key)
+        if len(revisions) > _MAX_REVISIONS:
+            revisions.popitem(last=False)
+
     def _outcome(self, payload: QueueOutcome) -> None:
         session_key = payload.session_key
         assert session_key is not None
+        self._touch(session_key)
         self.bus.broadcast_event(
             session_topic(session_key),
             "queue_outcome",
@@ -465,6 +505,8 @@ class Router:
         else:
             self._phases[run_id] = phase
         session_key = prepared.session_key if prepared else None
+        if session_key is not None:
+            self._touch(session_key)
         payload = RunPhaseChanged.build(
             run_id=run_id,
             session_key=session_key,
@@ -526,16 +568,6 @@ class Router:
 
     async def _read_resume(self, session_key: str) -> ResumeToken | None:
         return await _FailSoftReader(self.chat_state).resume_token(session_key)
-
-    async def _write_resume(self, session_key: str, token: ResumeToken) -> None:
-        store = self.chat_state
-        put: Any = getattr(store, "put", None)
-        if put is None:
-            return
-        try:
-            await put(session_key, token)
-        except StoreError as exc:
-            log.warning("could not record chat state of %s: %s", session_key, exc)
 
     def _maybe_drop(self, key: ConversationKey) -> None:
         queue = self._queues.get(key)

@@ -2,11 +2,17 @@
 
 It submits the ExecutionCommand to the EngineRuntime capability (retrying with backoff while
 the runtime is unavailable), forwards every event of ``run:<id>`` unchanged to
-``session:<key>``, publishes ``run_phase_changed``, writes the session's chat state from the
-completion, retries once a failed run that produced no answer, and guarantees that the run
-ends with exactly one ``run_completed`` on the session topic: a synthetic one (event meta
-``synthetic: True``) when the runtime never bound the run, lost it, failed it without a
-completion, or did not confirm a cancellation in time.
+``session:<key>``, publishes ``run_phase_changed``, retries once a failed run that produced no
+answer when its typed error code says a retry may help (same prompt, ``retry_of`` set), and
+guarantees that the run ends with exactly one ``run_completed`` on the session topic (a retried
+attempt's completion is not forwarded): a synthetic one (``Completion.synthetic``) when the
+runtime never bound the run, lost it, failed it without a completion, or did not confirm a
+cancellation in time.
+
+After an overflow of the run's own delivery the router tells the session
+(``run_events_overflow``), takes a fresh handle and goes on forwarding; a completion that could
+not ride in the terminal notice is re-read from its owner (the runtime's completion future),
+never invented. The native resume state is written by its owner, the gateway, not here.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon_core.bus import Delivery, Overflow, TerminalNotice, run_topic, session_topic
+from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
     Completion,
+    ErrorCode,
     Event,
     RunCompleted,
     RunEventsOverflow,
     RunFailed,
     RunPhase,
+    now_ms,
 )
 from lemon_core.events import RunPhaseChanged as _RunPhaseChanged
 from lemon_core.execution import (
@@ -34,6 +43,7 @@ from lemon_core.execution import (
     ExecutionCommand,
     ExecutionContractError,
     ResumeToken,
+    RunIntrospection,
     RunLiveness,
     ToolPolicy,
 )
@@ -43,11 +53,6 @@ if TYPE_CHECKING:
     from lemon_router._router import Router
 
 log = logging.getLogger("lemon_router")
-
-RETRY_NOTICE = (
-    "[retry notice] The previous attempt ended without an answer. Continue from the current "
-    "state and answer the request below.\n\n"
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,6 +102,8 @@ class RunProcess:
         self.cancel_reason: str | None = None
         self._wake = asyncio.Event()
         self.retried = False
+        self._delivery: Delivery | None = None
+        self._completion: asyncio.Future[Completion] | None = None
 
     @property
     def session_key(self) -> str:
@@ -126,7 +133,9 @@ class RunProcess:
             if self.submitted and engine is not None:
                 engine.cancel(self.current_run_id, "shutdown")
             with contextlib.suppress(Exception):
-                self._finish_synthetic(self.current_run_id, "aborted: the router stopped", True)
+                self._finish_synthetic(
+                    self.current_run_id, "aborted: the router stopped", ErrorCode.CANCELLED
+                )
                 self._router._phase(self.current_run_id, self.prepared, RunPhase.ABORTED)
             raise
         except Exception as exc:
@@ -141,32 +150,36 @@ class RunProcess:
                 meta = {"run_id": self.current_run_id, "session_key": self.session_key}
                 bus.broadcast_event(run_topic(self.current_run_id), "run_failed", payload, meta)
                 bus.broadcast_event(session_topic(self.session_key), "run_failed", payload, meta)
-                self._finish_synthetic(self.current_run_id, f"router error: {exc}", False)
+                self._finish_synthetic(
+                    self.current_run_id, f"router error: {exc}", ErrorCode.INTERNAL
+                )
         finally:
             self._router._run_finished(self)
 
     async def _run(self) -> None:
-        prompt = self.prompt
         while True:
             run_id = self.current_run_id
-            outcome = await self._attempt(run_id, prompt)
+            outcome = await self._attempt(run_id, self.prompt)
             completion = outcome.completion
-            if not outcome.synthetic:
-                await self._record_chat_state(completion)
+            code = completion.error_code
             if (
-                not completion.ok
+                not outcome.synthetic
+                and not completion.ok
                 and not (completion.answer or "").strip()
-                and _retryable(outcome)
+                and (code is None or code.retryable)
                 and self.cancel_reason is None
                 and not self.retried
                 and self._router.config.retry_zero_answer
             ):
+                # The attempt's completion stays on the run topic; the session hears the
+                # retry's one completion (``retry_of`` names this run).
                 self.retried = True
                 self._router._phase(run_id, self.prepared, RunPhase.FAILED)
                 self.current_run_id = f"run_{uuid.uuid4()}"
                 self._router._retry_started(self, run_id)
-                prompt = RETRY_NOTICE + self.prompt
                 continue
+            if not outcome.synthetic:
+                self._router.bus.broadcast(session_topic(self.session_key), outcome.event)
             if completion.ok:
                 phase = RunPhase.COMPLETED
             elif self.cancel_reason is not None:
@@ -179,18 +192,20 @@ class RunProcess:
     async def _attempt(self, run_id: str, prompt: str) -> _Outcome:
         config = self._router.config
         bus = self._router.bus
-        delivery = Delivery(max_entries=config.run_event_buffer)
+        delivery = self._delivery = Delivery(max_entries=config.run_event_buffer)
         subscription = bus.subscribe(run_topic(run_id), delivery=delivery)
         try:
             self._router._phase(run_id, self.prepared, RunPhase.WAITING_FOR_SLOT)
             command = await self._command(run_id, prompt)
             refused = await self._submit(command)
             if refused is not None:
-                return self._finish_synthetic(run_id, refused, self.cancel_reason is not None)
+                reason, code = refused
+                return self._finish_synthetic(run_id, reason, code)
             self._router._phase(run_id, self.prepared, RunPhase.DISPATCHED_TO_GATEWAY)
             return await self._pump(run_id, delivery)
         finally:
             subscription.cancel()
+            self._delivery.close()
             delivery.close()
 
     async def _command(self, run_id: str, prompt: str) -> ExecutionCommand:
@@ -202,17 +217,6 @@ class RunProcess:
             # written the native session id while this message waited.
             resume = await self._router._read_resume(p.session_key) or p.resume_at_submit
             automatic = resume is not None
-        meta: dict[str, Any] = dict(p.meta)
-        # Tell the executor the token was looked up, not asked for: a missing or corrupt
-        # transcript then starts a fresh session with a notice instead of failing forever.
-        meta["resume_mode"] = "auto" if automatic else "explicit"
-        meta.update(origin=p.origin, agent_id=p.agent_id)
-        if p.model is not None:
-            meta["model"] = p.model
-        if run_id != self.run_id:
-            meta["retry_of"] = self.run_id
-        if self.merged_run_ids:
-            meta["merged_run_ids"] = list(self.merged_run_ids)
         return ExecutionCommand(
             run_id=run_id,
             session_key=p.session_key,
@@ -222,10 +226,18 @@ class RunProcess:
             cwd=p.cwd,
             resume=resume,
             tool_policy=p.tool_policy,
-            meta=meta,
+            origin=p.origin,
+            agent_id=p.agent_id,
+            model=p.model,
+            # The token was looked up, not asked for: a missing or corrupt transcript then
+            # starts a fresh session with a notice instead of failing forever.
+            resume_mode="auto" if automatic else "explicit",
+            retry_of=None if run_id == self.run_id else self.run_id,
+            merged_run_ids=self.merged_run_ids,
+            meta=p.meta,
         )
 
-    async def _submit(self, command: ExecutionCommand) -> str | None:
+    async def _submit(self, command: ExecutionCommand) -> tuple[str, ErrorCode] | None:
         """Hand ``command`` to the runtime; None when accepted, else why it never started."""
         router = self._router
         config = router.config
@@ -235,19 +247,28 @@ class RunProcess:
         last_problem = "no EngineRuntime is registered"
         while True:
             if self.cancel_reason is not None:
-                return f"aborted before the runtime bound the run: {self.cancel_reason}"
+                return (
+                    f"aborted before the runtime bound the run: {self.cancel_reason}",
+                    ErrorCode.CANCELLED,
+                )
             engine = router._engine()
             if engine is not None and engine.available():
                 try:
                     engine.submit(command)
                 except (ExecutionContractError, TypeError, ValueError) as exc:
-                    return f"the engine runtime refused the command: {exc}"
+                    return (
+                        f"the engine runtime refused the command: {exc}",
+                        ErrorCode.ENGINE_UNAVAILABLE,
+                    )
                 except Exception as exc:
                     # A foreign runtime failure: treated as "unavailable right now".
                     last_problem = f"{type(exc).__name__}: {exc}"
                     log.warning("engine runtime refused %s: %s", command.run_id, last_problem)
                 else:
                     self.submitted = True
+                    candidate: object = engine
+                    if isinstance(candidate, RunIntrospection):
+                        self._completion = candidate.completion_future(command.run_id)
                     return None
             elif engine is not None:
                 last_problem = "the EngineRuntime is not available"
@@ -255,7 +276,8 @@ class RunProcess:
             if remaining <= 0:
                 return (
                     f"the engine runtime stayed unavailable for {config.submit_timeout_ms} ms "
-                    f"({last_problem})"
+                    f"({last_problem})",
+                    ErrorCode.ENGINE_UNAVAILABLE,
                 )
             await self._wait_or_wake(min(delay, remaining))
             delay = min(delay * 2, config.submit_backoff_max_ms)
@@ -271,7 +293,10 @@ class RunProcess:
             await asyncio.gather(sleeper, waker, return_exceptions=True)
 
     async def _pump(self, run_id: str, delivery: Delivery) -> _Outcome:
-        """Forward events until the run's completion; synthesise one when it cannot come."""
+        """Forward events until the run's completion; synthesise one when it cannot come.
+
+        The attempt's own ``run_completed`` is returned, not forwarded (``_run`` forwards the
+        final one)."""
         router = self._router
         config = router.config
         clock = router.clock
@@ -302,15 +327,23 @@ class RunProcess:
                         vanished_at = None
                     elif vanished_at is None:
                         vanished_at = now
-                deadlines: list[tuple[int, str, bool]] = []
+                deadlines: list[tuple[int, str, ErrorCode]] = []
                 if failed_at is not None:
-                    deadlines.append((failed_at + config.run_failed_grace_ms, failed_reason, False))
+                    deadlines.append(
+                        (
+                            failed_at + config.run_failed_grace_ms,
+                            failed_reason,
+                            ErrorCode.EXECUTOR_FAILED,
+                        )
+                    )
                 if vanished_at is not None:
                     deadlines.append(
                         (
                             vanished_at + config.vanish_grace_ms,
                             "the gateway run vanished without a completion",
-                            self.cancel_reason is not None,
+                            ErrorCode.CANCELLED
+                            if self.cancel_reason is not None
+                            else ErrorCode.VANISHED,
                         )
                     )
                 if cancel_seen_at is not None:
@@ -318,7 +351,7 @@ class RunProcess:
                         (
                             cancel_seen_at + config.cancel_grace_ms,
                             f"aborted: {self.cancel_reason}",
-                            True,
+                            ErrorCode.CANCELLED,
                         )
                     )
                 if config.idle_timeout_ms is not None and cancel_seen_at is None:
@@ -326,53 +359,113 @@ class RunProcess:
                         (
                             last_event_at + config.idle_timeout_ms,
                             f"no event for {config.idle_timeout_ms} ms (watchdog)",
-                            False,
+                            ErrorCode.TIMEOUT,
                         )
                     )
                 due = [d for d in deadlines if d[0] <= now]
+                if due and (owned := self._owner_outcome(run_id)) is not None:
+                    return owned  # the owner completed the run: never invent an outcome
                 if due:
-                    _, reason, aborted = min(due)
+                    _, reason, code = min(due)
                     if engine is not None:
-                        engine.cancel(run_id, "watchdog" if "watchdog" in reason else reason)
-                    return self._finish_synthetic(run_id, reason, aborted)
+                        engine.cancel(run_id, "watchdog" if code is ErrorCode.TIMEOUT else reason)
+                    return self._finish_synthetic(run_id, reason, code)
                 wake_at = min([d[0] for d in deadlines], default=None)
                 if probe is not None and config.liveness_interval_ms is not None:
                     wake_at = next_probe if wake_at is None else min(wake_at, next_probe)
                 item = await self._next(getter, None if wake_at is None else wake_at - now)
                 if item is None:
                     continue
-                getter = asyncio.ensure_future(delivery.get())
                 last_event_at = clock.now_ms()
                 if isinstance(item, Overflow):
+                    # Tell the session (its clients recover from a snapshot), take a fresh
+                    # handle and keep forwarding; the terminal notice may still follow on the
+                    # old handle, so read that one until it comes or closes.
                     bus.broadcast_event(
                         session,
                         "run_events_overflow",
                         RunEventsOverflow(run_id=run_id, session_key=self.session_key),
                         {"run_id": run_id, "session_key": self.session_key},
                     )
-                    continue
+                    terminal = self._resubscribe(run_id, delivery)
+                    assert self._delivery is not None
+                    delivery = self._delivery
+                    getter = asyncio.ensure_future(delivery.get())
+                    if terminal is None:
+                        continue
+                    item = terminal
+                else:
+                    getter = asyncio.ensure_future(delivery.get())
                 if isinstance(item, TerminalNotice):
                     if item.event is None:
-                        return self._finish_synthetic(
-                            run_id, "the completion was too large to deliver after overflow", False
-                        )
+                        return await self._from_owner(run_id)
                     item = item.event
                 if not isinstance(item, Event):
                     continue
                 if _is_own_phase(item):
                     continue
+                if item.type == "run_completed":
+                    return _Outcome(event=item, completion=_completion(item), synthetic=False)
                 bus.broadcast(session, item)
                 if item.type == "run_started":
                     router._phase(run_id, self.prepared, RunPhase.STREAMING)
                 elif item.type == "run_failed" and failed_at is None:
                     failed_at = clock.now_ms()
                     failed_reason = f"run failed: {_field(item.payload, 'reason') or 'unknown'}"
-                elif item.type == "run_completed":
-                    return _Outcome(event=item, completion=_completion(item), synthetic=False)
         finally:
             getter.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await getter
+
+    def _resubscribe(self, run_id: str, fenced: Delivery) -> TerminalNotice | None:
+        """Replace a fenced handle by a fresh subscription to the run's topic. In the same
+        step (nothing is published in between) the fenced handle is drained: a terminal
+        notice already queued there is returned; anything published later reaches the new
+        handle."""
+        fresh = Delivery(max_entries=self._router.config.run_event_buffer)
+        self._router.bus.subscribe(run_topic(run_id), delivery=fresh)
+        self._delivery = fresh
+        terminal: TerminalNotice | None = None
+        while True:
+            try:
+                item = fenced.get_nowait()
+            except (asyncio.QueueEmpty, DeliveryClosedError):
+                break
+            if isinstance(item, TerminalNotice):
+                terminal = item
+        fenced.close()
+        return terminal
+
+    def _owner_outcome(self, run_id: str) -> _Outcome | None:
+        """The run's real completion when its owner already has it (else None)."""
+        future = self._completion
+        if future is None or not future.done() or future.cancelled():
+            return None
+        if future.exception() is not None:
+            return None
+        return self._outcome_of(run_id, future.result())
+
+    def _outcome_of(self, run_id: str, completion: Completion) -> _Outcome:
+        event = Event(
+            type="run_completed",
+            ts_ms=now_ms(),
+            meta={"run_id": run_id, "session_key": self.session_key},
+            payload=RunCompleted(completed=completion),
+        )
+        return _Outcome(event=event, completion=completion, synthetic=False)
+
+    async def _from_owner(self, run_id: str) -> _Outcome:
+        """The completion re-read from its owner after it could not be delivered here."""
+        future = self._completion
+        if future is not None:
+            with contextlib.suppress(Exception):
+                return self._outcome_of(run_id, await asyncio.shield(future))
+        return self._finish_synthetic(
+            run_id,
+            "the completion could not be delivered after overflow and its runtime cannot be "
+            "asked for it",
+            ErrorCode.VANISHED,
+        )
 
     async def _next(self, getter: asyncio.Future[Any], timeout_ms: int | None) -> Any:
         """The next delivered item, or None when the timeout passed or a cancel woke us."""
@@ -400,69 +493,25 @@ class RunProcess:
             return getter.result()
         return None
 
-    def _finish_synthetic(self, run_id: str, reason: str, aborted: bool) -> _Outcome:
+    def _finish_synthetic(self, run_id: str, reason: str, code: ErrorCode) -> _Outcome:
         """Publish a synthetic failed completion on the run and session topics."""
-        completion = Completion.new(
+        completion = Completion(
             ok=False,
             answer=None,
             error=reason,
+            error_code=code,
             run_id=run_id,
             session_key=self.session_key,
-            meta={"synthetic": True, "aborted": aborted},
+            synthetic=True,
+            retry_of=None if run_id == self.run_id else self.run_id,
         )
-        payload = RunCompleted.new(completed=completion)
-        meta = {"run_id": run_id, "session_key": self.session_key, "synthetic": True}
+        payload = RunCompleted(completed=completion)
+        meta = {"run_id": run_id, "session_key": self.session_key}
         bus = self._router.bus
         self._router._note_synthetic()
         event = bus.broadcast_event(run_topic(run_id), "run_completed", payload, meta)
         bus.broadcast(session_topic(self.session_key), event)
         return _Outcome(event=event, completion=completion, synthetic=True)
-
-    async def _record_chat_state(self, completion: Completion) -> None:
-        """The router owns chat-state writes: remember the native session to resume."""
-        if completion.resume is None:
-            return
-        try:
-            token = ResumeToken.from_dict(dict(completion.resume))
-        except ExecutionContractError:
-            log.warning("run %s completed with a malformed resume token", self.current_run_id)
-            return
-        await self._router._write_resume(self.session_key, token)
-
-
-_NOT_RETRIED_CODES = frozenset(
-    {
-        # Gateway codes: the run was stopped on purpose, or can never run.
-        "cancelled",
-        "unsupported_resume_engine",
-        # Executor error kinds (the prefix of Completion.error): the same request fails again.
-        "auth",
-        "bad_request",
-        "context_overflow",
-        "corrupt_transcript",
-        "session_not_found",
-        "config_invalid",
-        "model_unavailable",
-    }
-)
-
-
-def _retryable(outcome: _Outcome) -> bool:
-    """A transient failure of the run itself: not synthetic, not a cancel, not deterministic.
-
-    Deterministic failures (bad credentials, a request the provider rejects, a corrupt
-    transcript, an invalid config) would fail the same way again, so retrying them only shows
-    the user the same error twice.
-    """
-    if outcome.synthetic or outcome.event.meta.get("synthetic"):
-        return False
-    error = outcome.completion.meta.get("error")
-    code = error.get("code") if isinstance(error, Mapping) else None
-    if code in _NOT_RETRIED_CODES:
-        return False
-    text = outcome.completion.error
-    kind = text.split(":", 1)[0].strip() if isinstance(text, str) and ":" in text else None
-    return kind not in _NOT_RETRIED_CODES
 
 
 def _is_own_phase(event: Event) -> bool:
@@ -487,7 +536,9 @@ def _completion(event: Event) -> Completion:
     try:
         return RunCompleted.from_map(payload).completed
     except Exception:
-        return Completion.new(ok=False, error="malformed run_completed payload")
+        return Completion(
+            ok=False, error="malformed run_completed payload", error_code=ErrorCode.INTERNAL
+        )
 
 
 class ChatStateAccess(ChatStateReader, Protocol):
@@ -499,7 +550,6 @@ class ChatStateAccess(ChatStateReader, Protocol):
 
 
 __all__ = [
-    "RETRY_NOTICE",
     "ChatStateAccess",
     "EngineRuntime",
     "Prepared",

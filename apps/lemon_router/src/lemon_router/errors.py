@@ -3,6 +3,8 @@
 ``RouterError`` is the base. ``RouterUsageError`` covers misuse (bad input: an invalid session
 key, an unknown queue mode, an explicit non-native resume token); ``RouterRuntimeError`` covers
 failures while running (the router is not started, the engine runtime refused a command).
+Session keys are parsed by lemon_core (:class:`lemon_core.sessions.InvalidSessionKeyError`, a
+``ValueError``), re-exported here.
 """
 
 from __future__ import annotations
@@ -16,22 +18,6 @@ class RouterError(Exception):
 
 class RouterUsageError(RouterError, ValueError):
     """The caller passed something the router cannot accept; the message says how to fix it."""
-
-
-class InvalidSessionKeyError(RouterUsageError):
-    """A session key does not follow the canonical grammar.
-
-    ``key`` is the offending text and ``reason`` a short, human explanation of what is wrong.
-    """
-
-    def __init__(self, key: str, reason: str) -> None:
-        self.key = key
-        self.reason = reason
-        super().__init__(
-            f"invalid session key {key!r}: {reason} (expected 'agent:<agent_id>:main' or "
-            "'agent:<agent_id>:<channel>:<account>:<peer_kind>:<peer_id>"
-            "[:thread:<thread_id>][:sub:<sub_id>]')"
-        )
 
 
 class InvalidRunRequestError(RouterUsageError):

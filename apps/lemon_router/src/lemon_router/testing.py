@@ -13,7 +13,7 @@ import asyncio
 from typing import Any, Literal
 
 from lemon_core.bus import Bus, run_topic
-from lemon_core.events import Completion, Delta, RunCompleted, RunFailed, RunStarted
+from lemon_core.events import Completion, Delta, ErrorCode, RunCompleted, RunFailed, RunStarted
 from lemon_core.execution import ExecutionCommand
 
 __all__ = ["FakeEngineRuntime", "ManualClock"]
@@ -137,6 +137,7 @@ class FakeEngineRuntime:
         ok: bool = True,
         answer: str = "done",
         error: str | None = None,
+        error_code: ErrorCode | None = None,
         resume: str | None = None,
     ) -> None:
         self.live.discard(run_id)
@@ -145,6 +146,7 @@ class FakeEngineRuntime:
             ok=ok,
             answer=answer,
             error=error,
+            error_code=error_code,
             run_id=run_id,
             session_key=meta["session_key"],
             resume=None if resume is None else {"engine": "lemon", "value": resume},

@@ -25,6 +25,7 @@ from lemon_core.events.cron_tick import CronTick
 from lemon_core.events.delta import Delta
 from lemon_core.events.engine_action import EngineAction, EngineActionPhase
 from lemon_core.events.envelope import Event, now_ms
+from lemon_core.events.error_code import NOT_RETRYABLE, ErrorCode
 from lemon_core.events.goal_changed import GoalChanged
 from lemon_core.events.heartbeat_alert import HeartbeatAlert
 from lemon_core.events.heartbeat_suppressed import HeartbeatSuppressed
@@ -49,10 +50,12 @@ from lemon_core.events.run_events_overflow import RunEventsOverflow
 from lemon_core.events.run_failed import RunFailed
 from lemon_core.events.run_phase_changed import RunPhase, RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
+from lemon_core.events.run_usage import RunUsage
 from lemon_core.events.secret_changed import SecretChanged
 from lemon_core.events.talk_mode_changed import TalkModeChanged
 
 __all__ = [
+    "NOT_RETRYABLE",
     "TOPIC_OF_TYPE",
     "Action",
     "ActionKind",
@@ -76,6 +79,7 @@ __all__ = [
     "Delta",
     "EngineAction",
     "EngineActionPhase",
+    "ErrorCode",
     "Event",
     "GoalChanged",
     "HeartbeatAlert",
@@ -91,6 +95,7 @@ __all__ = [
     "RunPhase",
     "RunPhaseChanged",
     "RunStarted",
+    "RunUsage",
     "SecretChanged",
     "TalkModeChanged",
     "cast",

@@ -41,6 +41,7 @@ from lemon_core.events.run_events_overflow import RunEventsOverflow
 from lemon_core.events.run_failed import RunFailed
 from lemon_core.events.run_phase_changed import RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
+from lemon_core.events.run_usage import RunUsage
 from lemon_core.events.secret_changed import SecretChanged
 from lemon_core.events.talk_mode_changed import TalkModeChanged
 
@@ -109,7 +110,7 @@ TOPIC_OF_TYPE: Mapping[str, str] = types.MappingProxyType(
     {event_type: topic for topic, event_type, _cls in _ENTRIES}
 )
 
-_NESTED: tuple[type[Payload], ...] = (Completion, Action, ApprovalPending)
+_NESTED: tuple[type[Payload], ...] = (Completion, RunUsage, Action, ApprovalPending)
 
 
 def registry() -> Mapping[str, type[Payload]]:

@@ -12,7 +12,7 @@ __all__ = ["RunCompleted"]
 
 
 class RunCompleted(Payload, frozen=True, kw_only=True):
-    """A run completed. Synthetic completions carry ``meta["synthetic"] is True`` on the event."""
+    """A run completed. A synthetic completion has ``completed.synthetic`` set."""
 
     event_type: ClassVar[str] = "run_completed"
 

@@ -16,7 +16,14 @@ from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import ResumeToken
 from lemon_core.execution.errors import ExecutionContractError, require_text
 
-__all__ = ["ConversationKey", "ExecutionCommand", "Lane", "QueueMode", "RunRequest"]
+__all__ = [
+    "ConversationKey",
+    "ExecutionCommand",
+    "Lane",
+    "QueueMode",
+    "ResumeMode",
+    "RunRequest",
+]
 
 #: The router-chosen serialisation key, e.g. ``("session", "agent:a:main")`` or
 #: ``("resume", "lemon", "abc")``. The gateway treats it as an opaque, hashable value.
@@ -27,6 +34,11 @@ _LANES: Final = frozenset(get_args(Lane))
 
 QueueMode = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 _QUEUE_MODES: Final = frozenset(get_args(QueueMode))
+#: How a command's resume token was chosen: asked for by the caller (``explicit``: a missing
+#: or corrupt transcript fails the run) or looked up from chat state (``auto``: the executor
+#: starts fresh with a notice instead).
+ResumeMode = Literal["explicit", "auto"]
+_RESUME_MODES: Final = frozenset(get_args(ResumeMode))
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
@@ -90,10 +102,34 @@ class ExecutionCommand:
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
     context: ExecutionContext | None = None
+    origin: str | None = None
+    agent_id: str = "default"
+    model: str | None = None
+    resume_mode: ResumeMode = "explicit"
+    retry_of: str | None = None
+    merged_run_ids: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         _require_str(self, "run_id")
+        _require_str(self, "agent_id")
+        for name in ("origin", "model", "retry_of"):
+            if getattr(self, name) is not None:
+                _require_str(self, name)
+        if self.resume_mode not in _RESUME_MODES:
+            raise ExecutionContractError(
+                f"ExecutionCommand.resume_mode must be one of {sorted(_RESUME_MODES)}, "
+                f"got {self.resume_mode!r}"
+            )
+        merged: object = self.merged_run_ids
+        if not isinstance(merged, tuple):
+            if isinstance(merged, str) or not isinstance(merged, Iterable):
+                raise ExecutionContractError(
+                    f"ExecutionCommand.merged_run_ids must be a sequence of run ids, got {merged!r}"
+                )
+            object.__setattr__(self, "merged_run_ids", tuple(merged))
+        for run_id in self.merged_run_ids:
+            require_text("ExecutionCommand", "merged_run_ids[]", run_id)
         _require_str(self, "session_key")
         _require_str(self, "prompt", allow_empty=True)
         if self.conversation_key is not None and not is_conversation_key(self.conversation_key):

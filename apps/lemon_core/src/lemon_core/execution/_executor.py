@@ -22,7 +22,8 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from lemon_core.execution._command import Lane
+from lemon_core.events import ErrorCode, RunUsage
+from lemon_core.execution._command import Lane, ResumeMode
 from lemon_core.execution._context import ExecutionContext
 from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import ResumeToken
@@ -74,17 +75,27 @@ class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
     context: ExecutionContext | None = None
+    origin: str | None = None
+    agent_id: str = "default"
+    model: str | None = None
+    resume_mode: ResumeMode = "explicit"
+    retry_of: str | None = None
     meta: Mapping[str, Any] = _EMPTY
 
 
 class ExecutionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """How an execution ended, as told by the executor."""
+    """How an execution ended, as told by the executor.
+
+    A failed result names its ``error_code`` (the gateway uses ``executor_failed`` when an
+    executor leaves it out); ``error`` is the sentence a person reads.
+    """
 
     ok: bool
     answer: str = ""
     error: str | None = None
+    error_code: ErrorCode | None = None
     resume: ResumeToken | None = None
-    usage: Mapping[str, Any] | None = None
+    usage: RunUsage | None = None
 
 
 @runtime_checkable

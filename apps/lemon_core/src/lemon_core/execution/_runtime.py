@@ -8,9 +8,13 @@ runtimes (tests do).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast, runtime_checkable
 
+import msgspec
+
+from lemon_core.events import Completion
 from lemon_core.execution._command import ExecutionCommand
 
 __all__ = [
@@ -20,7 +24,10 @@ __all__ = [
     "CapabilityMissingError",
     "CapabilityRegistry",
     "EngineRuntime",
+    "RunActionView",
+    "RunIntrospection",
     "RunLiveness",
+    "RunView",
     "RuntimeContext",
     "SteerableRuntime",
 ]
@@ -80,6 +87,45 @@ class RunLiveness(Protocol):
 
     def is_live(self, run_id: str) -> bool:
         """True from acceptance until the run's completion is published."""
+        ...
+
+
+class RunActionView(msgspec.Struct, frozen=True, kw_only=True):
+    """The latest state of one action of a run, as its runtime knows it."""
+
+    id: str
+    kind: str
+    title: str
+    phase: Literal["started", "updated", "completed"]
+    ok: bool | None = None
+    message: str | None = None
+
+
+class RunView(msgspec.Struct, frozen=True, kw_only=True):
+    """A live run as its owner (the runtime executing it) knows it: the authority a session
+    snapshot re-reads after a consumer fell behind."""
+
+    run_id: str
+    state: str
+    text: str
+    text_seq: int
+    text_truncated: bool = False
+    actions: tuple[RunActionView, ...] = ()
+
+
+@runtime_checkable
+class RunIntrospection(Protocol):
+    """Optional EngineRuntime extension: read a live run's text and actions (loop-only)."""
+
+    def run_view(self, run_id: str, *, max_text_chars: int = 262_144) -> RunView | None:
+        """The run with exactly this id, while it is held; ``None`` once completed or unknown.
+        ``text`` keeps the last ``max_text_chars`` characters (``text_truncated`` says so)."""
+        ...
+
+    def completion_future(self, run_id: str) -> asyncio.Future[Completion] | None:
+        """The future of the live run's one Completion (``None`` once completed or unknown):
+        a consumer whose event stream overflowed reads the real outcome from it. Await it
+        through ``asyncio.shield``; never cancel or resolve it."""
         ...
 
 

@@ -21,6 +21,8 @@ from lemon_core.store._wrappers import (
     ChatStateStore,
     RunStore,
     RunSummary,
+    SessionIndexEntry,
+    SessionIndexStore,
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
@@ -44,6 +46,8 @@ __all__ = [
     "RunStore",
     "RunSummary",
     "SQLiteStore",
+    "SessionIndexEntry",
+    "SessionIndexStore",
     "Store",
     "StoreClosedError",
     "StoreError",

@@ -12,16 +12,27 @@ from typing import Any, Final
 
 import msgspec
 
+from lemon_core.events import ErrorCode
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
 from lemon_core.store._protocol import Clock, Store, system_clock_ms
 from lemon_core.store.errors import StoreValueError
 
-__all__ = ["DEFAULT_CHAT_STATE_TTL_MS", "ChatState", "ChatStateStore", "RunStore", "RunSummary"]
+__all__ = [
+    "DEFAULT_CHAT_STATE_TTL_MS",
+    "ChatState",
+    "ChatStateStore",
+    "RunStore",
+    "RunSummary",
+    "SessionIndexEntry",
+    "SessionIndexStore",
+]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 #: Default chat-state time to live: 24 hours.
 DEFAULT_CHAT_STATE_TTL_MS: Final = 24 * 60 * 60 * 1000
 _SEP: Final = "\x1f"
+_PREVIEW_CHARS: Final = 200
+_NEWEST: Final = 10**16  # recency keys count down from here, so a key scan is newest first
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,6 +48,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     started_at_ms: int = 0
     finished_at_ms: int = 0
     duration_ms: int = 0
+    error_code: ErrorCode | None = None
     meta: dict[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +79,7 @@ class RunStore:
             f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
         )
         await self._store.put(self.HISTORY, history_key, summary)
+        await SessionIndexStore(self._store).record(summary)
 
     async def get(self, run_id: str) -> RunSummary | None:
         """The summary of a finished run, or None."""
@@ -79,6 +92,74 @@ class RunStore:
             self.HISTORY, prefix=f"{session_key}{_SEP}", limit=limit, reverse=True
         )
         return [RunSummary.from_dict(v) for _, v in rows]
+
+
+class SessionIndexEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the session list shows it: kept up to date by each finished run."""
+
+    session_key: str
+    runs: int
+    last_run_id: str
+    last_ok: bool
+    last_error_code: ErrorCode | None = None
+    last_answer_preview: str = ""
+    updated_at_ms: int = 0
+    native_session_id: str | None = None
+
+
+class SessionIndexStore:
+    """The session index: one row per session and a recency table, so listing the most
+    recent sessions reads ``limit`` rows, never the run history.
+
+    Written by :class:`RunStore.finalize` (the writer of run history), in the same order.
+    """
+
+    INDEX: Final = "session_index"
+    RECENT: Final = "session_recent"
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def record(self, summary: RunSummary) -> SessionIndexEntry:
+        """Count ``summary`` in its session's entry and move the session to the front."""
+        previous = await self.get(summary.session_key)
+        entry = SessionIndexEntry(
+            session_key=summary.session_key,
+            runs=(previous.runs if previous else 0) + 1,
+            last_run_id=summary.run_id,
+            last_ok=summary.ok,
+            last_error_code=summary.error_code,
+            last_answer_preview=summary.answer[:_PREVIEW_CHARS],
+            updated_at_ms=max(summary.finished_at_ms, previous.updated_at_ms if previous else 0),
+            native_session_id=(
+                summary.resume.value
+                if summary.resume is not None and summary.resume.is_native
+                else (previous.native_session_id if previous else None)
+            ),
+        )
+        await self._store.put(self.INDEX, summary.session_key, entry)
+        if previous is not None and previous.updated_at_ms != entry.updated_at_ms:
+            await self._store.delete(self.RECENT, _recent_key(previous))
+        await self._store.put(self.RECENT, _recent_key(entry), entry.session_key)
+        return entry
+
+    async def get(self, session_key: str) -> SessionIndexEntry | None:
+        data = await self._store.get(self.INDEX, session_key)
+        return None if data is None else msgspec.convert(data, SessionIndexEntry)
+
+    async def recent(self, *, limit: int = 50) -> list[SessionIndexEntry]:
+        """The most recently active sessions, newest first (reads at most ``2 * limit`` rows)."""
+        rows = await self._store.scan(self.RECENT, limit=limit)
+        found: list[SessionIndexEntry] = []
+        for _, session_key in rows:
+            entry = await self.get(str(session_key))
+            if entry is not None:
+                found.append(entry)
+        return found
+
+
+def _recent_key(entry: SessionIndexEntry) -> str:
+    return f"{_NEWEST - entry.updated_at_ms:016d}{_SEP}{entry.session_key}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,7 +11,7 @@ characters without ``:`` or whitespace; a whole key is at most 512 characters.
 
 Guarantee: for every text ``k`` that :meth:`SessionKey.parse` accepts,
 ``SessionKey.parse(k).format() == k``; everything else is rejected with
-:class:`~lemon_router.errors.InvalidSessionKeyError` whose ``reason`` says what is wrong.
+:class:`~lemon_core.sessions.InvalidSessionKeyError` whose ``reason`` says what is wrong.
 
 The router also accepts *free-form* keys that do not start with ``agent:`` (for example a terminal
 client's ``tui-20250101T000000``): they are used only for coordination and storage, have no
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from lemon_router.errors import InvalidSessionKeyError
+from lemon_core.sessions.errors import InvalidSessionKeyError
 
 PeerKind = Literal["dm", "group", "channel", "main", "unknown"]
 PEER_KINDS: frozenset[str] = frozenset(get_args(PeerKind))

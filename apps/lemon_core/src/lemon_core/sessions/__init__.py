@@ -1,0 +1,94 @@
+"""Sessions: the :class:`SessionPort` every client and ingress speaks, its typed session
+events, snapshots and results, and the one session-key grammar.
+
+See :mod:`lemon_core.sessions._port` for the recovery contract. The router registers the
+in-process port under :data:`SESSION_PORT`; the agent app registers its
+:class:`TranscriptReader` under :data:`TRANSCRIPT_READER`.
+"""
+
+from __future__ import annotations
+
+from lemon_core.sessions._events import (
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    RunPhaseNotice,
+    SessionEvent,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+)
+from lemon_core.sessions._key import (
+    MAX_KEY_CHARS,
+    PEER_KINDS,
+    PeerKind,
+    SessionKey,
+    check_session_key,
+)
+from lemon_core.sessions._port import (
+    SESSION_PORT,
+    TRANSCRIPT_READER,
+    ActionState,
+    ActiveRun,
+    ApprovalResult,
+    CancelResult,
+    NativeHistory,
+    PendingApproval,
+    SessionPort,
+    SessionPortStatistics,
+    SessionSnapshot,
+    SessionStream,
+    SessionSummary,
+    SteerResult,
+    TodoItem,
+    TranscriptEntry,
+    TranscriptPage,
+    TranscriptReader,
+)
+from lemon_core.sessions._stream import BusSessionStream, project
+from lemon_core.sessions.errors import (
+    InvalidSessionKeyError,
+    SessionError,
+    SessionStreamClosedError,
+)
+
+__all__ = [
+    "MAX_KEY_CHARS",
+    "PEER_KINDS",
+    "SESSION_PORT",
+    "TRANSCRIPT_READER",
+    "ActionState",
+    "ActiveRun",
+    "ApprovalAsked",
+    "ApprovalEnded",
+    "ApprovalResult",
+    "BusSessionStream",
+    "CancelResult",
+    "InvalidSessionKeyError",
+    "NativeHistory",
+    "PeerKind",
+    "PendingApproval",
+    "QueueNotice",
+    "RunEnded",
+    "RunPhaseNotice",
+    "SessionError",
+    "SessionEvent",
+    "SessionKey",
+    "SessionPort",
+    "SessionPortStatistics",
+    "SessionSnapshot",
+    "SessionStream",
+    "SessionStreamClosedError",
+    "SessionSummary",
+    "SteerResult",
+    "StreamOverflow",
+    "TextDelta",
+    "TodoItem",
+    "ToolCard",
+    "TranscriptEntry",
+    "TranscriptPage",
+    "TranscriptReader",
+    "check_session_key",
+    "project",
+]

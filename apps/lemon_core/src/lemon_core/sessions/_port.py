@@ -1,0 +1,288 @@
+"""The session port: the one API every client and ingress uses to talk to sessions.
+
+The router registers the in-process implementation under :data:`SESSION_PORT` at boot; the
+control plane serves the same API on its WebSocket. Clients (the terminal chat, the terminal
+UI, the web page, channels, webhooks, cron) use only this: never the bus, the store, the router
+or the executor.
+
+Recovery: :meth:`SessionPort.watch` is one bounded delivery. When the client falls behind, the
+stream ends with one :class:`~lemon_core.sessions.StreamOverflow`; the client then calls
+:meth:`SessionPort.snapshot`, replaces what it shows with the snapshot (the active text is
+replacement-only), and watches again, ignoring text deltas of the active attempt with
+``seq <= snapshot.active.text_seq``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from lemon_core.events import ActionKind, ApprovalDecision, ErrorCode, RunPhase
+from lemon_core.execution import Capability, Receipt, RunRequest
+from lemon_core.sessions._events import SessionEvent
+
+__all__ = [
+    "SESSION_PORT",
+    "TRANSCRIPT_READER",
+    "ActionState",
+    "ActiveRun",
+    "ApprovalResult",
+    "CancelResult",
+    "NativeHistory",
+    "PendingApproval",
+    "SessionPort",
+    "SessionPortStatistics",
+    "SessionSnapshot",
+    "SessionStream",
+    "SessionSummary",
+    "SteerResult",
+    "TodoItem",
+    "TranscriptEntry",
+    "TranscriptPage",
+    "TranscriptReader",
+]
+
+
+class SteerResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of a steer: ``accepted`` (the running answer took it), ``queued`` (it could
+    not, so it runs as the next message), or ``refused`` (nothing runs in that session; nothing
+    was queued)."""
+
+    status: Literal["accepted", "queued", "refused"]
+    run_id: str | None = None
+    reason: str | None = None
+
+
+class CancelResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How many submissions a cancel reached (0: nothing matched; nothing changed)."""
+
+    cancelled: int
+    run_ids: tuple[str, ...] = ()
+
+
+class ApprovalResult(msgspec.Struct, frozen=True, kw_only=True):
+    """``resolved`` true when the decision was taken; else ``reason`` says why not (it was no
+    longer pending: decided elsewhere, timed out, expired)."""
+
+    resolved: bool
+    reason: str | None = None
+
+
+class ActionState(msgspec.Struct, frozen=True, kw_only=True):
+    """The last known state of one action of the active run."""
+
+    action_id: str
+    kind: ActionKind
+    title: str
+    phase: Literal["started", "updated", "completed"]
+    ok: bool | None = None
+    message: str | None = None
+
+
+class ActiveRun(msgspec.Struct, frozen=True, kw_only=True):
+    """The run in progress: its fixed identity, phase, answer so far and actions."""
+
+    run_id: str
+    """The run as submitted (fixed for its whole life)."""
+    attempt_id: str
+    """The attempt now running (differs from ``run_id`` after a retry)."""
+    attempt: int
+    phase: RunPhase
+    text: str
+    """The answer so far (replace what is shown with it; bounded: see ``text_truncated``)."""
+    text_seq: int
+    """The ``seq`` of the last text delta included in ``text``."""
+    text_truncated: bool = False
+    actions: tuple[ActionState, ...] = ()
+
+
+class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """An approval of this session still waiting for a decision."""
+
+    approval_id: str
+    run_id: str | None
+    tool: str
+    action: dict[str, Any] | None = None
+    rationale: str | None = None
+    requested_at_ms: int = 0
+    expires_at_ms: int | None = None
+
+
+class TodoItem(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    status: str = "pending"
+
+
+class TranscriptEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of a session's history (bounded and redacted for clients)."""
+
+    index: int
+    role: Literal["user", "assistant", "tool", "notice"]
+    text: str
+    truncated: bool = False
+
+
+class TranscriptPage(msgspec.Struct, frozen=True, kw_only=True):
+    """``entries`` oldest first; ``more`` when older entries exist before the first one."""
+
+    session_key: str
+    entries: tuple[TranscriptEntry, ...]
+    more: bool = False
+    notice: str | None = None
+    """A plain-words note about the history (for example a recovered torn tail)."""
+
+
+class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """Seed 003's ``sessions.snapshot``: the session as its authorities know it now.
+
+    ``status == "retry"`` means the session changed while the snapshot was composed (a run
+    started or ended): nothing else is filled in; ask again.
+    """
+
+    session_key: str
+    status: Literal["ok", "retry"] = "ok"
+    revision: int = 0
+    """Counts what happened in the session while this process runs (monotonic)."""
+    branch: str = "main"
+    native_session_id: str | None = None
+    active: ActiveRun | None = None
+    queued: tuple[str, ...] = ()
+    pending_approvals: tuple[PendingApproval, ...] = ()
+    messages: tuple[TranscriptEntry, ...] = ()
+    messages_truncated: bool = False
+    last_run_id: str | None = None
+    last_ok: bool | None = None
+    last_error_code: ErrorCode | None = None
+    todos: tuple[TodoItem, ...] = ()
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of the session list."""
+
+    session_key: str
+    runs: int
+    last_run_id: str | None = None
+    last_ok: bool | None = None
+    last_error_code: ErrorCode | None = None
+    last_answer_preview: str = ""
+    updated_at_ms: int = 0
+    active: bool = False
+
+
+class SessionPortStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a port."""
+
+    watchers: int
+    streams_opened: int
+    streams_overflowed: int
+    snapshots: int
+    snapshot_retries: int
+    active_runs: int
+    conversations: int
+    submitted: int
+
+
+@runtime_checkable
+class SessionStream(Protocol):
+    """One bounded, ordered stream of a session's events (``async for`` or :meth:`get`).
+
+    Ends after a :class:`~lemon_core.sessions.StreamOverflow` (then recover with a snapshot),
+    or when closed. Closing is idempotent.
+    """
+
+    session_key: str
+
+    async def get(self) -> SessionEvent:
+        """The next event; raises :class:`~lemon_core.sessions.SessionStreamClosedError` once
+        the stream has ended."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[SessionEvent]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+@runtime_checkable
+class SessionPort(Protocol):
+    """See the module docstring."""
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        """Admit a run request (bad input raises ``ValueError``; a stopped runtime raises
+        :class:`~lemon_core.execution.RouterUnavailableError`)."""
+        ...
+
+    async def steer(self, session_key: str, text: str) -> SteerResult:
+        """Offer ``text`` to the session's running answer."""
+        ...
+
+    async def cancel(
+        self,
+        *,
+        run_id: str | None = None,
+        session_key: str | None = None,
+        include_queued: bool = True,
+    ) -> CancelResult:
+        """Cancel one run (exact id), or a session's active run and, with ``include_queued``,
+        everything it has waiting. Exactly one of ``run_id`` / ``session_key``."""
+        ...
+
+    async def resolve_approval(
+        self, approval_id: str, decision: ApprovalDecision | str
+    ) -> ApprovalResult:
+        """Decide a pending approval (an unknown decision raises ``ValueError``)."""
+        ...
+
+    def watch(self, session_key: str) -> SessionStream:
+        """Start following the session (events from now on)."""
+        ...
+
+    async def snapshot(self, session_key: str) -> SessionSnapshot:
+        """The session as its authorities know it (see :class:`SessionSnapshot`)."""
+        ...
+
+    async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+        """The most recently active sessions, newest first."""
+        ...
+
+    async def transcript(
+        self, session_key: str, *, limit: int = 50, before: int | None = None
+    ) -> TranscriptPage:
+        """The session's messages, newest ``limit`` (before index ``before``), oldest first."""
+        ...
+
+    def statistics(self) -> SessionPortStatistics: ...
+
+
+class NativeHistory(msgspec.Struct, frozen=True, kw_only=True):
+    """What a transcript reader found: a page of entries (oldest first), whether older ones
+    exist, a plain-words notice (a recovered torn tail, say), and the last todo list."""
+
+    entries: tuple[TranscriptEntry, ...] = ()
+    more: bool = False
+    notice: str | None = None
+    todos: tuple[TodoItem, ...] = ()
+
+
+@runtime_checkable
+class TranscriptReader(Protocol):
+    """Reads a native session's history (registered by the agent app, coding_agent)."""
+
+    async def read(
+        self, native_session_id: str, *, limit: int = 50, before: int | None = None
+    ) -> NativeHistory:
+        """The newest ``limit`` entries before index ``before``; raises ``LookupError`` when
+        the session is unknown."""
+        ...
+
+
+#: The capability the router registers its in-process port under.
+SESSION_PORT: Final[Capability[SessionPort]] = Capability("SessionPort", SessionPort)
+#: The capability the agent app registers its transcript reader under.
+TRANSCRIPT_READER: Final[Capability[TranscriptReader]] = Capability(
+    "TranscriptReader", TranscriptReader
+)

@@ -1,0 +1,287 @@
+"""The in-process :class:`~lemon_core.sessions.SessionStream`: one bounded delivery on
+``session:<key>``, projected into the typed session events.
+
+Projection: ``delta`` -> TextDelta; ``engine_action`` -> ToolCard (approval actions are left
+out: the approval events carry them); ``approval_requested`` / ``approval_resolved`` ->
+ApprovalAsked / ApprovalEnded; ``queue_outcome`` -> QueueNotice; the router's
+``run_phase_changed`` -> RunPhaseNotice; ``run_completed`` -> RunEnded (approvals of that attempt
+still open end as ``expired`` right after it); ``run_events_overflow`` or an overflow of this
+stream's own delivery -> one StreamOverflow, then the stream ends. Events of an attempt that
+already ended are rejected (counted in ``late_rejected``), and so are items of a replaced
+delivery epoch.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from lemon_core.bus import Bus, ConsumerClass, Delivery, Overflow, Tagged, TerminalNotice
+from lemon_core.bus import session_topic as _session_topic
+from lemon_core.errors import DeliveryClosedError
+from lemon_core.events import (
+    ActionKind,
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
+    Delta,
+    EngineAction,
+    Event,
+    QueueOutcome,
+    RunCompleted,
+    RunPhaseChanged,
+)
+from lemon_core.sessions._events import (
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    RunPhaseNotice,
+    SessionEvent,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+)
+from lemon_core.sessions.errors import SessionStreamClosedError
+
+__all__ = ["BusSessionStream", "project"]
+
+_REMEMBERED: Final = 1024  # ended attempts and approvals, per stream; oldest forgotten first
+
+
+def project(session_key: str, event: Event) -> SessionEvent | None:
+    """The session event ``event`` stands for, or ``None`` when it is not one."""
+    payload: Any = event.payload
+    kind = event.type
+    if kind == "delta" and isinstance(payload, Delta):
+        return TextDelta(
+            session_key=session_key, run_id=payload.run_id, seq=payload.seq, text=payload.text
+        )
+    if kind == "engine_action" and isinstance(payload, EngineAction):
+        action = payload.action
+        if action.kind is ActionKind.APPROVAL:
+            return None
+        run_id = event.meta.get("run_id")
+        return ToolCard(
+            session_key=session_key,
+            run_id=run_id if isinstance(run_id, str) else "",
+            action_id=action.id,
+            phase=payload.phase.value,
+            kind=action.kind,
+            title=action.title,
+            detail=dict(action.detail),
+            ok=payload.ok,
+            message=payload.message,
+        )
+    if kind == "approval_requested" and isinstance(payload, ApprovalRequested):
+        pending = payload.pending
+        if pending.session_key not in (None, session_key):
+            return None
+        return ApprovalAsked(
+            session_key=session_key,
+            approval_id=payload.approval_id,
+            run_id=pending.run_id,
+            tool=pending.tool,
+            action=None if pending.action is None else dict(pending.action),
+            rationale=pending.rationale,
+            expires_at_ms=pending.expires_at_ms,
+        )
+    if kind == "approval_resolved" and isinstance(payload, ApprovalResolved):
+        return ApprovalEnded(
+            session_key=session_key, approval_id=payload.approval_id, decision=payload.decision
+        )
+    if kind == "queue_outcome" and isinstance(payload, QueueOutcome):
+        return QueueNotice(
+            session_key=session_key,
+            run_id=payload.run_id,
+            outcome=payload.outcome,
+            into_run_id=payload.into_run_id,
+            position=payload.position,
+            reason=payload.reason,
+        )
+    if kind == "run_phase_changed" and isinstance(payload, RunPhaseChanged):
+        if payload.source != "router":
+            return None
+        return RunPhaseNotice(
+            session_key=session_key,
+            run_id=payload.run_id,
+            phase=payload.phase,
+            previous=payload.previous_phase,
+        )
+    if kind == "run_completed" and isinstance(payload, RunCompleted):
+        done = payload.completed
+        attempt = done.run_id or _meta_run_id(event) or ""
+        return RunEnded(
+            session_key=session_key,
+            run_id=done.retry_of or attempt,
+            attempt_id=attempt,
+            ok=done.ok,
+            error_code=done.error_code,
+            error=done.error,
+            answer=done.answer or "",
+            usage=done.usage,
+            synthetic=done.synthetic,
+            warning=done.warning,
+        )
+    if kind == "run_events_overflow":
+        return StreamOverflow(
+            session_key=session_key, reason="the run's events overflowed on their way here"
+        )
+    return None
+
+
+def _meta_run_id(event: Event) -> str | None:
+    value = event.meta.get("run_id")
+    return value if isinstance(value, str) else None
+
+
+def _attempt_of(item: SessionEvent) -> str | None:
+    if isinstance(item, RunEnded):
+        return item.attempt_id
+    if isinstance(item, TextDelta | ToolCard | RunPhaseNotice):
+        return item.run_id
+    if isinstance(item, ApprovalAsked):
+        return item.run_id
+    return None
+
+
+class BusSessionStream:
+    """See the module docstring. ``max_entries`` / ``max_message_bytes`` default to the seed's
+    ``session_subscriber`` class."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        session_key: str,
+        *,
+        max_entries: int | None = None,
+        max_message_bytes: int | None = None,
+        on_close: Any = None,
+    ) -> None:
+        self.session_key = session_key
+        overrides: dict[str, Any] = {"tagged": True, "bind_current_task": False}
+        if max_entries is not None:
+            overrides["max_entries"] = max_entries
+        if max_message_bytes is not None:
+            overrides["max_message_bytes"] = max_message_bytes
+        self._delivery = Delivery.for_consumer(ConsumerClass.SESSION_SUBSCRIBER, **overrides)
+        bus.subscribe(_session_topic(session_key), delivery=self._delivery)
+        self._ready: deque[SessionEvent] = deque()
+        self._ended_attempts: OrderedDict[str, None] = OrderedDict()
+        self._open_approvals: OrderedDict[str, str | None] = OrderedDict()  # id -> run id
+        self._ended_approvals: OrderedDict[str, None] = OrderedDict()
+        self._finished = False  # the terminal StreamOverflow was queued
+        self._closed = False
+        self._on_close = on_close
+        self.late_rejected = 0
+        self.overflowed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[SessionEvent]:
+        while True:
+            try:
+                yield await self.get()
+            except SessionStreamClosedError:
+                return
+
+    async def get(self) -> SessionEvent:
+        while True:
+            if self._ready:
+                item = self._ready.popleft()
+                if isinstance(item, StreamOverflow):
+                    self.close()
+                return item
+            if self._closed or self._finished:
+                raise SessionStreamClosedError(
+                    f"the stream of session {self.session_key!r} has ended"
+                    + ("; recover with snapshot() and watch again" if self.overflowed else "")
+                )
+            try:
+                raw = await self._delivery.get()
+            except DeliveryClosedError:
+                self.close()
+                continue
+            self._take(raw)
+
+    def _take(self, raw: Any) -> None:
+        if isinstance(raw, Overflow):
+            self._overflow("this stream fell behind (its bounded delivery overflowed)")
+            return
+        if isinstance(raw, TerminalNotice):
+            if raw.event is None:
+                self._overflow("this stream fell behind (its bounded delivery overflowed)")
+                return
+            event: Any = raw.event
+        elif isinstance(raw, Tagged):
+            if not self._delivery.accepts(raw):
+                return
+            event = raw.item
+        else:
+            event = raw
+        if not isinstance(event, Event):
+            return
+        projected = project(self.session_key, event)
+        if projected is None:
+            return
+        if isinstance(projected, StreamOverflow):
+            self._overflow(projected.reason)
+            return
+        attempt = _attempt_of(projected)
+        if attempt is not None and attempt in self._ended_attempts:
+            self.late_rejected += 1
+            return
+        if isinstance(projected, ApprovalAsked):
+            self._remember(self._open_approvals, projected.approval_id, projected.run_id)
+        elif isinstance(projected, ApprovalEnded):
+            if projected.approval_id in self._ended_approvals:
+                self.late_rejected += 1
+                return
+            self._open_approvals.pop(projected.approval_id, None)
+            self._remember(self._ended_approvals, projected.approval_id, None)
+        self._ready.append(projected)
+        if isinstance(projected, RunEnded):
+            self._remember(self._ended_attempts, projected.attempt_id, None)
+            for approval_id, run_id in list(self._open_approvals.items()):
+                if run_id == projected.attempt_id:
+                    del self._open_approvals[approval_id]
+                    self._remember(self._ended_approvals, approval_id, None)
+                    self._ready.append(
+                        ApprovalEnded(
+                            session_key=self.session_key,
+                            approval_id=approval_id,
+                            decision=ApprovalDecision.EXPIRED,
+                        )
+                    )
+
+    def _overflow(self, reason: str) -> None:
+        self.overflowed = True
+        self._finished = True
+        self._ready.append(StreamOverflow(session_key=self.session_key, reason=reason))
+        self._delivery.close()
+
+    @staticmethod
+    def _remember(table: OrderedDict[str, Any], key: str, value: Any) -> None:
+        table[key] = value
+        while len(table) > _REMEMBERED:
+            table.popitem(last=False)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._delivery.close()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def __aenter__(self) -> BusSessionStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,368 @@
+"""The in-process :class:`~lemon_core.sessions.SessionPort`, over a running :class:`Router`.
+
+The router owns session state, so it answers for sessions: submissions, steering and
+cancellation go to the router; :meth:`RouterSessionPort.watch` is one bounded stream on
+``session:<key>`` (the router forwards each run's events there, approvals included, in order);
+:meth:`RouterSessionPort.snapshot` composes the router's view (active run identity, phase,
+queue) with the owners of the rest: the engine runtime (the active attempt's text and actions),
+the approvals (pending ones of this session), the session index and the agent's transcript
+reader (history, todos). The owner identity (the session's revision and active attempt) is read
+before and after the parts that wait; on drift the snapshot says ``retry``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+from lemon_core.approvals import ExecApprovals, UnknownApprovalError
+from lemon_core.bus import Delivery, session_topic
+from lemon_core.events import ApprovalDecision, Event, QueueOutcome, QueueOutcomeKind, RunPhase
+from lemon_core.execution import ENGINE_RUNTIME, Receipt, RunIntrospection, RunRequest
+from lemon_core.runtime import APPROVALS
+from lemon_core.sessions import (
+    TRANSCRIPT_READER,
+    ActionState,
+    ActiveRun,
+    ApprovalResult,
+    BusSessionStream,
+    CancelResult,
+    NativeHistory,
+    PendingApproval,
+    SessionPortStatistics,
+    SessionSnapshot,
+    SessionSummary,
+    SteerResult,
+    TranscriptEntry,
+    TranscriptPage,
+)
+from lemon_core.store import ChatStateStore, SessionIndexStore, Store, StoreError
+from lemon_router._router import Router
+
+__all__ = ["RouterSessionPort", "redact_secrets"]
+
+_SNAPSHOT_MESSAGES: Final = 50
+_STEER_ANSWER_S: Final = 30.0
+_SECRET_PATTERNS: Final = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with credential-shaped values (API keys, tokens, private keys) replaced by
+    ``[redacted]``: what a snapshot or transcript page hands to a client."""
+    return _SECRET_PATTERNS.sub("[redacted]", text)
+
+
+class RouterSessionPort:
+    """See the module docstring. ``store`` holds the session index and chat state; the
+    approvals and the transcript reader are found on the router's runtime context unless
+    given."""
+
+    def __init__(
+        self,
+        router: Router,
+        *,
+        store: Store | None = None,
+        approvals: ExecApprovals | None = None,
+        redact: Callable[[str], str] = redact_secrets,
+        stream_max_entries: int | None = None,
+    ) -> None:
+        self._router = router
+        self._store = store
+        self._approvals = approvals
+        self._redact = redact
+        self._stream_max_entries = stream_max_entries
+        self._watchers: set[BusSessionStream] = set()
+        self._opened = 0
+        self._overflowed = 0
+        self._snapshots = 0
+        self._retries = 0
+
+    # -- commands ---------------------------------------------------------------------------
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        return await self._router.submit(request)
+
+    async def steer(self, session_key: str, text: str) -> SteerResult:
+        router = self._router
+        prepared = router.active_prepared(session_key)
+        if prepared is None:
+            return SteerResult(status="refused", reason="nothing is running in this session")
+        request = RunRequest(
+            origin=prepared.origin,
+            session_key=session_key,
+            prompt=text,
+            agent_id=prepared.agent_id,
+            queue_mode="steer",
+            model=prepared.model,
+            cwd=prepared.cwd,
+            tool_policy=prepared.tool_policy,
+        )
+        delivery = Delivery(max_entries=1024, bind_current_task=False)
+        router.bus.subscribe(session_topic(session_key), delivery=delivery)
+        try:
+            receipt = await router.submit(request)
+            if receipt.status == "rejected":
+                return SteerResult(status="refused", run_id=receipt.run_id, reason=receipt.reason)
+            if receipt.status != "dispatched_to_active":
+                return SteerResult(status="queued", run_id=receipt.run_id, reason=receipt.reason)
+            outcome = await _queue_outcome(delivery, receipt.run_id)
+        finally:
+            delivery.close()
+        if outcome is QueueOutcomeKind.STEERED:
+            return SteerResult(status="accepted", run_id=receipt.run_id)
+        return SteerResult(
+            status="queued",
+            run_id=receipt.run_id,
+            reason="the running answer could not take it; it runs as the next message",
+        )
+
+    async def cancel(
+        self,
+        *,
+        run_id: str | None = None,
+        session_key: str | None = None,
+        include_queued: bool = True,
+    ) -> CancelResult:
+        if (run_id is None) == (session_key is None):
+            raise ValueError("cancel takes exactly one of run_id= or session_key=")
+        router = self._router
+        reason = "cancelled by the user"
+        if run_id is not None:
+            done = router.abort_run(run_id, reason=reason)
+            return CancelResult(cancelled=int(done), run_ids=(run_id,) if done else ())
+        assert session_key is not None
+        active = router.active_attempt(session_key)
+        if include_queued:
+            queued = router.queued(session_key)
+            count = router.abort_session(session_key, reason=reason)
+            ids = ((active[0],) if active else ()) + queued
+            return CancelResult(cancelled=count, run_ids=ids if count else ())
+        if active is None:
+            return CancelResult(cancelled=0)
+        done = router.abort_run(active[0], reason=reason)
+        return CancelResult(cancelled=int(done), run_ids=(active[0],) if done else ())
+
+    async def resolve_approval(
+        self, approval_id: str, decision: ApprovalDecision | str
+    ) -> ApprovalResult:
+        approvals = self._approvals_or_none()
+        if approvals is None:
+            return ApprovalResult(resolved=False, reason="no approvals run in this runtime")
+        try:
+            approvals.resolve(approval_id, decision)
+        except UnknownApprovalError as exc:
+            return ApprovalResult(resolved=False, reason=str(exc))
+        return ApprovalResult(resolved=True)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def watch(self, session_key: str) -> BusSessionStream:
+        stream = BusSessionStream(
+            self._router.bus,
+            session_key,
+            max_entries=self._stream_max_entries,
+            on_close=self._closed,
+        )
+        self._watchers.add(stream)
+        self._opened += 1
+        return stream
+
+    def _closed(self, stream: BusSessionStream) -> None:
+        self._watchers.discard(stream)
+        if stream.overflowed:
+            self._overflowed += 1
+
+    async def snapshot(self, session_key: str) -> SessionSnapshot:
+        self._snapshots += 1
+        router = self._router
+        before = (router.revision(session_key), router.active_attempt(session_key))
+        native_id, last = await self._native(session_key)
+        history = await self._history(native_id, limit=_SNAPSHOT_MESSAGES)
+        after_active = router.active_attempt(session_key)
+        if (router.revision(session_key), after_active) != before:
+            self._retries += 1
+            return SessionSnapshot(
+                session_key=session_key, status="retry", revision=router.revision(session_key)
+            )
+        # From here on nothing awaits: the rest is read in one step of the loop.
+        active = self._active(after_active)
+        approvals = self._approvals_or_none()
+        pending = tuple(
+            PendingApproval(
+                approval_id=p.id,
+                run_id=p.run_id,
+                tool=p.tool,
+                action=None if p.action is None else dict(p.action),
+                rationale=p.rationale,
+                requested_at_ms=p.requested_at_ms or 0,
+                expires_at_ms=p.expires_at_ms,
+            )
+            for p in (approvals.pending() if approvals is not None else ())
+            if p.session_key == session_key
+        )
+        return SessionSnapshot(
+            session_key=session_key,
+            revision=router.revision(session_key),
+            native_session_id=native_id,
+            active=active,
+            queued=router.queued(session_key),
+            pending_approvals=pending,
+            messages=history.entries,
+            messages_truncated=history.more,
+            last_run_id=last.last_run_id if last else None,
+            last_ok=last.last_ok if last else None,
+            last_error_code=last.last_error_code if last else None,
+            todos=history.todos,
+        )
+
+    def _active(self, attempt: tuple[str, str, int, Any] | None) -> ActiveRun | None:
+        if attempt is None:
+            return None
+        run_id, attempt_id, number, phase = attempt
+        runtime = self._router.context.capabilities.get(ENGINE_RUNTIME)
+        engine: object = runtime
+        view = engine.run_view(attempt_id) if isinstance(engine, RunIntrospection) else None
+        return ActiveRun(
+            run_id=run_id,
+            attempt_id=attempt_id,
+            attempt=number,
+            phase=phase or RunPhase.ACCEPTED,
+            text=self._redact(view.text) if view else "",
+            text_seq=view.text_seq if view else 0,
+            text_truncated=view.text_truncated if view else False,
+            actions=tuple(
+                ActionState(
+                    action_id=a.id,
+                    kind=a.kind,  # type: ignore[arg-type]  # the sink's closed vocabulary
+                    title=a.title,
+                    phase=a.phase,
+                    ok=a.ok,
+                    message=a.message,
+                )
+                for a in (view.actions if view else ())
+                if a.kind != "approval"
+            ),
+        )
+
+    async def _native(self, session_key: str) -> tuple[str | None, Any]:
+        """The session's native id (chat state first, then the session index) and its
+        index entry."""
+        if self._store is None:
+            return None, None
+        native: str | None = None
+        entry = None
+        with contextlib.suppress(StoreError):
+            token = await ChatStateStore(self._store).resume_token(session_key)
+            native = token.value if token is not None and token.is_native else None
+        with contextlib.suppress(StoreError):
+            entry = await SessionIndexStore(self._store).get(session_key)
+        if native is None and entry is not None:
+            native = entry.native_session_id
+        return native, entry
+
+    async def _history(
+        self, native_id: str | None, *, limit: int, before: int | None = None
+    ) -> NativeHistory:
+        reader = self._router.context.capabilities.get(TRANSCRIPT_READER)
+        if reader is None or native_id is None:
+            return NativeHistory()
+        try:
+            found = await reader.read(native_id, limit=limit, before=before)
+        except LookupError:
+            return NativeHistory(notice="the transcript of this session is gone")
+        return NativeHistory(
+            entries=tuple(_redacted(e, self._redact) for e in found.entries),
+            more=found.more,
+            notice=found.notice,
+            todos=found.todos,
+        )
+
+    async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+        if self._store is None:
+            return []
+        entries = await SessionIndexStore(self._store).recent(limit=max(0, limit))
+        return [
+            SessionSummary(
+                session_key=e.session_key,
+                runs=e.runs,
+                last_run_id=e.last_run_id,
+                last_ok=e.last_ok,
+                last_error_code=e.last_error_code,
+                last_answer_preview=self._redact(e.last_answer_preview),
+                updated_at_ms=e.updated_at_ms,
+                active=self._router.is_busy(e.session_key),
+            )
+            for e in entries
+        ]
+
+    async def transcript(
+        self, session_key: str, *, limit: int = 50, before: int | None = None
+    ) -> TranscriptPage:
+        native_id, _ = await self._native(session_key)
+        if native_id is None:
+            return TranscriptPage(
+                session_key=session_key, entries=(), notice="no transcript is kept for it yet"
+            )
+        history = await self._history(native_id, limit=limit, before=before)
+        return TranscriptPage(
+            session_key=session_key,
+            entries=history.entries,
+            more=history.more,
+            notice=history.notice,
+        )
+
+    def statistics(self) -> SessionPortStatistics:
+        stats = self._router.statistics()
+        return SessionPortStatistics(
+            watchers=len(self._watchers),
+            streams_opened=self._opened,
+            streams_overflowed=self._overflowed,
+            snapshots=self._snapshots,
+            snapshot_retries=self._retries,
+            active_runs=stats.active_runs,
+            conversations=stats.conversations,
+            submitted=stats.submitted,
+        )
+
+    def _approvals_or_none(self) -> ExecApprovals | None:
+        if self._approvals is not None:
+            return self._approvals
+        return self._router.context.capabilities.get(APPROVALS)
+
+
+def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> TranscriptEntry:
+    text = redact(entry.text)
+    if text == entry.text:
+        return entry
+    return TranscriptEntry(index=entry.index, role=entry.role, text=text, truncated=entry.truncated)
+
+
+async def _queue_outcome(delivery: Delivery, run_id: str) -> QueueOutcomeKind | None:
+    """The queue outcome of ``run_id`` seen on ``delivery`` (bounded wait)."""
+
+    async def wait() -> QueueOutcomeKind | None:
+        while True:
+            item = await delivery.get()
+            if (
+                isinstance(item, Event)
+                and item.type == "queue_outcome"
+                and isinstance(item.payload, QueueOutcome)
+                and item.payload.run_id == run_id
+                and item.payload.outcome
+                in (QueueOutcomeKind.STEERED, QueueOutcomeKind.FALLBACK_QUEUED)
+            ):
+                return item.payload.outcome
+            if not isinstance(item, Event):  # overflow: we cannot tell; it was not lost
+                return None
+
+    try:
+        return await asyncio.wait_for(wait(), _STEER_ANSWER_S)
+    except (TimeoutError, Exception):
+        return None
