@@ -80,8 +80,8 @@ _SAID: Final = {
     ApprovalDecision.APPROVE_GLOBAL: "approved always",
     ApprovalDecision.DENY: "denied",
 }
-_SHOWN_CHARS: Final = 200
-_READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})  # an approval question's command or arguments, then "…"
+_SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
+_READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 HELP: Final = (
     "Commands: /new  /resume [KEY]  /sessions  /cancel  /model [M]  /help  /quit\n"
     "While a run is busy: a plain message is queued; '>text' steers the run; '!text' "
