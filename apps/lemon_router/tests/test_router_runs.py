@@ -24,6 +24,7 @@ from lemon_core.execution import (
     ResumeToken,
     RunRequest,
     RuntimeContext,
+    ToolPolicy,
     Unavailable,
     submit_via_bridge,
 )
@@ -661,3 +662,78 @@ async def test_a_deterministic_failure_is_not_retried(bus: Bus, code: ErrorCode)
         assert router.statistics().zero_answer_retries == 0
         assert engine.pending_commands() == 0
         assert len(watcher.completions()) == 1
+
+
+async def test_a_crashed_task_never_cancels_another_sessions_run(bus: Bus) -> None:
+    # The router's tasks belong to one supervisor, not a TaskGroup: a task that crashes is
+    # logged and counted, and the other sessions' runs go on to their own completion.
+    context, engine = runtime(bus)
+    other = "agent:other:main"
+    watcher = Watcher(bus, other)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("keep going", session_key=other))
+        command = await engine.next_command()
+        crashed = asyncio.Event()
+
+        async def crash() -> None:
+            crashed.set()
+            raise RuntimeError("a session's task blew up")
+
+        task = router._spawn(crash(), "crash:test")
+        await crashed.wait()
+        with pytest.raises(RuntimeError):
+            await task
+        await asyncio.sleep(0)  # one loop turn: the task's done callbacks run
+        assert router.statistics().task_crashes == 1
+        assert router.is_busy(other)  # untouched by the crash
+        engine.started(command.run_id)
+        engine.complete(command.run_id, answer="still here")
+        done = await watcher.until("run_completed", run_id=receipt.run_id)
+        assert done.payload.completed.answer == "still here"
+        assert done.payload.completed.ok
+
+
+async def test_a_failed_run_whose_tool_already_ran_is_not_retried(bus: Bus) -> None:
+    # Retrying would run the tool's side effects a second time.
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("write the file"))
+        command = await engine.next_command()
+        engine.started(command.run_id)
+        engine.action(command.run_id, "call-1", kind="file_change", title="write x.txt")
+        engine.complete(command.run_id, ok=False, answer="", error="connection reset")
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
+        assert router.statistics().zero_answer_retries == 0
+        assert engine.pending_commands() == 0
+
+
+async def test_a_rate_limited_run_is_not_retried_at_once(bus: Bus) -> None:
+    # The provider layer already retried it honouring Retry-After; the router does not hammer.
+    context, engine = runtime(bus)
+    watcher = Watcher(bus, SESSION)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        receipt = await router.submit(request("hi"))
+        command = await engine.next_command()
+        engine.complete(
+            command.run_id, ok=False, answer="", error="429", error_code=ErrorCode.RATE_LIMITED
+        )
+        await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
+        assert router.statistics().zero_answer_retries == 0
+
+
+async def test_every_command_carries_the_authority_the_router_bound(
+    bus: Bus, tmp_path: Path
+) -> None:
+    context, engine = runtime(bus)
+    policy = ToolPolicy(require_approval=frozenset({"bash"}))
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        await router.submit(request("hi", cwd=str(tmp_path), tool_policy=policy))
+        command = await engine.next_command()
+        bound = command.context
+        assert bound is not None
+        assert (bound.run_id, bound.origin, bound.depth) == (command.run_id, "control_plane", 0)
+        assert bound.principal.id == SESSION
+        assert bound.workspace == str(tmp_path)
+        assert bound.tool_policy == policy
+        engine.complete(command.run_id)

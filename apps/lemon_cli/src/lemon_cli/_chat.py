@@ -43,6 +43,7 @@ from lemon_core.sessions import (
     TextDelta,
     ToolCard,
 )
+from lemon_core.tasks import Supervisor
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -143,6 +144,7 @@ class ChatClient:
         self.active_attempt: str | None = None
         self._stream: SessionStream | None = None
         self._pump_task: asyncio.Task[None] | None = None
+        self._tasks = Supervisor("lemon_chat")
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class ChatClient:
 
     async def __aexit__(self, *exc: object) -> None:
         self._unfollow()
+        await self._tasks.close(grace_s=0)
 
     def _unfollow(self) -> None:
         if self._pump_task is not None:
@@ -164,7 +167,7 @@ class ChatClient:
     def _follow(self, session: str) -> None:
         self._unfollow()
         stream = self._stream = self.port.watch(session)
-        self._pump_task = asyncio.create_task(self._pump(stream))
+        self._pump_task = self._tasks.spawn(self._pump(stream), name=f"watch:{session}")
 
     async def _pump(self, stream: SessionStream) -> None:
         with contextlib.suppress(SessionStreamClosedError):

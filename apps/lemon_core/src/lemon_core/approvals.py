@@ -53,6 +53,7 @@ from lemon_core.events import (
 )
 from lemon_core.store import PERSISTED_GRANT_SCOPES, ApprovalGrant, ApprovalGrantStore
 from lemon_core.store._grants import GrantScope, check_grant_scope
+from lemon_core.tasks import Supervisor
 
 __all__ = [
     "ApprovalCapacityError",
@@ -184,7 +185,9 @@ class ExecApprovals:
         self._write_lock = asyncio.Lock()
         self._load_lock = asyncio.Lock()
         self._loaded = grant_store is None
-        self._writes: set[asyncio.Task[None]] = set()
+        # Grant writes in flight: owned by a supervisor (a failing write is logged and
+        # counted there, never lost as an unretrieved task exception).
+        self._writes = Supervisor("exec_approvals", logger=_log)
         self._grants_loaded = 0
         self._grants_persisted = 0
         self._store_failures = 0
@@ -231,8 +234,8 @@ class ExecApprovals:
 
     async def drain(self) -> None:
         """Wait until every grant write started so far has finished (for shutdown)."""
-        while self._writes:
-            await asyncio.gather(*tuple(self._writes), return_exceptions=True)
+        while len(self._writes):
+            await asyncio.gather(*self._writes.tasks(), return_exceptions=True)
 
     def grants(
         self, scope: GrantScope | None = None, owner: str | None = None
@@ -552,9 +555,7 @@ class ExecApprovals:
             self._track(self._delete_evicted(durable))
 
     def _track(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._writes.spawn(coro, name="grant-write")
 
     async def _persist_then_ack(
         self, entry: _Pending, decision: ApprovalDecision, grant: ApprovalGrant

@@ -45,6 +45,7 @@ from lemon_core.execution import (
 )
 from lemon_core.sessions import check_session_key
 from lemon_core.store import StoreError
+from lemon_core.tasks import Supervisor
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import ConversationKey
@@ -92,6 +93,7 @@ class RouterStatistics:
     cancelled: int
     synthetic_completions: int
     zero_answer_retries: int
+    task_crashes: int = 0
 
 
 class Router:
@@ -112,7 +114,7 @@ class Router:
         self.config = config or RouterConfig()
         self.clock: Clock = clock or SystemClock()
         self._state = RouterState.NEW
-        self._tg: asyncio.TaskGroup | None = None
+        self._services = _RunServices(self)
         self._queues: dict[ConversationKey, ConversationQueue] = {}
         self._conv_sessions: dict[ConversationKey, set[str]] = {}
         self._session_conv: dict[str, ConversationKey] = {}
@@ -127,7 +129,9 @@ class Router:
         self._retired.update(steered=0, rejected=0, cancelled=0)
         self._synthetic = 0
         self._retries = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Every task of the router (run processes, steers) is the supervisor's: a crash of one
+        # is logged and counted, and never cancels another session's runs.
+        self._tasks = Supervisor("lemon_router", logger=log)
         # per session: the change counter at its last phase / outcome (bounded, LRU)
         self._revisions: OrderedDict[str, int] = OrderedDict()
         self._changes = 0
@@ -139,8 +143,6 @@ class Router:
     async def __aenter__(self) -> Self:
         if self._state is not RouterState.NEW:
             raise RouterNotRunningError(f"a Router starts once; this one is {self._state}")
-        self._tg = asyncio.TaskGroup()
-        await self._tg.__aenter__()
         self._state = RouterState.RUNNING
         bridge: RouterBridge = self
         self.context.capabilities.register(ROUTER_BRIDGE, bridge)
@@ -157,11 +159,9 @@ class Router:
         for key, queue in list(self._queues.items()):
             for session_key in list(self._conv_sessions.get(key, ())):
                 self._apply(key, queue.abort_session(session_key, reason="router stopped"))
-        for task in list(self._tasks):
-            task.cancel()
-        assert self._tg is not None
         try:
-            await self._tg.__aexit__(exc_type, exc, tb)
+            # Every run ends with one completion: cancelled processes publish theirs.
+            await self._tasks.close(grace_s=0)
         finally:
             self._state = RouterState.STOPPED
 
@@ -378,6 +378,7 @@ class Router:
             pending_steers=pending,
             synthetic_completions=self._synthetic,
             zero_answer_retries=self._retries,
+            task_crashes=self._tasks.statistics().crashed,
             **totals,
         )
 
@@ -388,7 +389,7 @@ class Router:
             if isinstance(effect, StartRun):
                 self._start(key, effect.submission)
             elif isinstance(effect, SendSteer):
-                task = self._spawn(self._steer(key, effect))
+                task = self._spawn(self._steer(key, effect), f"steer:{effect.submission.run_id}")
                 in_flight = self._steering.setdefault(effect.active_run_id, set())
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)
@@ -413,18 +414,14 @@ class Router:
                     )
                 )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        assert self._tg is not None
-        task = self._tg.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return self._tasks.spawn(coro, name=name)
 
     def _start(self, key: ConversationKey, sub: Submission) -> None:
         prepared = sub.context
         assert isinstance(prepared, Prepared)
         process = RunProcess(
-            self,
+            self._services,
             run_id=sub.run_id,
             prompt=sub.prompt,
             prepared=prepared,
@@ -432,7 +429,7 @@ class Router:
         )
         self._runs[sub.run_id] = process
         self._engine_ids[sub.run_id] = sub.run_id
-        self._spawn(process.run())
+        self._spawn(process.run(), f"run:{sub.run_id}")
 
     async def _steer(self, key: ConversationKey, effect: SendSteer) -> None:
         process = self._runs.get(effect.active_run_id)
@@ -489,6 +486,8 @@ class Router:
         session_key = payload.session_key
         assert session_key is not None
         self._touch(session_key)
+        if not self.bus.running():  # the same guard as phase publication
+            return
         self.bus.broadcast_event(
             session_topic(session_key),
             "queue_outcome",
@@ -532,7 +531,7 @@ class Router:
         if in_flight and self._state is RouterState.RUNNING:
             # A steer the runtime is still answering must not also fall back (the text would
             # run twice): hear its answer first, then let the queue move on.
-            self._spawn(self._end_after_steers(process.run_id, in_flight))
+            self._spawn(self._end_after_steers(process.run_id, in_flight), f"end:{process.run_id}")
             return
         self._end_run(process.run_id)
 
@@ -624,3 +623,43 @@ def _model_and_images(
                 f"pass it as RunRequest.{key}, not in meta (meta is opaque context)",
             )
     return request.model, request.images
+
+
+class _RunServices:
+    """The :class:`~lemon_router._run_process.RunOwner` port the router gives its run
+    processes (they see this, not the router)."""
+
+    __slots__ = ("_router",)
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    @property
+    def bus(self) -> Bus:
+        return self._router.bus
+
+    @property
+    def config(self) -> RouterConfig:
+        return self._router.config
+
+    @property
+    def clock(self) -> Clock:
+        return self._router.clock
+
+    def engine(self) -> EngineRuntime | None:
+        return self._router._engine()
+
+    def phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
+        self._router._phase(run_id, prepared, phase)
+
+    async def read_resume(self, session_key: str) -> ResumeToken | None:
+        return await self._router._read_resume(session_key)
+
+    def retry_started(self, process: RunProcess, previous_run_id: str) -> None:
+        self._router._retry_started(process, previous_run_id)
+
+    def note_synthetic(self) -> None:
+        self._router._note_synthetic()
+
+    def run_finished(self, process: RunProcess) -> None:
+        self._router._run_finished(process)

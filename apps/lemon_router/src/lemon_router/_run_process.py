@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ from lemon_core.events import RunPhaseChanged as _RunPhaseChanged
 from lemon_core.execution import (
     EngineRuntime,
     ExecutionCommand,
+    ExecutionContext,
     ExecutionContractError,
+    Principal,
     ResumeToken,
     RunIntrospection,
     RunLiveness,
@@ -50,7 +53,9 @@ from lemon_core.execution import (
 from lemon_router._resume import ChatStateReader, auto_resume_disabled
 
 if TYPE_CHECKING:
-    from lemon_router._router import Router
+    from lemon_core.bus import Bus
+    from lemon_router._clock import Clock
+    from lemon_router._config import RouterConfig
 
 log = logging.getLogger("lemon_router")
 
@@ -80,19 +85,53 @@ class _Outcome:
     synthetic: bool
 
 
+class RunOwner(Protocol):
+    """What a run process may use of its owner (the router): a narrow port, so the process
+    never reaches into the router's private state."""
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def config(self) -> RouterConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def engine(self) -> EngineRuntime | None:
+        """The engine runtime registered now (None while there is none)."""
+        ...
+
+    def phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
+        """Publish the run's phase (the router drops repeats after a terminal phase)."""
+
+    async def read_resume(self, session_key: str) -> ResumeToken | None:
+        """The session's resume token as chat state has it now (None when unreadable)."""
+        ...
+
+    def retry_started(self, process: RunProcess, previous_run_id: str) -> None:
+        """``process`` starts a retry attempt (its ``current_run_id`` is the new attempt)."""
+
+    def note_synthetic(self) -> None:
+        """Count a synthetic completion."""
+
+    def run_finished(self, process: RunProcess) -> None:
+        """``process`` ended (exactly once): the queue may move on."""
+
+
 class RunProcess:
     """Drives one run (see the module docstring). Owned and awaited by the Router."""
 
     def __init__(
         self,
-        router: Router,
+        owner: RunOwner,
         *,
         run_id: str,
         prompt: str,
         prepared: Prepared,
         merged_run_ids: tuple[str, ...] = (),
     ) -> None:
-        self._router = router
+        self._owner = owner
         self.run_id = run_id
         self.current_run_id = run_id
         self.prompt = prompt
@@ -103,6 +142,8 @@ class RunProcess:
         self._wake = asyncio.Event()
         self.retried = False
         self._delivery: Delivery | None = None
+        # A tool, command or file change was started: a retry could repeat its effects.
+        self._acted = False
         self._completion: asyncio.Future[Completion] | None = None
 
     @property
@@ -117,7 +158,7 @@ class RunProcess:
             return
         self.cancel_reason = reason
         if self.submitted:
-            engine = self._router._engine()
+            engine = self._owner.engine()
             if engine is not None:
                 engine.cancel(self.current_run_id, reason)
         self._wake.set()
@@ -129,19 +170,19 @@ class RunProcess:
             await self._run()
         except asyncio.CancelledError:
             # Router shutdown: make sure the runtime lets go and subscribers hear the end.
-            engine = self._router._engine()
+            engine = self._owner.engine()
             if self.submitted and engine is not None:
                 engine.cancel(self.current_run_id, "shutdown")
             with contextlib.suppress(Exception):
                 self._finish_synthetic(
                     self.current_run_id, "aborted: the router stopped", ErrorCode.CANCELLED
                 )
-                self._router._phase(self.current_run_id, self.prepared, RunPhase.ABORTED)
+                self._owner.phase(self.current_run_id, self.prepared, RunPhase.ABORTED)
             raise
         except Exception as exc:
             log.exception("run %s failed inside the router", self.current_run_id)
             with contextlib.suppress(Exception):
-                bus = self._router.bus
+                bus = self._owner.bus
                 payload = RunFailed.new(
                     run_id=self.current_run_id,
                     session_key=self.session_key,
@@ -154,7 +195,7 @@ class RunProcess:
                     self.current_run_id, f"router error: {exc}", ErrorCode.INTERNAL
                 )
         finally:
-            self._router._run_finished(self)
+            self._owner.run_finished(self)
 
     async def _run(self) -> None:
         while True:
@@ -166,42 +207,43 @@ class RunProcess:
                 not outcome.synthetic
                 and not completion.ok
                 and not (completion.answer or "").strip()
-                and (code is None or code.retryable)
+                and (code is None or (code.retryable and code not in _NOT_RETRIED_HERE))
+                and not self._acted
                 and self.cancel_reason is None
                 and not self.retried
-                and self._router.config.retry_zero_answer
+                and self._owner.config.retry_zero_answer
             ):
                 # The attempt's completion stays on the run topic; the session hears the
                 # retry's one completion (``retry_of`` names this run).
                 self.retried = True
-                self._router._phase(run_id, self.prepared, RunPhase.FAILED)
+                self._owner.phase(run_id, self.prepared, RunPhase.FAILED)
                 self.current_run_id = f"run_{uuid.uuid4()}"
-                self._router._retry_started(self, run_id)
+                self._owner.retry_started(self, run_id)
                 continue
             if not outcome.synthetic:
-                self._router.bus.broadcast(session_topic(self.session_key), outcome.event)
+                self._owner.bus.broadcast(session_topic(self.session_key), outcome.event)
             if completion.ok:
                 phase = RunPhase.COMPLETED
             elif self.cancel_reason is not None:
                 phase = RunPhase.ABORTED
             else:
                 phase = RunPhase.FAILED
-            self._router._phase(run_id, self.prepared, phase)
+            self._owner.phase(run_id, self.prepared, phase)
             return
 
     async def _attempt(self, run_id: str, prompt: str) -> _Outcome:
-        config = self._router.config
-        bus = self._router.bus
+        config = self._owner.config
+        bus = self._owner.bus
         delivery = self._delivery = Delivery(max_entries=config.run_event_buffer)
         subscription = bus.subscribe(run_topic(run_id), delivery=delivery)
         try:
-            self._router._phase(run_id, self.prepared, RunPhase.WAITING_FOR_SLOT)
+            self._owner.phase(run_id, self.prepared, RunPhase.WAITING_FOR_SLOT)
             command = await self._command(run_id, prompt)
             refused = await self._submit(command)
             if refused is not None:
                 reason, code = refused
                 return self._finish_synthetic(run_id, reason, code)
-            self._router._phase(run_id, self.prepared, RunPhase.DISPATCHED_TO_GATEWAY)
+            self._owner.phase(run_id, self.prepared, RunPhase.DISPATCHED_TO_GATEWAY)
             return await self._pump(run_id, delivery)
         finally:
             subscription.cancel()
@@ -215,7 +257,7 @@ class RunProcess:
         if resume is None and not auto_resume_disabled(p.meta):
             # Chat-state readback at start time: an earlier run of this session may have
             # written the native session id while this message waited.
-            resume = await self._router._read_resume(p.session_key) or p.resume_at_submit
+            resume = await self._owner.read_resume(p.session_key) or p.resume_at_submit
             automatic = resume is not None
         return ExecutionCommand(
             run_id=run_id,
@@ -234,14 +276,25 @@ class RunProcess:
             resume_mode="auto" if automatic else "explicit",
             retry_of=None if run_id == self.run_id else self.run_id,
             merged_run_ids=self.merged_run_ids,
+            # The run's authority, bound by the router: child runs may only narrow it.
+            context=ExecutionContext(
+                run_id=run_id,
+                principal=Principal(
+                    kind="automation" if p.origin in _AUTOMATION_ORIGINS else "user",
+                    id=p.session_key,
+                ),
+                origin=p.origin,
+                workspace=_workspace(p.cwd),
+                tool_policy=p.tool_policy or ToolPolicy(),
+            ),
             meta=p.meta,
         )
 
     async def _submit(self, command: ExecutionCommand) -> tuple[str, ErrorCode] | None:
         """Hand ``command`` to the runtime; None when accepted, else why it never started."""
-        router = self._router
-        config = router.config
-        clock = router.clock
+        owner = self._owner
+        config = owner.config
+        clock = owner.clock
         delay = config.submit_backoff_initial_ms
         deadline = clock.now_ms() + config.submit_timeout_ms
         last_problem = "no EngineRuntime is registered"
@@ -251,7 +304,7 @@ class RunProcess:
                     f"aborted before the runtime bound the run: {self.cancel_reason}",
                     ErrorCode.CANCELLED,
                 )
-            engine = router._engine()
+            engine = owner.engine()
             if engine is not None and engine.available():
                 try:
                     engine.submit(command)
@@ -283,7 +336,7 @@ class RunProcess:
             delay = min(delay * 2, config.submit_backoff_max_ms)
 
     async def _wait_or_wake(self, ms: int) -> None:
-        sleeper = asyncio.ensure_future(self._router.clock.sleep_ms(ms))
+        sleeper = asyncio.ensure_future(self._owner.clock.sleep_ms(ms))
         waker = asyncio.ensure_future(self._wake.wait())
         try:
             await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
@@ -297,12 +350,12 @@ class RunProcess:
 
         The attempt's own ``run_completed`` is returned, not forwarded (``_run`` forwards the
         final one)."""
-        router = self._router
-        config = router.config
-        clock = router.clock
-        bus = router.bus
+        owner = self._owner
+        config = owner.config
+        clock = owner.clock
+        bus = owner.bus
         session = session_topic(self.session_key)
-        engine = router._engine()
+        engine = owner.engine()
         candidate: object = engine  # a runtime may also implement the optional probe
         probe = candidate if isinstance(candidate, RunLiveness) else None
         last_event_at = clock.now_ms()
@@ -406,9 +459,11 @@ class RunProcess:
                     continue
                 if item.type == "run_completed":
                     return _Outcome(event=item, completion=_completion(item), synthetic=False)
+                if item.type == "engine_action" and _has_effects(item):
+                    self._acted = True
                 bus.broadcast(session, item)
                 if item.type == "run_started":
-                    router._phase(run_id, self.prepared, RunPhase.STREAMING)
+                    owner.phase(run_id, self.prepared, RunPhase.STREAMING)
                 elif item.type == "run_failed" and failed_at is None:
                     failed_at = clock.now_ms()
                     failed_reason = f"run failed: {_field(item.payload, 'reason') or 'unknown'}"
@@ -422,8 +477,8 @@ class RunProcess:
         step (nothing is published in between) the fenced handle is drained: a terminal
         notice already queued there is returned; anything published later reaches the new
         handle."""
-        fresh = Delivery(max_entries=self._router.config.run_event_buffer)
-        self._router.bus.subscribe(run_topic(run_id), delivery=fresh)
+        fresh = Delivery(max_entries=self._owner.config.run_event_buffer)
+        self._owner.bus.subscribe(run_topic(run_id), delivery=fresh)
         self._delivery = fresh
         terminal: TerminalNotice | None = None
         while True:
@@ -476,7 +531,7 @@ class RunProcess:
         waiters.add(waker)
         sleeper: asyncio.Future[Any] | None = None
         if timeout_ms is not None:
-            sleeper = asyncio.ensure_future(self._router.clock.sleep_ms(max(timeout_ms, 0)))
+            sleeper = asyncio.ensure_future(self._owner.clock.sleep_ms(max(timeout_ms, 0)))
             waiters.add(sleeper)
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -507,11 +562,29 @@ class RunProcess:
         )
         payload = RunCompleted(completed=completion)
         meta = {"run_id": run_id, "session_key": self.session_key}
-        bus = self._router.bus
-        self._router._note_synthetic()
+        bus = self._owner.bus
+        self._owner.note_synthetic()
         event = bus.broadcast_event(run_topic(run_id), "run_completed", payload, meta)
         bus.broadcast(session_topic(self.session_key), event)
         return _Outcome(event=event, completion=completion, synthetic=True)
+
+
+#: Retryable codes the router still does not retry itself: the provider layer already retried
+#: a rate limit honouring its Retry-After hint; retrying again at once would hammer it.
+_NOT_RETRIED_HERE = frozenset({ErrorCode.RATE_LIMITED})
+_AUTOMATION_ORIGINS = frozenset({"cron", "heartbeat", "automation", "webhook"})
+_EFFECT_KINDS = frozenset({"tool", "command", "file_change", "subagent", "web_search"})
+
+
+def _workspace(cwd: str | None) -> str | None:
+    return os.path.abspath(cwd) if cwd else None
+
+
+def _has_effects(event: Event) -> bool:
+    payload = event.payload
+    action = getattr(payload, "action", None)
+    kind = getattr(action, "kind", None)
+    return getattr(payload, "phase", None) == "started" and kind in _EFFECT_KINDS
 
 
 def _is_own_phase(event: Event) -> bool:
@@ -553,5 +626,6 @@ __all__ = [
     "ChatStateAccess",
     "EngineRuntime",
     "Prepared",
+    "RunOwner",
     "RunProcess",
 ]

@@ -13,7 +13,15 @@ import asyncio
 from typing import Any, Literal
 
 from lemon_core.bus import Bus, run_topic
-from lemon_core.events import Completion, Delta, ErrorCode, RunCompleted, RunFailed, RunStarted
+from lemon_core.events import (
+    Completion,
+    Delta,
+    EngineAction,
+    ErrorCode,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+)
 from lemon_core.execution import ExecutionCommand
 
 __all__ = ["FakeEngineRuntime", "ManualClock"]
@@ -123,6 +131,14 @@ class FakeEngineRuntime:
         meta = self._meta(run_id)
         payload = RunStarted.new(run_id=run_id, session_key=meta["session_key"])
         self.bus.broadcast_event(run_topic(run_id), "run_started", payload, meta)
+
+    def action(self, run_id: str, action_id: str, *, kind: str = "tool", title: str = "t") -> None:
+        """An ``engine_action`` (phase started) of the run: a tool call began."""
+        payload = EngineAction.new(
+            action={"id": action_id, "kind": kind, "title": title},
+            phase="started",
+        )
+        self.bus.broadcast_event(run_topic(run_id), "engine_action", payload, self._meta(run_id))
 
     def delta(self, run_id: str, text: str) -> None:
         seq = self._seq.get(run_id, 0) + 1
