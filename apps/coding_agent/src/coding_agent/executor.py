@@ -33,13 +33,25 @@ import asyncio
 import contextlib
 import contextvars
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
+from coding_agent.compaction import (
+    CompactionInfo,
+    CompactionSettings,
+    Compactor,
+    run_limits,
+    tool_result_cap,
+)
+from coding_agent.errors import (
+    CodingAgentUsageError,
+    CompactionError,
+    CorruptTranscriptError,
+    TranscriptError,
+)
 from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import SessionStore, Transcript
@@ -144,7 +156,13 @@ class ExecutorSettings:
     """How long a tool waits for an approval decision (``None``: no deadline)."""
     default_policy: ToolPolicy = DEFAULT_TOOL_POLICY
     """The policy of a run whose command, profile and context set none."""
-    limits: CodingLimits = field(default_factory=CodingLimits)
+    limits: CodingLimits = field(
+        default_factory=lambda: CodingLimits(max_output_chars=200_000, bash_output_bytes=200_000)
+    )
+    """The tools' bounds; a run lowers the output bounds to fit its model's window
+    (``compaction.tool_result_cap``)."""
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    """Automatic compaction and the tool result cap relative to the context window."""
     prompt_limits: PromptLimits = field(default_factory=PromptLimits)
     max_transcript_bytes: int = 32 * 1024 * 1024
     max_turns: int = 50
@@ -177,6 +195,10 @@ class ExecutorStatistics:
     cancelled (they went down with the run)."""
     steer_continuations: int
     """Extra agent runs started for a steer that arrived after the loop's last drain."""
+    compactions: int = 0
+    """Compactions made by runs (automatic) and by :meth:`CodingExecutor.compact`."""
+    compaction_retries: int = 0
+    """Model requests retried once after a ``context_overflow`` answer and a compaction."""
 
 
 def resolve_model(
@@ -274,9 +296,11 @@ class CodingExecutor:
             (
                 "started", "ok", "failed", "cancelled", "created", "resumed", "fresh",
                 "steers_accepted", "steers_refused", "steers_dropped", "steer_continuations",
+                "compactions", "compaction_retries",
             ),
             0,
         )  # fmt: skip
+        self._busy: Counter[str] = Counter()  # session id -> runs using its transcript
 
     def statistics(self) -> ExecutorStatistics:
         c = self._counts
@@ -293,6 +317,8 @@ class CodingExecutor:
             steers_refused=c["steers_refused"],
             steers_dropped=c["steers_dropped"],
             steer_continuations=c["steer_continuations"],
+            compactions=c["compactions"],
+            compaction_retries=c["compaction_retries"],
         )
 
     def tool_registry(self, workspace: Workspace) -> ToolRegistry:
@@ -323,6 +349,67 @@ class CodingExecutor:
                 f"run {job.run_id}: working directory {job.cwd} is missing or not a directory"
             )
         return CodingExecution(self, job)
+
+    async def compact(
+        self, session_id: str, *, cwd: str | None = None, model: str | None = None
+    ) -> CompactionInfo:
+        """Compact session ``session_id`` now (``/compact``, ``lemon chat --compact``).
+
+        Everything before the newest user message is replaced by a summary the model writes
+        (the model given to the executor, else ``model`` = ``"<provider>:<model>"``, else the
+        configured default, as for a run; ``cwd`` is where the configuration is looked up,
+        default the current directory). The transcript gets a compaction entry; the original
+        lines stay. ``compacted=False`` (with ``note``) when there is nothing older to
+        summarise. Raises :class:`TranscriptError` (missing or corrupt session),
+        :class:`CodingAgentUsageError` (a run of this executor is using the session) or
+        :class:`CompactionError` (``code``: ``config_invalid``, ``model_unavailable``, or the
+        summarisation request's error kind).
+        """
+        if self._busy[session_id]:
+            raise CodingAgentUsageError(
+                f"session {session_id} is in use by a running run; compact it after the run ends"
+            )
+        transcript, messages = await self.sessions().load(session_id)
+        owned = False
+        if self._model is not None and self._provider is not None:
+            chosen, provider = self._model, self._provider
+        else:
+            try:
+                config = (
+                    await asyncio.to_thread(
+                        load_config,
+                        environ=self._environ,
+                        cwd=Path(cwd) if cwd else Path.cwd(),
+                        home=self._home,
+                    )
+                ).config
+                chosen, provider = resolve_model(
+                    config, model, environ=self._environ, retry=self._retry
+                )
+            except ConfigError as exc:
+                raise CompactionError(f"config_invalid: {exc}", code="config_invalid") from exc
+            except LemonAiError as exc:
+                raise CompactionError(
+                    f"model_unavailable: {type(exc).__name__}: {exc}", code="model_unavailable"
+                ) from exc
+            owned = True
+        self._busy[session_id] += 1
+        try:
+            compactor = Compactor(
+                model=chosen,
+                provider=provider,
+                transcript=transcript,
+                settings=self.settings.compaction,
+            )
+            info = await compactor.compact(messages, reason="manual")
+        finally:
+            self._busy[session_id] -= 1
+            if not self._busy[session_id]:
+                del self._busy[session_id]
+            if owned:
+                await asyncio.shield(provider.aclose())
+        self._counts["compactions"] += compactor.compactions
+        return info
 
 
 class CodingExecution:
@@ -488,9 +575,14 @@ class CodingExecution:
             return ExecutionResult(
                 ok=False, error=f"model_unavailable: {type(exc).__name__}: {exc}", resume=resume
             )
+        busy = self._executor._busy
+        busy[transcript.session_id] += 1
         try:
             return await self._run(sink, transcript, history, config, model, provider, resume)
         finally:
+            busy[transcript.session_id] -= 1
+            if not busy[transcript.session_id]:
+                del busy[transcript.session_id]
             if self._executor.approvals is not None:
                 self._executor.approvals.expire_owner(job.run_id)
             if owned:
@@ -509,7 +601,9 @@ class CodingExecution:
         job = self._job
         ex = self._executor
         settings = ex.settings
-        workspace = Workspace(cwd=Path(job.cwd), limits=settings.limits)
+        workspace = Workspace(
+            cwd=Path(job.cwd), limits=run_limits(settings.limits, model, settings.compaction)
+        )
         agent_id = _agent_id(job)
 
         def approval_requested(tool_call_id: str, pending: ApprovalPending) -> None:
@@ -554,22 +648,33 @@ class CodingExecution:
             tool_names=tools.names(),
             limits=settings.prompt_limits,
         )
-        agent_config = AgentConfig(
+        compactor = Compactor(
             model=model,
             provider=provider,
+            transcript=transcript,
+            settings=settings.compaction,
+            sink=sink,
+            flush=lambda: persist(),
+        )
+        agent_config = AgentConfig(
+            model=model,
+            provider=compactor.provider,  # compacts before a request that would overflow
             system_prompt=system_prompt,
             tools=tools,
             max_turns=settings.max_turns,
+            max_tool_result_chars=tool_result_cap(model, settings.compaction),
             steering_capacity=settings.steering_capacity,
         )
         agent = Agent(agent_config, messages=history)
         persisted = len(history)
+        persisting = asyncio.Lock()  # the turn's end and a compaction may both append
 
         async def persist() -> None:
             nonlocal persisted
-            messages = agent.messages
-            await transcript.append(messages[persisted:])
-            persisted = len(messages)
+            async with persisting:
+                messages = agent.messages
+                await transcript.append(messages[persisted:])
+                persisted = len(messages)
 
         counts = ex._counts
         error: str | None = None
@@ -664,6 +769,10 @@ class CodingExecution:
         finally:
             self._accepting = False
             self._finished = True
+            counts["compactions"] += compactor.compactions
+            counts["compaction_retries"] += compactor.retries
+        usage = usage + compactor.usage  # the summarisation requests are part of the run
+        cost = cost + compactor.cost
         usage_map: dict[str, Any] = {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
