@@ -375,8 +375,17 @@ class Compactor:
                 ),
                 None,
             )
-            if last_user is not None:
-                keep = min(keep, estimate_tokens(messages[last_user:]))
+            # Keep the newest exchange (from the newest user message), unless it alone is
+            # above the kept budget; nothing before it means nothing to compact.
+            newest = (
+                sum(_tokens(_chars(m)) for m in messages[last_user:])
+                if last_user is not None
+                else keep + 1
+            )
+            if newest <= keep:
+                keep = newest
+                if last_user is not None and last_user <= self._covered:
+                    keep = -1
         info = CompactionInfo(
             session_id=self._transcript.session_id,
             compacted=False,
@@ -385,7 +394,7 @@ class Compactor:
             tokens_after=before,
             context_window=model.context_window,
         )
-        cut = _cut(messages, self._covered, keep)
+        cut = _cut(messages, self._covered, keep) if keep >= 0 else None
         older = list(messages[self._covered : cut]) if cut is not None else []
         if cut is None or all(_is_summary(m) for m in older):
             return replace(
