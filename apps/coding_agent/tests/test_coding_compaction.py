@@ -484,3 +484,59 @@ async def test_a_compaction_record_round_trips_through_the_store(tmp_path: Path)
     ]
     reloaded, _ = await store.load(transcript.session_id)
     assert reloaded.last_entry_id == transcript.last_entry_id
+
+
+async def test_a_compaction_mid_run_on_the_anthropic_wire_keeps_calls_with_their_results(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    from lemon_ai import AnthropicMessagesProvider
+
+    server = scripted_provider
+    provider = AnthropicMessagesProvider(api_key="sk-ant")
+    model = default_catalogue().resolve("anthropic:claude-3-5-haiku-20241022", base_url=server.url)
+    model = replace(model, context_window=3_000, max_tokens=500)
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    for name in ("a", "b", "c"):
+        (cwd / f"{name}.txt").write_text("".join(f"{name} {n:04d} {'y' * 40}\n" for n in range(60)))
+    executor = CodingExecutor(home=tmp_path / "home", model=model, provider=provider)
+    server.script(
+        ScriptedTurn(tool_calls=tuple(
+            ScriptedToolCall(id=f"t{name}", name="read", arguments={"path": f"{name}.txt"})
+            for name in "abc"
+        )),
+        ScriptedTurn(text=SUMMARY),
+        ScriptedTurn(text="read all three"),
+    )  # fmt: skip
+    bus = Bus()
+    watch = Watch(bus, "r1")
+    try:
+        async with Gateway(bus=bus, executor=executor) as gateway:
+            completion = await gateway.submit_execution(
+                ExecutionCommand(
+                    run_id="r1",
+                    session_key=SESSION,
+                    prompt="read a.txt, b.txt and c.txt",
+                    conversation_key=("session", SESSION),
+                    cwd=str(cwd),
+                )
+            )
+            await watch.completion()
+    finally:
+        await provider.aclose()
+    assert completion.ok, completion.error
+    assert len(server.requests) == 3
+    assert _is_summary_request(server.requests[1].body)
+    messages = server.requests[2].body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["content"][0]["text"] == SUMMARY_PREFIX + SUMMARY
+    calls = [b["id"] for b in messages[1]["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for b in messages[2]["content"] if b["type"] == "tool_result"]
+    assert calls == results == ["ta", "tb", "tc"]
+    assert completion.resume is not None
+    path = tmp_path / "home" / "agent" / "sessions" / f"{completion.resume['value']}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    kinds = [line.get("message", {}).get("role", line["type"]) for line in lines]
+    tool_turn = ["assistant", "tool_result", "tool_result", "tool_result"]
+    assert kinds == ["session", "user", *tool_turn, "compaction", *tool_turn, "assistant"]
+    assert watch.compactions()[-1].ok is True

@@ -280,6 +280,7 @@ def _serialise(messages: Sequence[Message], limit: int) -> str:
 # -- the compactor -------------------------------------------------------------------------
 
 Flush = Callable[[], Awaitable[None]]
+_Outcome = Literal["compacted", "nothing", "failed"]
 
 
 class Compactor:
@@ -462,8 +463,8 @@ class Compactor:
 
     async def _auto(
         self, context: Context, options: StreamOptions | None, reason: CompactionReason
-    ) -> bool:
-        """One automatic compaction with its actions; True when the conversation got smaller."""
+    ) -> _Outcome:
+        """One automatic compaction with its actions."""
         sink = self._sink
         action_id = f"compaction-{uuid.uuid4().hex[:8]}"
         before = self.estimate(
@@ -500,7 +501,7 @@ class Compactor:
                     message=_clip(str(exc), _MAX_ACTION_TEXT),
                     level="warning",
                 )
-            return False
+            return "failed"
         if sink is not None:
             sink.action(
                 id=action_id,
@@ -521,7 +522,7 @@ class Compactor:
                 message=_clip(info.summary, _MAX_ACTION_TEXT) if info.compacted else None,
                 level=None if info.compacted else "warning",
             )  # fmt: skip
-        return info.compacted
+        return "compacted" if info.compacted else "nothing"
 
 
 class _CompactingProvider:
@@ -544,13 +545,13 @@ class _CompactingProvider:
         compactor = self._compactor
         auto = compactor.settings.auto
         conversation = context.messages
-        failed = False
+        failed = False  # a summary request failed: do not try another for this request
         if auto:
             size = compactor.estimate(
                 conversation, system_prompt=context.system_prompt, tools=context.tools
             )
             if size > context_budget(model, options):
-                failed = not await compactor._auto(context, options, "threshold")
+                failed = await compactor._auto(context, options, "threshold") == "failed"
         retried = False
         while True:
             request = replace(context, messages=compactor.view(conversation))
@@ -572,7 +573,7 @@ class _CompactingProvider:
             if overflow is None:
                 return
             retried = True
-            if failed or not await compactor._auto(context, options, "overflow"):
+            if failed or await compactor._auto(context, options, "overflow") != "compacted":
                 yield overflow
                 return
             compactor.retries += 1
