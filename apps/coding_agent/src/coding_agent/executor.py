@@ -186,6 +186,10 @@ class ExecutorStatistics:
     sessions_resumed: int
     resumes_started_fresh: int
     """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
+    compactions: int = 0
+    """Compactions made by runs (automatic) and by :meth:`CodingExecutor.compact`."""
+    compaction_retries: int = 0
+    """Model requests retried once after a ``context_overflow`` answer and a compaction."""
     steers_accepted: int
     """Steering messages taken into a running agent loop (``CodingExecution.steer`` -> True)."""
     steers_refused: int
@@ -195,10 +199,6 @@ class ExecutorStatistics:
     cancelled (they went down with the run)."""
     steer_continuations: int
     """Extra agent runs started for a steer that arrived after the loop's last drain."""
-    compactions: int = 0
-    """Compactions made by runs (automatic) and by :meth:`CodingExecutor.compact`."""
-    compaction_retries: int = 0
-    """Model requests retried once after a ``context_overflow`` answer and a compaction."""
 
 
 def resolve_model(
@@ -296,10 +296,10 @@ class CodingExecutor:
             (
                 "started", "ok", "failed", "cancelled", "created", "resumed", "fresh",
                 "steers_accepted", "steers_refused", "steers_dropped", "steer_continuations",
-                "compactions", "compaction_retries",
             ),
             0,
         )  # fmt: skip
+        self._counts.update(compactions=0, compaction_retries=0)
         self._busy: Counter[str] = Counter()  # session id -> runs using its transcript
 
     def statistics(self) -> ExecutorStatistics:
@@ -313,12 +313,12 @@ class CodingExecutor:
             sessions_created=c["created"],
             sessions_resumed=c["resumed"],
             resumes_started_fresh=c["fresh"],
+            compactions=c["compactions"],
+            compaction_retries=c["compaction_retries"],
             steers_accepted=c["steers_accepted"],
             steers_refused=c["steers_refused"],
             steers_dropped=c["steers_dropped"],
             steer_continuations=c["steer_continuations"],
-            compactions=c["compactions"],
-            compaction_retries=c["compaction_retries"],
         )
 
     def tool_registry(self, workspace: Workspace) -> ToolRegistry:
@@ -767,12 +767,12 @@ class CodingExecution:
                 counts["steers_dropped"] += queued
                 break
         finally:
-            self._accepting = False
-            self._finished = True
             counts["compactions"] += compactor.compactions
             counts["compaction_retries"] += compactor.retries
-        usage = usage + compactor.usage  # the summarisation requests are part of the run
-        cost = cost + compactor.cost
+            usage = usage + compactor.usage  # the summarisation requests are part of the run
+            cost = cost + compactor.cost
+            self._accepting = False
+            self._finished = True
         usage_map: dict[str, Any] = {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
