@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from coding_agent import (
     SUMMARY_PREFIX,
     CodingAgentUsageError,
     CodingExecutor,
+    CompactionReason,
     CompactionSettings,
+    Compactor,
     ExecutorSettings,
     SessionNotFoundError,
     SessionStore,
@@ -24,13 +29,19 @@ from coding_agent import (
 )
 from lemon_ai import (
     AssistantMessage,
+    Cost,
+    Message,
     Model,
+    OfflineProvider,
     OpenAICompletionsProvider,
     RetryPolicy,
     TextContent,
+    ToolCall,
+    ToolResultMessage,
     Usage,
     UserMessage,
     default_catalogue,
+    offline_model,
 )
 from lemon_core import ExecApprovals
 from lemon_core.bus import Bus, Delivery, Subscription, run_topic
@@ -540,3 +551,87 @@ async def test_a_compaction_mid_run_on_the_anthropic_wire_keeps_calls_with_their
     tool_turn = ["assistant", "tool_result", "tool_result", "tool_result"]
     assert kinds == ["session", "user", *tool_turn, "compaction", *tool_turn, "assistant"]
     assert watch.compactions()[-1].ok is True
+
+
+def _exchange(draw: st.DrawFn, index: int) -> list[Message]:
+    """One user message and the assistant's turns: tool batches (each call answered) and a
+    final text answer (sometimes missing: the conversation may end on tool results)."""
+    size = st.integers(min_value=0, max_value=3_000)
+    out: list[Message] = [UserMessage(content=f"q{index} " + "u" * draw(size))]
+    for batch in range(draw(st.integers(min_value=0, max_value=2))):
+        calls = tuple(
+            ToolCall(id=f"c{index}_{batch}_{n}", name="read", arguments={"path": f"f{n}"})
+            for n in range(draw(st.integers(min_value=1, max_value=3)))
+        )
+        out.append(
+            AssistantMessage(
+                content=(TextContent(text="t" * draw(size)), *calls),
+                stop_reason="tool_use",
+                usage=Usage(input_tokens=draw(st.integers(min_value=0, max_value=5_000))),
+            )
+        )
+        out.extend(
+            ToolResultMessage(tool_call_id=c.id, tool_name="read", content="r" * draw(size))
+            for c in calls
+        )
+    if draw(st.booleans()):
+        out.append(AssistantMessage(content=(TextContent(text="a" * draw(size)),)))
+    return out
+
+
+@st.composite
+def _conversations(draw: st.DrawFn) -> list[Message]:
+    count = draw(st.integers(min_value=1, max_value=6))
+    return [m for index in range(count) for m in _exchange(draw, index)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    _conversations(),
+    st.sampled_from(["threshold", "overflow", "manual"]),
+    st.integers(min_value=2_000, max_value=40_000),
+)
+def test_a_compacted_view_is_a_valid_conversation_and_is_what_a_reload_gives(
+    messages: list[Message], reason: CompactionReason, window: int
+) -> None:
+    model = replace(offline_model(), context_window=window)
+
+    async def scenario(directory: Path) -> None:
+        store = SessionStore(directory)
+        transcript = await store.create(cwd=str(directory))
+        await transcript.append(messages)
+        compactor = Compactor(
+            model=model,
+            provider=OfflineProvider(),
+            transcript=transcript,
+            settings=CompactionSettings(),
+        )
+        info = await compactor.compact(messages, reason=reason)
+        view = compactor.view(messages)
+        _, loaded = await store.load(transcript.session_id)
+        event("compacted" if info.compacted else "nothing to compact")
+        if not info.compacted:
+            assert info.note
+            assert view == tuple(messages)
+            assert loaded == messages
+            return
+        assert isinstance(view[0], UserMessage)
+        assert view[0].content.startswith(SUMMARY_PREFIX)
+        assert view[-1] == messages[-1], "the newest message is always kept"
+        assert not isinstance(view[1], ToolResultMessage), "no result without its call"
+        called: set[str] = set()
+        for message in view[1:]:
+            if isinstance(message, AssistantMessage):
+                called |= {c.id for c in message.tool_calls}
+            elif isinstance(message, ToolResultMessage):
+                assert message.tool_call_id in called
+        assert info.messages_summarised + info.messages_kept == len(messages)
+        assert len(loaded) == len(view)
+        for got, shown in zip(loaded, view, strict=True):
+            if isinstance(shown, AssistantMessage):
+                assert got == replace(shown, usage=Usage(), cost=Cost())
+            else:
+                assert got == shown
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(scenario(Path(tmp)))
