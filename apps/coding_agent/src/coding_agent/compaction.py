@@ -182,9 +182,11 @@ def estimate_tokens(
 ) -> int:
     """A conservative token count of a request (characters / :data:`CHARS_PER_TOKEN`)."""
     chars = len(system_prompt) + sum(_chars(m) for m in messages)
-    for spec in tools:
-        chars += len(spec.name) + len(spec.description) + len(json.dumps(dict(spec.parameters)))
-    return _tokens(chars)
+    return _tokens(chars + sum(_spec_chars(spec) for spec in tools))
+
+
+def _spec_chars(spec: ToolSpec) -> int:
+    return len(spec.name) + len(spec.description) + len(json.dumps(dict(spec.parameters)))
 
 
 def context_budget(model: Model, options: StreamOptions | None = None) -> int:
@@ -315,6 +317,7 @@ class Compactor:
         self._covered = 0
         self._summary: UserMessage | None = None
         self._fresh_from = 0
+        self._spec_sizes: dict[tuple[str, str], int] = {}
         self.usage = Usage()
         """Tokens of every summarisation request made so far."""
         self.cost = Cost()
@@ -337,7 +340,15 @@ class Compactor:
         tools: Sequence[ToolSpec] = (),
     ) -> int:
         """Estimated prompt tokens of a request with :meth:`view` of ``messages``."""
-        counted = estimate_tokens(self.view(messages), system_prompt=system_prompt, tools=tools)
+        # The specs are the same for every request of a run: their size is counted once.
+        specs = 0
+        for spec in tools:
+            key = (spec.name, spec.description)
+            size = self._spec_sizes.get(key)
+            if size is None:
+                size = self._spec_sizes[key] = _spec_chars(spec)
+            specs += size
+        counted = estimate_tokens(self.view(messages), system_prompt=system_prompt) + _tokens(specs)
         start = max(self._fresh_from, self._covered)
         for index in range(len(messages) - 1, start - 1, -1):
             message = messages[index]
