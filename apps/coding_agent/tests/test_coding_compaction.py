@@ -391,7 +391,7 @@ async def test_compact_on_demand_keeps_the_newest_exchange(large: Env) -> None:
     await env.run("r2", "how is the weather?", resume=token)
     before = env.lines(token.value)
 
-    info = await env.executor.compact(token.value)
+    info = await env.executor.compact(token.value, instructions="keep the code word")
     assert info.compacted
     assert info.reason == "manual"
     assert info.summary == SUMMARY
@@ -400,6 +400,7 @@ async def test_compact_on_demand_keeps_the_newest_exchange(large: Env) -> None:
     assert info.context_window == 128_000
     assert info.usage.input_tokens == 12
     assert _is_summary_request(env.body(2))
+    assert "adds: keep the code word" in json.dumps(env.body(2))
     lines = env.lines(token.value)
     assert lines[: len(before)] == before
     _, messages = await env.executor.sessions().load(token.value)

@@ -366,8 +366,10 @@ class Compactor:
         system_prompt: str = "",
         tools: Sequence[ToolSpec] = (),
         options: StreamOptions | None = None,
+        instructions: str | None = None,
     ) -> CompactionInfo:
-        """Summarise the older part of the conversation ``messages`` and record it.
+        """Summarise the older part of the conversation ``messages`` and record it
+        (``instructions``: what the summary should focus on, from whoever asked for it).
 
         Raises :class:`CompactionError` when the summarisation request fails or the summary is
         empty (nothing changed then). Returns ``compacted=False`` when there is nothing older
@@ -414,7 +416,9 @@ class Compactor:
             )
         if self._flush is not None:
             await asyncio.shield(self._flush())
-        reply = await self._summarise(self.view(messages[:cut]) if self._summary else older)
+        reply = await self._summarise(
+            self.view(messages[:cut]) if self._summary else older, instructions
+        )
         summary = reply.text.strip()
         self.usage = self.usage + reply.usage
         self.cost = self.cost + reply.cost
@@ -445,7 +449,9 @@ class Compactor:
             cost=reply.cost,
         )
 
-    async def _summarise(self, messages: Sequence[Message]) -> AssistantMessage:
+    async def _summarise(
+        self, messages: Sequence[Message], instructions: str | None
+    ) -> AssistantMessage:
         model = self._model
         window = model.context_window
         out = max(1, min(self.settings.summary_max_tokens, model.max_tokens, window // 8))
@@ -453,13 +459,14 @@ class Compactor:
         # Three quarters of the characters the estimate would allow: the summary request is
         # the one that must not overflow.
         text = _serialise(messages, room * CHARS_PER_TOKEN * 3 // 4)
+        focus = f"\n\nWhoever asked for it adds: {instructions.strip()}" if instructions else ""
         request = Context(
             system_prompt=_SUMMARY_SYSTEM,
             messages=(
                 UserMessage(
                     content=(
                         "Summarise this conversation so the work can continue from the "
-                        f"summary alone.\n\n<conversation>\n{text}\n</conversation>"
+                        f"summary alone.\n\n<conversation>\n{text}\n</conversation>{focus}"
                     )
                 ),
             ),

@@ -351,15 +351,21 @@ class CodingExecutor:
         return CodingExecution(self, job)
 
     async def compact(
-        self, session_id: str, *, cwd: str | None = None, model: str | None = None
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        model: str | None = None,
+        instructions: str | None = None,
     ) -> CompactionInfo:
         """Compact session ``session_id`` now (``/compact``, ``lemon chat --compact``).
 
         Everything before the newest user message is replaced by a summary the model writes
         (the model given to the executor, else ``model`` = ``"<provider>:<model>"``, else the
         configured default, as for a run; ``cwd`` is where the configuration is looked up,
-        default the current directory). The transcript gets a compaction entry; the original
-        lines stay. ``compacted=False`` (with ``note``) when there is nothing older to
+        default the current directory; ``instructions``: what the summary should focus on, as
+        in ``/compact keep the API decisions``). The transcript gets a compaction entry; the
+        original lines stay. ``compacted=False`` (with ``note``) when there is nothing older to
         summarise. Raises :class:`TranscriptError` (missing or corrupt session),
         :class:`CodingAgentUsageError` (a run of this executor is using the session) or
         :class:`CompactionError` (``code``: ``config_invalid``, ``model_unavailable``, or the
@@ -401,7 +407,7 @@ class CodingExecutor:
                 transcript=transcript,
                 settings=self.settings.compaction,
             )
-            info = await compactor.compact(messages, reason="manual")
+            info = await compactor.compact(messages, reason="manual", instructions=instructions)
         finally:
             self._busy[session_id] -= 1
             if not self._busy[session_id]:
