@@ -636,3 +636,40 @@ def test_a_compacted_view_is_a_valid_conversation_and_is_what_a_reload_gives(
 
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(scenario(Path(tmp)))
+
+
+async def test_a_run_cancelled_during_the_summary_request_keeps_a_valid_transcript(
+    small: Env,
+) -> None:
+    env = small
+    gate = Gate()
+    env.server.script(
+        ScriptedTurn(text=LONG, chunk_size=4_000),
+        ScriptedTurn(text=SUMMARY, pause=gate, pause_after=2),
+    )
+    first, _ = await env.run("r1", "tell a long story")
+    assert first.resume is not None
+    token = ResumeToken.from_dict(first.resume)
+    command = ExecutionCommand(
+        run_id="r2",
+        session_key=SESSION,
+        prompt="and then?",
+        conversation_key=("resume", "lemon", token.value),
+        cwd=str(env.cwd),
+        resume=token,
+    )
+    handle = env.gateway.submit_execution(command)
+    assert await gate.wait_reached_async(), "the summary request is streaming"
+    assert env.gateway.cancel("r2")
+    completion = await handle
+    assert not completion.ok
+    assert await asyncio.to_thread(env.server.wait_cancelled, 1, 10.0)
+    gate.open()
+    kinds = [line.get("message", {}).get("role", line["type"]) for line in env.lines(token.value)]
+    assert kinds == ["session", "user", "assistant", "user"], "the prompt once, no compaction"
+    _, messages = await env.executor.sessions().load(token.value)
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "UserMessage",
+    ]
