@@ -3,15 +3,26 @@
 ``CodingExecutor`` runs a coding session per run: JSONL transcripts under ``$LEMON_HOME``
 (resumed with the native token), the system prompt from the workspace, the coding tools
 (``read``, ``write``, ``edit``, ``ls``, ``find``, ``grep``, ``bash``, ``todo``) gated by the tool
-policy and approvals, and agent events mapped to the gateway's run events.
+policy and approvals, agent events mapped to the gateway's run events, and compaction that keeps
+a session inside its model's context window (``CodingExecutor.compact`` on demand).
 """
 
 from __future__ import annotations
 
 from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess
+from coding_agent.compaction import (
+    CompactionInfo,
+    CompactionReason,
+    CompactionSettings,
+    Compactor,
+    context_budget,
+    estimate_tokens,
+    tool_result_cap,
+)
 from coding_agent.errors import (
     CodingAgentError,
     CodingAgentUsageError,
+    CompactionError,
     CorruptTranscriptError,
     SessionNotFoundError,
     TranscriptError,
@@ -35,7 +46,14 @@ from coding_agent.policy import (
     shell_action,
 )
 from coding_agent.prompt import PromptLimits, build_system_prompt, project_instruction_files
-from coding_agent.session import TRANSCRIPT_VERSION, SessionStore, Transcript, valid_session_id
+from coding_agent.session import (
+    SUMMARY_PREFIX,
+    TRANSCRIPT_VERSION,
+    SessionStore,
+    Transcript,
+    summary_message,
+    valid_session_id,
+)
 from coding_agent.tools import (
     TodoItem,
     TodoList,
@@ -57,6 +75,7 @@ __all__ = [
     "DEFAULT_TOOL_POLICY",
     "FILE_TOOLS",
     "READ_ONLY_TOOLS",
+    "SUMMARY_PREFIX",
     "TRANSCRIPT_VERSION",
     "ApprovalHooks",
     "CodingAgentError",
@@ -64,6 +83,11 @@ __all__ = [
     "CodingExecution",
     "CodingExecutor",
     "CodingLimits",
+    "CompactionError",
+    "CompactionInfo",
+    "CompactionReason",
+    "CompactionSettings",
+    "Compactor",
     "CorruptTranscriptError",
     "ExecutorSettings",
     "ExecutorStatistics",
@@ -83,7 +107,9 @@ __all__ = [
     "check_gate",
     "coding_tool_registry",
     "coding_tools",
+    "context_budget",
     "edit_tool",
+    "estimate_tokens",
     "find_tool",
     "gate_tools",
     "grep_tool",
@@ -92,7 +118,9 @@ __all__ = [
     "read_tool",
     "resolve_model",
     "shell_action",
+    "summary_message",
     "todo_tool",
+    "tool_result_cap",
     "valid_session_id",
     "write_tool",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CodingAgentError",
     "CodingAgentUsageError",
+    "CompactionError",
     "CorruptTranscriptError",
     "SessionNotFoundError",
     "TranscriptError",
@@ -29,3 +30,16 @@ class SessionNotFoundError(TranscriptError):
 
 class CorruptTranscriptError(TranscriptError):
     """The session's transcript exists but cannot be loaded (the message names the line)."""
+
+
+class CompactionError(CodingAgentError):
+    """A session could not be compacted; ``code`` says why in one word.
+
+    ``config_invalid`` (the configuration), ``model_unavailable`` (the model reference),
+    ``empty_summary`` (the model wrote no summary), or a provider error kind from lemon_ai
+    (``context_overflow``, ``rate_limit``, ``auth``, ...) for the summarisation request.
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code

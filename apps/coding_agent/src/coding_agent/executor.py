@@ -33,14 +33,26 @@ import asyncio
 import contextlib
 import contextvars
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from coding_agent.access import FileAccess
-from coding_agent.errors import CodingAgentUsageError, CorruptTranscriptError, TranscriptError
+from coding_agent.compaction import (
+    CompactionInfo,
+    CompactionSettings,
+    Compactor,
+    run_limits,
+    tool_result_cap,
+)
+from coding_agent.errors import (
+    CodingAgentUsageError,
+    CompactionError,
+    CorruptTranscriptError,
+    TranscriptError,
+)
 from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import SessionStore, Transcript
@@ -145,7 +157,13 @@ class ExecutorSettings:
     """How long a tool waits for an approval decision (``None``: no deadline)."""
     default_policy: ToolPolicy = DEFAULT_TOOL_POLICY
     """The policy of a run whose command, profile and context set none."""
-    limits: CodingLimits = field(default_factory=CodingLimits)
+    limits: CodingLimits = field(
+        default_factory=lambda: CodingLimits(max_output_chars=200_000, bash_output_bytes=200_000)
+    )
+    """The tools' bounds; a run lowers the output bounds to fit its model's window
+    (``compaction.tool_result_cap``)."""
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    """Automatic compaction and the tool result cap relative to the context window."""
     prompt_limits: PromptLimits = field(default_factory=PromptLimits)
     max_transcript_bytes: int = 32 * 1024 * 1024
     max_turns: int = 50
@@ -169,6 +187,10 @@ class ExecutorStatistics:
     sessions_resumed: int
     resumes_started_fresh: int
     """Automatic resumes whose transcript was missing or corrupt (a new session was started)."""
+    compactions: int = 0
+    """Compactions made by runs (automatic) and by :meth:`CodingExecutor.compact`."""
+    compaction_retries: int = 0
+    """Model requests retried once after a ``context_overflow`` answer and a compaction."""
     steers_accepted: int
     """Steering messages taken into a running agent loop (``CodingExecution.steer`` -> True)."""
     steers_refused: int
@@ -280,6 +302,8 @@ class CodingExecutor:
             ),
             0,
         )  # fmt: skip
+        self._counts.update(compactions=0, compaction_retries=0)
+        self._busy: Counter[str] = Counter()  # session id -> runs using its transcript
 
     def statistics(self) -> ExecutorStatistics:
         c = self._counts
@@ -292,6 +316,8 @@ class CodingExecutor:
             sessions_created=c["created"],
             sessions_resumed=c["resumed"],
             resumes_started_fresh=c["fresh"],
+            compactions=c["compactions"],
+            compaction_retries=c["compaction_retries"],
             steers_accepted=c["steers_accepted"],
             steers_refused=c["steers_refused"],
             steers_dropped=c["steers_dropped"],
@@ -327,6 +353,73 @@ class CodingExecutor:
                 f"run {job.run_id}: working directory {job.cwd} is missing or not a directory"
             )
         return CodingExecution(self, job)
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        model: str | None = None,
+        instructions: str | None = None,
+    ) -> CompactionInfo:
+        """Compact session ``session_id`` now (``/compact``, ``lemon chat --compact``).
+
+        Everything before the newest user message is replaced by a summary the model writes
+        (the model given to the executor, else ``model`` = ``"<provider>:<model>"``, else the
+        configured default, as for a run; ``cwd`` is where the configuration is looked up,
+        default the current directory; ``instructions``: what the summary should focus on, as
+        in ``/compact keep the API decisions``). The transcript gets a compaction entry; the
+        original lines stay. ``compacted=False`` (with ``note``) when there is nothing older to
+        summarise. Raises :class:`TranscriptError` (missing or corrupt session),
+        :class:`CodingAgentUsageError` (a run of this executor is using the session) or
+        :class:`CompactionError` (``code``: ``config_invalid``, ``model_unavailable``, or the
+        summarisation request's error kind).
+        """
+        if self._busy[session_id]:
+            raise CodingAgentUsageError(
+                f"session {session_id} is in use by a running run; compact it after the run ends"
+            )
+        transcript, messages = await self.sessions().load(session_id)
+        owned = False
+        if self._model is not None and self._provider is not None:
+            chosen, provider = self._model, self._provider
+        else:
+            try:
+                config = (
+                    await asyncio.to_thread(
+                        load_config,
+                        environ=self._environ,
+                        cwd=Path(cwd) if cwd else Path.cwd(),
+                        home=self._home,
+                    )
+                ).config
+                chosen, provider = resolve_model(
+                    config, model, environ=self._environ, retry=self._retry
+                )
+            except ConfigError as exc:
+                raise CompactionError(f"config_invalid: {exc}", code="config_invalid") from exc
+            except LemonAiError as exc:
+                raise CompactionError(
+                    f"model_unavailable: {type(exc).__name__}: {exc}", code="model_unavailable"
+                ) from exc
+            owned = True
+        self._busy[session_id] += 1
+        try:
+            compactor = Compactor(
+                model=chosen,
+                provider=provider,
+                transcript=transcript,
+                settings=self.settings.compaction,
+            )
+            info = await compactor.compact(messages, reason="manual", instructions=instructions)
+        finally:
+            self._busy[session_id] -= 1
+            if not self._busy[session_id]:
+                del self._busy[session_id]
+            if owned:
+                await asyncio.shield(provider.aclose())
+        self._counts["compactions"] += compactor.compactions
+        return info
 
 
 class CodingExecution:
@@ -507,9 +600,14 @@ class CodingExecution:
                 error_code=ErrorCode.MODEL_UNAVAILABLE,
                 resume=resume,
             )
+        busy = self._executor._busy
+        busy[transcript.session_id] += 1
         try:
             return await self._run(sink, transcript, history, config, model, provider, resume)
         finally:
+            busy[transcript.session_id] -= 1
+            if not busy[transcript.session_id]:
+                del busy[transcript.session_id]
             if self._executor.approvals is not None:
                 self._executor.approvals.expire_owner(job.run_id)
             if owned:
@@ -530,7 +628,7 @@ class CodingExecution:
         settings = ex.settings
         workspace = Workspace(
             cwd=Path(job.cwd),
-            limits=settings.limits,
+            limits=run_limits(settings.limits, model, settings.compaction),
             access=FileAccess.from_config(config.file_access, home=ex.home),
         )
         agent_id = _agent_id(job)
@@ -577,22 +675,33 @@ class CodingExecution:
             tool_names=tools.names(),
             limits=settings.prompt_limits,
         )
-        agent_config = AgentConfig(
+        compactor = Compactor(
             model=model,
             provider=provider,
+            transcript=transcript,
+            settings=settings.compaction,
+            sink=sink,
+            flush=lambda: persist(),
+        )
+        agent_config = AgentConfig(
+            model=model,
+            provider=compactor.provider,  # compacts before a request that would overflow
             system_prompt=system_prompt,
             tools=tools,
             max_turns=settings.max_turns,
+            max_tool_result_chars=tool_result_cap(model, settings.compaction),
             steering_capacity=settings.steering_capacity,
         )
         agent = Agent(agent_config, messages=history)
         persisted = len(history)
+        persisting = asyncio.Lock()  # the turn's end and a compaction may both append
 
         async def persist() -> None:
             nonlocal persisted
-            messages = agent.messages
-            await transcript.append(messages[persisted:])
-            persisted = len(messages)
+            async with persisting:
+                messages = agent.messages
+                await transcript.append(messages[persisted:])
+                persisted = len(messages)
 
         counts = ex._counts
         error: str | None = None
@@ -687,6 +796,10 @@ class CodingExecution:
                 counts["steers_dropped"] += queued
                 break
         finally:
+            counts["compactions"] += compactor.compactions
+            counts["compaction_retries"] += compactor.retries
+            usage = usage + compactor.usage  # the summarisation requests are part of the run
+            cost = cost + compactor.cost
             self._accepting = False
             self._finished = True
         run_usage = RunUsage(

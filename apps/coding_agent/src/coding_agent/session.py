@@ -10,7 +10,10 @@ chain through ``parent_id`` (the previous entry's id)::
 
 Message roles: ``user`` (content), ``assistant`` (content blocks ``text`` / ``thinking`` /
 ``tool_call``, stop_reason, usage, cost, model, provider, error_message) and ``tool_result``
-(tool_call_id, tool_name, content, is_error). Writes only ever append whole lines and are
+(tool_call_id, tool_name, content, is_error). A compaction appends a ``compaction`` entry (the
+summary that replaces everything before it, see :mod:`coding_agent.compaction`) followed by copies
+of the messages it kept; loading starts the conversation again at the latest one, so the original
+lines stay on disk. Writes only ever append whole lines and are
 flushed and fsynced (in a worker thread) before :meth:`Transcript.append` returns, so anything
 acknowledged survives a crash. Loading validates every line and raises
 :class:`~coding_agent.errors.CorruptTranscriptError` naming the first bad line.
@@ -56,9 +59,11 @@ from lemon_ai import (
 )
 
 __all__ = [
+    "SUMMARY_PREFIX",
     "TRANSCRIPT_VERSION",
     "SessionStore",
     "Transcript",
+    "summary_message",
     "valid_session_id",
 ]
 
@@ -140,9 +145,33 @@ class _Entry(msgspec.Struct, tag_field="type", tag="message", forbid_unknown_fie
     message: _User | _Assistant | _ToolResult
 
 
+class _Compaction(msgspec.Struct, tag_field="type", tag="compaction", forbid_unknown_fields=True):
+    """The summary that replaces every message before it; the kept messages follow as copies."""
+
+    id: str
+    parent_id: str | None
+    timestamp: int
+    summary: str
+    reason: Literal["threshold", "overflow", "manual"]
+    summarised: int
+    """Messages of the conversation the summary replaced."""
+    tokens_before: int
+    """The estimated prompt tokens before compacting."""
+
+
 _encoder = msgspec.json.Encoder()
 _header_decoder = msgspec.json.Decoder(_Header)
-_entry_decoder = msgspec.json.Decoder(_Entry)
+_entry_decoder = msgspec.json.Decoder(_Entry | _Compaction)
+
+SUMMARY_PREFIX: Final = (
+    "[Summary of the earlier conversation, written when it was compacted to fit the model's "
+    "context window]\n\n"
+)
+
+
+def summary_message(summary: str) -> UserMessage:
+    """The user message a compaction summary stands in the conversation as."""
+    return UserMessage(content=SUMMARY_PREFIX + summary)
 
 
 def _to_wire(message: Message) -> _User | _Assistant | _ToolResult:
@@ -310,6 +339,35 @@ class Transcript:
         self.last_entry_id = parent
         self.entries += len(messages)
 
+    async def append_compaction(
+        self,
+        summary: str,
+        kept: Sequence[Message],
+        *,
+        reason: Literal["threshold", "overflow", "manual"],
+        summarised: int,
+        tokens_before: int,
+    ) -> None:
+        """Append a compaction entry and copies of the ``kept`` messages in one durable write
+        (a crash keeps both or neither); a later load starts at this entry."""
+        parent = self.last_entry_id
+        now = int(time.time() * 1000)
+        entry_id = uuid.uuid4().hex[:8]
+        record = _Compaction(
+            id=entry_id, parent_id=parent, timestamp=now, summary=summary, reason=reason,
+            summarised=summarised, tokens_before=tokens_before,
+        )  # fmt: skip
+        lines = [_encoder.encode(record) + b"\n"]
+        parent = entry_id
+        for message in kept:
+            entry_id = uuid.uuid4().hex[:8]
+            entry = _Entry(id=entry_id, parent_id=parent, timestamp=now, message=_to_wire(message))
+            lines.append(_encoder.encode(entry) + b"\n")
+            parent = entry_id
+        await asyncio.to_thread(_append_durably, self.path, b"".join(lines))
+        self.last_entry_id = parent
+        self.entries += 1 + len(kept)
+
 
 def _append_durably(path: Path, data: bytes) -> None:
     """Append ``data`` and fsync, under an exclusive lock on the file.
@@ -353,7 +411,7 @@ def _exclusive(path: Path) -> Iterator[bytes | None]:
 _ENTRY_START: Final = b'{"type":"message",'
 
 
-def _salvage(tail: bytes) -> _Entry | None:
+def _salvage(tail: bytes) -> _Entry | _Compaction | None:
     try:
         return _entry_decoder.decode(tail)
     except msgspec.DecodeError:
@@ -568,7 +626,10 @@ class SessionStore:
                     continue
                 torn.append((number, line[:start]))
                 entry, line = salvaged, line[start:]
-            messages.append(_from_wire(entry.message))
+            if isinstance(entry, _Compaction):  # the conversation restarts at its summary
+                messages = [summary_message(entry.summary)]
+            else:
+                messages.append(_from_wire(entry.message))
             kept.append(line)
             last = entry.id
         repaired, dropped = _repair(messages, drop_orphans=bool(torn))
