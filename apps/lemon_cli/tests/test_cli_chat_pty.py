@@ -4,6 +4,7 @@ an approval prompt answered, Ctrl-C cancelling the run but not the program."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -110,7 +111,8 @@ class Terminal:
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.startswith("LEMON_")}
-    out.update(LEMON_HOME=str(tmp_path / "home"), NO_COLOR="1", TERM="xterm")
+    # Plain text: these tests read the words of answers (Markdown is tested on its own below).
+    out.update(LEMON_HOME=str(tmp_path / "home"), NO_COLOR="1", TERM="xterm", LEMON_PLAIN="1")
     return out
 
 
@@ -267,7 +269,7 @@ def test_commands_and_messages_typed_while_busy(
     term.send("/new\n")
     term.expect(r"new session agent:default:main:sub:\w+")
     term.send("/sessions\n")
-    term.expect(r"  agent:default:main  \d+ runs")
+    term.expect(r"  agent:default:main:sub:cwd-\w+  \d+ runs")  # this directory's session
     term.send("/resume agent:default:main\n")
     term.expect("resumed session agent:default:main")
     term.send("/quit\n")
@@ -389,3 +391,48 @@ def test_setup_asks_on_a_terminal_and_never_echoes_the_key(
     home = Path(env["LEMON_HOME"])
     assert f"ANTHROPIC_API_KEY={secret}" in (home / "secrets.env").read_text()
     assert 'model = "anthropic:claude-sonnet-4-5"' in (home / "config.toml").read_text()
+
+
+def test_answers_render_as_markdown_with_a_spinner_on_a_terminal(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    del env["LEMON_PLAIN"]
+    term = Terminal([LEMON, "chat", "/echo some **bold** words and `code`"], tmp_path, env)
+    terminals.append(term)
+    term.expect(r"tokens")  # the usage line follows the answer
+    out = term.output
+    assert "some bold words and code" in out  # rendered: no Markdown syntax left
+    assert "**bold**" not in out
+    assert "thinking…" in out  # the spinner showed while waiting for the first token
+    assert term.wait() == 0
+
+
+def test_the_default_session_belongs_to_the_working_directory(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    for where in (first, second, first):
+        done = subprocess.run(
+            [LEMON, "chat", "/echo hi"],
+            cwd=where,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    listed = subprocess.run(
+        [LEMON, "sessions", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = json.loads(listed.stdout)
+    runs = sorted(row["runs"] for row in rows)
+    assert runs == [1, 2]  # two directories, two sessions; the first one has both its runs

@@ -136,9 +136,10 @@ def test_sessions_list_and_show_after_a_chat(tmp_path: Path) -> None:
     assert "first words" in out
     code, out = run(["sessions", "list", "--json"], home)
     rows = json.loads(out)
-    assert rows[0]["session_key"] == "agent:default:main"
+    # The default session is the working directory's own.
+    assert rows[0]["session_key"].startswith("agent:default:main:sub:cwd-")
     assert rows[0]["runs"] == 1
-    code, out = run(["sessions", "show", "agent:default:main"], home)
+    code, out = run(["sessions", "show"], home)
     assert code == 0, out
     assert "you: /echo first words" in out
     assert "lemon: first words" in out

@@ -18,13 +18,18 @@ import os
 from dataclasses import dataclass
 from typing import cast
 
-from coding_agent._transcripts import SessionTranscriptReader
+from coding_agent._transcripts import SessionCompactorImpl, SessionTranscriptReader
 from coding_agent.executor import CodingExecutor
 from lemon_core.approvals import ExecApprovals
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
-from lemon_core.sessions import TRANSCRIPT_READER, TranscriptReader
+from lemon_core.sessions import (
+    SESSION_COMPACTOR,
+    TRANSCRIPT_READER,
+    SessionCompactor,
+    TranscriptReader,
+)
 from lemon_core.store import ApprovalGrantStore
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
@@ -37,6 +42,7 @@ class CodingAgentRuntime:
     impl: CodingExecutor
     approvals: ExecApprovals
     transcripts: TranscriptReader
+    compactor: SessionCompactor
 
     def executor(self) -> Executor:
         return self.impl
@@ -52,15 +58,20 @@ async def _start(runtime: Runtime) -> CodingAgentRuntime:
     environ = {**read_secrets(runtime.home), **os.environ}
     impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
     transcripts = SessionTranscriptReader(impl.sessions())
-    agent = CodingAgentRuntime(impl=impl, approvals=approvals, transcripts=transcripts)
+    compactor = SessionCompactorImpl(impl)
+    agent = CodingAgentRuntime(
+        impl=impl, approvals=approvals, transcripts=transcripts, compactor=compactor
+    )
     runtime.context.capabilities.register(APPROVALS, approvals)
     runtime.context.capabilities.register(AGENT_RUNTIME, agent)
     runtime.context.capabilities.register(TRANSCRIPT_READER, transcripts)
+    runtime.context.capabilities.register(SESSION_COMPACTOR, compactor)
     return agent
 
 
 async def _stop(runtime: Runtime, handle: object) -> None:
     agent = cast(CodingAgentRuntime, handle)
+    runtime.context.capabilities.unregister(SESSION_COMPACTOR, agent.compactor)
     runtime.context.capabilities.unregister(TRANSCRIPT_READER, agent.transcripts)
     runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)
     runtime.context.capabilities.unregister(APPROVALS, agent.approvals)

@@ -4,14 +4,18 @@ executor to read history."""
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from coding_agent.errors import CodingAgentError
+from coding_agent.errors import CodingAgentError, CompactionError
 from coding_agent.session import SessionStore
 from lemon_ai import AssistantMessage, Message, UserMessage
-from lemon_core.sessions import NativeHistory, TodoItem, TranscriptEntry
+from lemon_core.events import ErrorCode
+from lemon_core.sessions import CompactResult, NativeHistory, TodoItem, TranscriptEntry
 
-__all__ = ["SessionTranscriptReader"]
+if TYPE_CHECKING:
+    from coding_agent.executor import CodingExecutor
+
+__all__ = ["SessionCompactorImpl", "SessionTranscriptReader"]
 
 _MAX_ENTRY_CHARS: Final = 8000
 _MAX_LIMIT: Final = 500
@@ -76,3 +80,51 @@ def _todos(messages: list[Message]) -> tuple[TodoItem, ...]:
                 if isinstance(item, dict)
             )
     return ()
+
+
+class SessionCompactorImpl:
+    """The compactor coding_agent registers as ``SESSION_COMPACTOR``: the executor's own
+    on-demand compaction, its errors as typed results."""
+
+    def __init__(self, executor: CodingExecutor) -> None:
+        self._executor = executor
+
+    async def compact(
+        self, native_session_id: str, *, cwd: str | None, instructions: str | None
+    ) -> CompactResult:
+        try:
+            info = await self._executor.compact(
+                native_session_id, cwd=cwd, instructions=instructions
+            )
+        except CompactionError as exc:
+            return CompactResult(
+                session_key="",
+                compacted=False,
+                error=str(exc),
+                error_code=_COMPACTION_CODES.get(exc.code, ErrorCode.PROVIDER_ERROR),
+            )
+        except CodingAgentError as exc:
+            return CompactResult(
+                session_key="", compacted=False, error=str(exc), error_code=ErrorCode.BAD_REQUEST
+            )
+        return CompactResult(
+            session_key="",
+            compacted=info.compacted,
+            summary=info.summary,
+            messages_summarised=info.messages_summarised,
+            messages_kept=info.messages_kept,
+            tokens_before=info.tokens_before,
+            tokens_after=info.tokens_after,
+            context_window=info.context_window,
+            note=info.note or None,
+        )
+
+
+_COMPACTION_CODES: Final = {
+    "config_invalid": ErrorCode.CONFIG_INVALID,
+    "model_unavailable": ErrorCode.MODEL_UNAVAILABLE,
+    "auth": ErrorCode.PROVIDER_AUTH,
+    "rate_limit": ErrorCode.RATE_LIMITED,
+    "context_overflow": ErrorCode.CONTEXT_OVERFLOW,
+    "connection": ErrorCode.CONNECTION,
+}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import secrets
 import shlex
@@ -50,10 +51,20 @@ __all__ = [
     "DEFAULT_TOOL_POLICY",
     "ChatClient",
     "ChatOptions",
+    "session_for",
     "tool_policy_for",
 ]
 
 DEFAULT_SESSION: Final = "agent:default:main"
+
+
+def session_for(cwd: str) -> str:
+    """The default session of a working directory: each directory keeps its own
+    conversation (``agent:default:main:sub:cwd-<hash of the resolved path>``)."""
+    digest = hashlib.sha256(os.path.realpath(cwd).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{DEFAULT_SESSION}:sub:cwd-{digest[:16]}"
+
+
 #: What ``--approve`` relaxes: read-only tools run, write, edit and bash ask first.
 DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
 _QUEUE_BOUND: Final = 4096
@@ -84,7 +95,8 @@ _SAID: Final = {
 _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 HELP: Final = (
-    "Commands: /new  /resume [KEY]  /sessions  /cancel  /model [M]  /help  /quit\n"
+    "Commands: /new  /resume [KEY]  /sessions  /compact [FOCUS]  /cancel  /model [M]  /help"
+    "  /quit\n"
     "While a run is busy: a plain message is queued; '>text' steers the run; '!text' "
     "interrupts it and runs next. Ctrl-C cancels the run; Ctrl-D quits."
 )
@@ -109,6 +121,9 @@ class ChatOptions:
     interactive: bool = True
     cwd: str = field(default_factory=os.getcwd)
     default_model: str | None = None  # what /model shows when none was picked
+    markdown: bool = False  # render answers as Markdown, with a spinner (a terminal)
+    json_output: bool = False  # one-shot: print one JSON document and nothing else
+    quiet: bool = False  # no usage / cost line after the answer
 
 
 Item = tuple[Literal["line", "eof", "event", "sigint"], Any]
@@ -145,6 +160,14 @@ class ChatClient:
         self._stream: SessionStream | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks = Supervisor("lemon_chat")
+        self._live: Any = None  # rich.live.Live while an answer or a spinner is shown
+        self._answer = ""
+        self._status: str | None = None
+        # For --json: what the run did (tool calls by action id, the end, denials).
+        self.tool_calls: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.ended: RunEnded | None = None
+        self.notes: list[str] = []
+        self.exit_code = 0
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -153,6 +176,7 @@ class ChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._pause()
         self._unfollow()
         await self._tasks.close(grace_s=0)
 
@@ -205,16 +229,72 @@ class ChatClient:
     # -- output -------------------------------------------------------------------------------
 
     def _write(self, text: str) -> None:
+        if self.options.json_output:
+            return
+        self._pause()
         self.console.file.write(text)
         self.console.file.flush()
         if text:
             self.mid_line = not text.endswith("\n")
 
     def _line(self, markup: str) -> None:
+        if self.options.json_output:
+            return
+        self._pause()
         if self.mid_line:
             self._write("\n")
         self.console.print(markup, highlight=False)
         self.mid_line = False
+
+    def _text(self, text: str) -> None:
+        """Answer text: streamed as it comes, or (on a terminal) rendered as Markdown live."""
+        if self.options.json_output:
+            return
+        if not self.options.markdown:
+            self._write(text)
+            return
+        self._answer += text
+        self._show()
+
+    def _spin(self, label: str) -> None:
+        """On a terminal: a spinner with ``label`` until text or a line comes."""
+        if not self.options.markdown or self.options.json_output or self._answer:
+            return
+        self._status = label
+        self._show()
+
+    def _show(self) -> None:
+        from rich.live import Live
+        from rich.markdown import Markdown
+        from rich.spinner import Spinner
+
+        renderable: Any = (
+            Markdown(self._answer)
+            if self._answer
+            else Spinner("dots", text=f" {self._status or 'working…'}", style="dim")
+        )
+        if self._live is None:
+            self._live = Live(
+                renderable, console=self.console, refresh_per_second=8, transient=True
+            )
+            self._live.start(refresh=True)
+        else:
+            self._live.update(renderable)
+
+    def _pause(self) -> None:
+        """End the live segment: its Markdown is printed for good, a spinner vanishes."""
+        live = self._live
+        if live is None:
+            return
+        self._live = None
+        live.stop()
+        if self._answer:
+            from rich.markdown import Markdown
+
+            self.console.print(Markdown(self._answer))
+            self._answer = ""
+            self.mid_line = False
+        self._status = None
 
     def prompt(self) -> None:
         if self.options.interactive and self.pending_approval is None:
@@ -244,6 +324,8 @@ class ChatClient:
             self._line(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
             return
         self.waiting_for.add(receipt.run_id)
+        if receipt.status == "started":
+            self._spin("thinking…")
         if receipt.status == "queued":
             self._line(f"[dim]queued (position {(receipt.position or 0) + 1})[/]")
         elif receipt.status == "dispatched_to_active":
@@ -258,7 +340,7 @@ class ChatClient:
         if isinstance(event, TextDelta):
             if event.seq <= self.recovered_seq.get(event.run_id, 0):
                 return  # already shown from the snapshot
-            self._write(event.text)
+            self._text(event.text)
         elif isinstance(event, ToolCard):
             self._card(event)
         elif isinstance(event, ApprovalAsked):
@@ -283,11 +365,13 @@ class ChatClient:
             await self._recover()
 
     def _card(self, event: ToolCard) -> None:
+        self._record_tool(event)
         if event.phase == "started":
             self.open_cards[event.action_id] = event.title
             while len(self.open_cards) > _FINISHED_BOUND:
                 self.open_cards.popitem(last=False)
             self._line(f"[cyan]╭─ {escape(event.title)}[/]")
+            self._spin(f"{event.title}…")
         elif event.phase == "completed":
             self.open_cards.pop(event.action_id, None)
             if self.swept.pop(event.action_id, 0) is None:
@@ -295,6 +379,24 @@ class ChatClient:
             mark = "[green]✓[/]" if event.ok else "[red]✗[/]"
             message = escape(" ".join((event.message or "").split())[:160])
             self._line(f"[cyan]╰─[/] {mark} {escape(event.title)} [dim]{message}[/]")
+            self._spin("thinking…")
+
+    def _record_tool(self, event: ToolCard) -> None:
+        entry = self.tool_calls.get(event.action_id)
+        if entry is None:
+            if len(self.tool_calls) >= _FINISHED_BOUND:
+                self.tool_calls.popitem(last=False)
+            entry = self.tool_calls[event.action_id] = {
+                "id": event.action_id,
+                "tool": event.detail.get("tool", event.kind.value),
+                "title": event.title,
+                "arguments": event.detail.get("arguments"),
+                "ok": None,
+                "result": None,
+            }
+        if event.phase == "completed":
+            entry["ok"] = event.ok
+            entry["result"] = event.message
 
     def _ended(self, event: RunEnded) -> None:
         cancelled = event.error_code is ErrorCode.CANCELLED
@@ -302,6 +404,9 @@ class ChatClient:
         self._close_cards(label)
         self.waiting_for.discard(event.run_id)
         self.recovered_seq.pop(event.attempt_id, None)
+        self.ended = event
+        self.exit_code = 0 if event.ok else 130 if cancelled else 1
+        self._pause()
         if event.ok:
             self.last_ok = True
             if self.mid_line:
@@ -314,6 +419,52 @@ class ChatClient:
         for note in self.deferred_notes:
             self._line(note)
         self.deferred_notes.clear()
+        if event.usage is not None and not self.options.quiet:
+            self._usage_line(event)
+
+    def _usage_line(self, event: RunEnded) -> None:
+        usage = event.usage
+        assert usage is not None
+        parts = [f"{usage.total_tokens:,} tokens"]
+        if usage.cost_usd:
+            parts.append(f"${usage.cost_usd:.4f}")
+        if usage.model:
+            parts.append(usage.model)
+        text = " · ".join(parts)
+        if self.options.json_output:
+            return
+        if self.console.is_terminal:
+            self._line(f"[dim]{escape(text)}[/]")
+        else:  # piped: stdout is the answer alone, the figures go to stderr
+            print(text, file=sys.stderr, flush=True)
+
+    def result_document(self) -> dict[str, Any]:
+        """The one JSON document of ``lemon chat --json``."""
+        ended = self.ended
+        usage = None if ended is None or ended.usage is None else ended.usage
+        return {
+            "ok": bool(ended and ended.ok),
+            "answer": ended.answer if ended else "",
+            "error": ended.error if ended else "no answer",
+            "error_code": ended.error_code.value if ended and ended.error_code else None,
+            "run_id": ended.run_id if ended else None,
+            "session_key": self.session,
+            "tool_calls": list(self.tool_calls.values()),
+            "usage": None
+            if usage is None
+            else {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "total_tokens": usage.total_tokens,
+                "model": usage.model,
+                "turns": usage.turns,
+            },
+            "cost_usd": None if usage is None else usage.cost_usd,
+            "notes": self.notes,
+            "warning": ended.warning if ended else None,
+        }
 
     async def _recover(self) -> None:
         """The stream fell behind: show what the snapshot has that we have not shown, then
@@ -398,6 +549,9 @@ class ChatClient:
                 hint = "run it in a terminal to be asked, or from the directory it reads"
             else:
                 hint = f"rerun with --approve {escape(event.tool)} to allow it"
+            self.notes.append(
+                f"denied {event.tool}: it needs an approval and there is no terminal to ask"
+            )
             self.deferred_notes.append(
                 f"[yellow]denied {escape(event.tool)}:[/] it needs an approval and there is no "
                 f"terminal to ask; {hint}"
@@ -484,6 +638,11 @@ class ChatClient:
             for row in rows:
                 mark = "*" if row.session_key == self.session else " "
                 self._line(f"{mark} {escape(row.session_key)}  [dim]{row.runs} runs[/]")
+        elif name == "/compact":
+            if self.busy():
+                self._line("wait until the running answer ends (or /cancel it), then /compact")
+            else:
+                await self.compact(arg or None)
         elif name == "/cancel":
             self._line("cancelling…" if await self.cancel() else "nothing is running")
         elif name == "/model":
@@ -495,6 +654,23 @@ class ChatClient:
                 self._line(f"model: {escape(current or 'offline (none configured)')}")
         else:
             self._line(f"unknown command {escape(name)}; /help lists them")
+        return True
+
+    async def compact(self, instructions: str | None = None) -> bool:
+        """Compact the session now; True when it worked (or there was nothing to do)."""
+        self._spin("compacting the conversation…")
+        result = await self.port.compact(self.session, instructions=instructions)
+        if result.error is not None:
+            self._line(f"[yellow]could not compact:[/] {escape(result.error)}")
+            return False
+        if not result.compacted:
+            self._line(f"[dim]{escape(result.note or 'nothing to compact')}[/]")
+            return True
+        self._line(
+            f"[dim]compacted: {result.messages_summarised} messages summarised, "
+            f"{result.messages_kept} kept; about {result.tokens_before:,} → "
+            f"{result.tokens_after:,} tokens of {result.context_window:,}[/]"
+        )
         return True
 
     async def handle_line(self, line: str) -> bool:
@@ -532,9 +708,12 @@ class ChatClient:
                 self._line("[yellow]cancelling…[/]")
             elif kind == "eof" and self.pending_approval is not None:
                 await self.answer_approval("deny")
+        self._pause()
         if self.mid_line:
             self._write("\n")
-        return 0 if self.last_ok else 1
+        if self.ended is None:
+            return 1  # not accepted
+        return self.exit_code
 
     async def run_interactive(self) -> int:
         self._line(f"[bold]lemon chat[/] [dim]session {self.session} · /help · Ctrl-D quits[/]")
@@ -570,7 +749,7 @@ class ChatClient:
 
 
 _COMMANDS: Final = frozenset(
-    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/cancel", "/model"}
+    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/compact", "/cancel", "/model"}
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -51,11 +52,39 @@ def _approvals(values: list[str]) -> frozenset[str]:
     return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
 
+def _stdin_text(message: str | None) -> str | None:
+    """What standard input adds to the message when it is not a terminal: all of it when no
+    MESSAGE was given; with a MESSAGE, only input that is already there (a pipe or a file),
+    so a script whose standard input is an idle pipe does not hang."""
+    stdin = sys.stdin
+    if stdin is None or stdin.isatty():
+        return None
+    if message is not None:
+        try:
+            ready, _, _ = select.select([stdin], [], [], 0.05)
+        except (OSError, ValueError):
+            return None
+        if not ready:
+            return None
+    try:
+        return stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def chat(
     message: Annotated[
-        str | None, typer.Argument(help="Send this one message, print the answer and exit.")
+        str | None,
+        typer.Argument(
+            help="Send this one message, print the answer and exit (text piped on standard "
+            "input is the message, or is added after it)."
+        ),
     ] = None,
-    session: Annotated[str, typer.Option(help="Session key to talk in.")] = DEFAULT_SESSION,
+    session: Annotated[
+        str | None,
+        typer.Option(help="Session key to talk in (default: this directory's own session)."),
+    ] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start a fresh session.")] = False,
     model: Annotated[
         str | None, typer.Option(help="Model for this chat, as provider:model.")
     ] = None,
@@ -63,24 +92,78 @@ def chat(
         list[str] | None,
         typer.Option(help="Tools that run without asking (comma separated, or 'all')."),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="With MESSAGE: print one JSON document (answer, tool calls, usage, cost, "
+            "run id, session key, error code) and nothing else.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Do not show usage and cost after answers.")
+    ] = False,
+    plain: Annotated[
+        bool,
+        typer.Option(
+            "--plain", help="Plain text even on a terminal, no Markdown (or set LEMON_PLAIN=1)."
+        ),
+    ] = False,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact",
+            help="Summarise the session's older history first (then send MESSAGE, if any).",
+        ),
+    ] = False,
 ) -> None:
-    """Chat with the agent in this terminal (one message with MESSAGE, else interactive)."""
-    from lemon_cli._chat import ChatOptions
+    """Chat with the agent (one message with MESSAGE, else interactive).
+
+    Exit codes: 0 the answer completed; 1 the run failed; 2 a usage or configuration error;
+    130 cancelled (Ctrl-C).
+    """
+    import os
+    import secrets
+
+    from lemon_cli._chat import ChatOptions, session_for
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
     tty = sys.stdin.isatty()
+    piped = _stdin_text(message)
+    if piped is not None and piped.strip():
+        message = piped.strip() if message is None else f"{message}\n\n{piped.rstrip()}"
+    if message is None and not tty and not compact:
+        console.print(
+            "lemon chat: no terminal to talk in and nothing on standard input; pass a MESSAGE "
+            "(or pipe one in) for a one-shot answer"
+        )
+        raise typer.Exit(2)
+    if as_json and message is None:
+        console.print("lemon chat: --json needs a MESSAGE (or text on standard input)")
+        raise typer.Exit(2)
+    if new and session is not None:
+        console.print("lemon chat: give --session or --new, not both")
+        raise typer.Exit(2)
+    cwd = os.getcwd()
+    key = session or session_for(cwd)
+    if new:
+        key = f"{DEFAULT_SESSION}:sub:{secrets.token_hex(6)}"
     options = ChatOptions(
-        session=session,
+        session=key,
         model=model,
         approve=_approvals(approve or []),
         interactive=tty,
+        cwd=cwd,
         default_model=loaded.config.defaults.model,
+        markdown=sys.stdout.isatty()
+        and not plain
+        and not as_json
+        and not os.environ.get("LEMON_PLAIN"),
+        json_output=as_json,
+        quiet=quiet,
     )
-    if message is None and not tty:
-        console.print("lemon chat: no terminal to talk in; pass a MESSAGE for a one-shot answer")
-        raise typer.Exit(2)
-    code = asyncio.run(_run_chat(loaded, options, message, console))
+    code = asyncio.run(_run_chat(loaded, options, message, console, compact=compact))
     raise typer.Exit(code)
 
 
@@ -104,7 +187,12 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
 
 
 async def _run_chat(
-    loaded: LoadedConfig, options: ChatOptions, message: str | None, console: Console
+    loaded: LoadedConfig,
+    options: ChatOptions,
+    message: str | None,
+    console: Console,
+    *,
+    compact: bool = False,
 ) -> int:
     from lemon_cli._chat import ChatClient
 
@@ -117,10 +205,17 @@ async def _run_chat(
         async with ChatClient(port, options, console) as client:
             remove = client.install_sigint()
             try:
+                if compact and not await client.compact():
+                    return 1
                 if options.interactive:
                     client.start_reader()
                 if message is not None:
-                    return await client.run_once(message)
+                    code = await client.run_once(message)
+                    if options.json_output:
+                        print(json.dumps(client.result_document(), indent=2))
+                    return code
+                if compact and not sys.stdin.isatty():
+                    return 0
                 return await client.run_interactive()
             finally:
                 remove()
@@ -165,10 +260,19 @@ def sessions_list(
 
 @sessions_app.command("show")
 def sessions_show(
-    key: Annotated[str, typer.Argument(help="The session key.")] = DEFAULT_SESSION,
+    key: Annotated[
+        str | None,
+        typer.Argument(help="The session key (default: this directory's session)."),
+    ] = None,
     limit: Annotated[int, typer.Option(help="How many messages, newest last.")] = 50,
 ) -> None:
     """The transcript of a session."""
+    import os
+
+    from lemon_cli._chat import session_for
+
+    if key is None:
+        key = session_for(os.getcwd())
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 

@@ -6,8 +6,8 @@ Order of a run (topic ``run:<run_id>``)::
            -> delta (seq 1, 2, ... no gaps) / engine_action ... -> run_completed (exactly once)
 
 Finalisation (exactly once, guarded by the state machine): release the engine lock, store
-the native resume state in ChatStateStore, release the slot, publish ``run_completed``,
-resolve the awaiters, let the worker advance; the run history write comes last.
+the native resume state in ChatStateStore, write the run history (and the session index),
+release the slot, publish ``run_completed``, resolve the awaiters, let the worker advance.
 
 Runs that end before launching publish only ``run_completed``: a cancel while queued or
 waiting, a non-native resume token (never executed), a lock timeout.
@@ -395,7 +395,7 @@ class Run:
     # -- finalisation ---------------------------------------------------------------------
 
     async def finalize(self, outcome: _Outcome) -> None:
-        """Exactly once: lock, resume state, slot, run_completed, awaiters, worker, history."""
+        """Exactly once: lock, resume state, history, slot, run_completed, awaiters, worker."""
         if self.state in (RunState.COMPLETING, RunState.DONE):
             return
         self.state = RunState.COMPLETING
@@ -443,19 +443,10 @@ class Run:
             warning=warning,
             meta=meta,
         )
-        if self.grant is not None:
-            gw.scheduler.release(self.grant)
         duration_ms = (time.perf_counter_ns() - req.accepted_at_ns) // 1_000_000
-        gw._publish(
-            self,
-            "run_completed",
-            RunCompleted(completed=completion, duration_ms=duration_ms),
-        )
-        self.state = RunState.DONE
-        if not self.future.done():
-            self.future.set_result(completion)
-        gw._run_finished(self, completion)
         if gw.run_store is not None and gw.config.record_run_history and not interrupted:
+            # Before the completion is published: a client that hears the run end and then
+            # lists its sessions or snapshots one sees this run.
             finished = now_ms()
             summary = RunSummary(
                 run_id=req.run_id,
@@ -477,6 +468,17 @@ class Run:
             except Exception as exc:  # any store backend failure: counted, never fatal
                 gw._store_failures += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
+        if self.grant is not None:
+            gw.scheduler.release(self.grant)
+        gw._publish(
+            self,
+            "run_completed",
+            RunCompleted(completed=completion, duration_ms=duration_ms),
+        )
+        self.state = RunState.DONE
+        if not self.future.done():
+            self.future.set_result(completion)
+        gw._run_finished(self, completion)
 
     # -- ExecutionSink ----------------------------------------------------------------------
 

@@ -18,18 +18,29 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
+
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import Delivery, session_topic
-from lemon_core.events import ApprovalDecision, Event, QueueOutcome, QueueOutcomeKind, RunPhase
+from lemon_core.events import (
+    ApprovalDecision,
+    ErrorCode,
+    Event,
+    QueueOutcome,
+    QueueOutcomeKind,
+    RunPhase,
+)
 from lemon_core.execution import ENGINE_RUNTIME, Receipt, RunIntrospection, RunRequest
 from lemon_core.runtime import APPROVALS
 from lemon_core.sessions import (
+    SESSION_COMPACTOR,
     TRANSCRIPT_READER,
     ActionState,
     ActiveRun,
     ApprovalResult,
     BusSessionStream,
     CancelResult,
+    CompactResult,
     NativeHistory,
     PendingApproval,
     SessionPortStatistics,
@@ -317,6 +328,33 @@ class RouterSessionPort:
             more=history.more,
             notice=history.notice,
         )
+
+    async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
+        router = self._router
+        if router.is_busy(session_key) or router.queued(session_key):
+            return CompactResult(
+                session_key=session_key,
+                compacted=False,
+                error="the session is busy; compact it when its runs have ended",
+                error_code=ErrorCode.BAD_REQUEST,
+            )
+        compactor = router.context.capabilities.get(SESSION_COMPACTOR)
+        if compactor is None:
+            return CompactResult(
+                session_key=session_key,
+                compacted=False,
+                error="this runtime's agent cannot compact sessions",
+                error_code=ErrorCode.ENGINE_UNAVAILABLE,
+            )
+        native_id, _ = await self._native(session_key)
+        if native_id is None:
+            return CompactResult(
+                session_key=session_key,
+                compacted=False,
+                note="nothing to compact: the session has no history yet",
+            )
+        found = await compactor.compact(native_id, cwd=None, instructions=instructions)
+        return msgspec.structs.replace(found, session_key=session_key)
 
     def statistics(self) -> SessionPortStatistics:
         stats = self._router.statistics()

@@ -24,14 +24,17 @@ from lemon_core.execution import Capability, Receipt, RunRequest
 from lemon_core.sessions._events import SessionEvent
 
 __all__ = [
+    "SESSION_COMPACTOR",
     "SESSION_PORT",
     "TRANSCRIPT_READER",
     "ActionState",
     "ActiveRun",
     "ApprovalResult",
     "CancelResult",
+    "CompactResult",
     "NativeHistory",
     "PendingApproval",
+    "SessionCompactor",
     "SessionPort",
     "SessionPortStatistics",
     "SessionSnapshot",
@@ -68,6 +71,23 @@ class ApprovalResult(msgspec.Struct, frozen=True, kw_only=True):
 
     resolved: bool
     reason: str | None = None
+
+
+class CompactResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What compacting a session did: ``compacted`` False with ``note`` when nothing changed
+    (nothing older to summarise), or ``error`` (typed ``error_code``) when it could not."""
+
+    session_key: str
+    compacted: bool
+    summary: str = ""
+    messages_summarised: int = 0
+    messages_kept: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    context_window: int = 0
+    note: str | None = None
+    error: str | None = None
+    error_code: ErrorCode | None = None
 
 
 class ActionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -255,7 +275,23 @@ class SessionPort(Protocol):
         """The session's messages, newest ``limit`` (before index ``before``), oldest first."""
         ...
 
+    async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
+        """Summarise the session's older history so it fits the model again (``/compact``).
+        Refused while a run of the session is active or queued."""
+        ...
+
     def statistics(self) -> SessionPortStatistics: ...
+
+
+@runtime_checkable
+class SessionCompactor(Protocol):
+    """Compacts a native session's history (registered by the agent app, coding_agent)."""
+
+    async def compact(
+        self, native_session_id: str, *, cwd: str | None, instructions: str | None
+    ) -> CompactResult:
+        """Compact; the port fills in the result's ``session_key``."""
+        ...
 
 
 class NativeHistory(msgspec.Struct, frozen=True, kw_only=True):
@@ -282,6 +318,10 @@ class TranscriptReader(Protocol):
 
 #: The capability the router registers its in-process port under.
 SESSION_PORT: Final[Capability[SessionPort]] = Capability("SessionPort", SessionPort)
+#: The capability the agent app registers its session compactor under.
+SESSION_COMPACTOR: Final[Capability[SessionCompactor]] = Capability(
+    "SessionCompactor", SessionCompactor
+)
 #: The capability the agent app registers its transcript reader under.
 TRANSCRIPT_READER: Final[Capability[TranscriptReader]] = Capability(
     "TranscriptReader", TranscriptReader
