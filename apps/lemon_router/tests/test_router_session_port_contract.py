@@ -1,0 +1,273 @@
+"""The SessionPort contract kit against the in-process port: RouterSessionPort over a real
+Router, a real Gateway running the scripted executor, a real SQLite store and real
+ExecApprovals on the same bus.
+
+Known gaps of the port are marked ``xfail`` here with their reason (the kit states the
+contract; see HISTORY_AFTER_END and NO_READER_NOTICE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon_core.approvals import ApprovalOutcome, ExecApprovals
+from lemon_core.bus import Bus, Delivery, session_topic
+from lemon_core.events import ApprovalDecision, Event
+from lemon_core.execution import RunRequest, RuntimeContext
+from lemon_core.runtime import APPROVALS
+from lemon_core.store import ChatStateStore, SessionIndexStore, SQLiteStore, Store
+from lemon_gateway import Gateway
+from lemon_platform_test.executor import ScriptedExecutor
+from lemon_platform_test.session_kit import (
+    SessionPortContract,
+    SessionPortHarness,
+    SessionRecorder,
+)
+from lemon_router import Router, RouterConfig, RouterSessionPort
+
+CONFIG = RouterConfig(idle_timeout_ms=None)  # no wall-clock watchdog: every wait is an event
+SESSION = SessionPortContract.session_key
+
+HISTORY_AFTER_END = (
+    "the gateway publishes run_completed (lemon_gateway/_run.py, Run.finalize) before it "
+    "awaits RunStore.finalize, which writes the session index that sessions() and "
+    "snapshot().last_* read: a client acting on RunEnded may not see the run yet (a race; "
+    "reproduced deterministically by "
+    "test_the_session_index_has_a_run_before_its_end_reaches_the_session)"
+)
+NO_READER_NOTICE = (
+    "RouterSessionPort._history returns NativeHistory() without a notice when no "
+    "TranscriptReader is registered, so transcript() of a session that ran is an empty page "
+    "that does not say there is no transcript"
+)
+
+
+@dataclass(kw_only=True)
+class RouterHarness:
+    """The kit's harness over one running Router + Gateway (see SessionPortHarness)."""
+
+    bus: Bus
+    router: Router
+    store: Store
+    approvals: ExecApprovals
+    executor: ScriptedExecutor
+    port: RouterSessionPort
+    other_port: RouterSessionPort
+    _asks: dict[str, asyncio.Task[ApprovalOutcome]] = field(default_factory=dict)
+
+    def port_with(self, *, stream_max_entries: int) -> RouterSessionPort:
+        return RouterSessionPort(
+            self.router, store=self.store, stream_max_entries=stream_max_entries
+        )
+
+    async def ask_approval(
+        self, *, session_key: str, run_id: str, tool: str, action: Mapping[str, Any]
+    ) -> str:
+        asked: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        task = asyncio.get_running_loop().create_task(
+            self.approvals.request(
+                tool=tool,
+                action=action,
+                run_id=run_id,
+                session_key=session_key,
+                agent_id="kit",
+                on_requested=lambda pending: asked.set_result(pending.id),
+            )
+        )
+        await asyncio.wait({asked, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not asked.done():
+            task.result()  # the request failed before it was pending: raise its error
+        approval_id = asked.result()
+        self._asks[approval_id] = task
+        return approval_id
+
+    async def approval_outcome(self, approval_id: str) -> ApprovalDecision:
+        return (await self._asks[approval_id]).decision
+
+    def publish_on_session(self, session_key: str, event: Event) -> None:
+        self.bus.broadcast(session_topic(session_key), event)
+
+    async def close(self) -> None:
+        for task in self._asks.values():
+            task.cancel()
+        await asyncio.gather(*self._asks.values(), return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def running_router(
+    directory: Path, *, wrap: Callable[[Store], Store] | None = None
+) -> AsyncIterator[RouterHarness]:
+    """Start the runtime in a task that owns it (the Router's task group is entered and left
+    in that one task), hand out the harness, stop it afterwards. ``wrap`` puts a Store in
+    front of the SQLite file (it delegates to it)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[RouterHarness] = loop.create_future()
+    stop = asyncio.Event()
+
+    async def own() -> None:
+        context = RuntimeContext()
+        executor = ScriptedExecutor()
+        async with (
+            Bus(validation="raise") as bus,
+            await SQLiteStore.open(directory / "lemon.sqlite3") as sqlite,
+        ):
+            store: Store = sqlite if wrap is None else wrap(sqlite)
+            async with (
+                Gateway(bus=bus, executor=executor, store=store, runtime=context),
+                Router(
+                    bus=bus, context=context, chat_state=ChatStateStore(store), config=CONFIG
+                ) as router,
+            ):
+                approvals = ExecApprovals(bus)
+                context.capabilities.register(APPROVALS, approvals)
+                harness = RouterHarness(
+                    bus=bus,
+                    router=router,
+                    store=store,
+                    approvals=approvals,
+                    executor=executor,
+                    port=RouterSessionPort(router, store=store),
+                    other_port=RouterSessionPort(router, store=store),
+                )
+                ready.set_result(harness)
+                try:
+                    await stop.wait()
+                finally:
+                    await harness.close()
+
+    owner = loop.create_task(own())
+    await asyncio.wait({ready, owner}, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        owner.result()  # start-up failed: raise its error
+    try:
+        yield ready.result()
+    finally:
+        stop.set()
+        await owner
+
+
+class TestRouterSessionPort(SessionPortContract):
+    @pytest.fixture
+    async def session_harness(self, tmp_path: Path) -> AsyncIterator[SessionPortHarness]:
+        async with running_router(tmp_path) as harness:
+            yield harness
+
+
+    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
+    async def test_snapshot_after_a_run_names_the_last_run(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        await super().test_snapshot_after_a_run_names_the_last_run(session_harness)
+
+    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
+    async def test_sessions_lists_a_session_after_its_run_with_its_run_count(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        await super().test_sessions_lists_a_session_after_its_run_with_its_run_count(
+            session_harness
+        )
+
+    @pytest.mark.xfail(strict=True, reason=NO_READER_NOTICE)
+    async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
+            session_harness
+        )
+
+
+class IndexWitness:
+    """A Store in front of the real one that notes, when the session index is written for a
+    run, whether that run's end had already been published on the session's topic."""
+
+    def __init__(self) -> None:
+        self.inner: Store | None = None
+        self.delivery: Delivery | None = None
+        self.published: list[Event] = []
+        self.end_published_first: dict[str, bool] = {}
+        self.indexed = asyncio.Event()
+
+    def wrap(self, inner: Store) -> Store:
+        self.inner = inner
+        return self
+
+    def watch(self, bus: Bus, session_key: str) -> None:
+        self.delivery = Delivery(max_entries=10_000, bind_current_task=False)
+        bus.subscribe(session_topic(session_key), delivery=self.delivery)
+
+    def _ended(self, run_id: str) -> bool:
+        assert self.delivery is not None
+        while True:
+            try:
+                item = self.delivery.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if isinstance(item, Event):
+                self.published.append(item)
+        return any(
+            e.type == "run_completed" and e.meta.get("run_id") == run_id for e in self.published
+        )
+
+    async def get(self, table: str, key: str) -> Any | None:
+        assert self.inner is not None
+        return await self.inner.get(table, key)
+
+    async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
+        assert self.inner is not None
+        if table == SessionIndexStore.INDEX and self.delivery is not None:
+            run_id = getattr(value, "last_run_id", None)
+            if isinstance(run_id, str):
+                self.end_published_first[run_id] = self._ended(run_id)
+        await self.inner.put(table, key, value, ttl_ms=ttl_ms)
+        if table == SessionIndexStore.INDEX:
+            self.indexed.set()
+
+    async def delete(self, table: str, key: str) -> bool:
+        assert self.inner is not None
+        return await self.inner.delete(table, key)
+
+    async def scan(
+        self, table: str, *, prefix: str = "", limit: int = 1000, reverse: bool = False
+    ) -> list[tuple[str, Any]]:
+        assert self.inner is not None
+        return await self.inner.scan(table, prefix=prefix, limit=limit, reverse=reverse)
+
+    async def sweep_expired(self) -> int:
+        assert self.inner is not None
+        return await self.inner.sweep_expired()
+
+    async def close(self) -> None:
+        assert self.inner is not None
+        await self.inner.close()
+
+    def statistics(self) -> dict[str, Any]:
+        assert self.inner is not None
+        return self.inner.statistics()
+
+
+def test_the_witness_is_a_store() -> None:
+    assert isinstance(IndexWitness(), Store)
+
+
+@pytest.mark.xfail(strict=True, reason=HISTORY_AFTER_END)
+async def test_the_session_index_has_a_run_before_its_end_reaches_the_session(
+    tmp_path: Path,
+) -> None:
+    witness = IndexWitness()
+    async with running_router(tmp_path, wrap=witness.wrap) as harness:
+        witness.watch(harness.bus, SESSION)
+        async with SessionRecorder(harness.port.watch(SESSION)) as events:
+            receipt = await harness.port.submit(
+                RunRequest(origin="control_plane", session_key=SESSION, prompt="quick")
+            )
+            await events.ended_run(receipt.run_id)
+            async with asyncio.timeout(10):  # failure guard: the index write is awaited
+                await witness.indexed.wait()
+    assert witness.end_published_first == {receipt.run_id: False}
