@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from lemon_core.approvals import ApprovalOutcome, ExecApprovals
-from lemon_core.bus import Bus, Delivery, session_topic
+from lemon_core.bus import Bus, Delivery, run_topic, session_topic
 from lemon_core.events import ApprovalDecision, Event
 from lemon_core.execution import RunRequest, RuntimeContext
 from lemon_core.runtime import APPROVALS
@@ -40,7 +40,7 @@ HISTORY_AFTER_END = (
     "awaits RunStore.finalize, which writes the session index that sessions() and "
     "snapshot().last_* read: a client acting on RunEnded may not see the run yet (a race; "
     "reproduced deterministically by "
-    "test_the_session_index_has_a_run_before_its_end_reaches_the_session)"
+    "test_a_run_is_in_the_session_index_before_its_end_is_published)"
 )
 NO_READER_NOTICE = (
     "RouterSessionPort._history returns NativeHistory() without a notice when no "
@@ -81,7 +81,8 @@ class RouterHarness:
                 on_requested=lambda pending: asked.set_result(pending.id),
             )
         )
-        await asyncio.wait({asked, task}, return_when=asyncio.FIRST_COMPLETED)
+        waiters: set[asyncio.Future[Any]] = {asked, task}
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if not asked.done():
             task.result()  # the request failed before it was pending: raise its error
         approval_id = asked.result()
@@ -143,7 +144,8 @@ async def running_router(
                     await harness.close()
 
     owner = loop.create_task(own())
-    await asyncio.wait({ready, owner}, return_when=asyncio.FIRST_COMPLETED)
+    starting: set[asyncio.Future[Any]] = {ready, owner}
+    await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
     if not ready.done():
         owner.result()  # start-up failed: raise its error
     try:
@@ -158,7 +160,6 @@ class TestRouterSessionPort(SessionPortContract):
     async def session_harness(self, tmp_path: Path) -> AsyncIterator[SessionPortHarness]:
         async with running_router(tmp_path) as harness:
             yield harness
-
 
     @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
     async def test_snapshot_after_a_run_names_the_last_run(
@@ -178,14 +179,13 @@ class TestRouterSessionPort(SessionPortContract):
     async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
         self, session_harness: SessionPortHarness
     ) -> None:
-        await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
-            session_harness
-        )
+        await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(session_harness)
 
 
 class IndexWitness:
     """A Store in front of the real one that notes, when the session index is written for a
-    run, whether that run's end had already been published on the session's topic."""
+    run, whether that run's end had already been published (on ``run:<id>``, where the
+    gateway publishes it; the router forwards it to the session from there)."""
 
     def __init__(self) -> None:
         self.inner: Store | None = None
@@ -198,9 +198,9 @@ class IndexWitness:
         self.inner = inner
         return self
 
-    def watch(self, bus: Bus, session_key: str) -> None:
+    def watch(self, bus: Bus, run_id: str) -> None:
         self.delivery = Delivery(max_entries=10_000, bind_current_task=False)
-        bus.subscribe(session_topic(session_key), delivery=self.delivery)
+        bus.subscribe(run_topic(run_id), delivery=self.delivery)
 
     def _ended(self, run_id: str) -> bool:
         assert self.delivery is not None
@@ -257,15 +257,20 @@ def test_the_witness_is_a_store() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=HISTORY_AFTER_END)
-async def test_the_session_index_has_a_run_before_its_end_reaches_the_session(
+async def test_a_run_is_in_the_session_index_before_its_end_is_published(
     tmp_path: Path,
 ) -> None:
     witness = IndexWitness()
     async with running_router(tmp_path, wrap=witness.wrap) as harness:
-        witness.watch(harness.bus, SESSION)
+        witness.watch(harness.bus, "run_witnessed")
         async with SessionRecorder(harness.port.watch(SESSION)) as events:
             receipt = await harness.port.submit(
-                RunRequest(origin="control_plane", session_key=SESSION, prompt="quick")
+                RunRequest(
+                    origin="control_plane",
+                    session_key=SESSION,
+                    prompt="quick",
+                    run_id="run_witnessed",
+                )
             )
             await events.ended_run(receipt.run_id)
             async with asyncio.timeout(10):  # failure guard: the index write is awaited

@@ -282,7 +282,9 @@ class SessionPortContract:
         stream = small.watch(self.session_key)
         try:
             assert isinstance(stream, SessionStream)
-            assert stream.session_key == self.session_key and not stream.closed
+            assert stream.session_key == self.session_key
+            was_open = not stream.closed
+            assert was_open
         finally:
             stream.close()
         assert stream.closed
@@ -293,7 +295,7 @@ class SessionPortContract:
     @pytest.mark.parametrize(
         ("mode", "steerable"),
         [(m, False) for m in _MODES] + [(m, True) for m in _MODES if m in _STEER_MODES],
-        ids=[m for m in _MODES] + [f"{m}-steerable" for m in _MODES if m in _STEER_MODES],
+        ids=list(_MODES) + [f"{m}-steerable" for m in _MODES if m in _STEER_MODES],
     )
     async def test_a_burst_of_20_into_a_busy_session_accounts_for_every_message(
         self, session_harness: SessionPortHarness, mode: QueueMode, steerable: bool
@@ -390,7 +392,8 @@ class SessionPortContract:
             )
             backlog = await _drain(suspended, self.timeout_s)
             overflows = [e for e in backlog if isinstance(e, StreamOverflow)]
-            assert len(overflows) == 1 and backlog[-1] is overflows[0], backlog
+            assert len(overflows) == 1, backlog
+            assert backlog[-1] is overflows[0], backlog
             assert len(backlog) <= 8 + 1
             assert suspended.closed
             with pytest.raises(SessionStreamClosedError):
@@ -420,7 +423,8 @@ class SessionPortContract:
                     ):
                         shown += e.text
         assert shown == full
-        assert ended.ok and ended.answer == full
+        assert ended.ok
+        assert ended.answer == full
 
     # -- approvals ------------------------------------------------------------------------
 
@@ -450,7 +454,8 @@ class SessionPortContract:
                 f"ApprovalAsked {approval_id}",
             )
             (ask,) = [e for e in asked if isinstance(e, ApprovalAsked)]
-            assert ask.tool == "bash" and ask.run_id == running.active.attempt_id
+            assert ask.tool == "bash"
+            assert ask.run_id == running.active.attempt_id
             for port in (harness.port, harness.other_port):
                 pending = (await self.snapshot(port)).pending_approvals
                 assert [p.approval_id for p in pending] == [approval_id]
@@ -467,10 +472,12 @@ class SessionPortContract:
             for port in (harness.port, harness.other_port):
                 assert (await self.snapshot(port)).pending_approvals == ()
                 again = await port.resolve_approval(approval_id, "deny")
-                assert not again.resolved and again.reason, again
+                assert not again.resolved, again
+                assert again.reason
             gate.open()
             ended = await events.ended_run(receipt.run_id)
-            assert ended.ok and ended.answer == "cleaned"
+            assert ended.ok
+            assert ended.answer == "cleaned"
             await self.sentinel(harness, events)
             ends = [
                 e
@@ -485,8 +492,9 @@ class SessionPortContract:
         self, session_harness: SessionPortHarness
     ) -> None:
         result = await session_harness.port.resolve_approval("appr_unknown", "approve_once")
-        assert not result.resolved and result.reason
-        with pytest.raises(ValueError):
+        assert not result.resolved
+        assert result.reason
+        with pytest.raises(ValueError, match="decision"):
             await session_harness.port.resolve_approval("appr_unknown", "approve_forever")
 
     # -- cancel ---------------------------------------------------------------------------
@@ -504,7 +512,8 @@ class SessionPortContract:
             assert waiting.status == "queued"
             assert (await self.snapshot(harness.port)).queued == (waiting.run_id,)
             result = await harness.port.cancel(run_id=waiting.run_id)
-            assert result.cancelled == 1 and result.run_ids == (waiting.run_id,)
+            assert result.cancelled == 1
+            assert result.run_ids == (waiting.run_id,)
             await events.until(
                 lambda evs: bool(settlements(evs, waiting.run_id)), "the queued run's settlement"
             )
@@ -513,10 +522,12 @@ class SessionPortContract:
             assert notice.outcome is QueueOutcomeKind.CANCELLED
             assert (await self.snapshot(harness.port)).queued == ()
             again = await harness.port.cancel(run_id=waiting.run_id)
-            assert again.cancelled == 0 and again.run_ids == ()
+            assert again.cancelled == 0
+            assert again.run_ids == ()
             gate.open()
             ended = await events.ended_run(active.run_id)
-            assert ended.ok and ended.answer == "held"
+            assert ended.ok
+            assert ended.answer == "held"
             await self.sentinel(harness, events)
             assert settlements(events.events, waiting.run_id) == [notice]
         assert waiting.run_id not in harness.executor.records
@@ -531,9 +542,11 @@ class SessionPortContract:
             receipt = await harness.port.submit(self.request("hold"))
             await self.wait(gate)
             result = await harness.other_port.cancel(run_id=receipt.run_id)
-            assert result.cancelled == 1 and result.run_ids == (receipt.run_id,)
+            assert result.cancelled == 1
+            assert result.run_ids == (receipt.run_id,)
             ended = await events.ended_run(receipt.run_id)
-            assert not ended.ok and ended.error_code is ErrorCode.CANCELLED, ended
+            assert not ended.ok
+            assert ended.error_code is ErrorCode.CANCELLED, ended
             await self.sentinel(harness, events)
             assert len(settlements(events.events, receipt.run_id)) == 1
         assert harness.executor.record(receipt.run_id).cancelled
@@ -551,18 +564,21 @@ class SessionPortContract:
             queued = [await harness.port.submit(self.request(f"q{i}")) for i in range(2)]
             result = await harness.port.cancel(session_key=self.session_key)
             everyone = {active.run_id, *(q.run_id for q in queued)}
-            assert result.cancelled == 3 and set(result.run_ids) == everyone, result
+            assert result.cancelled == 3, result
+            assert set(result.run_ids) == everyone, result
             await events.until(
                 lambda evs: all(settlements(evs, r) for r in everyone), "every settlement"
             )
             ended = run_ended(events.events, active.run_id)
-            assert ended is not None and ended.error_code is ErrorCode.CANCELLED
+            assert ended is not None
+            assert ended.error_code is ErrorCode.CANCELLED
             for q in queued:
                 (notice,) = settlements(events.events, q.run_id)
                 assert isinstance(notice, QueueNotice)
                 assert notice.outcome is QueueOutcomeKind.CANCELLED
             nothing = await harness.port.cancel(session_key=self.session_key)
-            assert nothing.cancelled == 0 and nothing.run_ids == ()
+            assert nothing.cancelled == 0
+            assert nothing.run_ids == ()
 
     async def test_cancel_of_a_session_without_its_queue_lets_the_queued_run_go_on(
         self, session_harness: SessionPortHarness
@@ -575,18 +591,20 @@ class SessionPortContract:
             await self.wait(gate)
             queued = await harness.port.submit(self.request("next one"))
             result = await harness.port.cancel(session_key=self.session_key, include_queued=False)
-            assert result.cancelled == 1 and result.run_ids == (active.run_id,)
+            assert result.cancelled == 1
+            assert result.run_ids == (active.run_id,)
             assert (await events.ended_run(active.run_id)).error_code is ErrorCode.CANCELLED
             ended = await events.ended_run(queued.run_id)
-            assert ended.ok and ended.answer == "Echo: next one"
+            assert ended.ok
+            assert ended.answer == "Echo: next one"
 
     async def test_cancel_takes_exactly_one_of_run_id_and_session_key(
         self, session_harness: SessionPortHarness
     ) -> None:
         port = session_harness.port
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="run_id"):
             await port.cancel()
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="run_id"):
             await port.cancel(run_id="run_x", session_key=self.session_key)
         assert (await port.cancel(run_id="run_never_seen")).cancelled == 0
 
@@ -614,7 +632,8 @@ class SessionPortContract:
             assert notice.into_run_id == first.run_id
             gate.open()
             ended = await events.ended_run(first.run_id)
-            assert ended.ok and ended.answer == "steered: look at the tests too"
+            assert ended.ok
+            assert ended.answer == "steered: look at the tests too"
             await self.sentinel(harness, events)
             assert run_ended(events.events, steer_id) is None
         assert harness.executor.record(first.run_id).steers == ["look at the tests too"]
@@ -630,20 +649,24 @@ class SessionPortContract:
             first = await harness.port.submit(self.request("long"))
             await self.wait(gate)
             result = await harness.port.steer(self.session_key, "and then this")
-            assert result.status == "queued" and result.run_id is not None, result
+            assert result.status == "queued", result
+            assert result.run_id is not None
             gate.open()
             assert (await events.ended_run(first.run_id)).ok
             ended = await events.ended_run(result.run_id)
-            assert ended.ok and ended.answer == "Echo: and then this"
+            assert ended.ok
+            assert ended.answer == "Echo: and then this"
 
     async def test_steer_into_an_idle_session_is_refused_and_queues_nothing(
         self, session_harness: SessionPortHarness
     ) -> None:
         harness = session_harness
         result = await harness.port.steer(self.session_key, "anyone there?")
-        assert result.status == "refused" and result.reason, result
+        assert result.status == "refused", result
+        assert result.reason
         snap = await self.snapshot(harness.port)
-        assert snap.active is None and snap.queued == ()
+        assert snap.active is None
+        assert snap.queued == ()
         assert harness.executor.records == {}
         async with self.recorder(harness.port.watch(self.session_key)) as events:
             done = await harness.port.submit(self.request("quick"))
@@ -683,8 +706,10 @@ class SessionPortContract:
         assert snap.status == "ok"
         assert snap.session_key == "agent:kit:idle"
         assert snap.active is None
-        assert snap.queued == () and snap.pending_approvals == ()
-        assert snap.last_run_id is None and snap.last_ok is None
+        assert snap.queued == ()
+        assert snap.pending_approvals == ()
+        assert snap.last_run_id is None
+        assert snap.last_ok is None
 
     async def test_snapshot_of_a_running_session_shows_its_run_actions_and_queue(
         self, session_harness: SessionPortHarness
@@ -708,7 +733,8 @@ class SessionPortContract:
             active = snap.active
             assert active is not None
             assert active.run_id == receipt.run_id
-            assert active.attempt_id == receipt.run_id and active.attempt == 1
+            assert active.attempt_id == receipt.run_id
+            assert active.attempt == 1
             assert not active.phase.terminal
             assert (active.text, active.text_seq) == ("hello world", 2)
             assert [(a.action_id, a.phase, a.title) for a in active.actions] == [
@@ -724,7 +750,8 @@ class SessionPortContract:
             ]
             assert cards[-1].ok is True
             snap = await self.snapshot(harness.port)
-            assert snap.active is None and snap.queued == ()
+            assert snap.active is None
+            assert snap.queued == ()
 
     async def test_snapshot_after_a_run_names_the_last_run(
         self, session_harness: SessionPortHarness
@@ -754,8 +781,10 @@ class SessionPortContract:
         listed = await harness.other_port.sessions()
         by_key = {s.session_key: s for s in listed}
         assert [s.session_key for s in listed][:2] == [other, self.session_key]
-        assert by_key[self.session_key].runs == 2 and by_key[other].runs == 1
-        assert by_key[other].last_run_id == last.run_id and by_key[other].last_ok is True
+        assert by_key[self.session_key].runs == 2
+        assert by_key[other].runs == 1
+        assert by_key[other].last_run_id == last.run_id
+        assert by_key[other].last_ok is True
         assert not by_key[other].active
         assert len(await harness.port.sessions(limit=1)) == 1
 
@@ -764,7 +793,8 @@ class SessionPortContract:
     ) -> None:
         page = await session_harness.port.transcript("agent:kit:never")
         assert page.session_key == "agent:kit:never"
-        assert page.entries == () and not page.more
+        assert page.entries == ()
+        assert not page.more
         assert page.notice
 
     async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
@@ -775,7 +805,8 @@ class SessionPortContract:
             done = await harness.port.submit(self.request("quick"))
             await events.ended_run(done.run_id)
         page = await harness.port.transcript(self.session_key)
-        assert page.entries == () and not page.more
+        assert page.entries == ()
+        assert not page.more
         assert page.notice
 
     # -- submission and statistics --------------------------------------------------------
@@ -783,7 +814,7 @@ class SessionPortContract:
     async def test_submit_of_a_malformed_session_key_raises_value_error(
         self, session_harness: SessionPortHarness
     ) -> None:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="session key"):
             await session_harness.port.submit(self.request("hi", session_key="agent:"))
 
     async def test_statistics_count_watchers_and_submissions(
