@@ -54,6 +54,7 @@ __all__ = [
     "SessionPortContract",
     "SessionPortHarness",
     "SessionRecorder",
+    "run_ended",
     "settlements",
 ]
 
@@ -456,6 +457,9 @@ class SessionPortContract:
             (ask,) = [e for e in asked if isinstance(e, ApprovalAsked)]
             assert ask.tool == "bash"
             assert ask.run_id == running.active.attempt_id
+            # One stream, in order: the run's text before the question it led to.
+            text_at = next(i for i, e in enumerate(asked) if isinstance(e, TextDelta))
+            assert text_at < asked.index(ask)
             for port in (harness.port, harness.other_port):
                 pending = (await self.snapshot(port)).pending_approvals
                 assert [p.approval_id for p in pending] == [approval_id]
@@ -487,6 +491,43 @@ class SessionPortContract:
         assert [e.decision for e in ends] == [ApprovalDecision.APPROVE_ONCE]
         fresh = await self.snapshot(harness.port)
         assert fresh.pending_approvals == ()
+
+    async def test_an_approval_still_open_when_its_run_ends_ends_right_after_it(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        gate = Gate("tool")
+        harness.executor.script_prompt("risky", Script().gate(gate).complete())
+        async with self.recorder(harness.port.watch(self.session_key)) as events:
+            receipt = await harness.port.submit(self.request("risky"))
+            await self.wait(gate)
+            running = await self.snapshot(harness.port)
+            assert running.active is not None
+            approval_id = await harness.ask_approval(
+                session_key=self.session_key,
+                run_id=running.active.attempt_id,
+                tool="bash",
+                action={"command": "make deploy"},
+            )
+            await events.until(
+                lambda evs: any(isinstance(e, ApprovalAsked) for e in evs), "ApprovalAsked"
+            )
+            await harness.port.cancel(run_id=receipt.run_id)
+            await events.until(
+                lambda evs: any(
+                    isinstance(e, ApprovalEnded) and e.approval_id == approval_id for e in evs
+                ),
+                f"ApprovalEnded {approval_id}",
+            )
+            end = run_ended(events.events, receipt.run_id)
+            (closing,) = [
+                e
+                for e in events.events
+                if isinstance(e, ApprovalEnded) and e.approval_id == approval_id
+            ]
+        assert end is not None
+        assert events.events.index(end) < events.events.index(closing)
+        assert closing.decision in (ApprovalDecision.EXPIRED, ApprovalDecision.CANCELLED)
 
     async def test_resolving_an_unknown_approval_says_so_and_a_bad_decision_raises(
         self, session_harness: SessionPortHarness
