@@ -794,6 +794,44 @@ class SessionPortContract:
             assert snap.active is None
             assert snap.queued == ()
 
+    async def test_snapshot_redacts_credentials_in_the_running_answer(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        gate = Gate("hold")
+        secret = "sk-" + "A1b2C3d4E5f6G7h8J9k0L1m2N3p4"
+        harness.executor.script_prompt(
+            "leaky", Script().delta(f"the key is {secret} ok").gate(gate).complete()
+        )
+        async with self.recorder(harness.port.watch(self.session_key)) as events:
+            receipt = await harness.port.submit(self.request("leaky"))
+            await self.wait(gate)
+            snap = await self.snapshot(harness.port)
+            gate.open()
+            await events.ended_run(receipt.run_id)
+        assert snap.active is not None
+        assert secret not in snap.active.text
+        assert snap.active.text.startswith("the key is ")
+
+    async def test_a_retried_run_ends_once_under_the_id_it_was_submitted_with(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        harness.executor.script_prompt("fragile", Script().raise_error("worker killed"))
+        async with self.recorder(harness.port.watch(self.session_key)) as events:
+            receipt = await harness.port.submit(self.request("fragile"))
+            ended = await events.ended_run(receipt.run_id)
+            await self.sentinel(harness, events)
+            assert len(settlements(events.events, receipt.run_id)) == 1
+        executor = harness.executor
+        attempts = [r for r in executor.order if executor.record(r).job.prompt == "fragile"]
+        assert not ended.ok
+        assert attempts[0] == receipt.run_id
+        # The end names the submitted run and the attempt that ended (the last one; they
+        # differ when the runtime retried).
+        assert ended.attempt_id == attempts[-1]
+        assert (ended.attempt_id != ended.run_id) == (len(attempts) > 1)
+
     async def test_snapshot_after_a_run_names_the_last_run(
         self, session_harness: SessionPortHarness
     ) -> None:
