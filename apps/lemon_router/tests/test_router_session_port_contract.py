@@ -24,7 +24,7 @@ from lemon_core.execution import RunRequest, RuntimeContext
 from lemon_core.runtime import APPROVALS
 from lemon_core.store import ChatStateStore, SessionIndexStore, SQLiteStore, Store
 from lemon_gateway import Gateway
-from lemon_platform_test.executor import ScriptedExecutor
+from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.session_kit import (
     SessionPortContract,
     SessionPortHarness,
@@ -182,9 +182,10 @@ class TestRouterSessionPort(SessionPortContract):
         await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(session_harness)
 
 
-class IndexWitness:
-    """A Store in front of the real one that notes, when the session index is written for a
-    run, whether that run's end had already been published (on ``run:<id>``, where the
+class WitnessStore:
+    """A Store in front of the real one (it delegates every call). It can hold one read at a
+    gate, and it notes, when the session index is written for a run, whether that run's end
+    had already been published (on ``run:<id>``, where the
     gateway publishes it; the router forwards it to the session from there)."""
 
     def __init__(self) -> None:
@@ -193,6 +194,12 @@ class IndexWitness:
         self.published: list[Event] = []
         self.end_published_first: dict[str, bool] = {}
         self.indexed = asyncio.Event()
+        self._holds: dict[tuple[str, str], Gate] = {}
+
+    def hold_next_get(self, table: str, key: str) -> Gate:
+        """The next read of ``table``/``key`` waits at the returned gate until it opens."""
+        gate = self._holds[(table, key)] = Gate(f"read {table}/{key}")
+        return gate
 
     def wrap(self, inner: Store) -> Store:
         self.inner = inner
@@ -217,6 +224,9 @@ class IndexWitness:
 
     async def get(self, table: str, key: str) -> Any | None:
         assert self.inner is not None
+        hold = self._holds.pop((table, key), None)
+        if hold is not None:
+            await hold.pass_through()
         return await self.inner.get(table, key)
 
     async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
@@ -253,14 +263,14 @@ class IndexWitness:
 
 
 def test_the_witness_is_a_store() -> None:
-    assert isinstance(IndexWitness(), Store)
+    assert isinstance(WitnessStore(), Store)
 
 
 @pytest.mark.xfail(strict=True, reason=HISTORY_AFTER_END)
 async def test_a_run_is_in_the_session_index_before_its_end_is_published(
     tmp_path: Path,
 ) -> None:
-    witness = IndexWitness()
+    witness = WitnessStore()
     async with running_router(tmp_path, wrap=witness.wrap) as harness:
         witness.watch(harness.bus, "run_witnessed")
         async with SessionRecorder(harness.port.watch(SESSION)) as events:
@@ -276,3 +286,30 @@ async def test_a_run_is_in_the_session_index_before_its_end_is_published(
             async with asyncio.timeout(10):  # failure guard: the index write is awaited
                 await witness.indexed.wait()
     assert witness.end_published_first == {receipt.run_id: False}
+
+
+async def test_a_snapshot_composed_while_the_run_ends_says_retry(tmp_path: Path) -> None:
+    store = WitnessStore()
+    async with running_router(tmp_path, wrap=store.wrap) as harness:
+        gate = Gate("run")
+        harness.executor.script_prompt("hold", Script().delta("x").gate(gate).complete())
+        async with SessionRecorder(harness.port.watch(SESSION)) as events:
+            receipt = await harness.port.submit(
+                RunRequest(origin="control_plane", session_key=SESSION, prompt="hold")
+            )
+            async with asyncio.timeout(10):  # failure guard
+                await gate.reached()
+            held = store.hold_next_get(ChatStateStore.TABLE, SESSION)
+            composing = asyncio.get_running_loop().create_task(harness.port.snapshot(SESSION))
+            async with asyncio.timeout(10):  # failure guard
+                await held.reached()  # the snapshot read the owner identity and waits
+            gate.open()
+            await events.ended_run(receipt.run_id)
+            held.open()
+            torn = await composing
+            again = await harness.port.snapshot(SESSION)
+        assert torn.status == "retry"
+        assert torn.active is None
+        assert again.status == "ok"
+        assert again.active is None
+        assert harness.port.statistics().snapshot_retries == 1
