@@ -19,9 +19,18 @@ import pytest
 
 from lemon_core.approvals import ApprovalOutcome, ExecApprovals
 from lemon_core.bus import Bus, Delivery, run_topic, session_topic
-from lemon_core.events import ApprovalDecision, Event
-from lemon_core.execution import RunRequest, RuntimeContext
+from lemon_core.events import ApprovalDecision, Completion, Event, QueueOutcomeKind
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    EngineRuntime,
+    ExecutionCommand,
+    QueueMode,
+    RunRequest,
+    RuntimeContext,
+    RunView,
+)
 from lemon_core.runtime import APPROVALS
+from lemon_core.sessions import QueueNotice
 from lemon_core.store import ChatStateStore, SessionIndexStore, SQLiteStore, Store
 from lemon_gateway import Gateway
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
@@ -41,6 +50,17 @@ HISTORY_AFTER_END = (
     "snapshot().last_* read: a client acting on RunEnded may not see the run yet (a race; "
     "reproduced deterministically by "
     "test_a_run_is_in_the_session_index_before_its_end_is_published)"
+)
+CANCEL_IDS = (
+    "RouterSessionPort.cancel(session_key=...) counts what Router.abort_session cancelled "
+    "(pending steers included: ConversationQueue.abort_session settles them) but builds "
+    "run_ids from the active run and Router.queued() only, so a steer still waiting for the "
+    "running answer is cancelled and counted yet missing from CancelResult.run_ids"
+)
+STEER_CANCELLED = (
+    "RouterSessionPort.steer waits (_queue_outcome) only for a steered or fallback_queued "
+    "outcome of its run; when the steer is settled otherwise (cancelled by a concurrent "
+    "cancel), it waits the full 30 s (_STEER_ANSWER_S) and then answers 'queued'"
 )
 NO_READER_NOTICE = (
     "RouterSessionPort._history returns NativeHistory() without a notice when no "
@@ -103,11 +123,15 @@ class RouterHarness:
 
 @contextlib.asynccontextmanager
 async def running_router(
-    directory: Path, *, wrap: Callable[[Store], Store] | None = None
+    directory: Path,
+    *,
+    wrap: Callable[[Store], Store] | None = None,
+    runtime: Callable[[Gateway], EngineRuntime] | None = None,
 ) -> AsyncIterator[RouterHarness]:
     """Start the runtime in a task that owns it (the Router's task group is entered and left
-    in that one task), hand out the harness, stop it afterwards. ``wrap`` puts a Store in
-    front of the SQLite file (it delegates to it)."""
+        in that one task), hand out the harness, stop it afterwards. ``wrap`` puts a Store in
+        front of the SQLite file (it delegates to it); ``runtime`` puts an EngineRuntime in front of
+    the gateway (registered in its place)."""
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[RouterHarness] = loop.create_future()
     stop = asyncio.Event()
@@ -121,11 +145,14 @@ async def running_router(
         ):
             store: Store = sqlite if wrap is None else wrap(sqlite)
             async with (
-                Gateway(bus=bus, executor=executor, store=store, runtime=context),
+                Gateway(bus=bus, executor=executor, store=store, runtime=context) as gateway,
                 Router(
                     bus=bus, context=context, chat_state=ChatStateStore(store), config=CONFIG
                 ) as router,
             ):
+                if runtime is not None:
+                    context.capabilities.unregister(ENGINE_RUNTIME, gateway)
+                    context.capabilities.register(ENGINE_RUNTIME, runtime(gateway))
                 approvals = ExecApprovals(bus)
                 context.capabilities.register(APPROVALS, approvals)
                 harness = RouterHarness(
@@ -313,3 +340,96 @@ async def test_a_snapshot_composed_while_the_run_ends_says_retry(tmp_path: Path)
         assert again.status == "ok"
         assert again.active is None
         assert harness.port.statistics().snapshot_retries == 1
+
+
+def request(prompt: str, mode: QueueMode = "collect") -> RunRequest:
+    return RunRequest(origin="control_plane", session_key=SESSION, prompt=prompt, queue_mode=mode)
+
+
+@pytest.mark.xfail(strict=True, reason=CANCEL_IDS)
+async def test_cancel_of_a_session_names_the_pending_steer_it_cancelled(tmp_path: Path) -> None:
+    async with running_router(tmp_path) as harness:
+        gate = Gate("hold")
+        harness.executor.script_prompt("hold", Script().gate(gate).complete())
+        async with SessionRecorder(harness.port.watch(SESSION)) as events:
+            active = await harness.port.submit(request("hold"))
+            async with asyncio.timeout(10):  # failure guard
+                await gate.reached()
+            steer = await harness.port.submit(request("and this", "steer"))
+            assert steer.status == "dispatched_to_active"
+            # Nothing has yielded since: the running answer has not been offered the steer.
+            assert harness.router.statistics().pending_steers == 1
+            result = await harness.port.cancel(session_key=SESSION)
+            await events.ended_run(active.run_id)
+            await events.until(
+                lambda evs: any(
+                    isinstance(e, QueueNotice) and e.run_id == steer.run_id for e in evs
+                ),
+                "the steer's notice",
+            )
+        notices = [e for e in events.events if isinstance(e, QueueNotice)]
+        assert [(n.run_id, n.outcome) for n in notices] == [
+            (steer.run_id, QueueOutcomeKind.CANCELLED)
+        ]
+        assert result.cancelled == 2
+        assert set(result.run_ids) == {active.run_id, steer.run_id}
+
+
+class SteerHookRuntime:
+    """The gateway as the EngineRuntime, running ``on_steer`` inside each steer before the
+    gateway answers it (to place a concurrent action exactly there)."""
+
+    def __init__(self, gateway: Gateway, on_steer: Callable[[str, str], None]) -> None:
+        self._gateway = gateway
+        self._on_steer = on_steer
+
+    def submit(self, command: ExecutionCommand) -> None:
+        self._gateway.submit(command)
+
+    def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
+        return self._gateway.cancel(run_id, reason)
+
+    def available(self) -> bool:
+        return self._gateway.available()
+
+    def steer(self, run_id: str, text: str) -> bool:
+        self._on_steer(run_id, text)
+        return self._gateway.steer(run_id, text)
+
+    def is_live(self, run_id: str) -> bool:
+        return self._gateway.is_live(run_id)
+
+    def run_view(self, run_id: str, *, max_text_chars: int = 262_144) -> RunView | None:
+        return self._gateway.run_view(run_id, max_text_chars=max_text_chars)
+
+    def completion_future(self, run_id: str) -> asyncio.Future[Completion] | None:
+        return self._gateway.completion_future(run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=STEER_CANCELLED)
+async def test_a_steer_cancelled_before_the_answer_takes_it_says_so_at_once(
+    tmp_path: Path,
+) -> None:
+    routers: list[Router] = []
+
+    def cancel_the_session(run_id: str, text: str) -> None:
+        routers[0].abort_session(SESSION, reason="cancelled by another client")
+
+    async with running_router(
+        tmp_path, runtime=lambda gateway: SteerHookRuntime(gateway, cancel_the_session)
+    ) as harness:
+        routers.append(harness.router)
+        gate = Gate("hold")
+        harness.executor.script_prompt("hold", Script().steering("accept").gate(gate).complete())
+        async with SessionRecorder(harness.port.watch(SESSION)) as events:
+            active = await harness.port.submit(request("hold"))
+            async with asyncio.timeout(10):  # failure guard
+                await gate.reached()
+            try:
+                async with asyncio.timeout(3):  # fixed, it answers in ms; today it waits 30 s
+                    result = await harness.port.steer(SESSION, "and this")
+            except TimeoutError:
+                raise AssertionError("steer() still waits after its steer was cancelled") from None
+            await events.ended_run(active.run_id)
+        assert result.status != "accepted"
+        assert result.status != "queued"  # it was cancelled: it will not run
