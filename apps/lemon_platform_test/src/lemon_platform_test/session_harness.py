@@ -156,7 +156,7 @@ class SessionRecorder:
                     await self._changed.wait()
         except TimeoutError:
             raise AssertionError(
-                f"no {what} within {self.timeout_s} s (failure guard); saw {self._seen()}"
+                f"waited {self.timeout_s} s (failure guard) for {what}; saw {self._seen()}"
             ) from None
         return self.events
 
