@@ -1,4 +1,4 @@
-"""Contract kits (pytest plugins) for Lemon events, backends and providers."""
+"""Contract kits (pytest plugins) for Lemon events, backends, providers and session ports."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from lemon_platform_test.bus_kit import BusContract
 from lemon_platform_test.events_kit import EventsContract, example_payload
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents
+from lemon_platform_test.session_kit import (
+    SessionPortContract,
+    SessionPortHarness,
+    SessionRecorder,
+)
 from lemon_platform_test.store_kit import ManualClock, StoreContract
 
 __all__ = [
@@ -17,6 +22,9 @@ __all__ = [
     "RunEvents",
     "Script",
     "ScriptedExecutor",
+    "SessionPortContract",
+    "SessionPortHarness",
+    "SessionRecorder",
     "StoreContract",
     "events_fixtures",
     "example_payload",
