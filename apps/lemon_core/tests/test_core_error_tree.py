@@ -55,7 +55,8 @@ def _drawn(doc: str | None) -> dict[str, tuple[str | None, frozenset[str]]]:
         match = _NODE.match(line[indent:].rstrip())
         assert match, f"not a tree line: {line!r}"
         depth = len(match["rails"]) // 4 + 1 if match["branch"] else 0
-        assert depth <= len(stack) and (depth or not stack), f"bad depth: {line!r}"
+        assert depth <= len(stack), f"drawn deeper than its parent allows: {line!r}"
+        assert depth or not stack, f"a second top node: {line!r}"
         assert match["name"] not in nodes, f"drawn twice: {match['name']}"
         del stack[depth:]
         mixins = frozenset(m.strip() for m in (match["mixins"] or "").split(",") if m.strip())
