@@ -32,14 +32,17 @@ def _modules() -> list[ModuleType]:
 
 
 def _errors() -> dict[str, type[BaseException]]:
-    return {
-        obj.__name__: obj
+    found = {
+        obj
         for module in _modules()
         for obj in vars(module).values()
         if inspect.isclass(obj)
         and issubclass(obj, BaseException)
         and obj.__module__ == module.__name__
     }
+    by_name = {cls.__name__: cls for cls in found}
+    assert len(by_name) == len(found), "two errors share a name: the drawing cannot tell them apart"
+    return by_name
 
 
 def _drawn(doc: str | None) -> dict[str, tuple[str | None, frozenset[str]]]:

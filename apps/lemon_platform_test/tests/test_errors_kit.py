@@ -153,3 +153,11 @@ def test_a_drawing_that_does_not_parse_says_which_line() -> None:
         parse_error_tree("No drawing here.")
     with pytest.raises(ErrorTreeDrawingError, match="deeper"):
         parse_error_tree("Errors::\n\n    FixError\n    │   ├── FixSubError\n")
+
+
+def test_two_errors_with_one_name_cannot_be_drawn(fixture_app: Path) -> None:
+    (fixture_app / "other.py").write_text(
+        "from fixapp.errors import FixError\n\n\nclass FixRuntimeError(FixError):\n    pass\n"
+    )
+    with pytest.raises(AssertionError, match="defined more than once"):
+        _contract().test_the_root_module_draws_every_error()

@@ -147,6 +147,9 @@ def tree_problems(
     """What is wrong in ``drawn`` against the real ``classes`` (by simple name)."""
     by_name = {cls.__name__: cls for cls in classes.values()}
     problems: list[str] = []
+    if len(by_name) < len(classes):
+        twice = sorted(n for n in by_name if sum(c.__name__ == n for c in classes.values()) > 1)
+        problems.append(f"{where}: defined more than once, cannot be drawn apart: {twice}")
     for node in drawn.values():
         cls = by_name.get(node.name)
         if cls is None:
