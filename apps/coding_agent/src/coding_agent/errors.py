@@ -1,4 +1,15 @@
-"""The error hierarchy of coding_agent."""
+"""The error hierarchy of coding_agent.
+
+::
+
+    CodingAgentError
+    ├── CodingAgentUsageError           configured wrongly (a workspace that is not a directory)
+    └── TranscriptError                 a session transcript cannot be used
+        ├── SessionNotFoundError        no transcript with that session id
+        └── CorruptTranscriptError      a transcript that does not parse (names the line)
+
+A test (``test_coding_error_tree.py``) keeps this drawing equal to the classes.
+"""
 
 from __future__ import annotations
 

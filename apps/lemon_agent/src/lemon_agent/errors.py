@@ -4,7 +4,17 @@
 duplicate tool name, starting a second run on a busy agent, a full steering queue.
 :class:`ToolError` is what a tool raises to hand an error message back to the model; it never
 escapes the loop. :class:`AbortedError` is raised inside tools (via ``AbortSignal``) when the run
-was aborted.
+was aborted::
+
+    LemonAgentError
+    ├── AgentUsageError                 misuse to fix in code (schema, duplicate tool name...)
+    │   ├── AgentBusyError              a second run on a busy agent
+    │   └── QueueFullError              a full steering or follow-up queue; nothing queued
+    ├── ToolError                       raised by a tool: its message goes back to the model
+    ├── AbortedError                    raised inside tools when the run was aborted
+    └── TruncatedToolCallError          the model kept cutting its tool call at the output limit
+
+A test (``test_agent_error_tree.py``) keeps this drawing equal to the classes.
 """
 
 from __future__ import annotations

@@ -4,7 +4,22 @@ Two branches: :class:`LemonAiUsageError` for misuse (unknown model, bad option) 
 fixes in code or configuration, and :class:`ProviderError` for failures of a model provider at
 run time. Every provider translates foreign exceptions (httpx, JSON decoding) into a
 ``ProviderError`` at its edge, classified by :class:`ErrorKind`, so callers branch on the kind and
-never on a transport library's exception types.
+never on a transport library's exception types::
+
+    LemonAiError
+    ├── LemonAiUsageError                 misuse: fix the call or the configuration
+    │   └── UnknownModelError             a model reference naming no known model or provider
+    ├── ProviderError                     a provider call failed (``kind``: an ErrorKind)
+    │   ├── AuthError                     auth
+    │   ├── RateLimitError                rate_limit
+    │   ├── ContextOverflowError          context_overflow
+    │   ├── BadRequestError               bad_request
+    │   ├── ServerError                   server
+    │   ├── ProviderConnectionError       connection
+    │   └── ProtocolError                 protocol
+    └── SSEError                          lemon_ai.sse: a byte stream that is not an event stream
+
+A test (``test_ai_error_tree.py``) keeps this drawing equal to the classes.
 """
 
 from __future__ import annotations

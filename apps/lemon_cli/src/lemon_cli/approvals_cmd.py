@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
+from lemon_cli.errors import LemonCliError
+
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
     from lemon_core import ExecApprovals
     from lemon_core.approvals import ApprovalGrant, GrantScope
@@ -49,7 +51,7 @@ ScopeOption = Annotated[
 AgentOption = Annotated[str | None, typer.Option("--agent", help="only grants of this agent id")]
 
 
-class _Failure(Exception):
+class _Failure(LemonCliError):
     """A clear one-line failure: the message and the exit code."""
 
     def __init__(self, message: str, code: int = 1) -> None:

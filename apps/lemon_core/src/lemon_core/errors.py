@@ -1,8 +1,40 @@
 """The error hierarchy of lemon_core.
 
-``LemonCoreError`` is the base of every error lemon_core raises on purpose. Misuse (a bad
-argument, a payload that does not fit its record) is kept apart from runtime failures (a closed
-bus or handle).
+``LemonCoreError`` is the base of every error lemon_core raises on purpose, wherever it is
+defined (the module is named on the right). Misuse (a bad argument, a payload that does not fit
+its record) is kept apart from runtime failures (a closed bus or handle). The stdlib class in
+parentheses is a mixin, so a caller that catches ``ValueError`` (or ``RuntimeError``...) keeps
+working::
+
+    LemonCoreError
+    ├── EventPayloadError (ValueError)              lemon_core.errors
+    ├── BusError                                    lemon_core.errors
+    │   ├── BusClosedError (RuntimeError)
+    │   ├── DeliveryClosedError (RuntimeError)
+    │   └── UnencodableItemError (TypeError)
+    ├── StoreError                                  lemon_core.store.errors
+    │   ├── InvalidStoreKeyError (ValueError)
+    │   ├── StoreValueError (ValueError)
+    │   ├── StoreClosedError
+    │   └── StoreUnavailableError
+    ├── ConfigError (ValueError)                    lemon_core.config
+    ├── ExecutionContractError (ValueError)         lemon_core.execution.errors
+    │   ├── InvalidToolPolicyError
+    │   └── PermissionEscalationError
+    ├── RouterUnavailableError (RuntimeError)       lemon_core.execution.errors
+    ├── CapabilityMissingError (LookupError)        lemon_core.execution
+    ├── CapabilityConflictError (RuntimeError)      lemon_core.execution
+    ├── RuntimeBootError (RuntimeError)             lemon_core.runtime.errors
+    │   └── AppHookError
+    ├── RuntimeUsageError (ValueError)              lemon_core.runtime.errors
+    ├── SessionError                                lemon_core.sessions.errors
+    │   ├── SessionStreamClosedError (RuntimeError)
+    │   └── InvalidSessionKeyError (ValueError)
+    └── ApprovalError                               lemon_core.approvals
+        ├── ApprovalCapacityError
+        └── UnknownApprovalError
+
+A test (``test_core_error_tree.py``) keeps this drawing equal to the classes.
 """
 
 from __future__ import annotations

@@ -22,10 +22,12 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from lemon_gateway.errors import GatewayError
+
 __all__ = ["EngineLock", "LockLease", "LockTimeoutError"]
 
 
-class LockTimeoutError(TimeoutError):
+class LockTimeoutError(GatewayError, TimeoutError):
     """The lock was not granted within the timeout."""
 
 

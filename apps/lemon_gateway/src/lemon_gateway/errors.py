@@ -2,7 +2,19 @@
 
 Misuse (a bad submission) is apart from runtime conditions (not running, full, executor not
 ready). Nothing here is raised for a run's own failure: a run that fails *completes* with
-``ok=False`` and an error, it is never rejected after acceptance.
+``ok=False`` and an error, it is never rejected after acceptance::
+
+    GatewayError
+    ├── InvalidSubmissionError (TypeError)         not an ExecutionCommand
+    ├── MissingConversationKeyError (ValueError)   no router-owned conversation key
+    ├── DuplicateRunError (ValueError)             a run id that is still live
+    ├── GatewayConfigError (ValueError)            an unknown key or a wrong type
+    ├── GatewayNotRunningError                     used outside its ``async with``
+    ├── GatewayOverloadedError                     a full bound
+    ├── ExecutorNotReadyError                      the executor is not ready (with the reason)
+    └── LockTimeoutError (TimeoutError)            lemon_gateway._lock: EngineLock not granted
+
+A test (``test_gateway_error_tree.py``) keeps this drawing equal to the classes.
 """
 
 from __future__ import annotations

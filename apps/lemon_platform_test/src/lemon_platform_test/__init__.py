@@ -1,9 +1,12 @@
-"""Contract kits (pytest plugins) for Lemon events, backends, providers and session ports."""
+"""Contract kits (pytest plugins) for Lemon events, backends, providers, session ports and
+error trees."""
 
 from __future__ import annotations
 
 from lemon_platform_test import events_fixtures
 from lemon_platform_test.bus_kit import BusContract
+from lemon_platform_test.errors import PlatformTestError
+from lemon_platform_test.errors_kit import ErrorTreeContract
 from lemon_platform_test.events_kit import EventsContract, example_payload
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents
@@ -16,9 +19,11 @@ from lemon_platform_test.store_kit import ManualClock, StoreContract
 
 __all__ = [
     "BusContract",
+    "ErrorTreeContract",
     "EventsContract",
     "Gate",
     "ManualClock",
+    "PlatformTestError",
     "RunEvents",
     "Script",
     "ScriptedExecutor",

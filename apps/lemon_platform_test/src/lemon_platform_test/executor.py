@@ -30,11 +30,12 @@ from lemon_core.execution import (
     PreparedExecution,
     ResumeToken,
 )
+from lemon_platform_test.errors import PlatformTestError
 
 __all__ = ["Gate", "LaunchError", "RunRecord", "Script", "ScriptedExecutor"]
 
 
-class LaunchError(RuntimeError):
+class LaunchError(PlatformTestError, RuntimeError):
     """The scripted launch failure."""
 
 

@@ -4,7 +4,17 @@
 key, an unknown queue mode, an explicit non-native resume token); ``RouterRuntimeError`` covers
 failures while running (the router is not started, the engine runtime refused a command).
 Session keys are parsed by lemon_core (:class:`lemon_core.sessions.InvalidSessionKeyError`, a
-``ValueError``), re-exported here.
+``ValueError``), re-exported here. ``RouterNotRunningError`` is also lemon_core's
+``RouterUnavailableError``, the contract the RouterBridge speaks::
+
+    RouterError
+    ├── RouterUsageError (ValueError)                         misuse: bad input
+    │   ├── InvalidRunRequestError                            a RunRequest field (``field``)
+    │   └── ResumeError                                       an explicit non-native resume token
+    └── RouterRuntimeError (RuntimeError)                     failures while running
+        └── RouterNotRunningError (RouterUnavailableError)    outside its ``async with``
+
+A test (``test_router_error_tree.py``) keeps this drawing equal to the classes.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from lemon_core.config._schema import LEGACY_KEYS, Config
+from lemon_core.errors import LemonCoreError
 
 # Providers a model reference may name without a [providers.<name>] section: the offline
 # provider and the hosted/local servers lemon_ai's catalogue knows how to reach (a test in
@@ -56,7 +57,7 @@ class ConfigIssue:
         return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
 
 
-class ConfigError(ValueError):
+class ConfigError(LemonCoreError, ValueError):
     """The configuration is invalid; ``issues`` lists every problem found."""
 
     def __init__(self, issues: list[ConfigIssue]) -> None:

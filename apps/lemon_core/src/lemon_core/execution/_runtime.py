@@ -14,6 +14,7 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast, runtim
 
 import msgspec
 
+from lemon_core.errors import LemonCoreError
 from lemon_core.events import Completion
 from lemon_core.execution._command import ExecutionCommand
 
@@ -35,11 +36,11 @@ __all__ = [
 T = TypeVar("T")
 
 
-class CapabilityMissingError(LookupError):
+class CapabilityMissingError(LemonCoreError, LookupError):
     """No implementation of a required capability is registered."""
 
 
-class CapabilityConflictError(RuntimeError):
+class CapabilityConflictError(LemonCoreError, RuntimeError):
     """A capability is already registered by another implementation."""
 
 

@@ -3,10 +3,19 @@
 The misuse errors (bad input to a contract) derive from :class:`ExecutionContractError`,
 which is a :class:`ValueError` so callers that validate input generically still catch it.
 :class:`RouterUnavailableError` is the one availability error: the router behind the
-RouterBridge is not taking submissions.
+RouterBridge is not taking submissions. Both sit under
+:class:`~lemon_core.errors.LemonCoreError`::
+
+    LemonCoreError
+    ├── ExecutionContractError (ValueError)
+    │   ├── InvalidToolPolicyError          a tool policy with an unknown key or a bad value
+    │   └── PermissionEscalationError       a child asked for more than its parent has
+    └── RouterUnavailableError (RuntimeError)
 """
 
 from __future__ import annotations
+
+from lemon_core.errors import LemonCoreError
 
 __all__ = [
     "ExecutionContractError",
@@ -16,7 +25,7 @@ __all__ = [
 ]
 
 
-class ExecutionContractError(ValueError):
+class ExecutionContractError(LemonCoreError, ValueError):
     """Base class: a value given to an execution contract is not valid."""
 
 
@@ -35,7 +44,7 @@ class PermissionEscalationError(ExecutionContractError):
     """A child execution context asked for authority its parent does not have."""
 
 
-class RouterUnavailableError(RuntimeError):
+class RouterUnavailableError(LemonCoreError, RuntimeError):
     """The router behind the RouterBridge is not taking submissions (not started, stopping
     or stopped). :func:`~lemon_core.execution.submit_via_bridge` turns it into
     :class:`~lemon_core.execution.Unavailable`."""

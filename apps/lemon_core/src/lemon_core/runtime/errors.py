@@ -1,4 +1,12 @@
-"""Errors of the runtime boot."""
+"""Errors of the runtime boot (under :class:`~lemon_core.errors.LemonCoreError`).
+
+::
+
+    LemonCoreError
+    ├── RuntimeBootError (RuntimeError)     the runtime could not be booted
+    │   └── AppHookError                    an app's start or stop hook raised
+    └── RuntimeUsageError (ValueError)      the runtime was used wrongly
+"""
 
 from __future__ import annotations
 

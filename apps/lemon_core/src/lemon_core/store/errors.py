@@ -1,6 +1,18 @@
-"""The Store's error hierarchy: misuse apart from runtime failures."""
+"""The Store's error hierarchy: misuse apart from runtime failures.
+
+::
+
+    LemonCoreError
+    └── StoreError
+        ├── InvalidStoreKeyError (ValueError)    misuse: a bad table name or key
+        ├── StoreValueError (ValueError)         misuse: a value that cannot be stored
+        ├── StoreClosedError                     the store was closed
+        └── StoreUnavailableError                the backend failed; the write did not happen
+"""
 
 from __future__ import annotations
+
+from lemon_core.errors import LemonCoreError
 
 __all__ = [
     "InvalidStoreKeyError",
@@ -11,7 +23,7 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StoreError(LemonCoreError):
     """Base class of every Store error."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from lemon_platform_test.errors import PlatformTestError
 from lemon_platform_test.providers._script import (
     RecordedRequest,
     RecordedStream,
@@ -49,7 +50,7 @@ Send = Callable[[Message], Awaitable[None]]
 _ROUTES: dict[str, Wire] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 
-class _CutConnection(Exception):
+class _CutConnection(PlatformTestError):
     """Raised inside the app to drop the connection mid-response (uvicorn closes it)."""
 
 
