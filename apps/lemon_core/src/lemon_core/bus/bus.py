@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import os
 import threading
@@ -28,7 +29,12 @@ import msgspec
 from lemon_core.bus._measure import measure
 from lemon_core.bus.backends import BusBackend
 from lemon_core.bus.backends.local import LocalBackend
-from lemon_core.bus.delivery import TERMINAL_EVENT_TYPES, ConsumerClass, Delivery
+from lemon_core.bus.delivery import (
+    TERMINAL_EVENT_TYPES,
+    ConsumerClass,
+    Delivery,
+    _register_read_coroutine,
+)
 from lemon_core.bus.topics import check_topic
 from lemon_core.errors import BusClosedError, EventPayloadError
 from lemon_core.events.envelope import Event
@@ -114,6 +120,11 @@ class Subscription:
         """``await self.delivery.get()``."""
         return await self.delivery.get()
 
+    def claim(self, task: asyncio.Task[Any] | None = None) -> Subscription:
+        """``self.delivery.claim(task)``: make ``task`` (default: the current one) the owner."""
+        self.delivery.claim(task)
+        return self
+
     def __aiter__(self) -> AsyncIterator[Any]:
         return self.delivery.__aiter__()
 
@@ -180,7 +191,7 @@ class Bus:
 
     def subscribe(self, topic: str, *, delivery: Delivery | None = None) -> Subscription:
         """Attach ``delivery`` (default: a new bounded handle for the bus's default consumer
-        class, owned by the current task) to ``topic``. Subscribing the same handle to the same
+        class, owned by the first task that reads it) to ``topic``. Subscribing the same handle to the same
         topic again returns the existing subscription."""
         check_topic(topic)
         if self._closed:
@@ -308,13 +319,21 @@ class Bus:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Cancel every subscription (handles stay usable elsewhere) and close the backend."""
+        """Cancel every subscription and close the backend.
+
+        A handle still subscribed on another bus stays open there. A handle left with no
+        subscription is ended: its consumer reads what is queued, then ``get()`` raises
+        ``DeliveryClosedError`` (a waiting consumer wakes at once). Safe from any thread.
+        """
         if self._closed:
             return
         self._closed = True
-        for subscription in list(self._subscriptions.values()):
+        subscriptions = list(self._subscriptions.values())
+        for subscription in subscriptions:
             subscription.cancel()
         self._backend.close()
+        for delivery in {subscription.delivery: None for subscription in subscriptions}:
+            delivery._bus_closed()
 
     async def __aenter__(self) -> Self:
         return self
@@ -349,6 +368,9 @@ class Bus:
     def __repr__(self) -> str:
         state = "running" if self.running() else "closed"
         return f"<Bus {self._backend.name} {state} topics={len(self._table)}>"
+
+
+_register_read_coroutine(Subscription.get.__code__)
 
 
 def _non_empty_str(value: object) -> bool:
