@@ -35,7 +35,8 @@ async def test_subscriptions_opened_by_gather_helpers_outlive_them() -> None:
             open_subscription("run:r1"), open_subscription("run:r2")
         )
         await asyncio.sleep(0)
-        assert first.active and second.active
+        assert first.active
+        assert second.active
         bus.broadcast("run:r2", Event.new("y"))
         assert (await second.get()).type == "y"
 

@@ -191,8 +191,8 @@ class Bus:
 
     def subscribe(self, topic: str, *, delivery: Delivery | None = None) -> Subscription:
         """Attach ``delivery`` (default: a new bounded handle for the bus's default consumer
-        class, owned by the first task that reads it) to ``topic``. Subscribing the same handle to the same
-        topic again returns the existing subscription."""
+        class, owned by the first task that reads it) to ``topic``. Subscribing the same handle
+        to the same topic again returns the existing subscription."""
         check_topic(topic)
         if self._closed:
             raise BusClosedError("the bus is closed; create a new Bus to subscribe")
