@@ -165,7 +165,11 @@ class Bus:
         self._closed = False
         self._published = 0
         self._backend.open(self._fanout)
-        self._publish = self._backend.publish
+        # Every publication is measured at the publisher (an unencodable item fails there,
+        # subscribed or not). The local backend's fan-out is this bus's own, so it is handed
+        # the measured size directly; any other backend carries the item and its receiving
+        # side measures what arrives.
+        self._local = self._backend if type(self._backend) is LocalBackend else None
 
     # -- properties ------------------------------------------------------------------------
 
@@ -235,14 +239,19 @@ class Bus:
         For publishers on an event loop; publishers on other threads use the
         ``broadcast_threadsafe`` twin. The item is measured once when at least one handle is
         subscribed; an item that is not JSON-encodable then raises ``UnencodableItemError``
-        before any handle sees it.
+        before any handle sees it, whether or not anything is subscribed.
         """
         if self._closed:
             raise BusClosedError("the bus is closed; publications are refused")
         if not topic:
             check_topic(topic)
+        size = measure(item)
         self._published += 1
-        self._publish(topic, item)
+        local = self._local
+        if local is None:
+            self._backend.publish(topic, item)
+        elif not local._closed:
+            self._deliver(topic, item, size)
 
     def broadcast_threadsafe(self, topic: str, item: Any) -> None:
         """``broadcast`` for publishers on any thread (with or without an event loop).
@@ -276,8 +285,13 @@ class Bus:
             raise BusClosedError("the bus is closed; publications are refused")
         if not topic:
             check_topic(topic)
+        size = measure(event)
         self._published += 1
-        self._publish(topic, event)
+        local = self._local
+        if local is None:
+            self._backend.publish(topic, event)
+        elif not local._closed:
+            self._deliver(topic, event, size)
         return event
 
     def broadcast_event_threadsafe(
@@ -305,11 +319,16 @@ class Bus:
         )
 
     def _fanout(self, topic: str, item: Any) -> int:
-        # Measured once, and one (item, size) entry shared by every handle on the topic.
+        # The backend-facing fan-out: what a backend carried is measured on arrival.
+        if not self._table.get(topic):
+            return 0
+        return self._deliver(topic, item, measure(item))
+
+    def _deliver(self, topic: str, item: Any, size: int) -> int:
+        # One (item, size) entry shared by every handle on the topic.
         handles = self._table.get(topic)
         if not handles:
             return 0
-        size = measure(item)
         entry = (item, size)
         terminal = type(item) is Event and item.type in TERMINAL_EVENT_TYPES
         for handle in handles:
