@@ -265,7 +265,7 @@ async def test_bus_statistics_sum_over_attached_handles() -> None:
 
 
 def test_backends_are_listed_by_name() -> None:
-    assert set(BACKENDS) == {"local"}
+    assert set(BACKENDS) == {"local", "loopback"}
     assert create_backend("local").name == "local"
     with pytest.raises(ValueError, match="available: local"):
         create_backend("carrier-pigeon")
