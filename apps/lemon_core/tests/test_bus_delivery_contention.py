@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from lemon_core import Delivery, Event, Overflow, TerminalNotice
+from lemon_core import Bus, Delivery, Event, Overflow, TerminalNotice
 from lemon_core.bus import OverflowReason
 
 
@@ -191,3 +191,51 @@ async def test_four_thread_publishers_into_a_large_handle_never_fence() -> None:
             await asyncio.to_thread(thread.join, 60)
         stats = handle.statistics()
         assert (stats.fenced, stats.contended, stats.admitted) == (False, 0, 100_000)
+
+
+async def test_four_thread_publishers_on_one_bus_never_fence_and_deliver_everything() -> None:
+    """Through the bus: its subscribers share the bus's admission lock (one acquisition per
+    publication); publisher threads wait for each other, bounded, instead of fencing."""
+
+    async with Bus() as bus:
+        handles = [Delivery(max_entries=200_000, bind_current_task=False) for _ in range(3)]
+        for handle in handles:
+            bus.subscribe("run:r1", delivery=handle)
+        barrier = threading.Barrier(4)
+        event = Event.new("x", {"n": 1})
+
+        def produce() -> None:
+            barrier.wait(10)
+            for _ in range(10_000):
+                bus.broadcast_threadsafe("run:r1", event)
+
+        threads = [threading.Thread(target=produce) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            await asyncio.to_thread(thread.join, 60)
+        for handle in handles:
+            stats = handle.statistics()
+            assert (stats.fenced, stats.contended, stats.admitted) == (False, 0, 40_000)
+
+
+async def test_a_handle_on_two_buses_and_offered_directly_keeps_one_bound() -> None:
+
+    first, second = Bus(), Bus()
+    handle = Delivery(max_entries=4, bind_current_task=False)
+    first.subscribe("run:r1", delivery=handle)  # adopts the first bus's lock
+    second.subscribe("run:r1", delivery=handle)  # the second bus admits it on the full path
+    first.broadcast("run:r1", Event.new("a"))
+    second.broadcast("run:r1", Event.new("b"))
+    assert handle.offer(Event.new("c"))
+    first.broadcast("run:r1", Event.new("d"))
+    second.broadcast("run:r1", Event.new("e"))  # the fifth: refused, fences
+    first.broadcast("run:r1", Event.new("f"))
+    items = []
+    while handle.statistics().queued:
+        items.append(handle.get_nowait())
+    assert [getattr(item, "type", None) for item in items[:4]] == ["a", "b", "c", "d"]
+    assert isinstance(items[4], Overflow)
+    assert len(items) == 5
+    first.close()
+    second.close()

@@ -18,9 +18,7 @@ view, or decoded out of a larger message). Publish ``raw.copy()`` instead.
 
 from __future__ import annotations
 
-import enum
 import gc
-import types
 from typing import Any
 
 import msgspec
@@ -32,16 +30,8 @@ __all__ = ["measure"]
 
 _ENCODER = msgspec.json.Encoder()
 _LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, bytearray})
-_OPAQUE: tuple[type, ...] = (
-    type,
-    enum.Enum,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.CodeType,
-    types.FrameType,
-)
+#: Record classes (gc-traversable msgspec Structs) seen by the fast path.
+_RECORDS: set[type] = set()
 #: Objects a walk may expand beyond what the encoding accounts for (one per encoded byte).
 _WALK_SLACK = 1024
 _get_referents = gc.get_referents
@@ -65,24 +55,45 @@ def measure(item: Any) -> int:
 
 def _excess_backing(root: Any, encoded: int) -> int:
     # Fast path for the envelope, the common case: an Event whose meta holds scalars and whose
-    # payload is a record of scalars. Anything else goes to the general walk.
+    # payload is a record of scalars (or of flat containers of scalars). Anything else, and
+    # anything this path is not sure about, goes to the general walk.
     if type(root) is not Event:
         return _walk(root, encoded)
     for value in root.meta.values():
         if type(value) not in _LEAVES:
             return _walk(root, encoded)
     payload = root.payload
-    if type(payload) in _LEAVES:
+    kind = type(payload)
+    if kind in _LEAVES:
         return 0
-    if isinstance(payload, msgspec.Struct):
-        referents = _get_referents(payload)
-        if referents:
-            cls = type(payload)
-            for value in referents:
-                if type(value) not in _LEAVES and value is not cls:
-                    return _walk(payload, encoded)
-            return 0
-    return _walk(payload, encoded)
+    if kind is dict:
+        return _walk(payload, encoded) if _nested(payload.values()) else 0
+    if kind not in _RECORDS:
+        if not isinstance(payload, msgspec.Struct) or not kind.__struct_config__.gc:
+            return _walk(payload, encoded)
+        _RECORDS.add(kind)
+    for value in _get_referents(payload):  # every field, whatever its annotation
+        field_kind = type(value)
+        if field_kind in _LEAVES or value is kind:
+            continue
+        if field_kind is dict:
+            if _nested(value.values()):
+                return _walk(payload, encoded)
+        elif field_kind is list or field_kind is tuple:
+            if _nested(value):
+                return _walk(payload, encoded)
+        else:
+            return _walk(payload, encoded)
+    return 0
+
+
+def _nested(values: Any) -> bool:
+    # Whether any of ``values`` is not a plain scalar (so the general walk must look). A loop,
+    # not any(): the generator costs more than the test on this hot path.
+    for value in values:  # noqa: SIM110  (hot path: a loop beats any() over a generator)
+        if type(value) not in _LEAVES:
+            return True
+    return False
 
 
 def _walk(root: Any, encoded: int) -> int:
@@ -110,8 +121,8 @@ def _walk(root: Any, encoded: int) -> int:
             excess += _backing_bytes(value) - value.nbytes
         elif kind is msgspec.Raw:
             _check_raw(value)
-        elif isinstance(value, _OPAQUE):
-            continue  # classes, enum members, code: shared, not pinned by this item
+        elif isinstance(value, type):
+            continue  # a record's or an enum member's class: shared, not pinned by this item
         else:
             referents = _get_referents(value)
             if referents:

@@ -30,6 +30,9 @@ from lemon_core.bus._measure import measure
 from lemon_core.bus.backends import BusBackend
 from lemon_core.bus.backends.local import LocalBackend
 from lemon_core.bus.delivery import (
+    CONTENTION_TIMEOUT_S as _CONTENTION_TIMEOUT_S,
+)
+from lemon_core.bus.delivery import (
     TERMINAL_EVENT_TYPES,
     ConsumerClass,
     Delivery,
@@ -160,8 +163,16 @@ class Bus:
         )
         self._default_consumer = ConsumerClass(default_consumer)
         self._table: dict[str, tuple[Delivery, ...]] = {}
+        # Per topic: the handles admitted under this bus's own lock (adopted at subscribe),
+        # the others (admitted one by one under their own locks), and the smallest
+        # max_message_bytes of the first group.
+        self._routes: dict[str, tuple[tuple[Delivery, ...], tuple[Delivery, ...], int]] = {}
         self._subscriptions: dict[tuple[str, Delivery], Subscription] = {}
         self._table_lock = threading.Lock()
+        # The admission lock of every handle that adopted it: one acquisition per publication
+        # serialises the producers of all of them.
+        self._lock = threading.Lock()
+        self._pending_settle = False
         self._closed = False
         self._published = 0
         self._backend.open(self._fanout)
@@ -208,10 +219,11 @@ class Bus:
             if existing is not None:
                 return existing
             subscription = Subscription(self, topic, delivery)
-            delivery._attach(subscription)
+            delivery._attach(subscription, self._lock, self)
             self._subscriptions[key] = subscription
             handles = self._table.get(topic, ())
             self._table[topic] = (*handles, delivery)
+            self._route(topic)
         if not handles:
             self._backend.topic_added(topic)
         return subscription
@@ -227,9 +239,22 @@ class Bus:
                 self._table[topic] = remaining
             else:
                 self._table.pop(topic, None)
+            self._route(topic)
         delivery._detach(subscription)
         if not remaining:
             self._backend.topic_removed(topic)
+
+    def _route(self, topic: str) -> None:
+        # Caller holds the table lock. Rebuilt on every (un)subscription, read lock-free.
+        handles = self._table.get(topic, ())
+        if not handles:
+            self._routes.pop(topic, None)
+            return
+        lock = self._lock
+        own = tuple(h for h in handles if h._lock is lock)
+        other = tuple(h for h in handles if h._lock is not lock)
+        smallest = min((h._max_bytes for h in own), default=0)
+        self._routes[topic] = (own, other, smallest)
 
     # -- publication -------------------------------------------------------------------------
 
@@ -325,15 +350,65 @@ class Bus:
         return self._deliver(topic, item, measure(item))
 
     def _deliver(self, topic: str, item: Any, size: int) -> int:
-        # One (item, size) entry shared by every handle on the topic.
-        handles = self._table.get(topic)
-        if not handles:
+        # One (item, size) entry shared by every handle on the topic. The hot path: handles that
+        # adopted this bus's lock are admitted under one acquisition, each with one length
+        # test and one append; anything unusual (a fenced or closed handle, a requested
+        # control, an item too large for some handle) takes the handle's full path.
+        route = self._routes.get(topic)
+        if route is None:
             return 0
+        own, other, smallest = route
         entry = (item, size)
         terminal = type(item) is Event and item.type in TERMINAL_EVENT_TYPES
-        for handle in handles:
+        if own:
+            lock = self._lock
+            if size > smallest:
+                slow: list[Delivery] | tuple[Delivery, ...] | None = own
+            elif lock.acquire(False) or lock.acquire(True, _CONTENTION_TIMEOUT_S):
+                slow = None
+                woken: list[Delivery] | None = None
+                try:
+                    for handle in own:
+                        queue = handle._queue
+                        if len(queue) < handle._limit:
+                            queue.append(entry)
+                            if handle._waiter is not None:
+                                if woken is None:
+                                    woken = [handle]
+                                else:
+                                    woken.append(handle)
+                        elif slow is None:
+                            slow = [handle]
+                        else:
+                            slow.append(handle)
+                finally:
+                    lock.release()
+                if self._pending_settle:
+                    self._settle(own)
+                if woken is not None:
+                    # Outside the lock: the waiter is read again here, after the append.
+                    for handle in woken:
+                        waiter = handle._waiter
+                        if waiter is not None:
+                            handle._wake(waiter)
+            else:
+                for handle in own:  # another publisher stalled past the bound: contended
+                    handle._refuse_contended(entry, terminal)
+                slow = None
+            if slow is not None:
+                for handle in slow:
+                    handle._admit(entry, size, terminal)
+        for handle in other:
             handle._admit(entry, size, terminal)
-        return len(handles)
+        return len(own) + len(other)
+
+    def _settle(self, handles: tuple[Delivery, ...]) -> None:
+        # A producer found this bus's lock taken and left a request (a fence, a terminal
+        # notice) on a handle: apply it now that the lock is free.
+        self._pending_settle = False
+        for handle in handles:
+            if handle._pending:
+                handle._settle()
 
     # -- lifecycle ---------------------------------------------------------------------------
 

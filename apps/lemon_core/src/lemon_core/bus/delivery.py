@@ -207,6 +207,40 @@ class Delivery:
     Bus does this for its subscribers) from any thread.
     """
 
+    __slots__ = (
+        "__weakref__",
+        "_adoptable",
+        "_claim_on_get",
+        "_closed_event",
+        "_contended",
+        "_contention_timeout",
+        "_discarded",
+        "_discarded_controls",
+        "_epoch",
+        "_fence_request",
+        "_limit",
+        "_lock",
+        "_lock_owner",
+        "_max_bytes",
+        "_max_entries",
+        "_overflow_reason",
+        "_owner",
+        "_pending",
+        "_pending_terminal",
+        "_queue",
+        "_refused",
+        "_refused_unlocked",
+        "_state",
+        "_subscriptions",
+        "_tagged",
+        "_taken",
+        "_taken_controls",
+        "_terminal_used",
+        "_waiter",
+        "_waiter_thread",
+        "_woken",
+    )
+
     def __init__(
         self,
         *,
@@ -239,6 +273,15 @@ class Delivery:
         self._tagged = tagged
         self._epoch = next(_epochs)
         self._lock: AdmissionLock = threading.Lock() if lock is None else lock
+        # A handle with the default lock may adopt the lock of the first bus it joins (before
+        # any producer used it): that bus then admits it under one lock per publication
+        # instead of one per handle. Whoever else produces into it takes the same lock.
+        self._adoptable = lock is None
+        self._lock_owner: _PendingSink | None = None
+        # The queue length below which the bus's fast path may append without looking at
+        # anything else: max_entries while open with no control requested, else 0 (fenced,
+        # closed, or a fence requested), which sends every producer to the full path.
+        self._limit = max_entries
         # Entries are (item, size) tuples; the Bus shares one tuple among all its subscribers.
         self._queue: deque[tuple[Any, int]] = deque()
         self._state = _OPEN
@@ -377,7 +420,9 @@ class Delivery:
         return self._admit((item, size), size, terminal)
 
     def _admit(self, entry: tuple[Any, int], size: int, terminal: bool) -> bool:
-        # The hot path: one state test, one non-blocking lock, two bound checks, one append.
+        # The full path (the Bus's own fast path is in Bus._deliver): one state test, one
+        # non-blocking lock, two bound checks, one append.
+        self._adoptable = False
         state = self._state
         if state:
             self._refuse(entry, size, terminal)
@@ -388,6 +433,9 @@ class Delivery:
         ):
             self._refuse_contended(entry, terminal)
             return False
+        if lock is not self._lock:  # a bus adopted the handle meanwhile: use its lock
+            lock.release()
+            return self._admit(entry, size, terminal)
         try:
             if self._pending:
                 self._apply_pending_locked()
@@ -420,6 +468,7 @@ class Delivery:
         # Caller holds the admission lock and the handle is open: fence it for good and queue
         # the one marker.
         self._state = _FENCED
+        self._limit = 0
         if self._overflow_reason is None:
             self._overflow_reason = reason
         self._refused += 1
@@ -458,7 +507,9 @@ class Delivery:
             self._fence_request = OverflowReason.CONTENDED
         if terminal and self._pending_terminal is None:
             self._pending_terminal = entry
+        self._limit = 0
         self._pending = True
+        self._notify_lock_owner()
         self._settle()
 
     def _refuse(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
@@ -479,10 +530,17 @@ class Delivery:
             if terminal and not self._terminal_used and self._pending_terminal is None:
                 self._pending_terminal = entry
                 self._pending = True
+                self._notify_lock_owner()
         if self._pending:
             self._settle()
         if terminal:
             self._wake_if_waiting()
+
+    def _notify_lock_owner(self) -> None:
+        # The lock may be a bus's (adopted): that bus settles its handles after each fan-out.
+        owner = self._lock_owner
+        if owner is not None:
+            owner._pending_settle = True
 
     def _settle(self) -> None:
         # Apply requested controls if the lock is free. If it is not, its holder settles right
@@ -601,6 +659,7 @@ class Delivery:
         # closed: the consumer reads what it was sent, then gets the closed signal).
         with _Held(self._lock):
             self._state = _CLOSED
+            self._limit = 0
             if discard:
                 controls = sum(1 for item, _size in self._queue if type(item) in _CONTROLS)
                 self._discarded_controls += controls
@@ -645,13 +704,21 @@ class Delivery:
         self._owner = None
         self.close()
 
-    def _attach(self, subscription: Subscription) -> None:
+    def _attach(self, subscription: Subscription, lock: AdmissionLock, owner: _PendingSink) -> bool:
+        """Record ``subscription``; adopt the bus's ``lock`` if this handle never admitted
+        anything and serves no other subscription. Returns whether the handle's lock is now
+        ``lock`` (the bus may then admit it under its own lock)."""
         if self._state == _CLOSED:
             raise DeliveryClosedError(
                 f"cannot subscribe a closed delivery handle (epoch {self._epoch}); "
                 f"use its replacement or a new handle"
             )
+        if self._adoptable and not self._subscriptions:
+            self._adoptable = False
+            self._lock = lock
+            self._lock_owner = owner
         self._subscriptions[subscription] = None
+        return self._lock is lock
 
     def _detach(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription, None)
@@ -693,6 +760,12 @@ class Delivery:
             f"<Delivery epoch={self._epoch} {state} queued={len(self._queue)}"
             f"/{self._max_entries} max_message_bytes={self._max_bytes}>"
         )
+
+
+class _PendingSink(Protocol):
+    """What owns an adopted lock: told when a producer left a request for its holder."""
+
+    _pending_settle: bool
 
 
 class _Held:
