@@ -239,3 +239,27 @@ async def test_a_handle_on_two_buses_and_offered_directly_keeps_one_bound() -> N
     assert len(items) == 5
     first.close()
     second.close()
+
+
+async def test_a_bus_publisher_stalled_behind_a_held_bus_lock_fences_as_contended() -> None:
+    """The bus's shared admission lock is held (as by a publisher preempted mid fan-out) past
+    the bound: the waiting publisher's item is refused as contended, and the fence with its
+    marker lands as soon as the lock is free, before anything else is admitted."""
+    async with Bus() as bus:
+        handle = Delivery(max_entries=8, bind_current_task=False)
+        bus.subscribe("run:r1", delivery=handle)
+        bus.broadcast("run:r1", Event.new("before"))
+        bus._lock.acquire()  # white-box: the lock every adopted subscriber is admitted under
+        try:
+            await asyncio.to_thread(bus.broadcast_threadsafe, "run:r1", Event.new("stalled"))
+        finally:
+            bus._lock.release()
+        bus.broadcast("run:r1", Event.new("after"))
+        items = []
+        while handle.statistics().queued:
+            items.append(handle.get_nowait())
+        assert items[0].type == "before"
+        assert isinstance(items[1], Overflow)
+        assert items[1].reason is OverflowReason.CONTENDED
+        assert len(items) == 2
+        assert handle.statistics().contended == 1

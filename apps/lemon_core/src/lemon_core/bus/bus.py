@@ -262,9 +262,10 @@ class Bus:
         """Offer ``item`` to every handle subscribed to ``topic``; never waits on a consumer.
 
         For publishers on an event loop; publishers on other threads use the
-        ``broadcast_threadsafe`` twin. The item is measured once when at least one handle is
-        subscribed; an item that is not JSON-encodable then raises ``UnencodableItemError``
-        before any handle sees it, whether or not anything is subscribed.
+        ``broadcast_threadsafe`` twin. The item is measured once, at the publisher: an item
+        that is not JSON-encodable (or holds a ``msgspec.Raw`` that does not own its bytes)
+        raises ``UnencodableItemError`` before any handle sees it, whether or not anything is
+        subscribed.
         """
         if self._closed:
             raise BusClosedError("the bus is closed; publications are refused")
@@ -384,7 +385,7 @@ class Bus:
                 finally:
                     lock.release()
                 if self._pending_settle:
-                    self._settle(own)
+                    self._settle()
                 if woken is not None:
                     # Outside the lock: the waiter is read again here, after the append.
                     for handle in woken:
@@ -402,13 +403,15 @@ class Bus:
             handle._admit(entry, size, terminal)
         return len(own) + len(other)
 
-    def _settle(self, handles: tuple[Delivery, ...]) -> None:
+    def _settle(self) -> None:
         # A producer found this bus's lock taken and left a request (a fence, a terminal
-        # notice) on a handle: apply it now that the lock is free.
+        # notice) on a handle that adopted it: apply it now that the lock is free. Rare (a
+        # holder stalled past the contention bound), so every adopted handle is looked at.
         self._pending_settle = False
-        for handle in handles:
-            if handle._pending:
-                handle._settle()
+        for own, _other, _smallest in list(self._routes.values()):
+            for handle in own:
+                if handle._pending:
+                    handle._settle()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
