@@ -197,7 +197,7 @@ async def test_four_thread_publishers_on_one_bus_never_fence_and_deliver_everyth
     """Through the bus: its subscribers share the bus's admission lock (one acquisition per
     publication); publisher threads wait for each other, bounded, instead of fencing."""
 
-    async with Bus() as bus:
+    async with Bus(contention_timeout=10) as bus:  # a large bound: the test is not a race
         handles = [Delivery(max_entries=200_000, bind_current_task=False) for _ in range(3)]
         for handle in handles:
             bus.subscribe("run:r1", delivery=handle)

@@ -156,7 +156,20 @@ class Bus:
         backend: BusBackend | None = None,
         validation: PayloadValidation | str | None = None,
         default_consumer: ConsumerClass = ConsumerClass.SESSION_SUBSCRIBER,
+        contention_timeout: float = _CONTENTION_TIMEOUT_S,
     ) -> None:
+        """``contention_timeout``: seconds a publisher waits for another publisher's fan-out
+        under the bus's shared admission lock before that contention counts as overflow on
+        each subscriber (``0``: never wait)."""
+        if (
+            not isinstance(contention_timeout, int | float)
+            or isinstance(contention_timeout, bool)
+            or not 0 <= contention_timeout < float("inf")
+        ):
+            raise ValueError(
+                f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
+            )
+        self._contention_timeout = float(contention_timeout)
         self._backend: BusBackend = LocalBackend() if backend is None else backend
         self._validation = (
             validation_from_env() if validation is None else PayloadValidation(validation)
@@ -365,7 +378,9 @@ class Bus:
             lock = self._lock
             if size > smallest:
                 slow: list[Delivery] | tuple[Delivery, ...] | None = own
-            elif lock.acquire(False) or lock.acquire(True, _CONTENTION_TIMEOUT_S):
+            elif lock.acquire(False) or (
+                self._contention_timeout and lock.acquire(True, self._contention_timeout)
+            ):
                 slow = None
                 woken: list[Delivery] | None = None
                 try:

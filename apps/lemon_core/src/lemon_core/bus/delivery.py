@@ -86,10 +86,10 @@ TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"run_completed", "run_failed"}
 TERMINAL_NOTICE_MAX_BYTES = 1024
 
 #: How long a producer waits by default for another producer's O(1) admission section before
-#: treating the contention as overflow. Long enough to cover a holder preempted by the GIL
-#: (a 5 ms switch interval, a few threads) or briefly by the OS; short enough that a producer
-#: is never held up by anything but another producer's few bytecodes.
-CONTENTION_TIMEOUT_S = 0.05
+#: treating the contention as overflow. The wait covers a holder preempted by the GIL (a 5 ms
+#: switch interval; a thread woken with the lock may still wait for the GIL, and several threads
+#: hand the lock around) or briefly by the OS on a loaded machine; it never covers a consumer.
+CONTENTION_TIMEOUT_S = 0.1
 
 _epochs = itertools.count(1)
 
