@@ -126,3 +126,30 @@ async def test_each_parked_wait_gets_exactly_one_cross_thread_wake() -> None:
         assert scheduled == 1
     finally:
         loop.call_soon_threadsafe = original  # type: ignore[method-assign]  # restore
+
+
+async def test_a_cross_thread_publication_wakes_a_loops_consumers_with_one_call() -> None:
+    async with Bus() as bus:
+        handles = [Delivery(bind_current_task=False) for _ in range(5)]
+        for handle in handles:
+            bus.subscribe("run:r1", delivery=handle)
+        loop = asyncio.get_running_loop()
+        calls: list[str] = []
+        original = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+            calls.append(getattr(callback, "__name__", ""))
+            return original(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]  # count wake-ups only
+        try:
+            getters = [asyncio.ensure_future(handle.get()) for handle in handles]
+            await asyncio.sleep(0)  # all five park
+            thread = run_in_thread(bus.broadcast_threadsafe, "run:r1", Event.new("x"))
+            await asyncio.to_thread(thread.join, 10)
+            received = await asyncio.wait_for(asyncio.gather(*getters), timeout=10)
+        finally:
+            loop.call_soon_threadsafe = original  # type: ignore[method-assign]  # restore
+        assert [item.type for item in received] == ["x"] * 5
+        assert calls.count("_release_waiters") == 1
+        assert "_release_waiter" not in calls

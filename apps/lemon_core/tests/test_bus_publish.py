@@ -275,3 +275,11 @@ async def test_the_default_handle_follows_the_bus_consumer_class() -> None:
     async with Bus(default_consumer=ConsumerClass.BROWSER_PANE) as bus:
         limits = bus.subscribe("session:s1").delivery.limits
         assert (limits.max_entries, limits.max_message_bytes, limits.tagged) == (256, 65_536, True)
+
+
+async def test_bad_contention_bounds_are_refused() -> None:
+    for bad in (-1, float("nan"), float("inf"), "1", True):
+        with pytest.raises(ValueError, match="contention_timeout"):
+            Bus(contention_timeout=bad)  # type: ignore[arg-type]  # the bad input under test
+        with pytest.raises(ValueError, match="contention_timeout"):
+            Delivery(contention_timeout=bad)  # type: ignore[arg-type]  # the bad input under test

@@ -36,7 +36,9 @@ from lemon_core.bus.delivery import (
     TERMINAL_EVENT_TYPES,
     ConsumerClass,
     Delivery,
+    _non_negative_number,
     _register_read_coroutine,
+    _send_wakes,
 )
 from lemon_core.bus.topics import check_topic
 from lemon_core.errors import BusClosedError, EventPayloadError
@@ -161,11 +163,7 @@ class Bus:
         """``contention_timeout``: seconds a publisher waits for another publisher's fan-out
         under the bus's shared admission lock before that contention counts as overflow on
         each subscriber (``0``: never wait)."""
-        if (
-            not isinstance(contention_timeout, int | float)
-            or isinstance(contention_timeout, bool)
-            or not 0 <= contention_timeout < float("inf")
-        ):
+        if not _non_negative_number(contention_timeout):
             raise ValueError(
                 f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
             )
@@ -403,10 +401,14 @@ class Bus:
                     self._settle()
                 if woken is not None:
                     # Outside the lock: the waiter is read again here, after the append.
+                    # Cross-thread wakes go out as one call per consumer loop.
+                    batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
                     for handle in woken:
                         waiter = handle._waiter
                         if waiter is not None:
-                            handle._wake(waiter)
+                            handle._wake(waiter, batch)
+                    if batch:
+                        _send_wakes(batch)
             else:
                 for handle in own:  # another publisher stalled past the bound: contended
                     handle._refuse_contended(entry, terminal)

@@ -570,15 +570,23 @@ class Delivery:
         if waiter is not None:
             self._wake(waiter)
 
-    def _wake(self, waiter: asyncio.Future[None]) -> None:
+    def _wake(
+        self,
+        waiter: asyncio.Future[None],
+        batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] | None = None,
+    ) -> None:
         # ``waiter`` was read from self._waiter by the caller, possibly long ago (a preempted
         # producer thread): it may be an old wait. Marking *that* future as woken never
-        # suppresses the wake of a newer one.
+        # suppresses the wake of a newer one. With ``batch`` (a bus fan-out), cross-thread
+        # wakes are collected per consumer loop and sent with one call each (_send_wakes).
         if threading.get_ident() == self._waiter_thread:
             if not waiter.done():
                 waiter.set_result(None)
         elif self._woken is not waiter:
             self._woken = waiter
+            if batch is not None:
+                batch.setdefault(waiter.get_loop(), []).append(waiter)
+                return
             # A closed consumer loop raises RuntimeError: nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
                 waiter.get_loop().call_soon_threadsafe(_release_waiter, waiter)
@@ -786,6 +794,20 @@ class _Held:
 def _release_waiter(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _release_waiters(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
+def _send_wakes(batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]]) -> None:
+    """One ``call_soon_threadsafe`` per consumer loop for the wakes a fan-out collected."""
+    for loop, waiters in batch.items():
+        # A closed consumer loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_release_waiters, waiters)
 
 
 def _str_or_none(value: Any) -> str | None:
