@@ -85,3 +85,12 @@ async def test_an_item_hiding_a_large_graph_in_unencoded_attributes_is_refused()
     hidden.attached = [[n] for n in range(50_000)]  # type: ignore[attr-defined]  # hidden graph
     with pytest.raises(UnencodableItemError, match="far more objects"):
         measure(Event.new("x", {"items": hidden}))
+
+
+async def test_a_large_private_value_is_charged_though_never_encoded() -> None:
+    from lemon_core.events import ApprovalPending, ApprovalRequested
+
+    pending = ApprovalPending(id="p", tool="bash", invocation_context_key="k" * (2 * BOUND))
+    event = Event.new("approval_requested", ApprovalRequested(approval_id="a", pending=pending))
+    assert measure(event) > 2 * BOUND
+    assert not small_handle().offer(event)

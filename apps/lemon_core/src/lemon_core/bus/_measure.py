@@ -7,9 +7,12 @@ would admit it and pin the larger buffer.
 The bound is hard: the search for views looks at what every value *holds*, never at what a
 field is declared to hold (a record built with the unchecked constructor can put a view in a
 ``str`` field). It walks mappings, sequences, records (all their fields, and the instance
-attributes of records with private fields), dataclasses and any other object the encoder
-accepted. A walk that meets far more objects than the encoding accounts for is refused, so
-hidden attributes cannot hang an unbounded graph off an item.
+attributes of records with private fields, whose encoded size is charged too since no encoder
+writes them), dataclasses and any other object the encoder accepted. A walk that meets far
+more objects than the encoding accounts for is refused, so hidden attributes cannot hang an
+unbounded graph off an item. Not charged: the plain strings and numbers held in attributes no
+encoder writes other than private fields (a dataclass's extra instance attributes, a list
+subclass's attributes); views held there are charged, and their object count is bounded.
 
 Refused at the publisher (:class:`~lemon_core.errors.UnencodableItemError`), because their
 backing cannot be seen from Python: a ``msgspec.Raw`` that does not own its bytes (built over a
@@ -124,12 +127,26 @@ def _walk(root: Any, encoded: int) -> int:
         elif isinstance(value, type):
             continue  # a record's or an enum member's class: shared, not pinned by this item
         else:
+            if isinstance(value, msgspec.Struct):
+                hidden = getattr(value, "__dict__", None)
+                if hidden:  # private fields: never encoded, so charged here
+                    excess += _hidden_size(hidden, root)
             referents = _get_referents(value)
             if referents:
                 extend(referents)  # record fields whatever their annotation, __dict__, items
             elif isinstance(value, msgspec.Struct):  # gc=False records traverse nothing
                 extend(getattr(value, name) for name in value.__struct_fields__)
     return excess
+
+
+def _hidden_size(attributes: dict[str, Any], root: Any) -> int:
+    try:
+        return len(_ENCODER.encode(attributes))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise UnencodableItemError(
+            f"cannot deliver a {type(root).__name__}: a record in it holds private values that "
+            f"are not JSON-encodable ({error}); keep private fields to plain values"
+        ) from error
 
 
 def _check_raw(raw: msgspec.Raw) -> None:
