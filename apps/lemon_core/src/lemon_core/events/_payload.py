@@ -27,7 +27,9 @@ names them in ``private_fields`` and declares each as a ``ClassVar`` with its de
         token: ClassVar[str | None] = None  # private: keyword of every constructor
 
 Every constructor accepts them as keywords (``new`` type-checks them, ``from_map`` converts
-leniently, the plain constructor trusts them) and the record reads them as attributes. They
+leniently, the plain constructor trusts them; type checkers only see the msgspec fields in the
+plain constructor's signature, so type-checked code passes private fields to ``new``) and the
+record reads them as attributes. They
 take no part in equality, ``repr`` or ``msgspec.structs.replace`` (a replaced record drops them),
 and a record decoded from the wire never has them. Declaring a private field as an ordinary
 msgspec field is a ``TypeError`` at class creation: it would be encoded.
