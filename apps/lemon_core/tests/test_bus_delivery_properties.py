@@ -4,12 +4,13 @@ nothing else, and admitted items come out in the order they were offered."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon_core import Delivery, Event, Overflow, Tagged, TerminalNotice
+from lemon_core import Bus, Delivery, Event, Overflow, Tagged, TerminalNotice
 from lemon_core.bus import TERMINAL_NOTICE_MAX_BYTES, OverflowReason, measure
 
 
@@ -56,6 +57,57 @@ def test_delivery_invariants(
         tagged=tagged,
         bind_current_task=False,
     )
+    check_invariants(handle, max_entries, max_bytes, tagged, ops, handle.offer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    max_entries=st.integers(1, 12),
+    max_bytes=st.integers(64, 700),
+    tagged=st.booleans(),
+    ops=operations,
+    neighbours=st.lists(st.integers(64, 700), max_size=3),
+)
+def test_delivery_invariants_through_the_bus_fast_path(
+    max_entries: int,
+    max_bytes: int,
+    tagged: bool,
+    ops: list[Offer | Pop],
+    neighbours: list[int],
+) -> None:
+    """The same invariants when the bus admits the handle under its shared lock, next to other
+    subscribers with other byte bounds (which decide whether a publication takes the fast
+    path)."""
+    bus = Bus()
+    handle = Delivery(
+        max_entries=max_entries,
+        max_message_bytes=max_bytes,
+        tagged=tagged,
+        bind_current_task=False,
+    )
+    bus.subscribe("run:r1", delivery=handle)
+    for limit in neighbours:
+        bus.subscribe("run:r1", delivery=Delivery(max_message_bytes=limit, bind_current_task=False))
+
+    def publish(event: Event, *, terminal: bool) -> bool:
+        before = handle.statistics().admitted
+        bus.broadcast("run:r1", event)
+        return handle.statistics().admitted > before
+
+    try:
+        check_invariants(handle, max_entries, max_bytes, tagged, ops, publish)
+    finally:
+        bus.close()
+
+
+def check_invariants(
+    handle: Delivery,
+    max_entries: int,
+    max_bytes: int,
+    tagged: bool,
+    ops: list[Offer | Pop],
+    publish: Callable[..., bool],
+) -> None:
     marker_bytes = measure(Overflow(epoch=handle.epoch, reason=OverflowReason.CONTENDED))
     offered: list[Event] = []
     terminal_offered_after_fence = False
@@ -68,9 +120,11 @@ def test_delivery_invariants(
                 received.append(item)
         else:
             event = Event(
-                type="probe", ts_ms=0, payload={"n": len(offered), "t": "a" * op.text_len}
+                type="run_completed" if op.terminal else "probe",
+                ts_ms=0,
+                payload={"n": len(offered), "t": "a" * op.text_len},
             )
-            admitted = handle.offer(event, terminal=op.terminal)
+            admitted = publish(event, terminal=op.terminal)
             if first_refusal is not None:
                 assert not admitted, "a fenced handle admitted an item"
                 terminal_offered_after_fence |= op.terminal

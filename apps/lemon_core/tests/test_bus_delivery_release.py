@@ -70,13 +70,15 @@ async def test_the_owner_task_ending_releases_the_handle() -> None:
         finish = asyncio.Event()
 
         async def subscriber() -> None:
-            subscription = bus.subscribe("run:r1")  # default handle, owned by this task
+            subscription = bus.subscribe("run:r1")  # default handle, claimed by its reader
             created.set_result(subscription.delivery)
+            await subscription.get()  # this task reads: it owns the handle
             await finish.wait()
 
         task = asyncio.create_task(subscriber())
         handle = await created
         assert bus.topics() == ("run:r1",)
+        bus.broadcast("run:r1", Event.new("x"))
         finish.set()
         await task
         await asyncio.wait_for(handle.wait_closed(), timeout=10)
@@ -89,7 +91,9 @@ async def test_a_crashing_owner_task_releases_the_handle() -> None:
         handles: list[Delivery] = []
 
         async def subscriber() -> None:
-            handles.append(bus.subscribe("run:r1").delivery)
+            subscription = bus.subscribe("run:r1")
+            handles.append(subscription.delivery)
+            subscription.claim()
             raise RuntimeError("subscriber died")
 
         task = asyncio.create_task(subscriber())

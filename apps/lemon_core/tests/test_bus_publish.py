@@ -189,6 +189,21 @@ async def test_unencodable_items_are_refused_at_the_publisher() -> None:
             bus.broadcast("system", Event.new("x", object()))
 
 
+async def test_unencodable_items_fail_at_the_publisher_with_no_subscriber() -> None:
+    """Whether a publication fails must not depend on who is listening."""
+    async with Bus() as bus:
+        assert bus.topics() == ()
+        with pytest.raises(UnencodableItemError, match="not JSON-encodable"):
+            bus.broadcast("system", Event.new("x", object()))
+        with pytest.raises(UnencodableItemError, match="not JSON-encodable"):
+            bus.broadcast_threadsafe("system", {"raw": object()})
+        with pytest.raises(UnencodableItemError, match="not JSON-encodable"):
+            bus.broadcast_event("system", "x", {"usage": {"raw": object()}})
+        with pytest.raises(UnencodableItemError, match="not JSON-encodable"):
+            bus.broadcast_event_threadsafe("system", "x", object())
+        assert bus.statistics().published == 0
+
+
 async def test_bad_topics_are_rejected_with_a_hint() -> None:
     async with Bus() as bus:
         with pytest.raises(ValueError, match="non-empty strings"):
@@ -250,7 +265,7 @@ async def test_bus_statistics_sum_over_attached_handles() -> None:
 
 
 def test_backends_are_listed_by_name() -> None:
-    assert set(BACKENDS) == {"local"}
+    assert set(BACKENDS) == {"local", "loopback"}
     assert create_backend("local").name == "local"
     with pytest.raises(ValueError, match="available: local"):
         create_backend("carrier-pigeon")
@@ -262,7 +277,9 @@ async def test_the_default_handle_follows_the_bus_consumer_class() -> None:
         assert (limits.max_entries, limits.max_message_bytes, limits.tagged) == (256, 65_536, True)
 
 
-async def test_an_unsubscribed_topic_costs_no_measurement() -> None:
-    async with Bus() as bus:
-        bus.broadcast("nobody:listens", Event.new("x", object()))  # not measured, not refused
-        assert bus.statistics().published == 1
+async def test_bad_contention_bounds_are_refused() -> None:
+    for bad in (-1, float("nan"), float("inf"), "1", True):
+        with pytest.raises(ValueError, match="contention_timeout"):
+            Bus(contention_timeout=bad)  # type: ignore[arg-type]  # the bad input under test
+        with pytest.raises(ValueError, match="contention_timeout"):
+            Delivery(contention_timeout=bad)  # type: ignore[arg-type]  # the bad input under test

@@ -157,7 +157,6 @@ FIELDS: dict[type[Payload], tuple[tuple[str, ...], set[str]]] = {
             "session_id",
             "session_key",
             "agent_id",
-            "invocation_context_key",
             "tool",
             "tool_call_id",
             "action",
@@ -206,6 +205,12 @@ def test_fields_and_required_fields_match_the_catalog(cls: type[Payload]) -> Non
     names, required = FIELDS[cls]
     assert cls.fields() == names
     assert cls.payload_fields().required == required
+
+
+def test_private_fields_are_declared_apart_from_the_encoded_fields() -> None:
+    assert ApprovalPending.private_fields == {"invocation_context_key"}
+    assert ApprovalPending.payload_fields().private == {"invocation_context_key"}
+    assert "invocation_context_key" not in ApprovalPending.fields()
 
 
 def test_module_event_types_may_differ_from_their_registered_types() -> None:

@@ -12,13 +12,16 @@ import pytest
 import lemon_core.events
 import lemon_core.events.delta
 import lemon_core.events.run_completed
-from lemon_core.bus import LocalBackend
-from lemon_core.events import Payload
+from lemon_core.bus import LocalBackend, LoopbackBackend
+from lemon_core.events import Delta, Event, Payload, PrivateFields
 from lemon_platform_test import BusContract, EventsContract, example_payload
 from lemon_platform_test.events_kit import (
+    check_backend_parity,
+    check_introspection_compatibility,
     check_no_item_access,
     check_round_trip,
     check_unknown_keys,
+    parity_backends,
     payload_classes_in,
 )
 
@@ -28,14 +31,14 @@ class Mood(enum.StrEnum):
     GRUMPY = "grumpy"
 
 
-class ThingHappened(Payload, frozen=True, kw_only=True):
+class ThingHappened(Payload, frozen=True, kw_only=True, metaclass=PrivateFields):
     event_type: ClassVar[str] = "thing_happened"
     private_fields: ClassVar[frozenset[str]] = frozenset({"token"})
+    token: ClassVar[str | None] = None  # private: never serialised
 
     thing_id: str
     mood: Mood = Mood.HAPPY
     loud: bool | None = None
-    token: str | None = None
 
 
 class TestThingEvents(EventsContract):
@@ -106,7 +109,7 @@ def test_unknown_keys_check_passes_on_a_sound_class() -> None:
     check_unknown_keys(ThingHappened)
 
 
-class LoopbackBackend:
+class RelayBackend:
     """A third-party backend: publications go through a separate dispatch step."""
 
     def __init__(self) -> None:
@@ -115,7 +118,7 @@ class LoopbackBackend:
 
     @property
     def name(self) -> str:
-        return "loopback"
+        return "relay"
 
     def open(self, fanout: Callable[[str, Any], int]) -> None:
         self._fanout = fanout
@@ -137,9 +140,69 @@ class LoopbackBackend:
         self._closed = True
 
 
-class TestLoopbackBus(BusContract):
-    bus_backends: ClassVar = {"loopback": LoopbackBackend}
+class TestRelayBus(BusContract):
+    bus_backends: ClassVar = {"relay": RelayBackend}
 
 
-class TestCoreEventsOnLoopback(EventsContract):
-    bus_backends: ClassVar = {"loopback": LoopbackBackend}
+class TestCoreEventsOnRelay(EventsContract):
+    """Envelope discipline under the relay; parity compares it with the built-in local one."""
+
+    bus_backends: ClassVar = {"relay": RelayBackend}
+
+
+def test_parity_always_compares_at_least_two_backends() -> None:
+    assert sorted(parity_backends(None)) == ["local", "loopback"]
+    assert sorted(parity_backends({"relay": RelayBackend})) == ["local", "relay"]
+    assert sorted(parity_backends({"local": LocalBackend})) == ["local", "loopback"]
+
+
+class Shapeshifter:
+    """A backend that loses a field on the way: parity must catch it."""
+
+    def __init__(self) -> None:
+        self._inner = LoopbackBackend()
+
+    @property
+    def name(self) -> str:
+        return "shapeshifter"
+
+    def open(self, fanout: Callable[[str, Any], int]) -> None:
+        def lossy(topic: str, item: Any) -> int:
+            meta = {k: v for k, v in item.meta.items() if k != "n"}
+            return fanout(topic, Event(type=item.type, ts_ms=item.ts_ms, meta=meta,
+                                       payload=item.payload))  # fmt: skip
+
+        self._inner.open(lossy)
+
+    def publish(self, topic: str, item: Any) -> None:
+        self._inner.publish(topic, item)
+
+    def topic_added(self, topic: str) -> None:
+        self._inner.topic_added(topic)
+
+    def topic_removed(self, topic: str) -> None:
+        self._inner.topic_removed(topic)
+
+    def running(self) -> bool:
+        return self._inner.running()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_the_kit_catches_a_backend_that_differs_from_local() -> None:
+    with pytest.raises(AssertionError, match="differ"):
+        check_backend_parity("delta", Delta, parity_backends({"shapeshifter": Shapeshifter}))
+
+
+def test_the_kit_catches_a_record_that_persists_unlike_its_plain_form() -> None:
+    with pytest.raises(AssertionError, match="plain form"):
+        check_introspection_compatibility(CamelThing)
+
+
+class CamelThing(Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """Leaves defaults out on encode: the Store would persist ``{}`` for a record whose plain
+    map is ``{"mood": "happy"}``."""
+
+    event_type: ClassVar[str] = "camel_thing"
+    mood: Mood = Mood.HAPPY

@@ -11,9 +11,12 @@ Use it on your own payload classes::
 With no ``payload_classes`` it covers every class of ``lemon_core.events.payload_classes()``
 and every registered type. The eight properties: registry completeness, round trip through
 ``from_map`` (nested records flattened, booleans falsified), string keys, unknown keys (``new``
-raises, ``from_map`` drops), JSON encodability (private fields left out), envelope discipline and
-backend parity (``broadcast_event`` delivers the record intact and rejects a mismatched payload,
-under every bus backend), and no item access.
+raises, ``from_map`` drops), Introspection compatibility (a record sanitises to the same map as
+its untyped form, through the codec and plain msgspec), JSON encodability (no encoder writes a
+private field), envelope discipline (``broadcast_event`` delivers the record intact and rejects
+a mismatched payload, under each bus backend) and backend parity (every backend delivers and
+refuses the same publications; at least two backends: ``local`` and the serialising
+``loopback``), and no item access.
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ from lemon_core.events import (
 
 __all__ = [
     "EventsContract",
+    "check_backend_parity",
     "check_envelope_discipline",
     "check_falsified_round_trip",
+    "check_introspection_compatibility",
     "check_json_encodable",
     "check_no_item_access",
     "check_payload_class",
@@ -58,8 +63,11 @@ __all__ = [
     "contract_event_types",
     "contract_payload_classes",
     "example_payload",
+    "parity_backends",
     "payload_classes_in",
+    "private_values",
     "strip_private",
+    "untyped",
 ]
 
 _SAMPLE_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -98,22 +106,54 @@ def example_payload(cls: type[Payload], *, full: bool = False) -> Payload:
     for info in msgspec.structs.fields(cls):
         if info.required or full:
             fields[info.name] = _sample(info.name, info.type, full=full)
+    if full:
+        for name, annotation in cls.private_field_types().items():
+            fields[name] = _sample(name, annotation, full=full)
     return cls.new(**fields)
 
 
 def strip_private(record: Payload) -> Payload:
-    """``record`` with every private field (at any depth) reset to its default."""
+    """``record`` as it arrives from the wire: every private field (at any depth) unset."""
     changes: dict[str, Any] = {}
     for info in msgspec.structs.fields(type(record)):
         value = getattr(record, info.name)
-        if info.name in record.private_fields:
-            if info.default_factory is not msgspec.NODEFAULT:
-                changes[info.name] = info.default_factory()
-            elif info.default is not msgspec.NODEFAULT:
-                changes[info.name] = info.default
-        elif isinstance(value, Payload):
+        if isinstance(value, Payload):
             changes[info.name] = strip_private(value)
-    return msgspec.structs.replace(record, **changes) if changes else record
+    if changes or record.private_fields:
+        # replace() builds a new record through the field constructor: private values stay
+        # behind with the original.
+        return msgspec.structs.replace(record, **changes)
+    return record
+
+
+def private_values(record: Payload) -> dict[str, Any]:
+    """The private field values set on ``record`` and its nested records, by dotted path."""
+    found: dict[str, Any] = {}
+    for name in record.private_fields:
+        value = getattr(record, name)
+        if value is not None:
+            found[name] = value
+    for info in msgspec.structs.fields(type(record)):
+        value = getattr(record, info.name)
+        if isinstance(value, Payload):
+            for path, nested in private_values(value).items():
+                found[f"{info.name}.{path}"] = nested
+    return found
+
+
+def untyped(value: Any) -> Any:
+    """The plain-map form of ``value``: records become dicts of their public fields (at any
+    depth); scalars, enums and datetimes are left as they are."""
+    if isinstance(value, Payload):
+        private = value.private_fields
+        return {
+            name: untyped(getattr(value, name)) for name in value.fields() if name not in private
+        }
+    if isinstance(value, Mapping):
+        return {key: untyped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [untyped(item) for item in value]
+    return value
 
 
 def _falsify(value: Any) -> Any:
@@ -202,12 +242,43 @@ def check_unknown_keys(cls: type[Payload]) -> None:
 
 
 def check_json_encodable(cls: type[Payload]) -> None:
-    """The record encodes to a JSON object without its private fields."""
+    """The record encodes to a JSON object, and no encoder writes its private fields (set to
+    sample values): not the explicit codec, not plain msgspec JSON, builtins or MessagePack
+    (what the Store and the bus backends use)."""
     for example in (example_payload(cls), example_payload(cls, full=True)):
         decoded = json.loads(encode_json(example))
         assert isinstance(decoded, dict)
-        leaked = set(decoded) & set(cls.private_fields)
-        assert not leaked, f"{cls.__name__} leaked private fields {sorted(leaked)} into JSON"
+        secrets = private_values(example)
+        encodings = {
+            "encode_json": encode_json(example),
+            "msgspec.json.encode": msgspec.json.encode(example),
+            "msgspec.to_builtins": msgspec.json.encode(msgspec.to_builtins(example)),
+            "msgspec.msgpack.encode": msgspec.msgpack.encode(example),
+        }
+        for encoder, data in encodings.items():
+            for path, value in secrets.items():
+                name = path.rsplit(".", 1)[-1]
+                leaked = name.encode() in data or str(value).encode() in data
+                assert not leaked, f"{cls.__name__}: {encoder} wrote private field {path}"
+
+
+def check_introspection_compatibility(cls: type[Payload]) -> None:
+    """A record sanitises to the same map as its untyped (plain-map) form: through the
+    explicit codec (``to_builtins``) and through plain msgspec (the Store's encoding), for the
+    minimal, full and falsified examples. Persisting a record or the equivalent map is the
+    same; and the sanitised map rebuilds the record (less private fields) with ``from_map``."""
+    full = example_payload(cls, full=True)
+    falsified = cls.from_map(_falsify(to_builtins(full)))
+    for example in (example_payload(cls), full, falsified):
+        plain = untyped(example)
+        assert to_builtins(example) == to_builtins(plain), (
+            f"{cls.__name__}: to_builtins(record) differs from to_builtins(its plain form)"
+        )
+        assert msgspec.to_builtins(example) == msgspec.to_builtins(plain), (
+            f"{cls.__name__}: msgspec.to_builtins(record) differs from its plain form's"
+        )
+        assert json.loads(msgspec.json.encode(example)) == json.loads(msgspec.json.encode(plain))
+        assert cls.from_map(to_builtins(example)) == strip_private(example)
 
 
 def check_no_item_access(cls: type[Payload]) -> None:
@@ -252,6 +323,70 @@ def check_envelope_discipline(
         assert handle.statistics().queued == 0
     finally:
         bus.close()
+
+
+def check_backend_parity(
+    event_type: str,
+    cls: type[Payload],
+    backend_factories: Mapping[str, Callable[[], BusBackend]],
+) -> None:
+    """Every backend delivers the same thing for the same publications: the record of a
+    registered type (minimal and full examples) intact, less private fields (which never leave
+    the process, so a serialising backend drops them and the local one keeps them on the very
+    object), with the same meta; the same JSON values for an unregistered type; and every
+    backend refuses the same publications."""
+    assert len(backend_factories) >= 2, "backend parity needs at least two backends"
+    topic = "run:run_test"
+    examples = (example_payload(cls), example_payload(cls, full=True))
+    registered = payload_class(event_type) is cls
+    seen: dict[str, list[Any]] = {}
+    for name, factory in backend_factories.items():
+        bus = Bus(backend=factory(), validation=PayloadValidation.RAISE)
+        try:
+            handle = Delivery(bind_current_task=False)
+            bus.subscribe(topic, delivery=handle)
+            for example in examples:
+                bus.broadcast_event(topic, event_type, example, {"run_id": "run_test", "n": 1})
+            received: list[Any] = []
+            while handle.statistics().queued:
+                received.append(handle.get_nowait())
+            assert len(received) == len(examples), f"backend {name} delivered {received!r}"
+            for item, example in zip(received, examples, strict=True):
+                assert isinstance(item, Event), f"backend {name} delivered {item!r}"
+                if registered:
+                    assert type(item.payload) is cls, f"backend {name}: {type(item.payload)}"
+                    assert item.payload == strip_private(example), f"backend {name}: {item!r}"
+            # An unregistered type's payload is whatever its publisher chose: across a wire it
+            # arrives as its JSON values, so parity compares those.
+            seen[name] = [(item.type, item.meta, to_builtins(item.payload)) for item in received]
+            refusals = []
+            for wrong in ({"bogus": True}, {"unencodable": object()}):
+                try:
+                    bus.broadcast_event(topic, event_type, wrong)
+                except (EventPayloadError, TypeError) as error:
+                    refusals.append(type(error).__name__)
+            seen[name].append(tuple(refusals))
+        finally:
+            bus.close()
+    first_name, first = next(iter(seen.items()))
+    for name, delivered in seen.items():
+        assert delivered == first, (
+            f"backends {first_name} and {name} differ: {first!r} != {delivered!r}"
+        )
+
+
+def parity_backends(
+    chosen: Mapping[str, Callable[[], BusBackend]] | None,
+) -> dict[str, Callable[[], BusBackend]]:
+    """The backends parity compares: the chosen ones (default: every built-in backend), always
+    next to the built-in ``local`` reference, and the built-in ``loopback`` when that still
+    leaves fewer than two."""
+    if chosen is None:
+        return dict(BACKENDS)
+    backends = {"local": BACKENDS["local"], **chosen}
+    if len(backends) < 2:
+        backends["loopback"] = BACKENDS["loopback"]
+    return backends
 
 
 def _other_record(cls: type[Payload]) -> Payload:
@@ -303,6 +438,9 @@ class EventsContract:
     def test_no_item_access(self, lemon_payload_class: type[Payload]) -> None:
         check_no_item_access(lemon_payload_class)
 
+    def test_introspection_compatibility(self, lemon_payload_class: type[Payload]) -> None:
+        check_introspection_compatibility(lemon_payload_class)
+
     def test_envelope_discipline(
         self,
         lemon_event_type: tuple[str, type[Payload]],
@@ -311,6 +449,10 @@ class EventsContract:
         event_type, cls = lemon_event_type
         factories = type(self).bus_backends or BACKENDS
         check_envelope_discipline(event_type, cls, factories[lemon_bus_backend])
+
+    def test_backend_parity(self, lemon_event_type: tuple[str, type[Payload]]) -> None:
+        event_type, cls = lemon_event_type
+        check_backend_parity(event_type, cls, parity_backends(type(self).bus_backends))
 
 
 def payload_classes_in(modules: Iterable[types.ModuleType]) -> tuple[type[Payload], ...]:

@@ -7,7 +7,14 @@
 from __future__ import annotations
 
 from lemon_core.bus._measure import measure
-from lemon_core.bus.backends import BACKENDS, BusBackend, Fanout, LocalBackend, create_backend
+from lemon_core.bus.backends import (
+    BACKENDS,
+    BusBackend,
+    Fanout,
+    LocalBackend,
+    LoopbackBackend,
+    create_backend,
+)
 from lemon_core.bus.bus import (
     Bus,
     BusStatistics,
@@ -16,6 +23,7 @@ from lemon_core.bus.bus import (
     validation_from_env,
 )
 from lemon_core.bus.delivery import (
+    CONTENTION_TIMEOUT_S,
     DELIVERY_DEFAULTS,
     TERMINAL_EVENT_TYPES,
     TERMINAL_NOTICE_MAX_BYTES,
@@ -45,6 +53,7 @@ from lemon_core.bus.topics import (
 __all__ = [
     "BACKENDS",
     "CHANNELS",
+    "CONTENTION_TIMEOUT_S",
     "CONTRACT_TOPICS",
     "CRON",
     "DELIVERY_DEFAULTS",
@@ -64,6 +73,7 @@ __all__ = [
     "DeliveryStatistics",
     "Fanout",
     "LocalBackend",
+    "LoopbackBackend",
     "Overflow",
     "OverflowReason",
     "PayloadValidation",

@@ -4,19 +4,24 @@ A ``memoryview`` keeps its whole exporting buffer alive, so a 256-byte view of a
 buffer is charged its encoded size plus the 16,128 bytes of backing it pins: encoded size alone
 would admit it and pin the larger buffer.
 
-The search for views walks mappings, sequences and records. A record's fields are walked when
-their declared type can hold a buffer (``Any``, containers, nested records); fields declared as
-scalars (``str``, ``int``, enums, ...) are trusted to hold what they declare, which the typed
-constructors (``new``/``from_map``) and mypy guarantee.
+The bound is hard: the search for views looks at what every value *holds*, never at what a
+field is declared to hold (a record built with the unchecked constructor can put a view in a
+``str`` field). It walks mappings, sequences, records (all their fields, and the instance
+attributes of records with private fields, whose encoded size is charged too since no encoder
+writes them), dataclasses and any other object the encoder accepted. A walk that meets far
+more objects than the encoding accounts for is refused, so hidden attributes cannot hang an
+unbounded graph off an item. Not charged: the plain strings and numbers held in attributes no
+encoder writes other than private fields (a dataclass's extra instance attributes, a list
+subclass's attributes); views held there are charged, and their object count is bounded.
+
+Refused at the publisher (:class:`~lemon_core.errors.UnencodableItemError`), because their
+backing cannot be seen from Python: a ``msgspec.Raw`` that does not own its bytes (built over a
+view, or decoded out of a larger message). Publish ``raw.copy()`` instead.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import enum
-import types
-import typing
-from collections.abc import Mapping
+import gc
 from typing import Any
 
 import msgspec
@@ -28,14 +33,18 @@ __all__ = ["measure"]
 
 _ENCODER = msgspec.json.Encoder()
 _LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, bytearray})
-_SCALAR_TYPES: tuple[type, ...] = (str, int, float, bool, type(None), dt.datetime, enum.Enum)
-_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}
+#: Record classes (gc-traversable msgspec Structs) seen by the fast path.
+_RECORDS: set[type] = set()
+#: Objects a walk may expand beyond what the encoding accounts for (one per encoded byte).
+_WALK_SLACK = 1024
+_get_referents = gc.get_referents
 
 
 def measure(item: Any) -> int:
     """Bytes charged for ``item``: encoded JSON size + excess backing of retained views.
 
-    Raises :class:`~lemon_core.errors.UnencodableItemError` if ``item`` is not JSON-encodable.
+    Raises :class:`~lemon_core.errors.UnencodableItemError` if ``item`` is not JSON-encodable,
+    or holds a ``msgspec.Raw`` whose backing it cannot see.
     """
     try:
         encoded = len(_ENCODER.encode(item))
@@ -44,79 +53,109 @@ def measure(item: Any) -> int:
             f"cannot deliver a {type(item).__name__}: it is not JSON-encodable ({error}); "
             f"publish Events with record, mapping, sequence or scalar payloads"
         ) from error
-    return encoded + _excess_backing(item)
+    return encoded + _excess_backing(item, encoded)
 
 
-def _is_scalar_annotation(annotation: Any) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Union or origin is types.UnionType:
-        return all(_is_scalar_annotation(arg) for arg in typing.get_args(annotation))
-    if origin is typing.Literal:
-        return True
-    return isinstance(annotation, type) and issubclass(annotation, _SCALAR_TYPES)
-
-
-def _walked_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
-    names = _WALKED_FIELDS.get(cls)
-    if names is None:
-        names = tuple(
-            info.name
-            for info in msgspec.structs.fields(cls)
-            if not _is_scalar_annotation(info.type)
-        )
-        _WALKED_FIELDS[cls] = names
-    return names
-
-
-def _excess_backing(root: Any) -> int:
-    # Fast path for the envelope, the common case: an Event whose payload is a record.
+def _excess_backing(root: Any, encoded: int) -> int:
+    # Fast path for the envelope, the common case: an Event whose meta holds scalars and whose
+    # payload is a record of scalars (or of flat containers of scalars). Anything else, and
+    # anything this path is not sure about, goes to the general walk.
     if type(root) is not Event:
-        return _walk(root)
-    excess = 0
+        return _walk(root, encoded)
     for value in root.meta.values():
         if type(value) not in _LEAVES:
-            excess += _walk(value)
+            return _walk(root, encoded)
     payload = root.payload
     kind = type(payload)
     if kind in _LEAVES:
-        return excess
-    names = _WALKED_FIELDS.get(kind)
-    if names is None:
-        return excess + _walk(payload)
-    for name in names:
-        value = getattr(payload, name)
-        if type(value) not in _LEAVES and (value or type(value) is memoryview):
-            excess += _walk(value)
-    return excess
+        return 0
+    if kind is dict:
+        return _walk(payload, encoded) if _nested(payload.values()) else 0
+    if kind not in _RECORDS:
+        if not isinstance(payload, msgspec.Struct) or not kind.__struct_config__.gc:
+            return _walk(payload, encoded)
+        _RECORDS.add(kind)
+    for value in _get_referents(payload):  # every field, whatever its annotation
+        field_kind = type(value)
+        if field_kind in _LEAVES or value is kind:
+            continue
+        if field_kind is dict:
+            if _nested(value.values()):
+                return _walk(payload, encoded)
+        elif field_kind is list or field_kind is tuple:
+            if _nested(value):
+                return _walk(payload, encoded)
+        else:
+            return _walk(payload, encoded)
+    return 0
 
 
-def _walk(root: Any) -> int:
+def _nested(values: Any) -> bool:
+    # Whether any of ``values`` is not a plain scalar (so the general walk must look). A loop,
+    # not any(): the generator costs more than the test on this hot path.
+    for value in values:  # noqa: SIM110  (hot path: a loop beats any() over a generator)
+        if type(value) not in _LEAVES:
+            return True
+    return False
+
+
+def _walk(root: Any, encoded: int) -> int:
     excess = 0
+    budget = encoded + _WALK_SLACK
     stack: list[Any] = [root]
     pop = stack.pop
-    append = stack.append
     extend = stack.extend
     while stack:
         value = pop()
         kind = type(value)
         if kind in _LEAVES:
             continue
+        budget -= 1
+        if budget < 0:
+            raise UnencodableItemError(
+                f"cannot deliver a {type(root).__name__}: it holds far more objects than its "
+                f"JSON encoding ({encoded} bytes) accounts for; publish plain records"
+            )
         if kind is dict:
             extend(value.values())
         elif kind is list or kind is tuple:
             extend(value)
-        elif isinstance(value, msgspec.Struct):
-            for name in _walked_fields(kind):
-                append(getattr(value, name))
         elif kind is memoryview:
             excess += _backing_bytes(value) - value.nbytes
-        elif isinstance(value, str | int | float | enum.Enum):
-            continue
-        elif isinstance(value, Mapping):
-            extend(value.values())
-        elif isinstance(value, list | tuple | set | frozenset):
-            extend(value)
+        elif kind is msgspec.Raw:
+            _check_raw(value)
+        elif isinstance(value, type):
+            continue  # a record's or an enum member's class: shared, not pinned by this item
+        else:
+            if isinstance(value, msgspec.Struct):
+                hidden = getattr(value, "__dict__", None)
+                if hidden:  # private fields: never encoded, so charged here
+                    excess += _hidden_size(hidden, root)
+            referents = _get_referents(value)
+            if referents:
+                extend(referents)  # record fields whatever their annotation, __dict__, items
+            elif isinstance(value, msgspec.Struct):  # gc=False records traverse nothing
+                extend(getattr(value, name) for name in value.__struct_fields__)
     return excess
+
+
+def _hidden_size(attributes: dict[str, Any], root: Any) -> int:
+    try:
+        return len(_ENCODER.encode(attributes))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise UnencodableItemError(
+            f"cannot deliver a {type(root).__name__}: a record in it holds private values that "
+            f"are not JSON-encodable ({error}); keep private fields to plain values"
+        ) from error
+
+
+def _check_raw(raw: msgspec.Raw) -> None:
+    # copy() returns the Raw itself only when it owns exactly its bytes (no larger backing).
+    if raw.copy() is not raw:
+        raise UnencodableItemError(
+            f"cannot deliver a msgspec.Raw of {len(raw)} bytes that does not own its buffer: it "
+            f"may pin a much larger one the bound cannot see; publish raw.copy() instead"
+        )
 
 
 def _backing_bytes(view: memoryview) -> int:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import os
 import threading
@@ -28,7 +29,17 @@ import msgspec
 from lemon_core.bus._measure import measure
 from lemon_core.bus.backends import BusBackend
 from lemon_core.bus.backends.local import LocalBackend
-from lemon_core.bus.delivery import TERMINAL_EVENT_TYPES, ConsumerClass, Delivery
+from lemon_core.bus.delivery import (
+    CONTENTION_TIMEOUT_S as _CONTENTION_TIMEOUT_S,
+)
+from lemon_core.bus.delivery import (
+    TERMINAL_EVENT_TYPES,
+    ConsumerClass,
+    Delivery,
+    _non_negative_number,
+    _register_read_coroutine,
+    _send_wakes,
+)
 from lemon_core.bus.topics import check_topic
 from lemon_core.errors import BusClosedError, EventPayloadError
 from lemon_core.events.envelope import Event
@@ -114,6 +125,11 @@ class Subscription:
         """``await self.delivery.get()``."""
         return await self.delivery.get()
 
+    def claim(self, task: asyncio.Task[Any] | None = None) -> Subscription:
+        """``self.delivery.claim(task)``: make ``task`` (default: the current one) the owner."""
+        self.delivery.claim(task)
+        return self
+
     def __aiter__(self) -> AsyncIterator[Any]:
         return self.delivery.__aiter__()
 
@@ -142,19 +158,40 @@ class Bus:
         backend: BusBackend | None = None,
         validation: PayloadValidation | str | None = None,
         default_consumer: ConsumerClass = ConsumerClass.SESSION_SUBSCRIBER,
+        contention_timeout: float = _CONTENTION_TIMEOUT_S,
     ) -> None:
+        """``contention_timeout``: seconds a publisher waits for another publisher's fan-out
+        under the bus's shared admission lock before that contention counts as overflow on
+        each subscriber (``0``: never wait)."""
+        if not _non_negative_number(contention_timeout):
+            raise ValueError(
+                f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
+            )
+        self._contention_timeout = float(contention_timeout)
         self._backend: BusBackend = LocalBackend() if backend is None else backend
         self._validation = (
             validation_from_env() if validation is None else PayloadValidation(validation)
         )
         self._default_consumer = ConsumerClass(default_consumer)
         self._table: dict[str, tuple[Delivery, ...]] = {}
+        # Per topic: the handles admitted under this bus's own lock (adopted at subscribe),
+        # the others (admitted one by one under their own locks), and the smallest
+        # max_message_bytes of the first group.
+        self._routes: dict[str, tuple[tuple[Delivery, ...], tuple[Delivery, ...], int]] = {}
         self._subscriptions: dict[tuple[str, Delivery], Subscription] = {}
         self._table_lock = threading.Lock()
+        # The admission lock of every handle that adopted it: one acquisition per publication
+        # serialises the producers of all of them.
+        self._lock = threading.Lock()
+        self._pending_settle = False
         self._closed = False
         self._published = 0
         self._backend.open(self._fanout)
-        self._publish = self._backend.publish
+        # Every publication is measured at the publisher (an unencodable item fails there,
+        # subscribed or not). The local backend's fan-out is this bus's own, so it is handed
+        # the measured size directly; any other backend carries the item and its receiving
+        # side measures what arrives.
+        self._local = self._backend if type(self._backend) is LocalBackend else None
 
     # -- properties ------------------------------------------------------------------------
 
@@ -180,8 +217,8 @@ class Bus:
 
     def subscribe(self, topic: str, *, delivery: Delivery | None = None) -> Subscription:
         """Attach ``delivery`` (default: a new bounded handle for the bus's default consumer
-        class, owned by the current task) to ``topic``. Subscribing the same handle to the same
-        topic again returns the existing subscription."""
+        class, owned by the first task that reads it) to ``topic``. Subscribing the same handle
+        to the same topic again returns the existing subscription."""
         check_topic(topic)
         if self._closed:
             raise BusClosedError("the bus is closed; create a new Bus to subscribe")
@@ -193,10 +230,11 @@ class Bus:
             if existing is not None:
                 return existing
             subscription = Subscription(self, topic, delivery)
-            delivery._attach(subscription)
+            delivery._attach(subscription, self._lock, self)
             self._subscriptions[key] = subscription
             handles = self._table.get(topic, ())
             self._table[topic] = (*handles, delivery)
+            self._route(topic)
         if not handles:
             self._backend.topic_added(topic)
         return subscription
@@ -212,9 +250,22 @@ class Bus:
                 self._table[topic] = remaining
             else:
                 self._table.pop(topic, None)
+            self._route(topic)
         delivery._detach(subscription)
         if not remaining:
             self._backend.topic_removed(topic)
+
+    def _route(self, topic: str) -> None:
+        # Caller holds the table lock. Rebuilt on every (un)subscription, read lock-free.
+        handles = self._table.get(topic, ())
+        if not handles:
+            self._routes.pop(topic, None)
+            return
+        lock = self._lock
+        own = tuple(h for h in handles if h._lock is lock)
+        other = tuple(h for h in handles if h._lock is not lock)
+        smallest = min((h._max_bytes for h in own), default=0)
+        self._routes[topic] = (own, other, smallest)
 
     # -- publication -------------------------------------------------------------------------
 
@@ -222,16 +273,22 @@ class Bus:
         """Offer ``item`` to every handle subscribed to ``topic``; never waits on a consumer.
 
         For publishers on an event loop; publishers on other threads use the
-        ``broadcast_threadsafe`` twin. The item is measured once when at least one handle is
-        subscribed; an item that is not JSON-encodable then raises ``UnencodableItemError``
-        before any handle sees it.
+        ``broadcast_threadsafe`` twin. The item is measured once, at the publisher: an item
+        that is not JSON-encodable (or holds a ``msgspec.Raw`` that does not own its bytes)
+        raises ``UnencodableItemError`` before any handle sees it, whether or not anything is
+        subscribed.
         """
         if self._closed:
             raise BusClosedError("the bus is closed; publications are refused")
         if not topic:
             check_topic(topic)
+        size = measure(item)
         self._published += 1
-        self._publish(topic, item)
+        local = self._local
+        if local is None:
+            self._backend.publish(topic, item)
+        elif not local._closed:
+            self._deliver(topic, item, size)
 
     def broadcast_threadsafe(self, topic: str, item: Any) -> None:
         """``broadcast`` for publishers on any thread (with or without an event loop).
@@ -265,8 +322,13 @@ class Bus:
             raise BusClosedError("the bus is closed; publications are refused")
         if not topic:
             check_topic(topic)
+        size = measure(event)
         self._published += 1
-        self._publish(topic, event)
+        local = self._local
+        if local is None:
+            self._backend.publish(topic, event)
+        elif not local._closed:
+            self._deliver(topic, event, size)
         return event
 
     def broadcast_event_threadsafe(
@@ -294,27 +356,98 @@ class Bus:
         )
 
     def _fanout(self, topic: str, item: Any) -> int:
-        # Measured once, and one (item, size) entry shared by every handle on the topic.
-        handles = self._table.get(topic)
-        if not handles:
+        # The backend-facing fan-out: what a backend carried is measured on arrival.
+        if not self._table.get(topic):
             return 0
-        size = measure(item)
+        return self._deliver(topic, item, measure(item))
+
+    def _deliver(self, topic: str, item: Any, size: int) -> int:
+        # One (item, size) entry shared by every handle on the topic. The hot path: handles that
+        # adopted this bus's lock are admitted under one acquisition, each with one length
+        # test and one append; anything unusual (a fenced or closed handle, a requested
+        # control, an item too large for some handle) takes the handle's full path.
+        route = self._routes.get(topic)
+        if route is None:
+            return 0
+        own, other, smallest = route
         entry = (item, size)
         terminal = type(item) is Event and item.type in TERMINAL_EVENT_TYPES
-        for handle in handles:
+        if own:
+            lock = self._lock
+            if size > smallest:
+                slow: list[Delivery] | tuple[Delivery, ...] | None = own
+            elif lock.acquire(False) or (
+                self._contention_timeout and lock.acquire(True, self._contention_timeout)
+            ):
+                slow = None
+                woken: list[Delivery] | None = None
+                try:
+                    for handle in own:
+                        queue = handle._queue
+                        if len(queue) < handle._limit:
+                            queue.append(entry)
+                            if handle._waiter is not None:
+                                if woken is None:
+                                    woken = [handle]
+                                else:
+                                    woken.append(handle)
+                        elif slow is None:
+                            slow = [handle]
+                        else:
+                            slow.append(handle)
+                finally:
+                    lock.release()
+                if self._pending_settle:
+                    self._settle()
+                if woken is not None:
+                    # Outside the lock: the waiter is read again here, after the append.
+                    # Cross-thread wakes go out as one call per consumer loop.
+                    batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+                    for handle in woken:
+                        waiter = handle._waiter
+                        if waiter is not None:
+                            handle._wake(waiter, batch)
+                    if batch:
+                        _send_wakes(batch)
+            else:
+                for handle in own:  # another publisher stalled past the bound: contended
+                    handle._refuse_contended(entry, terminal)
+                slow = None
+            if slow is not None:
+                for handle in slow:
+                    handle._admit(entry, size, terminal)
+        for handle in other:
             handle._admit(entry, size, terminal)
-        return len(handles)
+        return len(own) + len(other)
+
+    def _settle(self) -> None:
+        # A producer found this bus's lock taken and left a request (a fence, a terminal
+        # notice) on a handle that adopted it: apply it now that the lock is free. Rare (a
+        # holder stalled past the contention bound), so every adopted handle is looked at.
+        self._pending_settle = False
+        for own, _other, _smallest in list(self._routes.values()):
+            for handle in own:
+                if handle._pending:
+                    handle._settle()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Cancel every subscription (handles stay usable elsewhere) and close the backend."""
+        """Cancel every subscription and close the backend.
+
+        A handle still subscribed on another bus stays open there. A handle left with no
+        subscription is ended: its consumer reads what is queued, then ``get()`` raises
+        ``DeliveryClosedError`` (a waiting consumer wakes at once). Safe from any thread.
+        """
         if self._closed:
             return
         self._closed = True
-        for subscription in list(self._subscriptions.values()):
+        subscriptions = list(self._subscriptions.values())
+        for subscription in subscriptions:
             subscription.cancel()
         self._backend.close()
+        for delivery in {subscription.delivery: None for subscription in subscriptions}:
+            delivery._bus_closed()
 
     async def __aenter__(self) -> Self:
         return self
@@ -349,6 +482,9 @@ class Bus:
     def __repr__(self) -> str:
         state = "running" if self.running() else "closed"
         return f"<Bus {self._backend.name} {state} topics={len(self._table)}>"
+
+
+_register_read_coroutine(Subscription.get.__code__)
 
 
 def _non_empty_str(value: object) -> bool:

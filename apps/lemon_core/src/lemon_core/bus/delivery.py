@@ -5,10 +5,13 @@ Guarantees (per handle):
 * **Admission before queueing.** An item is queued only if the queue holds fewer than
   ``max_entries`` items and the item's size (encoded JSON plus the excess backing of retained
   buffer views, see :func:`lemon_core.bus.measure`) is at most ``max_message_bytes``.
-* **Serialised, never waiting.** Producers serialise admission on a lock the consumer never
-  takes to read. A producer that finds another producer admitting does not wait: its item is
-  refused and counted as overflow (``contended``), and the fence it requests is applied by the
-  lock's holder as it leaves. No producer ever blocks on the consumer or on another producer.
+* **Serialised, never waiting on the consumer.** Producers serialise admission on a lock the
+  consumer never takes to read. A producer that finds another producer admitting waits for it
+  at most ``contention_timeout`` seconds (default :data:`CONTENTION_TIMEOUT_S`; the holder's
+  section is O(1), so the wait only covers a holder the GIL or the OS preempted). A producer
+  whose wait runs out is refused and counted as overflow (``contended``), and the fence it
+  requests is applied by the lock's holder as it leaves. No producer ever waits on the
+  consumer; with ``contention_timeout=0`` none waits on another producer either.
 * **Fence on first refusal.** The first refused item fences the handle for good and queues
   exactly one small :class:`Overflow` marker. Beside it, room for at most one compact
   :class:`TerminalNotice` is reserved, so a run's completion still reaches the consumer after
@@ -16,8 +19,20 @@ Guarantees (per handle):
   :meth:`Delivery.replace` and re-reading authority.
 * **Hard bound.** A handle never holds more than ``max_entries + 2`` items, and never more than
   ``max_entries * max_message_bytes`` bytes of data plus the two compact controls.
-* **Release.** :meth:`close`, :meth:`replace`, or the end of the owner task (by default the task
-  that created the handle) releases every subscription and the queued items.
+* **Ownership and release.** A handle is owned by the consumer that reads it: the first task
+  that awaits :meth:`get` (or iterates the handle) claims it, unless a task claimed it first
+  with :meth:`claim` or was given as ``owner``. A task that exists only to run one ``get()``
+  (``asyncio.ensure_future(handle.get())``, ``asyncio.wait_for`` on 3.11, ``gather``) never
+  claims: it is a helper of the consumer, not the consumer. The task that *creates* a handle
+  does not own it. :meth:`close`, :meth:`replace` (the replacement keeps the owner), or the end
+  of the owner task releases every subscription and the queued items.
+* **Closed signal.** A consumer waiting in :meth:`get` wakes when the handle closes, and when
+  the last bus it is subscribed to closes (:meth:`Bus.close <lemon_core.bus.Bus.close>`): it
+  then reads what is still queued and gets ``DeliveryClosedError`` (``async for`` ends).
+* **Wake-up.** A consumer parked in :meth:`get` is woken by every admission that happens after
+  it parked, from any thread: a cross-thread wake is sent once per wait, and whether it was
+  sent is recorded against that wait's own future, so a producer delayed with an old wait in
+  hand can never mark a newer wait as already woken.
 * **Epochs.** Every handle has a unique, increasing ``epoch``. With ``tagged=True`` every item
   comes out as :class:`Tagged` (controls always carry the epoch), and :meth:`accepts` tells a
   consumer whether an item belongs to this handle: after a replacement, items taken from (or
@@ -34,6 +49,7 @@ import contextlib
 import enum
 import itertools
 import threading
+import types
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,6 +64,7 @@ if TYPE_CHECKING:
     from lemon_core.bus.bus import Subscription
 
 __all__ = [
+    "CONTENTION_TIMEOUT_S",
     "DELIVERY_DEFAULTS",
     "TERMINAL_EVENT_TYPES",
     "TERMINAL_NOTICE_MAX_BYTES",
@@ -67,6 +84,12 @@ TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"run_completed", "run_failed"}
 #: A :class:`TerminalNotice` encodes to at most this many bytes; the terminal event rides inside
 #: it only when that fits.
 TERMINAL_NOTICE_MAX_BYTES = 1024
+
+#: How long a producer waits by default for another producer's O(1) admission section before
+#: treating the contention as overflow. The wait covers a holder preempted by the GIL (a 5 ms
+#: switch interval; a thread woken with the lock may still wait for the GIL, and several threads
+#: hand the lock around) or briefly by the OS on a loaded machine; it never covers a consumer.
+CONTENTION_TIMEOUT_S = 0.1
 
 _epochs = itertools.count(1)
 
@@ -184,6 +207,40 @@ class Delivery:
     Bus does this for its subscribers) from any thread.
     """
 
+    __slots__ = (
+        "__weakref__",
+        "_adoptable",
+        "_claim_on_get",
+        "_closed_event",
+        "_contended",
+        "_contention_timeout",
+        "_discarded",
+        "_discarded_controls",
+        "_epoch",
+        "_fence_request",
+        "_limit",
+        "_lock",
+        "_lock_owner",
+        "_max_bytes",
+        "_max_entries",
+        "_overflow_reason",
+        "_owner",
+        "_pending",
+        "_pending_terminal",
+        "_queue",
+        "_refused",
+        "_refused_unlocked",
+        "_state",
+        "_subscriptions",
+        "_tagged",
+        "_taken",
+        "_taken_controls",
+        "_terminal_used",
+        "_waiter",
+        "_waiter_thread",
+        "_woken",
+    )
+
     def __init__(
         self,
         *,
@@ -192,17 +249,39 @@ class Delivery:
         tagged: bool = False,
         owner: asyncio.Task[Any] | None = None,
         bind_current_task: bool = True,
+        claim_on_get: bool | None = None,
         lock: AdmissionLock | None = None,
+        contention_timeout: float = CONTENTION_TIMEOUT_S,
     ) -> None:
+        """``owner``: the task whose end releases the handle (default: the first task that
+        awaits ``get()``; see the module docstring). ``claim_on_get=False`` (or the older
+        spelling ``bind_current_task=False``) turns that first-reader claim off: the handle is
+        then released only by ``close``/``replace`` or an explicit :meth:`claim`.
+        ``contention_timeout``: seconds a producer waits for another producer's admission
+        before the contention counts as overflow (``0``: never wait)."""
         if not _positive_int(max_entries):
             raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
         if not _positive_int(max_message_bytes):
             raise ValueError(f"max_message_bytes must be a positive int, got {max_message_bytes!r}")
+        if not _non_negative_number(contention_timeout):
+            raise ValueError(
+                f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
+            )
         self._max_entries = max_entries
         self._max_bytes = max_message_bytes
+        self._contention_timeout = float(contention_timeout)
         self._tagged = tagged
         self._epoch = next(_epochs)
         self._lock: AdmissionLock = threading.Lock() if lock is None else lock
+        # A handle with the default lock may adopt the lock of the first bus it joins (before
+        # any producer used it): that bus then admits it under one lock per publication
+        # instead of one per handle. Whoever else produces into it takes the same lock.
+        self._adoptable = lock is None
+        self._lock_owner: _PendingSink | None = None
+        # The queue length below which the bus's fast path may append without looking at
+        # anything else: max_entries while open with no control requested, else 0 (fenced,
+        # closed, or a fence requested), which sends every producer to the full path.
+        self._limit = max_entries
         # Entries are (item, size) tuples; the Bus shares one tuple among all its subscribers.
         self._queue: deque[tuple[Any, int]] = deque()
         self._state = _OPEN
@@ -223,17 +302,15 @@ class Delivery:
         self._discarded_controls = 0
         self._waiter: asyncio.Future[None] | None = None
         self._waiter_thread = 0
-        self._wake_sent = False
+        # The wait a cross-thread wake was last scheduled for. Compared by identity: a producer
+        # holding an old wait can only ever mark that old wait, never the current one.
+        self._woken: asyncio.Future[None] | None = None
         self._subscriptions: dict[Subscription, None] = {}
         self._closed_event: asyncio.Event | None = None
-        if owner is None and bind_current_task:
-            try:
-                owner = asyncio.current_task()
-            except RuntimeError:
-                owner = None
-        self._owner = owner
+        self._claim_on_get = bind_current_task if claim_on_get is None else claim_on_get
+        self._owner: asyncio.Task[Any] | None = None
         if owner is not None:
-            owner.add_done_callback(self._on_owner_done)
+            self.claim(owner)
 
     @classmethod
     def for_consumer(cls, consumer: ConsumerClass | str, **overrides: Any) -> Delivery:
@@ -282,9 +359,51 @@ class Delivery:
         """Whether the handle was closed or replaced."""
         return self._state == _CLOSED
 
+    @property
+    def owner(self) -> asyncio.Task[Any] | None:
+        """The task whose end releases this handle, if one has claimed it."""
+        return self._owner
+
     def topics(self) -> tuple[str, ...]:
         """The topics this handle is currently subscribed to (on any bus)."""
         return tuple(sorted({sub.topic for sub in self._subscriptions}))
+
+    # -- ownership ---------------------------------------------------------------------------
+
+    def claim(self, task: asyncio.Task[Any] | None = None) -> Delivery:
+        """Make ``task`` (default: the current task) the owner: its end releases the handle.
+
+        Ownership moves from any previous owner. Consumers that hand reading to helper tasks
+        call this once from the task that lives as long as the consumption. Returns the handle.
+        """
+        if self._state == _CLOSED:
+            raise DeliveryClosedError(
+                f"cannot claim a closed delivery handle (epoch {self._epoch}); use its "
+                f"replacement or a new handle"
+            )
+        if task is None:
+            task = asyncio.current_task()
+            if task is None:
+                raise RuntimeError("Delivery.claim() needs a task: call it from a coroutine")
+        previous = self._owner
+        if previous is task:
+            return self
+        if previous is not None:
+            previous.remove_done_callback(self._on_owner_done)
+        self._owner = task
+        if task.done():
+            self._on_owner_done(task)
+        else:
+            task.add_done_callback(self._on_owner_done)
+        return self
+
+    def _claim_by_reader(self) -> None:
+        # The first task that awaits get() owns the handle, unless it is only a wrapper running
+        # that one get() (ensure_future / wait_for / gather of handle.get()).
+        task = asyncio.current_task()
+        if task is None or _is_read_wrapper(task):
+            return
+        self.claim(task)
 
     # -- producer side -----------------------------------------------------------------------
 
@@ -301,15 +420,22 @@ class Delivery:
         return self._admit((item, size), size, terminal)
 
     def _admit(self, entry: tuple[Any, int], size: int, terminal: bool) -> bool:
-        # The hot path: one state test, one non-blocking lock, two bound checks, one append.
+        # The full path (the Bus's own fast path is in Bus._deliver): one state test, one
+        # non-blocking lock, two bound checks, one append.
+        self._adoptable = False
         state = self._state
         if state:
             self._refuse(entry, size, terminal)
             return False
         lock = self._lock
-        if not lock.acquire(False):
+        if not lock.acquire(False) and not (
+            self._contention_timeout and lock.acquire(True, self._contention_timeout)
+        ):
             self._refuse_contended(entry, terminal)
             return False
+        if lock is not self._lock:  # a bus adopted the handle meanwhile: use its lock
+            lock.release()
+            return self._admit(entry, size, terminal)
         try:
             if self._pending:
                 self._apply_pending_locked()
@@ -342,6 +468,7 @@ class Delivery:
         # Caller holds the admission lock and the handle is open: fence it for good and queue
         # the one marker.
         self._state = _FENCED
+        self._limit = 0
         if self._overflow_reason is None:
             self._overflow_reason = reason
         self._refused += 1
@@ -380,7 +507,9 @@ class Delivery:
             self._fence_request = OverflowReason.CONTENDED
         if terminal and self._pending_terminal is None:
             self._pending_terminal = entry
+        self._limit = 0
         self._pending = True
+        self._notify_lock_owner()
         self._settle()
 
     def _refuse(self, entry: tuple[Any, int], size: int, terminal: bool) -> None:
@@ -401,10 +530,17 @@ class Delivery:
             if terminal and not self._terminal_used and self._pending_terminal is None:
                 self._pending_terminal = entry
                 self._pending = True
+                self._notify_lock_owner()
         if self._pending:
             self._settle()
         if terminal:
             self._wake_if_waiting()
+
+    def _notify_lock_owner(self) -> None:
+        # The lock may be a bus's (adopted): that bus settles its handles after each fan-out.
+        owner = self._lock_owner
+        if owner is not None:
+            owner._pending_settle = True
 
     def _settle(self) -> None:
         # Apply requested controls if the lock is free. If it is not, its holder settles right
@@ -434,12 +570,23 @@ class Delivery:
         if waiter is not None:
             self._wake(waiter)
 
-    def _wake(self, waiter: asyncio.Future[None]) -> None:
+    def _wake(
+        self,
+        waiter: asyncio.Future[None],
+        batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] | None = None,
+    ) -> None:
+        # ``waiter`` was read from self._waiter by the caller, possibly long ago (a preempted
+        # producer thread): it may be an old wait. Marking *that* future as woken never
+        # suppresses the wake of a newer one. With ``batch`` (a bus fan-out), cross-thread
+        # wakes are collected per consumer loop and sent with one call each (_send_wakes).
         if threading.get_ident() == self._waiter_thread:
             if not waiter.done():
                 waiter.set_result(None)
-        elif not self._wake_sent:
-            self._wake_sent = True
+        elif self._woken is not waiter:
+            self._woken = waiter
+            if batch is not None:
+                batch.setdefault(waiter.get_loop(), []).append(waiter)
+                return
             # A closed consumer loop raises RuntimeError: nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
                 waiter.get_loop().call_soon_threadsafe(_release_waiter, waiter)
@@ -466,7 +613,11 @@ class Delivery:
 
     async def get(self) -> Any:
         """Wait for the next item: data (``Tagged`` if tagged), ``Overflow`` or
-        ``TerminalNotice``. Raises ``DeliveryClosedError`` once the handle is closed."""
+        ``TerminalNotice``. Raises ``DeliveryClosedError`` once the handle is closed.
+
+        The first task to call this (unless it only runs this one call) claims the handle."""
+        if self._owner is None and self._claim_on_get:
+            self._claim_by_reader()
         while True:
             try:
                 return self.get_nowait()
@@ -476,7 +627,6 @@ class Delivery:
                 raise RuntimeError("a delivery handle has one consumer; get() is already waiting")
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiter_thread = threading.get_ident()
-            self._wake_sent = False
             self._waiter = waiter
             try:
                 # Re-test after publishing the waiter: a producer that appended before seeing
@@ -508,14 +658,21 @@ class Delivery:
 
     def close(self) -> None:
         """Release every subscription and the queued items; a waiting ``get()`` raises."""
-        if self._state == _CLOSED:
+        if self._state == _CLOSED and not self._queue:
             return
+        self._end(discard=True)
+
+    def _end(self, *, discard: bool) -> None:
+        # Closed for admission; the queue is released (close) or left to drain (the last bus
+        # closed: the consumer reads what it was sent, then gets the closed signal).
         with _Held(self._lock):
             self._state = _CLOSED
-            controls = sum(1 for item, _size in self._queue if type(item) in _CONTROLS)
-            self._discarded_controls += controls
-            self._discarded += len(self._queue) - controls
-            self._queue.clear()
+            self._limit = 0
+            if discard:
+                controls = sum(1 for item, _size in self._queue if type(item) in _CONTROLS)
+                self._discarded_controls += controls
+                self._discarded += len(self._queue) - controls
+                self._queue.clear()
         for subscription in list(self._subscriptions):
             subscription.cancel()
         self._subscriptions.clear()
@@ -543,7 +700,8 @@ class Delivery:
             max_message_bytes=self._max_bytes,
             tagged=self._tagged,
             owner=self._owner,
-            bind_current_task=False,
+            claim_on_get=self._claim_on_get,
+            contention_timeout=self._contention_timeout,
         )
         for subscription in list(self._subscriptions):
             subscription.bus.subscribe(subscription.topic, delivery=replacement)
@@ -554,16 +712,30 @@ class Delivery:
         self._owner = None
         self.close()
 
-    def _attach(self, subscription: Subscription) -> None:
+    def _attach(self, subscription: Subscription, lock: AdmissionLock, owner: _PendingSink) -> bool:
+        """Record ``subscription``; adopt the bus's ``lock`` if this handle never admitted
+        anything and serves no other subscription. Returns whether the handle's lock is now
+        ``lock`` (the bus may then admit it under its own lock)."""
         if self._state == _CLOSED:
             raise DeliveryClosedError(
                 f"cannot subscribe a closed delivery handle (epoch {self._epoch}); "
                 f"use its replacement or a new handle"
             )
+        if self._adoptable and not self._subscriptions:
+            self._adoptable = False
+            self._lock = lock
+            self._lock_owner = owner
         self._subscriptions[subscription] = None
+        return self._lock is lock
 
     def _detach(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription, None)
+
+    def _bus_closed(self) -> None:
+        # A bus this handle was subscribed to closed. With no subscription left on any bus
+        # nothing can arrive any more: end the handle so a waiting consumer wakes.
+        if not self._subscriptions and self._state != _CLOSED:
+            self._end(discard=False)
 
     # -- statistics --------------------------------------------------------------------------
 
@@ -598,6 +770,12 @@ class Delivery:
         )
 
 
+class _PendingSink(Protocol):
+    """What owns an adopted lock: told when a producer left a request for its holder."""
+
+    _pending_settle: bool
+
+
 class _Held:
     """``with _Held(lock)``: a blocking acquire for the O(1) fence/close sections."""
 
@@ -618,6 +796,20 @@ def _release_waiter(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+def _release_waiters(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
+def _send_wakes(batch: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]]) -> None:
+    """One ``call_soon_threadsafe`` per consumer loop for the wakes a fan-out collected."""
+    for loop, waiters in batch.items():
+        # A closed consumer loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_release_waiters, waiters)
+
+
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -632,5 +824,29 @@ def _payload_run_id(payload: Any) -> str | None:
     return _str_or_none(run_id)
 
 
+def _non_negative_number(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value >= 0
+        and value != float("inf")
+    )
+
+
+def _is_read_wrapper(task: asyncio.Task[Any]) -> bool:
+    code = getattr(task.get_coro(), "cr_code", None)
+    return code is not None and code in _READ_CODES
+
+
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+# The coroutines whose task, when it runs nothing else, is a helper of the consumer.
+_READ_CODES: frozenset[types.CodeType] = frozenset({Delivery.get.__code__})
+
+
+def _register_read_coroutine(code: types.CodeType) -> None:
+    """Treat tasks that run only ``code`` (e.g. ``Subscription.get``) as read helpers."""
+    global _READ_CODES
+    _READ_CODES = _READ_CODES | {code}

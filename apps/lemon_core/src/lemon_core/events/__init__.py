@@ -7,7 +7,7 @@ the catalog (its registered-types table is generated from :func:`registry`).
 
 from __future__ import annotations
 
-from lemon_core.events._payload import Payload, PayloadFields
+from lemon_core.events._payload import Payload, PayloadFields, PrivateFields
 from lemon_core.events.action import Action, ActionKind
 from lemon_core.events.approval_pending import ApprovalPending
 from lemon_core.events.approval_requested import ApprovalRequested
@@ -86,6 +86,7 @@ __all__ = [
     "HeartbeatSuppressed",
     "Payload",
     "PayloadFields",
+    "PrivateFields",
     "QueueOutcome",
     "QueueOutcomeKind",
     "RoutingFeedback",

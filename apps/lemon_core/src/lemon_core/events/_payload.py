@@ -13,8 +13,26 @@ A payload record has three constructors, from strictest to most lenient:
 
 Payloads support attribute access only: ``payload["x"]`` raises ``TypeError``. Use
 :func:`lemon_core.events.get_field` to read a field from a record or a plain mapping alike.
-Fields named in ``private_fields`` are left out of the JSON codec
-(:func:`lemon_core.events.to_builtins`).
+
+**Private fields** stay in process: no serialisation path writes them, whether the explicit
+codec (:func:`lemon_core.events.to_builtins`), the Store, a bus backend, or a plain
+``msgspec.json.encode`` / ``msgspec.to_builtins`` / ``msgspec.msgpack.encode``. They are not
+msgspec fields at all: a payload with private fields uses the :class:`PrivateFields` metaclass,
+names them in ``private_fields`` and declares each as a ``ClassVar`` with its default::
+
+    class ThingHappened(Payload, frozen=True, kw_only=True, metaclass=PrivateFields):
+        private_fields: ClassVar[frozenset[str]] = frozenset({"token"})
+
+        thing_id: str
+        token: ClassVar[str | None] = None  # private: keyword of every constructor
+
+Every constructor accepts them as keywords (``new`` type-checks them, ``from_map`` converts
+leniently, the plain constructor trusts them; type checkers only see the msgspec fields in the
+plain constructor's signature, so type-checked code passes private fields to ``new``) and the
+record reads them as attributes. They
+take no part in equality, ``repr`` or ``msgspec.structs.replace`` (a replaced record drops them),
+and a record decoded from the wire never has them. Declaring a private field as an ordinary
+msgspec field is a ``TypeError`` at class creation: it would be encoded.
 """
 
 from __future__ import annotations
@@ -28,7 +46,7 @@ import msgspec
 
 from lemon_core.errors import EventPayloadError
 
-__all__ = ["Payload", "PayloadFields"]
+__all__ = ["Payload", "PayloadFields", "PrivateFields"]
 
 
 class PayloadFields(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +73,71 @@ def _nested_payload_type(annotation: Any) -> type[Payload] | None:
     return None
 
 
+class PrivateFields(msgspec.StructMeta):
+    """The metaclass of payloads with private fields (see the module docstring).
+
+    Only records with private fields pay for it: their constructor pops the private keywords,
+    builds the record and keeps them in the instance's ``__dict__``, out of every encoder's
+    reach.
+    """
+
+    def __new__(
+        mcls,
+        name: str,
+        bases: tuple[type, ...],
+        namespace: dict[str, Any],
+        **kwargs: Any,
+    ) -> PrivateFields:
+        kwargs.setdefault("dict", True)
+        cls: PrivateFields = super().__new__(mcls, name, bases, namespace, **kwargs)
+        private = _private_names(cls)
+        encoded = sorted(private & set(getattr(cls, "__struct_fields__", ())))
+        if encoded:
+            raise TypeError(
+                f"{name}: private fields {encoded} are msgspec fields, so every encoder would "
+                f"write them; declare each as `name: ClassVar[T] = default`"
+            )
+        missing = sorted(field for field in private if not hasattr(cls, field))
+        if missing:
+            raise TypeError(
+                f"{name}: private fields {missing} need a class-level default "
+                f"(`name: ClassVar[T] = default`)"
+            )
+        return cls
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        private = _private_names(cls)
+        values = {name: kwargs.pop(name) for name in private if name in kwargs}
+        record = super().__call__(*args, **kwargs)
+        if values:
+            record.__dict__.update(values)
+        return record
+
+
+_PRIVATE_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def _private_names(cls: type) -> frozenset[str]:
+    names: frozenset[str] = getattr(cls, "private_fields", frozenset())
+    return names
+
+
+def _private_types(cls: type[Payload]) -> dict[str, Any]:
+    """The declared type of each private field (``ClassVar[T]`` -> ``T``)."""
+    cached = _PRIVATE_TYPES.get(cls)
+    if cached is None:
+        hints = typing.get_type_hints(cls)
+        cached = {}
+        for name in cls.private_fields:
+            hint = hints.get(name, Any)
+            if typing.get_origin(hint) is typing.ClassVar:
+                args = typing.get_args(hint)
+                hint = args[0] if args else Any
+            cached[name] = hint
+        _PRIVATE_TYPES[cls] = cached
+    return cached
+
+
 class Payload(msgspec.Struct, frozen=True, kw_only=True):
     """Base class of every event payload record (see the module docstring)."""
 
@@ -63,6 +146,16 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
     event_type: ClassVar[str] = ""
     #: Fields never written by the JSON codec (they stay on the record, in process).
     private_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        private = cls.private_fields
+        if private and not isinstance(cls, PrivateFields):
+            raise TypeError(
+                f"{cls.__name__} declares private_fields {sorted(private)}: give it "
+                f"metaclass=PrivateFields and declare each as `name: ClassVar[T] = default`, "
+                f"so that no encoder ever writes them (see lemon_core.events.Payload)"
+            )
 
     # -- class-level description ------------------------------------------------------------
 
@@ -93,6 +186,11 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
         return described
 
     @classmethod
+    def private_field_types(cls) -> Mapping[str, Any]:
+        """The declared type of each private field (``ClassVar[T]`` gives ``T``)."""
+        return types.MappingProxyType(_private_types(cls))
+
+    @classmethod
     def fields(cls) -> tuple[str, ...]:
         """The field names in declaration order."""
         return cls.payload_fields().names
@@ -103,7 +201,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
     def new(cls, **fields: Any) -> Self:
         """Build a record strictly: unknown or missing fields and mistyped values raise."""
         described = cls.payload_fields()
-        unknown = sorted(set(fields) - set(described.names))
+        unknown = sorted(set(fields) - set(described.names) - described.private)
         if unknown:
             raise EventPayloadError(
                 f"unknown {cls.__name__} fields: {unknown}; "
@@ -140,7 +238,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
         kept: dict[str, Any] = {}
         for key, item in data.items():
             name = str(key)
-            if name in described.names:
+            if name in described.names or name in described.private:
                 kept[name] = item
         for name, nested_type in described.nested.items():
             item = kept.get(name)
@@ -161,13 +259,25 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
                 f"missing required {cls.__name__} fields: {missing}; "
                 f"the mapping must carry them (got keys {sorted(fields)})"
             )
+        private: dict[str, Any] = {}
+        if cls.private_fields:
+            fields = dict(fields)
+            types_ = _private_types(cls)
+            for name in cls.private_fields:
+                if name in fields:
+                    private[name] = fields.pop(name)
         try:
-            return msgspec.convert(fields, cls, strict=strict)
+            record = msgspec.convert(fields, cls, strict=strict)
+            for name, value in private.items():
+                private[name] = msgspec.convert(value, types_[name], strict=strict)
         except msgspec.ValidationError as error:
             raise EventPayloadError(
                 f"invalid {cls.__name__} payload: {error}; "
                 f"see {cls.__name__}.fields() and the bus_events catalog"
             ) from error
+        if private:
+            record.__dict__.update(private)
+        return record
 
     # -- no item access -------------------------------------------------------------------------
 

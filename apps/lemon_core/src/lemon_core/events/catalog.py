@@ -94,8 +94,14 @@ def _fields_text(cls: type[Payload]) -> str:
     parts = []
     for info in msgspec.structs.fields(cls):
         name = f"**{info.name}**" if info.required else info.name
-        private = " (private, not in JSON)" if info.name in cls.private_fields else ""
-        parts.append(f"{name}: {_type_name(info.type)}{_default_text(info)}{private}")
+        parts.append(f"{name}: {_type_name(info.type)}{_default_text(info)}")
+    private_types = cls.private_field_types()
+    for field in sorted(cls.private_fields):
+        default = getattr(cls, field)
+        default_text = f' = "{default}"' if isinstance(default, str) else f" = {default!r}"
+        parts.append(
+            f"{field}: {_type_name(private_types[field])}{default_text} (private, never serialised)"
+        )
     return "; ".join(parts).replace("|", "\\|")
 
 

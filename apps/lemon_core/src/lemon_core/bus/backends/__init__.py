@@ -1,9 +1,12 @@
 """Bus backends: how a published item travels to the bus's local fan-out.
 
-A backend moves ``(topic, item, size)`` from :meth:`~lemon_core.bus.Bus.broadcast` to the local
-fan-out callback it was opened with. The local backend calls it directly, in the publisher's
-thread. A networked backend (Redis, later) would publish to its server and call the fan-out from
-its reader for the topics the bus told it about through ``topic_added``/``topic_removed``.
+A backend moves ``(topic, item)`` from :meth:`~lemon_core.bus.Bus.broadcast` to the local
+fan-out callback it was opened with (the bus has already measured the item, so an unencodable
+one never reaches a backend). The local backend's fan-out is the bus's own, in the publisher's
+thread. The loopback backend carries each item through the wire format first (encode, decode,
+rebuild typed payloads), in process. A networked backend (Redis, later) would publish to its
+server and call the fan-out from its reader for the topics the bus told it about through
+``topic_added``/``topic_removed``; the fan-out measures what arrived.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from lemon_core.bus.backends.local import LocalBackend
+from lemon_core.bus.backends.loopback import LoopbackBackend
 
-__all__ = ["BACKENDS", "BusBackend", "Fanout", "LocalBackend", "create_backend"]
+__all__ = ["BACKENDS", "BusBackend", "Fanout", "LocalBackend", "LoopbackBackend", "create_backend"]
 
 #: The local fan-out of a bus: ``fanout(topic, item) -> number of handles offered the item``.
 #: It measures the item and may raise ``UnencodableItemError``.
@@ -57,7 +61,10 @@ class BusBackend(Protocol):
 
 
 #: Backend factories by name; the contract kit runs against each of them.
-BACKENDS: Mapping[str, Callable[[], BusBackend]] = {"local": LocalBackend}
+BACKENDS: Mapping[str, Callable[[], BusBackend]] = {
+    "local": LocalBackend,
+    "loopback": LoopbackBackend,
+}
 
 
 def create_backend(name: str) -> BusBackend:

@@ -1,0 +1,96 @@
+"""The byte bound is hard: values cannot pin more memory than they are charged for."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgspec
+import pytest
+
+from lemon_core import Bus, Delivery, Event, UnencodableItemError
+from lemon_core.bus import OverflowReason, measure
+from lemon_core.events import Delta, RunStarted
+
+PINNED = 8 * 1024 * 1024  # 8 MiB
+BOUND = 32 * 1024  # a handle bounded at 32 KiB per message
+
+
+def small_handle() -> Delivery:
+    return Delivery(max_entries=8, max_message_bytes=BOUND, bind_current_task=False)
+
+
+async def test_a_view_in_a_str_field_of_an_unchecked_record_is_charged_its_backing() -> None:
+    backing = bytearray(PINNED)
+    # The plain constructor does not check types: a memoryview lands in a ``str`` field.
+    payload = Delta(run_id="r1", seq=1, text=memoryview(backing)[:64])  # type: ignore[arg-type]  # the bypass under test
+    event = Event.new("delta", payload, {"run_id": "r1"})
+    assert measure(event) >= PINNED
+    handle = small_handle()
+    assert not handle.offer(event)
+    stats = handle.statistics()
+    assert stats.overflow_reason is OverflowReason.BYTES
+    assert stats.admitted == 0
+
+
+async def test_a_view_anywhere_in_a_record_or_its_meta_is_charged() -> None:
+    backing = bytearray(PINNED)
+    view = memoryview(backing)[:16]
+    started = RunStarted(run_id="r1", session_key=view)  # type: ignore[arg-type]  # bypass under test
+    assert measure(Event.new("run_started", started)) >= PINNED
+    assert measure(Event.new("x", None, {"run_id": "r1", "blob": view})) >= PINNED
+    assert measure(Event.new("x", {"deep": [{"deeper": (view,)}]})) >= PINNED
+
+
+async def test_a_view_in_a_dataclass_is_charged() -> None:
+    @dataclasses.dataclass
+    class Carrier:
+        data: Any
+
+    backing = bytearray(PINNED)
+    assert measure(Carrier(data=memoryview(backing)[:8])) >= PINNED
+
+
+async def test_a_raw_that_does_not_own_its_bytes_is_refused_at_the_publisher() -> None:
+    backing = bytearray(PINNED)
+    backing[:2] = b"{}"
+    raw = msgspec.Raw(memoryview(backing)[:2])
+    async with Bus() as bus:
+        handle = small_handle()
+        bus.subscribe("system", delivery=handle)
+        with pytest.raises(UnencodableItemError, match=r"raw\.copy\(\)"):
+            bus.broadcast("system", Event.new("x", {"raw": raw}))
+        # The advised fix is admitted and charged its own size only.
+        bus.broadcast("system", Event.new("x", {"raw": raw.copy()}))
+        assert handle.statistics().admitted == 1
+        assert handle.statistics().bytes < 1_024
+
+
+async def test_a_raw_decoded_out_of_a_larger_message_is_refused() -> None:
+    class Frame(msgspec.Struct):
+        body: msgspec.Raw
+
+    message = b'{"body": {"a": 1}, "padding": "' + b"x" * 100_000 + b'"}'
+    frame = msgspec.json.decode(message, type=Frame)
+    with pytest.raises(UnencodableItemError, match="does not own its buffer"):
+        measure(Event.new("x", {"body": frame.body}))
+    assert measure(Event.new("x", {"body": msgspec.Raw(b'{"a":1}')})) < 1_024
+
+
+async def test_an_item_hiding_a_large_graph_in_unencoded_attributes_is_refused() -> None:
+    class Tagged(list[int]):
+        """A list subclass: the encoder writes its items, not its instance attributes."""
+
+    hidden = Tagged([1])
+    hidden.attached = [[n] for n in range(50_000)]  # type: ignore[attr-defined]  # hidden graph
+    with pytest.raises(UnencodableItemError, match="far more objects"):
+        measure(Event.new("x", {"items": hidden}))
+
+
+async def test_a_large_private_value_is_charged_though_never_encoded() -> None:
+    from lemon_core.events import ApprovalPending, ApprovalRequested
+
+    pending = ApprovalPending(id="p", tool="bash", invocation_context_key="k" * (2 * BOUND))
+    event = Event.new("approval_requested", ApprovalRequested(approval_id="a", pending=pending))
+    assert measure(event) > 2 * BOUND
+    assert not small_handle().offer(event)
