@@ -17,6 +17,8 @@ edit in the same mtime tick as the save cannot hide): it is re-hashed on the nex
 Bound: the cache holds exactly the files seen by the last run (entries for vanished files are
 dropped on save), so it never outgrows the tree. ``statistics()`` reports hits and misses.
 Writes are atomic (temporary file + ``os.replace``); a cache that cannot be written is ignored.
+The file starts with the BLAKE2b-128 digest of its payload; a file whose digest or shape is wrong
+is dropped whole (never a traceback).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _read(path: str) -> bytes | str:
 
 def _facts_of(data: bytes | str) -> tuple[str, Facts]:
     if isinstance(data, str):  # unreadable: not cached under any content hash
-        return "", ((), (), (data, 1))
+        return "", ((), (), (data, 1), (), ())
     return _digest(data), extract(data)
 
 
@@ -80,12 +82,26 @@ class FactsCache:
             self._load()
 
     def _load(self) -> None:
+        """Read the cache; a file of the wrong shape (truncated, edited, another tool's) is
+        dropped whole: its first 16 bytes must be the digest of the rest, and the payload must
+        be ``(key, {path: (int, int, str)}, {str: facts})``."""
         try:
             with open(self._file, "rb") as fh:
-                data: Any = marshal.loads(fh.read())
-            if data[0] != _KEY:
+                raw = fh.read()
+            if len(raw) < 16 or hashlib.blake2b(raw[16:], digest_size=16).digest() != raw[:16]:
                 return
-            self._stat, self._facts = data[1], data[2]
+            data: Any = marshal.loads(raw[16:])
+            if not (isinstance(data, tuple) and len(data) == 3 and data[0] == _KEY):
+                return
+            stat, facts = data[1], data[2]
+            if not (isinstance(stat, dict) and isinstance(facts, dict)):
+                return
+            if not all(
+                isinstance(v, tuple) and len(v) == 3 and isinstance(v[2], str)
+                for v in stat.values()
+            ) or not all(isinstance(v, tuple) and len(v) == 5 for v in facts.values()):
+                return
+            self._stat, self._facts = stat, facts
         except (OSError, EOFError, ValueError, TypeError, IndexError):
             self._stat, self._facts = {}, {}
 
@@ -156,8 +172,10 @@ class FactsCache:
         tmp = f"{self._file}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self._file), exist_ok=True)
+            body = marshal.dumps(payload)
             with open(tmp, "wb") as fh:
-                fh.write(marshal.dumps(payload))
+                fh.write(hashlib.blake2b(body, digest_size=16).digest())
+                fh.write(body)
             os.replace(tmp, self._file)
         except OSError:
             with contextlib.suppress(OSError):

@@ -1,0 +1,99 @@
+"""Which distributions provide an import name: deterministic from the workspace alone.
+
+Sources, in order (the first that knows the name wins, and the finding says which it was):
+
+1. ``policy``: ``[apps.<app>.import_names]``, then ``[third_party.import_names]`` in the policy
+   (an import name may map to several distributions: ``opentelemetry = ["opentelemetry-api",
+   "opentelemetry-sdk"]``).
+2. ``workspace environment``: the top-level names of every distribution installed in the
+   workspace's own environment (``<root>/.venv``: ``top_level.txt``, else ``RECORD``), many to
+   many. Never the Python that runs the gate, so two machines give the same answer for the same
+   tree and environment.
+3. ``name``: the normalised import name itself (``typing_extensions`` -> ``typing-extensions``).
+
+A distribution in ``uv.lock`` without an environment entry is still matched by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+
+from lemon_quality.policy import Policy, canonical
+
+
+def _site_packages(root: Path) -> list[Path]:
+    venv = root / ".venv"
+    found = sorted(venv.glob("lib/python*/site-packages")) + sorted(venv.glob("Lib/site-packages"))
+    return [p for p in found if p.is_dir()]
+
+
+def _dist_tops(info: Path) -> set[str]:
+    top = info / "top_level.txt"
+    names: set[str] = set()
+    try:
+        if top.is_file():
+            names.update(n.strip() for n in top.read_text("utf-8").splitlines() if n.strip())
+            return {n.replace("/", ".").partition(".")[0] for n in names}
+        record = (info / "RECORD").read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return names
+    for line in record.splitlines():
+        path = line.split(",", 1)[0]
+        first = path.split("/", 1)[0]
+        if (
+            not first
+            or first.startswith(".")
+            or first.endswith((".dist-info", ".data", ".pth"))
+            or first == "__pycache__"
+        ):
+            continue
+        if "/" not in path:
+            if not first.endswith(".py"):
+                continue
+            first = first[:-3]
+        if first.isidentifier():
+            names.add(first)
+    return names
+
+
+class DistributionMap:
+    """Import name -> distributions, with where the mapping came from."""
+
+    def __init__(self, root: Path, policy: Policy) -> None:
+        self._root = root
+        self._policy = policy
+        self._env: Mapping[str, frozenset[str]] | None = None
+
+    def environment(self) -> Mapping[str, frozenset[str]]:
+        """Top-level import name -> distributions installed in ``<root>/.venv`` (lazy)."""
+        if self._env is None:
+            env: dict[str, set[str]] = defaultdict(set)
+            for sp in _site_packages(self._root):
+                try:
+                    entries = sorted(os.scandir(sp), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for e in entries:
+                    if not e.name.endswith(".dist-info"):
+                        continue
+                    dist = canonical(re.split(r"-\d", e.name[: -len(".dist-info")], 1)[0])
+                    for top in _dist_tops(Path(e.path)):
+                        env[top].add(dist)
+            self._env = {k: frozenset(v) for k, v in env.items()}
+        return self._env
+
+    def providers(self, app: str, top: str) -> tuple[frozenset[str], str]:
+        """The distributions that may provide ``top`` for ``app``, and the source's name."""
+        pol = self._policy.apps.get(app)
+        if pol is not None and top in pol.import_names:
+            return frozenset(pol.import_names[top]), f"[apps.{app}.import_names]"
+        if top in self._policy.import_names:
+            return frozenset(self._policy.import_names[top]), "[third_party.import_names]"
+        env = self.environment().get(top)
+        if env:
+            return env | {canonical(top)}, "the workspace environment (.venv)"
+        return frozenset({canonical(top)}), "its own name"
