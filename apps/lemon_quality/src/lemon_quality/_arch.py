@@ -7,7 +7,7 @@ list of findings. Nothing here reads files except through what it is given.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from lemon_quality._distributions import DistributionMap
@@ -354,14 +354,15 @@ class ArchitectureCheck:
                     rules[top].append(rule)
             graph = self.source_graph[name]
             for src in self.sources.get(name, []):
-                for line, module, names, _, kind in src.facts[0]:
+                for line, module, names, tc, kind in src.facts[0]:
                     top = module.partition(".")[0]
                     if top not in self.workspace_tops:
                         continue
                     owner = self.owner_of(module)
                     if owner is None or owner == name:
                         continue
-                    graph.add(owner)
+                    if not tc:  # the source graph is the run-time one
+                        graph.add(owner)
                     # Fast path: most references touch no private name and no reserved module.
                     if "._" in module or any(n[:1] == "_" for n in names) or top in rules:
                         self._reference_rules(

@@ -40,7 +40,7 @@ def write_baseline(root: Path, findings: list[Finding]) -> Path:
     old: dict[Key, str] = {}
     if path.is_file():
         try:
-            old = {k: r for k, r in _read(path)}
+            old = dict(_read(path))
         except PolicyError:
             old = {}
     entries = []

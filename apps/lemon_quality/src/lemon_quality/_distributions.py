@@ -80,7 +80,7 @@ class DistributionMap:
                 for e in entries:
                     if not e.name.endswith(".dist-info"):
                         continue
-                    dist = canonical(re.split(r"-\d", e.name[: -len(".dist-info")], 1)[0])
+                    dist = canonical(re.split(r"-\d", e.name[: -len(".dist-info")], maxsplit=1)[0])
                     for top in _dist_tops(Path(e.path)):
                         env[top].add(dist)
             self._env = {k: frozenset(v) for k, v in env.items()}

@@ -149,7 +149,7 @@ def _exports(body: list[ast.stmt]) -> ExportFact:
         if isinstance(value, (ast.List, ast.Tuple)) and all(
             isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
         ):
-            names.extend(e.value for e in value.elts if isinstance(e, ast.Constant))
+            names.extend(str(e.value) for e in value.elts if isinstance(e, ast.Constant))
         else:
             literal = False
     if not line:
@@ -164,7 +164,7 @@ def _strings(node: ast.expr) -> tuple[str, ...] | None:
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(
         isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
     ):
-        return tuple(e.value for e in node.elts if isinstance(e, ast.Constant))
+        return tuple(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
     return None
 
 

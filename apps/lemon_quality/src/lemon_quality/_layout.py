@@ -268,8 +268,8 @@ def _from_backend(
             found.update(_package(app_dir, root, sub.replace("/", ".").removesuffix(".py")))
         return "pdm", found, (root,)
     if backend.startswith("flit"):
-        name = _get(raw, "tool", "flit", "module", "name")
-        dotted = name if isinstance(name, str) else norm
+        flit_name = _get(raw, "tool", "flit", "module", "name")
+        dotted = flit_name if isinstance(flit_name, str) else norm
         found = {}
         for root in ("src", "."):
             found = _package(app_dir, root, dotted)

@@ -7,10 +7,11 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from lemon_quality import boundaries_doc
 from lemon_quality._arch import ArchitectureCheck, SourceFile
-from lemon_quality._baseline import apply_baseline, write_baseline
+from lemon_quality._baseline import BASELINE_FILE, apply_baseline, write_baseline
 from lemon_quality._cache import FactsCache
 from lemon_quality._links import check_links
 from lemon_quality._tests_guard import check_duplicates, is_test_file
@@ -72,15 +73,16 @@ def _in_roots(rel: str, roots: Mapping[str, str]) -> str | None:
     return None
 
 
-def run_checks(root: Path, *, use_cache: bool = True, baseline: str | None = None) -> Report:
+def run_checks(
+    root: Path, *, use_cache: bool = True, baseline: Literal["auto", "check", "write"] = "auto"
+) -> Report:
     """Run all rules on the workspace at ``root``; raises QualityError if it cannot.
 
-    ``baseline`` is ``None``, ``"check"`` (known findings in the baseline file do not fail) or
-    ``"write"`` (record every current finding in the baseline file).
+    ``baseline``: ``auto`` applies ``quality_baseline.json`` when the root has one; ``check``
+    requires it; ``write`` records every current failing finding in it (and applies nothing).
     """
     started = time.perf_counter()
-    policy = load_policy(root)
-    ws = load_workspace(root, policy)
+    policy, ws = _load_both(root)
     findings: list[Finding] = []
     link_files = {r for r in policy.link_roots if not r.endswith("/")}
     link_dirs = tuple(r.rstrip("/") + "/" for r in policy.link_roots)
@@ -156,7 +158,7 @@ def run_checks(root: Path, *, use_cache: bool = True, baseline: str | None = Non
     baselined = 0
     if baseline == "write":
         write_baseline(root, findings)
-    elif baseline == "check":
+    elif baseline == "check" or (root / BASELINE_FILE).is_file():
         findings, baselined = apply_baseline(root, findings)
     stats = cache.statistics()
     stats.update(
@@ -191,7 +193,14 @@ def _is_template(path: Path, line: int) -> bool:
     return False
 
 
+def _load_both(root: Path) -> tuple[Policy, Workspace]:
+    if not (root / "pyproject.toml").is_file():
+        load_workspace(root)  # raises the WorkspaceError that names the missing file
+    policy = load_policy(root)
+    return policy, load_workspace(root, policy)
+
+
 def load(root: Path) -> tuple[Workspace, Policy]:
     """The workspace and its policy (raises QualityError when either cannot be read)."""
-    policy = load_policy(root)
-    return load_workspace(root, policy), policy
+    policy, ws = _load_both(root)
+    return ws, policy
