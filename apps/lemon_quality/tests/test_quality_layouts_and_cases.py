@@ -19,6 +19,7 @@ def materialise(dest: Path) -> Path:
     """A fresh copy of the clean fixture workspace."""
     return shutil.copytree(FIXTURES / "valid", dest)
 
+
 # layout -> (the one undeclared reference it hides: app, path, line; source files scanned)
 LAYOUT_EXPECTED = {
     "flat": ("beta", "packages/beta/beta/__init__.py", 1),
