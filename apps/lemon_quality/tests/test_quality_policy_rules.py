@@ -40,7 +40,8 @@ def test_a_denied_import_under_type_checking_is_still_denied(workspace: Factory)
         '[apps.base]\nrole = "core"\nallow = []\ndeny_third_party = ["rich"]',
     )
     (root / "apps/base/src/base/show.py").write_text(
-        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from rich.console import Console\n"
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from rich.console import Console\n"
     )
     assert [(f.code, f.line) for f in _findings(root)] == [("denied_third_party", 4)]
 
@@ -187,9 +188,9 @@ def test_the_baseline_admits_known_findings_and_fails_new_and_stale_ones(
     assert entry["reason"]
     capsys.readouterr()
     assert main(["check", "--root", str(root), "--no-cache", "--baseline", "check"]) == 0
-    assert "1 baselined" not in capsys.readouterr().out  # counted in statistics
     report = run_checks(root, use_cache=False)
-    assert report.ok and report.statistics["baselined"] == 1
+    assert report.ok
+    assert report.statistics["baselined"] == 1
     # A new finding fails; the old one stays admitted.
     _append(root, "apps/extra/src/extra/probe.py", "\nimport zz_new_dependency\n")
     assert [f.code for f in run_checks(root, use_cache=False).failures] == [

@@ -104,6 +104,7 @@ class ArchitectureCheck:
         self.out: list[Finding] = []
         self.dists = DistributionMap(ws.root, policy)
         self.source_graph: dict[str, set[str]] = defaultdict(set)
+        self.export_lists = 0
 
     def add(
         self,
@@ -758,6 +759,7 @@ class ArchitectureCheck:
                 if not fact:
                     continue
                 line, listed, literal, bound, dynamic = fact
+                self.export_lists += 1
                 problems = self._all_problems(src, listed, literal, bound, dynamic, known)
                 for problem, hint in problems:
                     self.add("export_list", name, src.path, line, problem, hint)

@@ -150,7 +150,8 @@ def run_checks(
                 )
             )
         sources[app_name].append(SourceFile(app=app_name, path=rel, facts=fact, module=module))
-    findings.extend(ArchitectureCheck(ws, policy, sources, pth).run())
+    arch = ArchitectureCheck(ws, policy, sources, pth)
+    findings.extend(arch.run())
     findings.extend(boundaries_doc.check(ws, policy))
     findings.extend(check_links(root, sorted(docs)))
     findings.extend(check_duplicates(tests))
@@ -167,6 +168,7 @@ def run_checks(
         test_files=len(tests),
         docs_checked=len(docs),
         templates_skipped=templates,
+        export_lists=arch.export_lists,
         baselined=baselined,
         elapsed_ms=int((time.perf_counter() - started) * 1000),
     )
