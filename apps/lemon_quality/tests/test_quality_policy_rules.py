@@ -188,6 +188,7 @@ def test_the_baseline_admits_known_findings_and_fails_new_and_stale_ones(
     assert entry["reason"]
     capsys.readouterr()
     assert main(["check", "--root", str(root), "--no-cache", "--baseline", "check"]) == 0
+    assert "0 failing, 0 warnings, 1 baselined" in capsys.readouterr().out
     report = run_checks(root, use_cache=False)
     assert report.ok
     assert report.statistics["baselined"] == 1
