@@ -175,6 +175,14 @@ def test_the_workspace_environment_maps_import_names_not_the_running_python(
     )
     _edit(root, "apps/extra/pyproject.toml", '["base"]', '["base", "PyYAML"]')
     assert _findings(root) == []
+    # With a lock file, only locked distributions map: a stray install maps nothing.
+    (root / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "msgspec"\n')
+    unused, undeclared = _findings(root)  # sorted by path: pyproject.toml first
+    assert undeclared.code == "undeclared_third_party"
+    assert "declares none of yaml (mapping from its own name)" in undeclared.message
+    assert unused.code == "unused_dependency"
+    (root / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "pyyaml"\n')
+    assert _findings(root) == []
 
 
 def test_the_baseline_admits_known_findings_and_fails_new_and_stale_ones(

@@ -11,13 +11,16 @@ Sources, in order (the first that knows the name wins, and the finding says whic
    tree and environment.
 3. ``name``: the normalised import name itself (``typing_extensions`` -> ``typing-extensions``).
 
-A distribution in ``uv.lock`` without an environment entry is still matched by name.
+When the root has a ``uv.lock``, only environment distributions the lock lists count (a package
+installed by hand into ``.venv`` maps nothing), so the answer follows the lock; a distribution
+in the lock without an environment entry is still matched by its name.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tomllib
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,6 +63,22 @@ def _dist_tops(info: Path) -> set[str]:
     return names
 
 
+def _locked(root: Path) -> frozenset[str] | None:
+    """Canonical names of the packages in ``<root>/uv.lock``; None without a readable lock."""
+    try:
+        raw = tomllib.loads((root / "uv.lock").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    packages = raw.get("package", [])
+    if not isinstance(packages, list):
+        return None
+    return frozenset(
+        canonical(p["name"])
+        for p in packages
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    )
+
+
 class DistributionMap:
     """Import name -> distributions, with where the mapping came from."""
 
@@ -72,6 +91,7 @@ class DistributionMap:
         """Top-level import name -> distributions installed in ``<root>/.venv`` (lazy)."""
         if self._env is None:
             env: dict[str, set[str]] = defaultdict(set)
+            locked = _locked(self._root)
             for sp in _site_packages(self._root):
                 try:
                     entries = sorted(os.scandir(sp), key=lambda e: e.name)
@@ -81,6 +101,8 @@ class DistributionMap:
                     if not e.name.endswith(".dist-info"):
                         continue
                     dist = canonical(re.split(r"-\d", e.name[: -len(".dist-info")], maxsplit=1)[0])
+                    if locked is not None and dist not in locked:
+                        continue
                     for top in _dist_tops(Path(e.path)):
                         env[top].add(dist)
             self._env = {k: frozenset(v) for k, v in env.items()}
@@ -95,5 +117,5 @@ class DistributionMap:
             return frozenset(self._policy.import_names[top]), "[third_party.import_names]"
         env = self.environment().get(top)
         if env:
-            return env | {canonical(top)}, "the workspace environment (.venv)"
+            return env | {canonical(top)}, "the workspace environment (.venv, as locked)"
         return frozenset({canonical(top)}), "its own name"
