@@ -96,6 +96,7 @@ class ArchitectureCheck:
             d.rsplit(".", i)[0] for d in self.owner for i in range(1, d.count(".") + 1)
         }
         self._owner_cache: dict[str, str | None] = {}
+        self._flat = all("." not in d for d in self.owner)
         self.modules: dict[str, set[str]] = defaultdict(set)
         for app_name, files in sources.items():
             for src in files:
@@ -121,6 +122,8 @@ class ArchitectureCheck:
 
     def owner_of(self, module: str) -> str | None:
         """The app whose package holds ``module`` (longest dotted prefix), or None."""
+        if self._flat:  # no dotted package anywhere (the common case): the top name decides
+            return self.owner.get(module.partition(".")[0])
         cached = self._owner_cache.get(module, "")
         if cached != "":
             return cached
@@ -354,12 +357,13 @@ class ArchitectureCheck:
                 if name not in rule.allowed_apps and self.owner_of(rule.module) != name:
                     rules[top].append(rule)
             graph = self.source_graph[name]
+            tops, flat, direct = self.workspace_tops, self._flat, self.owner.get
             for src in self.sources.get(name, []):
                 for line, module, names, tc, kind in src.facts[0]:
                     top = module.partition(".")[0]
-                    if top not in self.workspace_tops:
+                    if top not in tops:
                         continue
-                    owner = self.owner_of(module)
+                    owner = direct(top) if flat else self.owner_of(module)
                     if owner is None or owner == name:
                         continue
                     if not tc:  # the source graph is the run-time one
