@@ -84,13 +84,14 @@ def main(argv: list[str] | None = None) -> int:
             for rule in RULES.values():
                 print(f"{rule.code:24} {rule.severity:5} {rule.summary}")
             return 0
-        root = args.root.resolve() if args.root else find_root(Path.cwd())
-        if args.command == "docs":
-            return _docs(root, check=args.check)
-        if args.command == "init":
+        if args.command == "init":  # a tree without a policy: the current directory by default
+            root = (args.root or Path.cwd()).resolve()
             path = write_init(root, force=args.force)
             print(f"wrote {path.name}: review every role marked `# review` before relying on it")
             return 0
+        root = args.root.resolve() if args.root else find_root(Path.cwd())
+        if args.command == "docs":
+            return _docs(root, check=args.check)
         # A short-lived run that allocates many small records: the cyclic collector would
         # only re-scan them.
         gc.disable()
