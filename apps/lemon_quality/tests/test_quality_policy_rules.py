@@ -165,23 +165,31 @@ def test_the_workspace_environment_maps_import_names_not_the_running_python(
     workspace: Factory,
 ) -> None:
     root = workspace(None)
-    info = root / ".venv/lib/python3.11/site-packages/PyYAML-6.0.dist-info"
+    info = root / ".venv/lib/python3.11/site-packages/Acme_Widgets-2.0.dist-info"
     info.mkdir(parents=True)
-    (info / "top_level.txt").write_text("_yaml\nyaml\n")
-    (root / "apps/extra/src/extra/conf.py").write_text("import yaml\n")
+    (info / "top_level.txt").write_text("widgets\n")
+    (root / "apps/extra/src/extra/conf.py").write_text("import widgets\n")
     [finding] = _findings(root)
-    assert "declares none of pyyaml, yaml (mapping from the workspace environment" in (
+    assert "declares none of acme_widgets, widgets (mapping from the workspace environment" in (
         finding.message
     )
-    _edit(root, "apps/extra/pyproject.toml", '["base"]', '["base", "PyYAML"]')
+    _edit(root, "apps/extra/pyproject.toml", '["base"]', '["base", "acme-widgets"]')
     assert _findings(root) == []
     # With a lock file, only locked distributions map: a stray install maps nothing.
     (root / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "msgspec"\n')
     unused, undeclared = _findings(root)  # sorted by path: pyproject.toml first
-    assert undeclared.code == "undeclared_third_party"
-    assert "declares none of yaml (mapping from its own name)" in undeclared.message
+    assert "declares none of widgets (mapping from its own name)" in undeclared.message
     assert unused.code == "unused_dependency"
-    (root / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "pyyaml"\n')
+    (root / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "acme-widgets"\n')
+    assert _findings(root) == []
+
+
+def test_well_known_import_names_map_without_an_environment(workspace: Factory) -> None:
+    root = workspace(None)
+    (root / "apps/extra/src/extra/conf.py").write_text("import yaml\n")
+    [finding] = _findings(root)
+    assert "declares none of pyyaml (mapping from the built-in table" in finding.message
+    _edit(root, "apps/extra/pyproject.toml", '["base"]', '["base", "PyYAML>=6"]')
     assert _findings(root) == []
 
 

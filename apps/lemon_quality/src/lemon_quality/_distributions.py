@@ -9,7 +9,10 @@ Sources, in order (the first that knows the name wins, and the finding says whic
    workspace's own environment (``<root>/.venv``: ``top_level.txt``, else ``RECORD``), many to
    many. Never the Python that runs the gate, so two machines give the same answer for the same
    tree and environment.
-3. ``name``: the normalised import name itself (``typing_extensions`` -> ``typing-extensions``).
+3. ``built-in table``: a short fixed table of well-known import names that differ from their
+   distribution (``yaml`` -> ``PyYAML``, ``PIL`` -> ``Pillow``, ``bs4`` -> ``beautifulsoup4``...),
+   for trees without an environment.
+4. ``name``: the normalised import name itself (``typing_extensions`` -> ``typing-extensions``).
 
 When the root has a ``uv.lock``, only environment distributions the lock lists count (a package
 installed by hand into ``.venv`` maps nothing), so the answer follows the lock; a distribution
@@ -26,6 +29,31 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lemon_quality.policy import Policy, canonical
+
+
+# Import name -> distributions, for the most common mismatches (used only when neither the policy
+# nor the workspace environment knows the name).
+KNOWN: dict[str, tuple[str, ...]] = {
+    "attr": ("attrs",),
+    "bs4": ("beautifulsoup4",),
+    "cv2": ("opencv-python", "opencv-python-headless", "opencv-contrib-python"),
+    "dateutil": ("python-dateutil",),
+    "docx": ("python-docx",),
+    "dotenv": ("python-dotenv",),
+    "git": ("gitpython",),
+    "google": ("protobuf", "googleapis-common-protos", "google-api-core"),
+    "jose": ("python-jose",),
+    "jwt": ("pyjwt",),
+    "magic": ("python-magic",),
+    "multipart": ("python-multipart",),
+    "OpenSSL": ("pyopenssl",),
+    "PIL": ("pillow",),
+    "pkg_resources": ("setuptools",),
+    "serial": ("pyserial",),
+    "sklearn": ("scikit-learn",),
+    "yaml": ("pyyaml",),
+    "zmq": ("pyzmq",),
+}
 
 
 def _site_packages(root: Path) -> list[Path]:
@@ -118,4 +146,6 @@ class DistributionMap:
         env = self.environment().get(top)
         if env:
             return env | {canonical(top)}, "the workspace environment (.venv, as locked)"
+        if top in KNOWN:
+            return frozenset(canonical(d) for d in KNOWN[top]), "the built-in table of known names"
         return frozenset({canonical(top)}), "its own name"

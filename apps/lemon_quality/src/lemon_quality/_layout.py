@@ -67,9 +67,8 @@ def _is_template(name: str) -> bool:
 
 def _has_modules(path: Path) -> bool:
     try:
-        return any(
-            e.name.endswith(".py") and e.is_file() for e in os.scandir(path) if e.name[0] != "."
-        )
+        with os.scandir(path) as entries:
+            return any(e.name.endswith(".py") and e.is_file() for e in entries if e.name[0] != ".")
     except OSError:
         return False
 
