@@ -30,7 +30,6 @@ from pathlib import Path
 
 from lemon_quality.policy import Policy, canonical
 
-
 # Import name -> distributions, for the most common mismatches (used only when neither the policy
 # nor the workspace environment knows the name).
 KNOWN: dict[str, tuple[str, ...]] = {
