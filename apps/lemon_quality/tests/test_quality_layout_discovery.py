@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lemon_quality._layout import discover
 
 
-def _app(root: Path, pyproject: str, files: list[str]) -> tuple[Path, dict[str, object]]:
+def _app(root: Path, pyproject: str, files: list[str]) -> tuple[Path, dict[str, Any]]:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(pyproject)
     for rel in files:
@@ -83,7 +84,7 @@ def test_packages_are_found_from_the_backend_configuration_or_by_discovery(
     tmp_path: Path, pyproject: str, files: list[str], packages: dict[str, str], how: str
 ) -> None:
     app_dir, raw = _app(tmp_path / "app", pyproject, files)
-    layout = discover(app_dir, raw, str(raw["project"]["name"]))  # type: ignore[index]
+    layout = discover(app_dir, raw, str(raw["project"]["name"]))
     assert (dict(layout.packages), layout.how) == (packages, how)
 
 
