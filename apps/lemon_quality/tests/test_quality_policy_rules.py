@@ -242,3 +242,24 @@ def test_init_writes_a_policy_with_the_exact_current_edges(
     assert {f.code for f in report.failures} == {"undeclared_reference"}
     assert main(["check", "init", "--root", str(root)]) == 2  # exists: refuses to overwrite
     assert "--force" in capsys.readouterr().err
+
+
+def test_an_export_that_names_no_module_is_a_finding(workspace: Factory) -> None:
+    root = workspace("unexported_reference")
+    _edit(root, "architecture.toml", 'exports = ["mid"]', 'exports = ["mid.*", "mid.gone"]')
+    [finding] = _findings(root)
+    assert (finding.code, finding.path) == ("unexported_reference", "architecture.toml")
+    assert "lists mid.gone, but mid has no such module" in finding.message
+
+
+def test_a_policy_package_that_is_not_found_is_a_finding(workspace: Factory) -> None:
+    root = workspace(None)
+    _edit(
+        root,
+        "architecture.toml",
+        '[apps.extra]\nrole = "product"\nallow = ["base"]',
+        '[apps.extra]\nrole = "product"\nallow = ["base"]\npackages = ["extra", "extras"]',
+    )
+    [finding] = _findings(root)
+    assert finding.code == "no_source_files"
+    assert "lists extras, which is in none of its source roots (src, .)" in finding.message

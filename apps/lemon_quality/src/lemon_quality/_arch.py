@@ -145,6 +145,7 @@ class ArchitectureCheck:
         self._edges()
         self._references()
         self._stale_forbidden()
+        self._stale_exports()
         self._third_party()
         self._cycles()
         self._roles()
@@ -180,6 +181,16 @@ class ArchitectureCheck:
                     f"project name {app.project_name!r} does not match its directory "
                     f"{app.directory!r}",
                     f"rename the directory to {app.name} or the project",
+                )
+            for missing in app.missing_packages:
+                self.add(
+                    "no_source_files",
+                    app.name,
+                    POLICY_FILE,
+                    None,
+                    f"apps.{app.name}.packages lists {missing}, which is in none of its source "
+                    f"roots ({', '.join(app.source_roots)})",
+                    "correct the package name or source_roots, or remove the entry",
                 )
             if not app.packages or not self.sources.get(app.name):
                 how = {
@@ -452,6 +463,24 @@ class ArchitectureCheck:
                 f"apps.{owner}.exports in {POLICY_FILE}",
             )
             return
+
+    def _stale_exports(self) -> None:
+        for name, pol in sorted(self.policy.apps.items()):
+            if pol.exports is None or name not in self.apps:
+                continue
+            known = self.modules.get(name, set())
+            for export in pol.exports:
+                base = export.removesuffix(".*")
+                if base in known or any(m.startswith(base + ".") for m in known):
+                    continue
+                self.add(
+                    "unexported_reference",
+                    name,
+                    POLICY_FILE,
+                    None,
+                    f"apps.{name}.exports lists {export}, but {name} has no such module",
+                    "remove or correct the entry (an export list only names real modules)",
+                )
 
     def _stale_forbidden(self) -> None:
         for i, rule in enumerate(self.policy.forbidden_references):

@@ -59,6 +59,7 @@ class Layout:
     packages: Mapping[str, str]
     roots: tuple[str, ...]
     how: str
+    missing: tuple[str, ...] = ()
 
 
 def _is_template(name: str) -> bool:
@@ -296,7 +297,12 @@ def discover(
     norm = project_name.replace("-", "_").replace(".", "_").lower()
     if packages or roots:
         found = _from_policy(app_dir, packages, roots)
-        return Layout(packages=found, roots=tuple(roots) or ("src", "."), how="policy")
+        missing = tuple(
+            p for p in packages if not any(f == p or f.startswith(p + ".") for f in found)
+        )
+        return Layout(
+            packages=found, roots=tuple(roots) or ("src", "."), how="policy", missing=missing
+        )
     backend = _from_backend(app_dir, raw, norm)
     if backend is not None and backend[1]:
         return Layout(packages=backend[1], roots=backend[2], how=backend[0])

@@ -73,6 +73,7 @@ class App:
     source_roots: tuple[str, ...] = ("src",)
     unresolved_dynamic: tuple[str, ...] = ()
     entry_points: tuple[EntryPoint, ...] = ()
+    missing_packages: tuple[str, ...] = ()
 
     def package_dirs(self) -> dict[str, str]:
         """Import name -> directory (or module file) relative to the workspace root."""
@@ -241,6 +242,7 @@ def _load_app(root: Path, directory: Path, policy: Policy | None) -> App:
         source_roots=layout.roots,
         unresolved_dynamic=tuple(unresolved),
         entry_points=_entry_points(project, text),
+        missing_packages=layout.missing,
     )
 
 
