@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from lemon_quality import _cache, main, run_checks
-from lemon_quality._cache import CACHE_DIR
-from lemon_quality._facts import FACTS_VERSION, extract
+from lemon_quality._facts import extract
 
 Factory = Callable[[str | None], Path]
 DEEP = ("x = " + " + ".join(["1"] * 20_000) + "\n").encode()
@@ -73,38 +72,58 @@ def test_member_globs_outside_the_root_are_refused_with_exit_2_and_json(
     assert word in doc["error"]
 
 
+def _cache_file(root: Path) -> Path:
+    path = Path(_cache.FactsCache(str(root), enabled=False)._file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _entry_for(root: Path, rel: str) -> tuple[int, int, str]:
+    st = (root / rel).stat()
+    return (st.st_size, st.st_mtime_ns, "h")
+
+
+@pytest.mark.parametrize("digest", [False, True])
 @pytest.mark.parametrize(
-    "payload",
+    "shape",
     [
-        b"not marshal at all",
-        b"",
-        marshal.dumps(((FACTS_VERSION, (3, 11)), [], {})),
-        bytes(16) + marshal.dumps(((FACTS_VERSION, (3, 11)), {"a": 1}, {"h": "x"})),
+        "not marshal",
+        "empty",
+        "index is a list",
+        "facts are an int",
+        "stat entry is an int",
+        "a later entry is wrong",
     ],
 )
-def test_a_cache_file_of_the_wrong_shape_is_dropped(workspace: Factory, payload: bytes) -> None:
+def test_a_cache_file_of_the_wrong_shape_is_dropped(
+    workspace: Factory, shape: str, digest: bool
+) -> None:
+    import hashlib
+
     root = workspace(None)
-    cache = root / CACHE_DIR / f"facts-v{FACTS_VERSION}.marshal"
-    cache.parent.mkdir()
-    cache.write_bytes(payload)
+    rel = "apps/base/src/base/__init__.py"
+    body = {
+        "not marshal": b"not marshal at all",
+        "empty": b"",
+        "index is a list": marshal.dumps((_cache._KEY, [], {})),
+        "facts are an int": marshal.dumps((_cache._KEY, {rel: _entry_for(root, rel)}, {"h": 5})),
+        "stat entry is an int": marshal.dumps((_cache._KEY, {rel: 7}, {})),
+        # The first entries are well formed, a later one is not (only a sample is checked
+        # on load; every lookup checks its own entry).
+        "a later entry is wrong": marshal.dumps(
+            (
+                _cache._KEY,
+                {"apps/a.py": (1, 2, "ok"), rel: _entry_for(root, rel), "apps/z.py": 3},
+                {"ok": ((), (), ("", 0), (), ()), "h": ("short",)},
+            )
+        ),
+    }[shape]
+    head = hashlib.blake2b(body, digest_size=16).digest() if digest else b""
+    _cache_file(root).write_bytes(head + body)
     report = run_checks(root)
     assert report.findings == ()
     assert report.statistics["stat_hits"] == 0
     assert run_checks(root).statistics["parsed"] == 0  # and a good cache replaces it
-
-
-def test_a_cache_entry_of_the_wrong_shape_with_a_valid_digest_is_dropped(
-    workspace: Factory,
-) -> None:
-    import hashlib
-    import sys
-
-    root = workspace(None)
-    body = marshal.dumps(((FACTS_VERSION, sys.version_info[:2]), {"x.py": (1, 2, "h")}, {"h": 5}))
-    cache = root / CACHE_DIR / f"facts-v{FACTS_VERSION}.marshal"
-    cache.parent.mkdir()
-    cache.write_bytes(hashlib.blake2b(body, digest_size=16).digest() + body)
-    assert run_checks(root).findings == ()
 
 
 def test_json_with_a_bad_flag_still_prints_a_json_document(

@@ -115,13 +115,16 @@ class FactsCache:
         self._stats["files"] += len(files)
         for rel, size, mtime in files:
             entry = self._stat.get(rel)
-            if entry is not None and entry[0] == size and entry[1] == mtime:
-                facts = self._facts.get(entry[2])
-                if facts is not None:
-                    result[rel] = facts
-                    self._keep(rel, entry, facts)
-                    self._stats["stat_hits"] += 1
-                    continue
+            try:
+                if entry is not None and entry[0] == size and entry[1] == mtime:
+                    facts = self._facts.get(entry[2])
+                    if type(facts) is tuple and len(facts) == 5:
+                        result[rel] = facts
+                        self._keep(rel, entry, facts)
+                        self._stats["stat_hits"] += 1
+                        continue
+            except (TypeError, IndexError, KeyError):
+                pass  # an entry of the wrong shape is a miss: the file is read again
             todo.append((rel, size, mtime))
         if todo:
             self._dirty = True
@@ -144,7 +147,7 @@ class FactsCache:
                 data = _read(path)
                 digest = _digest(data) if isinstance(data, bytes) else ""
                 known = self._facts.get(digest) if digest else None
-                if known is not None:
+                if type(known) is tuple and len(known) == 5:
                     # Same bytes under a new mtime (a touched file): reuse, do not parse.
                     self._stats["hash_hits"] += 1
                     out.append((digest, known))
