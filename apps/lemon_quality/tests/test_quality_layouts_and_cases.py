@@ -30,6 +30,7 @@ LAYOUT_EXPECTED = {
         1,
     ),
     "policy_packages": ("tool", "apps/tool/src/tool/__init__.py", 1),
+    "root_member": ("rootpkg", "rootpkg/__init__.py", 1),
 }
 
 CASE_EXPECTED: dict[str, list[str]] = {
@@ -99,3 +100,11 @@ def test_a_member_path_source_overrides_the_roots_workspace_source(tmp_path: Pat
     shutil.copytree(CASES / "member_path_source", root, dirs_exist_ok=True)
     [finding] = run_checks(root, use_cache=False).findings
     assert "its own [tool.uv.sources] gives mid a non-workspace source" in finding.message
+
+
+def test_members_dot_is_the_root_and_not_a_traceback(tmp_path: Path) -> None:
+    root = shutil.copytree(LAYOUTS / "root_member", tmp_path / "rm")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('["libs/*"]', '[".", "libs/*"]'))
+    [finding] = run_checks(root, use_cache=False).findings
+    assert (finding.code, finding.app) == ("undeclared_reference", "rootpkg")

@@ -159,7 +159,7 @@ class ArchitectureCheck:
     def _layout_and_names(self) -> None:
         by_name: dict[str, list[App]] = defaultdict(list)
         for app in self.ws.apps:
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             if app.pyproject_error is not None:
                 self.add(
                     "invalid_pyproject",
@@ -172,7 +172,10 @@ class ArchitectureCheck:
                 continue
             by_name[app.name].append(app)
             dirname = app.directory.rsplit("/", 1)[-1]
-            if app.name != dirname.replace("-", "_").replace(".", "_").lower():
+            if (
+                app.directory != "."
+                and app.name != dirname.replace("-", "_").replace(".", "_").lower()
+            ):
                 self.add(
                     "app_layout",
                     app.name,
@@ -225,7 +228,7 @@ class ArchitectureCheck:
                         self.add(
                             "app_layout",
                             app.name,
-                            f"{app.directory}/src/{name}",
+                            app.path(f"src/{name}"),
                             None,
                             f"src/ of {app.name} also provides top-level {name!r}: an "
                             "alias import name hides ownership",
@@ -237,7 +240,7 @@ class ArchitectureCheck:
                 self.add(
                     "duplicate_name",
                     name,
-                    f"{apps[1].directory}/pyproject.toml",
+                    apps[1].path("pyproject.toml"),
                     None,
                     f"distribution and import name {name!r} is used by {dirs}",
                     "give each app its own name",
@@ -249,7 +252,7 @@ class ArchitectureCheck:
                 self.add(
                     "unknown_app",
                     name,
-                    f"{self.apps[name].directory}/pyproject.toml",
+                    self.apps[name].path("pyproject.toml"),
                     None,
                     f"app {name} has no entry in {POLICY_FILE}",
                     f"add [apps.{name}] with its role and allowed dependencies",
@@ -271,7 +274,7 @@ class ArchitectureCheck:
                 self.add(
                     "unresolved_dynamic_metadata",
                     name,
-                    f"{app.directory}/pyproject.toml",
+                    app.path("pyproject.toml"),
                     None,
                     f"{name}: {why}; its edges and third-party declarations cannot be checked",
                     "declare the field statically, or point setuptools `file = [...]` / "
@@ -287,7 +290,7 @@ class ArchitectureCheck:
     # -- declared edges ------------------------------------------------------------------
     def _edges(self) -> None:
         for name, app in sorted(self.apps.items()):
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             pol = self.policy.apps.get(name)
             declared: set[str] = set()
             for dep, _, line, where in self._internal(app):
@@ -361,7 +364,7 @@ class ArchitectureCheck:
             if pol is not None:
                 for exc in pol.reference_only:
                     for f in exc.files:
-                        exceptions[(exc.target, f"{app.directory}/{f.lstrip('/')}")] = False
+                        exceptions[(exc.target, app.path(f.lstrip("/")))] = False
             rules: dict[str, list[ForbiddenReference]] = defaultdict(list)
             for rule in self.policy.forbidden_references:
                 top = rule.module.partition(".")[0]
@@ -412,7 +415,7 @@ class ArchitectureCheck:
                         line,
                         f"`{statement}` imports {owner} without a declared runtime "
                         f"dependency{note}",
-                        f"declare {owner} in {app.directory}/pyproject.toml (and allow it "
+                        f"declare {owner} in {app.path('pyproject.toml')} (and allow it "
                         f"in {POLICY_FILE}), or add a reference-only exception for this "
                         "file with a reason",
                     )
@@ -553,7 +556,7 @@ class ArchitectureCheck:
             declared = {
                 d.name: d for d in app.dependencies if d.kind != "group" and d.name not in self.apps
             }
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             for dep in app.dependencies:
                 if dep.name in deny:
                     self.add(
@@ -599,7 +602,7 @@ class ArchitectureCheck:
                         f"{name} imports third-party {top!r} at run time but declares none "
                         f"of {_join(dists)} (mapping from {how})",
                         f"add the distribution to [project] dependencies of "
-                        f"{app.directory}/pyproject.toml (or move the import under "
+                        f"{app.path('pyproject.toml')} (or move the import under "
                         "`if TYPE_CHECKING:` if it is only for types, or map the import name "
                         f"in [apps.{name}.import_names])",
                     )
@@ -696,7 +699,7 @@ class ArchitectureCheck:
                     self.add(
                         "role_violation",
                         name,
-                        f"{app.directory}/pyproject.toml",
+                        app.path("pyproject.toml"),
                         line,
                         f"{name} depends on {dep} ({other.role}) in {where}; apps of role "
                         f"{other.role} are test-only",
@@ -707,7 +710,7 @@ class ArchitectureCheck:
         roles = self.policy.roles
         for name, app in sorted(self.apps.items()):
             pol = self.policy.apps.get(name)
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             for ep in app.entry_points:
                 owner = self.owner_of(ep.module)
                 if owner is not None and owner != name:
@@ -903,7 +906,7 @@ class ArchitectureCheck:
                     f"create apps/{name} when its work starts",
                 )
                 continue
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             actual = {d for d, _, _, _ in self._internal(app)}
             for dep in sorted(actual - set(target.allow)):
                 self.add(

@@ -140,6 +140,8 @@ def _dirs(app_dir: Path, root: str) -> list[str]:
         if n.startswith((".", "_")) or n.endswith(".egg-info") or _is_template(n):
             continue
         if e.is_dir() and n.isidentifier():
+            if (Path(e.path) / "pyproject.toml").is_file():
+                continue  # a nested project (another member) is never part of this package
             if root in ("", ".") and (
                 n in _NOT_PACKAGES or not (Path(e.path) / "__init__.py").is_file()
             ):

@@ -43,7 +43,7 @@ def _owner_index(ws: Workspace) -> tuple[dict[str, tuple[str, str]], dict[str, s
         for dotted, rel in app.package_dirs().items():
             packages[rel] = (app.name, dotted)
         for root in app.source_roots:
-            r = app.directory if root in ("", ".") else f"{app.directory}/{root.strip('/')}"
+            r = app.path(root.strip("/")) if root not in ("", ".") else app.directory
             roots.setdefault(r, app.name)
     return packages, roots
 

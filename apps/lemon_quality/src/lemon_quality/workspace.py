@@ -75,9 +75,13 @@ class App:
     entry_points: tuple[EntryPoint, ...] = ()
     missing_packages: tuple[str, ...] = ()
 
+    def path(self, sub: str) -> str:
+        """``sub`` (relative to the app directory) relative to the workspace root."""
+        return sub if self.directory in ("", ".") else f"{self.directory}/{sub}"
+
     def package_dirs(self) -> dict[str, str]:
         """Import name -> directory (or module file) relative to the workspace root."""
-        return {k: f"{self.directory}/{v}" for k, v in self.packages.items()}
+        return {k: self.path(v) for k, v in self.packages.items()}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,16 +143,21 @@ def load_workspace(root: Path, policy: Policy | None = None) -> Workspace:
     excluded: set[Path] = set()
     for pattern in excludes:
         excluded.update(root.glob(pattern))
+    candidates: set[Path] = set()
+    for m in members:
+        if m.strip("/") in (".", ""):
+            candidates.add(root)  # the root itself (pathlib cannot glob ".")
+        else:
+            candidates.update(root.glob(m))
+    if isinstance(raw.get("project"), dict):
+        candidates.add(root)  # uv: a root with a [project] table is a member too
     dirs = sorted(
-        {
-            d
-            for m in members
-            for d in root.glob(m)
-            if d.is_dir()
-            and (d / "pyproject.toml").is_file()
-            and d not in excluded
-            and d.resolve().is_relative_to(real_root)
-        }
+        d
+        for d in candidates
+        if d.is_dir()
+        and (d / "pyproject.toml").is_file()
+        and d not in excluded
+        and d.resolve().is_relative_to(real_root)
     )
     wsrc, osrc = _sources(raw)
     apps = tuple(_load_app(root, d, policy) for d in dirs)
