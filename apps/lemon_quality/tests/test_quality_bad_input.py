@@ -177,3 +177,48 @@ def test_templates_under_src_are_not_syntax_errors(workspace: Factory) -> None:
         ("syntax_error", "apps/extra/src/extra/broken.py")
     ]
     assert report.statistics["templates_skipped"] == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'tool = "x"\n',
+        "[tool]\nuv = 3\n",
+        '[tool.uv]\nworkspace = "apps/*"\n',
+        "[tool.uv.workspace]\nmembers = [1]\n",
+        '[tool.uv.workspace]\nmembers = ["apps/*"]\nexclude = "x"\n',
+    ],
+)
+def test_a_root_pyproject_of_the_wrong_shape_is_exit_2_with_json(
+    workspace: Factory, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = workspace(None)
+    (root / "pyproject.toml").write_text(text)
+    assert main(["check", "--root", str(root), "--no-cache", "--format", "json"]) == 2
+    assert "pyproject.toml" in json.loads(capsys.readouterr().out)["error"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[project]\nname = "extra"\ndependencies = "base"\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\noptional-dependencies = 3\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\ndynamic = "dependencies"\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\nentry-points = 1\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\n[tool]\nuv = "x"\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\n[tool.uv.sources]\nbase = 1\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\n[tool.hatch]\nbuild = 2\n'
+        '[build-system]\nbuild-backend = "hatchling.build"\n',
+        '[project]\nname = "extra"\ndependencies = ["base"]\n[tool.setuptools]\npackages = 5\n'
+        '[build-system]\nbuild-backend = "setuptools.build_meta"\n',
+        '[project]\nname = "extra"\ndynamic = ["dependencies"]\n[tool.setuptools.dynamic]\n'
+        'dependencies = { file = ["../../../../etc/passwd"] }\n',
+    ],
+)
+def test_a_member_pyproject_of_an_odd_shape_is_never_a_traceback(
+    workspace: Factory, text: str
+) -> None:
+    root = workspace(None)
+    (root / "apps/extra/pyproject.toml").write_text(text)
+    report = run_checks(root, use_cache=False)
+    assert report.statistics["apps"] == 5

@@ -98,6 +98,17 @@ class Workspace:
         return frozenset(a.name for a in self.apps if a.pyproject_error is None)
 
 
+def _table(raw: Mapping[str, Any], *keys: str) -> dict[str, Any] | None:
+    """The nested table at ``keys`` (``{}`` when absent), or None when something on the way is
+    not a table."""
+    cur: object = raw
+    for key in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(key, {})
+    return cur if isinstance(cur, dict) else None
+
+
 def _check_glob(pattern: str, key: str) -> str:
     """Refuse a member glob that is absolute or leaves the root (a workspace is one tree)."""
     if not pattern or pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
@@ -128,8 +139,11 @@ def load_workspace(root: Path, policy: Policy | None = None) -> Workspace:
         ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise WorkspaceError(f"root pyproject.toml cannot be read: {exc}") from exc
-    uv = raw.get("tool", {}).get("uv", {})
-    ws = uv.get("workspace", {})
+    ws = _table(raw, "tool", "uv", "workspace")
+    if ws is None:
+        raise WorkspaceError(
+            "root pyproject.toml: [tool.uv.workspace] (and [tool] / [tool.uv]) must be tables"
+        )
     members = ws.get("members", ["apps/*"])
     excludes = ws.get("exclude", [])
     for key, value in (("members", members), ("exclude", excludes)):
@@ -165,7 +179,7 @@ def load_workspace(root: Path, policy: Policy | None = None) -> Workspace:
 
 
 def _sources(raw: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
-    sources = raw.get("tool", {}).get("uv", {}).get("sources", {})
+    sources = _table(raw, "tool", "uv", "sources")
     ws: set[str] = set()
     other: set[str] = set()
     if isinstance(sources, dict):
