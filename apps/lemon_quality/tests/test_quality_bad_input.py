@@ -222,3 +222,29 @@ def test_a_member_pyproject_of_an_odd_shape_is_never_a_traceback(
     (root / "apps/extra/pyproject.toml").write_text(text)
     report = run_checks(root, use_cache=False)
     assert report.statistics["apps"] == 5
+
+
+def test_a_requirements_file_outside_the_workspace_is_refused_not_read(
+    workspace: Factory, tmp_path: Path
+) -> None:
+    root = workspace(None)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not-a-dependency\n")
+    (root / "apps/base/pyproject.toml").write_text(
+        '[project]\nname = "base"\ndynamic = ["dependencies"]\n\n[tool.setuptools.dynamic]\n'
+        f'dependencies = {{ file = ["{outside}"] }}\n'
+    )
+    [finding] = run_checks(root, use_cache=False).findings
+    assert finding.code == "unresolved_dynamic_metadata"
+    assert "is outside the workspace" in finding.message
+
+
+def test_a_shared_requirements_file_at_the_root_is_read(workspace: Factory) -> None:
+    root = workspace(None)
+    (root / "requirements").mkdir()
+    (root / "requirements/extra.txt").write_text("base\n")
+    (root / "apps/extra/pyproject.toml").write_text(
+        '[project]\nname = "extra"\ndynamic = ["dependencies"]\n\n[tool.setuptools.dynamic]\n'
+        'dependencies = { file = ["../../requirements/extra.txt"] }\n'
+    )
+    assert run_checks(root, use_cache=False).findings == ()

@@ -218,7 +218,7 @@ def _load_app(root: Path, directory: Path, policy: Policy | None) -> App:
     unresolved: list[str] = []
     deps: list[Dependency] = []
     if "dependencies" in dynamic:
-        reqs, why = _dynamic_requirements(directory, raw, "dependencies")
+        reqs, why = _dynamic_requirements(directory, raw, "dependencies", root.resolve())
         if why:
             unresolved.append(why)
         deps.extend(_dep(r, "project", "dependencies", text) for r in reqs)
@@ -227,7 +227,7 @@ def _load_app(root: Path, directory: Path, policy: Policy | None) -> App:
             _dep(r, "project", "dependencies", text) for r in _reqs(project.get("dependencies", []))
         )
     if "optional-dependencies" in dynamic:
-        extras, why = _dynamic_extras(directory, raw)
+        extras, why = _dynamic_extras(directory, raw, root.resolve())
         if why:
             unresolved.append(why)
         optional: object = extras
@@ -287,13 +287,17 @@ def _entry_points(project: Mapping[str, Any], text: str) -> tuple[EntryPoint, ..
     return tuple(out)
 
 
-def _requirement_lines(directory: Path, rel: str, seen: set[Path]) -> tuple[list[str], str]:
-    """Requirements of a requirements file (``-r`` followed, options skipped), or why not."""
-    path = (directory / rel).resolve()
-    if not path.is_relative_to(directory.resolve()) and not path.is_relative_to(
-        directory.resolve().parent
-    ):
-        return [], f"requirements file {rel} is outside the member"
+def _requirement_lines(
+    directory: Path, rel: str, seen: set[Path], boundary: Path
+) -> tuple[list[str], str]:
+    """Requirements of a requirements file (``-r`` followed, options skipped), or why not.
+    Files outside the workspace root (``boundary``) are refused, never read."""
+    try:
+        path = (directory / rel).resolve()
+    except (OSError, RuntimeError):
+        return [], f"requirements file {rel} cannot be resolved"
+    if not path.is_relative_to(boundary):
+        return [], f"requirements file {rel} is outside the workspace"
     if path in seen:
         return [], ""
     seen.add(path)
@@ -310,7 +314,7 @@ def _requirement_lines(directory: Path, rel: str, seen: set[Path]) -> tuple[list
             if line.startswith(("-c", "--constraint")):
                 continue
             nested = line.split(None, 1)[1]
-            more, why = _requirement_lines(path.parent, nested, seen)
+            more, why = _requirement_lines(path.parent, nested, seen, boundary)
             if why:
                 return [], why
             out.extend(more)
@@ -321,11 +325,11 @@ def _requirement_lines(directory: Path, rel: str, seen: set[Path]) -> tuple[list
     return out, ""
 
 
-def _files(directory: Path, files: list[str]) -> tuple[list[str], str]:
+def _files(directory: Path, files: list[str], boundary: Path) -> tuple[list[str], str]:
     reqs: list[str] = []
     seen: set[Path] = set()
     for rel in files:
-        more, why = _requirement_lines(directory, rel, seen)
+        more, why = _requirement_lines(directory, rel, seen, boundary)
         if why:
             return [], why
         reqs.extend(more)
@@ -333,7 +337,7 @@ def _files(directory: Path, files: list[str]) -> tuple[list[str], str]:
 
 
 def _dynamic_requirements(
-    directory: Path, raw: Mapping[str, Any], field_name: str
+    directory: Path, raw: Mapping[str, Any], field_name: str, boundary: Path
 ) -> tuple[list[str], str]:
     """Statically resolve dynamic ``dependencies``: hatch requirements files, setuptools
     ``file:``. Returns (requirements, "" when resolved or a reason when not)."""
@@ -348,7 +352,7 @@ def _dynamic_requirements(
         files = spec["file"]
         files = [files] if isinstance(files, str) else files
         if isinstance(files, list) and all(isinstance(f, str) for f in files):
-            return _files(directory, files)
+            return _files(directory, files, boundary)
     hatch = tool.get("hatch", {}) if isinstance(tool.get("hatch"), dict) else {}
     hook = (
         hatch.get("metadata", {}).get("hooks", {}).get("requirements_txt")
@@ -359,14 +363,16 @@ def _dynamic_requirements(
     if isinstance(hook, dict):
         files = hook.get("files", ["requirements.txt"])
         if isinstance(files, list) and all(isinstance(f, str) for f in files):
-            return _files(directory, files)
+            return _files(directory, files, boundary)
     return [], (
         f"`{field_name}` is dynamic and no static source is configured (setuptools "
         "`[tool.setuptools.dynamic]` `file`, or hatch's `requirements_txt` hook)"
     )
 
 
-def _dynamic_extras(directory: Path, raw: Mapping[str, Any]) -> tuple[dict[str, list[str]], str]:
+def _dynamic_extras(
+    directory: Path, raw: Mapping[str, Any], boundary: Path
+) -> tuple[dict[str, list[str]], str]:
     tool = raw.get("tool", {}) if isinstance(raw.get("tool"), dict) else {}
     st = (
         tool.get("setuptools", {}).get("dynamic", {})
@@ -381,7 +387,7 @@ def _dynamic_extras(directory: Path, raw: Mapping[str, Any]) -> tuple[dict[str, 
             files = [files] if isinstance(files, str) else files
             if not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
                 return {}, f"optional dependency `{extra}` is dynamic without a `file` source"
-            reqs, why = _files(directory, files)
+            reqs, why = _files(directory, files, boundary)
             if why:
                 return {}, why
             out[extra] = reqs
@@ -394,7 +400,7 @@ def _dynamic_extras(directory: Path, raw: Mapping[str, Any]) -> tuple[dict[str, 
         for extra, files in hook["optional-dependencies"].items():
             if not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
                 return {}, f"optional dependency `{extra}` has no requirements files"
-            reqs, why = _files(directory, files)
+            reqs, why = _files(directory, files, boundary)
             if why:
                 return {}, why
             out[extra] = reqs
