@@ -263,3 +263,17 @@ def test_a_policy_package_that_is_not_found_is_a_finding(workspace: Factory) -> 
     [finding] = _findings(root)
     assert finding.code == "no_source_files"
     assert "lists extras, which is in none of its source roots (src, .)" in finding.message
+
+
+def test_a_lemon_apps_entry_point_under_another_apps_name_is_a_boot_reference(
+    workspace: Factory,
+) -> None:
+    root = workspace(None)
+    _append(
+        root,
+        "apps/extra/pyproject.toml",
+        '\n[project.entry-points."lemon.apps"]\nmid = "extra:value"\n',
+    )
+    [finding] = _findings(root)
+    assert finding.code == "boot_reference"
+    assert "registers another app's name" in finding.message

@@ -712,6 +712,16 @@ class ArchitectureCheck:
             pol = self.policy.apps.get(name)
             pyproject = app.path("pyproject.toml")
             for ep in app.entry_points:
+                if ep.group == "lemon.apps" and canonical(ep.name) != name:
+                    self.add(
+                        "boot_reference",
+                        name,
+                        pyproject,
+                        ep.line,
+                        f"entry point lemon.apps:{ep.name} of {name} registers another app's "
+                        "name (AppSpec requires/before names resolve to it)",
+                        f"name the entry point {name}",
+                    )
                 owner = self.owner_of(ep.module)
                 if owner is not None and owner != name:
                     self.add(
