@@ -7,20 +7,8 @@ from typing import Any
 
 import pytest
 
-import coding_agent
 from coding_agent import CodingAgentUsageError, CodingLimits, TodoList, Workspace, coding_tools
 from lemon_agent import AbortSignal, Tool, ToolContext, ToolError, ToolResult
-
-
-def test_public_names_are_defined_and_sorted() -> None:
-    for name in coding_agent.__all__:
-        assert hasattr(coding_agent, name)
-
-    # isort-style (as ruff's RUF022 keeps it): CONSTANTS, then Classes, then functions.
-    def style(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
-
-    assert sorted(coding_agent.__all__, key=style) == coding_agent.__all__
 
 
 async def _noop_update(text: str) -> None:

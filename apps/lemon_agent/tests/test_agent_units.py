@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import lemon_agent
 from lemon_agent import (
     AbortSignal,
     AgentBusyError,
@@ -40,12 +39,6 @@ ECHO = Tool(
     parameters={"type": "object", "properties": {"text": {"type": "string"}},
                 "required": ["text"]},
 )  # fmt: skip
-
-
-def test_public_names_are_defined_and_sorted() -> None:
-    for name in lemon_agent.__all__:
-        assert hasattr(lemon_agent, name)
-    assert sorted(lemon_agent.__all__) == lemon_agent.__all__
 
 
 def test_registry_refuses_duplicates_bad_names_and_invalid_schemas() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import lemon_ai
 from lemon_ai import (
     AnthropicMessagesProvider,
     Cost,
@@ -16,12 +15,6 @@ from lemon_ai import (
     offline_model,
     provider_for,
 )
-
-
-def test_public_names_are_defined_and_sorted() -> None:
-    for name in lemon_ai.__all__:
-        assert hasattr(lemon_ai, name)
-    assert sorted(lemon_ai.__all__) == lemon_ai.__all__
 
 
 def test_hosted_models_carry_window_and_prices() -> None:

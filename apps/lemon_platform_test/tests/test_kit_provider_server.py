@@ -7,14 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from lemon_platform_test import providers
 from lemon_platform_test.providers import Gate, ScriptedProviderServer, ScriptedTurn
-
-
-def test_public_names_are_defined_and_sorted() -> None:
-    for name in providers.__all__:
-        assert hasattr(providers, name)
-    assert sorted(providers.__all__) == providers.__all__
 
 
 async def test_records_requests_and_refuses_unknown_routes(

@@ -119,3 +119,14 @@ def test_the_lemon_command_delegates_quality_and_architecture_docs(
     assert json.loads(failed.stdout)["findings"][0]["code"] == "forbidden_reference"
     docs = _lemon("architecture", "docs", "--check", "--root", str(valid))
     assert docs.returncode == 0, docs.stdout + docs.stderr
+
+
+def test_lemon_quality_init_reaches_the_gate_through_the_lemon_command(
+    workspace: Callable[[str | None], Path],
+) -> None:
+    root = workspace(None)
+    (root / "architecture.toml").unlink()
+    made = _lemon("quality", "init", "--root", str(root))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "wrote architecture.toml" in made.stdout
+    assert (root / "architecture.toml").read_text().startswith("# The architecture policy")

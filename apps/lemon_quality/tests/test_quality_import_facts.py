@@ -53,7 +53,7 @@ x = "import pi"
 
 
 def test_extract_records_every_form_except_relative_and_stdlib() -> None:
-    imports, hacks, error = extract(SOURCE)
+    imports, hacks, error = extract(SOURCE)[:3]
     assert error == ("", 0)
     assert hacks == ()
     got = {(module, names, tc, kind) for _, module, names, tc, kind in imports}
@@ -73,7 +73,7 @@ def test_extract_records_every_form_except_relative_and_stdlib() -> None:
 
 
 def test_line_numbers_are_those_of_the_statement() -> None:
-    imports, _, _ = extract(SOURCE)
+    imports, _, _ = extract(SOURCE)[:3]
     lines = {module: line for line, module, _, _, _ in imports}
     assert lines["alpha.beta"] == 5
     assert lines["zeta"] == 13
@@ -93,17 +93,17 @@ def test_line_numbers_are_those_of_the_statement() -> None:
     ],
 )
 def test_sys_path_manipulation_is_recorded(code: str) -> None:
-    _, hacks, _ = extract(code.encode())
+    _, hacks, _ = extract(code.encode())[:3]
     assert len(hacks) == 1
 
 
 def test_reading_sys_path_is_not_manipulation() -> None:
-    _, hacks, _ = extract(b"import sys\nprint(sys.path)\nfor p in sys.path:\n    pass\n")
+    _, hacks, _ = extract(b"import sys\nprint(sys.path)\nfor p in sys.path:\n    pass\n")[:3]
     assert hacks == ()
 
 
 def test_a_syntax_error_is_reported_with_its_line() -> None:
-    imports, _, error = extract(b"import alpha\n\ndef broken(:\n")
+    imports, _, error = extract(b"import alpha\n\ndef broken(:\n")[:3]
     assert imports == ()
     assert error[0]
     assert error[1] == 3
@@ -112,13 +112,13 @@ def test_a_syntax_error_is_reported_with_its_line() -> None:
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
 def test_line_endings_do_not_shift_lines(newline: bytes) -> None:
     src = newline.join([b"x = 1", b"", b"def f():", b"    import alpha", b""])
-    imports, _, _ = extract(src)
+    imports, _, _ = extract(src)[:3]
     assert [(line, m) for line, m, _, _, _ in imports] == [(4, "alpha")]
 
 
 def test_an_encoding_cookie_is_honoured() -> None:
     src = "# -*- coding: latin-1 -*-\nimport alpha\nx = 'é'\n".encode("latin-1")
-    imports, _, error = extract(src)
+    imports, _, error = extract(src)[:3]
     assert error == ("", 0)
     assert [m for _, m, _, _, _ in imports] == ["alpha"]
 
@@ -190,7 +190,7 @@ def test_the_fast_walk_agrees_with_a_full_walk_on_the_standard_library() -> None
             expected = _reference(data)
         except (SyntaxError, ValueError, RecursionError):
             continue
-        imports, _, error = extract(data)
+        imports, _, error = extract(data)[:3]
         assert error == ("", 0), path
         assert set(imports) == expected, path
         checked += 1
@@ -231,7 +231,7 @@ def test_generated_modules_agree_with_the_full_walk(
         }[where]
         lines.extend(block)
     source = ("\n".join(lines) + "\n").encode()
-    imports, _, _ = extract(source)
+    imports, _, _ = extract(source)[:3]
     assert set(imports) == _reference(source)
 
 
@@ -247,7 +247,7 @@ def f(x=importlib.import_module("default.arg")):
     for y in importlib.import_module("loop.iter").items():
         pass
 """
-    imports, _, _ = extract(src)
+    imports, _, _ = extract(src)[:3]
     assert {m for _, m, _, _, _ in imports} == {
         "deco.rator",
         "default.arg",

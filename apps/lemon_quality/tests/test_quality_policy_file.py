@@ -77,5 +77,5 @@ def test_the_real_policy_loads_with_roles_targets_and_forbidden_references(
     assert policy.apps["lemon_core"].allow == ()
     assert policy.roles["test_support"].test_only
     assert "lemon_web" in policy.target
-    assert any(r.module == "lemon_router.session_registry" for r in policy.forbidden_references)
+    assert any(r.module == "coding_agent" for r in policy.forbidden_references)
     assert "apps/lemon_quality/tests/fixtures" in policy.scan_exclude

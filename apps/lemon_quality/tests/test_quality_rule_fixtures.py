@@ -48,15 +48,3 @@ def test_the_readme_documents_every_rule_code_with_its_severity() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for code, rule in RULES.items():
         assert f"| `{code}` | {rule.severity} |" in readme, code
-
-
-def test_the_public_names_are_defined_and_sorted() -> None:
-    import lemon_quality
-
-    # isort-style, as ruff enforces it: constants, then classes, then functions.
-    def kind(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
-
-    assert lemon_quality.__all__ == sorted(lemon_quality.__all__, key=kind)
-    for name in lemon_quality.__all__:
-        assert hasattr(lemon_quality, name)

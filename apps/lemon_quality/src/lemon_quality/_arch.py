@@ -7,11 +7,12 @@ list of findings. Nothing here reads files except through what it is given.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from lemon_quality._distributions import DistributionMap
 from lemon_quality._facts import Facts
-from lemon_quality._graph import cycles
+from lemon_quality._graph import elementary_cycles
 from lemon_quality.findings import Finding
 from lemon_quality.policy import POLICY_FILE, ForbiddenReference, Policy, canonical
 from lemon_quality.workspace import App, Workspace
@@ -24,6 +25,7 @@ class SourceFile:
     app: str
     path: str  # relative to the workspace root
     facts: Facts
+    module: str = ""  # dotted module name ("" when unknown)
 
 
 def _statement(module: str, names: tuple[str, ...], kind: str) -> str:
@@ -41,6 +43,24 @@ def _candidates(module: str, names: tuple[str, ...]) -> tuple[str, ...]:
 def _join(names: Iterable[str]) -> str:
     items = sorted(names)
     return ", ".join(items) if items else "(none)"
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """ruff's isort-style ``__all__`` order (RUF022): CONSTANTS, then Classes, then the rest."""
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    return (1 if name[:1].isupper() else 2, name)
+
+
+def _exported(module: str, exports: tuple[str, ...]) -> bool:
+    for e in exports:
+        if e.endswith(".*"):
+            base = e[:-2]
+            if module == base or module.startswith(base + "."):
+                return True
+        elif module == e:
+            return True
+    return False
 
 
 def _private_segment(module: str) -> str | None:
@@ -65,9 +85,27 @@ class ArchitectureCheck:
         self.sources = sources
         self.pth_files = pth_files
         self.apps = {a.name: a for a in ws.apps if a.pyproject_error is None}
-        self.owner = {a.import_name: a.name for a in self.apps.values()}
+        self.owner: dict[str, str] = {}
+        for a in self.apps.values():
+            for dotted in a.packages or {a.import_name: ""}:
+                self.owner.setdefault(dotted, a.name)
+        # Top-level names of every workspace package (a shared namespace like ``livekit``
+        # included): never third-party.
+        self.workspace_tops = {d.partition(".")[0] for d in self.owner}
+        self.namespaces = {
+            d.rsplit(".", i)[0] for d in self.owner for i in range(1, d.count(".") + 1)
+        }
+        self._owner_cache: dict[str, str | None] = {}
+        self._flat = all("." not in d for d in self.owner)
+        self.modules: dict[str, set[str]] = defaultdict(set)
+        for app_name, files in sources.items():
+            for src in files:
+                if src.module:
+                    self.modules[app_name].add(src.module)
         self.out: list[Finding] = []
-        self._pd: Mapping[str, list[str]] | None = None
+        self.dists = DistributionMap(ws.root, policy)
+        self.source_graph: dict[str, set[str]] = defaultdict(set)
+        self.export_lists = 0
 
     def add(
         self,
@@ -82,15 +120,37 @@ class ArchitectureCheck:
             Finding(code=code, app=app, path=path, line=line, message=message, hint=hint)
         )
 
+    def owner_of(self, module: str) -> str | None:
+        """The app whose package holds ``module`` (longest dotted prefix), or None."""
+        if self._flat:  # no dotted package anywhere (the common case): the top name decides
+            return self.owner.get(module.partition(".")[0])
+        cached = self._owner_cache.get(module, "")
+        if cached != "":
+            return cached
+        owner = None
+        name = module
+        while name:
+            owner = self.owner.get(name)
+            if owner is not None:
+                break
+            name = name.rpartition(".")[0]
+        self._owner_cache[module] = owner
+        return owner
+
     def run(self) -> list[Finding]:
         """Run every architecture rule; return the findings."""
         self._layout_and_names()
         self._membership()
+        self._dynamic()
         self._edges()
         self._references()
+        self._stale_forbidden()
+        self._stale_exports()
         self._third_party()
         self._cycles()
         self._roles()
+        self._boot()
+        self._export_lists()
         self._path_hacks()
         self._drift()
         return self.out
@@ -99,7 +159,7 @@ class ArchitectureCheck:
     def _layout_and_names(self) -> None:
         by_name: dict[str, list[App]] = defaultdict(list)
         for app in self.ws.apps:
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             if app.pyproject_error is not None:
                 self.add(
                     "invalid_pyproject",
@@ -112,7 +172,10 @@ class ArchitectureCheck:
                 continue
             by_name[app.name].append(app)
             dirname = app.directory.rsplit("/", 1)[-1]
-            if app.name != dirname.replace("-", "_").replace(".", "_").lower():
+            if (
+                app.directory != "."
+                and app.name != dirname.replace("-", "_").replace(".", "_").lower()
+            ):
                 self.add(
                     "app_layout",
                     app.name,
@@ -122,16 +185,35 @@ class ArchitectureCheck:
                     f"{app.directory!r}",
                     f"rename the directory to {app.name} or the project",
                 )
-            src = self.ws.root / app.directory / "src"
-            if not (src / app.import_name / "__init__.py").is_file():
+            for missing in app.missing_packages:
                 self.add(
-                    "app_layout",
+                    "no_source_files",
                     app.name,
-                    f"{app.directory}/src",
+                    POLICY_FILE,
                     None,
-                    f"app {app.name} has no package src/{app.import_name}/__init__.py",
-                    f"put the package at {app.directory}/src/{app.import_name}/",
+                    f"apps.{app.name}.packages lists {missing}, which is in none of its source "
+                    f"roots ({', '.join(app.source_roots)})",
+                    "correct the package name or source_roots, or remove the entry",
                 )
+            if not app.packages or not self.sources.get(app.name):
+                how = {
+                    "policy": f"[apps.{app.name}] packages/source_roots in {POLICY_FILE}",
+                    "discovery": "discovery (src/<name>/, <name>/, a namespace path)",
+                }.get(app.layout_how, f"the {app.layout_how} build configuration")
+                what = "no import package" if not app.packages else "packages with no .py file"
+                self.add(
+                    "no_source_files",
+                    app.name,
+                    pyproject,
+                    None,
+                    f"app {app.name} has {what} (found by {how}), so no rule sees its source",
+                    f"set the build backend's package config, or add packages = [...] / "
+                    f"source_roots = [...] under [apps.{app.name}] in {POLICY_FILE}",
+                )
+                continue
+            if app.layout_how != "discovery" or app.source_roots != ("src",):
+                continue
+            src = self.ws.root / app.directory / "src"
             if src.is_dir():
                 for entry in sorted(src.iterdir()):
                     name = entry.name
@@ -146,7 +228,7 @@ class ArchitectureCheck:
                         self.add(
                             "app_layout",
                             app.name,
-                            f"{app.directory}/src/{name}",
+                            app.path(f"src/{name}"),
                             None,
                             f"src/ of {app.name} also provides top-level {name!r}: an "
                             "alias import name hides ownership",
@@ -158,7 +240,7 @@ class ArchitectureCheck:
                 self.add(
                     "duplicate_name",
                     name,
-                    f"{apps[1].directory}/pyproject.toml",
+                    apps[1].path("pyproject.toml"),
                     None,
                     f"distribution and import name {name!r} is used by {dirs}",
                     "give each app its own name",
@@ -170,7 +252,7 @@ class ArchitectureCheck:
                 self.add(
                     "unknown_app",
                     name,
-                    f"{self.apps[name].directory}/pyproject.toml",
+                    self.apps[name].path("pyproject.toml"),
                     None,
                     f"app {name} has no entry in {POLICY_FILE}",
                     f"add [apps.{name}] with its role and allowed dependencies",
@@ -186,6 +268,19 @@ class ArchitectureCheck:
                     "remove the entry (or move it to [target.*] if the app is planned)",
                 )
 
+    def _dynamic(self) -> None:
+        for name, app in sorted(self.apps.items()):
+            for why in app.unresolved_dynamic:
+                self.add(
+                    "unresolved_dynamic_metadata",
+                    name,
+                    app.path("pyproject.toml"),
+                    None,
+                    f"{name}: {why}; its edges and third-party declarations cannot be checked",
+                    "declare the field statically, or point setuptools `file = [...]` / "
+                    "hatch's requirements_txt hook at a requirements file",
+                )
+
     def _internal(self, app: App) -> list[tuple[str, str, int, str]]:
         """(dep, kind, line, description) for each declared dependency on another app."""
         return [
@@ -195,14 +290,27 @@ class ArchitectureCheck:
     # -- declared edges ------------------------------------------------------------------
     def _edges(self) -> None:
         for name, app in sorted(self.apps.items()):
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             pol = self.policy.apps.get(name)
             declared: set[str] = set()
             for dep, _, line, where in self._internal(app):
                 if dep in declared:
                     continue
                 declared.add(dep)
-                if dep not in app.workspace_sources and dep not in self.ws.workspace_sources:
+                if dep in app.other_sources:
+                    # uv takes a member's own [tool.uv.sources] entry over the root's.
+                    self.add(
+                        "workspace_source",
+                        name,
+                        pyproject,
+                        line,
+                        f"{name} depends on workspace app {dep} ({where}) but its own "
+                        f"[tool.uv.sources] gives {dep} a non-workspace source, which "
+                        "overrides the root's",
+                        f"replace it with `{dep} = {{ workspace = true }}` in {pyproject} "
+                        "(or delete it to inherit the root's)",
+                    )
+                elif dep not in app.workspace_sources and dep not in self.ws.workspace_sources:
                     self.add(
                         "workspace_source",
                         name,
@@ -256,19 +364,24 @@ class ArchitectureCheck:
             if pol is not None:
                 for exc in pol.reference_only:
                     for f in exc.files:
-                        exceptions[(exc.target, f"{app.directory}/{f.lstrip('/')}")] = False
-            owner_of = self.owner
+                        exceptions[(exc.target, app.path(f.lstrip("/")))] = False
             rules: dict[str, list[ForbiddenReference]] = defaultdict(list)
             for rule in self.policy.forbidden_references:
                 top = rule.module.partition(".")[0]
-                if name not in rule.allowed_apps and owner_of.get(top) != name:
+                if name not in rule.allowed_apps and self.owner_of(rule.module) != name:
                     rules[top].append(rule)
+            graph = self.source_graph[name]
+            tops, flat, direct = self.workspace_tops, self._flat, self.owner.get
             for src in self.sources.get(name, []):
-                for line, module, names, _, kind in src.facts[0]:
+                for line, module, names, tc, kind in src.facts[0]:
                     top = module.partition(".")[0]
-                    owner = owner_of.get(top)
+                    if top not in tops:
+                        continue
+                    owner = direct(top) if flat else self.owner_of(module)
                     if owner is None or owner == name:
                         continue
+                    if not tc:  # the source graph is the run-time one
+                        graph.add(owner)
                     # Fast path: most references touch no private name and no reserved module.
                     if "._" in module or any(n[:1] == "_" for n in names) or top in rules:
                         self._reference_rules(
@@ -280,6 +393,9 @@ class ArchitectureCheck:
                             owner,
                             rules.get(top, []),
                         )
+                    exports = self.policy.apps[owner].exports if owner in self.policy.apps else None
+                    if exports is not None:
+                        self._exports_rule(name, src, line, module, names, kind, owner, exports)
                     if owner in runtime:
                         continue
                     statement = _statement(module, names, kind)
@@ -299,7 +415,7 @@ class ArchitectureCheck:
                         line,
                         f"`{statement}` imports {owner} without a declared runtime "
                         f"dependency{note}",
-                        f"declare {owner} in {app.directory}/pyproject.toml (and allow it "
+                        f"declare {owner} in {app.path('pyproject.toml')} (and allow it "
                         f"in {POLICY_FILE}), or add a reference-only exception for this "
                         "file with a reason",
                     )
@@ -322,6 +438,77 @@ class ArchitectureCheck:
                     f"no import ({why})",
                     f"remove {path} from the exception (the list only shrinks)",
                 )
+
+    def _exports_rule(
+        self,
+        name: str,
+        src: SourceFile,
+        line: int,
+        module: str,
+        names: tuple[str, ...],
+        kind: str,
+        owner: str,
+        exports: tuple[str, ...],
+    ) -> None:
+        known = self.modules.get(owner, set())
+        targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in known] or [module]
+        for target in targets:
+            if _exported(target, exports):
+                continue
+            self.add(
+                "unexported_reference",
+                name,
+                src.path,
+                line,
+                f"`{_statement(module, names, kind)}` uses {target}, which {owner} does not "
+                f"export (exports: {_join(exports)})",
+                f"import it from one of {owner}'s exported modules, or add it to "
+                f"apps.{owner}.exports in {POLICY_FILE}",
+            )
+            return
+
+    def _stale_exports(self) -> None:
+        for name, pol in sorted(self.policy.apps.items()):
+            if pol.exports is None or name not in self.apps:
+                continue
+            known = self.modules.get(name, set())
+            for export in pol.exports:
+                base = export.removesuffix(".*")
+                if base in known or any(m.startswith(base + ".") for m in known):
+                    continue
+                self.add(
+                    "unexported_reference",
+                    name,
+                    POLICY_FILE,
+                    None,
+                    f"apps.{name}.exports lists {export}, but {name} has no such module",
+                    "remove or correct the entry (an export list only names real modules)",
+                )
+
+    def _stale_forbidden(self) -> None:
+        for i, rule in enumerate(self.policy.forbidden_references):
+            owner = self.owner_of(rule.module)
+            problem = None
+            if owner is None:
+                problem = "no workspace app provides it"
+            else:
+                known = self.modules.get(owner, set())
+                prefix = rule.module + "."
+                if rule.module not in known and not any(m.startswith(prefix) for m in known):
+                    problem = f"{owner} has no such module"
+            unknown = sorted(a for a in rule.allowed_apps if a not in self.apps)
+            if problem is None and unknown:
+                problem = f"allowed_apps names no app: {', '.join(unknown)}"
+            if problem is None:
+                continue
+            self.add(
+                "stale_forbidden_reference",
+                owner,
+                POLICY_FILE,
+                None,
+                f"forbidden_references[{i}] reserves {rule.module}, but {problem}",
+                "remove or correct the entry (a rule that matches nothing protects nothing)",
+            )
 
     def _reference_rules(
         self,
@@ -359,64 +546,76 @@ class ArchitectureCheck:
                 )
 
     # -- third-party imports -------------------------------------------------------------
-    def _dists(self) -> Mapping[str, list[str]]:
-        if self._pd is None:
-            # Imported here: only a run that meets an unmapped import name pays for it.
-            from importlib.metadata import packages_distributions
-
-            self._pd = {k: [canonical(d) for d in v] for k, v in packages_distributions().items()}
-        return self._pd
-
-    def _provides(self, top: str) -> Callable[[str], bool]:
-        override = self.policy.import_names.get(top)
-
-        def check(dist: str) -> bool:
-            if override is not None:
-                return dist == override
-            return dist == canonical(top) or dist in self._dists().get(top, ())
-
-        return check
-
     def _third_party(self) -> None:
-        workspace_imports = set(self.owner)
+        roles = self.policy.roles
         for name, app in sorted(self.apps.items()):
+            pol = self.policy.apps.get(name)
+            deny = set(pol.deny_third_party) if pol is not None else set()
+            if pol is not None and pol.role in roles:
+                deny.update(roles[pol.role].deny_third_party)
             declared = {
                 d.name: d for d in app.dependencies if d.kind != "group" and d.name not in self.apps
             }
-            tops: dict[str, tuple[str, int, bool]] = {}
+            pyproject = app.path("pyproject.toml")
+            for dep in app.dependencies:
+                if dep.name in deny:
+                    self.add(
+                        "denied_third_party",
+                        name,
+                        pyproject,
+                        dep.line,
+                        f"{name} declares {dep.name!r} ({dep.describe()}), which its role "
+                        f"{pol.role if pol else '?'} may not use",
+                        f"remove it; the deny list is in {POLICY_FILE} (deny_third_party)",
+                    )
+            used: set[str] = set()
             for src in self.sources.get(name, []):
                 for line, module, _, tc, _ in src.facts[0]:
                     top = module.partition(".")[0]
-                    if top in workspace_imports:
-                        continue
-                    prev = tops.get(top)
-                    if prev is None or (prev[2] and not tc):
-                        tops[top] = (src.path, line, tc)
+                    if top in self.workspace_tops and (
+                        self.owner_of(module) is not None or module in self.namespaces
+                    ):
+                        continue  # a workspace package, or a namespace workspace apps share
+                    dists, how = self.dists.providers(name, top)
+                    if deny and (canonical(top) in deny or dists & deny):
+                        self.add(
+                            "denied_third_party",
+                            name,
+                            src.path,
+                            line,
+                            f"{name} imports {top!r}, which its role "
+                            f"{pol.role if pol else '?'} may not use",
+                            f"move the code to an app whose role allows it; the deny list is "
+                            f"in {POLICY_FILE} (deny_third_party)",
+                        )
                     if tc:
+                        used.update(dists)
                         continue
-                    provides = self._provides(top)
-                    if any(provides(d) for d in declared):
+                    used.update(dists)
+                    if dists & declared.keys():
                         continue
                     self.add(
                         "undeclared_third_party",
                         name,
                         src.path,
                         line,
-                        f"{name} imports third-party {top!r} at run time but does not declare it",
+                        f"{name} imports third-party {top!r} at run time but declares none "
+                        f"of {_join(dists)} (mapping from {how})",
                         f"add the distribution to [project] dependencies of "
-                        f"{app.directory}/pyproject.toml (or move the import under "
-                        "`if TYPE_CHECKING:` if it is only for types)",
+                        f"{app.path('pyproject.toml')} (or move the import under "
+                        "`if TYPE_CHECKING:` if it is only for types, or map the import name "
+                        f"in [apps.{name}.import_names])",
                     )
             for dist, dep in sorted(declared.items()):
-                if any(self._provides(top)(dist) for top in tops):
+                if dist in used or dist in deny:
                     continue
                 self.add(
                     "unused_dependency",
                     name,
-                    f"{app.directory}/pyproject.toml",
+                    pyproject,
                     dep.line,
                     f"{name} declares third-party {dist!r} ({dep.describe()}) but no file "
-                    "under src/ imports it",
+                    "of its packages imports it",
                     "remove it, or map its import name in [third_party.import_names]",
                 )
 
@@ -424,13 +623,16 @@ class ArchitectureCheck:
     def _cycles(self) -> None:
         declared = {n: {d for d, _, _, _ in self._internal(a)} for n, a in self.apps.items()}
         allowed = {n: set(p.allow) for n, p in self.policy.apps.items()}
-        seen: set[frozenset[str]] = set()
+        source = {n: set(self.source_graph.get(n, ())) for n in self.apps}
+        seen: set[tuple[str, ...]] = set()
         for label, graph in (
             ("declared in pyproject files", declared),
             (f"allowed by {POLICY_FILE}", allowed),
+            ("in source imports, reference-only exceptions included", source),
         ):
-            for cycle in cycles(graph):
-                key = frozenset(cycle)
+            found, truncated = elementary_cycles(graph)
+            for cycle in found:
+                key = tuple(cycle)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -443,6 +645,15 @@ class ArchitectureCheck:
                     f"dependency cycle {path} ({label})",
                     "break the cycle: move the shared part down, or invert one edge "
                     "through a seam (a Protocol) in a lower app",
+                )
+            if truncated:
+                self.add(
+                    "dependency_cycle",
+                    None,
+                    POLICY_FILE,
+                    None,
+                    f"more cycles exist in the graph {label} than the search bound reports",
+                    "break the cycles listed first; the rest are reported as they remain",
                 )
 
     def _roles(self) -> None:
@@ -465,6 +676,20 @@ class ArchitectureCheck:
                         f"remove the edge, or change roles.{pol.role}.may_depend_on if "
                         "the layering should change",
                     )
+            for exc in pol.reference_only:
+                other = self.policy.apps.get(exc.target)
+                if other is not None and other.role not in role.may_depend_on:
+                    self.add(
+                        "role_violation",
+                        name,
+                        POLICY_FILE,
+                        None,
+                        f"a reference-only exception lets {name} ({pol.role}) import "
+                        f"{exc.target} ({other.role}); role {pol.role} may depend on: "
+                        f"{_join(role.may_depend_on)}",
+                        "remove the exception and invert the reference through a seam (a "
+                        "Protocol the higher app registers at boot)",
+                    )
             app = self.apps.get(name)
             if app is None:
                 continue
@@ -474,12 +699,185 @@ class ArchitectureCheck:
                     self.add(
                         "role_violation",
                         name,
-                        f"{app.directory}/pyproject.toml",
+                        app.path("pyproject.toml"),
                         line,
                         f"{name} depends on {dep} ({other.role}) in {where}; apps of role "
                         f"{other.role} are test-only",
                         f'move it to a dependency group, e.g. [dependency-groups] test = ["{dep}"]',
                     )
+
+    def _boot(self) -> None:
+        roles = self.policy.roles
+        for name, app in sorted(self.apps.items()):
+            pol = self.policy.apps.get(name)
+            pyproject = app.path("pyproject.toml")
+            for ep in app.entry_points:
+                if ep.group == "lemon.apps" and canonical(ep.name) != name:
+                    self.add(
+                        "boot_reference",
+                        name,
+                        pyproject,
+                        ep.line,
+                        f"entry point lemon.apps:{ep.name} of {name} registers another app's "
+                        "name (AppSpec requires/before names resolve to it)",
+                        f"name the entry point {name}",
+                    )
+                owner = self.owner_of(ep.module)
+                if owner is not None and owner != name:
+                    self.add(
+                        "boot_reference",
+                        name,
+                        pyproject,
+                        ep.line,
+                        f"entry point {ep.group}:{ep.name} of {name} points into {owner} "
+                        f"({ep.module})",
+                        "an app's entry points name its own modules; let the other app "
+                        "declare its own entry point",
+                    )
+                elif (
+                    owner == name
+                    and ep.group in ("lemon.apps", "lemon.executor")
+                    and ep.module not in self.modules.get(name, set())
+                ):
+                    self.add(
+                        "boot_reference",
+                        name,
+                        pyproject,
+                        ep.line,
+                        f"entry point {ep.group}:{ep.name} names module {ep.module}, which "
+                        f"{name} does not have",
+                        "point it at an existing module",
+                    )
+            if pol is None:
+                continue
+            used: set[str] = set()
+            excepted = {e.target: e for e in pol.boot_exceptions}
+            role = roles[pol.role]
+            for src in self.sources.get(name, []):
+                for line, field, names, spec in src.facts[4]:
+                    for target in names:
+                        t = canonical(target)
+                        if t == name or t == canonical(spec):
+                            continue
+                        other = self.policy.apps.get(t)
+                        if t not in self.apps or other is None:
+                            self.add(
+                                "boot_reference",
+                                name,
+                                src.path,
+                                line,
+                                f"AppSpec {field} names {target!r}, which is no workspace app",
+                                "name an existing app (AppSpec names are app names)",
+                            )
+                            continue
+                        if other.role in role.may_depend_on:
+                            continue
+                        if t in excepted:
+                            used.add(t)
+                            continue
+                        self.add(
+                            "boot_reference",
+                            name,
+                            src.path,
+                            line,
+                            f"AppSpec {field} of {name} ({pol.role}) names {t} "
+                            f"({other.role}); role {pol.role} may depend on: "
+                            f"{_join(role.may_depend_on)}",
+                            f"reach {t} through a seam, or add a [[apps.{name}.boot_exceptions]] "
+                            "entry with a reason",
+                        )
+            for t in sorted(set(excepted) - used):
+                self.add(
+                    "boot_reference",
+                    name,
+                    POLICY_FILE,
+                    None,
+                    f"boot exception of {name} for {t} matches no AppSpec name that breaks "
+                    "the role rules",
+                    f"remove it from apps.{name}.boot_exceptions (the list only shrinks)",
+                )
+
+    def _export_lists(self) -> None:
+        for name in sorted(self.apps):
+            known = self.modules.get(name, set())
+            for src in self.sources.get(name, []):
+                fact = src.facts[3]
+                if not fact:
+                    continue
+                line, listed, literal, bound, dynamic = fact
+                self.export_lists += 1
+                problems = self._all_problems(src, listed, literal, bound, dynamic, known)
+                for problem, hint in problems:
+                    self.add("export_list", name, src.path, line, problem, hint)
+
+    @staticmethod
+    def _all_problems(
+        src: SourceFile,
+        listed: tuple[str, ...],
+        literal: bool,
+        bound: tuple[tuple[str, str], ...],
+        dynamic: bool,
+        known: set[str],
+    ) -> list[tuple[str, str]]:
+        if not literal:
+            return [
+                (
+                    "__all__ is not one literal list of strings",
+                    "write __all__ = [...] with string literals only",
+                )
+            ]
+        out = []
+        want = sorted(listed, key=_isort_key)
+        if list(listed) != want:
+            out.append(
+                (
+                    "__all__ is not sorted (isort-style: CONSTANTS, Classes, functions)",
+                    f"sort it: {want!r}"[:300],
+                )
+            )
+        dups = sorted({n for n in listed if listed.count(n) > 1})
+        if dups:
+            out.append((f"__all__ lists {', '.join(dups)} twice", "list each name once"))
+        names = {n for n, _ in bound}
+        if not dynamic:
+            is_pkg = src.path.endswith("/__init__.py")  # a submodule name needs no binding
+            missing = sorted(
+                n for n in set(listed) - names if not (is_pkg and f"{src.module}.{n}" in known)
+            )
+            if missing:
+                out.append(
+                    (
+                        f"__all__ lists names the module does not define: {', '.join(missing)}",
+                        "define or import them, or remove them from __all__",
+                    )
+                )
+
+        # Complete: checked on the import surfaces, the __init__ of every public package.
+        # There, public means functions and classes, UPPER_CASE constants, and re-exports from
+        # the package's own subtree; loggers, type variables and names imported for internal
+        # use (annotations, a sibling's class) are not API.
+        if not src.path.endswith("/__init__.py") or _private_segment("x." + src.module):
+            return out
+        subtree = src.module + "."
+
+        def public(name: str, origin: str) -> bool:
+            if name.startswith("_") or name in listed:
+                return False
+            if origin == "def":
+                return True
+            if origin == "assign":
+                return name.isupper() and len(name) > 1
+            return origin == "." or origin.startswith(subtree)
+
+        absent = sorted({n for n, o in bound if public(n, o)})
+        if absent:
+            out.append(
+                (
+                    f"public names missing from __all__: {', '.join(absent)}",
+                    "add them to __all__, or rename them with a leading underscore",
+                )
+            )
+        return out
 
     def _path_hacks(self) -> None:
         for name in sorted(self.apps):
@@ -518,7 +916,7 @@ class ArchitectureCheck:
                     f"create apps/{name} when its work starts",
                 )
                 continue
-            pyproject = f"{app.directory}/pyproject.toml"
+            pyproject = app.path("pyproject.toml")
             actual = {d for d, _, _, _ in self._internal(app)}
             for dep in sorted(actual - set(target.allow)):
                 self.add(

@@ -17,6 +17,8 @@ edit in the same mtime tick as the save cannot hide): it is re-hashed on the nex
 Bound: the cache holds exactly the files seen by the last run (entries for vanished files are
 dropped on save), so it never outgrows the tree. ``statistics()`` reports hits and misses.
 Writes are atomic (temporary file + ``os.replace``); a cache that cannot be written is ignored.
+The file starts with the BLAKE2b-128 digest of its payload; a file whose digest or shape is wrong
+is dropped whole (never a traceback).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _read(path: str) -> bytes | str:
 
 def _facts_of(data: bytes | str) -> tuple[str, Facts]:
     if isinstance(data, str):  # unreadable: not cached under any content hash
-        return "", ((), (), (data, 1))
+        return "", ((), (), (data, 1), (), ())
     return _digest(data), extract(data)
 
 
@@ -80,12 +82,29 @@ class FactsCache:
             self._load()
 
     def _load(self) -> None:
+        """Read the cache; a file of the wrong shape (truncated, edited, another tool's) is
+        dropped whole: its first 16 bytes must be the digest of the rest, and the payload must
+        be ``(key, {path: (int, int, str)}, {str: facts})``."""
         try:
             with open(self._file, "rb") as fh:
-                data: Any = marshal.loads(fh.read())
-            if data[0] != _KEY:
+                raw = fh.read()
+            if len(raw) < 16 or hashlib.blake2b(raw[16:], digest_size=16).digest() != raw[:16]:
                 return
-            self._stat, self._facts = data[1], data[2]
+            data: Any = marshal.loads(raw[16:])
+            if not (isinstance(data, tuple) and len(data) == 3 and data[0] == _KEY):
+                return
+            stat, facts = data[1], data[2]
+            if not (isinstance(stat, dict) and isinstance(facts, dict)):
+                return
+            # The digest already rules out corruption; a sample of each map rules out a payload
+            # of another shape written by another version under the same name.
+            s0 = next(iter(stat.values()), (0, 0, ""))
+            f0 = next(iter(facts.values()), ((), (), ("", 0), (), ()))
+            if not (isinstance(s0, tuple) and len(s0) == 3 and isinstance(s0[2], str)):
+                return
+            if not (isinstance(f0, tuple) and len(f0) == 5):
+                return
+            self._stat, self._facts = stat, facts
         except (OSError, EOFError, ValueError, TypeError, IndexError):
             self._stat, self._facts = {}, {}
 
@@ -96,13 +115,16 @@ class FactsCache:
         self._stats["files"] += len(files)
         for rel, size, mtime in files:
             entry = self._stat.get(rel)
-            if entry is not None and entry[0] == size and entry[1] == mtime:
-                facts = self._facts.get(entry[2])
-                if facts is not None:
-                    result[rel] = facts
-                    self._keep(rel, entry, facts)
-                    self._stats["stat_hits"] += 1
-                    continue
+            try:
+                if entry is not None and entry[0] == size and entry[1] == mtime:
+                    facts = self._facts.get(entry[2])
+                    if type(facts) is tuple and len(facts) == 5:
+                        result[rel] = facts
+                        self._keep(rel, entry, facts)
+                        self._stats["stat_hits"] += 1
+                        continue
+            except (TypeError, IndexError, KeyError):
+                pass  # an entry of the wrong shape is a miss: the file is read again
             todo.append((rel, size, mtime))
         if todo:
             self._dirty = True
@@ -125,7 +147,7 @@ class FactsCache:
                 data = _read(path)
                 digest = _digest(data) if isinstance(data, bytes) else ""
                 known = self._facts.get(digest) if digest else None
-                if known is not None:
+                if type(known) is tuple and len(known) == 5:
                     # Same bytes under a new mtime (a touched file): reuse, do not parse.
                     self._stats["hash_hits"] += 1
                     out.append((digest, known))
@@ -156,8 +178,10 @@ class FactsCache:
         tmp = f"{self._file}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self._file), exist_ok=True)
+            body = marshal.dumps(payload)
             with open(tmp, "wb") as fh:
-                fh.write(marshal.dumps(payload))
+                fh.write(hashlib.blake2b(body, digest_size=16).digest())
+                fh.write(body)
             os.replace(tmp, self._file)
         except OSError:
             with contextlib.suppress(OSError):

@@ -33,10 +33,23 @@ from bisect import bisect_left
 
 ImportFact = tuple[int, str, tuple[str, ...], bool, str]
 HackFact = tuple[int, str]
-Facts = tuple[tuple[ImportFact, ...], tuple[HackFact, ...], tuple[str, int]]
+# (line of ``__all__``, its names, whether it is one literal list/tuple of strings, the
+# top-level bindings as (name, origin), whether the module defines ``__getattr__`` or uses
+# ``import *``); ``()`` when the module has no top-level ``__all__``. ``origin`` is ``def``
+# (def, class), ``assign``, ``.`` (a relative import), ``import`` or the from-module.
+ExportFact = tuple[int, tuple[str, ...], bool, tuple[tuple[str, str], ...], bool] | tuple[()]
+# (line, field, names, spec name) for ``AppSpec(..., requires=(...), before=(...))``.
+BootFact = tuple[int, str, tuple[str, ...], str]
+Facts = tuple[
+    tuple[ImportFact, ...],
+    tuple[HackFact, ...],
+    tuple[str, int],
+    ExportFact,
+    tuple[BootFact, ...],
+]
 
 # Bump when the facts format or meaning changes: it invalidates every cache entry.
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 
@@ -49,11 +62,22 @@ _BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 def extract(source: bytes) -> Facts:
     """The import facts of ``source`` (bytes, so encoding cookies are honoured)."""
     try:
+        return _extract(source)
+    except RecursionError:
+        # A pathological expression (tens of thousands of terms) exhausts the parser's
+        # stack; CPython cannot compile such a file either.
+        return (), (), ("too deeply nested to parse (RecursionError)", 1), (), ()
+    except MemoryError:
+        return (), (), ("too large to parse (MemoryError)", 1), (), ()
+
+
+def _extract(source: bytes) -> Facts:
+    try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
         msg = getattr(exc, "msg", None) or str(exc)
-        return (), (), (str(msg), int(line))
+        return (), (), (str(msg), int(line)), (), ()
     if b"\r" in source:  # the parser also ends lines at a lone CR; count lines the same way
         source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     lines, special = _interesting_lines(source)
@@ -63,7 +87,113 @@ def extract(source: bytes) -> Facts:
         _Walker(tuple(lines), frozenset(special), imports, hacks).statements(tree.body, False)
     imports.sort()
     hacks.sort()
-    return tuple(imports), tuple(hacks), ("", 0)
+    exports = _exports(tree.body) if b"__all__" in source else ()
+    boot = _boot(tree) if b"AppSpec" in source else ()
+    return tuple(imports), tuple(hacks), ("", 0), exports, boot
+
+
+def _bindings(body: list[ast.stmt], out: list[tuple[str, str]], flags: list[bool]) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((node.name, "def"))
+            if node.name == "__getattr__":
+                flags.append(True)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        out.append((sub.id, "assign"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                out.append((alias.asname or alias.name.partition(".")[0], "import"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "__future__":
+                continue
+            origin = "." if node.level else node.module or ""
+            for alias in node.names:
+                if alias.name == "*":
+                    flags.append(True)
+                else:
+                    out.append((alias.asname or alias.name, origin))
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                _bindings(node.body, out, flags)
+            _bindings(node.orelse, out, flags)
+        elif isinstance(node, (ast.Try, ast.TryStar)):
+            _bindings(node.body, out, flags)
+            for handler in node.handlers:
+                _bindings(handler.body, out, flags)
+            _bindings(node.orelse, out, flags)
+            _bindings(node.finalbody, out, flags)
+
+
+def _exports(body: list[ast.stmt]) -> ExportFact:
+    line = 0
+    names: list[str] = []
+    literal = True
+    for node in body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets, value = [node.target], node.value
+        if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        if line and not isinstance(node, ast.AugAssign):
+            names = []
+        line = line or node.lineno
+        if isinstance(node, ast.AugAssign):
+            literal = False
+        if isinstance(value, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+        ):
+            names.extend(str(e.value) for e in value.elts if isinstance(e, ast.Constant))
+        else:
+            literal = False
+    if not line:
+        return ()
+    bound: list[tuple[str, str]] = []
+    flags: list[bool] = []
+    _bindings(body, bound, flags)
+    return line, tuple(names), literal, tuple(bound), bool(flags)
+
+
+def _strings(node: ast.expr) -> tuple[str, ...] | None:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return tuple(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
+    return None
+
+
+def _boot(tree: ast.Module) -> tuple[BootFact, ...]:
+    out: list[BootFact] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (
+            func.id
+            if isinstance(func, ast.Name)
+            else func.attr
+            if isinstance(func, ast.Attribute)
+            else ""
+        )
+        if name != "AppSpec":
+            continue
+        spec = ""
+        for kw in node.keywords:
+            if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                spec = str(kw.value.value)
+        for kw in node.keywords:
+            if kw.arg in ("requires", "before"):
+                names = _strings(kw.value)
+                if names:
+                    out.append((kw.value.lineno, kw.arg, names, spec))
+    out.sort()
+    return tuple(out)
 
 
 def _interesting_lines(source: bytes) -> tuple[list[int], set[int]]:

@@ -1,4 +1,5 @@
-"""Cycles in a dependency graph: one representative cycle per strongly connected component."""
+"""Cycles in a dependency graph: one representative per strongly connected component
+(:func:`cycles`), or every elementary cycle up to a bound (:func:`elementary_cycles`)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,39 @@ def _cycle_path(graph: Mapping[str, set[str]], comp: list[str]) -> list[str]:
                 prev[nxt] = node
                 queue.append(nxt)
     return [start]
+
+
+def elementary_cycles(
+    graph: Mapping[str, set[str]], *, limit: int = 100, budget: int = 200_000
+) -> tuple[list[list[str]], bool]:
+    """Every elementary cycle (no repeated node), each once, starting at its smallest node.
+
+    Bounded: at most ``limit`` cycles and ``budget`` search steps; the flag says whether the
+    search stopped early (then more cycles may exist). Deterministic: nodes in sorted order.
+    """
+    nodes = sorted(graph)
+    out: list[list[str]] = []
+    steps = 0
+    for start in nodes:
+        # Only cycles whose smallest node is ``start``: search nodes >= start.
+        path = [start]
+        on_path = {start}
+        stack = [iter(sorted(n for n in graph.get(start, ()) if n in graph and n >= start))]
+        while stack:
+            steps += 1
+            if steps > budget or len(out) >= limit:
+                return out, True
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                on_path.discard(path.pop())
+                continue
+            if nxt == start:
+                out.append(list(path))
+                continue
+            if nxt in on_path:
+                continue
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(sorted(n for n in graph.get(nxt, ()) if n in graph and n >= start)))
+    return out, False

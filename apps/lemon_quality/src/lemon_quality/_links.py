@@ -7,11 +7,13 @@ against the linking file's directory (or the root for ``/path``), must stay insi
 exist as a file or directory. A ``#fragment`` on a Markdown target (or on an empty path: the same
 file) must match one of its headings' GitHub anchors (lower case; punctuation other than ``-``
 and ``_`` removed; spaces to ``-``; repeats get ``-1``, ``-2``...) or an explicit
-``<a name>``/``id`` anchor.
+``<a name>``/``id`` anchor, or a heading attribute ``{#id}`` (the heading's text without the
+attribute also gives its slug). A symlink loop or an unreadable target is a finding.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -29,7 +31,9 @@ _REFDEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _ATX = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
-_HTML_ANCHOR = re.compile(r"<a\s[^>]*(?:name|id)=[\"']([^\"']+)[\"']", re.I)
+_HTML_ANCHOR = re.compile(r"<(?:a\s[^>]*name|[a-z][a-z0-9]*\s[^>]*\bid)=[\"']([^\"']+)[\"']", re.I)
+# A heading attribute (Pandoc, kramdown, MkDocs attr_list): ``## Install {#setup .cls}``.
+_HEADING_ID = re.compile(r"\s*\{[^}]*#([A-Za-z][\w:.-]*)[^}]*\}\s*$")
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
 
@@ -82,6 +86,10 @@ def anchors(text: str) -> set[str]:
         previous = (number, line)
         if heading is None:
             continue
+        attr = _HEADING_ID.search(heading)
+        if attr is not None:
+            found.add(attr.group(1).lower())
+            heading = heading[: attr.start()]
         base = slug(heading)
         n = counts.get(base, 0)
         counts[base] = n + 1
@@ -101,6 +109,34 @@ def _targets(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _problem(dest: Path, fragment: str, real_root: Path, cache: dict[Path, set[str]]) -> str | None:
+    """Why the link target is broken, or None. Never raises: a symlink loop, an unreadable
+    file or a too-long path is a finding, not a traceback."""
+    try:
+        inside = dest.resolve().is_relative_to(real_root)
+    except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+        return "the target is a symlink loop"
+    except OSError as exc:
+        return f"the target cannot be resolved ({exc.strerror or exc})"
+    if not inside:
+        return "points outside the repository"
+    try:
+        os.stat(dest)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "the target is a symlink loop"
+        return "the target does not exist"
+    if fragment and dest.is_file() and dest.suffix.lower() in (".md", ".markdown"):
+        if dest not in cache:
+            try:
+                cache[dest] = anchors(dest.read_text(encoding="utf-8", errors="replace"))
+            except OSError as exc:
+                return f"the target cannot be read ({exc.strerror or exc})"
+        if unquote(fragment).lower() not in cache[dest]:
+            return f"no heading with anchor #{fragment} in {dest.name}"
+    return None
+
+
 def check_links(root: Path, files: list[str]) -> list[Finding]:
     """Findings for every broken local link in ``files`` (paths relative to ``root``)."""
     findings: list[Finding] = []
@@ -108,7 +144,10 @@ def check_links(root: Path, files: list[str]) -> list[Finding]:
     real_root = root.resolve()
     for rel in files:
         path = root / rel
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # vanished or unreadable since the walk: nothing to check
         for line, raw in _targets(text):
             target = raw[1:-1].strip() if raw.startswith("<") else raw
             if not target or _SCHEME.match(target) or target.startswith("//"):
@@ -120,20 +159,7 @@ def check_links(root: Path, files: list[str]) -> list[Finding]:
                 dest = Path(os.path.normpath(base / file_part.lstrip("/")))
             else:
                 dest = path
-            problem = None
-            try:
-                inside = dest.resolve().is_relative_to(real_root)
-            except OSError:
-                inside = False
-            if not inside:
-                problem = "points outside the repository"
-            elif not dest.exists():
-                problem = "the target does not exist"
-            elif fragment and dest.is_file() and dest.suffix.lower() in (".md", ".markdown"):
-                if dest not in cache:
-                    cache[dest] = anchors(dest.read_text(encoding="utf-8", errors="replace"))
-                if unquote(fragment).lower() not in cache[dest]:
-                    problem = f"no heading with anchor #{fragment} in {dest.name}"
+            problem = _problem(dest, fragment, real_root, cache)
             if problem is not None:
                 findings.append(
                     Finding(

@@ -36,10 +36,11 @@ def render_text(report: Report) -> str:
     lines += [finding_line(f) for f in report.failures]
     s = report.statistics
     verdict = "passed" if report.ok else "FAILED"
+    baselined = f", {s['baselined']} baselined" if s.get("baselined") else ""
     lines.append(
         f"lemon quality {verdict}: {len(report.failures)} failing, {len(report.warnings)} "
-        f"warnings ({s.get('apps', 0)} apps, {s.get('source_files', 0)} source files, "
-        f"{s.get('parsed', 0)} parsed, {s.get('elapsed_ms', 0)} ms)"
+        f"warnings{baselined} ({s.get('apps', 0)} apps, {s.get('source_files', 0)} source "
+        f"files, {s.get('parsed', 0)} parsed, {s.get('elapsed_ms', 0)} ms)"
     )
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m lemon_quality [check|docs|rules] ...``; ``lemon quality`` = check.
+"""Command line: ``python -m lemon_quality [check|docs|rules|init] ...``; ``lemon quality`` = check.
 
 Exit codes: 0 clean (warnings allowed), 1 failing findings (or a stale table with
 ``docs --check``), 2 the gate could not run (bad policy, not a workspace, bad usage).
@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 from lemon_quality import boundaries_doc
+from lemon_quality._init import write_init
 from lemon_quality._render import render_error_json, render_json, render_text
 from lemon_quality.errors import QualityError, UsageError
 from lemon_quality.gate import find_root, load, run_checks
 from lemon_quality.rules import RULES
 
-_COMMANDS = ("check", "docs", "rules")
+_COMMANDS = ("check", "docs", "rules", "init")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--no-cache", action="store_true", help="ignore and do not write .lemon_quality_cache/"
     )
+    check.add_argument(
+        "--baseline",
+        choices=("write", "check"),
+        help="write: record every current failure in quality_baseline.json; check: fail only "
+        "on findings not in it (default: applied when the file exists)",
+    )
+    init = sub.add_parser(
+        "init", help="write architecture.toml with the exact current edges (roles to review)"
+    )
+    init.add_argument("--root", type=Path)
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
     docs = sub.add_parser("docs", help="regenerate the policy table in the boundaries doc")
     docs.add_argument("--root", type=Path)
     docs.add_argument("--check", action="store_true", help="fail (exit 1) if it is stale")
@@ -51,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command in ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:2] == ["check", "init"]:  # `lemon quality init`: the CLI prepends `check`
+        args_list.pop(0)
     if not args_list or args_list[0] not in (*_COMMANDS, "-h", "--help"):
         args_list.insert(0, "check")
     want_json = "--format=json" in args_list or any(
@@ -60,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(args_list)
     except UsageError as exc:
         print(f"lemon_quality: {exc}", file=sys.stderr)
+        if want_json:
+            print(render_error_json(f"usage: {exc}"))
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
@@ -68,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             for rule in RULES.values():
                 print(f"{rule.code:24} {rule.severity:5} {rule.summary}")
             return 0
+        if args.command == "init":  # a tree without a policy: the current directory by default
+            root = (args.root or Path.cwd()).resolve()
+            path = write_init(root, force=args.force)
+            print(f"wrote {path.name}: review every role marked `# review` before relying on it")
+            return 0
         root = args.root.resolve() if args.root else find_root(Path.cwd())
         if args.command == "docs":
             return _docs(root, check=args.check)
@@ -75,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         # only re-scan them.
         gc.disable()
         try:
-            report = run_checks(root, use_cache=not args.no_cache)
+            report = run_checks(root, use_cache=not args.no_cache, baseline=args.baseline or "auto")
         finally:
             gc.enable()
     except QualityError as exc:
@@ -85,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lemon_quality: error: {exc}", file=sys.stderr)
         return 2
     print(render_json(report) if args.format == "json" else render_text(report))
+    if args.baseline == "write":
+        # Every failure is now recorded: the tree is adopted, and only new findings fail.
+        recorded = len([f for f in report.failures if f.code != "stale_baseline"])
+        print(
+            f"lemon_quality: recorded {recorded} findings in quality_baseline.json", file=sys.stderr
+        )
+        return 0
     return 0 if report.ok else 1
 
 

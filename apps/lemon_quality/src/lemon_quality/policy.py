@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lemon_quality.errors import PolicyError
 
 POLICY_FILE = "architecture.toml"
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 SCHEMA = 1
 
 
@@ -35,6 +36,14 @@ class ReferenceException:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BootException:
+    """An ``AppSpec.requires`` / ``before`` name that may break the role rules, with a reason."""
+
+    target: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AppPolicy:
     """The current policy of one app."""
 
@@ -42,6 +51,12 @@ class AppPolicy:
     role: str
     allow: tuple[str, ...]
     reference_only: tuple[ReferenceException, ...]
+    packages: tuple[str, ...] = ()
+    source_roots: tuple[str, ...] = ()
+    exports: tuple[str, ...] | None = None
+    deny_third_party: tuple[str, ...] = ()
+    import_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    boot_exceptions: tuple[BootException, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,6 +76,7 @@ class Role:
     description: str
     may_depend_on: tuple[str, ...]
     test_only: bool
+    deny_third_party: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,10 +96,11 @@ class Policy:
     roles: Mapping[str, Role]
     target: Mapping[str, TargetApp]
     forbidden_references: tuple[ForbiddenReference, ...]
-    import_names: Mapping[str, str]
+    import_names: Mapping[str, tuple[str, ...]]
     scan_exclude: tuple[str, ...]
     boundaries_doc: str
     link_roots: tuple[str, ...]
+    max_file_bytes: int = 2_000_000
 
 
 def load_policy(root: Path) -> Policy:
@@ -120,23 +137,20 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
     if raw.get("schema") != SCHEMA:
         raise PolicyError(f"{POLICY_FILE}: `schema = {SCHEMA}` is required at the top")
     scan = _table(raw, "scan")
-    _keys(scan, "scan", {"exclude"})
+    _keys(scan, "scan", {"exclude", "max_file_bytes"})
+    max_bytes = scan.get("max_file_bytes", 2_000_000)
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
+        raise PolicyError(f"{POLICY_FILE}: scan.max_file_bytes must be a positive integer")
     docs = _table(raw, "docs")
     _keys(docs, "docs", {"boundaries", "link_roots"})
     third = _table(raw, "third_party")
     _keys(third, "third_party", {"import_names"})
-    import_names = _table(third, "import_names", "third_party.")
-    for key, value in import_names.items():
-        if not isinstance(value, str):
-            raise PolicyError(
-                f"{POLICY_FILE}: third_party.import_names.{key} must be a string "
-                "(the distribution that provides that import name)"
-            )
+    import_names = _import_names(_table(third, "import_names", "third_party."), "third_party")
     roles: dict[str, Role] = {}
     for name, body in _table(raw, "roles").items():
         where = f"roles.{name}"
         body = _as_table(body, where)
-        _keys(body, where, {"description", "may_depend_on", "test_only"})
+        _keys(body, where, {"description", "may_depend_on", "test_only", "deny_third_party"})
         test_only = body.get("test_only", False)
         if not isinstance(test_only, bool):
             raise PolicyError(f"{POLICY_FILE}: {where}.test_only must be true or false")
@@ -145,6 +159,7 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
             description=_str(body, "description", where, ""),
             may_depend_on=_names(body, "may_depend_on", where),
             test_only=test_only,
+            deny_third_party=tuple(canonical(n) for n in _names(body, "deny_third_party", where)),
         )
     for role in roles.values():
         for other in role.may_depend_on:
@@ -157,7 +172,21 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
     for name, body in _table(raw, "apps").items():
         where = f"apps.{name}"
         body = _as_table(body, where)
-        _keys(body, where, {"role", "allow", "reference_only"})
+        _keys(
+            body,
+            where,
+            {
+                "role",
+                "allow",
+                "reference_only",
+                "packages",
+                "source_roots",
+                "exports",
+                "deny_third_party",
+                "import_names",
+                "boot_exceptions",
+            },
+        )
         role_name = _role(body, where, roles)
         exceptions = []
         for i, exc in enumerate(_list(body, "reference_only", where)):
@@ -179,11 +208,39 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
             exceptions.append(
                 ReferenceException(target=canonical(exc_target), files=files, reason=reason)
             )
+        boot = []
+        for i, exc in enumerate(_list(body, "boot_exceptions", where)):
+            ewhere = f"{where}.boot_exceptions[{i}]"
+            exc = _as_table(exc, ewhere)
+            _keys(exc, ewhere, {"target", "reason"})
+            reason = _str(exc, "reason", ewhere).strip()
+            if not reason:
+                raise PolicyError(f"{POLICY_FILE}: {ewhere}.reason must say why it exists")
+            boot.append(BootException(target=canonical(_str(exc, "target", ewhere)), reason=reason))
+        for key in ("packages", "exports"):
+            for dotted in _names(body, key, where):
+                if not _DOTTED.fullmatch(dotted.removesuffix(".*")):
+                    raise PolicyError(
+                        f"{POLICY_FILE}: {where}.{key} entries must be dotted module names, "
+                        f"got {dotted!r}"
+                    )
+        for root_path in _names(body, "source_roots", where):
+            if root_path.startswith("/") or ".." in root_path.split("/"):
+                raise PolicyError(
+                    f"{POLICY_FILE}: {where}.source_roots entries are relative to the app "
+                    f"directory and stay inside it, got {root_path!r}"
+                )
         apps[canonical(name)] = AppPolicy(
             name=canonical(name),
             role=role_name,
             allow=tuple(sorted(canonical(a) for a in _names(body, "allow", where))),
             reference_only=tuple(exceptions),
+            packages=_names(body, "packages", where),
+            source_roots=_names(body, "source_roots", where),
+            exports=_names(body, "exports", where) if "exports" in body else None,
+            deny_third_party=tuple(canonical(n) for n in _names(body, "deny_third_party", where)),
+            import_names=_import_names(_table(body, "import_names", where + "."), where),
+            boot_exceptions=tuple(boot),
         )
     target: dict[str, TargetApp] = {}
     for name, body in _table(raw, "target").items():
@@ -201,7 +258,7 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
         rule = _as_table(rule, where)
         _keys(rule, where, {"module", "allowed_apps", "reason"})
         module = _str(rule, "module", where)
-        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
+        if not _DOTTED.fullmatch(module):
             raise PolicyError(
                 f"{POLICY_FILE}: {where}.module must be a dotted module name, got {module!r}"
             )
@@ -217,13 +274,29 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
         roles=roles,
         target=target,
         forbidden_references=tuple(forbidden),
-        import_names={k: canonical(v) for k, v in import_names.items()},
+        import_names=import_names,
+        max_file_bytes=max_bytes,
         scan_exclude=tuple(p.strip("/") for p in _names(scan, "exclude", "scan")),
         boundaries_doc=_str(docs, "boundaries", "docs", "docs/architecture_boundaries.md"),
         link_roots=_names(docs, "link_roots", "docs")
         if "link_roots" in docs
         else ("README.md", "docs"),
     )
+
+
+def _import_names(table: Mapping[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for key, value in table.items():
+        values = [value] if isinstance(value, str) else value
+        if not (
+            isinstance(values, list) and values and all(isinstance(v, str) and v for v in values)
+        ):
+            raise PolicyError(
+                f"{POLICY_FILE}: {where}.import_names.{key} must be a distribution name or an "
+                "array of them (the distributions that provide that import name)"
+            )
+        out[key] = tuple(sorted({canonical(v) for v in values}))
+    return out
 
 
 def _keys(table: Mapping[str, Any], where: str, allowed: set[str]) -> None:

@@ -116,6 +116,51 @@ _ALL = (
     ),
     Rule(code="duplicate_test_module", severity="fail", summary="two test files share a basename"),
     Rule(
+        code="no_source_files",
+        severity="fail",
+        summary="an app has no import package, or its packages hold no .py file",
+    ),
+    Rule(
+        code="unresolved_dynamic_metadata",
+        severity="fail",
+        summary="dynamic dependencies that cannot be resolved statically",
+    ),
+    Rule(
+        code="oversized_file",
+        severity="fail",
+        summary="a source file above [scan] max_file_bytes: its imports are not checked",
+    ),
+    Rule(
+        code="denied_third_party",
+        severity="fail",
+        summary="an app imports or declares a third-party package its role or policy denies",
+    ),
+    Rule(
+        code="unexported_reference",
+        severity="fail",
+        summary="source imports a module another app does not list in its exports",
+    ),
+    Rule(
+        code="boot_reference",
+        severity="fail",
+        summary="an AppSpec requires/before name or an entry point breaks the policy",
+    ),
+    Rule(
+        code="stale_forbidden_reference",
+        severity="fail",
+        summary="a forbidden-reference rule names a module no app has",
+    ),
+    Rule(
+        code="export_list",
+        severity="fail",
+        summary="an __all__ is not literal, sorted, complete and exact",
+    ),
+    Rule(
+        code="stale_baseline",
+        severity="fail",
+        summary="a baseline entry matches no current finding",
+    ),
+    Rule(
         code="target_drift",
         severity="warn",
         summary="the current dependencies differ from the target policy (migration report)",
