@@ -2,8 +2,9 @@
 Router, a real Gateway running the scripted executor, a real SQLite store and real
 ExecApprovals on the same bus.
 
-Known gaps of the port are marked ``xfail`` here with their reason (the kit states the
-contract; see HISTORY_AFTER_END and NO_READER_NOTICE).
+The router-only tests at the end reproduce, deterministically, four gaps the kit found and
+the port no longer has: run history written after the end was published, cancel ids missing
+a pending steer, a cancelled steer waiting 30 s, and no notice when no transcript reader runs.
 """
 
 from __future__ import annotations
@@ -43,30 +44,6 @@ from lemon_router import Router, RouterConfig, RouterSessionPort
 
 CONFIG = RouterConfig(idle_timeout_ms=None)  # no wall-clock watchdog: every wait is an event
 SESSION = SessionPortContract.session_key
-
-HISTORY_AFTER_END = (
-    "the gateway publishes run_completed (lemon_gateway/_run.py, Run.finalize) before it "
-    "awaits RunStore.finalize, which writes the session index that sessions() and "
-    "snapshot().last_* read: a client acting on RunEnded may not see the run yet (a race; "
-    "reproduced deterministically by "
-    "test_a_run_is_in_the_session_index_before_its_end_is_published)"
-)
-CANCEL_IDS = (
-    "RouterSessionPort.cancel(session_key=...) counts what Router.abort_session cancelled "
-    "(pending steers included: ConversationQueue.abort_session settles them) but builds "
-    "run_ids from the active run and Router.queued() only, so a steer still waiting for the "
-    "running answer is cancelled and counted yet missing from CancelResult.run_ids"
-)
-STEER_CANCELLED = (
-    "RouterSessionPort.steer waits (_queue_outcome) only for a steered or fallback_queued "
-    "outcome of its run; when the steer is settled otherwise (cancelled by a concurrent "
-    "cancel), it waits the full 30 s (_STEER_ANSWER_S) and then answers 'queued'"
-)
-NO_READER_NOTICE = (
-    "RouterSessionPort._history returns NativeHistory() without a notice when no "
-    "TranscriptReader is registered, so transcript() of a session that ran is an empty page "
-    "that does not say there is no transcript"
-)
 
 
 @dataclass(kw_only=True)
@@ -188,13 +165,11 @@ class TestRouterSessionPort(SessionPortContract):
         async with running_router(tmp_path) as harness:
             yield harness
 
-    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
     async def test_snapshot_after_a_run_names_the_last_run(
         self, session_harness: SessionPortHarness
     ) -> None:
         await super().test_snapshot_after_a_run_names_the_last_run(session_harness)
 
-    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
     async def test_sessions_lists_a_session_after_its_run_with_its_run_count(
         self, session_harness: SessionPortHarness
     ) -> None:
@@ -202,7 +177,6 @@ class TestRouterSessionPort(SessionPortContract):
             session_harness
         )
 
-    @pytest.mark.xfail(strict=True, reason=NO_READER_NOTICE)
     async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
         self, session_harness: SessionPortHarness
     ) -> None:
@@ -293,7 +267,6 @@ def test_the_witness_is_a_store() -> None:
     assert isinstance(WitnessStore(), Store)
 
 
-@pytest.mark.xfail(strict=True, reason=HISTORY_AFTER_END)
 async def test_a_run_is_in_the_session_index_before_its_end_is_published(
     tmp_path: Path,
 ) -> None:
@@ -346,7 +319,6 @@ def request(prompt: str, mode: QueueMode = "collect") -> RunRequest:
     return RunRequest(origin="control_plane", session_key=SESSION, prompt=prompt, queue_mode=mode)
 
 
-@pytest.mark.xfail(strict=True, reason=CANCEL_IDS)
 async def test_cancel_of_a_session_names_the_pending_steer_it_cancelled(tmp_path: Path) -> None:
     async with running_router(tmp_path) as harness:
         gate = Gate("hold")
@@ -406,7 +378,6 @@ class SteerHookRuntime:
         return self._gateway.completion_future(run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=STEER_CANCELLED)
 async def test_a_steer_cancelled_before_the_answer_takes_it_says_so_at_once(
     tmp_path: Path,
 ) -> None:

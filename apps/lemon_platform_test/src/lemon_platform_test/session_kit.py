@@ -613,9 +613,9 @@ class SessionPortContract:
     async def test_snapshot_of_an_idle_session_is_empty_and_ok(
         self, session_harness: SessionPortHarness
     ) -> None:
-        snap = await session_harness.port.snapshot("agent:kit:idle")
+        snap = await session_harness.port.snapshot("agent:kit:main:sub:idle")
         assert snap.status == "ok"
-        assert snap.session_key == "agent:kit:idle"
+        assert snap.session_key == "agent:kit:main:sub:idle"
         assert snap.active is None
         assert snap.queued == ()
         assert snap.pending_approvals == ()
@@ -740,8 +740,8 @@ class SessionPortContract:
     async def test_transcript_of_a_session_never_seen_is_an_empty_page_with_a_notice(
         self, session_harness: SessionPortHarness
     ) -> None:
-        page = await session_harness.port.transcript("agent:kit:never")
-        assert page.session_key == "agent:kit:never"
+        page = await session_harness.port.transcript("agent:kit:main:sub:never")
+        assert page.session_key == "agent:kit:main:sub:never"
         assert page.entries == ()
         assert not page.more
         assert page.notice
@@ -765,6 +765,14 @@ class SessionPortContract:
     ) -> None:
         with pytest.raises(ValueError, match="session key"):
             await session_harness.port.submit(self.request("hi", session_key="agent:"))
+
+    async def test_watch_and_snapshot_of_a_malformed_session_key_raise_value_error(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        with pytest.raises(ValueError, match="session key"):
+            session_harness.port.watch("agent:")
+        with pytest.raises(ValueError, match="session key"):
+            await session_harness.port.snapshot("agent:x:tg")
 
     async def test_statistics_count_watchers_and_submissions(
         self, session_harness: SessionPortHarness

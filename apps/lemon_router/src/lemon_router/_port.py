@@ -22,6 +22,7 @@ import msgspec
 
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import Delivery, session_topic
+from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
     ApprovalDecision,
     ErrorCode,
@@ -49,6 +50,7 @@ from lemon_core.sessions import (
     SteerResult,
     TranscriptEntry,
     TranscriptPage,
+    check_session_key,
 )
 from lemon_core.store import ChatStateStore, SessionIndexStore, Store, StoreError
 from lemon_router._router import Router
@@ -126,8 +128,23 @@ class RouterSessionPort:
             outcome = await _queue_outcome(delivery, receipt.run_id)
         finally:
             delivery.close()
-        if outcome is QueueOutcomeKind.STEERED:
+        kind = None if outcome is None else outcome.outcome
+        if kind is QueueOutcomeKind.STEERED:
             return SteerResult(status="accepted", run_id=receipt.run_id)
+        if kind in (QueueOutcomeKind.CANCELLED, QueueOutcomeKind.REJECTED):
+            assert outcome is not None
+            return SteerResult(
+                status="refused",
+                run_id=receipt.run_id,
+                reason=outcome.reason or f"the steer was {kind.value} before the answer took it",
+            )
+        if kind is QueueOutcomeKind.MERGED:
+            assert outcome is not None
+            return SteerResult(
+                status="queued",
+                run_id=receipt.run_id,
+                reason=f"merged into the queued message {outcome.into_run_id}",
+            )
         return SteerResult(
             status="queued",
             run_id=receipt.run_id,
@@ -149,12 +166,11 @@ class RouterSessionPort:
             done = router.abort_run(run_id, reason=reason)
             return CancelResult(cancelled=int(done), run_ids=(run_id,) if done else ())
         assert session_key is not None
+        _check_key(session_key)
         active = router.active_attempt(session_key)
         if include_queued:
-            queued = router.queued(session_key)
-            count = router.abort_session(session_key, reason=reason)
-            ids = ((active[0],) if active else ()) + queued
-            return CancelResult(cancelled=count, run_ids=ids if count else ())
+            ids = router.cancel_session(session_key, reason=reason)
+            return CancelResult(cancelled=len(ids), run_ids=ids)
         if active is None:
             return CancelResult(cancelled=0)
         done = router.abort_run(active[0], reason=reason)
@@ -175,6 +191,7 @@ class RouterSessionPort:
     # -- reading ----------------------------------------------------------------------------
 
     def watch(self, session_key: str) -> BusSessionStream:
+        _check_key(session_key)
         stream = BusSessionStream(
             self._router.bus,
             session_key,
@@ -191,6 +208,7 @@ class RouterSessionPort:
             self._overflowed += 1
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
+        _check_key(session_key)
         self._snapshots += 1
         router = self._router
         before = (router.revision(session_key), router.active_attempt(session_key))
@@ -282,8 +300,10 @@ class RouterSessionPort:
         self, native_id: str | None, *, limit: int, before: int | None = None
     ) -> NativeHistory:
         reader = self._router.context.capabilities.get(TRANSCRIPT_READER)
-        if reader is None or native_id is None:
+        if native_id is None:
             return NativeHistory()
+        if reader is None:
+            return NativeHistory(notice="no transcript reader runs in this runtime")
         try:
             found = await reader.read(native_id, limit=limit, before=before)
         except LookupError:
@@ -375,6 +395,12 @@ class RouterSessionPort:
         return self._router.context.capabilities.get(APPROVALS)
 
 
+def _check_key(session_key: str) -> None:
+    """A malformed session key is the caller's mistake: say so (``InvalidSessionKeyError``,
+    a ``ValueError``) instead of watching a topic nobody publishes on."""
+    check_session_key(session_key)
+
+
 def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> TranscriptEntry:
     text = redact(entry.text)
     if text == entry.text:
@@ -382,10 +408,10 @@ def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> Transcrip
     return TranscriptEntry(index=entry.index, role=entry.role, text=text, truncated=entry.truncated)
 
 
-async def _queue_outcome(delivery: Delivery, run_id: str) -> QueueOutcomeKind | None:
+async def _queue_outcome(delivery: Delivery, run_id: str) -> QueueOutcome | None:
     """The queue outcome of ``run_id`` seen on ``delivery`` (bounded wait)."""
 
-    async def wait() -> QueueOutcomeKind | None:
+    async def wait() -> QueueOutcome | None:
         while True:
             item = await delivery.get()
             if (
@@ -393,14 +419,12 @@ async def _queue_outcome(delivery: Delivery, run_id: str) -> QueueOutcomeKind | 
                 and item.type == "queue_outcome"
                 and isinstance(item.payload, QueueOutcome)
                 and item.payload.run_id == run_id
-                and item.payload.outcome
-                in (QueueOutcomeKind.STEERED, QueueOutcomeKind.FALLBACK_QUEUED)
             ):
-                return item.payload.outcome
+                return item.payload  # steered, fallback queued, or settled otherwise
             if not isinstance(item, Event):  # overflow: we cannot tell; it was not lost
                 return None
 
     try:
         return await asyncio.wait_for(wait(), _STEER_ANSWER_S)
-    except (TimeoutError, Exception):
+    except (TimeoutError, DeliveryClosedError):
         return None

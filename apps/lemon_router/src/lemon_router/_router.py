@@ -305,12 +305,22 @@ class Router:
 
         Returns how many submissions (queued, in flight or active) were affected.
         """
+        return len(self.cancel_session(session_key, reason=reason))
+
+    def cancel_session(
+        self, session_key: str, *, reason: str = "user_requested"
+    ) -> tuple[str, ...]:
+        """:meth:`abort_session`, returning the run ids it reached (active, queued and
+        pending steers), in the order the queue reported them."""
         key = self._session_conv.get(session_key)
         if key is None:
-            return 0
+            return ()
         effects = self._queues[key].abort_session(session_key, reason=reason)
+        ids = tuple(
+            dict.fromkeys(e.run_id for e in effects if isinstance(e, CancelActive | Settled))
+        )
         self._apply(key, effects)
-        return len(effects)
+        return ids
 
     # -- read side ---------------------------------------------------------------------------
 
