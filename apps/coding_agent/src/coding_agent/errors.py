@@ -4,6 +4,7 @@
 
     CodingAgentError
     ├── CodingAgentUsageError           configured wrongly (a workspace that is not a directory)
+    ├── CompactionError                 a session could not be compacted (``code`` says why)
     └── TranscriptError                 a session transcript cannot be used
         ├── SessionNotFoundError        no transcript with that session id
         └── CorruptTranscriptError      a transcript that does not parse (names the line)

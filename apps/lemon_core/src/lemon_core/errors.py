@@ -30,6 +30,7 @@ working::
     ├── SessionError                                lemon_core.sessions.errors
     │   ├── SessionStreamClosedError (RuntimeError)
     │   └── InvalidSessionKeyError (ValueError)
+    ├── SupervisorClosedError (RuntimeError)        lemon_core.tasks
     └── ApprovalError                               lemon_core.approvals
         ├── ApprovalCapacityError
         └── UnknownApprovalError
