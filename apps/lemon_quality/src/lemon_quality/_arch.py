@@ -368,7 +368,10 @@ class ArchitectureCheck:
             rules: dict[str, list[ForbiddenReference]] = defaultdict(list)
             for rule in self.policy.forbidden_references:
                 top = rule.module.partition(".")[0]
-                if name not in rule.allowed_apps and self.owner_of(rule.module) != name:
+                if rule.from_modules:
+                    if any(self.owner_of(m) == name for m in rule.from_modules):
+                        rules[top].append(rule)
+                elif name not in rule.allowed_apps and self.owner_of(rule.module) != name:
                     rules[top].append(rule)
             graph = self.source_graph[name]
             tops, flat, direct = self.workspace_tops, self._flat, self.owner.get
@@ -499,6 +502,13 @@ class ArchitectureCheck:
             unknown = sorted(a for a in rule.allowed_apps if a not in self.apps)
             if problem is None and unknown:
                 problem = f"allowed_apps names no app: {', '.join(unknown)}"
+            for scope in rule.from_modules:
+                scope_owner = self.owner_of(scope)
+                scoped = self.modules.get(scope_owner, set()) if scope_owner else set()
+                if problem is None and not any(
+                    m == scope or m.startswith(scope + ".") for m in scoped
+                ):
+                    problem = f"from_modules names {scope}, which no app has"
             if problem is None:
                 continue
             self.add(
@@ -534,7 +544,20 @@ class ArchitectureCheck:
                 )
                 break
         for rule in rules:
+            if not rule.scoped_to(src.module):
+                continue
             if any(c == rule.module or c.startswith(rule.module + ".") for c in candidates):
+                if rule.from_modules:
+                    self.add(
+                        "forbidden_reference",
+                        name,
+                        src.path,
+                        line,
+                        f"`{statement}` references {rule.module}, which "
+                        f"{_join(rule.from_modules)} may not import: {rule.reason}",
+                        "go through the public seam instead",
+                    )
+                    continue
                 allowed = _join(rule.allowed_apps)
                 self.add(
                     "forbidden_reference",

@@ -81,11 +81,24 @@ class Role:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ForbiddenReference:
-    """Only ``allowed_apps`` (and the owner of ``module``) may import ``module`` or below it."""
+    """Only ``allowed_apps`` (and the owner of ``module``) may import ``module`` or below it.
+
+    With ``from_modules`` the rule is scoped the other way round: the listed modules (and
+    their submodules) may not import ``module``, whatever app they belong to (``allowed_apps``
+    must then be empty). It keeps a client to its seam inside an app that, as a whole, may
+    depend on more (a composition root and its client in one app).
+    """
 
     module: str
     allowed_apps: tuple[str, ...]
     reason: str
+    from_modules: tuple[str, ...] = ()
+
+    def scoped_to(self, module: str) -> bool:
+        """Whether the rule applies to code in ``module`` (always, when not scoped)."""
+        if not self.from_modules:
+            return True
+        return any(module == m or module.startswith(m + ".") for m in self.from_modules)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,17 +269,31 @@ def parse_policy(raw: Mapping[str, Any]) -> Policy:
     for i, rule in enumerate(_list(raw, "forbidden_references", "")):
         where = f"forbidden_references[{i}]"
         rule = _as_table(rule, where)
-        _keys(rule, where, {"module", "allowed_apps", "reason"})
+        _keys(rule, where, {"module", "allowed_apps", "reason", "from_modules"})
         module = _str(rule, "module", where)
         if not _DOTTED.fullmatch(module):
             raise PolicyError(
                 f"{POLICY_FILE}: {where}.module must be a dotted module name, got {module!r}"
             )
+        scope = tuple(_names(rule, "from_modules", where)) if "from_modules" in rule else ()
+        for dotted in scope:
+            if not _DOTTED.fullmatch(dotted):
+                raise PolicyError(
+                    f"{POLICY_FILE}: {where}.from_modules entries must be dotted module names, "
+                    f"got {dotted!r}"
+                )
+        allowed = tuple(canonical(a) for a in _names(rule, "allowed_apps", where))
+        if scope and allowed:
+            raise PolicyError(
+                f"{POLICY_FILE}: {where} has both from_modules and allowed_apps; a rule scoped "
+                "to modules forbids the reference from them alone (drop allowed_apps)"
+            )
         forbidden.append(
             ForbiddenReference(
                 module=module,
-                allowed_apps=tuple(canonical(a) for a in _names(rule, "allowed_apps", where)),
+                allowed_apps=allowed,
                 reason=_str(rule, "reason", where),
+                from_modules=scope,
             )
         )
     return Policy(
