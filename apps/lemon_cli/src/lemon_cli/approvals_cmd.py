@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
+from lemon_cli._home import require_home
+
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
     from lemon_core import ExecApprovals
     from lemon_core.approvals import ApprovalGrant, GrantScope
@@ -143,6 +145,7 @@ def list_grants(
     from lemon_core.runtime import store_path
 
     home = lemon_home()
+    require_home(home, create=False)
     path = store_path(home)
 
     async def work() -> int:
@@ -193,6 +196,7 @@ def revoke(
     from lemon_core.runtime import store_path
 
     home = lemon_home()
+    require_home(home, create=False)
     path = store_path(home)
 
     async def work() -> int:
