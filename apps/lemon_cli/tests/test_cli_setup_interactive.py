@@ -307,14 +307,17 @@ def _command_paths(group: typer.Typer) -> list[list[str]]:
 
 def test_every_help_text_is_plain_words(tmp_path: Path, env: dict[str, str]) -> None:
     paths = _command_paths(app)
-    assert ["setup"] in paths and ["quality"] in paths
+    assert ["setup"] in paths
+    assert ["quality"] in paths
     for path in paths:
         proc = lemon([*path, "--help"], env, tmp_path)
         assert proc.returncode == 0, (path, proc.stderr)
         text = proc.stdout
         assert "`" not in text, (path, text)
         assert "--no-no-" not in text, (path, text)
-        assert ":class:" not in text and ":func:" not in text, (path, text)
+        assert ":class:" not in text, (path, text)
+        assert ":func:" not in text, (path, text)
     setup_help = lemon(["setup", "--help"], env, tmp_path).stdout
     assert "--key / --no-key" in setup_help
-    assert "--api-key-stdin " in setup_help and "--no-api-key-stdin" not in setup_help
+    assert "--api-key-stdin " in setup_help
+    assert "--no-api-key-stdin" not in setup_help

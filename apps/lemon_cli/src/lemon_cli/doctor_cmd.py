@@ -44,15 +44,17 @@ async def _check_store(home: Path, home_exists: bool) -> Check:
             detail=f"{path}: the home {home} cannot be used: {problem}; "
             "set LEMON_HOME to a directory you can write to",
         )
-    target = path if home_exists else store_path(Path(tempfile.mkdtemp()))
-    try:
-        async with await open_default_store(target) as store:
-            token = f"doctor-{time.time_ns()}"
-            await store.put("doctor", "probe", token)
-            back = await store.get("doctor", "probe")
-            await store.delete("doctor", "probe")
-    except Exception as exc:
-        return Check(name="store", status="fail", detail=f"{target}: {type(exc).__name__}: {exc}")
+    with tempfile.TemporaryDirectory(prefix="lemon-doctor-") as scratch:
+        target = path if home_exists else store_path(Path(scratch))
+        try:
+            async with await open_default_store(target) as store:
+                token = f"doctor-{time.time_ns()}"
+                await store.put("doctor", "probe", token)
+                back = await store.get("doctor", "probe")
+                await store.delete("doctor", "probe")
+        except Exception as exc:
+            detail = f"{target}: {type(exc).__name__}: {exc}"
+            return Check(name="store", status="fail", detail=detail)
     if back != token:
         return Check(name="store", status="fail", detail=f"{target}: read back {back!r}")
     where = str(path) if home_exists else f"{path} (not created yet; probed a temporary file)"
