@@ -61,6 +61,14 @@ def test_project_file_overrides_home_and_environment_overrides_both(
     assert loaded.sources[-1] == "environment"
 
 
+def test_a_home_that_is_a_file_has_no_config_file(tmp_path: Path, project: Path) -> None:
+    # the home itself being unusable is for the commands that keep state there to report
+    blocker = write(tmp_path / "a-file", "not a directory\n")
+    for home in (blocker, blocker / "lemon"):
+        loaded = load_config(home=home, cwd=project, environ={})
+        assert loaded.sources == ()
+
+
 def test_lemon_home_comes_from_the_environment(tmp_path: Path, project: Path) -> None:
     write(tmp_path / "elsewhere" / "config.toml", "[gateway]\nmax_concurrent_runs = 3\n")
     loaded = load_config(cwd=project, environ={"LEMON_HOME": str(tmp_path / "elsewhere")})

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
+from lemon_cli._home import require_home
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
@@ -145,6 +146,7 @@ def list_grants(
     from lemon_core.runtime import store_path
 
     home = lemon_home()
+    require_home(home, create=False)
     path = store_path(home)
 
     async def work() -> int:
@@ -195,6 +197,7 @@ def revoke(
     from lemon_core.runtime import store_path
 
     home = lemon_home()
+    require_home(home, create=False)
     path = store_path(home)
 
     async def work() -> int:

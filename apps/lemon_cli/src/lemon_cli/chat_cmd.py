@@ -169,14 +169,29 @@ def chat(
 
 async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionPort] | None:
     """The runtime (full profile) and its session port, or None after saying why not."""
-    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
-    from lemon_core.sessions import SESSION_PORT
+    import sqlite3
 
+    from lemon_cli._home import home_error, home_problem
+    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError, store_path
+    from lemon_core.sessions import SESSION_PORT
+    from lemon_core.store import StoreError
+
+    problem = home_problem(loaded.home, create=True)
+    if problem is not None:
+        console.print(home_error(loaded.home, problem), markup=False)
+        return None
     try:
         runtime = Runtime(profile="full", config=loaded)
         await runtime.start()
     except (RuntimeBootError, AppHookError) as exc:
         console.print(f"[red]lemon: the runtime did not start:[/] {escape(str(exc))}")
+        return None
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        console.print(
+            f"lemon: cannot open the store {store_path(loaded.home)}: {exc}. Move that path "
+            "aside, or set LEMON_HOME to a directory you can write to.",
+            markup=False,
+        )
         return None
     port = runtime.context.capabilities.get(SESSION_PORT)
     if port is None:

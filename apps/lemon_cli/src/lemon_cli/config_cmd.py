@@ -7,6 +7,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from lemon_cli._home import home_problem
 from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config
 
 config_app = typer.Typer(
@@ -20,10 +21,12 @@ config_app = typer.Typer(
 def print_status(console: Console) -> LoadedConfig | None:
     """Print where state lives and whether the config is usable; return it when it is."""
     home = lemon_home()
-    console.print(
-        f"[bold]home[/bold]    {escape(str(home))}"
-        + ("" if home.is_dir() else "  (not created yet)")
-    )
+    problem = home_problem(home, create=False)
+    if problem is not None:
+        state = f"  [red](cannot be used: {escape(problem)})[/red]"
+    else:
+        state = "" if home.is_dir() else "  (not created yet)"
+    console.print(f"[bold]home[/bold]    {escape(str(home))}{state}", highlight=False)
     try:
         loaded = load_config()
     except ConfigError as exc:

@@ -31,19 +31,30 @@ class Check:
 
 
 async def _check_store(home: Path, home_exists: bool) -> Check:
+    from lemon_cli._home import home_problem
     from lemon_core.runtime import store_path
     from lemon_core.store import open_default_store
 
     path = store_path(home)
-    target = path if home_exists else store_path(Path(tempfile.mkdtemp()))
-    try:
-        async with await open_default_store(target) as store:
-            token = f"doctor-{time.time_ns()}"
-            await store.put("doctor", "probe", token)
-            back = await store.get("doctor", "probe")
-            await store.delete("doctor", "probe")
-    except Exception as exc:
-        return Check(name="store", status="fail", detail=f"{target}: {type(exc).__name__}: {exc}")
+    problem = home_problem(home, create=False)
+    if problem is not None:
+        return Check(
+            name="store",
+            status="fail",
+            detail=f"{path}: the home {home} cannot be used: {problem}; "
+            "set LEMON_HOME to a directory you can write to",
+        )
+    with tempfile.TemporaryDirectory(prefix="lemon-doctor-") as scratch:
+        target = path if home_exists else store_path(Path(scratch))
+        try:
+            async with await open_default_store(target) as store:
+                token = f"doctor-{time.time_ns()}"
+                await store.put("doctor", "probe", token)
+                back = await store.get("doctor", "probe")
+                await store.delete("doctor", "probe")
+        except Exception as exc:
+            detail = f"{target}: {type(exc).__name__}: {exc}"
+            return Check(name="store", status="fail", detail=detail)
     if back != token:
         return Check(name="store", status="fail", detail=f"{target}: read back {back!r}")
     where = str(path) if home_exists else f"{path} (not created yet; probed a temporary file)"
@@ -82,32 +93,50 @@ async def _check_provider(config: Config, home: Path) -> Check:
     base_url = settings.base_url if settings is not None else None
     if settings is not None and settings.kind == "anthropic_messages":
         base_url = base_url or "https://api.anthropic.com"
-    variable = settings.api_key_env if settings is not None else f"{name.upper()}_API_KEY"
-    problems: list[str] = []
-    if settings is not None and settings.api_key_env and not api_key_for(variable, home):
-        problems.append(f"{variable} is not set (environment or secrets file)")
+    variable = settings.api_key_env if settings is not None else None
+    key = api_key_for(variable, home)
+    unset = f"{variable} is not set (environment or secrets file)"
     if not base_url:
         return Check(
             name="provider",
-            status="warn" if not problems else "fail",
-            detail=f"{ref}: built-in provider, not probed" + "".join(f"; {p}" for p in problems),
+            status="fail" if variable and key is None else "warn",
+            detail=f"{ref}: built-in provider, not probed"
+            + (f"; {unset}" if variable and key is None else ""),
         )
+    headers: dict[str, str] = {}
+    if key is not None and settings is not None:
+        if settings.kind == "anthropic_messages":
+            headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+        else:
+            headers = {"authorization": f"Bearer {key}"}
     try:
         async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
-            response = await client.get(base_url.rstrip("/") + "/models")
-        reach = f"{base_url} answered HTTP {response.status_code}"
+            response = await client.get(base_url.rstrip("/") + "/models", headers=headers)
     except httpx.HTTPError as exc:
         return Check(
             name="provider",
             status="fail",
             detail=f"{ref}: {base_url} unreachable ({type(exc).__name__}: {exc})",
         )
-    status: Status = "fail" if problems else "ok"
-    return Check(
-        name="provider",
-        status=status,
-        detail=f"{ref}: {reach}" + "".join(f"; {p}" for p in problems),
-    )
+    reach = f"{base_url} answered HTTP {response.status_code}"
+    # The chat sends the key when it has one and goes on without it otherwise (local servers
+    # need none), so a missing key fails here only when the server refuses to answer without.
+    if response.status_code in (401, 403):
+        if key is not None:
+            why = f"it refused the key in {variable}; check it"
+        elif variable:
+            why = f"it needs a key and {unset}"
+        else:
+            why = "it needs a key: run `lemon setup` again and answer that it does"
+        return Check(name="provider", status="fail", detail=f"{ref}: {reach}; {why}")
+    if variable and key is None:
+        return Check(
+            name="provider",
+            status="warn",
+            detail=f"{ref}: {reach} without a key, so chat works; {unset} "
+            "(if the server needs none, `lemon setup --no-key` drops api_key_env)",
+        )
+    return Check(name="provider", status="ok", detail=f"{ref}: {reach}")
 
 
 async def run_checks(

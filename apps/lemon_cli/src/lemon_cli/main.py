@@ -59,7 +59,7 @@ def _root(ctx: typer.Context) -> None:
 
 @app.command(context_settings=_PASSTHROUGH)
 def quality(ctx: typer.Context) -> None:
-    """Run the architecture and quality gate (arguments go to ``python -m lemon_quality``)."""
+    """Run the architecture and quality gate (extra arguments go to its check command)."""
     import lemon_quality
 
     raise typer.Exit(lemon_quality.main(["check", *ctx.args]))

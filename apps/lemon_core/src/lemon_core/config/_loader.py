@@ -152,7 +152,8 @@ def load_config(
 def _read_toml(path: Path, issues: list[ConfigIssue]) -> dict[str, Any] | None:
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # no such file; a home that is itself a file is reported by the commands that need it
         return None
     except (OSError, UnicodeDecodeError) as exc:
         issues.append(ConfigIssue(source=str(path), key="", message=f"cannot read: {exc}"))
