@@ -7,7 +7,7 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from lemon_core.events import Completion
-from lemon_core.execution import ConversationKey, ExecutionCommand
+from lemon_core.execution import ExecutionCommand
 
 __all__ = ["ExecutionRequest", "RunHandle"]
 
@@ -31,7 +31,7 @@ class ExecutionRequest:
     )
 
     def __init__(
-        self, command: ExecutionCommand, key: ConversationKey, accepted_at_ns: int
+        self, command: ExecutionCommand, key: tuple[str, ...], accepted_at_ns: int
     ) -> None:
         self.command = command
         self.run_id = command.run_id

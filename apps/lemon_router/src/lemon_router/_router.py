@@ -238,7 +238,7 @@ class Router:
                 agent_id=agent_id,
                 session_key=session_key,
                 conversation_key=str(key),
-                conversation_tuple=_conversation_tuple(key),
+                conversation=key,
                 explicit_resume=explicit,
                 resume_at_submit=decision.token,
                 cwd=request.cwd,
@@ -607,12 +607,6 @@ class _FailSoftReader:
         except StoreError as exc:
             log.warning("chat state of %s unreadable, starting fresh: %s", session_key, exc)
             return None
-
-
-def _conversation_tuple(key: ConversationKey) -> tuple[str, ...]:
-    if key.kind == "resume":
-        return ("resume", "lemon", key.value)
-    return ("session", key.value)
 
 
 def _auto_kind(meta: Mapping[str, Any]) -> Literal["task", "delegated", "goal"] | None:

@@ -40,6 +40,7 @@ from lemon_core.events import (
 )
 from lemon_core.events import RunPhaseChanged as _RunPhaseChanged
 from lemon_core.execution import (
+    ConversationKey,
     EngineRuntime,
     ExecutionCommand,
     ExecutionContext,
@@ -68,7 +69,7 @@ class Prepared:
     agent_id: str
     session_key: str
     conversation_key: str
-    conversation_tuple: tuple[str, ...]
+    conversation: ConversationKey
     explicit_resume: ResumeToken | None
     resume_at_submit: ResumeToken | None
     cwd: str | None
@@ -263,7 +264,7 @@ class RunProcess:
             run_id=run_id,
             session_key=p.session_key,
             prompt=prompt,
-            conversation_key=p.conversation_tuple,
+            conversation_key=p.conversation,
             images=p.images,
             cwd=p.cwd,
             resume=resume,

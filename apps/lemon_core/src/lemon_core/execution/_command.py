@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias, get_args
+from typing import Any, Final, Literal, get_args
 
 from lemon_core.execution._context import ExecutionContext
 from lemon_core.execution._policy import ToolPolicy
-from lemon_core.execution._resume import ResumeToken
+from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution.errors import ExecutionContractError, require_text
 
 __all__ = [
@@ -25,9 +25,51 @@ __all__ = [
     "RunRequest",
 ]
 
-#: The router-chosen serialisation key, e.g. ``("session", "agent:a:main")`` or
-#: ``("resume", "lemon", "abc")``. The gateway treats it as an opaque, hashable value.
-ConversationKey: TypeAlias = tuple[str, ...]
+
+class ConversationKey(tuple[str, ...]):
+    """The router-chosen serialisation key: ``("session", <session key>)``, or
+    ``("resume", "lemon", <native session id>)`` when a native resume token resolved.
+
+    A tuple (hashable, compared as its parts), so the gateway treats it as an opaque value and
+    any non-empty tuple of non-empty strings is accepted where a key is expected. ``str(key)``
+    is the colon-joined form (``session:agent:a:main``, ``resume:lemon:abc``).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, parts: Iterable[str]) -> ConversationKey:
+        key = super().__new__(cls, tuple(parts))
+        if not is_conversation_key(key):
+            raise ExecutionContractError(
+                "a conversation key is a non-empty tuple of non-empty strings such as "
+                f"('session', session_key), got {tuple(key)!r}"
+            )
+        return key
+
+    @classmethod
+    def for_session(cls, session_key: str) -> ConversationKey:
+        return cls(("session", session_key))
+
+    @classmethod
+    def for_resume(cls, native_session_id: str) -> ConversationKey:
+        return cls(("resume", NATIVE_ENGINE, native_session_id))
+
+    @property
+    def kind(self) -> str:
+        """``session`` or ``resume`` (the first part)."""
+        return self[0]
+
+    @property
+    def value(self) -> str:
+        """The session key, or the native session id (the last part)."""
+        return self[-1]
+
+    def __str__(self) -> str:
+        return ":".join(self)
+
+    def __repr__(self) -> str:
+        return f"ConversationKey({tuple(self)!r})"
+
 
 Lane = Literal["main", "subagent", "background_exec"]
 _LANES: Final = frozenset(get_args(Lane))
@@ -95,7 +137,7 @@ class ExecutionCommand:
     run_id: str
     session_key: str
     prompt: str
-    conversation_key: ConversationKey | None = None
+    conversation_key: tuple[str, ...] | None = None
     images: tuple[Mapping[str, Any], ...] = ()
     cwd: str | None = None
     resume: ResumeToken | None = None
