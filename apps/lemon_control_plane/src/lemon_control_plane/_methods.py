@@ -1,0 +1,274 @@
+"""The methods the wire offers, each over the session port only.
+
+Every handler takes the connection and the request's params and returns the ``res`` payload,
+or raises :class:`~lemon_control_plane.WireError`. Params are checked before anything runs
+(missing or mistyped fields are ``INVALID_REQUEST``, as the reference server answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lemon_control_plane._connection import Connection
+from lemon_control_plane._wire import history_message, session_row, snapshot_payload
+from lemon_control_plane.bridge import EventBridge
+from lemon_control_plane.config import ControlPlaneConfig
+from lemon_control_plane.errors import WireError
+from lemon_core.events import ApprovalDecision
+from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.sessions import SessionPort, check_session_key
+
+__all__ = ["SCOPES", "Method", "Methods"]
+
+SCOPES: Final = ("admin", "read", "write", "approvals", "pairing")
+_DECISIONS: Final = {
+    "approve_once": ApprovalDecision.APPROVE_ONCE,
+    "approveOnce": ApprovalDecision.APPROVE_ONCE,
+    "approve_session": ApprovalDecision.APPROVE_SESSION,
+    "approveSession": ApprovalDecision.APPROVE_SESSION,
+    "approve_agent": ApprovalDecision.APPROVE_AGENT,
+    "approveAgent": ApprovalDecision.APPROVE_AGENT,
+    "approve_global": ApprovalDecision.APPROVE_GLOBAL,
+    "approveGlobal": ApprovalDecision.APPROVE_GLOBAL,
+    "deny": ApprovalDecision.DENY,
+}
+_MAX_PROMPT_BYTES: Final = 512 * 1024
+
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    name: str
+    scope: str | None  # None: public
+    handler: Handler
+
+
+def _missing(params: dict[str, Any], *names: str) -> None:
+    absent = [n for n in names if params.get(n) in (None, "")]
+    if absent:
+        raise WireError("INVALID_REQUEST", f"Missing required fields: {', '.join(absent)}")
+
+
+def _typed(params: dict[str, Any], name: str, kind: type | tuple[type, ...], label: str) -> Any:
+    value = params.get(name)
+    if value is None:
+        return None
+    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
+        got = type(value).__name__ if not isinstance(value, str) else "string"
+        raise WireError("INVALID_REQUEST", f"Type errors: {name}: expected {label}, got {got}")
+    return value
+
+
+def _session_key(params: dict[str, Any]) -> str:
+    _missing(params, "sessionKey")
+    key = _typed(params, "sessionKey", str, "string")
+    try:
+        check_session_key(key)
+    except ValueError as exc:
+        raise WireError("INVALID_PARAMS", str(exc)) from None
+    return str(key)
+
+
+def _limit(params: dict[str, Any], default: int, top: int) -> int:
+    value = _typed(params, "limit", int, "integer")
+    return default if value is None else max(1, min(top, value))
+
+
+class Methods:
+    """The method table of one control plane (see the module docstring)."""
+
+    def __init__(
+        self,
+        port: SessionPort,
+        bridge: EventBridge,
+        config: ControlPlaneConfig,
+        status: Callable[[], dict[str, Any]],
+    ) -> None:
+        self._port = port
+        self._bridge = bridge
+        self._config = config
+        self._status = status
+        self._cwd = config.cwd or os.getcwd()
+        self._started = time.monotonic()
+        self.table: dict[str, Method] = {
+            m.name: m
+            for m in (
+                Method("health", None, self.health),
+                Method("status", "read", self.status),
+                Method("chat.send", "write", self.chat_send),
+                Method("chat.abort", "write", self.chat_abort),
+                Method("chat.history", "read", self.chat_history),
+                Method("sessions.list", "read", self.sessions_list),
+                Method("sessions.active.list", "read", self.sessions_active_list),
+                Method("session.detail", "read", self.session_detail),
+                Method("sessions.snapshot", "read", self.sessions_snapshot),
+                Method("exec.approval.resolve", "approvals", self.approval_resolve),
+                Method("exec.approvals.get", "approvals", self.approvals_get),
+            )
+        }
+
+    # -- public -------------------------------------------------------------------------------
+
+    async def health(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return {"ok": True, "uptime_ms": int((time.monotonic() - self._started) * 1000)}
+
+    async def status(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return self._status()
+
+    # -- chat ---------------------------------------------------------------------------------
+
+    async def chat_send(self, conn: Connection, params: dict[str, Any]) -> Any:
+        if params.get("prompt") in (None, "") and isinstance(params.get("message"), str):
+            params = {**params, "prompt": params["message"]}
+        _missing(params, "sessionKey", "prompt")
+        key = _session_key(params)
+        prompt = _typed(params, "prompt", str, "string")
+        mode = _typed(params, "queueMode", str, "string") or "collect"
+        agent_id = _typed(params, "agentId", str, "string") or self._config.agent_id
+        if len(prompt.encode("utf-8", "surrogatepass")) > _MAX_PROMPT_BYTES:
+            raise WireError(
+                "INVALID_PARAMS", f"the prompt is larger than {_MAX_PROMPT_BYTES} bytes"
+            )
+        if mode not in ("collect", "followup", "steer", "steer_backlog", "interrupt"):
+            mode = "collect"
+        self._bridge.follow(key)
+        if mode == "steer":
+            steered = await asyncio.wait_for(
+                self._port.steer(key, prompt), self._config.submit_timeout_s
+            )
+            if steered.status != "refused" and steered.run_id is not None:
+                return self._sent(steered.run_id, key, agent_id, mode, prompt)
+            # Nothing runs: the prompt becomes a plain message.
+            mode = "collect"
+        request = RunRequest(
+            origin="control_plane",
+            session_key=key,
+            prompt=prompt,
+            agent_id=agent_id,
+            queue_mode=mode,  # type: ignore[arg-type]  # checked against the modes above
+            cwd=self._cwd,
+            tool_policy=ToolPolicy(require_approval=self._config.require_approval),
+        )
+        try:
+            receipt = await asyncio.wait_for(
+                self._port.submit(request), self._config.submit_timeout_s
+            )
+        except TimeoutError:
+            raise WireError("TIMEOUT", "the router did not answer the submission in time") from None
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        if receipt.status == "rejected":
+            raise WireError("CONFLICT", receipt.reason or "the session refused the message")
+        return self._sent(receipt.merged_into or receipt.run_id, key, agent_id, mode, prompt)
+
+    @staticmethod
+    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> dict[str, Any]:
+        return {
+            "runId": run_id,
+            "sessionKey": key,
+            "summary": {
+                "runId": run_id,
+                "sessionKey": key,
+                "agentId": agent_id,
+                "queueMode": mode,
+                "promptBytes": len(prompt.encode("utf-8", "surrogatepass")),
+            },
+        }
+
+    async def chat_abort(self, conn: Connection, params: dict[str, Any]) -> Any:
+        run_id = _typed(params, "runId", str, "string")
+        if run_id:
+            result = await self._port.cancel(run_id=run_id)
+            return {"aborted": True, "runId": run_id, "cancelled": result.cancelled}
+        if params.get("sessionKey") in (None, ""):
+            raise WireError("INVALID_REQUEST", "Missing required fields: runId or sessionKey")
+        key = _session_key(params)
+        result = await self._port.cancel(session_key=key)
+        return {"aborted": True, "sessionKey": key, "cancelled": result.cancelled}
+
+    async def chat_history(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        limit = _limit(params, 50, 200)
+        before = _typed(params, "before", int, "integer")
+        self._bridge.follow(key)
+        page = await self._port.transcript(key, limit=limit, before=before)
+        messages = [history_message(key, e) for e in page.entries]
+        return {
+            "sessionKey": key,
+            "messages": messages,
+            "more": page.more,
+            "notice": page.notice,
+            "summary": {"count": len(messages), "more": page.more},
+        }
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        rows = [session_row(s) for s in await self._port.sessions(limit=_limit(params, 50, 500))]
+        return {
+            "sessions": rows,
+            "total": len(rows),
+            "filters": {},
+            "summary": {"count": len(rows)},
+        }
+
+    async def sessions_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        found = await self._port.sessions(limit=500)
+        rows = [session_row(s) for s in found if s.active]
+        return {
+            "sessions": rows,
+            "total": len(rows),
+            "filters": {"active": True},
+            "summary": {"count": len(rows)},
+        }
+
+    async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        self._bridge.follow(key)
+        return {
+            "sessionKey": key,
+            "session": {
+                "sessionKey": key,
+                "model": None,
+                "provider": None,
+                "contextWindow": None,
+                "modelSource": "default",
+                "modelOverride": None,
+                "thinkingLevel": None,
+                "engine": "lemon",
+            },
+        }
+
+    async def sessions_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        self._bridge.follow(key)
+        return snapshot_payload(await self._bridge.snapshot(key))
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    async def approval_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
+        _missing(params, "approvalId", "decision")
+        approval_id = _typed(params, "approvalId", str, "string")
+        raw = _typed(params, "decision", str, "string")
+        decision = _DECISIONS.get(raw)
+        if decision is None:
+            raise WireError(
+                "INVALID_REQUEST",
+                "Invalid decision. Must be one of: approve_once, approve_session, "
+                "approve_agent, approve_global, deny",
+            )
+        result = await self._port.resolve_approval(approval_id, decision)
+        if not result.resolved:
+            raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
+        return {"resolved": True, "approvalId": approval_id, "decision": decision.value}
+
+    async def approvals_get(self, conn: Connection, params: dict[str, Any]) -> Any:
+        pending = self._bridge.pending_approvals()
+        # The terminal client's resync reads `approvals[]` entries with an approvalId.
+        return {"policy": {}, "approvals": pending, "pending": pending}
