@@ -6,6 +6,7 @@ does not leak onto the wire by accident.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from lemon_core.events import RunUsage
@@ -25,6 +26,12 @@ __all__ = [
     "snapshot_payload",
     "usage_payload",
 ]
+
+
+def _name(value: object) -> str:
+    """An enum's value, or the text itself (the in-process port hands some kinds over as plain
+    strings although they are typed as enums)."""
+    return value.value if isinstance(value, Enum) else str(value)
 
 
 def agent_id_of(session_key: str, default: str = "default") -> str:
@@ -72,14 +79,14 @@ def _active(a: ActiveRun | None) -> dict[str, Any] | None:
         "runId": a.run_id,
         "attemptId": a.attempt_id,
         "attempt": a.attempt,
-        "phase": a.phase.value,
+        "phase": _name(a.phase),
         "text": a.text,
         "textSeq": a.text_seq,
         "textTruncated": a.text_truncated,
         "actions": [
             {
                 "id": s.action_id,
-                "kind": s.kind.value,
+                "kind": _name(s.kind),
                 "title": s.title,
                 "phase": s.phase,
                 "ok": s.ok,
@@ -109,7 +116,7 @@ def snapshot_payload(s: SessionSnapshot) -> dict[str, Any]:
         "messagesTruncated": s.messages_truncated,
         "lastRunId": s.last_run_id,
         "lastOk": s.last_ok,
-        "lastErrorCode": None if s.last_error_code is None else s.last_error_code.value,
+        "lastErrorCode": None if s.last_error_code is None else _name(s.last_error_code),
         "todos": [{"text": t.text, "status": t.status} for t in s.todos],
     }
 

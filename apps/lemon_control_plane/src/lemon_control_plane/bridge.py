@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final
 
-from lemon_control_plane._wire import agent_id_of, pending_approval, snapshot_payload, usage_payload
+from lemon_control_plane._wire import (
+    _name,
+    agent_id_of,
+    pending_approval,
+    snapshot_payload,
+    usage_payload,
+)
 from lemon_control_plane.errors import WireError
 from lemon_core.events import RunPhase
 from lemon_core.sessions import (
@@ -291,7 +297,7 @@ class EventBridge:
                 "exec.approval.resolved",
                 {
                     "approvalId": item.approval_id,
-                    "decision": item.decision.value,
+                    "decision": _name(item.decision),
                     "runId": asked["runId"] if asked else None,
                     "sessionKey": key,
                     "agentId": agent_id_of(key),
@@ -330,7 +336,7 @@ class EventBridge:
                 "sessionKey": card.session_key,
                 "action": {
                     "id": card.action_id,
-                    "kind": card.kind.value,
+                    "kind": _name(card.kind),
                     "title": card.title,
                     "detail": wire_detail,
                 },
@@ -362,7 +368,7 @@ class EventBridge:
                 "durationMs": int((time.monotonic() - started_at) * 1000),
                 "usage": usage_payload(end.usage),
                 "model": end.usage.model if end.usage is not None else None,
-                "errorCode": None if end.error_code is None else end.error_code.value,
+                "errorCode": None if end.error_code is None else _name(end.error_code),
                 "error": end.error,
             },
             end.session_key,

@@ -77,6 +77,11 @@ class WireClient:
         )
         return await self.next_frame()
 
+    async def drain(self) -> None:
+        """Read frames until the server closes the socket (raises ``ConnectionClosed``)."""
+        while True:
+            await self.next_frame()
+
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         return [
             f
