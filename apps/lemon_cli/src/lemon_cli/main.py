@@ -11,6 +11,7 @@ from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.doctor_cmd import doctor
+from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
 app.command()(chat)
 app.command()(doctor)
+app.command()(serve)
 app.command()(setup)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
