@@ -57,8 +57,29 @@ def serve(
 
 
 async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+    from lemon_cli._daemon import DaemonLock, read_state
+
+    home: Path = loaded.home
+    lock = DaemonLock(home)
+    if not lock.acquire():
+        first = read_state(home)
+        where = f" (pid {first.pid}, {first.url})" if first is not None else ""
+        console.print(
+            f"lemon serve: a daemon is already running for {escape(str(home))}{where}; "
+            "stop it with `lemon daemon stop`, or use another LEMON_HOME"
+        )
+        return 1
+    try:
+        return await _serve_locked(loaded, settings, console)
+    finally:
+        lock.release()
+
+
+async def _serve_locked(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+    from lemon_cli._daemon import clear_state, write_state
     from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
 
+    home: Path = loaded.home
     try:
         runtime = Runtime(
             profile=DAEMON_PROFILE, config=loaded, settings={"control_plane": settings}
@@ -81,11 +102,13 @@ async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int
             "Ctrl+C or SIGTERM stops",
         )
         sys.stdout.flush()
+        write_state(home, url=url, cwd=settings["cwd"])
         await stop.wait()
         console.print("lemon serve: stopping (runs in flight are cancelled)")
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        clear_state(home)
         try:
             await runtime.stop()
         except AppHookError as exc:
