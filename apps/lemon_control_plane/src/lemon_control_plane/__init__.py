@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lemon_control_plane._connection import ConnectionStatistics
 from lemon_control_plane.bridge import BridgeStatistics, EventBridge
+from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
 from lemon_control_plane.config import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -44,6 +45,8 @@ __all__ = [
     "ControlPlaneConfigError",
     "ControlPlaneError",
     "EventBridge",
+    "WebSocketSessionPort",
+    "WebSocketSessionStream",
     "WireError",
     "WireErrorCode",
     "hash_token",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lemon_control_plane._connection import Connection
+from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
 from lemon_control_plane._wire import history_message, session_row, snapshot_payload
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
@@ -110,6 +111,18 @@ class Methods:
                 Method("sessions.snapshot", "read", self.sessions_snapshot),
                 Method("exec.approval.resolve", "approvals", self.approval_resolve),
                 Method("exec.approvals.get", "approvals", self.approvals_get),
+                Method("port.submit", "write", self.port_submit),
+                Method("port.steer", "write", self.port_steer),
+                Method("port.cancel", "write", self.port_cancel),
+                Method("port.resolveApproval", "approvals", self.port_resolve),
+                Method("port.snapshot", "read", self.port_snapshot),
+                Method("port.sessions", "read", self.port_sessions),
+                Method("port.transcript", "read", self.port_transcript),
+                Method("port.statistics", "read", self.port_statistics),
+                # Answered by the connection's reader itself (no await between the request and
+                # the subscription): see ControlPlane._read.
+                Method("port.watch", "read", self._inline),
+                Method("port.unwatch", "read", self._inline),
             )
         }
 
@@ -267,6 +280,64 @@ class Methods:
         if not result.resolved:
             raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
         return {"resolved": True, "approvalId": approval_id, "decision": decision.value}
+
+    # -- the port itself (typed clients) -----------------------------------------------------
+
+    async def _inline(self, conn: Connection, params: dict[str, Any]) -> Any:
+        raise WireError("INTERNAL_ERROR", "answered by the reader")
+
+    async def port_submit(self, conn: Connection, params: dict[str, Any]) -> Any:
+        request = decode_request(params.get("request"))
+        try:
+            receipt = await self._port.submit(request)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return encode_receipt(receipt)
+
+    async def port_steer(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        _missing(params, "text")
+        text = _typed(params, "text", str, "string")
+        return port_payload(await self._port.steer(key, text))
+
+    async def port_cancel(self, conn: Connection, params: dict[str, Any]) -> Any:
+        run_id = _typed(params, "runId", str, "string")
+        key = _typed(params, "sessionKey", str, "string")
+        include = _typed(params, "includeQueued", bool, "boolean")
+        try:
+            result = await self._port.cancel(
+                run_id=run_id, session_key=key, include_queued=True if include is None else include
+            )
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return port_payload(result)
+
+    async def port_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
+        _missing(params, "approvalId", "decision")
+        approval_id = _typed(params, "approvalId", str, "string")
+        decision = _typed(params, "decision", str, "string")
+        try:
+            result = await self._port.resolve_approval(approval_id, decision)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return port_payload(result)
+
+    async def port_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.snapshot(_session_key(params)))
+
+    async def port_sessions(self, conn: Connection, params: dict[str, Any]) -> Any:
+        limit = _typed(params, "limit", int, "integer")
+        return port_payload(await self._port.sessions(limit=50 if limit is None else limit))
+
+    async def port_transcript(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        limit = _typed(params, "limit", int, "integer")
+        before = _typed(params, "before", int, "integer")
+        page = await self._port.transcript(key, limit=50 if limit is None else limit, before=before)
+        return port_payload(page)
+
+    async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(self._port.statistics())
 
     async def approvals_get(self, conn: Connection, params: dict[str, Any]) -> Any:
         pending = self._bridge.pending_approvals()

@@ -43,6 +43,7 @@ from lemon_control_plane._frames import (
     parse_request,
 )
 from lemon_control_plane._methods import SCOPES, Methods
+from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
@@ -279,17 +280,23 @@ class ControlPlane:
         )
         self._connections.add(conn)
         tasks: set[asyncio.Task[None]] = set()
+        watches = PortWatches(self._port, conn)
         writer = asyncio.create_task(conn.run_writer())
         try:
-            await self._read(websocket, conn, tasks)
+            await self._read(websocket, conn, tasks, watches)
         finally:
             self._connections.discard(conn)
+            await watches.aclose()
             for task in (*tasks, writer):
                 task.cancel()
             await asyncio.gather(*tasks, writer, return_exceptions=True)
 
     async def _read(
-        self, websocket: WebSocket, conn: Connection, tasks: set[asyncio.Task[None]]
+        self,
+        websocket: WebSocket,
+        conn: Connection,
+        tasks: set[asyncio.Task[None]],
+        watches: PortWatches,
     ) -> None:
         limit = self.config.max_payload
         while True:
@@ -333,6 +340,9 @@ class ControlPlane:
                     )
                 )
                 continue
+            if request.method in ("port.watch", "port.unwatch"):
+                self._watch(conn, request, watches)
+                continue
             if len(tasks) >= self.config.max_requests_in_flight:
                 conn.push_text(
                     error_frame(
@@ -344,6 +354,33 @@ class ControlPlane:
             task = asyncio.create_task(self._dispatch(conn, request))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+
+    def _watch(self, conn: Connection, request: Request, watches: PortWatches) -> None:
+        """``port.watch`` / ``port.unwatch``, answered before the next frame is read."""
+        if "read" not in conn.scopes:
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError("FORBIDDEN", f"Insufficient permissions for {request.method}"),
+                )
+            )
+            return
+        params = request.params
+        watch_id = params.get("watchId")
+        try:
+            if not isinstance(watch_id, str) or not watch_id:
+                raise WireError("INVALID_REQUEST", "Missing required fields: watchId")
+            if request.method == "port.unwatch":
+                conn.push_text(ok_frame(request.id, {"unwatched": watches.unwatch(watch_id)}))
+                return
+            key = params.get("sessionKey")
+            if not isinstance(key, str) or not key:
+                raise WireError("INVALID_REQUEST", "Missing required fields: sessionKey")
+            watches.watch(watch_id, key)
+        except WireError as exc:
+            conn.push_text(error_frame(request.id, exc))
+            return
+        conn.push_text(ok_frame(request.id, {"watchId": watch_id, "sessionKey": key}))
 
     def _connect(self, conn: Connection, request: Request) -> None:
         if conn.online:
