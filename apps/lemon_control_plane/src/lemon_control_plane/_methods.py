@@ -76,6 +76,12 @@ def _session_key(params: dict[str, Any]) -> str:
     return str(key)
 
 
+def _any_key(params: dict[str, Any]) -> str:
+    """A session key as the port takes it (the port itself decides what it accepts)."""
+    _missing(params, "sessionKey")
+    return str(_typed(params, "sessionKey", str, "string"))
+
+
 def _limit(params: dict[str, Any], default: int, top: int) -> int:
     value = _typed(params, "limit", int, "integer")
     return default if value is None else max(1, min(top, value))
@@ -295,7 +301,7 @@ class Methods:
         return encode_receipt(receipt)
 
     async def port_steer(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+        key = _any_key(params)
         _missing(params, "text")
         text = _typed(params, "text", str, "string")
         return port_payload(await self._port.steer(key, text))
@@ -323,14 +329,14 @@ class Methods:
         return port_payload(result)
 
     async def port_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.snapshot(_session_key(params)))
+        return port_payload(await self._port.snapshot(_any_key(params)))
 
     async def port_sessions(self, conn: Connection, params: dict[str, Any]) -> Any:
         limit = _typed(params, "limit", int, "integer")
         return port_payload(await self._port.sessions(limit=50 if limit is None else limit))
 
     async def port_transcript(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+        key = _any_key(params)
         limit = _typed(params, "limit", int, "integer")
         before = _typed(params, "before", int, "integer")
         page = await self._port.transcript(key, limit=50 if limit is None else limit, before=before)

@@ -153,6 +153,7 @@ class WebSocketSessionPort:
         self._gone: str | None = None
         self.hello: dict[str, Any] = {}
         self._opened = 0
+        self._submitted = 0
         self._overflowed = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -280,6 +281,7 @@ class WebSocketSessionPort:
 
     async def submit(self, request: RunRequest) -> Receipt:
         data = await self._call("port.submit", {"request": encode_request(request)})
+        self._submitted += 1
         return Receipt(**data)
 
     async def steer(self, session_key: str, text: str) -> SteerResult:
@@ -348,7 +350,8 @@ class WebSocketSessionPort:
         return msgspec.convert(await self._call("port.transcript", params), TranscriptPage)
 
     def statistics(self) -> SessionPortStatistics:
-        """Counters of this client (the server's port: :meth:`server_statistics`)."""
+        """Counters of this client: its watchers, streams and submissions (the server's port
+        counts all clients: :meth:`server_statistics`)."""
         return SessionPortStatistics(
             watchers=len(self._streams),
             streams_opened=self._opened,
@@ -357,7 +360,7 @@ class WebSocketSessionPort:
             snapshot_retries=0,
             active_runs=0,
             conversations=0,
-            submitted=0,
+            submitted=self._submitted,
         )
 
     async def server_statistics(self) -> SessionPortStatistics:
