@@ -158,3 +158,26 @@ async def _eventually(
 
 def _payloads(frames: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [f["payload"] for f in frames if f.get("type") == "event" and f["event"] == name]
+
+
+async def test_a_session_subscription_narrows_what_a_connection_gets(client: Client) -> None:
+    async with client() as narrow, client() as sender:
+        subscribed = await narrow.call("events.subscribe", {"sessionKeys": ["tui-b"]})
+        assert subscribed == {"mode": "sessions", "sessionKeys": ["tui-b"]}
+        other = await sender.call("chat.send", {"sessionKey": "tui-a", "prompt": "/echo a"})
+        mine = await sender.call("chat.send", {"sessionKey": "tui-b", "prompt": "/echo b"})
+        await sender.completed(other["runId"])
+        await narrow.completed(mine["runId"])
+        # One broadcast reaches every connection at once: once the sender has a's end, every
+        # event of a's run has been offered to `narrow` too (and filtered out).
+        widened = await narrow.call("events.subscribe", {"all": True})
+        assert widened["mode"] == "all"
+        again = await sender.call("chat.send", {"sessionKey": "tui-a", "prompt": "/echo c"})
+        await narrow.completed(again["runId"])
+    seen = {f["payload"].get("sessionKey") for f in narrow.events("agent")}
+    assert {f["payload"]["runId"] for f in narrow.events("agent")} >= {
+        mine["runId"],
+        again["runId"],
+    }
+    assert other["runId"] not in {f["payload"]["runId"] for f in narrow.events("agent")}
+    assert seen == {"tui-a", "tui-b"}

@@ -66,6 +66,9 @@ class Connection:
         self.online = False
         self.token_hash: str | None = None
         self.scopes: frozenset[str] = frozenset()
+        #: ``None``: every event (the default); else only events of these sessions (and
+        #: events of no session).
+        self.sessions: frozenset[str] | None = None
         self._send = send
         self._close = close
         self._max_entries = max_entries
@@ -101,6 +104,10 @@ class Connection:
         else:
             self._frames.append((name_json, payload_json))
             self._wake.set()
+
+    def wants(self, session_key: str | None) -> bool:
+        """Whether this connection's subscription covers an event of ``session_key``."""
+        return self.sessions is None or session_key is None or session_key in self.sessions
 
     def push_text(self, text: str) -> None:
         """Queue a response or hello frame (never dropped)."""

@@ -117,6 +117,8 @@ class Methods:
                 Method("sessions.snapshot", "read", self.sessions_snapshot),
                 Method("exec.approval.resolve", "approvals", self.approval_resolve),
                 Method("exec.approvals.get", "approvals", self.approvals_get),
+                Method("events.subscribe", "read", self.events_subscribe),
+                Method("events.unsubscribe", "read", self.events_unsubscribe),
                 Method("port.submit", "write", self.port_submit),
                 Method("port.steer", "write", self.port_steer),
                 Method("port.cancel", "write", self.port_cancel),
@@ -286,6 +288,40 @@ class Methods:
         if not result.resolved:
             raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
         return {"resolved": True, "approvalId": approval_id, "decision": decision.value}
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    async def events_subscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """Narrow this connection to some sessions (``sessionKeys``); ``all: true`` widens it
+        back to every event."""
+        if params.get("all") is True:
+            conn.sessions = None
+            return {"mode": "all", "sessionKeys": None}
+        keys = params.get("sessionKeys")
+        if (
+            not isinstance(keys, list)
+            or not keys
+            or not all(isinstance(k, str) and k for k in keys)
+        ):
+            raise WireError(
+                "INVALID_REQUEST", "Type errors: sessionKeys: expected a non-empty list of strings"
+            )
+        if len(keys) > self._config.max_sessions:
+            raise WireError("INVALID_PARAMS", f"at most {self._config.max_sessions} sessions")
+        for key in keys:
+            self._bridge.follow(key)
+        conn.sessions = (conn.sessions or frozenset()) | frozenset(keys)
+        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+
+    async def events_unsubscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
+        keys = params.get("sessionKeys")
+        if conn.sessions is None:
+            return {"mode": "all", "sessionKeys": None}
+        if isinstance(keys, list):
+            conn.sessions = conn.sessions - frozenset(k for k in keys if isinstance(k, str))
+        else:
+            conn.sessions = frozenset()
+        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
 
     # -- the port itself (typed clients) -----------------------------------------------------
 

@@ -216,7 +216,8 @@ class ControlPlane:
         name_json = encode(name)
         payload_json = encode(payload)
         for conn in self._connections:
-            conn.push_event(name_json, payload_json)
+            if conn.wants(session_key):
+                conn.push_event(name_json, payload_json)
 
     def _status(self) -> dict[str, Any]:
         stats = self._port.statistics()
