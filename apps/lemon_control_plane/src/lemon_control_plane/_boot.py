@@ -14,6 +14,7 @@ from typing import cast
 
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.server import ControlPlane
+from lemon_control_plane.tokens import tokens_path
 from lemon_core.runtime import AppSpec, Runtime
 from lemon_core.sessions import SESSION_PORT
 
@@ -24,7 +25,9 @@ async def _start(runtime: Runtime) -> ControlPlane:
     settings = runtime.context.settings.get("control_plane") or {}
     if not isinstance(settings, Mapping):
         raise TypeError("settings['control_plane'] must be a mapping")
-    config = ControlPlaneConfig.from_settings(settings)
+    values = dict(settings)
+    values.setdefault("token_file", str(tokens_path(runtime.home)))
+    config = ControlPlaneConfig.from_settings(values)
     port = runtime.context.capabilities.require(SESSION_PORT)
     plane = ControlPlane(port, config)
     await plane.__aenter__()

@@ -65,6 +65,7 @@ class Connection:
         self.conn_id = conn_id
         self.online = False
         self.token_hash: str | None = None
+        self.token_id: str | None = None
         self.scopes: frozenset[str] = frozenset()
         #: ``None``: every event (the default); else only events of these sessions (and
         #: events of no session).

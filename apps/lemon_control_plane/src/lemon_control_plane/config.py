@@ -88,14 +88,19 @@ class ControlPlaneConfig:
     submit_timeout_s: float = 10.0
     shutdown_grace_s: float = 5.0
     extra_origins: frozenset[str] = field(default_factory=frozenset)
+    token_file: str | None = None
+    """The token store (:class:`~lemon_control_plane.tokens.TokenStore`), re-read on change."""
+    token_check_interval_s: float = 1.0
 
-    def check(self) -> None:
-        """Raise :class:`ControlPlaneConfigError` for a configuration that must not start."""
+    def check(self, *, stored_tokens: int = 0) -> None:
+        """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
+        (``stored_tokens``: how many active tokens the token store holds)."""
         _port(self.port, "control plane")
-        if not is_loopback_host(self.host) and not self.token_hashes:
+        if not is_loopback_host(self.host) and not self.token_hashes and not stored_tokens:
             raise ControlPlaneConfigError(
                 f"refusing to listen on {self.host!r} without a token: a non-loopback bind "
-                f"needs one (set {TOKEN_ENV}, or bind to {DEFAULT_HOST})"
+                f"needs one (create one with `lemon tokens create`, set {TOKEN_ENV}, "
+                f"or bind to {DEFAULT_HOST})"
             )
         for name in ("max_payload", "connection_queue", "max_sessions", "max_requests_in_flight"):
             if getattr(self, name) < 1:
@@ -133,9 +138,16 @@ class ControlPlaneConfig:
             kwargs["host"] = str(values.pop("host"))
         if values.get("cwd"):
             kwargs["cwd"] = str(values.pop("cwd"))
+        if values.get("token_file"):
+            kwargs["token_file"] = str(values.pop("token_file"))
         if "require_approval" in values:
             kwargs["require_approval"] = frozenset(values.pop("require_approval"))
-        for name in ("shutdown_grace_s", "connection_queue", "max_sessions"):
+        for name in (
+            "shutdown_grace_s",
+            "connection_queue",
+            "max_sessions",
+            "token_check_interval_s",
+        ):
             if name in values:
                 kwargs[name] = values.pop(name)
         return cls(**kwargs)

@@ -21,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Generator
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -47,6 +48,7 @@ from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane.tokens import StoredToken, TokenStore
 from lemon_core.sessions import SessionPort
 
 __all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
@@ -104,7 +106,11 @@ class ControlPlane:
 
     def __init__(self, port: SessionPort, config: ControlPlaneConfig | None = None) -> None:
         self.config = config or ControlPlaneConfig()
-        self.config.check()
+        self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
+        self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
+        self._token_signature: tuple[int, int] | None = None
+        self._load_tokens()
+        self.config.check(stored_tokens=len(self._stored))
         self._port = port
         self._connections: set[Connection] = set()
         self.bridge = EventBridge(port, self._broadcast, max_sessions=self.config.max_sessions)
@@ -115,6 +121,7 @@ class ControlPlane:
         self._server: _Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
         self._tg: asyncio.TaskGroup | None = None
+        self._token_task: asyncio.Task[None] | None = None
         self.app = Starlette(
             routes=[
                 Route("/healthz", self._healthz, methods=["GET"]),
@@ -169,6 +176,8 @@ class ControlPlane:
             )
             self._server = _Server(uv_config)
             self._serve_task = self._tg.create_task(self._server.serve(sockets=[self._sock]))
+            if self.tokens is not None:
+                self._token_task = self._tg.create_task(self._watch_tokens())
         except BaseException:
             self._sock.close()
             raise
@@ -188,12 +197,61 @@ class ControlPlane:
                 conn.close_soon(CLOSE_GOING_AWAY, "the daemon is shutting down")
             if self._server is not None:
                 self._server.should_exit = True
+            if self._token_task is not None:
+                self._token_task.cancel()
             await self.bridge.__aexit__(None, None, None)
         finally:
             assert self._tg is not None
             await self._tg.__aexit__(None, None, None)
             if self._sock is not None:
                 self._sock.close()
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    def _load_tokens(self) -> None:
+        if self.tokens is None:
+            return
+        self._token_signature = self.tokens.signature()
+        self._stored = {t.hash: t for t in self.tokens.entries() if t.active}
+
+    def refresh_tokens(self) -> int:
+        """Re-read the token store if it changed; close the connections whose token was
+        revoked or rotated. Returns how many connections were closed."""
+        if self.tokens is None or self.tokens.signature() == self._token_signature:
+            return 0
+        try:
+            self._load_tokens()
+        except ControlPlaneError as exc:
+            _log.error("keeping the previous tokens: %s", exc)
+            return 0
+        closed = 0
+        for conn in self._connections:
+            if (
+                conn.token_id is not None
+                and conn.token_id != "env"
+                and conn.token_hash not in self._stored
+            ):
+                conn.close_soon(CLOSE_UNAUTHORIZED, "token revoked")
+                closed += 1
+        return closed
+
+    async def _watch_tokens(self) -> None:
+        # The token file is written by other processes (`lemon tokens`): its change is seen
+        # within one interval.
+        while True:
+            await asyncio.sleep(self.config.token_check_interval_s)
+            self.refresh_tokens()
+
+    def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
+        """(token id, scopes) of a valid token, else None."""
+        if not isinstance(token, str) or not token:
+            return None
+        if self.config.accepts_token(token):
+            return "env", frozenset(SCOPES)
+        stored = self._stored.get(hash_token(token))
+        if stored is None:
+            return None
+        return stored.id, stored.wire_scopes()
 
     async def _cancel_runs(self) -> None:
         """Cancel what runs through the port; wait (bounded) for the typed completions."""
@@ -394,16 +452,18 @@ class ControlPlane:
         params = request.params
         auth = params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
-        if self.config.token_hashes or token is not None:
-            if not self.config.accepts_token(token):
+        scopes = frozenset(SCOPES)
+        if self.config.token_hashes or self._stored or token is not None:
+            found = self._authenticate(token)
+            if found is None:
                 conn.push_text(
                     error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
                 )
                 conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
                 return
+            conn.token_id, scopes = found
             conn.token_hash = hash_token(str(token))
         asked = params.get("scopes")
-        scopes = frozenset(SCOPES)
         if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
             scopes = scopes & frozenset(asked)
         conn.scopes = scopes

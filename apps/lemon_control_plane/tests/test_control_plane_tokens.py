@@ -1,0 +1,80 @@
+"""Tokens stored hashed under $LEMON_HOME: created, rotated and revoked; a token's scopes are
+checked per method; a revoked token's open connections are closed and its reconnect refused."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from lemon_control_plane import ControlPlane, ControlPlaneConfig
+from lemon_control_plane.testing import wire_client
+from lemon_control_plane.tokens import TokenStore, tokens_path
+from lemon_core.runtime import Runtime
+
+
+def test_the_store_keeps_only_hashes(tmp_path: Path) -> None:
+    store = TokenStore(tokens_path(tmp_path))
+    entry, secret = store.create("laptop", ("read", "write"))
+    text = store.path.read_text()
+    assert secret not in text
+    assert entry.hash in text
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+    assert [t.id for t in store.entries()] == [entry.id]
+    rotated, new_secret = store.rotate(entry.id)
+    assert new_secret != secret
+    assert rotated.hash != entry.hash
+    assert store.revoke(entry.id).revoked_at_ms is not None
+    with pytest.raises(ValueError, match="revoked"):
+        store.rotate(entry.id)
+    with pytest.raises(ValueError, match="scopes"):
+        store.create("x", ("root",))
+    with pytest.raises(KeyError):
+        store.revoke("nope")
+
+
+def test_a_stored_token_allows_a_public_bind() -> None:
+    ControlPlaneConfig(host="0.0.0.0").check(stored_tokens=1)
+
+
+async def test_stored_tokens_scopes_revocation_and_rotation(
+    boot: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    store = TokenStore(tokens_path(tmp_path / "home"))
+    reader, read_secret = store.create("reader", ("read",))
+    _, full_secret = store.create("full")
+    async with boot() as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        open_client = wire_client(plane.ws_url)
+        async with open_client(handshake=False) as anonymous:
+            refused = await anonymous.connect()
+            assert refused["error"]["code"] == "UNAUTHORIZED"
+        async with open_client(handshake=False) as c:
+            hello = await c.connect(auth={"token": read_secret})
+            assert hello["auth"]["scopes"] == ["read"]
+            denied = await c.request("chat.send", {"sessionKey": "s", "prompt": "x"})
+            assert denied["error"]["code"] == "FORBIDDEN"
+            assert (await c.request("sessions.list"))["ok"] is True
+            async with open_client(handshake=False) as other:
+                await other.connect(auth={"token": full_secret})
+                store.revoke(reader.id)
+                assert plane.refresh_tokens() == 1
+                with pytest.raises(ConnectionClosed) as closed:
+                    await c.drain()
+                assert closed.value.rcvd is not None
+                assert closed.value.rcvd.code == 4001
+                assert (await other.request("health"))["ok"] is True, "others stay connected"
+        async with open_client(handshake=False) as again:
+            assert (await again.connect(auth={"token": read_secret}))["ok"] is False
+        full = next(t for t in store.entries() if t.name == "full")
+        _, rotated_secret = store.rotate(full.id)
+        plane.refresh_tokens()
+        async with open_client(handshake=False) as old:
+            assert (await old.connect(auth={"token": full_secret}))["ok"] is False
+        async with open_client(handshake=False) as new:
+            hello = await new.connect(auth={"token": rotated_secret})
+            assert "pairing" in hello["auth"]["scopes"]
