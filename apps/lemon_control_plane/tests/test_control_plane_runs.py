@@ -113,3 +113,50 @@ async def test_a_shutdown_cancels_the_run_in_flight_and_tells_the_clients(
             await runtime.stop()
     assert done["payload"]["ok"] is False
     assert c.frames.index(done) < c.frames.index(shutdown)
+
+
+async def test_interrupt_seals_the_old_run_and_follows_the_new_one(client: Client) -> None:
+    async with client() as c:
+        first, _ = await _asked(c)
+        sent = await c.request(
+            "chat.send",
+            {"sessionKey": SESSION, "prompt": "/echo instead", "queueMode": "interrupt"},
+        )
+        second = sent["payload"]["runId"]
+        assert second != first
+        old = await c.completed(first)
+        new = await c.completed(second)
+    assert old["payload"]["ok"] is False
+    assert new["payload"]["ok"] is True
+    assert new["payload"]["answer"] == "instead"
+    assert c.frames.index(sent) < c.frames.index(new)
+
+
+async def test_a_message_to_a_busy_session_is_queued_and_runs_after(client: Client) -> None:
+    async with client() as c:
+        first, ask = await _asked(c)
+        queued = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo later"})
+        assert queued["runId"] != first
+        await c.call("exec.approval.resolve", {"approvalId": ask["approvalId"], "decision": "deny"})
+        assert (await c.completed(first))["payload"]["ok"] is True
+        later = await c.completed(queued["runId"])
+        status = await c.call("status")
+    assert later["payload"]["answer"] == "later"
+    assert status["connections"]["operators"] == 1
+    assert status["runs"]["submitted"] >= 2
+
+
+async def test_a_steer_answers_with_the_run_that_carries_it(client: Client) -> None:
+    async with client() as c:
+        first, ask = await _asked(c)
+        steered = await c.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": "/echo steered", "queueMode": "steer"}
+        )
+        await c.call(
+            "exec.approval.resolve", {"approvalId": ask["approvalId"], "decision": "approve_once"}
+        )
+        # Whatever became of the steer (taken by the running answer, or queued behind it), the
+        # id it answered with completes: the terminal client leaves `busy` on that id.
+        done = await c.completed(steered["runId"])
+    assert done["payload"]["runId"] == steered["runId"]
+    assert steered["runId"] == first, "the running answer took the steer"

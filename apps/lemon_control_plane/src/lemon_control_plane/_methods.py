@@ -163,7 +163,12 @@ class Methods:
             steered = await asyncio.wait_for(
                 self._port.steer(key, prompt), self._config.submit_timeout_s
             )
-            if steered.status != "refused" and steered.run_id is not None:
+            if steered.status == "accepted":
+                # Taken by the running answer: its own id never completes, so answer with
+                # the run that carries the text (the client leaves `busy` on that id's end).
+                carrier = await self._carrier(key)
+                return self._sent(carrier or steered.run_id or "", key, agent_id, mode, prompt)
+            if steered.status == "queued" and steered.run_id is not None:
                 return self._sent(steered.run_id, key, agent_id, mode, prompt)
             # Nothing runs: the prompt becomes a plain message.
             mode = "collect"
@@ -187,6 +192,14 @@ class Methods:
         if receipt.status == "rejected":
             raise WireError("CONFLICT", receipt.reason or "the session refused the message")
         return self._sent(receipt.merged_into or receipt.run_id, key, agent_id, mode, prompt)
+
+    async def _carrier(self, key: str) -> str | None:
+        """The run now active in ``key`` (as the bridge saw it start, else the snapshot)."""
+        for run_id, session in self._bridge.active_runs().items():
+            if session == key:
+                return run_id
+        snapshot = await self._bridge.snapshot(key)
+        return snapshot.active.run_id if snapshot.active is not None else None
 
     @staticmethod
     def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> dict[str, Any]:
