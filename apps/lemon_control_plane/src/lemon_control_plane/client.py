@@ -313,9 +313,11 @@ class WebSocketSessionPort:
         )
         return msgspec.convert(data, ApprovalResult)
 
-    def watch(self, session_key: str) -> WebSocketSessionStream:
+    def watch(self, session_key: str, *, max_entries: int | None = None) -> WebSocketSessionStream:
+        """Follow ``session_key`` from now on; ``max_entries`` overrides the stream bound."""
         watch_id = f"w{next(self._ids)}"
-        stream = WebSocketSessionStream(self, watch_id, session_key, self._bound)
+        bound = self._bound if max_entries is None else max(1, max_entries)
+        stream = WebSocketSessionStream(self, watch_id, session_key, bound)
         if self._gone is not None:
             stream._end(f"not connected: {self._gone}")
             return stream
