@@ -99,8 +99,8 @@ class ControlPlaneConfig:
         if not is_loopback_host(self.host) and not self.token_hashes and not stored_tokens:
             raise ControlPlaneConfigError(
                 f"refusing to listen on {self.host!r} without a token: a non-loopback bind "
-                f"needs one (create one with `lemon tokens create`, set {TOKEN_ENV}, "
-                f"or bind to {DEFAULT_HOST})"
+                f"needs one (set {TOKEN_ENV}, add one to the token store, or bind to "
+                f"{DEFAULT_HOST})"
             )
         for name in ("max_payload", "connection_queue", "max_sessions", "max_requests_in_flight"):
             if getattr(self, name) < 1:
