@@ -236,7 +236,7 @@ class ControlPlane:
         return closed
 
     async def _watch_tokens(self) -> None:
-        # The token file is written by other processes (`lemon tokens`): its change is seen
+        # The token file may be written by other processes: its change is seen
         # within one interval.
         while True:
             await asyncio.sleep(self.config.token_check_interval_s)
