@@ -3,7 +3,10 @@ checked per method; a revoked token's open connections are closed and its reconn
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,3 +81,52 @@ async def test_stored_tokens_scopes_revocation_and_rotation(
         async with open_client(handshake=False) as new:
             hello = await new.connect(auth={"token": rotated_secret})
             assert "pairing" in hello["auth"]["scopes"]
+
+
+def test_the_tokens_command_manages_the_store(tmp_path: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "LEMON_HOME": str(tmp_path / "home")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lemon_control_plane", "tokens", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    created = run("create", "phone", "--scopes", "read,approvals")
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.split("token (shown once): ")[1].strip()
+    token_id = created.stdout.split()[2]
+    store = TokenStore(tokens_path(tmp_path / "home"))
+    (entry,) = store.entries()
+    assert entry.scopes == ("approvals", "read")
+    assert secret not in store.path.read_text()
+    listed = run("list")
+    assert token_id in listed.stdout
+    assert secret not in listed.stdout
+    assert run("revoke", token_id).returncode == 0
+    assert "revoked" in run("list").stdout
+    bad = run("rotate", "nope")
+    assert bad.returncode == 2
+    assert "no token" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+async def test_the_daemon_notices_a_revocation_written_by_another_process(
+    boot: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    store = TokenStore(tokens_path(tmp_path / "home"))
+    entry, secret = store.create("laptop")
+    async with boot(token_check_interval_s=0.05) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        async with wire_client(plane.ws_url)(handshake=False) as c:
+            assert (await c.connect(auth={"token": secret}))["type"] == "hello-ok"
+            store.revoke(entry.id)  # as `python -m lemon_control_plane tokens revoke` does
+            with pytest.raises(ConnectionClosed) as closed:
+                await c.drain()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 4001

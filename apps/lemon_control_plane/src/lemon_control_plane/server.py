@@ -108,7 +108,7 @@ class ControlPlane:
         self.config = config or ControlPlaneConfig()
         self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
         self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
-        self._token_signature: tuple[int, int] | None = None
+        self._token_signature: tuple[int, int, int] | None = None
         self._load_tokens()
         self.config.check(stored_tokens=len(self._stored))
         self._port = port

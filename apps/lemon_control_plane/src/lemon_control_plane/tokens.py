@@ -158,10 +158,11 @@ class TokenStore:
         self._write(tokens)
         return tokens[i], secret
 
-    def signature(self) -> tuple[int, int] | None:
-        """What changes when the file does (mtime and size), ``None`` without a file."""
+    def signature(self) -> tuple[int, int, int] | None:
+        """What changes when the file does (each write replaces it: a new inode; mtime and
+        size besides), ``None`` without a file."""
         try:
             st = self.path.stat()
         except FileNotFoundError:
             return None
-        return st.st_mtime_ns, st.st_size
+        return st.st_ino, st.st_mtime_ns, st.st_size
