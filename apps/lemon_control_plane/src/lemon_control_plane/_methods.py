@@ -21,7 +21,7 @@ from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
 from lemon_core.sessions import SessionPort, check_session_key
 
 __all__ = ["SCOPES", "Method", "Methods"]
@@ -187,6 +187,8 @@ class Methods:
             )
         except TimeoutError:
             raise WireError("TIMEOUT", "the router did not answer the submission in time") from None
+        except RouterUnavailableError as exc:
+            raise WireError("UNAVAILABLE", str(exc)) from None
         except ValueError as exc:
             raise WireError("INVALID_PARAMS", str(exc)) from None
         if receipt.status == "rejected":
@@ -345,6 +347,8 @@ class Methods:
         request = decode_request(params.get("request"))
         try:
             receipt = await self._port.submit(request)
+        except RouterUnavailableError as exc:
+            raise WireError("UNAVAILABLE", str(exc)) from None
         except ValueError as exc:
             raise WireError("INVALID_PARAMS", str(exc)) from None
         return encode_receipt(receipt)
