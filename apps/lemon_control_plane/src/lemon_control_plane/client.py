@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 from lemon_control_plane._port_wire import encode_request
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_core.events import ApprovalDecision
-from lemon_core.execution import Receipt, RunRequest
+from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
     ApprovalResult,
     CancelResult,
@@ -280,7 +280,12 @@ class WebSocketSessionPort:
     # -- SessionPort ----------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
-        data = await self._call("port.submit", {"request": encode_request(request)})
+        try:
+            data = await self._call("port.submit", {"request": encode_request(request)})
+        except WireError as exc:
+            if exc.code == "UNAVAILABLE":
+                raise RouterUnavailableError(exc.message) from None
+            raise
         self._submitted += 1
         return Receipt(**data)
 
