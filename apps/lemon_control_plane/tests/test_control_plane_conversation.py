@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon_control_plane.testing import ClientFactory as Client
+from lemon_control_plane.testing import wire_client
 
 SESSION = "tui-harness"
 
@@ -181,3 +182,23 @@ async def test_a_session_subscription_narrows_what_a_connection_gets(client: Cli
     }
     assert other["runId"] not in {f["payload"]["runId"] for f in narrow.events("agent")}
     assert seen == {"tui-a", "tui-b"}
+
+
+async def test_the_default_model_is_shown_as_the_session_and_run_model(
+    boot: Callable[..., Any],
+) -> None:
+    async with boot(default_model="offline:offline-model") as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        async with wire_client(plane.ws_url)() as c:
+            detail = await c.call("session.detail", {"sessionKey": SESSION})
+            sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo m"})
+            started = await c.event("agent", type="started", runId=sent["runId"])
+            await c.completed(sent["runId"])
+    assert (detail["session"]["provider"], detail["session"]["model"]) == (
+        "offline",
+        "offline-model",
+    )
+    assert (started["payload"]["provider"], started["payload"]["model"]) == (
+        "offline",
+        "offline-model",
+    )

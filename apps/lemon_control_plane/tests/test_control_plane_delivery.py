@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from lemon_control_plane import EventBridge
 from lemon_control_plane._connection import CLOSE_TOO_SLOW, Connection
 from lemon_control_plane._frames import encode
-from lemon_core.events import RunPhase
+from lemon_core.events import QueueOutcomeKind, RunPhase
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.sessions import (
     ActiveRun,
     ApprovalResult,
     CancelResult,
+    QueueNotice,
     SessionEvent,
     SessionPortStatistics,
     SessionSnapshot,
@@ -230,3 +234,30 @@ async def test_an_overflowed_stream_is_watched_again_and_resynced_from_the_snaps
     assert resync["snapshot"]["active"]["textSeq"] == 3
     deltas = [p for n, p in out if n == "chat"]
     assert [(d["seq"], d["text"]) for d in deltas] == [(1, "a"), (2, "d")]
+
+
+async def test_a_session_event_the_wire_has_no_name_for_is_logged_once_and_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key = "agent:default:main"
+    port = _ScriptedPort(SessionSnapshot(session_key=key))
+    out: list[str] = []
+    last = asyncio.Event()
+
+    def broadcast(name: str, payload: dict[str, Any], session_key: str | None) -> None:
+        out.append(name)
+        if name == "chat":
+            last.set()
+
+    caplog.set_level(logging.INFO, logger="lemon_control_plane.bridge")
+    async with EventBridge(port, broadcast) as bridge:  # type: ignore[arg-type]  # scripted port
+        bridge.follow(key)
+        for n in range(3):
+            port.streams[0].queue.put_nowait(
+                QueueNotice(session_key=key, run_id=f"q{n}", outcome=QueueOutcomeKind.MERGED)
+            )
+        port.streams[0].queue.put_nowait(TextDelta(session_key=key, run_id="r", seq=1, text="x"))
+        await last.wait()
+        assert bridge.statistics().dropped_types == ("QueueNotice",)
+    assert out == ["agent", "chat"]
+    assert sum("QueueNotice" in r.getMessage() for r in caplog.records) == 1

@@ -27,6 +27,7 @@ async def _start(runtime: Runtime) -> ControlPlane:
         raise TypeError("settings['control_plane'] must be a mapping")
     values = dict(settings)
     values.setdefault("token_file", str(tokens_path(runtime.home)))
+    values.setdefault("default_model", runtime.config.defaults.model)
     config = ControlPlaneConfig.from_settings(values)
     port = runtime.context.capabilities.require(SESSION_PORT)
     plane = ControlPlane(port, config)

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from lemon_control_plane._connection import Connection
 from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
-from lemon_control_plane._wire import history_message, session_row, snapshot_payload
+from lemon_control_plane._wire import history_message, model_parts, session_row, snapshot_payload
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
@@ -267,12 +267,13 @@ class Methods:
     async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
         self._bridge.follow(key)
+        provider, model = model_parts(self._config.default_model)
         return {
             "sessionKey": key,
             "session": {
                 "sessionKey": key,
-                "model": None,
-                "provider": None,
+                "model": model,
+                "provider": provider,
                 "contextWindow": None,
                 "modelSource": "default",
                 "modelOverride": None,

@@ -21,6 +21,7 @@ from lemon_core.sessions import (
 __all__ = [
     "agent_id_of",
     "history_message",
+    "model_parts",
     "pending_approval",
     "session_row",
     "snapshot_payload",
@@ -40,6 +41,14 @@ def agent_id_of(session_key: str, default: str = "default") -> str:
     if len(parts) >= 3 and parts[0] == "agent" and parts[1]:
         return parts[1]
     return default
+
+
+def model_parts(model: str | None) -> tuple[str | None, str | None]:
+    """(provider, model) of ``provider:model``; ``(None, model)`` without a provider."""
+    if not model:
+        return None, None
+    provider, sep, name = model.partition(":")
+    return (provider, name) if sep else (None, model)
 
 
 def usage_payload(usage: RunUsage | None) -> dict[str, Any] | None:

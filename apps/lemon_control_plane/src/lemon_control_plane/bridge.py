@@ -38,6 +38,7 @@ from typing import Any, Final
 from lemon_control_plane._wire import (
     _name,
     agent_id_of,
+    model_parts,
     pending_approval,
     snapshot_payload,
     usage_payload,
@@ -100,7 +101,15 @@ class BridgeStatistics:
 class EventBridge:
     """See the module docstring. Use as ``async with EventBridge(port, broadcast) as bridge``."""
 
-    def __init__(self, port: SessionPort, broadcast: Broadcast, *, max_sessions: int = 256) -> None:
+    def __init__(
+        self,
+        port: SessionPort,
+        broadcast: Broadcast,
+        *,
+        max_sessions: int = 256,
+        default_model: str | None = None,
+    ) -> None:
+        self._provider, self._model = model_parts(default_model)
         self._port = port
         self._broadcast = broadcast
         self._max_sessions = max_sessions
@@ -245,8 +254,8 @@ class EventBridge:
                     "sessionKey": session_key,
                     "engine": "lemon",
                     "parentRunId": None,
-                    "model": None,
-                    "provider": None,
+                    "model": self._model,
+                    "provider": self._provider,
                     "thinkingLevel": None,
                 },
                 session_key,

@@ -91,6 +91,8 @@ class ControlPlaneConfig:
     token_file: str | None = None
     """The token store (:class:`~lemon_control_plane.tokens.TokenStore`), re-read on change."""
     token_check_interval_s: float = 1.0
+    default_model: str | None = None
+    """The runtime's default model (``provider:model``), shown as the session's model."""
 
     def check(self, *, stored_tokens: int = 0) -> None:
         """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
@@ -138,6 +140,8 @@ class ControlPlaneConfig:
             kwargs["host"] = str(values.pop("host"))
         if values.get("cwd"):
             kwargs["cwd"] = str(values.pop("cwd"))
+        if values.get("default_model"):
+            kwargs["default_model"] = str(values.pop("default_model"))
         if values.get("token_file"):
             kwargs["token_file"] = str(values.pop("token_file"))
         if "require_approval" in values:

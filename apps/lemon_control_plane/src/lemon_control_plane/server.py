@@ -113,7 +113,12 @@ class ControlPlane:
         self.config.check(stored_tokens=len(self._stored))
         self._port = port
         self._connections: set[Connection] = set()
-        self.bridge = EventBridge(port, self._broadcast, max_sessions=self.config.max_sessions)
+        self.bridge = EventBridge(
+            port,
+            self._broadcast,
+            max_sessions=self.config.max_sessions,
+            default_model=self.config.default_model,
+        )
         self._methods = Methods(port, self.bridge, self.config, self._status)
         self._started = time.monotonic()
         self._closing = False
