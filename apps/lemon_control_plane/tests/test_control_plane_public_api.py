@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 import lemon_control_plane
-from lemon_control_plane import ERROR_CODES, WireError
+from lemon_control_plane import ERROR_CODES, ControlPlane, ControlPlaneError, WireError
 from lemon_core.runtime import discover_apps, resolve_profile
 
 
@@ -35,3 +37,8 @@ def test_the_wire_has_the_reference_error_codes() -> None:
         "message": "y",
         "details": None,
     }
+
+
+async def test_a_control_plane_starts_once(daemon: ControlPlane) -> None:
+    with pytest.raises(ControlPlaneError, match="starts once"):
+        await daemon.__aenter__()

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -122,6 +122,7 @@ class ControlPlane:
         self._methods = Methods(port, self.bridge, self.config, self._status)
         self._started = time.monotonic()
         self._closing = False
+        self._state: Literal["new", "running", "stopped"] = "new"
         self._sock: socket.socket | None = None
         self._server: _Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
@@ -162,6 +163,9 @@ class ControlPlane:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> ControlPlane:
+        if self._state != "new":
+            raise ControlPlaneError(f"a control plane starts once; this one is {self._state}")
+        self._state = "running"
         self._sock = _bind(self.config.host, self.config.port)
         try:
             self._tg = asyncio.TaskGroup()
@@ -194,6 +198,9 @@ class ControlPlane:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._state != "running":
+            return
+        self._state = "stopped"
         self._closing = True
         try:
             await self._cancel_runs()
