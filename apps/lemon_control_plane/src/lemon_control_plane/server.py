@@ -64,6 +64,7 @@ EVENTS: Final = (
     "exec.approval.requested",
     "exec.approval.resolved",
     "health",
+    "port.event",
     "shutdown",
     "stream.resync",
     "tick",
