@@ -10,7 +10,9 @@ from rich.console import Console
 from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
+from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
+from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 
 app = typer.Typer(
@@ -30,6 +32,7 @@ architecture_app = typer.Typer(
 app.add_typer(architecture_app, name="architecture")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(config_app, name="config")
+app.add_typer(daemon_app, name="daemon")
 events_app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -40,6 +43,7 @@ app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
 app.command()(chat)
 app.command()(doctor)
+app.command()(serve)
 app.command()(setup)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}

@@ -1,0 +1,135 @@
+"""One daemon per ``$LEMON_HOME``: its lock, its state file and its log.
+
+``lemon serve`` holds an exclusive lock on ``<home>/daemon/daemon.lock`` for its whole life (a
+second one for the same home refuses to start and says where the first is), and writes
+``<home>/daemon/daemon.json`` (pid, url, cwd, start time) once it listens; it removes the file
+when it stops. ``lemon daemon start`` runs ``lemon serve`` in the background with its output
+in ``<home>/daemon/daemon.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "DaemonLock",
+    "DaemonState",
+    "clear_state",
+    "daemon_dir",
+    "is_alive",
+    "log_path",
+    "read_state",
+    "state_path",
+    "write_state",
+]
+
+
+def daemon_dir(home: Path) -> Path:
+    return home / "daemon"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DaemonState:
+    pid: int
+    url: str
+    cwd: str
+    started_at_ms: int
+
+    @property
+    def alive(self) -> bool:
+        return is_alive(self.pid)
+
+
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (an exited, unreaped one does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # An exited process nobody reaped yet (a zombie) is not a daemon.
+    with contextlib.suppress(OSError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def state_path(home: Path) -> Path:
+    return daemon_dir(home) / "daemon.json"
+
+
+def log_path(home: Path) -> Path:
+    return daemon_dir(home) / "daemon.log"
+
+
+def read_state(home: Path) -> DaemonState | None:
+    """The recorded daemon of ``home`` (``None`` when none is recorded or the file is bad)."""
+    try:
+        data: Any = json.loads(state_path(home).read_text())
+        return DaemonState(
+            pid=int(data["pid"]),
+            url=str(data["url"]),
+            cwd=str(data.get("cwd", "")),
+            started_at_ms=int(data.get("started_at_ms", 0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_state(home: Path, *, url: str, cwd: str) -> None:
+    path = state_path(home)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "url": url,
+                "cwd": cwd,
+                "started_at_ms": int(time.time() * 1000),
+            }
+        )
+    )
+    os.replace(tmp, path)
+
+
+def clear_state(home: Path) -> None:
+    state = read_state(home)
+    if state is None or state.pid == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            state_path(home).unlink()
+
+
+class DaemonLock:
+    """The exclusive lock of a home's daemon (released when the process ends, however)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock; ``False`` when another process holds it."""
+        folder = daemon_dir(self.home)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle = (folder / "daemon.lock").open("a")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._file = handle
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None

@@ -1,0 +1,158 @@
+"""``lemon daemon start|stop|status|logs``: ``lemon serve`` in the background, one per home.
+
+The pid file (``daemon.json``), the lock and the log live under ``$LEMON_HOME/daemon/`` (see
+:mod:`lemon_cli._daemon`). Imports are made inside the commands, so ``lemon --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["daemon_app"]
+
+daemon_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="The background daemon of this $LEMON_HOME (lemon serve, detached).",
+    no_args_is_help=True,
+)
+
+_START_WAIT_S = 60.0
+_STOP_WAIT_S = 60.0
+_POLL_S = 0.05
+
+
+def _console() -> Console:
+    return Console(emoji=False, highlight=False, soft_wrap=True)
+
+
+def _home() -> Path:
+    from lemon_core.config import lemon_home
+
+    return lemon_home()
+
+
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        answer: object = httpx.get(f"{url}/healthz", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return answer == {"ok": True}
+
+
+@daemon_app.command()
+def start(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int | None, typer.Option(help="Port (default 4040, or $LEMON_CONTROL_PLANE_PORT).")
+    ] = None,
+    cwd: Annotated[
+        Path | None, typer.Option(help="Working directory of runs (default: here).")
+    ] = None,
+) -> None:
+    """Start the daemon in the background (a second start says where the first is)."""
+    from lemon_cli._daemon import daemon_dir, log_path, read_state
+
+    console = _console()
+    home = _home()
+    running = read_state(home)
+    if running is not None and running.alive:
+        console.print(f"lemon daemon: already running for {home}: pid {running.pid}, {running.url}")
+        raise typer.Exit(1)
+    daemon_dir(home).mkdir(parents=True, exist_ok=True, mode=0o700)
+    args = [sys.executable, "-c", "from lemon_cli.main import main; main()", "serve"]
+    args += ["--host", host, "--cwd", str((cwd or Path.cwd()).resolve())]
+    if port is not None:
+        args += ["--port", str(port)]
+    log = log_path(home)
+    with log.open("a") as out:
+        child = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "LEMON_HOME": str(home)},
+        )
+    deadline = time.monotonic() + _START_WAIT_S
+    while time.monotonic() < deadline:
+        state = read_state(home)
+        if state is not None and state.pid == child.pid:
+            console.print(f"lemon daemon: started, pid {state.pid}, {state.url} (log: {log})")
+            return
+        code = child.poll()
+        if code is not None:
+            tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-5:])
+            console.print(f"lemon daemon: it exited at start (code {code}):\n{escape(tail)}")
+            raise typer.Exit(code or 1)
+        time.sleep(_POLL_S)
+    console.print(f"lemon daemon: not ready after {_START_WAIT_S:.0f}s; see {log}")
+    raise typer.Exit(1)
+
+
+@daemon_app.command()
+def stop() -> None:
+    """Stop the daemon gracefully (SIGTERM; runs in flight are cancelled)."""
+    from lemon_cli._daemon import clear_state, is_alive, read_state
+
+    console = _console()
+    home = _home()
+    state = read_state(home)
+    if state is None or not state.alive:
+        if state is not None:
+            clear_state(home)
+        console.print(f"lemon daemon: none is running for {home}")
+        return
+    os.kill(state.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_WAIT_S
+    while (alive := is_alive(state.pid)) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    if alive:
+        console.print(f"lemon daemon: pid {state.pid} is still running after {_STOP_WAIT_S:.0f}s")
+        raise typer.Exit(1)
+    console.print(f"lemon daemon: stopped (pid {state.pid})")
+
+
+@daemon_app.command()
+def status() -> None:
+    """Whether a daemon runs for this home, where, and whether it answers /healthz."""
+    from lemon_cli._daemon import read_state
+
+    console = _console()
+    home = _home()
+    state = read_state(home)
+    if state is None or not state.alive:
+        console.print(f"lemon daemon: not running for {home}")
+        raise typer.Exit(3)
+    health = "healthy" if _healthy(state.url) else "not answering /healthz"
+    console.print(
+        f"lemon daemon: running, pid {state.pid}, {state.url}, {health}; runs in {state.cwd}"
+    )
+
+
+@daemon_app.command()
+def logs(
+    lines: Annotated[int, typer.Option(help="How many of the last lines.")] = 50,
+) -> None:
+    """Print the end of the daemon's log."""
+    from lemon_cli._daemon import log_path
+
+    path = log_path(_home())
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        _console().print(f"lemon daemon: no log yet ({path})")
+        return
+    sys.stdout.write("".join(text.splitlines(keepends=True)[-max(1, lines) :]))

@@ -1,0 +1,118 @@
+"""``lemon serve``: the full runtime and its control plane, in the foreground.
+
+Boots the runtime's ``daemon`` profile (the run pipeline plus the control plane, found through
+their ``lemon.apps`` entry points, so nothing here imports them) and waits for SIGTERM or
+SIGINT; then the runtime stops: runs in flight are cancelled through the session port (the
+clients see their failed completion), the clients are told, and the store is closed. Imports
+are made inside the command, so ``lemon --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["serve"]
+
+#: The runtime profile that boots the control plane with the run pipeline.
+DAEMON_PROFILE = "daemon"
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (a non-loopback one needs a token).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int | None,
+        typer.Option(help="Port to listen on (default 4040, or $LEMON_CONTROL_PLANE_PORT)."),
+    ] = None,
+    cwd: Annotated[
+        Path | None,
+        typer.Option(help="Working directory of runs (default: the current directory)."),
+    ] = None,
+) -> None:
+    """Run the daemon in the foreground: the runtime and its control plane (/healthz, /ws)."""
+    from lemon_cli.chat_cmd import _config_or_exit
+
+    console = Console(emoji=False, highlight=False, soft_wrap=True)
+    work = (cwd or Path.cwd()).expanduser()
+    if not work.is_dir():
+        console.print(f"lemon serve: --cwd {escape(str(work))} is not a directory")
+        raise typer.Exit(2)
+    loaded = _config_or_exit(console)
+    settings: dict[str, Any] = {"host": host, "cwd": str(work.resolve())}
+    if port is not None:
+        settings["port"] = port
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    raise typer.Exit(asyncio.run(_serve(loaded, settings, console)))
+
+
+async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+    from lemon_cli._daemon import DaemonLock, read_state
+
+    home: Path = loaded.home
+    lock = DaemonLock(home)
+    if not lock.acquire():
+        first = read_state(home)
+        where = f" (pid {first.pid}, {first.url})" if first is not None else ""
+        console.print(
+            f"lemon serve: a daemon is already running for {escape(str(home))}{where}; "
+            "stop it with `lemon daemon stop`, or use another LEMON_HOME"
+        )
+        return 1
+    try:
+        return await _serve_locked(loaded, settings, console)
+    finally:
+        lock.release()
+
+
+async def _serve_locked(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+    from lemon_cli._daemon import clear_state, write_state
+    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
+
+    home: Path = loaded.home
+    try:
+        runtime = Runtime(
+            profile=DAEMON_PROFILE, config=loaded, settings={"control_plane": settings}
+        )
+        await runtime.start()
+    except (RuntimeBootError, AppHookError) as exc:
+        cause = exc.__cause__ if isinstance(exc, AppHookError) and exc.__cause__ else exc
+        console.print(f"[red]lemon serve: the daemon did not start:[/] {escape(str(cause))}")
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        plane = runtime.handle("lemon_control_plane")
+        url = getattr(plane, "url", "?")
+        console.print(
+            f"lemon serve: listening on {url} (WebSocket {url.replace('http', 'ws', 1)}/ws), "
+            f"pid {os.getpid()}; runs start in {escape(settings['cwd'])}; "
+            "Ctrl+C or SIGTERM stops",
+        )
+        sys.stdout.flush()
+        write_state(home, url=url, cwd=settings["cwd"])
+        await stop.wait()
+        console.print("lemon serve: stopping (runs in flight are cancelled)")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        clear_state(home)
+        try:
+            await runtime.stop()
+        except AppHookError as exc:
+            console.print(f"[red]lemon serve: stopping:[/] {escape(str(exc))}")
+            return 1
+    console.print("lemon serve: stopped")
+    return 0

@@ -1,0 +1,54 @@
+"""lemon_control_plane: the daemon's control plane, the session port on a WebSocket.
+
+A server Lemon's own terminal client can use unmodified: ``GET /healthz``, ``GET /ws`` with
+the ``connect`` -> ``hello-ok`` handshake, the methods of :attr:`ControlPlane.methods` and the
+events of :data:`EVENTS`, all over one :class:`~lemon_core.sessions.SessionPort` (never the bus,
+the router, the store or the executor).
+"""
+
+from __future__ import annotations
+
+from lemon_control_plane._connection import ConnectionStatistics
+from lemon_control_plane.bridge import BridgeStatistics, EventBridge
+from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
+from lemon_control_plane.config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    PORT_ENV,
+    TOKEN_ENV,
+    ControlPlaneConfig,
+    hash_token,
+    is_loopback_host,
+)
+from lemon_control_plane.errors import (
+    ERROR_CODES,
+    ControlPlaneConfigError,
+    ControlPlaneError,
+    WireError,
+    WireErrorCode,
+)
+from lemon_control_plane.server import EVENTS, PROTOCOL_VERSION, SERVER_VERSION, ControlPlane
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "ERROR_CODES",
+    "EVENTS",
+    "PORT_ENV",
+    "PROTOCOL_VERSION",
+    "SERVER_VERSION",
+    "TOKEN_ENV",
+    "BridgeStatistics",
+    "ConnectionStatistics",
+    "ControlPlane",
+    "ControlPlaneConfig",
+    "ControlPlaneConfigError",
+    "ControlPlaneError",
+    "EventBridge",
+    "WebSocketSessionPort",
+    "WebSocketSessionStream",
+    "WireError",
+    "WireErrorCode",
+    "hash_token",
+    "is_loopback_host",
+]

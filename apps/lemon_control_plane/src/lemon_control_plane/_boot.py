@@ -1,0 +1,49 @@
+"""lemon_control_plane's ``lemon.apps`` hook: the control plane on a booted runtime.
+
+Profile ``daemon`` (requires ``lemon_router``, so the whole run pipeline boots with it). Start
+reads the settings under ``runtime.context.settings["control_plane"]`` (host, port, cwd,
+tokens, ...; see :meth:`ControlPlaneConfig.from_settings`) and serves the runtime's session port
+(``SESSION_PORT``); the handle is the running :class:`ControlPlane` (its ``url`` says where).
+Stop cancels the runs in flight through the port, tells every client, and stops the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from lemon_control_plane.config import ControlPlaneConfig
+from lemon_control_plane.server import ControlPlane
+from lemon_control_plane.tokens import tokens_path
+from lemon_core.runtime import AppSpec, Runtime
+from lemon_core.sessions import SESSION_PORT
+
+__all__ = ["lemon_control_plane_app"]
+
+
+async def _start(runtime: Runtime) -> ControlPlane:
+    settings = runtime.context.settings.get("control_plane") or {}
+    if not isinstance(settings, Mapping):
+        raise TypeError("settings['control_plane'] must be a mapping")
+    values = dict(settings)
+    values.setdefault("token_file", str(tokens_path(runtime.home)))
+    values.setdefault("default_model", runtime.config.defaults.model)
+    config = ControlPlaneConfig.from_settings(values)
+    port = runtime.context.capabilities.require(SESSION_PORT)
+    plane = ControlPlane(port, config)
+    await plane.__aenter__()
+    return plane
+
+
+async def _stop(runtime: Runtime, handle: object) -> None:
+    await cast(ControlPlane, handle).__aexit__(None, None, None)
+
+
+lemon_control_plane_app = AppSpec(
+    name="lemon_control_plane",
+    start=_start,
+    stop=_stop,
+    requires=("lemon_router",),
+    profiles=frozenset({"daemon"}),
+    description="the control plane: the session port on /ws (daemon profile)",
+)

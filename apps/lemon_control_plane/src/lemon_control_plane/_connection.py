@@ -1,0 +1,189 @@
+"""One operator connection's outgoing side: a bounded, ordered queue and its writer.
+
+Guarantees:
+
+- Frames leave in the order they were queued; the writer is the only sender, so a ``res`` and
+  the events around it never race.
+- At most ``max_entries`` events wait per connection, each at most ``max_event_bytes`` (an
+  event above that is dropped and counted). Responses are never dropped: their number is
+  bounded by the connection's requests in flight.
+- While a ``chat.send`` is being answered (:meth:`Connection.holding`), events are parked and
+  released right after its ``res``: a run's events can never overtake the reply that names it.
+- A connection that falls behind gets its waiting events dropped and one ``stream.resync``
+  event in their place (recover with ``sessions.snapshot``); falling behind again before it
+  caught up closes it (code 4008).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from lemon_control_plane._frames import encode, encode_event
+
+__all__ = ["Connection", "ConnectionStatistics"]
+
+#: The close code of a connection that stayed behind after a resync.
+CLOSE_TOO_SLOW: Final = 4008
+_RESYNC_NAME: Final = encode("stream.resync")
+_RESYNC_PAYLOAD: Final = encode(
+    {
+        "reason": "this connection fell behind; the events waiting for it were dropped",
+        "scope": "connection",
+        "sessionKey": None,
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConnectionStatistics:
+    conn_id: str
+    queued: int
+    sent: int
+    dropped: int
+    oversized: int
+    resyncs: int
+    lagging: bool
+
+
+class Connection:
+    """See the module docstring. ``send`` writes one text frame; ``close`` closes the socket."""
+
+    def __init__(
+        self,
+        conn_id: str,
+        *,
+        send: Callable[[str], Awaitable[None]],
+        close: Callable[[int, str], Awaitable[None]],
+        max_entries: int = 256,
+        max_event_bytes: int = 1024 * 1024,
+    ) -> None:
+        self.conn_id = conn_id
+        self.online = False
+        self.token_hash: str | None = None
+        self.token_id: str | None = None
+        self.scopes: frozenset[str] = frozenset()
+        #: ``None``: every event (the default); else only events of these sessions (and
+        #: events of no session).
+        self.sessions: frozenset[str] | None = None
+        self._send = send
+        self._close = close
+        self._max_entries = max_entries
+        self._max_event_bytes = max_event_bytes
+        self._frames: deque[tuple[bytes, bytes] | str] = deque()
+        self._held: list[tuple[bytes, bytes]] = []
+        self._events = 0  # events in _frames and _held
+        self._hold = 0
+        self._wake = asyncio.Event()
+        self._closing: tuple[int, str] | None = None
+        self._seq = 0
+        self._sent = 0
+        self._dropped = 0
+        self._oversized = 0
+        self._resyncs = 0
+        self._lagging = False
+
+    # -- loop-only producers ----------------------------------------------------------------
+
+    def push_event(self, name_json: bytes, payload_json: bytes) -> None:
+        """Queue an event (pre-encoded); never blocks; see the module docstring for bounds."""
+        if not self.online or self._closing is not None:
+            return
+        if len(payload_json) > self._max_event_bytes:
+            self._oversized += 1
+            return
+        if self._events >= self._max_entries:
+            self._fell_behind()
+            return
+        self._events += 1
+        if self._hold:
+            self._held.append((name_json, payload_json))
+        else:
+            self._frames.append((name_json, payload_json))
+            self._wake.set()
+
+    def wants(self, session_key: str | None) -> bool:
+        """Whether this connection's subscription covers an event of ``session_key``."""
+        return self.sessions is None or session_key is None or session_key in self.sessions
+
+    def push_text(self, text: str) -> None:
+        """Queue a response or hello frame (never dropped)."""
+        if self._closing is not None:
+            return
+        self._frames.append(text)
+        self._wake.set()
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Park events while the body runs (it queues the ``res`` that must go first)."""
+        self._hold += 1
+        try:
+            yield
+        finally:
+            self._hold -= 1
+            if not self._hold and self._held:
+                self._frames.extend(self._held)
+                self._held.clear()
+                self._wake.set()
+
+    def close_soon(self, code: int, reason: str) -> None:
+        """Ask the writer to send what is queued, then close the socket."""
+        if self._closing is None:
+            self._closing = (code, reason)
+            self._wake.set()
+
+    def _fell_behind(self) -> None:
+        if self._lagging:
+            self._dropped += self._events
+            self._frames = deque(f for f in self._frames if isinstance(f, str))
+            self._held.clear()
+            self._events = 0
+            self.close_soon(CLOSE_TOO_SLOW, "too slow: fell behind again after a resync")
+            return
+        self._lagging = True
+        self._resyncs += 1
+        self._dropped += self._events
+        self._frames = deque(f for f in self._frames if isinstance(f, str))
+        self._held.clear()
+        self._events = 1
+        self._frames.append((_RESYNC_NAME, _RESYNC_PAYLOAD))
+        self._wake.set()
+
+    # -- the writer ---------------------------------------------------------------------------
+
+    async def run_writer(self) -> None:
+        """Send queued frames until closed (then close the socket with the asked code)."""
+        while True:
+            if not self._frames:
+                if self._closing is not None:
+                    break
+                self._lagging = False
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            item = self._frames.popleft()
+            if isinstance(item, str):
+                text = item
+            else:
+                self._events -= 1
+                self._seq += 1
+                text = encode_event(item[0], self._seq, item[1])
+            await self._send(text)
+            self._sent += 1
+        code, reason = self._closing
+        await self._close(code, reason)
+
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            conn_id=self.conn_id,
+            queued=self._events,
+            sent=self._sent,
+            dropped=self._dropped,
+            oversized=self._oversized,
+            resyncs=self._resyncs,
+            lagging=self._lagging,
+        )

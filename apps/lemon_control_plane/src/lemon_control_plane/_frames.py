@@ -1,0 +1,112 @@
+"""The frame grammar of the wire: requests parsed strictly, responses and events encoded.
+
+Incoming frames are JSON text objects ``{"type":"req","id":..,"method":..,"params"?:{..}}``.
+Anything else is refused with a :class:`~lemon_control_plane.WireError` whose ``request_id`` is
+``"unknown"`` when the frame had no usable id (the client drops those). Outgoing frames are
+encoded with msgspec; an event's payload is encoded once per broadcast and spliced into each
+connection's frame with that connection's ``seq``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from lemon_control_plane.errors import WireError
+
+__all__ = [
+    "FrameError",
+    "Request",
+    "encode",
+    "encode_event",
+    "error_frame",
+    "ok_frame",
+    "parse_request",
+]
+
+UNKNOWN_ID: Final = "unknown"
+_MAX_ID_CHARS: Final = 256
+_MAX_METHOD_CHARS: Final = 128
+_decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
+
+
+class FrameError(WireError):
+    """A frame refused before dispatch; ``request_id`` is what the error ``res`` echoes."""
+
+    def __init__(self, request_id: str, error: WireError) -> None:
+        super().__init__(error.code, error.message, error.details)
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request:
+    """One parsed ``req`` frame (``params`` is ``{}`` when the frame had none)."""
+
+    id: str
+    method: str
+    params: dict[str, Any]
+
+
+def parse_request(text: str | bytes) -> Request:
+    """Parse a request frame or raise :class:`FrameError` (never anything else)."""
+    try:
+        frame = _decoder.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise FrameError(UNKNOWN_ID, WireError("INVALID_REQUEST", f"Invalid JSON: {exc}")) from None
+    if not isinstance(frame, dict):
+        raise FrameError(UNKNOWN_ID, WireError("INVALID_REQUEST", "a frame must be a JSON object"))
+    kind = frame.get("type")
+    if kind != "req":
+        raise FrameError(
+            UNKNOWN_ID,
+            WireError("INVALID_REQUEST", f"expected request frame, got: {_short(kind)}"),
+        )
+    rid, method = frame.get("id"), frame.get("method")
+    if not isinstance(rid, str) or not rid or len(rid) > _MAX_ID_CHARS:
+        raise FrameError(
+            UNKNOWN_ID, WireError("INVALID_REQUEST", "request frame must have id and method")
+        )
+    if not isinstance(method, str) or not method or len(method) > _MAX_METHOD_CHARS:
+        raise FrameError(rid, WireError("INVALID_REQUEST", "request frame must have id and method"))
+    params = frame.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise FrameError(rid, WireError("INVALID_REQUEST", "params must be a JSON object"))
+    return Request(id=rid, method=method, params=params)
+
+
+def _short(value: object) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def encode(value: object) -> bytes:
+    """JSON bytes of a wire value (plain dicts, lists, strings, numbers, None)."""
+    return _encoder.encode(value)
+
+
+def ok_frame(request_id: str, payload: object) -> str:
+    """A successful ``res`` frame (the ``payload`` key is always written)."""
+    return encode({"type": "res", "id": request_id, "ok": True, "payload": payload}).decode()
+
+
+def error_frame(request_id: str, error: WireError) -> str:
+    """A failed ``res`` frame with the error body ``{code, message, details?}``."""
+    return encode({"type": "res", "id": request_id, "ok": False, "error": error.body()}).decode()
+
+
+def encode_event(name_json: bytes, seq: int, payload_json: bytes) -> str:
+    """An ``event`` frame from its pre-encoded name and payload and this connection's seq."""
+    return (
+        b'{"type":"event","event":'
+        + name_json
+        + b',"seq":'
+        + str(seq).encode()
+        + b',"payload":'
+        + payload_json
+        + b"}"
+    ).decode()

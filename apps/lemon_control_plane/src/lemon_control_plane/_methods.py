@@ -1,0 +1,405 @@
+"""The methods the wire offers, each over the session port only.
+
+Every handler takes the connection and the request's params and returns the ``res`` payload,
+or raises :class:`~lemon_control_plane.WireError`. Params are checked before anything runs
+(missing or mistyped fields are ``INVALID_REQUEST``, as the reference server answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lemon_control_plane._connection import Connection
+from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
+from lemon_control_plane._wire import history_message, model_parts, session_row, snapshot_payload
+from lemon_control_plane.bridge import EventBridge
+from lemon_control_plane.config import ControlPlaneConfig
+from lemon_control_plane.errors import WireError
+from lemon_core.events import ApprovalDecision
+from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
+from lemon_core.sessions import SessionPort, check_session_key
+
+__all__ = ["SCOPES", "Method", "Methods"]
+
+SCOPES: Final = ("admin", "read", "write", "approvals", "pairing")
+_DECISIONS: Final = {
+    "approve_once": ApprovalDecision.APPROVE_ONCE,
+    "approveOnce": ApprovalDecision.APPROVE_ONCE,
+    "approve_session": ApprovalDecision.APPROVE_SESSION,
+    "approveSession": ApprovalDecision.APPROVE_SESSION,
+    "approve_agent": ApprovalDecision.APPROVE_AGENT,
+    "approveAgent": ApprovalDecision.APPROVE_AGENT,
+    "approve_global": ApprovalDecision.APPROVE_GLOBAL,
+    "approveGlobal": ApprovalDecision.APPROVE_GLOBAL,
+    "deny": ApprovalDecision.DENY,
+}
+_MAX_PROMPT_BYTES: Final = 512 * 1024
+
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    name: str
+    scope: str | None  # None: public
+    handler: Handler
+
+
+def _missing(params: dict[str, Any], *names: str) -> None:
+    absent = [n for n in names if params.get(n) in (None, "")]
+    if absent:
+        raise WireError("INVALID_REQUEST", f"Missing required fields: {', '.join(absent)}")
+
+
+def _typed(params: dict[str, Any], name: str, kind: type | tuple[type, ...], label: str) -> Any:
+    value = params.get(name)
+    if value is None:
+        return None
+    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
+        got = type(value).__name__ if not isinstance(value, str) else "string"
+        raise WireError("INVALID_REQUEST", f"Type errors: {name}: expected {label}, got {got}")
+    return value
+
+
+def _session_key(params: dict[str, Any]) -> str:
+    _missing(params, "sessionKey")
+    key = _typed(params, "sessionKey", str, "string")
+    try:
+        check_session_key(key)
+    except ValueError as exc:
+        raise WireError("INVALID_PARAMS", str(exc)) from None
+    return str(key)
+
+
+def _any_key(params: dict[str, Any]) -> str:
+    """A session key as the port takes it (the port itself decides what it accepts)."""
+    _missing(params, "sessionKey")
+    return str(_typed(params, "sessionKey", str, "string"))
+
+
+def _limit(params: dict[str, Any], default: int, top: int) -> int:
+    value = _typed(params, "limit", int, "integer")
+    return default if value is None else max(1, min(top, value))
+
+
+class Methods:
+    """The method table of one control plane (see the module docstring)."""
+
+    def __init__(
+        self,
+        port: SessionPort,
+        bridge: EventBridge,
+        config: ControlPlaneConfig,
+        status: Callable[[], dict[str, Any]],
+    ) -> None:
+        self._port = port
+        self._bridge = bridge
+        self._config = config
+        self._status = status
+        self._cwd = config.cwd or os.getcwd()
+        self._started = time.monotonic()
+        self.table: dict[str, Method] = {
+            m.name: m
+            for m in (
+                Method("health", None, self.health),
+                Method("status", "read", self.status),
+                Method("chat.send", "write", self.chat_send),
+                Method("chat.abort", "write", self.chat_abort),
+                Method("chat.history", "read", self.chat_history),
+                Method("sessions.list", "read", self.sessions_list),
+                Method("sessions.active.list", "read", self.sessions_active_list),
+                Method("session.detail", "read", self.session_detail),
+                Method("sessions.snapshot", "read", self.sessions_snapshot),
+                Method("exec.approval.resolve", "approvals", self.approval_resolve),
+                Method("exec.approvals.get", "approvals", self.approvals_get),
+                Method("events.subscribe", "read", self.events_subscribe),
+                Method("events.unsubscribe", "read", self.events_unsubscribe),
+                Method("port.submit", "write", self.port_submit),
+                Method("port.steer", "write", self.port_steer),
+                Method("port.cancel", "write", self.port_cancel),
+                Method("port.resolveApproval", "approvals", self.port_resolve),
+                Method("port.snapshot", "read", self.port_snapshot),
+                Method("port.sessions", "read", self.port_sessions),
+                Method("port.transcript", "read", self.port_transcript),
+                Method("port.statistics", "read", self.port_statistics),
+                # Answered by the connection's reader itself (no await between the request and
+                # the subscription): see ControlPlane._read.
+                Method("port.watch", "read", self._inline),
+                Method("port.unwatch", "read", self._inline),
+            )
+        }
+
+    # -- public -------------------------------------------------------------------------------
+
+    async def health(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return {"ok": True, "uptime_ms": int((time.monotonic() - self._started) * 1000)}
+
+    async def status(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return self._status()
+
+    # -- chat ---------------------------------------------------------------------------------
+
+    async def chat_send(self, conn: Connection, params: dict[str, Any]) -> Any:
+        if params.get("prompt") in (None, "") and isinstance(params.get("message"), str):
+            params = {**params, "prompt": params["message"]}
+        _missing(params, "sessionKey", "prompt")
+        key = _session_key(params)
+        prompt = _typed(params, "prompt", str, "string")
+        mode = _typed(params, "queueMode", str, "string") or "collect"
+        agent_id = _typed(params, "agentId", str, "string") or self._config.agent_id
+        if len(prompt.encode("utf-8", "surrogatepass")) > _MAX_PROMPT_BYTES:
+            raise WireError(
+                "INVALID_PARAMS", f"the prompt is larger than {_MAX_PROMPT_BYTES} bytes"
+            )
+        if mode not in ("collect", "followup", "steer", "steer_backlog", "interrupt"):
+            mode = "collect"
+        self._bridge.follow(key)
+        if mode == "steer":
+            steered = await asyncio.wait_for(
+                self._port.steer(key, prompt), self._config.submit_timeout_s
+            )
+            if steered.status == "accepted":
+                # Taken by the running answer: its own id never completes, so answer with
+                # the run that carries the text (the client leaves `busy` on that id's end).
+                carrier = await self._carrier(key)
+                return self._sent(carrier or steered.run_id or "", key, agent_id, mode, prompt)
+            if steered.status == "queued" and steered.run_id is not None:
+                return self._sent(steered.run_id, key, agent_id, mode, prompt)
+            # Nothing runs: the prompt becomes a plain message.
+            mode = "collect"
+        request = RunRequest(
+            origin="control_plane",
+            session_key=key,
+            prompt=prompt,
+            agent_id=agent_id,
+            queue_mode=mode,  # type: ignore[arg-type]  # checked against the modes above
+            cwd=self._cwd,
+            tool_policy=ToolPolicy(require_approval=self._config.require_approval),
+        )
+        try:
+            receipt = await asyncio.wait_for(
+                self._port.submit(request), self._config.submit_timeout_s
+            )
+        except TimeoutError:
+            raise WireError("TIMEOUT", "the router did not answer the submission in time") from None
+        except RouterUnavailableError as exc:
+            raise WireError("UNAVAILABLE", str(exc)) from None
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        if receipt.status == "rejected":
+            raise WireError("CONFLICT", receipt.reason or "the session refused the message")
+        return self._sent(receipt.merged_into or receipt.run_id, key, agent_id, mode, prompt)
+
+    async def _carrier(self, key: str) -> str | None:
+        """The run now active in ``key`` (as the bridge saw it start, else the snapshot)."""
+        for run_id, session in self._bridge.active_runs().items():
+            if session == key:
+                return run_id
+        snapshot = await self._bridge.snapshot(key)
+        return snapshot.active.run_id if snapshot.active is not None else None
+
+    @staticmethod
+    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> dict[str, Any]:
+        return {
+            "runId": run_id,
+            "sessionKey": key,
+            "summary": {
+                "runId": run_id,
+                "sessionKey": key,
+                "agentId": agent_id,
+                "queueMode": mode,
+                "promptBytes": len(prompt.encode("utf-8", "surrogatepass")),
+            },
+        }
+
+    async def chat_abort(self, conn: Connection, params: dict[str, Any]) -> Any:
+        run_id = _typed(params, "runId", str, "string")
+        if run_id:
+            result = await self._port.cancel(run_id=run_id)
+            return {"aborted": True, "runId": run_id, "cancelled": result.cancelled}
+        if params.get("sessionKey") in (None, ""):
+            raise WireError("INVALID_REQUEST", "Missing required fields: runId or sessionKey")
+        key = _session_key(params)
+        result = await self._port.cancel(session_key=key)
+        return {"aborted": True, "sessionKey": key, "cancelled": result.cancelled}
+
+    async def chat_history(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        limit = _limit(params, 50, 200)
+        before = _typed(params, "before", int, "integer")
+        self._bridge.follow(key)
+        page = await self._port.transcript(key, limit=limit, before=before)
+        messages = [history_message(key, e) for e in page.entries]
+        return {
+            "sessionKey": key,
+            "messages": messages,
+            "more": page.more,
+            "notice": page.notice,
+            "summary": {"count": len(messages), "more": page.more},
+        }
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        rows = [session_row(s) for s in await self._port.sessions(limit=_limit(params, 50, 500))]
+        return {
+            "sessions": rows,
+            "total": len(rows),
+            "filters": {},
+            "summary": {"count": len(rows)},
+        }
+
+    async def sessions_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        found = await self._port.sessions(limit=500)
+        rows = [session_row(s) for s in found if s.active]
+        return {
+            "sessions": rows,
+            "total": len(rows),
+            "filters": {"active": True},
+            "summary": {"count": len(rows)},
+        }
+
+    async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        self._bridge.follow(key)
+        provider, model = model_parts(self._config.default_model)
+        return {
+            "sessionKey": key,
+            "session": {
+                "sessionKey": key,
+                "model": model,
+                "provider": provider,
+                "contextWindow": None,
+                "modelSource": "default",
+                "modelOverride": None,
+                "thinkingLevel": None,
+                "engine": "lemon",
+            },
+        }
+
+    async def sessions_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        self._bridge.follow(key)
+        return snapshot_payload(await self._bridge.snapshot(key))
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    async def approval_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
+        _missing(params, "approvalId", "decision")
+        approval_id = _typed(params, "approvalId", str, "string")
+        raw = _typed(params, "decision", str, "string")
+        decision = _DECISIONS.get(raw)
+        if decision is None:
+            raise WireError(
+                "INVALID_REQUEST",
+                "Invalid decision. Must be one of: approve_once, approve_session, "
+                "approve_agent, approve_global, deny",
+            )
+        result = await self._port.resolve_approval(approval_id, decision)
+        if not result.resolved:
+            raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
+        return {"resolved": True, "approvalId": approval_id, "decision": decision.value}
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    async def events_subscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """Narrow this connection to some sessions (``sessionKeys``); ``all: true`` widens it
+        back to every event."""
+        if params.get("all") is True:
+            conn.sessions = None
+            return {"mode": "all", "sessionKeys": None}
+        keys = params.get("sessionKeys")
+        if (
+            not isinstance(keys, list)
+            or not keys
+            or not all(isinstance(k, str) and k for k in keys)
+        ):
+            raise WireError(
+                "INVALID_REQUEST", "Type errors: sessionKeys: expected a non-empty list of strings"
+            )
+        if len(keys) > self._config.max_sessions:
+            raise WireError("INVALID_PARAMS", f"at most {self._config.max_sessions} sessions")
+        for key in keys:
+            self._bridge.follow(key)
+        conn.sessions = (conn.sessions or frozenset()) | frozenset(keys)
+        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+
+    async def events_unsubscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
+        keys = params.get("sessionKeys")
+        if conn.sessions is None:
+            return {"mode": "all", "sessionKeys": None}
+        if isinstance(keys, list):
+            conn.sessions = conn.sessions - frozenset(k for k in keys if isinstance(k, str))
+        else:
+            conn.sessions = frozenset()
+        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+
+    # -- the port itself (typed clients) -----------------------------------------------------
+
+    async def _inline(self, conn: Connection, params: dict[str, Any]) -> Any:
+        raise WireError("INTERNAL_ERROR", "answered by the reader")
+
+    async def port_submit(self, conn: Connection, params: dict[str, Any]) -> Any:
+        request = decode_request(params.get("request"))
+        try:
+            receipt = await self._port.submit(request)
+        except RouterUnavailableError as exc:
+            raise WireError("UNAVAILABLE", str(exc)) from None
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return encode_receipt(receipt)
+
+    async def port_steer(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _any_key(params)
+        _missing(params, "text")
+        text = _typed(params, "text", str, "string")
+        return port_payload(await self._port.steer(key, text))
+
+    async def port_cancel(self, conn: Connection, params: dict[str, Any]) -> Any:
+        run_id = _typed(params, "runId", str, "string")
+        key = _typed(params, "sessionKey", str, "string")
+        include = _typed(params, "includeQueued", bool, "boolean")
+        try:
+            result = await self._port.cancel(
+                run_id=run_id, session_key=key, include_queued=True if include is None else include
+            )
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return port_payload(result)
+
+    async def port_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
+        _missing(params, "approvalId", "decision")
+        approval_id = _typed(params, "approvalId", str, "string")
+        decision = _typed(params, "decision", str, "string")
+        try:
+            result = await self._port.resolve_approval(approval_id, decision)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        return port_payload(result)
+
+    async def port_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.snapshot(_any_key(params)))
+
+    async def port_sessions(self, conn: Connection, params: dict[str, Any]) -> Any:
+        limit = _typed(params, "limit", int, "integer")
+        return port_payload(await self._port.sessions(limit=50 if limit is None else limit))
+
+    async def port_transcript(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _any_key(params)
+        limit = _typed(params, "limit", int, "integer")
+        before = _typed(params, "before", int, "integer")
+        page = await self._port.transcript(key, limit=50 if limit is None else limit, before=before)
+        return port_payload(page)
+
+    async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(self._port.statistics())
+
+    async def approvals_get(self, conn: Connection, params: dict[str, Any]) -> Any:
+        pending = self._bridge.pending_approvals()
+        # The terminal client's resync reads `approvals[]` entries with an approvalId.
+        return {"policy": {}, "approvals": pending, "pending": pending}

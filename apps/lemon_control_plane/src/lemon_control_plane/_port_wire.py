@@ -1,0 +1,161 @@
+"""The session port itself on the wire (``port.*`` methods, ``port.event`` events), for typed
+clients (:class:`~lemon_control_plane.client.WebSocketSessionPort`).
+
+The terminal client's methods are a projection; these carry the port's own records, encoded by
+their msgspec schema (the records are the port's public, versioned types): ``port.submit``,
+``port.steer``, ``port.cancel``, ``port.resolveApproval``, ``port.snapshot``, ``port.sessions``,
+``port.transcript``, ``port.statistics``, ``port.watch`` / ``port.unwatch``. A watch is one
+``SessionPort.watch`` on the server, pumped to this connection only as ``port.event`` frames
+``{watchId, event}``; it ends after a ``StreamOverflow`` (as the port's streams do) or when the
+connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict
+from typing import Any, Final
+
+import msgspec
+
+from lemon_control_plane._connection import Connection
+from lemon_control_plane._frames import encode
+from lemon_control_plane.errors import WireError
+from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy
+from lemon_core.sessions import SessionPort, SessionStream, SessionStreamClosedError, StreamOverflow
+
+__all__ = ["PORT_METHODS", "PortWatches", "decode_request", "encode_receipt", "encode_request"]
+
+_EVENT: Final = encode("port.event")
+PORT_METHODS: Final = (
+    "port.cancel",
+    "port.resolveApproval",
+    "port.sessions",
+    "port.snapshot",
+    "port.statistics",
+    "port.steer",
+    "port.submit",
+    "port.transcript",
+    "port.unwatch",
+    "port.watch",
+)
+_MAX_WATCHES: Final = 64
+
+
+def encode_request(r: RunRequest) -> dict[str, Any]:
+    policy = r.tool_policy
+    return {
+        "origin": r.origin,
+        "sessionKey": r.session_key,
+        "prompt": r.prompt,
+        "agentId": r.agent_id,
+        "queueMode": r.queue_mode,
+        "model": r.model,
+        "images": [dict(i) for i in r.images],
+        "runId": r.run_id,
+        "cwd": r.cwd,
+        "resume": None
+        if r.resume is None
+        else {"engine": r.resume.engine, "value": r.resume.value},
+        "toolPolicy": None
+        if policy is None
+        else {
+            "allow": None if policy.allow is None else sorted(policy.allow),
+            "deny": sorted(policy.deny),
+            "require_approval": sorted(policy.require_approval),
+        },
+        "meta": dict(r.meta),
+    }
+
+
+def decode_request(data: object) -> RunRequest:
+    if not isinstance(data, dict):
+        raise WireError("INVALID_REQUEST", "Type errors: request: expected object")
+    try:
+        resume = data.get("resume")
+        policy = data.get("toolPolicy")
+        return RunRequest(
+            origin=str(data.get("origin") or "control_plane"),
+            session_key=data["sessionKey"],
+            prompt=data["prompt"],
+            agent_id=data.get("agentId") or "default",
+            queue_mode=data.get("queueMode") or "collect",
+            model=data.get("model"),
+            images=tuple(data.get("images") or ()),
+            run_id=data.get("runId"),
+            cwd=data.get("cwd"),
+            resume=None
+            if resume is None
+            else ResumeToken(engine=resume["engine"], value=resume["value"]),
+            tool_policy=None if policy is None else ToolPolicy.from_mapping(policy),
+            meta=dict(data.get("meta") or {}),
+        )
+    except KeyError as exc:
+        raise WireError("INVALID_REQUEST", f"Missing required fields: {exc.args[0]}") from None
+    except (TypeError, ValueError) as exc:
+        raise WireError("INVALID_PARAMS", str(exc)) from None
+
+
+def encode_receipt(r: Receipt) -> dict[str, Any]:
+    return asdict(r)
+
+
+class PortWatches:
+    """The ``port.watch`` streams of one connection, each pumped by a task this object owns."""
+
+    def __init__(self, port: SessionPort, conn: Connection) -> None:
+        self._port = port
+        self._conn = conn
+        self._watches: dict[str, tuple[SessionStream, asyncio.Task[None]]] = {}
+
+    def watch(self, watch_id: str, session_key: str) -> None:
+        """Loop-only and without awaiting: the subscription exists when this returns."""
+        if watch_id in self._watches:
+            raise WireError("CONFLICT", f"watch {watch_id!r} exists")
+        if len(self._watches) >= _MAX_WATCHES:
+            raise WireError("RATE_LIMITED", f"at most {_MAX_WATCHES} watches per connection")
+        stream = self._port.watch(session_key)
+        task = asyncio.get_running_loop().create_task(self._pump(watch_id, stream))
+        self._watches[watch_id] = (stream, task)
+
+    def unwatch(self, watch_id: str) -> bool:
+        found = self._watches.pop(watch_id, None)
+        if found is None:
+            return False
+        found[0].close()
+        found[1].cancel()
+        return True
+
+    async def _pump(self, watch_id: str, stream: SessionStream) -> None:
+        wid = encode(watch_id)
+        try:
+            while True:
+                try:
+                    event = await stream.get()
+                except SessionStreamClosedError:
+                    return
+                body = (
+                    b'{"watchId":' + wid + b',"event":' + encode(msgspec.to_builtins(event)) + b"}"
+                )
+                self._conn.push_event(_EVENT, body)
+                if isinstance(event, StreamOverflow):
+                    return
+        finally:
+            self._watches.pop(watch_id, None)
+            stream.close()
+
+    async def aclose(self) -> None:
+        tasks = []
+        for stream, task in self._watches.values():
+            stream.close()
+            task.cancel()
+            tasks.append(task)
+        self._watches.clear()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def port_payload(value: object) -> Any:
+    """A port record (msgspec struct, or a list of them) as wire JSON, by its schema."""
+    return msgspec.to_builtins(value)

@@ -1,0 +1,419 @@
+"""The EventBridge: the one projection from the session port's streams to wire events.
+
+The bridge follows a session (one :meth:`~lemon_core.sessions.SessionPort.watch` and one pump
+task) once a connection has shown interest in it (sent to it, read it, subscribed to it); at
+most ``max_sessions`` are followed, the least recently used idle one is let go first. Each
+session event becomes at most one wire event, written field by field:
+
+================  ==============================================================
+port event        wire event
+================  ==============================================================
+RunPhaseNotice    ``agent`` ``started`` (once per run, when it reaches the engine)
+TextDelta         ``chat`` ``delta`` (``seq`` strictly increasing per run)
+ToolCard          ``agent`` ``tool_use`` (same ``action.id`` from started to completed)
+ApprovalAsked     ``exec.approval.requested``
+ApprovalEnded     ``exec.approval.resolved``
+RunEnded          ``agent`` ``completed``
+StreamOverflow    ``stream.resync`` carrying the session's snapshot (then watched again)
+================  ==============================================================
+
+A ``started`` is also sent before a run's first delta or card when no phase notice said so.
+Other session events (queue notices) are logged once per type and dropped.
+
+Not guaranteed: a run retried under a new attempt id streams under that attempt's id (the port
+does not say which submitted run an attempt belongs to until the run ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final
+
+from lemon_control_plane._wire import (
+    _name,
+    agent_id_of,
+    model_parts,
+    pending_approval,
+    snapshot_payload,
+    usage_payload,
+)
+from lemon_control_plane.errors import WireError
+from lemon_core.events import RunPhase
+from lemon_core.sessions import (
+    ApprovalAsked,
+    ApprovalEnded,
+    RunEnded,
+    RunPhaseNotice,
+    SessionEvent,
+    SessionPort,
+    SessionSnapshot,
+    SessionStream,
+    SessionStreamClosedError,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+)
+
+__all__ = ["BridgeStatistics", "Broadcast", "EventBridge"]
+
+_log = logging.getLogger(__name__)
+
+Broadcast = Callable[[str, dict[str, Any], "str | None"], None]
+"""``broadcast(event_name, payload, session_key)``: hand one wire event to the connections."""
+
+_REMEMBERED_RUNS: Final = 1024
+_REMEMBERED_APPROVALS: Final = 1024
+_MAX_ANSWER_CHARS: Final = 256 * 1024
+_SNAPSHOT_TRIES: Final = 5
+_ENGINE_PHASES: Final = frozenset(
+    {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
+)
+
+
+@dataclass(slots=True)
+class _Run:
+    session_key: str
+    started: bool = False
+    started_at: float = field(default_factory=time.monotonic)
+    wire_seq: int = 0
+    port_seq: int = 0
+    tools: dict[str, str] = field(default_factory=dict)  # action id -> tool name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BridgeStatistics:
+    followed: int
+    max_sessions: int
+    events_in: int
+    events_out: int
+    dropped_types: tuple[str, ...]
+    resyncs: int
+    active_runs: int
+    pending_approvals: int
+
+
+class EventBridge:
+    """See the module docstring. Use as ``async with EventBridge(port, broadcast) as bridge``."""
+
+    def __init__(
+        self,
+        port: SessionPort,
+        broadcast: Broadcast,
+        *,
+        max_sessions: int = 256,
+        default_model: str | None = None,
+    ) -> None:
+        self._provider, self._model = model_parts(default_model)
+        self._port = port
+        self._broadcast = broadcast
+        self._max_sessions = max_sessions
+        self._streams: OrderedDict[str, SessionStream] = OrderedDict()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._active: dict[str, str] = {}  # run id -> session key
+        self._approvals: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._dropped_types: set[str] = set()
+        self._in = 0
+        self._out = 0
+        self._resyncs = 0
+        self._closing = False
+
+    async def __aenter__(self) -> EventBridge:
+        self._tg = asyncio.TaskGroup()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        for stream in list(self._streams.values()):
+            stream.close()
+        for task in list(self._tasks.values()):
+            task.cancel()
+        assert self._tg is not None
+        await self._tg.__aexit__(None, None, None)
+
+    # -- following ----------------------------------------------------------------------------
+
+    def follow(self, session_key: str) -> None:
+        """Follow ``session_key`` from now on (idempotent; subscribes before it returns)."""
+        if self._tg is None or self._closing:
+            raise WireError("UNAVAILABLE", "the control plane is shutting down")
+        if session_key in self._streams:
+            self._streams.move_to_end(session_key)
+            return
+        if len(self._streams) >= self._max_sessions:
+            self._let_go_of_one()
+        stream = self._port.watch(session_key)
+        self._streams[session_key] = stream
+        self._tasks[session_key] = self._tg.create_task(self._pump(session_key, stream))
+
+    def following(self) -> tuple[str, ...]:
+        return tuple(self._streams)
+
+    def _let_go_of_one(self) -> None:
+        busy = set(self._active.values())
+        for key in self._streams:
+            if key not in busy:
+                self._streams.pop(key).close()
+                task = self._tasks.pop(key, None)
+                if task is not None:
+                    task.cancel()
+                return
+        raise WireError(
+            "RATE_LIMITED", f"already following {self._max_sessions} sessions with runs in flight"
+        )
+
+    async def _pump(self, session_key: str, stream: SessionStream) -> None:
+        while True:
+            try:
+                item = await stream.get()
+            except SessionStreamClosedError:
+                if self._streams.get(session_key) is stream:
+                    del self._streams[session_key]
+                    self._tasks.pop(session_key, None)
+                return
+            self._in += 1
+            if isinstance(item, StreamOverflow):
+                stream = await self._recover(session_key, item.reason)
+                continue
+            self._project(item)
+
+    async def _recover(self, session_key: str, reason: str) -> SessionStream:
+        """Watch again first (nothing is missed), then send the snapshot as a resync."""
+        stream = self._port.watch(session_key)
+        self._streams[session_key] = stream
+        snapshot = await self.snapshot(session_key)
+        self._resyncs += 1
+        if snapshot.active is not None:
+            run = self._run(snapshot.active.attempt_id, session_key)
+            run.port_seq = max(run.port_seq, snapshot.active.text_seq)
+        for pending in snapshot.pending_approvals:
+            self._remember_approval(pending_approval(session_key, pending))
+        self._emit(
+            "stream.resync",
+            {
+                "reason": reason,
+                "scope": "session",
+                "sessionKey": session_key,
+                "snapshot": snapshot_payload(snapshot),
+            },
+            session_key,
+        )
+        return stream
+
+    async def snapshot(self, session_key: str) -> SessionSnapshot:
+        """The port's snapshot, asked again while it says ``retry`` (bounded)."""
+        snapshot = await self._port.snapshot(session_key)
+        for _ in range(_SNAPSHOT_TRIES - 1):
+            if snapshot.status != "retry":
+                break
+            await asyncio.sleep(0)
+            snapshot = await self._port.snapshot(session_key)
+        return snapshot
+
+    # -- the projection -------------------------------------------------------------------
+
+    def _run(self, run_id: str, session_key: str) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _Run(session_key=session_key)
+            while len(self._runs) > _REMEMBERED_RUNS:
+                self._runs.popitem(last=False)
+        return run
+
+    def _emit(self, name: str, payload: dict[str, Any], session_key: str | None) -> None:
+        self._out += 1
+        self._broadcast(name, payload, session_key)
+
+    def _start(self, run_id: str, session_key: str) -> _Run:
+        run = self._run(run_id, session_key)
+        if not run.started:
+            run.started = True
+            run.started_at = time.monotonic()
+            self._active[run_id] = session_key
+            self._idle.clear()
+            self._emit(
+                "agent",
+                {
+                    "type": "started",
+                    "runId": run_id,
+                    "sessionKey": session_key,
+                    "engine": "lemon",
+                    "parentRunId": None,
+                    "model": self._model,
+                    "provider": self._provider,
+                    "thinkingLevel": None,
+                },
+                session_key,
+            )
+        return run
+
+    def _project(self, item: SessionEvent) -> None:
+        key = item.session_key
+        if isinstance(item, TextDelta):
+            run = self._start(item.run_id, key)
+            if item.seq <= run.port_seq:
+                return
+            run.port_seq = item.seq
+            run.wire_seq += 1
+            self._emit(
+                "chat",
+                {
+                    "type": "delta",
+                    "runId": item.run_id,
+                    "sessionKey": key,
+                    "seq": run.wire_seq,
+                    "text": item.text,
+                },
+                key,
+            )
+        elif isinstance(item, ToolCard):
+            self._tool(item)
+        elif isinstance(item, RunPhaseNotice):
+            if item.phase in _ENGINE_PHASES:
+                self._start(item.run_id, key)
+        elif isinstance(item, ApprovalAsked):
+            payload = {
+                "approvalId": item.approval_id,
+                "runId": item.run_id,
+                "sessionKey": key,
+                "agentId": agent_id_of(key),
+                "tool": item.tool,
+                "action": item.action if item.action is not None else {},
+                "rationale": item.rationale,
+                "requestedAtMs": int(time.time() * 1000),
+                "expiresAtMs": item.expires_at_ms,
+            }
+            self._remember_approval(payload)
+            self._emit("exec.approval.requested", payload, key)
+        elif isinstance(item, ApprovalEnded):
+            asked = self._approvals.pop(item.approval_id, None)
+            self._emit(
+                "exec.approval.resolved",
+                {
+                    "approvalId": item.approval_id,
+                    "decision": _name(item.decision),
+                    "runId": asked["runId"] if asked else None,
+                    "sessionKey": key,
+                    "agentId": agent_id_of(key),
+                    "tool": asked["tool"] if asked else None,
+                },
+                key,
+            )
+        elif isinstance(item, RunEnded):
+            self._ended(item)
+        else:
+            kind = type(item).__name__
+            if kind not in self._dropped_types:
+                self._dropped_types.add(kind)
+                _log.info("the wire has no event for %s; such events are dropped", kind)
+
+    def _tool(self, card: ToolCard) -> None:
+        run = self._start(card.run_id, card.session_key)
+        detail = card.detail
+        name = detail.get("tool")
+        if isinstance(name, str):
+            run.tools[card.action_id] = name
+        else:
+            name = run.tools.get(card.action_id, card.title)
+        wire_detail: dict[str, Any] = {"name": name}
+        args = detail.get("arguments")
+        if isinstance(args, dict):
+            wire_detail["args"] = args
+        if card.phase == "completed":
+            wire_detail["result"] = card.message
+            wire_detail["isError"] = card.ok is False
+        self._emit(
+            "agent",
+            {
+                "type": "tool_use",
+                "runId": card.run_id,
+                "sessionKey": card.session_key,
+                "action": {
+                    "id": card.action_id,
+                    "kind": _name(card.kind),
+                    "title": card.title,
+                    "detail": wire_detail,
+                },
+                "phase": card.phase,
+                "ok": card.ok,
+                "message": card.message,
+            },
+            card.session_key,
+        )
+
+    def _ended(self, end: RunEnded) -> None:
+        run = self._runs.get(end.attempt_id) or self._runs.get(end.run_id)
+        started_at = run.started_at if run is not None else time.monotonic()
+        self._active.pop(end.attempt_id, None)
+        self._active.pop(end.run_id, None)
+        if not self._active:
+            self._idle.set()
+        answer = end.answer
+        if not end.ok and not answer:
+            answer = end.error or "run failed"
+        self._emit(
+            "agent",
+            {
+                "type": "completed",
+                "runId": end.run_id,
+                "sessionKey": end.session_key,
+                "ok": end.ok,
+                "answer": answer[:_MAX_ANSWER_CHARS],
+                "durationMs": int((time.monotonic() - started_at) * 1000),
+                "usage": usage_payload(end.usage),
+                "model": end.usage.model if end.usage is not None else None,
+                "errorCode": None if end.error_code is None else _name(end.error_code),
+                "error": end.error,
+            },
+            end.session_key,
+        )
+
+    def _remember_approval(self, payload: dict[str, Any]) -> None:
+        self._approvals[payload["approvalId"]] = payload
+        while len(self._approvals) > _REMEMBERED_APPROVALS:
+            self._approvals.popitem(last=False)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The approvals asked and not yet ended, oldest first (as the wire shows them)."""
+        return list(self._approvals.values())
+
+    def active_runs(self) -> dict[str, str]:
+        """Run id -> session key of the runs started and not ended."""
+        return dict(self._active)
+
+    async def wait_idle(self, grace_s: float) -> bool:
+        """Wait until no followed run is active; ``False`` on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def statistics(self) -> BridgeStatistics:
+        return BridgeStatistics(
+            followed=len(self._streams),
+            max_sessions=self._max_sessions,
+            events_in=self._in,
+            events_out=self._out,
+            dropped_types=tuple(sorted(self._dropped_types)),
+            resyncs=self._resyncs,
+            active_runs=len(self._active),
+            pending_approvals=len(self._approvals),
+        )

@@ -1,0 +1,157 @@
+"""The control plane's configuration: where it listens, who may connect, how runs start.
+
+A loopback bind (127.0.0.0/8, ``::1``, ``localhost``) needs no token. Any other bind refuses to
+start unless tokens are configured (:meth:`ControlPlaneConfig.check`). Tokens are kept only as
+SHA-256 hashes; the token itself never reaches a log or a frame.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lemon_control_plane.errors import ControlPlaneConfigError
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "PORT_ENV",
+    "TOKEN_ENV",
+    "ControlPlaneConfig",
+    "hash_token",
+    "is_loopback_host",
+]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 4040
+#: The environment variable that overrides the default port (the terminal client reads it too).
+PORT_ENV: Final = "LEMON_CONTROL_PLANE_PORT"
+#: The environment variable holding a token connections must present (hashed at start).
+TOKEN_ENV: Final = "LEMON_CONTROL_PLANE_TOKEN"
+_MIB: Final = 1024 * 1024
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 hex digest a token is stored and compared as."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _port(value: object, source: str) -> int:
+    try:
+        port = int(str(value))
+    except ValueError:
+        raise ControlPlaneConfigError(
+            f"{source}: the port must be a number, got {value!r}"
+        ) from None
+    if not 0 <= port <= 65535:
+        raise ControlPlaneConfigError(f"{source}: the port must be in 0..65535, got {port}")
+    return port
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlPlaneConfig:
+    """Where and how the control plane serves. ``port=0`` picks a free port.
+
+    ``token_hashes``: SHA-256 hex digests of the accepted tokens (empty: no token; allowed on a
+    loopback bind only). ``cwd``: the working directory of runs started over the wire (``None``:
+    the directory the daemon started in). ``require_approval``: tools a wire run must ask
+    before each call. The bounds are the seed's: 256 entries and 1 MiB per connection event.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token_hashes: frozenset[str] = frozenset()
+    cwd: str | None = None
+    require_approval: frozenset[str] = frozenset({"bash", "edit", "write"})
+    agent_id: str = "default"
+    max_payload: int = _MIB
+    connection_queue: int = 256
+    max_sessions: int = 256
+    max_requests_in_flight: int = 16
+    tick_interval_ms: int = 1000
+    submit_timeout_s: float = 10.0
+    shutdown_grace_s: float = 5.0
+    extra_origins: frozenset[str] = field(default_factory=frozenset)
+    token_file: str | None = None
+    """The token store (:class:`~lemon_control_plane.tokens.TokenStore`), re-read on change."""
+    token_check_interval_s: float = 1.0
+    default_model: str | None = None
+    """The runtime's default model (``provider:model``), shown as the session's model."""
+
+    def check(self, *, stored_tokens: int = 0) -> None:
+        """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
+        (``stored_tokens``: how many active tokens the token store holds)."""
+        _port(self.port, "control plane")
+        if not is_loopback_host(self.host) and not self.token_hashes and not stored_tokens:
+            raise ControlPlaneConfigError(
+                f"refusing to listen on {self.host!r} without a token: a non-loopback bind "
+                f"needs one (set {TOKEN_ENV}, add one to the token store, or bind to "
+                f"{DEFAULT_HOST})"
+            )
+        for name in ("max_payload", "connection_queue", "max_sessions", "max_requests_in_flight"):
+            if getattr(self, name) < 1:
+                raise ControlPlaneConfigError(f"{name} must be at least 1")
+
+    def accepts_token(self, token: object) -> bool:
+        """Whether ``token`` is one of the configured tokens (constant-time comparison)."""
+        if not isinstance(token, str) or not token:
+            return False
+        digest = hash_token(token)
+        return any(hmac.compare_digest(digest, known) for known in self.token_hashes)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> ControlPlaneConfig:
+        """Build from app settings (keys: host, port, cwd, tokens, token_hashes,
+        require_approval) and the environment (:data:`PORT_ENV`, :data:`TOKEN_ENV`); settings
+        win over the environment."""
+        values = dict(settings or {})
+        env = os.environ if environ is None else environ
+        port: object = values.pop("port", None)
+        if port is None:
+            port = env.get(PORT_ENV) or DEFAULT_PORT
+            source = PORT_ENV if env.get(PORT_ENV) else "control plane"
+        else:
+            source = "control plane"
+        hashes = set(values.pop("token_hashes", ()) or ())
+        tokens = list(values.pop("tokens", ()) or ())
+        if env.get(TOKEN_ENV):
+            tokens.append(env[TOKEN_ENV])
+        hashes.update(hash_token(t) for t in tokens if t)
+        kwargs: dict[str, Any] = {"port": _port(port, source), "token_hashes": frozenset(hashes)}
+        if values.get("host"):
+            kwargs["host"] = str(values.pop("host"))
+        if values.get("cwd"):
+            kwargs["cwd"] = str(values.pop("cwd"))
+        if values.get("default_model"):
+            kwargs["default_model"] = str(values.pop("default_model"))
+        if values.get("token_file"):
+            kwargs["token_file"] = str(values.pop("token_file"))
+        if "require_approval" in values:
+            kwargs["require_approval"] = frozenset(values.pop("require_approval"))
+        for name in (
+            "shutdown_grace_s",
+            "connection_queue",
+            "max_sessions",
+            "token_check_interval_s",
+        ):
+            if name in values:
+                kwargs[name] = values.pop(name)
+        return cls(**kwargs)

@@ -1,0 +1,543 @@
+"""The control plane server: ``GET /healthz``, ``GET /ws``, over one session port.
+
+``async with ControlPlane(port, config) as cp`` binds the socket (so ``cp.url`` is known and
+connections queue in the backlog at once), starts the :class:`~lemon_control_plane.EventBridge`
+and the uvicorn server; leaving it cancels the runs in flight through the port (their typed
+completion still reaches the clients, within ``shutdown_grace_s``), sends ``shutdown`` to every
+connection, closes them and stops the server.
+
+Per connection: a reader (this module) and a writer (:class:`Connection`); requests run as
+tasks of the connection (at most ``max_requests_in_flight``), so a slow method never blocks
+the reader, and ``health`` is always answered. Every event goes to every connection that
+completed the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Generator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from lemon_control_plane._connection import Connection
+from lemon_control_plane._frames import (
+    UNKNOWN_ID,
+    FrameError,
+    Request,
+    encode,
+    error_frame,
+    ok_frame,
+    parse_request,
+)
+from lemon_control_plane._methods import SCOPES, Methods
+from lemon_control_plane._port_wire import PortWatches
+from lemon_control_plane.bridge import EventBridge
+from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
+from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane.tokens import StoredToken, TokenStore
+from lemon_core.sessions import SessionPort
+
+__all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
+
+_log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION: Final = 1
+SERVER_VERSION: Final = "lemon-py-0.1"
+#: The event names this server sends (``features.events``).
+EVENTS: Final = (
+    "agent",
+    "chat",
+    "exec.approval.requested",
+    "exec.approval.resolved",
+    "health",
+    "port.event",
+    "shutdown",
+    "stream.resync",
+    "tick",
+)
+CLOSE_UNAUTHORIZED: Final = 4001
+CLOSE_GOING_AWAY: Final = 1001
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the process that embeds us owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ControlPlaneError(f"cannot resolve the bind address {host!r}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise ControlPlaneError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+            "(is another daemon running? pick another port with --port)"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+class ControlPlane:
+    """See the module docstring."""
+
+    def __init__(self, port: SessionPort, config: ControlPlaneConfig | None = None) -> None:
+        self.config = config or ControlPlaneConfig()
+        self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
+        self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
+        self._token_signature: tuple[int, int, int] | None = None
+        self._load_tokens()
+        self.config.check(stored_tokens=len(self._stored))
+        self._port = port
+        self._connections: set[Connection] = set()
+        self.bridge = EventBridge(
+            port,
+            self._broadcast,
+            max_sessions=self.config.max_sessions,
+            default_model=self.config.default_model,
+        )
+        self._methods = Methods(port, self.bridge, self.config, self._status)
+        self._started = time.monotonic()
+        self._closing = False
+        self._state: Literal["new", "running", "stopped"] = "new"
+        self._sock: socket.socket | None = None
+        self._server: _Server | None = None
+        self._serve_task: asyncio.Task[None] | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._token_task: asyncio.Task[None] | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/healthz", self._healthz, methods=["GET"]),
+                WebSocketRoute("/ws", self._websocket),
+            ],
+            exception_handlers={404: self._not_found},
+        )
+
+    # -- addresses ----------------------------------------------------------------------------
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._sock is None:
+            raise ControlPlaneError("the control plane is not started")
+        host, port = self._sock.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running server."""
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://", 1) + "/ws"
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The method names advertised in ``hello-ok.features.methods`` (sorted)."""
+        return tuple(sorted(self._methods.table))
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ControlPlane:
+        if self._state != "new":
+            raise ControlPlaneError(f"a control plane starts once; this one is {self._state}")
+        self._state = "running"
+        self._sock = _bind(self.config.host, self.config.port)
+        try:
+            self._tg = asyncio.TaskGroup()
+            await self._tg.__aenter__()
+            await self.bridge.__aenter__()
+            uv_config = uvicorn.Config(
+                self.app,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                ws="websockets-sansio",
+                ws_max_size=2 * self.config.max_payload,
+                ws_ping_interval=None,
+                timeout_graceful_shutdown=max(1, int(self.config.shutdown_grace_s)),
+                server_header=False,
+                proxy_headers=False,
+            )
+            self._server = _Server(uv_config)
+            self._serve_task = self._tg.create_task(self._server.serve(sockets=[self._sock]))
+            if self.tokens is not None:
+                self._token_task = self._tg.create_task(self._watch_tokens())
+        except BaseException:
+            self._sock.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state != "running":
+            return
+        self._state = "stopped"
+        self._closing = True
+        try:
+            await self._cancel_runs()
+            self._broadcast("shutdown", {"reason": "the daemon is shutting down"}, None)
+            for conn in list(self._connections):
+                conn.close_soon(CLOSE_GOING_AWAY, "the daemon is shutting down")
+            if self._server is not None:
+                self._server.should_exit = True
+            if self._token_task is not None:
+                self._token_task.cancel()
+            await self.bridge.__aexit__(None, None, None)
+        finally:
+            assert self._tg is not None
+            await self._tg.__aexit__(None, None, None)
+            if self._sock is not None:
+                self._sock.close()
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    def _load_tokens(self) -> None:
+        if self.tokens is None:
+            return
+        self._token_signature = self.tokens.signature()
+        self._stored = {t.hash: t for t in self.tokens.entries() if t.active}
+
+    def refresh_tokens(self) -> int:
+        """Re-read the token store if it changed; close the connections whose token was
+        revoked or rotated. Returns how many connections were closed."""
+        if self.tokens is None or self.tokens.signature() == self._token_signature:
+            return 0
+        try:
+            self._load_tokens()
+        except ControlPlaneError as exc:
+            _log.error("keeping the previous tokens: %s", exc)
+            return 0
+        closed = 0
+        for conn in self._connections:
+            if (
+                conn.token_id is not None
+                and conn.token_id != "env"
+                and conn.token_hash not in self._stored
+            ):
+                conn.close_soon(CLOSE_UNAUTHORIZED, "token revoked")
+                closed += 1
+        return closed
+
+    async def _watch_tokens(self) -> None:
+        # The token file may be written by other processes: its change is seen
+        # within one interval.
+        while True:
+            await asyncio.sleep(self.config.token_check_interval_s)
+            self.refresh_tokens()
+
+    def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
+        """(token id, scopes) of a valid token, else None."""
+        if not isinstance(token, str) or not token:
+            return None
+        if self.config.accepts_token(token):
+            return "env", frozenset(SCOPES)
+        stored = self._stored.get(hash_token(token))
+        if stored is None:
+            return None
+        return stored.id, stored.wire_scopes()
+
+    async def _cancel_runs(self) -> None:
+        """Cancel what runs through the port; wait (bounded) for the typed completions."""
+        sessions = set(self.bridge.active_runs().values())
+        if not sessions:
+            return
+        for key in sessions:
+            try:
+                await self._port.cancel(session_key=key)
+            except Exception:  # one refusing session must not keep the others running
+                _log.exception("cancelling the runs of %s at shutdown", key)
+        if not await self.bridge.wait_idle(self.config.shutdown_grace_s):
+            _log.warning(
+                "runs still in flight after %.1fs of shutdown", self.config.shutdown_grace_s
+            )
+
+    # -- fan-out ------------------------------------------------------------------------------
+
+    def _broadcast(self, name: str, payload: dict[str, Any], session_key: str | None) -> None:
+        name_json = encode(name)
+        payload_json = encode(payload)
+        for conn in self._connections:
+            if conn.wants(session_key):
+                conn.push_event(name_json, payload_json)
+
+    def _status(self) -> dict[str, Any]:
+        stats = self._port.statistics()
+        bridge = self.bridge.statistics()
+        return {
+            "server": {
+                "version": SERVER_VERSION,
+                "uptime_ms": int((time.monotonic() - self._started) * 1000),
+            },
+            "connections": {
+                "active": len(self._connections),
+                "operators": sum(1 for c in self._connections if c.online),
+            },
+            "runs": {"active": stats.active_runs, "submitted": stats.submitted},
+            "bridge": {
+                "followed": bridge.followed,
+                "eventsIn": bridge.events_in,
+                "eventsOut": bridge.events_out,
+                "resyncs": bridge.resyncs,
+            },
+        }
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    async def _healthz(self, request: HttpRequest) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def _not_found(self, request: HttpRequest, exc: Exception) -> Response:
+        return JSONResponse({"error": "Not found"}, status_code=404)
+
+    def _origin_allowed(self, origin: str | None) -> bool:
+        if origin is None:  # not a browser: nothing to check
+            return True
+        if origin in self.config.extra_origins:
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+
+    # -- WebSocket ----------------------------------------------------------------------------
+
+    async def _websocket(self, websocket: WebSocket) -> None:
+        if self._closing or not self._origin_allowed(websocket.headers.get("origin")):
+            await websocket.close(code=1008)  # before accept: the upgrade is refused (403)
+            return
+        await websocket.accept()
+
+        async def send(text: str) -> None:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await websocket.send_text(text)
+
+        async def close(code: int, reason: str) -> None:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await websocket.close(code=code, reason=reason)
+
+        conn = Connection(
+            uuid.uuid4().hex,
+            send=send,
+            close=close,
+            max_entries=self.config.connection_queue,
+            max_event_bytes=self.config.max_payload,
+        )
+        self._connections.add(conn)
+        tasks: set[asyncio.Task[None]] = set()
+        watches = PortWatches(self._port, conn)
+        writer = asyncio.create_task(conn.run_writer())
+        try:
+            await self._read(websocket, conn, tasks, watches)
+        finally:
+            self._connections.discard(conn)
+            await watches.aclose()
+            for task in (*tasks, writer):
+                task.cancel()
+            await asyncio.gather(*tasks, writer, return_exceptions=True)
+
+    async def _read(
+        self,
+        websocket: WebSocket,
+        conn: Connection,
+        tasks: set[asyncio.Task[None]],
+        watches: PortWatches,
+    ) -> None:
+        limit = self.config.max_payload
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                conn.push_text(
+                    error_frame(
+                        UNKNOWN_ID,
+                        WireError(
+                            "INVALID_REQUEST", "binary frames are not accepted; send JSON text"
+                        ),
+                    )
+                )
+                continue
+            if len(text) > limit or (
+                len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit
+            ):
+                conn.push_text(
+                    error_frame(
+                        UNKNOWN_ID,
+                        WireError("INVALID_REQUEST", f"frame larger than {limit} bytes"),
+                    )
+                )
+                continue
+            try:
+                request = parse_request(text)
+            except FrameError as exc:
+                conn.push_text(error_frame(exc.request_id, exc))
+                continue
+            if request.method == "connect":
+                self._connect(conn, request)
+                continue
+            if not conn.online:
+                conn.push_text(
+                    error_frame(
+                        request.id,
+                        WireError("HANDSHAKE_REQUIRED", "Must send connect request first"),
+                    )
+                )
+                continue
+            if request.method in ("port.watch", "port.unwatch"):
+                self._watch(conn, request, watches)
+                continue
+            if len(tasks) >= self.config.max_requests_in_flight:
+                conn.push_text(
+                    error_frame(
+                        request.id,
+                        WireError("RATE_LIMITED", "too many requests in flight on this connection"),
+                    )
+                )
+                continue
+            task = asyncio.create_task(self._dispatch(conn, request))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    def _watch(self, conn: Connection, request: Request, watches: PortWatches) -> None:
+        """``port.watch`` / ``port.unwatch``, answered before the next frame is read."""
+        if "read" not in conn.scopes:
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError("FORBIDDEN", f"Insufficient permissions for {request.method}"),
+                )
+            )
+            return
+        params = request.params
+        watch_id = params.get("watchId")
+        try:
+            if not isinstance(watch_id, str) or not watch_id:
+                raise WireError("INVALID_REQUEST", "Missing required fields: watchId")
+            if request.method == "port.unwatch":
+                conn.push_text(ok_frame(request.id, {"unwatched": watches.unwatch(watch_id)}))
+                return
+            key = params.get("sessionKey")
+            if not isinstance(key, str) or not key:
+                raise WireError("INVALID_REQUEST", "Missing required fields: sessionKey")
+            watches.watch(watch_id, key)
+        except WireError as exc:
+            conn.push_text(error_frame(request.id, exc))
+            return
+        conn.push_text(ok_frame(request.id, {"watchId": watch_id, "sessionKey": key}))
+
+    def _connect(self, conn: Connection, request: Request) -> None:
+        if conn.online:
+            conn.push_text(
+                error_frame(
+                    request.id, WireError("ALREADY_CONNECTED", "Connection already established")
+                )
+            )
+            return
+        params = request.params
+        auth = params.get("auth")
+        token = auth.get("token") if isinstance(auth, dict) else None
+        scopes = frozenset(SCOPES)
+        if self.config.token_hashes or self._stored or token is not None:
+            found = self._authenticate(token)
+            if found is None:
+                conn.push_text(
+                    error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
+                )
+                conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
+                return
+            conn.token_id, scopes = found
+            conn.token_hash = hash_token(str(token))
+        asked = params.get("scopes")
+        if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
+            scopes = scopes & frozenset(asked)
+        conn.scopes = scopes
+        client = params.get("client")
+        client_id = client.get("id") if isinstance(client, dict) else None
+        hello: dict[str, Any] = {
+            "type": "hello-ok",
+            "protocol": PROTOCOL_VERSION,
+            "server": {
+                "version": SERVER_VERSION,
+                "commit": None,
+                "host": socket.gethostname(),
+                "connId": conn.conn_id,
+            },
+            "features": {"methods": list(self.methods), "events": list(EVENTS)},
+            "snapshot": {"presence": {}, "health": {"ok": True}},
+            "policy": {
+                "maxPayload": self.config.max_payload,
+                "maxBufferedBytes": self.config.connection_queue * self.config.max_payload,
+                "tickIntervalMs": self.config.tick_interval_ms,
+            },
+            "auth": {"role": "operator", "scopes": sorted(scopes)},
+        }
+        if isinstance(client_id, str):
+            hello["auth"]["clientId"] = client_id
+        conn.push_text(encode(hello).decode())
+        conn.online = True
+
+    async def _dispatch(self, conn: Connection, request: Request) -> None:
+        method = self._methods.table.get(request.method)
+        if method is None:
+            conn.push_text(
+                error_frame(
+                    request.id, WireError("METHOD_NOT_FOUND", f"Unknown method: {request.method}")
+                )
+            )
+            return
+        if method.scope is not None and method.scope not in conn.scopes:
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError("FORBIDDEN", f"Insufficient permissions for {method.name}"),
+                )
+            )
+            return
+        # chat.send: the run's events wait until its res is queued (they never overtake it).
+        hold = conn.holding() if method.name == "chat.send" else contextlib.nullcontext()
+        with hold:
+            try:
+                payload = await method.handler(conn, request.params)
+                frame = ok_frame(request.id, payload)
+            except WireError as exc:
+                frame = error_frame(request.id, exc)
+            except TimeoutError:
+                frame = error_frame(request.id, WireError("TIMEOUT", f"{method.name} timed out"))
+            except Exception as exc:
+                _log.exception("method %s failed", method.name)
+                frame = error_frame(
+                    request.id,
+                    WireError(
+                        "INTERNAL_ERROR", "Method execution failed", f"{type(exc).__name__}: {exc}"
+                    ),
+                )
+            conn.push_text(frame)

@@ -1,0 +1,121 @@
+"""A WebSocket client of the control plane for tests (and tools): requests by id, every frame
+recorded, waits by predicate (never by sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+__all__ = ["WAIT_S", "ClientFactory", "WireClient", "wire_client"]
+
+WAIT_S = 30.0
+
+
+class WireClient:
+    """A WebSocket client of the control plane: requests by id, every frame recorded."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.frames: list[dict[str, Any]] = []
+        self._read = 0
+        self._n = 0
+
+    async def send_raw(self, data: str | bytes) -> None:
+        await self.ws.send(data)
+
+    async def next_frame(self) -> dict[str, Any]:
+        if self._read < len(self.frames):
+            frame = self.frames[self._read]
+        else:
+            raw = await asyncio.wait_for(self.ws.recv(), WAIT_S)
+            assert isinstance(raw, str), "the server sends text frames only"
+            frame = json.loads(raw)
+            self.frames.append(frame)
+        self._read += 1
+        return frame
+
+    async def until(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first frame (seen or to come) that matches."""
+        for frame in self.frames:
+            if predicate(frame):
+                return frame
+        while True:
+            frame = await self.next_frame()
+            if predicate(frame):
+                return frame
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send a req; return its res (the frames before it stay recorded)."""
+        self._n += 1
+        rid = f"r{self._n}"
+        frame: dict[str, Any] = {"type": "req", "id": rid, "method": method}
+        if params is not None:
+            frame["params"] = params
+        await self.ws.send(json.dumps(frame))
+        return await self.until(lambda f: f.get("type") == "res" and f.get("id") == rid)
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        res = await self.request(method, params)
+        assert res["ok"], res
+        return res["payload"]
+
+    async def connect(self, **params: Any) -> dict[str, Any]:
+        await self.ws.send(
+            json.dumps(
+                {
+                    "type": "req",
+                    "id": "c1",
+                    "method": "connect",
+                    "params": {"role": "operator", "client": {"id": "lemon-tui@local-1"}, **params},
+                }
+            )
+        )
+        return await self.next_frame()
+
+    async def drain(self) -> None:
+        """Read frames until the server closes the socket (raises ``ConnectionClosed``)."""
+        while True:
+            await self.next_frame()
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        return [
+            f
+            for f in self.frames
+            if f.get("type") == "event" and (name is None or f["event"] == name)
+        ]
+
+    async def event(self, name: str, **fields: Any) -> dict[str, Any]:
+        return await self.until(
+            lambda f: (
+                f.get("type") == "event"
+                and f.get("event") == name
+                and all(f.get("payload", {}).get(k) == v for k, v in fields.items())
+            )
+        )
+
+    async def completed(self, run_id: str) -> dict[str, Any]:
+        return await self.event("agent", type="completed", runId=run_id)
+
+
+ClientFactory = Callable[..., AbstractAsyncContextManager[WireClient]]
+
+
+def wire_client(ws_url: str) -> ClientFactory:
+    """``async with wire_client(url)(handshake=True, **connect_kwargs) as c``."""
+
+    @asynccontextmanager
+    async def open_client(*, handshake: bool = True, **kwargs: Any) -> AsyncIterator[WireClient]:
+        async with connect(ws_url, **kwargs) as ws:
+            client = WireClient(ws)
+            if handshake:
+                hello = await client.connect()
+                if hello.get("type") != "hello-ok":
+                    raise AssertionError(f"the handshake failed: {hello}")
+            yield client
+
+    return open_client

@@ -1,0 +1,190 @@
+"""The SessionPort contract kit against :class:`WebSocketSessionPort`: the same behaviour as
+the in-process port, over the real control plane on the real daemon profile (router, gateway,
+a real SQLite store, the runtime's ExecApprovals), whose agent app is replaced by one running
+the kit's scripted executor. Skipped while the kit is not installed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon_control_plane import ControlPlane, WebSocketSessionPort, WebSocketSessionStream
+from lemon_core.approvals import ApprovalOutcome, ExecApprovals
+from lemon_core.bus import session_topic
+from lemon_core.config import load_config
+from lemon_core.events import ApprovalDecision, Event
+from lemon_core.execution import Executor
+from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime, discover_apps
+
+kit = pytest.importorskip("lemon_platform_test.session_kit")
+executor_kit = pytest.importorskip("lemon_platform_test.executor")
+
+NO_READER_NOTICE = (
+    "RouterSessionPort._history returns NativeHistory() without a notice when no "
+    "TranscriptReader is registered (the scripted agent registers none), so transcript() of a "
+    "session that ran is an empty page that does not say there is no transcript"
+)
+HISTORY_AFTER_END = (
+    "the gateway publishes run_completed before it writes the session index that sessions() "
+    "and snapshot().last_* read: a client acting on RunEnded may not see the run yet"
+)
+
+
+@dataclass
+class _ScriptedAgent:
+    scripted: Any
+    approvals: ExecApprovals
+
+    def executor(self) -> Executor:
+        executor: Executor = self.scripted
+        return executor
+
+    def not_ready_reason(self) -> str | None:
+        return None
+
+
+def _scripted_agent_app(scripted: Any) -> AppSpec:
+    async def start(runtime: Runtime) -> _ScriptedAgent:
+        agent = _ScriptedAgent(scripted=scripted, approvals=ExecApprovals(runtime.bus))
+        runtime.context.capabilities.register(APPROVALS, agent.approvals)
+        runtime.context.capabilities.register(AGENT_RUNTIME, agent)
+        return agent
+
+    async def stop(runtime: Runtime, handle: object) -> None:
+        assert isinstance(handle, _ScriptedAgent)
+        runtime.context.capabilities.unregister(AGENT_RUNTIME, handle)
+        runtime.context.capabilities.unregister(APPROVALS, handle.approvals)
+
+    return AppSpec(name="coding_agent", start=start, stop=stop, profiles=frozenset({"full"}))
+
+
+class _Bounded:
+    """A port sharing ``port``'s connection whose streams hold at most ``n`` events."""
+
+    def __init__(self, port: WebSocketSessionPort, n: int) -> None:
+        self._port, self._n = port, n
+
+    def watch(self, session_key: str) -> WebSocketSessionStream:
+        return self._port.watch(session_key, max_entries=self._n)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._port, name)
+
+
+@dataclass(kw_only=True)
+class WireHarness:
+    runtime: Runtime
+    executor: Any
+    port: WebSocketSessionPort
+    other_port: WebSocketSessionPort
+    _asks: dict[str, asyncio.Task[ApprovalOutcome]] = field(default_factory=dict)
+
+    def port_with(self, *, stream_max_entries: int) -> Any:
+        return _Bounded(self.port, stream_max_entries)
+
+    async def ask_approval(
+        self, *, session_key: str, run_id: str, tool: str, action: Mapping[str, Any]
+    ) -> str:
+        approvals = self.runtime.context.capabilities.require(APPROVALS)
+        loop = asyncio.get_running_loop()
+        asked: asyncio.Future[str] = loop.create_future()
+        task = loop.create_task(
+            approvals.request(
+                tool=tool,
+                action=action,
+                run_id=run_id,
+                session_key=session_key,
+                agent_id="kit",
+                on_requested=lambda pending: asked.set_result(pending.id),
+            )
+        )
+        await asyncio.wait({asked, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not asked.done():
+            task.result()
+        self._asks[asked.result()] = task
+        return asked.result()
+
+    async def approval_outcome(self, approval_id: str) -> ApprovalDecision:
+        return (await self._asks[approval_id]).decision
+
+    def publish_on_session(self, session_key: str, event: Event) -> None:
+        self.runtime.bus.broadcast(session_topic(session_key), event)
+
+    async def close(self) -> None:
+        for task in self._asks.values():
+            task.cancel()
+        await asyncio.gather(*self._asks.values(), return_exceptions=True)
+
+
+async def _running(tmp_path: Path) -> AsyncIterator[WireHarness]:
+    """The runtime lives in a task that owns it (start and stop in one task)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[WireHarness] = loop.create_future()
+    stop = asyncio.Event()
+    scripted = executor_kit.ScriptedExecutor()
+
+    async def own() -> None:
+        home = tmp_path / "home"
+        home.mkdir()
+        apps = {**discover_apps(), "coding_agent": _scripted_agent_app(scripted)}
+        runtime = Runtime(
+            profile="daemon",
+            config=load_config(home=home, cwd=tmp_path, environ={}),
+            apps=apps,
+            settings={"control_plane": {"port": 0, "cwd": str(tmp_path)}},
+        )
+        async with runtime:
+            plane = runtime.handle("lemon_control_plane")
+            assert isinstance(plane, ControlPlane)
+            async with (
+                WebSocketSessionPort(plane.ws_url) as port,
+                WebSocketSessionPort(plane.ws_url) as other,
+            ):
+                harness = WireHarness(
+                    runtime=runtime, executor=scripted, port=port, other_port=other
+                )
+                ready.set_result(harness)
+                try:
+                    await stop.wait()
+                finally:
+                    await harness.close()
+
+    owner = loop.create_task(own())
+    await asyncio.wait({ready, owner}, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        owner.result()
+    try:
+        yield ready.result()
+    finally:
+        stop.set()
+        await owner
+
+
+class TestWebSocketSessionPort(kit.SessionPortContract):  # type: ignore[misc, name-defined]  # the kit is found at run time
+    @pytest.fixture
+    async def session_harness(self, tmp_path: Path) -> AsyncIterator[Any]:
+        async for harness in _running(tmp_path):
+            yield harness
+
+    @pytest.mark.xfail(strict=True, reason=NO_READER_NOTICE)
+    async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
+        self, session_harness: Any
+    ) -> None:
+        await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(session_harness)
+
+    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
+    async def test_snapshot_after_a_run_names_the_last_run(self, session_harness: Any) -> None:
+        await super().test_snapshot_after_a_run_names_the_last_run(session_harness)
+
+    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
+    async def test_sessions_lists_a_session_after_its_run_with_its_run_count(
+        self, session_harness: Any
+    ) -> None:
+        await super().test_sessions_lists_a_session_after_its_run_with_its_run_count(
+            session_harness
+        )
