@@ -24,16 +24,6 @@ from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime, disco
 kit = pytest.importorskip("lemon_platform_test.session_kit")
 executor_kit = pytest.importorskip("lemon_platform_test.executor")
 
-NO_READER_NOTICE = (
-    "RouterSessionPort._history returns NativeHistory() without a notice when no "
-    "TranscriptReader is registered (the scripted agent registers none), so transcript() of a "
-    "session that ran is an empty page that does not say there is no transcript"
-)
-HISTORY_AFTER_END = (
-    "the gateway publishes run_completed before it writes the session index that sessions() "
-    "and snapshot().last_* read: a client acting on RunEnded may not see the run yet"
-)
-
 
 @dataclass
 class _ScriptedAgent:
@@ -170,21 +160,3 @@ class TestWebSocketSessionPort(kit.SessionPortContract):  # type: ignore[misc, n
     async def session_harness(self, tmp_path: Path) -> AsyncIterator[Any]:
         async for harness in _running(tmp_path):
             yield harness
-
-    @pytest.mark.xfail(strict=True, reason=NO_READER_NOTICE)
-    async def test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(
-        self, session_harness: Any
-    ) -> None:
-        await super().test_transcript_kept_by_no_one_is_an_empty_page_with_a_notice(session_harness)
-
-    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
-    async def test_snapshot_after_a_run_names_the_last_run(self, session_harness: Any) -> None:
-        await super().test_snapshot_after_a_run_names_the_last_run(session_harness)
-
-    @pytest.mark.xfail(strict=False, reason=HISTORY_AFTER_END)  # a race: passes now and then
-    async def test_sessions_lists_a_session_after_its_run_with_its_run_count(
-        self, session_harness: Any
-    ) -> None:
-        await super().test_sessions_lists_a_session_after_its_run_with_its_run_count(
-            session_harness
-        )

@@ -22,7 +22,7 @@ from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
-from lemon_core.sessions import SessionPort, check_session_key
+from lemon_core.sessions import InvalidSessionKeyError, SessionPort, check_session_key
 
 __all__ = ["SCOPES", "Method", "Methods"]
 
@@ -77,9 +77,15 @@ def _session_key(params: dict[str, Any]) -> str:
 
 
 def _any_key(params: dict[str, Any]) -> str:
-    """A session key as the port takes it (the port itself decides what it accepts)."""
+    """A session key as the port takes it: a malformed one is ``INVALID_PARAMS`` (the reason
+    says what is wrong), never a failed method."""
     _missing(params, "sessionKey")
-    return str(_typed(params, "sessionKey", str, "string"))
+    key = str(_typed(params, "sessionKey", str, "string"))
+    try:
+        check_session_key(key)
+    except InvalidSessionKeyError as exc:
+        raise WireError("INVALID_PARAMS", str(exc)) from None
+    return key
 
 
 def _limit(params: dict[str, Any], default: int, top: int) -> int:
@@ -127,6 +133,7 @@ class Methods:
                 Method("port.sessions", "read", self.port_sessions),
                 Method("port.transcript", "read", self.port_transcript),
                 Method("port.statistics", "read", self.port_statistics),
+                Method("port.compact", "write", self.port_compact),
                 # Answered by the connection's reader itself (no await between the request and
                 # the subscription): see ControlPlane._read.
                 Method("port.watch", "read", self._inline),
@@ -395,6 +402,11 @@ class Methods:
         before = _typed(params, "before", int, "integer")
         page = await self._port.transcript(key, limit=50 if limit is None else limit, before=before)
         return port_payload(page)
+
+    async def port_compact(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _any_key(params)
+        instructions = _typed(params, "instructions", str, "string")
+        return port_payload(await self._port.compact(key, instructions=instructions))
 
     async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
         return port_payload(self._port.statistics())

@@ -30,6 +30,7 @@ __all__ = ["PORT_METHODS", "PortWatches", "decode_request", "encode_receipt", "e
 _EVENT: Final = encode("port.event")
 PORT_METHODS: Final = (
     "port.cancel",
+    "port.compact",
     "port.resolveApproval",
     "port.sessions",
     "port.snapshot",

@@ -34,6 +34,7 @@ from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
     ApprovalResult,
     CancelResult,
+    CompactResult,
     SessionEvent,
     SessionPort,
     SessionPortStatistics,
@@ -43,6 +44,7 @@ from lemon_core.sessions import (
     SteerResult,
     StreamOverflow,
     TranscriptPage,
+    check_session_key,
 )
 
 __all__ = ["WebSocketSessionPort", "WebSocketSessionStream"]
@@ -319,7 +321,10 @@ class WebSocketSessionPort:
         return msgspec.convert(data, ApprovalResult)
 
     def watch(self, session_key: str, *, max_entries: int | None = None) -> WebSocketSessionStream:
-        """Follow ``session_key`` from now on; ``max_entries`` overrides the stream bound."""
+        """Follow ``session_key`` from now on; ``max_entries`` overrides the stream bound.
+        A malformed key raises ``InvalidSessionKeyError`` (a ``ValueError``) here, as the
+        in-process port does."""
+        check_session_key(session_key)
         watch_id = f"w{next(self._ids)}"
         bound = self._bound if max_entries is None else max(1, max_entries)
         stream = WebSocketSessionStream(self, watch_id, session_key, bound)
@@ -355,6 +360,12 @@ class WebSocketSessionPort:
         if before is not None:
             params["before"] = before
         return msgspec.convert(await self._call("port.transcript", params), TranscriptPage)
+
+    async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
+        params: dict[str, Any] = {"sessionKey": session_key}
+        if instructions is not None:
+            params["instructions"] = instructions
+        return msgspec.convert(await self._call("port.compact", params), CompactResult)
 
     def statistics(self) -> SessionPortStatistics:
         """Counters of this client: its watchers, streams and submissions (the server's port

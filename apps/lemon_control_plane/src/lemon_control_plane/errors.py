@@ -5,6 +5,7 @@
     ControlPlaneError
     ├── ControlPlaneConfigError (ValueError)   a configuration that must not start (misuse)
     └── WireError                              a request the wire refuses: a code, a message
+        └── FrameError                         (lemon_control_plane._frames) refused before dispatch
 """
 
 from __future__ import annotations
