@@ -86,3 +86,21 @@ def test_stop_without_a_daemon_says_so(env: dict[str, str]) -> None:
     proc = lemon(env, "daemon", "stop")
     assert proc.returncode == 0
     assert "none is running" in proc.stdout
+
+
+def test_lemon_chat_talks_to_the_running_daemon(
+    env: dict[str, str], started: str, tmp_path: Path
+) -> None:
+    # One client code path: with a daemon running for the home, the chat is its client (the
+    # session port over the WebSocket) instead of hosting a runtime of its own.
+    import json
+
+    done = lemon(env, "chat", "--json", "/echo through the daemon", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert document["via"] == "daemon"
+    assert document["answer"] == "through the daemon"
+    listed = lemon(env, "sessions", "list", "--json", cwd=tmp_path)
+    assert any(row["runs"] >= 1 for row in json.loads(listed.stdout))
+    local = lemon({**env, "LEMON_DAEMON": "0"}, "chat", "--json", "/echo here", cwd=tmp_path)
+    assert json.loads(local.stdout)["via"] == "in-process"

@@ -167,8 +167,44 @@ def chat(
     raise typer.Exit(code)
 
 
+class _Remote:
+    """A running daemon's session port over its WebSocket (what ``stop`` closes)."""
+
+    via = "daemon"
+
+    def __init__(self, port: Any) -> None:
+        self.port = port
+
+    async def stop(self) -> None:
+        await self.port.__aexit__(None, None, None)
+
+
+async def _daemon_port(loaded: LoadedConfig) -> _Remote | None:
+    """The session port of this home's running daemon, or None (none runs, it does not
+    answer, or ``LEMON_DAEMON=0`` asks for an in-process runtime)."""
+    import os
+
+    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
+        return None
+    from lemon_cli._daemon import read_state
+
+    state = read_state(loaded.home)
+    if state is None or not state.alive or not state.url.startswith("http://"):
+        return None
+    from lemon_control_plane.client import WebSocketSessionPort
+
+    port = WebSocketSessionPort("ws://" + state.url.removeprefix("http://").rstrip("/") + "/ws")
+    try:
+        await port.__aenter__()
+    except Exception:  # a daemon that does not answer: host the runtime here instead
+        return None
+    return _Remote(port)
+
+
 async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionPort] | None:
-    """The runtime (full profile) and its session port, or None after saying why not."""
+    """The session port to talk to and what to stop afterwards: the running daemon of this
+    home when there is one, else a runtime (full profile) hosted in this process for the length
+    of the command; None after saying why neither works."""
     import sqlite3
 
     from lemon_cli._home import home_error, home_problem
@@ -180,6 +216,9 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     if problem is not None:
         console.print(home_error(loaded.home, problem), markup=False)
         return None
+    remote = await _daemon_port(loaded)
+    if remote is not None:
+        return remote, remote.port
     try:
         runtime = Runtime(profile="full", config=loaded)
         await runtime.start()
@@ -227,7 +266,9 @@ async def _run_chat(
                 if message is not None:
                     code = await client.run_once(message)
                     if options.json_output:
-                        print(json.dumps(client.result_document(), indent=2))
+                        document = client.result_document()
+                        document["via"] = getattr(runtime, "via", "in-process")
+                        print(json.dumps(document, indent=2))
                     return code
                 if compact and not sys.stdin.isatty():
                     return 0
