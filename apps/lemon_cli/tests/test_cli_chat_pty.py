@@ -229,17 +229,27 @@ def test_ctrl_c_cancels_the_run_not_the_program(
     assert term.wait() == 0
 
 
-def test_lemon_without_arguments_opens_the_chat_on_a_terminal(
+def test_lemon_without_arguments_starts_the_daemon_and_opens_the_chat_on_it(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
+    env = {**env, "LEMON_CONTROL_PLANE_PORT": "0"}  # an ephemeral port for the test's daemon
+    env.pop("LEMON_DAEMON", None)
     term = Terminal([LEMON], tmp_path, env)
     terminals.append(term)
-    term.expect("lemon chat")
-    term.expect("> ")
-    term.send("/sessions\n")
-    term.expect("no sessions yet")
-    term.send("\x04")
-    assert term.wait() == 0
+    try:
+        term.expect("lemon daemon: started, pid")
+        term.expect("lemon chat")
+        term.expect("> ")
+        term.send("/echo through the daemon\n")
+        term.expect("through the daemon")
+        term.send("\x04")
+        assert term.wait() == 0
+        status = subprocess.run(
+            [LEMON, "daemon", "status"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert "running" in status.stdout  # it keeps running for the next client
+    finally:
+        subprocess.run([LEMON, "daemon", "stop"], env=env, capture_output=True, timeout=60)
 
 
 def test_commands_and_messages_typed_while_busy(

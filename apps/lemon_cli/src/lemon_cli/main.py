@@ -53,12 +53,40 @@ _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 def _root(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
         if sys.stdin.isatty() and sys.stdout.isatty():
+            _ensure_daemon(ctx)
             ctx.invoke(chat)
             return
         console = Console(emoji=False)
         console.print(ctx.get_help())
         console.print()
         print_status(console)
+
+
+def _ensure_daemon(ctx: typer.Context) -> None:
+    """Bare ``lemon`` on a terminal: start this home's daemon in the background unless one
+    runs (or ``LEMON_DAEMON=0``), so the chat that opens next is its client. A daemon that
+    cannot start (the port is taken, say) is reported and the chat hosts the runtime itself."""
+    import os
+
+    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
+        return
+    from lemon_cli._daemon import read_state
+    from lemon_cli._home import home_problem
+    from lemon_cli.daemon_cmd import start
+    from lemon_core.config import lemon_home
+
+    home = lemon_home()
+    if home_problem(home, create=True) is not None:
+        return  # the chat says what is wrong with the home
+    state = read_state(home)
+    if state is not None and state.alive:
+        return
+    try:
+        ctx.invoke(start)
+    except typer.Exit:
+        Console(emoji=False, stderr=True).print(
+            "lemon: the daemon did not start (see `lemon daemon logs`); chatting in this process"
+        )
 
 
 @app.command(context_settings=_PASSTHROUGH)
