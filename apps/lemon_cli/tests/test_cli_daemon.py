@@ -104,3 +104,16 @@ def test_lemon_chat_talks_to_the_running_daemon(
     assert any(row["runs"] >= 1 for row in json.loads(listed.stdout))
     local = lemon({**env, "LEMON_DAEMON": "0"}, "chat", "--json", "/echo here", cwd=tmp_path)
     assert json.loads(local.stdout)["via"] == "in-process"
+
+
+def test_lemon_tokens_create_list_revoke(env: dict[str, str], tmp_path: Path) -> None:
+    created = lemon(env, "tokens", "create", "ci", "--scopes", "read,write")
+    assert created.returncode == 0, created.stderr
+    token_id = created.stdout.split()[2]
+    secret = created.stdout.split("token (shown once): ")[1].strip()
+    listed = lemon(env, "tokens", "list")
+    assert f"{token_id}  ci  read,write  active" in listed.stdout
+    assert secret not in listed.stdout  # stored hashed, never shown again
+    assert lemon(env, "tokens", "revoke", token_id).returncode == 0
+    assert "revoked" in lemon(env, "tokens", "list").stdout
+    assert lemon(env, "tokens", "revoke", "nosuch").returncode == 2

@@ -90,6 +90,15 @@ def _ensure_daemon(ctx: typer.Context) -> None:
 
 
 @app.command(context_settings=_PASSTHROUGH)
+def tokens(ctx: typer.Context) -> None:
+    """Control-plane tokens of $LEMON_HOME: create NAME [--scopes read,write,approvals,admin],
+    list, rotate ID, revoke ID (a revoked token's connections are closed at once)."""
+    from lemon_control_plane.__main__ import main as control_plane
+
+    raise typer.Exit(control_plane(["tokens", *ctx.args]))
+
+
+@app.command(context_settings=_PASSTHROUGH)
 def quality(ctx: typer.Context) -> None:
     """Run the architecture and quality gate (extra arguments go to its check command)."""
     import lemon_quality
