@@ -145,3 +145,17 @@ def test_sessions_list_and_show_after_a_chat(tmp_path: Path) -> None:
     assert "lemon: first words" in out
     code, out = run(["sessions", "show", "agent:default:other"], home)
     assert code == 1
+
+
+def test_doctor_probes_a_catalogue_provider_with_no_section(tmp_path: Path) -> None:
+    # `model = "ollama:llama3.2"` needs no [providers] section: doctor resolves it the way a
+    # run does (the catalogue's local Ollama URL) and probes it; nothing listens there here.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[defaults]\nmodel = "ollama:llama3.2"\n')
+    code, out = run(["doctor", "--json"], home)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    provider = checks["provider"]
+    assert "127.0.0.1:11434" in provider["detail"] or "localhost:11434" in provider["detail"]
+    assert provider["status"] == "fail"  # unreachable, said plainly
+    assert code == 1

@@ -1,4 +1,5 @@
-"""Turning a ``provider:model`` reference and the config into a lemon_ai model and provider."""
+"""The model reference a chat uses and where its key is found (the resolution itself is
+coding_agent's ``resolve_model``, the one a run uses)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from lemon_ai import Model, Provider, create_provider, default_catalogue, offline_model
 from lemon_core.config import Config, read_secrets
 
-__all__ = ["OFFLINE_REF", "api_key_for", "model_ref", "resolve_model"]
+__all__ = ["OFFLINE_REF", "api_key_for", "model_ref"]
 
 #: The model used when nothing is configured.
 OFFLINE_REF: Final = "offline:offline"
-_ANTHROPIC_URL: Final = "https://api.anthropic.com"
 
 
 def model_ref(config: Config, override: str | None = None) -> str:
@@ -30,29 +29,3 @@ def api_key_for(
         return None
     env = os.environ if environ is None else environ
     return env.get(variable) or read_secrets(home).get(variable) or None
-
-
-def resolve_model(
-    config: Config, ref: str, home: Path, environ: Mapping[str, str] | None = None
-) -> tuple[Model, Provider]:
-    """The model and a new provider for ``ref`` (the caller closes the provider).
-
-    A provider named in ``[providers.<name>]`` wins; otherwise the built-in catalogue
-    (``offline``, ``openai``, ``anthropic``, ``ollama``...) resolves it. Raises lemon_ai's
-    ``UnknownModelError`` with what is wrong.
-    """
-    name, _, model_id = ref.partition(":")
-    settings = config.providers.get(name)
-    if settings is not None and model_id:
-        base_url = settings.base_url or (
-            _ANTHROPIC_URL if settings.kind == "anthropic_messages" else ""
-        )
-        model = Model(provider=name, id=model_id, api=settings.kind, base_url=base_url)
-        key = api_key_for(settings.api_key_env, home, environ)
-        return model, create_provider(model.api, api_key=key)
-    if name == "offline":
-        model = offline_model()
-        return model, create_provider("offline")
-    model = default_catalogue().resolve(ref)
-    variable = name.upper().replace("-", "_") + "_API_KEY"
-    return model, create_provider(model.api, api_key=api_key_for(variable, home, environ))

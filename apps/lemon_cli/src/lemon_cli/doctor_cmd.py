@@ -76,9 +76,14 @@ def _check_executor() -> Check:
 
 
 async def _check_provider(config: Config, home: Path) -> Check:
+    import os
+
     import httpx
 
+    from coding_agent import resolve_model
+    from lemon_ai import LemonAiError, api_key_variable
     from lemon_cli._models import api_key_for, model_ref
+    from lemon_core.config import read_secrets
 
     ref = model_ref(config)
     name, _, _ = ref.partition(":")
@@ -89,23 +94,29 @@ async def _check_provider(config: Config, home: Path) -> Check:
             detail="offline provider (no model configured): answers locally and says so; "
             "run `lemon setup` to use a real model",
         )
+    # The same resolution a run uses (coding_agent's): configured providers and every
+    # catalogue provider (openai, anthropic, ollama, lmstudio, vllm, llamacpp...) alike.
+    environ = {**read_secrets(home), **os.environ}
+    try:
+        model, provider = resolve_model(config, environ=environ)
+    except LemonAiError as exc:
+        return Check(name="provider", status="fail", detail=f"{ref}: {exc}")
+    await provider.aclose()
     settings = config.providers.get(name)
-    base_url = settings.base_url if settings is not None else None
-    if settings is not None and settings.kind == "anthropic_messages":
-        base_url = base_url or "https://api.anthropic.com"
-    variable = settings.api_key_env if settings is not None else None
+    base_url = model.base_url or None
+    variable = settings.api_key_env if settings is not None else api_key_variable(name)
     key = api_key_for(variable, home)
     unset = f"{variable} is not set (environment or secrets file)"
     if not base_url:
         return Check(
             name="provider",
             status="fail" if variable and key is None else "warn",
-            detail=f"{ref}: built-in provider, not probed"
+            detail=f"{ref}: no base URL to probe"
             + (f"; {unset}" if variable and key is None else ""),
         )
     headers: dict[str, str] = {}
-    if key is not None and settings is not None:
-        if settings.kind == "anthropic_messages":
+    if key is not None:
+        if model.api == "anthropic_messages":
             headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
         else:
             headers = {"authorization": f"Bearer {key}"}
