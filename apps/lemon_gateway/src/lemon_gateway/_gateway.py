@@ -388,13 +388,18 @@ class Gateway:
         return self._default_cwd
 
     def _publish(self, run: Run, type_: str, payload: Payload) -> None:
+        self._try_publish(run, type_, payload)
+
+    def _try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
+        """Publish; a refusal is logged and counted (never silent) and returned."""
         req = run.request
-        meta = req.event_meta
         try:
-            self.bus.broadcast_event(run.topic, type_, payload, meta)
+            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
         except LemonCoreError as exc:
             self._publish_errors += 1
             log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+            return exc
+        return None
 
     def _run_finished(self, run: Run, completion: Completion) -> None:
         if self._runs.get(run.run_id) is run:

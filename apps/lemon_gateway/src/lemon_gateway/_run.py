@@ -24,7 +24,10 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from lemon_core.bus import run_topic
+from lemon_core.errors import BusClosedError
 from lemon_core.events import (
     Action,
     ActionKind,
@@ -374,11 +377,16 @@ class Run:
         )
 
     def _from_result(self, result: ExecutionResult) -> _Outcome:
+        # The edge: an executor may build its result with the unchecked constructor, so
+        # every field is checked here before it reaches a record that must encode.
         checked: object = result
-        if not isinstance(checked, ExecutionResult):
+        problem = None if isinstance(checked, ExecutionResult) else "not an ExecutionResult"
+        if problem is None:
+            problem = _result_problem(result)
+        if problem is not None:
             return _Outcome(
                 ok=False,
-                error=f"invalid_executor_result: expected ExecutionResult, got {result!r}",
+                error=_truncate(f"invalid_executor_result: {problem}: {_safe_repr(result)}"),
                 code=ErrorCode.EXECUTOR_FAILED,
                 resume=self.last_resume,
             )
@@ -386,7 +394,7 @@ class Run:
         return _Outcome(
             ok=result.ok,
             answer=result.answer,
-            error=result.error,
+            error=None if result.error is None else _truncate(result.error),
             code=None if result.ok else (result.error_code or ErrorCode.EXECUTOR_FAILED),
             resume=resume,
             usage=_usage(result.usage),
@@ -446,11 +454,11 @@ class Run:
         if self.grant is not None:
             gw.scheduler.release(self.grant)
         duration_ms = (time.perf_counter_ns() - req.accepted_at_ns) // 1_000_000
-        gw._publish(
-            self,
-            "run_completed",
-            RunCompleted(completed=completion, duration_ms=duration_ms),
-        )
+        completion = self._publish_completion(completion, duration_ms)
+        ok, error, answer = completion.ok, completion.error, completion.answer or ""
+        if completion.resume is None:
+            resume = None
+        meta = completion.meta
         self.state = RunState.DONE
         if not self.future.done():
             self.future.set_result(completion)
@@ -478,10 +486,55 @@ class Run:
                 gw._store_failures += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
 
+    def _publish_completion(self, completion: Completion, duration_ms: int) -> Completion:
+        """Publish exactly one ``run_completed`` and return the completion published.
+
+        A completion the bus refuses (a value in it cannot be encoded) is not dropped: it is
+        published again without its usage and meta (the answer kept, with a warning), and if
+        that is refused too, as a typed ``executor_failed`` failure. Every refusal is logged
+        and counted in ``publish_errors``.
+        """
+        gw = self.gateway
+        req = self.request
+        error = gw._try_publish(
+            self, "run_completed", RunCompleted(completed=completion, duration_ms=duration_ms)
+        )
+        if error is None:
+            return completion
+        reason = _truncate(f"{type(error).__name__}: {error}")
+        lean = msgspec.structs.replace(
+            completion,
+            usage=None,
+            meta={},
+            warning=_join(completion.warning, f"usage_dropped: not encodable ({reason})"),
+        )
+        failed = Completion(
+            ok=False,
+            error=_truncate(
+                f"completion_unencodable: the run's result cannot be encoded ({reason})"
+            ),
+            error_code=ErrorCode.EXECUTOR_FAILED,
+            engine=NATIVE_ENGINE,
+            run_id=req.run_id,
+            session_key=req.session_key,
+            synthetic=True,
+            retry_of=req.command.retry_of,
+        )
+        for candidate in (lean, failed):
+            if isinstance(error, BusClosedError):
+                break
+            error = gw._try_publish(
+                self, "run_completed", RunCompleted(completed=candidate, duration_ms=duration_ms)
+            )
+            if error is None:
+                return candidate
+        return failed
+
     # -- ExecutionSink ----------------------------------------------------------------------
 
     def started(self, *, resume: ResumeToken | None = None) -> None:
-        if self.state is RunState.RUNNING and resume is not None:
+        given: object = resume
+        if self.state is RunState.RUNNING and isinstance(given, ResumeToken):
             self.last_resume = resume
 
     def delta(self, text: str) -> None:
@@ -565,6 +618,32 @@ class Run:
             "deltas": self.seq,
             "cancel_reason": self.cancel_reason,
         }
+
+
+def _result_problem(result: ExecutionResult) -> str | None:
+    """What is wrong with an executor's result (built unchecked), or None."""
+    fields: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
+        ("ok", result.ok, bool),
+        ("answer", result.answer, str),
+        ("error", result.error, (str, type(None))),
+        ("error_code", result.error_code, (ErrorCode, type(None))),
+        ("resume", result.resume, (ResumeToken, type(None))),
+    )
+    for name, value, expected in fields:
+        if not isinstance(value, expected):
+            return f"{name} is a {type(value).__name__}"
+    return None
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)[:512]
+    except Exception as exc:  # a hostile __repr__ must not lose the completion
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
+
+
+def _join(first: str | None, second: str) -> str:
+    return second if not first else f"{first}; {second}"
 
 
 def _usage(value: object) -> RunUsage | None:
