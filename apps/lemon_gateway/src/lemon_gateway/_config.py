@@ -23,6 +23,11 @@ class GatewayConfig:
     * ``max_launch_attempts`` / ``launch_retry_backoff_s``: failed launches (executor
       ``prepare`` raising) are retried this many times in total, then the run completes
       once with ``meta.synthetic=True`` and a machine-readable error.
+    * ``prepare_timeout_s``: bound on one ``executor.prepare()``; past it the run completes
+      with ``error_code="timeout"`` (not retried: a hung launch is not a failed one).
+    * ``store_timeout_s``: bound on every store await of a run (resume state, run history)
+      and of the sweep; past it the write counts as failed (the run keeps its answer and
+      gets a ``store_failed`` warning) and the slot and the worker move on.
     * ``cancel_grace_s``: how long a cancelled executor may take to stop.
     * ``max_pending_per_conversation`` / ``max_pending_runs``: submission bounds; beyond
       them ``submit_execution`` raises GatewayOverloadedError (nothing is accepted).
@@ -38,6 +43,8 @@ class GatewayConfig:
     engine_lock_timeout_s: float = 60.0
     max_launch_attempts: int = 3
     launch_retry_backoff_s: float = 0.1
+    prepare_timeout_s: float = 60.0
+    store_timeout_s: float = 10.0
     cancel_grace_s: float = 5.0
     shutdown_grace_s: float = 10.0
     max_pending_per_conversation: int = 1_000

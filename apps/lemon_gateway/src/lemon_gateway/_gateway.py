@@ -371,8 +371,9 @@ class Gateway:
     async def sweep_store(self) -> int:
         """Remove expired store entries now; failures are counted, never raised."""
         try:
-            removed = await self.store.sweep_expired()
-        except Exception as exc:  # a failing store must not stop the watchdog
+            async with asyncio.timeout(self.config.store_timeout_s):
+                removed = await self.store.sweep_expired()
+        except Exception as exc:  # a failing or hung store must not stop the watchdog
             self._store_failures += 1
             log.error("store sweep failed: %r", exc)
             return 0

@@ -113,6 +113,8 @@ class Run:
     __slots__ = (
         "_actions",
         "_parts",
+        "_store_cancel",
+        "_store_task",
         "cancel_reason",
         "future",
         "gateway",
@@ -147,6 +149,8 @@ class Run:
         self.seq = 0
         self._parts: list[str] = []
         self._actions: dict[str, RunActionView] | None = None
+        self._store_task: asyncio.Task[Any] | None = None
+        self._store_cancel: str | None = None
         self.last_resume: ResumeToken | None = None
         self.launch_attempts = 0
         self.slot_generation = 0
@@ -166,7 +170,7 @@ class Run:
         False once it is completing or done.
         """
         if self.state not in _CANCELLABLE:
-            return False
+            return self._cancel_store_write(reason)
         if self.cancel_reason is None:
             self.cancel_reason = reason
             # A task that has not started yet must not be cancelled: its coroutine would
@@ -182,6 +186,19 @@ class Run:
                     asyncio.get_running_loop().call_soon(self._deliver_cancel, reason)
                 else:
                     task.cancel(reason)
+        return True
+
+    def _cancel_store_write(self, reason: str) -> bool:
+        # A completing run is still live until its run_completed is published; the only
+        # thing it can wait on is its resume-state write. A cancel abandons that write (the
+        # execution's outcome stands); otherwise a completing or done run is not cancelled.
+        task = self._store_task
+        if task is None or self.state is not RunState.COMPLETING:
+            return False
+        if self._store_cancel is None:
+            self._store_cancel = reason
+            if task is not asyncio.current_task():
+                task.cancel(reason)
         return True
 
     def _deliver_cancel(self, reason: str) -> None:
@@ -357,13 +374,26 @@ class Run:
         last: Exception | None = None
         for attempt in range(1, cfg.max_launch_attempts + 1):
             self.launch_attempts = attempt
+            bound = asyncio.timeout(cfg.prepare_timeout_s)
             try:
-                return await self.gateway.executor.prepare(job)
+                async with bound:
+                    return await self.gateway.executor.prepare(job)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed launch attempt; retried, then reported
                 last = exc
                 self.gateway._launch_failures += 1
+                if isinstance(exc, TimeoutError) and bound.expired():
+                    # A hung launch is not retried: each attempt would hang as long again.
+                    log.warning("run %s launch attempt %d timed out", self.run_id, attempt)
+                    return _Outcome(
+                        ok=False,
+                        error=f"prepare_timeout: executor.prepare did not return within "
+                        f"{cfg.prepare_timeout_s} s (gateway.prepare_timeout_s)",
+                        code=ErrorCode.TIMEOUT,
+                        synthetic=True,
+                        detail={"timeout_s": cfg.prepare_timeout_s, "attempt": attempt},
+                    )
                 log.warning("run %s launch attempt %d failed: %r", self.run_id, attempt, exc)
                 if attempt < cfg.max_launch_attempts and cfg.launch_retry_backoff_s > 0:
                     await asyncio.sleep(cfg.launch_retry_backoff_s * attempt)
@@ -424,18 +454,40 @@ class Run:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
+            bound = asyncio.timeout(gw.config.store_timeout_s)
+            self._store_task = asyncio.current_task()
             try:
-                await gw.chat_state.put(req.session_key, resume)
+                async with bound:
+                    await gw.chat_state.put(req.session_key, resume)
             except asyncio.CancelledError:
-                interrupted = True
-                warning = "store_failed: the resume state was not saved (interrupted by shutdown)"
+                gw._store_failures += 1
+                if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
+                    # cancel(run_id) while the write hung: the write is abandoned, the
+                    # execution's outcome stands.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    warning = (
+                        "store_failed: the resume state was not saved (the write was "
+                        f"abandoned by cancel: {self._store_cancel})"
+                    )
+                else:
+                    interrupted = True
+                    warning = (
+                        "store_failed: the resume state was not saved (interrupted by shutdown)"
+                    )
             except Exception as exc:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
+                why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, TimeoutError) and bound.expired():
+                    why = f"no answer within {gw.config.store_timeout_s} s, gateway.store_timeout_s"
                 warning = _truncate(
-                    f"store_failed: the resume state was not saved ({type(exc).__name__}: "
-                    f"{exc}); the next message starts a new native session"
+                    f"store_failed: the resume state was not saved ({why}); the next message "
+                    "starts a new native session"
                 )
+            finally:
+                self._store_task = None
         completion = Completion(
             ok=ok,
             answer=answer,
@@ -479,10 +531,11 @@ class Run:
                 meta=meta,
             )
             try:
-                await gw.run_store.finalize(summary)
+                async with asyncio.timeout(gw.config.store_timeout_s):
+                    await gw.run_store.finalize(summary)
             except asyncio.CancelledError:
                 gw._store_failures += 1
-            except Exception as exc:  # any store backend failure: counted, never fatal
+            except Exception as exc:  # any store failure or the bound: counted, never fatal
                 gw._store_failures += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
 
