@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from lemon_core.bus import Bus
@@ -104,9 +106,11 @@ async def test_gateway_slot_timeout_retries_with_a_new_generation_and_fences_the
         gen_before = gw.scheduler.statistics()["waiters"][0]["generation"]
         # The waiter times out (the watchdog does this after slot_request_timeout_s).
         assert gw.scheduler.expire_waiters(0) == 1
-        await until(lambda: gw.scheduler.statistics()["waiting"] == 1)
+        assert gw.scheduler.statistics()["waiters"][0]["reserved"] is True
+        await until(lambda: gw.scheduler.statistics()["waiters"][0]["generation"] > gen_before)
         waiters = gw.scheduler.statistics()["waiters"]
-        assert waiters[0]["generation"] > gen_before
+        assert waiters[0]["reserved"] is False
+        assert gw.scheduler.statistics()["waiting"] == 1
         runs = {r["run_id"]: r for r in gw.debug_snapshot()["runs"]}
         assert runs["waiter"]["slot_retries"] == 1
         # A grant or release for the old generation is ignored.
@@ -128,3 +132,41 @@ async def test_gateway_scheduler_waiter_bound_is_enforced() -> None:
     s.request("a", 2)
     with pytest.raises(OverflowError, match="waiter bound"):
         s.request("b", 3).result()
+
+
+async def test_gateway_scheduler_release_in_the_turn_of_a_timeout_keeps_fifo() -> None:
+    s = Scheduler(1)
+    held = s.try_acquire("x", 1)
+    assert held is not None
+    first_ticket = s.new_ticket()
+    first = s.request("first", 2, ticket=first_ticket)
+    assert s.expire_waiters(0) == 1
+    later = s.request("later", 3)
+    # The holder releases in the same loop turn, before "first" has asked again.
+    assert s.release(held)
+    assert not later.done()
+    assert s.try_acquire("newcomer", 4) is None
+    assert not s.request("newcomer", 5).done()
+    # "first" cancels its timed-out generation and asks again: it is served first.
+    assert s.cancel("first", 2)
+    again = s.request("first", 6, ticket=first_ticket)
+    assert again.done()
+    grant = again.result()
+    assert grant is not None and grant.key == "first"
+    await asyncio.sleep(0)  # the hand-on scheduled by the cancel finds the pool full
+    assert not later.done()
+
+
+async def test_gateway_scheduler_a_timed_out_waiter_that_dies_hands_its_place_on() -> None:
+    s = Scheduler(1)
+    held = s.try_acquire("x", 1)
+    assert held is not None
+    s.request("first", 2)
+    assert s.expire_waiters(0) == 1
+    later = s.request("later", 3)
+    s.release(held)
+    assert not later.done()
+    assert s.cancel("first", 2)  # its owner was cancelled instead of asking again
+    await asyncio.sleep(0)
+    grant = later.result()
+    assert grant is not None and grant.key == "later"
