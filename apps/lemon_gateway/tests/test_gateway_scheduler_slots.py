@@ -141,6 +141,7 @@ async def test_gateway_scheduler_release_in_the_turn_of_a_timeout_keeps_fifo() -
     first_ticket = s.new_ticket()
     first = s.request("first", 2, ticket=first_ticket)
     assert s.expire_waiters(0) == 1
+    assert first.result() is None
     later = s.request("later", 3)
     # The holder releases in the same loop turn, before "first" has asked again.
     assert s.release(held)
@@ -152,7 +153,8 @@ async def test_gateway_scheduler_release_in_the_turn_of_a_timeout_keeps_fifo() -
     again = s.request("first", 6, ticket=first_ticket)
     assert again.done()
     grant = again.result()
-    assert grant is not None and grant.key == "first"
+    assert grant is not None
+    assert grant.key == "first"
     await asyncio.sleep(0)  # the hand-on scheduled by the cancel finds the pool full
     assert not later.done()
 
@@ -169,4 +171,5 @@ async def test_gateway_scheduler_a_timed_out_waiter_that_dies_hands_its_place_on
     assert s.cancel("first", 2)  # its owner was cancelled instead of asking again
     await asyncio.sleep(0)
     grant = later.result()
-    assert grant is not None and grant.key == "later"
+    assert grant is not None
+    assert grant.key == "later"
