@@ -14,6 +14,7 @@ reported as the run's completion, never as an exception to the submitter.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 import itertools
 import logging
@@ -51,6 +52,7 @@ from lemon_gateway.errors import (
     GatewayOverloadedError,
     InvalidSubmissionError,
     MissingConversationKeyError,
+    WrongThreadError,
 )
 
 __all__ = ["Gateway", "GatewayState", "IngressFactory"]
@@ -107,6 +109,7 @@ class Gateway:
         self._workers: dict[Hashable, ThreadWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
         self._default_cwd = os.getcwd()
         self._submitted = 0
@@ -147,9 +150,8 @@ class Gateway:
         if self.runtime is not None:
             self.runtime.capabilities.register(ENGINE_RUNTIME, self)
         self.state = GatewayState.RUNNING
-        self._watchdog = asyncio.get_running_loop().create_task(
-            self._slot_watchdog(), name="gateway:slot-watchdog"
-        )
+        self._loop = asyncio.get_running_loop()
+        self._watchdog = self._loop.create_task(self._slot_watchdog(), name="gateway:slot-watchdog")
         if self.config.ingress_enabled and self._ingress_factories:
             stack = AsyncExitStack()
             try:
@@ -184,13 +186,15 @@ class Gateway:
             self.state = GatewayState.STOPPED
 
     async def _drain_tasks(self, grace: float) -> None:
+        # ``grace`` bounds each wait; 0 waits one loop turn, never for an executor that
+        # ignores cancellation.
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
             if pending:
                 log.error("%d run tasks ignored shutdown for %ss; cancelling", len(pending), grace)
                 for task in pending:
                     task.cancel("gateway_shutdown")
-                _, pending = await asyncio.wait(pending, timeout=grace or None)
+                _, pending = await asyncio.wait(pending, timeout=grace)
         # A run whose executor refuses to stop still gets its one completion.
         for run in list(self._runs.values()):
             if run.state is not RunState.DONE:
@@ -203,7 +207,14 @@ class Gateway:
                     )
                 )
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            if pending:
+                # Their runs have completed; the tasks end when their executors return.
+                log.error(
+                    "%d run tasks ignore cancellation; stopped without them: %s",
+                    len(pending),
+                    sorted(t.get_name() for t in pending),
+                )
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -269,11 +280,18 @@ class Gateway:
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
         """Cancel the queued or running run with exactly this id (loop-only).
 
-        Total and idempotent.
-
-        Returns whether a live run was found; the run then completes once, with
-        ``ok=False`` and ``error=reason``.
+        Total and idempotent on the gateway's loop. Returns whether a live run was found; the
+        run then completes once, with ``ok=False`` and ``error=reason`` (a run already
+        completing keeps its outcome: only its pending resume-state write is abandoned).
+        Called from another thread it raises :class:`WrongThreadError` and changes nothing:
+        use :meth:`cancel_threadsafe` there.
         """
+        loop = self._loop
+        if loop is not None and asyncio._get_running_loop() is not loop:
+            raise WrongThreadError(
+                "Gateway.cancel is loop-only and was called from another thread; use "
+                "Gateway.cancel_threadsafe(run_id, reason) there"
+            )
         given: object = run_id
         run = self._runs.get(run_id) if isinstance(given, str) else None
         if run is None:
@@ -286,6 +304,34 @@ class Gateway:
                 run.task = self._spawn(run.main(), name=f"run:{run.run_id}")
             return True
         return run.cancel(reason)
+
+    def cancel_threadsafe(
+        self, run_id: str, reason: str = "user_requested"
+    ) -> concurrent.futures.Future[bool]:
+        """:meth:`cancel` from any thread: the answer arrives once the gateway's loop has run
+        it (``False`` if the gateway never started or its loop is closed). Never raises."""
+        answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        loop = self._loop
+        if loop is None:
+            answer.set_result(False)
+            return answer
+
+        def on_loop() -> None:
+            if answer.set_running_or_notify_cancel():
+                try:
+                    answer.set_result(self.cancel(run_id, reason))
+                except Exception as exc:  # handed to the caller's thread, never lost
+                    answer.set_exception(exc)
+
+        if asyncio._get_running_loop() is loop:
+            on_loop()
+            return answer
+        try:
+            loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:  # the loop is closed: nothing is live any more
+            if not answer.done():
+                answer.set_result(False)
+        return answer
 
     def available(self) -> bool:
         """True while submissions are accepted."""

@@ -16,6 +16,7 @@ __all__ = [
     "GatewayOverloadedError",
     "InvalidSubmissionError",
     "MissingConversationKeyError",
+    "WrongThreadError",
 ]
 
 
@@ -53,3 +54,8 @@ class ExecutorNotReadyError(GatewayError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"executor not ready: {reason}")
         self.reason = reason
+
+
+class WrongThreadError(GatewayError, RuntimeError):
+    """Misuse: a loop-only method was called from another thread (the message names the
+    thread-safe twin to use instead, e.g. ``cancel_threadsafe``)."""
