@@ -24,8 +24,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
 from lemon_core.bus import run_topic
 from lemon_core.errors import BusClosedError
 from lemon_core.events import (
@@ -555,10 +553,17 @@ class Run:
         if error is None:
             return completion
         reason = _truncate(f"{type(error).__name__}: {error}")
-        lean = msgspec.structs.replace(
-            completion,
-            usage=None,
-            meta={},
+        lean = Completion(
+            ok=completion.ok,
+            answer=completion.answer,
+            error=completion.error,
+            error_code=completion.error_code,
+            engine=NATIVE_ENGINE,
+            resume=completion.resume,
+            run_id=req.run_id,
+            session_key=req.session_key,
+            synthetic=completion.synthetic,
+            retry_of=req.command.retry_of,
             warning=_join(completion.warning, f"usage_dropped: not encodable ({reason})"),
         )
         failed = Completion(
