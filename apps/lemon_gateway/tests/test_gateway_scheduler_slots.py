@@ -173,3 +173,43 @@ async def test_gateway_scheduler_a_timed_out_waiter_that_dies_hands_its_place_on
     grant = later.result()
     assert grant is not None
     assert grant.key == "later"
+
+
+async def test_gateway_scheduler_never_grants_a_second_slot_to_a_key_with_free_slots() -> None:
+    s = Scheduler(3)
+    first = s.try_acquire("k", 1)
+    assert first is not None
+    assert s.try_acquire("k", 2) is None  # a slot is free, but "k" holds one
+    second = s.request("k", 3)
+    assert not second.done()
+    other = s.request("other", 4)  # behind "k" in FIFO order, and still served
+    assert other.done()
+    assert s.statistics()["in_flight"] == 2
+    assert [slot["key"] for slot in s.statistics()["slots"]] == ["k", "other"]
+    assert s.holds("k")
+    assert s.release(first)
+    grant = second.result()
+    assert grant is not None
+    assert (grant.key, grant.generation) == ("k", 3)
+
+
+async def test_gateway_second_run_of_a_conversation_waits_although_a_slot_is_free() -> None:
+    gate = Gate()
+    executor = ScriptedExecutor().script_run("a1", Script().gate(gate).complete(answer="a1"))
+    async with Gateway(
+        bus=Bus(), executor=executor, config=GatewayConfig(max_concurrent_runs=2)
+    ) as gw:
+        a1 = gw.submit_execution(command("a1", session="a"))
+        a2 = gw.submit_execution(command("a2", session="a"))
+        await gate.reached()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        states = {r["run_id"]: r["state"] for r in gw.debug_snapshot()["runs"]}
+        assert states == {"a1": "running", "a2": "queued"}
+        assert gw.scheduler.statistics()["in_flight"] == 1
+        assert "a2" not in executor.records
+        gate.open()
+        assert (await a1).ok
+        assert (await a2).ok
+    assert executor.order == ["a1", "a2"]
+    assert executor.max_concurrent <= 1
