@@ -213,3 +213,20 @@ async def test_gateway_second_run_of_a_conversation_waits_although_a_slot_is_fre
         assert (await a2).ok
     assert executor.order == ["a1", "a2"]
     assert executor.max_concurrent <= 1
+
+
+async def test_gateway_scheduler_a_repeated_generation_is_stale() -> None:
+    s = Scheduler(1)
+    held = s.try_acquire("x", 1)
+    assert held is not None
+    first = s.request("k", 5)
+    again = s.request("k", 5)  # the same generation again: stale, answered at once
+    assert again.done()
+    assert again.result() is None
+    assert not first.done()  # the original request is not superseded by its repeat
+    assert s.try_acquire("x", 1) is None
+    assert s.statistics()["stale_requests"] == 1
+    s.release(held)
+    grant = first.result()
+    assert grant is not None
+    assert grant.generation == 5
