@@ -40,7 +40,7 @@ async def test_gateway_stop_with_zero_grace_does_not_wait_on_a_stubborn_executor
     handle = gw.submit_execution(command("r1"))
     await executor.gate.reached()
     stopping = asyncio.ensure_future(gw.stop())
-    done, _ = await asyncio.wait({stopping}, timeout=30)  # a guard: the fix returns at once
+    done, _ = await asyncio.wait({stopping}, timeout=5)  # a guard: the fix returns at once
     if not done:
         executor.gate.open()  # let the test end cleanly, then fail it
         await stopping
