@@ -133,3 +133,21 @@ async def test_gateway_hung_prepare_completes_with_a_typed_timeout_and_frees_the
     assert events.types("a") == ["run_started", "run_completed"]
     assert cb.ok
     assert stats["slots"]["in_flight"] == 0
+
+
+async def test_gateway_prepare_raising_its_own_timeout_error_is_a_failed_launch() -> None:
+    class TimesOut:
+        attempts = 0
+
+        async def prepare(self, job: object) -> object:
+            self.attempts += 1
+            raise TimeoutError("the sandbox did not start")
+
+    executor = TimesOut()
+    cfg = GatewayConfig(max_launch_attempts=2, launch_retry_backoff_s=0)
+    async with Gateway(bus=Bus(), executor=executor, config=cfg) as gw:  # type: ignore[arg-type]  # structural
+        completion = await gw.submit_execution(command("r1"))
+    assert executor.attempts == 2  # retried: not the gateway's bound
+    assert completion.error_code is ErrorCode.LAUNCH_FAILED
+    assert completion.error is not None
+    assert "TimeoutError: the sandbox did not start" in completion.error

@@ -50,6 +50,7 @@ from lemon_core.execution import (
     RunView,
 )
 from lemon_core.store import RunSummary
+from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
@@ -372,16 +373,14 @@ class Run:
         last: Exception | None = None
         for attempt in range(1, cfg.max_launch_attempts + 1):
             self.launch_attempts = attempt
-            bound = asyncio.timeout(cfg.prepare_timeout_s)
             try:
-                async with bound:
-                    return await self.gateway.executor.prepare(job)
+                return await bounded(self.gateway.executor.prepare(job), cfg.prepare_timeout_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed launch attempt; retried, then reported
                 last = exc
                 self.gateway._launch_failures += 1
-                if isinstance(exc, TimeoutError) and bound.expired():
+                if isinstance(exc, BoundExpiredError):
                     # A hung launch is not retried: each attempt would hang as long again.
                     log.warning("run %s launch attempt %d timed out", self.run_id, attempt)
                     return _Outcome(
@@ -452,11 +451,9 @@ class Run:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
-            bound = asyncio.timeout(gw.config.store_timeout_s)
             self._store_task = asyncio.current_task()
             try:
-                async with bound:
-                    await gw.chat_state.put(req.session_key, resume)
+                await bounded(gw.chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
                 if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
@@ -478,7 +475,7 @@ class Run:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
                 why = f"{type(exc).__name__}: {exc}"
-                if isinstance(exc, TimeoutError) and bound.expired():
+                if isinstance(exc, BoundExpiredError):
                     why = f"no answer within {gw.config.store_timeout_s} s, gateway.store_timeout_s"
                 warning = _truncate(
                     f"store_failed: the resume state was not saved ({why}); the next message "
@@ -529,8 +526,7 @@ class Run:
                 meta=meta,
             )
             try:
-                async with asyncio.timeout(gw.config.store_timeout_s):
-                    await gw.run_store.finalize(summary)
+                await bounded(gw.run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
             except Exception as exc:  # any store failure or the bound: counted, never fatal
