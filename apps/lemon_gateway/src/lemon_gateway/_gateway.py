@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from lemon_core.bus import Bus
 from lemon_core.errors import LemonCoreError
@@ -42,7 +42,7 @@ from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import Run, RunState, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
@@ -71,6 +71,9 @@ class GatewayState(enum.Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
+
+
+_GATEWAY_RUNNING: Final = GatewayState.RUNNING  # read per submission (a global is cheaper)
 
 
 class Gateway:
@@ -197,7 +200,7 @@ class Gateway:
                 _, pending = await asyncio.wait(pending, timeout=grace)
         # A run whose executor refuses to stop still gets its one completion.
         for run in list(self._runs.values()):
-            if run.state is not RunState.DONE:
+            if run.state is not _DONE:
                 await run.finalize(
                     _Outcome(
                         ok=False,
@@ -239,7 +242,7 @@ class Gateway:
                 f"submit_execution accepts only lemon_core.execution.ExecutionCommand, got "
                 f"{type(command).__name__}; build an ExecutionCommand (the router does this)"
             )
-        if self.state is not GatewayState.RUNNING:
+        if self.state is not _GATEWAY_RUNNING:
             raise GatewayNotRunningError(
                 f"the gateway is {self.state.value}; run {command.run_id} was not accepted"
             )
@@ -296,7 +299,7 @@ class Gateway:
         run = self._runs.get(run_id) if isinstance(given, str) else None
         if run is None:
             return False
-        if run.state is RunState.QUEUED and run.task is None:
+        if run.state is _QUEUED and run.task is None:
             asyncio.get_running_loop()  # loop-only: fail before changing anything
             if run.cancel_reason is None:
                 run.cancel_reason = reason
@@ -350,7 +353,7 @@ class Gateway:
         given_text: object = text
         run = self._runs.get(run_id) if isinstance(given, str) else None
         prepared: object = None
-        if run is not None and run.state is RunState.RUNNING and run.cancel_reason is None:
+        if run is not None and run.state is _RUNNING and run.cancel_reason is None:
             prepared = run.prepared
         if not isinstance(prepared, SteerableExecution) or not isinstance(given_text, str):
             self._steers_refused += 1
@@ -435,7 +438,13 @@ class Gateway:
         return self._default_cwd
 
     def _publish(self, run: Run, type_: str, payload: Payload) -> None:
-        self._try_publish(run, type_, payload)
+        # _try_publish, inlined: this runs for every event of every run.
+        req = run.request
+        try:
+            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
 
     def _try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
         """Publish; a refusal is logged and counted (never silent) and returned."""

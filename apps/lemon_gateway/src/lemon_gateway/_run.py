@@ -79,13 +79,23 @@ class RunState(enum.Enum):
     DONE = "done"
 
 
+# Module constants: an enum member read costs far more than a global read on 3.11, and
+# these are read several times per run on the hot path.
+_QUEUED: Final = RunState.QUEUED
+_WAITING_SLOT: Final = RunState.WAITING_SLOT
+_WAITING_LOCK: Final = RunState.WAITING_LOCK
+_LAUNCHING: Final = RunState.LAUNCHING
+_RUNNING: Final = RunState.RUNNING
+_COMPLETING: Final = RunState.COMPLETING
+_DONE: Final = RunState.DONE
+
 _CANCELLABLE: Final = frozenset(
     {
-        RunState.QUEUED,
-        RunState.WAITING_SLOT,
-        RunState.WAITING_LOCK,
-        RunState.LAUNCHING,
-        RunState.RUNNING,
+        _QUEUED,
+        _WAITING_SLOT,
+        _WAITING_LOCK,
+        _LAUNCHING,
+        _RUNNING,
     }
 )
 
@@ -138,7 +148,7 @@ class Run:
         self.worker = worker
         self.request = request
         self.topic = run_topic(request.run_id)
-        self.state = RunState.QUEUED
+        self.state = _QUEUED
         self.task: asyncio.Task[None] | None = None
         self.future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self.cancel_reason: str | None = None
@@ -176,7 +186,7 @@ class Run:
             # die before reaching the code that completes the run. It checks the reason
             # when it starts instead.
             task = self.task
-            if task is not None and self.state is not RunState.QUEUED:
+            if task is not None and self.state is not _QUEUED:
                 if asyncio.current_task() is task:
                     # Cancelled from inside its own (worker) task: the request would be
                     # delivered at the task's next suspension, which may be after this run
@@ -192,7 +202,7 @@ class Run:
         # thing it can wait on is its resume-state write. A cancel abandons that write (the
         # execution's outcome stands); otherwise a completing or done run is not cancelled.
         task = self._store_task
-        if task is None or self.state is not RunState.COMPLETING:
+        if task is None or self.state is not _COMPLETING:
             return False
         if self._store_cancel is None:
             self._store_cancel = reason
@@ -243,7 +253,7 @@ class Run:
             error=reason,
             code=ErrorCode.CANCELLED,
             resume=self.last_resume or self.request.resume,
-            synthetic=self.state is RunState.QUEUED or reason == "gateway_shutdown",
+            synthetic=self.state is _QUEUED or reason == "gateway_shutdown",
             detail={"state": self.state.value},
         )
 
@@ -263,11 +273,11 @@ class Run:
                 code=ErrorCode.RESUME_UNSUPPORTED,
                 detail={"engine": req.resume.engine},
             )
-        self.state = RunState.WAITING_SLOT
+        self.state = _WAITING_SLOT
         await self._acquire_slot()
         cfg = gw.config
         if cfg.require_engine_lock:
-            self.state = RunState.WAITING_LOCK
+            self.state = _WAITING_LOCK
             lock_key = self._lock_key()
             try:
                 self.lease = gw.engine_lock.try_acquire(lock_key) or (
@@ -281,7 +291,7 @@ class Run:
                     code=ErrorCode.TIMEOUT,
                     detail={"timeout_s": cfg.engine_lock_timeout_s},
                 )
-        self.state = RunState.LAUNCHING
+        self.state = _LAUNCHING
         self.started_ns = time.perf_counter_ns()
         model = req.command.model
         gw._publish(
@@ -298,7 +308,7 @@ class Run:
         prepared = await self._launch()
         if isinstance(prepared, _Outcome):
             return prepared
-        self.state = RunState.RUNNING
+        self.state = _RUNNING
         self.prepared = prepared
         try:
             result = await prepared.execute(self)
@@ -431,9 +441,9 @@ class Run:
 
     async def finalize(self, outcome: _Outcome) -> None:
         """Exactly once: lock, resume state, slot, run_completed, awaiters, worker, history."""
-        if self.state in (RunState.COMPLETING, RunState.DONE):
+        if self.state in (_COMPLETING, _DONE):
             return
-        self.state = RunState.COMPLETING
+        self.state = _COMPLETING
         self.prepared = None
         gw = self.gateway
         req = self.request
@@ -506,7 +516,7 @@ class Run:
         if completion.resume is None:
             resume = None
         meta = completion.meta
-        self.state = RunState.DONE
+        self.state = _DONE
         if not self.future.done():
             self.future.set_result(completion)
         gw._run_finished(self, completion)
@@ -588,11 +598,11 @@ class Run:
 
     def started(self, *, resume: ResumeToken | None = None) -> None:
         given: object = resume
-        if self.state is RunState.RUNNING and isinstance(given, ResumeToken):
+        if self.state is _RUNNING and isinstance(given, ResumeToken):
             self.last_resume = resume
 
     def delta(self, text: str) -> None:
-        if self.state is not RunState.RUNNING:
+        if self.state is not _RUNNING:
             return
         if not isinstance(text, str):
             raise TypeError(f"delta text must be a string, got {type(text).__name__}")
@@ -622,7 +632,7 @@ class Run:
         message: str | None = None,
         level: str | None = None,
     ) -> None:
-        if self.state is not RunState.RUNNING:
+        if self.state is not _RUNNING:
             return
         actions = self._actions
         if actions is None:
@@ -676,16 +686,21 @@ class Run:
 
 def _result_problem(result: ExecutionResult) -> str | None:
     """What is wrong with an executor's result (built unchecked), or None."""
-    fields: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
-        ("ok", result.ok, bool),
-        ("answer", result.answer, str),
-        ("error", result.error, (str, type(None))),
-        ("error_code", result.error_code, (ErrorCode, type(None))),
-        ("resume", result.resume, (ResumeToken, type(None))),
-    )
-    for name, value, expected in fields:
-        if not isinstance(value, expected):
-            return f"{name} is a {type(value).__name__}"
+    ok: object = result.ok
+    answer: object = result.answer
+    error: object = result.error
+    code: object = result.error_code
+    resume: object = result.resume
+    if not isinstance(ok, bool):
+        return f"ok is a {type(ok).__name__}"
+    if not isinstance(answer, str):
+        return f"answer is a {type(answer).__name__}"
+    if error is not None and not isinstance(error, str):
+        return f"error is a {type(error).__name__}"
+    if code is not None and not isinstance(code, ErrorCode):
+        return f"error_code is a {type(code).__name__}"
+    if resume is not None and not isinstance(resume, ResumeToken):
+        return f"resume is a {type(resume).__name__}"
     return None
 
 
