@@ -47,8 +47,8 @@ def _continue(coro: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any,
 async def bounded(coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
     """Await ``coro`` for at most ``timeout_s`` seconds of waiting; raise
     :class:`BoundExpiredError` when the bound passes (the coroutine is then cancelled)."""
-    bound = asyncio.timeout(timeout_s)
     if type(coro) is not types.CoroutineType:  # another awaitable: the plain way
+        bound = asyncio.timeout(timeout_s)
         try:
             async with bound:
                 return await coro
@@ -60,6 +60,7 @@ async def bounded(coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
         yielded = coro.send(None)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]  # the coroutine's T
+    bound = asyncio.timeout(timeout_s)  # only now: the coroutine really waits
     try:
         async with bound:
             return await _continue(coro, yielded)
