@@ -79,3 +79,26 @@ async def test_gateway_bound_accepts_a_plain_awaitable() -> None:
     future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     future.set_result(5)
     assert await bounded(future, 1) == 5  # type: ignore[arg-type]  # not a coroutine
+
+
+async def test_gateway_bound_throws_a_cancellation_into_a_coroutine_between_steps() -> None:
+    # Suspended on a bare yield (no future to cancel), a cancellation reaches the coroutine
+    # only by being thrown into it: the bound must forward the throw.
+    seen: list[str] = []
+
+    async def spins() -> str:
+        try:
+            for _ in range(1000):
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "never cancelled"
+
+    task = asyncio.ensure_future(bounded(spins(), 60))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    task.cancel("stop")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["cancelled"]
