@@ -147,3 +147,36 @@ async def test_gateway_cancel_in_the_same_tick_as_submit_still_completes_once() 
     # Stopping in the same tick as a submission also completes it exactly once.
     assert len(events.completions("r2")) == 1
     assert gw.statistics()["runs"]["live"] == 0
+
+
+async def test_gateway_cancel_matches_the_run_id_exactly() -> None:
+    gate = Gate()
+    executor = ScriptedExecutor().script_run("r1", Script().gate(gate).complete(answer="done"))
+    async with Gateway(bus=Bus(), executor=executor) as gw:
+        handle = gw.submit_execution(command("r1"))
+        await gate.reached()
+        for near in ("R1", " r1", "r1 ", "r1\n", "r", "r10", "", "\tr1"):
+            assert gw.cancel(near) is False, repr(near)
+            assert gw.is_live(near) is False, repr(near)
+        assert gw.cancel(1) is False  # type: ignore[arg-type]  # not a string: not found
+        assert gw.run_view("r1") is not None
+        assert gw.run_view("r1").state == "running"  # type: ignore[union-attr]  # checked above
+        gate.open()
+        completion = await handle
+    assert (completion.ok, completion.answer) == (True, "done")
+
+
+async def test_gateway_cancel_of_a_completing_run_keeps_its_outcome() -> None:
+    # The run is completing (its execution has returned) when it is cancelled: the answer it
+    # produced is not replaced by a cancellation, and cancel does not claim a run it cannot
+    # affect once the completion is out.
+    gate = Gate()
+    executor = ScriptedExecutor().script_run("r1", Script().delta("partial").gate(gate).complete())
+    async with Gateway(bus=Bus(), executor=executor) as gw:
+        handle = gw.submit_execution(command("r1"))
+        await gate.reached()
+        gate.open()
+        completion = await handle
+        assert gw.cancel("r1") is False
+        assert gw.statistics()["runs"]["cancelled"] == 0
+    assert (completion.ok, completion.answer, completion.error_code) == (True, "partial", None)

@@ -105,3 +105,27 @@ async def test_gateway_lock_never_displaces_a_live_owner_for_age() -> None:
     new = await lock.acquire("k")
     assert not stale.release()  # a second release of an old lease changes nothing
     assert lock.owner_of("k") is new
+
+
+async def test_gateway_lock_never_displaces_an_owner_held_for_a_very_long_time() -> None:
+    # A manual clock: the owner has held the lock for a billion seconds, far above any
+    # threshold a "reaper" could use; no waiter and no newcomer takes it over.
+    now = [0.0]
+    lock = EngineLock(clock=lambda: now[0])
+    owner = await lock.acquire("k")
+    now[0] += 1e9
+    assert lock.statistics()["owners"][0]["held_s"] == 1e9
+    assert lock.try_acquire("k") is None
+    waiter = asyncio.get_running_loop().create_task(lock.acquire("k"))
+    await until(lambda: lock.statistics()["waiting"] == 1)
+    now[0] += 1e9
+    for _ in range(100):  # many loop turns: nothing moves while the owner lives
+        await asyncio.sleep(0)
+    assert lock.try_acquire("k") is None
+    assert not waiter.done()
+    assert lock.owner_of("k") is owner
+    assert lock.statistics()["owner_deaths"] == 0
+    assert owner.release()
+    lease = await waiter  # granted on the explicit release only
+    assert lease.token > owner.token
+    assert lock.statistics()["owner_deaths"] == 1  # the waiter task ended holding it

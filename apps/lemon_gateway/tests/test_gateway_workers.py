@@ -119,3 +119,16 @@ async def test_gateway_lock_timeout_completes_the_run() -> None:
         assert events.types("late") == ["run_completed"]
         gate.open()
         assert (await hold).ok
+
+
+async def test_gateway_worker_yields_to_other_conversations_every_16_runs() -> None:
+    # Runs whose executor never suspends: one conversation's burst must not starve another.
+    executor = ScriptedExecutor(default=Script().complete(answer="ok"))
+    config = GatewayConfig(max_concurrent_runs=2, record_run_history=False)
+    async with Gateway(bus=Bus(), executor=executor, config=config) as gw:
+        burst = [gw.submit_execution(command(f"a{i}", session="a")) for i in range(40)]
+        other = gw.submit_execution(command("b1", session="b"))
+        for handle in [*burst, other]:
+            assert (await handle).ok
+    assert executor.order.index("b1") <= 16
+    assert [r for r in executor.order if r != "b1"] == [f"a{i}" for i in range(40)]

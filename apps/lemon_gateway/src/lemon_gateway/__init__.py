@@ -23,6 +23,7 @@ from lemon_gateway.errors import (
     GatewayOverloadedError,
     InvalidSubmissionError,
     MissingConversationKeyError,
+    WrongThreadError,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Scheduler",
     "SlotGrant",
     "ThreadWorker",
+    "WrongThreadError",
     "check_executor",
     "load_executor",
     "validate_executor",

@@ -2,7 +2,7 @@
 
 Requires ``coding_agent`` (by name only: the agent app starts first and registers
 ``AGENT_RUNTIME``); profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
-with the ``[gateway]`` settings and the executor of ``AGENT_RUNTIME`` when one is registered
+with every ``[gateway]`` setting and the executor of ``AGENT_RUNTIME`` when one is registered
 and ready, else none (the gateway then finds its executor in the ``lemon.executor`` entry
 point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start. Stop is
 :meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
@@ -27,7 +27,7 @@ async def _start(runtime: Runtime) -> Gateway:
         bus=runtime.bus,
         executor=agent.executor() if agent is not None and ready else None,
         store=runtime.store,
-        config=GatewayConfig(max_concurrent_runs=settings.max_concurrent_runs),
+        config=GatewayConfig.from_settings(settings),  # every [gateway] key
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
     )
     await gateway.start()

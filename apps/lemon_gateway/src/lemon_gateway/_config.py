@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from lemon_core.config import GatewayConfig as GatewaySettings
 from lemon_gateway.errors import GatewayConfigError
 
 __all__ = ["GatewayConfig"]
@@ -15,6 +16,10 @@ __all__ = ["GatewayConfig"]
 class GatewayConfig:
     """Gateway settings. Every bound is explicit; see the README for the overflow behaviour.
 
+    The keys and defaults are those of the ``[gateway]`` section of the config schema
+    (``lemon_core.config.GatewayConfig``); boot passes every one of them
+    (:meth:`from_settings`), and a test keeps the two and the README table equal.
+
     * ``max_concurrent_runs``: global slots (default 2).
     * ``slot_request_timeout_s``: a slot waiter re-requests (new generation, same FIFO
       place) after this long.
@@ -23,7 +28,11 @@ class GatewayConfig:
     * ``max_launch_attempts`` / ``launch_retry_backoff_s``: failed launches (executor
       ``prepare`` raising) are retried this many times in total, then the run completes
       once with ``meta.synthetic=True`` and a machine-readable error.
-    * ``cancel_grace_s``: how long a cancelled executor may take to stop.
+    * ``prepare_timeout_s``: bound on one ``executor.prepare()``; past it the run completes
+      with ``error_code="timeout"`` (not retried: a hung launch is not a failed one).
+    * ``store_timeout_s``: bound on every store await of a run (resume state, run history)
+      and of the sweep; past it the write counts as failed (the run keeps its answer and
+      gets a ``store_failed`` warning) and the slot and the worker move on.
     * ``max_pending_per_conversation`` / ``max_pending_runs``: submission bounds; beyond
       them ``submit_execution`` raises GatewayOverloadedError (nothing is accepted).
     * ``record_run_history``: write a RunSummary to the RunStore for every finished run.
@@ -38,7 +47,8 @@ class GatewayConfig:
     engine_lock_timeout_s: float = 60.0
     max_launch_attempts: int = 3
     launch_retry_backoff_s: float = 0.1
-    cancel_grace_s: float = 5.0
+    prepare_timeout_s: float = 60.0
+    store_timeout_s: float = 10.0
     shutdown_grace_s: float = 10.0
     max_pending_per_conversation: int = 1_000
     max_pending_runs: int = 100_000
@@ -62,6 +72,14 @@ class GatewayConfig:
                 raise GatewayConfigError(
                     f"gateway.{f.name} must be a {_describe(f.type)}, got {value!r}"
                 )
+
+    @classmethod
+    def from_settings(cls, settings: GatewaySettings) -> GatewayConfig:
+        """Build from the loaded ``[gateway]`` section: every key of it, and a key the
+        gateway does not know is an error (never silently ignored)."""
+        return cls.from_mapping(
+            {name: getattr(settings, name) for name in settings.__struct_fields__}
+        )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> GatewayConfig:

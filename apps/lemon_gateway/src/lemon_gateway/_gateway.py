@@ -14,6 +14,7 @@ reported as the run's completion, never as an exception to the submitter.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 import itertools
 import logging
@@ -22,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from lemon_core.bus import Bus
 from lemon_core.errors import LemonCoreError
@@ -41,7 +42,7 @@ from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import Run, RunState, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
@@ -51,6 +52,7 @@ from lemon_gateway.errors import (
     GatewayOverloadedError,
     InvalidSubmissionError,
     MissingConversationKeyError,
+    WrongThreadError,
 )
 
 __all__ = ["Gateway", "GatewayState", "IngressFactory"]
@@ -69,6 +71,9 @@ class GatewayState(enum.Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
+
+
+_GATEWAY_RUNNING: Final = GatewayState.RUNNING  # read per submission (a global is cheaper)
 
 
 class Gateway:
@@ -107,6 +112,7 @@ class Gateway:
         self._workers: dict[Hashable, ThreadWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
         self._default_cwd = os.getcwd()
         self._submitted = 0
@@ -147,9 +153,8 @@ class Gateway:
         if self.runtime is not None:
             self.runtime.capabilities.register(ENGINE_RUNTIME, self)
         self.state = GatewayState.RUNNING
-        self._watchdog = asyncio.get_running_loop().create_task(
-            self._slot_watchdog(), name="gateway:slot-watchdog"
-        )
+        self._loop = asyncio.get_running_loop()
+        self._watchdog = self._loop.create_task(self._slot_watchdog(), name="gateway:slot-watchdog")
         if self.config.ingress_enabled and self._ingress_factories:
             stack = AsyncExitStack()
             try:
@@ -184,16 +189,18 @@ class Gateway:
             self.state = GatewayState.STOPPED
 
     async def _drain_tasks(self, grace: float) -> None:
+        # ``grace`` bounds each wait; 0 waits one loop turn, never for an executor that
+        # ignores cancellation.
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
             if pending:
                 log.error("%d run tasks ignored shutdown for %ss; cancelling", len(pending), grace)
                 for task in pending:
                     task.cancel("gateway_shutdown")
-                _, pending = await asyncio.wait(pending, timeout=grace or None)
+                _, pending = await asyncio.wait(pending, timeout=grace)
         # A run whose executor refuses to stop still gets its one completion.
         for run in list(self._runs.values()):
-            if run.state is not RunState.DONE:
+            if run.state is not _DONE:
                 await run.finalize(
                     _Outcome(
                         ok=False,
@@ -203,7 +210,14 @@ class Gateway:
                     )
                 )
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            if pending:
+                # Their runs have completed; the tasks end when their executors return.
+                log.error(
+                    "%d run tasks ignore cancellation; stopped without them: %s",
+                    len(pending),
+                    sorted(t.get_name() for t in pending),
+                )
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -228,7 +242,7 @@ class Gateway:
                 f"submit_execution accepts only lemon_core.execution.ExecutionCommand, got "
                 f"{type(command).__name__}; build an ExecutionCommand (the router does this)"
             )
-        if self.state is not GatewayState.RUNNING:
+        if self.state is not _GATEWAY_RUNNING:
             raise GatewayNotRunningError(
                 f"the gateway is {self.state.value}; run {command.run_id} was not accepted"
             )
@@ -269,16 +283,23 @@ class Gateway:
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
         """Cancel the queued or running run with exactly this id (loop-only).
 
-        Total and idempotent.
-
-        Returns whether a live run was found; the run then completes once, with
-        ``ok=False`` and ``error=reason``.
+        Total and idempotent on the gateway's loop. Returns whether a live run was found; the
+        run then completes once, with ``ok=False`` and ``error=reason`` (a run already
+        completing keeps its outcome: only its pending resume-state write is abandoned).
+        Called from another thread it raises :class:`WrongThreadError` and changes nothing:
+        use :meth:`cancel_threadsafe` there.
         """
+        loop = self._loop
+        if loop is not None and asyncio._get_running_loop() is not loop:
+            raise WrongThreadError(
+                "Gateway.cancel is loop-only and was called from another thread; use "
+                "Gateway.cancel_threadsafe(run_id, reason) there"
+            )
         given: object = run_id
         run = self._runs.get(run_id) if isinstance(given, str) else None
         if run is None:
             return False
-        if run.state is RunState.QUEUED and run.task is None:
+        if run.state is _QUEUED and run.task is None:
             asyncio.get_running_loop()  # loop-only: fail before changing anything
             if run.cancel_reason is None:
                 run.cancel_reason = reason
@@ -286,6 +307,34 @@ class Gateway:
                 run.task = self._spawn(run.main(), name=f"run:{run.run_id}")
             return True
         return run.cancel(reason)
+
+    def cancel_threadsafe(
+        self, run_id: str, reason: str = "user_requested"
+    ) -> concurrent.futures.Future[bool]:
+        """:meth:`cancel` from any thread: the answer arrives once the gateway's loop has run
+        it (``False`` if the gateway never started or its loop is closed). Never raises."""
+        answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        loop = self._loop
+        if loop is None:
+            answer.set_result(False)
+            return answer
+
+        def on_loop() -> None:
+            if answer.set_running_or_notify_cancel():
+                try:
+                    answer.set_result(self.cancel(run_id, reason))
+                except Exception as exc:  # handed to the caller's thread, never lost
+                    answer.set_exception(exc)
+
+        if asyncio._get_running_loop() is loop:
+            on_loop()
+            return answer
+        try:
+            loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:  # the loop is closed: nothing is live any more
+            if not answer.done():
+                answer.set_result(False)
+        return answer
 
     def available(self) -> bool:
         """True while submissions are accepted."""
@@ -304,7 +353,7 @@ class Gateway:
         given_text: object = text
         run = self._runs.get(run_id) if isinstance(given, str) else None
         prepared: object = None
-        if run is not None and run.state is RunState.RUNNING and run.cancel_reason is None:
+        if run is not None and run.state is _RUNNING and run.cancel_reason is None:
             prepared = run.prepared
         if not isinstance(prepared, SteerableExecution) or not isinstance(given_text, str):
             self._steers_refused += 1
@@ -371,8 +420,9 @@ class Gateway:
     async def sweep_store(self) -> int:
         """Remove expired store entries now; failures are counted, never raised."""
         try:
-            removed = await self.store.sweep_expired()
-        except Exception as exc:  # a failing store must not stop the watchdog
+            async with asyncio.timeout(self.config.store_timeout_s):
+                removed = await self.store.sweep_expired()
+        except Exception as exc:  # a failing or hung store must not stop the watchdog
             self._store_failures += 1
             log.error("store sweep failed: %r", exc)
             return 0
@@ -388,13 +438,24 @@ class Gateway:
         return self._default_cwd
 
     def _publish(self, run: Run, type_: str, payload: Payload) -> None:
+        # _try_publish, inlined: this runs for every event of every run.
         req = run.request
-        meta = req.event_meta
         try:
-            self.bus.broadcast_event(run.topic, type_, payload, meta)
+            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
         except LemonCoreError as exc:
             self._publish_errors += 1
             log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+
+    def _try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
+        """Publish; a refusal is logged and counted (never silent) and returned."""
+        req = run.request
+        try:
+            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+            return exc
+        return None
 
     def _run_finished(self, run: Run, completion: Completion) -> None:
         if self._runs.get(run.run_id) is run:

@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +75,11 @@ class _Waiter:
 class EngineLock:
     """Keyed FIFO mutex owned by tasks. See the module docstring."""
 
-    def __init__(self, *, max_waiters_per_key: int = 10_000) -> None:
+    def __init__(
+        self, *, max_waiters_per_key: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_waiters_per_key = max_waiters_per_key
+        self._clock = clock  # for held times only: age never moves ownership
         self._owners: dict[Hashable, LockLease] = {}
         self._waiters: dict[Hashable, deque[_Waiter]] = {}
         self._tokens = itertools.count(1)
@@ -104,7 +107,7 @@ class EngineLock:
                 f"engine lock waiter bound {self.max_waiters_per_key} reached for {key!r}"
             )
         future: asyncio.Future[LockLease] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(owner, future, time.monotonic())
+        waiter = _Waiter(owner, future, self._clock())
         queue.append(waiter)
         try:
             if wait_s is None:
@@ -132,7 +135,7 @@ class EngineLock:
                 del self._waiters[key]
 
     def _grant(self, key: Hashable, owner: asyncio.Task[Any] | None) -> LockLease:
-        lease = LockLease(key, next(self._tokens), owner, time.monotonic(), self)
+        lease = LockLease(key, next(self._tokens), owner, self._clock(), self)
         self._owners[key] = lease
         self.acquired += 1
         if owner is not None:
@@ -177,7 +180,7 @@ class EngineLock:
 
     def statistics(self) -> dict[str, Any]:
         """Owners (with how long they held), waiters per key, counters."""
-        now = time.monotonic()
+        now = self._clock()
         return {
             "held": len(self._owners),
             "owners": [

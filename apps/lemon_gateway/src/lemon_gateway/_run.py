@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lemon_core.bus import run_topic
+from lemon_core.errors import BusClosedError
 from lemon_core.events import (
     Action,
     ActionKind,
@@ -49,6 +50,7 @@ from lemon_core.execution import (
     RunView,
 )
 from lemon_core.store import RunSummary
+from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
@@ -77,13 +79,23 @@ class RunState(enum.Enum):
     DONE = "done"
 
 
+# Module constants: an enum member read costs far more than a global read on 3.11, and
+# these are read several times per run on the hot path.
+_QUEUED: Final = RunState.QUEUED
+_WAITING_SLOT: Final = RunState.WAITING_SLOT
+_WAITING_LOCK: Final = RunState.WAITING_LOCK
+_LAUNCHING: Final = RunState.LAUNCHING
+_RUNNING: Final = RunState.RUNNING
+_COMPLETING: Final = RunState.COMPLETING
+_DONE: Final = RunState.DONE
+
 _CANCELLABLE: Final = frozenset(
     {
-        RunState.QUEUED,
-        RunState.WAITING_SLOT,
-        RunState.WAITING_LOCK,
-        RunState.LAUNCHING,
-        RunState.RUNNING,
+        _QUEUED,
+        _WAITING_SLOT,
+        _WAITING_LOCK,
+        _LAUNCHING,
+        _RUNNING,
     }
 )
 
@@ -110,6 +122,8 @@ class Run:
     __slots__ = (
         "_actions",
         "_parts",
+        "_store_cancel",
+        "_store_task",
         "cancel_reason",
         "future",
         "gateway",
@@ -134,7 +148,7 @@ class Run:
         self.worker = worker
         self.request = request
         self.topic = run_topic(request.run_id)
-        self.state = RunState.QUEUED
+        self.state = _QUEUED
         self.task: asyncio.Task[None] | None = None
         self.future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self.cancel_reason: str | None = None
@@ -144,6 +158,8 @@ class Run:
         self.seq = 0
         self._parts: list[str] = []
         self._actions: dict[str, RunActionView] | None = None
+        self._store_task: asyncio.Task[Any] | None = None
+        self._store_cancel: str | None = None
         self.last_resume: ResumeToken | None = None
         self.launch_attempts = 0
         self.slot_generation = 0
@@ -163,14 +179,14 @@ class Run:
         False once it is completing or done.
         """
         if self.state not in _CANCELLABLE:
-            return False
+            return self._cancel_store_write(reason)
         if self.cancel_reason is None:
             self.cancel_reason = reason
             # A task that has not started yet must not be cancelled: its coroutine would
             # die before reaching the code that completes the run. It checks the reason
             # when it starts instead.
             task = self.task
-            if task is not None and self.state is not RunState.QUEUED:
+            if task is not None and self.state is not _QUEUED:
                 if asyncio.current_task() is task:
                     # Cancelled from inside its own (worker) task: the request would be
                     # delivered at the task's next suspension, which may be after this run
@@ -179,6 +195,19 @@ class Run:
                     asyncio.get_running_loop().call_soon(self._deliver_cancel, reason)
                 else:
                     task.cancel(reason)
+        return True
+
+    def _cancel_store_write(self, reason: str) -> bool:
+        # A completing run is still live until its run_completed is published; the only
+        # thing it can wait on is its resume-state write. A cancel abandons that write (the
+        # execution's outcome stands); otherwise a completing or done run is not cancelled.
+        task = self._store_task
+        if task is None or self.state is not _COMPLETING:
+            return False
+        if self._store_cancel is None:
+            self._store_cancel = reason
+            if task is not asyncio.current_task():
+                task.cancel(reason)
         return True
 
     def _deliver_cancel(self, reason: str) -> None:
@@ -224,7 +253,7 @@ class Run:
             error=reason,
             code=ErrorCode.CANCELLED,
             resume=self.last_resume or self.request.resume,
-            synthetic=self.state is RunState.QUEUED or reason == "gateway_shutdown",
+            synthetic=self.state is _QUEUED or reason == "gateway_shutdown",
             detail={"state": self.state.value},
         )
 
@@ -244,11 +273,11 @@ class Run:
                 code=ErrorCode.RESUME_UNSUPPORTED,
                 detail={"engine": req.resume.engine},
             )
-        self.state = RunState.WAITING_SLOT
+        self.state = _WAITING_SLOT
         await self._acquire_slot()
         cfg = gw.config
         if cfg.require_engine_lock:
-            self.state = RunState.WAITING_LOCK
+            self.state = _WAITING_LOCK
             lock_key = self._lock_key()
             try:
                 self.lease = gw.engine_lock.try_acquire(lock_key) or (
@@ -262,7 +291,7 @@ class Run:
                     code=ErrorCode.TIMEOUT,
                     detail={"timeout_s": cfg.engine_lock_timeout_s},
                 )
-        self.state = RunState.LAUNCHING
+        self.state = _LAUNCHING
         self.started_ns = time.perf_counter_ns()
         model = req.command.model
         gw._publish(
@@ -279,7 +308,7 @@ class Run:
         prepared = await self._launch()
         if isinstance(prepared, _Outcome):
             return prepared
-        self.state = RunState.RUNNING
+        self.state = _RUNNING
         self.prepared = prepared
         try:
             result = await prepared.execute(self)
@@ -355,12 +384,23 @@ class Run:
         for attempt in range(1, cfg.max_launch_attempts + 1):
             self.launch_attempts = attempt
             try:
-                return await self.gateway.executor.prepare(job)
+                return await bounded(self.gateway.executor.prepare(job), cfg.prepare_timeout_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed launch attempt; retried, then reported
                 last = exc
                 self.gateway._launch_failures += 1
+                if isinstance(exc, BoundExpiredError):
+                    # A hung launch is not retried: each attempt would hang as long again.
+                    log.warning("run %s launch attempt %d timed out", self.run_id, attempt)
+                    return _Outcome(
+                        ok=False,
+                        error=f"prepare_timeout: executor.prepare did not return within "
+                        f"{cfg.prepare_timeout_s} s (gateway.prepare_timeout_s)",
+                        code=ErrorCode.TIMEOUT,
+                        synthetic=True,
+                        detail={"timeout_s": cfg.prepare_timeout_s, "attempt": attempt},
+                    )
                 log.warning("run %s launch attempt %d failed: %r", self.run_id, attempt, exc)
                 if attempt < cfg.max_launch_attempts and cfg.launch_retry_backoff_s > 0:
                     await asyncio.sleep(cfg.launch_retry_backoff_s * attempt)
@@ -374,11 +414,16 @@ class Run:
         )
 
     def _from_result(self, result: ExecutionResult) -> _Outcome:
+        # The edge: an executor may build its result with the unchecked constructor, so
+        # every field is checked here before it reaches a record that must encode.
         checked: object = result
-        if not isinstance(checked, ExecutionResult):
+        problem = None if isinstance(checked, ExecutionResult) else "not an ExecutionResult"
+        if problem is None:
+            problem = _result_problem(result)
+        if problem is not None:
             return _Outcome(
                 ok=False,
-                error=f"invalid_executor_result: expected ExecutionResult, got {result!r}",
+                error=_truncate(f"invalid_executor_result: {problem}: {_safe_repr(result)}"),
                 code=ErrorCode.EXECUTOR_FAILED,
                 resume=self.last_resume,
             )
@@ -386,7 +431,7 @@ class Run:
         return _Outcome(
             ok=result.ok,
             answer=result.answer,
-            error=result.error,
+            error=None if result.error is None else _truncate(result.error),
             code=None if result.ok else (result.error_code or ErrorCode.EXECUTOR_FAILED),
             resume=resume,
             usage=_usage(result.usage),
@@ -396,9 +441,9 @@ class Run:
 
     async def finalize(self, outcome: _Outcome) -> None:
         """Exactly once: lock, resume state, history, slot, run_completed, awaiters, worker."""
-        if self.state in (RunState.COMPLETING, RunState.DONE):
+        if self.state in (_COMPLETING, _DONE):
             return
-        self.state = RunState.COMPLETING
+        self.state = _COMPLETING
         self.prepared = None
         gw = self.gateway
         req = self.request
@@ -416,18 +461,38 @@ class Run:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
+            self._store_task = asyncio.current_task()
             try:
-                await gw.chat_state.put(req.session_key, resume)
+                await bounded(gw.chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
             except asyncio.CancelledError:
-                interrupted = True
-                warning = "store_failed: the resume state was not saved (interrupted by shutdown)"
+                gw._store_failures += 1
+                if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
+                    # cancel(run_id) while the write hung: the write is abandoned, the
+                    # execution's outcome stands.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    warning = (
+                        "store_failed: the resume state was not saved (the write was "
+                        f"abandoned by cancel: {self._store_cancel})"
+                    )
+                else:
+                    interrupted = True
+                    warning = (
+                        "store_failed: the resume state was not saved (interrupted by shutdown)"
+                    )
             except Exception as exc:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
+                why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, BoundExpiredError):
+                    why = f"no answer within {gw.config.store_timeout_s} s, gateway.store_timeout_s"
                 warning = _truncate(
-                    f"store_failed: the resume state was not saved ({type(exc).__name__}: "
-                    f"{exc}); the next message starts a new native session"
+                    f"store_failed: the resume state was not saved ({why}); the next message "
+                    "starts a new native session"
                 )
+            finally:
+                self._store_task = None
         completion = Completion(
             ok=ok,
             answer=answer,
@@ -462,32 +527,80 @@ class Run:
                 meta=meta,
             )
             try:
-                await gw.run_store.finalize(summary)
+                await bounded(gw.run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
-            except Exception as exc:  # any store backend failure: counted, never fatal
+            except Exception as exc:  # any store failure or the bound: counted, never fatal
                 gw._store_failures += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
         if self.grant is not None:
             gw.scheduler.release(self.grant)
-        gw._publish(
-            self,
-            "run_completed",
-            RunCompleted(completed=completion, duration_ms=duration_ms),
-        )
-        self.state = RunState.DONE
+        completion = self._publish_completion(completion, duration_ms)
+        self.state = _DONE
         if not self.future.done():
             self.future.set_result(completion)
         gw._run_finished(self, completion)
 
+    def _publish_completion(self, completion: Completion, duration_ms: int) -> Completion:
+        """Publish exactly one ``run_completed`` and return the completion published.
+
+        A completion the bus refuses (a value in it cannot be encoded) is not dropped: it is
+        published again without its usage and meta (the answer kept, with a warning), and if
+        that is refused too, as a typed ``executor_failed`` failure. Every refusal is logged
+        and counted in ``publish_errors``.
+        """
+        gw = self.gateway
+        req = self.request
+        error = gw._try_publish(
+            self, "run_completed", RunCompleted(completed=completion, duration_ms=duration_ms)
+        )
+        if error is None:
+            return completion
+        reason = _truncate(f"{type(error).__name__}: {error}")
+        lean = Completion(
+            ok=completion.ok,
+            answer=completion.answer,
+            error=completion.error,
+            error_code=completion.error_code,
+            engine=NATIVE_ENGINE,
+            resume=completion.resume,
+            run_id=req.run_id,
+            session_key=req.session_key,
+            synthetic=completion.synthetic,
+            retry_of=req.command.retry_of,
+            warning=_join(completion.warning, f"usage_dropped: not encodable ({reason})"),
+        )
+        failed = Completion(
+            ok=False,
+            error=_truncate(
+                f"completion_unencodable: the run's result cannot be encoded ({reason})"
+            ),
+            error_code=ErrorCode.EXECUTOR_FAILED,
+            engine=NATIVE_ENGINE,
+            run_id=req.run_id,
+            session_key=req.session_key,
+            synthetic=True,
+            retry_of=req.command.retry_of,
+        )
+        for candidate in (lean, failed):
+            if isinstance(error, BusClosedError):
+                break
+            error = gw._try_publish(
+                self, "run_completed", RunCompleted(completed=candidate, duration_ms=duration_ms)
+            )
+            if error is None:
+                return candidate
+        return failed
+
     # -- ExecutionSink ----------------------------------------------------------------------
 
     def started(self, *, resume: ResumeToken | None = None) -> None:
-        if self.state is RunState.RUNNING and resume is not None:
+        given: object = resume
+        if self.state is _RUNNING and isinstance(given, ResumeToken):
             self.last_resume = resume
 
     def delta(self, text: str) -> None:
-        if self.state is not RunState.RUNNING:
+        if self.state is not _RUNNING:
             return
         if not isinstance(text, str):
             raise TypeError(f"delta text must be a string, got {type(text).__name__}")
@@ -517,7 +630,7 @@ class Run:
         message: str | None = None,
         level: str | None = None,
     ) -> None:
-        if self.state is not RunState.RUNNING:
+        if self.state is not _RUNNING:
             return
         actions = self._actions
         if actions is None:
@@ -567,6 +680,37 @@ class Run:
             "deltas": self.seq,
             "cancel_reason": self.cancel_reason,
         }
+
+
+def _result_problem(result: ExecutionResult) -> str | None:
+    """What is wrong with an executor's result (built unchecked), or None."""
+    ok: object = result.ok
+    answer: object = result.answer
+    error: object = result.error
+    code: object = result.error_code
+    resume: object = result.resume
+    if not isinstance(ok, bool):
+        return f"ok is a {type(ok).__name__}"
+    if not isinstance(answer, str):
+        return f"answer is a {type(answer).__name__}"
+    if error is not None and not isinstance(error, str):
+        return f"error is a {type(error).__name__}"
+    if code is not None and not isinstance(code, ErrorCode):
+        return f"error_code is a {type(code).__name__}"
+    if resume is not None and not isinstance(resume, ResumeToken):
+        return f"resume is a {type(resume).__name__}"
+    return None
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)[:512]
+    except Exception as exc:  # a hostile __repr__ must not lose the completion
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
+
+
+def _join(first: str | None, second: str) -> str:
+    return second if not first else f"{first}; {second}"
 
 
 def _usage(value: object) -> RunUsage | None:

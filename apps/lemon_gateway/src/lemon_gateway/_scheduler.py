@@ -12,7 +12,11 @@ Guarantees:
   and counted.
 * :meth:`Scheduler.expire_waiters` times waiters out: their future resolves to ``None``
   and the waiter is expected to cancel that generation and request again with a new one
-  (keeping its ticket). The gateway calls it periodically; tests call it directly.
+  (keeping its ticket). The gateway calls it periodically; tests call it directly. Until
+  it does, its place is *reserved*: a slot released meanwhile (even in the same loop turn)
+  is not given to a later waiter or a newcomer. Cancelling a reserved place hands it on one
+  loop turn later, so the usual "cancel, then request again" keeps the place, and a waiter
+  that dies instead releases it.
 
 The scheduler is loop-only and never awaits: state changes are synchronous. A waiter's
 future is only ever *resolved* by the scheduler (a grant, or ``None`` meaning "expired,
@@ -53,6 +57,7 @@ class _Waiter:
     ticket: int
     future: asyncio.Future[SlotGrant | None]
     since: float
+    expired: bool = False
 
 
 @dataclass(slots=True)
@@ -119,7 +124,7 @@ class Scheduler:
             future.set_result(None)
             return future
         old = self._waiters.pop(key, None)
-        if old is not None:
+        if old is not None and not old.expired:
             self.superseded += 1
             _resolve(old.future, None)
         if ticket is None:
@@ -146,10 +151,14 @@ class Scheduler:
         waiter = self._waiters.get(key)
         if waiter is not None and waiter.generation == generation:
             del self._waiters[key]
-            _resolve(waiter.future, None)
-            self.cancelled += 1
             self._compact()
             self._forget_generation(key)
+            if waiter.expired:
+                # A reserved place: hand it on next turn unless the waiter asks again now.
+                self._grant_soon()
+                return True
+            _resolve(waiter.future, None)
+            self.cancelled += 1
             return True
         held = self._held.get(key)
         if held is not None and held.grant.generation == generation:
@@ -188,13 +197,13 @@ class Scheduler:
         """Time out every waiter that has waited at least ``older_than_s``: its future
         resolves to None. Returns how many expired."""
         now = time.monotonic()
-        expired = [w for w in self._waiters.values() if now - w.since >= older_than_s]
+        expired = [
+            w for w in self._waiters.values() if not w.expired and now - w.since >= older_than_s
+        ]
         for w in expired:
-            del self._waiters[w.key]
+            w.expired = True  # keeps its place (a reservation) until it asks again
             _resolve(w.future, None)
         self.expired += len(expired)
-        if expired:
-            self._compact()
         return len(expired)
 
     def holds(self, key: Hashable) -> bool:
@@ -221,13 +230,25 @@ class Scheduler:
         self._forget_generation(key)
         self._grant_waiters()
 
+    def _grant_soon(self) -> None:
+        try:
+            asyncio.get_running_loop().call_soon(self._grant_waiters)
+        except RuntimeError:  # no loop (a synchronous caller): nobody can ask again first
+            self._grant_waiters()
+
     def _grant_waiters(self) -> None:
         skipped: list[tuple[int, int, Hashable]] = []
-        while self._heap and len(self._held) < self.max_concurrent_runs:
+        reserved = 0
+        while self._heap and len(self._held) + reserved < self.max_concurrent_runs:
             entry = heapq.heappop(self._heap)
             _, gen, key = entry
             waiter = self._waiters.get(key)
             if waiter is None or waiter.generation != gen:
+                continue
+            if waiter.expired:
+                # Timed out and about to ask again: its slot is kept for it.
+                reserved += 1
+                skipped.append(entry)
                 continue
             if waiter.future.done():
                 # Its owner was cancelled while waiting: drop it.
@@ -270,6 +291,7 @@ class Scheduler:
                     "key": w.key,
                     "generation": w.generation,
                     "ticket": w.ticket,
+                    "reserved": w.expired,
                     "waited_s": round(now - w.since, 6),
                 }
                 for w in waiters

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Generator, Hashable
 from typing import TYPE_CHECKING, Any
 
-from lemon_gateway._run import Run, RunState
+from lemon_gateway._run import _QUEUED, Run
 
 if TYPE_CHECKING:
     from lemon_gateway._gateway import Gateway
@@ -71,7 +71,7 @@ class ThreadWorker:
         try:
             while pending and not gw._stopping:
                 run = pending.popleft()
-                if run.state is not RunState.QUEUED or run.task is not None:
+                if run.state is not _QUEUED or run.task is not None:
                     continue
                 self.current = run
                 self.launched += 1

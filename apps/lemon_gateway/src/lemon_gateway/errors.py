@@ -12,6 +12,8 @@ ready). Nothing here is raised for a run's own failure: a run that fails *comple
     ├── GatewayNotRunningError                     used outside its ``async with``
     ├── GatewayOverloadedError                     a full bound
     ├── ExecutorNotReadyError                      the executor is not ready (with the reason)
+    ├── WrongThreadError (RuntimeError)            a loop-only call from another thread
+    ├── BoundExpiredError (TimeoutError)           lemon_gateway._bound: an await ran past its bound
     └── LockTimeoutError (TimeoutError)            lemon_gateway._lock: EngineLock not granted
 
 A test (``test_gateway_error_tree.py``) keeps this drawing equal to the classes.
@@ -28,6 +30,7 @@ __all__ = [
     "GatewayOverloadedError",
     "InvalidSubmissionError",
     "MissingConversationKeyError",
+    "WrongThreadError",
 ]
 
 
@@ -65,3 +68,8 @@ class ExecutorNotReadyError(GatewayError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"executor not ready: {reason}")
         self.reason = reason
+
+
+class WrongThreadError(GatewayError, RuntimeError):
+    """Misuse: a loop-only method was called from another thread (the message names the
+    thread-safe twin to use instead, e.g. ``cancel_threadsafe``)."""

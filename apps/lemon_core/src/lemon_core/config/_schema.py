@@ -37,10 +37,30 @@ class DefaultsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     thinking_level: Literal["off", "low", "medium", "high"] = "off"
 
 
+_Count = Annotated[int, msgspec.Meta(ge=1)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
 class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[gateway]``: execution slots and opt-in ingress."""
+    """``[gateway]``: execution slots, bounds and opt-in ingress.
+
+    Every key reaches ``lemon_gateway.GatewayConfig`` (same names and defaults, checked by the
+    gateway's tests); the gateway README's ``[gateway]`` table documents each one.
+    """
 
     max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 2
+    slot_request_timeout_s: _Seconds = 30.0
+    require_engine_lock: bool = True
+    engine_lock_timeout_s: _Seconds = 60.0
+    max_launch_attempts: _Count = 3
+    launch_retry_backoff_s: _Seconds = 0.1
+    prepare_timeout_s: _Seconds = 60.0
+    store_timeout_s: _Seconds = 10.0
+    shutdown_grace_s: _Seconds = 10.0
+    max_pending_per_conversation: _Count = 1_000
+    max_pending_runs: _Count = 100_000
+    record_run_history: bool = True
+    store_sweep_interval_s: _Seconds = 300.0
     default_cwd: str | None = None
     ingress_enabled: bool = False
 

@@ -49,9 +49,13 @@ class EngineRuntime(Protocol):
     """Runs ExecutionCommands. Implemented by the gateway, called by the router.
 
     ``submit`` accepts (acceptance is not completion) or raises a clear error for a
-    command that can never be accepted. ``cancel`` is total and idempotent: it never
-    raises and returns whether a live or queued run with exactly that id was found.
-    ``available`` is liveness, not capacity.
+    command that can never be accepted. ``cancel`` is total and idempotent on the
+    runtime's event loop: there it never raises and returns whether a live or queued run
+    with exactly that id was found. Every method is loop-only: called from another thread,
+    ``cancel`` raises a ``RuntimeError`` subclass that names the implementation's
+    thread-safe twin and changes nothing (the gateway: ``WrongThreadError``, and
+    ``Gateway.cancel_threadsafe(run_id, reason)`` returning a ``concurrent.futures.Future``
+    of the same answer). ``available`` is liveness, not capacity.
     """
 
     def submit(self, command: ExecutionCommand) -> None:

@@ -1,0 +1,109 @@
+"""One source for ``[gateway]``: the config schema, GatewayConfig, boot and the README table."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from lemon_core.config import GatewayConfig as GatewaySettings
+from lemon_core.config import load_config
+from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
+from lemon_gateway import Gateway, GatewayConfig, GatewayConfigError
+from lemon_gateway._boot import lemon_gateway_app
+from lemon_platform_test.executor import ScriptedExecutor
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _schema_defaults() -> dict[str, object]:
+    return {f.name: f.default for f in msgspec.structs.fields(GatewaySettings)}
+
+
+def _gateway_defaults() -> dict[str, object]:
+    return {f.name: f.default for f in dataclasses.fields(GatewayConfig)}
+
+
+def _readme_keys() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Bounds and defaults (`[gateway]`)", 1)[1].split("\n## ", 1)[0]
+    keys: list[str] = []
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            keys.extend(re.findall(r"`([a-z_]+)`", first_cell))
+    return keys
+
+
+def test_gateway_config_keys_and_defaults_equal_the_config_schema() -> None:
+    assert _gateway_defaults() == _schema_defaults()
+
+
+def test_gateway_readme_table_lists_exactly_the_schema_keys() -> None:
+    keys = _readme_keys()
+    assert len(keys) == len(set(keys)), keys
+    assert sorted(keys) == sorted(_schema_defaults())
+
+
+def test_gateway_config_from_settings_takes_every_key() -> None:
+    settings = msgspec.convert(
+        {"default_cwd": "/srv/work", "ingress_enabled": True, "store_timeout_s": 2},
+        GatewaySettings,
+    )
+    config = GatewayConfig.from_settings(settings)
+    assert (config.default_cwd, config.ingress_enabled, config.store_timeout_s) == (
+        "/srv/work",
+        True,
+        2.0,
+    )
+    assert config.max_concurrent_runs == 2
+    with pytest.raises(GatewayConfigError, match="unknown gateway settings"):
+        GatewayConfig.from_mapping({"cancel_grace_s": 1.0})
+
+
+class _Agent:
+    def __init__(self) -> None:
+        self._executor = ScriptedExecutor()
+
+    def executor(self) -> ScriptedExecutor:
+        return self._executor
+
+    def not_ready_reason(self) -> str | None:
+        return None
+
+
+async def test_gateway_boot_passes_default_cwd_and_ingress_enabled(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'[gateway]\ndefault_cwd = "{work}"\ningress_enabled = true\nmax_pending_runs = 7\n',
+        encoding="utf-8",
+    )
+    loaded = load_config(home=home, cwd=tmp_path, environ={})
+
+    async def start_agent(rt: Runtime) -> None:
+        rt.context.capabilities.register(AGENT_RUNTIME, _Agent())
+
+    async def stop_agent(rt: Runtime, handle: object) -> None:
+        return None
+
+    agent = AppSpec(
+        name="coding_agent",
+        start=start_agent,
+        stop=stop_agent,
+        profiles=frozenset({"execution-only"}),
+    )
+    apps = {"coding_agent": agent, "lemon_gateway": lemon_gateway_app}
+    async with Runtime(profile="execution-only", config=loaded, apps=apps, store="memory") as rt:
+        gateway = rt.handle("lemon_gateway")
+        assert isinstance(gateway, Gateway)
+        assert gateway.config.default_cwd == str(work)
+        assert gateway.config.ingress_enabled is True
+        assert gateway.config.max_pending_runs == 7
+        assert gateway._resolve_cwd(None) == str(work)
+        assert gateway.statistics()["ingress"]["enabled"] is True
