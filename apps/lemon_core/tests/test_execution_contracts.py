@@ -165,7 +165,7 @@ def test_execution_context_wire_form_is_versioned_and_revalidated() -> None:
 
 
 class _Runtime:
-    def submit(self, command: ExecutionCommand) -> None:
+    def submit_execution(self, command: ExecutionCommand) -> None:
         return None
 
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:

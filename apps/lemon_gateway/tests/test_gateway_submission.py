@@ -130,7 +130,8 @@ async def test_gateway_registers_engine_runtime_on_its_runtime_context() -> None
         assert runtime is gw
         assert runtime.available()
         assert other.capabilities.get(ENGINE_RUNTIME) is None
-        runtime.submit(command("via-seam"))
+        runtime.submit_execution(command("via-seam"))
+        assert not hasattr(gw, "submit")  # seed 000: submit_execution is the one way in
         handle = gw.handle("via-seam")
         assert handle is not None
         assert (await handle).ok

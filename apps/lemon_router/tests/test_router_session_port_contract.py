@@ -355,8 +355,8 @@ class SteerHookRuntime:
         self._gateway = gateway
         self._on_steer = on_steer
 
-    def submit(self, command: ExecutionCommand) -> None:
-        self._gateway.submit(command)
+    def submit_execution(self, command: ExecutionCommand) -> object:
+        return self._gateway.submit_execution(command)
 
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
         return self._gateway.cancel(run_id, reason)

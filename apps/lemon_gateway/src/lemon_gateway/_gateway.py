@@ -276,10 +276,6 @@ class Gateway:
         worker.enqueue(run)
         return RunHandle(run_id, run.future)
 
-    def submit(self, command: ExecutionCommand) -> None:
-        """EngineRuntime.submit: ``submit_execution`` without the handle."""
-        self.submit_execution(command)
-
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
         """Cancel the queued or running run with exactly this id (loop-only).
 

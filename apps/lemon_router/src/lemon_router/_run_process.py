@@ -308,7 +308,7 @@ class RunProcess:
             engine = owner.engine()
             if engine is not None and engine.available():
                 try:
-                    engine.submit(command)
+                    engine.submit_execution(command)
                 except (ExecutionContractError, TypeError, ValueError) as exc:
                     return (
                         f"the engine runtime refused the command: {exc}",

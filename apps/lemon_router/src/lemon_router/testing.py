@@ -81,7 +81,7 @@ class FakeEngineRuntime:
 
     # -- EngineRuntime ------------------------------------------------------------------------
 
-    def submit(self, command: ExecutionCommand) -> None:
+    def submit_execution(self, command: ExecutionCommand) -> None:
         self.submit_attempts += 1
         if self.refuse_next:
             raise self.refuse_next.pop(0)

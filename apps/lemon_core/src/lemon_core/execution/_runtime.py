@@ -48,18 +48,22 @@ class CapabilityConflictError(LemonCoreError, RuntimeError):
 class EngineRuntime(Protocol):
     """Runs ExecutionCommands. Implemented by the gateway, called by the router.
 
-    ``submit`` accepts (acceptance is not completion) or raises a clear error for a
-    command that can never be accepted. ``cancel`` is total and idempotent on the
-    runtime's event loop: there it never raises and returns whether a live or queued run
-    with exactly that id was found. Every method is loop-only: called from another thread,
-    ``cancel`` raises a ``RuntimeError`` subclass that names the implementation's
-    thread-safe twin and changes nothing (the gateway: ``WrongThreadError``, and
-    ``Gateway.cancel_threadsafe(run_id, reason)`` returning a ``concurrent.futures.Future``
-    of the same answer). ``available`` is liveness, not capacity.
+    ``submit_execution`` accepts (acceptance is not completion) or raises a clear error for
+    a command that can never be accepted; it is the one way in (seed 000 forbids a
+    ``Runtime.submit``: there is no other submission name). ``cancel`` is total and
+    idempotent on the runtime's event loop: there it never raises and returns whether a
+    live or queued run with exactly that id was found. Every method is loop-only: called
+    from another thread, ``cancel`` raises a ``RuntimeError`` subclass that names the
+    implementation's thread-safe twin and changes nothing (the gateway:
+    ``WrongThreadError``, and ``Gateway.cancel_threadsafe(run_id, reason)`` returning a
+    ``concurrent.futures.Future`` of the same answer). ``available`` is liveness, not
+    capacity.
     """
 
-    def submit(self, command: ExecutionCommand) -> None:
-        """Accept ``command`` for execution (loop-only)."""
+    def submit_execution(self, command: ExecutionCommand) -> object:
+        """Accept ``command`` for execution (loop-only); what it returns (the gateway: a
+        ``RunHandle``) is the implementation's, callers of the seam ignore it."""
+        ...
 
     def cancel(self, run_id: str, reason: str = "user_requested") -> bool:
         """Cancel the run with exactly this id, if it is queued or running."""
