@@ -6,6 +6,9 @@ chat completions, Anthropic messages and the offline default. See the README for
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lemon_ai.errors import (
     AuthError,
     BadRequestError,
@@ -55,10 +58,29 @@ from lemon_ai.models import (
     offline_model,
 )
 from lemon_ai.provider import Provider, StreamOptions, complete
-from lemon_ai.providers import AnthropicMessagesProvider, OfflineProvider, OpenAICompletionsProvider
 from lemon_ai.retry import RetryPolicy, parse_retry_after
 from lemon_ai.sse import ServerSentEvent, SSEDecoder, SSEError
 from lemon_ai.usage import Cost, Usage
+
+if TYPE_CHECKING:  # the providers load on first use (the offline path never loads httpx)
+    from lemon_ai.providers import (
+        AnthropicMessagesProvider,
+        OfflineProvider,
+        OpenAICompletionsProvider,
+    )
+
+_LAZY_PROVIDERS = frozenset(
+    {"AnthropicMessagesProvider", "OfflineProvider", "OpenAICompletionsProvider"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY_PROVIDERS:
+        raise AttributeError(f"module 'lemon_ai' has no attribute {name!r}")
+    value = getattr(importlib.import_module("lemon_ai.providers"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnthropicMessagesProvider",

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-
-import httpx
-
-# httpcore imports sniffio on every request to detect the async library; importing it here makes
-# that a dictionary lookup instead of a failing import with a sys.path scan (about 0.5 ms).
-import sniffio  # noqa: F401  (imported for the side effect described above)
+from typing import TYPE_CHECKING
 
 from lemon_ai.errors import LemonAiUsageError
 from lemon_ai.models import Api, Model
 from lemon_ai.provider import Provider
-from lemon_ai.providers import (
-    AnthropicMessagesProvider,
-    OfflineProvider,
-    OpenAICompletionsProvider,
-)
 from lemon_ai.retry import RetryPolicy
+
+if TYPE_CHECKING:  # the HTTP stack is imported by the providers that use it, when built
+    import httpx
 
 __all__ = ["api_key_variable", "create_provider", "provider_for"]
 
@@ -31,16 +24,33 @@ def create_provider(
     client: httpx.AsyncClient | None = None,
     retry: RetryPolicy | None = None,
 ) -> Provider:
-    """The provider speaking ``api`` (``model.api``); close it with ``aclose()`` when done."""
+    """The provider speaking ``api`` (``model.api``); close it with ``aclose()`` when done.
+
+    The HTTP providers (and httpx with them) are imported only when one is built: a run on the
+    offline model never loads the HTTP stack."""
     if api == "openai_completions":
+        from lemon_ai.providers.openai_completions import OpenAICompletionsProvider
+
+        _warm_sniffio()
         return OpenAICompletionsProvider(api_key=api_key, client=client, retry=retry)
     if api == "anthropic_messages":
+        from lemon_ai.providers.anthropic_messages import AnthropicMessagesProvider
+
+        _warm_sniffio()
         return AnthropicMessagesProvider(api_key=api_key, client=client, retry=retry)
     if api == "offline":
+        from lemon_ai.providers.offline import OfflineProvider
+
         return OfflineProvider()
     raise LemonAiUsageError(
         f"unknown wire protocol {api!r}; use openai_completions, anthropic_messages or offline"
     )
+
+
+def _warm_sniffio() -> None:
+    # httpcore imports sniffio on every request to detect the async library; importing it once
+    # makes that a dictionary lookup instead of a failing import with a sys.path scan (~0.5 ms).
+    import sniffio  # noqa: F401  (imported for the side effect described above)
 
 
 def api_key_variable(provider: str) -> str:
