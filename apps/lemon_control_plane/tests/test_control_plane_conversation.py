@@ -202,3 +202,23 @@ async def test_the_default_model_is_shown_as_the_session_and_run_model(
         "offline",
         "offline-model",
     )
+
+
+async def test_models_list_is_the_agents_catalogue_with_the_default_first(client: Client) -> None:
+    # The reference's models.list (the TUI's model picker): rows with an id chat.send's model
+    # takes, grouped by provider; advertised because the runtime's agent registers its models.
+    async with client(handshake=False) as c:
+        hello = await c.connect()
+        assert "models.list" in hello["features"]["methods"]
+        res = await c.request("models.list")
+    assert res["ok"] is True
+    rows = res["payload"]["models"]
+    assert rows[0]["id"] == "offline:offline"  # nothing configured: the offline model
+    assert rows[0]["default"] is True
+    assert res["payload"]["summary"]["default"] == "offline:offline"
+    ids = {row["id"] for row in rows}
+    assert "openai:gpt-4o-mini" in ids
+    assert any(i.startswith("anthropic:") for i in ids)
+    for row in rows:
+        assert set(row) >= {"id", "provider", "name", "contextWindow", "supportsThinking"}
+        assert row["id"].startswith(row["provider"] + ":")

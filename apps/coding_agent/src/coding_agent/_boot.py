@@ -18,12 +18,23 @@ import os
 from dataclasses import dataclass
 from typing import cast
 
-from coding_agent._transcripts import SessionCompactorImpl, SessionTranscriptReader
+from coding_agent._transcripts import (
+    ModelCatalogImpl,
+    SessionCompactorImpl,
+    SessionTranscriptReader,
+)
 from coding_agent.executor import CodingExecutor
 from lemon_core.approvals import ExecApprovals
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
-from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
+from lemon_core.runtime import (
+    AGENT_RUNTIME,
+    APPROVALS,
+    MODEL_CATALOG,
+    AppSpec,
+    ModelCatalog,
+    Runtime,
+)
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
     TRANSCRIPT_READER,
@@ -43,6 +54,7 @@ class CodingAgentRuntime:
     approvals: ExecApprovals
     transcripts: TranscriptReader
     compactor: SessionCompactor
+    catalog: ModelCatalog
 
     def executor(self) -> Executor:
         return self.impl
@@ -59,18 +71,25 @@ async def _start(runtime: Runtime) -> CodingAgentRuntime:
     impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
+    catalog = ModelCatalogImpl(runtime.config, environ)
     agent = CodingAgentRuntime(
-        impl=impl, approvals=approvals, transcripts=transcripts, compactor=compactor
+        impl=impl,
+        approvals=approvals,
+        transcripts=transcripts,
+        compactor=compactor,
+        catalog=catalog,
     )
     runtime.context.capabilities.register(APPROVALS, approvals)
     runtime.context.capabilities.register(AGENT_RUNTIME, agent)
     runtime.context.capabilities.register(TRANSCRIPT_READER, transcripts)
     runtime.context.capabilities.register(SESSION_COMPACTOR, compactor)
+    runtime.context.capabilities.register(MODEL_CATALOG, catalog)
     return agent
 
 
 async def _stop(runtime: Runtime, handle: object) -> None:
     agent = cast(CodingAgentRuntime, handle)
+    runtime.context.capabilities.unregister(MODEL_CATALOG, agent.catalog)
     runtime.context.capabilities.unregister(SESSION_COMPACTOR, agent.compactor)
     runtime.context.capabilities.unregister(TRANSCRIPT_READER, agent.transcripts)
     runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)

@@ -8,14 +8,18 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from coding_agent.errors import CodingAgentError, CompactionError
 from coding_agent.session import SessionStore
-from lemon_ai import AssistantMessage, Message, UserMessage
+from lemon_ai import AssistantMessage, Message, Model, UserMessage
 from lemon_core.events import ErrorCode
+from lemon_core.runtime import ModelInfo
 from lemon_core.sessions import CompactResult, NativeHistory, TodoItem, TranscriptEntry
 
 if TYPE_CHECKING:
-    from coding_agent.executor import CodingExecutor
+    from collections.abc import Mapping
 
-__all__ = ["SessionCompactorImpl", "SessionTranscriptReader"]
+    from coding_agent.executor import CodingExecutor
+    from lemon_core.config import Config
+
+__all__ = ["ModelCatalogImpl", "SessionCompactorImpl", "SessionTranscriptReader"]
 
 _MAX_ENTRY_CHARS: Final = 8000
 _MAX_LIMIT: Final = 500
@@ -128,3 +132,42 @@ _COMPACTION_CODES: Final = {
     "context_overflow": ErrorCode.CONTEXT_OVERFLOW,
     "connection": ErrorCode.CONNECTION,
 }
+
+
+class ModelCatalogImpl:
+    """The models a run of this runtime can use (``MODEL_CATALOG``): the configured default
+    first, then the configured providers' defaults, then lemon_ai's built-in catalogue."""
+
+    def __init__(self, config: Config, environ: Mapping[str, str]) -> None:
+        self._config = config
+        self._environ = environ
+
+    def models(self) -> list[ModelInfo]:
+        from coding_agent.executor import resolve_model
+        from lemon_ai import LemonAiError, default_catalogue
+
+        found: dict[str, ModelInfo] = {}
+        default_ref: str | None = None
+        try:
+            model, _provider = resolve_model(self._config, environ=self._environ)
+        except LemonAiError:
+            pass
+        else:
+            default_ref = model.ref
+            found[model.ref] = _info(model, default=True)
+        for model in default_catalogue().models():
+            found.setdefault(model.ref, _info(model, default=model.ref == default_ref))
+        return list(found.values())
+
+
+def _info(model: Model, *, default: bool) -> ModelInfo:
+    return ModelInfo(
+        ref=model.ref,
+        provider=model.provider,
+        id=model.id,
+        name=model.name or model.id,
+        context_window=model.context_window,
+        max_output=model.max_tokens,
+        reasoning=model.reasoning,
+        default=default,
+    )

@@ -22,6 +22,7 @@ from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
+from lemon_core.runtime import ModelCatalog
 from lemon_core.sessions import InvalidSessionKeyError, SessionPort, check_session_key
 
 __all__ = ["SCOPES", "Method", "Methods"]
@@ -102,8 +103,10 @@ class Methods:
         bridge: EventBridge,
         config: ControlPlaneConfig,
         status: Callable[[], dict[str, Any]],
+        models: ModelCatalog | None = None,
     ) -> None:
         self._port = port
+        self._models = models
         self._bridge = bridge
         self._config = config
         self._status = status
@@ -140,6 +143,8 @@ class Methods:
                 Method("port.unwatch", "read", self._inline),
             )
         }
+        if models is not None:  # advertised only where the runtime knows its models
+            self.table["models.list"] = Method("models.list", "read", self.models_list)
 
     # -- public -------------------------------------------------------------------------------
 
@@ -148,6 +153,28 @@ class Methods:
 
     async def status(self, conn: Connection, params: dict[str, Any]) -> Any:
         return self._status()
+
+    async def models_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """The wire's ``models.list``: ``{models: [{id, provider, name, contextWindow,
+        maxOutput, supportsThinking, supportsVision, supportsStreaming}], summary}``; ``id`` is
+        the ``provider:model`` reference ``chat.send``'s ``model`` takes."""
+        assert self._models is not None
+        rows = [
+            {
+                "id": m.ref,
+                "provider": m.provider,
+                "name": m.name or m.id,
+                "contextWindow": m.context_window,
+                "maxOutput": m.max_output,
+                "supportsThinking": m.reasoning,
+                "supportsVision": False,
+                "supportsStreaming": True,
+                "default": m.default,
+            }
+            for m in self._models.models()
+        ]
+        default = next((r["id"] for r in rows if r["default"]), None)
+        return {"models": rows, "summary": {"count": len(rows), "default": default}}
 
     # -- chat ---------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.tokens import StoredToken, TokenStore
+from lemon_core.runtime import ModelCatalog
 from lemon_core.sessions import SessionPort
 
 __all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
@@ -105,7 +106,13 @@ def _bind(host: str, port: int) -> socket.socket:
 class ControlPlane:
     """See the module docstring."""
 
-    def __init__(self, port: SessionPort, config: ControlPlaneConfig | None = None) -> None:
+    def __init__(
+        self,
+        port: SessionPort,
+        config: ControlPlaneConfig | None = None,
+        *,
+        models: ModelCatalog | None = None,
+    ) -> None:
         self.config = config or ControlPlaneConfig()
         self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
         self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
@@ -120,7 +127,7 @@ class ControlPlane:
             max_sessions=self.config.max_sessions,
             default_model=self.config.default_model,
         )
-        self._methods = Methods(port, self.bridge, self.config, self._status)
+        self._methods = Methods(port, self.bridge, self.config, self._status, models)
         self._started = time.monotonic()
         self._closing = False
         self._state: Literal["new", "running", "stopped"] = "new"

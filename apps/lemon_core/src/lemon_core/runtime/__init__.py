@@ -12,7 +12,14 @@ from lemon_core.runtime._app import (
     known_profiles,
     resolve_profile,
 )
-from lemon_core.runtime._capabilities import AGENT_RUNTIME, APPROVALS, AgentRuntime
+from lemon_core.runtime._capabilities import (
+    AGENT_RUNTIME,
+    APPROVALS,
+    MODEL_CATALOG,
+    AgentRuntime,
+    ModelCatalog,
+    ModelInfo,
+)
 from lemon_core.runtime._runtime import AppState, Runtime, RuntimeStatistics, store_path
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
 
@@ -20,10 +27,13 @@ __all__ = [
     "AGENT_RUNTIME",
     "APPROVALS",
     "APPS_ENTRY_POINT_GROUP",
+    "MODEL_CATALOG",
     "AgentRuntime",
     "AppHookError",
     "AppSpec",
     "AppState",
+    "ModelCatalog",
+    "ModelInfo",
     "Runtime",
     "RuntimeBootError",
     "RuntimeStatistics",

@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from typing import Final, Protocol, runtime_checkable
 
+import msgspec
+
 from lemon_core.approvals import ExecApprovals
 from lemon_core.execution import Capability, Executor
 
-__all__ = ["AGENT_RUNTIME", "APPROVALS", "AgentRuntime"]
+__all__ = [
+    "AGENT_RUNTIME",
+    "APPROVALS",
+    "MODEL_CATALOG",
+    "AgentRuntime",
+    "ModelCatalog",
+    "ModelInfo",
+]
 
 
 @runtime_checkable
@@ -34,3 +43,31 @@ AGENT_RUNTIME: Final[Capability[AgentRuntime]] = Capability("AgentRuntime", Agen
 
 #: The runtime's approval channel (registered by the agent app).
 APPROVALS: Final[Capability[ExecApprovals]] = Capability("ExecApprovals", ExecApprovals)
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One model a run can use, as a client's model picker shows it."""
+
+    ref: str
+    """``provider:model``: what ``RunRequest.model`` takes."""
+    provider: str
+    id: str
+    name: str = ""
+    context_window: int = 0
+    max_output: int = 0
+    reasoning: bool = False
+    default: bool = False
+    """The configured default model."""
+
+
+@runtime_checkable
+class ModelCatalog(Protocol):
+    """The models this runtime's agent can run (registered by the agent app)."""
+
+    def models(self) -> list[ModelInfo]:
+        """Every known model: the configured providers' and the built-in catalogue's."""
+        ...
+
+
+#: The capability the agent app (coding_agent) registers its model catalogue under.
+MODEL_CATALOG: Final[Capability[ModelCatalog]] = Capability("ModelCatalog", ModelCatalog)
