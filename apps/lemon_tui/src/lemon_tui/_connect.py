@@ -1,0 +1,21 @@
+"""How the app reaches a daemon: the control plane's WebSocket session port."""
+
+from __future__ import annotations
+
+from lemon_control_plane.client import WebSocketSessionPort
+from lemon_tui._app import ClientPort, Connector
+
+__all__ = ["websocket_connector"]
+
+
+def websocket_connector(
+    ws_url: str, *, token: str | None = None, stream_max_entries: int = 4096
+) -> Connector:
+    """A :data:`~lemon_tui.Connector` that opens a new ``WebSocketSessionPort`` each call
+    (a dropped connection is replaced by a new one)."""
+
+    async def connect() -> ClientPort:
+        port = WebSocketSessionPort(ws_url, token=token, stream_max_entries=stream_max_entries)
+        return await port.__aenter__()
+
+    return connect
