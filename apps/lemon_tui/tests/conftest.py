@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.config import load_config
+from lemon_core.execution import ToolPolicy
 from lemon_core.runtime import Runtime
+from lemon_tui import LemonTUI, websocket_connector
+from lemon_tui._widgets import StatusLine
 
 WAIT_S = 15.0
 
@@ -38,3 +41,22 @@ async def until(pilot: Pilot[object], condition: Callable[[], bool], what: str) 
         while not condition():
             await pilot.pause(0.01)
     assert condition(), what
+
+
+def app_for(daemon: ControlPlane, policy: ToolPolicy | None = None) -> LemonTUI:
+    return LemonTUI(websocket_connector(daemon.ws_url), where=daemon.ws_url, tool_policy=policy)
+
+
+def status_text(app: LemonTUI) -> str:
+    return str(app.query_one("#status", StatusLine).render())
+
+
+@pytest.fixture
+async def other(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
+    """A second client of the same daemon (another terminal, a web page)."""
+    async with WebSocketSessionPort(daemon.ws_url) as port:
+        yield port
+
+
+NO_APPROVALS = ToolPolicy()
+ASK_BASH = ToolPolicy(require_approval=frozenset({"bash"}))

@@ -5,18 +5,9 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from lemon_control_plane import ControlPlane
-from lemon_tui import LemonTUI, websocket_connector
-from lemon_tui._widgets import AnswerBlock, StatusLine, UserBlock
+from lemon_tui._widgets import AnswerBlock, UserBlock
 
-from .conftest import until
-
-
-def app_for(daemon: ControlPlane, **kw: object) -> LemonTUI:
-    return LemonTUI(websocket_connector(daemon.ws_url), where=daemon.ws_url, **kw)  # type: ignore[arg-type]  # test shorthand
-
-
-def status_text(app: LemonTUI) -> str:
-    return str(app.query_one("#status", StatusLine).render())
+from .conftest import app_for, status_text, until
 
 
 async def test_an_answer_streams_as_markdown_with_the_status_line(daemon: ControlPlane) -> None:
@@ -38,3 +29,15 @@ async def test_an_answer_streams_as_markdown_with_the_status_line(daemon: Contro
         assert "idle" in status_text(app)
         assert "online" in status_text(app)
         assert box.value == ""
+
+
+async def test_no_daemon_says_how_to_start_one(daemon: ControlPlane) -> None:
+    from lemon_tui import LemonTUI, websocket_connector
+    from lemon_tui._widgets import NoteLine
+
+    url = daemon.ws_url.replace("/ws", "/nowhere")
+    app = LemonTUI(websocket_connector(url), where=url)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: bool(app.query(NoteLine)), "a note")
+        assert "lemon daemon start" in str(app.query_one(NoteLine).render())
+        assert app.status.connection in ("offline", "reconnecting")

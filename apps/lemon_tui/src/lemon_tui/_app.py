@@ -121,6 +121,7 @@ class LemonTUI(App[int]):
         self.to_ask: deque[ApprovalAsked] = deque()
         self.panel: ApprovalPanel | None = None
         self.idle_aborts = 0
+        self.recoveries = 0  # how often a gap was recovered from a snapshot
         self._stream: SessionStream | None = None
         self._switched = False
 
@@ -215,6 +216,8 @@ class LemonTUI(App[int]):
         if snapshot is None or snapshot.status != "ok":
             self.note("[yellow]the session is changing quickly; some output was not shown[/]")
             return
+        if not history:
+            self.recoveries += 1
         if history:
             for entry in snapshot.messages:
                 if entry.role == "user":

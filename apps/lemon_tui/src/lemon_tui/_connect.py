@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from websockets.exceptions import WebSocketException
+
 from lemon_control_plane.client import WebSocketSessionPort
+from lemon_control_plane.errors import ControlPlaneError
 from lemon_tui._app import ClientPort, Connector
 
 __all__ = ["websocket_connector"]
@@ -16,6 +19,9 @@ def websocket_connector(
 
     async def connect() -> ClientPort:
         port = WebSocketSessionPort(ws_url, token=token, stream_max_entries=stream_max_entries)
-        return await port.__aenter__()
+        try:
+            return await port.__aenter__()
+        except WebSocketException as exc:  # a bad URL, a refused upgrade: say so, no traceback
+            raise ControlPlaneError(f"cannot connect to {ws_url}: {exc}") from None
 
     return connect
