@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -108,8 +109,14 @@ def question(tool: str, action: dict[str, Any] | None) -> str:
     args = given.get("arguments", given)
     if not isinstance(args, dict):
         args = {"action": args}
-    if tool == "bash" and args.get("command"):
-        return f"Allow bash: {clip(str(args['command']))} ?"
+    if tool == "bash":
+        argv = args.get("argv")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            command = shlex.join(argv)  # as the shell would show it
+        else:
+            command = str(args.get("command", ""))
+        if command:
+            return f"Allow bash: {clip(command)} ?"
     if tool in ("write", "edit") and isinstance(args.get("path"), str):
         return f"Allow {tool} to {clip(args['path'])} ?"
     compact = " ".join(f"{k}={v!r}" for k, v in args.items())
