@@ -29,6 +29,12 @@ async def test_an_answer_streams_as_markdown_with_the_status_line(daemon: Contro
         assert "idle" in status_text(app)
         assert "online" in status_text(app)
         assert box.value == ""
+        status = app.query_one("#status")
+        transcript = app.query_one("#transcript")
+        assert transcript.region.bottom <= box.region.y
+        assert box.region.bottom <= status.region.y
+        assert status.region.bottom == 24
+        assert transcript.region.height >= 15  # 80x24 leaves room for the conversation
 
 
 async def test_no_daemon_says_how_to_start_one(daemon: ControlPlane) -> None:

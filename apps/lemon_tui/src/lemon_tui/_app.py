@@ -90,7 +90,7 @@ class LemonTUI(App[int]):
     TITLE = "lemon"
     CSS = """
     #transcript { height: 1fr; }
-    #input { dock: bottom; margin: 0 0 1 0; }
+    #input { height: auto; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
@@ -143,7 +143,11 @@ class LemonTUI(App[int]):
 
     def _add(self, widget: Widget) -> None:
         self.transcript.mount(widget)
-        self.transcript.scroll_end(animate=False)
+        self._follow_end()
+
+    def _follow_end(self) -> None:
+        """Keep the newest output in view once the layout caught up (Markdown grows later)."""
+        self.call_after_refresh(self.transcript.scroll_end, animate=False)
 
     def note(self, markup: str) -> None:
         self._add(NoteLine(markup))
@@ -272,7 +276,7 @@ class LemonTUI(App[int]):
                 self.answer = AnswerBlock()
                 self._add(self.answer)
             self.answer.append_text(event.text)
-            self.transcript.scroll_end(animate=False)
+            self._follow_end()
         elif isinstance(event, ToolCard):
             self._card(event)
         elif isinstance(event, ApprovalAsked):

@@ -170,7 +170,7 @@ class Status:
 class StatusLine(Static):
     """connection · session · run state · queue · last usage."""
 
-    DEFAULT_CSS = "StatusLine { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
+    DEFAULT_CSS = "StatusLine { height: 1; background: $panel; padding: 0 1; }"
 
     def show(self, status: Status) -> None:
         parts = [status.connection, status.session, status.run]
