@@ -247,6 +247,13 @@ class LemonTUI(App[int]):
             self._seal("ended" if snapshot.last_ok else "failed")
         live = set(snapshot.queued) | ({active.run_id} if active is not None else set())
         self.waiting_for &= live
+        if active is None and self.cards:
+            self._seal("interrupted")  # the run ended while we were away: no card spins
+        pending = {p.approval_id for p in snapshot.pending_approvals}
+        self.to_ask = deque(a for a in self.to_ask if a.approval_id in pending)
+        if self.panel is not None and self.panel.asked.approval_id not in pending:
+            self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
+            self.panel.dismiss(None)
         known = {a.approval_id for a in self.to_ask}
         if self.panel is not None:
             known.add(self.panel.asked.approval_id)

@@ -96,8 +96,7 @@ class ToolCardView(Static):
             "running": "[yellow]…[/]",
             "ok": "[green]✓[/]",
             "failed": "[red]✗[/]",
-            "cancelled": "[red]✗[/]",
-        }[self.state]
+        }.get(self.state, "[red]✗[/]")
         label = "" if self.state in ("running", "ok", "failed") else f" [dim]{self.state}[/]"
         body = f"\n[dim]{escape(clip(self.message))}[/]" if self.message else ""
         self.update(f"{mark} [b]{escape(self.title)}[/]{label}{body}")
