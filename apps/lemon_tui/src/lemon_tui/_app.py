@@ -249,9 +249,9 @@ class LemonTUI(App[int]):
         self.waiting_for &= live
         if active is None and self.cards:
             self._seal("interrupted")  # the run ended while we were away: no card spins
-        pending = {p.approval_id for p in snapshot.pending_approvals}
-        self.to_ask = deque(a for a in self.to_ask if a.approval_id in pending)
-        if self.panel is not None and self.panel.asked.approval_id not in pending:
+        still = {p.approval_id for p in snapshot.pending_approvals}
+        self.to_ask = deque(a for a in self.to_ask if a.approval_id in still)
+        if self.panel is not None and self.panel.asked.approval_id not in still:
             self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
             self.panel.dismiss(None)
         known = {a.approval_id for a in self.to_ask}
