@@ -26,7 +26,6 @@ from textual.markup import escape
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lemon_control_plane.errors import ControlPlaneError
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
@@ -72,6 +71,14 @@ HELP: Final = (
     "/new  /sessions  /resume KEY  /compact [FOCUS]  /help  /quit · while busy: Enter queues, "
     "'>text' steers, '!text' interrupts, Ctrl+C aborts the run (twice when idle quits)"
 )
+
+
+def _lost() -> tuple[type[Exception], ...]:
+    """What a call on a gone connection raises. Imported late: the control plane package
+    pulls in its server stack, which the first paint should not wait for."""
+    from lemon_control_plane.errors import ControlPlaneError
+
+    return (ControlPlaneError, OSError)
 
 
 class ClientPort(SessionPort, Protocol):
@@ -135,7 +142,10 @@ class LemonTUI(App[int]):
     def on_mount(self) -> None:
         self._paint_status()
         self.query_one("#input", Input).focus()
-        self.run_worker(self._follow_loop(), name="connection", exit_on_error=True)
+        # Connect once the first frame is drawn: the screen is there before the network is.
+        self.call_after_refresh(
+            self.run_worker, self._follow_loop(), name="connection", exit_on_error=True
+        )
 
     @property
     def transcript(self) -> VerticalScroll:
@@ -170,7 +180,7 @@ class LemonTUI(App[int]):
         while True:
             try:
                 return await self._connect()
-            except (ControlPlaneError, OSError) as exc:
+            except _lost() as exc:
                 if attempt == 0:
                     self.note(
                         f"[yellow]cannot reach {escape(self.where)}:[/] {escape(str(exc))}; "
@@ -203,7 +213,7 @@ class LemonTUI(App[int]):
                         if isinstance(event, StreamOverflow):
                             break
                         self._handle(event)
-            except ControlPlaneError:
+            except _lost():
                 pass  # the connection is gone: open a new one and recover
             self.port = None
             self.status.connection = "reconnecting"
@@ -381,7 +391,7 @@ class LemonTUI(App[int]):
             return
         try:
             result = await port.resolve_approval(asked.approval_id, decision)
-        except ControlPlaneError as exc:
+        except _lost() as exc:
             self.note(f"[yellow]could not answer the approval:[/] {escape(str(exc))}")
             return
         if result.resolved:
@@ -430,9 +440,10 @@ class LemonTUI(App[int]):
             cwd=self.cwd,
             tool_policy=self.tool_policy,
         )
+        refused: tuple[type[Exception], ...] = (*_lost(), ValueError)
         try:
             receipt = await port.submit(request)
-        except (ControlPlaneError, ValueError) as exc:
+        except refused as exc:
             self.note(f"[red]not sent:[/] {escape(str(exc))}")
             return
         if receipt.status == "rejected":
@@ -451,7 +462,11 @@ class LemonTUI(App[int]):
         port = self.port
         if self.waiting_for and port is not None:
             self.idle_aborts = 0
-            result = await port.cancel(session_key=self.session, include_queued=False)
+            try:
+                result = await port.cancel(session_key=self.session, include_queued=False)
+            except _lost() as exc:
+                self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
+                return
             if result.cancelled:
                 self.note("[yellow]aborting the run (Ctrl+C)…[/]")
                 return

@@ -1,11 +1,8 @@
-"""How the app reaches a daemon: the control plane's WebSocket session port."""
+"""How the app reaches a daemon: the control plane's WebSocket session port (imported when
+the first connection is opened, after the first paint)."""
 
 from __future__ import annotations
 
-from websockets.exceptions import WebSocketException
-
-from lemon_control_plane.client import WebSocketSessionPort
-from lemon_control_plane.errors import ControlPlaneError
 from lemon_tui._app import ClientPort, Connector
 
 __all__ = ["websocket_connector"]
@@ -18,6 +15,11 @@ def websocket_connector(
     (a dropped connection is replaced by a new one)."""
 
     async def connect() -> ClientPort:
+        from websockets.exceptions import WebSocketException
+
+        from lemon_control_plane.client import WebSocketSessionPort
+        from lemon_control_plane.errors import ControlPlaneError
+
         port = WebSocketSessionPort(ws_url, token=token, stream_max_entries=stream_max_entries)
         try:
             return await port.__aenter__()
