@@ -58,6 +58,7 @@ DEFAULT_SESSION: Final = "agent:default:main"
 _BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 _SNAPSHOT_TRIES: Final = 5
 _REMEMBERED: Final = 1024
+_OUTBOX: Final = 64  # messages typed while offline; more are refused with a note
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
@@ -128,6 +129,7 @@ class LemonTUI(App[int]):
         self.to_ask: deque[ApprovalAsked] = deque()
         self.panel: ApprovalPanel | None = None
         self.idle_aborts = 0
+        self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
         self._stream: SessionStream | None = None
         self._switched = False
@@ -209,6 +211,7 @@ class LemonTUI(App[int]):
                     elif recover:
                         await self._recover(port, history=False)
                     recover = True
+                    await self._send_outbox()
                     async for event in stream:
                         if isinstance(event, StreamOverflow):
                             break
@@ -428,10 +431,32 @@ class LemonTUI(App[int]):
             await self.send(text, mode)
 
     async def send(self, text: str, mode: str = "collect") -> None:
+        """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
+        sent once the connection is back."""
+        if self.port is None or self.outbox:
+            if len(self.outbox) >= _OUTBOX:
+                self.note(f"[yellow]offline[/]: {_OUTBOX} messages already wait; not kept")
+                return
+            self._seal_answer("ok")
+            block = UserBlock(text, note="waiting: offline")
+            self._add(block)
+            self.outbox.append((text, mode, block))
+            return
+        await self._submit(text, mode, None)
+
+    async def _send_outbox(self) -> None:
+        """Send what was typed while offline, in order (it stays queued if the link drops)."""
+        while self.outbox and self.port is not None:
+            text, mode, block = self.outbox[0]
+            if not await self._submit(text, mode, block):
+                return
+            self.outbox.popleft()
+
+    async def _submit(self, text: str, mode: str, block: UserBlock | None) -> bool:
+        """True when the daemon answered (accepted or rejected); False when it is gone."""
         port = self.port
         if port is None:
-            self.note("[yellow]not connected[/]: the message was not sent")
-            return
+            return False
         request = RunRequest(
             origin="tui",
             session_key=self.session,
@@ -440,22 +465,31 @@ class LemonTUI(App[int]):
             cwd=self.cwd,
             tool_policy=self.tool_policy,
         )
-        refused: tuple[type[Exception], ...] = (*_lost(), ValueError)
         try:
             receipt = await port.submit(request)
-        except refused as exc:
+        except _lost():
+            if block is None:
+                block = UserBlock(text, note="waiting: offline")
+                self._add(block)
+                self.outbox.append((text, mode, block))
+            return False
+        except ValueError as exc:
             self.note(f"[red]not sent:[/] {escape(str(exc))}")
-            return
+            return True
         if receipt.status == "rejected":
             self.note(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
-            return
+            return True
         note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
         if mode == "interrupt" and receipt.status != "started":
             note = "interrupting"
-        self._seal_answer("ok")
-        self._add(UserBlock(text, note=note))
+        if block is None:
+            self._seal_answer("ok")
+            self._add(UserBlock(text, note=note))
+        else:
+            block.set_note(note)
         self.waiting_for.add(receipt.run_id)
         self._paint_status()
+        return True
 
     async def action_abort(self) -> None:
         """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""

@@ -35,8 +35,15 @@ class UserBlock(Static):
     """
 
     def __init__(self, text: str, *, note: str = "") -> None:
-        super().__init__(escape(text) + (f" [dim]({escape(note)})[/]" if note else ""))
+        super().__init__()
         self.text = text
+        self.note = note
+        self.set_note(note)
+
+    def set_note(self, note: str) -> None:
+        """Say what became of the message (queued, steering, waiting: offline)."""
+        self.note = note
+        self.update(escape(self.text) + (f" [dim]({escape(note)})[/]" if note else ""))
 
 
 class NoteLine(Static):
