@@ -96,3 +96,31 @@ def test_config_errors_keep_their_brackets_and_model_names_stay_text(tmp_path: P
     result = CliRunner().invoke(app, ["status"], env={"LEMON_HOME": str(tmp_path)})
     assert result.exit_code == 0
     assert "local:llama" in result.output
+
+
+def test_tui_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["tui"], env={"LEMON_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 1
+    assert "lemon daemon start" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_tui_refuses_a_url_that_is_not_a_websocket(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["tui", "--url", "http://127.0.0.1:1"], env={"LEMON_HOME": str(tmp_path)}
+    )
+    assert result.exit_code == 2
+    assert "ws://HOST:PORT/ws" in result.output
+
+
+def test_tui_refuses_a_bad_session_key(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["tui", "--session", "not a key"], env={"LEMON_HOME": str(tmp_path)}
+    )
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_tui_is_listed_in_help() -> None:
+    result = CliRunner().invoke(app, ["--help"])
+    assert "tui" in result.output

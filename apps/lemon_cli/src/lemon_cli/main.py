@@ -14,6 +14,7 @@ from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
+from lemon_cli.tui_cmd import tui
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -45,6 +46,7 @@ app.command()(chat)
 app.command()(doctor)
 app.command()(serve)
 app.command()(setup)
+app.command()(tui)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 

@@ -1,0 +1,575 @@
+"""The full-screen client: one Textual app speaking only the session port of a daemon.
+
+One worker owns the connection: it connects (with backoff), watches the session and handles
+its typed events in order on the app's loop. When the stream ends with a ``StreamOverflow``
+(it fell behind, or the connection dropped) the worker watches again *first*, then asks
+``snapshot()``: the active answer is replaced from the snapshot (never appended to an
+uncertain prefix) and deltas the snapshot already holds (``seq <= text_seq``) are skipped.
+A dropped connection is re-opened with backoff and recovered the same way.
+
+What it does not do yet: history search, completion, the session switcher and model picker,
+collapsible tool output and diffs (see the app README).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import ClassVar, Final, Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.markup import escape
+from textual.widget import Widget
+from textual.widgets import Input
+
+from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
+from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.sessions import (
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    SessionEvent,
+    SessionPort,
+    SessionSnapshot,
+    SessionStream,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+    check_session_key,
+)
+from lemon_tui._widgets import (
+    AnswerBlock,
+    ApprovalPanel,
+    NoteLine,
+    Status,
+    StatusLine,
+    ToolCardView,
+    UserBlock,
+)
+
+__all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI"]
+
+DEFAULT_SESSION: Final = "agent:default:main"
+_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+_SNAPSHOT_TRIES: Final = 5
+_REMEMBERED: Final = 1024
+_OUTBOX: Final = 64  # messages typed while offline; more are refused with a note
+_SETTLED: Final = frozenset(
+    {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
+)
+_SAID: Final = {
+    ApprovalDecision.APPROVE_ONCE: "approved once",
+    ApprovalDecision.APPROVE_SESSION: "approved for this session",
+    ApprovalDecision.APPROVE_GLOBAL: "approved always",
+    ApprovalDecision.DENY: "denied",
+}
+HELP: Final = (
+    "/new  /sessions  /resume KEY  /compact [FOCUS]  /help  /quit · while busy: Enter queues, "
+    "'>text' steers, '!text' interrupts, Ctrl+C aborts the run (twice when idle quits)"
+)
+
+
+def _lost() -> tuple[type[Exception], ...]:
+    """What a call on a gone connection raises. Imported late: the control plane package
+    pulls in its server stack, which the first paint should not wait for."""
+    from lemon_control_plane.errors import ControlPlaneError
+
+    return (ControlPlaneError, OSError)
+
+
+class ClientPort(SessionPort, Protocol):
+    """A connected session port this client can close."""
+
+    async def aclose(self) -> None: ...
+
+
+Connector = Callable[[], Awaitable[ClientPort]]
+"""Opens a connection (raises ``ControlPlaneError`` or ``OSError`` when it cannot)."""
+
+
+class LemonTUI(App[int]):
+    """See the module docstring. ``connect`` opens the port; ``where`` names it for messages."""
+
+    TITLE = "lemon"
+    CSS = """
+    #transcript { height: 1fr; }
+    #input { height: auto; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "abort", "abort", priority=True, show=False),
+    ]
+
+    def __init__(
+        self,
+        connect: Connector,
+        *,
+        where: str = "the daemon",
+        session: str = DEFAULT_SESSION,
+        tool_policy: ToolPolicy | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        super().__init__()
+        self._connect = connect
+        self.where = where
+        self.session = session
+        self.tool_policy = tool_policy
+        self.cwd = cwd
+        self.port: ClientPort | None = None
+        self.status = Status(session=session)
+        self.waiting_for: set[str] = set()
+        self.answer: AnswerBlock | None = None
+        self.cards: dict[str, ToolCardView] = {}  # open cards by action id
+        self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
+        self.recovered_seq: dict[str, int] = {}
+        self.to_ask: deque[ApprovalAsked] = deque()
+        self.panel: ApprovalPanel | None = None
+        self.idle_aborts = 0
+        self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
+        self.recoveries = 0  # how often a gap was recovered from a snapshot
+        self._stream: SessionStream | None = None
+        self._switched = False
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(id="transcript")
+        yield Input(placeholder="message · /help", id="input")
+        yield StatusLine(id="status")
+
+    def on_mount(self) -> None:
+        self._paint_status()
+        self.query_one("#input", Input).focus()
+        # Connect once the first frame is drawn: the screen is there before the network is.
+        self.call_after_refresh(
+            self.run_worker, self._follow_loop(), name="connection", exit_on_error=True
+        )
+
+    @property
+    def transcript(self) -> VerticalScroll:
+        return self.query_one("#transcript", VerticalScroll)
+
+    def _add(self, widget: Widget) -> None:
+        self.transcript.mount(widget)
+        self._follow_end()
+
+    def _follow_end(self) -> None:
+        """Keep the newest output in view once the layout caught up (Markdown grows later)."""
+        self.call_after_refresh(self.transcript.scroll_end, animate=False)
+
+    def note(self, markup: str) -> None:
+        self._add(NoteLine(markup))
+
+    def _paint_status(self) -> None:
+        self.status.session = self.session
+        busy = bool(self.waiting_for)
+        if self.panel is not None:
+            self.status.run = "waiting for approval"
+        else:
+            self.status.run = "running" if busy else "idle"
+        self.status.queued = max(0, len(self.waiting_for) - 1)
+        self.query_one("#status", StatusLine).show(self.status)
+
+    # -- the connection ----------------------------------------------------------------------------
+
+    async def _open(self) -> ClientPort:
+        """Connect, with backoff; the first failure says how to start a daemon."""
+        attempt = 0
+        while True:
+            try:
+                return await self._connect()
+            except _lost() as exc:
+                if attempt == 0:
+                    self.note(
+                        f"[yellow]cannot reach {escape(self.where)}:[/] {escape(str(exc))}; "
+                        "start one with `lemon daemon start` (retrying…)"
+                    )
+                self.status.connection = "offline"
+                self._paint_status()
+            await asyncio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
+            self.status.connection = "reconnecting"
+            self._paint_status()
+
+    async def _follow_loop(self) -> None:
+        recover = False
+        while True:
+            port = self.port = await self._open()
+            self.status.connection = "online"
+            self._paint_status()
+            try:
+                while True:
+                    stream = port.watch(self.session)
+                    self._stream = stream
+                    if self._switched:
+                        self._switched = False
+                        await self._recover(port, history=True)
+                    elif recover:
+                        await self._recover(port, history=False)
+                    recover = True
+                    await self._send_outbox()
+                    async for event in stream:
+                        if isinstance(event, StreamOverflow):
+                            break
+                        self._handle(event)
+            except _lost():
+                pass  # the connection is gone: open a new one and recover
+            self.port = None
+            self.status.connection = "reconnecting"
+            self._paint_status()
+            await port.aclose()
+
+    async def _recover(self, port: SessionPort, *, history: bool) -> None:
+        """Catch up from the authority after a gap (or show a session switched to)."""
+        snapshot: SessionSnapshot | None = None
+        for _ in range(_SNAPSHOT_TRIES):
+            snapshot = await port.snapshot(self.session)
+            if snapshot.status == "ok":
+                break
+        if snapshot is None or snapshot.status != "ok":
+            self.note("[yellow]the session is changing quickly; some output was not shown[/]")
+            return
+        if not history:
+            self.recoveries += 1
+        if history:
+            for entry in snapshot.messages:
+                if entry.role == "user":
+                    self._add(UserBlock(entry.text))
+                elif entry.role == "assistant":
+                    block = AnswerBlock()
+                    block.replace_text(entry.text)
+                    block.sealed = "ok"
+                    self._add(block)
+        active = snapshot.active
+        if active is not None:
+            self.recovered_seq[active.run_id] = active.text_seq
+            self.recovered_seq[active.attempt_id] = active.text_seq
+            if self.answer is None:
+                self.answer = AnswerBlock()
+                self._add(self.answer)
+            self.answer.replace_text(active.text)
+        elif not history and self.answer is not None:
+            # The run ended while we were away: its answer is the last one in the history.
+            said = [e.text for e in snapshot.messages if e.role == "assistant"]
+            if said:
+                self.answer.replace_text(said[-1])
+            self._seal("ended" if snapshot.last_ok else "failed")
+        live = set(snapshot.queued) | ({active.run_id} if active is not None else set())
+        self.waiting_for &= live
+        if active is None and self.cards:
+            self._seal("interrupted")  # the run ended while we were away: no card spins
+        still = {p.approval_id for p in snapshot.pending_approvals}
+        self.to_ask = deque(a for a in self.to_ask if a.approval_id in still)
+        if self.panel is not None and self.panel.asked.approval_id not in still:
+            self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
+            self.panel.dismiss(None)
+        known = {a.approval_id for a in self.to_ask}
+        if self.panel is not None:
+            known.add(self.panel.asked.approval_id)
+        for pending in snapshot.pending_approvals:
+            if pending.approval_id not in known:
+                self.to_ask.append(
+                    ApprovalAsked(
+                        session_key=self.session,
+                        approval_id=pending.approval_id,
+                        run_id=pending.run_id,
+                        tool=pending.tool,
+                        action=pending.action,
+                        rationale=pending.rationale,
+                        expires_at_ms=pending.expires_at_ms,
+                    )
+                )
+        self._ask_next()
+        self._paint_status()
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def _handle(self, event: SessionEvent) -> None:
+        if isinstance(event, TextDelta):
+            if event.seq <= self.recovered_seq.get(event.run_id, 0):
+                return  # the snapshot already held it
+            if self.answer is None:
+                self.answer = AnswerBlock()
+                self._add(self.answer)
+            self.answer.append_text(event.text)
+            self._follow_end()
+        elif isinstance(event, ToolCard):
+            self._card(event)
+        elif isinstance(event, ApprovalAsked):
+            self.to_ask.append(event)
+            self._ask_next()
+        elif isinstance(event, ApprovalEnded):
+            self._withdrawn(event)
+        elif isinstance(event, QueueNotice):
+            if event.outcome is QueueOutcomeKind.STEERED:
+                self.note("steer taken by the running answer")
+            elif event.outcome is QueueOutcomeKind.FALLBACK_QUEUED:
+                self.note("steer not taken; queued as the next message")
+            if event.outcome in _SETTLED:
+                self.waiting_for.discard(event.run_id)
+        elif isinstance(event, RunEnded):
+            self._ended(event)
+        self._paint_status()
+
+    def _card(self, event: ToolCard) -> None:
+        card = self.cards.get(event.action_id)
+        if card is None:
+            if event.action_id in self.sealed_cards:
+                return  # sealed when its run ended; a late phase changes nothing
+            card = ToolCardView(event.action_id, event.title)
+            self.cards[event.action_id] = card
+            self._add(card)
+            if self.answer is not None:
+                self._seal_answer("ok")  # text after the card goes into a new block
+        if event.phase == "completed":
+            card.complete(event.ok, event.message)
+            self.cards.pop(event.action_id, None)
+
+    def _seal_answer(self, state: str) -> None:
+        if self.answer is not None:
+            self.answer.sealed = state
+            self.answer = None
+
+    def _seal(self, state: str) -> None:
+        """The run ended: its answer and every card still open are sealed as ``state``."""
+        self._seal_answer(state)
+        for action_id, card in self.cards.items():
+            card.seal(state)
+            self.sealed_cards[action_id] = None
+        while len(self.sealed_cards) > _REMEMBERED:
+            del self.sealed_cards[next(iter(self.sealed_cards))]
+        self.cards.clear()
+
+    def _ended(self, event: RunEnded) -> None:
+        cancelled = event.error_code is ErrorCode.CANCELLED
+        label = "ended" if event.ok else "cancelled" if cancelled else "failed"
+        if self.answer is None and event.ok and event.answer and not self._shown_answer():
+            self.answer = AnswerBlock()
+            self.answer.replace_text(event.answer)
+            self._add(self.answer)
+        self._seal(label if not event.ok else "ok")
+        self.waiting_for.discard(event.run_id)
+        self.recovered_seq.pop(event.run_id, None)
+        self.recovered_seq.pop(event.attempt_id, None)
+        if not event.ok:
+            self.note(f"[yellow]{label}:[/] {escape(event.error or label)}")
+        if event.usage is not None:
+            usage = event.usage
+            text = f"{usage.total_tokens:,} tokens"
+            if usage.cost_usd:
+                text += f" ${usage.cost_usd:.4f}"
+            self.status.usage = text
+
+    def _shown_answer(self) -> bool:
+        """Whether the last block of the transcript is an answer (streamed, then sealed)."""
+        children = self.transcript.children
+        return bool(children) and isinstance(children[-1], AnswerBlock)
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    def _ask_next(self) -> None:
+        if self.panel is not None or not self.to_ask:
+            return
+        asked = self.to_ask.popleft()
+        panel = self.panel = ApprovalPanel(asked)
+
+        def decided(decision: ApprovalDecision | None) -> None:
+            self.panel = None
+            if decision is not None:
+                self.run_worker(self._resolve(asked, decision), group="approvals")
+            self._ask_next()
+            self._paint_status()
+
+        self.push_screen(panel, decided)
+        self._paint_status()
+
+    async def _resolve(self, asked: ApprovalAsked, decision: ApprovalDecision) -> None:
+        port = self.port
+        if port is None:
+            self.note("not connected: the approval stays pending")
+            return
+        try:
+            result = await port.resolve_approval(asked.approval_id, decision)
+        except _lost() as exc:
+            self.note(f"[yellow]could not answer the approval:[/] {escape(str(exc))}")
+            return
+        if result.resolved:
+            self.note(f"{escape(asked.tool)}: {_SAID.get(decision, decision.value)}")
+        else:
+            self.note("that approval is no longer pending")
+
+    def _withdrawn(self, event: ApprovalEnded) -> None:
+        for queued in list(self.to_ask):
+            if queued.approval_id == event.approval_id:
+                self.to_ask.remove(queued)
+        panel = self.panel
+        if panel is not None and panel.asked.approval_id == event.approval_id:
+            self.note(f"approval for {escape(panel.asked.tool)} ended: {event.decision.value}")
+            panel.dismiss(None)
+
+    # -- input -------------------------------------------------------------------------------------
+
+    async def on_input_submitted(self, message: Input.Submitted) -> None:
+        text = message.value.strip()
+        message.input.clear()
+        if not text:
+            return
+        self.idle_aborts = 0
+        if text.startswith("/") and text.split(" ", 1)[0] in _COMMANDS:
+            await self.command(text)
+            return
+        mode = "collect"
+        if text.startswith("!"):
+            mode, text = "interrupt", text[1:].strip()
+        elif text.startswith(">"):
+            mode, text = "steer", text[1:].strip()
+        if text:
+            await self.send(text, mode)
+
+    async def send(self, text: str, mode: str = "collect") -> None:
+        """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
+        sent once the connection is back."""
+        if self.port is None or self.outbox:
+            if len(self.outbox) >= _OUTBOX:
+                self.note(f"[yellow]offline[/]: {_OUTBOX} messages already wait; not kept")
+                return
+            self._seal_answer("ok")
+            block = UserBlock(text, note="waiting: offline")
+            self._add(block)
+            self.outbox.append((text, mode, block))
+            return
+        await self._submit(text, mode, None)
+
+    async def _send_outbox(self) -> None:
+        """Send what was typed while offline, in order (it stays queued if the link drops)."""
+        while self.outbox and self.port is not None:
+            text, mode, block = self.outbox[0]
+            if not await self._submit(text, mode, block):
+                return
+            self.outbox.popleft()
+
+    async def _submit(self, text: str, mode: str, block: UserBlock | None) -> bool:
+        """True when the daemon answered (accepted or rejected); False when it is gone."""
+        port = self.port
+        if port is None:
+            return False
+        request = RunRequest(
+            origin="tui",
+            session_key=self.session,
+            prompt=text,
+            queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes chosen above
+            cwd=self.cwd,
+            tool_policy=self.tool_policy,
+        )
+        try:
+            receipt = await port.submit(request)
+        except _lost():
+            if block is None:
+                block = UserBlock(text, note="waiting: offline")
+                self._add(block)
+                self.outbox.append((text, mode, block))
+            return False
+        except ValueError as exc:
+            self.note(f"[red]not sent:[/] {escape(str(exc))}")
+            return True
+        if receipt.status == "rejected":
+            self.note(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
+            return True
+        note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
+        if mode == "interrupt" and receipt.status != "started":
+            note = "interrupting"
+        if block is None:
+            self._seal_answer("ok")
+            self._add(UserBlock(text, note=note))
+        else:
+            block.set_note(note)
+        self.waiting_for.add(receipt.run_id)
+        self._paint_status()
+        return True
+
+    async def action_abort(self) -> None:
+        """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""
+        port = self.port
+        if self.waiting_for and port is not None:
+            self.idle_aborts = 0
+            try:
+                result = await port.cancel(session_key=self.session, include_queued=False)
+            except _lost() as exc:
+                self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
+                return
+            if result.cancelled:
+                self.note("[yellow]aborting the run (Ctrl+C)…[/]")
+                return
+        self.idle_aborts += 1
+        if self.idle_aborts >= 2:
+            self.exit(0)
+            return
+        self.note("nothing is running; Ctrl+C again to quit")
+
+    async def command(self, line: str) -> None:
+        name, _, arg = line.partition(" ")
+        arg = arg.strip()
+        port = self.port
+        if name in ("/quit", "/exit"):
+            self.exit(0)
+        elif name == "/help":
+            self.note(escape(HELP))
+        elif port is None:
+            self.note("[yellow]not connected[/]")
+        elif name == "/new":
+            self.switch(f"{DEFAULT_SESSION}:sub:{secrets.token_hex(4)}")
+        elif name == "/resume":
+            if not arg:
+                self.note("usage: /resume KEY (/sessions lists them)")
+                return
+            try:
+                check_session_key(arg)
+            except ValueError as exc:
+                self.note(f"[red]{escape(str(exc))}[/]")
+                return
+            self.switch(arg)
+        elif name == "/sessions":
+            rows = await port.sessions()
+            if not rows:
+                self.note("no sessions yet")
+            for row in rows:
+                mark = "*" if row.session_key == self.session else " "
+                self.note(f"{mark} {escape(row.session_key)}  {row.runs} runs")
+        elif name == "/compact":
+            if self.waiting_for:
+                self.note("wait until the running answer ends (or Ctrl+C it), then /compact")
+                return
+            result = await port.compact(self.session, instructions=arg or None)
+            if result.error is not None:
+                self.note(f"[yellow]could not compact:[/] {escape(result.error)}")
+            elif not result.compacted:
+                self.note(escape(result.note or "nothing to compact"))
+            else:
+                self.note(
+                    f"compacted: {result.messages_summarised} messages summarised, "
+                    f"{result.messages_kept} kept"
+                )
+
+    def switch(self, session: str) -> None:
+        """Follow ``session`` instead: the transcript shows its history from a snapshot."""
+        self.session = session
+        self.waiting_for.clear()
+        self.answer = None
+        self.cards.clear()
+        self.recovered_seq.clear()
+        self.to_ask.clear()
+        self.transcript.remove_children()
+        self.note(f"session {escape(session)}")
+        self._switched = True
+        if self._stream is not None:
+            self._stream.close()
+        self._paint_status()
+
+
+_COMMANDS: Final = frozenset(
+    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/compact"}
+)

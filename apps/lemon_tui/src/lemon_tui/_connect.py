@@ -1,0 +1,29 @@
+"""How the app reaches a daemon: the control plane's WebSocket session port (imported when
+the first connection is opened, after the first paint)."""
+
+from __future__ import annotations
+
+from lemon_tui._app import ClientPort, Connector
+
+__all__ = ["websocket_connector"]
+
+
+def websocket_connector(
+    ws_url: str, *, token: str | None = None, stream_max_entries: int = 4096
+) -> Connector:
+    """A :data:`~lemon_tui.Connector` that opens a new ``WebSocketSessionPort`` each call
+    (a dropped connection is replaced by a new one)."""
+
+    async def connect() -> ClientPort:
+        from websockets.exceptions import WebSocketException
+
+        from lemon_control_plane.client import WebSocketSessionPort
+        from lemon_control_plane.errors import ControlPlaneError
+
+        port = WebSocketSessionPort(ws_url, token=token, stream_max_entries=stream_max_entries)
+        try:
+            return await port.__aenter__()
+        except WebSocketException as exc:  # a bad URL, a refused upgrade: say so, no traceback
+            raise ControlPlaneError(f"cannot connect to {ws_url}: {exc}") from None
+
+    return connect

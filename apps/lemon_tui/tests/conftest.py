@@ -1,0 +1,62 @@
+"""Fixtures: a real daemon (the daemon profile: the run pipeline with the offline provider, a
+real SQLite store, its control plane on 127.0.0.1:<ephemeral>) and helpers to drive the app
+with Textual's Pilot, waiting on conditions (bounded), never on sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from lemon_control_plane import ControlPlane, WebSocketSessionPort
+from lemon_core.config import load_config
+from lemon_core.execution import ToolPolicy
+from lemon_core.runtime import Runtime
+from lemon_tui import LemonTUI, websocket_connector
+from lemon_tui._widgets import StatusLine
+
+WAIT_S = 15.0
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[ControlPlane]:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    loaded = load_config(home=home, cwd=work, environ={})
+    settings = {"control_plane": {"port": 0, "cwd": str(work)}}
+    async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        yield plane
+
+
+async def until(pilot: Pilot[object], condition: Callable[[], bool], what: str) -> None:
+    """Let the app run until ``condition()`` holds; fail after ``WAIT_S`` seconds."""
+    async with asyncio.timeout(WAIT_S):
+        while not condition():
+            await pilot.pause(0.01)
+    assert condition(), what
+
+
+def app_for(daemon: ControlPlane, policy: ToolPolicy | None = None) -> LemonTUI:
+    return LemonTUI(websocket_connector(daemon.ws_url), where=daemon.ws_url, tool_policy=policy)
+
+
+def status_text(app: LemonTUI) -> str:
+    return str(app.query_one("#status", StatusLine).render())
+
+
+@pytest.fixture
+async def other(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
+    """A second client of the same daemon (another terminal, a web page)."""
+    async with WebSocketSessionPort(daemon.ws_url) as port:
+        yield port
+
+
+NO_APPROVALS = ToolPolicy()
+ASK_BASH = ToolPolicy(require_approval=frozenset({"bash"}))

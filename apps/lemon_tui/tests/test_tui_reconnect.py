@@ -1,0 +1,93 @@
+"""The daemon restarts while the app is open (a run waiting for an approval): the app shows
+reconnecting, connects again with backoff, recovers from the snapshot (the panel of an
+approval that is gone closes, no card is left spinning), sends what was typed while offline
+and works on the new daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Input
+
+from lemon_control_plane import ControlPlane
+from lemon_core.config import load_config
+from lemon_core.runtime import Runtime
+from lemon_tui import LemonTUI, websocket_connector
+from lemon_tui._widgets import AnswerBlock, ApprovalPanel, ToolCardView, UserBlock
+
+from .conftest import ASK_BASH, until
+
+
+def boot(tmp_path: Path, port: int) -> Runtime:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(exist_ok=True)
+    work.mkdir(exist_ok=True)
+    loaded = load_config(home=home, cwd=work, environ={})
+    settings = {"control_plane": {"port": port, "cwd": str(work)}}
+    return Runtime(profile="daemon", config=loaded, settings=settings)
+
+
+async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
+    first = boot(tmp_path, 0)
+    await first.start()
+    try:
+        plane = first.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        url = plane.ws_url
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        app = LemonTUI(websocket_connector(url), where=url, tool_policy=ASK_BASH)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.status.connection == "online", "connected")
+            app.query_one("#input", Input).value = '/tool bash {"command": "echo hi"}'
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+            await first.stop()
+            await until(pilot, lambda: app.status.connection != "online", "the drop is seen")
+            second = boot(tmp_path, port)
+            async with second:
+                await until(pilot, lambda: app.status.connection == "online", "reconnected")
+                await until(pilot, lambda: not isinstance(app.screen, ApprovalPanel), "closed")
+                await until(pilot, lambda: not app.waiting_for, "nothing is waited for")
+                assert all(c.state != "running" for c in app.query(ToolCardView))
+                app.query_one("#input", Input).value = "/echo after the restart"
+                await pilot.press("enter")
+                await until(
+                    pilot,
+                    lambda: any(a.text == "after the restart" for a in app.query(AnswerBlock)),
+                    "an answer from the new daemon",
+                )
+    finally:
+        await first.stop()
+
+
+async def test_what_is_typed_while_offline_is_sent_after_the_reconnect(tmp_path: Path) -> None:
+    first = boot(tmp_path, 0)
+    await first.start()
+    try:
+        plane = first.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        url = plane.ws_url
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        app = LemonTUI(websocket_connector(url), where=url)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.status.connection == "online", "connected")
+            await first.stop()
+            await until(pilot, lambda: app.port is None, "the drop is seen")
+            app.query_one("#input", Input).value = "/echo typed while offline"
+            await pilot.press("enter")
+
+            def waiting() -> list[UserBlock]:
+                return [u for u in app.query(UserBlock) if u.text == "/echo typed while offline"]
+
+            await until(pilot, lambda: bool(waiting()), "the message shown")
+            assert [u.note for u in waiting()] == ["waiting: offline"]
+            async with boot(tmp_path, port):
+                await until(
+                    pilot,
+                    lambda: any(a.text == "typed while offline" for a in app.query(AnswerBlock)),
+                    "sent after the reconnect",
+                )
+                assert [u.note for u in waiting()] == [""]
+                assert not app.outbox
+    finally:
+        await first.stop()
