@@ -64,7 +64,7 @@ from lemon_ai import (
     UserMessage,
     complete,
 )
-from lemon_core.execution import ExecutionSink
+from lemon_core.execution import ActionKind, ExecutionSink
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -493,7 +493,7 @@ class Compactor:
             why = "the model said it did not fit" if reason == "overflow" else "it would not fit"
             sink.action(
                 id=action_id,
-                kind="compaction",
+                kind=ActionKind.COMPACTION,
                 title=f"compacting the conversation (about {before} tokens; {why})",
                 detail={"reason": reason, "tokens_before": before, "budget": budget,
                         "context_window": self._model.context_window},
@@ -511,7 +511,7 @@ class Compactor:
             if sink is not None:
                 sink.action(
                     id=action_id,
-                    kind="compaction",
+                    kind=ActionKind.COMPACTION,
                     title="compaction failed",
                     detail={"reason": reason, "error": exc.code},
                     phase="completed",
@@ -523,7 +523,7 @@ class Compactor:
         if sink is not None:
             sink.action(
                 id=action_id,
-                kind="compaction",
+                kind=ActionKind.COMPACTION,
                 title=(
                     f"compacted: {info.messages_summarised} messages summarised, "
                     f"{info.messages_kept} kept (about {info.tokens_before} -> "

@@ -111,9 +111,9 @@ __all__ = [
 ]
 
 _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
-    "bash": "command",
-    "write": "file_change",
-    "edit": "file_change",
+    "bash": ActionKind.COMMAND,
+    "write": ActionKind.FILE_CHANGE,
+    "edit": ActionKind.FILE_CHANGE,
 }
 _MAX_ACTION_TEXT: Final = 2000
 _DEFAULT_BASE_URL: Final[Mapping[str, str]] = {
@@ -576,7 +576,7 @@ class CodingExecution:
         if notice is not None:
             sink.action(
                 id="session_notice",
-                kind="note",
+                kind=ActionKind.NOTE,
                 title=notice,
                 phase="completed",
                 ok=False,
@@ -636,7 +636,7 @@ class CodingExecution:
         def approval_requested(tool_call_id: str, pending: ApprovalPending) -> None:
             sink.action(
                 id=pending.id,
-                kind="approval",
+                kind=ActionKind.APPROVAL,
                 title=f"approve {pending.rationale or pending.tool}?",
                 detail={"approval_id": pending.id, "tool": pending.tool,
                         "tool_call_id": tool_call_id, "action": pending.action},
@@ -646,7 +646,7 @@ class CodingExecution:
         def approval_resolved(tool_call_id: str, approval_id: str, d: ApprovalDecision) -> None:
             sink.action(
                 id=approval_id,
-                kind="approval",
+                kind=ActionKind.APPROVAL,
                 title=f"approval {d.value}",
                 detail={"approval_id": approval_id, "decision": d.value},
                 phase="completed",
@@ -856,7 +856,7 @@ def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
         args = event.arguments if isinstance(event.arguments, Mapping) else {}
         sink.action(
             id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, "tool"),
+            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
             title=_title(event.name, args),
             detail={"tool": event.name, "arguments": dict(args)},
             phase="started",
@@ -864,7 +864,7 @@ def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
     elif isinstance(event, ToolExecutionUpdateEvent):
         sink.action(
             id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, "tool"),
+            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
             title=event.name,
             phase="updated",
             message=_clip(event.update),
@@ -873,7 +873,7 @@ def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
         result = event.result
         sink.action(
             id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, "tool"),
+            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
             title=event.name,
             detail={"tool": event.name, "duration_s": round(event.duration_s, 6)},
             phase="completed",

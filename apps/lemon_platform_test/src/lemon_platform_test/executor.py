@@ -115,7 +115,7 @@ class Script:
         self,
         *,
         id: str,
-        kind: ActionKind = "tool",
+        kind: ActionKind = ActionKind.TOOL,
         title: str = "tool",
         phase: ActionPhase = "updated",
         detail: Mapping[str, Any] | None = None,

@@ -29,7 +29,14 @@ from typing import ClassVar, get_args
 
 import pytest
 
-from lemon_core.events import ApprovalDecision, Delta, ErrorCode, Event, QueueOutcomeKind
+from lemon_core.events import (
+    ActionKind,
+    ApprovalDecision,
+    Delta,
+    ErrorCode,
+    Event,
+    QueueOutcomeKind,
+)
 from lemon_core.execution import QueueMode, Receipt, RunRequest
 from lemon_core.sessions import (
     ApprovalAsked,
@@ -631,9 +638,9 @@ class SessionPortContract:
             "work",
             Script()
             .delta("hello ", "world")
-            .action(id="t1", kind="tool", title="read file", phase="started")
+            .action(id="t1", kind=ActionKind.TOOL, title="read file", phase="started")
             .gate(gate)
-            .action(id="t1", kind="tool", title="read file", phase="completed", ok=True)
+            .action(id="t1", kind=ActionKind.TOOL, title="read file", phase="completed", ok=True)
             .complete(answer="hello world"),
         )
         async with self.recorder(harness.port.watch(self.session_key)) as events:

@@ -24,6 +24,7 @@ from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.bus import Delivery, session_topic
 from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
+    ActionKind,
     ApprovalDecision,
     ErrorCode,
     Event,
@@ -269,7 +270,7 @@ class RouterSessionPort:
             actions=tuple(
                 ActionState(
                     action_id=a.id,
-                    kind=a.kind,  # type: ignore[arg-type]  # the sink's closed vocabulary
+                    kind=ActionKind(a.kind),
                     title=a.title,
                     phase=a.phase,
                     ok=a.ok,

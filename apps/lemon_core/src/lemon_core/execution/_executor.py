@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from lemon_core.events import ErrorCode, RunUsage
+from lemon_core.events import ActionKind, ErrorCode, RunUsage
 from lemon_core.execution._command import Lane, ResumeMode
 from lemon_core.execution._context import ExecutionContext
 from lemon_core.execution._policy import ToolPolicy
@@ -43,17 +43,8 @@ __all__ = [
 #: The entry point group naming the single native executor.
 EXECUTOR_ENTRY_POINT_GROUP: Final = "lemon.executor"
 
-ActionKind = Literal[
-    "tool",
-    "command",
-    "file_change",
-    "web_search",
-    "subagent",
-    "reasoning",
-    "note",
-    "approval",
-    "compaction",
-]
+#: The kinds of action an executor reports: the one definition is the event vocabulary
+#: (``lemon_core.events.ActionKind``, a ``StrEnum``), re-exported here for executors.
 ActionPhase = Literal["started", "updated", "completed"]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
