@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections import deque
-from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,7 +37,7 @@ from lemon_core.sessions import (
     SessionPort,
     SessionPortStatistics,
     SessionSnapshot,
-    SessionStreamClosedError,
+    SessionStreamBase,
     SessionSummary,
     SteerResult,
     StreamOverflow,
@@ -53,25 +51,18 @@ _DEFAULT_STREAM_ENTRIES: Final = 4096
 _REQUEST_TIMEOUT_S: Final = 60.0
 
 
-class WebSocketSessionStream:
-    """One ``port.watch`` (see the module docstring)."""
+class WebSocketSessionStream(SessionStreamBase):
+    """One ``port.watch`` (see the module docstring): the shared stream mechanics of
+    :class:`lemon_core.sessions.SessionStreamBase`, fed by the connection's reader."""
 
     def __init__(
         self, owner: WebSocketSessionPort, watch_id: str, session_key: str, bound: int
     ) -> None:
-        self.session_key = session_key
+        super().__init__(session_key)
         self.watch_id = watch_id
         self._owner = owner
         self._bound = bound
-        self._ready: deque[SessionEvent] = deque()
         self._wake = asyncio.Event()
-        self._finished = False  # the terminal StreamOverflow is queued
-        self._closed = False
-        self.overflowed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def _offer(self, event: SessionEvent) -> None:
         if self._finished or self._closed:
@@ -86,51 +77,19 @@ class WebSocketSessionStream:
         self._wake.set()
 
     def _end(self, reason: str) -> None:
-        if self._finished or self._closed:
-            return
-        self.overflowed = True
-        self._finished = True
-        self._ready.append(StreamOverflow(session_key=self.session_key, reason=reason))
+        self._overflow(reason)
+
+    def _on_overflow(self) -> None:
         self._wake.set()
         self._owner._forget(self)
 
-    async def get(self) -> SessionEvent:
-        while True:
-            if self._ready:
-                item = self._ready.popleft()
-                if isinstance(item, StreamOverflow):
-                    self.close()
-                return item
-            if self._closed or self._finished:
-                raise SessionStreamClosedError(
-                    f"the stream of session {self.session_key!r} has ended"
-                    + ("; recover with snapshot() and watch again" if self.overflowed else "")
-                )
-            self._wake.clear()
-            await self._wake.wait()
+    async def _more(self) -> None:
+        self._wake.clear()
+        await self._wake.wait()
 
-    def __aiter__(self) -> AsyncIterator[SessionEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[SessionEvent]:
-        while True:
-            try:
-                yield await self.get()
-            except SessionStreamClosedError:
-                return
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _on_close(self) -> None:
         self._wake.set()
         self._owner._unwatch(self)
-
-    async def __aenter__(self) -> WebSocketSessionStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
 
 class WebSocketSessionPort:

@@ -49,7 +49,7 @@ from lemon_core.sessions._port import (
     TranscriptPage,
     TranscriptReader,
 )
-from lemon_core.sessions._stream import BusSessionStream, project
+from lemon_core.sessions._stream import BusSessionStream, SessionStreamBase, project
 from lemon_core.sessions.errors import (
     InvalidSessionKeyError,
     SessionError,
@@ -85,6 +85,7 @@ __all__ = [
     "SessionPortStatistics",
     "SessionSnapshot",
     "SessionStream",
+    "SessionStreamBase",
     "SessionStreamClosedError",
     "SessionSummary",
     "SteerResult",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from lemon_core.bus import Bus, ConsumerClass, Delivery, Overflow, Tagged, TerminalNotice
 from lemon_core.bus import session_topic as _session_topic
@@ -45,7 +45,7 @@ from lemon_core.sessions._events import (
 )
 from lemon_core.sessions.errors import SessionStreamClosedError
 
-__all__ = ["BusSessionStream", "project"]
+__all__ = ["BusSessionStream", "SessionStreamBase", "project"]
 
 _REMEMBERED: Final = 1024  # ended attempts and approvals, per stream; oldest forgotten first
 
@@ -146,50 +146,40 @@ def _attempt_of(item: SessionEvent) -> str | None:
     return None
 
 
-class BusSessionStream:
-    """See the module docstring. ``max_entries`` / ``max_message_bytes`` default to the seed's
-    ``session_subscriber`` class."""
+class SessionStreamBase:
+    """What every :class:`~lemon_core.sessions.SessionStream` shares: a queue of projected
+    events, one terminal :class:`StreamOverflow` after which the stream ends, and the
+    end-of-stream error. A subclass supplies :meth:`_more` (wait for, and queue, more events)
+    and may hook :meth:`_on_overflow` and :meth:`_on_close`."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        session_key: str,
-        *,
-        max_entries: int | None = None,
-        max_message_bytes: int | None = None,
-        on_close: Any = None,
-    ) -> None:
+    def __init__(self, session_key: str) -> None:
         self.session_key = session_key
-        overrides: dict[str, Any] = {"tagged": True, "bind_current_task": False}
-        if max_entries is not None:
-            overrides["max_entries"] = max_entries
-        if max_message_bytes is not None:
-            overrides["max_message_bytes"] = max_message_bytes
-        self._delivery = Delivery.for_consumer(ConsumerClass.SESSION_SUBSCRIBER, **overrides)
-        bus.subscribe(_session_topic(session_key), delivery=self._delivery)
         self._ready: deque[SessionEvent] = deque()
-        self._ended_attempts: OrderedDict[str, None] = OrderedDict()
-        self._open_approvals: OrderedDict[str, str | None] = OrderedDict()  # id -> run id
-        self._ended_approvals: OrderedDict[str, None] = OrderedDict()
         self._finished = False  # the terminal StreamOverflow was queued
         self._closed = False
-        self._on_close = on_close
-        self.late_rejected = 0
         self.overflowed = False
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def __aiter__(self) -> AsyncIterator[SessionEvent]:
-        return self._iterate()
+    async def _more(self) -> None:
+        """Wait until more events are queued (or the stream ended)."""
+        raise NotImplementedError
 
-    async def _iterate(self) -> AsyncIterator[SessionEvent]:
-        while True:
-            try:
-                yield await self.get()
-            except SessionStreamClosedError:
-                return
+    def _on_overflow(self) -> None:
+        """Called once, when the terminal overflow is queued."""
+
+    def _on_close(self) -> None:
+        """Called once, when the stream is closed."""
+
+    def _overflow(self, reason: str) -> None:
+        if self._finished or self._closed:
+            return
+        self.overflowed = True
+        self._finished = True
+        self._ready.append(StreamOverflow(session_key=self.session_key, reason=reason))
+        self._on_overflow()
 
     async def get(self) -> SessionEvent:
         while True:
@@ -203,12 +193,65 @@ class BusSessionStream:
                     f"the stream of session {self.session_key!r} has ended"
                     + ("; recover with snapshot() and watch again" if self.overflowed else "")
                 )
+            await self._more()
+
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[SessionEvent]:
+        while True:
             try:
-                raw = await self._delivery.get()
-            except DeliveryClosedError:
-                self.close()
-                continue
-            self._take(raw)
+                yield await self.get()
+            except SessionStreamClosedError:
+                return
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._on_close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BusSessionStream(SessionStreamBase):
+    """See the module docstring. ``max_entries`` / ``max_message_bytes`` default to the seed's
+    ``session_subscriber`` class."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        session_key: str,
+        *,
+        max_entries: int | None = None,
+        max_message_bytes: int | None = None,
+        on_close: Any = None,
+    ) -> None:
+        super().__init__(session_key)
+        overrides: dict[str, Any] = {"tagged": True, "bind_current_task": False}
+        if max_entries is not None:
+            overrides["max_entries"] = max_entries
+        if max_message_bytes is not None:
+            overrides["max_message_bytes"] = max_message_bytes
+        self._delivery = Delivery.for_consumer(ConsumerClass.SESSION_SUBSCRIBER, **overrides)
+        bus.subscribe(_session_topic(session_key), delivery=self._delivery)
+        self._ended_attempts: OrderedDict[str, None] = OrderedDict()
+        self._open_approvals: OrderedDict[str, str | None] = OrderedDict()  # id -> run id
+        self._ended_approvals: OrderedDict[str, None] = OrderedDict()
+        self._closed_callback = on_close
+        self.late_rejected = 0
+
+    async def _more(self) -> None:
+        try:
+            raw = await self._delivery.get()
+        except DeliveryClosedError:
+            self.close()
+            return
+        self._take(raw)
 
     def _take(self, raw: Any) -> None:
         if isinstance(raw, Overflow):
@@ -260,10 +303,7 @@ class BusSessionStream:
                         )
                     )
 
-    def _overflow(self, reason: str) -> None:
-        self.overflowed = True
-        self._finished = True
-        self._ready.append(StreamOverflow(session_key=self.session_key, reason=reason))
+    def _on_overflow(self) -> None:
         self._delivery.close()
 
     @staticmethod
@@ -272,16 +312,7 @@ class BusSessionStream:
         while len(table) > _REMEMBERED:
             table.popitem(last=False)
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _on_close(self) -> None:
         self._delivery.close()
-        if self._on_close is not None:
-            self._on_close(self)
-
-    async def __aenter__(self) -> BusSessionStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        if self._closed_callback is not None:
+            self._closed_callback(self)
