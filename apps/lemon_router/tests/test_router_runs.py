@@ -737,3 +737,31 @@ async def test_every_command_carries_the_authority_the_router_bound(
         assert bound.workspace == str(tmp_path)
         assert bound.tool_policy == policy
         engine.complete(command.run_id)
+
+
+async def test_a_steer_accepted_amid_a_flood_of_session_events_says_accepted(bus: Bus) -> None:
+    # The port hears a steer's outcome from the router itself: 3,000 events on the session's
+    # topic between the steer and its answer cannot make it guess "queued".
+    from lemon_core.bus import session_topic
+    from lemon_core.events import Delta
+    from lemon_router import RouterSessionPort
+
+    context, engine = runtime(bus, steer="accept")
+    original = engine.steer
+
+    def flooding_steer(run_id: str, text: str) -> bool:
+        for seq in range(1, 3001):
+            bus.broadcast_event(
+                session_topic(SESSION), "delta", Delta(run_id=run_id, seq=seq, text="x")
+            )
+        return original(run_id, text)
+
+    engine.steer = flooding_steer  # type: ignore[method-assign]
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        port = RouterSessionPort(router)
+        await router.submit(request("long answer"))
+        command = await engine.next_command()
+        engine.started(command.run_id)
+        result = await port.steer(SESSION, "and the tests")
+        assert result.status == "accepted", result
+        engine.complete(command.run_id)

@@ -15,19 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Final
 
 import msgspec
 
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
-from lemon_core.bus import Delivery, session_topic
-from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
     ActionKind,
     ApprovalDecision,
     ErrorCode,
-    Event,
     QueueOutcome,
     QueueOutcomeKind,
     RunPhase,
@@ -118,17 +117,23 @@ class RouterSessionPort:
             cwd=prepared.cwd,
             tool_policy=prepared.tool_policy,
         )
-        delivery = Delivery(max_entries=1024, bind_current_task=False)
-        router.bus.subscribe(session_topic(session_key), delivery=delivery)
+        # The router answers the outcome itself (no subscription that could overflow).
+        run_id = f"run_{uuid.uuid4()}"
+        expected = router.expect_outcome(run_id)
         try:
-            receipt = await router.submit(request)
+            receipt = await router.submit(replace(request, run_id=run_id))
             if receipt.status == "rejected":
                 return SteerResult(status="refused", run_id=receipt.run_id, reason=receipt.reason)
             if receipt.status != "dispatched_to_active":
                 return SteerResult(status="queued", run_id=receipt.run_id, reason=receipt.reason)
-            outcome = await _queue_outcome(delivery, receipt.run_id)
+            try:
+                outcome: QueueOutcome | None = await asyncio.wait_for(
+                    asyncio.shield(expected), _STEER_ANSWER_S
+                )
+            except TimeoutError:
+                outcome = None
         finally:
-            delivery.close()
+            expected.cancel()
         kind = None if outcome is None else outcome.outcome
         if kind is QueueOutcomeKind.STEERED:
             return SteerResult(status="accepted", run_id=receipt.run_id)
@@ -407,25 +412,3 @@ def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> Transcrip
     if text == entry.text:
         return entry
     return TranscriptEntry(index=entry.index, role=entry.role, text=text, truncated=entry.truncated)
-
-
-async def _queue_outcome(delivery: Delivery, run_id: str) -> QueueOutcome | None:
-    """The queue outcome of ``run_id`` seen on ``delivery`` (bounded wait)."""
-
-    async def wait() -> QueueOutcome | None:
-        while True:
-            item = await delivery.get()
-            if (
-                isinstance(item, Event)
-                and item.type == "queue_outcome"
-                and isinstance(item.payload, QueueOutcome)
-                and item.payload.run_id == run_id
-            ):
-                return item.payload  # steered, fallback queued, or settled otherwise
-            if not isinstance(item, Event):  # overflow: we cannot tell; it was not lost
-                return None
-
-    try:
-        return await asyncio.wait_for(wait(), _STEER_ANSWER_S)
-    except (TimeoutError, DeliveryClosedError):
-        return None

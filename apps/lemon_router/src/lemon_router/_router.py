@@ -134,6 +134,8 @@ class Router:
         self._tasks = Supervisor("lemon_router", logger=log)
         # per session: the change counter at its last phase / outcome (bounded, LRU)
         self._revisions: OrderedDict[str, int] = OrderedDict()
+        # callers waiting for a submission's queue outcome (SessionPort.steer), by run id
+        self._outcome_waiters: dict[str, list[asyncio.Future[QueueOutcome]]] = {}
         self._changes = 0
         # steer calls still waiting for the runtime's answer, per target (original) run id
         self._steering: dict[str, set[asyncio.Task[None]]] = {}
@@ -492,10 +494,30 @@ class Router:
         if len(revisions) > _MAX_REVISIONS:
             revisions.popitem(last=False)
 
+    def expect_outcome(self, run_id: str) -> asyncio.Future[QueueOutcome]:
+        """A future of the next queue outcome of ``run_id`` (steered, fallback queued,
+        merged, cancelled, rejected), registered before the run is submitted so nothing is
+        missed. Cancel or await it; a done or cancelled future is dropped at once."""
+        future: asyncio.Future[QueueOutcome] = asyncio.get_running_loop().create_future()
+        self._outcome_waiters.setdefault(run_id, []).append(future)
+
+        def forget(done: asyncio.Future[QueueOutcome]) -> None:
+            waiters = self._outcome_waiters.get(run_id)
+            if waiters is not None and done in waiters:
+                waiters.remove(done)
+                if not waiters:
+                    del self._outcome_waiters[run_id]
+
+        future.add_done_callback(forget)
+        return future
+
     def _outcome(self, payload: QueueOutcome) -> None:
         session_key = payload.session_key
         assert session_key is not None
         self._touch(session_key)
+        for waiter in list(self._outcome_waiters.get(payload.run_id, ())):
+            if not waiter.done():
+                waiter.set_result(payload)
         if not self.bus.running():  # the same guard as phase publication
             return
         self.bus.broadcast_event(
