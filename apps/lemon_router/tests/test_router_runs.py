@@ -765,3 +765,17 @@ async def test_a_steer_accepted_amid_a_flood_of_session_events_says_accepted(bus
         result = await port.steer(SESSION, "and the tests")
         assert result.status == "accepted", result
         engine.complete(command.run_id)
+
+
+async def test_a_queue_outcome_after_the_bus_closed_is_skipped_not_raised() -> None:
+    # Outcome publication uses the same running() guard as phase publication: cancelling a
+    # queued message while the bus is already closed (shutdown order) raises nothing.
+    bus = Bus(validation="raise")
+    context, engine = runtime(bus)
+    async with Router(bus=bus, context=context, config=FAST) as router:
+        await router.submit(request("first"))
+        queued = await router.submit(request("second"))
+        assert queued.status == "queued"
+        await engine.next_command()
+        bus.close()
+        assert router.abort_run(queued.run_id) is True
