@@ -15,7 +15,7 @@ from typing import cast
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
-from lemon_core.runtime import MODEL_CATALOG, AppSpec, Runtime
+from lemon_core.runtime import HTTP_MOUNTS, MODEL_CATALOG, AppSpec, Runtime
 from lemon_core.sessions import SESSION_PORT
 
 __all__ = ["lemon_control_plane_app"]
@@ -30,7 +30,12 @@ async def _start(runtime: Runtime) -> ControlPlane:
     values.setdefault("default_model", runtime.config.defaults.model)
     config = ControlPlaneConfig.from_settings(values)
     port = runtime.context.capabilities.require(SESSION_PORT)
-    plane = ControlPlane(port, config, models=runtime.context.capabilities.get(MODEL_CATALOG))
+    plane = ControlPlane(
+        port,
+        config,
+        models=runtime.context.capabilities.get(MODEL_CATALOG),
+        mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
+    )
     await plane.__aenter__()
     return plane
 

@@ -31,6 +31,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from lemon_control_plane._connection import Connection
@@ -49,7 +50,7 @@ from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.tokens import StoredToken, TokenStore
-from lemon_core.runtime import ModelCatalog
+from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
 from lemon_core.sessions import SessionPort
 
 __all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
@@ -112,8 +113,11 @@ class ControlPlane:
         config: ControlPlaneConfig | None = None,
         *,
         models: ModelCatalog | None = None,
+        mounts: HttpMounts | None = None,
     ) -> None:
         self.config = config or ControlPlaneConfig()
+        self.mounts = mounts if mounts is not None else HttpMounts()
+        """Other apps' ASGI applications, served for every path the plane does not answer."""
         self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
         self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
         self._token_signature: tuple[int, int, int] | None = None
@@ -143,6 +147,18 @@ class ControlPlane:
             ],
             exception_handlers={404: self._not_found},
         )
+
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The server's ASGI entry: ``/healthz`` and ``/ws`` are the plane's own; any other
+        path goes to the app mounted for it (:class:`~lemon_core.runtime.HttpMounts`), else 404."""
+        if scope["type"] in ("http", "websocket"):
+            path = scope.get("path", "")
+            if path not in RESERVED_PATHS:
+                mount = self.mounts.resolve(path)
+                if mount is not None:
+                    await mount.app(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
     # -- addresses ----------------------------------------------------------------------------
 
@@ -180,7 +196,8 @@ class ControlPlane:
             await self._tg.__aenter__()
             await self.bridge.__aenter__()
             uv_config = uvicorn.Config(
-                self.app,
+                self.asgi,
+                interface="asgi3",
                 log_config=None,
                 access_log=False,
                 lifespan="off",

@@ -20,6 +20,13 @@ from lemon_core.runtime._capabilities import (
     ModelCatalog,
     ModelInfo,
 )
+from lemon_core.runtime._http import (
+    HTTP_MOUNTS,
+    RESERVED_PATHS,
+    ASGIApp,
+    HttpMount,
+    HttpMounts,
+)
 from lemon_core.runtime._runtime import AppState, Runtime, RuntimeStatistics, store_path
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
 
@@ -27,11 +34,16 @@ __all__ = [
     "AGENT_RUNTIME",
     "APPROVALS",
     "APPS_ENTRY_POINT_GROUP",
+    "HTTP_MOUNTS",
     "MODEL_CATALOG",
+    "RESERVED_PATHS",
+    "ASGIApp",
     "AgentRuntime",
     "AppHookError",
     "AppSpec",
     "AppState",
+    "HttpMount",
+    "HttpMounts",
     "ModelCatalog",
     "ModelInfo",
     "Runtime",

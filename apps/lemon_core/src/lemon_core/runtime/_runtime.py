@@ -19,6 +19,7 @@ from lemon_core.bus import Bus
 from lemon_core.config import Config, LoadedConfig, load_config
 from lemon_core.execution import RuntimeContext
 from lemon_core.runtime._app import AppSpec, discover_apps, resolve_profile
+from lemon_core.runtime._http import HTTP_MOUNTS, HttpMounts
 from lemon_core.runtime.errors import AppHookError, RuntimeUsageError
 from lemon_core.store import MemoryStore, Store, open_default_store
 
@@ -90,6 +91,9 @@ class Runtime:
         self.context = RuntimeContext(name=name)
         self.context.settings.update(settings or {})
         self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
+        self.mounts = HttpMounts()
+        """The HTTP mounts of this runtime (also the :data:`HTTP_MOUNTS` capability)."""
+        self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
         self._started: list[AppState] = []
         self._state: State = "new"
         self._task: asyncio.Task[Any] | None = None
