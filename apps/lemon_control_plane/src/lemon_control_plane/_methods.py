@@ -23,7 +23,13 @@ from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
 from lemon_core.runtime import ModelCatalog
-from lemon_core.sessions import InvalidSessionKeyError, SessionPort, check_session_key
+from lemon_core.sessions import (
+    THINKING_LEVELS,
+    InvalidSessionKeyError,
+    SessionPort,
+    SessionSettings,
+    check_session_key,
+)
 
 __all__ = ["SCOPES", "Method", "Methods"]
 
@@ -40,6 +46,8 @@ _DECISIONS: Final = {
     "deny": ApprovalDecision.DENY,
 }
 _MAX_PROMPT_BYTES: Final = 512 * 1024
+#: ``sessions.patch`` keys the reference server refuses (engine selection moved elsewhere).
+_LEGACY_PATCH_KEYS: Final = ("engine", "engineId", "engine_id", "provider")
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
@@ -124,6 +132,9 @@ class Methods:
                 Method("sessions.active.list", "read", self.sessions_active_list),
                 Method("session.detail", "read", self.session_detail),
                 Method("sessions.snapshot", "read", self.sessions_snapshot),
+                Method("sessions.patch", "admin", self.sessions_patch),
+                Method("sessions.reset", "admin", self.sessions_reset),
+                Method("sessions.delete", "admin", self.sessions_delete),
                 Method("exec.approval.resolve", "approvals", self.approval_resolve),
                 Method("exec.approvals.get", "approvals", self.approvals_get),
                 Method("events.subscribe", "read", self.events_subscribe),
@@ -137,6 +148,10 @@ class Methods:
                 Method("port.transcript", "read", self.port_transcript),
                 Method("port.statistics", "read", self.port_statistics),
                 Method("port.compact", "write", self.port_compact),
+                Method("port.settings", "read", self.port_settings),
+                Method("port.patch", "admin", self.port_patch),
+                Method("port.reset", "admin", self.port_reset),
+                Method("port.delete", "admin", self.port_delete),
                 # Answered by the connection's reader itself (no await between the request and
                 # the subscription): see ControlPlane._read.
                 Method("port.watch", "read", self._inline),
@@ -301,20 +316,93 @@ class Methods:
     async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
         self._bridge.follow(key)
-        provider, model = model_parts(self._config.default_model)
+        settings = await self._port.settings(key)
+        self._bridge.note_model(key, settings.model)
+        ref = settings.model or self._config.default_model or self._catalog_default()
+        provider, model = model_parts(ref)
         return {
             "sessionKey": key,
             "session": {
                 "sessionKey": key,
                 "model": model,
                 "provider": provider,
-                "contextWindow": None,
-                "modelSource": "default",
-                "modelOverride": None,
-                "thinkingLevel": None,
+                "contextWindow": self._context_window(ref),
+                "modelSource": "session" if settings.model else "default",
+                "modelOverride": settings.model,
+                "thinkingLevel": settings.thinking_level,
+                "label": settings.label,
                 "engine": "lemon",
             },
         }
+
+    def _catalog_default(self) -> str | None:
+        if self._models is None:
+            return None
+        return next((m.ref for m in self._models.models() if m.default), None)
+
+    def _context_window(self, ref: str | None) -> int | None:
+        if ref is None or self._models is None:
+            return None
+        found = next((m for m in self._models.models() if m.ref == ref), None)
+        return None if found is None else found.context_window
+
+    async def sessions_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``{sessionKey, model?, thinkingLevel?, label?}``: a key given sets the setting
+        (``null`` clears it); ``{success, sessionKey, summary: {patchedKeys}, session}``."""
+        key = _session_key(params)
+        legacy = [k for k in _LEGACY_PATCH_KEYS if k in params]
+        if legacy:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"{', '.join(legacy)} cannot be patched: pick the model with `model` "
+                "('<provider>:<model>', as models.list names it)",
+            )
+        changes: dict[str, Any] = {}
+        for wire, name, label in (
+            ("model", "model", "string"),
+            ("thinkingLevel", "thinking_level", "string"),
+            ("label", "label", "string"),
+        ):
+            if wire in params:
+                changes[name] = _typed(params, wire, str, label)
+        if "toolPolicy" in params:
+            raise WireError("NOT_IMPLEMENTED", "toolPolicy cannot be patched on this daemon yet")
+        if not changes:
+            raise WireError(
+                "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
+            )
+        level = changes.get("thinking_level")
+        if level is not None and level not in THINKING_LEVELS:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"Invalid thinkingLevel {level!r}. Must be one of: {', '.join(THINKING_LEVELS)}",
+            )
+        try:
+            settings = await self._port.patch(key, **changes)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        self._bridge.note_model(key, settings.model)
+        wire_keys = {"model": "model", "thinking_level": "thinkingLevel", "label": "label"}
+        return {
+            "success": True,
+            "sessionKey": key,
+            "session": _settings_payload(settings),
+            "summary": {"patchedKeys": sorted(wire_keys[k] for k in changes)},
+        }
+
+    async def sessions_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        change = await self._port.reset(key)
+        if not change.done:
+            raise WireError("CONFLICT", change.reason or "the session could not be reset")
+        return {"success": True, "sessionKey": key, "summary": {"reset": True}}
+
+    async def sessions_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        change = await self._port.delete(key)
+        if not change.done:
+            raise WireError("CONFLICT", change.reason or "the session could not be deleted")
+        return {"deleted": True, "sessionKey": key, "summary": {"deleted": True}}
 
     async def sessions_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
@@ -435,6 +523,28 @@ class Methods:
         instructions = _typed(params, "instructions", str, "string")
         return port_payload(await self._port.compact(key, instructions=instructions))
 
+    async def port_settings(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.settings(_any_key(params)))
+
+    async def port_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _any_key(params)
+        changes: dict[str, Any] = {}
+        for name in ("model", "label", "thinking_level"):
+            if name in params:
+                changes[name] = _typed(params, name, str, "string")
+        try:
+            settings = await self._port.patch(key, **changes)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        self._bridge.note_model(key, settings.model)
+        return port_payload(settings)
+
+    async def port_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.reset(_any_key(params)))
+
+    async def port_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.delete(_any_key(params)))
+
     async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
         return port_payload(self._port.statistics())
 
@@ -442,3 +552,12 @@ class Methods:
         pending = self._bridge.pending_approvals()
         # The terminal client's resync reads `approvals[]` entries with an approvalId.
         return {"policy": {}, "approvals": pending, "pending": pending}
+
+
+def _settings_payload(s: SessionSettings) -> dict[str, Any]:
+    return {
+        "model": s.model,
+        "thinkingLevel": s.thinking_level,
+        "label": s.label,
+        "updatedAtMs": s.updated_at_ms,
+    }

@@ -31,8 +31,12 @@ _EVENT: Final = encode("port.event")
 PORT_METHODS: Final = (
     "port.cancel",
     "port.compact",
+    "port.delete",
+    "port.patch",
+    "port.reset",
     "port.resolveApproval",
     "port.sessions",
+    "port.settings",
     "port.snapshot",
     "port.statistics",
     "port.steer",

@@ -119,6 +119,9 @@ class EventBridge:
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
         self._approvals: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        # session key -> its own model ("provider:model"), as sessions.patch / session.detail
+        # last saw it: what `agent started` names (else the runtime's default).
+        self._models: OrderedDict[str, str] = OrderedDict()
         self._idle = asyncio.Event()
         self._idle.set()
         self._dropped_types: set[str] = set()
@@ -160,6 +163,16 @@ class EventBridge:
         stream = self._port.watch(session_key)
         self._streams[session_key] = stream
         self._tasks[session_key] = self._tg.create_task(self._pump(session_key, stream))
+
+    def note_model(self, session_key: str, model: str | None) -> None:
+        """The session's own model (``None``: it uses the runtime's default)."""
+        if model is None:
+            self._models.pop(session_key, None)
+            return
+        self._models[session_key] = model
+        self._models.move_to_end(session_key)
+        while len(self._models) > _REMEMBERED_RUNS:
+            self._models.popitem(last=False)
 
     def following(self) -> tuple[str, ...]:
         return tuple(self._streams)
@@ -246,6 +259,8 @@ class EventBridge:
             run.started_at = time.monotonic()
             self._active[run_id] = session_key
             self._idle.clear()
+            own = self._models.get(session_key)
+            provider, model = model_parts(own) if own else (self._provider, self._model)
             self._emit(
                 "agent",
                 {
@@ -254,8 +269,8 @@ class EventBridge:
                     "sessionKey": session_key,
                     "engine": "lemon",
                     "parentRunId": None,
-                    "model": self._model,
-                    "provider": self._provider,
+                    "model": model,
+                    "provider": provider,
                     "thinkingLevel": None,
                 },
                 session_key,

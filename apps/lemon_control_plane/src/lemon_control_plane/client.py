@@ -33,9 +33,11 @@ from lemon_core.sessions import (
     ApprovalResult,
     CancelResult,
     CompactResult,
+    SessionChange,
     SessionEvent,
     SessionPort,
     SessionPortStatistics,
+    SessionSettings,
     SessionSnapshot,
     SessionStreamBase,
     SessionSummary,
@@ -325,6 +327,36 @@ class WebSocketSessionPort:
         if instructions is not None:
             params["instructions"] = instructions
         return msgspec.convert(await self._call("port.compact", params), CompactResult)
+
+    async def settings(self, session_key: str) -> SessionSettings:
+        check_session_key(session_key)
+        data = await self._call("port.settings", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionSettings)
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        check_session_key(session_key)
+        params: dict[str, Any] = {"sessionKey": session_key}
+        for name, value in (("model", model), ("label", label), ("thinking_level", thinking_level)):
+            if not isinstance(value, msgspec.UnsetType):
+                params[name] = value
+        return msgspec.convert(await self._call("port.patch", params), SessionSettings)
+
+    async def reset(self, session_key: str) -> SessionChange:
+        check_session_key(session_key)
+        data = await self._call("port.reset", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionChange)
+
+    async def delete(self, session_key: str) -> SessionChange:
+        check_session_key(session_key)
+        data = await self._call("port.delete", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionChange)
 
     def statistics(self) -> SessionPortStatistics:
         """Counters of this client: its watchers, streams and submissions (the server's port

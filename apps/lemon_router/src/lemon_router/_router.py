@@ -365,6 +365,11 @@ class Router:
     def is_busy(self, session_key: str) -> bool:
         return self.active_run(session_key) is not None
 
+    def forget_session(self, session_key: str) -> None:
+        """The session's stored state was reset or deleted (by the session port): count the
+        change in its revision, so a snapshot composed across it says ``retry``."""
+        self._touch(session_key)
+
     def queued(self, session_key: str) -> tuple[str, ...]:
         """Run ids waiting behind the session's active run, in start order."""
         key = self._session_conv.get(session_key)

@@ -15,7 +15,7 @@ replacement-only), and watches again, ignoring text deltas of the active attempt
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 import msgspec
 
@@ -24,8 +24,10 @@ from lemon_core.execution import Capability, Receipt, RunRequest
 from lemon_core.sessions._events import SessionEvent
 
 __all__ = [
+    "ALL_SESSIONS",
     "SESSION_COMPACTOR",
     "SESSION_PORT",
+    "THINKING_LEVELS",
     "TRANSCRIPT_READER",
     "ActionState",
     "ActiveRun",
@@ -34,13 +36,16 @@ __all__ = [
     "CompactResult",
     "NativeHistory",
     "PendingApproval",
+    "SessionChange",
     "SessionCompactor",
     "SessionPort",
     "SessionPortStatistics",
+    "SessionSettings",
     "SessionSnapshot",
     "SessionStream",
     "SessionSummary",
     "SteerResult",
+    "ThinkingLevel",
     "TodoItem",
     "TranscriptEntry",
     "TranscriptPage",
@@ -142,6 +147,34 @@ class TranscriptEntry(msgspec.Struct, frozen=True, kw_only=True):
     role: Literal["user", "assistant", "tool", "notice"]
     text: str
     truncated: bool = False
+    timestamp_ms: int | None = None
+    """When the message was written (wall-clock ms), where the transcript records it."""
+
+
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+#: The thinking levels a session may be set to (the wire's ``sessions.patch``).
+THINKING_LEVELS: Final[tuple[str, ...]] = get_args(ThinkingLevel)
+
+
+class SessionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a client set on a session (:meth:`SessionPort.patch`); ``None``: not set (the
+    runtime's default applies)."""
+
+    session_key: str
+    model: str | None = None
+    """``"<provider>:<model>"``: the model the session's runs use unless a request names one."""
+    label: str | None = None
+    thinking_level: ThinkingLevel | None = None
+    updated_at_ms: int = 0
+
+
+class SessionChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`SessionPort.reset` / :meth:`SessionPort.delete` did: ``done`` False with
+    ``reason`` when nothing changed (the session is busy, or the runtime keeps no sessions)."""
+
+    session_key: str
+    done: bool
+    reason: str | None = None
 
 
 class TranscriptPage(msgspec.Struct, frozen=True, kw_only=True):
@@ -280,7 +313,38 @@ class SessionPort(Protocol):
         Refused while a run of the session is active or queued."""
         ...
 
+    async def settings(self, session_key: str) -> SessionSettings:
+        """What is set on the session (all ``None`` when nothing is)."""
+        ...
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        """Set (a value) or clear (``None``) the given settings; the others are kept. The
+        session's later runs use the model. A model the runtime does not know, a thinking
+        level outside :data:`THINKING_LEVELS` or a blank value raises ``ValueError``."""
+        ...
+
+    async def reset(self, session_key: str) -> SessionChange:
+        """Forget the session's conversation (its next message starts a fresh one); its
+        settings and run history are kept. Refused while a run of it is active or queued."""
+        ...
+
+    async def delete(self, session_key: str) -> SessionChange:
+        """Forget the session: its conversation, settings, list entry and run history.
+        Refused while a run of it is active or queued."""
+        ...
+
     def statistics(self) -> SessionPortStatistics: ...
+
+
+#: The ``session_key`` of a :meth:`SessionPort.watch_all` stream.
+ALL_SESSIONS: Final = "*"
 
 
 @runtime_checkable

@@ -23,6 +23,8 @@ from lemon_core.store._wrappers import (
     RunSummary,
     SessionIndexEntry,
     SessionIndexStore,
+    SessionSettingsRecord,
+    SessionSettingsStore,
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
@@ -48,6 +50,8 @@ __all__ = [
     "SQLiteStore",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "SessionSettingsRecord",
+    "SessionSettingsStore",
     "Store",
     "StoreClosedError",
     "StoreError",

@@ -25,6 +25,8 @@ __all__ = [
     "RunSummary",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "SessionSettingsRecord",
+    "SessionSettingsStore",
 ]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
@@ -93,6 +95,29 @@ class RunStore:
         )
         return [RunSummary.from_dict(v) for _, v in rows]
 
+    async def recent(self, *, limit: int = 50) -> list[RunSummary]:
+        """The most recently finished runs of every session, newest first (reads the
+        session index's ``limit`` most recent sessions and their ``limit`` newest runs)."""
+        found: list[RunSummary] = []
+        for entry in await SessionIndexStore(self._store).recent(limit=limit):
+            found.extend(await self.history(entry.session_key, limit=limit))
+        found.sort(key=lambda r: (r.finished_at_ms, r.run_id), reverse=True)
+        return found[:limit]
+
+    async def forget_session(self, session_key: str) -> int:
+        """Delete the session's run history (and its runs by id); returns how many runs."""
+        removed = 0
+        while True:
+            rows = await self._store.scan(self.HISTORY, prefix=f"{session_key}{_SEP}", limit=500)
+            if not rows:
+                return removed
+            for key, value in rows:
+                await self._store.delete(self.HISTORY, key)
+                run_id = value.get("run_id") if isinstance(value, dict) else None
+                if isinstance(run_id, str) and run_id:
+                    await self._store.delete(self.RUNS, run_id)
+                removed += 1
+
 
 class SessionIndexEntry(msgspec.Struct, frozen=True, kw_only=True):
     """One session as the session list shows it: kept up to date by each finished run."""
@@ -147,6 +172,24 @@ class SessionIndexStore:
         data = await self._store.get(self.INDEX, session_key)
         return None if data is None else msgspec.convert(data, SessionIndexEntry)
 
+    async def delete(self, session_key: str) -> bool:
+        """Remove the session's entry (and its place in the recency table)."""
+        previous = await self.get(session_key)
+        if previous is None:
+            return False
+        await self._store.delete(self.RECENT, _recent_key(previous))
+        return await self._store.delete(self.INDEX, session_key)
+
+    async def forget_conversation(self, session_key: str) -> bool:
+        """Clear the session's native session id (its next run starts a fresh one)."""
+        previous = await self.get(session_key)
+        if previous is None or previous.native_session_id is None:
+            return False
+        await self._store.put(
+            self.INDEX, session_key, msgspec.structs.replace(previous, native_session_id=None)
+        )
+        return True
+
     async def recent(self, *, limit: int = 50) -> list[SessionIndexEntry]:
         """The most recently active sessions, newest first (reads at most ``2 * limit`` rows)."""
         rows = await self._store.scan(self.RECENT, limit=limit)
@@ -156,6 +199,45 @@ class SessionIndexStore:
             if entry is not None:
                 found.append(entry)
         return found
+
+
+class SessionSettingsRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What a client set on a session (the session port's ``patch``)."""
+
+    model: str | None = None
+    label: str | None = None
+    thinking_level: str | None = None
+    updated_at_ms: int = 0
+
+
+class SessionSettingsStore:
+    """Per-session settings (model, label, thinking level), by session key."""
+
+    TABLE: Final = "session_settings"
+
+    def __init__(self, store: Store, *, clock: Clock = system_clock_ms) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def get(self, session_key: str) -> SessionSettingsRecord | None:
+        data = await self._store.get(self.TABLE, session_key)
+        return None if data is None else msgspec.convert(data, SessionSettingsRecord)
+
+    async def update(self, session_key: str, **changes: str | None) -> SessionSettingsRecord:
+        """Apply ``changes`` (a field set to a value or ``None``) to the session's record."""
+        unknown = set(changes) - {"model", "label", "thinking_level"}
+        if unknown:
+            raise StoreValueError(f"unknown session settings: {sorted(unknown)}")
+        previous = await self.get(session_key) or SessionSettingsRecord()
+        record = msgspec.structs.replace(previous, **changes, updated_at_ms=self._clock())
+        if record.model is None and record.label is None and record.thinking_level is None:
+            await self._store.delete(self.TABLE, session_key)
+        else:
+            await self._store.put(self.TABLE, session_key, record)
+        return record
+
+    async def delete(self, session_key: str) -> bool:
+        return await self._store.delete(self.TABLE, session_key)
 
 
 def _recent_key(entry: SessionIndexEntry) -> str:
