@@ -120,7 +120,7 @@ class ControlPlaneConfig:
         cls, settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> ControlPlaneConfig:
         """Build from app settings (keys: host, port, cwd, tokens, token_hashes,
-        require_approval) and the environment (:data:`PORT_ENV`, :data:`TOKEN_ENV`); settings
+        require_approval, extra_origins) and the environment (:data:`PORT_ENV`, :data:`TOKEN_ENV`); settings
         win over the environment."""
         values = dict(settings or {})
         env = os.environ if environ is None else environ
@@ -146,6 +146,13 @@ class ControlPlaneConfig:
             kwargs["token_file"] = str(values.pop("token_file"))
         if "require_approval" in values:
             kwargs["require_approval"] = frozenset(values.pop("require_approval"))
+        if values.get("extra_origins"):
+            origins = values.pop("extra_origins")
+            if isinstance(origins, str) or not all(isinstance(o, str) for o in origins):
+                raise ControlPlaneConfigError(
+                    "extra_origins is a list of origins such as 'http://localhost:5173'"
+                )
+            kwargs["extra_origins"] = frozenset(o.rstrip("/") for o in origins)
         for name in (
             "shutdown_grace_s",
             "connection_queue",

@@ -344,12 +344,31 @@ class ControlPlane:
         return JSONResponse({"error": "Not found"}, status_code=404)
 
     def _origin_allowed(self, origin: str | None) -> bool:
-        if origin is None:  # not a browser: nothing to check
+        """No ``Origin`` (not a browser), a configured extra origin, or the daemon's own
+        origin: ``http(s)`` on the port it serves, with a loopback host (``localhost``,
+        127.0.0.0/8, ``[::1]``: aliases of the same server) or the host it was bound to. A
+        page served by any other web server, a local one on another port included, is
+        refused."""
+        if origin is None:
             return True
         if origin in self.config.extra_origins:
             return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+        try:
+            parts = urlsplit(origin)
+            port = parts.port
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or self._sock is None:
+            return False
+        if port is None:
+            port = 443 if parts.scheme == "https" else 80
+        if port != self.address[1]:
+            return False
+        host = (parts.hostname or "").lower()
+        bound = self.config.host.strip("[]").lower()
+        return is_loopback_host(host) or (
+            host == bound and bound not in ("0.0.0.0", "::", "")  # noqa: S104  # a wildcard bind names no origin
+        )
 
     # -- WebSocket ----------------------------------------------------------------------------
 
