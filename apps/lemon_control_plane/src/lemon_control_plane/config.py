@@ -120,8 +120,8 @@ class ControlPlaneConfig:
         cls, settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> ControlPlaneConfig:
         """Build from app settings (keys: host, port, cwd, tokens, token_hashes,
-        require_approval, extra_origins) and the environment (:data:`PORT_ENV`, :data:`TOKEN_ENV`); settings
-        win over the environment."""
+        require_approval, extra_origins) and the environment (:data:`PORT_ENV`,
+        :data:`TOKEN_ENV`); settings win over the environment."""
         values = dict(settings or {})
         env = os.environ if environ is None else environ
         port: object = values.pop("port", None)

@@ -366,9 +366,8 @@ class ControlPlane:
             return False
         host = (parts.hostname or "").lower()
         bound = self.config.host.strip("[]").lower()
-        return is_loopback_host(host) or (
-            host == bound and bound not in ("0.0.0.0", "::", "")  # noqa: S104  # a wildcard bind names no origin
-        )
+        wildcard = bound in ("0.0.0.0", "::", "")  # a wildcard bind names no origin
+        return is_loopback_host(host) or (host == bound and not wildcard)
 
     # -- WebSocket ----------------------------------------------------------------------------
 
