@@ -159,6 +159,9 @@ class _ScriptedPort:
         self.watched.set()
         return stream
 
+    def watch_all(self) -> _Stream:
+        return self.watch("*")
+
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         return self._snapshot
 
@@ -261,3 +264,22 @@ async def test_a_session_event_the_wire_has_no_name_for_is_logged_once_and_dropp
         assert bridge.statistics().dropped_types == ("QueueNotice",)
     assert out == ["agent", "chat"]
     assert sum("QueueNotice" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_connection_that_touched_no_session_gets_every_sessions_events(
+    client: Any,
+) -> None:
+    async with client() as watcher, client() as narrowed, client() as sender:
+        await narrowed.call("events.subscribe", {"sessionKeys": ["agent:default:main"]})
+        other = "agent:default:main:sub:elsewhere"
+        sent = await sender.call("chat.send", {"sessionKey": other, "prompt": "hello"})
+        done = await watcher.completed(sent["runId"])
+        assert done["payload"]["sessionKey"] == other
+        started = watcher.events("agent")[0]["payload"]
+        assert (started["type"], started["runId"]) == ("started", sent["runId"])
+        assert any(e["payload"]["runId"] == sent["runId"] for e in watcher.events("chat"))
+        # The narrowed connection sees its own session only: a run there arrives, the other
+        # session's did not (its events came first on the one ordered delivery).
+        mine = await sender.call("chat.send", {"sessionKey": "agent:default:main", "prompt": "hi"})
+        await narrowed.completed(mine["runId"])
+        assert {e["payload"]["sessionKey"] for e in narrowed.events()} == {"agent:default:main"}

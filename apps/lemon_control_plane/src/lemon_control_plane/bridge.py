@@ -1,8 +1,8 @@
-"""The EventBridge: the one projection from the session port's streams to wire events.
+"""The EventBridge: the one projection from the session port's events to wire events.
 
-The bridge follows a session (one :meth:`~lemon_core.sessions.SessionPort.watch` and one pump
-task) once a connection has shown interest in it (sent to it, read it, subscribed to it); at
-most ``max_sessions`` are followed, the least recently used idle one is let go first. Each
+The bridge follows every session: one :meth:`~lemon_core.sessions.SessionPort.watch_all`
+stream (one bounded delivery) read by one pump task, opened when the bridge starts, so a
+connection that never touched a session still gets its events (the wire's default). Each
 session event becomes at most one wire event, written field by field:
 
 ================  ==============================================================
@@ -20,8 +20,9 @@ StreamOverflow    ``stream.resync`` carrying the session's snapshot (then watche
 A ``started`` is also sent before a run's first delta or card when no phase notice said so.
 Other session events (queue notices) are logged once per type and dropped.
 
-Not guaranteed: a run retried under a new attempt id streams under that attempt's id (the port
-does not say which submitted run an attempt belongs to until the run ends).
+On ``StreamOverflow`` the bridge watches every session again, then sends each session it
+knows to be in flight (a run started, an approval pending) a ``stream.resync`` carrying that
+session's snapshot, and drops the deltas the snapshot already holds.
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ class EventBridge:
         self._port = port
         self._broadcast = broadcast
         self._max_sessions = max_sessions
-        self._streams: OrderedDict[str, SessionStream] = OrderedDict()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stream: SessionStream | None = None
+        self._task: asyncio.Task[None] | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
@@ -133,6 +134,8 @@ class EventBridge:
     async def __aenter__(self) -> EventBridge:
         self._tg = asyncio.TaskGroup()
         await self._tg.__aenter__()
+        self._stream = self._port.watch_all()
+        self._task = self._tg.create_task(self._pump())
         return self
 
     async def __aexit__(
@@ -142,27 +145,19 @@ class EventBridge:
         tb: TracebackType | None,
     ) -> None:
         self._closing = True
-        for stream in list(self._streams.values()):
-            stream.close()
-        for task in list(self._tasks.values()):
-            task.cancel()
+        if self._stream is not None:
+            self._stream.close()
+        if self._task is not None:
+            self._task.cancel()
         assert self._tg is not None
         await self._tg.__aexit__(None, None, None)
 
     # -- following ----------------------------------------------------------------------------
 
     def follow(self, session_key: str) -> None:
-        """Follow ``session_key`` from now on (idempotent; subscribes before it returns)."""
+        """Every session is followed; this only refuses once the bridge is shutting down."""
         if self._tg is None or self._closing:
             raise WireError("UNAVAILABLE", "the control plane is shutting down")
-        if session_key in self._streams:
-            self._streams.move_to_end(session_key)
-            return
-        if len(self._streams) >= self._max_sessions:
-            self._let_go_of_one()
-        stream = self._port.watch(session_key)
-        self._streams[session_key] = stream
-        self._tasks[session_key] = self._tg.create_task(self._pump(session_key, stream))
 
     def note_model(self, session_key: str, model: str | None) -> None:
         """The session's own model (``None``: it uses the runtime's default)."""
@@ -174,59 +169,49 @@ class EventBridge:
         while len(self._models) > _REMEMBERED_RUNS:
             self._models.popitem(last=False)
 
-    def following(self) -> tuple[str, ...]:
-        return tuple(self._streams)
-
-    def _let_go_of_one(self) -> None:
-        busy = set(self._active.values())
-        for key in self._streams:
-            if key not in busy:
-                self._streams.pop(key).close()
-                task = self._tasks.pop(key, None)
-                if task is not None:
-                    task.cancel()
-                return
-        raise WireError(
-            "RATE_LIMITED", f"already following {self._max_sessions} sessions with runs in flight"
-        )
-
-    async def _pump(self, session_key: str, stream: SessionStream) -> None:
+    async def _pump(self) -> None:
         while True:
+            stream = self._stream
+            assert stream is not None
             try:
                 item = await stream.get()
             except SessionStreamClosedError:
-                if self._streams.get(session_key) is stream:
-                    del self._streams[session_key]
-                    self._tasks.pop(session_key, None)
-                return
+                if self._closing:
+                    return
+                await self._recover("the bridge's stream ended")
+                continue
             self._in += 1
             if isinstance(item, StreamOverflow):
-                stream = await self._recover(session_key, item.reason)
+                await self._recover(item.reason)
                 continue
             self._project(item)
 
-    async def _recover(self, session_key: str, reason: str) -> SessionStream:
-        """Watch again first (nothing is missed), then send the snapshot as a resync."""
-        stream = self._port.watch(session_key)
-        self._streams[session_key] = stream
-        snapshot = await self.snapshot(session_key)
+    async def _recover(self, reason: str) -> None:
+        """Watch again first (nothing is missed), then resync each session in flight."""
+        self._stream = self._port.watch_all()
         self._resyncs += 1
-        if snapshot.active is not None:
-            run = self._run(snapshot.active.attempt_id, session_key)
-            run.port_seq = max(run.port_seq, snapshot.active.text_seq)
-        for pending in snapshot.pending_approvals:
-            self._remember_approval(pending_approval(session_key, pending))
-        self._emit(
-            "stream.resync",
-            {
-                "reason": reason,
-                "scope": "session",
-                "sessionKey": session_key,
-                "snapshot": snapshot_payload(snapshot),
-            },
-            session_key,
+        sessions = dict.fromkeys(
+            [*self._active.values(), *(a["sessionKey"] for a in self._approvals.values())]
         )
-        return stream
+        for session_key in sessions:
+            if not isinstance(session_key, str):
+                continue
+            snapshot = await self.snapshot(session_key)
+            if snapshot.active is not None:
+                run = self._run(snapshot.active.attempt_id, session_key)
+                run.port_seq = max(run.port_seq, snapshot.active.text_seq)
+            for pending in snapshot.pending_approvals:
+                self._remember_approval(pending_approval(session_key, pending))
+            self._emit(
+                "stream.resync",
+                {
+                    "reason": reason,
+                    "scope": "session",
+                    "sessionKey": session_key,
+                    "snapshot": snapshot_payload(snapshot),
+                },
+                session_key,
+            )
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         """The port's snapshot, asked again while it says ``retry`` (bounded)."""
@@ -423,7 +408,7 @@ class EventBridge:
 
     def statistics(self) -> BridgeStatistics:
         return BridgeStatistics(
-            followed=len(self._streams),
+            followed=0 if self._stream is None else 1,
             max_sessions=self._max_sessions,
             events_in=self._in,
             events_out=self._out,

@@ -30,6 +30,7 @@ from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
+    ALL_SESSIONS,
     ApprovalResult,
     CancelResult,
     CompactResult,
@@ -286,6 +287,9 @@ class WebSocketSessionPort:
         A malformed key raises ``InvalidSessionKeyError`` (a ``ValueError``) here, as the
         in-process port does."""
         check_session_key(session_key)
+        return self._watch(session_key, max_entries)
+
+    def _watch(self, session_key: str, max_entries: int | None) -> WebSocketSessionStream:
         watch_id = f"w{next(self._ids)}"
         bound = self._bound if max_entries is None else max(1, max_entries)
         stream = WebSocketSessionStream(self, watch_id, session_key, bound)
@@ -296,6 +300,10 @@ class WebSocketSessionPort:
         self._opened += 1
         self._send("port.watch", {"watchId": watch_id, "sessionKey": session_key})
         return stream
+
+    def watch_all(self, *, max_entries: int | None = None) -> WebSocketSessionStream:
+        """Follow every session from now on (each event names its session)."""
+        return self._watch(ALL_SESSIONS, max_entries)
 
     def _forget(self, stream: WebSocketSessionStream) -> None:
         if stream.overflowed and stream.watch_id in self._streams:

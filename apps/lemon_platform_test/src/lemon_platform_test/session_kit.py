@@ -924,3 +924,59 @@ class SessionPortContract:
         listed = {s.session_key: s.runs for s in await harness.port.sessions()}
         assert listed[self.session_key] == 2
         assert (await self.snapshot(harness.port)).native_session_id is not None
+
+    # -- every session --------------------------------------------------------------------
+
+    async def test_watch_all_sees_every_sessions_events_each_naming_its_session(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        fresh = "agent:kit:main:sub:never-seen-before"
+        harness.executor.script_prompt("tell", Script().delta("a ", "b").complete(answer="a b"))
+        stream = harness.other_port.watch_all()
+        assert stream.session_key == "*"
+        async with self.recorder(stream) as everything:
+            ends = []
+            for key in (self.session_key, fresh):
+                async with self.recorder(harness.port.watch(key)) as events:
+                    receipt = await harness.port.submit(self.request("tell", session_key=key))
+                    await events.ended_run(receipt.run_id)
+                    ends.append((key, receipt.run_id))
+            for key, run_id in ends:
+                ended = await everything.ended_run(run_id)
+                assert ended.session_key == key
+                assert ended.answer == "a b"
+                texts = [
+                    e.text
+                    for e in everything.events
+                    if isinstance(e, TextDelta) and e.run_id == run_id
+                ]
+                assert texts == ["a ", "b"]
+                assert all(
+                    e.session_key == key
+                    for e in everything.events
+                    if getattr(e, "run_id", None) == run_id
+                )
+
+    async def test_watch_all_is_one_bounded_stream_that_overflows_once(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        harness.executor.script_prompt(
+            "flood", Script().delta(*[f"{i} " for i in range(40)]).complete(answer="done")
+        )
+        small = harness.port_with(stream_max_entries=4).watch_all()
+        try:
+            async with self.recorder(harness.port.watch(self.session_key)) as events:
+                receipt = await harness.port.submit(self.request("flood"))
+                await events.ended_run(receipt.run_id)
+                await self.sentinel(harness, events)
+            seen = await drain(small, self.timeout_s)
+        finally:
+            small.close()
+        overflows = [e for e in seen if isinstance(e, StreamOverflow)]
+        assert len(overflows) == 1
+        assert seen[-1] is overflows[0]
+        assert len(seen) <= 4 + 1
+        with pytest.raises(SessionStreamClosedError):
+            await small.get()

@@ -40,6 +40,7 @@ from lemon_core.sessions import (
     ActionState,
     ActiveRun,
     ApprovalResult,
+    BusAllSessionsStream,
     BusSessionStream,
     CancelResult,
     CompactResult,
@@ -102,6 +103,7 @@ class RouterSessionPort:
         self._redact = redact
         self._stream_max_entries = stream_max_entries
         self._watchers: set[BusSessionStream] = set()
+        self._all_listeners: dict[BusSessionStream, Callable[[], None]] = {}
         self._opened = 0
         self._overflowed = 0
         self._snapshots = 0
@@ -225,7 +227,23 @@ class RouterSessionPort:
         self._opened += 1
         return stream
 
+    def watch_all(self) -> BusAllSessionsStream:
+        router = self._router
+        stream = BusAllSessionsStream(
+            router.bus, max_entries=self._stream_max_entries, on_close=self._closed
+        )
+        for session_key in router.known_sessions():
+            stream.add(session_key)
+        remove = router.on_new_session(stream.add)
+        self._all_listeners[stream] = remove
+        self._watchers.add(stream)
+        self._opened += 1
+        return stream
+
     def _closed(self, stream: BusSessionStream) -> None:
+        remove = self._all_listeners.pop(stream, None)
+        if remove is not None:
+            remove()
         self._watchers.discard(stream)
         if stream.overflowed:
             self._overflowed += 1

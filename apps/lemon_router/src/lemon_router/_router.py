@@ -25,7 +25,7 @@ import enum
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -134,6 +134,7 @@ class Router:
         self._tasks = Supervisor("lemon_router", logger=log)
         # per session: the change counter at its last phase / outcome (bounded, LRU)
         self._revisions: OrderedDict[str, int] = OrderedDict()
+        self._session_listeners: list[Callable[[str], None]] = []
         # callers waiting for a submission's queue outcome (SessionPort.steer), by run id
         self._outcome_waiters: dict[str, list[asyncio.Future[QueueOutcome]]] = {}
         self._changes = 0
@@ -365,6 +366,21 @@ class Router:
     def is_busy(self, session_key: str) -> bool:
         return self.active_run(session_key) is not None
 
+    def known_sessions(self) -> tuple[str, ...]:
+        """The sessions this router has seen change (most recent last; bounded)."""
+        return tuple(self._revisions)
+
+    def on_new_session(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(session_key)`` when a session not among :meth:`known_sessions`
+        changes, before the change is published; returns the function that removes it."""
+        self._session_listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._session_listeners.remove(listener)
+
+        return remove
+
     def forget_session(self, session_key: str) -> None:
         """The session's stored state was reset or deleted (by the session port): count the
         change in its revision, so a snapshot composed across it says ``retry``."""
@@ -494,6 +510,11 @@ class Router:
     def _touch(self, session_key: str) -> None:
         self._changes += 1
         revisions = self._revisions
+        if session_key not in revisions and self._session_listeners:
+            # Before anything of the session is published: a listener subscribing now sees
+            # all of it.
+            for listener in tuple(self._session_listeners):
+                listener(session_key)
         revisions[session_key] = self._changes
         revisions.move_to_end(session_key)
         if len(revisions) > _MAX_REVISIONS:

@@ -54,7 +54,12 @@ from lemon_core.sessions._port import (
     TranscriptPage,
     TranscriptReader,
 )
-from lemon_core.sessions._stream import BusSessionStream, SessionStreamBase, project
+from lemon_core.sessions._stream import (
+    BusAllSessionsStream,
+    BusSessionStream,
+    SessionStreamBase,
+    project,
+)
 from lemon_core.sessions.errors import (
     InvalidSessionKeyError,
     SessionError,
@@ -74,6 +79,7 @@ __all__ = [
     "ApprovalAsked",
     "ApprovalEnded",
     "ApprovalResult",
+    "BusAllSessionsStream",
     "BusSessionStream",
     "CancelResult",
     "CompactResult",

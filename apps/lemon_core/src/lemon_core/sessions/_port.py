@@ -294,6 +294,12 @@ class SessionPort(Protocol):
         """Start following the session (events from now on)."""
         ...
 
+    def watch_all(self) -> SessionStream:
+        """Start following every session (events from now on, each naming its session in
+        ``session_key``; the stream's own ``session_key`` is ``"*"``): one bounded delivery,
+        ending with a :class:`~lemon_core.sessions.StreamOverflow` like :meth:`watch`."""
+        ...
+
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         """The session as its authorities know it (see :class:`SessionSnapshot`)."""
         ...
