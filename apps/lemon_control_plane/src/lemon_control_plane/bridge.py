@@ -20,6 +20,10 @@ StreamOverflow    ``stream.resync`` carrying the session's snapshot (then watche
 A ``started`` is also sent before a run's first delta or card when no phase notice said so.
 Other session events (queue notices) are logged once per type and dropped.
 
+A run the runtime retries streams under the run id it was submitted with (the id
+``chat.send`` answered): the retry attempt's first phase notice names it (``retry_of``), and
+so does a snapshot; one ``started``, and delta ``seq`` keeps increasing across the attempts.
+
 On ``StreamOverflow`` the bridge watches every session again, then sends each session it
 knows to be in flight (a run started, an approval pending) a ``stream.resync`` carrying that
 session's snapshot, and drops the deltas the snapshot already holds.
@@ -123,6 +127,8 @@ class EventBridge:
         # session key -> its own model ("provider:model"), as sessions.patch / session.detail
         # last saw it: what `agent started` names (else the runtime's default).
         self._models: OrderedDict[str, str] = OrderedDict()
+        # retry attempt id -> the run as submitted (the id the wire shows)
+        self._attempts: OrderedDict[str, str] = OrderedDict()
         self._idle = asyncio.Event()
         self._idle.set()
         self._dropped_types: set[str] = set()
@@ -198,8 +204,11 @@ class EventBridge:
                 continue
             snapshot = await self.snapshot(session_key)
             if snapshot.active is not None:
-                run = self._run(snapshot.active.attempt_id, session_key)
-                run.port_seq = max(run.port_seq, snapshot.active.text_seq)
+                active = snapshot.active
+                if active.attempt_id != active.run_id:
+                    self._remember_attempt(active.attempt_id, active.run_id)
+                run = self._run(active.attempt_id, session_key)
+                run.port_seq = max(run.port_seq, active.text_seq)
             for pending in snapshot.pending_approvals:
                 self._remember_approval(pending_approval(session_key, pending))
             self._emit(
@@ -237,6 +246,15 @@ class EventBridge:
         self._out += 1
         self._broadcast(name, payload, session_key)
 
+    def _remember_attempt(self, attempt_id: str, run_id: str) -> None:
+        self._attempts[attempt_id] = run_id
+        while len(self._attempts) > _REMEMBERED_RUNS:
+            self._attempts.popitem(last=False)
+
+    def _wire_id(self, attempt_id: str) -> str:
+        """The run id the wire shows for ``attempt_id``: the run as submitted."""
+        return self._attempts.get(attempt_id, attempt_id)
+
     def _start(self, run_id: str, session_key: str) -> _Run:
         run = self._run(run_id, session_key)
         if not run.started:
@@ -265,16 +283,19 @@ class EventBridge:
     def _project(self, item: SessionEvent) -> None:
         key = item.session_key
         if isinstance(item, TextDelta):
-            run = self._start(item.run_id, key)
-            if item.seq <= run.port_seq:
+            wire_id = self._wire_id(item.run_id)
+            run = self._start(wire_id, key)
+            # ``seq`` orders one attempt's deltas; the wire's increases across attempts.
+            attempt = run if wire_id == item.run_id else self._run(item.run_id, key)
+            if item.seq <= attempt.port_seq:
                 return
-            run.port_seq = item.seq
+            attempt.port_seq = item.seq
             run.wire_seq += 1
             self._emit(
                 "chat",
                 {
                     "type": "delta",
-                    "runId": item.run_id,
+                    "runId": wire_id,
                     "sessionKey": key,
                     "seq": run.wire_seq,
                     "text": item.text,
@@ -284,12 +305,14 @@ class EventBridge:
         elif isinstance(item, ToolCard):
             self._tool(item)
         elif isinstance(item, RunPhaseNotice):
+            if item.retry_of is not None:
+                self._remember_attempt(item.run_id, item.retry_of)
             if item.phase in _ENGINE_PHASES:
-                self._start(item.run_id, key)
+                self._start(self._wire_id(item.run_id), key)
         elif isinstance(item, ApprovalAsked):
             payload = {
                 "approvalId": item.approval_id,
-                "runId": item.run_id,
+                "runId": None if item.run_id is None else self._wire_id(item.run_id),
                 "sessionKey": key,
                 "agentId": agent_id_of(key),
                 "tool": item.tool,
@@ -323,7 +346,8 @@ class EventBridge:
                 _log.info("the wire has no event for %s; such events are dropped", kind)
 
     def _tool(self, card: ToolCard) -> None:
-        run = self._start(card.run_id, card.session_key)
+        wire_id = self._wire_id(card.run_id)
+        run = self._start(wire_id, card.session_key)
         detail = card.detail
         name = detail.get("tool")
         if isinstance(name, str):
@@ -341,7 +365,7 @@ class EventBridge:
             "agent",
             {
                 "type": "tool_use",
-                "runId": card.run_id,
+                "runId": wire_id,
                 "sessionKey": card.session_key,
                 "action": {
                     "id": card.action_id,
@@ -357,7 +381,7 @@ class EventBridge:
         )
 
     def _ended(self, end: RunEnded) -> None:
-        run = self._runs.get(end.attempt_id) or self._runs.get(end.run_id)
+        run = self._runs.get(end.run_id) or self._runs.get(end.attempt_id)
         started_at = run.started_at if run is not None else time.monotonic()
         self._active.pop(end.attempt_id, None)
         self._active.pop(end.run_id, None)

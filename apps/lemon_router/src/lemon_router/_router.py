@@ -553,7 +553,14 @@ class Router:
             {"run_id": payload.run_id, "session_key": session_key},
         )
 
-    def _phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
+    def _phase(
+        self,
+        run_id: str,
+        prepared: Prepared | None,
+        phase: RunPhase,
+        *,
+        retry_of: str | None = None,
+    ) -> None:
         previous = self._phases.get(run_id)
         if previous is not None and previous.terminal:
             return
@@ -573,6 +580,8 @@ class Router:
             source="router",
         )
         meta = {"run_id": run_id, "session_key": session_key}
+        if retry_of is not None:
+            meta["retry_of"] = retry_of  # the run as submitted, of which this is a retry
         if not self.bus.running():
             return
         event = self.bus.broadcast_event(run_topic(run_id), "run_phase_changed", payload, meta)
@@ -615,7 +624,9 @@ class Router:
         self._retries += 1
         self._engine_ids.pop(previous_run_id, None)
         self._engine_ids[process.current_run_id] = process.run_id
-        self._phase(process.current_run_id, process.prepared, RunPhase.ACCEPTED)
+        self._phase(
+            process.current_run_id, process.prepared, RunPhase.ACCEPTED, retry_of=process.run_id
+        )
 
     def _note_synthetic(self) -> None:
         self._synthetic += 1

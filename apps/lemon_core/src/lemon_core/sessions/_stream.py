@@ -103,11 +103,13 @@ def project(session_key: str, event: Event) -> SessionEvent | None:
     if kind == "run_phase_changed" and isinstance(payload, RunPhaseChanged):
         if payload.source != "router":
             return None
+        retry_of = event.meta.get("retry_of")
         return RunPhaseNotice(
             session_key=session_key,
             run_id=payload.run_id,
             phase=payload.phase,
             previous=payload.previous_phase,
+            retry_of=retry_of if isinstance(retry_of, str) and retry_of else None,
         )
     if kind == "run_completed" and isinstance(payload, RunCompleted):
         done = payload.completed
