@@ -106,3 +106,25 @@ async def test_the_patch_methods_need_the_admin_scope(client: Client) -> None:
         for method in ("sessions.patch", "sessions.reset", "sessions.delete"):
             res = await c.request(method, {"sessionKey": SESSION, "model": "offline:offline"})
             assert res["error"]["code"] == "FORBIDDEN", res
+
+
+async def test_chat_history_carries_when_each_message_was_written(client: Client) -> None:
+    import time
+
+    async with client() as c:
+        before = int(time.time() * 1000)
+        first = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "first"})
+        await c.completed(first["runId"])
+        between = int(time.time() * 1000)
+        second = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "second"})
+        await c.completed(second["runId"])
+        after = int(time.time() * 1000)
+        history = await c.call("chat.history", {"sessionKey": SESSION})
+        snapshot = await c.call("sessions.snapshot", {"sessionKey": SESSION})
+    messages = history["messages"]
+    stamps = [m["timestampMs"] for m in messages]
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["first", "second"]
+    assert all(isinstance(t, int) for t in stamps), stamps
+    assert stamps == sorted(stamps)
+    assert before <= stamps[0] <= between <= stamps[-1] <= after
+    assert [m["timestampMs"] for m in snapshot["messages"]] == stamps
