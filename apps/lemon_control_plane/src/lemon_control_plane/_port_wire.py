@@ -5,9 +5,9 @@ The terminal client's methods are a projection; these carry the port's own recor
 their msgspec schema (the records are the port's public, versioned types): ``port.submit``,
 ``port.steer``, ``port.cancel``, ``port.resolveApproval``, ``port.snapshot``, ``port.sessions``,
 ``port.transcript``, ``port.statistics``, ``port.settings``, ``port.patch``, ``port.reset``,
-``port.delete``, ``port.watch`` / ``port.unwatch``. A watch is one ``SessionPort.watch``
-(``SessionPort.watch_all`` for the session key ``"*"``) on the server, pumped to this
-connection only as ``port.event`` frames ``{watchId, event}``; it ends after a
+``port.delete``, ``port.runs``, ``port.watch`` / ``port.unwatch``. A watch is one
+``SessionPort.watch`` (``SessionPort.watch_all`` for the session key ``"*"``) on the server,
+pumped to this connection only as ``port.event`` frames ``{watchId, event}``; it ends after a
 ``StreamOverflow`` (as the port's streams do) or when the connection closes.
 """
 
@@ -42,6 +42,7 @@ PORT_METHODS: Final = (
     "port.patch",
     "port.reset",
     "port.resolveApproval",
+    "port.runs",
     "port.sessions",
     "port.settings",
     "port.snapshot",

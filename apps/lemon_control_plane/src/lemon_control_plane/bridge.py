@@ -86,6 +86,7 @@ class _Run:
     session_key: str
     started: bool = False
     started_at: float = field(default_factory=time.monotonic)
+    started_at_ms: int = 0
     wire_seq: int = 0
     port_seq: int = 0
     tools: dict[str, str] = field(default_factory=dict)  # action id -> tool name
@@ -260,6 +261,7 @@ class EventBridge:
         if not run.started:
             run.started = True
             run.started_at = time.monotonic()
+            run.started_at_ms = int(time.time() * 1000)
             self._active[run_id] = session_key
             self._idle.clear()
             own = self._models.get(session_key)
@@ -421,6 +423,24 @@ class EventBridge:
     def active_runs(self) -> dict[str, str]:
         """Run id -> session key of the runs started and not ended."""
         return dict(self._active)
+
+    def active_run_rows(self) -> list[dict[str, Any]]:
+        """The runs in flight as ``runs.active.list`` shows them, oldest first."""
+        now = time.monotonic()
+        rows = []
+        for run_id, session_key in self._active.items():
+            run = self._runs.get(run_id)
+            rows.append(
+                {
+                    "runId": run_id,
+                    "status": "running",
+                    "engine": "lemon",
+                    "sessionKey": session_key,
+                    "startedAtMs": run.started_at_ms if run else None,
+                    "durationMs": int((now - run.started_at) * 1000) if run else None,
+                }
+            )
+        return rows
 
     async def wait_idle(self, grace_s: float) -> bool:
         """Wait until no followed run is active; ``False`` on timeout."""

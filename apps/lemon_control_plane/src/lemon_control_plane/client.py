@@ -34,6 +34,7 @@ from lemon_core.sessions import (
     ApprovalResult,
     CancelResult,
     CompactResult,
+    RunRecord,
     SessionChange,
     SessionEvent,
     SessionPort,
@@ -321,6 +322,12 @@ class WebSocketSessionPort:
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         data = await self._call("port.sessions", {"limit": limit})
         return msgspec.convert(data, list[SessionSummary])
+
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        params: dict[str, Any] = {"limit": limit}
+        if since_ms is not None:
+            params["sinceMs"] = since_ms
+        return msgspec.convert(await self._call("port.runs", params), list[RunRecord])
 
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None

@@ -93,6 +93,8 @@ class ControlPlaneConfig:
     token_check_interval_s: float = 1.0
     default_model: str | None = None
     """The runtime's default model (``provider:model``), shown as the session's model."""
+    log_file: str | None = None
+    """The daemon's log (``logs.tail`` reads its end)."""
 
     def check(self, *, stored_tokens: int = 0) -> None:
         """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
@@ -144,6 +146,8 @@ class ControlPlaneConfig:
             kwargs["default_model"] = str(values.pop("default_model"))
         if values.get("token_file"):
             kwargs["token_file"] = str(values.pop("token_file"))
+        if values.get("log_file"):
+            kwargs["log_file"] = str(values.pop("log_file"))
         if "require_approval" in values:
             kwargs["require_approval"] = frozenset(values.pop("require_approval"))
         if values.get("extra_origins"):

@@ -980,3 +980,49 @@ class SessionPortContract:
         assert len(seen) <= 4 + 1
         with pytest.raises(SessionStreamClosedError):
             await small.get()
+
+    # -- run history ----------------------------------------------------------------------
+
+    async def test_runs_lists_finished_runs_newest_first_with_their_usage(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        other = "agent:kit:main:sub:runs"
+        harness.executor.script_prompt(
+            "costly",
+            Script().complete(
+                answer="ok",
+                usage={
+                    "input_tokens": 120,
+                    "output_tokens": 30,
+                    "cost_usd": 0.25,
+                    "model": "kit:m",
+                },
+            ),
+        )
+        harness.executor.script_prompt("broken", Script().fail("no luck"))
+        async with (
+            self.recorder(harness.port.watch(self.session_key)) as events,
+            self.recorder(harness.port.watch(other)) as other_events,
+        ):
+            first = await harness.port.submit(self.request("costly"))
+            await events.ended_run(first.run_id)
+            second = await harness.port.submit(self.request("broken", session_key=other))
+            await other_events.ended_run(second.run_id)
+        runs = await harness.other_port.runs()
+        # Each run once, under the id it was submitted with (a retried one: its last attempt).
+        assert [r.run_id for r in runs][:2] == [second.run_id, first.run_id]
+        assert runs[1].attempt_id is None
+        assert len(runs) == 2
+        newest, costly = runs[0], runs[1]
+        assert (newest.session_key, newest.ok) == (other, False)
+        assert newest.error_code is not None
+        assert (costly.session_key, costly.ok) == (self.session_key, True)
+        assert costly.usage is not None
+        assert (costly.usage.input_tokens, costly.usage.output_tokens) == (120, 30)
+        assert costly.usage.cost_usd == 0.25
+        assert costly.usage.model == "kit:m"
+        assert costly.finished_at_ms >= costly.started_at_ms > 0
+        assert [r.run_id for r in await harness.port.runs(limit=1)] == [second.run_id]
+        later = await harness.port.runs(since_ms=newest.finished_at_ms + 1)
+        assert later == []

@@ -46,6 +46,7 @@ from lemon_core.sessions import (
     CompactResult,
     NativeHistory,
     PendingApproval,
+    RunRecord,
     SessionChange,
     SessionPortStatistics,
     SessionSettings,
@@ -373,6 +374,33 @@ class RouterSessionPort:
             )
             for e in entries
         ]
+
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        if self._store is None:
+            return []
+        limit = max(1, limit)
+        found = await RunStore(self._store).recent(limit=limit + 16, since_ms=since_ms)
+        records: list[RunRecord] = []
+        seen: set[str] = set()
+        for r in found:  # newest first: a run's last attempt comes before its earlier ones
+            run_id = r.retry_of or r.run_id
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+            records.append(
+                RunRecord(
+                    run_id=run_id,
+                    session_key=r.session_key,
+                    ok=r.ok,
+                    attempt_id=r.run_id if r.retry_of else None,
+                    error_code=r.error_code,
+                    started_at_ms=r.started_at_ms,
+                    finished_at_ms=r.finished_at_ms,
+                    duration_ms=r.duration_ms,
+                    usage=r.usage,
+                )
+            )
+        return records[:limit]
 
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None

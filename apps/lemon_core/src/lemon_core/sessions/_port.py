@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, Protocol, TypeAlias, get_args, runtime_c
 
 import msgspec
 
-from lemon_core.events import ActionKind, ApprovalDecision, ErrorCode, RunPhase
+from lemon_core.events import ActionKind, ApprovalDecision, ErrorCode, RunPhase, RunUsage
 from lemon_core.execution import Capability, Receipt, RunRequest
 from lemon_core.sessions._events import SessionEvent
 
@@ -36,6 +36,7 @@ __all__ = [
     "CompactResult",
     "NativeHistory",
     "PendingApproval",
+    "RunRecord",
     "SessionChange",
     "SessionCompactor",
     "SessionPort",
@@ -224,6 +225,23 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     active: bool = False
 
 
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished run, as the run history keeps it (newest first in :meth:`SessionPort.runs`)."""
+
+    run_id: str
+    """The run as submitted."""
+    session_key: str
+    ok: bool
+    attempt_id: str | None = None
+    """The attempt that ended it, when the runtime retried (else ``None``)."""
+    error_code: ErrorCode | None = None
+    started_at_ms: int = 0
+    finished_at_ms: int = 0
+    duration_ms: int = 0
+    usage: RunUsage | None = None
+    """Tokens, dollars and model as the runtime reported them (``None``: not reported)."""
+
+
 class SessionPortStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Counters of a port."""
 
@@ -306,6 +324,11 @@ class SessionPort(Protocol):
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         """The most recently active sessions, newest first."""
+        ...
+
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        """The most recently finished runs of every session, newest first, each once (its last
+        attempt; at most ``limit``; with ``since_ms`` those finished at or after it)."""
         ...
 
     async def transcript(

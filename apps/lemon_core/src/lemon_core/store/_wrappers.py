@@ -5,6 +5,7 @@ Domains use these, never raw Store tables.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -12,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from lemon_core.events import ErrorCode
+from lemon_core.events import ErrorCode, RunUsage
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
 from lemon_core.store._protocol import Clock, Store, system_clock_ms
 from lemon_core.store.errors import StoreValueError
@@ -52,6 +53,10 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     duration_ms: int = 0
     error_code: ErrorCode | None = None
     meta: dict[str, Any] = {}
+    usage: RunUsage | None = None
+    """Tokens, dollars and the model of the run, as the runtime reported them."""
+    retry_of: str | None = None
+    """Set on a retry attempt: the run as submitted (``run_id`` is the attempt's id)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The stored (JSON-compatible) form."""
@@ -69,6 +74,7 @@ class RunStore:
 
     RUNS: Final = "runs"
     HISTORY: Final = "run_history"
+    RECENT: Final = "run_recent"
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -81,6 +87,7 @@ class RunStore:
             f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
         )
         await self._store.put(self.HISTORY, history_key, summary)
+        await self._store.put(self.RECENT, _recent_run_key(summary), summary)
         await SessionIndexStore(self._store).record(summary)
 
     async def get(self, run_id: str) -> RunSummary | None:
@@ -95,14 +102,14 @@ class RunStore:
         )
         return [RunSummary.from_dict(v) for _, v in rows]
 
-    async def recent(self, *, limit: int = 50) -> list[RunSummary]:
-        """The most recently finished runs of every session, newest first (reads the
-        session index's ``limit`` most recent sessions and their ``limit`` newest runs)."""
-        found: list[RunSummary] = []
-        for entry in await SessionIndexStore(self._store).recent(limit=limit):
-            found.extend(await self.history(entry.session_key, limit=limit))
-        found.sort(key=lambda r: (r.finished_at_ms, r.run_id), reverse=True)
-        return found[:limit]
+    async def recent(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunSummary]:
+        """The most recently finished runs of every session, newest first (at most ``limit``;
+        with ``since_ms`` only those finished at or after it). Reads ``limit`` rows."""
+        rows = await self._store.scan(self.RECENT, limit=max(1, limit))
+        found = [RunSummary.from_dict(v) for _, v in rows]
+        if since_ms is not None:
+            found = [r for r in found if r.finished_at_ms >= since_ms]
+        return found
 
     async def forget_session(self, session_key: str) -> int:
         """Delete the session's run history (and its runs by id); returns how many runs."""
@@ -116,6 +123,9 @@ class RunStore:
                 run_id = value.get("run_id") if isinstance(value, dict) else None
                 if isinstance(run_id, str) and run_id:
                     await self._store.delete(self.RUNS, run_id)
+                    with contextlib.suppress(StoreValueError, msgspec.ValidationError):
+                        summary = RunSummary.from_dict(value)
+                        await self._store.delete(self.RECENT, _recent_run_key(summary))
                 removed += 1
 
 
@@ -238,6 +248,10 @@ class SessionSettingsStore:
 
     async def delete(self, session_key: str) -> bool:
         return await self._store.delete(self.TABLE, session_key)
+
+
+def _recent_run_key(summary: RunSummary) -> str:
+    return f"{_NEWEST - summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
 
 
 def _recent_key(entry: SessionIndexEntry) -> str:
