@@ -383,26 +383,26 @@ class BusAllSessionsStream(BusSessionStream):
         return tuple(self._subscriptions)
 
     def _key_of(self, event: Event) -> str | None:
-        key = event.meta.get("session_key")
-        if not isinstance(key, str) or not key:
-            payload: Any = event.payload
-            key = getattr(payload, "session_key", None)
-            if not isinstance(key, str) or not key:
-                pending = getattr(payload, "pending", None)
-                key = getattr(pending, "session_key", None)
-        run_id = event.meta.get("run_id")
-        if not isinstance(run_id, str):
-            run_id = getattr(event.payload, "run_id", None)
-        if isinstance(key, str) and key:
-            if isinstance(run_id, str) and run_id:
-                self._run_keys[run_id] = key
-                self._run_keys.move_to_end(run_id)
-                while len(self._run_keys) > _MAX_RUN_KEYS:
-                    self._run_keys.popitem(last=False)
+        meta = event.meta
+        key = meta.get("session_key")
+        if type(key) is str and key:
+            if event.type == "run_phase_changed":  # every attempt's first event names both
+                run_id = meta.get("run_id")
+                if isinstance(run_id, str) and run_id:
+                    self._run_keys[run_id] = key
+                    while len(self._run_keys) > _MAX_RUN_KEYS:
+                        self._run_keys.popitem(last=False)
             return key
-        if isinstance(run_id, str):
-            return self._run_keys.get(run_id)
-        return None
+        payload: Any = event.payload
+        found = getattr(payload, "session_key", None)
+        if not isinstance(found, str) or not found:
+            found = getattr(getattr(payload, "pending", None), "session_key", None)
+        if isinstance(found, str) and found:
+            return found
+        run_id = meta.get("run_id")
+        if not isinstance(run_id, str):
+            run_id = getattr(payload, "run_id", None)
+        return self._run_keys.get(run_id) if isinstance(run_id, str) else None
 
     def _on_close(self) -> None:
         for subscription in self._subscriptions.values():
