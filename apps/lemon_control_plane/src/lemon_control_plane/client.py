@@ -242,6 +242,15 @@ class WebSocketSessionPort:
             raise WireError(code, message)
         return frame.get("payload")
 
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Any other wire method the daemon advertises (``models.list``, ``usage.status``,
+        ``session.detail``...): its ``res`` payload, or :class:`WireError` (a bad request:
+        ``ValueError``)."""
+        advertised = self.hello.get("features", {}).get("methods", ())
+        if method not in advertised:
+            raise WireError("METHOD_NOT_FOUND", f"the daemon does not offer {method}")
+        return await self._call(method, params or {})
+
     # -- SessionPort ----------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
