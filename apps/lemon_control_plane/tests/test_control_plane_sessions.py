@@ -74,8 +74,10 @@ async def test_reset_and_delete_over_the_wire(client: Client) -> None:
         reset = await c.call("sessions.reset", {"sessionKey": SESSION})
         assert reset["success"] is True
         assert (await c.call("chat.history", {"sessionKey": SESSION}))["messages"] == []
+        await c.call("sessions.patch", {"sessionKey": SESSION, "label": "kept"})
         listed = await c.call("sessions.list", {"limit": 100})
         assert [s["sessionKey"] for s in listed["sessions"]] == [SESSION]
+        assert (listed["sessions"][0]["label"], listed["sessions"][0]["model"]) == ("kept", None)
         deleted = await c.call("sessions.delete", {"sessionKey": SESSION})
         assert deleted == {"deleted": True, "sessionKey": SESSION, "summary": {"deleted": True}}
         assert (await c.call("sessions.list", {"limit": 100}))["sessions"] == []

@@ -867,6 +867,7 @@ class SessionPortContract:
         assert harness.executor.record(third.run_id).job.resume is None
         listed = {s.session_key: s for s in await port.sessions()}
         assert listed[self.session_key].runs == 3
+        assert listed[self.session_key].model == "kit:model-b"
         assert (await port.settings(self.session_key)).model == "kit:model-b"
 
     async def test_delete_forgets_the_session_its_settings_and_its_list_entry(
@@ -1026,3 +1027,56 @@ class SessionPortContract:
         assert [r.run_id for r in await harness.port.runs(limit=1)] == [second.run_id]
         later = await harness.port.runs(since_ms=newest.finished_at_ms + 1)
         assert later == []
+
+    async def test_watch_all_carries_approvals_and_tool_cards_under_their_session(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        key = "agent:kit:main:sub:approvals"
+        gate = Gate("tool")
+        harness.executor.script_prompt(
+            "ask",
+            Script()
+            .action(id="t1", title="bash: ls", phase="started", detail={"tool": "bash"})
+            .gate(gate)
+            .complete(answer="asked"),
+        )
+        async with (
+            self.recorder(harness.other_port.watch_all()) as everything,
+            self.recorder(harness.port.watch(key)) as events,
+        ):
+            receipt = await harness.port.submit(self.request("ask", session_key=key))
+            await self.wait(gate)
+            running = await self.snapshot(harness.port, key)
+            assert running.active is not None
+            approval_id = await harness.ask_approval(
+                session_key=key,
+                run_id=running.active.attempt_id,
+                tool="bash",
+                action={"command": "ls"},
+            )
+            asked = await everything.until(
+                lambda evs: any(
+                    isinstance(e, ApprovalAsked) and e.approval_id == approval_id for e in evs
+                ),
+                f"ApprovalAsked {approval_id} on the all-sessions stream",
+            )
+            decided = await harness.port.resolve_approval(approval_id, "approve_once")
+            assert decided.resolved, decided
+            gate.open()
+            await events.ended_run(receipt.run_id)
+            await everything.ended_run(receipt.run_id)
+        mine = [e for e in everything.events if getattr(e, "run_id", None) == receipt.run_id]
+        assert mine
+        assert {e.session_key for e in everything.events if e in mine} == {key}
+        assert any(isinstance(e, ToolCard) and e.action_id == "t1" for e in mine)
+        (ask,) = [e for e in asked if isinstance(e, ApprovalAsked)]
+        assert ask.session_key == key
+        ended = [
+            e
+            for e in everything.events
+            if isinstance(e, ApprovalEnded) and e.approval_id == approval_id
+        ]
+        assert [(e.session_key, e.decision) for e in ended] == [
+            (key, ApprovalDecision.APPROVE_ONCE)
+        ]

@@ -361,19 +361,27 @@ class RouterSessionPort:
         if self._store is None:
             return []
         entries = await SessionIndexStore(self._store).recent(limit=max(0, limit))
-        return [
-            SessionSummary(
-                session_key=e.session_key,
-                runs=e.runs,
-                last_run_id=e.last_run_id,
-                last_ok=e.last_ok,
-                last_error_code=e.last_error_code,
-                last_answer_preview=self._redact(e.last_answer_preview),
-                updated_at_ms=e.updated_at_ms,
-                active=self._router.is_busy(e.session_key),
+        settings = SessionSettingsStore(self._store)
+        found = []
+        for e in entries:
+            own = None
+            with contextlib.suppress(StoreError):
+                own = await settings.get(e.session_key)
+            found.append(
+                SessionSummary(
+                    session_key=e.session_key,
+                    runs=e.runs,
+                    last_run_id=e.last_run_id,
+                    last_ok=e.last_ok,
+                    last_error_code=e.last_error_code,
+                    last_answer_preview=self._redact(e.last_answer_preview),
+                    updated_at_ms=e.updated_at_ms,
+                    active=self._router.is_busy(e.session_key),
+                    model=own.model if own else None,
+                    label=own.label if own else None,
+                )
             )
-            for e in entries
-        ]
+        return found
 
     async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
         if self._store is None:

@@ -223,6 +223,9 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     last_answer_preview: str = ""
     updated_at_ms: int = 0
     active: bool = False
+    model: str | None = None
+    """The session's own model (:meth:`SessionPort.patch`), ``None`` when it has none."""
+    label: str | None = None
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
