@@ -230,6 +230,11 @@ class Connection:
             if self._pending is not None:
                 self._pending.cancel()
 
+    @property
+    def closing_code(self) -> int | None:
+        """The close code asked for (``None`` while the connection is open)."""
+        return None if self._closing is None else self._closing[0]
+
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(
             conn_id=self.conn_id,
