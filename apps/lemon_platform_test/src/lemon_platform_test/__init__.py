@@ -10,6 +10,7 @@ from lemon_platform_test.errors_kit import ErrorTreeContract
 from lemon_platform_test.events_kit import EventsContract, example_payload
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents
+from lemon_platform_test.idempotency_kit import IdempotencyStoreContract
 from lemon_platform_test.session_kit import (
     SessionPortContract,
     SessionPortHarness,
@@ -22,6 +23,7 @@ __all__ = [
     "ErrorTreeContract",
     "EventsContract",
     "Gate",
+    "IdempotencyStoreContract",
     "ManualClock",
     "PlatformTestError",
     "RunEvents",
