@@ -24,6 +24,7 @@ from lemon_core.config._schema import (
     ProviderConfig,
     RuntimeConfig,
     ToolPolicyConfig,
+    WebhookConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
 
@@ -42,6 +43,7 @@ __all__ = [
     "ProviderConfig",
     "RuntimeConfig",
     "ToolPolicyConfig",
+    "WebhookConfig",
     "find_project_config",
     "lemon_home",
     "load_config",

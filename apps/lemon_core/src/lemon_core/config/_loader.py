@@ -212,6 +212,9 @@ def _check_struct(
         table_of = _table_of(info.type)
         if nested is not None and isinstance(value, dict):
             _check_struct(source, key, value, nested, found)
+        elif (array_of := _array_of(info.type)) is not None and isinstance(value, list):
+            for index, entry_body in enumerate(value):  # [[section.key]] arrays of tables
+                _check_struct(source, f"{key}[{index}]", entry_body, array_of, found)
         elif table_of is not None:
             if not isinstance(value, dict):
                 found.append(ConfigIssue(source=source, key=key, message="must be a table"))
@@ -236,6 +239,13 @@ def _struct_in(tp: Any) -> type[Any] | None:
     for candidate in candidates:
         if isinstance(candidate, type) and issubclass(candidate, msgspec.Struct):
             return candidate
+    return None
+
+
+def _array_of(tp: Any) -> type[Any] | None:
+    """The record type of a ``tuple[Struct, ...]`` field (an array of tables), if it is one."""
+    if typing.get_origin(tp) is tuple:
+        return _struct_in(typing.get_args(tp)[0])
     return None
 
 
