@@ -4,7 +4,6 @@ ingress enabled."""
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -88,16 +87,6 @@ async def daemon(boot: Callable[..., Runtime]) -> AsyncIterator[Runtime]:
         yield runtime
 
 
-def daemon_url(runtime: Runtime) -> str:
-    url = getattr(runtime.handle("lemon_control_plane"), "url", None)
-    assert isinstance(url, str)
-    return url
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 @pytest.fixture
 def sign() -> Callable[..., dict[str, str]]:
     """:func:`signed_headers` (the headers of a correctly signed request)."""
@@ -108,3 +97,9 @@ def sign() -> Callable[..., dict[str, str]]:
 def body() -> Callable[..., bytes]:
     """:func:`body_of` (a webhook request body)."""
     return body_of
+
+
+@pytest.fixture
+def make_home() -> Callable[..., None]:
+    """:func:`write_home` (a home whose config enables ingress with the webhook ``ci``)."""
+    return write_home
