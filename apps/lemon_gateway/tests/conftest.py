@@ -87,19 +87,19 @@ async def daemon(boot: Callable[..., Runtime]) -> AsyncIterator[Runtime]:
         yield runtime
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def sign() -> Callable[..., dict[str, str]]:
     """:func:`signed_headers` (the headers of a correctly signed request)."""
     return signed_headers
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def body() -> Callable[..., bytes]:
     """:func:`body_of` (a webhook request body)."""
     return body_of
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_home() -> Callable[..., None]:
     """:func:`write_home` (a home whose config enables ingress with the webhook ``ci``)."""
     return write_home
