@@ -612,3 +612,35 @@ async def test_unknown_webhooks_and_other_methods_are_refused(hooks: Harness, si
     doc = await hooks.http.get("/webhooks/openapi.json")
     assert doc.status_code == 200
     assert "/webhooks/{webhook_id}" in _json(doc)["paths"]
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_webhook_config_refuses_a_duplicated_id_and_bad_entries() -> None:
+    from lemon_gateway import GatewayConfig, GatewayConfigError
+
+    entry = {"id": "ci", "secret_env": "HOOK_SECRET"}
+    with pytest.raises(GatewayConfigError, match="used twice"):
+        GatewayConfig.from_mapping({"webhooks": [entry, entry]})
+    with pytest.raises(GatewayConfigError, match=r"webhooks\[0\]"):
+        GatewayConfig.from_mapping({"webhooks": [{"id": "ci"}]})
+    config = GatewayConfig.from_mapping({"webhooks": [entry], "idempotency_ttl_s": 60})
+    assert [w.id for w in config.webhooks] == ["ci"]
+
+
+def test_secrets_resolve_from_the_environment_first_then_secrets_env(tmp_path: Path) -> None:
+    from lemon_core.config import WebhookConfig
+    from lemon_gateway import GatewayConfigError, resolve_webhooks
+
+    config = (WebhookConfig(id="ci", secret_env="HOOK_SECRET"),)
+    (tmp_path / "secrets.env").write_text(f"HOOK_SECRET={SECRET.text()}\n")
+    [hook] = resolve_webhooks(config, environ={}, home=tmp_path).values()
+    assert hook.secret == SECRET
+    other = WebhookSecret(b"o" * 32)
+    [hook] = resolve_webhooks(config, environ={"HOOK_SECRET": other.text()}, home=tmp_path).values()
+    assert hook.secret == other
+    with pytest.raises(GatewayConfigError, match="HOOK_SECRET is not set"):
+        resolve_webhooks(config, environ={}, home=tmp_path / "nowhere")
+    with pytest.raises(GatewayConfigError, match="whsec_"):
+        resolve_webhooks(config, environ={"HOOK_SECRET": "hunter2"}, home=tmp_path)
