@@ -42,7 +42,7 @@ WebhookOption = Annotated[
 ]
 
 
-class _Failure(LemonCliError):
+class _WebhooksFailure(LemonCliError):
     """A clear one-line failure: the message and the exit code."""
 
     def __init__(self, message: str, code: int = 1) -> None:
@@ -65,11 +65,11 @@ async def _with_store(path: Path, work: Callable[[SQLiteIdempotencyStore], Await
     try:
         store = await SQLiteIdempotencyStore.open(path)
     except (IdempotencyStoreError, OSError) as exc:
-        raise _Failure(f"cannot open the idempotency store {path}: {exc}") from None
+        raise _WebhooksFailure(f"cannot open the idempotency store {path}: {exc}") from None
     try:
         return await work(store)
     except IdempotencyStoreError as exc:
-        raise _Failure(f"the idempotency store {path} failed: {exc}") from None
+        raise _WebhooksFailure(f"the idempotency store {path} failed: {exc}") from None
     finally:
         await store.close()
 
@@ -77,7 +77,7 @@ async def _with_store(path: Path, work: Callable[[SQLiteIdempotencyStore], Await
 def _run(work: Callable[[], Coroutine[Any, Any, int]]) -> None:
     try:
         code = asyncio.run(work())
-    except _Failure as failure:
+    except _WebhooksFailure as failure:
         typer.echo(f"error: {failure}", err=True)
         raise typer.Exit(failure.code) from None
     raise typer.Exit(code)
@@ -155,8 +155,8 @@ def show(
     key: Annotated[
         str,
         typer.Argument(
-            help=f"a key hash prefix ({MIN_PREFIX}+ chars) from `list`, or with --webhook the "
-            "caller's raw Idempotency-Key"
+            help=f"a key hash prefix ({MIN_PREFIX}+ chars) from the list, or with --webhook "
+            "the caller's raw Idempotency-Key"
         ),
     ],
     webhook: WebhookOption = None,
@@ -171,17 +171,17 @@ def show(
             try:
                 wanted = hash_idempotency_key(webhook, key)
             except InvalidIdempotencyKeyError as exc:
-                raise _Failure(str(exc), code=2) from None
+                raise _WebhooksFailure(str(exc), code=2) from None
         else:
             wanted = key.strip().lower()
             if len(wanted) < MIN_PREFIX:
-                raise _Failure(
+                raise _WebhooksFailure(
                     f"the key hash prefix {key!r} is too short: give at least {MIN_PREFIX} "
                     "characters, or the raw key with --webhook ID",
                     code=2,
                 )
         if not path.exists():
-            raise _Failure(f"no webhook reservations yet ({path} does not exist)")
+            raise _WebhooksFailure(f"no webhook reservations yet ({path} does not exist)")
 
         async def find(store: SQLiteIdempotencyStore) -> list[IdempotencyRecord]:
             return [
@@ -192,9 +192,9 @@ def show(
 
         found = await _with_store(path, find)
         if not found:
-            raise _Failure("no reservation matches; `lemon webhooks list` shows them")
+            raise _WebhooksFailure("no reservation matches; `lemon webhooks list` shows them")
         if len(found) > 1:
-            raise _Failure(
+            raise _WebhooksFailure(
                 f"{len(found)} reservations have hashes starting with {wanted!r}; give more",
                 code=2,
             )
