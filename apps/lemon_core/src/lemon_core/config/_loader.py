@@ -36,6 +36,10 @@ BUILTIN_PROVIDERS = frozenset(
     {"anthropic", "llamacpp", "lmstudio", "offline", "ollama", "openai", "vllm"}
 )
 _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_HINTS: dict[str, str] = {
+    "gateway.webhooks[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
+    "gateway.webhooks[].secret_env": "the NAME of an environment variable, e.g. CI_WEBHOOK_SECRET",
+}
 _ENV_KEYS: dict[str, tuple[str, str]] = {
     "LEMON_MODEL": ("defaults", "model"),
     "LEMON_ENV": ("runtime", "env"),
@@ -267,7 +271,7 @@ def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
         hint = (
             "one of openai_completions, anthropic_messages, offline"
             if key.endswith(".kind")
-            else ""
+            else _HINTS.get(re.sub(r"\[\d+\]", "[]", key), "")
         )
         return ConfigIssue(source=source, key=key, message=text, hint=hint)
     return ConfigIssue(source=source, key=key, message="")
