@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any, Literal
 import httpx
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.idempotency import (
@@ -644,3 +647,73 @@ def test_secrets_resolve_from_the_environment_first_then_secrets_env(tmp_path: P
         resolve_webhooks(config, environ={}, home=tmp_path / "nowhere")
     with pytest.raises(GatewayConfigError, match="whsec_"):
         resolve_webhooks(config, environ={"HOOK_SECRET": "hunter2"}, home=tmp_path)
+
+
+# -- the invariant, over random sequences ----------------------------------------------------
+
+_Op = tuple[str, int, Behaviour, Step | None, bool]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from([1, 2]),
+            st.sampled_from(["accept", "accept", "raise", "reject"]),
+            st.sampled_from([None, None, "lookup", "reserve", "complete", "release"]),
+            st.booleans(),  # first let every lease run out
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_any_sequence_runs_each_key_at_most_once_and_replays_exactly(
+    sign: Callable[..., dict[str, str]], ops: list[_Op]
+) -> None:
+    """Per key: at most one submission that was not definitely refused; every accepted answer
+    is the same bytes; after an unknown outcome, never an acceptance; only documented codes."""
+    asyncio.run(_run_sequence(ops, sign))
+
+
+async def _run_sequence(ops: list[_Op], sign: Callable[..., dict[str, str]]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        inner = await SQLiteIdempotencyStore.open(Path(directory) / "idempotency.sqlite3")
+        store = FailingStore(inner)
+        port = ScriptedSubmitter()
+        clock = Clock()
+        app = WebhookIngress(
+            webhooks={"ci": Webhook(id="ci", secret=SECRET)},
+            store=store,
+            submitter=port,
+            clock_ms=clock,
+        )
+        harness = Harness(app, store, port, clock)
+        live: dict[str, int] = {}
+        accepted: dict[str, bytes] = {}
+        unknown: set[str] = set()
+        try:
+            for key, prompt, behaviour, failing, wait in ops:
+                if wait:
+                    clock.now_ms += app.lease_ms
+                port.behaviour = behaviour
+                store.failing = set() if failing is None else {failing}
+                before = len(port.requests)
+                payload = msgspec.json.encode({"prompt": f"p{prompt}"})
+                response = await harness.post(payload, key=key, sign=sign)
+                assert response.status_code in (202, 400, 409, 422, 503)
+                if len(port.requests) > before and behaviour != "reject":
+                    live[key] = live.get(key, 0) + 1
+                assert live.get(key, 0) <= 1, f"key {key!r} ran twice"
+                if response.status_code != 202:
+                    continue
+                status = _json(response)["status"]
+                if status == "outcome_unknown":
+                    assert key not in accepted, "an acceptance was claimed, then unknown"
+                    unknown.add(key)
+                else:
+                    assert key not in unknown, "an unknown outcome became an acceptance"
+                    assert accepted.setdefault(key, response.content) == response.content
+        finally:
+            await harness.http.aclose()
+            await inner.close()
