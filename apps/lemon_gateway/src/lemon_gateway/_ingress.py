@@ -429,8 +429,7 @@ class WebhookIngress:
             agent_id=webhook.agent_id,
             queue_mode=parsed.queue_mode or webhook.queue_mode,
             tool_policy=webhook.tool_policy,
-            run_id=run_id,
-            meta={"webhook_id": webhook.id},
+            run_id=run_id,  # the origin names the webhook: no free meta keys
         )
 
     async def _body(self, headers: Mapping[bytes, bytes], receive: Receive) -> bytes | None:
