@@ -459,6 +459,14 @@ async def test_an_unavailable_router_is_503_with_nothing_reserved(
     assert (await hooks.post(body(), sign=sign)).status_code == 202  # the key was not burned
 
 
+async def test_a_replay_needs_no_router(hooks: Harness, sign: Any, body: Any) -> None:
+    first = await hooks.post(body(), sign=sign)
+    hooks.port.unavailable = "the router is not running"
+    replay = await hooks.post(body(), sign=sign)
+    assert (replay.status_code, replay.content) == (202, first.content)
+    assert (await hooks.post(body(), key="new", sign=sign)).status_code == 503
+
+
 @pytest.mark.parametrize(
     ("behaviour", "status"), [("reject", 503), ("unavailable", 503), ("refuse", 400)]
 )
