@@ -14,7 +14,7 @@ import pytest
 from lemon_core.idempotency import SQLiteIdempotencyStore
 from lemon_core.runtime import AppHookError, Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded
-from lemon_gateway import WebhookIngress, idempotency_store_path
+from lemon_gateway import FAULT_ENV, WebhookIngress, idempotency_store_path
 
 SESSION = "agent:default:webhook:ci:channel:ci"
 
@@ -95,3 +95,12 @@ async def test_a_hundred_concurrent_same_key_requests_over_http_submit_once(
         assert record.state == "accepted"
     finally:
         await store.close()
+
+
+async def test_an_unknown_fault_point_refuses_startup(
+    boot: Callable[..., Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FAULT_ENV, "explode")
+    runtime = boot()
+    with pytest.raises(AppHookError, match="not a fault point"):
+        await runtime.start()
