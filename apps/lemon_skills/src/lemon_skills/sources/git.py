@@ -20,23 +20,15 @@ from lemon_skills.errors import SkillSourceError
 __all__ = ["git_fetch"]
 
 _SAFE_CONFIG: Final = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "protocol.ext.allow=never",
-    "-c",
-    "filter.lfs.smudge=",
-    "-c",
-    "filter.lfs.process=",
-    "-c",
-    "filter.lfs.required=false",
-    "-c",
-    "submodule.recurse=false",
-    "-c",
-    "advice.detachedHead=false",
-)
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
+    "-c", "filter.lfs.smudge=",
+    "-c", "filter.lfs.process=",
+    "-c", "filter.lfs.required=false",
+    "-c", "submodule.recurse=false",
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
 _MAX_STDERR: Final = 800
 
 
