@@ -543,7 +543,9 @@ def _override_hint(name: str, report: AuditReport | None) -> str:
     if report is None:
         return ""
     accept = " ".join(f"--accept-findings {f}" for f in sorted(report.finding_ids))
+    lines = [f"  [{f.severity}] {f.id}  {f.excerpt}" for f in report.findings]
     return (
-        f"If you have reviewed every finding and accept this exact bundle:\n"
+        f"Findings (bundle hash {report.bundle_hash}):\n" + "\n".join(lines) + "\n"
+        "If you have reviewed every finding and accept this exact bundle:\n"
         f"  lemon skills override {name} --bundle-hash {report.bundle_hash} {accept}"
     )
