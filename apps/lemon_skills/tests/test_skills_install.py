@@ -354,3 +354,33 @@ def test_a_corrupt_lockfile_is_a_clear_error(settings: SkillsSettings,
     settings.lockfile.write_text("{not json")
     with pytest.raises(LockfileError, match="not a valid skills lockfile"):
         manager.records()
+
+
+def test_concurrent_installs_serialize_and_keep_every_record(
+    settings: SkillsSettings, make_skill: Callable[..., Path], tmp_path: Path
+) -> None:
+    import threading
+
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        make_skill(name)
+    barrier = threading.Barrier(len(names))
+    errors: list[BaseException] = []
+
+    def work(name: str) -> None:
+        manager = SkillManager(settings, cwd=tmp_path)  # one manager per thread, one lockfile
+        barrier.wait()
+        try:
+            manager.install(f"./src/{name}", approve=yes)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    records = SkillManager(settings).lockfile.read().skills
+    assert set(names) <= set(records)
+    assert all(SkillManager(settings).usable(records[n]) for n in names)
