@@ -19,9 +19,10 @@ sandbox.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -149,21 +150,23 @@ _INTERP: Final = (
 _HOME: Final = r"(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[^/\s]+|/Users/[^/\s]+|/root)"
 
 _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("remote_exec", re.compile(rf"\b{_FETCH}\b[^|\n]*\|\s*{_INTERP}", _I)),
+    ("remote_exec", re.compile(rf"\b{_FETCH}\b[^|\n]{{0,500}}\|\s*{_INTERP}", _I)),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh|source|\.)\s+(?:-\S+\s+)*<\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh)\s+-c\s+[\"']?\$\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\beval\s+[\"']?(?:\$\(|`)\s*{_FETCH}\b", _I)),
     (
         "remote_exec",
         re.compile(
-            r"\b(?:iex|invoke-expression)\b.*\b(?:iwr|irm|invoke-webrequest|invoke-restmethod|"
+            r"\b(?:iex|invoke-expression)\b[^\n]{0,500}\b(?:iwr|irm|invoke-webrequest|invoke-restmethod|"
             r"downloadstring)\b",
             _I,
         ),
     ),
     (
         "remote_exec",
-        re.compile(r"\bexec\s*\(.*\b(?:urlopen|requests\.get|httpx\.get|urllib\.request)\b", _I),
+        re.compile(
+            r"\bexec\s*\([^\n]{0,500}\b(?:urlopen|requests\.get|httpx\.get|urllib\.request)\b", _I
+        ),
     ),
     (
         "credential_read",
@@ -209,15 +212,21 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "exfil_endpoint",
         re.compile(
-            r"\bcurl\b[^\n]*\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-F|--form)[\s=]+[\"']?"
-            r"(?:[\w.-]+=)?@",
+            r"\bcurl\b[^\n]{0,500}\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-F|--form)"
+            r"[ \t=]+[\"']?(?:[\w.-]+=)?@",
             _I,
         ),
     ),
-    ("exfil_endpoint", re.compile(r"\bcurl\b[^\n]*\s(?:-T|--upload-file)\s+\S", _I)),
-    ("exfil_endpoint", re.compile(r"\bwget\b[^\n]*--post-file", _I)),
-    ("exfil_endpoint", re.compile(r"\b(?:nc|ncat|netcat|socat|telnet)\b[^\n|]*\s<\s*\S", _I)),
-    ("obfuscated_exec", re.compile(rf"\bbase64\s+(?:-d|--decode|-D)\b[^\n]*\|\s*{_INTERP}", _I)),
+    ("exfil_endpoint", re.compile(r"\bcurl\b[^\n]{0,500}\s(?:-T|--upload-file)[ \t]+\S", _I)),
+    ("exfil_endpoint", re.compile(r"\bwget\b[^\n]{0,500}--post-file", _I)),
+    (
+        "exfil_endpoint",
+        re.compile(r"\b(?:nc|ncat|netcat|socat|telnet)\b[^\n|]{0,500}[ \t]<[ \t]*\S", _I),
+    ),
+    (
+        "obfuscated_exec",
+        re.compile(rf"\bbase64\s+(?:-d|--decode|-D)\b[^\n]{{0,500}}\|\s*{_INTERP}", _I),
+    ),
     (
         "obfuscated_exec",
         re.compile(
@@ -228,13 +237,9 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     ("obfuscated_exec", re.compile(r"\beval\s+[\"']?\$\([^)\n]*\b(?:base64|xxd)\b", _I)),
-    ("obfuscated_exec", re.compile(r"\bpowershell(?:\.exe)?\s+.*-(?:e|enc|encodedcommand)\s", _I)),
     (
         "obfuscated_exec",
-        re.compile(
-            r"(?=.*\b(?:eval|exec|bash|sh|python[0-9.]*|node)\b)"
-            r"(?=.*(?:[A-Za-z0-9+/]{120,}={0,2}|(?:\\x[0-9a-fA-F]{2}){24,}|[0-9a-fA-F]{160,}))"
-        ),
+        re.compile(r"\bpowershell(?:\.exe)?\s[^\n]{0,500}-(?:e|enc|encodedcommand)\s", _I),
     ),
     (
         "prompt_injection",
@@ -283,8 +288,9 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 _HIDDEN: Final = re.compile(
     "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
 )
-_SEGMENT: Final = 8192
-_OVERLAP: Final = 256
+# An encoded blob, and the words that make a line holding one "fed to exec".
+_BLOB: Final = re.compile(r"[A-Za-z0-9+/]{120,}={0,2}|(?:\\x[0-9a-fA-F]{2}){24,}|[0-9a-fA-F]{160,}")
+_EXEC_WORD: Final = re.compile(r"\b(?:eval|exec|bash|sh|python[0-9.]*|node|Function)\b")
 _MAX_EXCERPT: Final = 200
 _EXEC_MAGIC: Final = (
     b"\x7fELF", b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe",
@@ -308,42 +314,36 @@ def _excerpt(text: str) -> str:
     return joined
 
 
-def _segments(line: str) -> Iterable[str]:
-    if len(line) <= _SEGMENT:
-        yield line
-        return
-    for start in range(0, len(line), _SEGMENT):
-        yield line[max(0, start - _OVERLAP) : start + _SEGMENT]
-
-
 def audit_text(text: str, *, file: str) -> list[Finding]:
     """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
-    line."""
+    line. Each pattern runs once over the whole text (every repetition in a pattern is bounded,
+    so a long line costs linear time); a match is reported on the line it starts on."""
+    lines = text.split("\n")
+    offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
 
-    def add(rule: str, line: int, excerpt: str) -> None:
-        if (rule, line) in seen:
+    def add(rule: str, pos: int) -> None:
+        number = bisect.bisect_right(offsets, pos)
+        if (rule, number) in seen:
             return
-        seen.add((rule, line))
+        seen.add((rule, number))
         findings.append(
-            Finding(
-                rule=rule,
-                severity=RULES[rule].severity,
-                file=file,
-                line=line,
-                excerpt=_excerpt(excerpt),
-            )
-        )
+            Finding(rule=rule, severity=RULES[rule].severity, file=file, line=number,
+                    excerpt=_excerpt(lines[number - 1]))
+        )  # fmt: skip
 
-    for number, line in enumerate(text.split("\n"), start=1):
-        hidden = _HIDDEN.search(line, 1 if number == 1 and line.startswith("\ufeff") else 0)
-        if hidden is not None:
-            add("hidden_unicode", number, line)
-        for segment in _segments(line):
-            for rule, pattern in _TEXT_RULES:
-                if (rule, number) not in seen and pattern.search(segment):
-                    add(rule, number, line)
+    for match in _HIDDEN.finditer(text):
+        if match.start() == 0 and match.group() == "\ufeff":
+            continue  # a byte-order mark opening the file
+        add("hidden_unicode", match.start())
+    for rule, pattern in _TEXT_RULES:
+        for match in pattern.finditer(text):
+            add(rule, match.start())
+    for match in _BLOB.finditer(text):
+        number = bisect.bisect_right(offsets, match.start())
+        if _EXEC_WORD.search(lines[number - 1]):
+            add("obfuscated_exec", match.start())
     return findings
 
 
