@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon_skills import RULES, AuditLimits, audit_bundle, bundle_hash
+from lemon_skills import RULES, AuditLimits, SkillSourceError, audit_bundle, bundle_hash
 
 # Each rule and a line that must trigger it (in scripts/run.sh unless the path says otherwise).
 TRIGGERS: list[tuple[str, str, str]] = [
@@ -172,3 +172,21 @@ def test_any_single_byte_change_changes_the_hash(
     i = index % len(content)
     (root / "f.bin").write_bytes(content[:i] + bytes([content[i] ^ flip]) + content[i + 1 :])
     assert bundle_hash(root) != before
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "gpj\u202e.exe", "zero\u200bwidth"])
+def test_file_names_with_control_or_invisible_characters_are_refused(
+    make_skill: Callable[..., Path], name: str
+) -> None:
+    root = make_skill("s")
+    (root / name).write_text("x\n")
+    with pytest.raises(SkillSourceError, match="control or invisible characters"):
+        audit_bundle(root)
+
+
+def test_a_file_name_that_is_not_utf8_is_refused(make_skill: Callable[..., Path]) -> None:
+    root = make_skill("s")
+    with open(os.path.join(os.fsencode(root), b"bad\xff"), "wb") as handle:
+        handle.write(b"x")
+    with pytest.raises(SkillSourceError, match="not UTF-8"):
+        bundle_hash(root)

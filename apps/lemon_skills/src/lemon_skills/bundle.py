@@ -3,7 +3,8 @@
 A bundle is every file under the skill's directory except version-control metadata (``.git``
 directories at any depth). Symbolic links are entries of their own (their target text is hashed
 and copied as a link), never followed: reading, hashing and copying a bundle never leaves it.
-Only regular files and symlinks are allowed; a FIFO, socket or device makes the bundle invalid.
+Only regular files and symlinks are allowed; a FIFO, socket or device makes the bundle invalid,
+and so does a file name that is not UTF-8 or holds control or invisible characters.
 
 The bundle hash is SHA-256 over the path-sorted lines ``<path>\\t<kind>\\t<sha256>`` joined by
 ``\\n`` (the file's content hash, or a symlink's target text hash), so any byte changed, any file
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterator
@@ -27,6 +29,12 @@ __all__ = ["BundleEntry", "BundleLimits", "bundle_entries", "bundle_hash", "copy
 
 _SKIPPED_DIRS: Final = frozenset({".git"})
 _CHUNK: Final = 1 << 20
+# Control, bidirectional-control and invisible characters: never in a bundle's file names (they
+# disguise names, and a newline or tab could make two bundles' hash lines read alike).
+_BAD_NAME: Final = re.compile(
+    "[\x00-\x1f\x7f\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufeff\U000e0000-\U000e007f]"
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,6 +86,20 @@ def _walk(root: Path) -> Iterator[tuple[Path, str, os.stat_result]]:
             yield full, full.relative_to(root).as_posix(), full.lstat()
 
 
+def _check_name(root: Path, rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SkillSourceError(
+            f"{root}: a file name is not UTF-8 ({rel.encode('utf-8', 'surrogateescape')!r}); "
+            "rename it"
+        ) from None
+    if _BAD_NAME.search(rel):
+        raise SkillSourceError(
+            f"{root}: the file name {rel!r} holds control or invisible characters; rename it"
+        )
+
+
 def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[BundleEntry]:
     """The bundle under ``root``, sorted by path. Raises :class:`SkillSourceError` for a
     missing directory, a special file, or a bundle over its limits."""
@@ -87,6 +109,7 @@ def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[Bundl
     entries: list[BundleEntry] = []
     total = 0
     for full, rel, info in _walk(root):
+        _check_name(root, rel)
         if len(entries) >= lim.max_files:
             raise SkillSourceError(
                 f"{root}: more than {lim.max_files} files; a skill bundle must be smaller"
