@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +129,44 @@ def test_show_uninstall_and_verify(lemon: Any, tmp_path: Path) -> None:
     assert lemon("uninstall", "clean").exit_code == 1  # no terminal, no --yes
     assert lemon("uninstall", "clean", "--yes").exit_code == 0
     assert lemon("verify").exit_code == 0
+
+
+def test_discover_probes_well_known_urls_and_installs_as_community(tmp_path: Path) -> None:
+    repo = _skill(tmp_path / "repos", "found-me")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=repo, check=True)
+    document = json.dumps({"clone_url": repo.as_uri()}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/wk/found-me.json"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Length", str(len(document) if found else 0))
+            self.end_headers()
+            if found:
+                self.wfile.write(document)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        pattern = f"http://127.0.0.1:{server.server_address[1]}/wk/{{name}}.json"
+        env = {"LEMON_HOME": str(tmp_path / "home"), "LEMON_SKILLS_WELL_KNOWN": pattern}
+        missing = CliRunner().invoke(app, ["skills", "discover", "nothing"], env=env)
+        assert missing.exit_code == 1
+        result = CliRunner().invoke(app, ["skills", "discover", "found-me", "--install", "--yes"],
+                                    env=env)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert "well_known  community" in result.stdout
+        rows = json.loads(CliRunner().invoke(app, ["skills", "list", "--json"], env=env).stdout)
+        row = next(r for r in rows if r["name"] == "found-me")
+        assert (row["source_kind"], row["trust"]) == ("well_known", "community")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

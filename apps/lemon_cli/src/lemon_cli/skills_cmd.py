@@ -1,4 +1,4 @@
-"""``lemon skills list|show|install|update|uninstall|audit|override|verify``.
+"""``lemon skills list|show|install|update|uninstall|audit|override|verify|discover``.
 
 Works on ``$LEMON_HOME/skills`` directly through lemon_skills (no daemon needed). Exit codes:
 0 done; 1 refused by policy (a block, an operation nobody approved, an override that does not
@@ -218,6 +218,29 @@ def override(
         f"{len(result.findings)} finding(s) accepted; install or update it with --yes. Any "
         "changed byte or new finding voids it."
     )
+
+
+@skills_app.command()
+def discover(
+    name: str,
+    install_first: Annotated[
+        bool, typer.Option("--install", help="install the first hit (community trust)")
+    ] = False,
+    yes: YesOption = False,
+) -> None:
+    """Probe the well-known URL patterns (LEMON_SKILLS_WELL_KNOWN) for NAME."""
+    from lemon_skills import discover_well_known
+
+    with _translated():
+        manager = _manager()
+        found = discover_well_known(name, manager.settings)
+        for source in found:
+            typer.echo(f"{source.kind.value:<11} {source.trust.value:<10} {source.identifier}")
+        if not found:
+            _err(f"lemon skills: no well-known source answered for {name!r}")
+            raise typer.Exit(_REFUSED)
+        if install_first:
+            typer.echo(manager.install_source(found[0], approve=_approver(yes)).message)
 
 
 @skills_app.command()
