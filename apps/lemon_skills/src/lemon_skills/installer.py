@@ -194,12 +194,10 @@ class SkillManager:
             )
             with self._stage() as stage:
                 bundle, fetched, manifest = self._fetch(source, stage)
-                self._activate(
-                    state,
-                    stage,
-                    bundle,
-                    self._record(manifest, source, fetched, bundle_hash(bundle), None, None, None),
+                record = self._record(
+                    manifest, source, fetched, bundle_hash(bundle), None, None, None
                 )
+                self._activate(state, stage, bundle, record, commit=False)
             seeded.append(name)
         state.seeded_builtins.update(names)
         self.lockfile.write(state)
@@ -428,8 +426,17 @@ class SkillManager:
             message=f"{operation}ed {name} ({digest[:12]})",
         )
 
-    def _activate(self, state: LockState, stage: Path, bundle: Path, record: LockRecord) -> None:
-        """Rename ``bundle`` into place and commit ``record``; undo both if either fails."""
+    def _activate(
+        self,
+        state: LockState,
+        stage: Path,
+        bundle: Path,
+        record: LockRecord,
+        *,
+        commit: bool = True,
+    ) -> None:
+        """Rename ``bundle`` into place and commit ``record`` (``commit=False``: the caller
+        writes the lockfile once for several); undo both if either fails."""
         dest = self.path_of(record.name)
         dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         backup = stage / "previous"
@@ -443,7 +450,7 @@ class SkillManager:
             try:
                 state.skills[record.name] = record
                 state.blocked.pop(record.name, None)
-                if record.source_kind is not SourceKind.BUILTIN:
+                if commit:
                     self.lockfile.write(state)
             except BaseException:
                 shutil.rmtree(dest, ignore_errors=True)
