@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lemon_skills
 from lemon_skills import (
@@ -143,3 +145,35 @@ def test_malformed_shorthands_say_how_to_write_them(router: SourceRouter, identi
                                                     needle: str) -> None:  # fmt: skip
     with pytest.raises(SkillsUsageError, match=re.escape(needle)):
         router.route(identifier)
+
+
+_ASSIGNED = {
+    SourceKind.BUILTIN: {TrustLevel.BUILTIN},
+    SourceKind.LOCAL: {TrustLevel.TRUSTED},
+    SourceKind.GIT: {TrustLevel.OFFICIAL, TrustLevel.COMMUNITY},
+    SourceKind.REGISTRY: {TrustLevel.OFFICIAL, TrustLevel.COMMUNITY},
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=40),
+        st.from_regex(
+            r"(builtin|git\+|gh:|hermes:|git@|https://|file://|\./|~|official/)"
+            r"[A-Za-z0-9_./:@-]{0,30}",
+            fullmatch=True,
+        ),
+    )
+)
+def test_any_identifier_routes_by_the_trust_table_or_is_a_usage_error(identifier: str) -> None:
+    router = SourceRouter(SkillsSettings(home=Path("/nonexistent/home")), cwd=Path("/tmp"))
+    try:
+        source = router.route(identifier)
+    except SkillsUsageError:
+        return  # a clear usage error (never another exception)
+    assert source.trust in _ASSIGNED[source.kind]
+    assert source.kind is not SourceKind.WELL_KNOWN  # no identifier form
+    if source.trust is TrustLevel.OFFICIAL:
+        head = source.identifier.split("/", 1)[0].lower()
+        assert source.identifier.startswith("hermes:") or head == "official"

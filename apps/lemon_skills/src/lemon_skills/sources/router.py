@@ -178,7 +178,13 @@ class SourceRouter:
 
     def _local(self, ident: str) -> SkillSource:
         base = self._cwd or Path.cwd()
-        path = (base / Path(ident).expanduser()).resolve()
+        try:
+            path = (base / Path(ident).expanduser()).resolve()
+        except RuntimeError:  # ~user with no such user, or no home directory
+            raise SkillsUsageError(
+                f"{ident!r}: cannot expand '~' here (no such user or no home directory); "
+                "give the full path"
+            ) from None
         install = self.settings.skills_dir.resolve()
         if path == install or install in path.parents:
             raise SkillsUsageError(
