@@ -65,6 +65,9 @@ def _translated() -> Iterator[None]:
     except SkillsError as exc:
         _err(f"lemon skills: {exc}")
         raise typer.Exit(_REFUSED) from None
+    except OSError as exc:  # the skills directory itself: permissions, a full disk
+        _err(f"lemon skills: {exc}")
+        raise typer.Exit(_REFUSED) from None
 
 
 def _manager() -> SkillManager:

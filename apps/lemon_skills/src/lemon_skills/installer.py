@@ -29,7 +29,7 @@ from typing import Literal
 
 from lemon_skills.audit import AuditReport, audit_bundle
 from lemon_skills.bundle import bundle_hash
-from lemon_skills.errors import PolicyRefusal, SkillsError, SkillsUsageError
+from lemon_skills.errors import PolicyRefusal, SkillsError, SkillSourceError, SkillsUsageError
 from lemon_skills.lockfile import BlockedAudit, Lockfile, LockRecord, LockState
 from lemon_skills.manifest import Manifest, read_manifest, valid_skill_name
 from lemon_skills.settings import SkillsSettings
@@ -163,7 +163,10 @@ class SkillManager:
 
     def _fetch(self, source: SkillSource, stage: Path) -> tuple[Path, FetchResult, Manifest]:
         bundle = stage / "bundle"
-        fetched = self.fetcher.fetch(source, bundle)
+        try:
+            fetched = self.fetcher.fetch(source, bundle)
+        except OSError as exc:  # an unreadable file of a local source, a full disk
+            raise SkillSourceError(f"{source.identifier} could not be copied: {exc}") from None
         return bundle, fetched, read_manifest(bundle)
 
     # -- builtin seeding -------------------------------------------------------------------
