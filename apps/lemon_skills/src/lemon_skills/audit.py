@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -377,7 +378,8 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
             return [whole("symlink_escape", f"-> {entry.target}")]
         return []
     findings: list[Finding] = []
-    with (root / entry.path).open("rb") as handle:
+    # O_NOFOLLOW: a file swapped for a link after the walk is refused, never followed.
+    with os.fdopen(os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
         data = handle.read(limits.max_file_bytes)
     if entry.size > limits.max_file_bytes:
         findings.append(
