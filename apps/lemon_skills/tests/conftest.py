@@ -128,6 +128,7 @@ def settings(tmp_path: Path, index_server: IndexServer) -> SkillsSettings:
         home=home,
         registry_url=index_server.url,
         hermes_url=(tmp_path / "repos" / "hermes").as_uri(),
+        github_url=(tmp_path / "repos" / "gh").as_uri(),
         well_known=(f"{index_server.url}/.well-known/skills/{{name}}.json",
                     f"{index_server.url}/mirror/{{name}}.json"),
         git_timeout_s=60,

@@ -143,3 +143,28 @@ def test_a_new_release_of_a_builtin_updates_without_audit_or_approval(
     assert (record.trust, record.verdict, record.findings) == (TrustLevel.BUILTIN, "pass", ())
     assert record.bundle_hash == manager.current_hash("helper")
     assert "v2" in (manager.path_of("helper") / "SKILL.md").read_text()
+
+
+def test_a_gh_shorthand_clones_owner_repo_from_the_github_host(
+    manager: SkillManager, git_repo: Callable[..., tuple[str, str]], skill_text: Any
+) -> None:
+    _, commit = git_repo("gh/acme/k8s-skill.git", {"SKILL.md": skill_text("k8s-skill")})
+    manager.install("gh:acme/k8s-skill", approve=yes)
+    assert _installed(manager, "k8s-skill") == (SourceKind.GIT, TrustLevel.COMMUNITY, commit)
+    assert manager.get("k8s-skill").location.endswith("/gh/acme/k8s-skill.git")
+
+
+def test_an_ssh_url_is_cloned_over_the_ssh_transport(
+    manager: SkillManager, git_repo: Callable[..., tuple[str, str]], skill_text: Any,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    url, commit = git_repo("over-ssh", {"SKILL.md": skill_text("over-ssh")})
+    # git speaks its real protocol through this "ssh": it runs the remote command locally.
+    ssh = tmp_path / "fake-ssh"
+    ssh.write_text('#!/bin/sh\nfor last; do :; done\necho "$@" >> "$0.log"\nexec sh -c "$last"\n')
+    ssh.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(ssh))
+    path = url.removeprefix("file://")
+    manager.install(f"git@skills.example:{path}", approve=yes)
+    assert _installed(manager, "over-ssh") == (SourceKind.GIT, TrustLevel.COMMUNITY, commit)
+    assert "skills.example git-upload-pack" in (tmp_path / "fake-ssh.log").read_text()

@@ -51,6 +51,7 @@ from lemon_skills.manifest import (
     valid_skill_name,
 )
 from lemon_skills.settings import (
+    DEFAULT_GITHUB_URL,
     DEFAULT_HERMES_URL,
     DEFAULT_REGISTRY_URL,
     DEFAULT_WELL_KNOWN,
@@ -69,6 +70,7 @@ from lemon_skills.tool import READ_SKILL, read_skill_tool
 from lemon_skills.trust import Decision, Operation, Override, TrustPolicy, trust_for
 
 __all__ = [
+    "DEFAULT_GITHUB_URL",
     "DEFAULT_HERMES_URL",
     "DEFAULT_REGISTRY_URL",
     "DEFAULT_WELL_KNOWN",

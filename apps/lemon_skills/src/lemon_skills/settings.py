@@ -5,7 +5,8 @@ Layout under ``$LEMON_HOME/skills/``: ``installed/<name>/`` (one directory per i
 
 The registry index URL comes from ``LEMON_SKILLS_REGISTRY_URL`` (default
 ``https://skills.lemon.agent``); the repository behind ``hermes:`` IDs from
-``LEMON_SKILLS_HERMES_URL``; the well-known discovery patterns from
+``LEMON_SKILLS_HERMES_URL``; the host behind ``gh:`` from ``LEMON_SKILLS_GITHUB_URL`` (default
+``https://github.com``, e.g. a GitHub Enterprise host); the well-known discovery patterns from
 ``LEMON_SKILLS_WELL_KNOWN`` (space-separated URL templates with ``{name}``).
 """
 
@@ -21,6 +22,7 @@ from lemon_core.config import lemon_home
 from lemon_skills.audit import AuditLimits
 
 __all__ = [
+    "DEFAULT_GITHUB_URL",
     "DEFAULT_HERMES_URL",
     "DEFAULT_REGISTRY_URL",
     "DEFAULT_WELL_KNOWN",
@@ -28,6 +30,7 @@ __all__ = [
 ]
 
 DEFAULT_REGISTRY_URL: Final = "https://skills.lemon.agent"
+DEFAULT_GITHUB_URL: Final = "https://github.com"
 DEFAULT_HERMES_URL: Final = "https://github.com/NousResearch/hermes-agent.git"
 DEFAULT_WELL_KNOWN: Final = (
     "https://skills.lemon.agent/.well-known/skills/{name}.json",
@@ -43,6 +46,8 @@ class SkillsSettings:
     """``$LEMON_HOME``."""
     registry_url: str = DEFAULT_REGISTRY_URL
     hermes_url: str = DEFAULT_HERMES_URL
+    github_url: str = DEFAULT_GITHUB_URL
+    """Where ``gh:<owner>/<repo>`` is cloned from (``<github_url>/<owner>/<repo>.git``)."""
     hermes_subdir: str = "skills"
     """The directory of the hermes repository that holds ``<collection>/<path>``."""
     well_known: tuple[str, ...] = DEFAULT_WELL_KNOWN
@@ -63,6 +68,7 @@ class SkillsSettings:
             home=home if home is not None else lemon_home(env),
             registry_url=env.get("LEMON_SKILLS_REGISTRY_URL") or DEFAULT_REGISTRY_URL,
             hermes_url=env.get("LEMON_SKILLS_HERMES_URL") or DEFAULT_HERMES_URL,
+            github_url=env.get("LEMON_SKILLS_GITHUB_URL") or DEFAULT_GITHUB_URL,
             well_known=well_known,
         )
 

@@ -7,7 +7,7 @@ form                                  kind         trust       where it is fetch
 ====================================  ===========  ==========  =================================
 ``builtin`` / ``builtin:<name>``      builtin      builtin     the skills shipped with Lemon
 ``git+<url>``                         git          community   ``<url>`` (any git URL form)
-``gh:<owner>/<repo>``                 git          community   ``https://github.com/<o>/<r>.git``
+``gh:<owner>/<repo>``                 git          community   ``<github_url>/<o>/<r>.git``
 ``hermes:<collection>/<path>``        git          official    the hermes repository, a subdir
 ``git@host:path``, ``ssh://...``      git          community   over SSH
 ``https://...``, ``file://...``       git          community   (``http://`` only to loopback)
@@ -164,7 +164,8 @@ class SourceRouter:
         repo = repo.removesuffix(".git")
         if not (_GH_OWNER.fullmatch(owner) and _GH_REPO.fullmatch(repo)) or repo in (".", ".."):
             raise SkillsUsageError(f"{ident!r}: write gh:<owner>/<repo>, e.g. gh:acme/k8s-skill")
-        return self._git(ident, f"https://github.com/{owner}/{repo}.git")
+        base = self.settings.github_url.rstrip("/")
+        return self._git(ident, check_git_url(f"{base}/{owner}/{repo}.git"))
 
     def _hermes(self, ident: str) -> SkillSource:
         parts = ident[len("hermes:") :].split("/")
