@@ -1,0 +1,19 @@
+"""lemon_channels' errors. Runtime failures of a platform are data
+(:class:`~lemon_core.channels.SendResult`, a FAILED :class:`~lemon_core.channels.ChannelStatus`),
+not exceptions; these are for misuse.
+
+    ChannelsError
+    └── ChannelsUsageError (ValueError)
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChannelsError", "ChannelsUsageError"]
+
+
+class ChannelsError(Exception):
+    """Base of every error lemon_channels raises."""
+
+
+class ChannelsUsageError(ChannelsError, ValueError):
+    """A caller's mistake (an unknown pairing code format, say)."""
