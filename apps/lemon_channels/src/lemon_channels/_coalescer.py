@@ -226,7 +226,7 @@ class SessionPump:
         self._answers: dict[str, AnswerCoalescer] = {}
         self._statuses: dict[str, StatusCoalescer] = {}
         self._approval_tools: OrderedDict[str, str] = OrderedDict()
-        self._last_edit = 0.0
+        self._last_edit = float("-inf")
         self._fenced_runs: set[str] = set()
         self._ready = asyncio.Event()
         self._events = 0

@@ -1,4 +1,5 @@
-"""A fake Telegram Bot API server for tests and the benchmark (real HTTP on 127.0.0.1).
+"""Fakes for tests and the benchmark: a Telegram Bot API server (real HTTP on 127.0.0.1) and a
+hand-fed session port.
 
 It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``getUpdates``
 (long polling with ``offset`` and ``timeout``), ``deleteWebhook``, ``setWebhook``,
@@ -16,7 +17,7 @@ import contextlib
 import html
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final
@@ -24,7 +25,24 @@ from typing import Any, Final
 import msgspec
 import uvicorn
 
-__all__ = ["FakeMessage", "FakeTelegram", "displayed"]
+from lemon_core.events import ApprovalDecision
+from lemon_core.execution import Receipt, RunRequest
+from lemon_core.sessions import (
+    ApprovalResult,
+    CancelResult,
+    CompactResult,
+    SessionEvent,
+    SessionPortStatistics,
+    SessionSnapshot,
+    SessionStreamClosedError,
+    SessionSummary,
+    SteerResult,
+    StreamOverflow,
+    TranscriptEntry,
+    TranscriptPage,
+)
+
+__all__ = ["FakeMessage", "FakeSessionPort", "FakeStream", "FakeTelegram", "displayed"]
 
 _TAG: Final = re.compile(r"</?([a-zA-Z0-9-]+)(\s[^>]*)?>")
 _KNOWN_TAGS: Final = frozenset(
@@ -408,3 +426,119 @@ class FakeTelegram:
             "file_size": len(self.files[file_id]),
             "file_path": f"photos/{file_id}",
         }
+
+
+class FakeStream:
+    """One watch's stream, fed by the test (``push``); ``drained`` is set once the
+    reader took everything pushed."""
+
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        self._queue: asyncio.Queue[SessionEvent] = asyncio.Queue()
+        self._closed = False
+        self.drained = asyncio.Event()
+
+    def push(self, *events: SessionEvent) -> None:
+        self.drained.clear()
+        for event in events:
+            self._queue.put_nowait(event)
+
+    async def get(self) -> SessionEvent:
+        if self._closed:
+            raise SessionStreamClosedError("closed")
+        if self._queue.empty():
+            self.drained.set()
+        event = await self._queue.get()
+        if self._queue.empty():
+            self.drained.set()
+        if isinstance(event, StreamOverflow):
+            self._closed = True
+        return event
+
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[SessionEvent]:
+        while True:
+            try:
+                yield await self.get()
+            except SessionStreamClosedError:
+                return
+
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class FakeSessionPort:
+    """A :class:`~lemon_core.sessions.SessionPort` whose streams the test feeds by hand
+    (what a :class:`~lemon_channels.SessionPump` reads: ``watch``, ``snapshot``,
+    ``transcript``); ``submit`` records the request and answers a started receipt."""
+
+    def __init__(self) -> None:
+        self.streams: list[FakeStream] = []
+        self._new = asyncio.Event()
+        self.snapshot_value: SessionSnapshot | None = None
+        self.transcript_entries: tuple[TranscriptEntry, ...] = ()
+        self.submitted: list[RunRequest] = []
+
+    async def next_stream(self, count: int) -> FakeStream:
+        """The ``count``-th stream watched (1-based), once it exists."""
+        while len(self.streams) < count:
+            self._new.clear()
+            await self._new.wait()
+        return self.streams[count - 1]
+
+    def watch(self, session_key: str) -> FakeStream:
+        stream = FakeStream(session_key)
+        self.streams.append(stream)
+        self._new.set()
+        return stream
+
+    async def snapshot(self, session_key: str) -> SessionSnapshot:
+        return self.snapshot_value or SessionSnapshot(session_key=session_key)
+
+    async def transcript(
+        self, session_key: str, *, limit: int = 50, before: int | None = None
+    ) -> TranscriptPage:
+        return TranscriptPage(session_key=session_key, entries=self.transcript_entries[-limit:])
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        self.submitted.append(request)
+        return Receipt(
+            run_id=request.run_id or f"run_{len(self.submitted)}",
+            session_key=request.session_key,
+            requested_mode=request.queue_mode,
+            actual_mode=request.queue_mode,
+            status="started",
+            at_ms=0,
+        )
+
+    async def steer(self, session_key: str, text: str) -> SteerResult:
+        raise NotImplementedError
+
+    async def cancel(
+        self,
+        *,
+        run_id: str | None = None,
+        session_key: str | None = None,
+        include_queued: bool = True,
+    ) -> CancelResult:
+        return CancelResult(cancelled=0)
+
+    async def resolve_approval(
+        self, approval_id: str, decision: ApprovalDecision | str
+    ) -> ApprovalResult:
+        return ApprovalResult(resolved=False, reason="unknown")
+
+    async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+        return []
+
+    async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
+        raise NotImplementedError
+
+    def statistics(self) -> SessionPortStatistics:
+        raise NotImplementedError
