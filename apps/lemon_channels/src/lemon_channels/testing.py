@@ -101,6 +101,8 @@ class FakeTelegram:
         self._message_id = 0
         self._refusals: dict[str, list[dict[str, Any]]] = {}
         self._gates: dict[str, asyncio.Event] = {}
+        self._later: dict[str, dict[int, int]] = {}
+        self._counts: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -172,6 +174,10 @@ class FakeTelegram:
         else:
             body = {"ok": False, "error_code": 400, "description": f"Bad Request: {error}"}
         self._refusals.setdefault(method, []).append(body)
+
+    def refuse_call(self, method: str, nth: int, *, retry_after: int) -> None:
+        """Answer the ``nth`` next call of ``method`` (1 = the next one) with a 429."""
+        self._later.setdefault(method, {})[self._counts.get(method, 0) + nth] = retry_after
 
     def hold(self, method: str) -> asyncio.Event:
         """Hold every call of ``method`` until the returned event is set."""
@@ -308,6 +314,12 @@ class FakeTelegram:
         name = match.group(2)
         params: dict[str, Any] = msgspec.json.decode(body) if body else {}
         self.calls.append((name, params))
+        async with self._changed:
+            self._changed.notify_all()
+        count = self._counts[name] = self._counts.get(name, 0) + 1
+        later = self._later.get(name, {}).pop(count, None)
+        if later is not None:
+            self.refuse_next(name, retry_after=later)
         gate = self._gates.get(name)
         if gate is not None:
             await gate.wait()
