@@ -17,13 +17,14 @@ from lemon_channels import TERMINAL_RUNS, SessionPump, TerminalRuns
 from lemon_channels._coalescer import INTERRUPTION_HINT
 from lemon_channels.testing import FakeSessionPort
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
-from lemon_core.events import ActionKind, ApprovalDecision
+from lemon_core.events import ActionKind, ApprovalDecision, RunPhase
 from lemon_core.sessions import (
     ActiveRun,
     ApprovalAsked,
     ApprovalEnded,
     RunEnded,
     SessionSnapshot,
+    StreamOverflow,
     TextDelta,
     ToolCard,
     TranscriptEntry,
@@ -127,23 +128,20 @@ async def test_a_run_streams_snapshots_then_the_canonical_final_text(
     assert all(i.slot == "r1:answer" for i in sink.intents)
 
 
-async def test_overflow_fences_snapshots_resyncs_and_finalises_from_the_canonical_text(
+async def test_overflow_fences_snapshots_resyncs_and_finalises_with_the_canonical_end(
     port: FakeSessionPort, sink: Sink, pump: SessionPump
 ) -> None:
     stream = await port.next_stream(1)
     sink.gate = asyncio.Event()
     stream.push(delta("r1", 1, "first "))
     await asyncio.wait_for(sink.held.wait(), 10)  # the consumer is suspended in emit
-    stream.push(*(delta("r1", seq, "x") for seq in range(2, 402)), ended("r1", "lost end"))
+    stream.push(*(delta("r1", seq, "x") for seq in range(2, 402)), ended("r1", "CANONICAL"))
     await asyncio.wait_for(stream.drained.wait(), 10)  # the reader offered all of them
     assert pump.statistics().ingress_refused > 0
-    # Authority after the gap: the run ended; its canonical answer is in the transcript.
-    port.snapshot_value = SessionSnapshot(session_key=KEY, last_run_id="r1", last_ok=True)
-    port.transcript_entries = (TranscriptEntry(index=0, role="assistant", text="CANONICAL"),)
     sink.gate.set()
     await sink.until(lambda: bool(sink.finals()))
     [final] = sink.finals()
-    assert final.text == "CANONICAL"
+    assert final.text == "CANONICAL"  # the completion's text, not what the deltas added up to
     stats = pump.statistics()
     assert stats.overflows == 1
     assert stats.resyncs == 1
@@ -159,6 +157,24 @@ async def test_overflow_fences_snapshots_resyncs_and_finalises_from_the_canonica
     assert pump.statistics().late_rejected >= 1
 
 
+async def test_an_end_lost_with_the_stream_is_read_from_the_transcript(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(delta("r1", 1, "partial "), delta("r1", 2, "words"))
+    await sink.until(lambda: bool(sink.intents))
+    # The port's own stream overflowed and ended; the run finished in the gap.
+    port.snapshot_value = SessionSnapshot(session_key=KEY, last_run_id="r1", last_ok=True)
+    port.transcript_entries = (
+        TranscriptEntry(index=0, role="user", text="q"),
+        TranscriptEntry(index=1, role="assistant", text="the whole answer"),
+    )
+    stream.push(StreamOverflow(session_key=KEY, reason="overflow"))
+    await sink.until(lambda: bool(sink.finals()))
+    assert [f.text for f in sink.finals()] == ["the whole answer"]
+    assert pump.statistics().resyncs == 1
+
+
 async def test_a_status_finalised_after_an_overflow_says_steps_were_not_shown(
     port: FakeSessionPort, sink: Sink, pump: SessionPump
 ) -> None:
@@ -172,7 +188,7 @@ async def test_a_status_finalised_after_an_overflow_says_steps_were_not_shown(
     port.snapshot_value = SessionSnapshot(
         session_key=KEY,
         active=ActiveRun(
-            run_id="r1", attempt_id="r1", attempt=1, phase="streaming", text="", text_seq=0
+            run_id="r1", attempt_id="r1", attempt=1, phase=RunPhase.STREAMING, text="", text_seq=0
         ),
     )
     sink.gate.set()

@@ -15,7 +15,8 @@ Guarantees under overflow (the ingress refused an event, or the port's stream ov
 * transient rendering of every run in flight is fenced: no more snapshots or status edits for
   it; the session is asked to resync (the stream is watched again and a snapshot read);
 * the final answer after an overflow is the canonical text of the run's completion (the
-  ``RunEnded`` answer, or the transcript when the end itself was lost), never a concatenation
+  ``RunEnded`` answer, kept aside when the fenced ingress refused it; the transcript's last
+  answer, which may be shortened, when the stream itself lost it), never a concatenation
   of the deltas that happened to arrive; the final answer is always that canonical text;
 * a status finalised after an overflow says that some steps were not shown (interruption hint)
   instead of claiming a complete list;
@@ -228,6 +229,7 @@ class SessionPump:
         self._approval_tools: OrderedDict[str, str] = OrderedDict()
         self._last_edit = float("-inf")
         self._fenced_runs: set[str] = set()
+        self._lost_ends: OrderedDict[str, RunEnded] = OrderedDict()
         self._ready = asyncio.Event()
         self._events = 0
         self._intents = 0
@@ -283,6 +285,12 @@ class SessionPump:
                 event = await stream.get()
                 if not ingress.offer(event, terminal=isinstance(event, RunEnded)):
                     self._refused += 1
+                    if isinstance(event, RunEnded):
+                        # The port delivered the run's canonical end; the fenced ingress could
+                        # not queue it. Keep it for the resync (bounded like the terminal ids).
+                        self._lost_ends[event.run_id] = event
+                        while len(self._lost_ends) > TERMINAL_RUNS:
+                            self._lost_ends.popitem(last=False)
                 if isinstance(event, StreamOverflow):
                     return
         except SessionStreamClosedError:
@@ -340,9 +348,14 @@ class SessionPump:
                 break
             snapshot = await self._port.snapshot(self.session_key)
         active = snapshot.active.run_id if snapshot.active is not None else None
+        for run_id, end in list(self._lost_ends.items()):
+            del self._lost_ends[run_id]
+            if run_id not in self._terminal:
+                await self._handle(end)  # the canonical end the port delivered
         for run_id in sorted(self._fenced_runs):
             if run_id == active or run_id in self._terminal:
                 continue
+            # The end itself was never seen: the transcript holds the canonical answer.
             answer = ""
             if snapshot.last_run_id == run_id and snapshot.last_ok is False:
                 answer = "The run failed."

@@ -29,7 +29,7 @@ import msgspec
 from lemon_channels._access import PairingStore, PeerSettings, PeerStore
 from lemon_channels._coalescer import SessionPump, TerminalRuns
 from lemon_channels._outbox import Outbox
-from lemon_core.bus import Bus
+from lemon_core.bus import Bus, ConsumerClass, Delivery
 from lemon_core.channels import (
     ChannelPlugin,
     ChannelState,
@@ -77,6 +77,7 @@ class ChannelHost:
         edit_interval_s: float = 1.0,
         max_sessions: int = 1024,
         outbox: Outbox | None = None,
+        ingress_entries: int = 256,
     ) -> None:
         self.plugin = plugin
         self._port = port
@@ -85,6 +86,7 @@ class ChannelHost:
         self._agent_id = agent_id
         self._interval = edit_interval_s
         self._max_sessions = max_sessions
+        self._ingress_entries = ingress_entries
         self.outbox = outbox or Outbox(plugin=plugin, store=OutboxStore(store), bus=bus)
         self.pairing = PairingStore(store)
         self._peers = PeerStore(store)
@@ -306,6 +308,15 @@ class ChannelHost:
             return  # a late transient edit of a run that already ended
         await self.outbox.admit(intent)
 
+    def _ingress(self) -> Delivery:
+        """A pump's ingress: the ``router_coalescer`` class (65,536 bytes per event, tagged)
+        with ``ingress_entries`` entries (256 by default)."""
+        return Delivery.for_consumer(
+            ConsumerClass.ROUTER_COALESCER,
+            max_entries=self._ingress_entries,
+            claim_on_get=False,
+        )
+
     async def _pump(self, key: str, route: DeliveryRoute) -> SessionPump:
         existing = self._pumps.get(key)
         if existing is not None and not existing[1].done():
@@ -318,6 +329,7 @@ class ChannelHost:
             emit=self._emit,
             terminal=self._terminal,
             edit_interval_s=self._interval,
+            ingress=self._ingress,
         )
         task = self._supervisor.spawn(pump.run(), name=f"pump-{key}")
         self._pumps[key] = (pump, task)

@@ -104,6 +104,7 @@ class Outbox:
         self._admit_lock = asyncio.Lock()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._changed = asyncio.Event()
         self._c = dict.fromkeys(
             (
                 "admitted",
@@ -134,6 +135,12 @@ class Outbox:
     async def close(self, grace_s: float = 0.0) -> None:
         """Stop the workers (pending entries stay in the store for the next start)."""
         await self._supervisor.close(grace_s)
+
+    async def until(self, predicate: Callable[[OutboxStatistics], bool]) -> None:
+        """Returns once ``predicate(statistics())`` holds (re-tested after every dispatch)."""
+        while not predicate(self.statistics()):
+            self._changed.clear()
+            await self._changed.wait()
 
     async def drained(self) -> None:
         """Returns once nothing is pending in this process (for tests and shutdown)."""
@@ -195,9 +202,12 @@ class Outbox:
 
     async def _work(self, peer: str, chat: _Chat) -> None:
         try:
-            while chat.entries:
-                entry = chat.entries.popleft()
-                chat.busy = entry
+            while True:
+                async with self._admit_lock:  # admission edits queued entries under it
+                    if not chat.entries:
+                        break
+                    entry = chat.entries.popleft()
+                    chat.busy = entry
                 try:
                     await self._deliver(entry)
                 finally:
@@ -219,6 +229,7 @@ class Outbox:
             self._observe(entry, result, started)
             if result.ok:
                 await self._store.complete(entry)
+                self._changed.set()
                 return
             attempts = entry.attempts + 1
             self._last_error = result.error
@@ -232,6 +243,7 @@ class Outbox:
                     result.error,
                 )
                 await self._store.complete(entry)
+                self._changed.set()
                 return
             backoff = min(self._max_backoff, self._base * (2 ** (attempts - 1)))
             delay = max(backoff, result.retry_after or 0.0)
@@ -243,6 +255,7 @@ class Outbox:
             )
             await self._store.update(entry)
             self._c["retried"] += 1
+            self._changed.set()
 
     async def _dispatch(self, entry: OutboxEntry) -> SendResult:
         """Send or edit every part of the entry not yet confirmed."""

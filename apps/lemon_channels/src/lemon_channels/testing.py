@@ -496,6 +496,14 @@ class FakeSessionPort:
         self.snapshot_value: SessionSnapshot | None = None
         self.transcript_entries: tuple[TranscriptEntry, ...] = ()
         self.submitted: list[RunRequest] = []
+        self._submitted = asyncio.Event()
+
+    async def next_submission(self, count: int) -> RunRequest:
+        """The ``count``-th request submitted (1-based), once it exists."""
+        while len(self.submitted) < count:
+            self._submitted.clear()
+            await self._submitted.wait()
+        return self.submitted[count - 1]
 
     async def next_stream(self, count: int) -> FakeStream:
         """The ``count``-th stream watched (1-based), once it exists."""
@@ -520,6 +528,7 @@ class FakeSessionPort:
 
     async def submit(self, request: RunRequest) -> Receipt:
         self.submitted.append(request)
+        self._submitted.set()
         return Receipt(
             run_id=request.run_id or f"run_{len(self.submitted)}",
             session_key=request.session_key,
