@@ -25,6 +25,7 @@ from lemon_channels._coalescer import (
 from lemon_channels._host import MAX_RECEIPTS, STATUS_TABLE, ChannelHost
 from lemon_channels._outbox import PREVIEW_CHARS, Outbox, OutboxStatistics
 from lemon_channels._status import channel_statuses
+from lemon_channels.errors import ChannelsError, ChannelsUsageError
 
 __all__ = [
     "MAX_RECEIPTS",
@@ -36,6 +37,8 @@ __all__ = [
     "AnswerCoalescer",
     "ChannelHost",
     "Channels",
+    "ChannelsError",
+    "ChannelsUsageError",
     "Outbox",
     "OutboxStatistics",
     "PairedUser",

@@ -243,6 +243,11 @@ class SessionPump:
         """Returns once the pump watches the session (submit after this: nothing is missed)."""
         await self._ready.wait()
 
+    @property
+    def events_handled(self) -> int:
+        """How many session events the pump took from its ingress (cheap to read)."""
+        return self._events
+
     def statistics(self) -> PumpStatistics:
         return PumpStatistics(
             session_key=self.session_key,
@@ -299,12 +304,15 @@ class SessionPump:
     async def _consume(self, ingress: Delivery) -> None:
         """Take from the ingress until it overflows (then return for a resync)."""
         while True:
-            timeout = self._flush_due()
             try:
-                if timeout is None:
-                    item = await ingress.get()
-                else:
-                    item = await asyncio.wait_for(ingress.get(), timeout)
+                try:
+                    item = ingress.get_nowait()  # the common case under load: no wait at all
+                except asyncio.QueueEmpty:
+                    timeout = self._flush_due()
+                    if timeout is None:
+                        item = await ingress.get()
+                    else:
+                        item = await asyncio.wait_for(ingress.get(), timeout)
             except TimeoutError:
                 await self._flush()
                 continue

@@ -29,6 +29,7 @@ import msgspec
 from lemon_channels._access import PairingStore, PeerSettings, PeerStore
 from lemon_channels._coalescer import SessionPump, TerminalRuns
 from lemon_channels._outbox import Outbox
+from lemon_channels.errors import ChannelsUsageError
 from lemon_core.bus import Bus, ConsumerClass, Delivery
 from lemon_core.channels import (
     ChannelPlugin,
@@ -79,6 +80,13 @@ class ChannelHost:
         outbox: Outbox | None = None,
         ingress_entries: int = 256,
     ) -> None:
+        if ingress_entries < 1 or max_sessions < 1:
+            raise ChannelsUsageError(
+                f"ingress_entries and max_sessions must be at least 1, got {ingress_entries} "
+                f"and {max_sessions}"
+            )
+        if edit_interval_s < 0:
+            raise ChannelsUsageError(f"edit_interval_s must be >= 0, got {edit_interval_s}")
         self.plugin = plugin
         self._port = port
         self._store = store

@@ -62,7 +62,8 @@ _decode_entry = msgspec.convert
 
 class OutboxStore:
     """See the module docstring. ``max_pending`` bounds the pending entries per channel
-    (admission beyond it raises :class:`~lemon_core.store.StoreValueError`)."""
+    (admission beyond it raises :class:`~lemon_core.store.StoreValueError`); the count is read
+    from the table once per process, then kept by this wrapper (one writer per channel)."""
 
     TABLE: Final = "channel_outbox"
     IDS: Final = "channel_outbox_ids"
@@ -83,6 +84,7 @@ class OutboxStore:
         self._admitted = 0
         self._duplicates = 0
         self._completed = 0
+        self._pending: dict[str, int] = {}
 
     @staticmethod
     def _order() -> str:
@@ -109,13 +111,13 @@ class OutboxStore:
         if await self._store.get(self.IDS, id_key) is not None:
             self._duplicates += 1
             return None
-        if (
-            self._max_pending
-            and len(
-                await self._store.scan(self.TABLE, prefix=channel_id + "/", limit=self._max_pending)
+        pending = self._pending.get(channel_id)
+        if pending is None:  # counted once per process, then kept up to date here
+            rows = await self._store.scan(
+                self.TABLE, prefix=channel_id + "/", limit=self._max_pending + 1
             )
-            >= self._max_pending
-        ):
+            pending = self._pending[channel_id] = len(rows)
+        if pending >= self._max_pending:
             raise StoreValueError(
                 f"the {channel_id} outbox holds {self._max_pending} pending messages; "
                 "the channel is not delivering (see `lemon channels status`)"
@@ -138,6 +140,7 @@ class OutboxStore:
         )
         await self._store.put(self.TABLE, entry.key, msgspec.to_builtins(entry))
         await self._store.put(self.IDS, id_key, {"key": entry.key}, ttl_ms=self._dedupe_ttl_ms)
+        self._pending[channel_id] = pending + 1
         self._admitted += 1
         return entry
 
@@ -168,7 +171,10 @@ class OutboxStore:
     async def complete(self, entry: OutboxEntry) -> None:
         """The entry is done (sent, or given up): remove it; its intent id stays refused for
         the dedupe TTL."""
-        await self._store.delete(self.TABLE, entry.key)
+        if await self._store.delete(self.TABLE, entry.key):
+            count = self._pending.get(entry.channel_id)
+            if count is not None:
+                self._pending[entry.channel_id] = max(0, count - 1)
         self._completed += 1
 
     async def slot_messages(self, channel_id: str, slot: str) -> list[str]:
