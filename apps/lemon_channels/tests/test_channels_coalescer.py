@@ -22,6 +22,7 @@ from lemon_core.sessions import (
     ActiveRun,
     ApprovalAsked,
     ApprovalEnded,
+    PendingApproval,
     RunEnded,
     SessionSnapshot,
     StreamOverflow,
@@ -265,6 +266,25 @@ async def test_edits_are_coalesced_within_the_edit_interval(port: FakeSessionPor
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_approvals_follow_the_snapshot_after_a_resync(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(ApprovalAsked(session_key=KEY, approval_id="appr_old", run_id="r1", tool="bash"))
+    await sink.until(lambda: len(sink.intents) == 1)
+    # In the gap appr_old was decided elsewhere and appr_new was asked.
+    port.snapshot_value = SessionSnapshot(
+        session_key=KEY,
+        pending_approvals=(PendingApproval(approval_id="appr_new", run_id="r1", tool="edit"),),
+    )
+    stream.push(StreamOverflow(session_key=KEY, reason="overflow"))
+    await sink.until(lambda: len(sink.intents) == 3)
+    _, ended_old, asked_new = sink.intents
+    assert (ended_old.kind, ended_old.slot) == (IntentKind.APPROVAL_RESOLVED, "approval:appr_old")
+    assert ended_old.text == "bash: no longer pending"
+    assert (asked_new.kind, asked_new.approval_id) == (IntentKind.APPROVAL_PROMPT, "appr_new")
 
 
 def test_terminal_runs_keep_the_last_128() -> None:

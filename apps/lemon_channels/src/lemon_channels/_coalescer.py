@@ -22,7 +22,9 @@ Guarantees under overflow (the ingress refused an event, or the port's stream ov
   instead of claiming a complete list;
 * a finalised run's gate rejects delayed events of that run, and the last 128 terminal run ids
   (:class:`TerminalRuns`) fence late intents for runs that already ended;
-* events of an old ingress epoch (before a resync) are rejected (tagged admission).
+* events of an old ingress epoch (before a resync) are rejected (tagged admission);
+* approvals follow the snapshot after a resync: one asked in the gap is prompted, one that
+  ended in the gap has its prompt edited to say it is no longer pending.
 
 Not guaranteed: the memory of a run with arbitrarily many distinct tool calls (the status line
 keeps the last ``MAX_STATUS_ITEMS`` only and counts the rest).
@@ -377,6 +379,31 @@ class SessionPump:
                 run_id, answer or "(the run ended; its answer is in the transcript)"
             )
         self._fenced_runs = {r for r in self._fenced_runs if r == active}
+        # Approvals: the snapshot is the owner's word. One asked in the gap gets its prompt;
+        # one that ended in the gap has its prompt edited (an old card is no evidence).
+        pending = {a.approval_id: a for a in snapshot.pending_approvals}
+        for approval_id, tool in list(self._approval_tools.items()):
+            if approval_id not in pending:
+                del self._approval_tools[approval_id]
+                await self._send(
+                    IntentKind.APPROVAL_RESOLVED,
+                    slot=f"approval:{approval_id}",
+                    text=f"{tool}: no longer pending",
+                    approval_id=approval_id,
+                )
+        for approval_id, approval in pending.items():
+            if approval_id not in self._approval_tools:
+                await self._handle(
+                    ApprovalAsked(
+                        session_key=self.session_key,
+                        approval_id=approval_id,
+                        run_id=approval.run_id,
+                        tool=approval.tool,
+                        action=approval.action,
+                        rationale=approval.rationale,
+                        expires_at_ms=approval.expires_at_ms,
+                    )
+                )
 
     # -- events ----------------------------------------------------------------------------
 
