@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -73,3 +74,19 @@ async def test_a_photo_reaches_the_session_port_as_an_image(
     [image] = request.images
     assert image["type"] == "image"
     assert base64.b64decode(image["data"]) == photo
+
+
+async def test_the_bot_token_never_reaches_a_log_record(
+    telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def ignore(_: object) -> None:
+        return None
+
+    plugin = TelegramPlugin(token=telegram.token, api_base_url=telegram.url, poll_timeout_s=1)
+    with caplog.at_level(logging.DEBUG):
+        await plugin.start(ignore)
+        await telegram.wait_for(lambda: bool(telegram.method_calls("getUpdates")))
+        await plugin.stop()
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("/bot<token>/getMe" in m for m in messages)
+    assert not any(telegram.token in m for m in messages)

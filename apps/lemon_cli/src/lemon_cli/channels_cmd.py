@@ -45,7 +45,7 @@ pair_app = typer.Typer(
 channels_app.add_typer(pair_app, name="pair")
 
 
-class _Failure(LemonCliError):
+class _ChannelsFailure(LemonCliError):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
@@ -57,7 +57,7 @@ def _config() -> tuple[Config, Path]:
     try:
         loaded = load_config()
     except ConfigError as exc:
-        raise _Failure(
+        raise _ChannelsFailure(
             "the configuration is invalid: " + "; ".join(i.render() for i in exc.issues)
         ) from None
     return loaded.config, loaded.home
@@ -69,15 +69,17 @@ async def _with_store(home: Path, work: Callable[[Store], Awaitable[T]]) -> T:
 
     path = store_path(home)
     if not path.exists():
-        raise _Failure(f"no store at {path} yet: start the daemon once (`lemon daemon start`)")
+        raise _ChannelsFailure(
+            f"no store at {path} yet: start the daemon once (`lemon daemon start`)"
+        )
     try:
         store = await SQLiteStore.open(path)
     except (StoreError, OSError, sqlite3.Error) as exc:
-        raise _Failure(f"cannot open the store {path}: {exc}") from None
+        raise _ChannelsFailure(f"cannot open the store {path}: {exc}") from None
     try:
         return await work(store)
     except (StoreError, OSError, sqlite3.Error) as exc:
-        raise _Failure(f"the store {path} failed: {exc}") from None
+        raise _ChannelsFailure(f"the store {path} failed: {exc}") from None
     finally:
         await store.close()
 
@@ -85,7 +87,7 @@ async def _with_store(home: Path, work: Callable[[Store], Awaitable[T]]) -> T:
 def _run(coro: Awaitable[T]) -> T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]  # every caller passes a coroutine
-    except _Failure as exc:
+    except _ChannelsFailure as exc:
         Console(emoji=False, stderr=True, highlight=False).print(f"lemon: {escape(str(exc))}")
         raise typer.Exit(exc.code) from None
 
@@ -214,7 +216,7 @@ async def channel_check_lines(config: Config, home: Path) -> list[tuple[str, str
         ]
     try:
         rows = await _rows(config, home)
-    except _Failure as exc:
+    except _ChannelsFailure as exc:
         return [("warn", f"telegram: {exc}")]
     lines: list[tuple[str, str]] = []
     for row in rows:
