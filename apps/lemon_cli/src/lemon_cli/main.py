@@ -15,6 +15,7 @@ from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
+from lemon_cli.skills_cmd import skills_app
 from lemon_cli.tui_cmd import tui
 
 app = typer.Typer(
@@ -44,6 +45,7 @@ events_app = typer.Typer(
 )
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(skills_app, name="skills")
 app.command()(chat)
 app.command()(doctor)
 app.command()(serve)
