@@ -57,6 +57,8 @@ CHOICE_LABELS: Final = {
 }
 _MAX_PHOTO_BYTES: Final = 10 * 1024 * 1024
 _MAX_WEBHOOK_BODY: Final = 1024 * 1024
+#: Updates handled at once in webhook mode; beyond it the POST is refused (Telegram retries).
+_MAX_WEBHOOK_IN_FLIGHT: Final = 256
 _ERROR_CHARS: Final = 300
 
 
@@ -400,6 +402,10 @@ class TelegramPlugin:
             update = msgspec.json.decode(body)
         except msgspec.DecodeError:
             await reply(400, b'{"ok":false}')
+            return
+        if len(self._handlers) >= _MAX_WEBHOOK_IN_FLIGHT:
+            # Telegram redelivers an update answered with an error: nothing is lost.
+            await reply(503, b'{"ok":false}')
             return
         if isinstance(update, dict):
             task = asyncio.ensure_future(self._handle(update))
