@@ -90,3 +90,16 @@ async def test_the_bot_token_never_reaches_a_log_record(
     messages = [record.getMessage() for record in caplog.records]
     assert any("/bot<token>/getMe" in m for m in messages)
     assert not any(telegram.token in m for m in messages)
+
+
+async def test_live_pairing_codes_are_bounded() -> None:
+    from lemon_channels import MAX_PAIRING_REQUESTS, PairingStore
+
+    pairing = PairingStore(MemoryStore())
+    codes = [
+        await pairing.request("telegram", str(user), peer_id=str(user), user_name=None)
+        for user in range(MAX_PAIRING_REQUESTS + 5)
+    ]
+    assert all(code is not None for code in codes[:MAX_PAIRING_REQUESTS])
+    assert codes[MAX_PAIRING_REQUESTS:] == [None] * 5
+    assert await pairing.request("telegram", "0", peer_id="0", user_name=None) is None

@@ -4,6 +4,7 @@ control and a durable outbox. See the README."""
 from __future__ import annotations
 
 from lemon_channels._access import (
+    MAX_PAIRING_REQUESTS,
     PAIRING_TTL_MS,
     PairedUser,
     PairingRequest,
@@ -28,6 +29,7 @@ from lemon_channels._status import channel_statuses
 from lemon_channels.errors import ChannelsError, ChannelsUsageError
 
 __all__ = [
+    "MAX_PAIRING_REQUESTS",
     "MAX_RECEIPTS",
     "MAX_STATUS_ITEMS",
     "PAIRING_TTL_MS",

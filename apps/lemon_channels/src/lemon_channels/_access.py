@@ -32,6 +32,8 @@ __all__ = [
 
 #: How long a pairing code stays valid.
 PAIRING_TTL_MS: Final = 3600 * 1000
+#: Live pairing codes at most; a stranger beyond it gets nothing (a flood cannot grow the store).
+MAX_PAIRING_REQUESTS: Final = 100
 _ALPHABET: Final = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 
 
@@ -68,8 +70,11 @@ class PairingStore:
         self, channel_id: str, user_id: str, *, peer_id: str, user_name: str | None
     ) -> str | None:
         """A new one-time code for an unknown person, or ``None`` when they already hold a
-        live one (they get nothing more)."""
+        live one (they get nothing more) or ``MAX_PAIRING_REQUESTS`` codes are live."""
         if await self._store.get(self.USERS, f"{channel_id}/{user_id}") is not None:
+            return None
+        live = await self._store.scan(self.CODES, limit=MAX_PAIRING_REQUESTS)
+        if len(live) >= MAX_PAIRING_REQUESTS:
             return None
         code = "".join(secrets.choice(_ALPHABET) for _ in range(8))
         request = PairingRequest(
