@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from lemon_cli.approvals_cmd import approvals_app
+from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.daemon_cmd import daemon_app
@@ -34,6 +35,7 @@ architecture_app = typer.Typer(
 )
 app.add_typer(architecture_app, name="architecture")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(channels_app, name="channels")
 app.add_typer(config_app, name="config")
 app.add_typer(daemon_app, name="daemon")
 events_app = typer.Typer(

@@ -1,10 +1,11 @@
 """Contract kits (pytest plugins) for Lemon events, backends, providers, session ports and
-error trees."""
+error trees, and channel plugins."""
 
 from __future__ import annotations
 
 from lemon_platform_test import events_fixtures
 from lemon_platform_test.bus_kit import BusContract
+from lemon_platform_test.channel_kit import ChannelContract, ChannelHarness, StartedChannel
 from lemon_platform_test.errors import PlatformTestError
 from lemon_platform_test.errors_kit import ErrorTreeContract
 from lemon_platform_test.events_kit import EventsContract, example_payload
@@ -20,6 +21,8 @@ from lemon_platform_test.store_kit import ManualClock, StoreContract
 
 __all__ = [
     "BusContract",
+    "ChannelContract",
+    "ChannelHarness",
     "ErrorTreeContract",
     "EventsContract",
     "Gate",
@@ -32,6 +35,7 @@ __all__ = [
     "SessionPortContract",
     "SessionPortHarness",
     "SessionRecorder",
+    "StartedChannel",
     "StoreContract",
     "events_fixtures",
     "example_payload",

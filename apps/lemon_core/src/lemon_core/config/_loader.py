@@ -316,6 +316,60 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
                     hint='e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
                 )
             )
+    issues.extend(_channel_checks(config, layers))
+    return issues
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _channel_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:
+    telegram = config.channels.telegram
+    if telegram is None:
+        return []
+    issues: list[ConfigIssue] = []
+
+    def issue(key: str, message: str, hint: str) -> None:
+        full = f"channels.telegram.{key}"
+        issues.append(
+            ConfigIssue(source=_origin(full, layers), key=full, message=message, hint=hint)
+        )
+
+    for key in ("token_env", "webhook_secret_env"):
+        name = getattr(telegram, key)
+        if name is not None and not _ENV_NAME.match(name):
+            issue(
+                key,
+                f"{name!r} is not a variable name",
+                'give the NAME of the variable holding the secret, e.g. "TELEGRAM_BOT_TOKEN", '
+                "never the secret itself",
+            )
+    if not telegram.api_base_url.startswith(("http://", "https://")):
+        issue(
+            "api_base_url",
+            f"{telegram.api_base_url!r} is not an http(s) URL",
+            'e.g. "https://api.telegram.org" (or your self-hosted Bot API server)',
+        )
+    if any(user <= 0 for user in telegram.allowed_users):
+        issue(
+            "allowed_users",
+            "Telegram user ids are positive integers",
+            "e.g. allowed_users = [123456789] (ask @userinfobot for yours)",
+        )
+    if telegram.mode == "webhook":
+        if not telegram.webhook_url or not telegram.webhook_url.startswith("https://"):
+            issue(
+                "webhook_url",
+                "webhook mode needs the public https URL Telegram posts to",
+                'e.g. webhook_url = "https://bot.example.org/channels/telegram", '
+                'or use mode = "polling"',
+            )
+        if not telegram.webhook_secret_env:
+            issue(
+                "webhook_secret_env",
+                "webhook mode needs a secret Telegram sends back with every update",
+                'name the variable holding it, e.g. webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"',
+            )
     return issues
 
 

@@ -133,6 +133,36 @@ class LoggingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     file: str | None = None
 
 
+class TelegramChannelConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[channels.telegram]``: the Telegram bot (lemon_channels; its README documents each key).
+
+    Nobody may talk to the agent by default: ``allowed_users`` lists Telegram user ids, and
+    unknown users get a one-time pairing code (``lemon channels pair approve CODE``).
+    """
+
+    enabled: bool = True
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    """The NAME of the variable (environment or secrets.env) holding the bot token."""
+    api_base_url: str = "https://api.telegram.org"
+    allowed_users: tuple[int, ...] = ()
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    """The public https URL Telegram posts to (webhook mode): it must end with the mount
+    path ``/channels/telegram``."""
+    webhook_secret_env: str | None = None
+    """The NAME of the variable holding the webhook secret (webhook mode)."""
+    agent_id: str = "default"
+    edit_interval_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    """The least time between two edits of a streaming answer in one chat."""
+    poll_timeout_s: Annotated[int, msgspec.Meta(ge=0, le=50)] = 25
+
+
+class ChannelsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[channels]``: the chat channels the daemon runs (lemon_channels)."""
+
+    telegram: TelegramChannelConfig | None = None
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole configuration after layering (home file, project file, environment)."""
 
@@ -143,6 +173,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
     file_access: FileAccessConfig = FileAccessConfig()
+    channels: ChannelsConfig = ChannelsConfig()
 
 
 # Legacy sections refused with what to use instead.
