@@ -15,6 +15,7 @@ from lemon_core.config._loader import (
     load_config,
 )
 from lemon_core.config._schema import (
+    BusConfig,
     Config,
     DefaultsConfig,
     FileAccessConfig,
@@ -23,13 +24,16 @@ from lemon_core.config._schema import (
     ProfileConfig,
     ProviderConfig,
     RuntimeConfig,
+    StoreConfig,
     ToolPolicyConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
+from lemon_core.config._servers import redact_url, resolve_bus_url, resolve_store_dsn
 
 __all__ = [
     "BUILTIN_PROVIDERS",
     "SECRETS_FILENAME",
+    "BusConfig",
     "Config",
     "ConfigError",
     "ConfigIssue",
@@ -41,9 +45,13 @@ __all__ = [
     "ProfileConfig",
     "ProviderConfig",
     "RuntimeConfig",
+    "StoreConfig",
     "ToolPolicyConfig",
     "find_project_config",
     "lemon_home",
     "load_config",
     "read_secrets",
+    "redact_url",
+    "resolve_bus_url",
+    "resolve_store_dsn",
 ]

@@ -65,6 +65,34 @@ class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     ingress_enabled: bool = False
 
 
+StoreBackend = Literal["sqlite", "postgres", "memory"]
+BusBackendName = Literal["local", "redis"]
+
+
+class StoreConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[store]``: where the stores live.
+
+    ``sqlite`` (default: ``$LEMON_HOME/store/lemon.sqlite3``), ``memory`` (gone with the
+    process) or ``postgres`` (several daemons share it: ``dsn``, or ``dsn_env`` naming the
+    variable that holds it, so a password stays out of the file). ``schema`` isolates one
+    deployment in a PostgreSQL database and is the bus's Redis key/channel prefix too.
+    """
+
+    backend: StoreBackend = "sqlite"
+    dsn: str | None = None
+    dsn_env: str | None = None
+    schema: str = "lemon"
+
+
+class BusConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[bus]``: how publications travel. ``local`` (in process, the default) or ``redis``
+    (fan-out across daemons: ``url``, or ``url_env`` naming the variable that holds it)."""
+
+    backend: BusBackendName = "local"
+    url: str | None = None
+    url_env: str | None = None
+
+
 class RuntimeConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[runtime]``: which environment the process runs as (selects e.g. bus validation)."""
 
@@ -119,6 +147,8 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
     file_access: FileAccessConfig = FileAccessConfig()
+    store: StoreConfig = StoreConfig()
+    bus: BusConfig = BusConfig()
 
 
 # Legacy sections refused with what to use instead.
