@@ -174,6 +174,12 @@ class PostgresStore:
 
     async def _open(self) -> None:
         try:
+            # One direct connection first: a refused or misconfigured server fails at once,
+            # with the server's own reason (the pool would retry until its timeout).
+            probe = await psycopg.AsyncConnection.connect(
+                self._dsn, connect_timeout=max(1, int(self._timeout_s))
+            )
+            await probe.close()
             await self._pool.open(wait=True, timeout=self._timeout_s)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             await self._pool.close()
