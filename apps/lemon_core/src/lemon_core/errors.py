@@ -17,7 +17,8 @@ working::
     │   ├── InvalidStoreKeyError (ValueError)
     │   ├── StoreValueError (ValueError)
     │   ├── StoreClosedError
-    │   └── StoreUnavailableError
+    │   ├── StoreUnavailableError
+    │   └── StaleLeaseError
     ├── ConfigError (ValueError)                    lemon_core.config
     ├── ExecutionContractError (ValueError)         lemon_core.execution.errors
     │   ├── InvalidToolPolicyError

@@ -26,6 +26,7 @@ from lemon_core.store._wrappers import (
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
+    StaleLeaseError,
     StoreClosedError,
     StoreError,
     StoreUnavailableError,
@@ -48,6 +49,7 @@ __all__ = [
     "SQLiteStore",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "StaleLeaseError",
     "Store",
     "StoreClosedError",
     "StoreError",

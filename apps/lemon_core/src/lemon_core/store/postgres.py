@@ -30,6 +30,7 @@ import psycopg_pool
 from psycopg import sql
 
 from lemon_core.config import redact_url
+from lemon_core.leases import Lease, check_lease_name, check_ttl_ms
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
@@ -43,11 +44,12 @@ from lemon_core.store._protocol import (
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
+    StaleLeaseError,
     StoreClosedError,
     StoreUnavailableError,
 )
 
-__all__ = ["MIGRATIONS", "PostgresStore", "drop_schema"]
+__all__ = ["MIGRATIONS", "PostgresLeases", "PostgresStore", "drop_schema"]
 
 T = TypeVar("T")
 
@@ -150,6 +152,10 @@ class PostgresStore:
         )
         self._scan_asc = _q(scan + "ORDER BY key ASC LIMIT %s", schema)
         self._scan_desc = _q(scan + "ORDER BY key DESC LIMIT %s", schema)
+        self._lease_check = _q(
+            "SELECT 1 FROM {schema}.lemon_leases WHERE name = %s AND token = %s FOR SHARE",
+            schema,
+        )
         self._sweep = _q(
             "DELETE FROM {schema}.lemon_kv WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= %s",
             schema,
@@ -329,6 +335,58 @@ class PostgresStore:
         rows = await self._call(op)
         return [(k, decode_value(v)) for k, v in rows]
 
+    async def put_fenced(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        lease: Lease,
+        *,
+        ttl_ms: int | None = None,
+    ) -> None:
+        """``put``, in one transaction with a check that ``lease``'s token still holds its
+        name (the lease row locked ``FOR SHARE``, so a takeover waits for this write or this
+        write sees the takeover); ``StaleLeaseError`` and nothing written otherwise."""
+        check_table(table)
+        _check_pg_text(check_key(key), "key")
+        ttl = check_ttl(ttl_ms)
+        data = encode_value(value, self._max_value_bytes)
+        now = self._clock()
+        params = (table, key, data, None if ttl is None else now + ttl, now)
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
+            async with conn.transaction():
+                if not await self._holds(conn, lease):
+                    return False
+                await conn.execute(self._put, params)
+                return True
+
+        if not await self._call(op):
+            raise _stale(lease)
+
+    async def delete_fenced(self, table: str, key: str, lease: Lease) -> bool:
+        """``delete`` under ``lease`` (as :meth:`put_fenced`)."""
+        check_table(table)
+        _check_pg_text(check_key(key), "key")
+        now = self._clock()
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool | None:
+            async with conn.transaction():
+                if not await self._holds(conn, lease):
+                    return None
+                cur = await conn.execute(self._delete, (table, key))
+                row = await cur.fetchone()
+                return row is not None and (row[0] is None or int(row[0]) > now)
+
+        found = await self._call(op)
+        if found is None:
+            raise _stale(lease)
+        return found
+
+    async def _holds(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> bool:
+        cur = await conn.execute(self._lease_check, (lease.name, lease.token))
+        return await cur.fetchone() is not None
+
     async def sweep_expired(self) -> int:
         now = self._clock()
 
@@ -358,6 +416,130 @@ class PostgresStore:
             "pool_available": pool.get("pool_available", 0),
             "requests_waiting": pool.get("requests_waiting", 0),
             "max_connections": self._pool.max_size,
+        }
+
+
+def _stale(lease: Lease) -> StaleLeaseError:
+    return StaleLeaseError(
+        f"lease {lease.name!r} token {lease.token} no longer holds it; nothing was written "
+        "(another owner took over after it expired, or it was released)"
+    )
+
+
+_NOW_MS: Final = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+
+class PostgresLeases:
+    """Leases in the ``lemon_leases`` table of a :class:`PostgresStore`'s schema (migration 2).
+
+    Tokens come from one sequence (they only grow). Expiry is judged by the server's clock, so
+    daemons on machines whose clocks disagree still agree on it. Each call is one statement
+    (acquire: an upsert that takes over only an expired row; renew and release: matched by
+    token), so two daemons racing for a name never both win."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        schema = store.schema
+        self._acquire = _q(
+            "INSERT INTO {schema}.lemon_leases AS l (name, owner, token, expires_at_ms) "
+            "VALUES (%s, %s, nextval('{schema}.lemon_fencing_tokens'), "
+            + _NOW_MS
+            + " + %s) ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, "
+            "token = excluded.token, expires_at_ms = excluded.expires_at_ms "
+            "WHERE l.expires_at_ms <= " + _NOW_MS + " RETURNING owner, token, expires_at_ms",
+            schema,
+        )
+        self._renew = _q(
+            "UPDATE {schema}.lemon_leases SET expires_at_ms = "
+            + _NOW_MS
+            + " + %s WHERE name = %s AND token = %s RETURNING owner, token, expires_at_ms",
+            schema,
+        )
+        self._release = _q(
+            "DELETE FROM {schema}.lemon_leases WHERE name = %s AND token = %s", schema
+        )
+        self._holder = _q(
+            "SELECT owner, token, expires_at_ms FROM {schema}.lemon_leases WHERE name = %s",
+            schema,
+        )
+
+    async def _one(self, query: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> tuple[Any, ...] | None:
+            cur = await conn.execute(query, params)
+            return await cur.fetchone()
+
+        return await self._store.run(op)
+
+    async def acquire(self, name: str, owner: str, *, ttl_ms: int) -> Lease | None:
+        check_lease_name(name)
+        row = await self._one(self._acquire, (name, owner, check_ttl_ms(ttl_ms)))
+        return None if row is None else _lease(name, row)
+
+    async def renew(self, lease: Lease, *, ttl_ms: int) -> Lease | None:
+        row = await self._one(self._renew, (check_ttl_ms(ttl_ms), lease.name, lease.token))
+        return None if row is None else _lease(lease.name, row)
+
+    async def release(self, lease: Lease) -> bool:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
+            cur = await conn.execute(self._release, (lease.name, lease.token))
+            return cur.rowcount > 0
+
+        return await self._store.run(op)
+
+    async def holder(self, name: str) -> Lease | None:
+        row = await self._one(self._holder, (check_lease_name(name),))
+        return None if row is None else _lease(name, row)
+
+    def fenced(self, lease: Lease) -> _FencedPostgres:
+        return _FencedPostgres(self._store, lease)
+
+
+def _lease(name: str, row: tuple[Any, ...]) -> Lease:
+    return Lease(name=name, owner=str(row[0]), token=int(row[1]), expires_at_ms=int(row[2]))
+
+
+class _FencedPostgres:
+    """The Store view of :meth:`PostgresLeases.fenced`: writes checked in their transaction."""
+
+    def __init__(self, store: PostgresStore, lease: Lease) -> None:
+        self._store = store
+        self._lease = lease
+        self.refused = 0
+
+    async def get(self, table: str, key: str) -> Any | None:
+        return await self._store.get(table, key)
+
+    async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
+        try:
+            await self._store.put_fenced(table, key, value, self._lease, ttl_ms=ttl_ms)
+        except StaleLeaseError:
+            self.refused += 1
+            raise
+
+    async def delete(self, table: str, key: str) -> bool:
+        try:
+            return await self._store.delete_fenced(table, key, self._lease)
+        except StaleLeaseError:
+            self.refused += 1
+            raise
+
+    async def scan(
+        self, table: str, *, prefix: str = "", limit: int = 1000, reverse: bool = False
+    ) -> list[tuple[str, Any]]:
+        return await self._store.scan(table, prefix=prefix, limit=limit, reverse=reverse)
+
+    async def sweep_expired(self) -> int:
+        return await self._store.sweep_expired()
+
+    async def close(self) -> None:
+        """The view owns nothing."""
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            **self._store.statistics(),
+            "fenced_by": self._lease.name,
+            "token": self._lease.token,
+            "refused": self.refused,
         }
 
 
