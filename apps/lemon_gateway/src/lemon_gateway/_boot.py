@@ -29,6 +29,7 @@ async def _start(runtime: Runtime) -> Gateway:
         store=runtime.store,
         config=GatewayConfig.from_settings(settings),  # every [gateway] key
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
+        leases=runtime.leases,  # shared engine lock / slots when the store is shared
     )
     await gateway.start()
     return gateway

@@ -39,6 +39,11 @@ class GatewayConfig:
     * ``store_sweep_interval_s``: how often expired store entries (chat state past its
       TTL) are removed; 0 turns the sweep off.
     * ``ingress_enabled``: start ingress transports (default off: execution-only).
+    * ``shared_slots``: with a shared store (PostgreSQL), ``max_concurrent_runs`` is one limit
+      for every daemon of the deployment (shared slot leases), not a limit per daemon.
+    * ``lease_ttl_s``: how long a shared lease (engine lock, slot) outlives its last renewal
+      (renewed every third of it): how soon another daemon takes over from a dead or paused
+      one. Unused on one machine.
     """
 
     max_concurrent_runs: int = 2
@@ -56,6 +61,8 @@ class GatewayConfig:
     store_sweep_interval_s: float = 300.0
     default_cwd: str | None = None
     ingress_enabled: bool = False
+    shared_slots: bool = False
+    lease_ttl_s: float = 15.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -68,6 +75,8 @@ class GatewayConfig:
                 ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             else:
                 ok = value is None or isinstance(value, str)
+            if f.name == "lease_ttl_s" and ok and not value:
+                ok = False
             if not ok:
                 raise GatewayConfigError(
                     f"gateway.{f.name} must be a {_describe(f.type)}, got {value!r}"

@@ -37,6 +37,7 @@ from lemon_core.execution import (
     RunView,
     SteerableExecution,
 )
+from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
@@ -44,6 +45,7 @@ from lemon_gateway._lock import EngineLock
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
+from lemon_gateway._shared import SharedLeases
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -90,6 +92,8 @@ class Gateway:
         runtime: RuntimeContext | None = None,
         ingress: Sequence[IngressFactory] = (),
         executor_group: str = EXECUTOR_ENTRY_POINT_GROUP,
+        leases: Leases | None = None,
+        owner: str | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.bus = bus
@@ -103,6 +107,12 @@ class Gateway:
         self.run_store: RunStore | None = RunStore(self.store)
         self.scheduler = Scheduler(self.config.max_concurrent_runs)
         self.engine_lock = EngineLock()
+        #: Shared leases when several daemons share the store (None: one machine, the default).
+        self.shared: SharedLeases | None = (
+            None
+            if leases is None
+            else SharedLeases(leases, ttl_s=self.config.lease_ttl_s, owner=owner)
+        )
         self._ingress_factories = tuple(ingress)
         self._ingress_stack: AsyncExitStack | None = None
         self._ingress_started = 0
@@ -504,6 +514,7 @@ class Gateway:
                 "stale_releases": sched.stale_releases,
             },
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
+            "shared": None if self.shared is None else self.shared.statistics(),
             "launch_failures": self._launch_failures,
             "store_failures": self._store_failures,
             "store_swept": self._swept,

@@ -49,11 +49,13 @@ from lemon_core.execution import (
     RunActionView,
     RunView,
 )
-from lemon_core.store import RunSummary
+from lemon_core.leases import Lease
+from lemon_core.store import ChatStateStore, RunStore, RunSummary, StaleLeaseError
 from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
+from lemon_gateway._shared import lease_name
 
 if TYPE_CHECKING:
     from lemon_gateway._gateway import Gateway
@@ -121,7 +123,9 @@ class Run:
 
     __slots__ = (
         "_actions",
+        "_keeper",
         "_parts",
+        "_shared",
         "_store_cancel",
         "_store_task",
         "cancel_reason",
@@ -131,9 +135,11 @@ class Run:
         "last_resume",
         "launch_attempts",
         "lease",
+        "lease_lost",
         "prepared",
         "request",
         "seq",
+        "shared_engine",
         "slot_generation",
         "slot_retries",
         "started_ns",
@@ -154,6 +160,11 @@ class Run:
         self.cancel_reason: str | None = None
         self.grant: SlotGrant | None = None
         self.lease: LockLease | None = None
+        # Shared leases (several daemons): the engine lease fences the run's durable writes.
+        self.shared_engine: Lease | None = None
+        self._shared: list[Lease] = []
+        self._keeper: asyncio.Task[None] | None = None
+        self.lease_lost: str | None = None
         self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
@@ -276,21 +287,37 @@ class Run:
         self.state = _WAITING_SLOT
         await self._acquire_slot()
         cfg = gw.config
+        shared = gw.shared
+        if shared is not None and cfg.shared_slots:
+            self._shared.append(await shared.acquire_slot(cfg.max_concurrent_runs))
         if cfg.require_engine_lock:
             self.state = _WAITING_LOCK
             lock_key = self._lock_key()
+            timed_out = _Outcome(
+                ok=False,
+                error=f"lock_timeout: the engine lock was not free within "
+                f"{cfg.engine_lock_timeout_s} s",
+                code=ErrorCode.TIMEOUT,
+                detail={"timeout_s": cfg.engine_lock_timeout_s},
+            )
             try:
                 self.lease = gw.engine_lock.try_acquire(lock_key) or (
                     await gw.engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
                 )
             except LockTimeoutError:
-                return _Outcome(
-                    ok=False,
-                    error=f"lock_timeout: the engine lock was not free within "
-                    f"{cfg.engine_lock_timeout_s} s",
-                    code=ErrorCode.TIMEOUT,
-                    detail={"timeout_s": cfg.engine_lock_timeout_s},
+                return timed_out
+            if shared is not None:
+                engine = await shared.acquire(
+                    lease_name("engine", lock_key), wait_s=cfg.engine_lock_timeout_s
                 )
+                if engine is None:
+                    return timed_out
+                self.shared_engine = engine
+                self._shared.insert(0, engine)
+        if shared is not None and self._shared:
+            self._keeper = gw._spawn(
+                shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
+            )
         self.state = _LAUNCHING
         self.started_ns = time.perf_counter_ns()
         model = req.command.model
@@ -328,6 +355,21 @@ class Run:
         if resume is not None:
             return ("resume", resume.value)
         return ("session", self.request.session_key)
+
+    def _on_lease_lost(self, name: str) -> None:
+        # Another daemon took the lease over (this one was paused or cut off past the ttl):
+        # stop the run; its durable writes would be refused by the fencing token anyway.
+        log.warning("run %s lost its shared lease %s; cancelling it", self.run_id, name)
+        self.lease_lost = name
+        self.gateway.cancel(self.run_id, "lease_lost")
+
+    async def _release_shared(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and not keeper.done():
+            keeper.cancel()
+        shared = self.gateway.shared
+        if shared is not None and self._shared:
+            await shared.release(self._shared, self.gateway.config.store_timeout_s)
 
     async def _acquire_slot(self) -> None:
         gw = self.gateway
@@ -457,13 +499,21 @@ class Run:
         resume = outcome.resume
         interrupted = False
         warning: str | None = None
-        if resume is not None and resume.is_native and gw.chat_state is not None:
+        chat_state, run_store = gw.chat_state, gw.run_store
+        if self.shared_engine is not None and gw.shared is not None:
+            # Every durable write of the run checks its engine lease's fencing token.
+            fenced = gw.shared.leases.fenced(self.shared_engine)
+            if chat_state is not None:
+                chat_state = ChatStateStore(fenced, ttl_ms=chat_state.ttl_ms)
+            if run_store is not None:
+                run_store = RunStore(fenced)
+        if resume is not None and resume.is_native and chat_state is not None:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
             self._store_task = asyncio.current_task()
             try:
-                await bounded(gw.chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
+                await bounded(chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
                 if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
@@ -485,6 +535,9 @@ class Run:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
                 why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, StaleLeaseError) and gw.shared is not None:
+                    gw.shared.fenced_refusals += 1
+                    why = "fenced: this daemon lost the session's lease to another daemon"
                 if isinstance(exc, BoundExpiredError):
                     why = f"no answer within {gw.config.store_timeout_s} s, gateway.store_timeout_s"
                 warning = _truncate(
@@ -509,7 +562,7 @@ class Run:
             meta=meta,
         )
         duration_ms = (time.perf_counter_ns() - req.accepted_at_ns) // 1_000_000
-        if gw.run_store is not None and gw.config.record_run_history and not interrupted:
+        if run_store is not None and gw.config.record_run_history and not interrupted:
             # Before the completion is published: a client that hears the run end and then
             # lists its sessions or snapshots one sees this run.
             finished = now_ms()
@@ -527,12 +580,16 @@ class Run:
                 meta=meta,
             )
             try:
-                await bounded(gw.run_store.finalize(summary), gw.config.store_timeout_s)
+                await bounded(run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
             except Exception as exc:  # any store failure or the bound: counted, never fatal
                 gw._store_failures += 1
+                if isinstance(exc, StaleLeaseError) and gw.shared is not None:
+                    gw.shared.fenced_refusals += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
+        if self._shared:
+            await self._release_shared()
         if self.grant is not None:
             gw.scheduler.release(self.grant)
         completion = self._publish_completion(completion, duration_ms)

@@ -63,6 +63,8 @@ class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     store_sweep_interval_s: _Seconds = 300.0
     default_cwd: str | None = None
     ingress_enabled: bool = False
+    shared_slots: bool = False
+    lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
 
 
 StoreBackend = Literal["sqlite", "postgres", "memory"]

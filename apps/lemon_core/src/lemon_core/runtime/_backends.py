@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from lemon_core.bus import Bus
 from lemon_core.config import Config, resolve_bus_url, resolve_store_dsn
+from lemon_core.leases import Leases
 from lemon_core.store import MemoryStore, Store, open_default_store
 
-__all__ = ["open_configured_bus", "open_configured_store", "store_path"]
+__all__ = ["open_configured_bus", "open_configured_store", "shared_leases", "store_path"]
 
 
 def store_path(home: Path) -> Path:
@@ -59,3 +61,13 @@ async def open_configured_bus(config: Config, *, environ: Mapping[str, str] | No
     backend = RedisBackend(url, prefix=config.store.schema)
     await asyncio.to_thread(backend.connect)
     return Bus(backend=backend)
+
+
+def shared_leases(store: Store) -> Leases | None:
+    """Leases several daemons share, when ``store`` is shared (PostgreSQL); None otherwise
+    (one machine: the gateway's locks stay in process)."""
+    postgres = sys.modules.get("lemon_core.store.postgres")  # loaded only if it was opened
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        leases: Leases = postgres.PostgresLeases(store)
+        return leases
+    return None

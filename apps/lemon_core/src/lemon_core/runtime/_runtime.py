@@ -19,8 +19,14 @@ from lemon_core.bus import Bus
 from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
 from lemon_core.errors import BusBackendUnavailableError
 from lemon_core.execution import RuntimeContext
+from lemon_core.leases import Leases
 from lemon_core.runtime._app import AppSpec, discover_apps, resolve_profile
-from lemon_core.runtime._backends import open_configured_bus, open_configured_store, store_path
+from lemon_core.runtime._backends import (
+    open_configured_bus,
+    open_configured_store,
+    shared_leases,
+    store_path,
+)
 from lemon_core.runtime._http import HTTP_MOUNTS, HttpMounts
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
 from lemon_core.store import Store, StoreUnavailableError
@@ -94,6 +100,7 @@ class Runtime:
         self.mounts = HttpMounts()
         """The HTTP mounts of this runtime (also the :data:`HTTP_MOUNTS` capability)."""
         self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
+        self._leases: Leases | None = None
         self._started: list[AppState] = []
         self._state: State = "new"
         self._task: asyncio.Task[Any] | None = None
@@ -123,6 +130,11 @@ class Runtime:
         if self._store is None:
             raise RuntimeUsageError("the runtime is not started: no store yet")
         return self._store
+
+    @property
+    def leases(self) -> Leases | None:
+        """Leases shared with other daemons (the store is PostgreSQL), else None."""
+        return self._leases
 
     @property
     def state(self) -> State:
@@ -169,6 +181,7 @@ class Runtime:
             await self._close_owned()
             self._state = "failed"
             raise RuntimeBootError(str(exc)) from exc
+        self._leases = shared_leases(self._store)
         for spec in self._order:
             try:
                 handle = await spec.start(self)
