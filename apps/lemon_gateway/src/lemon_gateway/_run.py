@@ -140,6 +140,7 @@ class Run:
         "request",
         "seq",
         "shared_engine",
+        "shared_resume",
         "slot_generation",
         "slot_retries",
         "started_ns",
@@ -165,6 +166,7 @@ class Run:
         self._shared: list[Lease] = []
         self._keeper: asyncio.Task[None] | None = None
         self.lease_lost: str | None = None
+        self.shared_resume: ResumeToken | None = None
         self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
@@ -263,7 +265,7 @@ class Run:
             ok=False,
             error=reason,
             code=ErrorCode.CANCELLED,
-            resume=self.last_resume or self.request.resume,
+            resume=self.last_resume or self.shared_resume or self.request.resume,
             synthetic=self.state is _QUEUED or reason == "gateway_shutdown",
             detail={"state": self.state.value},
         )
@@ -307,13 +309,17 @@ class Run:
             except LockTimeoutError:
                 return timed_out
             if shared is not None:
+                # Keyed by the session (whatever resume token the run carries), so runs of
+                # one session exclude each other on every daemon.
                 engine = await shared.acquire(
-                    lease_name("engine", lock_key), wait_s=cfg.engine_lock_timeout_s
+                    lease_name("engine", ("session", req.session_key)),
+                    wait_s=cfg.engine_lock_timeout_s,
                 )
                 if engine is None:
                     return timed_out
                 self.shared_engine = engine
                 self._shared.insert(0, engine)
+                await self._refresh_resume()
         if shared is not None and self._shared:
             self._keeper = gw._spawn(
                 shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
@@ -355,6 +361,27 @@ class Run:
         if resume is not None:
             return ("resume", resume.value)
         return ("session", self.request.session_key)
+
+    async def _refresh_resume(self) -> None:
+        # Under the session's shared lease: a run of this session on another daemon may have
+        # written the native session id since the router looked it up, so an automatic resume
+        # reads it again (an explicit resume token is left as asked).
+        gw = self.gateway
+        cmd = self.request.command
+        automatic = cmd.resume_mode == "auto" or (
+            cmd.resume is None and not cmd.meta.get("disable_auto_resume")
+        )
+        if not automatic or gw.chat_state is None:
+            return
+        try:
+            latest = await bounded(
+                gw.chat_state.resume_token(cmd.session_key), gw.config.store_timeout_s
+            )
+        except Exception as exc:  # unreadable: keep what the router looked up
+            log.warning("run %s: reading the latest resume state failed: %r", self.run_id, exc)
+            return
+        if latest is not None and latest != cmd.resume:
+            self.shared_resume = latest
 
     def _on_lease_lost(self, name: str) -> None:
         # Another daemon took the lease over (this one was paused or cut off past the ttl):
@@ -407,14 +434,14 @@ class Run:
             prompt=cmd.prompt,
             cwd=self.gateway._resolve_cwd(cmd.cwd),
             images=cmd.images,
-            resume=cmd.resume,
+            resume=self.shared_resume or cmd.resume,
             lane=cmd.lane,
             tool_policy=cmd.tool_policy,
             context=cmd.context,
             origin=cmd.origin,
             agent_id=cmd.agent_id,
             model=cmd.model,
-            resume_mode=cmd.resume_mode,
+            resume_mode="auto" if self.shared_resume is not None else cmd.resume_mode,
             retry_of=cmd.retry_of,
             meta=cmd.meta,
         )

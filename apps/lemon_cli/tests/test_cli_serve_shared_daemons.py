@@ -1,0 +1,157 @@
+"""Two real daemons (``lemon serve`` subprocesses) on one PostgreSQL schema and one Redis
+prefix behave as one deployment: a message sent through A is in B's ``chat.history``, B's
+clients receive A's run events, and a burst of messages into one session alternating A and B is
+every one accounted for with no two runs of the session overlapping.
+
+Each daemon has its own home (its daemon lock, its state file); they share the store and the bus
+through the servers and the transcript files through one directory (a shared filesystem's
+stand-in: the transcripts are not in the store yet). Each test uses its own schema (dropped
+after) and thereby its own Redis channel prefix."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from lemon_control_plane.testing import WireClient, wire_client
+
+LEMON = Path(sys.executable).with_name("lemon")
+PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("LEMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@dataclass
+class Daemon:
+    name: str
+    proc: subprocess.Popen[str]
+    url: str
+
+    @property
+    def ws(self) -> str:
+        return self.url.replace("http://", "ws://") + "/ws"
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = f"two_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def start(tmp_path: Path, name: str, schema: str, shared: Path) -> Daemon:
+    home = tmp_path / name
+    (home / "agent").mkdir(parents=True)
+    (home / "agent" / "sessions").symlink_to(shared, target_is_directory=True)
+    (home / "config.toml").write_text(
+        f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
+        f'[bus]\nbackend = "redis"\nurl = "{REDIS}"\n',
+        encoding="utf-8",
+    )
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
+    env = {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(home), "LEMON_TEST_DSN": PG}
+    proc = subprocess.Popen(
+        [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the readiness handshake: printed once it listens
+    found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+    if not found:
+        proc.kill()
+        raise AssertionError((line, proc.stderr.read() if proc.stderr else ""))
+    return Daemon(name, proc, found[1])
+
+
+def stop(daemon: Daemon) -> None:
+    if daemon.proc.poll() is None:
+        daemon.proc.terminate()
+        try:
+            daemon.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.proc.kill()
+            daemon.proc.wait(30)
+    for pipe in (daemon.proc.stdout, daemon.proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path, schema: str) -> Iterator[tuple[Daemon, Daemon]]:
+    shared = tmp_path / "shared-sessions"
+    shared.mkdir()
+    a = start(tmp_path, "a", schema, shared)
+    try:
+        b = start(tmp_path, "b", schema, shared)
+    except BaseException:
+        stop(a)
+        raise
+    try:
+        yield a, b
+    finally:
+        stop(a)
+        stop(b)
+
+
+SESSION = "agent:default:main"
+
+
+async def test_history_and_live_events_are_shared(pair: tuple[Daemon, Daemon]) -> None:
+    a, b = pair
+    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+        # B's client watches the session before A runs it.
+        await on_b.call("chat.history", {"sessionKey": SESSION})
+        sent = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "hello from a"})
+        done_a = await on_a.completed(sent["runId"])
+        done_b = await on_b.completed(sent["runId"])
+        assert done_a["payload"]["ok"] is True
+        assert done_b["payload"]["runId"] == sent["runId"]
+        history = await on_b.call("chat.history", {"sessionKey": SESSION})
+        turn = [(m["role"], m["content"]) for m in history["messages"]]
+        assert [role for role, _ in turn] == ["user", "assistant"]
+        assert turn[0] == ("user", "hello from a")
+        listed = await on_b.call("sessions.list")
+        assert [s["sessionKey"] for s in listed["sessions"]] == [SESSION]
+
+
+async def test_a_burst_alternating_daemons_is_all_accounted_for_and_never_overlaps(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+        clients = (on_a, on_b)
+        sent: list[tuple[WireClient, str]] = []
+        for i in range(20):
+            client = clients[i % 2]
+            reply = await client.call(
+                "chat.send",
+                {"sessionKey": SESSION, "prompt": f"/echo m{i:02d}", "queueMode": "collect"},
+            )
+            sent.append((client, reply["runId"]))
+        assert len({run_id for _, run_id in sent}) == 20  # one run per message
+        for client, run_id in sent:
+            done = await client.completed(run_id)
+            assert done["payload"]["ok"] is True, done
+        history = await on_a.call("chat.history", {"sessionKey": SESSION, "limit": 200})
+    pairs = [(m["role"], m["content"]) for m in history["messages"]]
+    # Runs of one session never overlapped: the transcript is 20 whole turns, none interleaved.
+    assert len(pairs) == 40, pairs
+    for turn in range(20):
+        user, answer = pairs[2 * turn], pairs[2 * turn + 1]
+        assert user[0] == "user"
+        assert answer == ("assistant", user[1].removeprefix("/echo "))
+    assert sorted(user[1] for user in pairs[::2]) == [f"/echo m{i:02d}" for i in range(20)]
