@@ -10,6 +10,7 @@ after) and thereby its own Redis channel prefix."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -48,13 +49,16 @@ def schema() -> Iterator[str]:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
-def start(tmp_path: Path, name: str, schema: str, shared: Path) -> Daemon:
+def start(
+    tmp_path: Path, name: str, schema: str, shared: Path, *, lease_ttl_s: float = 15.0
+) -> Daemon:
     home = tmp_path / name
     (home / "agent").mkdir(parents=True)
     (home / "agent" / "sessions").symlink_to(shared, target_is_directory=True)
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
-        f'[bus]\nbackend = "redis"\nurl = "{REDIS}"\n',
+        f'[bus]\nbackend = "redis"\nurl = "{REDIS}"\n'
+        f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n",
         encoding="utf-8",
     )
     work = tmp_path / "work"
@@ -91,12 +95,17 @@ def stop(daemon: Daemon) -> None:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, schema: str) -> Iterator[tuple[Daemon, Daemon]]:
+def lease_ttl_s() -> float:
+    return 15.0
+
+
+@pytest.fixture
+def pair(tmp_path: Path, schema: str, lease_ttl_s: float) -> Iterator[tuple[Daemon, Daemon]]:
     shared = tmp_path / "shared-sessions"
     shared.mkdir()
-    a = start(tmp_path, "a", schema, shared)
+    a = start(tmp_path, "a", schema, shared, lease_ttl_s=lease_ttl_s)
     try:
-        b = start(tmp_path, "b", schema, shared)
+        b = start(tmp_path, "b", schema, shared, lease_ttl_s=lease_ttl_s)
     except BaseException:
         stop(a)
         raise
@@ -155,3 +164,47 @@ async def test_a_burst_alternating_daemons_is_all_accounted_for_and_never_overla
         assert user[0] == "user"
         assert answer == ("assistant", user[1].removeprefix("/echo "))
     assert sorted(user[1] for user in pairs[::2]) == [f"/echo m{i:02d}" for i in range(20)]
+
+
+HOLD = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+
+
+def completions(client: WireClient, run_id: str) -> list[dict[str, Any]]:
+    return [
+        f
+        for f in client.events("agent")
+        if f["payload"].get("type") == "completed" and f["payload"].get("runId") == run_id
+    ]
+
+
+@pytest.mark.parametrize("lease_ttl_s", [1.0])
+async def test_kill_9_of_the_owner_mid_run_one_completion_and_the_session_goes_on(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})  # B's client follows it
+        async with wire_client(a.ws)() as on_a:
+            held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+            await on_a.event("exec.approval.requested", runId=held["runId"])
+        a.proc.kill()  # SIGKILL: no goodbye, the lease is left to expire
+        await asyncio.to_thread(a.proc.wait, 30)
+
+        after = await on_b.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo after"})
+        vanished = await on_b.completed(held["runId"])
+        done = await on_b.completed(after["runId"])
+        assert vanished["payload"]["ok"] is False
+        assert "owner_lost" in vanished["payload"]["error"]
+        assert done["payload"]["ok"] is True
+        assert done["payload"]["answer"] == "after"
+        # A sentinel run: everything about the held run has arrived by its end.
+        sentinel = await on_b.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo end"})
+        await on_b.completed(sentinel["runId"])
+        assert len(completions(on_b, held["runId"])) == 1  # exactly one completion
+        approvals = [
+            f for f in on_b.events("exec.approval.requested")
+            if f["payload"].get("runId") == held["runId"]
+        ]
+        # At most A's own approval request (B's client may have heard it through Redis while
+        # A lived): the run was never executed again on B, which would ask again.
+        assert len(approvals) <= 1

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from lemon_core.bus import Bus
+from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, RunStore
 from lemon_core.store.postgres import PostgresLeases, PostgresStore, drop_schema
 from lemon_gateway import Gateway, GatewayConfig
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
-from lemon_platform_test.gateway_kit import command
+from lemon_platform_test.gateway_kit import RunEvents, command
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 SESSION = "agent:test:shared"
@@ -126,7 +127,11 @@ async def test_a_late_write_of_a_former_owner_is_refused(daemons: Daemons) -> No
         )
 
     await store_a.run(expire)
+    seen_by_b = RunEvents(b.bus).watch("late")
     done = await b.submit_execution(command("new", session=SESSION))
+    (vanished,) = seen_by_b.completions("late")  # published by b, the new owner
+    assert vanished.error_code is ErrorCode.VANISHED
+    assert vanished.synthetic is True
     assert (done.ok, done.warning) == (True, None)
 
     gate.open()  # a wakes up and finishes: its durable writes carry the old token
@@ -136,10 +141,16 @@ async def test_a_late_write_of_a_former_owner_is_refused(daemons: Daemons) -> No
     assert "fenced: this daemon lost the session's lease" in stale.warning
     resume = await ChatStateStore(store_b).resume_token(SESSION)
     assert resume == ResumeToken.native("b-1")  # b's state, not overwritten
-    history = await RunStore(store_b).history(SESSION)
-    assert [r.run_id for r in history] == ["new"]  # a's run was not recorded either
+    # Taking the session over, b found a's run still in flight and gave it its one
+    # completion (vanished: never executed again); a's own record of it was refused.
+    history = {r.run_id: r for r in await RunStore(store_b).history(SESSION)}
+    assert set(history) == {"new", "late"}
+    assert history["late"].ok is False
+    assert history["late"].error_code is ErrorCode.VANISHED
+    assert history["new"].ok is True
     assert a.shared is not None
     assert a.shared.fenced_refusals == 2
+    assert b.statistics()["shared"]["orphans_completed"] == 1
 
 
 async def test_a_live_owner_renews_and_a_lost_lease_cancels_its_run(daemons: Daemons) -> None:

@@ -25,12 +25,13 @@ from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final, Self
 
-from lemon_core.bus import Bus
+from lemon_core.bus import Bus, run_topic, session_topic
 from lemon_core.errors import LemonCoreError
-from lemon_core.events import Completion, ErrorCode, Payload
+from lemon_core.events import Completion, ErrorCode, Payload, RunCompleted, now_ms
 from lemon_core.execution import (
     ENGINE_RUNTIME,
     EXECUTOR_ENTRY_POINT_GROUP,
+    NATIVE_ENGINE,
     ExecutionCommand,
     Executor,
     RuntimeContext,
@@ -38,14 +39,14 @@ from lemon_core.execution import (
     SteerableExecution,
 )
 from lemon_core.leases import Leases
-from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
+from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
-from lemon_gateway._shared import SharedLeases
+from lemon_gateway._shared import IN_FLIGHT, SharedLeases
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -137,6 +138,7 @@ class Gateway:
         self._swept = 0
         self._steers_accepted = 0
         self._steers_refused = 0
+        self._orphans_completed = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -463,6 +465,53 @@ class Gateway:
             return exc
         return None
 
+    async def _complete_orphan(self, fenced: Store, key: str, record: dict[str, Any]) -> None:
+        """Give a run of a daemon that lost its session's lease its one completion: typed
+        ``vanished``, recorded in the run history and published on its run topic and its
+        session topic (its router is gone); then forget it. Every write is fenced."""
+        run_id = str(record.get("run_id", ""))
+        session_key = str(record.get("session_key", ""))
+        if not run_id or not session_key:
+            await fenced.delete(IN_FLIGHT, key)
+            return
+        owner = record.get("owner", "?")
+        completion = Completion(
+            ok=False,
+            error=f"owner_lost: daemon {owner} stopped with this run in flight (its lease "
+            "expired); it was not executed again",
+            error_code=ErrorCode.VANISHED,
+            engine=NATIVE_ENGINE,
+            run_id=run_id,
+            session_key=session_key,
+            synthetic=True,
+        )
+        finished = now_ms()
+        started = int(record.get("started_at_ms", finished) or finished)
+        if self.config.record_run_history:
+            await RunStore(fenced).finalize(
+                RunSummary(
+                    run_id=run_id,
+                    session_key=session_key,
+                    ok=False,
+                    error=completion.error,
+                    started_at_ms=started,
+                    finished_at_ms=finished,
+                    duration_ms=max(0, finished - started),
+                    error_code=ErrorCode.VANISHED,
+                )
+            )
+        await fenced.delete(IN_FLIGHT, key)
+        payload = RunCompleted(completed=completion, duration_ms=max(0, finished - started))
+        meta = {"run_id": run_id, "session_key": session_key, "synthetic": True}
+        for topic in (run_topic(run_id), session_topic(session_key)):
+            try:
+                self.bus.broadcast_event(topic, "run_completed", payload, meta)
+            except LemonCoreError as exc:
+                self._publish_errors += 1
+                log.error("orphan run %s: publishing its completion failed: %r", run_id, exc)
+        self._orphans_completed += 1
+        log.warning("completed orphan run %s of session %s (owner %s)", run_id, session_key, owner)
+
     def _run_finished(self, run: Run, completion: Completion) -> None:
         if self._runs.get(run.run_id) is run:
             del self._runs[run.run_id]
@@ -514,7 +563,9 @@ class Gateway:
                 "stale_releases": sched.stale_releases,
             },
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
-            "shared": None if self.shared is None else self.shared.statistics(),
+            "shared": None
+            if self.shared is None
+            else {**self.shared.statistics(), "orphans_completed": self._orphans_completed},
             "launch_failures": self._launch_failures,
             "store_failures": self._store_failures,
             "store_swept": self._swept,

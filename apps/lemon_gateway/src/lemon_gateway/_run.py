@@ -50,12 +50,12 @@ from lemon_core.execution import (
     RunView,
 )
 from lemon_core.leases import Lease
-from lemon_core.store import ChatStateStore, RunStore, RunSummary, StaleLeaseError
+from lemon_core.store import ChatStateStore, RunStore, RunSummary, StaleLeaseError, Store
 from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
-from lemon_gateway._shared import lease_name
+from lemon_gateway._shared import IN_FLIGHT, lease_name
 
 if TYPE_CHECKING:
     from lemon_gateway._gateway import Gateway
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Run", "RunState"]
 
+_SEP: Final = "\x1f"
 log = logging.getLogger("lemon_gateway.run")
 
 _MAX_ERROR_CHARS: Final = 4096
@@ -136,6 +137,7 @@ class Run:
         "launch_attempts",
         "lease",
         "lease_lost",
+        "orphaned",
         "prepared",
         "request",
         "seq",
@@ -167,6 +169,7 @@ class Run:
         self._keeper: asyncio.Task[None] | None = None
         self.lease_lost: str | None = None
         self.shared_resume: ResumeToken | None = None
+        self.orphaned = False
         self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
@@ -320,6 +323,7 @@ class Run:
                 self.shared_engine = engine
                 self._shared.insert(0, engine)
                 await self._refresh_resume()
+                await self._record_in_flight(shared.leases.fenced(engine))
         if shared is not None and self._shared:
             self._keeper = gw._spawn(
                 shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
@@ -361,6 +365,37 @@ class Run:
         if resume is not None:
             return ("resume", resume.value)
         return ("session", self.request.session_key)
+
+    async def _record_in_flight(self, fenced: Store) -> None:
+        # Under the session's lease: a run of the session still recorded in flight belonged to
+        # a daemon that lost the lease without finalising it (killed, or paused past the ttl).
+        # It gets its one completion here, typed ``vanished``, and is never executed again.
+        # Then this run records itself until its own finalisation.
+        gw = self.gateway
+        req = self.request
+        prefix = f"{req.session_key}{_SEP}"
+        try:
+            found = await bounded(
+                fenced.scan(IN_FLIGHT, prefix=prefix, limit=100), gw.config.store_timeout_s
+            )
+            for key, record in found:
+                if isinstance(record, dict) and record.get("run_id") != req.run_id:
+                    await gw._complete_orphan(fenced, key, record)
+            await bounded(
+                fenced.put(
+                    IN_FLIGHT,
+                    f"{prefix}{req.run_id}",
+                    {
+                        "run_id": req.run_id,
+                        "session_key": req.session_key,
+                        "owner": gw.shared.owner if gw.shared is not None else "",
+                        "started_at_ms": now_ms(),
+                    },
+                ),
+                gw.config.store_timeout_s,
+            )
+        except Exception as exc:  # the run goes on; only orphan recovery is weakened
+            log.warning("run %s: recording the run in flight failed: %r", self.run_id, exc)
 
     async def _refresh_resume(self) -> None:
         # Under the session's shared lease: a run of this session on another daemon may have
@@ -615,6 +650,20 @@ class Run:
                 if isinstance(exc, StaleLeaseError) and gw.shared is not None:
                     gw.shared.fenced_refusals += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
+        if self.shared_engine is not None and gw.shared is not None:
+            try:
+                await bounded(
+                    gw.shared.leases.fenced(self.shared_engine).delete(
+                        IN_FLIGHT, f"{req.session_key}{_SEP}{req.run_id}"
+                    ),
+                    gw.config.store_timeout_s,
+                )
+            except StaleLeaseError:
+                # Another daemon took the session over. If it already completed this run as
+                # vanished (its in-flight record is gone), that was its one completion.
+                self.orphaned = await self._completed_elsewhere()
+            except Exception as exc:
+                log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
         if self._shared:
             await self._release_shared()
         if self.grant is not None:
@@ -624,6 +673,18 @@ class Run:
         if not self.future.done():
             self.future.set_result(completion)
         gw._run_finished(self, completion)
+
+    async def _completed_elsewhere(self) -> bool:
+        gw = self.gateway
+        req = self.request
+        try:
+            record = await bounded(
+                gw.store.get(IN_FLIGHT, f"{req.session_key}{_SEP}{req.run_id}"),
+                gw.config.store_timeout_s,
+            )
+        except Exception:
+            return False
+        return record is None
 
     def _publish_completion(self, completion: Completion, duration_ms: int) -> Completion:
         """Publish exactly one ``run_completed`` and return the completion published.
@@ -635,6 +696,9 @@ class Run:
         """
         gw = self.gateway
         req = self.request
+        if self.orphaned:
+            # Its one run_completed came from the daemon that took the session over.
+            return completion
         error = gw._try_publish(
             self, "run_completed", RunCompleted(completed=completion, duration_ms=duration_ms)
         )

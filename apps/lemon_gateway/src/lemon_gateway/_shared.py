@@ -34,10 +34,12 @@ from typing import Final
 from lemon_core.leases import Lease, Leases
 from lemon_core.store import StoreError
 
-__all__ = ["SharedLeases", "lease_name"]
+__all__ = ["IN_FLIGHT", "SharedLeases", "lease_name"]
 
 log = logging.getLogger(__name__)
 
+#: The store table of runs in flight under a shared engine lease (``<session>\x1f<run_id>``).
+IN_FLIGHT: Final = "gateway_in_flight"
 _POLL_START_S: Final = 0.005
 _POLL_MAX_S: Final = 0.05
 
