@@ -13,21 +13,25 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 from lemon_control_plane.testing import WireClient, wire_client
+from lemon_platform_test.proxy import TcpProxy
 
 LEMON = Path(sys.executable).with_name("lemon")
 PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("LEMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_PORT = int(REDIS.rsplit(":", 1)[1].split("/")[0])
 
 
 @dataclass
@@ -50,14 +54,20 @@ def schema() -> Iterator[str]:
 
 
 def start(
-    tmp_path: Path, name: str, schema: str, shared: Path, *, lease_ttl_s: float = 15.0
+    tmp_path: Path,
+    name: str,
+    schema: str,
+    shared: Path,
+    *,
+    lease_ttl_s: float = 15.0,
+    redis_url: str = REDIS,
 ) -> Daemon:
     home = tmp_path / name
     (home / "agent").mkdir(parents=True)
     (home / "agent" / "sessions").symlink_to(shared, target_is_directory=True)
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
-        f'[bus]\nbackend = "redis"\nurl = "{REDIS}"\n'
+        f'[bus]\nbackend = "redis"\nurl = "{redis_url}"\n'
         f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n",
         encoding="utf-8",
     )
@@ -202,9 +212,100 @@ async def test_kill_9_of_the_owner_mid_run_one_completion_and_the_session_goes_o
         await on_b.completed(sentinel["runId"])
         assert len(completions(on_b, held["runId"])) == 1  # exactly one completion
         approvals = [
-            f for f in on_b.events("exec.approval.requested")
+            f
+            for f in on_b.events("exec.approval.requested")
             if f["payload"].get("runId") == held["runId"]
         ]
         # At most A's own approval request (B's client may have heard it through Redis while
         # A lived): the run was never executed again on B, which would ask again.
         assert len(approvals) <= 1
+
+
+def read_until(daemon: Daemon, needle: str) -> list[str]:
+    """Lines of the daemon's stderr up to the first one holding ``needle`` (blocking)."""
+    assert daemon.proc.stderr is not None
+    lines: list[str] = []
+    for line in daemon.proc.stderr:
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"{daemon.name} ended without logging {needle!r}: {lines}")
+
+
+@pytest.mark.parametrize("lease_ttl_s", [1.0])
+async def test_a_paused_owner_loses_the_session_and_its_late_write_is_refused(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})
+        async with wire_client(a.ws)() as on_a:
+            held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+            await on_a.event("exec.approval.requested", runId=held["runId"])
+            a.proc.send_signal(signal.SIGSTOP)  # paused past its lease: renewal stops
+            try:
+                taken = await on_b.call(
+                    "chat.send", {"sessionKey": SESSION, "prompt": "/echo taken over"}
+                )
+                vanished = await on_b.completed(held["runId"])
+                assert vanished["payload"]["ok"] is False
+                assert "owner_lost" in vanished["payload"]["error"]
+                done = await on_b.completed(taken["runId"])
+                assert done["payload"]["answer"] == "taken over"
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            # A wakes up: its renewal finds the lease taken, it cancels the run, and the run's
+            # durable writes carry the old token: refused, nothing written.
+            logged = await asyncio.to_thread(read_until, a, "recording run history failed")
+            assert any("lost its shared lease" in line for line in logged), logged
+            assert "StaleLeaseError" in logged[-1]
+        sentinel = await on_b.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo end"})
+        await on_b.completed(sentinel["runId"])
+        assert len(completions(on_b, held["runId"])) == 1  # A published no second one
+        listed = await on_b.call("sessions.list")
+        (row,) = listed["sessions"]
+        assert row["lastRunId"] == sentinel["runId"]
+
+
+async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
+    tmp_path: Path, schema: str
+) -> None:
+    shared = tmp_path / "shared-sessions"
+    shared.mkdir()
+    with TcpProxy("127.0.0.1", REDIS_PORT) as proxy:
+        # A reaches Redis through a proxy this test cuts (the machine's Redis is shared and is
+        # never restarted); B reaches it directly.
+        a = start(tmp_path, "a", schema, shared, redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+        b = start(tmp_path, "b", schema, shared)
+        try:
+            async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+                await on_b.call("chat.history", {"sessionKey": SESSION})
+                await on_a.call("chat.history", {"sessionKey": SESSION})
+                proxy.cut()
+                logged = await asyncio.to_thread(read_until, a, "Redis bus")
+                assert "down" in logged[-1]
+                # A keeps serving its own clients; the run is persisted.
+                sent = await on_a.call(
+                    "chat.send", {"sessionKey": SESSION, "prompt": "/echo during the outage"}
+                )
+                done = await on_a.completed(sent["runId"])
+                assert done["payload"]["answer"] == "during the outage"
+                proxy.restore()
+                logged = await asyncio.to_thread(read_until, a, "reconnected")
+                # B's subscriptions may have missed A's events: B's client is told to resync,
+                # and the store, the authority, has everything.
+                resync = await on_b.event("stream.resync")
+                assert resync["payload"]["sessionKey"] == SESSION
+                history = await on_b.call("chat.history", {"sessionKey": SESSION})
+                assert ("user", "/echo during the outage") in [
+                    (m["role"], m["content"]) for m in history["messages"]
+                ]
+                # Delivery across daemons resumed.
+                again = await on_a.call(
+                    "chat.send", {"sessionKey": SESSION, "prompt": "/echo back"}
+                )
+                back = await on_b.completed(again["runId"])
+                assert back["payload"]["answer"] == "back"
+        finally:
+            stop(a)
+            stop(b)
