@@ -1,7 +1,8 @@
 """Two real daemons (``lemon serve`` subprocesses) on one PostgreSQL schema and one Redis
 prefix behave as one deployment: a message sent through A is in B's ``chat.history``, B's
 clients receive A's run events, and a burst of messages into one session alternating A and B is
-every one accounted for with no two runs of the session overlapping.
+every one accounted for with no two runs of the session overlapping; the owner killed or paused
+mid-run, Redis and PostgreSQL lost (through proxies the test cuts: the servers are shared).
 
 Each daemon has its own home (its daemon lock, its state file); they share the store and the bus
 through the servers and the transcript files through one directory (a shared filesystem's
@@ -61,6 +62,8 @@ def start(
     *,
     lease_ttl_s: float = 15.0,
     redis_url: str = REDIS,
+    dsn: str = PG,
+    gateway: str = "",
 ) -> Daemon:
     home = tmp_path / name
     (home / "agent").mkdir(parents=True)
@@ -68,13 +71,13 @@ def start(
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f'[bus]\nbackend = "redis"\nurl = "{redis_url}"\n'
-        f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n",
+        f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n{gateway}",
         encoding="utf-8",
     )
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
-    env = {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(home), "LEMON_TEST_DSN": PG}
+    env = {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(home), "LEMON_TEST_DSN": dsn}
     proc = subprocess.Popen(
         [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
         env=env,
@@ -306,6 +309,41 @@ async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
                 )
                 back = await on_b.completed(again["runId"])
                 assert back["payload"]["answer"] == "back"
+        finally:
+            stop(a)
+            stop(b)
+
+
+async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_written(
+    tmp_path: Path, schema: str
+) -> None:
+    shared = tmp_path / "shared-sessions"
+    shared.mkdir()
+    pg_port = int(PG.rsplit(":", 1)[1].split("/")[0])
+    with TcpProxy("127.0.0.1", pg_port) as proxy:
+        dsn = PG.replace(f":{pg_port}/", f":{proxy.port}/")
+        bounds = "engine_lock_timeout_s = 2\nstore_timeout_s = 2\n"
+        a = start(tmp_path, "a", schema, shared, dsn=dsn, gateway=bounds)
+        b = start(tmp_path, "b", schema, shared)
+        try:
+            async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+                proxy.cut()  # A loses PostgreSQL (B keeps it)
+                lost = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo lost"})
+                failed = await on_a.completed(lost["runId"])
+                assert failed["payload"]["ok"] is False
+                assert "the shared store cannot be reached" in failed["payload"]["error"]
+                assert "nothing was executed" in failed["payload"]["error"]
+                proxy.restore()
+                back = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo back"})
+                done = await on_a.completed(back["runId"])
+                assert done["payload"]["ok"] is True, done
+                history = await on_b.call("chat.history", {"sessionKey": SESSION})
+                assert [(m["role"], m["content"]) for m in history["messages"]] == [
+                    ("user", "/echo back"),
+                    ("assistant", "back"),
+                ]
+                (row,) = (await on_b.call("sessions.list"))["sessions"]
+                assert row["lastRunId"] == back["runId"]
         finally:
             stop(a)
             stop(b)

@@ -50,7 +50,14 @@ from lemon_core.execution import (
     RunView,
 )
 from lemon_core.leases import Lease
-from lemon_core.store import ChatStateStore, RunStore, RunSummary, StaleLeaseError, Store
+from lemon_core.store import (
+    ChatStateStore,
+    RunStore,
+    RunSummary,
+    StaleLeaseError,
+    Store,
+    StoreError,
+)
 from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
@@ -314,10 +321,20 @@ class Run:
             if shared is not None:
                 # Keyed by the session (whatever resume token the run carries), so runs of
                 # one session exclude each other on every daemon.
-                engine = await shared.acquire(
-                    lease_name("engine", ("session", req.session_key)),
-                    wait_s=cfg.engine_lock_timeout_s,
-                )
+                try:
+                    engine = await shared.acquire(
+                        lease_name("engine", ("session", req.session_key)),
+                        wait_s=cfg.engine_lock_timeout_s,
+                    )
+                except StoreError as exc:
+                    return _Outcome(
+                        ok=False,
+                        error=_truncate(
+                            "store_failed: the shared store cannot be reached, so the "
+                            f"session's lease cannot be taken ({exc}); nothing was executed"
+                        ),
+                        code=ErrorCode.STORE_FAILED,
+                    )
                 if engine is None:
                     return timed_out
                 self.shared_engine = engine

@@ -71,16 +71,18 @@ class SharedLeases:
     async def acquire(self, name: str, *, wait_s: float | None) -> Lease | None:
         """The lease of ``name``, waiting at most ``wait_s`` seconds (None: no limit) for
         its holder to release it or for it to expire; None when not granted in time. A store
-        failure while waiting counts as not granted yet."""
+        failure while waiting counts as not granted yet; when the last attempt before the
+        deadline failed so, that ``StoreError`` is raised (the store is unreachable)."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
         delay = _POLL_START_S
         waited = False
         while True:
+            failure: StoreError | None = None
             try:
                 lease = await self.leases.acquire(name, self.owner, ttl_ms=self.ttl_ms)
             except StoreError as exc:
                 log.warning("shared lease %s: %s", name, exc)
-                lease = None
+                lease, failure = None, exc
             if lease is not None:
                 self.acquired += 1
                 return lease
@@ -88,6 +90,8 @@ class SharedLeases:
                 waited = True
                 self.waits += 1
             if deadline is not None and time.monotonic() + delay > deadline:
+                if failure is not None:
+                    raise failure  # the store, not another owner, kept the lease from us
                 return None
             await asyncio.sleep(delay)
             delay = min(_POLL_MAX_S, delay * 2)
