@@ -198,3 +198,24 @@ async def test_shared_slots_make_the_limit_global(daemons: Daemons) -> None:
     gate.open()
     assert (await first).answer == "s1"
     assert (await second).answer == "s2"
+
+
+async def test_a_run_waits_for_a_live_run_of_its_session_past_the_lock_timeout(
+    daemons: Daemons,
+) -> None:
+    a, _ = await daemons.make("daemon-a", lease_ttl_s=0.3)
+    b, _ = await daemons.make("daemon-b", engine_lock_timeout_s=0.1)
+    gate = Gate()
+    daemons.executor.script_run("first", Script().gate(gate).complete(answer="first"))
+    daemons.executor.script_run("second", Script().complete(answer="second"))
+    first = a.submit_execution(command("first", session=SESSION))
+    await gate.reached()
+    second = b.submit_execution(command("second", session=SESSION))
+    # Well past b's engine_lock_timeout_s: the session's messages wait for each other across
+    # daemons as in one daemon's queue, while a's run is alive (renewed).
+    await eventually(lambda: a.shared is not None and a.shared.renewed >= 3, "renewals")
+    assert not second.done()
+    assert "second" not in daemons.executor.records
+    gate.open()
+    assert (await first).answer == "first"
+    assert (await second).answer == "second"

@@ -322,9 +322,12 @@ class Run:
                 # Keyed by the session (whatever resume token the run carries), so runs of
                 # one session exclude each other on every daemon.
                 try:
+                    # As long as a live run of the session on another daemon holds it: the
+                    # session's messages wait for each other, as in one daemon's queue.
                     engine = await shared.acquire(
                         lease_name("engine", ("session", req.session_key)),
-                        wait_s=cfg.engine_lock_timeout_s,
+                        wait_s=None,
+                        store_wait_s=cfg.engine_lock_timeout_s,
                     )
                 except StoreError as exc:
                     return _Outcome(

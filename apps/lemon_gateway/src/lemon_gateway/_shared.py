@@ -16,8 +16,10 @@ Guarantees (on top of the lease's own, see :mod:`lemon_core.leases`):
 * A renewal that finds the lease lost marks the run (``lost``) and cancels it with
   ``lease_lost``; every durable write of the run goes through the fenced store of its engine
   lease, so a late write is refused (``StaleLeaseError``), nothing written.
-* Waiting for a held lease is a bounded poll (5 ms doubling to 50 ms), so a release in another
-  daemon is noticed within about 50 ms.
+* Waiting for a held lease is a poll (5 ms doubling to 50 ms), so a release in another daemon is
+  noticed within about 50 ms. A run waits for its session's engine lease as long as another
+  daemon's run holds it (and renews it), as it would wait in its session's queue on one
+  machine; only a store that keeps failing for ``engine_lock_timeout_s`` ends the wait.
 """
 
 from __future__ import annotations
@@ -68,21 +70,32 @@ class SharedLeases:
         self.fenced_refusals = 0
         self.waits = 0
 
-    async def acquire(self, name: str, *, wait_s: float | None) -> Lease | None:
-        """The lease of ``name``, waiting at most ``wait_s`` seconds (None: no limit) for
-        its holder to release it or for it to expire; None when not granted in time. A store
-        failure while waiting counts as not granted yet; when the last attempt before the
-        deadline failed so, that ``StoreError`` is raised (the store is unreachable)."""
-        deadline = None if wait_s is None else time.monotonic() + wait_s
+    async def acquire(
+        self, name: str, *, wait_s: float | None, store_wait_s: float | None = None
+    ) -> Lease | None:
+        """The lease of ``name``, waiting at most ``wait_s`` seconds (None: as long as its
+        holder keeps it, cancellable) for the holder to release it or for it to expire; None
+        when not granted in time. A store failure counts as not granted yet, but failures
+        without a success in between for ``store_wait_s`` seconds (default ``wait_s``) raise
+        the last ``StoreError``: the store, not another owner, keeps the lease from us."""
+        now = time.monotonic()
+        deadline = None if wait_s is None else now + wait_s
+        store_limit = wait_s if store_wait_s is None else store_wait_s
+        failing_since: float | None = None
         delay = _POLL_START_S
         waited = False
         while True:
-            failure: StoreError | None = None
             try:
                 lease = await self.leases.acquire(name, self.owner, ttl_ms=self.ttl_ms)
             except StoreError as exc:
                 log.warning("shared lease %s: %s", name, exc)
-                lease, failure = None, exc
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                if store_limit is not None and now - failing_since + delay > store_limit:
+                    raise
+                lease = None
+            else:
+                failing_since = None
             if lease is not None:
                 self.acquired += 1
                 return lease
@@ -90,8 +103,6 @@ class SharedLeases:
                 waited = True
                 self.waits += 1
             if deadline is not None and time.monotonic() + delay > deadline:
-                if failure is not None:
-                    raise failure  # the store, not another owner, kept the lease from us
                 return None
             await asyncio.sleep(delay)
             delay = min(_POLL_MAX_S, delay * 2)
