@@ -219,3 +219,38 @@ async def test_a_run_waits_for_a_live_run_of_its_session_past_the_lock_timeout(
     gate.open()
     assert (await first).answer == "first"
     assert (await second).answer == "second"
+
+
+async def test_the_orphan_sweep_completes_a_dead_owners_run_once(daemons: Daemons) -> None:
+    a, store_a = await daemons.make("daemon-a", lease_ttl_s=60)
+    b, store_b = await daemons.make("daemon-b", lease_ttl_s=60)
+    gate = Gate()
+    daemons.executor.script_run("orphan", Script().gate(gate).complete(answer="too late"))
+    orphan = a.submit_execution(command("orphan", session=SESSION))
+    await gate.reached()
+    seen_by_b = RunEvents(b.bus).watch("orphan")
+    seen_by_a = RunEvents(a.bus).watch("orphan")  # a's own bus (no Redis between them here)
+    assert await b.sweep_orphans() == 0  # a live owner holds the session: left alone
+
+    async def expire(conn: Any) -> None:  # a dies: its lease runs out
+        await conn.execute(
+            f'UPDATE "{daemons.schema}".lemon_leases SET expires_at_ms = 0 WHERE name = %s',
+            (ENGINE,),
+        )
+
+    await store_a.run(expire)
+    assert await b.sweep_orphans() == 1  # no further message needed
+    (vanished,) = seen_by_b.completions("orphan")
+    assert vanished.error_code is ErrorCode.VANISHED
+    assert await store_b.scan("gateway_in_flight") == []
+    assert await b.sweep_orphans() == 0  # once
+    history = await RunStore(store_b).history(SESSION)
+    assert [(r.run_id, r.error_code) for r in history] == [("orphan", ErrorCode.VANISHED)]
+
+    gate.open()  # the "dead" owner was only paused: it publishes no second completion
+    late = await orphan
+    assert late.answer == "too late"
+    assert seen_by_a.types("orphan") == []  # a published no run_completed of its own
+    assert [(r.run_id, r.error_code) for r in await RunStore(store_b).history(SESSION)] == [
+        ("orphan", ErrorCode.VANISHED)
+    ]

@@ -123,6 +123,7 @@ class Gateway:
         self._workers: dict[Hashable, ThreadWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
         self._default_cwd = os.getcwd()
@@ -167,6 +168,10 @@ class Gateway:
         self.state = GatewayState.RUNNING
         self._loop = asyncio.get_running_loop()
         self._watchdog = self._loop.create_task(self._slot_watchdog(), name="gateway:slot-watchdog")
+        if self.shared is not None:
+            self._orphan_watchdog = self._loop.create_task(
+                self._sweep_orphans_forever(), name="gateway:orphan-watchdog"
+            )
         if self.config.ingress_enabled and self._ingress_factories:
             stack = AsyncExitStack()
             try:
@@ -196,6 +201,9 @@ class Gateway:
             if self._watchdog is not None:
                 self._watchdog.cancel()
                 await asyncio.wait({self._watchdog})
+            if self._orphan_watchdog is not None:
+                self._orphan_watchdog.cancel()
+                await asyncio.wait({self._orphan_watchdog})
             if self.runtime is not None:
                 self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
             self.state = GatewayState.STOPPED
@@ -424,6 +432,47 @@ class Gateway:
             if sweep_every and time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self.sweep_store()
+
+    async def _sweep_orphans_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.lease_ttl_s)
+            await self.sweep_orphans()
+
+    async def sweep_orphans(self) -> int:
+        """Complete runs left in flight by daemons that lost their session's lease, for
+        sessions no run of which took the lease since (every ``lease_ttl_s``; tests call it).
+        A session whose lease a live owner holds is left alone. Failures are logged, never
+        raised; returns how many orphans were completed."""
+        shared = self.shared
+        if shared is None:
+            return 0
+        before = self._orphans_completed
+        try:
+            async with asyncio.timeout(self.config.store_timeout_s):
+                rows = await self.store.scan(IN_FLIGHT, limit=1000)
+            sessions = {
+                str(record["session_key"])
+                for _, record in rows
+                if isinstance(record, dict) and record.get("session_key")
+            }
+            for session_key in sorted(sessions):
+                name = f"engine:session:{session_key}"
+                lease = await shared.leases.acquire(name, shared.owner, ttl_ms=shared.ttl_ms)
+                if lease is None:
+                    continue  # held by a live owner (perhaps a run of ours)
+                try:
+                    fenced = shared.leases.fenced(lease)
+                    async with asyncio.timeout(self.config.store_timeout_s):
+                        found = await fenced.scan(IN_FLIGHT, prefix=f"{session_key}\x1f")
+                        for key, record in found:
+                            if isinstance(record, dict):
+                                await self._complete_orphan(fenced, key, record)
+                finally:
+                    await shared.release([lease], self.config.store_timeout_s)
+        except Exception as exc:  # a failing store must not stop the watchdog
+            self._store_failures += 1
+            log.error("orphan sweep failed: %r", exc)
+        return self._orphans_completed - before
 
     async def sweep_store(self) -> int:
         """Remove expired store entries now; failures are counted, never raised."""
