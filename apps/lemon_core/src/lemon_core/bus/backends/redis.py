@@ -130,9 +130,11 @@ class RedisBackend:
         self._down_since_up = False
         self._state_lock = threading.Lock()
         self._reader_ready = threading.Event()
+        # Set by the reader when it lost its connection: the writer's is as suspect (its loss
+        # is only seen at its next write), so the writer reconnects too before "up".
+        self._relink = threading.Event()
         self._writer_ready = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pubsub: Any = None
         self._writer_client: redis.Redis | None = None
         self._last_seq: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._flush_waiters: dict[str, threading.Event] = {}
@@ -241,12 +243,14 @@ class RedisBackend:
             return
         self._closed = True
         self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
         client = self._writer_client
         if client is not None and self._reader_up:
+            # Wakes the reader's blocking read (before the writer, woken next, closes the
+            # client).
             with contextlib.suppress(Exception):
-                client.publish(self._control, b"")  # wakes the reader's blocking read
+                client.publish(self._control, b"")
+        with self._cond:
+            self._cond.notify_all()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(5)
@@ -351,12 +355,12 @@ class RedisBackend:
         attempt = 0
         while not self._stop.is_set():
             pubsub = None
+            client: redis.Redis | None = None
             try:
                 client = self._client()
                 pubsub = client.pubsub(  # type: ignore[no-untyped-call]  # redis-py untyped
                     ignore_subscribe_messages=False
                 )
-                self._pubsub = pubsub
                 pubsub.psubscribe(self._pattern)
                 pubsub.subscribe(self._control)
                 confirmed = 0
@@ -379,7 +383,10 @@ class RedisBackend:
                 if not isinstance(exc, _REDIS_ERRORS):
                     _log.exception("Redis bus %s: reader failed; reconnecting", self._where)
                 self._last_error = f"{type(exc).__name__}: {exc}"
-                self._set_state(reader=False, why=self._last_error)
+                self._relink.set()
+                self._set_state(reader=False, writer=False, why=self._last_error)
+                with self._cond:
+                    self._cond.notify_all()
                 attempt += 1
                 if not self._backoff(attempt):
                     break
@@ -387,6 +394,9 @@ class RedisBackend:
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
                         pubsub.close()
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        client.close()  # and its pool: no socket left to the collector
 
     def _arrived(self, message: dict[str, Any]) -> None:
         data = message["data"]
@@ -439,36 +449,51 @@ class RedisBackend:
             self._report(True, True, f"{seq - last - 1} publication(s) of another process lost")
 
     def _write(self) -> None:
+        # One connection with replies turned off (CLIENT REPLY OFF): a publication is one
+        # socket write, never a wait for the server's answer, so the writer holds the GIL as
+        # little as possible while the reader takes what arrives. A publication lost on a
+        # connection that died under it is seen by receivers as a gap in the sequence numbers.
         attempt = 0
         while not self._stop.is_set():
             client: redis.Redis | None = None
+            conn: Any = None
             batch: list[tuple[str, bytes]] = []
             try:
                 client = self._client()
                 client.ping()
                 self._writer_client = client
+                self._relink.clear()
+                conn = client.connection_pool.get_connection()
+                conn.send_command("CLIENT", "REPLY", "OFF")
                 attempt = 0
                 self._writer_ready.set()
                 self._set_state(writer=True)
                 while not self._stop.is_set():
                     with self._cond:
-                        while not self._outbox and not self._stop.is_set():
+                        while (
+                            not self._outbox
+                            and not self._stop.is_set()
+                            and not self._relink.is_set()
+                        ):
                             self._cond.wait(1.0)
                             if not self._outbox:
                                 break
                         batch = [
                             self._outbox.popleft() for _ in range(min(_BATCH, len(self._outbox)))
                         ]
+                    # A server that closed the connection makes it readable (EOF), which
+                    # raises ConnectionError here, before a write that would be lost unseen;
+                    # nothing else is ever sent back on this link.
+                    if self._relink.is_set():
+                        raise redis.ConnectionError("the reader lost its connection")
+                    if conn.can_read(timeout=0):
+                        raise redis.ConnectionError("unexpected data on the publishing link")
                     if not batch:
-                        client.ping()  # notice a dead server while idle
                         continue
-                    if len(batch) == 1:
-                        client.publish(*batch[0])
-                    else:
-                        pipe = client.pipeline(transaction=False)
-                        for channel, data in batch:
-                            pipe.publish(channel, data)
-                        pipe.execute()
+                    conn.send_packed_command(
+                        conn.pack_commands([("PUBLISH", channel, data) for channel, data in batch]),
+                        check_health=False,
+                    )
                     control = self._control
                     self.sent += sum(1 for channel, _ in batch if channel != control)
                     batch = []
@@ -487,6 +512,9 @@ class RedisBackend:
                 if not self._backoff(attempt):
                     break
             finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.disconnect()
                 if client is not None:
                     with contextlib.suppress(Exception):
                         client.close()
