@@ -64,12 +64,14 @@ def start(
     redis_url: str = REDIS,
     dsn: str = PG,
     gateway: str = "",
+    store_timeout_s: float = 5.0,
 ) -> Daemon:
     home = tmp_path / name
     (home / "agent").mkdir(parents=True)
     (home / "agent" / "sessions").symlink_to(shared, target_is_directory=True)
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
+        f"timeout_s = {store_timeout_s}\n"
         f'[bus]\nbackend = "redis"\nurl = "{redis_url}"\n'
         f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n{gateway}",
         encoding="utf-8",
@@ -323,7 +325,7 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
     with TcpProxy("127.0.0.1", pg_port) as proxy:
         dsn = PG.replace(f":{pg_port}/", f":{proxy.port}/")
         bounds = "engine_lock_timeout_s = 2\nstore_timeout_s = 2\n"
-        a = start(tmp_path, "a", schema, shared, dsn=dsn, gateway=bounds)
+        a = start(tmp_path, "a", schema, shared, dsn=dsn, gateway=bounds, store_timeout_s=1.0)
         b = start(tmp_path, "b", schema, shared)
         try:
             async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:

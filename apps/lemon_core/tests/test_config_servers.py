@@ -74,6 +74,7 @@ def test_postgres_and_redis_with_addresses_load(tmp_path: Path) -> None:
         ),
         ('[store]\nschema = "Bad-Name"\n', "store.schema: 'Bad-Name' is not a usable schema"),
         ('[store]\nschema = "pg_x"\n', "store.schema: 'pg_x' is not a usable schema"),
+        ("[store]\ntimeout_s = 0\n", "store.timeout_s: Expected `float` >"),
         ('[bus]\nbackend = "redis"\n', "bus.url: backend = 'redis' needs url or url_env"),
         (
             '[bus]\nbackend = "redis"\nurl = "http://127.0.0.1:6379"\n',

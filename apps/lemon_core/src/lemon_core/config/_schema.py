@@ -84,6 +84,9 @@ class StoreConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     dsn: str | None = None
     dsn_env: str | None = None
     schema: str = "lemon"
+    #: PostgreSQL: how long a call waits for a pooled connection (and a connection attempt)
+    #: before it fails with StoreUnavailableError.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0
 
 
 class BusConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):

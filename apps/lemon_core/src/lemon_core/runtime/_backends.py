@@ -44,7 +44,9 @@ async def open_configured_store(
         from lemon_core.store.postgres import PostgresStore
 
         dsn = resolve_store_dsn(config.store, env)
-        return await PostgresStore.open(dsn, schema=config.store.schema)
+        return await PostgresStore.open(
+            dsn, schema=config.store.schema, timeout_s=config.store.timeout_s
+        )
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True, mode=0o700)
     return await open_default_store(store_path(home))
 
