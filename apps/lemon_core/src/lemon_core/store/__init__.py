@@ -30,6 +30,7 @@ from lemon_core.store._wrappers import (
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
+    StaleLeaseError,
     StoreClosedError,
     StoreError,
     StoreUnavailableError,
@@ -57,6 +58,7 @@ __all__ = [
     "SessionIndexStore",
     "SessionSettingsRecord",
     "SessionSettingsStore",
+    "StaleLeaseError",
     "Store",
     "StoreClosedError",
     "StoreError",
