@@ -175,8 +175,16 @@ class Harness:
         headers.update(options.pop("headers", {}))
         return await self.http.post(path, content=options.pop("content", body), headers=headers)
 
+    async def use(self, app: WebhookIngress) -> None:
+        """Send to ``app`` from now on (another configuration over the same store)."""
+        await self.http.aclose()
+        self.app = app
+        self.http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        )
+
     async def records(self) -> list[IdempotencyRecord]:
-        return await self.store.inner.records()
+        return await self.store.inner.records(integration="ci")
 
 
 @pytest.fixture
@@ -725,3 +733,176 @@ async def _run_sequence(ops: list[_Op], sign: Callable[..., dict[str, str]]) -> 
         finally:
             await harness.http.aclose()
             await inner.close()
+
+
+# -- adversarial cases -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timestamp", ["9" * 25, "9" * 400, "9" * 5000, "0" * 400 + "1"])
+async def test_an_overlong_timestamp_is_401_not_a_server_error(
+    hooks: Harness, sign: Any, body: Any, timestamp: str
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    headers["webhook-timestamp"] = timestamp
+    response = await hooks.http.post("/webhooks/ci", content=payload, headers=headers)
+    assert response.status_code == 401
+    assert "webhook-timestamp" in _json(response)["message"]
+    assert await hooks.records() == []
+
+
+def _captured(hooks: Harness, sign: Any, payload: bytes, key: str) -> dict[str, str]:
+    """The headers of one signed message, as an eavesdropper would copy them."""
+    headers: dict[str, str] = sign(
+        payload, key=key, timestamp=hooks.clock() // 1000, msg_id="msg_captured"
+    )
+    return headers
+
+
+async def test_a_captured_message_resent_with_a_fresh_key_does_not_run_again(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The Idempotency-Key is not signed: within the timestamp tolerance an eavesdropper could
+    resend a captured message under a key of their own. The webhook-id (signed) is bound to the
+    first key, so the message runs once."""
+    payload = body()
+    captured = _captured(hooks, sign, payload, "key-1")
+    first = await hooks.http.post("/webhooks/ci", content=payload, headers=captured)
+    assert first.status_code == 202
+    hooks.clock.now_ms += 60_000  # still inside the 5 min tolerance
+    forged = {**captured, "idempotency-key": "attacker-key"}
+    resent = await hooks.http.post("/webhooks/ci", content=payload, headers=forged)
+    assert resent.status_code == 422
+    assert _json(resent)["error"] == "webhook_id_reused"
+    assert len(hooks.port.requests) == 1
+    # the sender's own retry of the message (same key) still replays byte for byte
+    retry = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-1")
+    )
+    assert (retry.status_code, retry.content) == (202, first.content)
+    assert len(hooks.port.requests) == 1
+
+
+async def test_one_webhook_id_under_two_keys_at_once_runs_once(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(
+        hooks.http.post(
+            "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-1")
+        )
+    )
+    await hooks.port.entered.wait()
+    second = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-2")
+    )
+    hooks.port.gate.set()
+    assert (await first).status_code == 202
+    assert second.status_code == 422
+    assert len(hooks.port.requests) == 1
+
+
+async def test_the_same_key_and_message_id_on_two_webhooks_do_not_collide(
+    tmp_path: Path, sign: Any, body: Any
+) -> None:
+    store = await SQLiteIdempotencyStore.open(tmp_path / "idempotency.sqlite3")
+    port = ScriptedSubmitter()
+    other = WebhookSecret(b"o" * 32)
+    app = WebhookIngress(
+        webhooks={
+            "ci": Webhook(id="ci", secret=SECRET),
+            "cd": Webhook(id="cd", secret=other),
+        },
+        store=store,
+        submitter=port,
+    )
+    payload = body()
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        ) as http:
+            answers = [
+                await http.post(
+                    f"/webhooks/{hook}",
+                    content=payload,
+                    headers=sign(payload, key="shared", secret=secret, msg_id="msg_shared"),
+                )
+                for hook, secret in (("ci", SECRET), ("cd", other))
+            ]
+        assert [a.status_code for a in answers] == [202, 202]
+        assert "idempotent-replayed" not in answers[1].headers
+        assert len(port.requests) == 2
+        assert {r.origin for r in port.requests} == {"webhook:ci", "webhook:cd"}
+    finally:
+        await store.close()
+
+
+async def test_a_ttl_shorter_than_the_submission_never_lets_a_key_run_twice(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """``idempotency_ttl_s`` may be as low as 1 s while a submission may take its timeout: the
+    fence must outlive the submission, and the window in which a signed message is valid."""
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks,
+        store=hooks.store,
+        submitter=hooks.port,
+        ttl_s=1.0,
+        submit_timeout_s=0.5,
+        clock_ms=hooks.clock,
+    )
+    await hooks.use(app)
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    hooks.clock.now_ms += 2_000  # past the configured ttl, inside the submission
+    second = await hooks.post(body(), sign=sign)
+    assert second.status_code == 409
+    hooks.port.gate.set()
+    accepted = await first
+    assert accepted.status_code == 202
+    hooks.clock.now_ms += 200_000  # a message signed before still verifies: still a replay
+    replay = await hooks.post(body(), sign=sign)
+    assert (replay.status_code, replay.content) == (202, accepted.content)
+    assert len(hooks.port.requests) == 1
+
+
+class GatedReserve(FailingStore):
+    """Reserves (durably), then holds the answer until the gate opens."""
+
+    def __init__(self, inner: SQLiteIdempotencyStore) -> None:
+        super().__init__(inner)
+        self.reserved = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def reserve(self, **kw: Any) -> Reservation:
+        reservation = await self.inner.reserve(**kw)
+        if kw["integration"] == "ci":
+            self.reserved.set()
+            await self.gate.wait()
+        return reservation
+
+
+async def test_a_request_cancelled_while_reserving_does_not_burn_the_key(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The client goes away (or the server stops) while the reservation is being written:
+    nothing was submitted, so the key must not be left as a fence that answers 409 and then
+    ``outcome_unknown`` for a run that never existed."""
+    store = GatedReserve(hooks.store.inner)
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks, store=store, submitter=hooks.port, clock_ms=hooks.clock
+    )
+    await hooks.use(app)
+    task = asyncio.create_task(hooks.post(body(), sign=sign))
+    await store.reserved.wait()
+    task.cancel()
+    store.gate.set()  # the write itself finishes (it runs on the store's thread)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert hooks.port.requests == []
+    assert await hooks.records() == []
+    store.reserved = asyncio.Event()
+    retry = await hooks.post(body(), sign=sign)
+    assert _json(retry)["status"] == "accepted"
+    assert len(hooks.port.requests) == 1

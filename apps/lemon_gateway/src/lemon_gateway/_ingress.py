@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import sys
 import uuid
@@ -55,6 +56,7 @@ from lemon_core.idempotency import (
     IdempotencyStore,
     IdempotencyStoreError,
     InvalidIdempotencyKeyError,
+    Reservation,
     StoredResponse,
     body_fingerprint,
     check_idempotency_key,
@@ -63,9 +65,16 @@ from lemon_core.idempotency import (
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_gateway._openapi import webhook_openapi
-from lemon_gateway._signature import WebhookSecret, verify_webhook
+from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
-__all__ = ["FaultPoint", "SessionPortSubmitter", "Submitter", "Webhook", "WebhookIngress"]
+__all__ = [
+    "REPLAY_WINDOW_MS",
+    "FaultPoint",
+    "SessionPortSubmitter",
+    "Submitter",
+    "Webhook",
+    "WebhookIngress",
+]
 
 log = logging.getLogger("lemon_gateway.ingress")
 
@@ -78,6 +87,15 @@ FaultPoint = Literal["hang_after_reserve"]
 QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 
 _JSON: Final = b"application/json"
+#: How long a signed message can verify: its timestamp may be up to the tolerance either side
+#: of now, so a message first seen now may still verify for twice the tolerance (plus a
+#: margin for clock steps). Fences live at least this long, and a ``webhook-id`` is bound to
+#: the Idempotency-Key it first came with for this long.
+REPLAY_WINDOW_MS: Final = (2 * TOLERANCE_S + 60) * 1000
+#: The integration name of the fences binding a ``webhook-id`` to its key (``#`` cannot occur
+#: in a webhook id, so these never share a name with a webhook's own fences).
+GUARD_SUFFIX: Final = "#webhook-id"
+_GUARD_DOMAIN: Final = b"lemon.webhook-id.v1"
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -201,12 +219,15 @@ class WebhookIngress:
         self.webhooks = dict(webhooks)
         self.store = store
         self.submitter = submitter
-        self.ttl_ms = max(1, int(ttl_s * 1000))
         self.max_body_bytes = max_body_bytes
         self.submit_timeout_s = submit_timeout_s
         # A pending fence is "in flight" for the submission bound plus a margin; past it the
         # submission is over (by timeout or by a crash) and its outcome is unknown.
         self.lease_ms = int((submit_timeout_s + 5.0) * 1000)
+        # A fence must outlive its own submission (else a second request with the key would
+        # find it expired and run again) and the window in which its signed message verifies
+        # (else a resent copy of the message would run again): a shorter ttl is raised.
+        self.ttl_ms = max(int(ttl_s * 1000), self.lease_ms, REPLAY_WINDOW_MS)
         self.clock_ms = clock_ms
         self.prefix = prefix
         self.fault = fault
@@ -294,8 +315,34 @@ class WebhookIngress:
         reason = self.submitter.unavailable_reason()
         if reason is not None:
             return _error(503, "router_unavailable", reason)
+        # The Idempotency-Key is not signed: bind the (signed) webhook-id to the first key it
+        # came with, so a copy of a message resent under another key cannot run again.
+        msg_id = _text(headers.get(b"webhook-id")) or ""
+        guard = _guard_hash(webhook.id, msg_id)
         try:
-            reservation = await self.store.reserve(
+            bound = await self.store.reserve(
+                key_hash=guard,
+                integration=webhook.id + GUARD_SUFFIX,
+                body_hash=key_hash,
+                run_id=run_id,
+                session_key=request.session_key,
+                now_ms=now,
+                ttl_ms=REPLAY_WINDOW_MS,
+                lease_ms=0,
+            )
+        except IdempotencyStoreError as exc:
+            log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
+            return _error(503, "store_unavailable", "the idempotency store is unavailable")
+        if not bound.created and bound.record.body_hash != key_hash:
+            return _error(
+                422,
+                "webhook_id_reused",
+                "this webhook-id was already delivered with another Idempotency-Key; resend "
+                "a message with its original key, or send a new message",
+            )
+        own_guard = guard if bound.created else None
+        try:
+            reservation = await self._reserve(
                 key_hash=key_hash,
                 integration=webhook.id,
                 body_hash=body_hash,
@@ -305,29 +352,66 @@ class WebhookIngress:
                 ttl_ms=self.ttl_ms,
                 lease_ms=self.lease_ms,
                 legacy_key=key,
+                guard=own_guard,
             )
         except IdempotencyStoreError as exc:
             log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
+            await self._release_guard(own_guard, run_id)
             return _error(503, "store_unavailable", "the idempotency store is unavailable")
         if not reservation.created:
             return self._existing(reservation.record, body_hash, self.clock_ms())
         if self.fault == "hang_after_reserve":
             print(f"webhook fault point: reserved {run_id}", file=sys.stderr, flush=True)
             await asyncio.Event().wait()
-        return await self._submit(webhook, key_hash, run_id, request)
+        return await self._submit(webhook, key_hash, run_id, request, own_guard)
+
+    async def _reserve(self, *, guard: str | None, **reservation: Any) -> Reservation:
+        """``store.reserve``; if the request is cancelled meanwhile (the client went away, the
+        server is stopping) the write still finishes on the store's side, and since nothing
+        was submitted, the fence it made is released: the key is not burned."""
+        task = asyncio.ensure_future(self.store.reserve(**reservation))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abandon(task, reservation["run_id"], guard))
+            raise
+
+    async def _abandon(
+        self, task: asyncio.Future[Reservation], run_id: str, guard: str | None
+    ) -> None:
+        try:
+            reservation = await task
+        except IdempotencyStoreError:
+            reservation = None
+        if reservation is not None and reservation.created:
+            with contextlib.suppress(IdempotencyStoreError):
+                await self.store.release(key_hash=reservation.record.key_hash, run_id=run_id)
+        await self._release_guard(guard, run_id)
+
+    async def _release_guard(self, guard: str | None, run_id: str) -> None:
+        """Unbind a webhook-id this request bound, when nothing of it ran (best effort: a
+        binding left in place only refuses the message under another key)."""
+        if guard is not None:
+            with contextlib.suppress(IdempotencyStoreError):
+                await self.store.release(key_hash=guard, run_id=run_id)
 
     async def _submit(
-        self, webhook: Webhook, key_hash: str, run_id: str, request: RunRequest
+        self,
+        webhook: Webhook,
+        key_hash: str,
+        run_id: str,
+        request: RunRequest,
+        guard: str | None = None,
     ) -> _Answer:
         try:
             receipt = await asyncio.wait_for(self.submitter.submit(request), self.submit_timeout_s)
         except RouterUnavailableError as exc:
             return await self._release(
-                key_hash, run_id, _error(503, "router_unavailable", str(exc))
+                key_hash, run_id, _error(503, "router_unavailable", str(exc)), guard
             )
         except ValueError as exc:
             answer = _error(400, "rejected", f"the router refused the request: {exc}")
-            return await self._release(key_hash, run_id, answer)
+            return await self._release(key_hash, run_id, answer, guard)
         except asyncio.CancelledError:
             await self._unknown(key_hash, run_id)
             raise
@@ -336,7 +420,7 @@ class WebhookIngress:
             return await self._unknown(key_hash, run_id)
         if receipt.status == "rejected":
             answer = _error(503, "router_busy", receipt.reason or "the router refused the run")
-            return await self._release(key_hash, run_id, answer)
+            return await self._release(key_hash, run_id, answer, guard)
         if receipt.run_id != run_id:  # the seam fixes the run id; anything else is unknown
             log.error(
                 "webhook %s: the router changed run id %s to %s", webhook.id, run_id, receipt.run_id
@@ -359,12 +443,17 @@ class WebhookIngress:
             return await self._unknown(key_hash, run_id)
         return _Answer(202, body)
 
-    async def _release(self, key_hash: str, run_id: str, answer: _Answer) -> _Answer:
+    async def _release(
+        self, key_hash: str, run_id: str, answer: _Answer, guard: str | None = None
+    ) -> _Answer:
         try:
-            await self.store.release(key_hash=key_hash, run_id=run_id)
+            released = await self.store.release(key_hash=key_hash, run_id=run_id)
         except IdempotencyStoreError as exc:
             # the fence stays pending, then reads as outcome_unknown: safe, only less helpful
             log.warning("webhook: releasing %s failed: %s", run_id, exc)
+            released = False
+        if released:  # nothing ran: the message may come again, under any key
+            await self._release_guard(guard, run_id)
         return answer
 
     async def _unknown(self, key_hash: str, run_id: str) -> _Answer:
@@ -455,6 +544,16 @@ class WebhookIngress:
 
 
 _DUPLICATE: Final = b"\x00duplicate"
+
+
+def _guard_hash(webhook_id: str, msg_id: str) -> str:
+    """The durable key binding a ``webhook-id`` of ``webhook_id`` (SHA-256, length-prefixed
+    parts under their own domain tag: never equal to an Idempotency-Key's hash)."""
+    digest = hashlib.sha256()
+    for part in (_GUARD_DOMAIN, webhook_id.encode("utf-8"), msg_id.encode("utf-8")):
+        digest.update(len(part).to_bytes(4, "big"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
