@@ -906,3 +906,208 @@ async def test_a_request_cancelled_while_reserving_does_not_burn_the_key(
     retry = await hooks.post(body(), sign=sign)
     assert _json(retry)["status"] == "accepted"
     assert len(hooks.port.requests) == 1
+
+
+def _good_signature(sign: Any, payload: bytes) -> tuple[dict[str, str], str]:
+    headers: dict[str, str] = sign(payload)
+    return headers, headers["webhook-signature"].removeprefix("v1,")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "",
+        " ",
+        "v1,",
+        "v1",
+        "{mac}",
+        ",{mac}",
+        "v2,{mac}",
+        "V1,{mac}",
+        "v1a,{mac}",
+        "v1,{mac_short}",
+        "v1,{mac}=",
+        "v1,{mac_lower}",
+        "v1 ,{mac}",
+        "v1,,{mac}",
+        "v1,{mac}\u00e9",
+        "v1,AAAA " * 200 + "v1,bad",
+    ],
+)
+async def test_malformed_or_foreign_signatures_are_401(
+    hooks: Harness, sign: Any, body: Any, variant: str
+) -> None:
+    payload = body()
+    headers, mac = _good_signature(sign, payload)
+    value = variant.format(mac=mac, mac_short=mac[:-4], mac_lower=mac.lower())
+    raw = [(k, v) for k, v in headers.items() if k != "webhook-signature"]
+    encoded = [(k.encode(), v.encode()) for k, v in raw]
+    response = await hooks.http.post(
+        "/webhooks/ci",
+        content=payload,
+        headers=[*encoded, (b"webhook-signature", value.encode("utf-8"))],
+    )
+    assert response.status_code == 401
+    assert hooks.port.requests == []
+
+
+async def test_signature_headers_in_any_case_verify_and_duplicates_are_refused(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    upper = [(k.upper(), v) for k, v in headers.items()]
+    assert (
+        await hooks.http.post("/webhooks/ci", content=payload, headers=upper)
+    ).status_code == 202
+    for name in ("webhook-id", "webhook-timestamp", "webhook-signature"):
+        again = sign(payload, key=f"dup-{name}")
+        doubled = [*again.items(), (name.title(), again[name])]
+        response = await hooks.http.post("/webhooks/ci", content=payload, headers=doubled)
+        assert response.status_code == 401, name
+    assert len(hooks.port.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "timestamp", ["", "1e9", "-1", "+{now}", "{now}.0", " {now}", "\u0661{now}"]
+)
+async def test_a_timestamp_that_is_not_plain_seconds_is_401(
+    hooks: Harness, sign: Any, body: Any, timestamp: str
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    headers.pop("webhook-timestamp")
+    value = timestamp.format(now=hooks.clock() // 1000)
+    response = await hooks.http.post(
+        "/webhooks/ci",
+        content=payload,
+        headers=[*headers.items(), ("webhook-timestamp", value.encode("utf-8"))],
+    )
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xef\xbb\xbf" + b'{"prompt": "with a BOM"}',
+        b'{"prompt": "\xff\xfe not utf-8"}',
+        b'{"prompt": 12345678901234567890123456789}',
+        b'{"prompt": ["a"]}',
+        b'{"prompt": null}',
+        b'{"prompt": "x", "extra": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+        b'{"prompt": ' + b"[" * 1900 + b"]" * 1900 + b"}",
+        b'{"prompt": "x", "queue_mode": "' + b"z" * 100 + b'"}',
+        b'{"prompt": "x", "session_key": 1}',
+        b'{"prompt": "\\ud800"}',
+    ],
+)
+async def test_json_edge_cases_are_400_and_reserve_nothing(
+    hooks: Harness, sign: Any, payload: bytes
+) -> None:
+    response = await hooks.post(payload, sign=sign)
+    assert response.status_code == 400, response.content
+    assert _json(response)["error"] == "invalid_body"
+    assert await hooks.records() == []
+    assert hooks.port.requests == []
+
+
+async def test_duplicate_json_keys_are_one_request_bound_to_the_exact_bytes(
+    hooks: Harness, sign: Any
+) -> None:
+    """Whichever duplicate the parser keeps, the fence fingerprints the signed bytes: a body
+    that differs only in the order of the duplicates is another body (422), never a replay."""
+    first = b'{"prompt": "a", "prompt": "b"}'
+    second = b'{"prompt": "b", "prompt": "a"}'
+    assert (await hooks.post(first, sign=sign)).status_code == 202
+    assert (await hooks.post(second, sign=sign)).status_code == 422
+    assert len(hooks.port.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "key", ["a\x00b", "a\tb", "a\u200bb", "a\u2028b", "k" * 256, "\u00a0", "a\x7fb"]
+)
+async def test_keys_with_control_or_invisible_characters_or_overlong_are_400(
+    hooks: Harness, sign: Any, body: Any, key: str
+) -> None:
+    payload = body()
+    headers = [(k, v) for k, v in sign(payload, key=None).items()]
+    response = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=[*headers, ("idempotency-key", key.encode())]
+    )
+    assert response.status_code == 400
+    assert await hooks.records() == []
+
+
+async def test_keys_are_exact_text_no_normalisation_makes_two_keys_one(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Keys are opaque: the NFC and NFD spellings of one word, or a key with a space at its
+    end, are other keys (byte-exact, as the caller sent them); none collides with another."""
+    payload = body()
+    keys = ["caf\u00e9", "cafe\u0301", "key", "key ", "KEY", "k" * 255]
+    for key in keys:
+        headers = [(k, v) for k, v in sign(payload, key=None).items()]
+        response = await hooks.http.post(
+            "/webhooks/ci", content=payload, headers=[*headers, ("idempotency-key", key.encode())]
+        )
+        assert (response.status_code, _json(response)["status"]) == (202, "accepted"), key
+    assert len(hooks.port.requests) == len(keys)
+    assert len({r.key_hash for r in await hooks.records()}) == len(keys)
+
+
+async def test_a_slow_body_holds_no_reservation_and_a_disconnect_mid_body_stores_nothing(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/ci",
+        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+    }
+    half = asyncio.Event()
+    sent: list[Any] = []
+    parts = [
+        {"type": "http.request", "body": payload[:10], "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        if len(parts) == 1:
+            half.set()
+            await release.wait()
+        return parts.pop(0)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    release = asyncio.Event()
+    slow = asyncio.create_task(hooks.app(scope, receive, send))
+    await half.wait()  # the slow client has sent a tenth of its body
+    assert await hooks.records() == []
+    same_key = await hooks.post(body(), sign=sign)  # the key is free meanwhile
+    assert same_key.status_code == 202
+    release.set()
+    await slow
+    assert sent[0]["status"] == 401  # the partial body does not verify
+    assert len(hooks.port.requests) == 1
+
+
+async def test_neither_the_raw_key_nor_the_secret_reaches_a_log_record(
+    hooks: Harness, sign: Any, body: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    raw_key = "caller-raw-key-9f8e7d"
+    for behaviour in ("raise", "reject", "other_id", "accept"):
+        hooks.port.behaviour = behaviour
+        await hooks.post(body(behaviour), key=f"{raw_key}-{behaviour}", sign=sign)
+    for step in ("lookup", "reserve", "complete", "mark_unknown", "release"):
+        hooks.store.failing = {step}
+        hooks.port.behaviour = "reject" if step == "release" else "raise"
+        await hooks.post(body(step), key=f"{raw_key}-{step}", sign=sign)
+    text = "\n".join(f"{r.getMessage()} {r.args!r} {r.exc_text}" for r in caplog.records)
+    assert caplog.records  # the failures above were logged
+    assert raw_key not in text
+    assert SECRET.text() not in text
+    assert SECRET.text()[6:] not in text
