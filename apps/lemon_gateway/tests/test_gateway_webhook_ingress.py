@@ -1111,3 +1111,25 @@ async def test_neither_the_raw_key_nor_the_secret_reaches_a_log_record(
     assert raw_key not in text
     assert SECRET.text() not in text
     assert SECRET.text()[6:] not in text
+
+
+async def test_the_public_openapi_document_names_no_configured_webhook(
+    tmp_path: Path, body: Any
+) -> None:
+    """``GET /webhooks/openapi.json`` needs no signature: it must not list the integrations."""
+    store = await SQLiteIdempotencyStore.open(tmp_path / "idempotency.sqlite3")
+    app = WebhookIngress(
+        webhooks={"payroll-prod-7": Webhook(id="payroll-prod-7", secret=SECRET)},
+        store=store,
+        submitter=ScriptedSubmitter(),
+    )
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        ) as http:
+            doc = await http.get("/webhooks/openapi.json")
+        assert doc.status_code == 200
+        assert b"payroll-prod-7" not in doc.content
+        assert "/webhooks/{webhook_id}" in _json(doc)["paths"]
+    finally:
+        await store.close()
