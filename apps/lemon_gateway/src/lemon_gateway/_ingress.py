@@ -69,6 +69,7 @@ from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
 __all__ = [
     "REPLAY_WINDOW_MS",
+    "WEBHOOK_ID_GUARD_SUFFIX",
     "FaultPoint",
     "SessionPortSubmitter",
     "Submitter",
@@ -94,7 +95,7 @@ _JSON: Final = b"application/json"
 REPLAY_WINDOW_MS: Final = (2 * TOLERANCE_S + 60) * 1000
 #: The integration name of the fences binding a ``webhook-id`` to its key (``#`` cannot occur
 #: in a webhook id, so these never share a name with a webhook's own fences).
-GUARD_SUFFIX: Final = "#webhook-id"
+WEBHOOK_ID_GUARD_SUFFIX: Final = "#webhook-id"
 _GUARD_DOMAIN: Final = b"lemon.webhook-id.v1"
 _encoder: Final = msgspec.json.Encoder()
 
@@ -323,7 +324,7 @@ class WebhookIngress:
         try:
             bound = await self.store.reserve(
                 key_hash=guard,
-                integration=webhook.id + GUARD_SUFFIX,
+                integration=webhook.id + WEBHOOK_ID_GUARD_SUFFIX,
                 body_hash=key_hash,
                 run_id=run_id,
                 session_key=request.session_key,
