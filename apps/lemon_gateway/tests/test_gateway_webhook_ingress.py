@@ -1133,3 +1133,42 @@ async def test_the_public_openapi_document_names_no_configured_webhook(
         assert "/webhooks/{webhook_id}" in _json(doc)["paths"]
     finally:
         await store.close()
+
+
+async def test_a_body_that_never_finishes_is_408_and_frees_the_connection(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Nothing is authenticated before the whole body is in: a client trickling (or never
+    finishing) its body must not hold the handler, and its buffer, forever."""
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks,
+        store=hooks.store,
+        submitter=hooks.port,
+        clock_ms=hooks.clock,
+        body_timeout_s=0.01,
+    )
+    payload = body()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/ci",
+        "headers": [(k.encode(), v.encode()) for k, v in sign(payload).items()],
+    }
+    first = True
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": payload[:5], "more_body": True}
+        await asyncio.Event().wait()  # the rest never comes
+        raise AssertionError("unreachable")
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 408
+    assert _json(httpx.Response(200, content=sent[1]["body"]))["error"] == "body_timeout"
+    assert await hooks.records() == []

@@ -213,6 +213,7 @@ class WebhookIngress:
         ttl_s: float = 86_400.0,
         max_body_bytes: int = 262_144,
         submit_timeout_s: float = 10.0,
+        body_timeout_s: float = 30.0,
         clock_ms: Callable[[], int] = system_clock_ms,
         prefix: str = "/webhooks",
         fault: FaultPoint | None = None,
@@ -222,6 +223,9 @@ class WebhookIngress:
         self.submitter = submitter
         self.max_body_bytes = max_body_bytes
         self.submit_timeout_s = submit_timeout_s
+        # The whole body must be in before it can be verified: a client that trickles it (or
+        # never finishes) is cut off after this long instead of holding the handler forever.
+        self.body_timeout_s = body_timeout_s
         # A pending fence is "in flight" for the submission bound plus a margin; past it the
         # submission is over (by timeout or by a crash) and its outcome is unknown.
         self.lease_ms = int((submit_timeout_s + 5.0) * 1000)
@@ -271,7 +275,15 @@ class WebhookIngress:
             answer.headers = ((b"allow", b"POST"),)
             return answer
         headers = _headers(scope)
-        body = await self._body(headers, receive)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._body(headers, receive)
+        except TimeoutError:
+            return _error(
+                408,
+                "body_timeout",
+                f"the body did not arrive within {self.body_timeout_s:g} s; send it at once",
+            )
         if body is None:
             return _error(
                 413, "body_too_large", f"the body is larger than {self.max_body_bytes} bytes"

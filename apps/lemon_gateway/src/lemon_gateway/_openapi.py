@@ -114,6 +114,7 @@ def webhook_openapi(
                         "400": _error_response("Missing or blank key, or an invalid body"),
                         "401": _error_response("Missing or bad signature, or a stale timestamp"),
                         "404": _error_response("No webhook is configured with this id"),
+                        "408": _error_response("The body did not arrive in time"),
                         "409": _error_response("The first request with this key is in flight"),
                         "413": _error_response("The body is too large"),
                         "422": _error_response(
