@@ -1172,3 +1172,25 @@ async def test_a_body_that_never_finishes_is_408_and_frees_the_connection(
     assert sent[0]["status"] == 408
     assert _json(httpx.Response(200, content=sent[1]["body"]))["error"] == "body_timeout"
     assert await hooks.records() == []
+
+
+async def test_a_key_that_answered_unknown_never_answers_accepted_later(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The first submission outlives its lease (a slow router, a store lock): a replay meanwhile
+    is told ``outcome_unknown``. When the submission then succeeds, the key must keep that
+    answer (for the first caller too), never switch to an acceptance for later replays."""
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    hooks.clock.now_ms += hooks.app.lease_ms
+    during = await hooks.post(body(), sign=sign)
+    assert (during.status_code, _json(during)["status"]) == (202, "outcome_unknown")
+    hooks.port.gate.set()
+    late = await first
+    after = await hooks.post(body(), sign=sign)
+    assert _json(late)["status"] == "outcome_unknown"
+    assert after.content == during.content
+    assert len(hooks.port.requests) == 1
+    [record] = await hooks.records()
+    assert (record.state, record.response) == ("outcome_unknown", None)

@@ -123,6 +123,26 @@ class IdempotencyStoreContract:
         finally:
             await store.close()
 
+    async def test_idempotency_complete_after_the_lease_changes_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """Past its lease a pending fence already answers ``outcome_unknown`` to replays; a
+        late completion must not turn it into an acceptance (one key, one answer)."""
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store)
+            late = StoredResponse(status=202, body=b'{"status":"accepted"}')
+            assert not await store.complete(
+                key_hash=_key(), run_id="run_1", response=late, now_ms=_T0 + _LEASE
+            )
+            record = await store.lookup(_key(), now_ms=_T0 + _LEASE)
+            assert record is not None
+            assert (record.state, record.response) == ("pending", None)
+            assert not record.in_flight(_T0 + _LEASE)
+            assert await store.mark_unknown(key_hash=_key(), run_id="run_1", now_ms=_T0 + _LEASE)
+        finally:
+            await store.close()
+
     async def test_idempotency_data_survives_a_reopen(self, tmp_path: Path) -> None:
         store = await self._open(tmp_path)
         response = StoredResponse(status=202, body=b'{"a":1}')

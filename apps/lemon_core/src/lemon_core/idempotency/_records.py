@@ -192,7 +192,8 @@ class IdempotencyStore(Protocol):
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
     ) -> bool:
         """Mark the pending fence ``accepted`` and store its exact response, together. False
-        when no pending fence with that run id exists (nothing changed)."""
+        when no pending fence with that run id exists, or its lease has run out at ``now_ms``
+        (replays already answer ``outcome_unknown``; that answer stays): nothing changed."""
         ...
 
     async def mark_unknown(self, *, key_hash: str, run_id: str, now_ms: int) -> bool:

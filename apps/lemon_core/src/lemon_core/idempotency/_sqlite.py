@@ -300,10 +300,12 @@ class SQLiteIdempotencyStore:
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
     ) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
+            # only while the lease is live: past it, replays already answer outcome_unknown,
+            # and a late acceptance must not change the key's answer
             cur = conn.execute(
                 "UPDATE idem_fences SET state = 'accepted', updated_at_ms = ? "
-                "WHERE key_hash = ? AND run_id = ? AND state = 'pending'",
-                (now_ms, key_hash, run_id),
+                "WHERE key_hash = ? AND run_id = ? AND state = 'pending' AND lease_until_ms > ?",
+                (now_ms, key_hash, run_id, now_ms),
             )
             if cur.rowcount != 1:
                 return False
