@@ -56,6 +56,7 @@ from lemon_core.idempotency import (
     IdempotencyStore,
     IdempotencyStoreError,
     InvalidIdempotencyKeyError,
+    MessageBinding,
     Reservation,
     StoredResponse,
     body_fingerprint,
@@ -329,32 +330,15 @@ class WebhookIngress:
         reason = self.submitter.unavailable_reason()
         if reason is not None:
             return _error(503, "router_unavailable", reason)
-        # The Idempotency-Key is not signed: bind the (signed) webhook-id to the first key it
-        # came with, so a copy of a message resent under another key cannot run again.
+        # The Idempotency-Key is not signed: the (signed) webhook-id is bound to the first key
+        # it came with, in the reservation's transaction, so a copy of a message resent under
+        # another key cannot run again.
         msg_id = _text(headers.get(b"webhook-id")) or ""
-        guard = _guard_hash(webhook.id, msg_id)
-        try:
-            bound = await self.store.reserve(
-                key_hash=guard,
-                integration=webhook.id + WEBHOOK_ID_GUARD_SUFFIX,
-                body_hash=key_hash,
-                run_id=run_id,
-                session_key=request.session_key,
-                now_ms=now,
-                ttl_ms=REPLAY_WINDOW_MS,
-                lease_ms=0,
-            )
-        except IdempotencyStoreError as exc:
-            log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
-            return _error(503, "store_unavailable", "the idempotency store is unavailable")
-        if not bound.created and bound.record.body_hash != key_hash:
-            return _error(
-                422,
-                "webhook_id_reused",
-                "this webhook-id was already delivered with another Idempotency-Key; resend "
-                "a message with its original key, or send a new message",
-            )
-        own_guard = guard if bound.created else None
+        binding = MessageBinding(
+            key_hash=_guard_hash(webhook.id, msg_id),
+            integration=webhook.id + WEBHOOK_ID_GUARD_SUFFIX,
+            ttl_ms=REPLAY_WINDOW_MS,
+        )
         try:
             reservation = await self._reserve(
                 key_hash=key_hash,
@@ -366,12 +350,19 @@ class WebhookIngress:
                 ttl_ms=self.ttl_ms,
                 lease_ms=self.lease_ms,
                 legacy_key=key,
-                guard=own_guard,
+                bind=binding,
             )
         except IdempotencyStoreError as exc:
             log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
-            await self._release_guard(own_guard, run_id)
             return _error(503, "store_unavailable", "the idempotency store is unavailable")
+        if reservation.message_reused:
+            return _error(
+                422,
+                "webhook_id_reused",
+                "this webhook-id was already delivered with another Idempotency-Key; resend "
+                "a message with its original key, or send a new message",
+            )
+        own_guard = binding.key_hash if reservation.bound else None
         if not reservation.created:
             return self._existing(reservation.record, body_hash, self.clock_ms())
         if self.fault == "hang_after_reserve":
@@ -379,28 +370,27 @@ class WebhookIngress:
             await asyncio.Event().wait()
         return await self._submit(webhook, key_hash, run_id, request, own_guard)
 
-    async def _reserve(self, *, guard: str | None, **reservation: Any) -> Reservation:
+    async def _reserve(self, *, bind: MessageBinding, **reservation: Any) -> Reservation:
         """``store.reserve``; if the request is cancelled meanwhile (the client went away, the
         server is stopping) the write still finishes on the store's side, and since nothing
-        was submitted, the fence it made is released: the key is not burned."""
-        task = asyncio.ensure_future(self.store.reserve(**reservation))
+        was submitted, the fence (and binding) it made is released: the key is not burned."""
+        task = asyncio.ensure_future(self.store.reserve(bind=bind, **reservation))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            await asyncio.shield(self._abandon(task, reservation["run_id"], guard))
+            await asyncio.shield(self._abandon(task, reservation["run_id"], bind.key_hash))
             raise
 
-    async def _abandon(
-        self, task: asyncio.Future[Reservation], run_id: str, guard: str | None
-    ) -> None:
+    async def _abandon(self, task: asyncio.Future[Reservation], run_id: str, guard: str) -> None:
         try:
             reservation = await task
         except IdempotencyStoreError:
-            reservation = None
-        if reservation is not None and reservation.created:
+            return
+        if reservation.created:
             with contextlib.suppress(IdempotencyStoreError):
                 await self.store.release(key_hash=reservation.record.key_hash, run_id=run_id)
-        await self._release_guard(guard, run_id)
+        if reservation.bound:
+            await self._release_guard(guard, run_id)
 
     async def _release_guard(self, guard: str | None, run_id: str) -> None:
         """Unbind a webhook-id this request bound, when nothing of it ran (best effort: a
