@@ -1194,3 +1194,46 @@ async def test_a_key_that_answered_unknown_never_answers_accepted_later(
     assert len(hooks.port.requests) == 1
     [record] = await hooks.records()
     assert (record.state, record.response) == ("outcome_unknown", None)
+
+
+class HeldLookup(FailingStore):
+    """Answers a lookup, then holds it (the replay is in flight) until the gate opens."""
+
+    def __init__(self, inner: SQLiteIdempotencyStore) -> None:
+        super().__init__(inner)
+        self.looked = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
+        record = await self.inner.lookup(key_hash, now_ms=now_ms)
+        self.looked.set()
+        await self.gate.wait()
+        return record
+
+
+async def test_a_sweep_during_a_replay_in_flight_neither_breaks_it_nor_replays_an_expired_key(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    accepted = await hooks.post(body(), sign=sign)
+    store = HeldLookup(hooks.store.inner)
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks, store=store, submitter=hooks.port, clock_ms=hooks.clock
+    )
+    await hooks.use(app)
+    hooks.clock.now_ms += app.ttl_ms - 1  # the last millisecond of the fence
+    replay = asyncio.create_task(hooks.post(body(), sign=sign))
+    await store.looked.wait()
+    report = await store.sweep(now_ms=hooks.clock.now_ms + 1)  # the sweep runs meanwhile
+    assert report.responses_removed == 1  # the key's fence and snapshot are gone
+    store.gate.set()
+    answered = await replay
+    assert (answered.status_code, answered.content) == (202, accepted.content)
+    assert answered.headers["idempotent-replayed"] == "true"
+    # once swept (expired), the key is new: it runs again with a new run id, never a replay
+    hooks.clock.now_ms += 1
+    store.looked, store.gate = asyncio.Event(), asyncio.Event()
+    store.gate.set()
+    again = await hooks.post(body(), sign=sign)
+    assert "idempotent-replayed" not in again.headers
+    assert _json(again)["run_id"] != _json(accepted)["run_id"]
+    assert len(hooks.port.requests) == 2
