@@ -5,7 +5,8 @@ HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[gateway] ingress_enable
 
 Order of one request, and what each step guarantees:
 
-1. The webhook id must be configured (404), the body at most ``max_body_bytes`` (413).
+1. The webhook id must be configured (404), the body at most ``max_body_bytes`` (413) and
+   complete within ``body_timeout_s`` (408).
 2. The Standard Webhooks signature is verified (constant time, 5 min tolerance) before
    anything of the request is parsed, looked up or stored (401).
 3. ``Idempotency-Key``: missing, blank or not text is a 400, before it is hashed. The body must
@@ -16,11 +17,16 @@ Order of one request, and what each step guarantees:
    gets the bounded uncertain receipt ``{"status":"outcome_unknown","run_id":...,
    "retry_safe":false}`` (202), never a generic success.
 5. No router: 503, nothing reserved. Else a ``pending`` fence with a fixed run id is reserved
-   atomically (a lost race answers as in 4), and the request goes to the session port with that
-   run id. Accepted: the fence becomes ``accepted`` with its exact response, together, and the
-   client gets that response (202). A definite refusal (the router is full or stopped, or
-   rejects the request) releases the fence: 503 / 400, the key is not burned. Anything else
-   (an exception, a timeout, a failure to store the receipt) is ``outcome_unknown``.
+   atomically (a lost race answers as in 4), together with the binding of the signed
+   ``webhook-id`` to this key (the key is not signed: the same message under another key is a
+   422, so a copy resent by someone who saw it cannot run again), and the request goes to the
+   session port with that run id. Cancelled while reserving (the client gone, the server
+   stopping): the fence is released once written, nothing was submitted. Accepted (within
+   the fence's lease): the fence becomes ``accepted`` with its exact response, together, and
+   the client gets that response (202). A definite refusal (the router is full or stopped, or
+   rejects the request) releases the fence and the binding: 503 / 400, the key is not burned.
+   Anything else (an exception, a timeout, a failure to store the receipt, an acceptance
+   after the lease) is ``outcome_unknown``.
 6. Any store failure before submission is a 503 with nothing executed and the key not burned.
 
 ``fault`` is a test-only hook (see the README): ``hang_after_reserve`` makes the handler print
