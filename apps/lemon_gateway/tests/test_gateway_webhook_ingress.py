@@ -1237,3 +1237,28 @@ async def test_a_sweep_during_a_replay_in_flight_neither_breaks_it_nor_replays_a
     assert "idempotent-replayed" not in again.headers
     assert _json(again)["run_id"] != _json(accepted)["run_id"]
     assert len(hooks.port.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("webhook-id", "msg_\u00e9".encode(), "ASCII"),
+        ("webhook-signature", b"v1,\xff", "ASCII"),
+        ("webhook-id", None, "once"),
+        ("webhook-timestamp", None, "once"),
+    ],
+)
+async def test_a_duplicated_or_non_ascii_signature_header_is_401_saying_so(
+    hooks: Harness, sign: Any, body: Any, name: str, value: bytes | None, says: str
+) -> None:
+    payload = body()
+    headers = [(k.encode(), v.encode()) for k, v in sign(payload).items()]
+    if value is None:  # sent twice
+        headers.append(next(h for h in headers if h[0] == name.encode()))
+    else:
+        headers = [(k, value if k == name.encode() else v) for k, v in headers]
+    response = await hooks.http.post("/webhooks/ci", content=payload, headers=headers)
+    assert response.status_code == 401
+    message = _json(response)["message"]
+    assert name in message
+    assert says in message

@@ -296,6 +296,12 @@ class WebhookIngress:
                 413, "body_too_large", f"the body is larger than {self.max_body_bytes} bytes"
             )
         # 1. authenticity first: nothing is parsed, looked up or stored before this
+        for name in (b"webhook-id", b"webhook-timestamp", b"webhook-signature"):
+            value = headers.get(name)
+            if value is _DUPLICATE:
+                return _error(401, "invalid_signature", f"send the {name.decode()} header once")
+            if value is not None and not value.isascii():
+                return _error(401, "invalid_signature", f"the {name.decode()} header must be ASCII")
         refused = verify_webhook(
             webhook.secret,
             msg_id=_text(headers.get(b"webhook-id")),
