@@ -626,6 +626,7 @@ async def test_legacy_fences_answer_by_what_is_known_of_them(
 async def test_unknown_webhooks_and_other_methods_are_refused(hooks: Harness, sign: Any) -> None:
     assert (await hooks.post(b"{}", path="/webhooks/nope", sign=sign)).status_code == 404
     assert (await hooks.post(b"{}", path="/webhooks/ci/x", sign=sign)).status_code == 404
+    assert (await hooks.post(b"{}", path="/webhooksci", sign=sign)).status_code == 404
     get = await hooks.http.get("/webhooks/ci")
     assert (get.status_code, get.headers["allow"]) == (405, "POST")
     doc = await hooks.http.get("/webhooks/openapi.json")

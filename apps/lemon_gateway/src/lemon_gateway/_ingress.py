@@ -271,7 +271,8 @@ class WebhookIngress:
 
     async def _handle(self, scope: Scope, receive: Receive) -> _Answer:
         path: str = scope["path"]
-        rest = path[len(self.prefix) :].strip("/") if path.startswith(self.prefix) else None
+        inside = path == self.prefix or path.startswith(self.prefix + "/")
+        rest = path[len(self.prefix) :].strip("/") if inside else None
         if rest == "openapi.json" and scope["method"] in ("GET", "HEAD"):
             return _Answer(200, self._openapi)
         webhook = self.webhooks.get(rest or "") if rest and "/" not in rest else None
