@@ -1263,3 +1263,27 @@ async def test_a_duplicated_or_non_ascii_signature_header_is_401_saying_so(
     message = _json(response)["message"]
     assert name in message
     assert says in message
+
+
+async def test_a_request_cancelled_mid_submission_is_outcome_unknown_never_released(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Cancelled while the router has the request (it may have queued it): the key is burned
+    as ``outcome_unknown`` with the fixed run id, never released for a second execution."""
+    hooks.port.gate = asyncio.Event()
+    task = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [request] = hooks.port.requests
+    [record] = await hooks.records()
+    assert (record.state, record.run_id) == ("outcome_unknown", request.run_id)
+    hooks.port.gate.set()
+    replay = await hooks.post(body(), sign=sign)
+    assert _json(replay) == {
+        "status": "outcome_unknown",
+        "run_id": request.run_id,
+        "retry_safe": False,
+    }
+    assert len(hooks.port.requests) == 1
