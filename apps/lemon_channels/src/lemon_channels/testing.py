@@ -5,8 +5,9 @@ It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``
 (long polling with ``offset`` and ``timeout``), ``deleteWebhook``, ``setWebhook``,
 ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``, ``getFile`` and file downloads,
 with Telegram's errors: 401 for a bad token, 429 with ``parameters.retry_after``, 400
-"Bad Request: message is not modified", "message is too long" and "can't parse entities"
-(HTML with a tag Telegram does not know). It serves on the test's own event loop (uvicorn),
+"Bad Request: message is not modified", "message is too long" (over 4,096 UTF-16 code units
+displayed) and "can't parse entities" (HTML with a tag Telegram does not know, or tags that are
+not properly nested or closed). It serves on the test's own event loop (uvicorn),
 so a test reads its state directly and waits on :meth:`FakeTelegram.wait_for`.
 """
 
@@ -343,15 +344,27 @@ class FakeTelegram:
         text = str(params.get("text", ""))
         mode = params.get("parse_mode")
         if mode == "HTML":
+            open_tags: list[str] = []
             for tag in _TAG.finditer(text):
-                if tag.group(1).lower() not in _KNOWN_TAGS:
+                name = tag.group(1).lower()
+                if name not in _KNOWN_TAGS:
+                    return self._bad(f'can\'t parse entities: Unsupported start tag "{name}"')
+                if not tag.group(0).startswith("</"):
+                    open_tags.append(name)
+                elif not open_tags or open_tags.pop() != name:
+                    # Telegram refuses mis-nested markup ("<b><i></b></i>").
                     return self._bad(
-                        f'can\'t parse entities: Unsupported start tag "{tag.group(1)}"'
+                        f"can't parse entities: Unmatched end tag at byte offset {tag.start()}"
                     )
+            if open_tags:
+                return self._bad(
+                    f"can't parse entities: Can't find end tag corresponding to start tag \""
+                    f'{open_tags[-1]}"'
+                )
         shown = displayed(text, mode)
         if not shown.strip():
             return self._bad("message text is empty")
-        if len(shown) > 4096:
+        if len(shown.encode("utf-16-le")) // 2 > 4096:  # Telegram counts UTF-16 code units
             return self._bad("message is too long")
         return shown
 

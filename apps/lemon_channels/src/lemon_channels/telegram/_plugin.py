@@ -19,7 +19,9 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import html
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -60,6 +62,7 @@ _MAX_WEBHOOK_BODY: Final = 1024 * 1024
 #: Updates handled at once in webhook mode; beyond it the POST is refused (Telegram retries).
 _MAX_WEBHOOK_IN_FLIGHT: Final = 256
 _ERROR_CHARS: Final = 300
+_ANY_TAG: Final = re.compile(r"<[^<>]*>")
 
 
 class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +72,11 @@ class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     thread_id: str | None = None
     buttons: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+
+def _plain(markup: str) -> str:
+    """The text Telegram HTML displays (tags dropped, entities decoded)."""
+    return html.unescape(_ANY_TAG.sub("", markup))
 
 
 class _RedactToken(logging.Filter):
@@ -253,6 +261,13 @@ class TelegramPlugin:
             return SendResult(ok=True, message_id=None if message_id is None else str(message_id))
         code = data.get("error_code")
         description = str(data.get("description", ""))[:_ERROR_CHARS]
+        if code == 400 and "can't parse entities" in description and "parse_mode" in params:
+            # The renderer's output is meant to parse; if Telegram disagrees, the words still
+            # matter more than their formatting: send them as plain text rather than nothing.
+            _log.warning("telegram: %s refused the markup (%s); sent as plain text", method, code)
+            plain = dict(params, text=_plain(str(params.get("text", ""))))
+            del plain["parse_mode"]
+            return await self._send(method, plain)
         if code == 400 and "message is not modified" in description:
             return SendResult(ok=True, message_id=str(params.get("message_id", "")) or None)
         parameters = data.get("parameters") or {}
@@ -431,11 +446,12 @@ class TelegramPlugin:
             ]
         if intent.kind in (IntentKind.STREAM_SNAPSHOT, IntentKind.TOOL_STATUS):
             # One transient message: its first part (the final text sends the rest).
-            [first, *rest] = split_markdown(intent.text or "…")
-            text = markdown_to_html(first) + (" …" if rest else "")
-            return [
-                TelegramPayload(chat_id=chat, thread_id=thread, text=text[: self.max_text_chars])
-            ]
+            # Only the head of a long stream is shown: split what can be shown, not all of it.
+            head = (intent.text or "…")[: 2 * self.max_text_chars]
+            [first, *rest] = split_markdown(head, limit=self.max_text_chars - 2)
+            more = bool(rest) or len(intent.text) > len(head)
+            text = markdown_to_html(first) + (" …" if more else "")
+            return [TelegramPayload(chat_id=chat, thread_id=thread, text=text)]
         return [
             TelegramPayload(chat_id=chat, thread_id=thread, text=markdown_to_html(chunk))
             for chunk in split_markdown(intent.text or "(empty)")
