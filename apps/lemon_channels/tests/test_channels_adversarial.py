@@ -5,22 +5,30 @@ button press aimed at another chat's approval."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lemon_channels import ChannelHost, Outbox
 from lemon_channels.telegram import TelegramPayload, TelegramPlugin
 from lemon_channels.telegram._render import markdown_to_html, split_markdown
-from lemon_channels.testing import FakeTelegram
+from lemon_channels.testing import FakeSessionPort, FakeTelegram
 from lemon_core.channels import (
+    ChannelState,
     DeliveryIntent,
     DeliveryRoute,
     InboundMessage,
     IntentKind,
+    SendResult,
 )
+from lemon_core.events import ApprovalDecision
+from lemon_core.sessions import ApprovalResult, PendingApproval, SessionSnapshot
+from lemon_core.store import MemoryStore, OutboxStore
 
 KEY = "agent:default:telegram:123456:dm:42"
 ROUTE = DeliveryRoute(channel_id="telegram", account_id="1", peer_kind="dm", peer_id="42")
@@ -149,3 +157,235 @@ def test_a_huge_single_line_is_split_without_rendering_all_of_it_per_cut(
     assert " ".join(chunks).split() == ["word"] * 40_000
     # Each cut looks at about one message worth of text, not at the whole rest of the line.
     assert rendered < 200_000 * 60, rendered
+
+
+# -- the polling loop ------------------------------------------------------------------------
+
+
+def make_host(
+    telegram: FakeTelegram, port: FakeSessionPort, store: MemoryStore, **keys: Any
+) -> ChannelHost:
+    plugin = TelegramPlugin(token=telegram.token, api_base_url=telegram.url, poll_timeout_s=5)
+    return ChannelHost(
+        plugin=plugin,
+        port=port,
+        store=store,
+        bus=None,
+        allowed_users=frozenset({"42"}),
+        edit_interval_s=0.0,
+        **keys,
+    )
+
+
+@pytest.fixture
+async def host(telegram: FakeTelegram) -> AsyncIterator[tuple[ChannelHost, FakeSessionPort]]:
+    port = FakeSessionPort()
+    host = make_host(telegram, port, MemoryStore())
+    status = await host.start()
+    assert status.state is ChannelState.RUNNING
+    yield host, port
+    await host.stop()
+
+
+async def test_a_malformed_getupdates_answer_does_not_stop_polling(
+    telegram: FakeTelegram, host: tuple[ChannelHost, FakeSessionPort]
+) -> None:
+    _, port = host
+    # An error whose ``parameters`` is not an object, then an update whose id is not a number.
+    telegram._refusals.setdefault("getUpdates", []).append(
+        {"ok": False, "error_code": 500, "description": "oops", "parameters": "later"}
+    )
+    await telegram.wait_for(lambda: not telegram._refusals["getUpdates"])
+    await telegram.send_text("still there?")
+    request = await asyncio.wait_for(port.next_submission(1), 10)
+    assert request.prompt == "still there?"
+
+
+async def test_an_update_delivered_again_after_a_restart_is_handled_once(
+    telegram: FakeTelegram,
+) -> None:
+    # The offset that acknowledges an update reaches Telegram with the *next* getUpdates: a
+    # daemon stopped in between gets the same update again from Telegram after its restart.
+    store = MemoryStore()
+    port = FakeSessionPort()
+    update = telegram.update_for_text("run the migration")
+    first = make_host(telegram, port, store)
+    await first.start()
+    await telegram._push(update)
+    await asyncio.wait_for(port.next_submission(1), 10)
+    await first.stop()
+    second = make_host(telegram, port, store)
+    await second.start()
+    try:
+        await telegram._push(update)  # Telegram never got the acknowledgement
+        await telegram.send_text("and then this")
+        request = await asyncio.wait_for(port.next_submission(2), 10)
+        assert request.prompt == "and then this"
+        assert [r.prompt for r in port.submitted] == ["run the migration", "and then this"]
+    finally:
+        await second.stop()
+
+
+# -- who is talking --------------------------------------------------------------------------
+
+
+async def test_a_message_sent_on_behalf_of_a_chat_gets_nothing(
+    telegram: FakeTelegram, host: tuple[ChannelHost, FakeSessionPort]
+) -> None:
+    _, port = host
+    # Sent as a channel (sender_chat): ``from`` is Telegram's placeholder user 136817688, the
+    # same for every channel; pairing it would let every channel in. And no ``from`` at all.
+    as_channel = telegram.update_for_text("hello", chat_id=-100, chat_type="supergroup")
+    as_channel["message"]["from"] = {"id": 136817688, "is_bot": True, "first_name": "Channel"}
+    as_channel["message"]["sender_chat"] = {"id": -1001, "type": "channel", "title": "c"}
+    anonymous = telegram.update_for_text("hi", chat_id=-100, chat_type="supergroup")
+    del anonymous["message"]["from"]
+    await telegram._push(as_channel)
+    await telegram._push(anonymous)
+    await telegram.send_text("the owner speaks")
+    request = await asyncio.wait_for(port.next_submission(1), 10)
+    assert request.prompt == "the owner speaks"
+    assert len(port.submitted) == 1
+    assert telegram.chat(-100) == []  # no pairing code for a non-person
+    host_, _ = host
+    assert await host_.pairing.pending() == []
+
+
+class ApprovingPort(FakeSessionPort):
+    """A port whose session ``KEY`` waits for approval ``ap_dm``; records resolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resolved: list[tuple[str, str]] = []
+
+    async def snapshot(self, session_key: str) -> SessionSnapshot:
+        pending: tuple[PendingApproval, ...] = ()
+        if session_key == KEY:
+            pending = (PendingApproval(approval_id="ap_dm", run_id="r1", tool="bash"),)
+        return SessionSnapshot(session_key=session_key, pending_approvals=pending)
+
+    async def resolve_approval(
+        self, approval_id: str, decision: ApprovalDecision | str
+    ) -> ApprovalResult:
+        self.resolved.append((approval_id, str(decision)))
+        return ApprovalResult(resolved=True)
+
+
+async def test_a_button_press_cannot_resolve_another_chats_approval(
+    telegram: FakeTelegram,
+) -> None:
+    port = ApprovingPort()
+    host = make_host(telegram, port, MemoryStore())
+    await host.start()
+    try:
+        # Allowed user 42 presses, in a group, a button whose data names the approval of the
+        # private chat's session (forged data, or a keyboard copied from elsewhere).
+        forged = {
+            "update_id": 99_001,
+            "callback_query": {
+                "id": "cb_forged",
+                "from": {"id": 42, "is_bot": False, "first_name": "a"},
+                "message": {
+                    "message_id": 7,
+                    "date": 1_700_000_000,
+                    "chat": {"id": -100, "type": "supergroup"},
+                    "text": "x",
+                },
+                "chat_instance": "1",
+                "data": "ap|ap_dm|approve_agent",
+            },
+        }
+        await telegram._push(forged)
+        await telegram.wait_for(lambda: len(telegram.callback_answers) == 1)
+        assert port.resolved == []
+        # The same press in the chat the approval belongs to resolves it.
+        await telegram._push(
+            {
+                "update_id": 99_002,
+                "callback_query": {
+                    **forged["callback_query"],  # type: ignore[dict-item]
+                    "id": "cb_real",
+                    "message": {
+                        "message_id": 8,
+                        "date": 1_700_000_000,
+                        "chat": {"id": 42, "type": "private"},
+                        "text": "x",
+                    },
+                },
+            }
+        )
+        await telegram.wait_for(lambda: len(telegram.callback_answers) == 2)
+        assert port.resolved == [("ap_dm", "approve_agent")]
+        assert telegram.callback_answers[1] == "approved"
+    finally:
+        await host.stop()
+
+
+# -- the outbox ------------------------------------------------------------------------------
+
+
+class ExplodingPlugin(TelegramPlugin):
+    """Raises on a payload containing ``boom`` (a plugin bug, an undecodable payload)."""
+
+    async def deliver(self, payload: TelegramPayload) -> SendResult:
+        if "boom" in payload.text:
+            raise RuntimeError("plugin bug")
+        return await super().deliver(payload)
+
+
+async def test_an_exception_while_delivering_does_not_stall_the_chat(
+    telegram: FakeTelegram,
+) -> None:
+    plugin = ExplodingPlugin(token=telegram.token, api_base_url=telegram.url, poll_timeout_s=5)
+    await plugin.start(_ignore)
+    store = OutboxStore(MemoryStore())
+    outbox = Outbox(plugin=plugin, store=store, bus=None, max_attempts=2, base_backoff_s=0.01)
+    try:
+        await outbox.admit(final(1, "boom"))
+        await outbox.admit(final(2, "after the poison"))
+        await asyncio.wait_for(outbox.until(lambda s: s.sent == 1 and s.pending == 0), 10)
+        assert [m.shown for m in telegram.chat(42)] == ["after the poison"]
+        stats = outbox.statistics()
+        assert stats.given_up == 1
+        assert "RuntimeError" in (stats.last_error or "")
+        assert await store.pending("telegram") == []  # not replayed at the next start
+    finally:
+        await outbox.close()
+        await plugin.stop()
+
+
+class RateLimitedPlugin(TelegramPlugin):
+    """Answers the first ``n`` sends with a 429 (retry_after 0)."""
+
+    def __init__(self, n: int, **keys: Any) -> None:
+        super().__init__(**keys)
+        self.refusals = n
+
+    async def deliver(self, payload: TelegramPayload) -> SendResult:
+        if self.refusals > 0:
+            self.refusals -= 1
+            return SendResult(ok=False, error="sendMessage: 429 Too Many Requests", retry_after=0)
+        return await super().deliver(payload)
+
+
+async def test_a_429_storm_delays_the_answer_but_does_not_lose_it(
+    telegram: FakeTelegram,
+) -> None:
+    plugin = RateLimitedPlugin(12, token=telegram.token, api_base_url=telegram.url)
+    await plugin.start(_ignore)
+    outbox = Outbox(
+        plugin=plugin,
+        store=OutboxStore(MemoryStore()),
+        bus=None,
+        max_attempts=8,
+        base_backoff_s=0.001,
+        max_backoff_s=0.002,
+    )
+    try:
+        await outbox.admit(final(1, "the final answer"))
+        await asyncio.wait_for(outbox.drained(), 10)
+        assert [m.shown for m in telegram.chat(42)] == ["the final answer"]
+        assert outbox.statistics().given_up == 0
+    finally:
+        await outbox.close()
+        await plugin.stop()

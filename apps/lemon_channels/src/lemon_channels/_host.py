@@ -8,6 +8,10 @@ may understand them) becomes a :class:`~lemon_core.execution.RunRequest` on the 
 session key, submitted through the :class:`~lemon_core.sessions.SessionPort` after that
 session's pump watches it (so nothing the run says is missed).
 
+An update the platform delivers again (its acknowledgement was lost, a restart) is dropped:
+each taken message id is remembered (``SEEN_TABLE``, 24 hours). A button press resolves an
+approval only when that approval is pending in the session of the chat it was pressed in.
+
 Outbound: every pump's intents and every notice go through the :class:`Outbox`.
 
 Bounds: at most ``max_sessions`` pumps (the least recently used one stops beyond it; its
@@ -51,6 +55,12 @@ __all__ = ["MAX_RECEIPTS", "STATUS_TABLE", "ChannelHost"]
 _log = logging.getLogger("lemon_channels.host")
 
 MAX_RECEIPTS: Final = 1024
+#: The store table of inbound messages already taken (a redelivered update is dropped).
+SEEN_TABLE: Final = "channel_inbound_seen"
+#: How long a taken message is remembered: Telegram keeps an unacknowledged update 24 hours.
+SEEN_TTL_MS: Final = 24 * 3600 * 1000
+#: Taken messages also remembered in memory (copies handled at the same time).
+MAX_RECENT_INBOUND: Final = 4096
 #: The store table holding each channel's last status (read by ``lemon channels status``).
 STATUS_TABLE: Final = "channel_status"
 _DECISIONS: Final = frozenset(
@@ -103,6 +113,8 @@ class ChannelHost:
         self._supervisor = Supervisor(f"{plugin.channel_id}-pumps")
         self.receipts: deque[Receipt] = deque(maxlen=MAX_RECEIPTS)
         self._strangers = 0
+        self._duplicates = 0
+        self._recent: OrderedDict[str, None] = OrderedDict()
         self._commands = 0
         self._submitted = 0
 
@@ -144,6 +156,7 @@ class ChannelHost:
             "outbox": msgspec.to_builtins(self.outbox.statistics()),
             "pumps": [msgspec.to_builtins(p.statistics()) for p, _ in self._pumps.values()],
             "strangers_ignored": self._strangers,
+            "duplicates_dropped": self._duplicates,
             "commands": self._commands,
             "submitted": self._submitted,
         }
@@ -173,6 +186,9 @@ class ChannelHost:
                     f"This bot is private. Your pairing code is **{code}**: ask its owner to "
                     f"run `lemon channels pair approve {code}`.",
                 )
+            return
+        if await self._seen(message):
+            self._duplicates += 1
             return
         if message.callback is not None:
             await self._on_callback(message)
@@ -209,6 +225,32 @@ class ChannelHost:
             return
         self._submitted += 1
         self.receipts.append(receipt)
+
+    async def _seen(self, message: InboundMessage) -> bool:
+        """Whether this message (or button press) was already taken; marks it taken.
+
+        A platform delivers an update again when its acknowledgement was lost (Telegram: the
+        offset of a daemon stopped before its next poll; a webhook answer that did not arrive).
+        Marked before it is handled (a run is never started twice; a crash in between loses
+        the message, which the person sees and can send again), in the store so a restart
+        remembers, and in memory for copies handled at the same time.
+        """
+        route = message.route
+        if message.callback is not None:
+            key = f"{route.channel_id}/cb/{message.callback.callback_id}"
+        elif message.message_id is not None:
+            key = f"{route.channel_id}/{route.account_id}/{route.peer_id}/{message.message_id}"
+        else:
+            return False
+        if key in self._recent:
+            return True
+        self._recent[key] = None
+        while len(self._recent) > MAX_RECENT_INBOUND:
+            self._recent.popitem(last=False)
+        if await self._store.get(SEEN_TABLE, key) is not None:
+            return True
+        await self._store.put(SEEN_TABLE, key, 1, ttl_ms=SEEN_TTL_MS)
+        return False
 
     def _peer_key(self, message: InboundMessage) -> str:
         route = message.route
@@ -276,6 +318,17 @@ class ChannelHost:
         approval_id, _, decision = rest.partition("|")
         if kind != "ap" or not approval_id or decision not in _DECISIONS:
             await self.plugin.answer_callback(callback.callback_id, "unknown button")
+            return
+        # A button resolves an approval of the session of the chat it was pressed in only:
+        # button data naming another chat's approval (forged, or a copied keyboard) does not.
+        key = self._session_key(message, await self._peers.get(self._peer_key(message)))
+        snapshot = await self._port.snapshot(key)
+        for _ in range(3):
+            if snapshot.status == "ok":
+                break
+            snapshot = await self._port.snapshot(key)
+        if approval_id not in {a.approval_id for a in snapshot.pending_approvals}:
+            await self.plugin.answer_callback(callback.callback_id, "no longer pending")
             return
         result = await self._port.resolve_approval(approval_id, decision)
         if result.resolved:

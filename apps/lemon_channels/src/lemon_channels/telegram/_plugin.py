@@ -74,6 +74,14 @@ class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
     buttons: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
+def _person(sender: object) -> str | None:
+    """The user id of an update's ``from``, or ``None`` when there is no person."""
+    if not isinstance(sender, dict):
+        return None
+    user_id = sender.get("id")
+    return str(user_id) if isinstance(user_id, int) and not isinstance(user_id, bool) else None
+
+
 def _plain(markup: str) -> str:
     """The text Telegram HTML displays (tags dropped, entities decoded)."""
     return html.unescape(_ANY_TAG.sub("", markup))
@@ -282,33 +290,57 @@ class TelegramPlugin:
     # -- inbound ---------------------------------------------------------------------------
 
     async def _poll(self) -> None:
+        """Long-poll ``getUpdates`` until cancelled. Nothing the server answers stops it: a
+        refusal or an answer of the wrong shape is logged and retried with backoff."""
         backoff = 0.5
         while True:
             try:
-                data = await self._call(
-                    "getUpdates",
-                    {
-                        "offset": self._offset,
-                        "timeout": self._poll_timeout,
-                        "allowed_updates": ["message", "callback_query"],
-                    },
-                )
-            except httpx.HTTPError as exc:
+                updates = await self._poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a malformed answer, say: never the end of the channel
                 _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
+                updates = None
+            if updates is None:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
-            if not data.get("ok"):
-                retry = (data.get("parameters") or {}).get("retry_after")
-                _log.warning("telegram: getUpdates refused: %s", data.get("description"))
-                await asyncio.sleep(float(retry) if isinstance(retry, int | float) else backoff)
-                backoff = min(backoff * 2, 30.0)
-                continue
             backoff = 0.5
-            for update in data.get("result") or ():
-                if isinstance(update, dict):
-                    self._offset = max(self._offset, int(update.get("update_id", 0)) + 1)
-                    await self._handle(update)
+            for update in updates:
+                update_id = update.get("update_id")
+                if not isinstance(update_id, int) or isinstance(update_id, bool):
+                    continue  # cannot be acknowledged, so cannot be handled exactly once
+                self._offset = max(self._offset, update_id + 1)
+                await self._handle(update)
+
+    async def _poll_once(self) -> list[dict[str, Any]] | None:
+        """One ``getUpdates``: the updates, or ``None`` after a failure (already waited for
+        the server's ``retry_after`` when it gave one)."""
+        try:
+            data = await self._call(
+                "getUpdates",
+                {
+                    "offset": self._offset,
+                    "timeout": self._poll_timeout,
+                    "allowed_updates": ["message", "callback_query"],
+                },
+            )
+        except httpx.HTTPError as exc:
+            _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
+            return None
+        if not data.get("ok"):
+            parameters = data.get("parameters")
+            retry = parameters.get("retry_after") if isinstance(parameters, dict) else None
+            _log.warning(
+                "telegram: getUpdates refused: %s", str(data.get("description"))[:_ERROR_CHARS]
+            )
+            if isinstance(retry, int | float) and retry > 0:
+                await asyncio.sleep(min(float(retry), 300.0))
+            return None
+        result = data.get("result")
+        if not isinstance(result, list):
+            return None
+        return [update for update in result if isinstance(update, dict)]
 
     async def _handle(self, update: dict[str, Any]) -> None:
         """Turn one update into an inbound message and hand it to the sink (errors logged:
@@ -335,10 +367,14 @@ class TelegramPlugin:
         callback = update.get("callback_query")
         if isinstance(callback, dict):
             message = callback.get("message") or {}
-            chat = message.get("chat") or {}
-            sender = callback.get("from") or {}
+            chat = message.get("chat")
+            sender = callback.get("from")
+            if not isinstance(chat, dict) or _person(sender) is None:
+                return None  # a press on an inline-mode message (no chat), or no person
+            assert isinstance(sender, dict)
+            thread = message.get("message_thread_id") if message.get("is_topic_message") else None
             return InboundMessage(
-                route=self._route(chat, message.get("message_thread_id")),
+                route=self._route(chat, thread),
                 user_id=str(sender.get("id")),
                 user_name=sender.get("username"),
                 callback=CallbackQuery(
@@ -350,7 +386,12 @@ class TelegramPlugin:
         message = update.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
             return None
-        sender = message.get("from") or {}
+        sender = message.get("from")
+        if message.get("sender_chat") is not None or _person(sender) is None:
+            # Sent on behalf of a chat (``from`` is then a placeholder shared by every such
+            # chat: allowing or pairing it would let them all in), or by nobody: not a person.
+            return None
+        assert isinstance(sender, dict)
         images: tuple[InboundImage, ...] = ()
         photos = message.get("photo")
         if isinstance(photos, list) and photos:
