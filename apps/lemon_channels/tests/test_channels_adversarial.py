@@ -27,7 +27,7 @@ from lemon_core.channels import (
     SendResult,
 )
 from lemon_core.events import ApprovalDecision
-from lemon_core.sessions import ApprovalResult, PendingApproval, SessionSnapshot
+from lemon_core.sessions import ApprovalResult, PendingApproval, SessionSnapshot, TextDelta
 from lemon_core.store import MemoryStore, OutboxStore
 
 KEY = "agent:default:telegram:123456:dm:42"
@@ -389,3 +389,30 @@ async def test_a_429_storm_delays_the_answer_but_does_not_lose_it(
     finally:
         await outbox.close()
         await plugin.stop()
+
+
+# -- the coalescer ---------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 4000), min_size=1, max_size=30))
+def test_a_flood_of_deltas_keeps_a_bounded_head_of_the_answer(sizes: list[int]) -> None:
+    from lemon_channels._coalescer import AnswerCoalescer
+
+    deltas = [("ab😀\n" * 1000)[n % 4 : n % 4 + n] for n in sizes]
+    answer = AnswerCoalescer("r1")
+    for seq, text in enumerate(deltas, start=1):
+        assert answer.add(TextDelta(session_key=KEY, run_id="r1", seq=seq, text=text))
+    whole = "".join(deltas)
+    assert sum(len(t) for t in answer.text) <= 16_384  # MAX_SNAPSHOT_CHARS
+    assert answer.snapshot() == whole[:16_384]
+
+
+def test_a_megabyte_of_deltas_is_not_kept() -> None:
+    from lemon_channels._coalescer import AnswerCoalescer
+
+    answer = AnswerCoalescer("r1")
+    for seq in range(1, 5001):
+        answer.add(TextDelta(session_key=KEY, run_id="r1", seq=seq, text="x" * 200))
+    assert sum(len(t) for t in answer.text) <= 16_384
+    assert len(answer.snapshot()) == 16_384
