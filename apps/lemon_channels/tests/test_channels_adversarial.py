@@ -416,3 +416,51 @@ def test_a_megabyte_of_deltas_is_not_kept() -> None:
         answer.add(TextDelta(session_key=KEY, run_id="r1", seq=seq, text="x" * 200))
     assert sum(len(t) for t in answer.text) <= 16_384
     assert len(answer.snapshot()) == 16_384
+
+
+# -- groups with other bots; a failing port ----------------------------------------------------
+
+
+async def test_a_command_addressed_to_another_bot_is_not_ours(
+    telegram: FakeTelegram, host: tuple[ChannelHost, FakeSessionPort]
+) -> None:
+    _, port = host
+    group = {"chat_id": -100, "chat_type": "supergroup"}
+    await telegram.send_text("/new@other_bot", **group)
+    await telegram.send_text("/cancel@Other_Bot please", **group)
+    await telegram.send_text("/help@lemon_bot", **group)  # ours (the fake's bot username)
+    await telegram.wait_for(lambda: len(telegram.chat(-100)) == 1)
+    [reply] = telegram.chat(-100)
+    assert reply.shown.startswith("Send a message to talk to the agent.")
+    await telegram.send_text("hello", **group)
+    request = await asyncio.wait_for(port.next_submission(1), 10)
+    assert request.prompt == "hello"
+    assert request.session_key == "agent:default:telegram:123456:group:-100"  # no /new happened
+    assert len(port.submitted) == 1
+
+
+class FailingWatchPort(FakeSessionPort):
+    """``watch`` fails for one session (a port error)."""
+
+    def watch(self, session_key: str) -> Any:
+        if session_key.endswith(":group:-100"):
+            raise RuntimeError("the bus is closed")
+        return super().watch(session_key)
+
+
+async def test_a_session_whose_watch_fails_does_not_stall_the_other_chats(
+    telegram: FakeTelegram,
+) -> None:
+    port = FailingWatchPort()
+    host = make_host(telegram, port, MemoryStore())
+    await host.start()
+    try:
+        await telegram.send_text("in the group", chat_id=-100, chat_type="supergroup")
+        await telegram.send_text("in private")
+        request = await asyncio.wait_for(port.next_submission(1), 10)
+        assert request.prompt == "in private"
+        assert [r.prompt for r in port.submitted] == ["in private"]
+        await telegram.wait_for(lambda: len(telegram.chat(-100)) == 1)
+        assert "not reachable" in telegram.chat(-100)[0].shown
+    finally:
+        await host.stop()

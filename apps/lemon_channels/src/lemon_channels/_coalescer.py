@@ -259,6 +259,11 @@ class SessionPump:
         self._late = 0
         self._refused = 0
 
+    @property
+    def watching(self) -> bool:
+        """Whether the pump watches the session (``ready()`` has returned or would)."""
+        return self._ready.is_set()
+
     async def ready(self) -> None:
         """Returns once the pump watches the session (submit after this: nothing is missed)."""
         await self._ready.wait()

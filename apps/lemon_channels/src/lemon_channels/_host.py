@@ -33,7 +33,7 @@ import msgspec
 from lemon_channels._access import PairingStore, PeerSettings, PeerStore
 from lemon_channels._coalescer import SessionPump, TerminalRuns
 from lemon_channels._outbox import Outbox
-from lemon_channels.errors import ChannelsUsageError
+from lemon_channels.errors import ChannelsError, ChannelsUsageError
 from lemon_core.bus import Bus, ConsumerClass, Delivery
 from lemon_core.channels import (
     ChannelPlugin,
@@ -205,7 +205,12 @@ class ChannelHost:
         if not text and not message.images:
             return
         key = self._session_key(message, settings)
-        await self._pump(key, message.route)
+        try:
+            await self._pump(key, message.route)
+        except ChannelsError as exc:
+            _log.warning("%s", exc)
+            await self.notice(message.route, "The agent is not reachable right now; try later.")
+            return
         request = RunRequest(
             origin=self.channel_id,
             session_key=key,
@@ -397,5 +402,14 @@ class ChannelHost:
         while len(self._pumps) > self._max_sessions:
             _, (_, old) = self._pumps.popitem(last=False)
             old.cancel()
-        await pump.ready()
+        # The pump may fail before it watches (the port refused): never wait for it forever
+        # (the plugin hands messages over one at a time: every chat would wait).
+        ready = asyncio.ensure_future(pump.ready())
+        try:
+            await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if not pump.watching:
+            self._pumps.pop(key, None)
+            raise ChannelsError(f"{self.channel_id}: cannot follow session {key}")
         return pump

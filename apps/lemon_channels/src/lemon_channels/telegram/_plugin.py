@@ -135,6 +135,7 @@ class TelegramPlugin:
             channel_id=self.channel_id, state=ChannelState.STOPPED, mode=mode
         )
         self._account: str | None = None
+        self._username: str | None = None
         self._offset = 0
         self.updates = 0
         self.rejected_webhook = 0
@@ -188,6 +189,7 @@ class TelegramPlugin:
         result = me.get("result") or {}
         self._account = str(result.get("id", "bot"))
         username = result.get("username")
+        self._username = username.lower() if isinstance(username, str) else None
         if self._mode == "webhook":
             problem = await self._start_webhook()
             if problem is not None:
@@ -392,6 +394,9 @@ class TelegramPlugin:
             # chat: allowing or pairing it would let them all in), or by nobody: not a person.
             return None
         assert isinstance(sender, dict)
+        text = str(message.get("text") or message.get("caption") or "")
+        if self._for_another_bot(text):
+            return None
         images: tuple[InboundImage, ...] = ()
         photos = message.get("photo")
         if isinstance(photos, list) and photos:
@@ -402,10 +407,18 @@ class TelegramPlugin:
             route=self._route(message["chat"], thread),
             user_id=str(sender.get("id")),
             user_name=sender.get("username"),
-            text=str(message.get("text") or message.get("caption") or ""),
+            text=text,
             images=images,
             message_id=str(message.get("message_id")),
         )
+
+    def _for_another_bot(self, text: str) -> bool:
+        """``/command@name`` where ``name`` is not this bot (a group with several bots)."""
+        if not text.startswith("/"):
+            return False
+        command = text.split(maxsplit=1)[0]
+        _, at, name = command.partition("@")
+        return bool(at) and self._username is not None and name.lower() != self._username
 
     async def _download(self, photo: dict[str, Any]) -> InboundImage | None:
         if self._http is None or int(photo.get("file_size") or 0) > _MAX_PHOTO_BYTES:
