@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -504,3 +505,42 @@ async def test_nothing_but_an_allowed_persons_message_or_press_reaches_the_port(
         assert code.user_id == "666"
     finally:
         await host.stop()
+
+
+# -- the network failing at the wrong moment -------------------------------------------------
+
+
+async def test_a_network_failure_after_getme_is_a_failed_status_not_a_raise(
+    telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = httpx.AsyncClient.post
+
+    async def post(self: httpx.AsyncClient, url: Any, **keys: Any) -> httpx.Response:
+        if str(url).endswith("deleteWebhook"):
+            raise httpx.ConnectError("connection reset")
+        return await real(self, url, **keys)
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", post)
+    plugin = TelegramPlugin(token=telegram.token, api_base_url=telegram.url, poll_timeout_s=5)
+    status = await plugin.start(_ignore)
+    assert status.state is ChannelState.FAILED
+    assert "ConnectError" in (status.detail or "")
+    assert telegram.token not in (status.detail or "")
+    await plugin.stop()
+
+
+async def test_a_photo_that_cannot_be_downloaded_keeps_its_caption(
+    telegram: FakeTelegram,
+    host: tuple[ChannelHost, FakeSessionPort],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, port = host
+
+    async def get(self: httpx.AsyncClient, url: Any, **keys: Any) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out")
+
+    monkeypatch.setattr(httpx.AsyncClient, "get", get)
+    await telegram.send_text("what is in this picture?", photo=b"\x89PNG" + bytes(64))
+    request = await asyncio.wait_for(port.next_submission(1), 10)
+    assert request.prompt == "what is in this picture?"
+    assert request.images == ()

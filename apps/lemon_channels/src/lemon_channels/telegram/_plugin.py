@@ -190,13 +190,23 @@ class TelegramPlugin:
         self._account = str(result.get("id", "bot"))
         username = result.get("username")
         self._username = username.lower() if isinstance(username, str) else None
-        if self._mode == "webhook":
-            problem = await self._start_webhook()
-            if problem is not None:
-                await self._close_http()
-                return self._set(ChannelState.FAILED, problem)
-        else:
-            await self._call("deleteWebhook", {"drop_pending_updates": False})
+        try:
+            if self._mode == "webhook":
+                problem = await self._start_webhook()
+            else:
+                problem = None
+                await self._call("deleteWebhook", {"drop_pending_updates": False})
+        except httpx.HTTPError as exc:  # the network went away after getMe
+            if self._mode == "webhook" and self._mounts is not None:
+                self._mounts.unmount(WEBHOOK_PATH)
+            problem = (
+                f"cannot reach the Bot API at {self._base} ({type(exc).__name__}); "
+                "check [channels.telegram] api_base_url and the network"
+            )
+        if problem is not None:
+            await self._close_http()
+            return self._set(ChannelState.FAILED, problem)
+        if self._mode != "webhook":
             self._poller = asyncio.ensure_future(self._poll())
         return self._set(
             ChannelState.RUNNING,
@@ -423,11 +433,16 @@ class TelegramPlugin:
     async def _download(self, photo: dict[str, Any]) -> InboundImage | None:
         if self._http is None or int(photo.get("file_size") or 0) > _MAX_PHOTO_BYTES:
             return None
-        info = await self._call("getFile", {"file_id": photo.get("file_id")})
-        path = (info.get("result") or {}).get("file_path") if info.get("ok") else None
-        if not isinstance(path, str):
+        try:
+            info = await self._call("getFile", {"file_id": photo.get("file_id")})
+            result = info.get("result") if info.get("ok") else None
+            path = result.get("file_path") if isinstance(result, dict) else None
+            if not isinstance(path, str):
+                return None
+            response = await self._http.get(f"{self._base}/file/bot{self._token}/{path}")
+        except httpx.HTTPError as exc:  # the message still counts: it goes on without it
+            _log.warning("telegram: a photo was not downloaded (%s)", type(exc).__name__)
             return None
-        response = await self._http.get(f"{self._base}/file/bot{self._token}/{path}")
         if response.status_code != 200 or len(response.content) > _MAX_PHOTO_BYTES:
             return None
         mime = "image/png" if path.lower().endswith(".png") else "image/jpeg"
