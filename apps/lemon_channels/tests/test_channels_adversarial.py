@@ -544,3 +544,48 @@ async def test_a_photo_that_cannot_be_downloaded_keeps_its_caption(
     request = await asyncio.wait_for(port.next_submission(1), 10)
     assert request.prompt == "what is in this picture?"
     assert request.images == ()
+
+
+async def test_the_webhook_refuses_what_telegram_would_not_send() -> None:
+    # What held in review, kept as a guard (the ASGI app alone, no daemon).
+    received: list[InboundMessage] = []
+
+    async def sink(message: InboundMessage) -> None:
+        received.append(message)
+
+    plugin = TelegramPlugin(token="1:t", mode="webhook", webhook_secret="s3cret")
+    plugin._sink = sink
+
+    async def post(body: bytes, headers: list[tuple[bytes, bytes]], method: str = "POST") -> int:
+        chunks = [body[i : i + 65_536] for i in range(0, len(body), 65_536)] or [b""]
+        messages = [
+            {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+            for i, c in enumerate(chunks)
+        ]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": method, "headers": headers, "path": "/"}
+        await plugin._webhook_app(scope, receive, send)
+        return int(sent[0]["status"])
+
+    good = [(b"x-telegram-bot-api-secret-token", b"s3cret")]
+    update = (
+        b'{"update_id": 5, "message": {"message_id": 1, "date": 0, "text": "hi",'
+        b' "chat": {"id": 42, "type": "private"}, "from": {"id": 42, "is_bot": false}}}'
+    )
+    assert await post(update, []) == 401
+    assert await post(update, [(b"x-telegram-bot-api-secret-token", b"s3cre")]) == 401
+    assert await post(update, [(b"x-telegram-bot-api-secret-token", b"s3cret" * 2)]) == 401
+    assert await post(update, good, method="GET") == 405
+    assert await post(b"{" * 10, good) == 400
+    assert await post(b'{"a": "' + b"x" * (2 * 1024 * 1024) + b'"}', good) == 413
+    assert await post(b"[1, 2]", good) == 200  # not an update: acknowledged, ignored
+    assert await post(update, good) == 200
+    await asyncio.gather(*plugin._handlers)
+    assert [m.text for m in received] == ["hi"]

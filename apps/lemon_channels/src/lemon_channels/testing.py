@@ -7,7 +7,8 @@ It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``
 with Telegram's errors: 401 for a bad token, 429 with ``parameters.retry_after``, 400
 "Bad Request: message is not modified", "message is too long" (over 4,096 UTF-16 code units
 displayed) and "can't parse entities" (HTML with a tag Telegram does not know, or tags that are
-not properly nested or closed). It serves on the test's own event loop (uvicorn),
+not properly nested or closed), and BUTTON_DATA_INVALID for a ``callback_data`` over 64
+bytes. It serves on the test's own event loop (uvicorn),
 so a test reads its state directly and waits on :meth:`FakeTelegram.wait_for`.
 """
 
@@ -398,10 +399,20 @@ class FakeTelegram:
                     )
         return list(self._updates[:100])
 
+    def _check_buttons(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        for row in (params.get("reply_markup") or {}).get("inline_keyboard") or []:
+            for button in row:
+                if len(str(button.get("callback_data", "")).encode()) > 64:
+                    return self._bad("BUTTON_DATA_INVALID")  # Telegram's 64-byte limit
+        return None
+
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         shown = self._check_text(params)
         if not isinstance(shown, str):
             return shown
+        refused = self._check_buttons(params)
+        if refused is not None:
+            return refused
         self._message_id += 1
         message = FakeMessage(
             message_id=self._message_id,
@@ -426,6 +437,9 @@ class FakeTelegram:
         shown = self._check_text(params)
         if not isinstance(shown, str):
             return shown
+        refused = self._check_buttons(params)
+        if refused is not None:
+            return refused
         buttons = list((params.get("reply_markup") or {}).get("inline_keyboard") or [])
         if message.text == params["text"] and message.buttons == buttons:
             return self._bad(
