@@ -501,10 +501,25 @@ async def test_nothing_but_an_allowed_persons_message_or_press_reaches_the_port(
         await asyncio.wait_for(port.next_submission(2), 10)
         assert [r.prompt for r in port.submitted] == ["hi, I am the owner", "last"]
         assert port.resolved == []
-        [code] = await host.pairing.pending()
-        assert code.user_id == "666"
     finally:
         await host.stop()
+
+
+async def test_a_stranger_in_a_group_gets_no_public_pairing_code(
+    telegram: FakeTelegram, host: tuple[ChannelHost, FakeSessionPort]
+) -> None:
+    # In a group the bot answers nobody it does not know (no code posted for all to see, no
+    # spam when strangers chat); a pairing code is offered in a private chat only.
+    host_, port = host
+    group = {"chat_id": -100, "chat_type": "supergroup", "user_id": 666, "username": "mallory"}
+    await telegram.send_text("hello bot", **group)
+    await telegram.send_text("hello?", user_id=666, chat_id=666, username="mallory")
+    await telegram.wait_for(lambda: len(telegram.chat(666)) == 1)
+    assert "pairing code" in telegram.chat(666)[0].shown
+    assert telegram.chat(-100) == []
+    [request] = await host_.pairing.pending()
+    assert (request.user_id, request.peer_id) == ("666", "666")
+    assert port.submitted == []
 
 
 # -- the network failing at the wrong moment -------------------------------------------------

@@ -1,7 +1,8 @@
 """The channel host: one plugin wired to the session port, the outbox and access control.
 
 Inbound, in the order the plugin hands messages over: a person who is not allowed gets a
-pairing code once and nothing else (nothing reaches the session port); an allowed person's
+pairing code once, in a private chat only (in a group they get no answer at all), and
+nothing else (nothing reaches the session port); an allowed person's
 button press resolves an approval; ``/new``, ``/cancel``, ``/model``, ``/status`` (and
 ``/start``, ``/help``) are answered here; anything else (other ``/`` words included: the model
 may understand them) becomes a :class:`~lemon_core.execution.RunRequest` on the peer's stable
@@ -174,6 +175,8 @@ class ChannelHost:
             if message.callback is not None:
                 await self.plugin.answer_callback(message.callback.callback_id, "not allowed")
                 return
+            if message.route.peer_kind != "dm":
+                return  # in a group, nobody unknown is answered (a code only in private)
             code = await self.pairing.request(
                 self.channel_id,
                 message.user_id,
