@@ -335,15 +335,16 @@ class ChannelHost:
             if snapshot.status == "ok":
                 break
             snapshot = await self._port.snapshot(key)
-        if approval_id not in {a.approval_id for a in snapshot.pending_approvals}:
-            await self.plugin.answer_callback(callback.callback_id, "no longer pending")
-            return
-        result = await self._port.resolve_approval(approval_id, decision)
-        if result.resolved:
-            await self.plugin.answer_callback(
-                callback.callback_id, "denied" if decision == "deny" else "approved"
-            )
-            return
+        reason = "decided"
+        if approval_id in {a.approval_id for a in snapshot.pending_approvals}:
+            result = await self._port.resolve_approval(approval_id, decision)
+            if result.resolved:
+                await self.plugin.answer_callback(
+                    callback.callback_id, "denied" if decision == "deny" else "approved"
+                )
+                return
+            reason = result.reason or reason
+        # Not pending (here): the prompt pressed is stale (say, after a restart); say so on it.
         await self.plugin.answer_callback(callback.callback_id, "no longer pending")
         await self._emit(
             DeliveryIntent(
@@ -351,7 +352,7 @@ class ChannelHost:
                 kind=IntentKind.APPROVAL_RESOLVED,
                 route=message.route,
                 slot=f"approval:{approval_id}",
-                text=f"This approval is no longer pending ({result.reason or 'decided'}).",
+                text=f"This approval is no longer pending ({reason}).",
                 approval_id=approval_id,
             )
         )
