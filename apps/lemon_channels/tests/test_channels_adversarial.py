@@ -28,6 +28,7 @@ from lemon_core.channels import (
     SendResult,
 )
 from lemon_core.events import ApprovalDecision
+from lemon_core.execution import Receipt, RunRequest
 from lemon_core.sessions import ApprovalResult, PendingApproval, SessionSnapshot, TextDelta
 from lemon_core.store import MemoryStore, OutboxStore
 
@@ -604,3 +605,47 @@ async def test_the_webhook_refuses_what_telegram_would_not_send() -> None:
     assert await post(update, good) == 200
     await asyncio.gather(*plugin._handlers)
     assert [m.text for m in received] == ["hi"]
+
+
+class GatedPort(FakeSessionPort):
+    """``submit`` waits for ``gate`` (a router slow to admit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().submit(request)
+
+
+async def test_a_stop_while_an_update_is_in_hand_finishes_it_and_a_restart_does_not_lose_it(
+    telegram: FakeTelegram,
+) -> None:
+    store = MemoryStore()
+    port = GatedPort()
+    update = telegram.update_for_text("deploy it")
+    first = make_host(telegram, port, store)
+    await first.start()
+    await telegram._push(update)
+    await asyncio.wait_for(port.entered.wait(), 10)
+    plugin = first.plugin
+    assert isinstance(plugin, TelegramPlugin)
+    poller = plugin._poller
+    assert poller is not None
+    stopping = asyncio.ensure_future(first.stop())
+    await asyncio.wait({poller})  # the stop has ended the poll loop
+    port.gate.set()
+    await asyncio.wait_for(stopping, 10)
+    assert [r.prompt for r in port.submitted] == ["deploy it"]  # finished, not cut off
+    second = make_host(telegram, port, store)
+    await second.start()
+    try:
+        await telegram._push(update)  # redelivered: the offset never reached Telegram
+        await telegram.send_text("status?")
+        await asyncio.wait_for(port.next_submission(2), 10)
+        assert [r.prompt for r in port.submitted] == ["deploy it", "status?"]
+    finally:
+        await second.stop()

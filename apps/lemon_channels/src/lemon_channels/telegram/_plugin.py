@@ -62,6 +62,8 @@ _MAX_WEBHOOK_BODY: Final = 1024 * 1024
 #: Updates handled at once in webhook mode; beyond it the POST is refused (Telegram retries).
 _MAX_WEBHOOK_IN_FLIGHT: Final = 256
 _ERROR_CHARS: Final = 300
+#: How long a stop waits for the updates in hand to finish.
+_STOP_GRACE_S: Final = 10.0
 _ANY_TAG: Final = re.compile(r"<[^<>]*>")
 
 
@@ -129,6 +131,7 @@ class TelegramPlugin:
         self._http: httpx.AsyncClient | None = None
         self._sink: InboundSink | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._in_hand: asyncio.Future[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._filter = _RedactToken(token)
         self._status = ChannelStatus(
@@ -233,6 +236,7 @@ class TelegramPlugin:
         return None
 
     async def stop(self) -> None:
+        """Stop receiving; the updates in hand get ``_STOP_GRACE_S`` to finish."""
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -240,10 +244,15 @@ class TelegramPlugin:
             self._poller = None
         if self._mode == "webhook" and self._mounts is not None:
             self._mounts.unmount(WEBHOOK_PATH)
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.gather(*self._handlers, return_exceptions=True)
+        in_hand: set[asyncio.Future[None]] = set(self._handlers)
+        if self._in_hand is not None:
+            in_hand.add(self._in_hand)
+            self._in_hand = None
+        if in_hand:
+            _, late = await asyncio.wait(in_hand, timeout=_STOP_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*in_hand, return_exceptions=True)
         await self._close_http()
         if self._status.state is not ChannelState.FAILED:
             self._set(ChannelState.STOPPED, "stopped")
@@ -323,7 +332,11 @@ class TelegramPlugin:
                 if not isinstance(update_id, int) or isinstance(update_id, bool):
                     continue  # cannot be acknowledged, so cannot be handled exactly once
                 self._offset = max(self._offset, update_id + 1)
-                await self._handle(update)
+                # Shielded: a stop ends the loop here but lets the update in hand finish
+                # (the host marks it taken first; cut off, it would be neither done nor redone).
+                self._in_hand = asyncio.ensure_future(self._handle(update))
+                await asyncio.shield(self._in_hand)
+                self._in_hand = None
 
     async def _poll_once(self) -> list[dict[str, Any]] | None:
         """One ``getUpdates``: the updates, or ``None`` after a failure (already waited for
