@@ -53,7 +53,7 @@ from lemon_control_plane.tokens import StoredToken, TokenStore
 from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
 from lemon_core.sessions import SessionPort
 
-__all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
+__all__ = ["AUTH_COOKIE", "EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
 
 _log = logging.getLogger(__name__)
 
@@ -71,6 +71,10 @@ EVENTS: Final = (
     "stream.resync",
     "tick",
 )
+#: The cookie a browser page's WebSocket upgrade may carry its token in (an HttpOnly,
+#: SameSite=Strict cookie the page's own login endpoint sets; the page's script never sees it).
+#: A ``connect`` without ``params.auth.token`` authenticates with it.
+AUTH_COOKIE: Final = "lemon_token"
 CLOSE_UNAUTHORIZED: Final = 4001
 CLOSE_GOING_AWAY: Final = 1001
 
@@ -279,6 +283,17 @@ class ControlPlane:
             await asyncio.sleep(self.config.token_check_interval_s)
             self.refresh_tokens()
 
+    @property
+    def requires_token(self) -> bool:
+        """Whether every ``connect`` must carry a token (tokens are configured or stored)."""
+        return bool(self.config.token_hashes or self._stored)
+
+    def token_valid(self, token: object) -> bool:
+        """Whether ``token`` is accepted now (a configured token or an active stored one);
+        the store is re-read first if it changed. For a page's login endpoint."""
+        self.refresh_tokens()
+        return self._authenticate(token) is not None
+
     def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
         """(token id, scopes) of a valid token, else None."""
         if not isinstance(token, str) or not token:
@@ -343,18 +358,25 @@ class ControlPlane:
     async def _not_found(self, request: HttpRequest, exc: Exception) -> Response:
         return JSONResponse({"error": "Not found"}, status_code=404)
 
-    def _origin_allowed(self, origin: str | None) -> bool:
+    def _origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
         if origin is None:  # not a browser: nothing to check
             return True
         if origin in self.config.extra_origins:
             return True
         parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+        if parts.scheme not in ("http", "https"):
+            return False
+        if is_loopback_host(parts.hostname or ""):
+            return True
+        # The page this server serves itself (same host:port) on a bind that requires a
+        # token: a rebound DNS name still has to authenticate, so only then is it trusted.
+        return self.requires_token and host is not None and parts.netloc == host
 
     # -- WebSocket ----------------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        if self._closing or not self._origin_allowed(websocket.headers.get("origin")):
+        headers = websocket.headers
+        if self._closing or not self._origin_allowed(headers.get("origin"), headers.get("host")):
             await websocket.close(code=1008)  # before accept: the upgrade is refused (403)
             return
         await websocket.accept()
@@ -374,6 +396,7 @@ class ControlPlane:
             max_entries=self.config.connection_queue,
             max_event_bytes=self.config.max_payload,
         )
+        conn.cookie_token = websocket.cookies.get(AUTH_COOKIE) or None
         self._connections.add(conn)
         tasks: set[asyncio.Task[None]] = set()
         watches = PortWatches(self._port, conn)
@@ -489,6 +512,8 @@ class ControlPlane:
         params = request.params
         auth = params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
+        if token is None and self.requires_token:
+            token = conn.cookie_token
         scopes = frozenset(SCOPES)
         if self.config.token_hashes or self._stored or token is not None:
             found = self._authenticate(token)
@@ -504,6 +529,11 @@ class ControlPlane:
         if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
             scopes = scopes & frozenset(asked)
         conn.scopes = scopes
+        limit = params.get("maxEventBytes")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            # A browser pane asks for a smaller per-event bound (seed 003: 65,536 bytes); an
+            # event above it becomes the pane's one overflow marker (recover from a snapshot).
+            conn.limit_event_bytes(limit)
         client = params.get("client")
         client_id = client.get("id") if isinstance(client, dict) else None
         hello: dict[str, Any] = {
@@ -519,6 +549,7 @@ class ControlPlane:
             "snapshot": {"presence": {}, "health": {"ok": True}},
             "policy": {
                 "maxPayload": self.config.max_payload,
+                "maxEventBytes": conn.max_event_bytes,
                 "maxBufferedBytes": self.config.connection_queue * self.config.max_payload,
                 "tickIntervalMs": self.config.tick_interval_ms,
             },
