@@ -114,9 +114,15 @@ async def page(context: Any) -> AsyncIterator[Any]:
     yield tab
 
 
-def screenshot_path(name: str) -> Path:
-    SCREENSHOTS.mkdir(exist_ok=True)
-    return SCREENSHOTS / f"{name}.png"
+@pytest.fixture
+def shot() -> Callable[[str], Path]:
+    """``shot(name)``: where to write the screenshot of a main state."""
+
+    def path(name: str) -> Path:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        return SCREENSHOTS / f"{name}.png"
+
+    return path
 
 
 def have_npm() -> bool:

@@ -167,11 +167,11 @@ function newSegment(run, text = "") {
   const seg = { el: el("div", "segment md"), text: "", truncated: false };
   run.body.append(seg.el);
   run.blocks.push(seg);
-  setSegmentText(seg, text);
+  setSegmentText(seg, text, true);
   return seg;
 }
 
-function setSegmentText(seg, text) {
+function setSegmentText(seg, text, now = false) {
   if (overBytes(text, LIVE_SEGMENT_BYTES)) {
     seg.text = clipUtf8(text, LIVE_SEGMENT_BYTES);
     seg.truncated = true;
@@ -179,7 +179,8 @@ function setSegmentText(seg, text) {
     seg.text = text;
     seg.truncated = false;
   }
-  queueRender(seg);
+  if (now) renderSegment(seg); // a whole text at once; streamed deltas render once a frame
+  else queueRender(seg);
 }
 
 function appendToSegment(seg, text) {
@@ -387,6 +388,7 @@ function approvalCard(payload) {
 }
 
 async function decide(id, decision, card) {
+  if (card.contains(document.activeElement)) card.dataset.hadFocus = "1"; // disabling blurs
   for (const b of card.querySelectorAll("button")) b.disabled = true;
   try {
     await client.send("exec.approval.resolve", { approvalId: id, decision });
@@ -398,7 +400,7 @@ async function decide(id, decision, card) {
 function removeApproval(id, note) {
   const card = page.approvals.get(id);
   if (!card) return;
-  const hadFocus = card.contains(document.activeElement);
+  const hadFocus = card.contains(document.activeElement) || card.dataset.hadFocus === "1";
   page.approvals.delete(id);
   if (note) {
     const line = el("div", "approval-note", note);
@@ -593,6 +595,7 @@ function applyAuthority(messages, snap) {
   if (snap && snap.lastRunId && !(snap.active && snap.active.runId === snap.lastRunId)) page.tombstones.add(snap.lastRunId);
   if (hadFocus && !ui.transcript.contains(document.activeElement)) ui.input.focus();
   scrollToEnd();
+  document.body.dataset.ready = "1";
 }
 
 function applyActive(active) {
@@ -685,6 +688,7 @@ async function refreshSessions() {
 
 async function switchSession(key, push) {
   sessionKey = key;
+  delete document.body.dataset.ready;
   rememberKey(push);
   closeSidebar();
   page.totalCost = 0;
@@ -739,6 +743,12 @@ function installComposer() {
     if (key && key !== sessionKey) switchSession(key, false);
   });
   ui.loginForm.addEventListener("submit", login);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) {
+      closeSidebar();
+      ui.toggle.focus();
+    }
+  });
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "hidden") client.suspend();
     else client.resume();
