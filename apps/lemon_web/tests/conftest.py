@@ -9,7 +9,6 @@ word; ``/tool NAME {json}`` calls a tool (``bash``, ``edit`` and ``write`` ask f
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,16 @@ def make_runtime(home: Path, work: Path, **control_plane: Any) -> Runtime:
     loaded = load_config(home=home, cwd=work, environ={})
     settings = {"port": 0, "cwd": str(work), **control_plane}
     return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+
+
+@pytest.fixture(scope="module")
+def runtime_at(work: Path) -> Callable[..., Runtime]:
+    """``runtime_at(home, **control_plane_settings)``: a daemon-profile runtime (not started)."""
+
+    def make(home: Path, **control_plane: Any) -> Runtime:
+        return make_runtime(home, work, **control_plane)
+
+    return make
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +132,3 @@ def shot() -> Callable[[str], Path]:
         return SCREENSHOTS / f"{name}.png"
 
     return path
-
-
-def have_npm() -> bool:
-    return shutil.which("npm") is not None
