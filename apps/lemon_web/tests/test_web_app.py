@@ -1,5 +1,5 @@
-"""The page's HTTP side over the booted daemon: routes, headers, the login endpoint, the page
-weight budget, the bounds shared with the script, and the reproducible vendored bundle."""
+"""The page's HTTP side over the booted daemon: routes, headers, compression and revalidation,
+the login endpoint's origin check, and the mount's lifecycle."""
 
 from __future__ import annotations
 
@@ -10,24 +10,12 @@ import httpx
 import pytest
 
 from lemon_control_plane import ControlPlane
-from lemon_web import (
-    WebApp,
-)
+from lemon_web import WebApp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 APP = Path(__file__).resolve().parents[1]
 STATIC = APP / "src" / "lemon_web" / "static"
-PAGE_BUDGET = 200 * 1024
-
-
-class _NoTokens:
-    """A loopback plane's answer to the page (the TokenCheck protocol)."""
-
-    requires_token = False
-
-    def token_valid(self, token: object) -> bool:
-        return False
 
 
 async def test_the_page_is_served_at_root_and_by_session_url(daemon: ControlPlane) -> None:
