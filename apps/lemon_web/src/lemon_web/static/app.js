@@ -596,6 +596,7 @@ function applyAuthority(messages, snap) {
   if (hadFocus && !ui.transcript.contains(document.activeElement)) ui.input.focus();
   scrollToEnd();
   document.body.dataset.ready = "1";
+  performance.mark("lemon:ready");
 }
 
 function applyActive(active) {
@@ -639,6 +640,7 @@ function onState(state, detail) {
 }
 
 async function onOnline(frame) {
+  performance.mark("lemon:online");
   ui.login.hidden = true;
   ui.composer.hidden = false;
   try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* older server: all events */ }
@@ -813,6 +815,7 @@ function startClient() {
   client.start();
 }
 
+performance.mark("lemon:script");
 rememberKey(false);
 installComposer();
 startClient();
