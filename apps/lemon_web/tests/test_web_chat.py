@@ -356,3 +356,114 @@ async def test_a_session_opens_by_url_and_the_sidebar_switches(
     await page.locator(f'.session[data-key="{key}"]').click()
     await page.locator(".msg.assistant", has_text="from the url").wait_for(timeout=WAIT_MS)
     assert page.url.endswith("/chat/" + quote(key, safe=""))
+
+
+async def inject(page: Any, frames: list[dict[str, Any]]) -> None:
+    """Hand event frames to the page as if its socket had delivered them."""
+    await page.evaluate("(frames) => { for (const f of frames) window.lemon.inject(f); }", frames)
+
+
+def event(name: str, **payload: Any) -> dict[str, Any]:
+    return {"type": "event", "event": name, "seq": 0, "payload": payload}
+
+
+async def test_late_events_of_a_finished_run_are_ignored_and_128_tombstones_are_kept(
+    page: Any, daemon: ControlPlane, client: ClientFactory
+) -> None:
+    key = await open_chat(page, daemon)
+    async with client() as c:
+        sent = await c.call("chat.send", {"sessionKey": key, "prompt": "/echo on time"})
+        await c.completed(sent["runId"])
+    await page.locator(".msg.assistant", has_text="on time").wait_for(timeout=WAIT_MS)
+    await wait_idle(page)
+    run_id = sent["runId"]
+    late = [
+        event("chat", type="delta", runId=run_id, sessionKey=key, seq=99, text=" LATE"),
+        event(
+            "agent",
+            type="tool_use",
+            runId=run_id,
+            sessionKey=key,
+            phase="started",
+            action={"id": "late-card", "kind": "command", "title": "late"},
+        ),
+    ]
+    await inject(page, late)
+    assert "LATE" not in await transcript_text(page)
+    assert await page.locator(".tool").count() == 0
+    fake = []
+    for i in range(TERMINAL_TOMBSTONES + 20):
+        fake.append(event("agent", type="started", runId=f"fake-{i}", sessionKey=key))
+        fake.append(event("agent", type="completed", runId=f"fake-{i}", sessionKey=key, ok=True))
+    await inject(page, fake)
+    stats = await page.evaluate("window.lemon.statistics()")
+    assert stats["tombstones"] == TERMINAL_TOMBSTONES
+
+
+async def test_the_transcript_and_tool_caches_keep_at_most_400_items(
+    page: Any, daemon: ControlPlane
+) -> None:
+    key = await open_chat(page, daemon)
+    frames = []
+    for i in range(PAGE_CACHE_ITEMS + 50):
+        run = f"many-{i}"
+        frames.append(event("agent", type="started", runId=run, sessionKey=key))
+        frames.append(
+            event(
+                "agent",
+                type="tool_use",
+                runId=run,
+                sessionKey=key,
+                phase="started",
+                action={"id": f"card-{i}", "kind": "command", "detail": {"name": "bash"}},
+            )
+        )
+        frames.append(event("agent", type="completed", runId=run, sessionKey=key, ok=True))
+    await inject(page, frames)
+    stats = await page.evaluate("window.lemon.statistics()")
+    assert stats["items"] == PAGE_CACHE_ITEMS
+    assert stats["runs"] <= PAGE_CACHE_ITEMS
+    assert stats["tools"] <= PAGE_CACHE_ITEMS
+    # The newest survive; the oldest went first; nothing is left spinning.
+    assert await page.locator('[data-run-id="many-449"]').count() == 1
+    assert await page.locator('[data-run-id="many-0"]').count() == 0
+    assert await page.locator(".tool[data-state=running]").count() == 0
+
+
+async def test_a_live_answer_segment_is_capped_at_65536_bytes(
+    page: Any, daemon: ControlPlane
+) -> None:
+    key = await open_chat(page, daemon)
+    frames = [event("agent", type="started", runId="big", sessionKey=key)]
+    chunk = "é" * 10_000  # 20,000 UTF-8 bytes
+    frames += [
+        event("chat", type="delta", runId="big", sessionKey=key, seq=i + 1, text=chunk)
+        for i in range(8)
+    ]
+    await inject(page, frames)
+    segment = page.locator('[data-run-id="big"] .segment')
+    await segment.locator(".truncated").wait_for(timeout=WAIT_MS)
+    kept = await segment.locator("p").first.inner_text()
+    assert kept == "é" * (LIVE_SEGMENT_BYTES // 2)
+
+
+async def test_an_answer_above_the_panes_bound_is_recovered_from_the_transcript(
+    page: Any, daemon: ControlPlane
+) -> None:
+    await open_chat(page, daemon)
+    words = [f"word{i:05d}" for i in range(7000)]  # a 70,000-byte answer
+    await send(page, "/echo " + " ".join(words))
+    # Its completion (carrying the whole answer) is above the pane's 65,536 bytes: the plane
+    # sends one resync marker in its place and the page re-reads the transcript, whose read is
+    # bounded (it says so); the answer shows once, from its start, marked as shortened.
+    answer = page.locator(".msg.assistant .segment").last
+    await answer.locator(".truncated", has_text="shortened").wait_for(timeout=WAIT_MS)
+    await wait_idle(page)
+    shown = (await answer.locator("p").first.inner_text()).rstrip("…").split()
+    assert len(shown) > 100
+    assert shown[:-1] == words[: len(shown) - 1]
+    assert (await transcript_text(page)).count("word00000") == 2  # the prompt and the answer
+    stats = await page.evaluate("window.lemon.statistics()")
+    assert stats["state"] == "online"
+    assert stats["received"] > 7000 // 2  # it streamed (the plane coalesces some words)
+    assert page.page_errors == []

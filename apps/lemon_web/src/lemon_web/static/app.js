@@ -458,6 +458,14 @@ function onEvent(frame) {
     setBusy(runId);
     return;
   }
+  const known = page.runs.get(runId);
+  if (!known && p.type !== "started") {
+    // An event of a run this page never saw start: reconcile from authority instead of
+    // letting it claim the session (seed 003: untagged events request reconciliation).
+    if (p.type === "completed") { page.tombstones.add(runId); scheduleReload(); }
+    else scheduleActiveRefresh();
+    return;
+  }
   if (name === "chat" && p.type === "delta") {
     const run = ensureRun(runId);
     if (page.busyRun !== runId) setBusy(runId);
@@ -586,7 +594,10 @@ function applyAuthority(messages, snap) {
       run.done = true;
     }
     if (m.role === "tool") historyTool(run, m.content || "");
-    else newSegment(run, m.content || "");
+    else {
+      const seg = newSegment(run, m.content || "");
+      if (m.truncated) seg.el.append(el("p", "truncated", "… shortened by the daemon's transcript read"));
+    }
   }
   ui.title.textContent = firstUser ? firstUser.slice(0, 80) : "New chat";
   setBusy(null);
@@ -826,6 +837,8 @@ window.lemon = {
   bounds: { PANE_QUEUE_ENTRIES, MAX_EVENT_BYTES, LIVE_SEGMENT_BYTES, PAGE_CACHE_ITEMS, TERMINAL_TOMBSTONES },
   get sessionKey() { return sessionKey; },
   suspend: () => client.suspend(),
+  // Hand a frame to the page as if the socket had delivered it (the bounds tests use it).
+  inject: (frame) => onEvent(frame),
   resume: () => client.resume(),
   statistics: () => ({
     ...client.statistics(),
