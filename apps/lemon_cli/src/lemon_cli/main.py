@@ -15,6 +15,7 @@ from lemon_cli.doctor_cmd import doctor
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.tui_cmd import tui
+from lemon_cli.web_cmd import web
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -47,6 +48,7 @@ app.command()(doctor)
 app.command()(serve)
 app.command()(setup)
 app.command()(tui)
+app.command()(web)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
