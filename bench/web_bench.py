@@ -7,6 +7,8 @@
 2. First contentful paint of the chat page on loopback (an empty session, and a session with a
    400-message transcript), next to a one-line HTML page served by the same server in the same
    run (the baseline). Median of ``--repeat`` fresh tabs.
+   ``--markdown`` gives every answer Markdown (bold, inline code, a link), so each goes
+   through the parser and the sanitizer; without it answers are plain text (the fast path).
 3. Input latency with the 400-message transcript: keys typed into the message box, each from
    its ``keydown`` to the frame after it (``requestAnimationFrame`` then a task), next to the
    same on the empty session. Also the Event Timing API's worst ``keydown`` duration (Chromium
@@ -53,10 +55,12 @@ async def _baseline(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": BASELINE})
 
 
-async def fill_session(plane: ControlPlane, key: str, messages: int) -> None:
+async def fill_session(plane: ControlPlane, key: str, messages: int, markdown: bool) -> None:
     async with wire_client(plane.ws_url)() as c:
         for i in range(messages // 2):
-            sent = await c.call("chat.send", {"sessionKey": key, "prompt": f"/echo answer {i}"})
+            text = f"**Answer {i}**: call `f({i})`, see [docs](https://example.org/{i})."
+            prompt = "/echo " + (text if markdown else f"answer {i}")
+            sent = await c.call("chat.send", {"sessionKey": key, "prompt": prompt})
             await c.completed(sent["runId"])
 
 
@@ -157,8 +161,9 @@ async def main(args: argparse.Namespace, home: Path, work: Path) -> None:
         assert isinstance(web, WebApp)
         runtime.mounts.mount("/bench-baseline", _baseline, owner="bench")
         key = "agent:default:web:browser:unknown:bench-400"
-        print(f"filling a session with {args.messages} messages ...")
-        await fill_session(plane, key, args.messages)
+        kind = "Markdown" if args.markdown else "plain-text"
+        print(f"filling a session with {args.messages} messages ({kind} answers) ...")
+        await fill_session(plane, key, args.messages, args.markdown)
         full = f"{plane.url}/chat/{quote(key, safe='')}"
         empty = f"{plane.url}/chat/{quote('agent:default:web:browser:unknown:empty', safe='')}"
 
@@ -212,6 +217,9 @@ if __name__ == "__main__":
     parser.add_argument("--messages", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keys", type=int, default=40)
+    parser.add_argument(
+        "--markdown", action="store_true", help="answers with Markdown (bold, code, a link)"
+    )
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is missing: apt-get install -y chromium")
     with tempfile.TemporaryDirectory() as tmp:

@@ -49,9 +49,19 @@ const PURIFY = {
   FORBID_ATTR: ["style", "srcset", "formaction"],
 };
 
+// Text with nothing Markdown would make markup of (no markup characters, no list or heading
+// start, nothing a GFM autolink takes) is one escaped paragraph: the parser and the sanitizer
+// are skipped, which keeps a long transcript of plain answers quick to show.
+const PLAIN = /^[\p{L}\p{N} ,.;:'"?()%$=+/-]*$/u;
+const NOT_PLAIN = /^\s*(\d+[.)]|[-+=])(\s|$)|https?:|www\.|\/\/|\s{2,}$/i;
+
 /** Sanitized HTML for untrusted Markdown `text`. */
 export function renderMarkdown(text) {
-  return DOMPurify.sanitize(marked.parse(String(text)), PURIFY);
+  const source = String(text);
+  if (PLAIN.test(source) && !NOT_PLAIN.test(source)) {
+    return source.trim() ? `<p>${escapeHtml(source.trim())}</p>` : "";
+  }
+  return DOMPurify.sanitize(marked.parse(source), PURIFY);
 }
 
 /** Sanitized, highlighted HTML for a code block (tool output, diffs). */
