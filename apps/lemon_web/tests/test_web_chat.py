@@ -467,3 +467,68 @@ async def test_an_answer_above_the_panes_bound_is_recovered_from_the_transcript(
     assert stats["state"] == "online"
     assert stats["received"] > 7000 // 2  # it streamed (the plane coalesces some words)
     assert page.page_errors == []
+
+
+CONTRAST = """(selectors) => {
+    const channel = (c) => {
+        c /= 255;
+        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    };
+    const rgb = (s) => s.match(/[\\d.]+/g).map(Number);
+    const lum = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const background = (node) => {
+        for (let n = node; n; n = n.parentElement) {
+            const c = rgb(getComputedStyle(n).backgroundColor);
+            if (c.length < 4 || c[3] > 0) return c.slice(0, 3);
+        }
+        return rgb(getComputedStyle(document.body).backgroundColor);
+    };
+    const out = {};
+    for (const sel of selectors) {
+        const node = document.querySelector(sel);
+        if (!node) { out[sel] = null; continue; }
+        const a = lum(rgb(getComputedStyle(node).color)), b = lum(background(node));
+        out[sel] = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    }
+    return out;
+}"""
+READABLE = [
+    ".msg.user .bubble",
+    ".msg.assistant .segment",
+    ".who",
+    ".run-status",
+    ".tool-name",
+    ".tool-title",
+    ".approval-title",
+    ".decisions button.primary",
+    ".decisions button.danger",
+    "#conn",
+    ".session-preview",
+    "#composer-input",
+    ".usage",
+]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_text_is_readable_in_light_and_dark_mode(
+    browser: Any, daemon: ControlPlane, scheme: str, shot: Any
+) -> None:
+    ctx = await browser.new_context(viewport={"width": 1000, "height": 700}, color_scheme=scheme)
+    try:
+        page = await ctx.new_page()
+        await open_chat(page, daemon)
+        await send(page, "/echo readable **text**")
+        await page.locator(".run-status", has_text="tokens").wait_for(timeout=WAIT_MS)
+        await page.fill("#composer-input", "typed")
+        await send(page, '/tool bash {"command": "echo contrast"}')
+        await page.locator(".approval").wait_for(timeout=WAIT_MS)
+        await page.locator(".session-preview").first.wait_for(timeout=WAIT_MS)
+        ratios = await page.evaluate(CONTRAST, READABLE)
+        low = {sel: ratio for sel, ratio in ratios.items() if ratio is None or ratio < 4.5}
+        assert low == {}, low
+        assert min(ratios.values()) < 21  # computed, not a constant
+        await page.screenshot(path=shot(f"contrast-{scheme}"))
+        await page.locator(".approval button[data-decision=deny]").click()
+        await page.locator(".tool[data-state=failed]").wait_for(timeout=WAIT_MS)
+    finally:
+        await ctx.close()

@@ -665,6 +665,7 @@ async function loadModels() {
   try {
     const { models, summary } = await client.send("models.list", {});
     const chosen = localStorage.getItem("lemon.model") || summary.default;
+    ui.model.hidden = !models.length;
     ui.model.replaceChildren(...models.map((m) => {
       const option = el("option", "", m.name || m.id);
       option.value = m.id;
