@@ -815,7 +815,12 @@ async function login(event) {
 let client = null;
 
 function startClient() {
-  if (client) client.stop();
+  if (client) {
+    // The old client's late close must not reach the page the new one now drives.
+    client.onEvent = () => {};
+    client.onState = () => {};
+    client.stop();
+  }
   const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
   client = new ControlPlaneClient({
     url: `${scheme}//${window.location.host}/ws`,
