@@ -211,11 +211,24 @@ async def test_stop_ends_a_busy_run_and_a_queued_message_runs_after(
     assert not await page.locator("#stop").is_visible()
 
 
+async def set_visibility(page: Any, state: str) -> None:
+    """What the browser does when the tab is hidden or shown again."""
+    await page.evaluate(
+        """(state) => {
+            const shown = { configurable: true, get: () => state };
+            Object.defineProperty(document, "visibilityState", shown);
+            document.dispatchEvent(new Event("visibilitychange"));
+        }""",
+        state,
+    )
+
+
 async def test_a_suspended_pane_keeps_at_most_270_of_1000_events_then_recovers(
     page: Any, daemon: ControlPlane, client: ClientFactory
 ) -> None:
     key = await open_chat(page, daemon)
-    await page.evaluate("window.lemon.suspend()")
+    await set_visibility(page, "hidden")  # the tab goes to the background: the pane suspends
+    assert (await page.evaluate("window.lemon.statistics()"))["suspended"] is True
     words = " ".join(f"w{i}" for i in range(1000))
     async with client() as c:
         sent = await c.call("chat.send", {"sessionKey": key, "prompt": "/echo " + words})
@@ -230,7 +243,7 @@ async def test_a_suspended_pane_keeps_at_most_270_of_1000_events_then_recovers(
     assert stats["queued"] <= 270
     assert stats["queueMarker"] is True
     assert stats["state"] == "online"
-    await page.evaluate("window.lemon.resume()")
+    await set_visibility(page, "visible")
     await page.locator(".msg.assistant", has_text="w999").wait_for(timeout=WAIT_MS)
     await wait_idle(page)
     answer = await page.locator(".msg.assistant .segment").last.inner_text()
@@ -543,3 +556,20 @@ async def test_interrupt_while_busy_replaces_the_run(page: Any, daemon: ControlP
     await wait_idle(page)
     assert await page.locator(".approval").count() == 0
     assert await page.locator(".tool[data-state=running]").count() == 0
+
+
+async def test_a_failing_command_shows_its_exit_code_and_output(
+    page: Any, daemon: ControlPlane
+) -> None:
+    await open_chat(page, daemon)
+    await send(page, '/tool bash {"command": "echo partial-out; exit 3"}')
+    await page.locator(".approval").wait_for(timeout=WAIT_MS)
+    await page.keyboard.press("2")  # "Allow for this session", by its number
+    tool = page.locator(".tool[data-state=failed]")
+    await tool.wait_for(timeout=WAIT_MS)
+    await wait_idle(page)
+    assert "✓ bash allowed for this session" in await transcript_text(page)
+    assert await tool.locator(".tool-exit").inner_text() == "exit 3"
+    await tool.locator("summary").press("Enter")  # keyboard opens the card
+    assert "partial-out" in await tool.locator("pre.output").inner_text()
+    assert await tool.locator(".tool-title").inner_text() == "echo partial-out; exit 3"

@@ -216,6 +216,7 @@ function setBusy(runId) {
   ui.stop.hidden = !busy;
   ui.modeLabel.hidden = !busy;
   document.body.classList.toggle("busy", busy);
+  ui.transcript.setAttribute("aria-busy", String(busy)); // no word-by-word announcements
   for (const run of page.runs.values()) {
     run.status.textContent = run.id === runId && !run.done ? "working…" : run.status.dataset.final || "";
     run.item.classList.toggle("running", run.id === runId && !run.done);
@@ -302,7 +303,11 @@ function updateTool(run, payload) {
   const args = card.args || {};
   const shown = typeof args.command === "string" ? args.command : action.title || args.path || "";
   if (shown && !card.title.textContent) card.title.textContent = shown;
-  if (payload.phase !== "started") {
+  if (payload.phase === "updated") {
+    // Live output of a running tool (the card keeps spinning until "completed").
+    if (payload.message !== null && payload.message !== undefined) card.result = payload.message;
+    setToolPhase(card, "started");
+  } else if (payload.phase !== "started") {
     card.result = detail.result ?? payload.message ?? card.result;
     setToolPhase(card, "completed", payload.ok);
     const code = /exit(?: code|ed with)?:?\s*(-?\d+)/i.exec(String(card.result ?? ""));
