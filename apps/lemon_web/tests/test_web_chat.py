@@ -573,3 +573,43 @@ async def test_a_failing_command_shows_its_exit_code_and_output(
     await tool.locator("summary").press("Enter")  # keyboard opens the card
     assert "partial-out" in await tool.locator("pre.output").inner_text()
     assert await tool.locator(".tool-title").inner_text() == "echo partial-out; exit 3"
+
+
+async def test_steer_while_busy_reaches_the_running_answer(page: Any, daemon: ControlPlane) -> None:
+    await open_chat(page, daemon)
+    await send(page, '/tool bash {"command": "echo steering"}')
+    await page.locator(".approval").wait_for(timeout=WAIT_MS)
+    await page.select_option("#mode", "steer")
+    await send(page, "/echo steered in")
+    assert "steer" in await page.locator(".msg.user").last.inner_text()
+    await page.locator(".approval button[data-decision=approve_once]").click()
+    await page.locator(".msg.assistant", has_text="steered in").wait_for(timeout=WAIT_MS)
+    await wait_idle(page)
+    assert await page.locator(".tool[data-state=running]").count() == 0
+    # Taken by the running answer (the one with the bash card), not a run of its own.
+    answers = page.locator(".msg.assistant")
+    assert await answers.count() == 1
+    assert await answers.locator(".tool").count() == 1
+
+
+async def test_an_approval_decided_while_offline_does_not_return_on_reconnect(
+    page: Any, context: Any, daemon: ControlPlane, client: ClientFactory
+) -> None:
+    await open_chat(page, daemon)
+    await send(page, '/tool bash {"command": "echo while-offline"}')
+    card = page.locator(".approval")
+    await card.wait_for(timeout=WAIT_MS)
+    approval_id = await card.get_attribute("data-approval-id")
+    await context.set_offline(True)  # no reconnect gets through ...
+    await page.evaluate("window.lemon.drop()")  # ... after the connection is lost
+    await page.wait_for_selector("#conn:not([data-state=online])", timeout=WAIT_MS)
+    async with client() as other:
+        await other.call("exec.approval.resolve", {"approvalId": approval_id, "decision": "deny"})
+    assert await page.locator("#conn").get_attribute("data-state") != "online"
+    assert await card.count() == 1  # the page could not hear it
+    await context.set_offline(False)
+    await page.wait_for_selector("#conn[data-state=online]", timeout=WAIT_MS)
+    await page.locator(".msg.assistant", has_text="failed").last.wait_for(timeout=WAIT_MS)
+    await wait_idle(page)
+    assert await card.count() == 0
+    assert await page.locator(".tool[data-state=running]").count() == 0

@@ -850,6 +850,8 @@ window.lemon = {
   suspend: () => client.suspend(),
   // Hand a frame to the page as if the socket had delivered it (the bounds tests use it).
   inject: (frame) => onEvent(frame),
+  // Close the socket as a lost network would (the client reconnects on its own).
+  drop: () => client.ws && client.ws.close(4000, "dropped"),
   resume: () => client.resume(),
   statistics: () => ({
     ...client.statistics(),
