@@ -123,3 +123,19 @@ async def test_another_origin_cannot_open_the_socket_or_sign_in(
         header = own.headers["set-cookie"]
         assert "HttpOnly" in header
         assert "SameSite=strict" in header or "SameSite=Strict" in header
+
+
+async def test_login_bad_input_gets_a_clear_error(guarded: tuple[ControlPlane, str]) -> None:
+    _, url = guarded
+    headers = {"origin": url}
+    async with httpx.AsyncClient(base_url=url) as http:
+        large = await http.post("/login", content=b"x" * 10_000, headers=headers)
+        assert large.status_code == 413
+        for body in (b"not json", b'{"nope": 1}', b'{"token": "   "}', b"[1]"):
+            bad = await http.post("/login", content=body, headers=headers)
+            assert bad.status_code == 400, body
+            assert "token" in bad.json()["error"]
+        wrong = await http.post("/login", json={"token": "wrong"}, headers=headers)
+        assert wrong.status_code == 401
+        assert "not valid" in wrong.json()["error"]
+        assert "set-cookie" not in wrong.headers

@@ -11,6 +11,7 @@ import pytest
 
 from lemon_control_plane import ControlPlane
 from lemon_web import WebApp
+from lemon_web.app import LOGIN_FAILURES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -73,3 +74,24 @@ async def test_the_daemon_profile_mounts_the_page_and_unmounts_it_at_stop(
         assert mount is not None
         assert mount.owner == "lemon_web"
     assert runtime.mounts.resolve("/") is None
+
+
+class _OneToken:
+    """A plane that needs a token and knows one (the TokenCheck protocol)."""
+
+    requires_token = True
+
+    def token_valid(self, token: object) -> bool:
+        return token == "right"
+
+
+async def test_failed_sign_ins_are_limited() -> None:
+    transport = httpx.ASGITransport(app=WebApp(_OneToken()))
+    headers = {"origin": "http://page.test", "host": "page.test"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://page.test") as http:
+        for _ in range(LOGIN_FAILURES):
+            wrong = await http.post("/login", json={"token": "wrong"}, headers=headers)
+            assert wrong.status_code == 401
+        limited = await http.post("/login", json={"token": "right"}, headers=headers)
+        assert limited.status_code == 429
+        assert "wait a minute" in limited.json()["error"]

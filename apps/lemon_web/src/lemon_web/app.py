@@ -10,7 +10,8 @@ the control plane's and other apps' longer prefixes win):
   ETag (``304`` on a match).
 - ``POST /login`` ``{"token": "..."}``: on a bind that needs a token, checks it against the
   control plane's (:meth:`ControlPlane.token_valid`) and sets the HttpOnly, SameSite=Strict
-  session cookie :data:`~lemon_control_plane.AUTH_COOKIE` that the WebSocket upgrade carries;
+  session cookie :data:`~lemon_control_plane.AUTH_COOKIE` that the WebSocket upgrade carries
+  (after :data:`LOGIN_FAILURES` failures within :data:`LOGIN_WINDOW_S` it answers 429);
   ``POST /logout`` clears it. Both refuse a request whose ``Origin`` is not this server.
 - anything else: ``404 {"error": "Not found"}``.
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
+from collections import deque
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final, Protocol
@@ -39,6 +42,8 @@ from lemon_web.errors import WebError
 
 __all__ = [
     "LIVE_SEGMENT_BYTES",
+    "LOGIN_FAILURES",
+    "LOGIN_WINDOW_S",
     "MAX_EVENT_BYTES",
     "PAGE_CACHE_ITEMS",
     "PANE_QUEUE_ENTRIES",
@@ -73,6 +78,9 @@ _HEADERS: Final = {
     "cache-control": "no-cache",
 }
 _MAX_LOGIN_BYTES: Final = 4096
+#: Failed sign-ins allowed per window before the login answers 429 for the rest of it.
+LOGIN_FAILURES: Final = 20
+LOGIN_WINDOW_S: Final = 60.0
 
 
 class TokenCheck(Protocol):
@@ -124,6 +132,7 @@ class WebApp:
     def __init__(self, plane: TokenCheck) -> None:
         self._plane = plane
         self._assets = load_assets()
+        self._failures: deque[float] = deque(maxlen=LOGIN_FAILURES)
         self._app = Starlette(
             routes=[
                 Route("/", self._page, methods=["GET", "HEAD"]),
@@ -183,9 +192,14 @@ class WebApp:
             return _error(403, "login is accepted from this server's own page only")
         if not self._plane.requires_token:
             return JSONResponse({"ok": True, "required": False}, headers=_HEADERS)
-        raw = await request.body()
-        if len(raw) > _MAX_LOGIN_BYTES:
-            return _error(413, "the login request is too large")
+        now = time.monotonic()
+        if len(self._failures) == LOGIN_FAILURES and now - self._failures[0] < LOGIN_WINDOW_S:
+            return _error(429, "too many failed sign-ins; wait a minute and try again")
+        raw = b""
+        async for chunk in request.stream():  # bounded: never read a large body whole
+            raw += chunk
+            if len(raw) > _MAX_LOGIN_BYTES:
+                return _error(413, "the login request is too large")
         try:
             body = json.loads(raw)
         except ValueError:
@@ -195,6 +209,7 @@ class WebApp:
             return _error(400, 'send JSON: {"token": "lcp_..."} with the token')
         token = token.strip()
         if not self._plane.token_valid(token):
+            self._failures.append(now)
             return _error(401, "that token is not valid (revoked, rotated or mistyped)")
         response = JSONResponse({"ok": True, "required": True}, headers=_HEADERS)
         response.set_cookie(
