@@ -78,6 +78,7 @@ const page = {
   tools: new BoundedMap(PAGE_CACHE_ITEMS),
   approvals: new Map(),
   tombstones: new Tombstones(TERMINAL_TOMBSTONES),
+  ownRuns: new Tombstones(PAGE_CACHE_ITEMS), // runs this page sent (their prompts are shown)
   busyRun: null,
   generation: 0,
   loading: false,
@@ -501,6 +502,8 @@ function onEvent(frame) {
     }
     finishRun(run, p);
     refreshSessions();
+    // A run another client sent (the TUI, say): its prompt is in the transcript, not here.
+    if (!page.ownRuns.has(runId)) scheduleReload();
   }
 }
 
@@ -734,6 +737,7 @@ async function sendMessage() {
   if (ui.title.textContent === "New chat") ui.title.textContent = text.slice(0, 80);
   try {
     const sent = await client.send("chat.send", params);
+    page.ownRuns.add(sent.runId);
     if (!page.busyRun && sent.runId && !page.tombstones.has(sent.runId)) setBusy(sent.runId);
   } catch (error) {
     item.classList.add("failed");
