@@ -86,6 +86,7 @@ const page = {
   droppedWhileLoading: 0,
   reloadQueued: false,
   activeTimer: null,
+  activeRetries: 0,
   totalCost: 0,
   totalTokens: 0,
 };
@@ -523,6 +524,12 @@ function scheduleActiveRefresh() {
     try {
       const snap = await client.send("sessions.snapshot", { sessionKey });
       if (generation !== page.generation || page.loading) return;
+      if (snap.status === "retry" && page.activeRetries < RELOAD_TRIES) {
+        page.activeRetries += 1;
+        scheduleActiveRefresh();
+        return;
+      }
+      page.activeRetries = 0;
       if (!snap.active) { scheduleReload(); return; }
       applyActive(snap.active);
       applyApprovals(snap.pendingApprovals || []);
@@ -562,7 +569,8 @@ async function reload() {
         readHistory(sessionKey),
       ]);
       if (generation !== page.generation) return;
-      if (page.sessionEvents === seen) break; // nothing moved during the read
+      // Nothing moved during the read, and the snapshot's owners agreed ("retry": they did not).
+      if (page.sessionEvents === seen && snap.status !== "retry") break;
     }
     page.loading = false;
     applyAuthority(messages, snap);
