@@ -178,6 +178,7 @@ async def test_reload_mid_run_shows_one_answer_and_no_spinning_card(
     text = await transcript_text(page)
     assert text.count("Offline: calling bash.") == 1
     assert text.count("first answer") == 2  # the prompt and its answer, from the transcript
+    assert text.count('/tool bash {"command": "echo reloaded"}') == 1  # this tab sent it
     assert await page.locator(".tool[data-state=running]").count() == 1
     await page.screenshot(path=shot("reload-mid-run"))
     await card.locator("button[data-decision=approve_once]").click()
@@ -186,6 +187,7 @@ async def test_reload_mid_run_shows_one_answer_and_no_spinning_card(
     text = await transcript_text(page)
     assert text.count("Offline: calling bash.") == 1
     assert text.count("Offline: tool bash returned: reloaded") == 1
+    assert text.count('/tool bash {"command": "echo reloaded"}') == 1
     assert await page.locator(".tool[data-state=running]").count() == 0
     assert await page.locator(".approval").count() == 0
 

@@ -617,13 +617,25 @@ function applyAuthority(messages, snap) {
   }
   ui.title.textContent = firstUser ? firstUser.slice(0, 80) : "New chat";
   setBusy(null);
-  if (snap && snap.active) applyActive(snap.active);
+  if (snap && snap.active) {
+    const last = lastSent();
+    if (last && last.key === sessionKey && last.runId === snap.active.runId) userItem(last.prompt);
+    applyActive(snap.active);
+  }
   applyApprovals((snap && snap.pendingApprovals) || []);
   if (snap && snap.lastRunId && !(snap.active && snap.active.runId === snap.lastRunId)) page.tombstones.add(snap.lastRunId);
   if (hadFocus && !ui.transcript.contains(document.activeElement)) ui.input.focus();
   scrollToEnd();
   document.body.dataset.ready = "1";
   performance.mark("lemon:ready");
+}
+
+function lastSent() {
+  try {
+    return JSON.parse(sessionStorage.getItem("lemon.lastSent") || "null");
+  } catch {
+    return null;
+  }
 }
 
 function applyActive(active) {
@@ -746,6 +758,9 @@ async function sendMessage() {
   try {
     const sent = await client.send("chat.send", params);
     page.ownRuns.add(sent.runId);
+    // Shown again if this tab reloads while the run is active (the transcript records the
+    // prompt only when the run ends). Display only: nothing is ever re-sent from here.
+    sessionStorage.setItem("lemon.lastSent", JSON.stringify({ runId: sent.runId, key: sessionKey, prompt: text }));
     if (!page.busyRun && sent.runId && !page.tombstones.has(sent.runId)) setBusy(sent.runId);
   } catch (error) {
     item.classList.add("failed");
