@@ -472,6 +472,19 @@ async def test_a_live_answer_segment_is_capped_at_65536_bytes(
     await segment.locator(".truncated").wait_for(timeout=WAIT_MS)
     kept = await segment.locator("p").first.inner_text()
     assert kept == "é" * (LIVE_SEGMENT_BYTES // 2)
+    assert "the rest shows when the run completes" in await segment.inner_text()
+    # Its completion carries the whole answer: still cut, now said to be final. (Read in the
+    # injecting task: the run is "another client's", so a transcript re-read follows.)
+    done = event("agent", type="completed", runId="big", sessionKey=key, ok=True, answer=chunk * 4)
+    after = await page.evaluate(
+        """(frame) => {
+            window.lemon.inject(frame);
+            return document.querySelector('[data-run-id="big"] .segment').innerText;
+        }""",
+        done,
+    )
+    assert "shown up to 65536 bytes" in after
+    assert "é" * (LIVE_SEGMENT_BYTES // 2) in after
 
 
 async def test_an_answer_above_the_panes_bound_is_recovered_from_the_transcript(

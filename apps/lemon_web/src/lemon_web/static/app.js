@@ -161,7 +161,10 @@ function queueRender(segment) {
 function renderSegment(seg) {
   seg.el.innerHTML = renderMarkdown(seg.text);
   if (seg.truncated) {
-    seg.el.append(el("p", "truncated", `… the live answer is cut at ${LIVE_SEGMENT_BYTES} bytes; the rest shows when the run completes.`));
+    const note = seg.final
+      ? `… shown up to ${LIVE_SEGMENT_BYTES} bytes.`
+      : `… the live answer is cut at ${LIVE_SEGMENT_BYTES} bytes; the rest shows when the run completes.`;
+    seg.el.append(el("p", "truncated", note));
   }
 }
 
@@ -498,8 +501,12 @@ function onEvent(frame) {
     const answer = typeof p.answer === "string" ? p.answer : "";
     const seg = lastSegment(run);
     if (answer && (!seg || (seg.text !== answer && !seg.text.endsWith(answer)))) {
-      if (seg) setSegmentText(seg, answer);
-      else newSegment(run, answer);
+      const target = seg || newSegment(run);
+      target.final = true;
+      setSegmentText(target, answer, true); // the run's own answer replaces what streamed
+    } else if (seg && seg.truncated) {
+      seg.final = true;
+      renderSegment(seg);
     }
     finishRun(run, p);
     refreshSessions();
