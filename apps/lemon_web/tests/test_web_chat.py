@@ -653,3 +653,20 @@ async def test_a_run_sent_by_another_client_shows_with_its_prompt(
     await wait_idle(page)
     text = await transcript_text(page)
     assert text.count("sent from the tui") == 2  # the prompt and the answer, once each
+
+
+async def test_a_history_page_above_65536_bytes_is_read_whole(
+    page: Any, daemon: ControlPlane, client: ClientFactory
+) -> None:
+    key = "agent:default:web:browser:unknown:long-history"
+    async with client() as c:
+        for i in range(10):
+            word = f"{i}" + "x" * 6999  # one 7,000-byte word: one delta, one entry
+            sent = await c.call("chat.send", {"sessionKey": key, "prompt": "/echo " + word})
+            await c.completed(sent["runId"])
+        history = await c.request("chat.history", {"sessionKey": key, "limit": 200})
+    assert len(json.dumps(history)) > 2 * MAX_EVENT_BYTES  # a response, not an event
+    await open_chat(page, daemon, "/chat/" + quote(key, safe=""))
+    assert await page.locator(".msg.assistant").count() == 10
+    stats = await page.evaluate("window.lemon.statistics()")
+    assert (stats["state"], stats["oversized"], stats["overflows"]) == ("online", 0, 0)

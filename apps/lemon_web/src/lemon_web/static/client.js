@@ -137,14 +137,16 @@ export class ControlPlaneClient {
   receive(data) {
     this.received += 1;
     if (typeof data !== "string") return;
+    // An event above the pane's bound is never rendered (and, as this server writes events,
+    // never even parsed): the listener recovers from a snapshot instead. Responses of any size
+    // are answers to this page's own requests (a long history page) and are always read.
     const big = overBytes(data, MAX_EVENT_BYTES);
-    let frame;
-    if (big && !data.startsWith('{"type":"res"') && !data.startsWith('{"type":"hello-ok"')) {
-      // An event above the pane's bound is never parsed or rendered: recover instead.
+    if (big && data.startsWith('{"type":"event"')) {
       this.oversized += 1;
       this.event(OVERFLOW, data.length);
       return;
     }
+    let frame;
     try {
       frame = JSON.parse(data);
     } catch {
@@ -154,7 +156,13 @@ export class ControlPlaneClient {
       this.answer(frame);
       return;
     }
-    if (frame.type === "event") this.event(frame, data.length);
+    if (frame.type !== "event") return;
+    if (big) {
+      this.oversized += 1;
+      this.event(OVERFLOW, data.length);
+      return;
+    }
+    this.event(frame, data.length);
   }
 
   answer(frame) {
