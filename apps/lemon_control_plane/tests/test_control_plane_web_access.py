@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
@@ -17,6 +18,7 @@ from websockets.typing import Origin
 from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_control_plane._connection import Connection
 from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.tokens import TokenStore, tokens_path
 from lemon_core.runtime import Runtime
 
 TOKEN = "cookie-test-token-0123456789"
@@ -147,3 +149,21 @@ async def test_a_suspended_pane_given_1000_events_never_holds_more_than_270() ->
         gate.set()
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
+
+
+async def test_a_public_bind_stays_closed_once_its_last_stored_token_is_revoked(
+    boot: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    store = TokenStore(tokens_path(tmp_path / "home"))
+    entry, secret = store.create("only")
+    async with boot(host="0.0.0.0") as runtime:
+        plane = await _plane(runtime)
+        url = f"ws://127.0.0.1:{plane.address[1]}/ws"
+        async with wire_client(url)(handshake=False) as c:
+            assert (await c.connect(auth={"token": secret}))["type"] == "hello-ok"
+        store.revoke(entry.id)
+        plane.refresh_tokens()
+        assert plane.requires_token  # fail closed: no token left is not "no token needed"
+        async with connect(url) as ws:
+            refused = await WireClient(ws).connect()
+        assert refused["error"]["code"] == "UNAUTHORIZED"

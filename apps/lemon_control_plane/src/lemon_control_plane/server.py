@@ -285,8 +285,11 @@ class ControlPlane:
 
     @property
     def requires_token(self) -> bool:
-        """Whether every ``connect`` must carry a token (tokens are configured or stored)."""
-        return bool(self.config.token_hashes or self._stored)
+        """Whether every ``connect`` must carry a token: tokens are configured or stored, or
+        the bind is not loopback (then always, even once every stored token is revoked)."""
+        return bool(
+            self.config.token_hashes or self._stored or not is_loopback_host(self.config.host)
+        )
 
     def token_valid(self, token: object) -> bool:
         """Whether ``token`` is accepted now (a configured token or an active stored one);
@@ -515,7 +518,7 @@ class ControlPlane:
         if token is None and self.requires_token:
             token = conn.cookie_token
         scopes = frozenset(SCOPES)
-        if self.config.token_hashes or self._stored or token is not None:
+        if self.requires_token or token is not None:
             found = self._authenticate(token)
             if found is None:
                 conn.push_text(
