@@ -366,6 +366,7 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
             "AgentRuntime",
             "EngineRuntime",
             "ExecApprovals",
+            "HttpMounts",
             "ModelCatalog",
             "SessionCompactor",
             "TranscriptReader",
