@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from lemon_skills.bundle import BundleEntry, BundleLimits, bundle_entries, bundle_hash
+from lemon_skills.bundle import (
+    INVISIBLE_CHARS,
+    BundleEntry,
+    BundleLimits,
+    bundle_entries,
+    bundle_hash,
+    open_inside,
+)
 from lemon_skills.errors import ManifestError
 from lemon_skills.manifest import MANIFEST_FILE, parse_manifest
 
@@ -144,14 +151,24 @@ class AuditLimits:
 
 _I: Final = re.IGNORECASE
 _FETCH: Final = r"(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)"
+# Every repetition below is bounded and unambiguous (one way to split a token): a pattern like
+# ``(?:\S+=\S*\s+)*`` lets the engine try exponentially many splits of ``a=a=a=...`` before
+# failing, so a crafted line would stall the audit.
 _INTERP: Final = (
-    r"(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+(?:\S+=\S*\s+)*)?(?:/usr/local/bin/|/usr/bin/|/bin/)?"
-    r"(?:bash|sh|zsh|ksh|dash|fish|python[0-9.]*|perl|ruby|node|php|pwsh|powershell|iex)\b"
+    r"(?:sudo\s+(?:-\S+\s+){0,8})?(?:env\s+(?:[^\s=]+=\S*\s+){0,16})?"
+    r"(?:/usr/local/bin/|/usr/bin/|/bin/)?"
+    r"(?:(?:bash|sh|zsh|ksh|dash|fish|python[0-9.]*|perl|ruby|node|php|pwsh|powershell|iex)\b|"
+    r"\$\{?SHELL\b\}?)"
 )
 _HOME: Final = r"(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[^/\s]+|/Users/[^/\s]+|/root)"
 
 _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("remote_exec", re.compile(rf"\b{_FETCH}\b[^|\n]{{0,500}}\|\s*{_INTERP}", _I)),
+    (
+        "remote_exec",
+        re.compile(
+            rf"\b{_FETCH}\b[^\n]{{0,500}}?\|\s*(?:xargs\s+(?:-\S+\s+){{0,6}})?{_INTERP}", _I
+        ),
+    ),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh|source|\.)\s+(?:-\S+\s+)*<\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh)\s+-c\s+[\"']?\$\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\beval\s+[\"']?(?:\$\(|`)\s*{_FETCH}\b", _I)),
@@ -178,6 +195,12 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     ("credential_read", re.compile(r"\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b")),
+    (
+        "credential_read",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File"
+        ),
+    ),
     (
         "credential_read",
         re.compile(
@@ -286,9 +309,10 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ),
 )
 
-_HIDDEN: Final = re.compile(
-    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
-)
+_HIDDEN: Final = re.compile(f"[{INVISIBLE_CHARS}]")
+# A shell line continuation: scanned as if the two lines were one (same length, so positions
+# keep their line numbers).
+_CONTINUATION: Final = re.compile(r"\\\r?\n")
 # An encoded blob, and the words that make a line holding one "fed to exec".
 _BLOB: Final = re.compile(r"[A-Za-z0-9+/]{120,}={0,2}|(?:\\x[0-9a-fA-F]{2}){24,}|[0-9a-fA-F]{160,}")
 _EXEC_WORD: Final = re.compile(r"\b(?:eval|exec|bash|sh|python[0-9.]*|node|Function)\b")
@@ -315,17 +339,32 @@ def _excerpt(text: str) -> str:
     return joined
 
 
+def _joined(text: str) -> str:
+    return _CONTINUATION.sub(lambda m: " " * len(m.group()), text)
+
+
+def _normalized(text: str) -> str:
+    """``text`` with invisible characters removed and compatibility forms folded (NFKC:
+    fullwidth and mathematical letters become ASCII), line by line (the line count stays)."""
+    lines = (
+        unicodedata.normalize("NFKC", _HIDDEN.sub("", line)).replace("\n", " ")
+        for line in text.split("\n")
+    )
+    return "\n".join(lines)
+
+
 def audit_text(text: str, *, file: str) -> list[Finding]:
     """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
-    line. Each pattern runs once over the whole text (every repetition in a pattern is bounded,
-    so a long line costs linear time); a match is reported on the line it starts on."""
+    line. Each pattern runs once over the whole text (every repetition in a pattern is bounded
+    and unambiguous, so a long line costs linear time); a match is reported on the line it
+    starts on. Shell line continuations are read as one line, and a text with non-ASCII
+    characters is scanned a second time with invisible characters removed and compatibility
+    forms folded (fullwidth ``ignore`` reads as ``ignore``)."""
     lines = text.split("\n")
-    offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
 
-    def add(rule: str, pos: int) -> None:
-        number = bisect.bisect_right(offsets, pos)
+    def add(rule: str, number: int) -> None:
         if (rule, number) in seen:
             return
         seen.add((rule, number))
@@ -334,21 +373,42 @@ def audit_text(text: str, *, file: str) -> list[Finding]:
                     excerpt=_excerpt(lines[number - 1]))
         )  # fmt: skip
 
+    def scan(variant: str) -> None:
+        offsets = list(
+            itertools.accumulate((len(line) + 1 for line in variant.split("\n")), initial=0)
+        )
+        vlines = variant.split("\n")
+
+        def line_of(pos: int) -> int:
+            return bisect.bisect_right(offsets, pos)
+
+        for rule, pattern in _TEXT_RULES:
+            for match in pattern.finditer(variant):
+                add(rule, line_of(match.start()))
+        for match in _BLOB.finditer(variant):
+            number = line_of(match.start())
+            if _EXEC_WORD.search(vlines[number - 1]):
+                add("obfuscated_exec", number)
+
+    start_offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
     for match in _HIDDEN.finditer(text):
         if match.start() == 0 and match.group() == "\ufeff":
             continue  # a byte-order mark opening the file
-        add("hidden_unicode", match.start())
-    for rule, pattern in _TEXT_RULES:
-        for match in pattern.finditer(text):
-            add(rule, match.start())
-    for match in _BLOB.finditer(text):
-        number = bisect.bisect_right(offsets, match.start())
-        if _EXEC_WORD.search(lines[number - 1]):
-            add("obfuscated_exec", match.start())
+        add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
+    scan(_joined(text))
+    if not text.isascii():
+        normalized = _normalized(text)
+        if normalized != text:
+            scan(_joined(normalized))
+    findings.sort(key=lambda f: (f.line, f.rule))
     return findings
 
 
-def _is_escape(entry: BundleEntry) -> bool:
+def _is_escape(root: Path, entry: BundleEntry) -> bool:
+    """Whether the link ``entry`` leads out of the bundle: by its target text (absolute, or
+    ``..`` past the top), or once resolved on disk (a chain through other links of the bundle,
+    e.g. ``x/up -> ..`` then ``home -> x/up/x/up/../..``); a loop counts as an escape. Only
+    link targets are read, never the files they lead to."""
     target = entry.target or ""
     if target.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", target):
         return True
@@ -360,7 +420,27 @@ def _is_escape(entry: BundleEntry) -> bool:
         depth += -1 if part == ".." else 1
         if depth < 0:
             return True
-    return False
+    try:
+        base = root.resolve(strict=True)
+        resolved = (root / entry.path).resolve()
+    except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13)
+        return True
+    return resolved != base and base not in resolved.parents
+
+
+_BOMS: Final = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)  # fmt: skip
+
+
+def _bom_text(data: bytes) -> str | None:
+    """The text of a UTF-16 / UTF-32 file that opens with its byte-order mark (PowerShell and
+    Windows tools read those as text, so the audit must too), else ``None``."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(codec, errors="replace").replace("\r\n", "\n")
+    return None
 
 
 def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Finding]:
@@ -374,12 +454,12 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
         )
 
     if entry.kind == "symlink":
-        if _is_escape(entry):
+        if _is_escape(root, entry):
             return [whole("symlink_escape", f"-> {entry.target}")]
         return []
     findings: list[Finding] = []
     # O_NOFOLLOW: a file swapped for a link after the walk is refused, never followed.
-    with os.fdopen(os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+    with os.fdopen(open_inside(root, entry.path), "rb") as handle:
         data = handle.read(limits.max_file_bytes)
     if entry.size > limits.max_file_bytes:
         findings.append(
@@ -388,6 +468,10 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
                 f"{entry.size} bytes (bound {limits.max_file_bytes}); the rest was not scanned",
             )
         )
+    wide = _bom_text(data)
+    if wide is not None:
+        findings.extend(audit_text(wide, file=entry.path))
+        return findings
     try:
         text = data.decode("utf-8")
         binary = "\x00" in text
@@ -427,9 +511,15 @@ def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:
         )
     for entry in entries:
         findings.extend(_audit_entry(root, entry, lim))
+        # read_skill lists file names to the model: a name is text like any other
+        findings.extend(
+            Finding(rule=f.rule, severity=f.severity, file=entry.path, line=0,
+                    excerpt=_excerpt(f"file name: {entry.path}"))
+            for f in audit_text(entry.path, file=entry.path)
+        )  # fmt: skip
     if manifest is not None and manifest.kind == "file":
         try:
-            parse_manifest((root / MANIFEST_FILE).read_text("utf-8", errors="replace"))
+            parsed = parse_manifest((root / MANIFEST_FILE).read_text("utf-8", errors="replace"))
         except ManifestError as exc:
             findings.append(
                 Finding(
@@ -440,6 +530,16 @@ def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:
                     excerpt=_excerpt(str(exc)),
                 )
             )
+        else:
+            # The description as parsed is what the system prompt lists: YAML escapes
+            # ("\x69gnore ...") must not hide a phrase the raw text scan cannot see.
+            raw_rules = {f.rule for f in findings if f.file == MANIFEST_FILE}
+            findings.extend(
+                Finding(rule=f.rule, severity=f.severity, file=MANIFEST_FILE, line=0,
+                        excerpt=_excerpt(f"description (as parsed): {parsed.description}"))
+                for f in audit_text(parsed.description, file=MANIFEST_FILE)
+                if f.rule not in raw_rules
+            )  # fmt: skip
     findings.sort(key=lambda f: (f.file, f.line, f.rule))
     if any(f.severity == "block" for f in findings):
         verdict: Verdict = "block"

@@ -33,6 +33,7 @@ from typing import Any, Final, cast
 
 from lemon_skills.audit import Verdict
 from lemon_skills.errors import LockfileError
+from lemon_skills.manifest import valid_skill_name
 from lemon_skills.taxonomy import SourceKind, TrustLevel
 from lemon_skills.trust import Override
 
@@ -161,11 +162,23 @@ def _encode(state: LockState) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def _checked_names(doc: dict[str, Any]) -> None:
+    """Every name the lockfile keys by becomes a directory under ``installed/``: one that is
+    not a skill name (``../..``, say, written by hand) is refused, never joined to a path."""
+    for section in ("skills", "overrides", "blocked"):
+        for name, raw in dict(doc.get(section, {})).items():
+            if not isinstance(name, str) or not valid_skill_name(name):
+                raise ValueError(f"{section}: {name!r} is not a valid skill name")
+            if section == "skills" and raw.get("name") != name:
+                raise ValueError(f"skills: the record under {name!r} names {raw.get('name')!r}")
+
+
 def _decode(text: str, path: Path) -> LockState:
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("version") != LOCK_VERSION:
             raise ValueError(f"not a version {LOCK_VERSION} skills lockfile")
+        _checked_names(doc)
         return LockState(
             skills={str(n): _record(r) for n, r in doc.get("skills", {}).items()},
             overrides={str(n): _override(o) for n, o in doc.get("overrides", {}).items()},
