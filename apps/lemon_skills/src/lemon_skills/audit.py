@@ -26,7 +26,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import BinaryIO, Final, Literal
 
 from lemon_skills.bundle import (
     INVISIBLE_CHARS,
@@ -70,7 +70,8 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="remote_exec", severity="block",
              summary="code from the network piped into an interpreter (curl ... | sh)"),
         Rule(code="credential_read", severity="block",
-             summary="reads credentials: ~/.ssh, ~/.aws, .env files, keychains, token files"),
+             summary="reads credentials (~/.ssh, ~/.aws, .env files, keychains, token files) "
+                     "or ships them (private keys, API tokens)"),
         Rule(code="exfil_endpoint", severity="block",
              summary="sends data out: known exfiltration endpoints, raw-IP URLs, file uploads"),
         Rule(code="obfuscated_exec", severity="block",
@@ -90,7 +91,7 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="binary_file", severity="warn",
              summary="a binary (non-text) file: it cannot be reviewed as text"),
         Rule(code="oversized_file", severity="warn",
-             summary="a file over the size bound (only its first part was scanned)"),
+             summary="a file over the size bound (scanned in parts; too big to review)"),
     )
 }  # fmt: skip
 
@@ -143,7 +144,8 @@ class AuditLimits:
     """Bounds of the scan."""
 
     max_file_bytes: int = 1024 * 1024
-    """A larger file is reported ``oversized_file`` and only its first part is scanned."""
+    """A larger file is reported ``oversized_file`` and scanned in parts of this size (the
+    whole bundle is bounded by :class:`BundleLimits`)."""
     bundle: BundleLimits = field(default_factory=BundleLimits)
 
 
@@ -198,7 +200,10 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "credential_read",
         re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File"
+            r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File|"
+            r"\b(?:AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,}|"
+            r"xox[abposr]-[A-Za-z0-9-]{10,}|sk-(?:ant|proj)-[A-Za-z0-9_-]{20,}|"
+            r"glpat-[A-Za-z0-9_-]{20})"
         ),
     ),
     (
@@ -261,6 +266,16 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     ("obfuscated_exec", re.compile(r"\beval\s+[\"']?\$\([^)\n]*\b(?:base64|xxd)\b", _I)),
+    (
+        "obfuscated_exec",
+        re.compile(
+            r"\b(?:gunzip|gzip\s+-\w*d|zcat|bzcat|bunzip2|bzip2\s+-\w*d|xzcat|unxz|xz\s+-\w*d|"
+            r"zstdcat|unzstd|zstd\s+-\w*d|unzip\s+-\w*p|tar\s+-?\w*O\w*|xxd\s+-\w*r|uudecode|"
+            r"openssl\s+(?:enc|base64)|rev)\b"
+            rf"[^\n]{{0,500}}?\|\s*(?:xargs\s+(?:-\S+\s+){{0,6}})?{_INTERP}",
+            _I,
+        ),
+    ),
     (
         "obfuscated_exec",
         re.compile(r"\bpowershell(?:\.exe)?\s[^\n]{0,500}-(?:e|enc|encodedcommand)\s", _I),
@@ -343,23 +358,40 @@ def _joined(text: str) -> str:
     return _CONTINUATION.sub(lambda m: " " * len(m.group()), text)
 
 
-def _normalized(text: str) -> str:
-    """``text`` with invisible characters removed and compatibility forms folded (NFKC:
-    fullwidth and mathematical letters become ASCII), line by line (the line count stays)."""
-    lines = (
-        unicodedata.normalize("NFKC", _HIDDEN.sub("", line)).replace("\n", " ")
-        for line in text.split("\n")
-    )
-    return "\n".join(lines)
+# Shell quoting inside a word (``c'u'rl``, ``c""url``, ``c\\url``) reads as the word itself.
+_WORD_QUOTES: Final = re.compile(r"(?<=\w)(?:''|\"\"|['\"\\])(?=\w)|(?<=\w)''|''(?=\w)")
+
+
+def _normalized(text: str) -> str | None:
+    """The lines of ``text`` that change when invisible characters are removed, compatibility
+    forms folded (NFKC: fullwidth and mathematical letters become ASCII) and shell quotes
+    inside words dropped, normalized, with their neighbour lines (a phrase may run on to the
+    next line); every other line blank, so the line numbers stay and a second scan costs only
+    what changed. ``None`` when nothing changes."""
+    lines = text.split("\n")
+    out: list[str] = []
+    changed: list[int] = []
+    for i, line in enumerate(lines):
+        norm = line
+        if not norm.isascii():
+            norm = unicodedata.normalize("NFKC", _HIDDEN.sub("", norm)).replace("\n", " ")
+        norm = _WORD_QUOTES.sub("", norm)
+        out.append(norm)
+        if norm != line:
+            changed.append(i)
+    if not changed:
+        return None
+    keep = {j for i in changed for j in (i - 1, i, i + 1)}
+    return "\n".join(line if i in keep else "" for i, line in enumerate(out))
 
 
 def audit_text(text: str, *, file: str) -> list[Finding]:
     """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
     line. Each pattern runs once over the whole text (every repetition in a pattern is bounded
     and unambiguous, so a long line costs linear time); a match is reported on the line it
-    starts on. Shell line continuations are read as one line, and a text with non-ASCII
-    characters is scanned a second time with invisible characters removed and compatibility
-    forms folded (fullwidth ``ignore`` reads as ``ignore``)."""
+    starts on. Shell line continuations are read as one line, and a text that changes when
+    normalized is scanned a second time with invisible characters removed, shell quotes inside
+    words dropped and compatibility forms folded (fullwidth ``ignore`` reads as ``ignore``)."""
     lines = text.split("\n")
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
@@ -396,10 +428,9 @@ def audit_text(text: str, *, file: str) -> list[Finding]:
             continue  # a byte-order mark opening the file
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
     scan(_joined(text))
-    if not text.isascii():
-        normalized = _normalized(text)
-        if normalized != text:
-            scan(_joined(normalized))
+    normalized = _normalized(text)
+    if normalized is not None:
+        scan(_joined(normalized))
     findings.sort(key=lambda f: (f.line, f.rule))
     return findings
 
@@ -458,35 +489,64 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
             return [whole("symlink_escape", f"-> {entry.target}")]
         return []
     findings: list[Finding] = []
-    # O_NOFOLLOW: a file swapped for a link after the walk is refused, never followed.
+    # Opened without following any link: a file swapped for a link after the walk is refused.
     with os.fdopen(open_inside(root, entry.path), "rb") as handle:
         data = handle.read(limits.max_file_bytes)
-    if entry.size > limits.max_file_bytes:
-        findings.append(
-            whole(
-                "oversized_file",
-                f"{entry.size} bytes (bound {limits.max_file_bytes}); the rest was not scanned",
+        oversized = entry.size > limits.max_file_bytes
+        if oversized:
+            findings.append(
+                whole(
+                    "oversized_file",
+                    f"{entry.size} bytes (bound {limits.max_file_bytes}); scanned in parts",
+                )
             )
-        )
-    wide = _bom_text(data)
-    if wide is not None:
-        findings.extend(audit_text(wide, file=entry.path))
-        return findings
-    try:
-        text = data.decode("utf-8")
-        binary = "\x00" in text
-    except UnicodeDecodeError as exc:
-        # A file cut at the size bound may end inside a character: still text.
-        binary = not (entry.size > limits.max_file_bytes and exc.start >= len(data) - 3)
-        text = data[: exc.start].decode("utf-8") if not binary else ""
-    if binary:
-        if data.startswith(_EXEC_MAGIC):
-            findings.append(whole("native_executable", f"{entry.size} bytes, {data[:4]!r}"))
-        else:
-            findings.append(whole("binary_file", f"{entry.size} bytes, not UTF-8 text"))
-        return findings
-    findings.extend(audit_text(text, file=entry.path))
+        head = data
+        if _bom_text(head[:4]) is not None:  # UTF-16 / UTF-32: decoded whole
+            wide_text = _bom_text(head + handle.read())
+            assert wide_text is not None
+            findings.extend(audit_text(wide_text, file=entry.path))
+            return findings
+        try:
+            binary = "\x00" in head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # A file cut at the size bound may end inside a character: still text.
+            binary = not (oversized and exc.start >= len(head) - 3)
+        if binary:
+            if head.startswith(_EXEC_MAGIC):
+                findings.append(whole("native_executable", f"{entry.size} bytes, {head[:4]!r}"))
+            else:
+                findings.append(whole("binary_file", f"{entry.size} bytes, not UTF-8 text"))
+            return findings
+        findings.extend(_scan_in_parts(head, handle, entry.path, limits.max_file_bytes))
     return findings
+
+
+def _scan_in_parts(head: bytes, handle: BinaryIO, file: str, part_bytes: int) -> list[Finding]:
+    """The text rules over the whole file, ``part_bytes`` at a time, each part cut after its
+    last newline (a newline byte is never inside a UTF-8 character) so no line is split unless
+    it is longer than a part; line numbers count from the top of the file."""
+    findings: list[Finding] = []
+    buf, eof, base = head, False, 0
+    while True:
+        while not eof and len(buf) <= part_bytes:
+            more = handle.read(part_bytes)
+            eof = not more
+            buf += more
+        if len(buf) <= part_bytes:
+            part, buf = buf, b""
+        else:
+            cut = buf.rfind(b"\n", 0, part_bytes)
+            cut = cut + 1 if cut != -1 else part_bytes
+            part, buf = buf[:cut], buf[cut:]
+        text = part.decode("utf-8", errors="replace")
+        findings.extend(
+            Finding(rule=f.rule, severity=f.severity, file=f.file, line=f.line + base,
+                    excerpt=f.excerpt)
+            for f in audit_text(text, file=file)
+        )  # fmt: skip
+        base += text.count("\n")
+        if eof and not buf:
+            return findings
 
 
 def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:

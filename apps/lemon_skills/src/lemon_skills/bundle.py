@@ -59,6 +59,8 @@ class BundleLimits:
 
     max_files: int = 2_000
     max_total_bytes: int = 64 * 1024 * 1024
+    max_depth: int = 32
+    """Directory levels below the top (a deeper tree would exhaust the walk's recursion)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,9 +120,14 @@ def _file_sha256(root: Path, rel: str) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, str, os.stat_result]]:
+def _walk(root: Path, max_depth: int) -> Iterator[tuple[Path, str, os.stat_result]]:
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
         base = Path(directory)
+        if dirnames and len(base.relative_to(root).parts) >= max_depth:
+            raise SkillSourceError(
+                f"{root}: directories nested more than {max_depth} levels deep "
+                f"({base.relative_to(root).as_posix()[:120]}/...); a skill bundle must be flatter"
+            )
         keep: list[str] = []
         for name in sorted(dirnames):
             if name in _SKIPPED_DIRS:
@@ -159,7 +166,7 @@ def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[Bundl
         raise SkillSourceError(f"{root} is not a directory")
     entries: list[BundleEntry] = []
     total = 0
-    for full, rel, info in _walk(root):
+    for full, rel, info in _walk(root, lim.max_depth):
         _check_name(root, rel)
         if len(entries) >= lim.max_files:
             raise SkillSourceError(

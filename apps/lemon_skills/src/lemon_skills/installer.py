@@ -219,6 +219,12 @@ class SkillManager:
         """Install from a resolved source (a discovered ``well_known`` one, say)."""
         with self.lockfile.transaction() as state, self._stage() as stage:
             bundle, fetched, manifest = self._fetch(source, stage)
+            if manifest.name in self._builtin_names():
+                raise SkillsUsageError(
+                    f"{source.identifier} holds a skill named {manifest.name!r}, the name of a "
+                    "builtin skill; builtin names are reserved (a skill from elsewhere cannot "
+                    "stand in for one, even after it was uninstalled): rename the skill"
+                )
             existing = state.skills.get(manifest.name)
             if existing is not None:
                 raise SkillsUsageError(

@@ -62,6 +62,10 @@ def parse_manifest(text: str, *, origin: str = MANIFEST_FILE) -> Manifest:
         data = yaml.safe_load(raw) if raw.strip() else {}
     except yaml.YAMLError as exc:
         raise ManifestError(f"{origin}: the front matter is not valid YAML: {exc}") from None
+    except RecursionError:  # `[[[[...` a few thousand deep
+        raise ManifestError(
+            f"{origin}: the front matter is nested too deeply; use plain keys and values"
+        ) from None
     if not isinstance(data, dict):
         raise ManifestError(f"{origin}: the front matter must be a mapping of keys to values")
     name = data.get("name")
