@@ -12,12 +12,14 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lemon_skills import (
     LockfileError,
     ManifestError,
+    Plan,
     SkillCatalog,
     SkillManager,
     SkillSourceError,
@@ -135,6 +137,13 @@ def test_api_tokens_shipped_in_a_bundle_are_credential_findings(token: str) -> N
     assert "credential_read" in _rules(f"export TOKEN={token}")
 
 
+@pytest.mark.parametrize("text", ["\x1b[8mconcealed\x1b[0m", "over\x08\x08\x08written", "\x9b2J"])
+def test_terminal_control_characters_in_text_are_hidden_unicode(text: str) -> None:
+    # `cat`-ing the file to review it would conceal or overwrite what it says.
+    assert "hidden_unicode" in _rules(text)
+    assert _rules("tab\there, CRLF\r\n, form feed\x0c") == set()
+
+
 # -- the bundle ------------------------------------------------------------------------------
 
 
@@ -146,6 +155,30 @@ def test_a_description_written_with_yaml_escapes_is_audited_as_parsed(
     report = audit_bundle(root)
     assert {"prompt_injection", "hidden_unicode"} <= {f.rule for f in report.findings}
     assert report.verdict == "block"
+
+
+def test_a_description_with_terminal_escapes_is_refused(make_skill: Callable[..., Path]) -> None:
+    root = make_skill("esc", description='"Helpful.\\e]0;owned\\a\\e[8m"')
+    with pytest.raises(ManifestError, match="control characters"):
+        read_manifest(root)
+    assert "manifest_invalid@SKILL.md:0" in audit_bundle(root).finding_ids
+
+
+def test_the_approver_is_shown_the_repository_an_index_chose(
+    manager: SkillManager, git_repo: Callable[..., tuple[str, str]], skill_text: Any,
+    index_server: Any,
+) -> None:  # fmt: skip
+    url, commit = git_repo("chosen", {"SKILL.md": skill_text("chosen")})
+    index_server.documents["/skills/acme/tools/chosen"] = {"clone_url": url}
+    seen: list[Plan] = []
+
+    def approve(plan: Plan) -> bool:
+        seen.append(plan)
+        return True
+
+    manager.install("acme/tools/chosen", approve=approve)
+    assert seen[0].fetched is not None
+    assert (seen[0].fetched.clone_url, seen[0].fetched.resolved_ref) == (url, commit)
 
 
 def test_file_names_are_audited_like_text(make_skill: Callable[..., Path]) -> None:

@@ -79,7 +79,7 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="prompt_injection", severity="block",
              summary="text aimed at the agent to override its instructions or hide from the user"),
         Rule(code="hidden_unicode", severity="block",
-             summary="invisible or bidirectional-control characters in text"),
+             summary="invisible, bidirectional-control or terminal-control characters in text"),
         Rule(code="native_executable", severity="block",
              summary="a compiled executable (ELF, Mach-O, PE)"),
         Rule(code="symlink_escape", severity="block",
@@ -325,6 +325,10 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 )
 
 _HIDDEN: Final = re.compile(f"[{INVISIBLE_CHARS}]")
+# Terminal control characters in a text file (ESC sequences that conceal or overwrite text when
+# the file is shown, backspaces, C1 controls such as the 8-bit CSI); tab, newline, carriage
+# return, vertical tab and form feed are ordinary.
+_CONTROL: Final = re.compile("[\x01-\x08\x0e-\x1f\x7f\x80-\x9f]")
 # A shell line continuation: scanned as if the two lines were one (same length, so positions
 # keep their line numbers).
 _CONTINUATION: Final = re.compile(r"\\\r?\n")
@@ -426,6 +430,8 @@ def audit_text(text: str, *, file: str) -> list[Finding]:
     for match in _HIDDEN.finditer(text):
         if match.start() == 0 and match.group() == "\ufeff":
             continue  # a byte-order mark opening the file
+        add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
+    for match in _CONTROL.finditer(text):
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
     scan(_joined(text))
     normalized = _normalized(text)

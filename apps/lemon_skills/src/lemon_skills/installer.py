@@ -51,6 +51,9 @@ class Plan:
     report: AuditReport | None
     decision: Decision
     previous: LockRecord | None = None
+    fetched: FetchResult | None = None
+    """Where the bytes came from: the clone URL and commit (a registry or well-known entry
+    names its repository only in the index; the approver is shown it)."""
 
 
 Approver = Callable[[Plan], bool]
@@ -396,6 +399,7 @@ class SkillManager:
                 report=report,
                 decision=decision,
                 previous=previous,
+                fetched=fetched,
             )
             decision = self.policy.decide(
                 operation, source.trust, report, approved=approve(plan), override=override
