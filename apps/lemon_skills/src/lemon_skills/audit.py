@@ -389,13 +389,15 @@ def _normalized(text: str) -> str | None:
     return "\n".join(line if i in keep else "" for i, line in enumerate(out))
 
 
-def audit_text(text: str, *, file: str) -> list[Finding]:
+def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding]:
     """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
     line. Each pattern runs once over the whole text (every repetition in a pattern is bounded
     and unambiguous, so a long line costs linear time); a match is reported on the line it
     starts on. Shell line continuations are read as one line, and a text that changes when
     normalized is scanned a second time with invisible characters removed, shell quotes inside
-    words dropped and compatibility forms folded (fullwidth ``ignore`` reads as ``ignore``)."""
+    words dropped and compatibility forms folded (fullwidth ``ignore`` reads as ``ignore``).
+    ``characters=False`` leaves out the invisible / control character checks (for the text
+    found in a binary file, where such bytes are ordinary)."""
     lines = text.split("\n")
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
@@ -427,11 +429,11 @@ def audit_text(text: str, *, file: str) -> list[Finding]:
                 add("obfuscated_exec", number)
 
     start_offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
-    for match in _HIDDEN.finditer(text):
+    for match in _HIDDEN.finditer(text) if characters else ():
         if match.start() == 0 and match.group() == "\ufeff":
             continue  # a byte-order mark opening the file
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
-    for match in _CONTROL.finditer(text):
+    for match in _CONTROL.finditer(text) if characters else ():
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
     scan(_joined(text))
     normalized = _normalized(text)
@@ -522,12 +524,17 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
                 findings.append(whole("native_executable", f"{entry.size} bytes, {head[:4]!r}"))
             else:
                 findings.append(whole("binary_file", f"{entry.size} bytes, not UTF-8 text"))
-            return findings
-        findings.extend(_scan_in_parts(head, handle, entry.path, limits.max_file_bytes))
+        # A "binary" file is scanned too: a Latin-1 text, or a text with a NUL byte far from
+        # its start, is still read to the model by read_skill (which sees only its head).
+        findings.extend(
+            _scan_in_parts(head, handle, entry.path, limits.max_file_bytes, characters=not binary)
+        )
     return findings
 
 
-def _scan_in_parts(head: bytes, handle: BinaryIO, file: str, part_bytes: int) -> list[Finding]:
+def _scan_in_parts(
+    head: bytes, handle: BinaryIO, file: str, part_bytes: int, *, characters: bool = True
+) -> list[Finding]:
     """The text rules over the whole file, ``part_bytes`` at a time, each part cut after its
     last newline (a newline byte is never inside a UTF-8 character) so no line is split unless
     it is longer than a part; line numbers count from the top of the file."""
@@ -548,7 +555,7 @@ def _scan_in_parts(head: bytes, handle: BinaryIO, file: str, part_bytes: int) ->
         findings.extend(
             Finding(rule=f.rule, severity=f.severity, file=f.file, line=f.line + base,
                     excerpt=f.excerpt)
-            for f in audit_text(text, file=file)
+            for f in audit_text(text, file=file, characters=characters)
         )  # fmt: skip
         base += text.count("\n")
         if eof and not buf:
