@@ -253,6 +253,17 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(r"\b(?:nc|ncat|netcat|socat|telnet)\b[^\n|]{0,500}[ \t]<[ \t]*\S", _I),
     ),
     (
+        # reverse shells and DNS exfiltration
+        "exfil_endpoint",
+        re.compile(
+            r"/dev/(?:tcp|udp)/[\w.$:{}-]+/\w+|"
+            r"\b(?:nc|ncat|netcat)\b[^\n|]{0,200}\s-(?:e|c)\s+\S|"
+            r"\bsocat\b[^\n|]{0,200}\b(?:exec|system):|"
+            r"\b(?:dig|nslookup|host|drill)\b[^\n|]{0,200}(?:\$\(|`)",
+            _I,
+        ),
+    ),
+    (
         "obfuscated_exec",
         re.compile(rf"\bbase64\s+(?:-d|--decode|-D)\b[^\n]{{0,500}}\|\s*{_INTERP}", _I),
     ),
@@ -362,13 +373,24 @@ def _joined(text: str) -> str:
     return _CONTINUATION.sub(lambda m: " " * len(m.group()), text)
 
 
+# Cyrillic and Greek letters that look like Latin ones ("ignore" with a Cyrillic i): folded to
+# the Latin letter in the normalized pass.
+_CONFUSABLES: Final = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04bb"
+    "\u051b\u051d\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422"
+    "\u0425\u0406\u0408\u0405\u03bf\u03b1\u03b5\u03b9\u03c1\u03c4\u03c5\u03bd"
+    "\u03ba\u03c7\u0391\u0392\u0395\u0397\u0399\u039a\u039c\u039d\u039f\u03a1"
+    "\u03a4\u03a5\u03a7\u0396",
+    "aeopcyxijsdhqwABEKMHOPCTXIJSoaeiptuvkxABEHIKMNOPTYXZ",
+)
 # Shell quoting inside a word (``c'u'rl``, ``c""url``, ``c\\url``) reads as the word itself.
 _WORD_QUOTES: Final = re.compile(r"(?<=\w)(?:''|\"\"|['\"\\])(?=\w)|(?<=\w)''|''(?=\w)")
 
 
 def _normalized(text: str) -> str | None:
     """The lines of ``text`` that change when invisible characters are removed, compatibility
-    forms folded (NFKC: fullwidth and mathematical letters become ASCII) and shell quotes
+    forms folded (NFKC: fullwidth and mathematical letters become ASCII), Cyrillic and Greek
+    look-alikes folded to Latin letters, and shell quotes
     inside words dropped, normalized, with their neighbour lines (a phrase may run on to the
     next line); every other line blank, so the line numbers stay and a second scan costs only
     what changed. ``None`` when nothing changes."""
@@ -379,6 +401,7 @@ def _normalized(text: str) -> str | None:
         norm = line
         if not norm.isascii():
             norm = unicodedata.normalize("NFKC", _HIDDEN.sub("", norm)).replace("\n", " ")
+            norm = norm.translate(_CONFUSABLES)
         norm = _WORD_QUOTES.sub("", norm)
         out.append(norm)
         if norm != line:
