@@ -278,15 +278,11 @@ def test_a_directory_swapped_for_a_link_during_the_copy_is_refused(
 def test_directories_nested_past_the_bound_are_refused_clearly(
     make_skill: Callable[..., Path],
 ) -> None:
-    # 1,200 levels used to exhaust the walk's recursion (a RecursionError, a traceback).
+    # Unbounded, ~1,000 levels exhausted the walk's recursion (a RecursionError, a traceback
+    # from `lemon skills install`); 40 levels are past the bound (and the tree stays small
+    # enough for the test's own clean-up).
     root = make_skill("deep")
-    fd = os.open(root, os.O_RDONLY)
-    for _ in range(1200):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
+    (root / "/".join(["d"] * 40)).mkdir(parents=True)
     with pytest.raises(SkillSourceError, match="nested more than"):
         audit_bundle(root)
 
@@ -328,6 +324,20 @@ def test_read_skill_refuses_nul_and_control_characters_clearly(
     assert [s.name for s in catalog.enabled()] == ["skill-creator"]
     with pytest.raises(SkillsUsageError, match="control character"):
         catalog.read("skill-creator", path)
+
+
+def test_read_skill_serves_only_files_the_bundle_hash_covers(
+    manager: SkillManager, settings: SkillsSettings, make_skill: Callable[..., Path]
+) -> None:
+    make_skill("plain", {"refs/a.md": "fine\n"})
+    manager.install("./src/plain", approve=yes)
+    extra = settings.installed_dir / "plain" / ".git"
+    extra.mkdir()
+    (extra / "config").write_text("[credential]\n\thelper = store TOKEN\n")
+    catalog = SkillCatalog(settings)
+    assert catalog.read("plain", "refs/a.md") == "fine\n"  # still usable: .git is not hashed
+    with pytest.raises(SkillsUsageError, match="has no file"):
+        catalog.read("plain", ".git/config")
 
 
 def test_a_lockfile_naming_a_skill_outside_the_install_is_refused(

@@ -96,6 +96,11 @@ class SkillCatalog:
             raise SkillsUsageError(f"{rel!r} leads outside the skill {name!r}")
         if not resolved.is_file():
             raise SkillsUsageError(f"skill {name!r} has no file {rel!r}")
+        # Only a file of the bundle as hashed (and so audited): nothing the walk leaves out
+        # (a `.git` directory added to the installed copy, say) is ever served.
+        inside = resolved.relative_to(base).as_posix()
+        if inside not in self._hashed_files(root):
+            raise SkillsUsageError(f"skill {name!r} has no file {rel!r}")
         with resolved.open("rb") as handle:
             data = handle.read(self.max_chars * 4 + 4)
         if b"\x00" in data:
@@ -112,6 +117,13 @@ class SkillCatalog:
                 text += "\n\n[Files of this skill (read them with read_skill and a path): "
                 text += ", ".join(files) + "]"
         return text
+
+    def _hashed_files(self, root: Path) -> set[str]:
+        try:
+            entries = bundle_entries(root, self.settings.audit.bundle)
+        except SkillsError:
+            return set()
+        return {e.path for e in entries if e.kind == "file"}
 
     def _files(self, root: Path) -> list[str]:
         try:
