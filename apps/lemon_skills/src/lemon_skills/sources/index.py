@@ -116,7 +116,7 @@ def read_index(url: str, *, timeout: float, max_bytes: int) -> IndexEntry | None
         raise SkillSourceError(f"{url} could not be read: {type(exc).__name__}: {exc}") from None
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested thousands deep
         raise SkillSourceError(f"{url}: the index document is not JSON") from None
     if not isinstance(doc, dict):
         raise SkillSourceError(f"{url}: the index document is not a JSON object")
