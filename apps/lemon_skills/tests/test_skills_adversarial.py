@@ -121,6 +121,8 @@ def test_invisible_characters_beyond_the_zero_width_set_are_hidden_unicode(char:
     # Variation selectors can smuggle a whole hidden message after one visible character.
     assert "hidden_unicode" in _rules(f"A helpful skill.{char * 40}")
     assert char not in prompt_safe(f"A helpful skill.{char * 40}")
+    # one emoji presentation selector after a symbol is ordinary text
+    assert _rules("\u26a0\ufe0f Careful: \u2705\ufe0f done, \u2764\ufe0e") == set()
 
 
 def test_private_key_material_in_a_bundle_is_a_credential_finding() -> None:

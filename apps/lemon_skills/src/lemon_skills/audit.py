@@ -369,6 +369,19 @@ def _excerpt(text: str) -> str:
     return joined
 
 
+_VS: Final = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def _emoji_style(text: str, pos: int) -> bool:
+    """Whether the character at ``pos`` is one text / emoji presentation selector (U+FE0E,
+    U+FE0F) right after a visible character, as in a warning sign emoji: ordinary. A run of
+    selectors, or one after a space, is how a hidden message is smuggled: not ordinary."""
+    if text[pos] not in "\ufe0e\ufe0f" or pos == 0:
+        return False
+    before, after = text[pos - 1], text[pos + 1 : pos + 2]
+    return not (before.isspace() or _VS.match(before) or (after and _VS.match(after)))
+
+
 def _joined(text: str) -> str:
     return _CONTINUATION.sub(lambda m: " " * len(m.group()), text)
 
@@ -455,6 +468,8 @@ def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding
     for match in _HIDDEN.finditer(text) if characters else ():
         if match.start() == 0 and match.group() == "\ufeff":
             continue  # a byte-order mark opening the file
+        if _emoji_style(text, match.start()):
+            continue
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
     for match in _CONTROL.finditer(text) if characters else ():
         add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
