@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from textual.widgets import Input
-
 from lemon_control_plane import ControlPlane
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, UserBlock
 
 from .conftest import app_for, status_text, until
@@ -16,7 +15,7 @@ async def test_an_answer_streams_as_markdown_with_the_status_line(daemon: Contro
         await until(pilot, lambda: app.status.connection == "online", "connected")
         assert "agent:default:main" in status_text(app)
         assert "idle" in status_text(app)
-        box = app.query_one("#input", Input)
+        box = app.query_one("#input", Editor)
         assert box.has_focus
         box.value = "/echo **bold** and `code`"
         await pilot.press("enter")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from textual.widgets import Input
-
 from lemon_control_plane import ControlPlane
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import ToolCardView
 
 from .conftest import NO_APPROVALS, app_for, until
@@ -14,7 +13,7 @@ async def test_a_tool_call_is_one_card_from_start_to_completion(daemon: ControlP
     app = app_for(daemon, NO_APPROVALS)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Input).value = '/tool bash {"command": "echo card-output"}'
+        app.query_one("#input", Editor).value = '/tool bash {"command": "echo card-output"}'
         await pilot.press("enter")
         await until(pilot, lambda: bool(app.query(ToolCardView)), "a card")
         card = app.query_one(ToolCardView)
@@ -30,7 +29,7 @@ async def test_a_card_open_when_the_run_is_aborted_is_sealed(daemon: ControlPlan
     app = app_for(daemon, NO_APPROVALS)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Input).value = '/tool bash {"command": "sleep 30"}'
+        app.query_one("#input", Editor).value = '/tool bash {"command": "sleep 30"}'
         await pilot.press("enter")
         await until(pilot, lambda: bool(app.query(ToolCardView)), "a card")
         card = app.query_one(ToolCardView)

@@ -24,7 +24,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.markup import escape
 from textual.widget import Widget
-from textual.widgets import Input
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
 from lemon_core.execution import RunRequest, ToolPolicy
@@ -42,6 +41,8 @@ from lemon_core.sessions import (
     ToolCard,
     check_session_key,
 )
+from lemon_tui._commands import help_text, is_command
+from lemon_tui._editor import CommandHints, Editor, HistorySearch
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -62,16 +63,13 @@ _OUTBOX: Final = 64  # messages typed while offline; more are refused with a not
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
+_MAIN_SCREEN_ONLY: Final = frozenset({"search_history", "switch_session", "pick_model"})
 _SAID: Final = {
     ApprovalDecision.APPROVE_ONCE: "approved once",
     ApprovalDecision.APPROVE_SESSION: "approved for this session",
     ApprovalDecision.APPROVE_GLOBAL: "approved always",
     ApprovalDecision.DENY: "denied",
 }
-HELP: Final = (
-    "/new  /sessions  /resume KEY  /compact [FOCUS]  /help  /quit · while busy: Enter queues, "
-    "'>text' steers, '!text' interrupts, Ctrl+C aborts the run (twice when idle quits)"
-)
 
 
 def _lost() -> tuple[type[Exception], ...]:
@@ -102,6 +100,7 @@ class LemonTUI(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
+        Binding("ctrl+r", "search_history", "history search", priority=True, show=False),
     ]
 
     def __init__(
@@ -138,12 +137,16 @@ class LemonTUI(App[int]):
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(id="transcript")
-        yield Input(placeholder="message · /help", id="input")
+        hints = CommandHints(id="hints")
+        yield hints
+        editor = Editor(id="input", placeholder="message · /help · Shift+Enter or Ctrl+J: new line")
+        editor.hints = hints
+        yield editor
         yield StatusLine(id="status")
 
     def on_mount(self) -> None:
         self._paint_status()
-        self.query_one("#input", Input).focus()
+        self.editor.focus()
         # Connect once the first frame is drawn: the screen is there before the network is.
         self.call_after_refresh(
             self.run_worker, self._follow_loop(), name="connection", exit_on_error=True
@@ -413,22 +416,36 @@ class LemonTUI(App[int]):
 
     # -- input -------------------------------------------------------------------------------------
 
-    async def on_input_submitted(self, message: Input.Submitted) -> None:
-        text = message.value.strip()
-        message.input.clear()
+    @property
+    def editor(self) -> Editor:
+        return self.query_one("#input", Editor)
+
+    async def on_editor_submitted(self, message: Editor.Submitted) -> None:
+        editor = message.editor
+        body = message.value.rstrip().lstrip("\n")  # a pasted block keeps its indentation
+        text = body.strip()
         if not text:
             return
+        if editor.matches and not is_command(text):
+            # Enter on the start of a command ("/mo"): take the completion first; one that
+            # needs an argument waits for it.
+            editor.action_take_completion()
+            text = editor.text
+            if editor.matches[editor.chosen].arg:
+                editor.value = text + " "
+                return
+        editor.sent(text if is_command(text) else body)
         self.idle_aborts = 0
-        if text.startswith("/") and text.split(" ", 1)[0] in _COMMANDS:
+        if is_command(text):
             await self.command(text)
             return
         mode = "collect"
         if text.startswith("!"):
-            mode, text = "interrupt", text[1:].strip()
+            mode, body = "interrupt", text[1:].strip()
         elif text.startswith(">"):
-            mode, text = "steer", text[1:].strip()
-        if text:
-            await self.send(text, mode)
+            mode, body = "steer", text[1:].strip()
+        if body:
+            await self.send(body, mode)
 
     async def send(self, text: str, mode: str = "collect") -> None:
         """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
@@ -491,6 +508,22 @@ class LemonTUI(App[int]):
         self._paint_status()
         return True
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The screen-opening keys belong to the main screen: over a panel or picker they
+        are left to it (the history search has its own Ctrl+R)."""
+        return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
+
+    def action_search_history(self) -> None:
+        """Ctrl+R: search what was sent; the entry taken replaces the editor's text."""
+        editor = self.editor
+
+        def taken(entry: str | None) -> None:
+            if entry is not None:
+                editor.value = entry
+            editor.focus()
+
+        self.push_screen(HistorySearch(editor.sent_history, editor.text), taken)
+
     async def action_abort(self) -> None:
         """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""
         port = self.port
@@ -517,7 +550,7 @@ class LemonTUI(App[int]):
         if name in ("/quit", "/exit"):
             self.exit(0)
         elif name == "/help":
-            self.note(escape(HELP))
+            self.note(escape(help_text()))
         elif port is None:
             self.note("[yellow]not connected[/]")
         elif name == "/new":
@@ -568,8 +601,3 @@ class LemonTUI(App[int]):
         if self._stream is not None:
             self._stream.close()
         self._paint_status()
-
-
-_COMMANDS: Final = frozenset(
-    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/compact"}
-)
