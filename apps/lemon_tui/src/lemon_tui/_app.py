@@ -14,15 +14,13 @@ collapsible tool output and diffs (see the app README).
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import ClassVar, Final, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.markup import escape
 from textual.widget import Widget
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
@@ -30,6 +28,7 @@ from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
+    PendingApproval,
     QueueNotice,
     RunEnded,
     SessionEvent,
@@ -39,10 +38,11 @@ from lemon_core.sessions import (
     StreamOverflow,
     TextDelta,
     ToolCard,
-    check_session_key,
 )
-from lemon_tui._commands import help_text, is_command
+from lemon_tui._commands import is_command
+from lemon_tui._daemon import ModelInfo
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
+from lemon_tui._slash import SessionUsage, load_models, run_command
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -51,6 +51,7 @@ from lemon_tui._widgets import (
     StatusLine,
     ToolCardView,
     UserBlock,
+    escape,
 )
 
 __all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI"]
@@ -78,6 +79,17 @@ def _lost() -> tuple[type[Exception], ...]:
     from lemon_control_plane.errors import ControlPlaneError
 
     return (ControlPlaneError, OSError)
+
+
+def _k(tokens: int) -> str:
+    """1234 → ``1.2k``, 200000 → ``200k``, 1047576 → ``1.0M``."""
+    if tokens >= 1_000_000:
+        return f"{tokens / 1_000_000:.1f}M"
+    if tokens >= 10_000:
+        return f"{tokens // 1000}k"
+    if tokens >= 1000:
+        return f"{tokens / 1000:.1f}k"
+    return str(tokens)
 
 
 class ClientPort(SessionPort, Protocol):
@@ -130,6 +142,9 @@ class LemonTUI(App[int]):
         self.idle_aborts = 0
         self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
+        self.model: str | None = None  # None: the daemon's default
+        self.models: list[ModelInfo] | None = None  # models.list, cached per connection
+        self.usage: dict[str, SessionUsage] = {}
         self._stream: SessionStream | None = None
         self._switched = False
 
@@ -145,7 +160,7 @@ class LemonTUI(App[int]):
         yield StatusLine(id="status")
 
     def on_mount(self) -> None:
-        self._paint_status()
+        self.paint_status()
         self.editor.focus()
         # Connect once the first frame is drawn: the screen is there before the network is.
         self.call_after_refresh(
@@ -167,8 +182,40 @@ class LemonTUI(App[int]):
     def note(self, markup: str) -> None:
         self._add(NoteLine(markup))
 
-    def _paint_status(self) -> None:
+    async def _learn_models(self) -> None:
+        """The catalogue, for the gauge's context window (quietly absent when not offered)."""
+        try:
+            await load_models(self)
+        except ValueError:
+            return
+        except _lost():
+            return
+        self.paint_status()
+
+    def context_window(self) -> int:
+        """The context window of the model in use, from the catalogue (0: not known)."""
+        ref = self.model or self.status.model
+        for m in self.models or ():
+            if (ref is not None and m.ref == ref) or (ref is None and m.default):
+                return m.context_window
+        return 0
+
+    def context_gauge(self) -> str:
+        """``12% 24k/200k``: the last prompt's tokens against the model's window."""
+        seen = self.usage.get(self.session)
+        used = seen.context_tokens if seen is not None else 0
+        window = self.context_window()
+        if not window:
+            return f"{_k(used)} tokens" if used else ""
+        return f"{used * 100 // window}% {_k(used)}/{_k(window)}"
+
+    def paint_status(self) -> None:
         self.status.session = self.session
+        if self.model is not None:
+            self.status.model = self.model
+        elif self.status.model is None and self.models:
+            self.status.model = next((m.ref for m in self.models if m.default), None)
+        self.status.gauge = self.context_gauge()
         busy = bool(self.waiting_for)
         if self.panel is not None:
             self.status.run = "waiting for approval"
@@ -192,18 +239,20 @@ class LemonTUI(App[int]):
                         "start one with `lemon daemon start` (retrying…)"
                     )
                 self.status.connection = "offline"
-                self._paint_status()
+                self.paint_status()
             await asyncio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
             self.status.connection = "reconnecting"
-            self._paint_status()
+            self.paint_status()
 
     async def _follow_loop(self) -> None:
         recover = False
         while True:
             port = self.port = await self._open()
+            self.models = None  # another daemon may know other models
             self.status.connection = "online"
-            self._paint_status()
+            self.run_worker(self._learn_models(), group="models", exit_on_error=False)
+            self.paint_status()
             try:
                 while True:
                     stream = port.watch(self.session)
@@ -223,7 +272,7 @@ class LemonTUI(App[int]):
                 pass  # the connection is gone: open a new one and recover
             self.port = None
             self.status.connection = "reconnecting"
-            self._paint_status()
+            self.paint_status()
             await port.aclose()
 
     async def _recover(self, port: SessionPort, *, history: bool) -> None:
@@ -270,24 +319,8 @@ class LemonTUI(App[int]):
         if self.panel is not None and self.panel.asked.approval_id not in still:
             self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
             self.panel.dismiss(None)
-        known = {a.approval_id for a in self.to_ask}
-        if self.panel is not None:
-            known.add(self.panel.asked.approval_id)
-        for pending in snapshot.pending_approvals:
-            if pending.approval_id not in known:
-                self.to_ask.append(
-                    ApprovalAsked(
-                        session_key=self.session,
-                        approval_id=pending.approval_id,
-                        run_id=pending.run_id,
-                        tool=pending.tool,
-                        action=pending.action,
-                        rationale=pending.rationale,
-                        expires_at_ms=pending.expires_at_ms,
-                    )
-                )
-        self._ask_next()
-        self._paint_status()
+        self.ask_again(snapshot.pending_approvals)
+        self.paint_status()
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -316,7 +349,7 @@ class LemonTUI(App[int]):
                 self.waiting_for.discard(event.run_id)
         elif isinstance(event, RunEnded):
             self._ended(event)
-        self._paint_status()
+        self.paint_status()
 
     def _card(self, event: ToolCard) -> None:
         card = self.cards.get(event.action_id)
@@ -361,10 +394,19 @@ class LemonTUI(App[int]):
         if not event.ok:
             self.note(f"[yellow]{label}:[/] {escape(event.error or label)}")
         if event.usage is not None:
-            usage = event.usage
-            text = f"{usage.total_tokens:,} tokens"
-            if usage.cost_usd:
-                text += f" ${usage.cost_usd:.4f}"
+            u = event.usage
+            seen = self.usage.setdefault(event.session_key, SessionUsage())
+            seen.runs += 1
+            seen.input_tokens += u.input_tokens
+            seen.output_tokens += u.output_tokens
+            seen.cache_tokens += u.cache_read_tokens + u.cache_write_tokens
+            seen.cost_usd += u.cost_usd
+            seen.context_tokens = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            if u.model and self.model is None:
+                self.status.model = u.model  # what the daemon's default resolved to
+            text = f"{u.total_tokens:,} tokens"
+            if seen.cost_usd:
+                text += f" ${seen.cost_usd:.4f}"
             self.status.usage = text
 
     def _shown_answer(self) -> bool:
@@ -385,10 +427,30 @@ class LemonTUI(App[int]):
             if decision is not None:
                 self.run_worker(self._resolve(asked, decision), group="approvals")
             self._ask_next()
-            self._paint_status()
+            self.paint_status()
 
         self.push_screen(panel, decided)
-        self._paint_status()
+        self.paint_status()
+
+    def ask_again(self, pending: Iterable[PendingApproval]) -> None:
+        """Put pending approvals (from a snapshot) back in front of the person."""
+        known = {a.approval_id for a in self.to_ask}
+        if self.panel is not None:
+            known.add(self.panel.asked.approval_id)
+        for p in pending:
+            if p.approval_id not in known:
+                self.to_ask.append(
+                    ApprovalAsked(
+                        session_key=self.session,
+                        approval_id=p.approval_id,
+                        run_id=p.run_id,
+                        tool=p.tool,
+                        action=p.action,
+                        rationale=p.rationale,
+                        expires_at_ms=p.expires_at_ms,
+                    )
+                )
+        self._ask_next()
 
     async def _resolve(self, asked: ApprovalAsked, decision: ApprovalDecision) -> None:
         port = self.port
@@ -481,6 +543,7 @@ class LemonTUI(App[int]):
             queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes chosen above
             cwd=self.cwd,
             tool_policy=self.tool_policy,
+            model=self.model,
         )
         try:
             receipt = await port.submit(request)
@@ -505,7 +568,7 @@ class LemonTUI(App[int]):
         else:
             block.set_note(note)
         self.waiting_for.add(receipt.run_id)
-        self._paint_status()
+        self.paint_status()
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -526,66 +589,42 @@ class LemonTUI(App[int]):
 
     async def action_abort(self) -> None:
         """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""
-        port = self.port
-        if self.waiting_for and port is not None:
+        if await self.abort_run():
             self.idle_aborts = 0
-            try:
-                result = await port.cancel(session_key=self.session, include_queued=False)
-            except _lost() as exc:
-                self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
-                return
-            if result.cancelled:
-                self.note("[yellow]aborting the run (Ctrl+C)…[/]")
-                return
+            return
         self.idle_aborts += 1
         if self.idle_aborts >= 2:
             self.exit(0)
             return
         self.note("nothing is running; Ctrl+C again to quit")
 
-    async def command(self, line: str) -> None:
-        name, _, arg = line.partition(" ")
-        arg = arg.strip()
+    async def abort_run(self, *, quiet_when_idle: bool = False) -> bool:
+        """Abort the session's running answer (``/abort``, Ctrl+C); True when one was."""
         port = self.port
-        if name in ("/quit", "/exit"):
-            self.exit(0)
-        elif name == "/help":
-            self.note(escape(help_text()))
-        elif port is None:
-            self.note("[yellow]not connected[/]")
-        elif name == "/new":
-            self.switch(f"{DEFAULT_SESSION}:sub:{secrets.token_hex(4)}")
-        elif name == "/resume":
-            if not arg:
-                self.note("usage: /resume KEY (/sessions lists them)")
-                return
-            try:
-                check_session_key(arg)
-            except ValueError as exc:
-                self.note(f"[red]{escape(str(exc))}[/]")
-                return
-            self.switch(arg)
-        elif name == "/sessions":
-            rows = await port.sessions()
-            if not rows:
-                self.note("no sessions yet")
-            for row in rows:
-                mark = "*" if row.session_key == self.session else " "
-                self.note(f"{mark} {escape(row.session_key)}  {row.runs} runs")
-        elif name == "/compact":
-            if self.waiting_for:
-                self.note("wait until the running answer ends (or Ctrl+C it), then /compact")
-                return
-            result = await port.compact(self.session, instructions=arg or None)
-            if result.error is not None:
-                self.note(f"[yellow]could not compact:[/] {escape(result.error)}")
-            elif not result.compacted:
-                self.note(escape(result.note or "nothing to compact"))
-            else:
-                self.note(
-                    f"compacted: {result.messages_summarised} messages summarised, "
-                    f"{result.messages_kept} kept"
-                )
+        if not self.waiting_for or port is None:
+            if quiet_when_idle:
+                self.note("nothing is running")
+            return False
+        try:
+            result = await port.cancel(session_key=self.session, include_queued=False)
+        except _lost() as exc:
+            self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
+            return True
+        if result.cancelled:
+            self.note("[yellow]aborting the run (Ctrl+C)…[/]")
+            return True
+        if quiet_when_idle:
+            self.note("nothing was running")
+        return False
+
+    async def command(self, line: str) -> None:
+        """Run a slash command; a daemon that refuses or is gone is said in one line."""
+        try:
+            await run_command(self, line)
+        except ValueError as exc:
+            self.note(f"[red]{escape(line.split(' ', 1)[0])}:[/] {escape(str(exc))}")
+        except _lost() as exc:
+            self.note(f"[yellow]{escape(line.split(' ', 1)[0])} failed:[/] {escape(str(exc))}")
 
     def switch(self, session: str) -> None:
         """Follow ``session`` instead: the transcript shows its history from a snapshot."""
@@ -600,4 +639,4 @@ class LemonTUI(App[int]):
         self._switched = True
         if self._stream is not None:
             self._stream.close()
-        self._paint_status()
+        self.paint_status()

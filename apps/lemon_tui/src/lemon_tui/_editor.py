@@ -23,13 +23,13 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.markup import escape
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from lemon_tui._commands import Command, complete
+from lemon_tui._widgets import escape
 
 __all__ = ["CommandHints", "Editor", "HistorySearch", "InputHistory"]
 

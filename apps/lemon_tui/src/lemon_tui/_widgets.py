@@ -9,7 +9,6 @@ from typing import Any, ClassVar, Final
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
@@ -19,6 +18,13 @@ from lemon_core.sessions import ApprovalAsked
 __all__ = ["AnswerBlock", "ApprovalPanel", "NoteLine", "StatusLine", "ToolCardView", "UserBlock"]
 
 _SHOWN: Final = 200
+
+
+def escape(text: str) -> str:
+    """``text`` shown as itself inside markup. Textual's own ``escape`` leaves ``[N]`` (an
+    upper-case start) alone, which its parser then drops as a tag; every ``[`` is escaped
+    here, so a model's answer or a command's output can never style or link anything."""
+    return text.replace("[", "\\[")
 
 
 def clip(text: str, limit: int = _SHOWN) -> str:
@@ -171,15 +177,22 @@ class Status:
     run: str = "idle"
     queued: int = 0
     usage: str = ""
+    model: str | None = None
+    gauge: str = ""
 
 
 class StatusLine(Static):
-    """connection · session · run state · queue · last usage."""
+    """connection · session · model · context gauge · run state · queue · usage."""
 
     DEFAULT_CSS = "StatusLine { height: 1; background: $panel; padding: 0 1; }"
 
     def show(self, status: Status) -> None:
-        parts = [status.connection, status.session, status.run]
+        parts = [status.connection, status.session]
+        if status.model:
+            parts.append(status.model)
+        if status.gauge:
+            parts.append(status.gauge)
+        parts.append(status.run)
         if status.queued:
             parts.append(f"queued {status.queued}")
         if status.usage:
