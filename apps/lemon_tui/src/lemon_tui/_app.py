@@ -14,6 +14,7 @@ collapsible tool output and diffs (see the app README).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import ClassVar, Final, Protocol
@@ -42,7 +43,8 @@ from lemon_core.sessions import (
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
-from lemon_tui._slash import SessionUsage, load_models, run_command
+from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
+from lemon_tui._slash import SessionUsage, load_models, run_command, set_model
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -64,6 +66,7 @@ _OUTBOX: Final = 64  # messages typed while offline; more are refused with a not
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
+_BACKGROUND: Final = 8  # background sessions watched for unread events
 _MAIN_SCREEN_ONLY: Final = frozenset({"search_history", "switch_session", "pick_model"})
 _SAID: Final = {
     ApprovalDecision.APPROVE_ONCE: "approved once",
@@ -92,6 +95,11 @@ def _k(tokens: int) -> str:
     return str(tokens)
 
 
+def _refused() -> tuple[type[Exception], ...]:
+    """A call the daemon refused (bad input) or could not answer (gone)."""
+    return (ValueError, *_lost())
+
+
 class ClientPort(SessionPort, Protocol):
     """A connected session port this client can close."""
 
@@ -113,6 +121,8 @@ class LemonTUI(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
         Binding("ctrl+r", "search_history", "history search", priority=True, show=False),
+        Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
+        Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
     ]
 
     def __init__(
@@ -123,8 +133,10 @@ class LemonTUI(App[int]):
         session: str = DEFAULT_SESSION,
         tool_policy: ToolPolicy | None = None,
         cwd: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
+        self.clock = clock
         self._connect = connect
         self.where = where
         self.session = session
@@ -145,6 +157,8 @@ class LemonTUI(App[int]):
         self.model: str | None = None  # None: the daemon's default
         self.models: list[ModelInfo] | None = None  # models.list, cached per connection
         self.usage: dict[str, SessionUsage] = {}
+        self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
+        self._background_streams: dict[str, SessionStream] = {}
         self._stream: SessionStream | None = None
         self._switched = False
 
@@ -216,6 +230,7 @@ class LemonTUI(App[int]):
         elif self.status.model is None and self.models:
             self.status.model = next((m.ref for m in self.models if m.default), None)
         self.status.gauge = self.context_gauge()
+        self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
         if self.panel is not None:
             self.status.run = "waiting for approval"
@@ -252,6 +267,8 @@ class LemonTUI(App[int]):
             self.models = None  # another daemon may know other models
             self.status.connection = "online"
             self.run_worker(self._learn_models(), group="models", exit_on_error=False)
+            for key in list(self.background):
+                self._watch_background(key)
             self.paint_status()
             try:
                 while True:
@@ -274,6 +291,32 @@ class LemonTUI(App[int]):
             self.status.connection = "reconnecting"
             self.paint_status()
             await port.aclose()
+
+    def _watch_background(self, key: str) -> None:
+        port = self.port
+        if port is None or key in self._background_streams or key not in self.background:
+            return
+        stream = port.watch(key)
+        self._background_streams[key] = stream
+        self.run_worker(self._count_unread(key, stream), group="background", exit_on_error=False)
+
+    def _stop_background(self, key: str) -> None:
+        stream = self._background_streams.pop(key, None)
+        if stream is not None:
+            stream.close()
+
+    async def _count_unread(self, key: str, stream: SessionStream) -> None:
+        """A background session: each answer ended and each approval asked is one unread."""
+        try:
+            async for event in stream:
+                if isinstance(event, RunEnded | ApprovalAsked) and key in self.background:
+                    self.background[key] += 1
+                    if isinstance(event, ApprovalAsked):
+                        self.note(f"an approval waits in {escape(key)} (Ctrl+X switches)")
+                    self.paint_status()
+        finally:
+            if self._background_streams.get(key) is stream:
+                del self._background_streams[key]
 
     async def _recover(self, port: SessionPort, *, history: bool) -> None:
         """Catch up from the authority after a gap (or show a session switched to)."""
@@ -587,6 +630,69 @@ class LemonTUI(App[int]):
 
         self.push_screen(HistorySearch(editor.sent_history, editor.text), taken)
 
+    async def action_switch_session(self) -> None:
+        """Ctrl+X: the session switcher (``sessions.list`` with the unread counts)."""
+        port = self.port
+        if port is None:
+            self.note("[yellow]not connected[/]: the sessions cannot be listed")
+            return
+        try:
+            listed = await port.sessions()
+        except _lost() as exc:
+            self.note(f"[yellow]could not list the sessions:[/] {escape(str(exc))}")
+            return
+        rows = [
+            SessionRow(
+                key=r.session_key,
+                runs=r.runs,
+                active=r.active,
+                updated_at_ms=r.updated_at_ms,
+                preview=r.last_answer_preview,
+                unread=self.background.get(r.session_key, 0),
+                current=r.session_key == self.session,
+            )
+            for r in listed
+        ]
+        known = {r.key for r in rows}
+        for key, unread in [(self.session, 0), *self.background.items()]:
+            if key not in known:  # not run yet (a /new one) or beyond the list's page
+                known.add(key)
+                rows.append(SessionRow(key=key, unread=unread, current=key == self.session))
+
+        def taken(key: str | None) -> None:
+            self.editor.focus()
+            if key == NEW_SESSION:
+                self.run_worker(self.command("/new"), group="commands")
+            elif key is not None and key != self.session:
+                self.switch(key)
+
+        self.push_screen(SessionSwitcher(rows, now=self.clock), taken)
+
+    async def action_pick_model(self) -> None:
+        """Ctrl+O: the model picker (``models.list``)."""
+        try:
+            models = await load_models(self)
+        except _refused() as exc:
+            self.note(f"[yellow]could not list the models:[/] {escape(str(exc))}")
+            return
+        if not models:
+            self.note("this daemon does not list its models; /model PROVIDER:MODEL sets one")
+            return
+
+        def taken(model: ModelInfo | None) -> None:
+            self.editor.focus()
+            if model is not None:
+                ref = None if model.default else model.ref
+                self.run_worker(self._set_model(ref), group="commands")
+
+        self.push_screen(ModelPicker(models, current=self.model), taken)
+
+    async def _set_model(self, ref: str | None) -> None:
+        try:
+            await set_model(self, ref)
+        except _refused() as exc:
+            self.note(f"[yellow]could not set the model:[/] {escape(str(exc))}")
+
     async def action_abort(self) -> None:
         """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""
         if await self.abort_run():
@@ -627,7 +733,18 @@ class LemonTUI(App[int]):
             self.note(f"[yellow]{escape(line.split(' ', 1)[0])} failed:[/] {escape(str(exc))}")
 
     def switch(self, session: str) -> None:
-        """Follow ``session`` instead: the transcript shows its history from a snapshot."""
+        """Follow ``session`` instead: the transcript shows its history from a snapshot; the
+        one left keeps being watched in the background (its unread events are counted)."""
+        left = self.session
+        if left != session:
+            self.background[left] = self.background.pop(left, 0)
+            while len(self.background) > _BACKGROUND:
+                gone = next(iter(self.background))
+                self.background.pop(gone)
+                self._stop_background(gone)
+            self._watch_background(left)
+        self.background.pop(session, None)
+        self._stop_background(session)
         self.session = session
         self.waiting_for.clear()
         self.answer = None

@@ -179,6 +179,7 @@ class Status:
     usage: str = ""
     model: str | None = None
     gauge: str = ""
+    unread: int = 0
 
 
 class StatusLine(Static):
@@ -197,4 +198,6 @@ class StatusLine(Static):
             parts.append(f"queued {status.queued}")
         if status.usage:
             parts.append(status.usage)
+        if status.unread:
+            parts.append(f"{status.unread} unread elsewhere (Ctrl+X)")
         self.update(escape(" · ".join(parts)))
