@@ -45,6 +45,7 @@ from lemon_tui._daemon import ModelInfo
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
 from lemon_tui._slash import SessionUsage, load_models, run_command, set_model
+from lemon_tui._text import escape
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -53,7 +54,6 @@ from lemon_tui._widgets import (
     StatusLine,
     ToolCardView,
     UserBlock,
-    escape,
 )
 
 __all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI"]
@@ -67,7 +67,9 @@ _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
 _BACKGROUND: Final = 8  # background sessions watched for unread events
-_MAIN_SCREEN_ONLY: Final = frozenset({"search_history", "switch_session", "pick_model"})
+_MAIN_SCREEN_ONLY: Final = frozenset(
+    {"search_history", "switch_session", "pick_model", "toggle_output"}
+)
 _SAID: Final = {
     ApprovalDecision.APPROVE_ONCE: "approved once",
     ApprovalDecision.APPROVE_SESSION: "approved for this session",
@@ -93,6 +95,16 @@ def _k(tokens: int) -> str:
     if tokens >= 1000:
         return f"{tokens / 1000:.1f}k"
     return str(tokens)
+
+
+def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
+    """Whether an open card is the call an approval is about (same tool; same path when
+    both name one: the approval's is resolved to an absolute path)."""
+    if not card.title.startswith(asked.tool):
+        return False
+    path = (asked.action or {}).get("path")
+    named = card.title.removeprefix(asked.tool).strip()
+    return not isinstance(path, str) or not named or path.endswith(named)
 
 
 def _refused() -> tuple[type[Exception], ...]:
@@ -123,6 +135,7 @@ class LemonTUI(App[int]):
         Binding("ctrl+r", "search_history", "history search", priority=True, show=False),
         Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
         Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
+        Binding("ctrl+t", "toggle_output", "tool output", priority=True, show=False),
     ]
 
     def __init__(
@@ -237,7 +250,8 @@ class LemonTUI(App[int]):
         else:
             self.status.run = "running" if busy else "idle"
         self.status.queued = max(0, len(self.waiting_for) - 1)
-        self.query_one("#status", StatusLine).show(self.status)
+        for line in self.query("#status").results(StatusLine):
+            line.show(self.status)  # none while the app shuts down (a worker may still run)
 
     # -- the connection ----------------------------------------------------------------------------
 
@@ -399,12 +413,14 @@ class LemonTUI(App[int]):
         if card is None:
             if event.action_id in self.sealed_cards:
                 return  # sealed when its run ended; a late phase changes nothing
-            card = ToolCardView(event.action_id, event.title)
+            card = ToolCardView(event.action_id, event.title, event.detail)
             self.cards[event.action_id] = card
             self._add(card)
             if self.answer is not None:
                 self._seal_answer("ok")  # text after the card goes into a new block
-        if event.phase == "completed":
+        if event.phase == "updated":
+            card.updated(event.message)
+        elif event.phase == "completed":
             card.complete(event.ok, event.message)
             self.cards.pop(event.action_id, None)
 
@@ -463,7 +479,13 @@ class LemonTUI(App[int]):
         if self.panel is not None or not self.to_ask:
             return
         asked = self.to_ask.popleft()
-        panel = self.panel = ApprovalPanel(asked)
+        # The panel shows an edit's diff: the approval names the path, the open card of the
+        # same call (it started just before it asked) carries the arguments.
+        diff = next(
+            (c.diff for c in reversed(self.cards.values()) if c.diff and _same_call(c, asked)),
+            None,
+        )
+        panel = self.panel = ApprovalPanel(asked, diff)
 
         def decided(decision: ApprovalDecision | None) -> None:
             self.panel = None
@@ -618,6 +640,16 @@ class LemonTUI(App[int]):
         """The screen-opening keys belong to the main screen: over a panel or picker they
         are left to it (the history search has its own Ctrl+R)."""
         return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
+
+    def action_toggle_output(self) -> None:
+        """Ctrl+T: unfold (or fold) the newest tool card that has more to show."""
+        for card in reversed(list(self.query(ToolCardView))):
+            if card.foldable:
+                card.toggle()
+                if card.expanded:
+                    self.call_after_refresh(self.transcript.scroll_to_widget, card)
+                return
+        self.note("no tool output to unfold")
 
     def action_search_history(self) -> None:
         """Ctrl+R: search what was sent; the entry taken replaces the editor's text."""

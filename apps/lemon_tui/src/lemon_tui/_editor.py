@@ -29,7 +29,7 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from lemon_tui._commands import Command, complete
-from lemon_tui._widgets import escape
+from lemon_tui._text import escape
 
 __all__ = ["CommandHints", "Editor", "HistorySearch", "InputHistory"]
 

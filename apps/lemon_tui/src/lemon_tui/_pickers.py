@@ -16,7 +16,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from lemon_tui._daemon import ModelInfo
-from lemon_tui._widgets import clip, escape
+from lemon_tui._text import clip, escape
 
 __all__ = ["NEW_SESSION", "ModelPicker", "SessionRow", "SessionSwitcher", "age"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
 from lemon_tui._daemon import ModelInfo, models_from_wire, offered
-from lemon_tui._widgets import escape
+from lemon_tui._text import escape
 
 if TYPE_CHECKING:
     from lemon_tui._app import LemonTUI
