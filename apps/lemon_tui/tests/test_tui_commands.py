@@ -39,7 +39,7 @@ async def test_history_usage_status_and_the_gauge(daemon: ControlPlane) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
         await until(pilot, lambda: app.models is not None, "the catalogue")
-        assert "offline:offline" in status_text(app)  # the daemon's default model
+        assert "main · offline · ctx" in status_text(app)  # the default model (offline:offline)
         await answered(pilot, app, "/echo first answer")
         await until(pilot, lambda: "/1.0M" in status_text(app), "the gauge")
         assert app.context_window() == 1_000_000  # models.list: the offline model's window

@@ -48,7 +48,7 @@ async def test_ctrl_x_lists_sessions_and_switches(
         # The session left is watched in the background: its news is counted as unread.
         await ran(other, "agent:default:main", "/echo news in main")
         await until(pilot, lambda: app.background.get("agent:default:main") == 1, "unread")
-        assert "1 unread elsewhere" in status_text(app)
+        assert "1 unread (Ctrl+X)" in status_text(app)
         await pilot.press("ctrl+x")
         await until(pilot, lambda: isinstance(app.screen, SessionSwitcher), "the switcher")
         await pilot.press(*"main")
@@ -93,7 +93,7 @@ async def test_ctrl_o_picks_a_model(daemon: ControlPlane) -> None:
         assert [m.ref for m in picker.shown] == ["openai:gpt-4o"]
         await pilot.press("enter")
         await until(pilot, lambda: app.model == "openai:gpt-4o", "taken")
-        assert "openai:gpt-4o" in status_text(app)
+        assert "gpt-4o · ctx" in status_text(app)
         assert "0% 0/128k" in status_text(app)  # no run yet: the window, nothing used
         assert app.context_window() == 128_000
         await pilot.press("ctrl+o")

@@ -14,6 +14,7 @@ collapsible tool output and diffs (see the app README).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -46,6 +47,7 @@ from lemon_tui._editor import CommandHints, Editor, HistorySearch
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
 from lemon_tui._slash import SessionUsage, load_models, run_command, set_model
 from lemon_tui._text import escape
+from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -147,9 +149,11 @@ class LemonTUI(App[int]):
         tool_policy: ToolPolicy | None = None,
         cwd: str | None = None,
         clock: Callable[[], float] = time.time,
+        shade: Shade | None = None,
     ) -> None:
         super().__init__()
         self.clock = clock
+        self.theme = THEMES[shade or pick_shade(os.environ)]
         self._connect = connect
         self.where = where
         self.session = session

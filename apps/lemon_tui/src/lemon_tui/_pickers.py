@@ -67,7 +67,7 @@ class Picker(ModalScreen[T | None], Generic[T]):
         Binding("up", "move(-1)", show=False, priority=True),
     ]
 
-    title = ""
+    heading = ""
 
     def __init__(self, items: Sequence[tuple[T, str, str]], *, chosen: T | None = None) -> None:
         """``items``: (value, label markup, filter text)."""
@@ -78,7 +78,7 @@ class Picker(ModalScreen[T | None], Generic[T]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"[b]{self.title}[/] · type to filter · Enter takes · Esc leaves")
+            yield Static(f"[b]{self.heading}[/] · type to filter · Enter takes · Esc leaves")
             yield Input(placeholder="filter", id="picker-filter")
             yield OptionList(id="picker-list")
 
@@ -123,7 +123,7 @@ class SessionSwitcher(Picker[str]):
     """Ctrl+X: the sessions, newest first, with their activity; returns a session key (or
     :data:`NEW_SESSION`)."""
 
-    title = "sessions"
+    heading = "sessions"
 
     def __init__(self, rows: Sequence[SessionRow], *, now: Callable[[], float] = time.time) -> None:
         now_ms = int(now() * 1000)
@@ -146,7 +146,7 @@ class SessionSwitcher(Picker[str]):
 class ModelPicker(Picker[ModelInfo]):
     """Ctrl+O: the daemon's models grouped by provider; returns the one taken."""
 
-    title = "models"
+    heading = "models"
 
     def __init__(self, models: Sequence[ModelInfo], *, current: str | None) -> None:
         ordered = sorted(models, key=lambda m: (not m.default, m.provider, m.name))

@@ -241,16 +241,17 @@ class StatusLine(Static):
     DEFAULT_CSS = "StatusLine { height: 1; background: $panel; padding: 0 1; }"
 
     def show(self, status: Status) -> None:
-        parts = [status.connection, status.session]
-        if status.model:
-            parts.append(status.model)
-        if status.gauge:
-            parts.append(status.gauge)
-        parts.append(status.run)
+        # Most telling first: at 80 columns the tail (usage, unread) is what gets cut.
+        parts = [status.connection, status.run]
         if status.queued:
             parts.append(f"queued {status.queued}")
+        parts.append(status.session)
+        if status.model:
+            parts.append(clip(status.model.split(":", 1)[-1], 28))
+        if status.gauge:
+            parts.append(f"ctx {status.gauge}")
+        if status.unread:
+            parts.append(f"{status.unread} unread (Ctrl+X)")
         if status.usage:
             parts.append(status.usage)
-        if status.unread:
-            parts.append(f"{status.unread} unread elsewhere (Ctrl+X)")
         self.update(escape(" · ".join(parts)))
