@@ -1,26 +1,27 @@
 """The terminal UI: time to first paint, keystroke to echo, and scrolling a long transcript,
 against a real daemon, next to the bare interpreter measured in the same run.
 
-    .venv/bin/python bench/tui_bench.py [--runs 5] [--messages 400] [--cold-bytecode]
+    .venv/bin/python bench/tui_bench.py [--runs 5] [--messages 400]
 
 The daemon (the daemon profile, offline provider, a fresh home) runs in this process on
 127.0.0.1; each run starts a fresh Python child that imports ``lemon_tui``, opens the app
 headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was spawned:
 
 - ``import``: ``lemon_tui`` imported (Textual included);
-- ``paint``: the screen mounted and its first frame composed;
+- ``paint``: the screen mounted and its first frame composed (``LemonTUI.first_paint_at``,
+  taken before the connection is opened);
 - ``online``: connected to the daemon (hello-ok): the screen is interactive;
 - ``echo``: the mean time from a key event posted to the editor to its text holding it
   (50 keys; Pilot's ``press`` adds settling waits, so it is not used for this figure);
 - ``fill``: ``--messages`` transcript blocks mounted (half questions, half Markdown answers
-  of 24 lines each: 400 messages are about 10,000 lines), in one batch, laid out;
-- ``scroll``: one page up or down of that transcript until the frame is composed again
-  (40 steps: median and worst).
+  of 48 lines each: 400 messages are about 10,000 lines), in one batch, laid out;
+- ``scroll``: one page up or down of that transcript until the app is idle again, the frame
+  composed (40 steps: median and worst); ``settle`` is the same wait with nothing to redraw
+  (Pilot's idle wait over the mounted widgets), the floor of that figure.
 
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
-first (the bytecode cache written, as after the first start on any machine);
-``--cold-bytecode`` keeps the variable and includes compiling every module. Goals (issue 13):
+first (the bytecode cache written, as after the first start on any machine). Goals (issue 13):
 first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls.
 """
 
@@ -49,8 +50,9 @@ async def main():
     from textual import events
     app = LemonTUI(websocket_connector(sys.argv[1]), where=sys.argv[1])
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        out["paint"] = time.time() - spawned
+        while app.first_paint_at is None:
+            await asyncio.sleep(0)
+        out["paint"] = time.time() - spawned - (time.monotonic() - app.first_paint_at)
         while app.status.connection != "online":
             await pilot.pause(0.001)
         out["online"] = time.time() - spawned
@@ -66,7 +68,7 @@ async def main():
         if messages:
             from lemon_tui._widgets import AnswerBlock, UserBlock
             answer = "\n".join(
-                f"{i}. a line of the answer with `code` and **bold** words" for i in range(1, 25)
+                f"{i}. a line of the answer with `code` and **bold** words" for i in range(1, 49)
             )
             blocks = []
             for i in range(messages // 2):
@@ -82,6 +84,12 @@ async def main():
             view.scroll_end(animate=False)
             await pilot.pause()
             out["lines"] = view.virtual_size.height
+            settle = []
+            for i in range(20):  # the same wait with nothing to redraw: the floor
+                start = time.perf_counter()
+                await pilot.pause()
+                settle.append(time.perf_counter() - start)
+            out["settle"] = statistics.median(settle)
             steps = []
             for i in range(40):
                 start = time.perf_counter()
@@ -93,6 +101,7 @@ async def main():
                 steps.append(time.perf_counter() - start)
             out["scroll"] = statistics.median(steps)
             out["scroll_worst"] = max(steps)
+            out["scroll_steps"] = [round(x * 1000) for x in steps]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -144,13 +153,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--messages", type=int, default=400)
-    parser.add_argument("--cold-bytecode", action="store_true")
     args = parser.parse_args()
     env = dict(os.environ)
-    if not args.cold_bytecode:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen = asyncio.run(_run(args.runs, args.messages, env))
     for key, values in seen.items():
+        if key == "scroll_steps":
+            print(f"{'scroll steps':14} ms, last run: {values[-1]}")
+            continue
         if key == "lines":
             print(f"{'lines':14} {int(statistics.median(values)):,} in the transcript")
             continue

@@ -153,6 +153,7 @@ class LemonTUI(App[int]):
     ) -> None:
         super().__init__()
         self.clock = clock
+        self.first_paint_at: float | None = None  # time.monotonic() of the first frame
         self.theme = THEMES[shade or pick_shade(os.environ)]
         self._connect = connect
         self.where = where
@@ -194,9 +195,11 @@ class LemonTUI(App[int]):
         self.paint_status()
         self.editor.focus()
         # Connect once the first frame is drawn: the screen is there before the network is.
-        self.call_after_refresh(
-            self.run_worker, self._follow_loop(), name="connection", exit_on_error=True
-        )
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        self.first_paint_at = time.monotonic()
+        self.run_worker(self._follow_loop(), name="connection", exit_on_error=True)
 
     @property
     def transcript(self) -> VerticalScroll:
