@@ -366,13 +366,12 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
             "AgentRuntime",
             "EngineRuntime",
             "ExecApprovals",
-            "HttpMounts",  # the runtime's own registry of HTTP mounts (lemon_core.runtime)
+            "HttpMounts",
             "ModelCatalog",
             "SessionCompactor",
             "TranscriptReader",
         }
-    # The apps' capabilities are gone; the runtime's own registry stays with the runtime.
-    assert set(runtime.statistics().capabilities) == {"HttpMounts"}
+    assert runtime.statistics().capabilities == {}
 
 
 def test_installed_apps_are_found_through_entry_points() -> None:

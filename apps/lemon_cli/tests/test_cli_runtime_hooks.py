@@ -64,7 +64,7 @@ async def test_the_gateway_runs_the_coding_agents_wired_executor(tmp_path: Path)
         gateway = runtime.handle("lemon_gateway")
         assert isinstance(gateway, Gateway)
         assert gateway.executor is executor
-    assert set(runtime.statistics().capabilities) == {"HttpMounts"}  # the runtime's own
+    assert runtime.statistics().capabilities == {}
 
 
 async def test_the_gateway_falls_back_to_the_executor_entry_point(tmp_path: Path) -> None:

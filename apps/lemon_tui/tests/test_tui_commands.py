@@ -51,7 +51,7 @@ async def test_history_usage_status_and_the_gauge(daemon: ControlPlane) -> None:
         await until(pilot, lambda: "usage: /history [N]" in notes(app), "a clear error")
         await run(pilot, app, "/usage")
         await until(pilot, lambda: "1 runs" in notes(app), "usage")
-        assert "no usage.status" in notes(app)  # said, not invented
+        await until(pilot, lambda: "the daemon (today): 1 runs" in notes(app), "usage.status")
         await run(pilot, app, "/status")
         await until(pilot, lambda: "connections" in notes(app), "the daemon's status")
         assert "lemon-py" in notes(app)
@@ -70,7 +70,12 @@ async def test_model_lists_sets_and_resets_the_model(daemon: ControlPlane) -> No
         await run(pilot, app, "/model anthropic:claude-sonnet-4-20250514")
         await until(pilot, lambda: app.model is not None, "set")
         assert "claude-sonnet-4" in status_text(app)
-        assert "sent with each message" in notes(app)  # no sessions.patch on this daemon
+        assert "(set on the session)" in notes(app)  # sessions.patch
+        sonnet = app.model
+        app.switch("agent:default:main:sub:elsewhere")
+        await until(pilot, lambda: app.model is None and "elsewhere" in status_text(app), "away")
+        app.switch("agent:default:main")
+        await until(pilot, lambda: app.model == sonnet, "the session's own model, learned back")
         await run(pilot, app, "/echo which model")
         await until(pilot, lambda: not app.waiting_for and "failed" in notes(app), "ran")
         # The request carried the model: the offline echo did not answer, the real provider

@@ -101,6 +101,7 @@ from lemon_core.execution import (
     ResumeToken,
     ToolPolicy,
 )
+from lemon_skills import SkillCatalog, SkillsError, SkillsSettings, SkillSummary, read_skill_tool
 
 __all__ = [
     "CodingExecution",
@@ -258,6 +259,15 @@ def _agent_id(job: ExecutionJob) -> str:
     return "default"
 
 
+def _usable_skills(catalog: SkillCatalog) -> list[SkillSummary]:
+    """The skills to list in the prompt; none when the skills directory cannot be read (a
+    corrupt lockfile, an unwritable home): the run goes on without them."""
+    try:
+        return catalog.enabled()
+    except (SkillsError, OSError):
+        return []
+
+
 def _clip(text: str) -> str:
     if len(text) <= _MAX_ACTION_TEXT:
         return text
@@ -329,7 +339,7 @@ class CodingExecutor:
         """The registry every run of this executor uses (schemas checked once): each tool
         dispatches to the current run's own tools after the run's policy and approvals."""
         if self._registry is None:
-            templates = coding_tools(workspace)
+            templates = [*coding_tools(workspace), read_skill_tool(self.skills())]
             self._registry = ToolRegistry(_dispatcher(tool) for tool in templates)
         return self._registry
 
@@ -338,6 +348,11 @@ class CodingExecutor:
         if self._home is not None:
             return self._home
         return lemon_home(self._environ)
+
+    def skills(self) -> SkillCatalog:
+        """The skills of ``<home>/skills`` as runs see them (listed in the prompt, read with
+        ``read_skill``)."""
+        return SkillCatalog(SkillsSettings(home=self.home))
 
     def sessions(self) -> SessionStore:
         """Where transcripts live: ``<home>/agent/sessions``."""
@@ -665,15 +680,20 @@ class CodingExecution:
             hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
         )
         todos = TodoList(settings.limits.max_todos)
+        catalog = ex.skills()
         run_tools = {t.name: t for t in coding_tools(workspace, todos=todos)}
+        skill_tool = read_skill_tool(catalog)
+        run_tools[skill_tool.name] = skill_tool
         _RUN_TOOLS.set(_RunTools(tools=run_tools, gate=gate))
         tools = ex.tool_registry(workspace)
+        skills = await asyncio.to_thread(_usable_skills, catalog)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
             cwd=workspace.cwd,
             home=ex.home,
             tool_names=tools.names(),
             limits=settings.prompt_limits,
+            skills=skills,
         )
         compactor = Compactor(
             model=model,

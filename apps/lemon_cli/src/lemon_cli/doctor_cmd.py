@@ -168,6 +168,11 @@ async def run_checks(
         checks.append(
             Check(name="provider", status="fail", detail="skipped: the config is invalid")
         )
+    if loaded is not None:
+        from lemon_cli.channels_cmd import channel_check_lines
+
+        for level, detail in await channel_check_lines(loaded.config, home):
+            checks.append(Check(name="channels", status=level, detail=detail))  # type: ignore[arg-type]  # levels are ok|warn|fail
     return checks
 
 

@@ -4,7 +4,9 @@ A command turns every failure it expects into one clear line on stderr and an ex
 a traceback; the errors it raises on the way there sit under :class:`LemonCliError`::
 
     LemonCliError
-    └── _Failure                        lemon_cli.approvals_cmd: the message and the exit code
+    ├── _Failure                        lemon_cli.approvals_cmd: the message and the exit code
+    ├── _WebhooksFailure                lemon_cli.webhooks_cmd: the message and the exit code
+    └── _ChannelsFailure                lemon_cli.channels_cmd: the message and the exit code
 
 A test (``test_cli_error_tree.py``) keeps this drawing equal to the classes.
 """

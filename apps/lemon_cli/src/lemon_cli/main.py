@@ -8,13 +8,16 @@ import typer
 from rich.console import Console
 
 from lemon_cli.approvals_cmd import approvals_app
+from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
+from lemon_cli.skills_cmd import skills_app
 from lemon_cli.tui_cmd import tui
+from lemon_cli.webhooks_cmd import webhooks_app
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -32,6 +35,7 @@ architecture_app = typer.Typer(
 )
 app.add_typer(architecture_app, name="architecture")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(channels_app, name="channels")
 app.add_typer(config_app, name="config")
 app.add_typer(daemon_app, name="daemon")
 events_app = typer.Typer(
@@ -42,6 +46,8 @@ events_app = typer.Typer(
 )
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(skills_app, name="skills")
 app.command()(chat)
 app.command()(doctor)
 app.command()(serve)

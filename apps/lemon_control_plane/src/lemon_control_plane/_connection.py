@@ -1,9 +1,16 @@
-"""One operator connection's outgoing side: a bounded, ordered queue and its writer.
+"""One operator connection's outgoing side: a bounded, ordered queue, written inline.
+
+Writing: a frame is handed to the socket by whoever queues it (the bridge's broadcast, a
+request's reply), right away, while the socket takes it without waiting: the server's send
+completes synchronously unless the socket's buffer is full. Only a send that must wait is
+continued by a task of its own (one at a time per connection); frames queued meanwhile wait
+behind it and are flushed by that task. So a broadcast to N connections writes N frames in one
+step of the loop, as a bare loop would, and one slow socket never holds up the others.
 
 Guarantees:
 
-- Frames leave in the order they were queued; the writer is the only sender, so a ``res`` and
-  the events around it never race.
+- Frames leave in the order they were queued; one send at a time per connection, so a ``res``
+  and the events around it never race.
 - At most ``max_entries`` events wait per connection, each at most ``max_event_bytes`` (an
   event above that is dropped and counted). Responses are never dropped: their number is
   bounded by the connection's requests in flight.
@@ -19,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from lemon_control_plane._frames import encode, encode_event
 
@@ -57,8 +64,8 @@ class Connection:
         self,
         conn_id: str,
         *,
-        send: Callable[[str], Awaitable[None]],
-        close: Callable[[int, str], Awaitable[None]],
+        send: Callable[[str], Coroutine[Any, Any, None]],
+        close: Callable[[int, str], Coroutine[Any, Any, None]],
         max_entries: int = 256,
         max_event_bytes: int = 1024 * 1024,
     ) -> None:
@@ -78,7 +85,8 @@ class Connection:
         self._held: list[tuple[bytes, bytes]] = []
         self._events = 0  # events in _frames and _held
         self._hold = 0
-        self._wake = asyncio.Event()
+        self._flushed = asyncio.Event()  # closing asked and every frame handed over
+        self._pending: asyncio.Task[None] | None = None  # a send that had to wait
         self._closing: tuple[int, str] | None = None
         self._seq = 0
         self._sent = 0
@@ -104,7 +112,7 @@ class Connection:
             self._held.append((name_json, payload_json))
         else:
             self._frames.append((name_json, payload_json))
-            self._wake.set()
+            self._flush()
 
     def wants(self, session_key: str | None) -> bool:
         """Whether this connection's subscription covers an event of ``session_key``."""
@@ -115,7 +123,7 @@ class Connection:
         if self._closing is not None:
             return
         self._frames.append(text)
-        self._wake.set()
+        self._flush()
 
     @contextlib.contextmanager
     def holding(self) -> Iterator[None]:
@@ -128,13 +136,13 @@ class Connection:
             if not self._hold and self._held:
                 self._frames.extend(self._held)
                 self._held.clear()
-                self._wake.set()
+                self._flush()
 
     def close_soon(self, code: int, reason: str) -> None:
         """Ask the writer to send what is queued, then close the socket."""
         if self._closing is None:
             self._closing = (code, reason)
-            self._wake.set()
+            self._flush()
 
     def _fell_behind(self) -> None:
         if self._lagging:
@@ -151,31 +159,81 @@ class Connection:
         self._held.clear()
         self._events = 1
         self._frames.append((_RESYNC_NAME, _RESYNC_PAYLOAD))
-        self._wake.set()
+        self._flush()
 
-    # -- the writer ---------------------------------------------------------------------------
+    # -- writing ----------------------------------------------------------------------------
+
+    def _next_text(self) -> str:
+        item = self._frames.popleft()
+        if isinstance(item, str):
+            return item
+        self._events -= 1
+        self._seq += 1
+        return encode_event(item[0], self._seq, item[1])
+
+    def _flush(self) -> None:
+        """Hand queued frames to the socket until one send has to wait (then a task continues
+        it and flushes the rest) or none is left."""
+        if self._pending is not None:
+            return
+        while self._frames:
+            send = self._send(self._next_text())
+            try:
+                waiting = send.send(None)
+            except StopIteration:
+                self._sent += 1
+                continue
+            except (Exception, asyncio.CancelledError):  # refused: the connection is ending
+                continue
+            self._pending = asyncio.get_running_loop().create_task(self._finish(send, waiting))
+            return
+        self._lagging = False
+        if self._closing is not None:
+            self._flushed.set()
+
+    async def _finish(self, send: Coroutine[Any, Any, None], waiting: Any) -> None:
+        """Drive ``send`` (suspended on ``waiting``) to its end, as a task would, then flush."""
+        while True:
+            try:
+                if waiting is None:
+                    await asyncio.sleep(0)
+                else:
+                    await waiting
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # this connection is going away
+                    send.close()
+                    raise
+            except Exception:
+                pass  # ``send`` reads the outcome of what it waited for itself
+            try:
+                waiting = send.send(None)
+            except StopIteration:
+                self._sent += 1
+                break
+            except (Exception, asyncio.CancelledError):
+                break
+        self._pending = None
+        self._flush()
 
     async def run_writer(self) -> None:
-        """Send queued frames until closed (then close the socket with the asked code)."""
-        while True:
-            if not self._frames:
-                if self._closing is not None:
-                    break
-                self._lagging = False
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            item = self._frames.popleft()
-            if isinstance(item, str):
-                text = item
-            else:
-                self._events -= 1
-                self._seq += 1
-                text = encode_event(item[0], self._seq, item[1])
-            await self._send(text)
-            self._sent += 1
-        code, reason = self._closing
-        await self._close(code, reason)
+        """Wait until the connection is asked to close and its frames are handed over, then
+        close the socket with the asked code (cancelling it drops what still waits)."""
+        try:
+            await self._flushed.wait()
+            if self._pending is not None:
+                await self._pending
+            assert self._closing is not None
+            code, reason = self._closing
+            await self._close(code, reason)
+        finally:
+            if self._pending is not None:
+                self._pending.cancel()
+
+    @property
+    def closing_code(self) -> int | None:
+        """The close code asked for (``None`` while the connection is open)."""
+        return None if self._closing is None else self._closing[0]
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(

@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -46,6 +47,7 @@ from lemon_control_plane._frames import (
 )
 from lemon_control_plane._methods import SCOPES, Methods
 from lemon_control_plane._port_wire import PortWatches
+from lemon_control_plane._secondary import UNSUPPORTED
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
@@ -83,6 +85,23 @@ class _Server(uvicorn.Server):
         yield
 
 
+def _rss_mb() -> float | None:
+    """This process's resident memory now (Linux ``/proc``), else its peak (``resource``)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            pages = int(f.read().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return None
+    return round(peak / 1024, 1)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -114,6 +133,7 @@ class ControlPlane:
         *,
         models: ModelCatalog | None = None,
         mounts: HttpMounts | None = None,
+        config_view: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -131,7 +151,9 @@ class ControlPlane:
             max_sessions=self.config.max_sessions,
             default_model=self.config.default_model,
         )
-        self._methods = Methods(port, self.bridge, self.config, self._status, models)
+        self._methods = Methods(
+            port, self.bridge, self.config, self._status, models, config_view=config_view
+        )
         self._started = time.monotonic()
         self._closing = False
         self._state: Literal["new", "running", "stopped"] = "new"
@@ -181,7 +203,8 @@ class ControlPlane:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        """The method names advertised in ``hello-ok.features.methods`` (sorted)."""
+        """The method names advertised in ``hello-ok.features.methods`` (sorted): exactly
+        the dispatch table (the methods answered ``NOT_IMPLEMENTED`` are not in it)."""
         return tuple(sorted(self._methods.table))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -317,16 +340,26 @@ class ControlPlane:
     def _status(self) -> dict[str, Any]:
         stats = self._port.statistics()
         bridge = self.bridge.statistics()
+        uptime = int((time.monotonic() - self._started) * 1000)
+        memory = _rss_mb()
         return {
             "server": {
                 "version": SERVER_VERSION,
-                "uptime_ms": int((time.monotonic() - self._started) * 1000),
+                "uptime_ms": uptime,
+                "uptimeMs": uptime,
+                "memory_mb": memory,
+                "memoryMb": memory,
+                "pid": os.getpid(),
+                "url": self.url if self._sock is not None else None,
             },
             "connections": {
                 "active": len(self._connections),
                 "operators": sum(1 for c in self._connections if c.online),
             },
-            "runs": {"active": stats.active_runs, "submitted": stats.submitted},
+            "runs": {
+                "active": stats.active_runs,
+                "submitted": stats.submitted,
+            },
             "bridge": {
                 "followed": bridge.followed,
                 "eventsIn": bridge.events_in,
@@ -344,12 +377,30 @@ class ControlPlane:
         return JSONResponse({"error": "Not found"}, status_code=404)
 
     def _origin_allowed(self, origin: str | None) -> bool:
-        if origin is None:  # not a browser: nothing to check
+        """No ``Origin`` (not a browser), a configured extra origin, or the daemon's own
+        origin: ``http(s)`` on the port it serves, with a loopback host (``localhost``,
+        127.0.0.0/8, ``[::1]``: aliases of the same server) or the host it was bound to. A
+        page served by any other web server, a local one on another port included, is
+        refused."""
+        if origin is None:
             return True
         if origin in self.config.extra_origins:
             return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+        try:
+            parts = urlsplit(origin)
+            port = parts.port
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or self._sock is None:
+            return False
+        if port is None:
+            port = 443 if parts.scheme == "https" else 80
+        if port != self.address[1]:
+            return False
+        host = (parts.hostname or "").lower()
+        bound = self.config.host.strip("[]").lower()
+        wildcard = bound in ("0.0.0.0", "::", "")  # a wildcard bind names no origin
+        return is_loopback_host(host) or (host == bound and not wildcard)
 
     # -- WebSocket ----------------------------------------------------------------------------
 
@@ -531,6 +582,10 @@ class ControlPlane:
 
     async def _dispatch(self, conn: Connection, request: Request) -> None:
         method = self._methods.table.get(request.method)
+        unsupported = UNSUPPORTED.get(request.method)
+        if method is None and unsupported is not None:
+            conn.push_text(error_frame(request.id, WireError("NOT_IMPLEMENTED", unsupported)))
+            return
         if method is None:
             conn.push_text(
                 error_frame(

@@ -31,6 +31,9 @@ working::
     │   ├── SessionStreamClosedError (RuntimeError)
     │   └── InvalidSessionKeyError (ValueError)
     ├── SupervisorClosedError (RuntimeError)        lemon_core.tasks
+    ├── IdempotencyError                            lemon_core.idempotency.errors
+    │   ├── InvalidIdempotencyKeyError (ValueError)
+    │   └── IdempotencyStoreError
     └── ApprovalError                               lemon_core.approvals
         ├── ApprovalCapacityError
         └── UnknownApprovalError

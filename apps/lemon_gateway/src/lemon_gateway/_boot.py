@@ -4,7 +4,9 @@ Requires ``coding_agent`` (by name only: the agent app starts first and register
 ``AGENT_RUNTIME``); profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
 with every ``[gateway]`` setting and the executor of ``AGENT_RUNTIME`` when one is registered
 and ready, else none (the gateway then finds its executor in the ``lemon.executor`` entry
-point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start. Stop is
+point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
+``[gateway] ingress_enabled`` it also mounts the webhook ingress at ``/webhooks``
+(:mod:`lemon_gateway._ingress_boot`). Stop is
 :meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
 """
 
@@ -15,6 +17,7 @@ from typing import cast
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._gateway import Gateway
+from lemon_gateway._ingress_boot import webhook_ingress
 
 __all__ = ["lemon_gateway_app"]
 
@@ -29,6 +32,7 @@ async def _start(runtime: Runtime) -> Gateway:
         store=runtime.store,
         config=GatewayConfig.from_settings(settings),  # every [gateway] key
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
+        ingress=(webhook_ingress(runtime),),  # entered only when [gateway] ingress_enabled
     )
     await gateway.start()
     return gateway

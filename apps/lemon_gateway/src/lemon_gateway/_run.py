@@ -525,6 +525,8 @@ class Run:
                 duration_ms=duration_ms,
                 error_code=completion.error_code,
                 meta=meta,
+                usage=outcome.usage,
+                retry_of=req.command.retry_of,
             )
             try:
                 await bounded(gw.run_store.finalize(summary), gw.config.store_timeout_s)

@@ -42,7 +42,7 @@ from lemon_core.sessions import (
     ToolCard,
 )
 from lemon_tui._commands import is_command
-from lemon_tui._daemon import ModelInfo
+from lemon_tui._daemon import ModelInfo, offered
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
 from lemon_tui._slash import SessionUsage, load_models, run_command, set_model
@@ -226,6 +226,24 @@ class LemonTUI(App[int]):
             return
         self.paint_status()
 
+    async def _learn_session(self) -> None:
+        """The session's own model, where the daemon keeps one (``session.detail``'s
+        ``modelOverride``); a model given to this client (``--model``) stays."""
+        daemon = offered(self.port, "session.detail")
+        if daemon is None or self.model is not None:
+            return
+        try:
+            payload = await daemon.call("session.detail", {"sessionKey": self.session})
+        except ValueError:
+            return
+        except _lost():
+            return
+        session = payload.get("session") if isinstance(payload, dict) else None
+        override = session.get("modelOverride") if isinstance(session, dict) else None
+        if isinstance(override, str) and override and self.model is None:
+            self.model = override
+        self.paint_status()
+
     def context_window(self) -> int:
         """The context window of the model in use, from the catalogue (0: not known)."""
         ref = self.model or self.status.model
@@ -288,6 +306,7 @@ class LemonTUI(App[int]):
             self.models = None  # another daemon may know other models
             self.status.connection = "online"
             self.run_worker(self._learn_models(), group="models", exit_on_error=False)
+            self.run_worker(self._learn_session(), group="models", exit_on_error=False)
             for key in list(self.background):
                 self._watch_background(key)
             self.paint_status()
@@ -785,6 +804,9 @@ class LemonTUI(App[int]):
         self.background.pop(session, None)
         self._stop_background(session)
         self.session = session
+        self.model = None  # the next session's own model (or the default) applies
+        self.status.model = None
+        self.run_worker(self._learn_session(), group="models", exit_on_error=False)
         self.waiting_for.clear()
         self.answer = None
         self.cards.clear()

@@ -11,30 +11,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DaemonCalls", "ModelInfo", "models_from_wire", "offered"]
+__all__ = [
+    "DaemonCalls",
+    "ModelInfo",
+    "advertised",
+    "models_from_wire",
+    "offered",
+    "server_version",
+]
 
 
 @runtime_checkable
 class DaemonCalls(Protocol):
-    """A connection that can call the control plane's methods by name."""
+    """A connection that can call the control plane's methods by name (the session port
+    client, ``WebSocketSessionPort``: its ``hello`` and ``call``)."""
 
-    @property
-    def advertised(self) -> frozenset[str]:
-        """The methods the daemon said it serves (``hello-ok.features.methods``)."""
-        ...
+    hello: dict[str, Any]
+    """The daemon's ``hello-ok`` frame."""
 
-    @property
-    def server_version(self) -> str: ...
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """The method's payload; a refusal raises ``WireError`` (``ValueError`` for bad
         params), a gone connection ``ControlPlaneError``."""
         ...
 
 
+def advertised(port: DaemonCalls) -> frozenset[str]:
+    """The methods the daemon said it serves (``hello-ok.features.methods``)."""
+    features = port.hello.get("features") or {}
+    return frozenset(m for m in features.get("methods") or () if isinstance(m, str))
+
+
+def server_version(port: DaemonCalls) -> str:
+    return str((port.hello.get("server") or {}).get("version") or "unknown")
+
+
 def offered(port: object, method: str) -> DaemonCalls | None:
     """``port`` as :class:`DaemonCalls` when it can call ``method``, else ``None``."""
-    if isinstance(port, DaemonCalls) and method in port.advertised:
+    if isinstance(port, DaemonCalls) and method in advertised(port):
         return port
     return None
 

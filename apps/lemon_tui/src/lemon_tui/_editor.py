@@ -4,8 +4,9 @@ Keys, and what terminals deliver for them: Enter arrives as ``\\r`` everywhere a
 Shift+Enter is told apart from Enter only by terminals that speak the kitty keyboard protocol
 (kitty, WezTerm, foot, Ghostty, iTerm2 3.5+, recent Alacritty; Textual turns it on), where it
 arrives as ``shift+enter``; elsewhere (xterm, tmux, most VTE terminals) it *is* ``\\r``. So a
-newline also comes from keys every terminal delivers distinctly: Ctrl+J (``\\n``), Alt+Enter
-(``ESC \\r``), and a ``\\`` typed at the end of the line before Enter. A paste arrives as one
+newline also comes from keys every terminal delivers distinctly: Ctrl+J (``\\n``) and a ``\\``
+typed at the end of the line before Enter (both checked in tmux); Alt+Enter too where it
+arrives as ``alt+enter`` (in tmux it arrives as Enter and sends). A paste arrives as one
 bracketed paste and stays one message, indentation and newlines kept.
 
 Up on the first line and Down on the last walk the history (what was being typed is kept and

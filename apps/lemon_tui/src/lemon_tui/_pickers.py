@@ -59,7 +59,6 @@ class Picker(ModalScreen[T | None], Generic[T]):
         border: round $accent; background: $surface; padding: 0 1;
     }
     Picker OptionList { height: auto; max-height: 16; border: none; }
-    Picker Input { border: none; height: 1; padding: 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "leave", "cancel"),

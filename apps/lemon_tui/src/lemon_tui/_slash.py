@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
-from lemon_tui._daemon import ModelInfo, models_from_wire, offered
+from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
 from lemon_tui._text import escape
 
 if TYPE_CHECKING:
@@ -245,7 +245,7 @@ async def _status(app: LemonTUI) -> None:
     runs = payload.get("runs") or {}
     uptime = server.get("uptime_ms") or server.get("uptimeMs")
     app.note(
-        f"daemon {escape(daemon.server_version)}"
+        f"daemon {escape(server_version(daemon))}"
         + (f" · up {int(uptime) // 1000:,} s" if isinstance(uptime, int) else "")
         + f" · {conns.get('active', '?')} connections · {runs.get('active', '?')} runs active"
     )

@@ -15,6 +15,7 @@ from lemon_core.config._loader import (
     load_config,
 )
 from lemon_core.config._schema import (
+    ChannelsConfig,
     Config,
     DefaultsConfig,
     FileAccessConfig,
@@ -23,13 +24,16 @@ from lemon_core.config._schema import (
     ProfileConfig,
     ProviderConfig,
     RuntimeConfig,
+    TelegramChannelConfig,
     ToolPolicyConfig,
+    WebhookConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
 
 __all__ = [
     "BUILTIN_PROVIDERS",
     "SECRETS_FILENAME",
+    "ChannelsConfig",
     "Config",
     "ConfigError",
     "ConfigIssue",
@@ -41,7 +45,9 @@ __all__ = [
     "ProfileConfig",
     "ProviderConfig",
     "RuntimeConfig",
+    "TelegramChannelConfig",
     "ToolPolicyConfig",
+    "WebhookConfig",
     "find_project_config",
     "lemon_home",
     "load_config",

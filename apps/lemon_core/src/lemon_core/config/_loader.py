@@ -36,6 +36,10 @@ BUILTIN_PROVIDERS = frozenset(
     {"anthropic", "llamacpp", "lmstudio", "offline", "ollama", "openai", "vllm"}
 )
 _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_HINTS: dict[str, str] = {
+    "gateway.webhooks[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
+    "gateway.webhooks[].secret_env": "the NAME of an environment variable, e.g. CI_WEBHOOK_SECRET",
+}
 _ENV_KEYS: dict[str, tuple[str, str]] = {
     "LEMON_MODEL": ("defaults", "model"),
     "LEMON_ENV": ("runtime", "env"),
@@ -212,6 +216,9 @@ def _check_struct(
         table_of = _table_of(info.type)
         if nested is not None and isinstance(value, dict):
             _check_struct(source, key, value, nested, found)
+        elif (array_of := _array_of(info.type)) is not None and isinstance(value, list):
+            for index, entry_body in enumerate(value):  # [[section.key]] arrays of tables
+                _check_struct(source, f"{key}[{index}]", entry_body, array_of, found)
         elif table_of is not None:
             if not isinstance(value, dict):
                 found.append(ConfigIssue(source=source, key=key, message="must be a table"))
@@ -239,6 +246,13 @@ def _struct_in(tp: Any) -> type[Any] | None:
     return None
 
 
+def _array_of(tp: Any) -> type[Any] | None:
+    """The record type of a ``tuple[Struct, ...]`` field (an array of tables), if it is one."""
+    if typing.get_origin(tp) is tuple:
+        return _struct_in(typing.get_args(tp)[0])
+    return None
+
+
 def _table_of(tp: Any) -> type[Any] | None:
     """The record type of a ``dict[str, Struct]`` field (a table of tables), if it is one."""
     if typing.get_origin(tp) is dict:
@@ -257,7 +271,7 @@ def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
         hint = (
             "one of openai_completions, anthropic_messages, offline"
             if key.endswith(".kind")
-            else ""
+            else _HINTS.get(re.sub(r"\[\d+\]", "[]", key), "")
         )
         return ConfigIssue(source=source, key=key, message=text, hint=hint)
     return ConfigIssue(source=source, key=key, message="")
@@ -301,6 +315,60 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
                     message="an openai_completions provider needs base_url",
                     hint='e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
                 )
+            )
+    issues.extend(_channel_checks(config, layers))
+    return issues
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _channel_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:
+    telegram = config.channels.telegram
+    if telegram is None:
+        return []
+    issues: list[ConfigIssue] = []
+
+    def issue(key: str, message: str, hint: str) -> None:
+        full = f"channels.telegram.{key}"
+        issues.append(
+            ConfigIssue(source=_origin(full, layers), key=full, message=message, hint=hint)
+        )
+
+    for key in ("token_env", "webhook_secret_env"):
+        name = getattr(telegram, key)
+        if name is not None and not _ENV_NAME.match(name):
+            issue(
+                key,
+                f"{name!r} is not a variable name",
+                'give the NAME of the variable holding the secret, e.g. "TELEGRAM_BOT_TOKEN", '
+                "never the secret itself",
+            )
+    if not telegram.api_base_url.startswith(("http://", "https://")):
+        issue(
+            "api_base_url",
+            f"{telegram.api_base_url!r} is not an http(s) URL",
+            'e.g. "https://api.telegram.org" (or your self-hosted Bot API server)',
+        )
+    if any(user <= 0 for user in telegram.allowed_users):
+        issue(
+            "allowed_users",
+            "Telegram user ids are positive integers",
+            "e.g. allowed_users = [123456789] (ask @userinfobot for yours)",
+        )
+    if telegram.mode == "webhook":
+        if not telegram.webhook_url or not telegram.webhook_url.startswith("https://"):
+            issue(
+                "webhook_url",
+                "webhook mode needs the public https URL Telegram posts to",
+                'e.g. webhook_url = "https://bot.example.org/channels/telegram", '
+                'or use mode = "polling"',
+            )
+        if not telegram.webhook_secret_env:
+            issue(
+                "webhook_secret_env",
+                "webhook mode needs a secret Telegram sends back with every update",
+                'name the variable holding it, e.g. webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"',
             )
     return issues
 

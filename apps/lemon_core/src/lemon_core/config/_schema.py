@@ -41,6 +41,34 @@ _Count = Annotated[int, msgspec.Meta(ge=1)]
 _Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
+class ToolPolicyConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[profiles.<id>.tool_policy]``: which tools run, ask, or are refused."""
+
+    allow: tuple[str, ...] = ()
+    require_approval: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+WebhookQueueMode = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
+_WebhookId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+_EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class WebhookConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[[gateway.webhooks]]``: one webhook integration, served at ``POST /webhooks/<id>``.
+
+    ``secret_env`` names the variable (environment, else ``$LEMON_HOME/secrets.env``) holding
+    its Standard Webhooks secret (``whsec_<base64>``); the secret never sits in this file.
+    """
+
+    id: _WebhookId
+    secret_env: _EnvName
+    session_key: str | None = None
+    agent_id: str = "default"
+    queue_mode: WebhookQueueMode = "collect"
+    tool_policy: ToolPolicyConfig | None = None
+
+
 class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[gateway]``: execution slots, bounds and opt-in ingress.
 
@@ -63,6 +91,10 @@ class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     store_sweep_interval_s: _Seconds = 300.0
     default_cwd: str | None = None
     ingress_enabled: bool = False
+    idempotency_ttl_s: Annotated[float, msgspec.Meta(ge=1)] = 86_400.0
+    webhook_max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=16 * 1024 * 1024)] = 262_144
+    webhook_submit_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
+    webhooks: tuple[WebhookConfig, ...] = ()
 
 
 class RuntimeConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -70,14 +102,6 @@ class RuntimeConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
 
     env: RuntimeEnv = "dev"
     profile: str = "full"
-
-
-class ToolPolicyConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[profiles.<id>.tool_policy]``: which tools run, ask, or are refused."""
-
-    allow: tuple[str, ...] = ()
-    require_approval: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
 
 
 class ProfileConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -109,6 +133,36 @@ class LoggingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     file: str | None = None
 
 
+class TelegramChannelConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[channels.telegram]``: the Telegram bot (lemon_channels; its README documents each key).
+
+    Nobody may talk to the agent by default: ``allowed_users`` lists Telegram user ids, and
+    unknown users get a one-time pairing code (``lemon channels pair approve CODE``).
+    """
+
+    enabled: bool = True
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    """The NAME of the variable (environment or secrets.env) holding the bot token."""
+    api_base_url: str = "https://api.telegram.org"
+    allowed_users: tuple[int, ...] = ()
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    """The public https URL Telegram posts to (webhook mode): it must end with the mount
+    path ``/channels/telegram``."""
+    webhook_secret_env: str | None = None
+    """The NAME of the variable holding the webhook secret (webhook mode)."""
+    agent_id: str = "default"
+    edit_interval_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    """The least time between two edits of a streaming answer in one chat."""
+    poll_timeout_s: Annotated[int, msgspec.Meta(ge=0, le=50)] = 25
+
+
+class ChannelsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[channels]``: the chat channels the daemon runs (lemon_channels)."""
+
+    telegram: TelegramChannelConfig | None = None
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole configuration after layering (home file, project file, environment)."""
 
@@ -119,6 +173,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
     file_access: FileAccessConfig = FileAccessConfig()
+    channels: ChannelsConfig = ChannelsConfig()
 
 
 # Legacy sections refused with what to use instead.

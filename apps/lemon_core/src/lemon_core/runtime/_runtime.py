@@ -92,8 +92,7 @@ class Runtime:
         self.context.settings.update(settings or {})
         self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
         self.mounts = HttpMounts()
-        """The HTTP mounts of this runtime (also the :data:`HTTP_MOUNTS` capability)."""
-        self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
+        """The HTTP mounts of this runtime (the :data:`HTTP_MOUNTS` capability while it runs)."""
         self._started: list[AppState] = []
         self._state: State = "new"
         self._task: asyncio.Task[Any] | None = None
@@ -165,6 +164,7 @@ class Runtime:
             else:
                 self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
                 self._store = await open_default_store(store_path(self.home))
+        self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
         for spec in self._order:
             try:
                 handle = await spec.start(self)
@@ -207,6 +207,7 @@ class Runtime:
         return errors
 
     async def _close_owned(self) -> None:
+        self.context.capabilities.unregister(HTTP_MOUNTS, self.mounts)
         if isinstance(self._store_arg, str) and self._store is not None:
             await self._store.close()
         if self._bus_arg is None and self._bus is not None:

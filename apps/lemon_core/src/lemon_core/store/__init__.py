@@ -1,6 +1,7 @@
 """The Store: one async key-value interface, SQLite (WAL) by default, in-memory for tests.
 
-Domains use the typed wrappers (RunStore, ChatStateStore, ApprovalGrantStore), never raw tables.
+Domains use the typed wrappers (RunStore, ChatStateStore, ApprovalGrantStore, OutboxStore),
+never raw tables.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from lemon_core.store._grants import (
     ApprovalGrantStore,
 )
 from lemon_core.store._memory import MemoryStore
+from lemon_core.store._outbox import DEFAULT_OUTBOX_DEDUPE_TTL_MS, OutboxEntry, OutboxStore
 from lemon_core.store._protocol import DEFAULT_MAX_VALUE_BYTES, Store, system_clock_ms
 from lemon_core.store._sqlite import SQLiteStore
 from lemon_core.store._wrappers import (
@@ -23,6 +25,8 @@ from lemon_core.store._wrappers import (
     RunSummary,
     SessionIndexEntry,
     SessionIndexStore,
+    SessionSettingsRecord,
+    SessionSettingsStore,
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
@@ -36,6 +40,7 @@ __all__ = [
     "DEFAULT_CHAT_STATE_TTL_MS",
     "DEFAULT_MAX_APPROVAL_GRANTS",
     "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_OUTBOX_DEDUPE_TTL_MS",
     "PERSISTED_GRANT_SCOPES",
     "ApprovalGrant",
     "ApprovalGrantStore",
@@ -43,11 +48,15 @@ __all__ = [
     "ChatStateStore",
     "InvalidStoreKeyError",
     "MemoryStore",
+    "OutboxEntry",
+    "OutboxStore",
     "RunStore",
     "RunSummary",
     "SQLiteStore",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "SessionSettingsRecord",
+    "SessionSettingsStore",
     "Store",
     "StoreClosedError",
     "StoreError",

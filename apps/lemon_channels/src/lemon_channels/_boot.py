@@ -1,0 +1,148 @@
+"""lemon_channels' ``lemon.apps`` hook: the configured chat channels inside the daemon.
+
+Profile ``daemon`` (requires ``lemon_router``: a channel is a client of ``SESSION_PORT``).
+Start reads ``[channels.telegram]`` from the runtime's config; the bot token comes from the
+variable its ``token_env`` names (the environment, else ``$LEMON_HOME/secrets.env``). A
+missing or refused token, or an unreachable Bot API, leaves that channel FAILED with a
+sentence saying how to fix it (shown by ``lemon channels status`` and ``lemon doctor``); the
+daemon keeps running without it. Stop stops the channels (pending outbound messages stay in
+the store and are sent after the next start).
+
+``runtime.context.settings["channels"]`` may carry ``environ`` (a mapping used instead of the
+process environment) and ``edit_interval_s`` (overrides the config; tests use 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+
+from lemon_channels._host import STATUS_TABLE, ChannelHost
+from lemon_channels.telegram import TelegramPlugin
+from lemon_core.channels import ChannelState, ChannelStatus
+from lemon_core.config import TelegramChannelConfig, read_secrets
+from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
+from lemon_core.sessions import SESSION_PORT
+from lemon_core.store import Store
+
+__all__ = ["Channels", "lemon_channels_app"]
+
+_log = logging.getLogger("lemon_channels")
+
+
+@dataclass(slots=True)
+class Channels:
+    """The handle: the running hosts, and the channels that could not start."""
+
+    hosts: dict[str, ChannelHost] = field(default_factory=dict)
+    failed: dict[str, ChannelStatus] = field(default_factory=dict)
+
+    def statuses(self) -> list[ChannelStatus]:
+        return [h.plugin.status() for h in self.hosts.values()] + list(self.failed.values())
+
+
+async def _record_failed(store: Store, status: ChannelStatus) -> None:
+    import time
+
+    import msgspec
+
+    data = msgspec.to_builtins(status)
+    data["updated_ms"] = time.time_ns() // 1_000_000
+    await store.put(STATUS_TABLE, status.channel_id, data)
+
+
+async def _start(runtime: Runtime) -> Channels:
+    channels = Channels()
+    telegram = runtime.config.channels.telegram
+    if telegram is None or not telegram.enabled:
+        return channels
+    settings = runtime.context.settings.get("channels") or {}
+    if not isinstance(settings, Mapping):
+        raise TypeError("settings['channels'] must be a mapping")
+    environ = settings.get("environ")
+    env: Mapping[str, str] = environ if isinstance(environ, Mapping) else os.environ
+    interval = settings.get("edit_interval_s", telegram.edit_interval_s)
+    host_or_status = _telegram(runtime, telegram, env, float(interval))
+    if isinstance(host_or_status, ChannelStatus):
+        channels.failed["telegram"] = host_or_status
+        await _record_failed(runtime.store, host_or_status)
+        _log.warning("telegram: %s", host_or_status.detail)
+        return channels
+    status = await host_or_status.start()
+    if status.state is ChannelState.RUNNING:
+        channels.hosts["telegram"] = host_or_status
+    else:
+        channels.failed["telegram"] = status
+        _log.warning("telegram: %s", status.detail)
+    return channels
+
+
+def _secret(runtime: Runtime, env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    if value:
+        return value
+    return read_secrets(runtime.home).get(name) or None
+
+
+def _telegram(
+    runtime: Runtime, config: TelegramChannelConfig, env: Mapping[str, str], interval: float
+) -> ChannelHost | ChannelStatus:
+    token = _secret(runtime, env, config.token_env)
+    if token is None:
+        return ChannelStatus(
+            channel_id="telegram",
+            state=ChannelState.FAILED,
+            mode=config.mode,
+            detail=(
+                f"no bot token: set {config.token_env} (in the environment or "
+                "$LEMON_HOME/secrets.env) to the token @BotFather gave you"
+            ),
+        )
+    secret = None
+    if config.mode == "webhook" and config.webhook_secret_env:
+        secret = _secret(runtime, env, config.webhook_secret_env)
+        if secret is None:
+            return ChannelStatus(
+                channel_id="telegram",
+                state=ChannelState.FAILED,
+                mode=config.mode,
+                detail=f"webhook mode: set {config.webhook_secret_env} to a random secret",
+            )
+    plugin = TelegramPlugin(
+        token=token,
+        api_base_url=config.api_base_url,
+        token_name=config.token_env,
+        mode=config.mode,
+        poll_timeout_s=config.poll_timeout_s,
+        webhook_url=config.webhook_url,
+        webhook_secret=secret,
+        mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
+    )
+    return ChannelHost(
+        plugin=plugin,
+        port=runtime.context.capabilities.require(SESSION_PORT),
+        store=runtime.store,
+        bus=runtime.bus,
+        allowed_users=frozenset(str(u) for u in config.allowed_users),
+        agent_id=config.agent_id,
+        edit_interval_s=interval,
+    )
+
+
+async def _stop(runtime: Runtime, handle: object) -> None:
+    channels = cast(Channels, handle)
+    for host in channels.hosts.values():
+        await host.stop()
+
+
+lemon_channels_app = AppSpec(
+    name="lemon_channels",
+    start=_start,
+    stop=_stop,
+    requires=("lemon_router",),
+    profiles=frozenset({"daemon"}),
+    description="chat channels (Telegram) on the session port (daemon profile)",
+)

@@ -1,0 +1,310 @@
+"""The session pump's coalescers and their bounds, against a hand-fed session port.
+
+Overflow is forced, not hoped for: the pump's emit is held on a gate while the test pushes
+more events than the ingress admits; the fake stream says when its reader took them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lemon_channels import TERMINAL_RUNS, SessionPump, TerminalRuns
+from lemon_channels._coalescer import INTERRUPTION_HINT
+from lemon_channels.testing import FakeSessionPort
+from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
+from lemon_core.events import ActionKind, ApprovalDecision, RunPhase
+from lemon_core.sessions import (
+    ActiveRun,
+    ApprovalAsked,
+    ApprovalEnded,
+    PendingApproval,
+    RunEnded,
+    SessionSnapshot,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+    TranscriptEntry,
+)
+
+KEY = "agent:default:telegram:1:dm:42"
+ROUTE = DeliveryRoute(channel_id="telegram", account_id="1", peer_kind="dm", peer_id="42")
+
+
+class Sink:
+    """Collects intents; ``gate`` (when set up) holds emit after the first intent."""
+
+    def __init__(self) -> None:
+        self.intents: list[DeliveryIntent] = []
+        self.changed = asyncio.Event()
+        self.gate: asyncio.Event | None = None
+        self.held = asyncio.Event()
+
+    async def emit(self, intent: DeliveryIntent) -> None:
+        self.intents.append(intent)
+        self.changed.set()
+        if self.gate is not None and not self.gate.is_set():
+            self.held.set()
+            await self.gate.wait()
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        async def wait() -> None:
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(wait(), 10)
+
+    def kinds(self) -> list[IntentKind]:
+        return [i.kind for i in self.intents]
+
+    def finals(self) -> list[DeliveryIntent]:
+        return [i for i in self.intents if i.kind is IntentKind.FINAL_TEXT]
+
+
+def delta(run: str, seq: int, text: str) -> TextDelta:
+    return TextDelta(session_key=KEY, run_id=run, seq=seq, text=text)
+
+
+def ended(run: str, answer: str, *, ok: bool = True) -> RunEnded:
+    return RunEnded(session_key=KEY, run_id=run, attempt_id=run, ok=ok, answer=answer)
+
+
+def card(run: str, action: str, phase: str, title: str = "bash") -> ToolCard:
+    return ToolCard(
+        session_key=KEY,
+        run_id=run,
+        action_id=action,
+        phase=phase,  # type: ignore[arg-type]  # the tests pass valid phases
+        kind=ActionKind.TOOL,
+        title=title,
+        ok=True if phase == "completed" else None,
+    )
+
+
+@pytest.fixture
+def port() -> FakeSessionPort:
+    return FakeSessionPort()
+
+
+@pytest.fixture
+def sink() -> Sink:
+    return Sink()
+
+
+@pytest.fixture
+async def pump(port: FakeSessionPort, sink: Sink) -> AsyncIterator[SessionPump]:
+    pump = SessionPump(
+        port=port,
+        session_key=KEY,
+        route=ROUTE,
+        emit=sink.emit,
+        terminal=TerminalRuns(),
+        edit_interval_s=0.0,
+    )
+    task = asyncio.ensure_future(pump.run())
+    await asyncio.wait_for(pump.ready(), 10)
+    yield pump
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_run_streams_snapshots_then_the_canonical_final_text(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(delta("r1", 1, "Hel"), delta("r1", 2, "lo"), ended("r1", "Hello, world."))
+    await sink.until(lambda: bool(sink.finals()))
+    snapshots = [i.text for i in sink.intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    assert snapshots
+    assert snapshots[-1] in ("Hel", "Hello")
+    [final] = sink.finals()
+    assert final.text == "Hello, world."
+    assert final.slot == "r1:answer"
+    assert all(i.slot == "r1:answer" for i in sink.intents)
+
+
+async def test_overflow_fences_snapshots_resyncs_and_finalises_with_the_canonical_end(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    sink.gate = asyncio.Event()
+    stream.push(delta("r1", 1, "first "))
+    await asyncio.wait_for(sink.held.wait(), 10)  # the consumer is suspended in emit
+    stream.push(*(delta("r1", seq, "x") for seq in range(2, 402)), ended("r1", "CANONICAL"))
+    await asyncio.wait_for(stream.drained.wait(), 10)  # the reader offered all of them
+    assert pump.statistics().ingress_refused > 0
+    sink.gate.set()
+    await sink.until(lambda: bool(sink.finals()))
+    [final] = sink.finals()
+    assert final.text == "CANONICAL"  # the completion's text, not what the deltas added up to
+    stats = pump.statistics()
+    assert stats.overflows == 1
+    assert stats.resyncs == 1
+    # Snapshots stopped at the fence: none of them holds more than what was admitted.
+    snapshots = [i.text for i in sink.intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    assert all(len(text) <= len("first ") + 256 for text in snapshots)
+    # A delayed event of the finalised run on the new stream is rejected.
+    second = await port.next_stream(2)
+    second.push(delta("r1", 500, "late"), delta("r2", 1, "next"), ended("r2", "two"))
+    await sink.until(lambda: len(sink.finals()) == 2)
+    assert [f.text for f in sink.finals()] == ["CANONICAL", "two"]
+    assert not any(i.text == "late" for i in sink.intents)
+    assert pump.statistics().late_rejected >= 1
+
+
+async def test_an_end_lost_with_the_stream_is_read_from_the_transcript(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(delta("r1", 1, "partial "), delta("r1", 2, "words"))
+    await sink.until(lambda: bool(sink.intents))
+    # The port's own stream overflowed and ended; the run finished in the gap.
+    port.snapshot_value = SessionSnapshot(session_key=KEY, last_run_id="r1", last_ok=True)
+    port.transcript_entries = (
+        TranscriptEntry(index=0, role="user", text="q"),
+        TranscriptEntry(index=1, role="assistant", text="the whole answer"),
+    )
+    stream.push(StreamOverflow(session_key=KEY, reason="overflow"))
+    await sink.until(lambda: bool(sink.finals()))
+    assert [f.text for f in sink.finals()] == ["the whole answer"]
+    assert pump.statistics().resyncs == 1
+
+
+async def test_a_status_finalised_after_an_overflow_says_steps_were_not_shown(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    sink.gate = asyncio.Event()
+    stream.push(card("r1", "a0", "started"))
+    await asyncio.wait_for(sink.held.wait(), 10)
+    stream.push(*(card("r1", f"a{i}", "completed") for i in range(1, 400)))
+    await asyncio.wait_for(stream.drained.wait(), 10)
+    # Authority: r1 still runs, so the resync waits for its end on the new stream.
+    port.snapshot_value = SessionSnapshot(
+        session_key=KEY,
+        active=ActiveRun(
+            run_id="r1", attempt_id="r1", attempt=1, phase=RunPhase.STREAMING, text="", text_seq=0
+        ),
+    )
+    sink.gate.set()
+    second = await port.next_stream(2)
+    second.push(ended("r1", "all done"))
+    await sink.until(lambda: bool(sink.finals()))
+    statuses = [i for i in sink.intents if i.kind is IntentKind.TOOL_STATUS]
+    assert statuses[-1].text.endswith(INTERRUPTION_HINT)
+    assert all(not s.text.endswith(INTERRUPTION_HINT) for s in statuses[:-1])
+    assert sink.finals()[0].text == "all done"
+
+
+async def test_the_status_line_is_compact_and_bounded(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(*(card("r1", f"a{i}", "completed", title=f"t{i}") for i in range(20)))
+    stream.push(ended("r1", "ok"))
+    await sink.until(lambda: bool(sink.finals()))
+    last = [i for i in sink.intents if i.kind is IntentKind.TOOL_STATUS][-1]
+    assert last.text.startswith("🔧 (+12 more)")
+    assert "t19 ✓" in last.text
+    assert "\n" not in last.text
+
+
+async def test_an_approval_becomes_a_prompt_and_its_end_edits_the_same_slot(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(
+        ApprovalAsked(
+            session_key=KEY,
+            approval_id="appr_1",
+            run_id="r1",
+            tool="bash",
+            action={"command": "ls"},
+        ),
+        ApprovalEnded(session_key=KEY, approval_id="appr_1", decision=ApprovalDecision.EXPIRED),
+    )
+    await sink.until(lambda: len(sink.intents) == 2)
+    prompt, resolved = sink.intents
+    assert prompt.kind is IntentKind.APPROVAL_PROMPT
+    assert prompt.choices == ("approve_once", "approve_session", "approve_agent", "deny")
+    assert "`ls`" in prompt.text
+    assert resolved.kind is IntentKind.APPROVAL_RESOLVED
+    assert resolved.slot == prompt.slot
+    assert resolved.text == "bash: the run ended"
+
+
+async def test_edits_are_coalesced_within_the_edit_interval(port: FakeSessionPort) -> None:
+    sink = Sink()
+    now = [100.0]
+    pump = SessionPump(
+        port=port,
+        session_key=KEY,
+        route=ROUTE,
+        emit=sink.emit,
+        terminal=TerminalRuns(),
+        edit_interval_s=3600.0,
+        clock=lambda: now[0],
+    )
+    task = asyncio.ensure_future(pump.run())
+    try:
+        stream = await port.next_stream(1)
+        stream.push(delta("r1", 1, "a"))
+        await sink.until(lambda: len(sink.intents) == 1)
+        stream.push(delta("r1", 2, "b"), delta("r1", 3, "c"), ended("r1", "abc"))
+        await sink.until(lambda: bool(sink.finals()))
+        assert [(i.kind, i.text) for i in sink.intents] == [
+            (IntentKind.STREAM_SNAPSHOT, "a"),
+            (IntentKind.FINAL_TEXT, "abc"),
+        ]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_approvals_follow_the_snapshot_after_a_resync(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(ApprovalAsked(session_key=KEY, approval_id="appr_old", run_id="r1", tool="bash"))
+    await sink.until(lambda: len(sink.intents) == 1)
+    # In the gap appr_old was decided elsewhere and appr_new was asked.
+    port.snapshot_value = SessionSnapshot(
+        session_key=KEY,
+        pending_approvals=(PendingApproval(approval_id="appr_new", run_id="r1", tool="edit"),),
+    )
+    stream.push(StreamOverflow(session_key=KEY, reason="overflow"))
+    await sink.until(lambda: len(sink.intents) == 3)
+    _, ended_old, asked_new = sink.intents
+    assert (ended_old.kind, ended_old.slot) == (IntentKind.APPROVAL_RESOLVED, "approval:appr_old")
+    assert ended_old.text == "bash: no longer pending"
+    assert (asked_new.kind, asked_new.approval_id) == (IntentKind.APPROVAL_PROMPT, "appr_new")
+
+
+def test_terminal_runs_keep_the_last_128() -> None:
+    runs = TerminalRuns()
+    for i in range(200):
+        runs.add(f"r{i}")
+    assert len(runs) == TERMINAL_RUNS == 128
+    assert "r71" not in runs
+    assert all(f"r{i}" in runs for i in range(72, 200))
+
+
+@given(st.lists(st.integers(min_value=0, max_value=300), max_size=600))
+def test_terminal_runs_hold_exactly_the_most_recent_distinct_ids(ids: list[int]) -> None:
+    runs = TerminalRuns(bound=16)
+    for i in ids:
+        runs.add(str(i))
+    recent: list[int] = []
+    for i in reversed(ids):
+        if i not in recent:
+            recent.append(i)
+    assert len(runs) == min(16, len(recent))
+    assert all(str(i) in runs for i in recent[:16])
+    assert not any(str(i) in runs for i in recent[16:])

@@ -1,0 +1,51 @@
+"""The import surface, the error tree and the runtime hook."""
+
+from __future__ import annotations
+
+import lemon_channels
+import lemon_channels.telegram
+import lemon_core.channels
+from lemon_channels.errors import ChannelsError
+from lemon_core.runtime import discover_apps, resolve_profile
+from lemon_platform_test.errors_kit import ErrorTreeContract
+
+
+def _kind(name: str) -> tuple[int, str]:  # constants, classes, functions (ruff's order)
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
+def test_every_exported_name_is_defined_and_sorted() -> None:
+    for module in (lemon_channels, lemon_channels.telegram, lemon_core.channels):
+        names = module.__all__
+        assert all(hasattr(module, name) for name in names), module.__name__
+        assert sorted(names, key=_kind) == names, module.__name__
+
+
+def test_the_daemon_profile_boots_the_channels_after_the_router() -> None:
+    apps = discover_apps()
+    order = [a.name for a in resolve_profile("daemon", apps)]
+    assert order.index("lemon_router") < order.index("lemon_channels")
+    assert "lemon_channels" not in [a.name for a in resolve_profile("full", apps)]
+
+
+class TestChannelsErrorTree(ErrorTreeContract):
+    package = "lemon_channels"
+    root = ChannelsError
+
+
+def test_a_host_with_an_empty_ingress_is_refused() -> None:
+    import pytest
+
+    from lemon_channels import ChannelHost, ChannelsUsageError
+    from lemon_channels.telegram import TelegramPlugin
+    from lemon_channels.testing import FakeSessionPort
+    from lemon_core.store import MemoryStore
+
+    with pytest.raises(ChannelsUsageError, match="at least 1"):
+        ChannelHost(
+            plugin=TelegramPlugin(token="1:x"),
+            port=FakeSessionPort(),
+            store=MemoryStore(),
+            bus=None,
+            ingress_entries=0,
+        )

@@ -1,0 +1,256 @@
+"""Telegram end to end: the real daemon profile (router, gateway, coding agent with the offline
+model, SQLite store, control plane) with the channel polling the fake Bot API server.
+
+Every wait is on an observable fact (a message shown, an edit, a session event); the timeouts
+are failure guards only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from lemon_channels import ChannelHost, Channels, PairingStore
+from lemon_channels.testing import FakeMessage, FakeTelegram
+from lemon_core.channels import ChannelState
+from lemon_core.events import QueueOutcomeKind
+from lemon_core.runtime import Runtime
+from lemon_core.sessions import SESSION_PORT, QueueNotice, RunEnded, SessionEvent
+
+TOOL = '/tool bash {"command": "ls"}'
+KEY = "agent:default:telegram:123456:dm:42"
+
+
+def host_of(runtime: Runtime) -> ChannelHost:
+    channels = runtime.handle("lemon_channels")
+    assert isinstance(channels, Channels)
+    return channels.hosts["telegram"]
+
+
+def prompts(fake: FakeTelegram, chat: int = 42) -> list[FakeMessage]:
+    return [m for m in fake.chat(chat) if "asks to run" in m.shown]
+
+
+def button(message: FakeMessage, label: str) -> str:
+    for row in message.buttons:
+        for b in row:
+            if b["text"] == label:
+                return b["callback_data"]
+    raise AssertionError(f"no button {label!r} in {message.buttons}")
+
+
+async def test_a_conversation_with_a_tool_call_and_an_approval_through_buttons(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon():
+        await telegram.send_text(TOOL)
+        await telegram.wait_for(lambda: bool(prompts(telegram)))
+        [prompt] = prompts(telegram)
+        labels = [b["text"] for row in prompt.buttons for b in row]
+        assert labels == ["Once", "This session", "Always", "Deny"]
+        assert "<b>bash</b>" in prompt.text
+        await telegram.press(prompt.message_id, button(prompt, "Once"))
+        await telegram.wait_for(lambda: "approved" in telegram.callback_answers)
+        await telegram.wait_for(lambda: prompt.shown == "bash: approved (once)")
+        assert prompt.buttons == []
+        await telegram.wait_for(
+            lambda: any("a.txt" in m.shown and "🔧" not in m.shown for m in telegram.chat(42))
+        )
+        status = [m for m in telegram.chat(42) if m.shown.startswith("🔧")]
+        assert len(status) == 1
+        await telegram.wait_for(lambda: status[0].shown == "🔧 bash ✓")
+
+
+async def test_a_burst_of_20_messages_in_a_busy_chat_is_each_accounted_for(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        stream = port.watch(KEY)
+        await telegram.send_text(TOOL)
+        await telegram.wait_for(lambda: bool(prompts(telegram)))  # the chat is busy now
+        for i in range(20):
+            await telegram.send_text(f"/echo burst {i}")
+        host = host_of(runtime)
+        await telegram.wait_for(lambda: len(host.receipts) == 21)
+        [prompt] = prompts(telegram)
+        await telegram.press(prompt.message_id, button(prompt, "Once"))
+
+        burst = [r.run_id for r in list(host.receipts)[1:]]
+        ended: set[str] = set()
+        merged: dict[str, str] = {}
+        events: list[SessionEvent] = []
+
+        def settled() -> bool:
+            return all(r in ended or merged.get(r) in ended for r in burst)
+
+        async def follow() -> None:
+            while not settled():
+                event = await stream.get()
+                events.append(event)
+                if isinstance(event, RunEnded):
+                    ended.add(event.run_id)
+                elif isinstance(event, QueueNotice) and event.into_run_id is not None:
+                    assert event.outcome is QueueOutcomeKind.MERGED
+                    merged[event.run_id] = event.into_run_id
+
+        await asyncio.wait_for(follow(), 30)
+        stream.close()
+        statuses = {r.status for r in list(host.receipts)[1:]}
+        assert statuses <= {"queued", "started"}
+        # Every answered run shows one final answer in the chat, the burst's words in order.
+        await telegram.wait_for(lambda: any("burst 19" in m.shown for m in telegram.chat(42)))
+        shown = "\n".join(m.shown for m in telegram.chat(42))
+        positions = [shown.index(f"burst {i}") for i in range(20)]
+        assert positions == sorted(positions)
+
+
+async def test_a_10000_character_answer_is_split_at_4096(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    words = [f"w{i:05d}" for i in range(1_429)]  # 1,429 * 7 - 1 = 10,002 characters
+    text = " ".join(words)
+    async with daemon():
+        await telegram.send_text("/echo " + text)
+        await telegram.wait_for(lambda: len(telegram.chat(42)) == 3, timeout_s=30)
+        await telegram.wait_for(
+            lambda: telegram.chat(42)[-1].shown.split()[-1] == words[-1], timeout_s=30
+        )
+        parts = [m.shown for m in telegram.chat(42)]
+        assert all(len(p) <= 4096 for p in parts)
+        assert " ".join(parts).split() == words
+
+
+async def test_a_stranger_is_ignored_until_paired(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        before = port.statistics().submitted
+        await telegram.send_text("hi, let me in", chat_id=77, user_id=77, username="mallory")
+        await telegram.wait_for(lambda: len(telegram.chat(77)) == 1)
+        [code_message] = telegram.chat(77)
+        assert "pairing code" in code_message.shown
+        await telegram.send_text("/echo please", chat_id=77, user_id=77)
+        await telegram.send_text(TOOL, chat_id=77, user_id=77)
+        host = host_of(runtime)
+        await telegram.wait_for(lambda: host.statistics()["strangers_ignored"] == 3)
+        assert len(telegram.chat(77)) == 1  # the code once, nothing else
+        assert port.statistics().submitted == before  # nothing reached the router
+
+        [pending] = await PairingStore(runtime.store).pending()
+        assert pending.user_id == "77"
+        assert pending.code in code_message.shown
+        paired = await PairingStore(runtime.store).approve(pending.code.lower())
+        assert paired is not None
+        assert await PairingStore(runtime.store).approve(pending.code) is None  # once
+        await telegram.send_text("/echo welcome", chat_id=77, user_id=77)
+        await telegram.wait_for(lambda: any(m.shown == "welcome" for m in telegram.chat(77)))
+
+
+async def test_an_approval_whose_run_ends_edits_the_prompt(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon():
+        await telegram.send_text(TOOL)
+        await telegram.wait_for(lambda: bool(prompts(telegram)))
+        [prompt] = prompts(telegram)
+        once = button(prompt, "Once")
+        await telegram.send_text("/cancel")
+        await telegram.wait_for(lambda: prompt.shown == "bash: the run ended")
+        assert prompt.buttons == []
+        await telegram.wait_for(lambda: any(m.shown == "Cancelled 1." for m in telegram.chat(42)))
+        # A press on the old prompt is answered, and resolves nothing.
+        await telegram.press(prompt.message_id, once)
+        await telegram.wait_for(lambda: "no longer pending" in telegram.callback_answers)
+
+
+async def test_commands_new_model_and_status(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        await telegram.send_text("/new")
+        await telegram.wait_for(lambda: any("New session" in m.shown for m in telegram.chat(42)))
+        await telegram.send_text("/echo fresh")
+        await telegram.wait_for(lambda: any(m.shown == "fresh" for m in telegram.chat(42)))
+        assert host_of(runtime).receipts[-1].session_key == KEY + ":sub:s1"
+        await telegram.send_text("/model not a model")
+        await telegram.wait_for(
+            lambda: any("not of the form" in m.shown for m in telegram.chat(42))
+        )
+        await telegram.send_text("/model openai:gpt-4o-mini")
+        await telegram.wait_for(lambda: any("Model set" in m.shown for m in telegram.chat(42)))
+        await telegram.send_text("/status")
+        await telegram.wait_for(lambda: any("Idle." in m.shown for m in telegram.chat(42)))
+        status = next(m for m in telegram.chat(42) if "Idle." in m.shown)
+        assert "openai:gpt-4o-mini" in status.shown
+        assert KEY + ":sub:s1" in status.shown
+
+
+async def test_a_restart_mid_delivery_sends_the_answer_once(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    telegram.refuse_next("sendMessage", retry_after=3)
+    async with daemon() as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        stream = port.watch(KEY)
+        await telegram.send_text("/echo exactly once")
+        while not isinstance(await asyncio.wait_for(stream.get(), 30), RunEnded):
+            pass
+        stream.close()
+        host = host_of(runtime)
+        await asyncio.wait_for(host.outbox.until(lambda s: s.retried >= 1), 10)
+        assert telegram.chat(42) == []  # the retry is 3 s away: the daemon stops first
+    # The daemon stopped with the answer pending; the next one sends it, once.
+    async with daemon():
+        await telegram.wait_for(lambda: [m.shown for m in telegram.chat(42)] == ["exactly once"])
+    assert [m.shown for m in telegram.chat(42)] == ["exactly once"]
+
+
+async def test_a_bad_token_leaves_the_daemon_running_without_the_channel(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon(token="999:wrong") as runtime:
+        channels = runtime.handle("lemon_channels")
+        assert isinstance(channels, Channels)
+        failed = channels.failed["telegram"]
+        assert failed.state is ChannelState.FAILED
+        assert "LEMON_TEST_TELEGRAM_TOKEN" in failed.detail
+        assert "999:wrong" not in failed.detail
+        plane = runtime.handle("lemon_control_plane")
+        async with httpx.AsyncClient() as client:
+            health = await client.get(plane.url + "/healthz")  # type: ignore[attr-defined]
+        assert health.status_code == 200
+
+
+async def test_webhook_mode_checks_the_secret_header(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime], home: Path
+) -> None:
+    runtime = daemon(
+        mode="webhook",
+        webhook_url="https://bot.example.org/channels/telegram",
+        webhook_secret_env="LEMON_TEST_WEBHOOK_SECRET",
+    )
+    runtime.context.settings["channels"]["environ"]["LEMON_TEST_WEBHOOK_SECRET"] = "s3cret"
+    async with runtime:
+        assert telegram.webhook is not None
+        assert telegram.webhook["secret_token"] == "s3cret"
+        plane = runtime.handle("lemon_control_plane")
+        url = plane.url + "/channels/telegram"  # type: ignore[attr-defined]
+        update = telegram.update_for_text("/echo via webhook")
+        async with httpx.AsyncClient() as client:
+            wrong = await client.post(
+                url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"}
+            )
+            missing = await client.post(url, json=update)
+            assert wrong.status_code == 401
+            assert missing.status_code == 401
+            right = await client.post(
+                url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+            )
+            assert right.status_code == 200
+        await telegram.wait_for(lambda: any(m.shown == "via webhook" for m in telegram.chat(42)))
+        assert len(telegram.chat(42)) == 1

@@ -1,0 +1,224 @@
+"""``lemon webhooks list|show KEY|sweep``: the webhook ingress's reservations and receipts.
+
+Works on the idempotency store ``$LEMON_HOME/store/idempotency.sqlite3`` directly (SQLite WAL:
+safe while the daemon runs), so no Lemon process needs to be running. Keys are shown as their
+hashes: the caller's raw key is never stored. ``show`` takes a raw key with ``--webhook ID``
+(it is hashed the way the ingress hashes it), or a prefix of a hash from ``list``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+
+import typer
+
+from lemon_cli._home import require_home
+from lemon_cli.errors import LemonCliError
+
+if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
+    from lemon_core.idempotency import IdempotencyRecord, SQLiteIdempotencyStore
+
+__all__ = ["webhooks_app"]
+
+webhooks_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Inspect webhook reservations and receipts; sweep expired ones.",
+    no_args_is_help=True,
+)
+
+MIN_PREFIX: Final = 6
+_SHOWN_HASH: Final = 12
+_JSON_VERSION: Final = 1
+
+T = TypeVar("T")
+WebhookOption = Annotated[
+    str | None, typer.Option("--webhook", help="the webhook id ([[gateway.webhooks]] id)")
+]
+
+
+class _WebhooksFailure(LemonCliError):
+    """A clear one-line failure: the message and the exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _path() -> Path:
+    from lemon_core.config import lemon_home
+    from lemon_gateway import idempotency_store_path
+
+    home = lemon_home()
+    require_home(home, create=False)
+    return idempotency_store_path(home)
+
+
+async def _with_store(path: Path, work: Callable[[SQLiteIdempotencyStore], Awaitable[T]]) -> T:
+    from lemon_core.idempotency import IdempotencyStoreError, SQLiteIdempotencyStore
+
+    try:
+        store = await SQLiteIdempotencyStore.open(path)
+    except (IdempotencyStoreError, OSError) as exc:
+        raise _WebhooksFailure(f"cannot open the idempotency store {path}: {exc}") from None
+    try:
+        return await work(store)
+    except IdempotencyStoreError as exc:
+        raise _WebhooksFailure(f"the idempotency store {path} failed: {exc}") from None
+    finally:
+        await store.close()
+
+
+def _run(work: Callable[[], Coroutine[Any, Any, int]]) -> None:
+    try:
+        code = asyncio.run(work())
+    except _WebhooksFailure as failure:
+        typer.echo(f"error: {failure}", err=True)
+        raise typer.Exit(failure.code) from None
+    raise typer.Exit(code)
+
+
+def _when(ms: int) -> str:
+    if ms <= 0:
+        return "never"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _now_ms() -> int:
+    from lemon_core.store import system_clock_ms
+
+    return system_clock_ms()
+
+
+def _state(record: IdempotencyRecord, now_ms: int) -> str:
+    """What a replay of this key would get, in words."""
+    if record.expires_at_ms <= now_ms:
+        return "expired (the next sweep removes it; the key may be used again)"
+    if record.run_id is None:
+        return "ambiguous (legacy reservation, no run id)"
+    if record.state == "accepted":
+        return "accepted" if record.response is not None else "accepted (response missing)"
+    if record.state == "pending":
+        return "in flight" if record.in_flight(now_ms) else "outcome unknown (abandoned)"
+    return "outcome unknown"
+
+
+def _document(record: IdempotencyRecord, now_ms: int) -> dict[str, Any]:
+    return {**record.to_dict(), "answer": _state(record, now_ms)}
+
+
+@webhooks_app.command("list")
+def list_records(
+    webhook: WebhookOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many, newest first")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """List reservations, newest first: key hash, webhook, state, run id, created, expires."""
+    path = _path()
+
+    async def work() -> int:
+        records: list[IdempotencyRecord] = []
+        if path.exists():
+            records = await _with_store(path, lambda s: s.records(limit=limit, integration=webhook))
+        now = _now_ms()
+        if as_json:
+            document = {"version": _JSON_VERSION, "store": str(path),
+                        "records": [_document(r, now) for r in records]}  # fmt: skip
+            typer.echo(json.dumps(document, indent=2))
+            return 0
+        if not records:
+            where = path if path.exists() else f"{path} (no store yet)"
+            typer.echo(f"No webhook reservations in {where}.")
+            return 0
+        rows = [("KEY HASH", "WEBHOOK", "RUN ID", "CREATED (UTC)", "EXPIRES (UTC)", "STATE")] + [
+            (r.key_hash[:_SHOWN_HASH], r.integration, r.run_id or "-", _when(r.created_at_ms),
+             _when(r.expires_at_ms), _state(r, now))
+            for r in records
+        ]  # fmt: skip
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)]
+            typer.echo("  ".join([*cells, row[5]]).rstrip())
+        typer.echo(f"\n{len(records)} reservation(s). Details: lemon webhooks show KEY_HASH")
+        return 0
+
+    _run(work)
+
+
+@webhooks_app.command()
+def show(
+    key: Annotated[
+        str,
+        typer.Argument(
+            help=f"a key hash prefix ({MIN_PREFIX}+ chars) from the list, or with --webhook "
+            "the caller's raw Idempotency-Key"
+        ),
+    ],
+    webhook: WebhookOption = None,
+) -> None:
+    """Show one reservation and its stored response (as JSON)."""
+    path = _path()
+
+    async def work() -> int:
+        from lemon_core.idempotency import InvalidIdempotencyKeyError, hash_idempotency_key
+
+        if webhook is not None:
+            try:
+                wanted = hash_idempotency_key(webhook, key)
+            except InvalidIdempotencyKeyError as exc:
+                raise _WebhooksFailure(str(exc), code=2) from None
+        else:
+            wanted = key.strip().lower()
+            if len(wanted) < MIN_PREFIX:
+                raise _WebhooksFailure(
+                    f"the key hash prefix {key!r} is too short: give at least {MIN_PREFIX} "
+                    "characters, or the raw key with --webhook ID",
+                    code=2,
+                )
+        if not path.exists():
+            raise _WebhooksFailure(f"no webhook reservations yet ({path} does not exist)")
+
+        async def find(store: SQLiteIdempotencyStore) -> list[IdempotencyRecord]:
+            return [
+                r
+                for r in await store.records(limit=1_000_000)
+                if r.key_hash == wanted or (webhook is None and r.key_hash.startswith(wanted))
+            ]
+
+        found = await _with_store(path, find)
+        if not found:
+            raise _WebhooksFailure("no reservation matches; `lemon webhooks list` shows them")
+        if len(found) > 1:
+            raise _WebhooksFailure(
+                f"{len(found)} reservations have hashes starting with {wanted!r}; give more",
+                code=2,
+            )
+        typer.echo(json.dumps(_document(found[0], _now_ms()), indent=2))
+        return 0
+
+    _run(work)
+
+
+@webhooks_app.command()
+def sweep() -> None:
+    """Remove expired reservations now (responses first, then fences, in one transaction)."""
+    path = _path()
+
+    async def work() -> int:
+        if not path.exists():
+            typer.echo(f"No webhook reservations in {path} (no store yet); nothing to sweep.")
+            return 0
+        report = await _with_store(path, lambda s: s.sweep(now_ms=_now_ms()))
+        typer.echo(
+            f"Removed {report.fences_removed} expired reservation(s) and "
+            f"{report.responses_removed} stored response(s); swept up to "
+            f"{_when(report.watermark_ms)} UTC."
+        )
+        return 0
+
+    _run(work)

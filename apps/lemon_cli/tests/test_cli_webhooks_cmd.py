@@ -1,0 +1,88 @@
+"""``lemon webhooks list|show|sweep`` on a real idempotency store, no daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import Result
+from typer.testing import CliRunner
+
+from lemon_cli.main import app
+from lemon_core.idempotency import SQLiteIdempotencyStore, StoredResponse, hash_idempotency_key
+from lemon_core.store import system_clock_ms
+from lemon_gateway import idempotency_store_path
+
+HOUR = 3_600_000
+
+
+async def _seed(home: Path) -> dict[str, str]:
+    now = system_clock_ms()
+    store = await SQLiteIdempotencyStore.open(idempotency_store_path(home))
+    runs: dict[str, str] = {}
+    try:
+        for key, state, age in (("done", "accepted", 0), ("crashed", "pending", 0),
+                                ("stale", "accepted", 25 * HOUR)):  # fmt: skip
+            key_hash = hash_idempotency_key("ci", f"raw-key-{key}")
+            runs[key] = f"run_{key}"
+            await store.reserve(key_hash=key_hash, integration="ci", body_hash="b",
+                                run_id=runs[key], session_key="s", now_ms=now - age,
+                                ttl_ms=24 * HOUR, lease_ms=1)  # fmt: skip
+            if state == "accepted":
+                body = json.dumps({"status": "accepted", "run_id": runs[key]}).encode()
+                await store.complete(key_hash=key_hash, run_id=runs[key],
+                                     response=StoredResponse(status=202, body=body),
+                                     now_ms=now - age)  # fmt: skip
+    finally:
+        await store.close()
+    return runs
+
+
+def _lemon(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["webhooks", *args], env={"LEMON_HOME": str(home)})
+
+
+def test_list_show_and_sweep_work_on_the_store(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    asyncio.run(_seed(home))
+    listed = _lemon(home, "list")
+    assert listed.exit_code == 0, listed.output
+    assert "run_done" in listed.output
+    assert "outcome unknown (abandoned)" in listed.output  # run_crashed: lease over
+    assert "expired (the next sweep removes it" in listed.output  # run_stale
+    assert "raw-key" not in listed.output  # raw keys are never stored, so never shown
+    document = json.loads(_lemon(home, "list", "--json").output)
+    runs = [r["run_id"] for r in document["records"]]
+    assert sorted(runs[:2]) == ["run_crashed", "run_done"]
+    assert runs[2] == "run_stale"  # the oldest last
+
+    shown = _lemon(home, "show", "raw-key-done", "--webhook", "ci")
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.output)
+    assert (record["run_id"], record["answer"]) == ("run_done", "accepted")
+    assert json.loads(record["response"]["body"])["run_id"] == "run_done"
+    prefix = hash_idempotency_key("ci", "raw-key-crashed")[:8]
+    assert json.loads(_lemon(home, "show", prefix).output)["run_id"] == "run_crashed"
+
+    swept = _lemon(home, "sweep")
+    assert swept.exit_code == 0, swept.output
+    assert "Removed 1 expired reservation(s) and 1 stored response(s)" in swept.output
+
+
+def test_bad_input_gets_one_clear_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    assert "No webhook reservations" in _lemon(home, "list").output
+    assert not idempotency_store_path(home).exists()
+    short = _lemon(home, "show", "abc")
+    assert short.exit_code == 2
+    assert "too short" in short.output
+    blank = _lemon(home, "show", "  ", "--webhook", "ci")
+    assert blank.exit_code == 2
+    asyncio.run(_seed(home))
+    missing = _lemon(home, "show", "ffffffffff")
+    assert missing.exit_code == 1
+    assert "no reservation matches" in missing.output
+    assert "Traceback" not in missing.output

@@ -1,0 +1,475 @@
+"""Webhook ingress: ``POST /webhooks/<id>``, exactly once, or honestly "unknown".
+
+A plain ASGI application (no framework: it is one route) the gateway mounts on the daemon's
+HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[gateway] ingress_enabled`` is set.
+
+Order of one request, and what each step guarantees:
+
+1. The webhook id must be configured (404), the body at most ``max_body_bytes`` (413).
+2. The Standard Webhooks signature is verified (constant time, 5 min tolerance) before
+   anything of the request is parsed, looked up or stored (401).
+3. ``Idempotency-Key``: missing, blank or not text is a 400, before it is hashed. The body must
+   be ``{"prompt": ...}`` (400). The key is hashed with the webhook id; only the hash is used.
+4. A live fence for the hash answers from the store: a different body is a 422; an accepted
+   one replays its stored response byte for byte (``Idempotent-Replayed: true``); one still
+   being submitted is a 409; one whose outcome is unknown (or whose exact response is missing)
+   gets the bounded uncertain receipt ``{"status":"outcome_unknown","run_id":...,
+   "retry_safe":false}`` (202), never a generic success.
+5. No router: 503, nothing reserved. Else a ``pending`` fence with a fixed run id is reserved
+   atomically (a lost race answers as in 4), and the request goes to the session port with that
+   run id. Accepted: the fence becomes ``accepted`` with its exact response, together, and the
+   client gets that response (202). A definite refusal (the router is full or stopped, or
+   rejects the request) releases the fence: 503 / 400, the key is not burned. Anything else
+   (an exception, a timeout, a failure to store the receipt) is ``outcome_unknown``.
+6. Any store failure before submission is a 503 with nothing executed and the key not burned.
+
+``fault`` is a test-only hook (see the README): ``hang_after_reserve`` makes the handler print
+``webhook fault point: reserved <run_id>`` on stderr and wait forever after the reservation,
+so a test can kill the process at exactly that point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from lemon_core.config import WebhookConfig
+from lemon_core.execution import (
+    ROUTER_BRIDGE,
+    CapabilityRegistry,
+    Receipt,
+    RouterUnavailableError,
+    RunRequest,
+    ToolPolicy,
+)
+from lemon_core.idempotency import (
+    IdempotencyRecord,
+    IdempotencyStore,
+    IdempotencyStoreError,
+    InvalidIdempotencyKeyError,
+    StoredResponse,
+    body_fingerprint,
+    check_idempotency_key,
+    hash_idempotency_key,
+)
+from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
+from lemon_core.store import system_clock_ms
+from lemon_gateway._openapi import webhook_openapi
+from lemon_gateway._signature import WebhookSecret, verify_webhook
+
+__all__ = ["FaultPoint", "SessionPortSubmitter", "Submitter", "Webhook", "WebhookIngress"]
+
+log = logging.getLogger("lemon_gateway.ingress")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+FaultPoint = Literal["hang_after_reserve"]
+QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
+
+_JSON: Final = b"application/json"
+_encoder: Final = msgspec.json.Encoder()
+
+
+class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    prompt: str
+    session_key: str | None = None
+    queue_mode: QueueModeName | None = None
+
+
+_decoder: Final = msgspec.json.Decoder(_Body)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Webhook:
+    """One configured integration with its secret resolved."""
+
+    id: str
+    secret: WebhookSecret
+    agent_id: str = "default"
+    session_key: str | None = None
+    queue_mode: QueueModeName = "collect"
+    tool_policy: ToolPolicy | None = None
+
+    @classmethod
+    def from_config(cls, config: WebhookConfig, secret: WebhookSecret) -> Webhook:
+        policy = None
+        if config.tool_policy is not None:
+            p = config.tool_policy
+            policy = ToolPolicy(
+                allow=frozenset(p.allow) or None,
+                deny=frozenset(p.deny),
+                require_approval=frozenset(p.require_approval),
+            )
+        return cls(
+            id=config.id,
+            secret=secret,
+            agent_id=config.agent_id,
+            session_key=config.session_key,
+            queue_mode=config.queue_mode,
+            tool_policy=policy,
+        )
+
+    @property
+    def default_session_key(self) -> str:
+        """The configured session key, else ``agent:<agent>:webhook:<id>:channel:<id>``."""
+        return self.session_key or f"agent:{self.agent_id}:webhook:{self.id}:channel:{self.id}"
+
+
+@runtime_checkable
+class Submitter(Protocol):
+    """Where the ingress submits: the session port (a test gives its own)."""
+
+    def unavailable_reason(self) -> str | None:
+        """``None`` when submissions can be taken now; else why not (nothing is reserved)."""
+        ...
+
+    async def submit(self, request: RunRequest) -> Receipt: ...
+
+
+class SessionPortSubmitter:
+    """Submits through the runtime's ``SESSION_PORT``; available while the router bridge runs."""
+
+    def __init__(self, capabilities: CapabilityRegistry) -> None:
+        self._capabilities = capabilities
+
+    def unavailable_reason(self) -> str | None:
+        if self._capabilities.get(SESSION_PORT) is None:
+            return "no session port is registered (the router is not running)"
+        bridge = self._capabilities.get(ROUTER_BRIDGE)
+        if bridge is None or not bridge.running():
+            return "the router is not running"
+        return None
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        port = self._capabilities.get(SESSION_PORT)
+        if port is None:
+            raise RouterUnavailableError("no session port is registered")
+        return await port.submit(request)
+
+
+@dataclass(slots=True)
+class _Answer:
+    status: int
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> _Answer:
+    body = _encoder.encode({"error": code, "message": message, **extra})
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    if status == 503:
+        headers = ((b"retry-after", b"5"),)
+    elif status == 409:
+        headers = ((b"retry-after", b"1"),)
+    return _Answer(status, body, headers)
+
+
+def _receipt(run_id: str) -> bytes:
+    return _encoder.encode({"status": "outcome_unknown", "run_id": run_id, "retry_safe": False})
+
+
+_REPLAYED: Final = ((b"idempotent-replayed", b"true"),)
+
+
+class WebhookIngress:
+    """The ASGI application serving ``<prefix>/<id>`` (and ``<prefix>/openapi.json``)."""
+
+    def __init__(
+        self,
+        *,
+        webhooks: Mapping[str, Webhook],
+        store: IdempotencyStore,
+        submitter: Submitter,
+        ttl_s: float = 86_400.0,
+        max_body_bytes: int = 262_144,
+        submit_timeout_s: float = 10.0,
+        clock_ms: Callable[[], int] = system_clock_ms,
+        prefix: str = "/webhooks",
+        fault: FaultPoint | None = None,
+    ) -> None:
+        self.webhooks = dict(webhooks)
+        self.store = store
+        self.submitter = submitter
+        self.ttl_ms = max(1, int(ttl_s * 1000))
+        self.max_body_bytes = max_body_bytes
+        self.submit_timeout_s = submit_timeout_s
+        # A pending fence is "in flight" for the submission bound plus a margin; past it the
+        # submission is over (by timeout or by a crash) and its outcome is unknown.
+        self.lease_ms = int((submit_timeout_s + 5.0) * 1000)
+        self.clock_ms = clock_ms
+        self.prefix = prefix
+        self.fault = fault
+        self._openapi = _encoder.encode(webhook_openapi(sorted(self.webhooks), prefix=prefix))
+        self._counts: dict[str, int] = {}
+
+    def statistics(self) -> dict[str, Any]:
+        """Answers given so far, by outcome."""
+        return {"webhooks": sorted(self.webhooks), "answers": dict(self._counts)}
+
+    # -- ASGI --------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            return
+        if scope["type"] != "http":
+            return
+        answer = await self._handle(scope, receive)
+        self._counts[str(answer.status)] = self._counts.get(str(answer.status), 0) + 1
+        headers = [
+            (b"content-type", _JSON),
+            (b"content-length", str(len(answer.body)).encode()),
+            (b"cache-control", b"no-store"),
+            *answer.headers,
+        ]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+
+    async def _handle(self, scope: Scope, receive: Receive) -> _Answer:
+        path: str = scope["path"]
+        rest = path[len(self.prefix) :].strip("/") if path.startswith(self.prefix) else None
+        if rest == "openapi.json" and scope["method"] in ("GET", "HEAD"):
+            return _Answer(200, self._openapi)
+        webhook = self.webhooks.get(rest or "") if rest and "/" not in rest else None
+        if webhook is None:
+            return _error(404, "not_found", "no webhook is configured at this path")
+        if scope["method"] != "POST":
+            answer = _error(405, "method_not_allowed", "webhooks accept POST only")
+            answer.headers = ((b"allow", b"POST"),)
+            return answer
+        headers = _headers(scope)
+        body = await self._body(headers, receive)
+        if body is None:
+            return _error(
+                413, "body_too_large", f"the body is larger than {self.max_body_bytes} bytes"
+            )
+        # 1. authenticity first: nothing is parsed, looked up or stored before this
+        refused = verify_webhook(
+            webhook.secret,
+            msg_id=_text(headers.get(b"webhook-id")),
+            timestamp=_text(headers.get(b"webhook-timestamp")),
+            signature=_text(headers.get(b"webhook-signature")),
+            body=body,
+            now_s=self.clock_ms() / 1000,
+        )
+        if refused is not None:
+            return _error(401, "invalid_signature", refused)
+        # 2. the key, checked before it is hashed
+        raw_key = headers.get(b"idempotency-key")
+        if raw_key is None:
+            return _error(400, "missing_idempotency_key", "the Idempotency-Key header is required")
+        if raw_key is _DUPLICATE:
+            return _error(400, "invalid_idempotency_key", "send one Idempotency-Key header")
+        try:
+            key = check_idempotency_key(raw_key.decode("utf-8"))
+        except UnicodeDecodeError:
+            return _error(400, "invalid_idempotency_key", "the Idempotency-Key is not UTF-8 text")
+        except InvalidIdempotencyKeyError as exc:
+            return _error(400, "invalid_idempotency_key", str(exc))
+        # 3. the request itself
+        run_id = f"run_{uuid.uuid4()}"  # fixed here, stored with the fence, sent to the router
+        request = self._request(webhook, body, run_id)
+        if isinstance(request, _Answer):
+            return request
+        key_hash = hash_idempotency_key(webhook.id, key)
+        body_hash = body_fingerprint(body)
+        now = self.clock_ms()
+        try:
+            existing = await self.store.lookup(key_hash, now_ms=now)
+        except IdempotencyStoreError as exc:
+            log.warning("webhook %s: idempotency lookup failed: %s", webhook.id, exc)
+            return _error(503, "store_unavailable", "the idempotency store is unavailable")
+        if existing is not None:
+            return self._existing(existing, body_hash, now)
+        reason = self.submitter.unavailable_reason()
+        if reason is not None:
+            return _error(503, "router_unavailable", reason)
+        try:
+            reservation = await self.store.reserve(
+                key_hash=key_hash,
+                integration=webhook.id,
+                body_hash=body_hash,
+                run_id=run_id,
+                session_key=request.session_key,
+                now_ms=now,
+                ttl_ms=self.ttl_ms,
+                lease_ms=self.lease_ms,
+                legacy_key=key,
+            )
+        except IdempotencyStoreError as exc:
+            log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
+            return _error(503, "store_unavailable", "the idempotency store is unavailable")
+        if not reservation.created:
+            return self._existing(reservation.record, body_hash, self.clock_ms())
+        if self.fault == "hang_after_reserve":
+            print(f"webhook fault point: reserved {run_id}", file=sys.stderr, flush=True)
+            await asyncio.Event().wait()
+        return await self._submit(webhook, key_hash, run_id, request)
+
+    async def _submit(
+        self, webhook: Webhook, key_hash: str, run_id: str, request: RunRequest
+    ) -> _Answer:
+        try:
+            receipt = await asyncio.wait_for(self.submitter.submit(request), self.submit_timeout_s)
+        except RouterUnavailableError as exc:
+            return await self._release(
+                key_hash, run_id, _error(503, "router_unavailable", str(exc))
+            )
+        except ValueError as exc:
+            answer = _error(400, "rejected", f"the router refused the request: {exc}")
+            return await self._release(key_hash, run_id, answer)
+        except asyncio.CancelledError:
+            await self._unknown(key_hash, run_id)
+            raise
+        except Exception as exc:  # any other failure after the reservation: it may have run
+            log.warning("webhook %s: submission of %s failed: %r", webhook.id, run_id, exc)
+            return await self._unknown(key_hash, run_id)
+        if receipt.status == "rejected":
+            answer = _error(503, "router_busy", receipt.reason or "the router refused the run")
+            return await self._release(key_hash, run_id, answer)
+        if receipt.run_id != run_id:  # the seam fixes the run id; anything else is unknown
+            log.error(
+                "webhook %s: the router changed run id %s to %s", webhook.id, run_id, receipt.run_id
+            )
+            return await self._unknown(key_hash, run_id)
+        body = _encoder.encode(
+            {"status": "accepted", "run_id": run_id, "session_key": receipt.session_key}
+        )
+        try:
+            stored = await self.store.complete(
+                key_hash=key_hash,
+                run_id=run_id,
+                response=StoredResponse(status=202, body=body),
+                now_ms=self.clock_ms(),
+            )
+        except IdempotencyStoreError as exc:
+            log.warning("webhook %s: storing the receipt of %s failed: %s", webhook.id, run_id, exc)
+            stored = False
+        if not stored:  # accepted, but its exact response is not durable: claim nothing
+            return await self._unknown(key_hash, run_id)
+        return _Answer(202, body)
+
+    async def _release(self, key_hash: str, run_id: str, answer: _Answer) -> _Answer:
+        try:
+            await self.store.release(key_hash=key_hash, run_id=run_id)
+        except IdempotencyStoreError as exc:
+            # the fence stays pending, then reads as outcome_unknown: safe, only less helpful
+            log.warning("webhook: releasing %s failed: %s", run_id, exc)
+        return answer
+
+    async def _unknown(self, key_hash: str, run_id: str) -> _Answer:
+        with contextlib.suppress(IdempotencyStoreError):
+            # a failure here leaves the fence pending; its lease then makes it unknown
+            await asyncio.shield(
+                self.store.mark_unknown(key_hash=key_hash, run_id=run_id, now_ms=self.clock_ms())
+            )
+        return _Answer(202, _receipt(run_id))
+
+    def _existing(self, record: IdempotencyRecord, body_hash: str, now_ms: int) -> _Answer:
+        if record.body_hash is not None and record.body_hash != body_hash:
+            return _error(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different body; use a new key",
+            )
+        if record.run_id is None:  # a legacy reservation without a run id: ambiguous
+            return _error(
+                409,
+                "ambiguous_reservation",
+                "this Idempotency-Key has an earlier reservation whose outcome is not known; "
+                "it cannot be retried safely",
+                retry_safe=False,
+            )
+        if record.state == "accepted" and record.response is not None:
+            return _Answer(record.response.status, record.response.body, _REPLAYED)
+        if record.in_flight(now_ms):
+            return _error(
+                409,
+                "request_in_progress",
+                "the first request with this key is still being submitted",
+            )
+        # outcome_unknown, an abandoned pending fence, or an accepted one without its response
+        return _Answer(202, _receipt(record.run_id), _REPLAYED)
+
+    def _request(self, webhook: Webhook, body: bytes, run_id: str) -> RunRequest | _Answer:
+        try:
+            parsed = _decoder.decode(body)
+        except msgspec.ValidationError as exc:
+            return _error(400, "invalid_body", f"the body is not a valid webhook request: {exc}")
+        except msgspec.DecodeError:
+            return _error(400, "invalid_body", 'the body must be JSON such as {"prompt": "..."}')
+        if not parsed.prompt.strip():
+            return _error(400, "invalid_body", "the prompt is blank")
+        session_key = parsed.session_key or webhook.default_session_key
+        try:
+            key = check_session_key(session_key)
+        except InvalidSessionKeyError as exc:
+            return _error(400, "invalid_session_key", str(exc))
+        if key is not None and key.agent_id != webhook.agent_id:
+            return _error(
+                400,
+                "invalid_session_key",
+                f"the session key belongs to agent {key.agent_id!r}, this webhook runs "
+                f"agent {webhook.agent_id!r}",
+            )
+        return RunRequest(
+            origin=f"webhook:{webhook.id}",
+            session_key=session_key,
+            prompt=parsed.prompt,
+            agent_id=webhook.agent_id,
+            queue_mode=parsed.queue_mode or webhook.queue_mode,
+            tool_policy=webhook.tool_policy,
+            run_id=run_id,  # the origin names the webhook: no free meta keys
+        )
+
+    async def _body(self, headers: Mapping[bytes, bytes], receive: Receive) -> bytes | None:
+        declared = headers.get(b"content-length")
+        if declared is not None and declared is not _DUPLICATE:
+            with contextlib.suppress(ValueError):
+                if int(declared) > self.max_body_bytes:
+                    return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+_DUPLICATE: Final = b"\x00duplicate"
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    """Lower-cased headers; a header sent twice maps to :data:`_DUPLICATE`."""
+    out: dict[bytes, bytes] = {}
+    for name, value in scope.get("headers", ()):
+        lowered = bytes(name).lower()
+        out[lowered] = _DUPLICATE if lowered in out else bytes(value)
+    return out
+
+
+def _text(value: bytes | None) -> str | None:
+    if value is None or value is _DUPLICATE:
+        return None
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        return None

@@ -1,0 +1,106 @@
+"""The webhook ingress on the real daemon profile (router, gateway, native executor on the
+offline provider, control plane on 127.0.0.1:<ephemeral>), over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from lemon_core.idempotency import SQLiteIdempotencyStore
+from lemon_core.runtime import AppHookError, Runtime
+from lemon_core.sessions import SESSION_PORT, RunEnded
+from lemon_gateway import FAULT_ENV, WebhookIngress, idempotency_store_path
+
+SESSION = "agent:default:webhook:ci:channel:ci"
+
+
+def daemon_url(runtime: Runtime) -> str:
+    url = getattr(runtime.handle("lemon_control_plane"), "url", None)
+    assert isinstance(url, str)
+    return url
+
+
+async def test_disabled_ingress_mounts_nothing_and_the_route_is_404(
+    boot: Callable[..., Runtime], sign: Any, body: Any
+) -> None:
+    async with boot(ingress=False) as runtime:
+        assert runtime.mounts.resolve("/webhooks/ci") is None
+        async with httpx.AsyncClient(base_url=daemon_url(runtime)) as http:
+            payload = body()
+            response = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
+        assert response.status_code == 404
+        assert not idempotency_store_path(runtime.home).exists()
+
+
+async def test_startup_refuses_a_webhook_whose_secret_is_unset(
+    boot: Callable[..., Runtime],
+) -> None:
+    runtime = boot(secret=False)
+    with pytest.raises(AppHookError, match="LEMON_TEST_HOOK_SECRET is not set"):
+        await runtime.start()
+
+
+async def test_a_signed_webhook_runs_once_with_its_fixed_run_id(
+    daemon: Runtime, sign: Any, body: Any
+) -> None:
+    port = daemon.context.capabilities.require(SESSION_PORT)
+    stream = port.watch(SESSION)
+    try:
+        async with httpx.AsyncClient(base_url=daemon_url(daemon)) as http:
+            payload = body()
+            first = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
+            assert first.status_code == 202
+            answer = msgspec.json.decode(first.content)
+            assert answer["status"] == "accepted"
+            assert answer["session_key"] == SESSION
+            async for event in stream:
+                if isinstance(event, RunEnded):
+                    assert event.run_id == answer["run_id"]  # the router kept our run id
+                    break
+            replay = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
+        assert replay.content == first.content
+        assert replay.headers["idempotent-replayed"] == "true"
+        assert port.statistics().submitted == 1
+    finally:
+        stream.close()
+
+
+async def test_a_hundred_concurrent_same_key_requests_over_http_submit_once(
+    daemon: Runtime, sign: Any, body: Any
+) -> None:
+    port = daemon.context.capabilities.require(SESSION_PORT)
+    payload = body()
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(base_url=daemon_url(daemon), limits=limits) as http:
+        responses = await asyncio.gather(
+            *(
+                http.post("/webhooks/ci", content=payload, headers=sign(payload, key="same"))
+                for _ in range(100)
+            )
+        )
+    assert {r.status_code for r in responses} <= {202, 409}
+    assert len({r.content for r in responses if r.status_code == 202}) == 1
+    assert port.statistics().submitted == 1
+    mounted = daemon.mounts.resolve("/webhooks/ci")
+    assert mounted is not None
+    assert isinstance(mounted.app, WebhookIngress)
+    store = await SQLiteIdempotencyStore.open(idempotency_store_path(daemon.home))
+    try:
+        [record] = await store.records()
+        assert record.state == "accepted"
+    finally:
+        await store.close()
+
+
+async def test_an_unknown_fault_point_refuses_startup(
+    boot: Callable[..., Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FAULT_ENV, "explode")
+    runtime = boot()
+    with pytest.raises(AppHookError, match="not a fault point"):
+        await runtime.start()

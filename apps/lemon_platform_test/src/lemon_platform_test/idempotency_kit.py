@@ -1,0 +1,262 @@
+"""The idempotency store contract kit: every IdempotencyStore backend must pass these checks.
+
+Subclass :class:`IdempotencyStoreContract` in a test module (class name ``Test...``) and
+implement :meth:`IdempotencyStoreContract.open_store`::
+
+    class TestPostgresIdempotency(IdempotencyStoreContract):
+        async def open_store(self, directory):
+            return await PostgresIdempotencyStore.open(dsn, schema=unique_schema)
+
+``directory`` is the same for every open within one test: a backend must see, after a reopen,
+what an earlier open wrote. Every check passes times explicitly (``now_ms``), so no clock is
+involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Final
+
+from lemon_core.idempotency import (
+    IdempotencyStore,
+    StoredResponse,
+    body_fingerprint,
+    hash_idempotency_key,
+)
+
+__all__ = ["IdempotencyStoreContract"]
+
+_T0: Final = 1_700_000_000_000
+_TTL: Final = 86_400_000
+_LEASE: Final = 30_000
+
+
+def _key(raw: str = "key-1", integration: str = "hook") -> str:
+    return hash_idempotency_key(integration, raw)
+
+
+class IdempotencyStoreContract:
+    """Behaviour every idempotency store shares. Subclass and implement :meth:`open_store`."""
+
+    async def open_store(self, directory: Path) -> IdempotencyStore:
+        raise NotImplementedError("implement open_store() in the backend's contract test class")
+
+    async def _open(self, directory: Path) -> IdempotencyStore:
+        store = await self.open_store(directory)
+        assert isinstance(store, IdempotencyStore)
+        return store
+
+    async def _reserve(
+        self,
+        store: IdempotencyStore,
+        *,
+        key: str | None = None,
+        run_id: str = "run_1",
+        body: bytes = b"{}",
+        now_ms: int = _T0,
+        integration: str = "hook",
+    ) -> bool:
+        reservation = await store.reserve(
+            key_hash=key or _key(integration=integration),
+            integration=integration,
+            body_hash=body_fingerprint(body),
+            run_id=run_id,
+            session_key="agent:default:main",
+            now_ms=now_ms,
+            ttl_ms=_TTL,
+            lease_ms=_LEASE,
+        )
+        return reservation.created
+
+    async def test_idempotency_reserve_creates_one_pending_fence_then_finds_it(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            assert await self._reserve(store, run_id="run_1")
+            again = await store.reserve(
+                key_hash=_key(),
+                integration="hook",
+                body_hash=body_fingerprint(b"other"),
+                run_id="run_2",
+                session_key="agent:default:main",
+                now_ms=_T0 + 1,
+                ttl_ms=_TTL,
+                lease_ms=_LEASE,
+            )
+            assert not again.created
+            record = again.record
+            assert (record.state, record.run_id, record.response) == ("pending", "run_1", None)
+            assert record.body_hash == body_fingerprint(b"{}")
+            assert record.in_flight(_T0 + _LEASE - 1)
+            assert not record.in_flight(_T0 + _LEASE)
+        finally:
+            await store.close()
+
+    async def test_idempotency_complete_stores_the_exact_response_with_the_fence(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store)
+            body = b'{"status":"accepted","run_id":"run_1","session_key":"s"}'
+            response = StoredResponse(status=202, body=body)
+            assert not await store.complete(
+                key_hash=_key(), run_id="run_other", response=response, now_ms=_T0 + 1
+            )
+            assert await store.complete(
+                key_hash=_key(), run_id="run_1", response=response, now_ms=_T0 + 1
+            )
+            record = await store.lookup(_key(), now_ms=_T0 + 2)
+            assert record is not None
+            assert record.state == "accepted"
+            assert record.response == response
+            # only a pending fence completes: a second completion changes nothing
+            other = StoredResponse(status=202, body=b"{}")
+            assert not await store.complete(
+                key_hash=_key(), run_id="run_1", response=other, now_ms=_T0 + 3
+            )
+            again = await store.lookup(_key(), now_ms=_T0 + 4)
+            assert again is not None
+            assert again.response == response
+        finally:
+            await store.close()
+
+    async def test_idempotency_data_survives_a_reopen(self, tmp_path: Path) -> None:
+        store = await self._open(tmp_path)
+        response = StoredResponse(status=202, body=b'{"a":1}')
+        try:
+            await self._reserve(store)
+            await store.complete(key_hash=_key(), run_id="run_1", response=response, now_ms=_T0)
+        finally:
+            await store.close()
+        reopened = await self._open(tmp_path)
+        try:
+            record = await reopened.lookup(_key(), now_ms=_T0 + 1)
+            assert record is not None
+            assert record.response == response
+            assert await reopened.schema_version() >= 2
+        finally:
+            await reopened.close()
+
+    async def test_idempotency_release_frees_the_key_and_mark_unknown_burns_it(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store)
+            assert not await store.release(key_hash=_key(), run_id="run_other")
+            assert await store.release(key_hash=_key(), run_id="run_1")
+            assert await store.lookup(_key(), now_ms=_T0) is None
+            assert await self._reserve(store, run_id="run_2")
+            assert await store.mark_unknown(key_hash=_key(), run_id="run_2", now_ms=_T0 + 1)
+            assert not await store.release(key_hash=_key(), run_id="run_2")  # not pending
+            record = await store.lookup(_key(), now_ms=_T0 + 2)
+            assert record is not None
+            assert (record.state, record.run_id) == ("outcome_unknown", "run_2")
+        finally:
+            await store.close()
+
+    async def test_idempotency_recover_makes_pending_fences_outcome_unknown(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store, key=_key("a"), run_id="run_a")
+            await self._reserve(store, key=_key("b"), run_id="run_b")
+            await store.complete(
+                key_hash=_key("b"),
+                run_id="run_b",
+                response=StoredResponse(status=202, body=b"{}"),
+                now_ms=_T0,
+            )
+            assert await store.recover(now_ms=_T0 + 1) == 1
+            a = await store.lookup(_key("a"), now_ms=_T0 + 2)
+            b = await store.lookup(_key("b"), now_ms=_T0 + 2)
+            assert a is not None
+            assert b is not None
+            assert (a.state, b.state) == ("outcome_unknown", "accepted")
+        finally:
+            await store.close()
+
+    async def test_idempotency_an_expired_fence_is_absent_and_replaced_on_reserve(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store, run_id="run_1")
+            await store.complete(
+                key_hash=_key(),
+                run_id="run_1",
+                response=StoredResponse(status=202, body=b"{}"),
+                now_ms=_T0,
+            )
+            assert await store.lookup(_key(), now_ms=_T0 + _TTL - 1) is not None
+            assert await store.lookup(_key(), now_ms=_T0 + _TTL) is None
+            assert await self._reserve(store, run_id="run_2", now_ms=_T0 + _TTL)
+            record = await store.lookup(_key(), now_ms=_T0 + _TTL + 1)
+            assert record is not None
+            assert (record.run_id, record.state, record.response) == ("run_2", "pending", None)
+        finally:
+            await store.close()
+
+    async def test_idempotency_sweep_removes_expired_pairs_and_advances_the_watermark(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            assert await store.watermark() == 0
+            await self._reserve(store, key=_key("old"), run_id="run_old", now_ms=_T0)
+            await store.complete(
+                key_hash=_key("old"),
+                run_id="run_old",
+                response=StoredResponse(status=202, body=b"{}"),
+                now_ms=_T0,
+            )
+            await self._reserve(store, key=_key("new"), run_id="run_new", now_ms=_T0 + 1000)
+            report = await store.sweep(now_ms=_T0 + _TTL)
+            assert (report.responses_removed, report.fences_removed) == (1, 1)
+            assert report.watermark_ms == _T0 + _TTL
+            assert await store.watermark() == _T0 + _TTL
+            assert [r.run_id for r in await store.records()] == ["run_new"]
+            # the watermark never moves back
+            assert (await store.sweep(now_ms=_T0)).watermark_ms == _T0 + _TTL
+        finally:
+            await store.close()
+
+    async def test_idempotency_records_are_newest_first_and_never_hold_the_raw_key(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store, key=_key("secret-key-a"), run_id="run_a", now_ms=_T0)
+            await self._reserve(
+                store,
+                key=_key("secret-key-b", "other"),
+                integration="other",
+                run_id="run_b",
+                now_ms=_T0 + 1,
+            )
+            records = await store.records()
+            assert [r.run_id for r in records] == ["run_b", "run_a"]
+            assert [r.run_id for r in await store.records(integration="hook")] == ["run_a"]
+            assert [r.run_id for r in await store.records(limit=1)] == ["run_b"]
+            assert all("secret-key" not in str(r.to_dict()) for r in records)
+        finally:
+            await store.close()
+
+    async def test_idempotency_concurrent_reservations_of_one_key_create_exactly_one(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            created = await asyncio.gather(
+                *(self._reserve(store, run_id=f"run_{i}") for i in range(100))
+            )
+            assert sum(created) == 1
+            record = await store.lookup(_key(), now_ms=_T0)
+            assert record is not None
+            assert record.run_id == f"run_{created.index(True)}"
+        finally:
+            await store.close()

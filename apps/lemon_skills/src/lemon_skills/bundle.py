@@ -1,0 +1,169 @@
+"""A skill bundle on disk: its files, its content hash, and a copy that never follows links.
+
+A bundle is every file under the skill's directory except version-control metadata (``.git``
+directories at any depth). Symbolic links are entries of their own (their target text is hashed
+and copied as a link), never followed: reading, hashing and copying a bundle never leaves it.
+Only regular files and symlinks are allowed; a FIFO, socket or device makes the bundle invalid,
+and so does a file name that is not UTF-8 or holds control or invisible characters.
+
+The bundle hash is SHA-256 over the path-sorted lines ``<path>\\t<kind>\\t<sha256>`` joined by
+``\\n`` (the file's content hash, or a symlink's target text hash), so any byte changed, any file
+added, removed, renamed or retargeted changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from lemon_skills.errors import SkillSourceError
+
+__all__ = ["BundleEntry", "BundleLimits", "bundle_entries", "bundle_hash", "copy_bundle"]
+
+_SKIPPED_DIRS: Final = frozenset({".git"})
+_CHUNK: Final = 1 << 20
+# Control, bidirectional-control and invisible characters: never in a bundle's file names (they
+# disguise names, and a newline or tab could make two bundles' hash lines read alike).
+_BAD_NAME: Final = re.compile(
+    "[\x00-\x1f\x7f\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufeff\U000e0000-\U000e007f]"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BundleLimits:
+    """Bounds of a bundle: more files or bytes than this is refused as not a skill."""
+
+    max_files: int = 2_000
+    max_total_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BundleEntry:
+    """One entry of a bundle: a regular file or a symbolic link (never followed)."""
+
+    path: str
+    """Relative POSIX path inside the bundle."""
+    kind: Literal["file", "symlink"]
+    size: int
+    sha256: str
+    """The content's hash (a file) or the link target text's hash (a symlink)."""
+    target: str | None = None
+    """A symlink's target text, as stored in the link."""
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, str, os.stat_result]]:
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(directory)
+        keep: list[str] = []
+        for name in sorted(dirnames):
+            if name in _SKIPPED_DIRS:
+                continue
+            full = base / name
+            info = full.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                yield full, full.relative_to(root).as_posix(), info
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            full = base / name
+            yield full, full.relative_to(root).as_posix(), full.lstat()
+
+
+def _check_name(root: Path, rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SkillSourceError(
+            f"{root}: a file name is not UTF-8 ({rel.encode('utf-8', 'surrogateescape')!r}); "
+            "rename it"
+        ) from None
+    if _BAD_NAME.search(rel):
+        raise SkillSourceError(
+            f"{root}: the file name {rel!r} holds control or invisible characters; rename it"
+        )
+
+
+def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[BundleEntry]:
+    """The bundle under ``root``, sorted by path. Raises :class:`SkillSourceError` for a
+    missing directory, a special file, or a bundle over its limits."""
+    lim = limits or BundleLimits()
+    if not root.is_dir() or root.is_symlink():
+        raise SkillSourceError(f"{root} is not a directory")
+    entries: list[BundleEntry] = []
+    total = 0
+    for full, rel, info in _walk(root):
+        _check_name(root, rel)
+        if len(entries) >= lim.max_files:
+            raise SkillSourceError(
+                f"{root}: more than {lim.max_files} files; a skill bundle must be smaller"
+            )
+        if stat.S_ISLNK(info.st_mode):
+            target = os.readlink(full)
+            entries.append(
+                BundleEntry(
+                    path=rel,
+                    kind="symlink",
+                    size=0,
+                    target=target,
+                    sha256=hashlib.sha256(target.encode("utf-8", "surrogateescape")).hexdigest(),
+                )
+            )
+        elif stat.S_ISREG(info.st_mode):
+            total += info.st_size
+            if total > lim.max_total_bytes:
+                raise SkillSourceError(
+                    f"{root}: more than {lim.max_total_bytes} bytes; a skill bundle must be smaller"
+                )
+            entries.append(
+                BundleEntry(path=rel, kind="file", size=info.st_size, sha256=_file_sha256(full))
+            )
+        else:
+            raise SkillSourceError(
+                f"{root}: {rel} is not a regular file or a link (a FIFO, socket or device); "
+                "a skill bundle holds only files"
+            )
+    entries.sort(key=lambda e: e.path)
+    return entries
+
+
+def bundle_hash(entries: list[BundleEntry] | Path) -> str:
+    """The content hash of a bundle (its entries, or the directory to read them from)."""
+    items = bundle_entries(entries) if isinstance(entries, Path) else entries
+    lines = "\n".join(f"{e.path}\t{e.kind}\t{e.sha256}" for e in sorted(items, key=_key))
+    return hashlib.sha256(lines.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _key(entry: BundleEntry) -> str:
+    return entry.path
+
+
+def copy_bundle(source: Path, dest: Path, limits: BundleLimits | None = None) -> None:
+    """Copy the bundle under ``source`` into the new directory ``dest``: files by content,
+    symlinks as symlinks (never followed), ``.git`` left out, nothing executed."""
+    entries = bundle_entries(source, limits)
+    dest.mkdir(parents=True, exist_ok=False)
+    for entry in entries:
+        target = dest / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if entry.kind == "symlink":
+            assert entry.target is not None
+            os.symlink(entry.target, target)
+        else:
+            shutil.copyfile(source / entry.path, target, follow_symlinks=False)
