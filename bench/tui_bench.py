@@ -1,7 +1,7 @@
 """The terminal UI: time to first paint, keystroke to echo, and scrolling a long transcript,
 against a real daemon, next to the bare interpreter measured in the same run.
 
-    .venv/bin/python bench/tui_bench.py [--runs 5] [--messages 400]
+    .venv/bin/python bench/tui_bench.py [--runs 5] [--messages 400] [--compare]
 
 The daemon (the daemon profile, offline provider, a fresh home) runs in this process on
 127.0.0.1; each run starts a fresh Python child that imports ``lemon_tui``, opens the app
@@ -15,9 +15,13 @@ headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was s
   (50 keys; Pilot's ``press`` adds settling waits, so it is not used for this figure);
 - ``fill``: ``--messages`` transcript blocks mounted (half questions, half Markdown answers
   of 48 lines each: 400 messages are about 10,000 lines), in one batch, laid out;
+- ``settle_memory``: ``LemonTUI.settle_memory()`` once after the fill (what the end of each
+  run does: collect, then ``gc.freeze()``);
 - ``scroll``: one page up or down of that transcript until the app is idle again, the frame
   composed (40 steps: median and worst); ``settle`` is the same wait with nothing to redraw
-  (Pilot's idle wait over the mounted widgets), the floor of that figure.
+  (Pilot's idle wait over the mounted widgets), the floor of that figure. ``--compare`` also
+  scrolls a child that skips ``settle_memory()`` (the garbage collector then walks the whole
+  transcript now and then: the worst steps).
 
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
@@ -39,8 +43,9 @@ from pathlib import Path
 
 _CHILD = r"""
 import asyncio, json, statistics, sys, time
-spawned = float(sys.argv[3])
+spawned = float(sys.argv[-1])
 messages = int(sys.argv[2])
+freeze = sys.argv[3] == "1"
 out = {}
 import lemon_tui
 out["import"] = time.time() - spawned
@@ -83,6 +88,10 @@ async def main():
             view = app.transcript
             view.scroll_end(animate=False)
             await pilot.pause()
+            if freeze:
+                start = time.perf_counter()
+                app.settle_memory()  # what the end of each run does in the app
+                out["settle_memory"] = time.perf_counter() - start
             out["lines"] = view.virtual_size.height
             settle = []
             for i in range(20):  # the same wait with nothing to redraw: the floor
@@ -123,7 +132,9 @@ async def _child(argv: list[str], env: dict[str, str]) -> tuple[float, bytes]:
     return time.time() - spawned, out
 
 
-async def _run(runs: int, messages: int, env: dict[str, str]) -> dict[str, list[float]]:
+async def _run(
+    runs: int, messages: int, env: dict[str, str], *, compare: bool
+) -> dict[str, list[float]]:
     from lemon_control_plane import ControlPlane
     from lemon_core.config import load_config
     from lemon_core.runtime import Runtime
@@ -139,13 +150,18 @@ async def _run(runs: int, messages: int, env: dict[str, str]) -> dict[str, list[
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
             ui = [sys.executable, "-c", _CHILD, plane.ws_url]
-            await _child([*ui, "0"], env)  # a warm-up (the bytecode cache is written)
+            await _child([*ui, "0", "1"], env)  # a warm-up (the bytecode cache is written)
             for _ in range(runs):
                 took, _ = await _child([sys.executable, "-c", "pass"], env)
                 seen["python -c pass"].append(took)
-                _, out = await _child([*ui, str(messages)], env)
+                _, out = await _child([*ui, str(messages), "1"], env)
                 for key, value in json.loads(out).items():
                     seen.setdefault(key, []).append(value)
+                if messages and compare:  # the same transcript without settle_memory()
+                    _, out = await _child([*ui, str(messages), "0"], env)
+                    for key, value in json.loads(out).items():
+                        if key.startswith("scroll"):
+                            seen.setdefault(f"{key} (no gc.freeze)", []).append(value)
     return seen
 
 
@@ -153,13 +169,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument(
+        "--compare", action="store_true", help="also scroll without LemonTUI.settle_memory()"
+    )
     args = parser.parse_args()
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    seen = asyncio.run(_run(args.runs, args.messages, env))
+    seen = asyncio.run(_run(args.runs, args.messages, env, compare=args.compare))
     for key, values in seen.items():
-        if key == "scroll_steps":
-            print(f"{'scroll steps':14} ms, last run: {values[-1]}")
+        if key.startswith("scroll_steps"):
+            print(f"{key:14} ms, last run: {values[-1]}")
             continue
         if key == "lines":
             print(f"{'lines':14} {int(statistics.median(values)):,} in the transcript")

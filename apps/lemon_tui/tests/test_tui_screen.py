@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from lemon_control_plane import ControlPlane
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, UserBlock
@@ -34,6 +36,10 @@ async def test_an_answer_streams_as_markdown_with_the_status_line(daemon: Contro
         assert box.region.bottom <= status.region.y
         assert status.region.bottom == 24
         assert transcript.region.height >= 15  # 80x24 leaves room for the conversation
+        # The run's end settled memory: the transcript so far is frozen for the collector.
+        await until(pilot, lambda: gc.get_freeze_count() > 0, "settle_memory ran")
+        app.switch("agent:default:main:sub:other")
+        assert gc.get_freeze_count() == 0  # a switch lets the removed widgets be collected
 
 
 async def test_no_daemon_says_how_to_start_one(daemon: ControlPlane) -> None:

@@ -14,6 +14,7 @@ collapsible tool output and diffs (see the app README).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections import deque
@@ -68,6 +69,7 @@ _OUTBOX: Final = 64  # messages typed while offline; more are refused with a not
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
+_FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
 _BACKGROUND: Final = 8  # background sessions watched for unread events
 _MAIN_SCREEN_ONLY: Final = frozenset(
     {"search_history", "switch_session", "pick_model", "toggle_output"}
@@ -154,6 +156,7 @@ class LemonTUI(App[int]):
         super().__init__()
         self.clock = clock
         self.first_paint_at: float | None = None  # time.monotonic() of the first frame
+        self._settled = 0
         self.theme = THEMES[shade or pick_shade(os.environ)]
         self._connect = connect
         self.where = where
@@ -379,6 +382,7 @@ class LemonTUI(App[int]):
                     block.replace_text(entry.text)
                     block.sealed = "ok"
                     self._add(block)
+            self.call_after_refresh(self.settle_memory)
         active = snapshot.active
         if active is not None:
             self.recovered_seq[active.run_id] = active.text_seq
@@ -473,6 +477,7 @@ class LemonTUI(App[int]):
             self.answer.replace_text(event.answer)
             self._add(self.answer)
         self._seal(label if not event.ok else "ok")
+        self.call_after_refresh(self.settle_memory)
         self.waiting_for.discard(event.run_id)
         self.recovered_seq.pop(event.run_id, None)
         self.recovered_seq.pop(event.attempt_id, None)
@@ -790,6 +795,19 @@ class LemonTUI(App[int]):
         except _lost() as exc:
             self.note(f"[yellow]{escape(line.split(' ', 1)[0])} failed:[/] {escape(str(exc))}")
 
+    def settle_memory(self) -> None:
+        """After a run ends (or a history is shown): collect what is garbage now, then freeze
+        what is left (``gc.freeze``), so later collections do not walk a long transcript's
+        settled widgets again; that walk was the worst scroll stall (bench/tui_bench.py).
+        Only the young objects since the last freeze are walked here. A session switch
+        unfreezes first, so the widgets it removes can be collected, and so does every
+        ``_FULL_COLLECTION_EVERY``-th call (what was frozen and became garbage since)."""
+        self._settled += 1
+        if self._settled % _FULL_COLLECTION_EVERY == 0:
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
     def switch(self, session: str) -> None:
         """Follow ``session`` instead: the transcript shows its history from a snapshot; the
         one left keeps being watched in the background (its unread events are counted)."""
@@ -812,6 +830,7 @@ class LemonTUI(App[int]):
         self.cards.clear()
         self.recovered_seq.clear()
         self.to_ask.clear()
+        gc.unfreeze()  # the removed widgets may be collected (see settle_memory)
         self.transcript.remove_children()
         self.note(f"session {escape(session)}")
         self._switched = True
