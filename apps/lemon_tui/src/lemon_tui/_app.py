@@ -7,8 +7,8 @@ its typed events in order on the app's loop. When the stream ends with a ``Strea
 uncertain prefix) and deltas the snapshot already holds (``seq <= text_seq``) are skipped.
 A dropped connection is re-opened with backoff and recovered the same way.
 
-What it does not do yet: history search, completion, the session switcher and model picker,
-collapsible tool output and diffs (see the app README).
+The editor is ``_editor``, the slash commands and pickers' work ``_slash`` (with
+``_pickers``), the blocks and cards ``_widgets``; what the app shows is in the app README.
 """
 
 from __future__ import annotations
@@ -45,8 +45,14 @@ from lemon_core.sessions import (
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo, offered
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
-from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
-from lemon_tui._slash import SessionUsage, load_models, run_command, set_model
+from lemon_tui._slash import (
+    SessionUsage,
+    load_models,
+    open_model_picker,
+    open_switcher,
+    run_command,
+    set_model,
+)
 from lemon_tui._text import escape
 from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._widgets import (
@@ -695,62 +701,19 @@ class LemonTUI(App[int]):
 
     async def action_switch_session(self) -> None:
         """Ctrl+X: the session switcher (``sessions.list`` with the unread counts)."""
-        port = self.port
-        if port is None:
-            self.note("[yellow]not connected[/]: the sessions cannot be listed")
-            return
         try:
-            listed = await port.sessions()
-        except _lost() as exc:
+            await open_switcher(self)
+        except _refused() as exc:
             self.note(f"[yellow]could not list the sessions:[/] {escape(str(exc))}")
-            return
-        rows = [
-            SessionRow(
-                key=r.session_key,
-                runs=r.runs,
-                active=r.active,
-                updated_at_ms=r.updated_at_ms,
-                preview=r.last_answer_preview,
-                unread=self.background.get(r.session_key, 0),
-                current=r.session_key == self.session,
-            )
-            for r in listed
-        ]
-        known = {r.key for r in rows}
-        for key, unread in [(self.session, 0), *self.background.items()]:
-            if key not in known:  # not run yet (a /new one) or beyond the list's page
-                known.add(key)
-                rows.append(SessionRow(key=key, unread=unread, current=key == self.session))
-
-        def taken(key: str | None) -> None:
-            self.editor.focus()
-            if key == NEW_SESSION:
-                self.run_worker(self.command("/new"), group="commands")
-            elif key is not None and key != self.session:
-                self.switch(key)
-
-        self.push_screen(SessionSwitcher(rows, now=self.clock), taken)
 
     async def action_pick_model(self) -> None:
         """Ctrl+O: the model picker (``models.list``)."""
         try:
-            models = await load_models(self)
+            await open_model_picker(self)
         except _refused() as exc:
             self.note(f"[yellow]could not list the models:[/] {escape(str(exc))}")
-            return
-        if not models:
-            self.note("this daemon does not list its models; /model PROVIDER:MODEL sets one")
-            return
 
-        def taken(model: ModelInfo | None) -> None:
-            self.editor.focus()
-            if model is not None:
-                ref = None if model.default else model.ref
-                self.run_worker(self._set_model(ref), group="commands")
-
-        self.push_screen(ModelPicker(models, current=self.model), taken)
-
-    async def _set_model(self, ref: str | None) -> None:
+    async def set_model_or_say(self, ref: str | None) -> None:
         try:
             await set_model(self, ref)
         except _refused() as exc:

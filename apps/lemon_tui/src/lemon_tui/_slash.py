@@ -11,12 +11,20 @@ from typing import TYPE_CHECKING, Any, Final
 from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
 from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
+from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
 from lemon_tui._text import escape
 
 if TYPE_CHECKING:
     from lemon_tui._app import LemonTUI
 
-__all__ = ["SessionUsage", "load_models", "run_command", "set_model"]
+__all__ = [
+    "SessionUsage",
+    "load_models",
+    "open_model_picker",
+    "open_switcher",
+    "run_command",
+    "set_model",
+]
 
 _HISTORY_DEFAULT: Final = 20
 _HISTORY_MAX: Final = 200
@@ -65,6 +73,57 @@ async def set_model(app: LemonTUI, ref: str | None) -> None:
         where = "set on the session"
     app.note(f"model: {escape(ref or 'the daemon default')} ({where})")
     app.paint_status()
+
+
+async def open_switcher(app: LemonTUI) -> None:
+    """The session switcher: ``sessions.list`` with this client's unread counts, plus the
+    current and background sessions the list does not hold (not run yet, or past its page)."""
+    port = app.port
+    if port is None:
+        app.note("[yellow]not connected[/]: the sessions cannot be listed")
+        return
+    rows = [
+        SessionRow(
+            key=r.session_key,
+            runs=r.runs,
+            active=r.active,
+            updated_at_ms=r.updated_at_ms,
+            preview=r.last_answer_preview,
+            unread=app.background.get(r.session_key, 0),
+            current=r.session_key == app.session,
+        )
+        for r in await port.sessions()
+    ]
+    known = {r.key for r in rows}
+    for key, unread in [(app.session, 0), *app.background.items()]:
+        if key not in known:
+            known.add(key)
+            rows.append(SessionRow(key=key, unread=unread, current=key == app.session))
+
+    def taken(key: str | None) -> None:
+        app.editor.focus()
+        if key == NEW_SESSION:
+            app.run_worker(app.command("/new"), group="commands")
+        elif key is not None and key != app.session:
+            app.switch(key)
+
+    app.push_screen(SessionSwitcher(rows, now=app.clock), taken)
+
+
+async def open_model_picker(app: LemonTUI) -> None:
+    """The model picker over ``models.list``; the one taken is set (the default: none)."""
+    models = await load_models(app)
+    if not models:
+        app.note("this daemon does not list its models; /model PROVIDER:MODEL sets one")
+        return
+
+    def taken(model: ModelInfo | None) -> None:
+        app.editor.focus()
+        if model is not None:
+            ref = None if model.default else model.ref
+            app.run_worker(app.set_model_or_say(ref), group="commands")
+
+    app.push_screen(ModelPicker(models, current=app.model), taken)
 
 
 async def run_command(app: LemonTUI, line: str) -> None:
