@@ -4,6 +4,9 @@ history, Ctrl+R searches it, and slash commands complete."""
 
 from __future__ import annotations
 
+import stat
+from pathlib import Path
+
 from textual import events
 
 from lemon_control_plane import ControlPlane
@@ -152,3 +155,27 @@ def test_history_is_bounded_and_keeps_one_of_a_repeat() -> None:
     assert history.newer() == "draft"
     assert history.newer() is None
     assert history.search("") == ["d", "c", "b"]
+
+
+def test_history_is_kept_in_a_private_file_across_runs(tmp_path: Path) -> None:
+    path = tmp_path / "tui" / "history.jsonl"
+    first = InputHistory(bound=3, path=path)
+    for entry in ("one", "two\nlines", "three"):
+        first.add(entry)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = InputHistory(bound=3, path=path)
+    assert list(again.entries) == ["one", "two\nlines", "three"]
+    for entry in ("four", "five", "six"):  # 6 lines: rewritten with the last 3
+        again.add(entry)
+    assert len(path.read_text().splitlines()) == 3
+    with path.open("a") as out:
+        out.write("not json\n7\n")
+    assert list(InputHistory(bound=3, path=path).entries) == ["four", "five", "six"]
+
+
+def test_an_unwritable_history_file_keeps_the_history_in_memory(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    history = InputHistory(path=blocker / "history.jsonl")  # under a file: cannot be made
+    history.add("still kept")
+    assert list(history.entries) == ["still kept"]

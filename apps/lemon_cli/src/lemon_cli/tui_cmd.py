@@ -62,18 +62,19 @@ def open_tui(
     import os
 
     from lemon_control_plane.config import TOKEN_ENV
+    from lemon_core.config import lemon_home
     from lemon_tui import LemonTUI, websocket_connector
 
     target = url or _running_daemon_url()
     if target is None and not host_if_needed:
-        from lemon_core.config import lemon_home
-
         err.print(
             f"lemon tui: no daemon runs for {lemon_home()}; start one with `lemon daemon start` "
             "(or pass --url ws://HOST:PORT/ws)",
             markup=False,
         )
         return 1
+
+    history = lemon_home() / "tui" / "history.jsonl"  # what was typed, kept across runs (0600)
 
     def app_on(ws_url: str, where: str) -> LemonTUI:
         app = LemonTUI(
@@ -83,6 +84,7 @@ def open_tui(
             cwd=cwd,
             tool_policy=tool_policy,
             shade=shade,
+            history=history,
         )
         app.model = model
         return app

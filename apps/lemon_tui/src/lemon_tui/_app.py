@@ -19,6 +19,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import ClassVar, Final, Protocol
 
 from textual.app import App, ComposeResult
@@ -158,9 +159,11 @@ class LemonTUI(App[int]):
         cwd: str | None = None,
         clock: Callable[[], float] = time.time,
         shade: Shade | None = None,
+        history: Path | None = None,
     ) -> None:
         super().__init__()
         self.clock = clock
+        self.history_path = history
         self.first_paint_at: float | None = None  # time.monotonic() of the first frame
         self._settled = 0
         self.theme = THEMES[shade or pick_shade(os.environ)]
@@ -195,7 +198,11 @@ class LemonTUI(App[int]):
         yield VerticalScroll(id="transcript")
         hints = CommandHints(id="hints")
         yield hints
-        editor = Editor(id="input", placeholder="message · /help · Shift+Enter or Ctrl+J: new line")
+        editor = Editor(
+            id="input",
+            placeholder="message · /help · Shift+Enter or Ctrl+J: new line",
+            history=self.history_path,
+        )
         editor.hints = hints
         yield editor
         yield StatusLine(id="status")

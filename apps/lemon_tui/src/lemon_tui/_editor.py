@@ -17,7 +17,10 @@ listed above; Tab (or Right) takes it, Tab again moves to the next match.
 
 from __future__ import annotations
 
+import json
+import os
 from collections import deque
+from pathlib import Path
 from typing import ClassVar, Final
 
 from textual import events
@@ -40,17 +43,60 @@ _NEWLINE_KEYS: Final = frozenset({"shift+enter", "ctrl+j", "alt+enter", "ctrl+en
 
 class InputHistory:
     """What was sent, oldest first (at most ``bound`` entries; an immediate repeat is kept
-    once). A cursor walks it for Up/Down; :meth:`reset` puts the cursor after the newest."""
+    once). A cursor walks it for Up/Down; :meth:`reset` puts the cursor after the newest.
 
-    def __init__(self, bound: int = _HISTORY) -> None:
+    With ``path`` it is kept in that file across runs: one JSON string per line, appended as
+    entries come, created owner-only (0600: what is typed may be private), rewritten with the
+    last ``bound`` entries when it holds twice as many. A file that cannot be read or written
+    leaves the history in memory only; a line that is not a JSON string is skipped."""
+
+    def __init__(self, bound: int = _HISTORY, path: Path | None = None) -> None:
         self.entries: deque[str] = deque(maxlen=bound)
         self._at: int | None = None  # index being shown; None: the draft
         self._draft = ""
+        self._path = path
+        self._lines = 0
+        if path is not None:
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return
+        self._lines = len(lines)
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, str) and entry:
+                self.entries.append(entry)
 
     def add(self, text: str) -> None:
         if text and (not self.entries or self.entries[-1] != text):
             self.entries.append(text)
+            self._keep(text)
         self.reset()
+
+    def _keep(self, text: str) -> None:
+        path = self._path
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if self._lines + 1 >= 2 * (self.entries.maxlen or _HISTORY):
+                body = "".join(json.dumps(e) + "\n" for e in self.entries)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                self._lines = len(self.entries)
+            else:
+                body = json.dumps(text) + "\n"
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                self._lines += 1
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(body)
+        except OSError:
+            self._path = None  # the history stays in memory only
 
     def reset(self) -> None:
         self._at = None
@@ -140,7 +186,9 @@ class Editor(TextArea):
         def control(self) -> Editor:
             return self.editor
 
-    def __init__(self, *, id: str | None = None, placeholder: str = "") -> None:
+    def __init__(
+        self, *, id: str | None = None, placeholder: str = "", history: Path | None = None
+    ) -> None:
         super().__init__(
             id=id,
             soft_wrap=True,
@@ -149,7 +197,7 @@ class Editor(TextArea):
             highlight_cursor_line=False,
             placeholder=placeholder,
         )
-        self.sent_history = InputHistory()
+        self.sent_history = InputHistory(path=history)
         self.matches: list[Command] = []
         self.chosen = 0
         self.hints: CommandHints | None = None
