@@ -16,7 +16,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from lemon_tui._daemon import ModelInfo
-from lemon_tui._text import clip, escape
+from lemon_tui._text import clip, count, escape
 
 __all__ = ["NEW_SESSION", "ModelPicker", "SessionRow", "SessionSwitcher", "age"]
 
@@ -133,10 +133,8 @@ class SessionSwitcher(Picker[str]):
             unread = f" [reverse] {r.unread} new [/]" if r.unread else ""
             when = age(r.updated_at_ms, now_ms)
             preview = f"  [dim]{escape(clip(r.preview, 40))}[/]" if r.preview else ""
-            label = (
-                f"{mark} {escape(r.key)}  [dim]{r.runs} runs{' · ' + when if when else ''}[/]"
-                f"{state}{unread}{preview}"
-            )
+            runs = count(r.runs, "run") + (f" · {when}" if when else "")
+            label = f"{mark} {escape(r.key)}  [dim]{runs}[/]{state}{unread}{preview}"
             items.append((r.key, label, f"{r.key} {r.preview}"))
         current = next((r.key for r in rows if r.current), None)
         super().__init__(items, chosen=current)

@@ -12,7 +12,7 @@ from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
 from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
-from lemon_tui._text import escape
+from lemon_tui._text import count, escape
 
 if TYPE_CHECKING:
     from lemon_tui._app import LemonTUI
@@ -162,7 +162,7 @@ async def run_command(app: LemonTUI, line: str) -> None:
         for row in rows:
             mark = "*" if row.session_key == app.session else " "
             busy = " · running" if row.active else ""
-            app.note(f"{mark} {escape(row.session_key)}  {row.runs} runs{busy}")
+            app.note(f"{mark} {escape(row.session_key)}  {count(row.runs, 'run')}{busy}")
     elif name == "/history":
         await _history(app, port, arg)
     elif name == "/model":
@@ -262,7 +262,7 @@ async def _approvals(app: LemonTUI, port: SessionPort) -> None:
 async def _usage(app: LemonTUI) -> None:
     seen = app.usage.get(app.session) or SessionUsage()
     app.note(
-        f"[b]this session[/] (as this client saw it): {seen.runs} runs · "
+        f"[b]this session[/] (as this client saw it): {count(seen.runs, 'run')} · "
         f"{seen.input_tokens:,} in · {seen.output_tokens:,} out · "
         f"{seen.cache_tokens:,} cached · ${seen.cost_usd:.4f}"
     )
@@ -278,7 +278,7 @@ async def _usage(app: LemonTUI) -> None:
         tokens = payload.get("tokens") or {}
         app.note(
             f"[b]the daemon[/] ({escape(str(payload.get('period', 'today')))}): "
-            f"{payload.get('runs', '?')} runs · {tokens.get('input', 0):,} in · "
+            f"{count(payload.get('runs', '?'), 'run')} · {tokens.get('input', 0):,} in · "
             f"{tokens.get('output', 0):,} out · ${float(payload.get('cost') or 0):.4f}"
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["clip", "escape"]
+__all__ = ["clip", "count", "escape"]
 
 _SHOWN: Final = 200
 
@@ -20,3 +20,8 @@ def clip(text: str, limit: int = _SHOWN) -> str:
     """One line of at most ``limit`` characters (``…`` when cut)."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def count(n: object, noun: str) -> str:
+    """``1 run``, ``3 runs``, ``? runs`` (a figure the daemon did not give)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
