@@ -26,16 +26,14 @@ NEW_SESSION = "+new"
 
 
 def age(updated_at_ms: int, now_ms: int) -> str:
-    """How long ago, in one short word: ``now``, ``42s``, ``5m``, ``3h``, ``2d``."""
+    """How long ago, in one short word: ``now`` (under a minute), ``5m``, ``3h``, ``2d``."""
     if updated_at_ms <= 0:
         return ""
     s = max(0, (now_ms - updated_at_ms) // 1000)
-    if s < 5:
-        return "now"
     for size, unit in ((86_400, "d"), (3600, "h"), (60, "m")):
         if s >= size:
             return f"{s // size}{unit}"
-    return f"{s}s"
+    return "now"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
