@@ -39,6 +39,7 @@ async def test_patch_model_shows_in_detail_and_names_the_model_of_the_next_run(
         sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "hello"})
         started = await other.event("agent", type="started", runId=sent["runId"])
         assert (started["payload"]["provider"], started["payload"]["model"]) == (provider, name)
+        assert started["payload"]["thinkingLevel"] == "high"
         await c.completed(sent["runId"])
         cleared = await c.call("sessions.patch", {"sessionKey": SESSION, "model": None})
         assert cleared["session"]["model"] is None

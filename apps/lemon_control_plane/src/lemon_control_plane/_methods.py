@@ -441,7 +441,7 @@ class Methods:
         key = _session_key(params)
         self._bridge.follow(key)
         settings = await self._port.settings(key)
-        self._bridge.note_model(key, settings.model)
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
         ref = settings.model or self._config.default_model or self._catalog_default()
         provider, model = model_parts(ref)
         return {
@@ -505,7 +505,7 @@ class Methods:
             settings = await self._port.patch(key, **changes)
         except ValueError as exc:
             raise WireError("INVALID_PARAMS", str(exc)) from None
-        self._bridge.note_model(key, settings.model)
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
         wire_keys = {"model": "model", "thinking_level": "thinkingLevel", "label": "label"}
         return {
             "success": True,
@@ -665,7 +665,7 @@ class Methods:
             settings = await self._port.patch(key, **changes)
         except ValueError as exc:
             raise WireError("INVALID_PARAMS", str(exc)) from None
-        self._bridge.note_model(key, settings.model)
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
         return port_payload(settings)
 
     async def port_reset(self, conn: Connection, params: dict[str, Any]) -> Any:

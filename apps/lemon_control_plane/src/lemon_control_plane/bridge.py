@@ -127,7 +127,7 @@ class EventBridge:
         self._approvals: OrderedDict[str, dict[str, Any]] = OrderedDict()
         # session key -> its own model ("provider:model"), as sessions.patch / session.detail
         # last saw it: what `agent started` names (else the runtime's default).
-        self._models: OrderedDict[str, str] = OrderedDict()
+        self._models: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
         # retry attempt id -> the run as submitted (the id the wire shows)
         self._attempts: OrderedDict[str, str] = OrderedDict()
         self._idle = asyncio.Event()
@@ -166,12 +166,15 @@ class EventBridge:
         if self._tg is None or self._closing:
             raise WireError("UNAVAILABLE", "the control plane is shutting down")
 
-    def note_model(self, session_key: str, model: str | None) -> None:
-        """The session's own model (``None``: it uses the runtime's default)."""
-        if model is None:
+    def note_settings(
+        self, session_key: str, model: str | None, thinking_level: str | None = None
+    ) -> None:
+        """The session's own model and thinking level (``None``: not set), as
+        ``agent started`` names them."""
+        if model is None and thinking_level is None:
             self._models.pop(session_key, None)
             return
-        self._models[session_key] = model
+        self._models[session_key] = (model, thinking_level)
         self._models.move_to_end(session_key)
         while len(self._models) > _REMEMBERED_RUNS:
             self._models.popitem(last=False)
@@ -264,7 +267,7 @@ class EventBridge:
             run.started_at_ms = int(time.time() * 1000)
             self._active[run_id] = session_key
             self._idle.clear()
-            own = self._models.get(session_key)
+            own, level = self._models.get(session_key, (None, None))
             provider, model = model_parts(own) if own else (self._provider, self._model)
             self._emit(
                 "agent",
@@ -276,7 +279,7 @@ class EventBridge:
                     "parentRunId": None,
                     "model": model,
                     "provider": provider,
-                    "thinkingLevel": None,
+                    "thinkingLevel": level,
                 },
                 session_key,
             )

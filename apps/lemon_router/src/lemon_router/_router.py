@@ -371,8 +371,9 @@ class Router:
         return tuple(self._revisions)
 
     def on_new_session(self, listener: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``listener(session_key)`` when a session not among :meth:`known_sessions`
-        changes, before the change is published; returns the function that removes it."""
+        """Call ``listener(session_key)`` whenever a session changes (a run accepted, a phase,
+        a queue outcome), before the change is published, so a listener that follows each
+        session it hears of sees everything of it; returns the function that removes it."""
         self._session_listeners.append(listener)
 
         def remove() -> None:
@@ -510,9 +511,8 @@ class Router:
     def _touch(self, session_key: str) -> None:
         self._changes += 1
         revisions = self._revisions
-        if session_key not in revisions and self._session_listeners:
-            # Before anything of the session is published: a listener subscribing now sees
-            # all of it.
+        if self._session_listeners:
+            # Before the change is published: a listener subscribing now sees all of it.
             for listener in tuple(self._session_listeners):
                 listener(session_key)
         revisions[session_key] = self._changes

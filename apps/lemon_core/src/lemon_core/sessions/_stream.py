@@ -338,8 +338,9 @@ class BusAllSessionsStream(BusSessionStream):
     event naming its own session. The stream's ``session_key`` is ``"*"``.
 
     The owner subscribes it to each session with :meth:`add` before that session's first
-    publication (the router does so when it first sees a session); at most ``max_sessions``
-    stay subscribed, the least recently added let go first. An event's session is read from
+    publication (the router does so whenever a session changes); at most ``max_sessions``
+    stay subscribed, the least recently added (or re-added) let go first, and added again as
+    soon as it changes again. An event's session is read from
     its meta (``session_key``), else its payload, else the session its run was last seen in.
     """
 
