@@ -65,6 +65,10 @@ async def test_ctrl_x_lists_sessions_and_switches(
         await until(pilot, lambda: bool(app.query(UserBlock)), "its history")
         assert "agent:default:main" not in app.background
         assert "unread" not in status_text(app)
+        # A session this client never opened counts too (one watch_all stream).
+        await ran(other, "agent:default:main:sub:stranger", "/echo from another client")
+        await until(pilot, lambda: app.background.get("agent:default:main:sub:stranger") == 1, "")
+        assert "1 unread (Ctrl+X)" in status_text(app)
 
 
 async def test_the_switcher_offers_a_new_session(daemon: ControlPlane) -> None:

@@ -77,7 +77,7 @@ _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
 _FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
-_BACKGROUND: Final = 8  # background sessions watched for unread events
+_BACKGROUND: Final = 64  # background sessions whose unread events are counted
 _MAIN_SCREEN_ONLY: Final = frozenset(
     {"search_history", "switch_session", "pick_model", "toggle_output"}
 )
@@ -188,7 +188,6 @@ class LemonTUI(App[int]):
         self.models: list[ModelInfo] | None = None  # models.list, cached per connection
         self.usage: dict[str, SessionUsage] = {}
         self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
-        self._background_streams: dict[str, SessionStream] = {}
         self._stream: SessionStream | None = None
         self._switched = False
 
@@ -323,8 +322,7 @@ class LemonTUI(App[int]):
             self.status.connection = "online"
             self.run_worker(self._learn_models(), group="models", exit_on_error=False)
             self.run_worker(self._learn_session(), group="models", exit_on_error=False)
-            for key in list(self.background):
-                self._watch_background(key)
+            self.run_worker(self._count_unread(port), group="background", exit_on_error=False)
             self.paint_status()
             try:
                 while True:
@@ -348,31 +346,34 @@ class LemonTUI(App[int]):
             self.paint_status()
             await port.aclose()
 
-    def _watch_background(self, key: str) -> None:
-        port = self.port
-        if port is None or key in self._background_streams or key not in self.background:
-            return
-        stream = port.watch(key)
-        self._background_streams[key] = stream
-        self.run_worker(self._count_unread(key, stream), group="background", exit_on_error=False)
-
-    def _stop_background(self, key: str) -> None:
-        stream = self._background_streams.pop(key, None)
-        if stream is not None:
-            stream.close()
-
-    async def _count_unread(self, key: str, stream: SessionStream) -> None:
-        """A background session: each answer ended and each approval asked is one unread."""
-        try:
-            async for event in stream:
-                if isinstance(event, RunEnded | ApprovalAsked) and key in self.background:
-                    self.background[key] += 1
-                    if isinstance(event, ApprovalAsked):
+    async def _count_unread(self, port: ClientPort) -> None:
+        """Every other session, on one ``watch_all`` stream for the connection: each answer
+        ended and each approval asked there is one unread (a session visited before says so
+        in a note when an approval waits). At most ``_BACKGROUND`` sessions are counted, the
+        least recently heard from forgotten first. An overflow watches again."""
+        while self.port is port:
+            try:
+                stream = port.watch_all()
+                async for event in stream:
+                    if isinstance(event, StreamOverflow):
+                        # Fell behind (counts may miss some) or the link went: pause, and
+                        # watch again while this connection is still the app's.
+                        await asyncio.sleep(_BACKOFF_S[0])
+                        break
+                    key = event.session_key
+                    if key == self.session or not isinstance(event, RunEnded | ApprovalAsked):
+                        continue
+                    visited = key in self.background
+                    self.background[key] = self.background.pop(key, 0) + 1
+                    while len(self.background) > _BACKGROUND:
+                        del self.background[next(iter(self.background))]
+                    if visited and isinstance(event, ApprovalAsked):
                         self.note(f"an approval waits in {escape(key)} (Ctrl+X switches)")
                     self.paint_status()
-        finally:
-            if self._background_streams.get(key) is stream:
-                del self._background_streams[key]
+                else:
+                    return  # closed: the connection is being replaced
+            except _lost():
+                return
 
     async def _recover(self, port: SessionPort, *, history: bool) -> None:
         """Catch up from the authority after a gap (or show a session switched to)."""
@@ -780,17 +781,13 @@ class LemonTUI(App[int]):
 
     def switch(self, session: str) -> None:
         """Follow ``session`` instead: the transcript shows its history from a snapshot; the
-        one left keeps being watched in the background (its unread events are counted)."""
+        one left is listed with the background sessions (their unread events are counted)."""
         left = self.session
         if left != session:
             self.background[left] = self.background.pop(left, 0)
             while len(self.background) > _BACKGROUND:
-                gone = next(iter(self.background))
-                self.background.pop(gone)
-                self._stop_background(gone)
-            self._watch_background(left)
+                del self.background[next(iter(self.background))]
         self.background.pop(session, None)
-        self._stop_background(session)
         self.session = session
         self.model = None  # the next session's own model (or the default) applies
         self.status.model = None
