@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, WebSocketSessionPort
+from lemon_core.execution import RunRequest
+from lemon_core.sessions import RunEnded
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, UserBlock
 
@@ -52,3 +54,22 @@ async def test_no_daemon_says_how_to_start_one(daemon: ControlPlane) -> None:
         await until(pilot, lambda: bool(app.query(NoteLine)), "a note")
         assert "lemon daemon start" in str(app.query_one(NoteLine).render())
         assert app.status.connection in ("offline", "reconnecting")
+
+
+async def test_opening_a_session_shows_its_recent_history(
+    daemon: ControlPlane, other: WebSocketSessionPort
+) -> None:
+    stream = other.watch("agent:default:main")
+    receipt = await other.submit(
+        RunRequest(origin="test", session_key="agent:default:main", prompt="/echo said before")
+    )
+    while not (
+        isinstance(event := await stream.get(), RunEnded) and event.run_id == receipt.run_id
+    ):
+        pass
+    stream.close()
+    app = app_for(daemon)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: bool(app.query(AnswerBlock)), "the history")
+        assert [u.text for u in app.query(UserBlock)] == ["/echo said before"]
+        assert [a.text for a in app.query(AnswerBlock)] == ["said before"]

@@ -189,7 +189,7 @@ class LemonTUI(App[int]):
         self.usage: dict[str, SessionUsage] = {}
         self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
         self._stream: SessionStream | None = None
-        self._switched = False
+        self._switched = True  # the first watch shows the session's recent history
 
     # -- layout ----------------------------------------------------------------------------------
 
