@@ -1,15 +1,32 @@
-"""Time to first paint of the terminal UI, and keystroke-to-echo, against a real daemon.
+"""The terminal UI: time to first paint, keystroke to echo, and scrolling a long transcript,
+against a real daemon, next to the bare interpreter measured in the same run.
 
-    .venv/bin/python bench/tui_bench.py [--runs 5]
+    .venv/bin/python bench/tui_bench.py [--runs 5] [--messages 400] [--compare]
 
 The daemon (the daemon profile, offline provider, a fresh home) runs in this process on
 127.0.0.1; each run starts a fresh Python child that imports ``lemon_tui``, opens the app
 headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was spawned:
-``paint`` (the screen mounted and drawn once) and ``online`` (connected to the daemon: the
-screen is interactive). The child then posts 50 key events to the input box and reports
-the mean time from a key event to the box's value holding it (``echo``; Pilot's own
-``press`` adds its settling waits, so it is not used for this figure). Goals (issue 13):
-first paint <= 400 ms, echo <= 16 ms. Prints medians over ``--runs``.
+
+- ``import``: ``lemon_tui`` imported (Textual included);
+- ``paint``: the screen mounted and its first frame composed (``LemonTUI.first_paint_at``,
+  taken before the connection is opened);
+- ``online``: connected to the daemon (hello-ok): the screen is interactive;
+- ``echo``: the mean time from a key event posted to the editor to its text holding it
+  (50 keys; Pilot's ``press`` adds settling waits, so it is not used for this figure);
+- ``fill``: ``--messages`` transcript blocks mounted (half questions, half Markdown answers
+  of 48 lines each: 400 messages are about 10,000 lines), in one batch, laid out;
+- ``settle_memory``: ``LemonTUI.settle_memory()`` once after the fill (what the end of each
+  run does: collect, then ``gc.freeze()``);
+- ``scroll``: one page up or down of that transcript until the app is idle again, the frame
+  composed (40 steps: median and worst); ``settle`` is the same wait with nothing to redraw
+  (Pilot's idle wait over the mounted widgets), the floor of that figure. ``--compare`` also
+  scrolls a child that skips ``settle_memory()`` (the garbage collector then walks the whole
+  transcript now and then: the worst steps).
+
+``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
+start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
+first (the bytecode cache written, as after the first start on any machine). Goals (issue 13):
+first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls.
 """
 
 from __future__ import annotations
@@ -17,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -24,76 +42,149 @@ import time
 from pathlib import Path
 
 _CHILD = r"""
-import asyncio, json, sys, time
-spawned = float(sys.argv[2])
+import asyncio, json, statistics, sys, time
+spawned = float(sys.argv[-1])
+messages = int(sys.argv[2])
+freeze = sys.argv[3] == "1"
+out = {}
+import lemon_tui
+out["import"] = time.time() - spawned
 from lemon_tui import LemonTUI, websocket_connector
-from textual import events
-from textual.widgets import Input
 
 async def main():
+    from textual import events
     app = LemonTUI(websocket_connector(sys.argv[1]), where=sys.argv[1])
-    out = {}
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        out["paint"] = time.time() - spawned
+        while app.first_paint_at is None:
+            await asyncio.sleep(0)
+        out["paint"] = time.time() - spawned - (time.monotonic() - app.first_paint_at)
         while app.status.connection != "online":
             await pilot.pause(0.001)
         out["online"] = time.time() - spawned
-        box = app.query_one("#input", Input)
+        box = app.editor
         took = []
         for i in range(50):
             start = time.perf_counter()
             box.post_message(events.Key("a", "a"))
-            while len(box.value) != i + 1:
+            while len(box.text) != i + 1:
                 await asyncio.sleep(0)
             took.append(time.perf_counter() - start)
         out["echo"] = sum(took) / len(took)
+        if messages:
+            from lemon_tui._widgets import AnswerBlock, UserBlock
+            answer = "\n".join(
+                f"{i}. a line of the answer with `code` and **bold** words" for i in range(1, 49)
+            )
+            blocks = []
+            for i in range(messages // 2):
+                blocks.append(UserBlock(f"question {i}: what does line {i} do?"))
+                block = AnswerBlock()
+                block.replace_text(answer)
+                blocks.append(block)
+            start = time.perf_counter()
+            await app.transcript.mount_all(blocks)
+            await pilot.pause()
+            out["fill"] = time.perf_counter() - start
+            view = app.transcript
+            view.scroll_end(animate=False)
+            await pilot.pause()
+            if freeze:
+                start = time.perf_counter()
+                app.settle_memory()  # what the end of each run does in the app
+                out["settle_memory"] = time.perf_counter() - start
+            out["lines"] = view.virtual_size.height
+            settle = []
+            for i in range(20):  # the same wait with nothing to redraw: the floor
+                start = time.perf_counter()
+                await pilot.pause()
+                settle.append(time.perf_counter() - start)
+            out["settle"] = statistics.median(settle)
+            steps = []
+            for i in range(40):
+                start = time.perf_counter()
+                if i < 20:
+                    view.scroll_page_up(animate=False)
+                else:
+                    view.scroll_page_down(animate=False)
+                await pilot.pause()
+                steps.append(time.perf_counter() - start)
+            out["scroll"] = statistics.median(steps)
+            out["scroll_worst"] = max(steps)
+            out["scroll_steps"] = [round(x * 1000) for x in steps]
     print(json.dumps(out))
 
 asyncio.run(main())
 """
 
 
-async def _run(runs: int) -> dict[str, list[float]]:
+async def _child(argv: list[str], env: dict[str, str]) -> tuple[float, bytes]:
+    spawned = time.time()
+    child = await asyncio.create_subprocess_exec(
+        *argv,
+        repr(spawned),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"the child failed: {err.decode()[-800:]}")
+    return time.time() - spawned, out
+
+
+async def _run(
+    runs: int, messages: int, env: dict[str, str], *, compare: bool
+) -> dict[str, list[float]]:
     from lemon_control_plane import ControlPlane
     from lemon_core.config import load_config
     from lemon_core.runtime import Runtime
 
+    seen: dict[str, list[float]] = {"python -c pass": []}
     with tempfile.TemporaryDirectory() as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         home.mkdir()
         work.mkdir()
         loaded = load_config(home=home, cwd=work, environ={})
         settings = {"control_plane": {"port": 0, "cwd": str(work)}}
-        seen: dict[str, list[float]] = {"paint": [], "online": [], "echo": []}
         async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
+            ui = [sys.executable, "-c", _CHILD, plane.ws_url]
+            await _child([*ui, "0", "1"], env)  # a warm-up (the bytecode cache is written)
             for _ in range(runs):
-                child = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-c",
-                    _CHILD,
-                    plane.ws_url,
-                    repr(time.time()),
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                )
-                out, err = await child.communicate()
-                if child.returncode != 0:
-                    raise SystemExit(f"the child failed: {err.decode()[-600:]}")
+                took, _ = await _child([sys.executable, "-c", "pass"], env)
+                seen["python -c pass"].append(took)
+                _, out = await _child([*ui, str(messages), "1"], env)
                 for key, value in json.loads(out).items():
-                    seen[key].append(value)
-        return seen
+                    seen.setdefault(key, []).append(value)
+                if messages and compare:  # the same transcript without settle_memory()
+                    _, out = await _child([*ui, str(messages), "0"], env)
+                    for key, value in json.loads(out).items():
+                        if key.startswith("scroll"):
+                            seen.setdefault(f"{key} (no gc.freeze)", []).append(value)
+    return seen
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument(
+        "--compare", action="store_true", help="also scroll without LemonTUI.settle_memory()"
+    )
     args = parser.parse_args()
-    seen = asyncio.run(_run(args.runs))
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    seen = asyncio.run(_run(args.runs, args.messages, env, compare=args.compare))
     for key, values in seen.items():
-        print(f"{key:7} median {statistics.median(values) * 1000:7.1f} ms  (runs: {len(values)})")
+        if key.startswith("scroll_steps"):
+            print(f"{key:14} ms, last run: {values[-1]}")
+            continue
+        if key == "lines":
+            print(f"{'lines':14} {int(statistics.median(values)):,} in the transcript")
+            continue
+        unit = 1000 * statistics.median(values)
+        print(f"{key:14} median {unit:8.1f} ms  (runs: {len(values)})")
 
 
 if __name__ == "__main__":

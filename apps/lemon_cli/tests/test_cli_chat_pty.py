@@ -1,5 +1,6 @@
-"""``lemon chat`` as a real subprocess in a pseudo-terminal (stdlib ``pty``): one-shot answer,
-an approval prompt answered, Ctrl-C cancelling the run but not the program."""
+"""``lemon chat`` as a real subprocess in a pseudo-terminal (stdlib ``pty``): one-shot answers,
+approval prompts answered inline, Ctrl-C cancelling the run, and with no message the
+full-screen UI (on the daemon bare ``lemon`` starts, or hosting the runtime itself)."""
 
 from __future__ import annotations
 
@@ -180,56 +181,41 @@ def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
 def test_an_approval_prompt_is_answered_inline(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    term = Terminal([LEMON, "chat"], tmp_path, env)
-    terminals.append(term)
-    term.expect("lemon chat")
-    term.expect("> ")
-    term.send('/tool write {"path": "note.txt", "content": "approved"}\n')
-    term.expect(r"Allow write to note\.txt \? \[o\]nce")
-    term.expect("approve> ")
-    term.send("o\n")
-    term.expect("approved once")
-    term.expect(r"tool `write` returned")
-    assert (tmp_path / "note.txt").read_text() == "approved"
-    term.expect("> ")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("old words")
-    term.send('/tool edit {"path": "docs/a.md", "old_text": "old", "new_text": "new"}\n')
-    term.expect(r"Allow edit to docs/a\.md \?")
-    term.send("y\n")
-    term.expect("approved once")
-    term.expect(r"tool `edit` returned")
+    asked = [
+        ('/tool write {"path": "note.txt", "content": "approved"}', r"write to note\.txt", "o"),
+        ('/tool edit {"path": "docs/a.md", "old_text": "old", "new_text": "new"}', "edit", "y"),
+        ('/tool write {"path": "other.txt", "content": "no"}', r"write to other\.txt", "d"),
+    ]
+    for message, question, answer in asked:
+        term = Terminal([LEMON, "chat", message], tmp_path, env)
+        terminals.append(term)
+        term.expect(rf"Allow {question} [^\n]*\? \[o\]nce")
+        term.expect("approve> ")
+        term.send(f"{answer}\n")
+        term.expect("denied" if answer == "d" else "approved once")
+        term.expect(r"tool `\w+` (returned|failed)")
+        assert term.wait() == 0
+    assert (tmp_path / "note.txt").read_text() == "approved"
     assert (tmp_path / "docs" / "a.md").read_text() == "new words"
-    term.expect("> ")
-    term.send('/tool write {"path": "other.txt", "content": "no"}\n')
-    term.expect(r"Allow write to other\.txt \?")
-    term.send("d\n")
-    term.expect("denied")
-    term.expect(r"tool `write` failed")
     assert not (tmp_path / "other.txt").exists()
-    term.send("\x04")
-    assert term.wait() == 0
 
 
-def test_ctrl_c_cancels_the_run_not_the_program(
+def test_ctrl_c_cancels_the_run_and_closes_its_card(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
+    message = '/tool bash {"command": "sleep 60"}'
+    term = Terminal([LEMON, "chat", "--approve", "bash", message], tmp_path, env)
     terminals.append(term)
-    term.expect("> ")
-    term.send('/tool bash {"command": "sleep 60"}\n')
     term.expect(r"╭─ \$ sleep 60")  # the tool card: the run is in the bash call
     term.send("\x03")
-    term.expect("cancelling the run")
+    term.expect("cancelling")
     term.expect(r"╰─ ✗ \$ sleep 60 cancelled\ncancelled: ")  # the card is closed first
-    term.expect("> ")
-    term.send("/echo still here\n")
-    term.expect("still here")
-    term.send("\x04")
-    assert term.wait() == 0
+    assert term.wait() == 130
 
 
-def test_lemon_without_arguments_starts_the_daemon_and_opens_the_chat_on_it(
+def test_lemon_without_arguments_starts_the_daemon_and_opens_the_tui_on_it(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
     env = {**env, "LEMON_CONTROL_PLANE_PORT": "0"}  # an ephemeral port for the test's daemon
@@ -238,11 +224,13 @@ def test_lemon_without_arguments_starts_the_daemon_and_opens_the_chat_on_it(
     terminals.append(term)
     try:
         term.expect("lemon daemon: started, pid")
-        term.expect("lemon chat")
-        term.expect("> ")
-        term.send("/echo through the daemon\n")
+        term.expect(r"online · idle")  # the full-screen UI's status line, connected
+        term.send("/echo through the daemon\r")
         term.expect("through the daemon")
-        term.send("\x04")
+        term.expect(r"tokens")  # the run ended (the usage reached the status line)
+        term.send("\x03")
+        term.expect("Ctrl\\+C again")
+        term.send("\x03")
         assert term.wait() == 0
         status = subprocess.run(
             [LEMON, "daemon", "status"], env=env, capture_output=True, text=True, timeout=60
@@ -252,104 +240,78 @@ def test_lemon_without_arguments_starts_the_daemon_and_opens_the_chat_on_it(
         subprocess.run([LEMON, "daemon", "stop"], env=env, capture_output=True, timeout=60)
 
 
-def test_commands_and_messages_typed_while_busy(
+def test_chat_without_a_message_opens_the_tui_hosting_the_runtime_without_a_daemon(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    fifo = tmp_path / "gate.fifo"
-    os.mkfifo(fifo)
+    env = {**env, "LEMON_DAEMON": "0"}
     term = Terminal([LEMON, "chat", "--approve", "bash"], tmp_path, env)
     terminals.append(term)
-    term.expect("> ")
-    term.send("/echo first\n")
-    term.expect("first")
-    term.expect("> ")
-    term.send(f'/tool bash {{"command": "cat {fifo}"}}\n')
-    term.expect(r"╭─ \$ cat ")
-    term.send("/echo queued one\n")
-    term.expect(r"queued \(position 1\)")
-    term.send("!/echo jumped the queue\n")
-    term.expect("cancelled: ")  # the interrupt cancelled the bash run
-    term.expect("jumped the queue")
-    term.expect("queued one")
-    term.expect("> ")
-    term.send("/cancel\n")
-    term.expect("nothing is running")
-    term.send("/model offline:offline\n")
-    term.expect("model for the next messages: offline:offline")
-    term.send("/new\n")
-    term.expect(r"new session agent:default:main:sub:\w+")
-    term.send("/sessions\n")
-    term.expect(r"  agent:default:main:sub:cwd-\w+  \d+ runs")  # this directory's session
-    term.send("/resume agent:default:main\n")
-    term.expect("resumed session agent:default:main")
-    term.send("/quit\n")
+    term.expect(r"online · idle")
+    term.send('/tool bash {"command": "echo ran-in-the-tui > out.txt"}\r')
+    term.expect(r"✓ \$ echo ran-in-the-tui")  # --approve bash reached the runs
+    term.expect(r"tokens")  # the run ended
+    term.send("\x03")
+    term.expect("Ctrl\\+C again")
+    term.send("\x03")
     assert term.wait() == 0
+    assert (tmp_path / "out.txt").read_text() == "ran-in-the-tui\n"
 
 
 def test_ctrl_c_during_an_approval_question_withdraws_it(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    term = Terminal([LEMON, "chat"], tmp_path, env)
+    term = Terminal([LEMON, "chat", '/tool bash {"command": "touch never"}'], tmp_path, env)
     terminals.append(term)
-    term.expect("> ")
-    term.send('/tool bash {"command": "touch never"}\n')
     term.expect(r"╭─ \$ touch never")
     term.expect(r"Allow bash: touch never \?")
     term.expect("approve> ")
     term.send("\x03")
-    term.expect("cancelling the run")
+    term.expect("cancelling")
     term.expect(r"approval for bash ended: (expired|cancelled)")
     term.expect(r"╰─ ✗ \$ touch never cancelled\ncancelled: ")
-    term.expect("> ")
-    term.send("/echo after\n")
-    term.expect("after")
-    term.send("\x04")
-    assert term.wait() == 0
+    assert term.wait() == 130
     assert not (tmp_path / "never").exists()
 
 
 def test_an_approval_granted_always_then_cancelled_closes_the_card(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    term = Terminal([LEMON, "chat"], tmp_path, env)
+    term = Terminal([LEMON, "chat", '/tool bash {"command": "sleep 30"}'], tmp_path, env)
     terminals.append(term)
-    term.expect("> ")
-    term.send('/tool bash {"command": "sleep 30"}\n')
     term.expect(r"╭─ \$ sleep 30")
     term.expect(r"Allow bash: sleep 30 \? \[o\]nce / \[s\]ession / \[a\]lways / \[d\]eny")
     term.expect("approve> ")
     term.send("a\n")
     term.expect("approved always\n")
     term.send("\x03")
-    term.expect("cancelling the run")
+    term.expect("cancelling")
     term.expect(r"╰─ ✗ \$ sleep 30 cancelled\ncancelled: ")
-    term.expect("> ")
+    assert term.wait() == 130
     assert "approve_global" not in term.output
     assert term.output.count("╰─") == term.output.count("╭─") == 1
-    term.send("\x04")
-    assert term.wait() == 0
 
 
 def test_a_session_approval_and_a_long_command_read_plainly(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
-    term = Terminal([LEMON, "chat"], tmp_path, env)
-    terminals.append(term)
-    term.expect("> ")
     words = " ".join(f"word{i:03d}" for i in range(60))
-    term.send(f'/tool bash {{"command": "echo {words} \'two  spaces\'"}}\n')
+    message = f'/tool bash {{"command": "echo {words} \'two  spaces\'"}}'
+    term = Terminal([LEMON, "chat", message], tmp_path, env)
+    terminals.append(term)
     shown = term.expect(r"Allow bash: echo word000 [^\n]*")
     assert shown.endswith("… ? [o]nce / [s]ession / [a]lways / [d]eny")
     assert len(shown.split(" ? ")[0]) == len("Allow bash: ") + 200
     term.send("s\n")
     term.expect("approved for this session\n")
     term.expect(r"╰─ ✓ ")
-    term.expect("> ")
-    term.send('/tool bash {"command": "echo \'two  spaces\'"}\n')
-    term.expect(r"Allow bash: echo 'two  spaces' \?")
+    assert term.wait() == 0
+    term = Terminal(
+        [LEMON, "chat", '/tool bash {"command": "echo \'two  spaces\'"}'], tmp_path, env
+    )
+    terminals.append(term)
+    term.expect(r"Allow bash: echo 'two  spaces' \?")  # quoting kept, spaces not squeezed
     term.send("d\n")
     term.expect("denied\n")
-    term.send("\x04")
     assert term.wait() == 0
 
 

@@ -121,6 +121,13 @@ def test_tui_refuses_a_bad_session_key(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_tui_refuses_an_unknown_theme(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["tui", "--theme", "sepia"], env={"LEMON_HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "use light or dark" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_tui_is_listed_in_help() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert "tui" in result.output

@@ -5,7 +5,8 @@ with Textual's Pilot, waiting on conditions (bounded), never on sleeps."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import gc
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,14 @@ from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._widgets import StatusLine
 
 WAIT_S = 15.0
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen() -> Iterator[None]:
+    """The app freezes the garbage collector's objects after each run (settle_memory): undo
+    it after each test, so no other test in this process inherits a frozen heap."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ when the approval is answered from another client."""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.events import ApprovalDecision
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import ApprovalPanel, ToolCardView
 
 from .conftest import ASK_BASH, app_for, status_text, until
@@ -22,7 +22,7 @@ async def test_a_key_answers_the_panel(daemon: ControlPlane, key: str, ok: bool)
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Input).value = COMMAND
+        app.query_one("#input", Editor).value = COMMAND
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
         panel = app.screen
@@ -35,7 +35,7 @@ async def test_a_key_answers_the_panel(daemon: ControlPlane, key: str, ok: bool)
         await until(pilot, lambda: not app.waiting_for, "the run ended")
         cards = list(app.query(ToolCardView))
         assert [c.state for c in cards] == ["ok" if ok else "failed"]
-        assert app.query_one("#input", Input).has_focus
+        assert app.query_one("#input", Editor).has_focus
 
 
 async def test_an_approval_answered_elsewhere_closes_the_panel(
@@ -44,7 +44,7 @@ async def test_an_approval_answered_elsewhere_closes_the_panel(
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Input).value = COMMAND
+        app.query_one("#input", Editor).value = COMMAND
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
         panel = app.screen

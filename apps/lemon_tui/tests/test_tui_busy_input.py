@@ -3,10 +3,9 @@ idle quits); and the slash commands."""
 
 from __future__ import annotations
 
-from textual.widgets import Input
-
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.execution import RunRequest
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, NoteLine, ToolCardView, UserBlock
 
 from .conftest import NO_APPROVALS, app_for, status_text, until
@@ -35,7 +34,7 @@ async def type_line(pilot: object, app: object, text: str) -> None:
 
     assert isinstance(app, LemonTUI)
     assert isinstance(pilot, Pilot)
-    app.query_one("#input", Input).value = text
+    app.query_one("#input", Editor).value = text
     await pilot.press("enter")
 
 

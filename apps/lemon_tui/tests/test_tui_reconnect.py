@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Input
-
 from lemon_control_plane import ControlPlane
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, ApprovalPanel, ToolCardView, UserBlock
 
 from .conftest import ASK_BASH, until
@@ -38,7 +37,7 @@ async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
         app = LemonTUI(websocket_connector(url), where=url, tool_policy=ASK_BASH)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.status.connection == "online", "connected")
-            app.query_one("#input", Input).value = '/tool bash {"command": "echo hi"}'
+            app.query_one("#input", Editor).value = '/tool bash {"command": "echo hi"}'
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
             await first.stop()
@@ -49,7 +48,7 @@ async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
                 await until(pilot, lambda: not isinstance(app.screen, ApprovalPanel), "closed")
                 await until(pilot, lambda: not app.waiting_for, "nothing is waited for")
                 assert all(c.state != "running" for c in app.query(ToolCardView))
-                app.query_one("#input", Input).value = "/echo after the restart"
+                app.query_one("#input", Editor).value = "/echo after the restart"
                 await pilot.press("enter")
                 await until(
                     pilot,
@@ -73,7 +72,7 @@ async def test_what_is_typed_while_offline_is_sent_after_the_reconnect(tmp_path:
             await until(pilot, lambda: app.status.connection == "online", "connected")
             await first.stop()
             await until(pilot, lambda: app.port is None, "the drop is seen")
-            app.query_one("#input", Input).value = "/echo typed while offline"
+            app.query_one("#input", Editor).value = "/echo typed while offline"
             await pilot.press("enter")
 
             def waiting() -> list[UserBlock]:

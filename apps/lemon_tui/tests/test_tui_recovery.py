@@ -8,11 +8,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from textual.widgets import Input
-
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.sessions import ApprovalAsked, SessionEvent, SessionStreamClosedError
 from lemon_tui import ClientPort, LemonTUI
+from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, ApprovalPanel
 
 from .conftest import ASK_BASH, until
@@ -78,7 +77,7 @@ async def test_an_overflow_is_recovered_from_the_snapshot_without_duplicates(
         await until(pilot, lambda: app.status.connection == "online", "connected")
         watching = other.watch("agent:default:main")
         gate.clear()  # the app stops reading: its bounded stream will overflow
-        app.query_one("#input", Input).value = '/tool bash {"command": "echo recovered"}'
+        app.query_one("#input", Editor).value = '/tool bash {"command": "echo recovered"}'
         await pilot.press("enter")
         while not isinstance(await watching.get(), ApprovalAsked):
             pass  # the run now waits, with "Offline: calling bash." streamed

@@ -6,7 +6,9 @@ of typed session events per session (text, tool cards, approvals, queue outcomes
 ends), merged with input lines into one bounded queue and handled in order, so an approval
 question and its answer never race with the output. When the stream falls behind it ends with
 one overflow marker: the client prints what it missed from ``snapshot()`` and watches again.
-Ctrl-C (SIGINT) cancels the active run, never the program; Ctrl-D or ``/quit`` ends it.
+Ctrl-C (SIGINT) cancels the active run, never the program. It answers one message (the
+one-shot ``lemon chat MESSAGE``, stdin, ``--json``); with no message on a terminal, ``lemon
+chat`` opens the full-screen UI instead (``lemon_tui``, through :mod:`lemon_cli.tui_cmd`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import secrets
 import shlex
 import signal
 import sys
@@ -94,12 +95,6 @@ _SAID: Final = {
 }
 _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
-HELP: Final = (
-    "Commands: /new  /resume [KEY]  /sessions  /compact [FOCUS]  /cancel  /model [M]  /help"
-    "  /quit\n"
-    "While a run is busy: a plain message is queued; '>text' steers the run; '!text' "
-    "interrupts it and runs next. Ctrl-C cancels the run; Ctrl-D quits."
-)
 
 
 def tool_policy_for(approve: frozenset[str]) -> ToolPolicy | None:
@@ -608,54 +603,6 @@ class ChatClient:
         result = await self.port.resolve_approval(approval_id, decision)
         return result.resolved
 
-    async def command(self, line: str) -> bool:
-        """Handle a slash command; False to quit."""
-        name, _, arg = line.partition(" ")
-        arg = arg.strip()
-        if name in ("/quit", "/exit"):
-            return False
-        if name == "/help":
-            self._line(HELP)
-        elif name == "/new":
-            self.session = f"{DEFAULT_SESSION}:sub:{secrets.token_hex(4)}"
-            self._follow(self.session)
-            self._line(f"[dim]new session {self.session}[/]")
-        elif name == "/resume":
-            target = arg
-            if not target:
-                found = [s for s in await self.port.sessions() if s.session_key != self.session]
-                if not found:
-                    self._line("no other session to resume")
-                    return True
-                target = found[0].session_key
-            self.session = target
-            self._follow(self.session)
-            self._line(f"[dim]resumed session {self.session}[/]")
-        elif name == "/sessions":
-            rows = await self.port.sessions()
-            if not rows:
-                self._line("no sessions yet")
-            for row in rows:
-                mark = "*" if row.session_key == self.session else " "
-                self._line(f"{mark} {escape(row.session_key)}  [dim]{row.runs} runs[/]")
-        elif name == "/compact":
-            if self.busy():
-                self._line("wait until the running answer ends (or /cancel it), then /compact")
-            else:
-                await self.compact(arg or None)
-        elif name == "/cancel":
-            self._line("cancelling…" if await self.cancel() else "nothing is running")
-        elif name == "/model":
-            if arg:
-                self.model = arg
-                self._line(f"[dim]model for the next messages: {escape(arg)}[/]")
-            else:
-                current = self.model or self.options.default_model
-                self._line(f"model: {escape(current or 'offline (none configured)')}")
-        else:
-            self._line(f"unknown command {escape(name)}; /help lists them")
-        return True
-
     async def compact(self, instructions: str | None = None) -> bool:
         """Compact the session now; True when it worked (or there was nothing to do)."""
         self._spin("compacting the conversation…")
@@ -671,24 +618,6 @@ class ChatClient:
             f"{result.messages_kept} kept; about {result.tokens_before:,} → "
             f"{result.tokens_after:,} tokens of {result.context_window:,}[/]"
         )
-        return True
-
-    async def handle_line(self, line: str) -> bool:
-        if self.pending_approval is not None:
-            await self.answer_approval(line)
-            return True
-        text = line.strip()
-        if not text:
-            return True
-        if text.startswith("/") and text.split(" ", 1)[0] in _COMMANDS:
-            return await self.command(text)
-        mode = "collect"
-        if text.startswith("!"):
-            mode, text = "interrupt", text[1:].strip()
-        elif text.startswith(">"):
-            mode, text = "steer", text[1:].strip()
-        if text:
-            await self.send(text, mode)
         return True
 
     # -- loops ----------------------------------------------------------------------------------
@@ -714,43 +643,6 @@ class ChatClient:
         if self.ended is None:
             return 1  # not accepted
         return self.exit_code
-
-    async def run_interactive(self) -> int:
-        self._line(f"[bold]lemon chat[/] [dim]session {self.session} · /help · Ctrl-D quits[/]")
-        self.prompt()
-        idle_sigints = 0
-        while True:
-            kind, value = await self.queue.get()
-            if kind == "eof":
-                if self.pending_approval is not None:
-                    await self.answer_approval("deny")
-                self._line("[dim]bye[/]")
-                return 0
-            if kind == "line":
-                idle_sigints = 0
-                if not await self.handle_line(value):
-                    return 0
-                if not self.waiting_for:
-                    self.prompt()
-            elif kind == "event":
-                was_waiting = bool(self.waiting_for)
-                await self.handle_event(value)
-                if was_waiting and not self.waiting_for:
-                    self.prompt()
-            elif kind == "sigint":
-                if await self.cancel():
-                    self._line("[yellow]cancelling the run (Ctrl-C)…[/]")
-                else:
-                    idle_sigints += 1
-                    if idle_sigints >= 2:
-                        return 130
-                    self._line("[dim]nothing is running; Ctrl-C again or Ctrl-D to quit[/]")
-                    self.prompt()
-
-
-_COMMANDS: Final = frozenset(
-    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/compact", "/cancel", "/model"}
-)
 
 
 def _clip(text: str, limit: int = _SHOWN_CHARS) -> str:

@@ -117,7 +117,8 @@ def chat(
         ),
     ] = False,
 ) -> None:
-    """Chat with the agent (one message with MESSAGE, else interactive).
+    """Chat with the agent: one message with MESSAGE (or piped in), else the full-screen
+    terminal UI (on this home's daemon when one runs, else hosting the runtime here).
 
     Exit codes: 0 the answer completed; 1 the run failed; 2 a usage or configuration error;
     130 cancelled (Ctrl-C).
@@ -125,7 +126,7 @@ def chat(
     import os
     import secrets
 
-    from lemon_cli._chat import ChatOptions, session_for
+    from lemon_cli._chat import ChatOptions, session_for, tool_policy_for
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
@@ -163,6 +164,32 @@ def chat(
         json_output=as_json,
         quiet=quiet,
     )
+    if message is None and tty:
+        # A terminal and no message: the full-screen UI (after compacting, if asked).
+        if not sys.stdout.isatty():
+            console.print(
+                "lemon chat: the full-screen chat needs a terminal on standard output too; pass "
+                "a MESSAGE for a one-shot answer"
+            )
+            raise typer.Exit(2)
+        if compact:
+            code = asyncio.run(_run_chat(loaded, options, None, console, compact=True))
+            if code:
+                raise typer.Exit(code)
+        from lemon_cli.tui_cmd import open_tui
+
+        err = Console(emoji=False, stderr=True, highlight=False)
+        raise typer.Exit(
+            open_tui(
+                err,
+                url=None,
+                session=key,
+                cwd=cwd,
+                model=model,
+                tool_policy=tool_policy_for(options.approve),
+                host_if_needed=True,
+            )
+        )
     code = asyncio.run(_run_chat(loaded, options, message, console, compact=compact))
     raise typer.Exit(code)
 
@@ -270,9 +297,7 @@ async def _run_chat(
                         document["via"] = getattr(runtime, "via", "in-process")
                         print(json.dumps(document, indent=2))
                     return code
-                if compact and not sys.stdin.isatty():
-                    return 0
-                return await client.run_interactive()
+                return 0  # only --compact without a message gets here
             finally:
                 remove()
     finally:

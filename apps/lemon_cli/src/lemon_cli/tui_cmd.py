@@ -1,22 +1,130 @@
-"""``lemon tui``: the full-screen terminal UI (the ``lemon_tui`` app) on a daemon.
+"""``lemon tui``: the full-screen terminal UI (the ``lemon_tui`` app) on a daemon; also what
+``lemon chat`` opens on a terminal when it is given no message.
 
-It is a client of the control plane only: ``--url`` names the daemon's WebSocket, else this
-home's running daemon is used (its recorded URL); with neither it says how to start one.
-Imports are lazy so ``lemon --help`` does not pay for Textual.
+The UI is a client of the control plane only: ``--url`` names the daemon's WebSocket, else
+this home's running daemon is used (its recorded URL). ``lemon tui`` with neither says how to
+start one; ``lemon chat`` instead hosts the daemon's runtime in this process for as long as
+the UI is open (its control plane on 127.0.0.1, an ephemeral port), so the UI still speaks
+the same protocol. Imports are lazy so ``lemon --help`` does not pay for Textual.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-__all__ = ["tui", "ws_url_of"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
+
+    from lemon_core.execution import ToolPolicy
+    from lemon_tui import LemonTUI
+
+__all__ = ["open_tui", "tui", "ws_url_of"]
 
 
 def ws_url_of(http_url: str) -> str:
     """The WebSocket URL of a daemon recorded as ``http://HOST:PORT``."""
     return "ws://" + http_url.removeprefix("http://").rstrip("/") + "/ws"
+
+
+def _running_daemon_url() -> str | None:
+    """The WebSocket URL of this home's running daemon (``LEMON_DAEMON=0``: none)."""
+    import os
+
+    from lemon_cli._daemon import read_state
+    from lemon_core.config import lemon_home
+
+    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
+        return None
+    state = read_state(lemon_home())
+    if state is None or not state.alive or not state.url.startswith("http://"):
+        return None
+    return ws_url_of(state.url)
+
+
+def open_tui(
+    err: Console,
+    *,
+    url: str | None,
+    session: str,
+    cwd: str,
+    model: str | None = None,
+    tool_policy: ToolPolicy | None = None,
+    shade: Literal["light", "dark"] | None = None,
+    host_if_needed: bool = False,
+) -> int:
+    """Run the UI until it quits; its exit code. See the module docstring for where it
+    connects."""
+    import asyncio
+    import os
+
+    from lemon_control_plane.config import TOKEN_ENV
+    from lemon_core.config import lemon_home
+    from lemon_tui import LemonTUI, websocket_connector
+
+    target = url or _running_daemon_url()
+    if target is None and not host_if_needed:
+        err.print(
+            f"lemon tui: no daemon runs for {lemon_home()}; start one with `lemon daemon start` "
+            "(or pass --url ws://HOST:PORT/ws)",
+            markup=False,
+        )
+        return 1
+
+    history = lemon_home() / "tui" / "history.jsonl"  # what was typed, kept across runs (0600)
+
+    def app_on(ws_url: str, where: str) -> LemonTUI:
+        app = LemonTUI(
+            websocket_connector(ws_url, token=os.environ.get(TOKEN_ENV) or None),
+            where=where,
+            session=session,
+            cwd=cwd,
+            tool_policy=tool_policy,
+            shade=shade,
+            history=history,
+        )
+        app.model = model
+        return app
+
+    if target is not None:
+        return app_on(target, target).run() or 0
+    return asyncio.run(_hosted(err, app_on, cwd))
+
+
+async def _hosted(err: Console, app_on: Callable[[str, str], LemonTUI], cwd: str) -> int:
+    """The daemon's runtime in this process, its control plane on loopback, for the UI."""
+    from lemon_cli._home import home_error, home_problem
+    from lemon_control_plane import ControlPlane
+    from lemon_core.config import ConfigError, load_config
+    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
+
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        for issue in exc.issues:
+            err.print(f"error {issue.render()}", markup=False)
+        return 2
+    problem = home_problem(loaded.home, create=True)
+    if problem is not None:
+        err.print(home_error(loaded.home, problem), markup=False)
+        return 2
+    settings = {"control_plane": {"host": "127.0.0.1", "port": 0, "cwd": cwd}}
+    runtime = Runtime(profile="daemon", config=loaded, settings=settings)
+    try:
+        await runtime.start()
+    except (RuntimeBootError, AppHookError, OSError) as exc:
+        err.print(f"lemon chat: the runtime did not start: {exc}", markup=False)
+        return 2
+    try:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        code = await app_on(plane.ws_url, "this process").run_async()
+        return code or 0
+    finally:
+        await runtime.stop()
 
 
 def tui(
@@ -28,6 +136,10 @@ def tui(
         str | None,
         typer.Option(help="Session key to open (default: this directory's own session)."),
     ] = None,
+    theme: Annotated[
+        str | None,
+        typer.Option(help="light or dark (default: $LEMON_TUI_THEME, else from COLORFGBG)."),
+    ] = None,
 ) -> None:
     """Open the full-screen terminal UI on a running daemon (start one: lemon daemon start).
     A token, when the daemon needs one, is read from LEMON_CONTROL_PLANE_TOKEN."""
@@ -36,6 +148,7 @@ def tui(
     from rich.console import Console
 
     err = Console(emoji=False, stderr=True, highlight=False)
+    shade = _shade_or_exit(err, theme, "lemon tui")
     if session is not None:
         from lemon_core.sessions import check_session_key
 
@@ -44,32 +157,29 @@ def tui(
         except ValueError as exc:
             err.print(f"lemon tui: {exc}", markup=False)
             raise typer.Exit(2) from None
-    if url is None:
-        from lemon_cli._daemon import read_state
-        from lemon_core.config import lemon_home
-
-        home = lemon_home()
-        state = read_state(home)
-        if state is None or not state.alive or not state.url.startswith("http://"):
-            err.print(
-                f"lemon tui: no daemon runs for {home}; start one with `lemon daemon start` "
-                "(or pass --url ws://HOST:PORT/ws)",
-                markup=False,
-            )
-            raise typer.Exit(1)
-        url = ws_url_of(state.url)
-    elif not url.startswith(("ws://", "wss://")):
+    if url is not None and not url.startswith(("ws://", "wss://")):
         err.print(f"lemon tui: --url must be ws://HOST:PORT/ws, not {url!r}", markup=False)
         raise typer.Exit(2)
     from lemon_cli._chat import session_for
-    from lemon_control_plane.config import TOKEN_ENV
-    from lemon_tui import LemonTUI, websocket_connector
 
-    token = os.environ.get(TOKEN_ENV) or None
-    app = LemonTUI(
-        websocket_connector(url, token=token),
-        where=url,
-        session=session or session_for(os.getcwd()),
-        cwd=os.getcwd(),
+    raise typer.Exit(
+        open_tui(
+            err,
+            url=url,
+            session=session or session_for(os.getcwd()),
+            cwd=os.getcwd(),
+            shade=shade,
+        )
     )
-    raise typer.Exit(app.run() or 0)
+
+
+def _shade_or_exit(err: Console, theme: str | None, who: str) -> Literal["light", "dark"]:
+    import os
+
+    from lemon_tui import pick_shade
+
+    try:
+        return pick_shade(os.environ, theme)
+    except ValueError as exc:
+        err.print(f"{who}: {exc} (--theme, or LEMON_TUI_THEME)", markup=False)
+        raise typer.Exit(2) from None

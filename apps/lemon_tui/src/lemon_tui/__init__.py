@@ -9,5 +9,13 @@ from __future__ import annotations
 
 from lemon_tui._app import DEFAULT_SESSION, ClientPort, Connector, LemonTUI
 from lemon_tui._connect import websocket_connector
+from lemon_tui._theme import pick_shade
 
-__all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI", "websocket_connector"]
+__all__ = [
+    "DEFAULT_SESSION",
+    "ClientPort",
+    "Connector",
+    "LemonTUI",
+    "pick_shade",
+    "websocket_connector",
+]

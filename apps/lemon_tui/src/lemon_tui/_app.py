@@ -7,30 +7,32 @@ its typed events in order on the app's loop. When the stream ends with a ``Strea
 uncertain prefix) and deltas the snapshot already holds (``seq <= text_seq``) are skipped.
 A dropped connection is re-opened with backoff and recovered the same way.
 
-What it does not do yet: history search, completion, the session switcher and model picker,
-collapsible tool output and diffs (see the app README).
+The editor is ``_editor``, the slash commands and pickers' work ``_slash`` (with
+``_pickers``), the blocks and cards ``_widgets``; what the app shows is in the app README.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
+import gc
+import os
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import ClassVar, Final, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.markup import escape
 from textual.widget import Widget
-from textual.widgets import Input
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
+    PendingApproval,
     QueueNotice,
     RunEnded,
     SessionEvent,
@@ -40,8 +42,20 @@ from lemon_core.sessions import (
     StreamOverflow,
     TextDelta,
     ToolCard,
-    check_session_key,
 )
+from lemon_tui._commands import is_command
+from lemon_tui._daemon import ModelInfo, offered
+from lemon_tui._editor import CommandHints, Editor, HistorySearch
+from lemon_tui._slash import (
+    SessionUsage,
+    load_models,
+    open_model_picker,
+    open_switcher,
+    run_command,
+    set_model,
+)
+from lemon_tui._text import escape
+from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
@@ -62,16 +76,17 @@ _OUTBOX: Final = 64  # messages typed while offline; more are refused with a not
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
+_FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
+_BACKGROUND: Final = 64  # background sessions whose unread events are counted
+_MAIN_SCREEN_ONLY: Final = frozenset(
+    {"search_history", "switch_session", "pick_model", "toggle_output"}
+)
 _SAID: Final = {
     ApprovalDecision.APPROVE_ONCE: "approved once",
     ApprovalDecision.APPROVE_SESSION: "approved for this session",
     ApprovalDecision.APPROVE_GLOBAL: "approved always",
     ApprovalDecision.DENY: "denied",
 }
-HELP: Final = (
-    "/new  /sessions  /resume KEY  /compact [FOCUS]  /help  /quit · while busy: Enter queues, "
-    "'>text' steers, '!text' interrupts, Ctrl+C aborts the run (twice when idle quits)"
-)
 
 
 def _lost() -> tuple[type[Exception], ...]:
@@ -80,6 +95,32 @@ def _lost() -> tuple[type[Exception], ...]:
     from lemon_control_plane.errors import ControlPlaneError
 
     return (ControlPlaneError, OSError)
+
+
+def _k(tokens: int) -> str:
+    """1234 → ``1.2k``, 200000 → ``200k``, 1047576 → ``1.0M``."""
+    if tokens >= 1_000_000:
+        return f"{tokens / 1_000_000:.1f}M"
+    if tokens >= 10_000:
+        return f"{tokens // 1000}k"
+    if tokens >= 1000:
+        return f"{tokens / 1000:.1f}k"
+    return str(tokens)
+
+
+def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
+    """Whether an open card is the call an approval is about (same tool; same path when
+    both name one: the approval's is resolved to an absolute path)."""
+    if not card.title.startswith(asked.tool):
+        return False
+    path = (asked.action or {}).get("path")
+    named = card.title.removeprefix(asked.tool).strip()
+    return not isinstance(path, str) or not named or path.endswith(named)
+
+
+def _refused() -> tuple[type[Exception], ...]:
+    """A call the daemon refused (bad input) or could not answer (gone)."""
+    return (ValueError, *_lost())
 
 
 class ClientPort(SessionPort, Protocol):
@@ -102,6 +143,10 @@ class LemonTUI(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
+        Binding("ctrl+r", "search_history", "history search", priority=True, show=False),
+        Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
+        Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
+        Binding("ctrl+t", "toggle_output", "tool output", priority=True, show=False),
     ]
 
     def __init__(
@@ -112,8 +157,16 @@ class LemonTUI(App[int]):
         session: str = DEFAULT_SESSION,
         tool_policy: ToolPolicy | None = None,
         cwd: str | None = None,
+        clock: Callable[[], float] = time.time,
+        shade: Shade | None = None,
+        history: Path | None = None,
     ) -> None:
         super().__init__()
+        self.clock = clock
+        self.history_path = history
+        self.first_paint_at: float | None = None  # time.monotonic() of the first frame
+        self._settled = 0
+        self.theme = THEMES[shade or pick_shade(os.environ)]
         self._connect = connect
         self.where = where
         self.session = session
@@ -131,23 +184,37 @@ class LemonTUI(App[int]):
         self.idle_aborts = 0
         self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
+        self.model: str | None = None  # None: the daemon's default
+        self.models: list[ModelInfo] | None = None  # models.list, cached per connection
+        self.usage: dict[str, SessionUsage] = {}
+        self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
         self._stream: SessionStream | None = None
-        self._switched = False
+        self._switched = True  # the first watch shows the session's recent history
 
     # -- layout ----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(id="transcript")
-        yield Input(placeholder="message · /help", id="input")
+        hints = CommandHints(id="hints")
+        yield hints
+        editor = Editor(
+            id="input",
+            placeholder="message · /help · Shift+Enter or Ctrl+J: new line",
+            history=self.history_path,
+        )
+        editor.hints = hints
+        yield editor
         yield StatusLine(id="status")
 
     def on_mount(self) -> None:
-        self._paint_status()
-        self.query_one("#input", Input).focus()
+        self.paint_status()
+        self.editor.focus()
         # Connect once the first frame is drawn: the screen is there before the network is.
-        self.call_after_refresh(
-            self.run_worker, self._follow_loop(), name="connection", exit_on_error=True
-        )
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        self.first_paint_at = time.monotonic()
+        self.run_worker(self._follow_loop(), name="connection", exit_on_error=True)
 
     @property
     def transcript(self) -> VerticalScroll:
@@ -164,15 +231,67 @@ class LemonTUI(App[int]):
     def note(self, markup: str) -> None:
         self._add(NoteLine(markup))
 
-    def _paint_status(self) -> None:
+    async def _learn_models(self) -> None:
+        """The catalogue, for the gauge's context window (quietly absent when not offered)."""
+        try:
+            await load_models(self)
+        except ValueError:
+            return
+        except _lost():
+            return
+        self.paint_status()
+
+    async def _learn_session(self) -> None:
+        """The session's own model, where the daemon keeps one (``session.detail``'s
+        ``modelOverride``); a model given to this client (``--model``) stays."""
+        daemon = offered(self.port, "session.detail")
+        if daemon is None or self.model is not None:
+            return
+        try:
+            payload = await daemon.call("session.detail", {"sessionKey": self.session})
+        except ValueError:
+            return
+        except _lost():
+            return
+        session = payload.get("session") if isinstance(payload, dict) else None
+        override = session.get("modelOverride") if isinstance(session, dict) else None
+        if isinstance(override, str) and override and self.model is None:
+            self.model = override
+        self.paint_status()
+
+    def context_window(self) -> int:
+        """The context window of the model in use, from the catalogue (0: not known)."""
+        ref = self.model or self.status.model
+        for m in self.models or ():
+            if (ref is not None and m.ref == ref) or (ref is None and m.default):
+                return m.context_window
+        return 0
+
+    def context_gauge(self) -> str:
+        """``12% 24k/200k``: the last prompt's tokens against the model's window."""
+        seen = self.usage.get(self.session)
+        used = seen.context_tokens if seen is not None else 0
+        window = self.context_window()
+        if not window:
+            return f"{_k(used)} tokens" if used else ""
+        return f"{used * 100 // window}% {_k(used)}/{_k(window)}"
+
+    def paint_status(self) -> None:
         self.status.session = self.session
+        if self.model is not None:
+            self.status.model = self.model
+        elif self.status.model is None and self.models:
+            self.status.model = next((m.ref for m in self.models if m.default), None)
+        self.status.gauge = self.context_gauge()
+        self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
         if self.panel is not None:
             self.status.run = "waiting for approval"
         else:
             self.status.run = "running" if busy else "idle"
         self.status.queued = max(0, len(self.waiting_for) - 1)
-        self.query_one("#status", StatusLine).show(self.status)
+        for line in self.query("#status").results(StatusLine):
+            line.show(self.status)  # none while the app shuts down (a worker may still run)
 
     # -- the connection ----------------------------------------------------------------------------
 
@@ -189,18 +308,22 @@ class LemonTUI(App[int]):
                         "start one with `lemon daemon start` (retrying…)"
                     )
                 self.status.connection = "offline"
-                self._paint_status()
+                self.paint_status()
             await asyncio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
             self.status.connection = "reconnecting"
-            self._paint_status()
+            self.paint_status()
 
     async def _follow_loop(self) -> None:
         recover = False
         while True:
             port = self.port = await self._open()
+            self.models = None  # another daemon may know other models
             self.status.connection = "online"
-            self._paint_status()
+            self.run_worker(self._learn_models(), group="models", exit_on_error=False)
+            self.run_worker(self._learn_session(), group="models", exit_on_error=False)
+            self.run_worker(self._count_unread(port), group="background", exit_on_error=False)
+            self.paint_status()
             try:
                 while True:
                     stream = port.watch(self.session)
@@ -220,8 +343,37 @@ class LemonTUI(App[int]):
                 pass  # the connection is gone: open a new one and recover
             self.port = None
             self.status.connection = "reconnecting"
-            self._paint_status()
+            self.paint_status()
             await port.aclose()
+
+    async def _count_unread(self, port: ClientPort) -> None:
+        """Every other session, on one ``watch_all`` stream for the connection: each answer
+        ended and each approval asked there is one unread (a session visited before says so
+        in a note when an approval waits). At most ``_BACKGROUND`` sessions are counted, the
+        least recently heard from forgotten first. An overflow watches again."""
+        while self.port is port:
+            try:
+                stream = port.watch_all()
+                async for event in stream:
+                    if isinstance(event, StreamOverflow):
+                        # Fell behind (counts may miss some) or the link went: pause, and
+                        # watch again while this connection is still the app's.
+                        await asyncio.sleep(_BACKOFF_S[0])
+                        break
+                    key = event.session_key
+                    if key == self.session or not isinstance(event, RunEnded | ApprovalAsked):
+                        continue
+                    visited = key in self.background
+                    self.background[key] = self.background.pop(key, 0) + 1
+                    while len(self.background) > _BACKGROUND:
+                        del self.background[next(iter(self.background))]
+                    if visited and isinstance(event, ApprovalAsked):
+                        self.note(f"an approval waits in {escape(key)} (Ctrl+X switches)")
+                    self.paint_status()
+                else:
+                    return  # closed: the connection is being replaced
+            except _lost():
+                return
 
     async def _recover(self, port: SessionPort, *, history: bool) -> None:
         """Catch up from the authority after a gap (or show a session switched to)."""
@@ -244,6 +396,7 @@ class LemonTUI(App[int]):
                     block.replace_text(entry.text)
                     block.sealed = "ok"
                     self._add(block)
+            self.call_after_refresh(self.settle_memory)
         active = snapshot.active
         if active is not None:
             self.recovered_seq[active.run_id] = active.text_seq
@@ -267,24 +420,8 @@ class LemonTUI(App[int]):
         if self.panel is not None and self.panel.asked.approval_id not in still:
             self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
             self.panel.dismiss(None)
-        known = {a.approval_id for a in self.to_ask}
-        if self.panel is not None:
-            known.add(self.panel.asked.approval_id)
-        for pending in snapshot.pending_approvals:
-            if pending.approval_id not in known:
-                self.to_ask.append(
-                    ApprovalAsked(
-                        session_key=self.session,
-                        approval_id=pending.approval_id,
-                        run_id=pending.run_id,
-                        tool=pending.tool,
-                        action=pending.action,
-                        rationale=pending.rationale,
-                        expires_at_ms=pending.expires_at_ms,
-                    )
-                )
-        self._ask_next()
-        self._paint_status()
+        self.ask_again(snapshot.pending_approvals)
+        self.paint_status()
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -313,19 +450,21 @@ class LemonTUI(App[int]):
                 self.waiting_for.discard(event.run_id)
         elif isinstance(event, RunEnded):
             self._ended(event)
-        self._paint_status()
+        self.paint_status()
 
     def _card(self, event: ToolCard) -> None:
         card = self.cards.get(event.action_id)
         if card is None:
             if event.action_id in self.sealed_cards:
                 return  # sealed when its run ended; a late phase changes nothing
-            card = ToolCardView(event.action_id, event.title)
+            card = ToolCardView(event.action_id, event.title, event.detail)
             self.cards[event.action_id] = card
             self._add(card)
             if self.answer is not None:
                 self._seal_answer("ok")  # text after the card goes into a new block
-        if event.phase == "completed":
+        if event.phase == "updated":
+            card.updated(event.message)
+        elif event.phase == "completed":
             card.complete(event.ok, event.message)
             self.cards.pop(event.action_id, None)
 
@@ -352,16 +491,26 @@ class LemonTUI(App[int]):
             self.answer.replace_text(event.answer)
             self._add(self.answer)
         self._seal(label if not event.ok else "ok")
+        self.call_after_refresh(self.settle_memory)
         self.waiting_for.discard(event.run_id)
         self.recovered_seq.pop(event.run_id, None)
         self.recovered_seq.pop(event.attempt_id, None)
         if not event.ok:
             self.note(f"[yellow]{label}:[/] {escape(event.error or label)}")
         if event.usage is not None:
-            usage = event.usage
-            text = f"{usage.total_tokens:,} tokens"
-            if usage.cost_usd:
-                text += f" ${usage.cost_usd:.4f}"
+            u = event.usage
+            seen = self.usage.setdefault(event.session_key, SessionUsage())
+            seen.runs += 1
+            seen.input_tokens += u.input_tokens
+            seen.output_tokens += u.output_tokens
+            seen.cache_tokens += u.cache_read_tokens + u.cache_write_tokens
+            seen.cost_usd += u.cost_usd
+            seen.context_tokens = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            if u.model and self.model is None:
+                self.status.model = u.model  # what the daemon's default resolved to
+            text = f"{u.total_tokens:,} tokens"
+            if seen.cost_usd:
+                text += f" ${seen.cost_usd:.4f}"
             self.status.usage = text
 
     def _shown_answer(self) -> bool:
@@ -375,17 +524,43 @@ class LemonTUI(App[int]):
         if self.panel is not None or not self.to_ask:
             return
         asked = self.to_ask.popleft()
-        panel = self.panel = ApprovalPanel(asked)
+        # The panel shows an edit's diff: the approval names the path, the open card of the
+        # same call (it started just before it asked) carries the arguments.
+        diff = next(
+            (c.diff for c in reversed(self.cards.values()) if c.diff and _same_call(c, asked)),
+            None,
+        )
+        panel = self.panel = ApprovalPanel(asked, diff)
 
         def decided(decision: ApprovalDecision | None) -> None:
             self.panel = None
             if decision is not None:
                 self.run_worker(self._resolve(asked, decision), group="approvals")
             self._ask_next()
-            self._paint_status()
+            self.paint_status()
 
         self.push_screen(panel, decided)
-        self._paint_status()
+        self.paint_status()
+
+    def ask_again(self, pending: Iterable[PendingApproval]) -> None:
+        """Put pending approvals (from a snapshot) back in front of the person."""
+        known = {a.approval_id for a in self.to_ask}
+        if self.panel is not None:
+            known.add(self.panel.asked.approval_id)
+        for p in pending:
+            if p.approval_id not in known:
+                self.to_ask.append(
+                    ApprovalAsked(
+                        session_key=self.session,
+                        approval_id=p.approval_id,
+                        run_id=p.run_id,
+                        tool=p.tool,
+                        action=p.action,
+                        rationale=p.rationale,
+                        expires_at_ms=p.expires_at_ms,
+                    )
+                )
+        self._ask_next()
 
     async def _resolve(self, asked: ApprovalAsked, decision: ApprovalDecision) -> None:
         port = self.port
@@ -413,22 +588,36 @@ class LemonTUI(App[int]):
 
     # -- input -------------------------------------------------------------------------------------
 
-    async def on_input_submitted(self, message: Input.Submitted) -> None:
-        text = message.value.strip()
-        message.input.clear()
+    @property
+    def editor(self) -> Editor:
+        return self.query_one("#input", Editor)
+
+    async def on_editor_submitted(self, message: Editor.Submitted) -> None:
+        editor = message.editor
+        body = message.value.rstrip().lstrip("\n")  # a pasted block keeps its indentation
+        text = body.strip()
         if not text:
             return
+        if editor.matches and not is_command(text):
+            # Enter on the start of a command ("/mo"): take the completion first; one that
+            # needs an argument waits for it.
+            editor.action_take_completion()
+            text = editor.text
+            if editor.matches[editor.chosen].arg:
+                editor.value = text + " "
+                return
+        editor.sent(text if is_command(text) else body)
         self.idle_aborts = 0
-        if text.startswith("/") and text.split(" ", 1)[0] in _COMMANDS:
+        if is_command(text):
             await self.command(text)
             return
         mode = "collect"
         if text.startswith("!"):
-            mode, text = "interrupt", text[1:].strip()
+            mode, body = "interrupt", text[1:].strip()
         elif text.startswith(">"):
-            mode, text = "steer", text[1:].strip()
-        if text:
-            await self.send(text, mode)
+            mode, body = "steer", text[1:].strip()
+        if body:
+            await self.send(body, mode)
 
     async def send(self, text: str, mode: str = "collect") -> None:
         """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
@@ -464,6 +653,7 @@ class LemonTUI(App[int]):
             queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes chosen above
             cwd=self.cwd,
             tool_policy=self.tool_policy,
+            model=self.model,
         )
         try:
             receipt = await port.submit(request)
@@ -488,88 +678,129 @@ class LemonTUI(App[int]):
         else:
             block.set_note(note)
         self.waiting_for.add(receipt.run_id)
-        self._paint_status()
+        self.paint_status()
         return True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The screen-opening keys belong to the main screen: over a panel or picker they
+        are left to it (the history search has its own Ctrl+R)."""
+        return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
+
+    def action_toggle_output(self) -> None:
+        """Ctrl+T: unfold (or fold) the newest tool card that has more to show."""
+        for card in reversed(list(self.query(ToolCardView))):
+            if card.foldable:
+                card.toggle()
+                if card.expanded:
+                    self.call_after_refresh(self.transcript.scroll_to_widget, card)
+                return
+        self.note("no tool output to unfold")
+
+    def action_search_history(self) -> None:
+        """Ctrl+R: search what was sent; the entry taken replaces the editor's text."""
+        editor = self.editor
+
+        def taken(entry: str | None) -> None:
+            if entry is not None:
+                editor.value = entry
+            editor.focus()
+
+        self.push_screen(HistorySearch(editor.sent_history, editor.text), taken)
+
+    async def action_switch_session(self) -> None:
+        """Ctrl+X: the session switcher (``sessions.list`` with the unread counts)."""
+        try:
+            await open_switcher(self)
+        except _refused() as exc:
+            self.note(f"[yellow]could not list the sessions:[/] {escape(str(exc))}")
+
+    async def action_pick_model(self) -> None:
+        """Ctrl+O: the model picker (``models.list``)."""
+        try:
+            await open_model_picker(self)
+        except _refused() as exc:
+            self.note(f"[yellow]could not list the models:[/] {escape(str(exc))}")
+
+    async def set_model_or_say(self, ref: str | None) -> None:
+        try:
+            await set_model(self, ref)
+        except _refused() as exc:
+            self.note(f"[yellow]could not set the model:[/] {escape(str(exc))}")
 
     async def action_abort(self) -> None:
         """Ctrl+C: abort the running answer (what is queued stays); twice when idle quits."""
-        port = self.port
-        if self.waiting_for and port is not None:
+        if await self.abort_run():
             self.idle_aborts = 0
-            try:
-                result = await port.cancel(session_key=self.session, include_queued=False)
-            except _lost() as exc:
-                self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
-                return
-            if result.cancelled:
-                self.note("[yellow]aborting the run (Ctrl+C)…[/]")
-                return
+            return
         self.idle_aborts += 1
         if self.idle_aborts >= 2:
             self.exit(0)
             return
         self.note("nothing is running; Ctrl+C again to quit")
 
-    async def command(self, line: str) -> None:
-        name, _, arg = line.partition(" ")
-        arg = arg.strip()
+    async def abort_run(self, *, quiet_when_idle: bool = False) -> bool:
+        """Abort the session's running answer (``/abort``, Ctrl+C); True when one was."""
         port = self.port
-        if name in ("/quit", "/exit"):
-            self.exit(0)
-        elif name == "/help":
-            self.note(escape(HELP))
-        elif port is None:
-            self.note("[yellow]not connected[/]")
-        elif name == "/new":
-            self.switch(f"{DEFAULT_SESSION}:sub:{secrets.token_hex(4)}")
-        elif name == "/resume":
-            if not arg:
-                self.note("usage: /resume KEY (/sessions lists them)")
-                return
-            try:
-                check_session_key(arg)
-            except ValueError as exc:
-                self.note(f"[red]{escape(str(exc))}[/]")
-                return
-            self.switch(arg)
-        elif name == "/sessions":
-            rows = await port.sessions()
-            if not rows:
-                self.note("no sessions yet")
-            for row in rows:
-                mark = "*" if row.session_key == self.session else " "
-                self.note(f"{mark} {escape(row.session_key)}  {row.runs} runs")
-        elif name == "/compact":
-            if self.waiting_for:
-                self.note("wait until the running answer ends (or Ctrl+C it), then /compact")
-                return
-            result = await port.compact(self.session, instructions=arg or None)
-            if result.error is not None:
-                self.note(f"[yellow]could not compact:[/] {escape(result.error)}")
-            elif not result.compacted:
-                self.note(escape(result.note or "nothing to compact"))
-            else:
-                self.note(
-                    f"compacted: {result.messages_summarised} messages summarised, "
-                    f"{result.messages_kept} kept"
-                )
+        if not self.waiting_for or port is None:
+            if quiet_when_idle:
+                self.note("nothing is running")
+            return False
+        try:
+            result = await port.cancel(session_key=self.session, include_queued=False)
+        except _lost() as exc:
+            self.note(f"[yellow]could not abort:[/] {escape(str(exc))}")
+            return True
+        if result.cancelled:
+            self.note("[yellow]aborting the run (Ctrl+C)…[/]")
+            return True
+        if quiet_when_idle:
+            self.note("nothing was running")
+        return False
+
+    async def command(self, line: str) -> None:
+        """Run a slash command; a daemon that refuses or is gone is said in one line."""
+        try:
+            await run_command(self, line)
+        except ValueError as exc:
+            self.note(f"[red]{escape(line.split(' ', 1)[0])}:[/] {escape(str(exc))}")
+        except _lost() as exc:
+            self.note(f"[yellow]{escape(line.split(' ', 1)[0])} failed:[/] {escape(str(exc))}")
+
+    def settle_memory(self) -> None:
+        """After a run ends (or a history is shown): collect what is garbage now, then freeze
+        what is left (``gc.freeze``), so later collections do not walk a long transcript's
+        settled widgets again; that walk was the worst scroll stall (bench/tui_bench.py).
+        Only the young objects since the last freeze are walked here. A session switch
+        unfreezes first, so the widgets it removes can be collected, and so does every
+        ``_FULL_COLLECTION_EVERY``-th call (what was frozen and became garbage since)."""
+        self._settled += 1
+        if self._settled % _FULL_COLLECTION_EVERY == 0:
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
     def switch(self, session: str) -> None:
-        """Follow ``session`` instead: the transcript shows its history from a snapshot."""
+        """Follow ``session`` instead: the transcript shows its history from a snapshot; the
+        one left is listed with the background sessions (their unread events are counted)."""
+        left = self.session
+        if left != session:
+            self.background[left] = self.background.pop(left, 0)
+            while len(self.background) > _BACKGROUND:
+                del self.background[next(iter(self.background))]
+        self.background.pop(session, None)
         self.session = session
+        self.model = None  # the next session's own model (or the default) applies
+        self.status.model = None
+        self.run_worker(self._learn_session(), group="models", exit_on_error=False)
         self.waiting_for.clear()
         self.answer = None
         self.cards.clear()
         self.recovered_seq.clear()
         self.to_ask.clear()
+        gc.unfreeze()  # the removed widgets may be collected (see settle_memory)
         self.transcript.remove_children()
         self.note(f"session {escape(session)}")
         self._switched = True
         if self._stream is not None:
             self._stream.close()
-        self._paint_status()
-
-
-_COMMANDS: Final = frozenset(
-    {"/quit", "/exit", "/help", "/new", "/resume", "/sessions", "/compact"}
-)
+        self.paint_status()

@@ -12,7 +12,8 @@ def websocket_connector(
     ws_url: str, *, token: str | None = None, stream_max_entries: int = 4096
 ) -> Connector:
     """A :data:`~lemon_tui.Connector` that opens a new ``WebSocketSessionPort`` each call
-    (a dropped connection is replaced by a new one)."""
+    (a dropped connection is replaced by a new one). The port it returns can also call the
+    control plane's advertised methods by name (``call``: see ``lemon_tui._daemon``)."""
 
     async def connect() -> ClientPort:
         from websockets.exceptions import WebSocketException
@@ -22,8 +23,9 @@ def websocket_connector(
 
         port = WebSocketSessionPort(ws_url, token=token, stream_max_entries=stream_max_entries)
         try:
-            return await port.__aenter__()
+            opened: ClientPort = await port.__aenter__()
         except WebSocketException as exc:  # a bad URL, a refused upgrade: say so, no traceback
             raise ControlPlaneError(f"cannot connect to {ws_url}: {exc}") from None
+        return opened
 
     return connect

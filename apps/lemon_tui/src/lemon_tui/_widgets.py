@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
+import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.markup import escape
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from lemon_core.events import ApprovalDecision
 from lemon_core.sessions import ApprovalAsked
 
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+from lemon_tui._diff import diff_markup, diff_stat, tool_diff
+from lemon_tui._text import clip, escape
+
+_EXIT: Final = re.compile(r"\[exit code (-?\d+)\]\s*$")
+_ONE_LINE: Final = 200
+_OUTPUT_LINES: Final = 60
+_PANEL_DIFF: Final = 200
+
 __all__ = ["AnswerBlock", "ApprovalPanel", "NoteLine", "StatusLine", "ToolCardView", "UserBlock"]
-
-_SHOWN: Final = 200
-
-
-def clip(text: str, limit: int = _SHOWN) -> str:
-    """One line of at most ``limit`` characters (``…`` when cut)."""
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 class UserBlock(Static):
@@ -52,51 +57,120 @@ class NoteLine(Static):
     DEFAULT_CSS = "NoteLine { color: $text-muted; padding: 0 1; }"
 
 
-class AnswerBlock(Markdown):
-    """One assistant answer, rendered as Markdown while it streams; sealed at the run's end."""
+class AnswerBlock(Widget):
+    """One assistant answer, rendered as Markdown (code highlighted) while it streams; sealed
+    at the run's end, with a word when it did not end well (cancelled, interrupted...).
 
-    DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; }"
+    One widget per answer, drawn from Rich's Markdown renderable: parsed when a frame is
+    drawn, not on every delta (a burst of deltas costs one parse per frame), and cheap to keep
+    by the hundred in a long transcript (Textual's Markdown widget is a tree of widgets per
+    answer: 400 of them took 45 s to mount here)."""
+
+    DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; height: auto; }"
 
     def __init__(self) -> None:
-        super().__init__("")
+        super().__init__()
         self.text = ""
-        self.sealed: str | None = None  # None while streaming; else "ok" / "cancelled" / ...
+        self._sealed: str | None = None
+        self._drawn: tuple[str, str | None, bool] | None = None
+        self._renderable: RenderableType = ""
+
+    @property
+    def sealed(self) -> str | None:
+        """None while streaming; else "ok", "cancelled", "failed", "interrupted"..."""
+        return self._sealed
+
+    @sealed.setter
+    def sealed(self, state: str | None) -> None:
+        self._sealed = state
+        self.refresh(layout=True)
 
     def append_text(self, piece: str) -> None:
         self.text += piece
-        self.update(self.text)
+        self.refresh(layout=True)
 
     def replace_text(self, text: str) -> None:
         """The authority's text (a snapshot): what was shown is replaced, never extended."""
         self.text = text
-        self.update(text)
+        self.refresh(layout=True)
+
+    def render(self) -> RenderableType:
+        dark = self.app.current_theme.dark if self.is_attached else True
+        key = (self.text, self._sealed, dark)
+        if key != self._drawn:
+            from rich.console import Group
+            from rich.markdown import Markdown
+            from rich.text import Text
+
+            theme = "monokai" if dark else "friendly"  # code blocks and inline code alike
+            body = Markdown(
+                self.text, code_theme=theme, inline_code_lexer="text", inline_code_theme=theme
+            )
+            if self._sealed not in (None, "ok"):
+                self._renderable = Group(body, Text(f"({self._sealed})", style="dim italic"))
+            else:
+                self._renderable = body
+            self._drawn = key
+        return self._renderable
 
 
 class ToolCardView(Static):
-    """A tool call keyed by its action id: started → completed (✓ / ✗ and the message)."""
+    """A tool call keyed by its action id: started → (updated) → completed, with ✓ / ✗, the
+    exit code of a command and, folded, its output; ``edit``/``write`` carry a unified diff
+    of their arguments. Click it (or Ctrl+T for the newest) to unfold or fold it."""
 
     DEFAULT_CSS = """
     ToolCardView { margin: 0 0 0 2; padding: 0 1; border: round $secondary; height: auto; }
+    ToolCardView.-open { border: round $accent; }
     """
 
-    def __init__(self, action_id: str, title: str) -> None:
+    def __init__(self, action_id: str, title: str, detail: Mapping[str, Any] | None = None) -> None:
         super().__init__(classes="card")
         self.action_id = action_id
         self.title = title
-        self.state = "running"  # running / ok / failed / cancelled
+        self.state = "running"  # running / ok / failed / cancelled / ...
         self.message = ""
+        self.progress = ""
+        self.diff = tool_diff(detail)
+        self.expanded = False
         self._paint()
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code a command's output ends with (``[exit code N]``), if any."""
+        found = _EXIT.search(self.message[-80:]) if self.message else None
+        return int(found.group(1)) if found else None
+
+    @property
+    def foldable(self) -> bool:
+        return bool(self.diff) or "\n" in self.message.strip() or len(self.message) > _ONE_LINE
+
+    def updated(self, message: str | None) -> None:
+        if self.state == "running" and message:
+            self.progress = message
+            self._paint()
 
     def complete(self, ok: bool | None, message: str | None) -> None:
         self.state = "ok" if ok else "failed"
         self.message = message or ""
+        self.progress = ""
         self._paint()
 
     def seal(self, state: str) -> None:
         """The run ended with this card open: it is shown as ``state``, never spinning."""
         if self.state == "running":
             self.state = state
+            self.progress = ""
             self._paint()
+
+    def toggle(self) -> None:
+        self.expanded = not self.expanded
+        self.set_class(self.expanded, "-open")
+        self._paint()
+
+    def on_click(self) -> None:
+        if self.foldable:
+            self.toggle()
 
     def _paint(self) -> None:
         mark = {
@@ -105,8 +179,29 @@ class ToolCardView(Static):
             "failed": "[red]✗[/]",
         }.get(self.state, "[red]✗[/]")
         label = "" if self.state in ("running", "ok", "failed") else f" [dim]{self.state}[/]"
-        body = f"\n[dim]{escape(clip(self.message))}[/]" if self.message else ""
-        self.update(f"{mark} [b]{escape(self.title)}[/]{label}{body}")
+        code = self.exit_code
+        if code is not None:
+            label += f" [dim]exit {code}[/]"
+        if self.diff:
+            label += f" [dim]{diff_stat(self.diff)}[/]"
+        fold = ""
+        if self.foldable:
+            fold = " [dim]▾[/]" if self.expanded else " [dim]▸[/]"
+        lines = [f"{mark} [b]{escape(clip(self.title, _ONE_LINE))}[/]{label}{fold}"]
+        if self.expanded:
+            if self.diff:
+                lines.append(diff_markup(self.diff))
+            if self.message:
+                body = self.message.rstrip().splitlines()
+                shown = body[:_OUTPUT_LINES]
+                lines += [f"[dim]{escape(x)}[/]" for x in shown]
+                if len(body) > len(shown):
+                    lines.append(f"[dim]… {len(body) - len(shown)} more lines[/]")
+        elif self.progress:
+            lines.append(f"[dim]{escape(clip(self.progress, _ONE_LINE))}[/]")
+        elif self.message:
+            lines.append(f"[dim]{escape(clip(self.message, _ONE_LINE))}[/]")
+        self.update("\n".join(lines))
 
 
 def question(tool: str, action: dict[str, Any] | None) -> str:
@@ -136,8 +231,10 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
     DEFAULT_CSS = """
     ApprovalPanel { align: center middle; }
     ApprovalPanel > Vertical {
-        width: 76; height: auto; padding: 1 2; border: thick $warning; background: $surface;
+        width: 76; height: auto; max-height: 90%; padding: 1 2; border: thick $warning;
+        background: $surface;
     }
+    #approval-diff { height: auto; max-height: 12; margin: 1 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "decide('approve_once')", "once"),
@@ -147,9 +244,10 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
         Binding("escape", "decide('deny')", "deny"),
     ]
 
-    def __init__(self, asked: ApprovalAsked) -> None:
+    def __init__(self, asked: ApprovalAsked, diff: list[str] | None = None) -> None:
         super().__init__()
         self.asked = asked
+        self.diff = diff
 
     def compose(self) -> ComposeResult:
         asked = self.asked
@@ -158,6 +256,9 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
             yield Static(escape(question(asked.tool, asked.action)), id="approval-question")
             if asked.rationale:
                 yield Static(f"[dim]{escape(clip(asked.rationale))}[/]")
+            if self.diff:
+                with VerticalScroll(id="approval-diff"):
+                    yield Static(diff_markup(self.diff, limit=_PANEL_DIFF))
             yield Static("[b]1[/] once · [b]2[/] session · [b]3[/] always · [b]4[/]/Esc deny")
 
     def action_decide(self, value: str) -> None:
@@ -171,17 +272,28 @@ class Status:
     run: str = "idle"
     queued: int = 0
     usage: str = ""
+    model: str | None = None
+    gauge: str = ""
+    unread: int = 0
 
 
 class StatusLine(Static):
-    """connection · session · run state · queue · last usage."""
+    """connection · session · model · context gauge · run state · queue · usage."""
 
     DEFAULT_CSS = "StatusLine { height: 1; background: $panel; padding: 0 1; }"
 
     def show(self, status: Status) -> None:
-        parts = [status.connection, status.session, status.run]
+        # Most telling first: at 80 columns the tail (usage, unread) is what gets cut.
+        parts = [status.connection, status.run]
         if status.queued:
             parts.append(f"queued {status.queued}")
+        parts.append(status.session)
+        if status.model:
+            parts.append(clip(status.model.split(":", 1)[-1], 28))
+        if status.gauge:
+            parts.append(f"ctx {status.gauge}")
+        if status.unread:
+            parts.append(f"{status.unread} unread (Ctrl+X)")
         if status.usage:
             parts.append(status.usage)
         self.update(escape(" · ".join(parts)))

@@ -1,0 +1,310 @@
+"""The slash commands' work: each answers in the transcript (a note), from the session port
+and, where the daemon offers them, the control plane's own methods (see ``_daemon``).
+What a daemon does not offer is said, with what the client itself knows instead."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from lemon_core.sessions import SessionPort, check_session_key
+from lemon_tui._commands import help_text
+from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
+from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
+from lemon_tui._text import count, escape
+
+if TYPE_CHECKING:
+    from lemon_tui._app import LemonTUI
+
+__all__ = [
+    "SessionUsage",
+    "load_models",
+    "open_model_picker",
+    "open_switcher",
+    "run_command",
+    "set_model",
+]
+
+_HISTORY_DEFAULT: Final = 20
+_HISTORY_MAX: Final = 200
+_CLIP: Final = 160
+
+
+@dataclass(kw_only=True, slots=True)
+class SessionUsage:
+    """What this client saw of one session's runs (added up from their ends)."""
+
+    runs: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_tokens: int = 0
+    cost_usd: float = 0.0
+    context_tokens: int = 0
+    """The prompt size of the last run (input plus cache): what the context gauge shows."""
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+async def load_models(app: LemonTUI, *, fresh: bool = False) -> list[ModelInfo] | None:
+    """The daemon's model catalogue (cached for the connection); ``None`` when it offers no
+    ``models.list``."""
+    if app.models is not None and not fresh:
+        return app.models
+    daemon = offered(app.port, "models.list")
+    if daemon is None:
+        return None
+    app.models = models_from_wire(await daemon.call("models.list", {}))
+    return app.models
+
+
+async def set_model(app: LemonTUI, ref: str | None) -> None:
+    """Use ``ref`` for this session's next messages (``None``: the daemon's default). Each
+    message carries it (``RunRequest.model``); where the daemon offers ``sessions.patch`` the
+    session is patched too, so other clients see it."""
+    app.model = ref
+    daemon = offered(app.port, "sessions.patch")
+    where = "sent with each message from here"
+    if daemon is not None:
+        await daemon.call("sessions.patch", {"sessionKey": app.session, "model": ref})
+        where = "set on the session"
+    app.note(f"model: {escape(ref or 'the daemon default')} ({where})")
+    app.paint_status()
+
+
+async def open_switcher(app: LemonTUI) -> None:
+    """The session switcher: ``sessions.list`` with this client's unread counts, plus the
+    current and background sessions the list does not hold (not run yet, or past its page)."""
+    port = app.port
+    if port is None:
+        app.note("[yellow]not connected[/]: the sessions cannot be listed")
+        return
+    rows = [
+        SessionRow(
+            key=r.session_key,
+            runs=r.runs,
+            active=r.active,
+            updated_at_ms=r.updated_at_ms,
+            preview=r.last_answer_preview,
+            unread=app.background.get(r.session_key, 0),
+            current=r.session_key == app.session,
+        )
+        for r in await port.sessions()
+    ]
+    known = {r.key for r in rows}
+    for key, unread in [(app.session, 0), *app.background.items()]:
+        if key not in known:
+            known.add(key)
+            rows.append(SessionRow(key=key, unread=unread, current=key == app.session))
+
+    def taken(key: str | None) -> None:
+        app.editor.focus()
+        if key == NEW_SESSION:
+            app.run_worker(app.command("/new"), group="commands")
+        elif key is not None and key != app.session:
+            app.switch(key)
+
+    app.push_screen(SessionSwitcher(rows, now=app.clock), taken)
+
+
+async def open_model_picker(app: LemonTUI) -> None:
+    """The model picker over ``models.list``; the one taken is set (the default: none)."""
+    models = await load_models(app)
+    if not models:
+        app.note("this daemon does not list its models; /model PROVIDER:MODEL sets one")
+        return
+
+    def taken(model: ModelInfo | None) -> None:
+        app.editor.focus()
+        if model is not None:
+            ref = None if model.default else model.ref
+            app.run_worker(app.set_model_or_say(ref), group="commands")
+
+    app.push_screen(ModelPicker(models, current=app.model), taken)
+
+
+async def run_command(app: LemonTUI, line: str) -> None:
+    """Run one slash command line (it is known: see ``_commands.is_command``)."""
+    name, _, arg = line.partition(" ")
+    arg = arg.strip()
+    port = app.port
+    if name in ("/quit", "/exit"):
+        app.exit(0)
+    elif name == "/help":
+        app.note(escape(help_text()))
+    elif name == "/abort":
+        await app.abort_run(quiet_when_idle=True)
+    elif name == "/status":
+        await _status(app)
+    elif name == "/usage":
+        await _usage(app)
+    elif port is None:
+        app.note("[yellow]not connected[/] (what you type waits and is sent after the reconnect)")
+    elif name == "/new":
+        app.switch(f"{_base(app.session)}:sub:{secrets.token_hex(4)}")
+    elif name == "/resume":
+        if not arg:
+            app.note("usage: /resume KEY (/sessions lists them; Ctrl+X picks one)")
+            return
+        try:
+            check_session_key(arg)
+        except ValueError as exc:
+            app.note(f"[red]{escape(str(exc))}[/]")
+            return
+        app.switch(arg)
+    elif name == "/sessions":
+        rows = await port.sessions()
+        if not rows:
+            app.note("no sessions yet")
+        for row in rows:
+            mark = "*" if row.session_key == app.session else " "
+            busy = " · running" if row.active else ""
+            app.note(f"{mark} {escape(row.session_key)}  {count(row.runs, 'run')}{busy}")
+    elif name == "/history":
+        await _history(app, port, arg)
+    elif name == "/model":
+        await _model(app, arg)
+    elif name == "/approvals":
+        await _approvals(app, port)
+    elif name == "/compact":
+        if app.waiting_for:
+            app.note("wait until the running answer ends (or Ctrl+C it), then /compact")
+            return
+        result = await port.compact(app.session, instructions=arg or None)
+        if result.error is not None:
+            app.note(f"[yellow]could not compact:[/] {escape(result.error)}")
+        elif not result.compacted:
+            app.note(escape(result.note or "nothing to compact"))
+        else:
+            app.note(
+                f"compacted: {result.messages_summarised} messages summarised, "
+                f"{result.messages_kept} kept"
+            )
+
+
+def _base(session: str) -> str:
+    """The session a ``/new`` branches from (a sub-session's parent)."""
+    return session.split(":sub:", 1)[0]
+
+
+async def _history(app: LemonTUI, port: SessionPort, arg: str) -> None:
+    limit = _HISTORY_DEFAULT
+    if arg:
+        if not arg.isdigit() or int(arg) < 1:
+            app.note(escape(f"usage: /history [N] (N a number of messages, 1 to {_HISTORY_MAX})"))
+            return
+        limit = min(int(arg), _HISTORY_MAX)
+    page = await port.transcript(app.session, limit=limit)
+    if page.notice:
+        app.note(f"[yellow]{escape(page.notice)}[/]")
+    if not page.entries:
+        app.note("no history in this session yet")
+        return
+    older = " (older ones exist: /history N shows more)" if page.more else ""
+    app.note(f"[b]the last {len(page.entries)} messages[/]{older}")
+    for entry in page.entries:
+        app.note(f"{entry.index:>4} [b]{entry.role}[/] {escape(_clip(entry.text))}")
+
+
+async def _model(app: LemonTUI, arg: str) -> None:
+    models = await load_models(app)
+    if not arg:
+        current = app.model or next((m.ref for m in models or () if m.default), None)
+        app.note(f"model: {escape(current or 'the daemon default')} · Ctrl+O picks one")
+        if models is None:
+            app.note("this daemon does not list its models (no models.list); /model REF sets one")
+            return
+        for m in models:
+            mark = "*" if m.ref == current else " "
+            window = f"  {m.context_window // 1000:,}k context" if m.context_window else ""
+            app.note(f"{mark} {escape(m.ref)}  {escape(m.name)}{window}")
+        return
+    if arg == "default":
+        await set_model(app, None)
+        return
+    if models is not None and arg not in {m.ref for m in models}:
+        close = [m.ref for m in models if arg.lower() in m.ref.lower()]
+        hint = f"; did you mean {', '.join(close[:3])}?" if close else "; /model lists them"
+        app.note(f"[red]unknown model {escape(arg)}[/]{escape(hint)}")
+        return
+    if ":" not in arg:
+        app.note("[red]a model is PROVIDER:MODEL[/] (for example openai:gpt-4o)")
+        return
+    await set_model(app, arg)
+
+
+async def _approvals(app: LemonTUI, port: SessionPort) -> None:
+    snapshot = await port.snapshot(app.session)
+    pending = snapshot.pending_approvals
+    if not pending:
+        app.note("no approval is waiting in this session")
+    for p in pending:
+        why = f" · {escape(_clip(p.rationale, 80))}" if p.rationale else ""
+        app.note(f"waiting: [b]{escape(p.tool)}[/] {escape(_clip(str(p.action or {}), 80))}{why}")
+    if pending and app.panel is None:
+        app.ask_again(pending)
+    daemon = offered(app.port, "exec.approvals.get")
+    if daemon is None:
+        return
+    payload: Any = await daemon.call("exec.approvals.get", {})
+    grants = payload.get("approvals") if isinstance(payload, dict) else None
+    if isinstance(grants, list) and grants:
+        app.note(f"[b]standing grants[/] ({len(grants)})")
+        for grant in grants[:20]:
+            if isinstance(grant, dict):
+                scope = grant.get("scope", "")
+                app.note(f"  {escape(str(grant.get('tool', '?')))} {escape(str(scope))}")
+
+
+async def _usage(app: LemonTUI) -> None:
+    seen = app.usage.get(app.session) or SessionUsage()
+    app.note(
+        f"[b]this session[/] (as this client saw it): {count(seen.runs, 'run')} · "
+        f"{seen.input_tokens:,} in · {seen.output_tokens:,} out · "
+        f"{seen.cache_tokens:,} cached · ${seen.cost_usd:.4f}"
+    )
+    gauge = app.context_gauge()
+    if gauge:
+        app.note(f"context: {gauge}")
+    daemon = offered(app.port, "usage.status")
+    if daemon is None:
+        app.note("[dim]the daemon offers no usage.status; these are this client's figures[/]")
+        return
+    payload: Any = await daemon.call("usage.status", {})
+    if isinstance(payload, dict):
+        tokens = payload.get("tokens") or {}
+        app.note(
+            f"[b]the daemon[/] ({escape(str(payload.get('period', 'today')))}): "
+            f"{count(payload.get('runs', '?'), 'run')} · {tokens.get('input', 0):,} in · "
+            f"{tokens.get('output', 0):,} out · ${float(payload.get('cost') or 0):.4f}"
+        )
+
+
+async def _status(app: LemonTUI) -> None:
+    status = app.status
+    app.note(
+        f"[b]{escape(status.connection)}[/] · {escape(app.where)} · session "
+        f"{escape(app.session)} · {escape(status.run)} · queued {status.queued} · "
+        f"recoveries {app.recoveries}"
+    )
+    app.note(f"model: {escape(app.model or 'the daemon default')}")
+    daemon = offered(app.port, "status")
+    if daemon is None:
+        if app.port is not None:
+            app.note("[dim]the daemon offers no status method[/]")
+        return
+    payload: Any = await daemon.call("status", {})
+    if not isinstance(payload, dict):
+        return
+    server = payload.get("server") or {}
+    conns = payload.get("connections") or {}
+    runs = payload.get("runs") or {}
+    uptime = server.get("uptime_ms") or server.get("uptimeMs")
+    app.note(
+        f"daemon {escape(server_version(daemon))}"
+        + (f" · up {int(uptime) // 1000:,} s" if isinstance(uptime, int) else "")
+        + f" · {conns.get('active', '?')} connections · {runs.get('active', '?')} runs active"
+    )
