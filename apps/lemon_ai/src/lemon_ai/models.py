@@ -166,6 +166,10 @@ _TEMPLATES: tuple[ProviderTemplate, ...] = (
                      base_url="http://127.0.0.1:8000/v1"),
     ProviderTemplate(provider="llamacpp", api="openai_completions",
                      base_url="http://127.0.0.1:8080/v1"),
+    # The offline provider answers for any model id (``offline:offline`` is the listed one): a
+    # listed provider must resolve, or the "known providers" of an error would lie.
+    ProviderTemplate(provider="offline", api="offline", base_url="",
+                     context_window=1_000_000, max_tokens=4_096),
 )  # fmt: skip
 
 
