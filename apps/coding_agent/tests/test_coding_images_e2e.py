@@ -114,6 +114,8 @@ async def test_an_image_reaches_the_model_on_each_wire_and_the_transcript_keeps_
         assert first.answer == "a red dot"
         again, _ = await _run(port, _request(tmp_path, "scripted:vision", (), "and now?"))
         assert again.ok, again.error
+        page = await port.transcript(SESSION)
+        assert page.entries[0].text == f"what is this?\n[image: image/png, {len(PNG)} bytes]"
     assert parts_of(scripted_provider.requests[0].body) == expected
     (transcript,) = (tmp_path / "home" / "agent" / "sessions").glob("*.jsonl")
     text = transcript.read_text()
