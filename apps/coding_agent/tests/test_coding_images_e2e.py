@@ -18,7 +18,7 @@ from lemon_core.events import ActionKind, ErrorCode
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded, SessionEvent, SessionPort, ToolCard
-from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
+from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCall, ScriptedTurn
 
 SESSION = "agent:default:main"
 # A 1x1 PNG.
@@ -173,3 +173,28 @@ async def test_a_bad_image_fails_the_run_clearly_before_any_model_call(
     for word in words:
         assert word in ended.error
     assert scripted_provider.requests == []
+
+
+async def test_every_model_call_of_the_run_sees_the_image_and_errors_name_which_image(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    (tmp_path / "notes.txt").write_text("a dot\n")
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(ScriptedToolCall(name="read", arguments={"path": "notes.txt"}),)),
+        ScriptedTurn(text="it is the dot from notes.txt"),
+    )
+    url = scripted_provider.openai_base_url
+    async with _boot(tmp_path, "scripted", "openai_completions", url) as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        ended, _ = await _run(port, _request(tmp_path, "scripted:vision", (_image(),)))
+        assert ended.ok, ended.error
+        bad, _ = await _run(
+            port, _request(tmp_path, "scripted:vision", (_image(), _image(mime_type="image/bmp")))
+        )
+    first, second = (json.dumps(r.body) for r in scripted_provider.requests)
+    assert PNG_B64 in first
+    assert PNG_B64 in second  # the tool turn's request still carries it
+    assert "a dot" in second
+    assert not bad.ok
+    assert bad.error is not None
+    assert "image 2 has media type 'image/bmp'" in bad.error

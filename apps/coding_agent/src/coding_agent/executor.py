@@ -600,8 +600,8 @@ class CodingExecution:
 
     async def _execute(self, sink: ExecutionSink) -> ExecutionResult:
         job = self._job
-        try:
-            images = await asyncio.to_thread(_decode_images, job.images)
+        try:  # decoding megabytes of base64 stays off the loop; most runs carry no image
+            images = await asyncio.to_thread(_decode_images, job.images) if job.images else ()
         except InvalidImageError as exc:  # checked before anything is opened or sent
             return ExecutionResult(
                 ok=False, error=f"bad_request: {exc}", error_code=ErrorCode.BAD_REQUEST
