@@ -159,6 +159,9 @@ class _ScriptedPort:
         self.watched.set()
         return stream
 
+    def watch_all(self) -> _Stream:
+        return self.watch("*")
+
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         return self._snapshot
 
@@ -261,3 +264,98 @@ async def test_a_session_event_the_wire_has_no_name_for_is_logged_once_and_dropp
         assert bridge.statistics().dropped_types == ("QueueNotice",)
     assert out == ["agent", "chat"]
     assert sum("QueueNotice" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_connection_that_touched_no_session_gets_every_sessions_events(
+    client: Any,
+) -> None:
+    async with client() as watcher, client() as narrowed, client() as sender:
+        await narrowed.call("events.subscribe", {"sessionKeys": ["agent:default:main"]})
+        other = "agent:default:main:sub:elsewhere"
+        sent = await sender.call("chat.send", {"sessionKey": other, "prompt": "hello"})
+        done = await watcher.completed(sent["runId"])
+        assert done["payload"]["sessionKey"] == other
+        started = watcher.events("agent")[0]["payload"]
+        assert (started["type"], started["runId"]) == ("started", sent["runId"])
+        assert any(e["payload"]["runId"] == sent["runId"] for e in watcher.events("chat"))
+        # The narrowed connection sees its own session only: a run there arrives, the other
+        # session's did not (its events came first on the one ordered delivery).
+        mine = await sender.call("chat.send", {"sessionKey": "agent:default:main", "prompt": "hi"})
+        await narrowed.completed(mine["runId"])
+        assert {e["payload"]["sessionKey"] for e in narrowed.events()} == {"agent:default:main"}
+
+
+async def _stalled_client(ws_url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket client on a raw socket that completes the handshake and `connect`, then
+    never reads again (its socket's buffers fill; the server's sends have to wait)."""
+    from urllib.parse import urlsplit
+
+    from websockets.frames import Frame, Opcode
+
+    url = urlsplit(ws_url)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    writer.write(
+        (
+            f"GET {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), head
+    hello = json.dumps({"type": "req", "id": "c", "method": "connect", "params": {}})
+    writer.write(Frame(Opcode.TEXT, hello.encode()).serialize(mask=True))
+    await writer.drain()
+    # Read the hello-ok (the server has then taken the `connect`); nothing more after it.
+    head = await reader.readexactly(2)
+    size = head[1] & 0x7F
+    if size == 126:
+        size = int.from_bytes(await reader.readexactly(2), "big")
+    elif size == 127:
+        size = int.from_bytes(await reader.readexactly(8), "big")
+    assert json.loads(await reader.readexactly(size))["type"] == "hello-ok"
+    return reader, writer
+
+
+async def test_a_real_socket_that_stops_reading_is_resynced_then_closed_and_holds_up_no_one(
+    daemon: Any,
+) -> None:
+    """Over real sockets: a client that stops reading fills its socket, then its queue (its
+    sends wait, the broadcaster does not); it is resynced, then closed (4008), while a reading
+    client receives every event."""
+    from websockets.asyncio.client import connect
+
+    from lemon_control_plane.testing import WireClient
+
+    blob = "x" * 65536
+    total = 3000
+    _, writer = await _stalled_client(daemon.ws_url)
+    try:
+        (stalled,) = daemon._connections
+        async with connect(daemon.ws_url, max_size=None) as healthy_ws:
+            assert (await WireClient(healthy_ws).connect())["type"] == "hello-ok"
+            got = 0
+            done = asyncio.Event()
+
+            async def read_healthy() -> None:
+                nonlocal got
+                async for raw in healthy_ws:
+                    if json.loads(raw).get("event") == "bench.blob":
+                        got += 1
+                        if got == total:
+                            done.set()
+                            return
+
+            task = asyncio.create_task(read_healthy())
+            for n in range(total):
+                daemon._broadcast("bench.blob", {"n": n, "blob": blob}, None)  # the fan-out
+                if n % 20 == 0:
+                    await asyncio.sleep(0)  # let the sockets move
+            await asyncio.wait_for(done.wait(), 60)
+            await task
+            stats = stalled.statistics()
+            assert stats.resyncs == 1, stats
+            assert stats.dropped > 0
+            assert stalled.closing_code == CLOSE_TOO_SLOW
+    finally:
+        writer.close()

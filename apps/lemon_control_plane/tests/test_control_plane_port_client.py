@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lemon_control_plane import ControlPlane, WebSocketSessionPort
+from lemon_control_plane import ControlPlane, WebSocketSessionPort, WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
@@ -102,3 +102,17 @@ async def test_a_stream_that_falls_behind_ends_with_an_overflow(daemon: ControlP
         events = [await stream.get(), await stream.get(), await stream.get()]
     assert isinstance(events[-1], StreamOverflow)
     assert port.statistics().streams_overflowed == 1
+
+
+async def test_other_wire_methods_through_the_port_client(port: WebSocketSessionPort) -> None:
+    models = await port.call("models.list")
+    pick = models["models"][-1]["id"]
+    settings = await port.patch("agent:default:main", model=pick)
+    assert settings.model == pick
+    detail = await port.call("session.detail", {"sessionKey": "agent:default:main"})
+    assert detail["session"]["modelOverride"] == pick
+    with pytest.raises(WireError) as missing:
+        await port.call("goal.set", {"sessionKey": "agent:default:main"})
+    assert missing.value.code == "METHOD_NOT_FOUND"
+    with pytest.raises(ValueError, match="sessionKey"):
+        await port.call("session.detail", {})

@@ -62,6 +62,9 @@ class _Bounded:
     def watch(self, session_key: str) -> WebSocketSessionStream:
         return self._port.watch(session_key, max_entries=self._n)
 
+    def watch_all(self) -> WebSocketSessionStream:
+        return self._port.watch_all(max_entries=self._n)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._port, name)
 

@@ -59,14 +59,49 @@ def test_tokens_are_kept_hashed() -> None:
     assert not config.accepts_token(None)
 
 
-async def test_a_page_from_another_origin_cannot_open_the_socket(daemon: ControlPlane) -> None:
+async def _refused(url: str, origin: str) -> int:
     with pytest.raises(InvalidStatus) as refused:
-        async with connect(daemon.ws_url, origin="http://evil.example"):  # type: ignore[arg-type]  # websockets types Origin as a NewType of str
+        async with connect(url, origin=origin):  # type: ignore[arg-type]  # websockets types Origin as a NewType of str
             pass
-    assert refused.value.response.status_code == 403
-    async with connect(daemon.ws_url, origin="http://localhost:5173") as ws:  # type: ignore[arg-type]  # as above
-        client = WireClient(ws)
-        assert (await client.connect())["type"] == "hello-ok"
+    return refused.value.response.status_code
+
+
+async def _accepted(url: str, origin: str) -> bool:
+    async with connect(url, origin=origin) as ws:  # type: ignore[arg-type]  # as above
+        return (await WireClient(ws).connect())["type"] == "hello-ok"
+
+
+async def test_a_page_from_another_origin_cannot_open_the_socket(daemon: ControlPlane) -> None:
+    port = daemon.address[1]
+    other = port + 1 if port < 65535 else port - 1
+    for origin in (
+        "http://evil.example",
+        f"http://evil.example:{port}",  # DNS rebinding: a foreign name resolving to loopback
+        "http://localhost:5173",  # another local web server
+        f"http://127.0.0.1:{other}",
+        "http://localhost",
+        "null",
+        f"file://localhost:{port}",
+        "http://[::1",
+    ):
+        assert await _refused(daemon.ws_url, origin) == 403, origin
+    # The daemon's own origin, under each loopback alias of its port (the web page it serves).
+    for origin in (
+        f"http://127.0.0.1:{port}",
+        f"http://localhost:{port}",
+        f"http://LOCALHOST:{port}",
+        f"http://[::1]:{port}",
+        f"https://127.0.0.1:{port}",
+    ):
+        assert await _accepted(daemon.ws_url, origin), origin
+
+
+async def test_configured_extra_origins_are_accepted(boot: Callable[..., Runtime]) -> None:
+    async with boot(extra_origins=["http://localhost:5173"]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert await _accepted(plane.ws_url, "http://localhost:5173")
+        assert await _refused(plane.ws_url, "http://localhost:5174") == 403
 
 
 async def test_with_tokens_configured_a_connection_must_present_one(

@@ -11,6 +11,7 @@ from lemon_core.events import (
     ApprovalPending,
     ApprovalRequested,
     ApprovalResolved,
+    BusBackendChanged,
     ChannelDelivery,
     Completion,
     ConfigReloaded,
@@ -70,6 +71,7 @@ EXPECTED = {
     "config_reload_failed": ConfigReloadFailed,
     "secret_changed": SecretChanged,
     "talk_mode_changed": TalkModeChanged,
+    "bus_backend_changed": BusBackendChanged,
     "goal_set": GoalChanged,
     "goal_paused": GoalChanged,
     "goal_resumed": GoalChanged,
@@ -189,7 +191,7 @@ def test_registry_is_read_only() -> None:
 
 def test_payload_classes_include_the_nested_ones_once_each() -> None:
     classes = payload_classes()
-    assert len(classes) == len(set(classes)) == 28
+    assert len(classes) == len(set(classes)) == 29
     assert nested_payload_classes() == (Completion, RunUsage, Action, ApprovalPending)
     assert set(nested_payload_classes()) <= set(classes)
 

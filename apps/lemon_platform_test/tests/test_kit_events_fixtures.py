@@ -37,6 +37,7 @@ BUILDERS = {
     "config_reloaded": events_fixtures.config_reloaded,
     "secret_changed": events_fixtures.secret_changed,
     "talk_mode_changed": events_fixtures.talk_mode_changed,
+    "bus_backend_changed": events_fixtures.bus_backend_changed,
     "goal_set": events_fixtures.goal_changed,
     "routing_feedback": events_fixtures.routing_feedback,
     "channel_delivery": events_fixtures.channel_delivery,

@@ -36,10 +36,12 @@ class SessionTranscriptReader:
         self, native_session_id: str, *, limit: int = 50, before: int | None = None
     ) -> NativeHistory:
         try:
-            _, messages = await self._sessions.load(native_session_id)
+            _, messages, stamps = await self._sessions.load_timed(native_session_id)
         except (CodingAgentError, OSError) as exc:
             raise LookupError(str(exc)) from exc
-        entries = [e for e in (_entry(i, m) for i, m in enumerate(messages)) if e is not None]
+        entries = [
+            e for e in (_entry(i, m, stamps[i]) for i, m in enumerate(messages)) if e is not None
+        ]
         if before is not None:
             entries = [e for e in entries if e.index < before]
         limit = max(0, min(limit, _MAX_LIMIT))
@@ -49,7 +51,7 @@ class SessionTranscriptReader:
         )
 
 
-def _entry(index: int, message: Message) -> TranscriptEntry | None:
+def _entry(index: int, message: Message, timestamp_ms: int | None) -> TranscriptEntry | None:
     role: Literal["user", "assistant", "tool"]
     if isinstance(message, UserMessage):
         # Images are kept as references (type and size; the bytes are not in the transcript).
@@ -64,7 +66,9 @@ def _entry(index: int, message: Message) -> TranscriptEntry | None:
     truncated = len(text) > _MAX_ENTRY_CHARS
     if truncated:
         text = text[: _MAX_ENTRY_CHARS - 1] + "…"
-    return TranscriptEntry(index=index, role=role, text=text, truncated=truncated)
+    return TranscriptEntry(
+        index=index, role=role, text=text, truncated=truncated, timestamp_ms=timestamp_ms
+    )
 
 
 def _todos(messages: list[Message]) -> tuple[TodoItem, ...]:

@@ -513,6 +513,7 @@ class _Parsed:
 
     transcript: Transcript
     messages: list[Message]
+    timestamps: list[int | None]
     kept: list[bytes] | None
     torn: list[tuple[int, bytes]]
     lines: int
@@ -566,14 +567,24 @@ class SessionStore:
         :class:`CorruptTranscriptError` (unreadable, too large, or a bad line).
         """
         path = self.path_of(session_id)
-        return await asyncio.to_thread(self._load_sync, session_id, path)
+        transcript, messages, _ = await asyncio.to_thread(self._load_sync, session_id, path)
+        return transcript, messages
 
-    def _load_sync(self, session_id: str, path: Path) -> tuple[Transcript, list[Message]]:
+    async def load_timed(
+        self, session_id: str
+    ) -> tuple[Transcript, list[Message], list[int | None]]:
+        """:meth:`load`, with each message's write time (wall-clock ms; ``None`` for a
+        message the repair added)."""
+        return await asyncio.to_thread(self._load_sync, session_id, self.path_of(session_id))
+
+    def _load_sync(
+        self, session_id: str, path: Path
+    ) -> tuple[Transcript, list[Message], list[int | None]]:
         for _ in range(_REPAIR_ATTEMPTS):
             raw = self._read(session_id, path)
             parsed = self._parse(session_id, path, raw)
             if parsed.kept is None:
-                return parsed.transcript, parsed.messages
+                return parsed.transcript, parsed.messages, parsed.timestamps
             try:
                 with _exclusive(path) as current:
                     if current != raw:
@@ -589,7 +600,7 @@ class SessionStore:
                 transcript.notice = _torn_notice(
                     session_id, parsed.torn, parsed.lines, transcript.entries, parsed.dropped, side
                 )
-            return transcript, parsed.messages
+            return transcript, parsed.messages, parsed.timestamps
         raise CorruptTranscriptError(
             f"transcript {path} kept changing while it was being repaired; try again"
         )
@@ -633,6 +644,7 @@ class SessionStore:
         if header.id != session_id:
             self._corrupt(path, 1, f"header names session {header.id!r}")
         messages: list[Message] = []
+        stamps: dict[int, int] = {}  # id(message) -> its entry's timestamp (objects kept alive)
         kept: list[bytes] = [lines[0]]
         torn: list[tuple[int, bytes]] = []
         last: str | None = None
@@ -653,8 +665,10 @@ class SessionStore:
                 entry, line = salvaged, line[start:]
             if isinstance(entry, _Compaction):  # the conversation restarts at its summary
                 messages = [summary_message(entry.summary)]
+                stamps = {id(messages[0]): entry.timestamp}
             else:
                 messages.append(_from_wire(entry.message))
+                stamps[id(messages[-1])] = entry.timestamp
             kept.append(line)
             last = entry.id
         repaired, dropped = _repair(messages, drop_orphans=bool(torn))
@@ -664,6 +678,7 @@ class SessionStore:
         return _Parsed(
             transcript=transcript,
             messages=repaired,
+            timestamps=[stamps.get(id(m)) for m in repaired],
             kept=kept if torn or not terminated else None,
             torn=torn,
             lines=len(lines),

@@ -1,9 +1,10 @@
-"""``lemon doctor``: is this installation able to chat? Config, store, executor, provider."""
+"""``lemon doctor``: is this installation able to chat? Config, store, bus, executor, provider."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -17,7 +18,7 @@ from rich.markup import escape
 if TYPE_CHECKING:  # the rest is imported when the checks run: `lemon --help` stays fast
     from lemon_core.config import Config, LoadedConfig
 
-__all__ = ["Check", "doctor", "run_checks"]
+__all__ = ["Check", "doctor", "exit_code", "run_checks"]
 
 Status = Literal["ok", "warn", "fail"]
 _TIMEOUT_S = 3.0
@@ -30,7 +31,84 @@ class Check:
     detail: str
 
 
-async def _check_store(home: Path, home_exists: bool) -> Check:
+async def _check_store(config: Config | None, home: Path, home_exists: bool) -> Check:
+    backend = config.store.backend if config is not None else "sqlite"
+    if backend == "memory":
+        return Check(name="store", status="ok", detail="memory store: nothing outlives a process")
+    if backend == "postgres" and config is not None:
+        return await _check_postgres_store(config)
+    return await _check_sqlite_store(home, home_exists)
+
+
+async def _check_postgres_store(config: Config) -> Check:
+    from lemon_core.config import ConfigError, redact_url, resolve_store_dsn
+    from lemon_core.store import StoreError
+    from lemon_core.store.postgres import PostgresStore
+
+    schema = config.store.schema
+    try:
+        dsn = resolve_store_dsn(config.store, os.environ)
+    except ConfigError as exc:
+        return Check(name="store", status="fail", detail=exc.issues[0].render())
+    try:
+        store = await PostgresStore.open(
+            dsn, schema=schema, timeout_s=_TIMEOUT_S, min_connections=1, max_connections=1
+        )
+    except StoreError as exc:
+        return Check(name="store", status="fail", detail=f"{exc}; check [store] dsn")
+    try:
+        token = f"doctor-{time.time_ns()}"
+        await store.put("doctor", "probe", token)
+        back = await store.get("doctor", "probe")
+        await store.delete("doctor", "probe")
+        versions = await store.migrations()
+    except StoreError as exc:
+        return Check(name="store", status="fail", detail=str(exc))
+    finally:
+        await store.close()
+    where = f"{redact_url(dsn)} schema {schema}"
+    if back != token:
+        return Check(name="store", status="fail", detail=f"{where}: read back {back!r}")
+    return Check(
+        name="store",
+        status="ok",
+        detail=f"PostgreSQL open/write/read ok: {where} (migration {versions[-1]})",
+    )
+
+
+async def _check_bus(config: Config | None) -> Check:
+    if config is None or config.bus.backend == "local":
+        return Check(name="bus", status="ok", detail="in-process bus (one daemon)")
+    from lemon_core.bus.backends.redis import RedisBackend
+    from lemon_core.config import ConfigError, redact_url, resolve_bus_url
+    from lemon_core.errors import BusBackendUnavailableError
+
+    try:
+        url = resolve_bus_url(config.bus, os.environ)
+    except ConfigError as exc:
+        return Check(name="bus", status="fail", detail=exc.issues[0].render())
+    backend = RedisBackend(url, prefix=config.store.schema, connect_timeout_s=_TIMEOUT_S)
+    try:
+        await asyncio.to_thread(backend.connect)
+        delivered = await asyncio.to_thread(backend.flush, _TIMEOUT_S)
+    except BusBackendUnavailableError as exc:
+        return Check(name="bus", status="fail", detail=f"{exc}; check [bus] url")
+    finally:
+        await asyncio.to_thread(backend.close)
+    if not delivered:
+        return Check(
+            name="bus",
+            status="fail",
+            detail=f"Redis bus {redact_url(url)}: a probe published did not come back",
+        )
+    return Check(
+        name="bus",
+        status="ok",
+        detail=f"Redis publish/subscribe ok: {redact_url(url)} prefix {config.store.schema}",
+    )
+
+
+async def _check_sqlite_store(home: Path, home_exists: bool) -> Check:
     from lemon_cli._home import home_problem
     from lemon_core.runtime import store_path
     from lemon_core.store import open_default_store
@@ -76,7 +154,6 @@ def _check_executor() -> Check:
 
 
 async def _check_provider(config: Config, home: Path) -> Check:
-    import os
 
     import httpx
 
@@ -160,7 +237,8 @@ async def run_checks(
     else:
         sources = ", ".join(loaded.sources) or "no config file (defaults)"
         checks.append(Check(name="config", status="ok", detail=f"valid: {sources}"))
-    checks.append(await _check_store(home, home_exists))
+    config = loaded.config if loaded is not None else None
+    checks.append(await _check_store(config, home, home_exists))
     checks.append(_check_executor())
     if loaded is not None:
         checks.append(await _check_provider(loaded.config, home))
@@ -168,6 +246,7 @@ async def run_checks(
         checks.append(
             Check(name="provider", status="fail", detail="skipped: the config is invalid")
         )
+    checks.append(await _check_bus(config))
     if loaded is not None:
         from lemon_cli.channels_cmd import channel_check_lines
 
@@ -179,7 +258,8 @@ async def run_checks(
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check the runtime's health: config, store, executor, provider. Exit 1 on a failure."""
+    """Check the runtime's health: config, store, bus, executor, provider. Exit 1 on a failure,
+    2 when a configured PostgreSQL store or Redis bus cannot be reached."""
     from lemon_core.config import ConfigError, lemon_home, load_config
 
     console = Console(emoji=False, highlight=False)
@@ -198,4 +278,19 @@ def doctor(
         colour = {"ok": "green", "warn": "yellow", "fail": "red"}
         for c in checks:
             console.print(f"[{colour[c.status]}]{c.status:>4}[/] {c.name:<9} {escape(c.detail)}")
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(exit_code(loaded, checks))
+
+
+def exit_code(loaded: LoadedConfig | None, checks: list[Check]) -> int:
+    """0 when nothing failed; 2 when a configured server (PostgreSQL store, Redis bus) failed
+    its check, as ``lemon serve`` exits when it cannot reach one; 1 for any other failure."""
+    if not any(c.status == "fail" for c in checks):
+        return 0
+    if loaded is not None:
+        remote = {
+            "store": loaded.config.store.backend == "postgres",
+            "bus": loaded.config.bus.backend == "redis",
+        }
+        if any(c.status == "fail" and remote.get(c.name, False) for c in checks):
+            return 2
+    return 1

@@ -52,7 +52,12 @@ def serve(
     settings: dict[str, Any] = {"host": host, "cwd": str(work.resolve())}
     if port is not None:
         settings["port"] = port
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # Timestamped lines: the daemon log `logs.tail` reads back over the wire.
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     raise typer.Exit(asyncio.run(_serve(loaded, settings, console)))
 
 

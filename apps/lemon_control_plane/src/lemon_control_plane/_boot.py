@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
+import msgspec
+
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
@@ -28,6 +30,8 @@ async def _start(runtime: Runtime) -> ControlPlane:
     values = dict(settings)
     values.setdefault("token_file", str(tokens_path(runtime.home)))
     values.setdefault("default_model", runtime.config.defaults.model)
+    # Where `lemon daemon start` writes the daemon's output.
+    values.setdefault("log_file", str(runtime.home / "daemon" / "daemon.log"))
     config = ControlPlaneConfig.from_settings(values)
     port = runtime.context.capabilities.require(SESSION_PORT)
     plane = ControlPlane(
@@ -35,6 +39,7 @@ async def _start(runtime: Runtime) -> ControlPlane:
         config,
         models=runtime.context.capabilities.get(MODEL_CATALOG),
         mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
+        config_view=lambda: msgspec.to_builtins(runtime.config),
     )
     await plane.__aenter__()
     return plane

@@ -1,9 +1,16 @@
-"""One operator connection's outgoing side: a bounded, ordered queue and its writer.
+"""One operator connection's outgoing side: a bounded, ordered queue, written inline.
+
+Writing: a frame is handed to the socket by whoever queues it (the bridge's broadcast, a
+request's reply), right away, while the socket takes it without waiting: the server's send
+completes synchronously unless the socket's buffer is full. Only a send that must wait is
+continued by a task of its own (one at a time per connection); frames queued meanwhile wait
+behind it and are flushed by that task. So a broadcast to N connections writes N frames in one
+step of the loop, as a bare loop would, and one slow socket never holds up the others.
 
 Guarantees:
 
-- Frames leave in the order they were queued; the writer is the only sender, so a ``res`` and
-  the events around it never race.
+- Frames leave in the order they were queued; one send at a time per connection, so a ``res``
+  and the events around it never race.
 - At most ``max_entries`` events wait per connection, each at most ``max_event_bytes`` (an
   event above that is dropped and counted). Responses are never dropped: their number is
   bounded by the connection's requests in flight.
@@ -12,6 +19,9 @@ Guarantees:
 - A connection that falls behind gets its waiting events dropped and one ``stream.resync``
   event in their place (recover with ``sessions.snapshot``); falling behind again before it
   caught up closes it (code 4008).
+- A client may lower its per-event bound (:meth:`Connection.limit_event_bytes`, a browser pane
+  asks for 65,536 bytes); then an event above it is not silently dropped: one ``stream.resync``
+  marker takes its place (at most one waits at a time), so the client recovers from a snapshot.
 """
 
 from __future__ import annotations
@@ -19,9 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from lemon_control_plane._frames import encode, encode_event
 
@@ -30,6 +40,13 @@ __all__ = ["Connection", "ConnectionStatistics"]
 #: The close code of a connection that stayed behind after a resync.
 CLOSE_TOO_SLOW: Final = 4008
 _RESYNC_NAME: Final = encode("stream.resync")
+_OVERSIZED_PAYLOAD: Final = encode(
+    {
+        "reason": "an event larger than this connection's maxEventBytes was dropped",
+        "scope": "connection",
+        "sessionKey": None,
+    }
+)
 _RESYNC_PAYLOAD: Final = encode(
     {
         "reason": "this connection fell behind; the events waiting for it were dropped",
@@ -57,8 +74,8 @@ class Connection:
         self,
         conn_id: str,
         *,
-        send: Callable[[str], Awaitable[None]],
-        close: Callable[[int, str], Awaitable[None]],
+        send: Callable[[str], Coroutine[Any, Any, None]],
+        close: Callable[[int, str], Coroutine[Any, Any, None]],
         max_entries: int = 256,
         max_event_bytes: int = 1024 * 1024,
     ) -> None:
@@ -66,6 +83,8 @@ class Connection:
         self.online = False
         self.token_hash: str | None = None
         self.token_id: str | None = None
+        #: The token of the upgrade request's auth cookie, if it carried one.
+        self.cookie_token: str | None = None
         self.scopes: frozenset[str] = frozenset()
         #: ``None``: every event (the default); else only events of these sessions (and
         #: events of no session).
@@ -78,7 +97,8 @@ class Connection:
         self._held: list[tuple[bytes, bytes]] = []
         self._events = 0  # events in _frames and _held
         self._hold = 0
-        self._wake = asyncio.Event()
+        self._flushed = asyncio.Event()  # closing asked and every frame handed over
+        self._pending: asyncio.Task[None] | None = None  # a send that had to wait
         self._closing: tuple[int, str] | None = None
         self._seq = 0
         self._sent = 0
@@ -86,6 +106,18 @@ class Connection:
         self._oversized = 0
         self._resyncs = 0
         self._lagging = False
+        self._resync_oversized = False
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self._max_event_bytes
+
+    def limit_event_bytes(self, limit: int) -> None:
+        """Lower the per-event bound to ``limit`` (never raise it); an event above it then
+        queues one ``stream.resync`` marker instead (see the module docstring)."""
+        if limit < self._max_event_bytes:
+            self._max_event_bytes = limit
+            self._resync_oversized = True
 
     # -- loop-only producers ----------------------------------------------------------------
 
@@ -95,16 +127,26 @@ class Connection:
             return
         if len(payload_json) > self._max_event_bytes:
             self._oversized += 1
+            if self._resync_oversized and not self._marker_waiting():
+                self._enqueue(_RESYNC_NAME, _OVERSIZED_PAYLOAD)
             return
         if self._events >= self._max_entries:
             self._fell_behind()
             return
+        self._enqueue(name_json, payload_json)
+
+    def _enqueue(self, name_json: bytes, payload_json: bytes) -> None:
         self._events += 1
         if self._hold:
             self._held.append((name_json, payload_json))
         else:
             self._frames.append((name_json, payload_json))
-            self._wake.set()
+            self._flush()
+
+    def _marker_waiting(self) -> bool:
+        return any(
+            not isinstance(f, str) and f[0] == _RESYNC_NAME for f in (*self._frames, *self._held)
+        )
 
     def wants(self, session_key: str | None) -> bool:
         """Whether this connection's subscription covers an event of ``session_key``."""
@@ -115,7 +157,7 @@ class Connection:
         if self._closing is not None:
             return
         self._frames.append(text)
-        self._wake.set()
+        self._flush()
 
     @contextlib.contextmanager
     def holding(self) -> Iterator[None]:
@@ -128,13 +170,13 @@ class Connection:
             if not self._hold and self._held:
                 self._frames.extend(self._held)
                 self._held.clear()
-                self._wake.set()
+                self._flush()
 
     def close_soon(self, code: int, reason: str) -> None:
         """Ask the writer to send what is queued, then close the socket."""
         if self._closing is None:
             self._closing = (code, reason)
-            self._wake.set()
+            self._flush()
 
     def _fell_behind(self) -> None:
         if self._lagging:
@@ -151,31 +193,81 @@ class Connection:
         self._held.clear()
         self._events = 1
         self._frames.append((_RESYNC_NAME, _RESYNC_PAYLOAD))
-        self._wake.set()
+        self._flush()
 
-    # -- the writer ---------------------------------------------------------------------------
+    # -- writing ----------------------------------------------------------------------------
+
+    def _next_text(self) -> str:
+        item = self._frames.popleft()
+        if isinstance(item, str):
+            return item
+        self._events -= 1
+        self._seq += 1
+        return encode_event(item[0], self._seq, item[1])
+
+    def _flush(self) -> None:
+        """Hand queued frames to the socket until one send has to wait (then a task continues
+        it and flushes the rest) or none is left."""
+        if self._pending is not None:
+            return
+        while self._frames:
+            send = self._send(self._next_text())
+            try:
+                waiting = send.send(None)
+            except StopIteration:
+                self._sent += 1
+                continue
+            except (Exception, asyncio.CancelledError):  # refused: the connection is ending
+                continue
+            self._pending = asyncio.get_running_loop().create_task(self._finish(send, waiting))
+            return
+        self._lagging = False
+        if self._closing is not None:
+            self._flushed.set()
+
+    async def _finish(self, send: Coroutine[Any, Any, None], waiting: Any) -> None:
+        """Drive ``send`` (suspended on ``waiting``) to its end, as a task would, then flush."""
+        while True:
+            try:
+                if waiting is None:
+                    await asyncio.sleep(0)
+                else:
+                    await waiting
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # this connection is going away
+                    send.close()
+                    raise
+            except Exception:
+                pass  # ``send`` reads the outcome of what it waited for itself
+            try:
+                waiting = send.send(None)
+            except StopIteration:
+                self._sent += 1
+                break
+            except (Exception, asyncio.CancelledError):
+                break
+        self._pending = None
+        self._flush()
 
     async def run_writer(self) -> None:
-        """Send queued frames until closed (then close the socket with the asked code)."""
-        while True:
-            if not self._frames:
-                if self._closing is not None:
-                    break
-                self._lagging = False
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            item = self._frames.popleft()
-            if isinstance(item, str):
-                text = item
-            else:
-                self._events -= 1
-                self._seq += 1
-                text = encode_event(item[0], self._seq, item[1])
-            await self._send(text)
-            self._sent += 1
-        code, reason = self._closing
-        await self._close(code, reason)
+        """Wait until the connection is asked to close and its frames are handed over, then
+        close the socket with the asked code (cancelling it drops what still waits)."""
+        try:
+            await self._flushed.wait()
+            if self._pending is not None:
+                await self._pending
+            assert self._closing is not None
+            code, reason = self._closing
+            await self._close(code, reason)
+        finally:
+            if self._pending is not None:
+                self._pending.cancel()
+
+    @property
+    def closing_code(self) -> int | None:
+        """The close code asked for (``None`` while the connection is open)."""
+        return None if self._closing is None else self._closing[0]
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(

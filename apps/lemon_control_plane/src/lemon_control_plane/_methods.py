@@ -8,14 +8,26 @@ or raises :class:`~lemon_control_plane.WireError`. Params are checked before any
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from lemon_control_plane._connection import Connection
 from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
+from lemon_control_plane._secondary import (
+    MAX_USAGE_RUNS,
+    ConfigView,
+    day_range,
+    day_start_ms,
+    log_lines,
+    redacted,
+    run_row,
+    usage_totals,
+)
 from lemon_control_plane._wire import history_message, model_parts, session_row, snapshot_payload
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
@@ -23,7 +35,13 @@ from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
 from lemon_core.runtime import ModelCatalog
-from lemon_core.sessions import InvalidSessionKeyError, SessionPort, check_session_key
+from lemon_core.sessions import (
+    THINKING_LEVELS,
+    InvalidSessionKeyError,
+    SessionPort,
+    SessionSettings,
+    check_session_key,
+)
 
 __all__ = ["SCOPES", "Method", "Methods"]
 
@@ -40,6 +58,8 @@ _DECISIONS: Final = {
     "deny": ApprovalDecision.DENY,
 }
 _MAX_PROMPT_BYTES: Final = 512 * 1024
+#: ``sessions.patch`` keys the reference server refuses (engine selection moved elsewhere).
+_LEGACY_PATCH_KEYS: Final = ("engine", "engineId", "engine_id", "provider")
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
@@ -104,7 +124,10 @@ class Methods:
         config: ControlPlaneConfig,
         status: Callable[[], dict[str, Any]],
         models: ModelCatalog | None = None,
+        *,
+        config_view: ConfigView | None = None,
     ) -> None:
+        self._config_view = config_view
         self._port = port
         self._models = models
         self._bridge = bridge
@@ -117,13 +140,22 @@ class Methods:
             for m in (
                 Method("health", None, self.health),
                 Method("status", "read", self.status),
+                Method("usage.status", "read", self.usage_status),
+                Method("usage.cost", "read", self.usage_cost),
+                Method("runs.active.list", "read", self.runs_active_list),
+                Method("runs.recent.list", "read", self.runs_recent_list),
+                Method("logs.tail", "read", self.logs_tail),
                 Method("chat.send", "write", self.chat_send),
                 Method("chat.abort", "write", self.chat_abort),
                 Method("chat.history", "read", self.chat_history),
                 Method("sessions.list", "read", self.sessions_list),
                 Method("sessions.active.list", "read", self.sessions_active_list),
+                Method("sessions.active", "read", self.sessions_active_list),
                 Method("session.detail", "read", self.session_detail),
                 Method("sessions.snapshot", "read", self.sessions_snapshot),
+                Method("sessions.patch", "admin", self.sessions_patch),
+                Method("sessions.reset", "admin", self.sessions_reset),
+                Method("sessions.delete", "admin", self.sessions_delete),
                 Method("exec.approval.resolve", "approvals", self.approval_resolve),
                 Method("exec.approvals.get", "approvals", self.approvals_get),
                 Method("events.subscribe", "read", self.events_subscribe),
@@ -137,6 +169,11 @@ class Methods:
                 Method("port.transcript", "read", self.port_transcript),
                 Method("port.statistics", "read", self.port_statistics),
                 Method("port.compact", "write", self.port_compact),
+                Method("port.settings", "read", self.port_settings),
+                Method("port.runs", "read", self.port_runs),
+                Method("port.patch", "admin", self.port_patch),
+                Method("port.reset", "admin", self.port_reset),
+                Method("port.delete", "admin", self.port_delete),
                 # Answered by the connection's reader itself (no await between the request and
                 # the subscription): see ControlPlane._read.
                 Method("port.watch", "read", self._inline),
@@ -145,6 +182,8 @@ class Methods:
         }
         if models is not None:  # advertised only where the runtime knows its models
             self.table["models.list"] = Method("models.list", "read", self.models_list)
+        if config_view is not None:
+            self.table["config.get"] = Method("config.get", "admin", self.config_get)
 
     # -- public -------------------------------------------------------------------------------
 
@@ -152,7 +191,107 @@ class Methods:
         return {"ok": True, "uptime_ms": int((time.monotonic() - self._started) * 1000)}
 
     async def status(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return self._status()
+        status = self._status()
+        today = await self._port.runs(
+            limit=MAX_USAGE_RUNS, since_ms=day_start_ms(dt.datetime.now(dt.UTC).date())
+        )
+        status["runs"]["completed_today"] = len(today)
+        status["runs"]["completedToday"] = len(today)
+        return status
+
+    # -- usage and runs -----------------------------------------------------------------------
+
+    async def usage_status(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """Today's (UTC) runs, tokens, cost and providers, from the run history."""
+        today = dt.datetime.now(dt.UTC).date()
+        start = day_start_ms(today)
+        runs = await self._port.runs(limit=MAX_USAGE_RUNS, since_ms=start)
+        totals = usage_totals(runs)
+        last = next((r.usage for r in runs if r.usage is not None), None)
+        context = (
+            None
+            if last is None
+            else last.input_tokens + last.cache_read_tokens + last.cache_write_tokens
+        )
+        tokens = totals["tokens"]
+        return {
+            "period": "today",
+            "periodStart": start,
+            "runs": totals["runs"],
+            "tokens": tokens,
+            "cost": totals["cost"],
+            "quotas": None,
+            "providers": totals["providers"],
+            "contextTokens": context,
+            "summary": {
+                "status": "ok",
+                "totalTokens": sum(tokens.values()),
+                "contextTokens": context,
+                "truncated": len(runs) >= MAX_USAGE_RUNS,
+            },
+        }
+
+    async def usage_cost(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``{startDate?, endDate?}`` (UTC dates, default the last 30 days): total cost, by
+        day and by provider."""
+        first, last = day_range(params.get("startDate"), params.get("endDate"))
+        start, end = day_start_ms(first), day_start_ms(last + dt.timedelta(days=1))
+        runs = [
+            r
+            for r in await self._port.runs(limit=MAX_USAGE_RUNS, since_ms=start)
+            if r.finished_at_ms < end
+        ]
+        by_day: dict[str, list[Any]] = {}
+        for run in runs:
+            day = dt.datetime.fromtimestamp(run.finished_at_ms / 1000, dt.UTC).date().isoformat()
+            by_day.setdefault(day, []).append(run)
+        totals = usage_totals(runs)
+        breakdown = [
+            {"date": day, "cost": usage_totals(rs)["cost"], "runs": len(rs)}
+            for day, rs in sorted(by_day.items())
+        ]
+        return {
+            "startDate": first.isoformat(),
+            "endDate": last.isoformat(),
+            "totalCost": totals["cost"],
+            "runs": totals["runs"],
+            "tokens": totals["tokens"],
+            "breakdown": breakdown,
+            "providers": totals["providers"],
+            "summary": {"total": totals["cost"], "truncated": len(runs) >= MAX_USAGE_RUNS},
+        }
+
+    async def runs_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        rows = self._bridge.active_run_rows()[: _limit(params, 50, 500)]
+        return {"runs": rows, "total": len(rows)}
+
+    async def runs_recent_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+        rows = [run_row(r) for r in await self._port.runs(limit=_limit(params, 20, 500))]
+        return {"runs": rows, "total": len(rows)}
+
+    async def logs_tail(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``{limit?, level?}``: the end of the daemon log, oldest first, secrets redacted."""
+        path = Path(self._config.log_file) if self._config.log_file else None
+        limit = _limit(params, 100, 1000)
+        return await asyncio.to_thread(log_lines, path, limit=limit, level=params.get("level"))
+
+    async def config_get(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """The effective configuration (secrets redacted) and the control plane's own."""
+        assert self._config_view is not None
+        cp = self._config
+        return {
+            "config": redacted(dict(self._config_view())),
+            "controlPlane": {
+                "host": cp.host,
+                "port": cp.port,
+                "cwd": self._cwd,
+                "tokens": len(cp.token_hashes),
+                "extraOrigins": sorted(cp.extra_origins),
+                "requireApproval": sorted(cp.require_approval),
+                "maxPayload": cp.max_payload,
+                "connectionQueue": cp.connection_queue,
+            },
+        }
 
     async def models_list(self, conn: Connection, params: dict[str, Any]) -> Any:
         """The wire's ``models.list``: ``{models: [{id, provider, name, contextWindow,
@@ -301,20 +440,93 @@ class Methods:
     async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
         self._bridge.follow(key)
-        provider, model = model_parts(self._config.default_model)
+        settings = await self._port.settings(key)
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
+        ref = settings.model or self._config.default_model or self._catalog_default()
+        provider, model = model_parts(ref)
         return {
             "sessionKey": key,
             "session": {
                 "sessionKey": key,
                 "model": model,
                 "provider": provider,
-                "contextWindow": None,
-                "modelSource": "default",
-                "modelOverride": None,
-                "thinkingLevel": None,
+                "contextWindow": self._context_window(ref),
+                "modelSource": "session" if settings.model else "default",
+                "modelOverride": settings.model,
+                "thinkingLevel": settings.thinking_level,
+                "label": settings.label,
                 "engine": "lemon",
             },
         }
+
+    def _catalog_default(self) -> str | None:
+        if self._models is None:
+            return None
+        return next((m.ref for m in self._models.models() if m.default), None)
+
+    def _context_window(self, ref: str | None) -> int | None:
+        if ref is None or self._models is None:
+            return None
+        found = next((m for m in self._models.models() if m.ref == ref), None)
+        return None if found is None else found.context_window
+
+    async def sessions_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``{sessionKey, model?, thinkingLevel?, label?}``: a key given sets the setting
+        (``null`` clears it); ``{success, sessionKey, summary: {patchedKeys}, session}``."""
+        key = _session_key(params)
+        legacy = [k for k in _LEGACY_PATCH_KEYS if k in params]
+        if legacy:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"{', '.join(legacy)} cannot be patched: pick the model with `model` "
+                "('<provider>:<model>', as models.list names it)",
+            )
+        changes: dict[str, Any] = {}
+        for wire, name, label in (
+            ("model", "model", "string"),
+            ("thinkingLevel", "thinking_level", "string"),
+            ("label", "label", "string"),
+        ):
+            if wire in params:
+                changes[name] = _typed(params, wire, str, label)
+        if "toolPolicy" in params:
+            raise WireError("NOT_IMPLEMENTED", "toolPolicy cannot be patched on this daemon yet")
+        if not changes:
+            raise WireError(
+                "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
+            )
+        level = changes.get("thinking_level")
+        if level is not None and level not in THINKING_LEVELS:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"Invalid thinkingLevel {level!r}. Must be one of: {', '.join(THINKING_LEVELS)}",
+            )
+        try:
+            settings = await self._port.patch(key, **changes)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
+        wire_keys = {"model": "model", "thinking_level": "thinkingLevel", "label": "label"}
+        return {
+            "success": True,
+            "sessionKey": key,
+            "session": _settings_payload(settings),
+            "summary": {"patchedKeys": sorted(wire_keys[k] for k in changes)},
+        }
+
+    async def sessions_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        change = await self._port.reset(key)
+        if not change.done:
+            raise WireError("CONFLICT", change.reason or "the session could not be reset")
+        return {"success": True, "sessionKey": key, "summary": {"reset": True}}
+
+    async def sessions_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _session_key(params)
+        change = await self._port.delete(key)
+        if not change.done:
+            raise WireError("CONFLICT", change.reason or "the session could not be deleted")
+        return {"deleted": True, "sessionKey": key, "summary": {"deleted": True}}
 
     async def sessions_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
@@ -435,6 +647,33 @@ class Methods:
         instructions = _typed(params, "instructions", str, "string")
         return port_payload(await self._port.compact(key, instructions=instructions))
 
+    async def port_runs(self, conn: Connection, params: dict[str, Any]) -> Any:
+        since = _typed(params, "sinceMs", int, "integer")
+        runs = await self._port.runs(limit=_limit(params, 50, 10_000), since_ms=since)
+        return port_payload(runs)
+
+    async def port_settings(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.settings(_any_key(params)))
+
+    async def port_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
+        key = _any_key(params)
+        changes: dict[str, Any] = {}
+        for name in ("model", "label", "thinking_level"):
+            if name in params:
+                changes[name] = _typed(params, name, str, "string")
+        try:
+            settings = await self._port.patch(key, **changes)
+        except ValueError as exc:
+            raise WireError("INVALID_PARAMS", str(exc)) from None
+        self._bridge.note_settings(key, settings.model, settings.thinking_level)
+        return port_payload(settings)
+
+    async def port_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.reset(_any_key(params)))
+
+    async def port_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
+        return port_payload(await self._port.delete(_any_key(params)))
+
     async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
         return port_payload(self._port.statistics())
 
@@ -442,3 +681,12 @@ class Methods:
         pending = self._bridge.pending_approvals()
         # The terminal client's resync reads `approvals[]` entries with an approvalId.
         return {"policy": {}, "approvals": pending, "pending": pending}
+
+
+def _settings_payload(s: SessionSettings) -> dict[str, Any]:
+    return {
+        "model": s.model,
+        "thinkingLevel": s.thinking_level,
+        "label": s.label,
+        "updatedAtMs": s.updated_at_ms,
+    }

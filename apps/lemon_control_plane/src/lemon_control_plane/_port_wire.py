@@ -4,10 +4,11 @@ clients (:class:`~lemon_control_plane.client.WebSocketSessionPort`).
 The terminal client's methods are a projection; these carry the port's own records, encoded by
 their msgspec schema (the records are the port's public, versioned types): ``port.submit``,
 ``port.steer``, ``port.cancel``, ``port.resolveApproval``, ``port.snapshot``, ``port.sessions``,
-``port.transcript``, ``port.statistics``, ``port.watch`` / ``port.unwatch``. A watch is one
-``SessionPort.watch`` on the server, pumped to this connection only as ``port.event`` frames
-``{watchId, event}``; it ends after a ``StreamOverflow`` (as the port's streams do) or when the
-connection closes.
+``port.transcript``, ``port.statistics``, ``port.settings``, ``port.patch``, ``port.reset``,
+``port.delete``, ``port.runs``, ``port.watch`` / ``port.unwatch``. A watch is one
+``SessionPort.watch`` (``SessionPort.watch_all`` for the session key ``"*"``) on the server,
+pumped to this connection only as ``port.event`` frames ``{watchId, event}``; it ends after a
+``StreamOverflow`` (as the port's streams do) or when the connection closes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from lemon_control_plane._connection import Connection
 from lemon_control_plane._frames import encode
 from lemon_control_plane.errors import WireError
 from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy
-from lemon_core.sessions import SessionPort, SessionStream, SessionStreamClosedError, StreamOverflow
+from lemon_core.sessions import (
+    ALL_SESSIONS,
+    SessionPort,
+    SessionStream,
+    SessionStreamClosedError,
+    StreamOverflow,
+)
 
 __all__ = ["PORT_METHODS", "PortWatches", "decode_request", "encode_receipt", "encode_request"]
 
@@ -31,8 +38,13 @@ _EVENT: Final = encode("port.event")
 PORT_METHODS: Final = (
     "port.cancel",
     "port.compact",
+    "port.delete",
+    "port.patch",
+    "port.reset",
     "port.resolveApproval",
+    "port.runs",
     "port.sessions",
+    "port.settings",
     "port.snapshot",
     "port.statistics",
     "port.steer",
@@ -116,7 +128,9 @@ class PortWatches:
             raise WireError("CONFLICT", f"watch {watch_id!r} exists")
         if len(self._watches) >= _MAX_WATCHES:
             raise WireError("RATE_LIMITED", f"at most {_MAX_WATCHES} watches per connection")
-        stream = self._port.watch(session_key)
+        stream = (
+            self._port.watch_all() if session_key == ALL_SESSIONS else self._port.watch(session_key)
+        )
         task = asyncio.get_running_loop().create_task(self._pump(watch_id, stream))
         self._watches[watch_id] = (stream, task)
 

@@ -107,7 +107,13 @@ def _active(a: ActiveRun | None) -> dict[str, Any] | None:
 
 
 def _message(e: TranscriptEntry) -> dict[str, Any]:
-    return {"index": e.index, "role": e.role, "text": e.text, "truncated": e.truncated}
+    return {
+        "index": e.index,
+        "role": e.role,
+        "text": e.text,
+        "truncated": e.truncated,
+        "timestampMs": e.timestamp_ms,
+    }
 
 
 def snapshot_payload(s: SessionSnapshot) -> dict[str, Any]:
@@ -138,7 +144,8 @@ def session_row(s: SessionSummary) -> dict[str, Any]:
         "createdAtMs": None,
         "updatedAtMs": s.updated_at_ms,
         "runCount": s.runs,
-        "model": None,
+        "model": s.model,
+        "label": s.label,
         "active": s.active,
         "lastRunId": s.last_run_id,
         "lastOk": s.last_ok,
@@ -151,7 +158,7 @@ def history_message(session_key: str, e: TranscriptEntry) -> dict[str, Any]:
         "id": f"{session_key}#{e.index}",
         "role": e.role,
         "content": e.text,
-        "timestampMs": 0,
+        "timestampMs": e.timestamp_ms,
         "truncated": e.truncated,
         "ok": None,
     }

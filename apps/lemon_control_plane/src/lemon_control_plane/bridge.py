@@ -1,8 +1,8 @@
-"""The EventBridge: the one projection from the session port's streams to wire events.
+"""The EventBridge: the one projection from the session port's events to wire events.
 
-The bridge follows a session (one :meth:`~lemon_core.sessions.SessionPort.watch` and one pump
-task) once a connection has shown interest in it (sent to it, read it, subscribed to it); at
-most ``max_sessions`` are followed, the least recently used idle one is let go first. Each
+The bridge follows every session: one :meth:`~lemon_core.sessions.SessionPort.watch_all`
+stream (one bounded delivery) read by one pump task, opened when the bridge starts, so a
+connection that never touched a session still gets its events (the wire's default). Each
 session event becomes at most one wire event, written field by field:
 
 ================  ==============================================================
@@ -20,8 +20,15 @@ StreamOverflow    ``stream.resync`` carrying the session's snapshot (then watche
 A ``started`` is also sent before a run's first delta or card when no phase notice said so.
 Other session events (queue notices) are logged once per type and dropped.
 
-Not guaranteed: a run retried under a new attempt id streams under that attempt's id (the port
-does not say which submitted run an attempt belongs to until the run ends).
+A run the runtime retries streams under the run id it was submitted with (the id
+``chat.send`` answered): the retry attempt's first phase notice names it (``retry_of``), and
+so does a snapshot; one ``started``, and delta ``seq`` keeps increasing across the attempts.
+
+On ``StreamOverflow`` the bridge watches every session again, then sends each session it
+knows to be in flight (a run started, an approval pending), and each of the last 32 sessions a
+client touched (with a shared bus another daemon's run may have come and gone meanwhile), a
+``stream.resync`` carrying that session's snapshot, and drops the deltas the snapshot already
+holds.
 """
 
 from __future__ import annotations
@@ -71,6 +78,9 @@ _REMEMBERED_RUNS: Final = 1024
 _REMEMBERED_APPROVALS: Final = 1024
 _MAX_ANSWER_CHARS: Final = 256 * 1024
 _SNAPSHOT_TRIES: Final = 5
+#: Sessions clients touched lately: resynced too after an overflow (with a shared bus, a run
+#: of another daemon may have come and gone while this bridge's stream was fenced).
+_RECENT_SESSIONS: Final = 32
 _ENGINE_PHASES: Final = frozenset(
     {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
 )
@@ -81,6 +91,7 @@ class _Run:
     session_key: str
     started: bool = False
     started_at: float = field(default_factory=time.monotonic)
+    started_at_ms: int = 0
     wire_seq: int = 0
     port_seq: int = 0
     tools: dict[str, str] = field(default_factory=dict)  # action id -> tool name
@@ -113,12 +124,18 @@ class EventBridge:
         self._port = port
         self._broadcast = broadcast
         self._max_sessions = max_sessions
-        self._streams: OrderedDict[str, SessionStream] = OrderedDict()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stream: SessionStream | None = None
+        self._task: asyncio.Task[None] | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
         self._approvals: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        # session key -> its own model ("provider:model"), as sessions.patch / session.detail
+        # last saw it: what `agent started` names (else the runtime's default).
+        self._models: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        # retry attempt id -> the run as submitted (the id the wire shows)
+        self._attempts: OrderedDict[str, str] = OrderedDict()
         self._idle = asyncio.Event()
         self._idle.set()
         self._dropped_types: set[str] = set()
@@ -130,6 +147,8 @@ class EventBridge:
     async def __aenter__(self) -> EventBridge:
         self._tg = asyncio.TaskGroup()
         await self._tg.__aenter__()
+        self._stream = self._port.watch_all()
+        self._task = self._tg.create_task(self._pump())
         return self
 
     async def __aexit__(
@@ -139,81 +158,89 @@ class EventBridge:
         tb: TracebackType | None,
     ) -> None:
         self._closing = True
-        for stream in list(self._streams.values()):
-            stream.close()
-        for task in list(self._tasks.values()):
-            task.cancel()
+        if self._stream is not None:
+            self._stream.close()
+        if self._task is not None:
+            self._task.cancel()
         assert self._tg is not None
         await self._tg.__aexit__(None, None, None)
 
     # -- following ----------------------------------------------------------------------------
 
     def follow(self, session_key: str) -> None:
-        """Follow ``session_key`` from now on (idempotent; subscribes before it returns)."""
+        """Every session is followed; this only refuses once the bridge is shutting down, and
+        remembers the session (bounded) so an overflow resyncs it even when nothing of it is in
+        flight here."""
         if self._tg is None or self._closing:
             raise WireError("UNAVAILABLE", "the control plane is shutting down")
-        if session_key in self._streams:
-            self._streams.move_to_end(session_key)
+        self._recent[session_key] = None
+        self._recent.move_to_end(session_key)
+        while len(self._recent) > _RECENT_SESSIONS:
+            self._recent.popitem(last=False)
+
+    def note_settings(
+        self, session_key: str, model: str | None, thinking_level: str | None = None
+    ) -> None:
+        """The session's own model and thinking level (``None``: not set), as
+        ``agent started`` names them."""
+        if model is None and thinking_level is None:
+            self._models.pop(session_key, None)
             return
-        if len(self._streams) >= self._max_sessions:
-            self._let_go_of_one()
-        stream = self._port.watch(session_key)
-        self._streams[session_key] = stream
-        self._tasks[session_key] = self._tg.create_task(self._pump(session_key, stream))
+        self._models[session_key] = (model, thinking_level)
+        self._models.move_to_end(session_key)
+        while len(self._models) > _REMEMBERED_RUNS:
+            self._models.popitem(last=False)
 
-    def following(self) -> tuple[str, ...]:
-        return tuple(self._streams)
-
-    def _let_go_of_one(self) -> None:
-        busy = set(self._active.values())
-        for key in self._streams:
-            if key not in busy:
-                self._streams.pop(key).close()
-                task = self._tasks.pop(key, None)
-                if task is not None:
-                    task.cancel()
-                return
-        raise WireError(
-            "RATE_LIMITED", f"already following {self._max_sessions} sessions with runs in flight"
-        )
-
-    async def _pump(self, session_key: str, stream: SessionStream) -> None:
+    async def _pump(self) -> None:
         while True:
+            stream = self._stream
+            assert stream is not None
             try:
                 item = await stream.get()
             except SessionStreamClosedError:
-                if self._streams.get(session_key) is stream:
-                    del self._streams[session_key]
-                    self._tasks.pop(session_key, None)
-                return
+                if self._closing:
+                    return
+                await self._recover("the bridge's stream ended")
+                continue
             self._in += 1
             if isinstance(item, StreamOverflow):
-                stream = await self._recover(session_key, item.reason)
+                await self._recover(item.reason)
                 continue
             self._project(item)
 
-    async def _recover(self, session_key: str, reason: str) -> SessionStream:
-        """Watch again first (nothing is missed), then send the snapshot as a resync."""
-        stream = self._port.watch(session_key)
-        self._streams[session_key] = stream
-        snapshot = await self.snapshot(session_key)
+    async def _recover(self, reason: str) -> None:
+        """Watch again first (nothing is missed), then resync each session in flight."""
+        self._stream = self._port.watch_all()
         self._resyncs += 1
-        if snapshot.active is not None:
-            run = self._run(snapshot.active.attempt_id, session_key)
-            run.port_seq = max(run.port_seq, snapshot.active.text_seq)
-        for pending in snapshot.pending_approvals:
-            self._remember_approval(pending_approval(session_key, pending))
-        self._emit(
-            "stream.resync",
-            {
-                "reason": reason,
-                "scope": "session",
-                "sessionKey": session_key,
-                "snapshot": snapshot_payload(snapshot),
-            },
-            session_key,
+        sessions = dict.fromkeys(
+            [
+                *self._active.values(),
+                *(a["sessionKey"] for a in self._approvals.values()),
+                *self._recent,
+            ]
         )
-        return stream
+        for session_key in sessions:
+            if not isinstance(session_key, str):
+                continue
+            snapshot = await self.snapshot(session_key)
+            if snapshot.active is not None:
+                active = snapshot.active
+                if active.attempt_id != active.run_id:
+                    self._remember_attempt(active.attempt_id, active.run_id)
+                run = self._run(active.attempt_id, session_key)
+                run.port_seq = max(run.port_seq, active.text_seq)
+            for pending in snapshot.pending_approvals:
+                self._remember_approval(pending_approval(session_key, pending))
+            self._emit(
+                "stream.resync",
+                {
+                    "reason": reason,
+                    "scope": "session",
+                    "sessionKey": session_key,
+                    "snapshot": snapshot_payload(snapshot),
+                },
+                session_key,
+            )
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         """The port's snapshot, asked again while it says ``retry`` (bounded)."""
@@ -239,13 +266,25 @@ class EventBridge:
         self._out += 1
         self._broadcast(name, payload, session_key)
 
+    def _remember_attempt(self, attempt_id: str, run_id: str) -> None:
+        self._attempts[attempt_id] = run_id
+        while len(self._attempts) > _REMEMBERED_RUNS:
+            self._attempts.popitem(last=False)
+
+    def _wire_id(self, attempt_id: str) -> str:
+        """The run id the wire shows for ``attempt_id``: the run as submitted."""
+        return self._attempts.get(attempt_id, attempt_id)
+
     def _start(self, run_id: str, session_key: str) -> _Run:
         run = self._run(run_id, session_key)
         if not run.started:
             run.started = True
             run.started_at = time.monotonic()
+            run.started_at_ms = int(time.time() * 1000)
             self._active[run_id] = session_key
             self._idle.clear()
+            own, level = self._models.get(session_key, (None, None))
+            provider, model = model_parts(own) if own else (self._provider, self._model)
             self._emit(
                 "agent",
                 {
@@ -254,9 +293,9 @@ class EventBridge:
                     "sessionKey": session_key,
                     "engine": "lemon",
                     "parentRunId": None,
-                    "model": self._model,
-                    "provider": self._provider,
-                    "thinkingLevel": None,
+                    "model": model,
+                    "provider": provider,
+                    "thinkingLevel": level,
                 },
                 session_key,
             )
@@ -265,16 +304,19 @@ class EventBridge:
     def _project(self, item: SessionEvent) -> None:
         key = item.session_key
         if isinstance(item, TextDelta):
-            run = self._start(item.run_id, key)
-            if item.seq <= run.port_seq:
+            wire_id = self._wire_id(item.run_id)
+            run = self._start(wire_id, key)
+            # ``seq`` orders one attempt's deltas; the wire's increases across attempts.
+            attempt = run if wire_id == item.run_id else self._run(item.run_id, key)
+            if item.seq <= attempt.port_seq:
                 return
-            run.port_seq = item.seq
+            attempt.port_seq = item.seq
             run.wire_seq += 1
             self._emit(
                 "chat",
                 {
                     "type": "delta",
-                    "runId": item.run_id,
+                    "runId": wire_id,
                     "sessionKey": key,
                     "seq": run.wire_seq,
                     "text": item.text,
@@ -284,12 +326,14 @@ class EventBridge:
         elif isinstance(item, ToolCard):
             self._tool(item)
         elif isinstance(item, RunPhaseNotice):
+            if item.retry_of is not None:
+                self._remember_attempt(item.run_id, item.retry_of)
             if item.phase in _ENGINE_PHASES:
-                self._start(item.run_id, key)
+                self._start(self._wire_id(item.run_id), key)
         elif isinstance(item, ApprovalAsked):
             payload = {
                 "approvalId": item.approval_id,
-                "runId": item.run_id,
+                "runId": None if item.run_id is None else self._wire_id(item.run_id),
                 "sessionKey": key,
                 "agentId": agent_id_of(key),
                 "tool": item.tool,
@@ -323,7 +367,8 @@ class EventBridge:
                 _log.info("the wire has no event for %s; such events are dropped", kind)
 
     def _tool(self, card: ToolCard) -> None:
-        run = self._start(card.run_id, card.session_key)
+        wire_id = self._wire_id(card.run_id)
+        run = self._start(wire_id, card.session_key)
         detail = card.detail
         name = detail.get("tool")
         if isinstance(name, str):
@@ -341,7 +386,7 @@ class EventBridge:
             "agent",
             {
                 "type": "tool_use",
-                "runId": card.run_id,
+                "runId": wire_id,
                 "sessionKey": card.session_key,
                 "action": {
                     "id": card.action_id,
@@ -357,7 +402,7 @@ class EventBridge:
         )
 
     def _ended(self, end: RunEnded) -> None:
-        run = self._runs.get(end.attempt_id) or self._runs.get(end.run_id)
+        run = self._runs.get(end.run_id) or self._runs.get(end.attempt_id)
         started_at = run.started_at if run is not None else time.monotonic()
         self._active.pop(end.attempt_id, None)
         self._active.pop(end.run_id, None)
@@ -398,6 +443,24 @@ class EventBridge:
         """Run id -> session key of the runs started and not ended."""
         return dict(self._active)
 
+    def active_run_rows(self) -> list[dict[str, Any]]:
+        """The runs in flight as ``runs.active.list`` shows them, oldest first."""
+        now = time.monotonic()
+        rows = []
+        for run_id, session_key in self._active.items():
+            run = self._runs.get(run_id)
+            rows.append(
+                {
+                    "runId": run_id,
+                    "status": "running",
+                    "engine": "lemon",
+                    "sessionKey": session_key,
+                    "startedAtMs": run.started_at_ms if run else None,
+                    "durationMs": int((now - run.started_at) * 1000) if run else None,
+                }
+            )
+        return rows
+
     async def wait_idle(self, grace_s: float) -> bool:
         """Wait until no followed run is active; ``False`` on timeout."""
         try:
@@ -408,7 +471,7 @@ class EventBridge:
 
     def statistics(self) -> BridgeStatistics:
         return BridgeStatistics(
-            followed=len(self._streams),
+            followed=0 if self._stream is None else 1,
             max_sessions=self._max_sessions,
             events_in=self._in,
             events_out=self._out,

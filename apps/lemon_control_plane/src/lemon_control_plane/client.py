@@ -30,12 +30,16 @@ from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
+    ALL_SESSIONS,
     ApprovalResult,
     CancelResult,
     CompactResult,
+    RunRecord,
+    SessionChange,
     SessionEvent,
     SessionPort,
     SessionPortStatistics,
+    SessionSettings,
     SessionSnapshot,
     SessionStreamBase,
     SessionSummary,
@@ -238,6 +242,15 @@ class WebSocketSessionPort:
             raise WireError(code, message)
         return frame.get("payload")
 
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Any other wire method the daemon advertises (``models.list``, ``usage.status``,
+        ``session.detail``...): its ``res`` payload, or :class:`WireError` (a bad request:
+        ``ValueError``)."""
+        advertised = self.hello.get("features", {}).get("methods", ())
+        if method not in advertised:
+            raise WireError("METHOD_NOT_FOUND", f"the daemon does not offer {method}")
+        return await self._call(method, params or {})
+
     # -- SessionPort ----------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
@@ -284,6 +297,9 @@ class WebSocketSessionPort:
         A malformed key raises ``InvalidSessionKeyError`` (a ``ValueError``) here, as the
         in-process port does."""
         check_session_key(session_key)
+        return self._watch(session_key, max_entries)
+
+    def _watch(self, session_key: str, max_entries: int | None) -> WebSocketSessionStream:
         watch_id = f"w{next(self._ids)}"
         bound = self._bound if max_entries is None else max(1, max_entries)
         stream = WebSocketSessionStream(self, watch_id, session_key, bound)
@@ -294,6 +310,10 @@ class WebSocketSessionPort:
         self._opened += 1
         self._send("port.watch", {"watchId": watch_id, "sessionKey": session_key})
         return stream
+
+    def watch_all(self, *, max_entries: int | None = None) -> WebSocketSessionStream:
+        """Follow every session from now on (each event names its session)."""
+        return self._watch(ALL_SESSIONS, max_entries)
 
     def _forget(self, stream: WebSocketSessionStream) -> None:
         if stream.overflowed and stream.watch_id in self._streams:
@@ -312,6 +332,12 @@ class WebSocketSessionPort:
         data = await self._call("port.sessions", {"limit": limit})
         return msgspec.convert(data, list[SessionSummary])
 
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        params: dict[str, Any] = {"limit": limit}
+        if since_ms is not None:
+            params["sinceMs"] = since_ms
+        return msgspec.convert(await self._call("port.runs", params), list[RunRecord])
+
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
@@ -325,6 +351,36 @@ class WebSocketSessionPort:
         if instructions is not None:
             params["instructions"] = instructions
         return msgspec.convert(await self._call("port.compact", params), CompactResult)
+
+    async def settings(self, session_key: str) -> SessionSettings:
+        check_session_key(session_key)
+        data = await self._call("port.settings", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionSettings)
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        check_session_key(session_key)
+        params: dict[str, Any] = {"sessionKey": session_key}
+        for name, value in (("model", model), ("label", label), ("thinking_level", thinking_level)):
+            if not isinstance(value, msgspec.UnsetType):
+                params[name] = value
+        return msgspec.convert(await self._call("port.patch", params), SessionSettings)
+
+    async def reset(self, session_key: str) -> SessionChange:
+        check_session_key(session_key)
+        data = await self._call("port.reset", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionChange)
+
+    async def delete(self, session_key: str) -> SessionChange:
+        check_session_key(session_key)
+        data = await self._call("port.delete", {"sessionKey": session_key})
+        return msgspec.convert(data, SessionChange)
 
     def statistics(self) -> SessionPortStatistics:
         """Counters of this client: its watchers, streams and submissions (the server's port

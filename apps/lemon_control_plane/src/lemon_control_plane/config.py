@@ -93,6 +93,8 @@ class ControlPlaneConfig:
     token_check_interval_s: float = 1.0
     default_model: str | None = None
     """The runtime's default model (``provider:model``), shown as the session's model."""
+    log_file: str | None = None
+    """The daemon's log (``logs.tail`` reads its end)."""
 
     def check(self, *, stored_tokens: int = 0) -> None:
         """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
@@ -120,8 +122,8 @@ class ControlPlaneConfig:
         cls, settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> ControlPlaneConfig:
         """Build from app settings (keys: host, port, cwd, tokens, token_hashes,
-        require_approval) and the environment (:data:`PORT_ENV`, :data:`TOKEN_ENV`); settings
-        win over the environment."""
+        require_approval, extra_origins) and the environment (:data:`PORT_ENV`,
+        :data:`TOKEN_ENV`); settings win over the environment."""
         values = dict(settings or {})
         env = os.environ if environ is None else environ
         port: object = values.pop("port", None)
@@ -144,8 +146,17 @@ class ControlPlaneConfig:
             kwargs["default_model"] = str(values.pop("default_model"))
         if values.get("token_file"):
             kwargs["token_file"] = str(values.pop("token_file"))
+        if values.get("log_file"):
+            kwargs["log_file"] = str(values.pop("log_file"))
         if "require_approval" in values:
             kwargs["require_approval"] = frozenset(values.pop("require_approval"))
+        if values.get("extra_origins"):
+            origins = values.pop("extra_origins")
+            if isinstance(origins, str) or not all(isinstance(o, str) for o in origins):
+                raise ControlPlaneConfigError(
+                    "extra_origins is a list of origins such as 'http://localhost:5173'"
+                )
+            kwargs["extra_origins"] = frozenset(o.rstrip("/") for o in origins)
         for name in (
             "shutdown_grace_s",
             "connection_queue",

@@ -110,6 +110,10 @@ def wire_client(ws_url: str) -> ClientFactory:
 
     @asynccontextmanager
     async def open_client(*, handshake: bool = True, **kwargs: Any) -> AsyncIterator[WireClient]:
+        # Unbounded receive queue: a test that leaves frames unread must not stop the client
+        # reading the socket (it would then miss the server's close frame and wait out the
+        # close timeout).
+        kwargs.setdefault("max_queue", None)
         async with connect(ws_url, **kwargs) as ws:
             client = WireClient(ws)
             if handshake:

@@ -9,6 +9,7 @@ working::
     LemonCoreError
     ├── EventPayloadError (ValueError)              lemon_core.errors
     ├── BusError                                    lemon_core.errors
+    │   ├── BusBackendUnavailableError (RuntimeError)
     │   ├── BusClosedError (RuntimeError)
     │   ├── DeliveryClosedError (RuntimeError)
     │   └── UnencodableItemError (TypeError)
@@ -16,7 +17,8 @@ working::
     │   ├── InvalidStoreKeyError (ValueError)
     │   ├── StoreValueError (ValueError)
     │   ├── StoreClosedError
-    │   └── StoreUnavailableError
+    │   ├── StoreUnavailableError
+    │   └── StaleLeaseError
     ├── ConfigError (ValueError)                    lemon_core.config
     ├── ExecutionContractError (ValueError)         lemon_core.execution.errors
     │   ├── InvalidToolPolicyError
@@ -44,6 +46,7 @@ A test (``test_core_error_tree.py``) keeps this drawing equal to the classes.
 from __future__ import annotations
 
 __all__ = [
+    "BusBackendUnavailableError",
     "BusClosedError",
     "BusError",
     "DeliveryClosedError",
@@ -63,6 +66,11 @@ class EventPayloadError(LemonCoreError, ValueError):
 
 class BusError(LemonCoreError):
     """Base of the Bus and delivery errors."""
+
+
+class BusBackendUnavailableError(BusError, RuntimeError):
+    """A networked bus backend (Redis) cannot be reached; the message names the server
+    (password redacted) and the cause."""
 
 
 class BusClosedError(BusError, RuntimeError):

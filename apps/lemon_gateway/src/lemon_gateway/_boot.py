@@ -33,6 +33,7 @@ async def _start(runtime: Runtime) -> Gateway:
         config=GatewayConfig.from_settings(settings),  # every [gateway] key
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
         ingress=(webhook_ingress(runtime),),  # entered only when [gateway] ingress_enabled
+        leases=runtime.leases,  # shared engine lock / slots when the store is shared
     )
     await gateway.start()
     return gateway

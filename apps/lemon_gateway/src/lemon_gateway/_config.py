@@ -46,6 +46,11 @@ class GatewayConfig:
       (default 24 h); ``webhook_max_body_bytes``: the body size limit (413 above it);
       ``webhook_submit_timeout_s``: bound on one submission to the router (past it the
       outcome is unknown); ``webhooks``: the ``[[gateway.webhooks]]`` integrations.
+    * ``shared_slots``: with a shared store (PostgreSQL), ``max_concurrent_runs`` is one limit
+      for every daemon of the deployment (shared slot leases), not a limit per daemon.
+    * ``lease_ttl_s``: how long a shared lease (engine lock, slot) outlives its last renewal
+      (renewed every third of it): how soon another daemon takes over from a dead or paused
+      one. Unused on one machine.
     """
 
     max_concurrent_runs: int = 2
@@ -67,6 +72,8 @@ class GatewayConfig:
     webhook_max_body_bytes: int = 262_144
     webhook_submit_timeout_s: float = 10.0
     webhooks: tuple[WebhookConfig, ...] = ()
+    shared_slots: bool = False
+    lease_ttl_s: float = 15.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -82,6 +89,8 @@ class GatewayConfig:
                 ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             else:
                 ok = value is None or isinstance(value, str)
+            if f.name == "lease_ttl_s" and ok and not value:
+                ok = False
             if not ok:
                 raise GatewayConfigError(
                     f"gateway.{f.name} must be a {_describe(f.type)}, got {value!r}"

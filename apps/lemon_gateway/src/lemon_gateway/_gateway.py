@@ -25,25 +25,28 @@ from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final, Self
 
-from lemon_core.bus import Bus
+from lemon_core.bus import Bus, run_topic, session_topic
 from lemon_core.errors import LemonCoreError
-from lemon_core.events import Completion, ErrorCode, Payload
+from lemon_core.events import Completion, ErrorCode, Payload, RunCompleted, now_ms
 from lemon_core.execution import (
     ENGINE_RUNTIME,
     EXECUTOR_ENTRY_POINT_GROUP,
+    NATIVE_ENGINE,
     ExecutionCommand,
     Executor,
     RuntimeContext,
     RunView,
     SteerableExecution,
 )
-from lemon_core.store import ChatStateStore, MemoryStore, RunStore, Store
+from lemon_core.leases import Leases
+from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
+from lemon_gateway._shared import IN_FLIGHT, SharedLeases
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -90,6 +93,8 @@ class Gateway:
         runtime: RuntimeContext | None = None,
         ingress: Sequence[IngressFactory] = (),
         executor_group: str = EXECUTOR_ENTRY_POINT_GROUP,
+        leases: Leases | None = None,
+        owner: str | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.bus = bus
@@ -103,6 +108,12 @@ class Gateway:
         self.run_store: RunStore | None = RunStore(self.store)
         self.scheduler = Scheduler(self.config.max_concurrent_runs)
         self.engine_lock = EngineLock()
+        #: Shared leases when several daemons share the store (None: one machine, the default).
+        self.shared: SharedLeases | None = (
+            None
+            if leases is None
+            else SharedLeases(leases, ttl_s=self.config.lease_ttl_s, owner=owner)
+        )
         self._ingress_factories = tuple(ingress)
         self._ingress_stack: AsyncExitStack | None = None
         self._ingress_started = 0
@@ -112,6 +123,7 @@ class Gateway:
         self._workers: dict[Hashable, ThreadWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
         self._default_cwd = os.getcwd()
@@ -127,6 +139,7 @@ class Gateway:
         self._swept = 0
         self._steers_accepted = 0
         self._steers_refused = 0
+        self._orphans_completed = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -155,6 +168,10 @@ class Gateway:
         self.state = GatewayState.RUNNING
         self._loop = asyncio.get_running_loop()
         self._watchdog = self._loop.create_task(self._slot_watchdog(), name="gateway:slot-watchdog")
+        if self.shared is not None:
+            self._orphan_watchdog = self._loop.create_task(
+                self._sweep_orphans_forever(), name="gateway:orphan-watchdog"
+            )
         if self.config.ingress_enabled and self._ingress_factories:
             stack = AsyncExitStack()
             try:
@@ -184,6 +201,9 @@ class Gateway:
             if self._watchdog is not None:
                 self._watchdog.cancel()
                 await asyncio.wait({self._watchdog})
+            if self._orphan_watchdog is not None:
+                self._orphan_watchdog.cancel()
+                await asyncio.wait({self._orphan_watchdog})
             if self.runtime is not None:
                 self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
             self.state = GatewayState.STOPPED
@@ -413,6 +433,47 @@ class Gateway:
                 next_sweep = time.monotonic() + sweep_every
                 await self.sweep_store()
 
+    async def _sweep_orphans_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.lease_ttl_s)
+            await self.sweep_orphans()
+
+    async def sweep_orphans(self) -> int:
+        """Complete runs left in flight by daemons that lost their session's lease, for
+        sessions no run of which took the lease since (every ``lease_ttl_s``; tests call it).
+        A session whose lease a live owner holds is left alone. Failures are logged, never
+        raised; returns how many orphans were completed."""
+        shared = self.shared
+        if shared is None:
+            return 0
+        before = self._orphans_completed
+        try:
+            async with asyncio.timeout(self.config.store_timeout_s):
+                rows = await self.store.scan(IN_FLIGHT, limit=1000)
+            sessions = {
+                str(record["session_key"])
+                for _, record in rows
+                if isinstance(record, dict) and record.get("session_key")
+            }
+            for session_key in sorted(sessions):
+                name = f"engine:session:{session_key}"
+                lease = await shared.leases.acquire(name, shared.owner, ttl_ms=shared.ttl_ms)
+                if lease is None:
+                    continue  # held by a live owner (perhaps a run of ours)
+                try:
+                    fenced = shared.leases.fenced(lease)
+                    async with asyncio.timeout(self.config.store_timeout_s):
+                        found = await fenced.scan(IN_FLIGHT, prefix=f"{session_key}\x1f")
+                        for key, record in found:
+                            if isinstance(record, dict):
+                                await self._complete_orphan(fenced, key, record)
+                finally:
+                    await shared.release([lease], self.config.store_timeout_s)
+        except Exception as exc:  # a failing store must not stop the watchdog
+            self._store_failures += 1
+            log.error("orphan sweep failed: %r", exc)
+        return self._orphans_completed - before
+
     async def sweep_store(self) -> int:
         """Remove expired store entries now; failures are counted, never raised."""
         try:
@@ -452,6 +513,53 @@ class Gateway:
             log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
             return exc
         return None
+
+    async def _complete_orphan(self, fenced: Store, key: str, record: dict[str, Any]) -> None:
+        """Give a run of a daemon that lost its session's lease its one completion: typed
+        ``vanished``, recorded in the run history and published on its run topic and its
+        session topic (its router is gone); then forget it. Every write is fenced."""
+        run_id = str(record.get("run_id", ""))
+        session_key = str(record.get("session_key", ""))
+        if not run_id or not session_key:
+            await fenced.delete(IN_FLIGHT, key)
+            return
+        owner = record.get("owner", "?")
+        completion = Completion(
+            ok=False,
+            error=f"owner_lost: daemon {owner} stopped with this run in flight (its lease "
+            "expired); it was not executed again",
+            error_code=ErrorCode.VANISHED,
+            engine=NATIVE_ENGINE,
+            run_id=run_id,
+            session_key=session_key,
+            synthetic=True,
+        )
+        finished = now_ms()
+        started = int(record.get("started_at_ms", finished) or finished)
+        if self.config.record_run_history:
+            await RunStore(fenced).finalize(
+                RunSummary(
+                    run_id=run_id,
+                    session_key=session_key,
+                    ok=False,
+                    error=completion.error,
+                    started_at_ms=started,
+                    finished_at_ms=finished,
+                    duration_ms=max(0, finished - started),
+                    error_code=ErrorCode.VANISHED,
+                )
+            )
+        await fenced.delete(IN_FLIGHT, key)
+        payload = RunCompleted(completed=completion, duration_ms=max(0, finished - started))
+        meta = {"run_id": run_id, "session_key": session_key, "synthetic": True}
+        for topic in (run_topic(run_id), session_topic(session_key)):
+            try:
+                self.bus.broadcast_event(topic, "run_completed", payload, meta)
+            except LemonCoreError as exc:
+                self._publish_errors += 1
+                log.error("orphan run %s: publishing its completion failed: %r", run_id, exc)
+        self._orphans_completed += 1
+        log.warning("completed orphan run %s of session %s (owner %s)", run_id, session_key, owner)
 
     def _run_finished(self, run: Run, completion: Completion) -> None:
         if self._runs.get(run.run_id) is run:
@@ -504,6 +612,9 @@ class Gateway:
                 "stale_releases": sched.stale_releases,
             },
             "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
+            "shared": None
+            if self.shared is None
+            else {**self.shared.statistics(), "orphans_completed": self._orphans_completed},
             "launch_failures": self._launch_failures,
             "store_failures": self._store_failures,
             "store_swept": self._swept,

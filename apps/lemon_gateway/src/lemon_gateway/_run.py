@@ -49,11 +49,20 @@ from lemon_core.execution import (
     RunActionView,
     RunView,
 )
-from lemon_core.store import RunSummary
+from lemon_core.leases import Lease
+from lemon_core.store import (
+    ChatStateStore,
+    RunStore,
+    RunSummary,
+    StaleLeaseError,
+    Store,
+    StoreError,
+)
 from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
+from lemon_gateway._shared import IN_FLIGHT, lease_name
 
 if TYPE_CHECKING:
     from lemon_gateway._gateway import Gateway
@@ -61,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Run", "RunState"]
 
+_SEP: Final = "\x1f"
 log = logging.getLogger("lemon_gateway.run")
 
 _MAX_ERROR_CHARS: Final = 4096
@@ -121,7 +131,9 @@ class Run:
 
     __slots__ = (
         "_actions",
+        "_keeper",
         "_parts",
+        "_shared",
         "_store_cancel",
         "_store_task",
         "cancel_reason",
@@ -131,9 +143,13 @@ class Run:
         "last_resume",
         "launch_attempts",
         "lease",
+        "lease_lost",
+        "orphaned",
         "prepared",
         "request",
         "seq",
+        "shared_engine",
+        "shared_resume",
         "slot_generation",
         "slot_retries",
         "started_ns",
@@ -154,6 +170,13 @@ class Run:
         self.cancel_reason: str | None = None
         self.grant: SlotGrant | None = None
         self.lease: LockLease | None = None
+        # Shared leases (several daemons): the engine lease fences the run's durable writes.
+        self.shared_engine: Lease | None = None
+        self._shared: list[Lease] = []
+        self._keeper: asyncio.Task[None] | None = None
+        self.lease_lost: str | None = None
+        self.shared_resume: ResumeToken | None = None
+        self.orphaned = False
         self.prepared: PreparedExecution | None = None
         self.seq = 0
         self._parts: list[str] = []
@@ -252,7 +275,7 @@ class Run:
             ok=False,
             error=reason,
             code=ErrorCode.CANCELLED,
-            resume=self.last_resume or self.request.resume,
+            resume=self.last_resume or self.shared_resume or self.request.resume,
             synthetic=self.state is _QUEUED or reason == "gateway_shutdown",
             detail={"state": self.state.value},
         )
@@ -276,21 +299,55 @@ class Run:
         self.state = _WAITING_SLOT
         await self._acquire_slot()
         cfg = gw.config
+        shared = gw.shared
+        if shared is not None and cfg.shared_slots:
+            self._shared.append(await shared.acquire_slot(cfg.max_concurrent_runs))
         if cfg.require_engine_lock:
             self.state = _WAITING_LOCK
             lock_key = self._lock_key()
+            timed_out = _Outcome(
+                ok=False,
+                error=f"lock_timeout: the engine lock was not free within "
+                f"{cfg.engine_lock_timeout_s} s",
+                code=ErrorCode.TIMEOUT,
+                detail={"timeout_s": cfg.engine_lock_timeout_s},
+            )
             try:
                 self.lease = gw.engine_lock.try_acquire(lock_key) or (
                     await gw.engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
                 )
             except LockTimeoutError:
-                return _Outcome(
-                    ok=False,
-                    error=f"lock_timeout: the engine lock was not free within "
-                    f"{cfg.engine_lock_timeout_s} s",
-                    code=ErrorCode.TIMEOUT,
-                    detail={"timeout_s": cfg.engine_lock_timeout_s},
-                )
+                return timed_out
+            if shared is not None:
+                # Keyed by the session (whatever resume token the run carries), so runs of
+                # one session exclude each other on every daemon.
+                try:
+                    # As long as a live run of the session on another daemon holds it: the
+                    # session's messages wait for each other, as in one daemon's queue.
+                    engine = await shared.acquire(
+                        lease_name("engine", ("session", req.session_key)),
+                        wait_s=None,
+                        store_wait_s=cfg.engine_lock_timeout_s,
+                    )
+                except StoreError as exc:
+                    return _Outcome(
+                        ok=False,
+                        error=_truncate(
+                            "store_failed: the shared store cannot be reached, so the "
+                            f"session's lease cannot be taken ({exc}); nothing was executed"
+                        ),
+                        code=ErrorCode.STORE_FAILED,
+                    )
+                if engine is None:
+                    return timed_out
+                self.shared_engine = engine
+                self._shared.insert(0, engine)
+                await self._refresh_resume()
+                await self._record_in_flight(shared.leases.fenced(engine))
+        if shared is not None and self._shared:
+            self._keeper = gw._spawn(
+                shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
+            )
         self.state = _LAUNCHING
         self.started_ns = time.perf_counter_ns()
         model = req.command.model
@@ -329,6 +386,73 @@ class Run:
             return ("resume", resume.value)
         return ("session", self.request.session_key)
 
+    async def _record_in_flight(self, fenced: Store) -> None:
+        # Under the session's lease: a run of the session still recorded in flight belonged to
+        # a daemon that lost the lease without finalising it (killed, or paused past the ttl).
+        # It gets its one completion here, typed ``vanished``, and is never executed again.
+        # Then this run records itself until its own finalisation.
+        gw = self.gateway
+        req = self.request
+        prefix = f"{req.session_key}{_SEP}"
+        try:
+            found = await bounded(
+                fenced.scan(IN_FLIGHT, prefix=prefix, limit=100), gw.config.store_timeout_s
+            )
+            for key, record in found:
+                if isinstance(record, dict) and record.get("run_id") != req.run_id:
+                    await gw._complete_orphan(fenced, key, record)
+            await bounded(
+                fenced.put(
+                    IN_FLIGHT,
+                    f"{prefix}{req.run_id}",
+                    {
+                        "run_id": req.run_id,
+                        "session_key": req.session_key,
+                        "owner": gw.shared.owner if gw.shared is not None else "",
+                        "started_at_ms": now_ms(),
+                    },
+                ),
+                gw.config.store_timeout_s,
+            )
+        except Exception as exc:  # the run goes on; only orphan recovery is weakened
+            log.warning("run %s: recording the run in flight failed: %r", self.run_id, exc)
+
+    async def _refresh_resume(self) -> None:
+        # Under the session's shared lease: a run of this session on another daemon may have
+        # written the native session id since the router looked it up, so an automatic resume
+        # reads it again (an explicit resume token is left as asked).
+        gw = self.gateway
+        cmd = self.request.command
+        automatic = cmd.resume_mode == "auto" or (
+            cmd.resume is None and not cmd.meta.get("disable_auto_resume")
+        )
+        if not automatic or gw.chat_state is None:
+            return
+        try:
+            latest = await bounded(
+                gw.chat_state.resume_token(cmd.session_key), gw.config.store_timeout_s
+            )
+        except Exception as exc:  # unreadable: keep what the router looked up
+            log.warning("run %s: reading the latest resume state failed: %r", self.run_id, exc)
+            return
+        if latest is not None and latest != cmd.resume:
+            self.shared_resume = latest
+
+    def _on_lease_lost(self, name: str) -> None:
+        # Another daemon took the lease over (this one was paused or cut off past the ttl):
+        # stop the run; its durable writes would be refused by the fencing token anyway.
+        log.warning("run %s lost its shared lease %s; cancelling it", self.run_id, name)
+        self.lease_lost = name
+        self.gateway.cancel(self.run_id, "lease_lost")
+
+    async def _release_shared(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and not keeper.done():
+            keeper.cancel()
+        shared = self.gateway.shared
+        if shared is not None and self._shared:
+            await shared.release(self._shared, self.gateway.config.store_timeout_s)
+
     async def _acquire_slot(self) -> None:
         gw = self.gateway
         sched = gw.scheduler
@@ -365,14 +489,14 @@ class Run:
             prompt=cmd.prompt,
             cwd=self.gateway._resolve_cwd(cmd.cwd),
             images=cmd.images,
-            resume=cmd.resume,
+            resume=self.shared_resume or cmd.resume,
             lane=cmd.lane,
             tool_policy=cmd.tool_policy,
             context=cmd.context,
             origin=cmd.origin,
             agent_id=cmd.agent_id,
             model=cmd.model,
-            resume_mode=cmd.resume_mode,
+            resume_mode="auto" if self.shared_resume is not None else cmd.resume_mode,
             retry_of=cmd.retry_of,
             meta=cmd.meta,
         )
@@ -457,13 +581,21 @@ class Run:
         resume = outcome.resume
         interrupted = False
         warning: str | None = None
-        if resume is not None and resume.is_native and gw.chat_state is not None:
+        chat_state, run_store = gw.chat_state, gw.run_store
+        if self.shared_engine is not None and gw.shared is not None:
+            # Every durable write of the run checks its engine lease's fencing token.
+            fenced = gw.shared.leases.fenced(self.shared_engine)
+            if chat_state is not None:
+                chat_state = ChatStateStore(fenced, ttl_ms=chat_state.ttl_ms)
+            if run_store is not None:
+                run_store = RunStore(fenced)
+        if resume is not None and resume.is_native and chat_state is not None:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
             self._store_task = asyncio.current_task()
             try:
-                await bounded(gw.chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
+                await bounded(chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
                 if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
@@ -485,6 +617,9 @@ class Run:
                 gw._store_failures += 1
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
                 why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, StaleLeaseError) and gw.shared is not None:
+                    gw.shared.fenced_refusals += 1
+                    why = "fenced: this daemon lost the session's lease to another daemon"
                 if isinstance(exc, BoundExpiredError):
                     why = f"no answer within {gw.config.store_timeout_s} s, gateway.store_timeout_s"
                 warning = _truncate(
@@ -509,7 +644,7 @@ class Run:
             meta=meta,
         )
         duration_ms = (time.perf_counter_ns() - req.accepted_at_ns) // 1_000_000
-        if gw.run_store is not None and gw.config.record_run_history and not interrupted:
+        if run_store is not None and gw.config.record_run_history and not interrupted:
             # Before the completion is published: a client that hears the run end and then
             # lists its sessions or snapshots one sees this run.
             finished = now_ms()
@@ -525,14 +660,34 @@ class Run:
                 duration_ms=duration_ms,
                 error_code=completion.error_code,
                 meta=meta,
+                usage=outcome.usage,
+                retry_of=req.command.retry_of,
             )
             try:
-                await bounded(gw.run_store.finalize(summary), gw.config.store_timeout_s)
+                await bounded(run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw._store_failures += 1
             except Exception as exc:  # any store failure or the bound: counted, never fatal
                 gw._store_failures += 1
+                if isinstance(exc, StaleLeaseError) and gw.shared is not None:
+                    gw.shared.fenced_refusals += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
+        if self.shared_engine is not None and gw.shared is not None:
+            try:
+                await bounded(
+                    gw.shared.leases.fenced(self.shared_engine).delete(
+                        IN_FLIGHT, f"{req.session_key}{_SEP}{req.run_id}"
+                    ),
+                    gw.config.store_timeout_s,
+                )
+            except StaleLeaseError:
+                # Another daemon took the session over. If it already completed this run as
+                # vanished (its in-flight record is gone), that was its one completion.
+                self.orphaned = await self._completed_elsewhere()
+            except Exception as exc:
+                log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
+        if self._shared:
+            await self._release_shared()
         if self.grant is not None:
             gw.scheduler.release(self.grant)
         completion = self._publish_completion(completion, duration_ms)
@@ -540,6 +695,18 @@ class Run:
         if not self.future.done():
             self.future.set_result(completion)
         gw._run_finished(self, completion)
+
+    async def _completed_elsewhere(self) -> bool:
+        gw = self.gateway
+        req = self.request
+        try:
+            record = await bounded(
+                gw.store.get(IN_FLIGHT, f"{req.session_key}{_SEP}{req.run_id}"),
+                gw.config.store_timeout_s,
+            )
+        except Exception:
+            return False
+        return record is None
 
     def _publish_completion(self, completion: Completion, duration_ms: int) -> Completion:
         """Publish exactly one ``run_completed`` and return the completion published.
@@ -551,6 +718,9 @@ class Run:
         """
         gw = self.gateway
         req = self.request
+        if self.orphaned:
+            # Its one run_completed came from the daemon that took the session over.
+            return completion
         error = gw._try_publish(
             self, "run_completed", RunCompleted(completed=completion, duration_ms=duration_ms)
         )

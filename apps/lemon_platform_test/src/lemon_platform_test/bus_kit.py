@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from lemon_core.bus import BACKENDS, Bus, BusBackend, Delivery, Overflow, TerminalNotice
 from lemon_core.events import Completion, Delta, Event, RunCompleted
 
-__all__ = ["BusContract", "drain"]
+__all__ = ["BusContract", "drain", "settle"]
 
 
 def drain(handle: Delivery) -> list[Any]:
@@ -32,6 +32,15 @@ def drain(handle: Delivery) -> list[Any]:
             items.append(handle.get_nowait())
         except asyncio.QueueEmpty:
             return items
+
+
+def settle(bus: Bus, timeout: float = 10.0) -> None:
+    """Wait until what was published on ``bus`` has been delivered: a no-op for a backend that
+    delivers in the publisher's thread; for one that carries publications asynchronously (it
+    offers ``flush(timeout) -> bool``, as the Redis backend does) a barrier."""
+    flush = getattr(bus.backend, "flush", None)
+    if callable(flush) and not flush(timeout):
+        raise AssertionError(f"backend {bus.backend.name} did not deliver within {timeout} s")
 
 
 def _delta(seq: int) -> Event:
@@ -56,6 +65,7 @@ class BusContract:
         lemon_bus.subscribe("run:run_test", delivery=handle)
         event = _delta(0)
         lemon_bus.broadcast("run:run_test", event)
+        settle(lemon_bus)
         (received,) = drain(handle)
         assert received == event
 
@@ -64,6 +74,7 @@ class BusContract:
         lemon_bus.subscribe("run:run_test", delivery=handle)
         for topic in ("run:run_test2", "run:", "session:run_test", "run:run_tes"):
             lemon_bus.broadcast(topic, _delta(0))
+        settle(lemon_bus)
         assert drain(handle) == []
 
     def test_every_subscriber_receives_each_event_once(self, lemon_bus: Bus) -> None:
@@ -72,6 +83,7 @@ class BusContract:
             lemon_bus.subscribe("system", delivery=handle)
             lemon_bus.subscribe("system", delivery=handle)  # idempotent
         lemon_bus.broadcast("system", Event.new("probe"))
+        settle(lemon_bus)
         assert [len(drain(handle)) for handle in handles] == [1, 1, 1]
 
     def test_order_is_preserved_per_publisher(self, lemon_bus: Bus) -> None:
@@ -79,6 +91,7 @@ class BusContract:
         lemon_bus.subscribe("run:run_test", delivery=handle)
         for seq in range(50):
             lemon_bus.broadcast("run:run_test", _delta(seq))
+        settle(lemon_bus)
         assert [item.payload.seq for item in drain(handle)] == list(range(50))
 
     def test_cancel_stops_delivery(self, lemon_bus: Bus) -> None:
@@ -86,6 +99,7 @@ class BusContract:
         subscription = lemon_bus.subscribe("cron", delivery=handle)
         subscription.cancel()
         lemon_bus.broadcast("cron", Event.new("cron_tick"))
+        settle(lemon_bus)
         assert drain(handle) == []
         assert lemon_bus.topics() == ()
 
@@ -96,6 +110,7 @@ class BusContract:
             lemon_bus.broadcast("run:run_test", _delta(seq))
         done = RunCompleted(completed=Completion(ok=True, answer="done"))
         lemon_bus.broadcast_event("run:run_test", "run_completed", done, {"run_id": "run_test"})
+        settle(lemon_bus)
         items = drain(handle)
         assert len(items) == 8 + 1 + 1
         assert isinstance(items[8], Overflow)
@@ -114,6 +129,7 @@ class BusContract:
             thread.start()
         for thread in threads:
             thread.join(10)
+        settle(lemon_bus)
         assert sorted(item.payload.seq for item in drain(handle)) == [0, 1, 2, 3]
 
     def test_close_stops_the_bus(self, lemon_bus: Bus) -> None:

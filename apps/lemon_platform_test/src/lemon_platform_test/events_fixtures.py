@@ -15,6 +15,7 @@ from lemon_core.events import (
     ApprovalPending,
     ApprovalRequested,
     ApprovalResolved,
+    BusBackendChanged,
     ChannelDelivery,
     Completion,
     ConfigReloaded,
@@ -44,6 +45,7 @@ __all__ = [
     "approval_pending",
     "approval_requested",
     "approval_resolved",
+    "bus_backend_changed",
     "channel_delivery",
     "completion",
     "config_reloaded",
@@ -205,6 +207,12 @@ def secret_changed(**overrides: Any) -> SecretChanged:
     """Secret ``example`` of owner ``default`` was put (never a value)."""
     defaults = {"owner": "default", "name": "example", "action": "put"}
     return SecretChanged.new(**_merge(defaults, overrides))
+
+
+def bus_backend_changed(**overrides: Any) -> BusBackendChanged:
+    """The redis backend came back after an outage (subscribers were told to resync)."""
+    defaults = {"backend": "redis", "running": True, "resync": True, "reason": "reconnected"}
+    return BusBackendChanged.new(**_merge(defaults, overrides))
 
 
 def talk_mode_changed(**overrides: Any) -> TalkModeChanged:

@@ -45,6 +45,7 @@ from lemon_core.events import (
     registry,
     to_builtins,
 )
+from lemon_platform_test.bus_kit import settle
 
 __all__ = [
     "EventsContract",
@@ -307,6 +308,7 @@ def check_envelope_discipline(
         bus.subscribe(topic, delivery=handle)
         example = example_payload(cls)
         bus.broadcast_event(topic, event_type, example, {"run_id": "run_test"})
+        settle(bus)
         received = handle.get_nowait()
         assert isinstance(received, Event)
         assert received.type == event_type
@@ -347,6 +349,7 @@ def check_backend_parity(
             bus.subscribe(topic, delivery=handle)
             for example in examples:
                 bus.broadcast_event(topic, event_type, example, {"run_id": "run_test", "n": 1})
+            settle(bus)
             received: list[Any] = []
             while handle.statistics().queued:
                 received.append(handle.get_nowait())

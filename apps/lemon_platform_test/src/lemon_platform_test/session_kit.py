@@ -796,3 +796,287 @@ class SessionPortContract:
         assert after.watchers == before.watchers
         assert after.submitted >= before.submitted + 1
         assert after.active_runs == 0
+
+    # -- settings, reset, delete ----------------------------------------------------------
+
+    async def test_patch_sets_a_sessions_model_its_later_runs_use_until_it_is_cleared(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        port, other = harness.port, harness.other_port
+        assert (await other.settings(self.session_key)).model is None
+        patched = await port.patch(self.session_key, model="kit:model-b")
+        assert (patched.session_key, patched.model) == (self.session_key, "kit:model-b")
+        assert patched.updated_at_ms > 0
+        seen = await other.settings(self.session_key)
+        assert (seen.model, seen.label, seen.thinking_level) == ("kit:model-b", None, None)
+        # Another setting keeps the model; a request naming a model keeps its own.
+        both = await other.patch(self.session_key, thinking_level="high", label="work")
+        assert (both.model, both.thinking_level, both.label) == ("kit:model-b", "high", "work")
+        async with self.recorder(port.watch(self.session_key)) as events:
+            first = await port.submit(self.request("with the session's model"))
+            await events.ended_run(first.run_id)
+            own = await port.submit(
+                RunRequest(
+                    origin="control_plane",
+                    session_key=self.session_key,
+                    prompt="with its own model",
+                    model="kit:model-c",
+                )
+            )
+            await events.ended_run(own.run_id)
+            cleared = await port.patch(self.session_key, model=None)
+            assert (cleared.model, cleared.thinking_level) == (None, "high")
+            last = await port.submit(self.request("with the default again"))
+            await events.ended_run(last.run_id)
+        models = [harness.executor.record(r.run_id).job.model for r in (first, own, last)]
+        assert models == ["kit:model-b", "kit:model-c", None]
+        # Another session is untouched.
+        assert (await other.settings("agent:kit:main:sub:else")).model is None
+
+    async def test_patch_refuses_blank_models_unknown_thinking_levels_and_bad_keys(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        port = session_harness.port
+        with pytest.raises(ValueError, match="model"):
+            await port.patch(self.session_key, model="  ")
+        with pytest.raises(ValueError, match="thinking level"):
+            await port.patch(self.session_key, thinking_level="extreme")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="session key"):
+            await port.patch("agent:", model="kit:model-b")
+        assert (await port.settings(self.session_key)).model is None
+
+    async def test_reset_forgets_the_conversation_and_keeps_the_list_entry_and_settings(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        port = harness.port
+        await port.patch(self.session_key, model="kit:model-b")
+        async with self.recorder(port.watch(self.session_key)) as events:
+            first = await port.submit(self.request("one"))
+            await events.ended_run(first.run_id)
+            second = await port.submit(self.request("two"))
+            await events.ended_run(second.run_id)
+            assert harness.executor.record(second.run_id).job.resume is not None
+            assert (await self.snapshot(harness.other_port)).native_session_id is not None
+            change = await harness.other_port.reset(self.session_key)
+            assert (change.session_key, change.done) == (self.session_key, True)
+            assert (await self.snapshot(port)).native_session_id is None
+            third = await port.submit(self.request("three"))
+            await events.ended_run(third.run_id)
+        assert harness.executor.record(third.run_id).job.resume is None
+        listed = {s.session_key: s for s in await port.sessions()}
+        assert listed[self.session_key].runs == 3
+        assert listed[self.session_key].model == "kit:model-b"
+        assert (await port.settings(self.session_key)).model == "kit:model-b"
+
+    async def test_delete_forgets_the_session_its_settings_and_its_list_entry(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        port = harness.port
+        keep = "agent:kit:main:sub:keep"
+        await port.patch(self.session_key, model="kit:model-b", label="gone soon")
+        async with (
+            self.recorder(port.watch(self.session_key)) as events,
+            self.recorder(port.watch(keep)) as kept,
+        ):
+            done = await port.submit(self.request("one"))
+            await events.ended_run(done.run_id)
+            other = await port.submit(self.request("two", session_key=keep))
+            await kept.ended_run(other.run_id)
+        change = await harness.other_port.delete(self.session_key)
+        assert change.done, change
+        listed = [s.session_key for s in await port.sessions()]
+        assert self.session_key not in listed
+        assert keep in listed
+        settings = await port.settings(self.session_key)
+        assert (settings.model, settings.label) == (None, None)
+        snap = await self.snapshot(port)
+        assert (snap.native_session_id, snap.last_run_id) == (None, None)
+        # The key can be used again: it starts a new session.
+        async with self.recorder(port.watch(self.session_key)) as events:
+            again = await port.submit(self.request("again"))
+            await events.ended_run(again.run_id)
+        assert harness.executor.record(again.run_id).job.resume is None
+        assert {s.session_key: s.runs for s in await port.sessions()}[self.session_key] == 1
+
+    async def test_reset_and_delete_of_a_busy_session_are_refused_and_change_nothing(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        gate = Gate("hold")
+        harness.executor.script_prompt("hold", Script().gate(gate).complete(answer="held"))
+        async with self.recorder(harness.port.watch(self.session_key)) as events:
+            first = await harness.port.submit(self.request("one"))
+            await events.ended_run(first.run_id)
+            active = await harness.port.submit(self.request("hold"))
+            await self.wait(gate)
+            for change in (
+                await harness.other_port.reset(self.session_key),
+                await harness.other_port.delete(self.session_key),
+            ):
+                assert not change.done
+                assert change.reason
+                assert "busy" in change.reason
+            gate.open()
+            ended = await events.ended_run(active.run_id)
+            assert ended.ok
+        listed = {s.session_key: s.runs for s in await harness.port.sessions()}
+        assert listed[self.session_key] == 2
+        assert (await self.snapshot(harness.port)).native_session_id is not None
+
+    # -- every session --------------------------------------------------------------------
+
+    async def test_watch_all_sees_every_sessions_events_each_naming_its_session(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        fresh = "agent:kit:main:sub:never-seen-before"
+        harness.executor.script_prompt("tell", Script().delta("a ", "b").complete(answer="a b"))
+        stream = harness.other_port.watch_all()
+        assert stream.session_key == "*"
+        async with self.recorder(stream) as everything:
+            ends = []
+            for key in (self.session_key, fresh):
+                async with self.recorder(harness.port.watch(key)) as events:
+                    receipt = await harness.port.submit(self.request("tell", session_key=key))
+                    await events.ended_run(receipt.run_id)
+                    ends.append((key, receipt.run_id))
+            for key, run_id in ends:
+                ended = await everything.ended_run(run_id)
+                assert ended.session_key == key
+                assert ended.answer == "a b"
+                texts = [
+                    e.text
+                    for e in everything.events
+                    if isinstance(e, TextDelta) and e.run_id == run_id
+                ]
+                assert texts == ["a ", "b"]
+                assert all(
+                    e.session_key == key
+                    for e in everything.events
+                    if getattr(e, "run_id", None) == run_id
+                )
+
+    async def test_watch_all_is_one_bounded_stream_that_overflows_once(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        harness.executor.script_prompt(
+            "flood", Script().delta(*[f"{i} " for i in range(40)]).complete(answer="done")
+        )
+        small = harness.port_with(stream_max_entries=4).watch_all()
+        try:
+            async with self.recorder(harness.port.watch(self.session_key)) as events:
+                receipt = await harness.port.submit(self.request("flood"))
+                await events.ended_run(receipt.run_id)
+                await self.sentinel(harness, events)
+            seen = await drain(small, self.timeout_s)
+        finally:
+            small.close()
+        overflows = [e for e in seen if isinstance(e, StreamOverflow)]
+        assert len(overflows) == 1
+        assert seen[-1] is overflows[0]
+        assert len(seen) <= 4 + 1
+        with pytest.raises(SessionStreamClosedError):
+            await small.get()
+
+    # -- run history ----------------------------------------------------------------------
+
+    async def test_runs_lists_finished_runs_newest_first_with_their_usage(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        other = "agent:kit:main:sub:runs"
+        harness.executor.script_prompt(
+            "costly",
+            Script().complete(
+                answer="ok",
+                usage={
+                    "input_tokens": 120,
+                    "output_tokens": 30,
+                    "cost_usd": 0.25,
+                    "model": "kit:m",
+                },
+            ),
+        )
+        harness.executor.script_prompt("broken", Script().fail("no luck"))
+        async with (
+            self.recorder(harness.port.watch(self.session_key)) as events,
+            self.recorder(harness.port.watch(other)) as other_events,
+        ):
+            first = await harness.port.submit(self.request("costly"))
+            await events.ended_run(first.run_id)
+            second = await harness.port.submit(self.request("broken", session_key=other))
+            await other_events.ended_run(second.run_id)
+        runs = await harness.other_port.runs()
+        # Each run once, under the id it was submitted with (a retried one: its last attempt).
+        assert [r.run_id for r in runs][:2] == [second.run_id, first.run_id]
+        assert runs[1].attempt_id is None
+        assert len(runs) == 2
+        newest, costly = runs[0], runs[1]
+        assert (newest.session_key, newest.ok) == (other, False)
+        assert newest.error_code is not None
+        assert (costly.session_key, costly.ok) == (self.session_key, True)
+        assert costly.usage is not None
+        assert (costly.usage.input_tokens, costly.usage.output_tokens) == (120, 30)
+        assert costly.usage.cost_usd == 0.25
+        assert costly.usage.model == "kit:m"
+        assert costly.finished_at_ms >= costly.started_at_ms > 0
+        assert [r.run_id for r in await harness.port.runs(limit=1)] == [second.run_id]
+        later = await harness.port.runs(since_ms=newest.finished_at_ms + 1)
+        assert later == []
+
+    async def test_watch_all_carries_approvals_and_tool_cards_under_their_session(
+        self, session_harness: SessionPortHarness
+    ) -> None:
+        harness = session_harness
+        key = "agent:kit:main:sub:approvals"
+        gate = Gate("tool")
+        harness.executor.script_prompt(
+            "ask",
+            Script()
+            .action(id="t1", title="bash: ls", phase="started", detail={"tool": "bash"})
+            .gate(gate)
+            .complete(answer="asked"),
+        )
+        async with (
+            self.recorder(harness.other_port.watch_all()) as everything,
+            self.recorder(harness.port.watch(key)) as events,
+        ):
+            receipt = await harness.port.submit(self.request("ask", session_key=key))
+            await self.wait(gate)
+            running = await self.snapshot(harness.port, key)
+            assert running.active is not None
+            approval_id = await harness.ask_approval(
+                session_key=key,
+                run_id=running.active.attempt_id,
+                tool="bash",
+                action={"command": "ls"},
+            )
+            asked = await everything.until(
+                lambda evs: any(
+                    isinstance(e, ApprovalAsked) and e.approval_id == approval_id for e in evs
+                ),
+                f"ApprovalAsked {approval_id} on the all-sessions stream",
+            )
+            decided = await harness.port.resolve_approval(approval_id, "approve_once")
+            assert decided.resolved, decided
+            gate.open()
+            await events.ended_run(receipt.run_id)
+            await everything.ended_run(receipt.run_id)
+        mine = [e for e in everything.events if getattr(e, "run_id", None) == receipt.run_id]
+        assert mine
+        assert {e.session_key for e in everything.events if e in mine} == {key}
+        assert any(isinstance(e, ToolCard) and e.action_id == "t1" for e in mine)
+        (ask,) = [e for e in asked if isinstance(e, ApprovalAsked)]
+        assert ask.session_key == key
+        ended = [
+            e
+            for e in everything.events
+            if isinstance(e, ApprovalEnded) and e.approval_id == approval_id
+        ]
+        assert [(e.session_key, e.decision) for e in ended] == [
+            (key, ApprovalDecision.APPROVE_ONCE)
+        ]

@@ -32,19 +32,24 @@ from lemon_core.events import (
     RunPhase,
 )
 from lemon_core.execution import ENGINE_RUNTIME, Receipt, RunIntrospection, RunRequest
-from lemon_core.runtime import APPROVALS
+from lemon_core.runtime import APPROVALS, MODEL_CATALOG
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
+    THINKING_LEVELS,
     TRANSCRIPT_READER,
     ActionState,
     ActiveRun,
     ApprovalResult,
+    BusAllSessionsStream,
     BusSessionStream,
     CancelResult,
     CompactResult,
     NativeHistory,
     PendingApproval,
+    RunRecord,
+    SessionChange,
     SessionPortStatistics,
+    SessionSettings,
     SessionSnapshot,
     SessionSummary,
     SteerResult,
@@ -52,7 +57,14 @@ from lemon_core.sessions import (
     TranscriptPage,
     check_session_key,
 )
-from lemon_core.store import ChatStateStore, SessionIndexStore, Store, StoreError
+from lemon_core.store import (
+    ChatStateStore,
+    RunStore,
+    SessionIndexStore,
+    SessionSettingsStore,
+    Store,
+    StoreError,
+)
 from lemon_router._router import Router
 
 __all__ = ["RouterSessionPort", "redact_secrets"]
@@ -92,6 +104,7 @@ class RouterSessionPort:
         self._redact = redact
         self._stream_max_entries = stream_max_entries
         self._watchers: set[BusSessionStream] = set()
+        self._all_listeners: dict[BusSessionStream, Callable[[], None]] = {}
         self._opened = 0
         self._overflowed = 0
         self._snapshots = 0
@@ -100,6 +113,13 @@ class RouterSessionPort:
     # -- commands ---------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
+        if request.model is None and self._store is not None:
+            # The session's model (sessions.patch) unless the request names one.
+            check_session_key(request.session_key)
+            with contextlib.suppress(StoreError):
+                found = await SessionSettingsStore(self._store).get(request.session_key)
+                if found is not None and found.model is not None:
+                    request = replace(request, model=found.model)
         return await self._router.submit(request)
 
     async def steer(self, session_key: str, text: str) -> SteerResult:
@@ -196,8 +216,16 @@ class RouterSessionPort:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _follow_everywhere(self, session_key: str) -> None:
+        """A session a client reads is followed by every all-sessions stream too: with a shared
+        bus its runs may happen in another daemon, whose changes this router never sees."""
+        for stream in tuple(self._all_listeners):
+            if isinstance(stream, BusAllSessionsStream):
+                stream.add(session_key)
+
     def watch(self, session_key: str) -> BusSessionStream:
         _check_key(session_key)
+        self._follow_everywhere(session_key)
         stream = BusSessionStream(
             self._router.bus,
             session_key,
@@ -208,13 +236,30 @@ class RouterSessionPort:
         self._opened += 1
         return stream
 
+    def watch_all(self) -> BusAllSessionsStream:
+        router = self._router
+        stream = BusAllSessionsStream(
+            router.bus, max_entries=self._stream_max_entries, on_close=self._closed
+        )
+        for session_key in router.known_sessions():
+            stream.add(session_key)
+        remove = router.on_new_session(stream.add)
+        self._all_listeners[stream] = remove
+        self._watchers.add(stream)
+        self._opened += 1
+        return stream
+
     def _closed(self, stream: BusSessionStream) -> None:
+        remove = self._all_listeners.pop(stream, None)
+        if remove is not None:
+            remove()
         self._watchers.discard(stream)
         if stream.overflowed:
             self._overflowed += 1
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         _check_key(session_key)
+        self._follow_everywhere(session_key)
         self._snapshots += 1
         router = self._router
         before = (router.revision(session_key), router.active_attempt(session_key))
@@ -325,23 +370,59 @@ class RouterSessionPort:
         if self._store is None:
             return []
         entries = await SessionIndexStore(self._store).recent(limit=max(0, limit))
-        return [
-            SessionSummary(
-                session_key=e.session_key,
-                runs=e.runs,
-                last_run_id=e.last_run_id,
-                last_ok=e.last_ok,
-                last_error_code=e.last_error_code,
-                last_answer_preview=self._redact(e.last_answer_preview),
-                updated_at_ms=e.updated_at_ms,
-                active=self._router.is_busy(e.session_key),
+        settings = SessionSettingsStore(self._store)
+        found = []
+        for e in entries:
+            own = None
+            with contextlib.suppress(StoreError):
+                own = await settings.get(e.session_key)
+            found.append(
+                SessionSummary(
+                    session_key=e.session_key,
+                    runs=e.runs,
+                    last_run_id=e.last_run_id,
+                    last_ok=e.last_ok,
+                    last_error_code=e.last_error_code,
+                    last_answer_preview=self._redact(e.last_answer_preview),
+                    updated_at_ms=e.updated_at_ms,
+                    active=self._router.is_busy(e.session_key),
+                    model=own.model if own else None,
+                    label=own.label if own else None,
+                )
             )
-            for e in entries
-        ]
+        return found
+
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        if self._store is None:
+            return []
+        limit = max(1, limit)
+        found = await RunStore(self._store).recent(limit=limit + 16, since_ms=since_ms)
+        records: list[RunRecord] = []
+        seen: set[str] = set()
+        for r in found:  # newest first: a run's last attempt comes before its earlier ones
+            run_id = r.retry_of or r.run_id
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+            records.append(
+                RunRecord(
+                    run_id=run_id,
+                    session_key=r.session_key,
+                    ok=r.ok,
+                    attempt_id=r.run_id if r.retry_of else None,
+                    error_code=r.error_code,
+                    started_at_ms=r.started_at_ms,
+                    finished_at_ms=r.finished_at_ms,
+                    duration_ms=r.duration_ms,
+                    usage=r.usage,
+                )
+            )
+        return records[:limit]
 
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
+        self._follow_everywhere(session_key)
         native_id, _ = await self._native(session_key)
         if native_id is None:
             return TranscriptPage(
@@ -382,6 +463,96 @@ class RouterSessionPort:
         found = await compactor.compact(native_id, cwd=None, instructions=instructions)
         return msgspec.structs.replace(found, session_key=session_key)
 
+    # -- settings and lifecycle -------------------------------------------------------------
+
+    async def settings(self, session_key: str) -> SessionSettings:
+        _check_key(session_key)
+        if self._store is None:
+            return SessionSettings(session_key=session_key)
+        found = await SessionSettingsStore(self._store).get(session_key)
+        return _settings(session_key, found)
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        _check_key(session_key)
+        changes: dict[str, str | None] = {}
+        if not isinstance(model, msgspec.UnsetType):
+            changes["model"] = self._checked_model(model)
+        if not isinstance(label, msgspec.UnsetType):
+            text: object = label
+            if text is not None and (not isinstance(text, str) or len(text) > 200):
+                raise ValueError("a session label is a string of at most 200 characters")
+            changes["label"] = None if label is None else (label.strip() or None)
+        if not isinstance(thinking_level, msgspec.UnsetType):
+            if thinking_level is not None and thinking_level not in THINKING_LEVELS:
+                raise ValueError(
+                    f"unknown thinking level {thinking_level!r}: use one of "
+                    + ", ".join(THINKING_LEVELS)
+                )
+            changes["thinking_level"] = thinking_level
+        if self._store is None:
+            raise ValueError("this runtime keeps no sessions (it has no store)")
+        store = SessionSettingsStore(self._store)
+        found = (
+            await store.update(session_key, **changes) if changes else await store.get(session_key)
+        )
+        return _settings(session_key, found)
+
+    def _checked_model(self, model: object) -> str | None:
+        if model is None:
+            return None
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("a model is a non-blank '<provider>:<model>' reference")
+        model = model.strip()
+        catalog = self._router.context.capabilities.get(MODEL_CATALOG)
+        if catalog is not None:
+            known = {m.ref for m in catalog.models()}
+            if known and model not in known:
+                raise ValueError(
+                    f"unknown model {model!r}: pick one models.list names (e.g. "
+                    f"{sorted(known)[0]!r})"
+                )
+        elif ":" not in model:
+            raise ValueError(f"a model is '<provider>:<model>', got {model!r}")
+        return model
+
+    def _busy_reason(self, session_key: str) -> str | None:
+        if self._router.is_busy(session_key) or self._router.queued(session_key):
+            return "the session is busy; try again when its runs have ended (or abort them)"
+        if self._store is None:
+            return "this runtime keeps no sessions (it has no store)"
+        return None
+
+    async def reset(self, session_key: str) -> SessionChange:
+        _check_key(session_key)
+        reason = self._busy_reason(session_key)
+        if reason is not None:
+            return SessionChange(session_key=session_key, done=False, reason=reason)
+        assert self._store is not None
+        await ChatStateStore(self._store).delete(session_key)
+        await SessionIndexStore(self._store).forget_conversation(session_key)
+        self._router.forget_session(session_key)
+        return SessionChange(session_key=session_key, done=True)
+
+    async def delete(self, session_key: str) -> SessionChange:
+        _check_key(session_key)
+        reason = self._busy_reason(session_key)
+        if reason is not None:
+            return SessionChange(session_key=session_key, done=False, reason=reason)
+        assert self._store is not None
+        await ChatStateStore(self._store).delete(session_key)
+        await SessionSettingsStore(self._store).delete(session_key)
+        await RunStore(self._store).forget_session(session_key)
+        await SessionIndexStore(self._store).delete(session_key)
+        self._router.forget_session(session_key)
+        return SessionChange(session_key=session_key, done=True)
+
     def statistics(self) -> SessionPortStatistics:
         stats = self._router.statistics()
         return SessionPortStatistics(
@@ -407,8 +578,21 @@ def _check_key(session_key: str) -> None:
     check_session_key(session_key)
 
 
+def _settings(session_key: str, found: Any) -> SessionSettings:
+    if found is None:
+        return SessionSettings(session_key=session_key)
+    level = found.thinking_level if found.thinking_level in THINKING_LEVELS else None
+    return SessionSettings(
+        session_key=session_key,
+        model=found.model,
+        label=found.label,
+        thinking_level=level,
+        updated_at_ms=found.updated_at_ms,
+    )
+
+
 def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> TranscriptEntry:
     text = redact(entry.text)
     if text == entry.text:
         return entry
-    return TranscriptEntry(index=entry.index, role=entry.role, text=text, truncated=entry.truncated)
+    return msgspec.structs.replace(entry, text=text)

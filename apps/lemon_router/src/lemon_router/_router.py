@@ -25,7 +25,7 @@ import enum
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -134,6 +134,7 @@ class Router:
         self._tasks = Supervisor("lemon_router", logger=log)
         # per session: the change counter at its last phase / outcome (bounded, LRU)
         self._revisions: OrderedDict[str, int] = OrderedDict()
+        self._session_listeners: list[Callable[[str], None]] = []
         # callers waiting for a submission's queue outcome (SessionPort.steer), by run id
         self._outcome_waiters: dict[str, list[asyncio.Future[QueueOutcome]]] = {}
         self._changes = 0
@@ -365,6 +366,27 @@ class Router:
     def is_busy(self, session_key: str) -> bool:
         return self.active_run(session_key) is not None
 
+    def known_sessions(self) -> tuple[str, ...]:
+        """The sessions this router has seen change (most recent last; bounded)."""
+        return tuple(self._revisions)
+
+    def on_new_session(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(session_key)`` whenever a session changes (a run accepted, a phase,
+        a queue outcome), before the change is published, so a listener that follows each
+        session it hears of sees everything of it; returns the function that removes it."""
+        self._session_listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._session_listeners.remove(listener)
+
+        return remove
+
+    def forget_session(self, session_key: str) -> None:
+        """The session's stored state was reset or deleted (by the session port): count the
+        change in its revision, so a snapshot composed across it says ``retry``."""
+        self._touch(session_key)
+
     def queued(self, session_key: str) -> tuple[str, ...]:
         """Run ids waiting behind the session's active run, in start order."""
         key = self._session_conv.get(session_key)
@@ -489,6 +511,10 @@ class Router:
     def _touch(self, session_key: str) -> None:
         self._changes += 1
         revisions = self._revisions
+        if self._session_listeners:
+            # Before the change is published: a listener subscribing now sees all of it.
+            for listener in tuple(self._session_listeners):
+                listener(session_key)
         revisions[session_key] = self._changes
         revisions.move_to_end(session_key)
         if len(revisions) > _MAX_REVISIONS:
@@ -527,7 +553,14 @@ class Router:
             {"run_id": payload.run_id, "session_key": session_key},
         )
 
-    def _phase(self, run_id: str, prepared: Prepared | None, phase: RunPhase) -> None:
+    def _phase(
+        self,
+        run_id: str,
+        prepared: Prepared | None,
+        phase: RunPhase,
+        *,
+        retry_of: str | None = None,
+    ) -> None:
         previous = self._phases.get(run_id)
         if previous is not None and previous.terminal:
             return
@@ -547,6 +580,8 @@ class Router:
             source="router",
         )
         meta = {"run_id": run_id, "session_key": session_key}
+        if retry_of is not None:
+            meta["retry_of"] = retry_of  # the run as submitted, of which this is a retry
         if not self.bus.running():
             return
         event = self.bus.broadcast_event(run_topic(run_id), "run_phase_changed", payload, meta)
@@ -589,7 +624,9 @@ class Router:
         self._retries += 1
         self._engine_ids.pop(previous_run_id, None)
         self._engine_ids[process.current_run_id] = process.run_id
-        self._phase(process.current_run_id, process.prepared, RunPhase.ACCEPTED)
+        self._phase(
+            process.current_run_id, process.prepared, RunPhase.ACCEPTED, retry_of=process.run_id
+        )
 
     def _note_synthetic(self) -> None:
         self._synthetic += 1

@@ -36,12 +36,14 @@ from lemon_core.bus.delivery import (
     TERMINAL_EVENT_TYPES,
     ConsumerClass,
     Delivery,
+    OverflowReason,
     _non_negative_number,
     _register_read_coroutine,
     _send_wakes,
 )
-from lemon_core.bus.topics import check_topic
+from lemon_core.bus.topics import SYSTEM, check_topic
 from lemon_core.errors import BusClosedError, EventPayloadError
+from lemon_core.events.bus_backend_changed import BusBackendChanged
 from lemon_core.events.envelope import Event
 from lemon_core.events.registry import coerce, payload_class, registry
 
@@ -187,6 +189,9 @@ class Bus:
         self._closed = False
         self._published = 0
         self._backend.open(self._fanout)
+        watch = getattr(self._backend, "watch", None)
+        if callable(watch):  # a networked backend reports its outages and lost publications
+            watch(self._backend_changed)
         # Every publication is measured at the publisher (an unencodable item fails there,
         # subscribed or not). The local backend's fan-out is this bus's own, so it is handed
         # the measured size directly; any other backend carries the item and its receiving
@@ -419,6 +424,33 @@ class Bus:
         for handle in other:
             handle._admit(entry, size, terminal)
         return len(own) + len(other)
+
+    def resync(self, reason: OverflowReason = OverflowReason.RESYNC) -> int:
+        """Fence every handle attached to this bus (one ``Overflow`` marker each): publications
+        may have been lost, so every consumer replaces its handle and re-reads authority.
+        Returns how many handles were fenced. Safe from any thread; never waits."""
+        with self._table_lock:
+            handles = {h: None for hs in self._table.values() for h in hs}
+        for handle in handles:
+            handle.fence(reason)
+        return len(handles)
+
+    def _backend_changed(self, running: bool, resync: bool, reason: str) -> None:
+        # From a backend's thread: tell this process's subscribers of ``system`` (directly,
+        # never through the backend that is reporting), then fence everything on a resync.
+        if self._closed:
+            return
+        event = Event(
+            type=BusBackendChanged.event_type,
+            ts_ms=_time_ns() // 1_000_000,
+            meta={},
+            payload=BusBackendChanged(
+                backend=self._backend.name, running=running, resync=resync, reason=reason
+            ),
+        )
+        self._deliver(SYSTEM, event, measure(event))
+        if resync:
+            self.resync()
 
     def _settle(self) -> None:
         # A producer found this bus's lock taken and left a request (a fence, a terminal

@@ -134,6 +134,7 @@ class OverflowReason(enum.StrEnum):
     ENTRIES = "entries"
     BYTES = "bytes"
     CONTENDED = "contended"
+    RESYNC = "resync"
 
 
 class Overflow(msgspec.Struct, frozen=True, kw_only=True):
@@ -463,6 +464,21 @@ class Delivery:
         if waiter is not None:
             self._wake(waiter)
         return admitted
+
+    def fence(self, reason: OverflowReason = OverflowReason.RESYNC) -> None:
+        """Fence the handle now (one ``Overflow`` marker with ``reason``), as an overflow
+        would: publications meant for it may have been lost upstream (a bus backend's outage
+        or gap), so its consumer must replace it and re-read authority. Never waits (applied
+        by whoever holds the admission lock next); a fenced or closed handle is left as is.
+        Safe from any thread."""
+        if self._state:
+            return
+        if self._fence_request is None:
+            self._fence_request = reason
+        self._limit = 0
+        self._pending = True
+        self._notify_lock_owner()
+        self._settle()
 
     def _fence_locked(self, reason: OverflowReason) -> None:
         # Caller holds the admission lock and the handle is open: fence it for good and queue

@@ -15,6 +15,7 @@ from lemon_core.config._loader import (
     load_config,
 )
 from lemon_core.config._schema import (
+    BusConfig,
     ChannelsConfig,
     Config,
     DefaultsConfig,
@@ -24,15 +25,18 @@ from lemon_core.config._schema import (
     ProfileConfig,
     ProviderConfig,
     RuntimeConfig,
+    StoreConfig,
     TelegramChannelConfig,
     ToolPolicyConfig,
     WebhookConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
+from lemon_core.config._servers import redact_url, resolve_bus_url, resolve_store_dsn
 
 __all__ = [
     "BUILTIN_PROVIDERS",
     "SECRETS_FILENAME",
+    "BusConfig",
     "ChannelsConfig",
     "Config",
     "ConfigError",
@@ -45,6 +49,7 @@ __all__ = [
     "ProfileConfig",
     "ProviderConfig",
     "RuntimeConfig",
+    "StoreConfig",
     "TelegramChannelConfig",
     "ToolPolicyConfig",
     "WebhookConfig",
@@ -52,4 +57,7 @@ __all__ = [
     "lemon_home",
     "load_config",
     "read_secrets",
+    "redact_url",
+    "resolve_bus_url",
+    "resolve_store_dsn",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from lemon_core.config._schema import LEGACY_KEYS, Config
+from lemon_core.config._servers import check_servers
 from lemon_core.errors import LemonCoreError
 
 # Providers a model reference may name without a [providers.<name>] section: the offline
@@ -268,11 +269,13 @@ def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
         message = str(exc)
         match = _PATH_RE.search(message)
         text = message[: match.start()] if match else message
-        hint = (
-            "one of openai_completions, anthropic_messages, offline"
-            if key.endswith(".kind")
-            else _HINTS.get(re.sub(r"\[\d+\]", "[]", key), "")
-        )
+        choices = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else ()
+        if key.endswith(".kind"):
+            hint = "one of openai_completions, anthropic_messages, offline"
+        elif choices:
+            hint = "one of " + ", ".join(str(c) for c in choices)
+        else:
+            hint = _HINTS.get(re.sub(r"\[\d+\]", "[]", key), "")
         return ConfigIssue(source=source, key=key, message=text, hint=hint)
     return ConfigIssue(source=source, key=key, message="")
 
@@ -316,6 +319,8 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
                     hint='e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
                 )
             )
+    for key, message, hint in check_servers(config):
+        issues.append(ConfigIssue(source=_origin(key, layers), key=key, message=message, hint=hint))
     issues.extend(_channel_checks(config, layers))
     return issues
 

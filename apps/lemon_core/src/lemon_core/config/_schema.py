@@ -95,6 +95,39 @@ class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     webhook_max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=16 * 1024 * 1024)] = 262_144
     webhook_submit_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
     webhooks: tuple[WebhookConfig, ...] = ()
+    shared_slots: bool = False
+    lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
+
+
+StoreBackend = Literal["sqlite", "postgres", "memory"]
+BusBackendName = Literal["local", "redis"]
+
+
+class StoreConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[store]``: where the stores live.
+
+    ``sqlite`` (default: ``$LEMON_HOME/store/lemon.sqlite3``), ``memory`` (gone with the
+    process) or ``postgres`` (several daemons share it: ``dsn``, or ``dsn_env`` naming the
+    variable that holds it, so a password stays out of the file). ``schema`` isolates one
+    deployment in a PostgreSQL database and is the bus's Redis key/channel prefix too.
+    """
+
+    backend: StoreBackend = "sqlite"
+    dsn: str | None = None
+    dsn_env: str | None = None
+    schema: str = "lemon"
+    #: PostgreSQL: how long a call waits for a pooled connection (and a connection attempt)
+    #: before it fails with StoreUnavailableError.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0
+
+
+class BusConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[bus]``: how publications travel. ``local`` (in process, the default) or ``redis``
+    (fan-out across daemons: ``url``, or ``url_env`` naming the variable that holds it)."""
+
+    backend: BusBackendName = "local"
+    url: str | None = None
+    url_env: str | None = None
 
 
 class RuntimeConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -174,6 +207,8 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     logging: LoggingConfig = LoggingConfig()
     file_access: FileAccessConfig = FileAccessConfig()
     channels: ChannelsConfig = ChannelsConfig()
+    store: StoreConfig = StoreConfig()
+    bus: BusConfig = BusConfig()
 
 
 # Legacy sections refused with what to use instead.

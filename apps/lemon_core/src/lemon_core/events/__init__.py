@@ -12,6 +12,7 @@ from lemon_core.events.action import Action, ActionKind
 from lemon_core.events.approval_pending import ApprovalPending
 from lemon_core.events.approval_requested import ApprovalRequested
 from lemon_core.events.approval_resolved import ApprovalDecision, ApprovalResolved
+from lemon_core.events.bus_backend_changed import BusBackendChanged
 from lemon_core.events.channel_delivery import ChannelDelivery
 from lemon_core.events.codec import encode_json, to_builtins
 from lemon_core.events.completion import Completion
@@ -63,6 +64,7 @@ __all__ = [
     "ApprovalPending",
     "ApprovalRequested",
     "ApprovalResolved",
+    "BusBackendChanged",
     "CastError",
     "CastOk",
     "CastResult",

@@ -20,6 +20,7 @@ from lemon_core.events.action import Action
 from lemon_core.events.approval_pending import ApprovalPending
 from lemon_core.events.approval_requested import ApprovalRequested
 from lemon_core.events.approval_resolved import ApprovalResolved
+from lemon_core.events.bus_backend_changed import BusBackendChanged
 from lemon_core.events.channel_delivery import ChannelDelivery
 from lemon_core.events.completion import Completion
 from lemon_core.events.config_reload_failed import ConfigReloadFailed
@@ -96,6 +97,7 @@ _ENTRIES: tuple[tuple[str, str, type[Payload]], ...] = (
     ("system", "config_reload_failed", ConfigReloadFailed),
     ("system", "secret_changed", SecretChanged),
     ("system", "talk_mode_changed", TalkModeChanged),
+    ("system", "bus_backend_changed", BusBackendChanged),
     *(("goals", goal_type, GoalChanged) for goal_type in _GOAL_TYPES),
     ("routing_feedback", "routing_feedback", RoutingFeedback),
     ("channels", "channel_delivery", ChannelDelivery),

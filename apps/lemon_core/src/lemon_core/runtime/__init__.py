@@ -12,6 +12,7 @@ from lemon_core.runtime._app import (
     known_profiles,
     resolve_profile,
 )
+from lemon_core.runtime._backends import open_configured_bus, open_configured_store
 from lemon_core.runtime._capabilities import (
     AGENT_RUNTIME,
     APPROVALS,
@@ -52,6 +53,8 @@ __all__ = [
     "RuntimeUsageError",
     "discover_apps",
     "known_profiles",
+    "open_configured_bus",
+    "open_configured_store",
     "resolve_profile",
     "store_path",
 ]

@@ -16,22 +16,24 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from lemon_core.bus import Bus
-from lemon_core.config import Config, LoadedConfig, load_config
+from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
+from lemon_core.errors import BusBackendUnavailableError
 from lemon_core.execution import RuntimeContext
+from lemon_core.leases import Leases
 from lemon_core.runtime._app import AppSpec, discover_apps, resolve_profile
+from lemon_core.runtime._backends import (
+    open_configured_bus,
+    open_configured_store,
+    shared_leases,
+    store_path,
+)
 from lemon_core.runtime._http import HTTP_MOUNTS, HttpMounts
-from lemon_core.runtime.errors import AppHookError, RuntimeUsageError
-from lemon_core.store import MemoryStore, Store, open_default_store
+from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
+from lemon_core.store import Store, StoreUnavailableError
 
 __all__ = ["AppState", "Runtime", "RuntimeStatistics", "store_path"]
 
 _log = logging.getLogger(__name__)
-
-
-def store_path(home: Path) -> Path:
-    """The default store's SQLite file under ``home``: ``<home>/store/lemon.sqlite3`` (the
-    layout of :func:`lemon_core.store.default_store_path`)."""
-    return home / "store" / "lemon.sqlite3"
 
 
 State = Literal["new", "starting", "running", "stopping", "stopped", "failed"]
@@ -60,9 +62,12 @@ class Runtime:
 
     ``config`` defaults to :func:`lemon_core.config.load_config` (layered and validated; a
     ``ConfigError`` lists every problem). ``apps`` defaults to the ``lemon.apps`` entry
-    points. ``bus`` and ``store`` default to a new :class:`Bus` and the SQLite store
-    ``$LEMON_HOME/store/lemon.sqlite3`` (``store="memory"`` for a :class:`MemoryStore`); what the
-    runtime created it also closes. ``settings`` go to ``context.settings`` (app options).
+    points. ``bus`` and ``store`` default to what ``[bus]`` and ``[store]`` name: an
+    in-process :class:`Bus` or one on Redis; the SQLite store
+    ``$LEMON_HOME/store/lemon.sqlite3``, PostgreSQL or memory (``store="memory"`` /
+    ``"sqlite"`` / ``"postgres"`` overrides the configured backend); what the runtime created it
+    also closes. A server that cannot be reached at start is a :class:`RuntimeBootError` naming
+    it (password redacted). ``settings`` go to ``context.settings`` (app options).
     Start and stop must run in the same task (apps may hold
     task groups).
     """
@@ -74,25 +79,27 @@ class Runtime:
         config: LoadedConfig | None = None,
         apps: Mapping[str, AppSpec] | None = None,
         bus: Bus | None = None,
-        store: Store | Literal["sqlite", "memory"] = "sqlite",
+        store: Store | Literal["sqlite", "postgres", "memory"] | None = None,
         name: str = "default",
         settings: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> None:
         self._loaded = config if config is not None else load_config(environ=environ, cwd=cwd)
+        self._environ = environ
         self.profile = profile or self._loaded.config.runtime.profile
         self._apps = dict(apps) if apps is not None else discover_apps()
         self._order = resolve_profile(self.profile, self._apps)
         self._bus_arg = bus
         self._store_arg = store
         self._bus: Bus | None = bus
-        self._store: Store | None = store if not isinstance(store, str) else None
+        self._store: Store | None = store if not isinstance(store, str | None) else None
         self.context = RuntimeContext(name=name)
         self.context.settings.update(settings or {})
         self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
         self.mounts = HttpMounts()
         """The HTTP mounts of this runtime (the :data:`HTTP_MOUNTS` capability while it runs)."""
+        self._leases: Leases | None = None
         self._started: list[AppState] = []
         self._state: State = "new"
         self._task: asyncio.Task[Any] | None = None
@@ -122,6 +129,11 @@ class Runtime:
         if self._store is None:
             raise RuntimeUsageError("the runtime is not started: no store yet")
         return self._store
+
+    @property
+    def leases(self) -> Leases | None:
+        """Leases shared with other daemons (the store is PostgreSQL), else None."""
+        return self._leases
 
     @property
     def state(self) -> State:
@@ -156,14 +168,19 @@ class Runtime:
             raise RuntimeUsageError(f"a runtime starts once; this one is {self._state}")
         self._state = "starting"
         self._task = asyncio.current_task()
-        if self._bus is None:
-            self._bus = Bus()
-        if self._store is None:
-            if self._store_arg == "memory":
-                self._store = MemoryStore()
-            else:
-                self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._store = await open_default_store(store_path(self.home))
+        try:
+            if self._bus is None:
+                self._bus = await open_configured_bus(self.config, environ=self._environ)
+            if self._store is None:
+                chosen = self._store_arg if isinstance(self._store_arg, str) else None
+                self._store = await open_configured_store(
+                    self.config, self.home, backend=chosen, environ=self._environ
+                )
+        except (ConfigError, StoreUnavailableError, BusBackendUnavailableError) as exc:
+            await self._close_owned()
+            self._state = "failed"
+            raise RuntimeBootError(str(exc)) from exc
+        self._leases = shared_leases(self._store)
         self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
         for spec in self._order:
             try:
@@ -208,7 +225,9 @@ class Runtime:
 
     async def _close_owned(self) -> None:
         self.context.capabilities.unregister(HTTP_MOUNTS, self.mounts)
-        if isinstance(self._store_arg, str) and self._store is not None:
+        if (
+            self._store_arg is None or isinstance(self._store_arg, str)
+        ) and self._store is not None:
             await self._store.close()
         if self._bus_arg is None and self._bus is not None:
             self._bus.close()

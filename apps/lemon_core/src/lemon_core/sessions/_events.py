@@ -89,6 +89,9 @@ class RunPhaseNotice(_SessionEvent, frozen=True, kw_only=True, tag="run_phase"):
     run_id: str
     phase: RunPhase
     previous: RunPhase | None = None
+    retry_of: str | None = None
+    """Set on the first phase of a retry attempt: the run as submitted (``run_id`` is then
+    the new attempt's id, under which its text and tool cards stream)."""
 
 
 class RunEnded(_SessionEvent, frozen=True, kw_only=True, tag="run_ended"):

@@ -15,17 +15,19 @@ replacement-only), and watches again, ignoring text deltas of the active attempt
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 import msgspec
 
-from lemon_core.events import ActionKind, ApprovalDecision, ErrorCode, RunPhase
+from lemon_core.events import ActionKind, ApprovalDecision, ErrorCode, RunPhase, RunUsage
 from lemon_core.execution import Capability, Receipt, RunRequest
 from lemon_core.sessions._events import SessionEvent
 
 __all__ = [
+    "ALL_SESSIONS",
     "SESSION_COMPACTOR",
     "SESSION_PORT",
+    "THINKING_LEVELS",
     "TRANSCRIPT_READER",
     "ActionState",
     "ActiveRun",
@@ -34,13 +36,17 @@ __all__ = [
     "CompactResult",
     "NativeHistory",
     "PendingApproval",
+    "RunRecord",
+    "SessionChange",
     "SessionCompactor",
     "SessionPort",
     "SessionPortStatistics",
+    "SessionSettings",
     "SessionSnapshot",
     "SessionStream",
     "SessionSummary",
     "SteerResult",
+    "ThinkingLevel",
     "TodoItem",
     "TranscriptEntry",
     "TranscriptPage",
@@ -142,6 +148,34 @@ class TranscriptEntry(msgspec.Struct, frozen=True, kw_only=True):
     role: Literal["user", "assistant", "tool", "notice"]
     text: str
     truncated: bool = False
+    timestamp_ms: int | None = None
+    """When the message was written (wall-clock ms), where the transcript records it."""
+
+
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+#: The thinking levels a session may be set to (the wire's ``sessions.patch``).
+THINKING_LEVELS: Final[tuple[str, ...]] = get_args(ThinkingLevel)
+
+
+class SessionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a client set on a session (:meth:`SessionPort.patch`); ``None``: not set (the
+    runtime's default applies)."""
+
+    session_key: str
+    model: str | None = None
+    """``"<provider>:<model>"``: the model the session's runs use unless a request names one."""
+    label: str | None = None
+    thinking_level: ThinkingLevel | None = None
+    updated_at_ms: int = 0
+
+
+class SessionChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`SessionPort.reset` / :meth:`SessionPort.delete` did: ``done`` False with
+    ``reason`` when nothing changed (the session is busy, or the runtime keeps no sessions)."""
+
+    session_key: str
+    done: bool
+    reason: str | None = None
 
 
 class TranscriptPage(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,6 +223,26 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     last_answer_preview: str = ""
     updated_at_ms: int = 0
     active: bool = False
+    model: str | None = None
+    """The session's own model (:meth:`SessionPort.patch`), ``None`` when it has none."""
+    label: str | None = None
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished run, as the run history keeps it (newest first in :meth:`SessionPort.runs`)."""
+
+    run_id: str
+    """The run as submitted."""
+    session_key: str
+    ok: bool
+    attempt_id: str | None = None
+    """The attempt that ended it, when the runtime retried (else ``None``)."""
+    error_code: ErrorCode | None = None
+    started_at_ms: int = 0
+    finished_at_ms: int = 0
+    duration_ms: int = 0
+    usage: RunUsage | None = None
+    """Tokens, dollars and model as the runtime reported them (``None``: not reported)."""
 
 
 class SessionPortStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,12 +315,23 @@ class SessionPort(Protocol):
         """Start following the session (events from now on)."""
         ...
 
+    def watch_all(self) -> SessionStream:
+        """Start following every session (events from now on, each naming its session in
+        ``session_key``; the stream's own ``session_key`` is ``"*"``): one bounded delivery,
+        ending with a :class:`~lemon_core.sessions.StreamOverflow` like :meth:`watch`."""
+        ...
+
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         """The session as its authorities know it (see :class:`SessionSnapshot`)."""
         ...
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         """The most recently active sessions, newest first."""
+        ...
+
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        """The most recently finished runs of every session, newest first, each once (its last
+        attempt; at most ``limit``; with ``since_ms`` those finished at or after it)."""
         ...
 
     async def transcript(
@@ -280,7 +345,38 @@ class SessionPort(Protocol):
         Refused while a run of the session is active or queued."""
         ...
 
+    async def settings(self, session_key: str) -> SessionSettings:
+        """What is set on the session (all ``None`` when nothing is)."""
+        ...
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        """Set (a value) or clear (``None``) the given settings; the others are kept. The
+        session's later runs use the model. A model the runtime does not know, a thinking
+        level outside :data:`THINKING_LEVELS` or a blank value raises ``ValueError``."""
+        ...
+
+    async def reset(self, session_key: str) -> SessionChange:
+        """Forget the session's conversation (its next message starts a fresh one); its
+        settings and run history are kept. Refused while a run of it is active or queued."""
+        ...
+
+    async def delete(self, session_key: str) -> SessionChange:
+        """Forget the session: its conversation, settings, list entry and run history.
+        Refused while a run of it is active or queued."""
+        ...
+
     def statistics(self) -> SessionPortStatistics: ...
+
+
+#: The ``session_key`` of a :meth:`SessionPort.watch_all` stream.
+ALL_SESSIONS: Final = "*"
 
 
 @runtime_checkable

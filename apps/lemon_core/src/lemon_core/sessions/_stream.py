@@ -45,7 +45,7 @@ from lemon_core.sessions._events import (
 )
 from lemon_core.sessions.errors import SessionStreamClosedError
 
-__all__ = ["BusSessionStream", "SessionStreamBase", "project"]
+__all__ = ["BusAllSessionsStream", "BusSessionStream", "SessionStreamBase", "project"]
 
 _REMEMBERED: Final = 1024  # ended attempts and approvals, per stream; oldest forgotten first
 
@@ -103,11 +103,13 @@ def project(session_key: str, event: Event) -> SessionEvent | None:
     if kind == "run_phase_changed" and isinstance(payload, RunPhaseChanged):
         if payload.source != "router":
             return None
+        retry_of = event.meta.get("retry_of")
         return RunPhaseNotice(
             session_key=session_key,
             run_id=payload.run_id,
             phase=payload.phase,
             previous=payload.previous_phase,
+            retry_of=retry_of if isinstance(retry_of, str) and retry_of else None,
         )
     if kind == "run_completed" and isinstance(payload, RunCompleted):
         done = payload.completed
@@ -230,6 +232,7 @@ class BusSessionStream(SessionStreamBase):
         max_entries: int | None = None,
         max_message_bytes: int | None = None,
         on_close: Any = None,
+        subscribe: bool = True,
     ) -> None:
         super().__init__(session_key)
         overrides: dict[str, Any] = {"tagged": True, "bind_current_task": False}
@@ -238,7 +241,8 @@ class BusSessionStream(SessionStreamBase):
         if max_message_bytes is not None:
             overrides["max_message_bytes"] = max_message_bytes
         self._delivery = Delivery.for_consumer(ConsumerClass.SESSION_SUBSCRIBER, **overrides)
-        bus.subscribe(_session_topic(session_key), delivery=self._delivery)
+        if subscribe:
+            bus.subscribe(_session_topic(session_key), delivery=self._delivery)
         self._ended_attempts: OrderedDict[str, None] = OrderedDict()
         self._open_approvals: OrderedDict[str, str | None] = OrderedDict()  # id -> run id
         self._ended_approvals: OrderedDict[str, None] = OrderedDict()
@@ -270,7 +274,10 @@ class BusSessionStream(SessionStreamBase):
             event = raw
         if not isinstance(event, Event):
             return
-        projected = project(self.session_key, event)
+        key = self._key_of(event)
+        if key is None:
+            return
+        projected = project(key, event)
         if projected is None:
             return
         if isinstance(projected, StreamOverflow):
@@ -297,11 +304,15 @@ class BusSessionStream(SessionStreamBase):
                     self._remember(self._ended_approvals, approval_id, None)
                     self._ready.append(
                         ApprovalEnded(
-                            session_key=self.session_key,
+                            session_key=projected.session_key,
                             approval_id=approval_id,
                             decision=ApprovalDecision.EXPIRED,
                         )
                     )
+
+    def _key_of(self, event: Event) -> str | None:
+        """The session ``event`` belongs to (this stream's own)."""
+        return self.session_key
 
     def _on_overflow(self) -> None:
         self._delivery.close()
@@ -316,3 +327,86 @@ class BusSessionStream(SessionStreamBase):
         self._delivery.close()
         if self._closed_callback is not None:
             self._closed_callback(self)
+
+
+_MAX_RUN_KEYS: Final = 4096
+
+
+class BusAllSessionsStream(BusSessionStream):
+    """Every session's events on one bounded delivery (the session port's ``watch_all``):
+    the same projection, late-event rejection and overflow as :class:`BusSessionStream`, each
+    event naming its own session. The stream's ``session_key`` is ``"*"``.
+
+    The owner subscribes it to each session with :meth:`add` before that session's first
+    publication (the router does so whenever a session changes); at most ``max_sessions``
+    stay subscribed, the least recently added (or re-added) let go first, and added again as
+    soon as it changes again. An event's session is read from
+    its meta (``session_key``), else its payload, else the session its run was last seen in.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        max_entries: int | None = None,
+        max_message_bytes: int | None = None,
+        max_sessions: int = 4096,
+        on_close: Any = None,
+    ) -> None:
+        super().__init__(
+            bus,
+            "*",
+            max_entries=max_entries,
+            max_message_bytes=max_message_bytes,
+            on_close=on_close,
+            subscribe=False,
+        )
+        self._bus = bus
+        self._max_sessions = max_sessions
+        self._subscriptions: OrderedDict[str, Any] = OrderedDict()
+        self._run_keys: OrderedDict[str, str] = OrderedDict()
+
+    def add(self, session_key: str) -> None:
+        """Follow ``session_key`` too (idempotent; subscribed when this returns)."""
+        if self._closed or self._finished:
+            return
+        if session_key in self._subscriptions:
+            self._subscriptions.move_to_end(session_key)
+            return
+        self._subscriptions[session_key] = self._bus.subscribe(
+            _session_topic(session_key), delivery=self._delivery
+        )
+        while len(self._subscriptions) > self._max_sessions:
+            self._subscriptions.popitem(last=False)[1].cancel()
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return tuple(self._subscriptions)
+
+    def _key_of(self, event: Event) -> str | None:
+        meta = event.meta
+        key = meta.get("session_key")
+        if type(key) is str and key:
+            if event.type == "run_phase_changed":  # every attempt's first event names both
+                run_id = meta.get("run_id")
+                if isinstance(run_id, str) and run_id:
+                    self._run_keys[run_id] = key
+                    while len(self._run_keys) > _MAX_RUN_KEYS:
+                        self._run_keys.popitem(last=False)
+            return key
+        payload: Any = event.payload
+        found = getattr(payload, "session_key", None)
+        if not isinstance(found, str) or not found:
+            found = getattr(getattr(payload, "pending", None), "session_key", None)
+        if isinstance(found, str) and found:
+            return found
+        run_id = meta.get("run_id")
+        if not isinstance(run_id, str):
+            run_id = getattr(payload, "run_id", None)
+        return self._run_keys.get(run_id) if isinstance(run_id, str) else None
+
+    def _on_close(self) -> None:
+        for subscription in self._subscriptions.values():
+            subscription.cancel()
+        self._subscriptions.clear()
+        super()._on_close()

@@ -25,9 +25,12 @@ from lemon_core.store._wrappers import (
     RunSummary,
     SessionIndexEntry,
     SessionIndexStore,
+    SessionSettingsRecord,
+    SessionSettingsStore,
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
+    StaleLeaseError,
     StoreClosedError,
     StoreError,
     StoreUnavailableError,
@@ -53,6 +56,9 @@ __all__ = [
     "SQLiteStore",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "SessionSettingsRecord",
+    "SessionSettingsStore",
+    "StaleLeaseError",
     "Store",
     "StoreClosedError",
     "StoreError",

@@ -5,6 +5,7 @@ Domains use these, never raw Store tables.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -12,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from lemon_core.events import ErrorCode
+from lemon_core.events import ErrorCode, RunUsage
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
 from lemon_core.store._protocol import Clock, Store, system_clock_ms
 from lemon_core.store.errors import StoreValueError
@@ -25,6 +26,8 @@ __all__ = [
     "RunSummary",
     "SessionIndexEntry",
     "SessionIndexStore",
+    "SessionSettingsRecord",
+    "SessionSettingsStore",
 ]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
@@ -50,6 +53,10 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     duration_ms: int = 0
     error_code: ErrorCode | None = None
     meta: dict[str, Any] = {}
+    usage: RunUsage | None = None
+    """Tokens, dollars and the model of the run, as the runtime reported them."""
+    retry_of: str | None = None
+    """Set on a retry attempt: the run as submitted (``run_id`` is the attempt's id)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The stored (JSON-compatible) form."""
@@ -67,6 +74,7 @@ class RunStore:
 
     RUNS: Final = "runs"
     HISTORY: Final = "run_history"
+    RECENT: Final = "run_recent"
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -79,6 +87,7 @@ class RunStore:
             f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
         )
         await self._store.put(self.HISTORY, history_key, summary)
+        await self._store.put(self.RECENT, _recent_run_key(summary), summary)
         await SessionIndexStore(self._store).record(summary)
 
     async def get(self, run_id: str) -> RunSummary | None:
@@ -92,6 +101,49 @@ class RunStore:
             self.HISTORY, prefix=f"{session_key}{_SEP}", limit=limit, reverse=True
         )
         return [RunSummary.from_dict(v) for _, v in rows]
+
+    async def recent(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunSummary]:
+        """The most recently finished runs of every session, newest first (at most ``limit``;
+        with ``since_ms`` only those finished at or after it). The table is keyed by UTC day
+        first, so a ``since_ms`` within the last year reads only those days' rows."""
+        limit = max(1, limit)
+        if since_ms is None or _day_of(system_clock_ms()) - _day_of(since_ms) > _MAX_DAY_SCANS:
+            rows = await self._store.scan(self.RECENT, limit=limit)
+            found = [RunSummary.from_dict(v) for _, v in rows]
+            if since_ms is not None:
+                found = [r for r in found if r.finished_at_ms >= since_ms]
+            return found
+        found = []
+        day = _day_of(system_clock_ms()) + 1  # one day of slack for a clock that moved back
+        first = _day_of(since_ms)
+        while day >= first and len(found) < limit:
+            rows = await self._store.scan(
+                self.RECENT, prefix=f"{_day_key(day)}{_SEP}", limit=limit - len(found)
+            )
+            found.extend(
+                r
+                for r in (RunSummary.from_dict(v) for _, v in rows)
+                if r.finished_at_ms >= since_ms
+            )
+            day -= 1
+        return found
+
+    async def forget_session(self, session_key: str) -> int:
+        """Delete the session's run history (and its runs by id); returns how many runs."""
+        removed = 0
+        while True:
+            rows = await self._store.scan(self.HISTORY, prefix=f"{session_key}{_SEP}", limit=500)
+            if not rows:
+                return removed
+            for key, value in rows:
+                await self._store.delete(self.HISTORY, key)
+                run_id = value.get("run_id") if isinstance(value, dict) else None
+                if isinstance(run_id, str) and run_id:
+                    await self._store.delete(self.RUNS, run_id)
+                    with contextlib.suppress(StoreValueError, msgspec.ValidationError):
+                        summary = RunSummary.from_dict(value)
+                        await self._store.delete(self.RECENT, _recent_run_key(summary))
+                removed += 1
 
 
 class SessionIndexEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,6 +199,24 @@ class SessionIndexStore:
         data = await self._store.get(self.INDEX, session_key)
         return None if data is None else msgspec.convert(data, SessionIndexEntry)
 
+    async def delete(self, session_key: str) -> bool:
+        """Remove the session's entry (and its place in the recency table)."""
+        previous = await self.get(session_key)
+        if previous is None:
+            return False
+        await self._store.delete(self.RECENT, _recent_key(previous))
+        return await self._store.delete(self.INDEX, session_key)
+
+    async def forget_conversation(self, session_key: str) -> bool:
+        """Clear the session's native session id (its next run starts a fresh one)."""
+        previous = await self.get(session_key)
+        if previous is None or previous.native_session_id is None:
+            return False
+        await self._store.put(
+            self.INDEX, session_key, msgspec.structs.replace(previous, native_session_id=None)
+        )
+        return True
+
     async def recent(self, *, limit: int = 50) -> list[SessionIndexEntry]:
         """The most recently active sessions, newest first (reads at most ``2 * limit`` rows)."""
         rows = await self._store.scan(self.RECENT, limit=limit)
@@ -156,6 +226,65 @@ class SessionIndexStore:
             if entry is not None:
                 found.append(entry)
         return found
+
+
+class SessionSettingsRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What a client set on a session (the session port's ``patch``)."""
+
+    model: str | None = None
+    label: str | None = None
+    thinking_level: str | None = None
+    updated_at_ms: int = 0
+
+
+class SessionSettingsStore:
+    """Per-session settings (model, label, thinking level), by session key."""
+
+    TABLE: Final = "session_settings"
+
+    def __init__(self, store: Store, *, clock: Clock = system_clock_ms) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def get(self, session_key: str) -> SessionSettingsRecord | None:
+        data = await self._store.get(self.TABLE, session_key)
+        return None if data is None else msgspec.convert(data, SessionSettingsRecord)
+
+    async def update(self, session_key: str, **changes: str | None) -> SessionSettingsRecord:
+        """Apply ``changes`` (a field set to a value or ``None``) to the session's record."""
+        unknown = set(changes) - {"model", "label", "thinking_level"}
+        if unknown:
+            raise StoreValueError(f"unknown session settings: {sorted(unknown)}")
+        previous = await self.get(session_key) or SessionSettingsRecord()
+        record = msgspec.structs.replace(previous, **changes, updated_at_ms=self._clock())
+        if record.model is None and record.label is None and record.thinking_level is None:
+            await self._store.delete(self.TABLE, session_key)
+        else:
+            await self._store.put(self.TABLE, session_key, record)
+        return record
+
+    async def delete(self, session_key: str) -> bool:
+        return await self._store.delete(self.TABLE, session_key)
+
+
+_DAY_MS: Final = 86_400_000
+_MAX_DAY_SCANS: Final = 400
+
+
+def _day_of(ms: int) -> int:
+    """Days since the epoch (UTC) of a wall-clock time in ms."""
+    return ms // _DAY_MS
+
+
+def _day_key(day: int) -> str:
+    # Counts down, so the newest day sorts first.
+    return f"{10**7 - day:07d}"
+
+
+def _recent_run_key(summary: RunSummary) -> str:
+    """Newest first across the table: the day, then the time within it, then the run."""
+    finished = summary.finished_at_ms
+    return f"{_day_key(_day_of(finished))}{_SEP}{_NEWEST - finished:016d}{_SEP}{summary.run_id}"
 
 
 def _recent_key(entry: SessionIndexEntry) -> str:

@@ -7,7 +7,8 @@
         ├── InvalidStoreKeyError (ValueError)    misuse: a bad table name or key
         ├── StoreValueError (ValueError)         misuse: a value that cannot be stored
         ├── StoreClosedError                     the store was closed
-        └── StoreUnavailableError                the backend failed; the write did not happen
+        ├── StoreUnavailableError                the backend failed; the write did not happen
+        └── StaleLeaseError                      a fenced write's lease was lost; not written
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lemon_core.errors import LemonCoreError
 
 __all__ = [
     "InvalidStoreKeyError",
+    "StaleLeaseError",
     "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
@@ -41,3 +43,8 @@ class StoreClosedError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The backend failed (disk full, I/O error, locked database...); the write did not happen."""
+
+
+class StaleLeaseError(StoreError):
+    """A fenced write carried a lease token that no longer holds its lease (another owner took
+    over after it expired, or it was released); nothing was written."""

@@ -1,0 +1,133 @@
+"""sessions.patch / reset / delete over the wire (the session port's settings and lifecycle),
+and session.detail showing what was set."""
+
+from __future__ import annotations
+
+from lemon_control_plane.testing import ClientFactory as Client
+
+SESSION = "agent:default:main"
+
+
+async def test_patch_model_shows_in_detail_and_names_the_model_of_the_next_run(
+    client: Client,
+) -> None:
+    async with client() as c, client() as other:
+        models = await c.call("models.list")
+        pick = next(m["id"] for m in models["models"] if m["id"] != models["summary"]["default"])
+        before = await c.call("session.detail", {"sessionKey": SESSION})
+        assert before["session"]["modelSource"] == "default"
+        assert before["session"]["modelOverride"] is None
+        assert (
+            f"{before['session']['provider']}:{before['session']['model']}"
+            == (models["summary"]["default"])
+        )
+        patched = await c.call("sessions.patch", {"sessionKey": SESSION, "model": pick})
+        assert patched["success"] is True
+        assert patched["sessionKey"] == SESSION
+        assert patched["summary"]["patchedKeys"] == ["model"]
+        detail = (await other.call("session.detail", {"sessionKey": SESSION}))["session"]
+        provider, _, name = pick.partition(":")
+        assert (detail["provider"], detail["model"]) == (provider, name)
+        assert (detail["modelSource"], detail["modelOverride"]) == ("session", pick)
+        level = await c.call("sessions.patch", {"sessionKey": SESSION, "thinkingLevel": "high"})
+        assert level["session"] == {
+            "model": pick,
+            "thinkingLevel": "high",
+            "label": None,
+            "updatedAtMs": level["session"]["updatedAtMs"],
+        }
+        sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "hello"})
+        started = await other.event("agent", type="started", runId=sent["runId"])
+        assert (started["payload"]["provider"], started["payload"]["model"]) == (provider, name)
+        assert started["payload"]["thinkingLevel"] == "high"
+        await c.completed(sent["runId"])
+        cleared = await c.call("sessions.patch", {"sessionKey": SESSION, "model": None})
+        assert cleared["session"]["model"] is None
+        after = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
+        assert (after["modelSource"], after["thinkingLevel"]) == ("default", "high")
+
+
+async def test_patch_refuses_unknown_models_levels_legacy_fields_and_empty_patches(
+    client: Client,
+) -> None:
+    async with client() as c:
+        for params, code, words in (
+            ({"model": "nowhere:nothing"}, "INVALID_PARAMS", "unknown model"),
+            ({"thinkingLevel": "extreme"}, "INVALID_PARAMS", "thinkingLevel"),
+            ({"engine": "codex"}, "INVALID_PARAMS", "cannot be patched"),
+            ({"model": 3}, "INVALID_REQUEST", "expected string"),
+            ({}, "INVALID_REQUEST", "Missing required fields"),
+        ):
+            res = await c.request("sessions.patch", {"sessionKey": SESSION, **params})
+            assert not res["ok"], params
+            assert res["error"]["code"] == code, res
+            assert words in res["error"]["message"], res
+        detail = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
+        assert detail["modelOverride"] is None
+
+
+async def test_reset_and_delete_over_the_wire(client: Client) -> None:
+    async with client() as c:
+        sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "remember me"})
+        await c.completed(sent["runId"])
+        history = await c.call("chat.history", {"sessionKey": SESSION})
+        assert [m["role"] for m in history["messages"]][:2] == ["user", "assistant"]
+        reset = await c.call("sessions.reset", {"sessionKey": SESSION})
+        assert reset["success"] is True
+        assert (await c.call("chat.history", {"sessionKey": SESSION}))["messages"] == []
+        await c.call("sessions.patch", {"sessionKey": SESSION, "label": "kept"})
+        listed = await c.call("sessions.list", {"limit": 100})
+        assert [s["sessionKey"] for s in listed["sessions"]] == [SESSION]
+        assert (listed["sessions"][0]["label"], listed["sessions"][0]["model"]) == ("kept", None)
+        deleted = await c.call("sessions.delete", {"sessionKey": SESSION})
+        assert deleted == {"deleted": True, "sessionKey": SESSION, "summary": {"deleted": True}}
+        assert (await c.call("sessions.list", {"limit": 100}))["sessions"] == []
+
+
+async def test_reset_of_a_busy_session_is_a_conflict(client: Client) -> None:
+    async with client() as c:
+        sent = await c.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": '/tool bash {"command": "echo hi"}'}
+        )
+        ask = await c.event("exec.approval.requested", runId=sent["runId"])
+        for method in ("sessions.reset", "sessions.delete"):
+            res = await c.request(method, {"sessionKey": SESSION})
+            assert not res["ok"]
+            assert res["error"]["code"] == "CONFLICT"
+            assert "busy" in res["error"]["message"]
+        await c.call(
+            "exec.approval.resolve",
+            {"approvalId": ask["payload"]["approvalId"], "decision": "deny"},
+        )
+        await c.completed(sent["runId"])
+
+
+async def test_the_patch_methods_need_the_admin_scope(client: Client) -> None:
+    async with client(handshake=False) as c:
+        hello = await c.connect(scopes=["read", "write"])
+        assert "admin" not in hello["auth"]["scopes"]
+        for method in ("sessions.patch", "sessions.reset", "sessions.delete"):
+            res = await c.request(method, {"sessionKey": SESSION, "model": "offline:offline"})
+            assert res["error"]["code"] == "FORBIDDEN", res
+
+
+async def test_chat_history_carries_when_each_message_was_written(client: Client) -> None:
+    import time
+
+    async with client() as c:
+        before = int(time.time() * 1000)
+        first = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "first"})
+        await c.completed(first["runId"])
+        between = int(time.time() * 1000)
+        second = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "second"})
+        await c.completed(second["runId"])
+        after = int(time.time() * 1000)
+        history = await c.call("chat.history", {"sessionKey": SESSION})
+        snapshot = await c.call("sessions.snapshot", {"sessionKey": SESSION})
+    messages = history["messages"]
+    stamps = [m["timestampMs"] for m in messages]
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["first", "second"]
+    assert all(isinstance(t, int) for t in stamps), stamps
+    assert stamps == sorted(stamps)
+    assert before <= stamps[0] <= between <= stamps[-1] <= after
+    assert [m["timestampMs"] for m in snapshot["messages"]] == stamps
