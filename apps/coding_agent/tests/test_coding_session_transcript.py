@@ -22,6 +22,7 @@ from coding_agent import (
 from lemon_ai import (
     AssistantMessage,
     Cost,
+    ImageContent,
     Message,
     TextContent,
     ThinkingContent,
@@ -58,8 +59,14 @@ _assistant = st.builds(
     model=_text,
     error_message=st.none() | _text,
 )
+_image_ref = st.builds(
+    ImageContent,
+    mime_type=st.sampled_from(["image/png", "image/jpeg", "image/gif", "image/webp"]),
+    size=st.integers(0, 4 * 1024 * 1024),
+    sha256=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+)
 _messages = st.lists(
-    st.builds(UserMessage, content=_text)
+    st.builds(UserMessage, content=_text, images=st.lists(_image_ref, max_size=2).map(tuple))
     | _assistant
     | st.builds(
         ToolResultMessage,

@@ -54,7 +54,9 @@ class SessionTranscriptReader:
 def _entry(index: int, message: Message, timestamp_ms: int | None) -> TranscriptEntry | None:
     role: Literal["user", "assistant", "tool"]
     if isinstance(message, UserMessage):
-        role, text = "user", message.content
+        # Images are kept as references (type and size; the bytes are not in the transcript).
+        marks = [f"[image: {i.mime_type}, {i.size} bytes]" for i in message.images]
+        role, text = "user", "\n".join(part for part in (message.content, *marks) if part)
     elif isinstance(message, AssistantMessage):
         if not message.text:
             return None

@@ -63,6 +63,7 @@ from lemon_ai import (
     Usage,
     UserMessage,
     complete,
+    image_note,
 )
 from lemon_core.execution import ActionKind, ExecutionSink
 
@@ -86,6 +87,11 @@ CompactionReason = Literal["threshold", "overflow", "manual"]
 fit, or it was asked for (``CodingExecutor.compact``)."""
 
 _MESSAGE_OVERHEAD_CHARS: Final = 12
+# An image costs the model about 1,600 tokens at most (Anthropic: width x height / 750 for an
+# image scaled to 1.15 megapixels; OpenAI high detail is less): counted as that many tokens'
+# characters. A reference (bytes not kept) is sent as a short note.
+_IMAGE_CHARS: Final = 1_600 * CHARS_PER_TOKEN
+_IMAGE_NOTE_CHARS: Final = 200
 _MAX_SERIALISED_TOOL_RESULT: Final = 4_000
 _MAX_SERIALISED_ARGUMENTS: Final = 2_000
 _MAX_ACTION_TEXT: Final = 2_000
@@ -158,7 +164,10 @@ class CompactionInfo:
 
 def _chars(message: Message) -> int:
     if isinstance(message, UserMessage):
-        return len(message.content) + _MESSAGE_OVERHEAD_CHARS
+        images = sum(
+            _IMAGE_CHARS if image.available else _IMAGE_NOTE_CHARS for image in message.images
+        )
+        return len(message.content) + images + _MESSAGE_OVERHEAD_CHARS
     if isinstance(message, ToolResultMessage):
         return len(message.content) + len(message.tool_name) + _MESSAGE_OVERHEAD_CHARS
     total = _MESSAGE_OVERHEAD_CHARS
@@ -255,7 +264,8 @@ def _serialise(messages: Sequence[Message], limit: int) -> str:
             assert isinstance(message, UserMessage)
             parts.append("[earlier summary]\n" + message.content[len(SUMMARY_PREFIX) :])
         elif isinstance(message, UserMessage):
-            parts.append("[user]\n" + message.content)
+            notes = "".join(f"\n{image_note(image)}" for image in message.images)
+            parts.append("[user]\n" + message.content + notes)
         elif isinstance(message, ToolResultMessage):
             flag = " (error)" if message.is_error else ""
             parts.append(

@@ -78,6 +78,8 @@ from lemon_agent import (
 )
 from lemon_ai import (
     Cost,
+    ImageContent,
+    InvalidImageError,
     LemonAiError,
     Message,
     Model,
@@ -86,6 +88,9 @@ from lemon_ai import (
     TextDeltaEvent,
     UnknownModelError,
     Usage,
+    UserMessage,
+    check_images,
+    decode_image,
     default_catalogue,
     offline_model,
     provider_for,
@@ -248,6 +253,28 @@ def resolve_model(
         if configured.api_key_env:
             key = env.get(configured.api_key_env) or None
     return model, provider_for(model, api_key=key, environ=env, retry=retry)
+
+
+def _decode_images(raw: tuple[Mapping[str, Any], ...]) -> tuple[ImageContent, ...]:
+    """The job's image mappings (``{"type": "image", "data": <base64>, "mime_type": ...}``)
+    checked and decoded (lemon_ai's bounds); raises ``InvalidImageError`` saying which and why."""
+    images: list[ImageContent] = []
+    for number, item in enumerate(raw, start=1):
+        label = "the image" if len(raw) == 1 else f"image {number}"
+        kind = item.get("type", "image")
+        data = item.get("data")
+        mime_type = item.get("mime_type", item.get("media_type"))
+        if kind != "image" or not isinstance(data, str) or not data:
+            raise InvalidImageError(
+                f"{label} is not an image attachment: expected "
+                "{'type': 'image', 'data': <base64>, 'mime_type': 'image/png'}"
+            )
+        if mime_type is not None and not isinstance(mime_type, str):
+            raise InvalidImageError(f"{label} has a mime_type that is not a string")
+        images.append(decode_image(data, mime_type, label=label))
+    result = tuple(images)
+    check_images(result)
+    return result
 
 
 def _agent_id(job: ExecutionJob) -> str:
@@ -573,6 +600,12 @@ class CodingExecution:
 
     async def _execute(self, sink: ExecutionSink) -> ExecutionResult:
         job = self._job
+        try:  # decoding megabytes of base64 stays off the loop; most runs carry no image
+            images = await asyncio.to_thread(_decode_images, job.images) if job.images else ()
+        except InvalidImageError as exc:  # checked before anything is opened or sent
+            return ExecutionResult(
+                ok=False, error=f"bad_request: {exc}", error_code=ErrorCode.BAD_REQUEST
+            )
         try:
             transcript, history, notice = await self._open_session()
         except TranscriptError as exc:
@@ -618,7 +651,9 @@ class CodingExecution:
         busy = self._executor._busy
         busy[transcript.session_id] += 1
         try:
-            return await self._run(sink, transcript, history, config, model, provider, resume)
+            return await self._run(
+                sink, transcript, history, config, model, provider, resume, images
+            )
         finally:
             busy[transcript.session_id] -= 1
             if not busy[transcript.session_id]:
@@ -637,10 +672,23 @@ class CodingExecution:
         model: Model,
         provider: Provider,
         resume: ResumeToken,
+        images: tuple[ImageContent, ...] = (),
     ) -> ExecutionResult:
         job = self._job
         ex = self._executor
         settings = ex.settings
+        if images and model.image_input is False:
+            sink.action(
+                id="images_not_sent",
+                kind=ActionKind.NOTE,
+                title=(
+                    f"{model.ref} does not accept image input: {len(images)} image(s) not "
+                    "sent (the model was told); choose a model that takes images to send them"
+                ),
+                phase="completed",
+                ok=False,
+                level="warning",
+            )
         workspace = Workspace(
             cwd=Path(job.cwd),
             limits=run_limits(settings.limits, model, settings.compaction),
@@ -712,8 +760,14 @@ class CodingExecution:
             max_tool_result_chars=tool_result_cap(model, settings.compaction),
             steering_capacity=settings.steering_capacity,
         )
-        agent = Agent(agent_config, messages=history)
         persisted = len(history)
+        prompt: str | None = job.prompt
+        if images:
+            # The prompt goes in as the conversation's last message, images attached; the
+            # agent continues from it (start with no prompt) and it is persisted with the turn.
+            history = [*history, UserMessage(content=job.prompt, images=images)]
+            prompt = None
+        agent = Agent(agent_config, messages=history)
         persisting = asyncio.Lock()  # the turn's end and a compaction may both append
 
         async def persist() -> None:
@@ -732,7 +786,6 @@ class CodingExecution:
         turns = 0
         answer = ""
         abort_reason: str | None = None
-        prompt: str | None = job.prompt
         self._agent = agent
         try:
             while True:

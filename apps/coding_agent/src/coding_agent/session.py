@@ -49,6 +49,7 @@ from coding_agent.errors import CorruptTranscriptError, SessionNotFoundError
 from lemon_ai import (
     AssistantMessage,
     Cost,
+    ImageContent,
     Message,
     TextContent,
     ThinkingContent,
@@ -110,8 +111,20 @@ class _Cost(msgspec.Struct, forbid_unknown_fields=True):
     cache_write: float = 0.0
 
 
-class _User(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True):
+class _ImageRef(msgspec.Struct, forbid_unknown_fields=True):
+    """An image the user attached, kept as a reference: type, size and hash, never the bytes
+    (a transcript line stays small; the model is told on resume that the image is gone)."""
+
+    mime_type: str
+    size: int = 0
+    sha256: str = ""
+
+
+class _User(
+    msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, omit_defaults=True
+):
     content: str
+    images: list[_ImageRef] = []
 
 
 class _Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True):
@@ -176,7 +189,13 @@ def summary_message(summary: str) -> UserMessage:
 
 def _to_wire(message: Message) -> _User | _Assistant | _ToolResult:
     if isinstance(message, UserMessage):
-        return _User(content=message.content)
+        return _User(
+            content=message.content,
+            images=[
+                _ImageRef(mime_type=i.mime_type, size=i.size, sha256=i.sha256)
+                for i in message.images
+            ],
+        )
     if isinstance(message, ToolResultMessage):
         return _ToolResult(
             tool_call_id=message.tool_call_id,
@@ -221,7 +240,13 @@ def _to_wire(message: Message) -> _User | _Assistant | _ToolResult:
 
 def _from_wire(record: _User | _Assistant | _ToolResult) -> Message:
     if isinstance(record, _User):
-        return UserMessage(content=record.content)
+        return UserMessage(
+            content=record.content,
+            images=tuple(
+                ImageContent(mime_type=i.mime_type, size=i.size, sha256=i.sha256)
+                for i in record.images
+            ),
+        )
     if isinstance(record, _ToolResult):
         return ToolResultMessage(
             tool_call_id=record.tool_call_id,

@@ -14,6 +14,7 @@ from lemon_ai.errors import (
     BadRequestError,
     ContextOverflowError,
     ErrorKind,
+    InvalidImageError,
     LemonAiError,
     LemonAiUsageError,
     ProtocolError,
@@ -35,10 +36,19 @@ from lemon_ai.events import (
     ToolCallStartEvent,
 )
 from lemon_ai.factory import api_key_variable, create_provider, provider_for
+from lemon_ai.images import (
+    IMAGE_MIME_TYPES,
+    ImageLimits,
+    check_images,
+    decode_image,
+    image_note,
+    user_turn,
+)
 from lemon_ai.messages import (
     AssistantContent,
     AssistantMessage,
     Context,
+    ImageContent,
     Message,
     StopReason,
     TextContent,
@@ -83,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "IMAGE_MIME_TYPES",
     "AnthropicMessagesProvider",
     "Api",
     "AssistantContent",
@@ -95,6 +106,9 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "ErrorKind",
+    "ImageContent",
+    "ImageLimits",
+    "InvalidImageError",
     "LemonAiError",
     "LemonAiUsageError",
     "Message",
@@ -132,10 +146,14 @@ __all__ = [
     "Usage",
     "UserMessage",
     "api_key_variable",
+    "check_images",
     "complete",
     "create_provider",
+    "decode_image",
     "default_catalogue",
+    "image_note",
     "offline_model",
     "parse_retry_after",
     "provider_for",
+    "user_turn",
 ]

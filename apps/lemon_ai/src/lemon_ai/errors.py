@@ -8,7 +8,8 @@ never on a transport library's exception types::
 
     LemonAiError
     ├── LemonAiUsageError                 misuse: fix the call or the configuration
-    │   └── UnknownModelError             a model reference naming no known model or provider
+    │   ├── UnknownModelError             a model reference naming no known model or provider
+    │   └── InvalidImageError             an image a model cannot be sent (type, size, bytes)
     ├── ProviderError                     a provider call failed (``kind``: an ErrorKind)
     │   ├── AuthError                     auth
     │   ├── RateLimitError                rate_limit
@@ -31,6 +32,7 @@ __all__ = [
     "BadRequestError",
     "ContextOverflowError",
     "ErrorKind",
+    "InvalidImageError",
     "LemonAiError",
     "LemonAiUsageError",
     "ProtocolError",
@@ -71,6 +73,11 @@ class LemonAiUsageError(LemonAiError):
 
 class UnknownModelError(LemonAiUsageError):
     """A ``provider:model_id`` reference names no known model or provider."""
+
+
+class InvalidImageError(LemonAiUsageError):
+    """An attached image that cannot be sent to a model: an unsupported media type, data that
+    is not base64 or not an image, or more bytes (or images) than the limits allow."""
 
 
 class ProviderError(LemonAiError):

@@ -12,6 +12,7 @@ __all__ = [
     "AssistantContent",
     "AssistantMessage",
     "Context",
+    "ImageContent",
     "Message",
     "StopReason",
     "TextContent",
@@ -73,10 +74,37 @@ AssistantContent = TextContent | ThinkingContent | ToolCall
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ImageContent:
+    """An image attached to a user message.
+
+    ``data`` is the base64 of the image's bytes (``size`` of them, hashing to ``sha256``), as
+    :func:`lemon_ai.images.decode_image` checked it. An image whose ``data`` is empty is a
+    *reference* (what a transcript keeps): providers tell the model that an image of that type
+    and size was here but is no longer available, instead of sending it.
+    """
+
+    mime_type: str
+    data: str = ""
+    size: int = 0
+    sha256: str = ""
+
+    @property
+    def available(self) -> bool:
+        """Whether the bytes are here (a reference has none)."""
+        return bool(self.data)
+
+    def reference(self) -> ImageContent:
+        """The same image without its bytes (type, size and hash kept)."""
+        return ImageContent(mime_type=self.mime_type, size=self.size, sha256=self.sha256)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class UserMessage:
-    """What the person (or a steering/follow-up source) said."""
+    """What the person (or a steering/follow-up source) said, with any images they attached
+    (sent as image parts to models that take image input; see :mod:`lemon_ai.images`)."""
 
     content: str
+    images: tuple[ImageContent, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -43,6 +43,10 @@ class Model:
     context_window: int = 32_768
     max_tokens: int = 4_096
     reasoning: bool = False
+    image_input: bool | None = None
+    """Whether the model takes images: ``True`` / ``False`` for models the catalogue knows,
+    ``None`` when unknown (local servers, configured models: images are sent and the server
+    decides). A model with ``False`` is sent a note in place of each image."""
     input_price: float = 0.0
     """Dollars per million uncached input tokens."""
     output_price: float = 0.0
@@ -74,6 +78,7 @@ class ProviderTemplate:
     base_url: str
     context_window: int = 32_768
     max_tokens: int = 4_096
+    image_input: bool | None = None
 
     def model(self, model_id: str) -> Model:
         """A model of this provider with the template's defaults and zero prices."""
@@ -85,6 +90,7 @@ class ProviderTemplate:
             base_url=self.base_url,
             context_window=self.context_window,
             max_tokens=self.max_tokens,
+            image_input=self.image_input,
         )
 
 
@@ -98,6 +104,7 @@ def offline_model() -> Model:
         base_url="",
         context_window=1_000_000,
         max_tokens=4_096,
+        image_input=False,
     )
 
 
@@ -110,6 +117,7 @@ def _hosted(
     max_tokens: int,
     prices: tuple[float, float, float, float],
     reasoning: bool = False,
+    images: bool = True,
 ) -> Model:
     api: Api = "anthropic_messages" if provider == "anthropic" else "openai_completions"
     base = "https://api.anthropic.com" if provider == "anthropic" else "https://api.openai.com/v1"
@@ -122,6 +130,7 @@ def _hosted(
         context_window=window,
         max_tokens=max_tokens,
         reasoning=reasoning,
+        image_input=images,
         input_price=prices[0],
         output_price=prices[1],
         cache_read_price=prices[2],
@@ -140,13 +149,13 @@ _BUILTIN: tuple[Model, ...] = (
     _hosted("openai", "gpt-4.1-mini", "GPT-4.1 mini", window=1_047_576, max_tokens=32_768,
             prices=(0.4, 1.6, 0.1, 0.0)),
     _hosted("openai", "o3-mini", "o3-mini", window=200_000, max_tokens=100_000,
-            prices=(1.1, 4.4, 0.55, 0.0), reasoning=True),
+            prices=(1.1, 4.4, 0.55, 0.0), reasoning=True, images=False),
     _hosted("anthropic", "claude-sonnet-4-20250514", "Claude Sonnet 4", window=200_000,
             max_tokens=64_000, prices=(3.0, 15.0, 0.3, 3.75), reasoning=True),
     _hosted("anthropic", "claude-opus-4-20250514", "Claude Opus 4", window=200_000,
             max_tokens=32_000, prices=(15.0, 75.0, 1.5, 18.75), reasoning=True),
     _hosted("anthropic", "claude-3-5-haiku-20241022", "Claude Haiku 3.5", window=200_000,
-            max_tokens=8_192, prices=(0.8, 4.0, 0.08, 1.0)),
+            max_tokens=8_192, prices=(0.8, 4.0, 0.08, 1.0), images=False),
 )  # fmt: skip
 
 _TEMPLATES: tuple[ProviderTemplate, ...] = (
@@ -166,6 +175,10 @@ _TEMPLATES: tuple[ProviderTemplate, ...] = (
                      base_url="http://127.0.0.1:8000/v1"),
     ProviderTemplate(provider="llamacpp", api="openai_completions",
                      base_url="http://127.0.0.1:8080/v1"),
+    # The offline provider answers for any model id (``offline:offline`` is the listed one): a
+    # listed provider must resolve, or the "known providers" of an error would lie.
+    ProviderTemplate(provider="offline", api="offline", base_url="",
+                     context_window=1_000_000, max_tokens=4_096, image_input=False),
 )  # fmt: skip
 
 

@@ -9,6 +9,9 @@ Events map one-to-one onto the vocabulary: ``content_block_start``/``_delta``/``
 :meth:`MessageAssembler.finish`); ``stop_reason: "refusal"`` sets the message's ``refusal``. A
 stream that ends cleanly after ``message_delta`` carried the stop reason is complete even when
 its ``message_stop`` is missing (proxies that close early) or lacks its blank line.
+
+A user message with images is sent as ``image`` blocks with base64 sources, then its text; see
+:func:`lemon_ai.images.user_turn` for images a model is not sent.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from lemon_ai._assembler import MessageAssembler
 from lemon_ai.events import DoneEvent, StreamEvent
+from lemon_ai.images import user_turn
 from lemon_ai.messages import (
     AssistantMessage,
     Context,
@@ -75,7 +79,20 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _messages(context: Context) -> list[dict[str, Any]]:
+def _user_blocks(message: UserMessage, model: Model) -> list[dict[str, Any]]:
+    """Image blocks (base64 sources) first, as Anthropic recommends, then the text."""
+    text, images = user_turn(message, model)
+    blocks: list[dict[str, Any]] = [
+        {"type": "image",
+         "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
+        for image in images
+    ]  # fmt: skip
+    if text or not images:  # the API rejects an empty text block next to an image
+        blocks.append({"type": "text", "text": text})
+    return blocks
+
+
+def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
     """Alternating user/assistant turns; tool results (and what follows) join one user turn."""
     turns: list[dict[str, Any]] = []
 
@@ -89,7 +106,7 @@ def _messages(context: Context) -> list[dict[str, Any]]:
 
     for message in context.messages:
         if isinstance(message, UserMessage):
-            add("user", [{"type": "text", "text": message.content}])
+            add("user", _user_blocks(message, model))
         elif isinstance(message, AssistantMessage):
             add("assistant", _assistant_blocks(message))
         elif isinstance(message, ToolResultMessage):
@@ -145,7 +162,7 @@ class AnthropicMessagesProvider(HttpProvider):
         body: dict[str, Any] = {
             "model": model.id,
             "max_tokens": max_tokens,
-            "messages": _messages(context),
+            "messages": _messages(context, model),
             "stream": True,
         }
         if context.system_prompt:

@@ -13,7 +13,8 @@ platform (streaming, tools, approvals) work without a key. In the last user mess
 ``/echo TEXT``
     Answer exactly ``TEXT`` (everything after ``/echo``, newlines included).
 
-Anything else gets the offline notice.
+Anything else gets the offline notice (saying so when the message came with images: the
+offline model takes no image input).
 """
 
 from __future__ import annotations
@@ -107,7 +108,12 @@ class OfflineProvider:
         tool_lines = [line for line in prompt.splitlines() if line.strip().startswith("/tool ")]
         if tool_lines:
             return self._tool_calls(context, tool_lines)
-        return self._notice(), []
+        notice = self._notice()
+        count = len(last.images) if last is not None else 0
+        if count:
+            plural = "image" if count == 1 else "images"
+            notice = f"I got {count} {plural}, but I cannot look at images. " + notice
+        return notice, []
 
     def _notice(self) -> str:
         return (

@@ -18,6 +18,10 @@ What the translator accepts, because real servers send it:
 * ``delta.refusal`` text: it is the answer, and the message's ``refusal`` says so;
 * ``finish_reason: "length"`` inside a tool call: the call is marked ``truncated`` (see
   :meth:`MessageAssembler.finish`).
+
+A user message with images is sent as content parts: its text, then one ``image_url`` part per
+image with a ``data:<type>;base64,...`` URL (what OpenAI, Gemini's compatible endpoint, Ollama
+and vLLM take); see :func:`lemon_ai.images.user_turn` for images a model is not sent.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import msgspec
 from lemon_ai._assembler import MessageAssembler
 from lemon_ai._think import ThinkTagSplitter
 from lemon_ai.events import DoneEvent, StreamEvent
+from lemon_ai.images import user_turn
 from lemon_ai.messages import (
     AssistantMessage,
     Context,
@@ -144,13 +149,26 @@ class _ToolKeys:
         return key, new_id
 
 
-def _messages(context: Context) -> list[dict[str, Any]]:
+def _user_content(message: UserMessage, model: Model) -> str | list[dict[str, Any]]:
+    """A plain string, or text and ``image_url`` parts (base64 data URLs) with images."""
+    text, images = user_turn(message, model)
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    parts += [
+        {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
+        for image in images
+    ]
+    return parts
+
+
+def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if context.system_prompt:
         out.append({"role": "system", "content": context.system_prompt})
     for message in context.messages:
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": message.content})
+            out.append({"role": "user", "content": _user_content(message, model)})
         elif isinstance(message, AssistantMessage):
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             calls = message.tool_calls
@@ -187,7 +205,7 @@ class OpenAICompletionsProvider(HttpProvider):
             headers["authorization"] = f"Bearer {self._api_key}"
         body: dict[str, Any] = {
             "model": model.id,
-            "messages": _messages(context),
+            "messages": _messages(context, model),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
