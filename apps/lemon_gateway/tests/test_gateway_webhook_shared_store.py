@@ -23,8 +23,6 @@ from lemon_core.sessions import SESSION_PORT
 from lemon_core.store.postgres import drop_schema
 from lemon_gateway import WebhookIngress, idempotency_store_path
 
-from .conftest import SECRET, SECRET_ENV
-
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -35,18 +33,23 @@ async def schema() -> AsyncIterator[str]:
     await drop_schema(DSN, name)
 
 
-def _runtime(tmp_path: Path, name: str, schema: str) -> Runtime:
+@pytest.fixture
+def runtime_on(
+    tmp_path: Path, schema: str, make_home: Callable[..., None]
+) -> Callable[[str], Runtime]:
+    def make(name: str) -> Runtime:
+        return _runtime(tmp_path, name, schema, make_home)
+
+    return make
+
+
+def _runtime(tmp_path: Path, name: str, schema: str, make_home: Callable[..., None]) -> Runtime:
     home = tmp_path / name
-    home.mkdir()
     work = tmp_path / f"work-{name}"
     work.mkdir()
-    (home / "config.toml").write_text(
-        f'[store]\nbackend = "postgres"\ndsn = "{DSN}"\nschema = "{schema}"\n'
-        "[gateway]\ningress_enabled = true\n"
-        f'[[gateway.webhooks]]\nid = "ci"\nsecret_env = "{SECRET_ENV}"\n',
-        encoding="utf-8",
-    )
-    (home / "secrets.env").write_text(f"{SECRET_ENV}={SECRET.text()}\n", encoding="utf-8")
+    make_home(home)  # ingress enabled, the webhook "ci" and its secret
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write(f'[store]\nbackend = "postgres"\ndsn = "{DSN}"\nschema = "{schema}"\n')
     loaded = load_config(home=home, cwd=work, environ={})
     settings = {"port": 0, "cwd": str(work)}
     return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
@@ -63,9 +66,11 @@ def _submitted(runtime: Runtime) -> int:
 
 
 async def test_one_key_sent_to_two_daemons_on_one_schema_executes_once(
-    tmp_path: Path, schema: str, sign: Callable[..., dict[str, str]], body: Callable[..., bytes]
+    runtime_on: Callable[[str], Runtime],
+    sign: Callable[..., dict[str, str]],
+    body: Callable[..., bytes],
 ) -> None:
-    async with _runtime(tmp_path, "a", schema) as a, _runtime(tmp_path, "b", schema) as b:
+    async with runtime_on("a") as a, runtime_on("b") as b:
         for runtime in (a, b):
             mounted = runtime.mounts.resolve("/webhooks/ci")
             assert mounted is not None
@@ -115,9 +120,9 @@ async def test_one_key_sent_to_two_daemons_on_one_schema_executes_once(
 
 
 async def test_a_daemon_starting_leaves_the_other_daemons_pending_fences_alone(
-    tmp_path: Path, schema: str
+    runtime_on: Callable[[str], Runtime],
 ) -> None:
-    async with _runtime(tmp_path, "a", schema) as a:
+    async with runtime_on("a") as a:
         mounted = a.mounts.resolve("/webhooks/ci")
         assert mounted is not None
         assert isinstance(mounted.app, WebhookIngress)
@@ -134,7 +139,7 @@ async def test_a_daemon_starting_leaves_the_other_daemons_pending_fences_alone(
             lease_ms=60_000,
         )
         assert reservation.created
-        async with _runtime(tmp_path, "b", schema):  # B boots on the same schema meanwhile
+        async with runtime_on("b"):  # B boots on the same schema meanwhile
             record = await store.lookup("h" * 64, now_ms=now + 1)
             assert record is not None
             assert record.state == "pending"  # still A's, still in flight
