@@ -1,7 +1,8 @@
 """Two daemons (the real ``daemon`` profile, in process, each with its own home and control
 plane on 127.0.0.1:<ephemeral>) on one PostgreSQL schema share their webhook reservations: the
 same key sent to A and B, at once and afterwards, executes once, and either daemon replays
-the stored answer byte for byte. The test's schema is its own, dropped after."""
+the stored answer byte for byte; and the ingress fails closed when PostgreSQL is lost (through
+a proxy the test cuts: the server is shared). The test's schema is its own, dropped after."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ import msgspec
 import pytest
 
 from lemon_core.config import load_config
+from lemon_core.execution import Receipt, RunRequest
+from lemon_core.idempotency import IdempotencyStoreError
 from lemon_core.idempotency.postgres import PostgresIdempotencyStore
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
+from lemon_core.store import system_clock_ms
 from lemon_core.store.postgres import drop_schema
-from lemon_gateway import WebhookIngress, idempotency_store_path
+from lemon_gateway import Webhook, WebhookIngress, WebhookSecret, idempotency_store_path
+from lemon_platform_test.proxy import TcpProxy
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -144,3 +149,106 @@ async def test_a_daemon_starting_leaves_the_other_daemons_pending_fences_alone(
             assert record is not None
             assert record.state == "pending"  # still A's, still in flight
             assert record.in_flight(now + 1)
+
+
+class CuttingSubmitter:
+    """Accepts like a router, but cuts the PostgreSQL proxy first when ``cut`` is set (the
+    server is lost between the reservation and the acceptance write)."""
+
+    def __init__(self, proxy: TcpProxy) -> None:
+        self.proxy = proxy
+        self.cut = False
+        self.requests: list[RunRequest] = []
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        self.requests.append(request)
+        if self.cut:
+            self.proxy.cut()
+        assert request.run_id is not None
+        return Receipt(
+            run_id=request.run_id,
+            session_key=request.session_key,
+            requested_mode=request.queue_mode,
+            actual_mode=request.queue_mode,
+            status="started",
+            at_ms=0,
+        )
+
+
+async def _until_reconnected(store: PostgresIdempotencyStore) -> None:
+    for _ in range(100):  # the pool reconnects (bounded retries, as a caller does)
+        try:
+            await store.watermark()
+            return
+        except IdempotencyStoreError:
+            await asyncio.sleep(0.05)
+    pytest.fail("the pool never reconnected")
+
+
+async def test_a_postgres_loss_fails_closed_at_the_ingress(
+    schema: str, sign: Callable[..., dict[str, str]], body: Callable[..., bytes]
+) -> None:
+    secret = WebhookSecret(b"k" * 32)
+    with TcpProxy("127.0.0.1", 5432) as proxy:
+        store = await PostgresIdempotencyStore.open(
+            f"postgresql://postgres@127.0.0.1:{proxy.port}/test",
+            schema=schema,
+            timeout_s=1.0,
+            min_connections=1,
+            max_connections=1,
+        )
+        port = CuttingSubmitter(proxy)
+        offset = [0]
+        app = WebhookIngress(
+            webhooks={"ci": Webhook(id="ci", secret=secret, agent_id="default")},
+            store=store,
+            submitter=port,
+            submit_timeout_s=1.0,
+            clock_ms=lambda: system_clock_ms() + offset[0],
+        )
+        transport = httpx.ASGITransport(app=app)
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://hooks") as http:
+
+                async def post(key: str) -> httpx.Response:
+                    payload = body()
+                    ts = app.clock_ms() // 1000
+                    headers = sign(payload, key=key, secret=secret, timestamp=ts)
+                    return await http.post("/webhooks/ci", content=payload, headers=headers)
+
+                # lost before the lookup: 503, nothing submitted, the key not burned
+                proxy.cut()
+                refused = await post("before")
+                assert refused.status_code == 503
+                assert msgspec.json.decode(refused.content)["error"] == "store_unavailable"
+                assert port.requests == []
+                proxy.restore()
+                await _until_reconnected(store)
+                assert (await post("before")).status_code == 202  # runs now, once
+                assert len(port.requests) == 1
+
+                # lost after the reservation, before the acceptance write: never "accepted"
+                port.cut = True
+                uncertain = await post("during")
+                port.cut = False
+                assert uncertain.status_code == 202
+                receipt = msgspec.json.decode(uncertain.content)
+                assert receipt["status"] == "outcome_unknown"
+                assert receipt["retry_safe"] is False
+                assert len(port.requests) == 2
+                proxy.restore()
+                await _until_reconnected(store)
+                [record] = [r for r in await store.records() if r.run_id == receipt["run_id"]]
+                assert (record.state, record.response) == ("pending", None)  # nothing claimed
+                again = await post("during")
+                assert again.status_code == 409  # its lease is live: maybe still in flight
+                offset[0] = app.lease_ms  # past the lease: the uncertain receipt, not a rerun
+                replay = await post("during")
+                assert replay.status_code == 202
+                assert msgspec.json.decode(replay.content)["status"] == "outcome_unknown"
+                assert len(port.requests) == 2
+        finally:
+            await store.close()
