@@ -169,7 +169,7 @@ def _requests(count: int, *, replay: bool) -> list[tuple[bytes, dict[str, str]]]
             {"prompt": "ping", "session_key": "agent:default:main" if replay else f"bench-{i}"}
         ).encode()
         now = int(time.time())
-        msg_id = f"msg_{i}"
+        msg_id = f"msg_{uuid.uuid4().hex}"  # unique per message, as Standard Webhooks requires
         out.append(
             (
                 body,

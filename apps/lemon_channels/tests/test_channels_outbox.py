@@ -99,12 +99,13 @@ async def test_a_rate_limit_is_retried_no_sooner_than_retry_after(
     async def retried_entry() -> Any:
         while True:
             pending = await OutboxStore(store).pending("telegram")
-            if pending and pending[0].attempts == 1:
+            if pending and pending[0].last_error is not None:
                 return pending[0]
             await fake.wait_for(lambda: True)
 
     entry = await asyncio.wait_for(retried_entry(), 10)
     assert "429" in (entry.last_error or "")
+    assert entry.attempts == 0  # flow control, not a failed attempt
     assert entry.next_attempt_ms - entry.created_ms >= 1000  # retry_after, not the 10 ms backoff
     await asyncio.wait_for(outbox.drained(), 10)
     assert shown(fake) == ["later"]

@@ -163,6 +163,8 @@ def test_discover_probes_well_known_urls_and_installs_as_community(tmp_path: Pat
                                     env=env)  # fmt: skip
         assert result.exit_code == 0, result.output
         assert "well_known  community" in result.stdout
+        # the index chose the repository: the approver is shown which one, and the commit
+        assert f"fetched from {repo.as_uri()} at " in result.stdout
         rows = json.loads(CliRunner().invoke(app, ["skills", "list", "--json"], env=env).stdout)
         row = next(r for r in rows if r["name"] == "found-me")
         assert (row["source_kind"], row["trust"]) == ("well_known", "community")
@@ -170,3 +172,18 @@ def test_discover_probes_well_known_urls_and_installs_as_community(tmp_path: Pat
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def test_show_prints_a_description_without_terminal_control_sequences(
+    lemon: Any, tmp_path: Path
+) -> None:
+    _skill(tmp_path, "plain")
+    assert lemon("install", "./plain", "--yes").exit_code == 0
+    lock = tmp_path / "home" / "skills" / "skills.lock"
+    doc = json.loads(lock.read_text())
+    doc["skills"]["plain"]["description"] = "Nice.\x1b]0;owned\x07\x1b[8mhidden\x9b2J"
+    lock.write_text(json.dumps(doc))
+    result = lemon("show", "plain")
+    assert result.exit_code == 0, result.output
+    assert not any(ch in result.stdout for ch in "\x1b\x07\x9b")
+    assert "plain: Nice." in result.stdout

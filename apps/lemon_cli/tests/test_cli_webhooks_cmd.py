@@ -107,6 +107,29 @@ def test_list_show_and_sweep_work_on_the_store(tmp_path: Path, backend: str | No
     assert "Removed 1 expired reservation(s) and 1 stored response(s)" in swept.output
 
 
+def test_a_webhook_id_binding_is_not_shown_as_an_unknown_outcome(tmp_path: Path) -> None:
+    from lemon_gateway import REPLAY_WINDOW_MS, WEBHOOK_ID_GUARD_SUFFIX
+
+    home = tmp_path / "home"
+    home.mkdir()
+
+    async def bind() -> None:
+        store = await SQLiteIdempotencyStore.open(idempotency_store_path(home))
+        try:
+            await store.reserve(key_hash="ab" * 32, integration="ci" + WEBHOOK_ID_GUARD_SUFFIX,
+                                body_hash=hash_idempotency_key("ci", "k"), run_id="run_g",
+                                session_key="s", now_ms=system_clock_ms(),
+                                ttl_ms=REPLAY_WINDOW_MS, lease_ms=0)  # fmt: skip
+        finally:
+            await store.close()
+
+    asyncio.run(bind())
+    listed = _lemon(home, "list")
+    assert listed.exit_code == 0, listed.output
+    assert "webhook-id bound to its first key" in listed.output
+    assert "outcome unknown" not in listed.output
+
+
 def test_bad_input_gets_one_clear_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -175,8 +175,16 @@ class Harness:
         headers.update(options.pop("headers", {}))
         return await self.http.post(path, content=options.pop("content", body), headers=headers)
 
+    async def use(self, app: WebhookIngress) -> None:
+        """Send to ``app`` from now on (another configuration over the same store)."""
+        await self.http.aclose()
+        self.app = app
+        self.http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        )
+
     async def records(self) -> list[IdempotencyRecord]:
-        return await self.store.inner.records()
+        return await self.store.inner.records(integration="ci")
 
 
 @pytest.fixture
@@ -618,6 +626,7 @@ async def test_legacy_fences_answer_by_what_is_known_of_them(
 async def test_unknown_webhooks_and_other_methods_are_refused(hooks: Harness, sign: Any) -> None:
     assert (await hooks.post(b"{}", path="/webhooks/nope", sign=sign)).status_code == 404
     assert (await hooks.post(b"{}", path="/webhooks/ci/x", sign=sign)).status_code == 404
+    assert (await hooks.post(b"{}", path="/webhooksci", sign=sign)).status_code == 404
     get = await hooks.http.get("/webhooks/ci")
     assert (get.status_code, get.headers["allow"]) == (405, "POST")
     doc = await hooks.http.get("/webhooks/openapi.json")
@@ -725,3 +734,556 @@ async def _run_sequence(ops: list[_Op], sign: Callable[..., dict[str, str]]) -> 
         finally:
             await harness.http.aclose()
             await inner.close()
+
+
+# -- adversarial cases -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timestamp", ["9" * 25, "9" * 400, "9" * 5000, "0" * 400 + "1"])
+async def test_an_overlong_timestamp_is_401_not_a_server_error(
+    hooks: Harness, sign: Any, body: Any, timestamp: str
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    headers["webhook-timestamp"] = timestamp
+    response = await hooks.http.post("/webhooks/ci", content=payload, headers=headers)
+    assert response.status_code == 401
+    assert "webhook-timestamp" in _json(response)["message"]
+    assert await hooks.records() == []
+
+
+def _captured(hooks: Harness, sign: Any, payload: bytes, key: str) -> dict[str, str]:
+    """The headers of one signed message, as an eavesdropper would copy them."""
+    headers: dict[str, str] = sign(
+        payload, key=key, timestamp=hooks.clock() // 1000, msg_id="msg_captured"
+    )
+    return headers
+
+
+async def test_a_captured_message_resent_with_a_fresh_key_does_not_run_again(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The Idempotency-Key is not signed: within the timestamp tolerance an eavesdropper could
+    resend a captured message under a key of their own. The webhook-id (signed) is bound to the
+    first key, so the message runs once."""
+    payload = body()
+    captured = _captured(hooks, sign, payload, "key-1")
+    first = await hooks.http.post("/webhooks/ci", content=payload, headers=captured)
+    assert first.status_code == 202
+    hooks.clock.now_ms += 60_000  # still inside the 5 min tolerance
+    forged = {**captured, "idempotency-key": "attacker-key"}
+    resent = await hooks.http.post("/webhooks/ci", content=payload, headers=forged)
+    assert resent.status_code == 422
+    assert _json(resent)["error"] == "webhook_id_reused"
+    assert len(hooks.port.requests) == 1
+    # the sender's own retry of the message (same key) still replays byte for byte
+    retry = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-1")
+    )
+    assert (retry.status_code, retry.content) == (202, first.content)
+    assert len(hooks.port.requests) == 1
+
+
+async def test_one_webhook_id_under_two_keys_at_once_runs_once(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(
+        hooks.http.post(
+            "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-1")
+        )
+    )
+    await hooks.port.entered.wait()
+    second = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=_captured(hooks, sign, payload, "key-2")
+    )
+    hooks.port.gate.set()
+    assert (await first).status_code == 202
+    assert second.status_code == 422
+    assert len(hooks.port.requests) == 1
+
+
+async def test_the_same_key_and_message_id_on_two_webhooks_do_not_collide(
+    tmp_path: Path, sign: Any, body: Any
+) -> None:
+    store = await SQLiteIdempotencyStore.open(tmp_path / "idempotency.sqlite3")
+    port = ScriptedSubmitter()
+    other = WebhookSecret(b"o" * 32)
+    app = WebhookIngress(
+        webhooks={
+            "ci": Webhook(id="ci", secret=SECRET),
+            "cd": Webhook(id="cd", secret=other),
+        },
+        store=store,
+        submitter=port,
+    )
+    payload = body()
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        ) as http:
+            answers = [
+                await http.post(
+                    f"/webhooks/{hook}",
+                    content=payload,
+                    headers=sign(payload, key="shared", secret=secret, msg_id="msg_shared"),
+                )
+                for hook, secret in (("ci", SECRET), ("cd", other))
+            ]
+        assert [a.status_code for a in answers] == [202, 202]
+        assert "idempotent-replayed" not in answers[1].headers
+        assert len(port.requests) == 2
+        assert {r.origin for r in port.requests} == {"webhook:ci", "webhook:cd"}
+    finally:
+        await store.close()
+
+
+async def test_a_ttl_shorter_than_the_submission_never_lets_a_key_run_twice(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """``idempotency_ttl_s`` may be as low as 1 s while a submission may take its timeout: the
+    fence must outlive the submission, and the window in which a signed message is valid."""
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks,
+        store=hooks.store,
+        submitter=hooks.port,
+        ttl_s=1.0,
+        submit_timeout_s=0.5,
+        clock_ms=hooks.clock,
+    )
+    await hooks.use(app)
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    hooks.clock.now_ms += 2_000  # past the configured ttl, inside the submission
+    second = await hooks.post(body(), sign=sign)
+    assert second.status_code == 409
+    hooks.port.gate.set()
+    accepted = await first
+    assert accepted.status_code == 202
+    hooks.clock.now_ms += 200_000  # a message signed before still verifies: still a replay
+    replay = await hooks.post(body(), sign=sign)
+    assert (replay.status_code, replay.content) == (202, accepted.content)
+    assert len(hooks.port.requests) == 1
+
+
+class GatedReserve(FailingStore):
+    """Reserves (durably), then holds the answer until the gate opens."""
+
+    def __init__(self, inner: SQLiteIdempotencyStore) -> None:
+        super().__init__(inner)
+        self.reserved = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def reserve(self, **kw: Any) -> Reservation:
+        reservation = await self.inner.reserve(**kw)
+        if kw["integration"] == "ci":
+            self.reserved.set()
+            await self.gate.wait()
+        return reservation
+
+
+async def test_a_request_cancelled_while_reserving_does_not_burn_the_key(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The client goes away (or the server stops) while the reservation is being written:
+    nothing was submitted, so the key must not be left as a fence that answers 409 and then
+    ``outcome_unknown`` for a run that never existed."""
+    store = GatedReserve(hooks.store.inner)
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks, store=store, submitter=hooks.port, clock_ms=hooks.clock
+    )
+    await hooks.use(app)
+    task = asyncio.create_task(hooks.post(body(), sign=sign))
+    await store.reserved.wait()
+    task.cancel()
+    store.gate.set()  # the write itself finishes (it runs on the store's thread)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert hooks.port.requests == []
+    assert await hooks.records() == []
+    store.reserved = asyncio.Event()
+    retry = await hooks.post(body(), sign=sign)
+    assert _json(retry)["status"] == "accepted"
+    assert len(hooks.port.requests) == 1
+
+
+def _good_signature(sign: Any, payload: bytes) -> tuple[dict[str, str], str]:
+    headers: dict[str, str] = sign(payload)
+    return headers, headers["webhook-signature"].removeprefix("v1,")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "",
+        " ",
+        "v1,",
+        "v1",
+        "{mac}",
+        ",{mac}",
+        "v2,{mac}",
+        "V1,{mac}",
+        "v1a,{mac}",
+        "v1,{mac_short}",
+        "v1,{mac}=",
+        "v1,{mac_lower}",
+        "v1 ,{mac}",
+        "v1,,{mac}",
+        "v1,{mac}\u00e9",
+        "v1,AAAA " * 200 + "v1,bad",
+    ],
+)
+async def test_malformed_or_foreign_signatures_are_401(
+    hooks: Harness, sign: Any, body: Any, variant: str
+) -> None:
+    payload = body()
+    headers, mac = _good_signature(sign, payload)
+    value = variant.format(mac=mac, mac_short=mac[:-4], mac_lower=mac.lower())
+    raw = [(k, v) for k, v in headers.items() if k != "webhook-signature"]
+    encoded = [(k.encode(), v.encode()) for k, v in raw]
+    response = await hooks.http.post(
+        "/webhooks/ci",
+        content=payload,
+        headers=[*encoded, (b"webhook-signature", value.encode("utf-8"))],
+    )
+    assert response.status_code == 401
+    assert hooks.port.requests == []
+
+
+async def test_signature_headers_in_any_case_verify_and_duplicates_are_refused(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    upper = [(k.upper(), v) for k, v in headers.items()]
+    assert (
+        await hooks.http.post("/webhooks/ci", content=payload, headers=upper)
+    ).status_code == 202
+    for name in ("webhook-id", "webhook-timestamp", "webhook-signature"):
+        again = sign(payload, key=f"dup-{name}")
+        doubled = [*again.items(), (name.title(), again[name])]
+        response = await hooks.http.post("/webhooks/ci", content=payload, headers=doubled)
+        assert response.status_code == 401, name
+    assert len(hooks.port.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "timestamp", ["", "1e9", "-1", "+{now}", "{now}.0", " {now}", "\u0661{now}"]
+)
+async def test_a_timestamp_that_is_not_plain_seconds_is_401(
+    hooks: Harness, sign: Any, body: Any, timestamp: str
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    headers.pop("webhook-timestamp")
+    value = timestamp.format(now=hooks.clock() // 1000)
+    response = await hooks.http.post(
+        "/webhooks/ci",
+        content=payload,
+        headers=[*headers.items(), ("webhook-timestamp", value.encode("utf-8"))],
+    )
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xef\xbb\xbf" + b'{"prompt": "with a BOM"}',
+        b'{"prompt": "\xff\xfe not utf-8"}',
+        b'{"prompt": 12345678901234567890123456789}',
+        b'{"prompt": ["a"]}',
+        b'{"prompt": null}',
+        b'{"prompt": "x", "extra": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+        b'{"prompt": ' + b"[" * 1900 + b"]" * 1900 + b"}",
+        b'{"prompt": "x", "queue_mode": "' + b"z" * 100 + b'"}',
+        b'{"prompt": "x", "session_key": 1}',
+        b'{"prompt": "\\ud800"}',
+    ],
+)
+async def test_json_edge_cases_are_400_and_reserve_nothing(
+    hooks: Harness, sign: Any, payload: bytes
+) -> None:
+    response = await hooks.post(payload, sign=sign)
+    assert response.status_code == 400, response.content
+    assert _json(response)["error"] == "invalid_body"
+    assert await hooks.records() == []
+    assert hooks.port.requests == []
+
+
+async def test_duplicate_json_keys_are_one_request_bound_to_the_exact_bytes(
+    hooks: Harness, sign: Any
+) -> None:
+    """Whichever duplicate the parser keeps, the fence fingerprints the signed bytes: a body
+    that differs only in the order of the duplicates is another body (422), never a replay."""
+    first = b'{"prompt": "a", "prompt": "b"}'
+    second = b'{"prompt": "b", "prompt": "a"}'
+    assert (await hooks.post(first, sign=sign)).status_code == 202
+    assert (await hooks.post(second, sign=sign)).status_code == 422
+    assert len(hooks.port.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "key", ["a\x00b", "a\tb", "a\u200bb", "a\u2028b", "k" * 256, "\u00a0", "a\x7fb"]
+)
+async def test_keys_with_control_or_invisible_characters_or_overlong_are_400(
+    hooks: Harness, sign: Any, body: Any, key: str
+) -> None:
+    payload = body()
+    headers = [(k, v) for k, v in sign(payload, key=None).items()]
+    response = await hooks.http.post(
+        "/webhooks/ci", content=payload, headers=[*headers, ("idempotency-key", key.encode())]
+    )
+    assert response.status_code == 400
+    assert await hooks.records() == []
+
+
+async def test_keys_are_exact_text_no_normalisation_makes_two_keys_one(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Keys are opaque: the NFC and NFD spellings of one word, or a key with a space at its
+    end, are other keys (byte-exact, as the caller sent them); none collides with another."""
+    payload = body()
+    keys = ["caf\u00e9", "cafe\u0301", "key", "key ", "KEY", "k" * 255]
+    for key in keys:
+        headers = [(k, v) for k, v in sign(payload, key=None).items()]
+        response = await hooks.http.post(
+            "/webhooks/ci", content=payload, headers=[*headers, ("idempotency-key", key.encode())]
+        )
+        assert (response.status_code, _json(response)["status"]) == (202, "accepted"), key
+    assert len(hooks.port.requests) == len(keys)
+    assert len({r.key_hash for r in await hooks.records()}) == len(keys)
+
+
+async def test_a_slow_body_holds_no_reservation_and_a_disconnect_mid_body_stores_nothing(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    payload = body()
+    headers = sign(payload)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/ci",
+        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+    }
+    half = asyncio.Event()
+    sent: list[Any] = []
+    parts = [
+        {"type": "http.request", "body": payload[:10], "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        if len(parts) == 1:
+            half.set()
+            await release.wait()
+        return parts.pop(0)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    release = asyncio.Event()
+    slow = asyncio.create_task(hooks.app(scope, receive, send))
+    await half.wait()  # the slow client has sent a tenth of its body
+    assert await hooks.records() == []
+    same_key = await hooks.post(body(), sign=sign)  # the key is free meanwhile
+    assert same_key.status_code == 202
+    release.set()
+    await slow
+    assert sent[0]["status"] == 401  # the partial body does not verify
+    assert len(hooks.port.requests) == 1
+
+
+async def test_neither_the_raw_key_nor_the_secret_reaches_a_log_record(
+    hooks: Harness, sign: Any, body: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    raw_key = "caller-raw-key-9f8e7d"
+    for behaviour in ("raise", "reject", "other_id", "accept"):
+        hooks.port.behaviour = behaviour
+        await hooks.post(body(behaviour), key=f"{raw_key}-{behaviour}", sign=sign)
+    for step in ("lookup", "reserve", "complete", "mark_unknown", "release"):
+        hooks.store.failing = {step}
+        hooks.port.behaviour = "reject" if step == "release" else "raise"
+        await hooks.post(body(step), key=f"{raw_key}-{step}", sign=sign)
+    text = "\n".join(f"{r.getMessage()} {r.args!r} {r.exc_text}" for r in caplog.records)
+    assert caplog.records  # the failures above were logged
+    assert raw_key not in text
+    assert SECRET.text() not in text
+    assert SECRET.text()[6:] not in text
+
+
+async def test_the_public_openapi_document_names_no_configured_webhook(
+    tmp_path: Path, body: Any
+) -> None:
+    """``GET /webhooks/openapi.json`` needs no signature: it must not list the integrations."""
+    store = await SQLiteIdempotencyStore.open(tmp_path / "idempotency.sqlite3")
+    app = WebhookIngress(
+        webhooks={"payroll-prod-7": Webhook(id="payroll-prod-7", secret=SECRET)},
+        store=store,
+        submitter=ScriptedSubmitter(),
+    )
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://webhooks.test"
+        ) as http:
+            doc = await http.get("/webhooks/openapi.json")
+        assert doc.status_code == 200
+        assert b"payroll-prod-7" not in doc.content
+        assert "/webhooks/{webhook_id}" in _json(doc)["paths"]
+    finally:
+        await store.close()
+
+
+async def test_a_body_that_never_finishes_is_408_and_frees_the_connection(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Nothing is authenticated before the whole body is in: a client trickling (or never
+    finishing) its body must not hold the handler, and its buffer, forever."""
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks,
+        store=hooks.store,
+        submitter=hooks.port,
+        clock_ms=hooks.clock,
+        body_timeout_s=0.01,
+    )
+    payload = body()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/ci",
+        "headers": [(k.encode(), v.encode()) for k, v in sign(payload).items()],
+    }
+    first = True
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": payload[:5], "more_body": True}
+        await asyncio.Event().wait()  # the rest never comes
+        raise AssertionError("unreachable")
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 408
+    assert _json(httpx.Response(200, content=sent[1]["body"]))["error"] == "body_timeout"
+    assert await hooks.records() == []
+
+
+async def test_a_key_that_answered_unknown_never_answers_accepted_later(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """The first submission outlives its lease (a slow router, a store lock): a replay meanwhile
+    is told ``outcome_unknown``. When the submission then succeeds, the key must keep that
+    answer (for the first caller too), never switch to an acceptance for later replays."""
+    hooks.port.gate = asyncio.Event()
+    first = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    hooks.clock.now_ms += hooks.app.lease_ms
+    during = await hooks.post(body(), sign=sign)
+    assert (during.status_code, _json(during)["status"]) == (202, "outcome_unknown")
+    hooks.port.gate.set()
+    late = await first
+    after = await hooks.post(body(), sign=sign)
+    assert _json(late)["status"] == "outcome_unknown"
+    assert after.content == during.content
+    assert len(hooks.port.requests) == 1
+    [record] = await hooks.records()
+    assert (record.state, record.response) == ("outcome_unknown", None)
+
+
+class HeldLookup(FailingStore):
+    """Answers a lookup, then holds it (the replay is in flight) until the gate opens."""
+
+    def __init__(self, inner: SQLiteIdempotencyStore) -> None:
+        super().__init__(inner)
+        self.looked = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
+        record = await self.inner.lookup(key_hash, now_ms=now_ms)
+        self.looked.set()
+        await self.gate.wait()
+        return record
+
+
+async def test_a_sweep_during_a_replay_in_flight_neither_breaks_it_nor_replays_an_expired_key(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    accepted = await hooks.post(body(), sign=sign)
+    store = HeldLookup(hooks.store.inner)
+    app = WebhookIngress(
+        webhooks=hooks.app.webhooks, store=store, submitter=hooks.port, clock_ms=hooks.clock
+    )
+    await hooks.use(app)
+    hooks.clock.now_ms += app.ttl_ms - 1  # the last millisecond of the fence
+    replay = asyncio.create_task(hooks.post(body(), sign=sign))
+    await store.looked.wait()
+    report = await store.sweep(now_ms=hooks.clock.now_ms + 1)  # the sweep runs meanwhile
+    assert report.responses_removed == 1  # the key's fence and snapshot are gone
+    store.gate.set()
+    answered = await replay
+    assert (answered.status_code, answered.content) == (202, accepted.content)
+    assert answered.headers["idempotent-replayed"] == "true"
+    # once swept (expired), the key is new: it runs again with a new run id, never a replay
+    hooks.clock.now_ms += 1
+    store.looked, store.gate = asyncio.Event(), asyncio.Event()
+    store.gate.set()
+    again = await hooks.post(body(), sign=sign)
+    assert "idempotent-replayed" not in again.headers
+    assert _json(again)["run_id"] != _json(accepted)["run_id"]
+    assert len(hooks.port.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("webhook-id", "msg_\u00e9".encode(), "ASCII"),
+        ("webhook-signature", b"v1,\xff", "ASCII"),
+        ("webhook-id", None, "once"),
+        ("webhook-timestamp", None, "once"),
+    ],
+)
+async def test_a_duplicated_or_non_ascii_signature_header_is_401_saying_so(
+    hooks: Harness, sign: Any, body: Any, name: str, value: bytes | None, says: str
+) -> None:
+    payload = body()
+    headers = [(k.encode(), v.encode()) for k, v in sign(payload).items()]
+    if value is None:  # sent twice
+        headers.append(next(h for h in headers if h[0] == name.encode()))
+    else:
+        headers = [(k, value if k == name.encode() else v) for k, v in headers]
+    response = await hooks.http.post("/webhooks/ci", content=payload, headers=headers)
+    assert response.status_code == 401
+    message = _json(response)["message"]
+    assert name in message
+    assert says in message
+
+
+async def test_a_request_cancelled_mid_submission_is_outcome_unknown_never_released(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    """Cancelled while the router has the request (it may have queued it): the key is burned
+    as ``outcome_unknown`` with the fixed run id, never released for a second execution."""
+    hooks.port.gate = asyncio.Event()
+    task = asyncio.create_task(hooks.post(body(), sign=sign))
+    await hooks.port.entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [request] = hooks.port.requests
+    [record] = await hooks.records()
+    assert (record.state, record.run_id) == ("outcome_unknown", request.run_id)
+    hooks.port.gate.set()
+    replay = await hooks.post(body(), sign=sign)
+    assert _json(replay) == {
+        "status": "outcome_unknown",
+        "run_id": request.run_id,
+        "retry_safe": False,
+    }
+    assert len(hooks.port.requests) == 1

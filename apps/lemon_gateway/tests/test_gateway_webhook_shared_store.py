@@ -241,7 +241,8 @@ async def test_a_postgres_loss_fails_closed_at_the_ingress(
                 assert len(port.requests) == 2
                 proxy.restore()
                 await _until_reconnected(store)
-                [record] = [r for r in await store.records() if r.run_id == receipt["run_id"]]
+                [record] = await store.records(integration="ci", limit=1)  # the newest fence
+                assert record.run_id == receipt["run_id"]
                 assert (record.state, record.response) == ("pending", None)  # nothing claimed
                 again = await post("during")
                 assert again.status_code == 409  # its lease is live: maybe still in flight

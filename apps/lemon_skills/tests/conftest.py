@@ -61,7 +61,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def git_repo(tmp_path: Path) -> Callable[..., str]:
+def git_repo(tmp_path: Path) -> Callable[..., tuple[str, str]]:
     """``git_repo(name, files)``: a committed repository; returns its file:// URL and the
     commit. Calling it again with the same name commits the new files on top."""
 

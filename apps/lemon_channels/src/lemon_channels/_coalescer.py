@@ -26,6 +26,9 @@ Guarantees under overflow (the ingress refused an event, or the port's stream ov
 * approvals follow the snapshot after a resync: one asked in the gap is prompted, one that
   ended in the gap has its prompt edited to say it is no longer pending.
 
+A streaming answer keeps at most ``MAX_SNAPSHOT_CHARS`` for its snapshots (a flood of deltas
+costs bounded memory; the final text is the canonical answer anyway).
+
 Not guaranteed: the memory of a run with arbitrarily many distinct tool calls (the status line
 keeps the last ``MAX_STATUS_ITEMS`` only and counts the rest).
 """
@@ -61,6 +64,7 @@ from lemon_core.sessions import (
 )
 
 __all__ = [
+    "MAX_SNAPSHOT_CHARS",
     "MAX_STATUS_ITEMS",
     "TERMINAL_RUNS",
     "AnswerCoalescer",
@@ -77,6 +81,9 @@ _log = logging.getLogger("lemon_channels.coalescer")
 TERMINAL_RUNS: Final = 128
 #: How many tool calls the compact status line names (the rest are counted).
 MAX_STATUS_ITEMS: Final = 8
+#: The most of a streaming answer kept for its snapshots: a chat shows only the head of a
+#: transient message, so a flood of deltas costs bounded memory (and snapshot work).
+MAX_SNAPSHOT_CHARS: Final = 16_384
 INTERRUPTION_HINT: Final = "(some steps were not shown: the live stream fell behind)"
 
 Emit = Callable[[DeliveryIntent], Awaitable[None]]
@@ -115,13 +122,24 @@ class AnswerCoalescer:
     finalised: bool = False
     snapshots: int = 0
 
+    size: int = 0
+    clipped: bool = False
+    """More arrived than ``MAX_SNAPSHOT_CHARS``: the rest is not kept (the final text is the
+    run's canonical answer, never this)."""
+
     def add(self, delta: TextDelta) -> bool:
         """Take a delta; False when it is refused (finalised, fenced, or out of order)."""
         if self.finalised or self.fenced or delta.seq <= self.last_seq:
             return False
         self.last_seq = delta.seq
-        self.text.append(delta.text)
-        self.dirty = True
+        room = MAX_SNAPSHOT_CHARS - self.size
+        if len(delta.text) > room:
+            self.clipped = True
+        if room > 0 and delta.text:
+            kept = delta.text[:room]
+            self.text.append(kept)
+            self.size += len(kept)
+            self.dirty = True
         return True
 
     def snapshot(self) -> str:
@@ -240,6 +258,11 @@ class SessionPump:
         self._stale = 0
         self._late = 0
         self._refused = 0
+
+    @property
+    def watching(self) -> bool:
+        """Whether the pump watches the session (``ready()`` has returned or would)."""
+        return self._ready.is_set()
 
     async def ready(self) -> None:
         """Returns once the pump watches the session (submit after this: nothing is missed)."""

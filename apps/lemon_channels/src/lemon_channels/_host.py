@@ -1,12 +1,17 @@
 """The channel host: one plugin wired to the session port, the outbox and access control.
 
 Inbound, in the order the plugin hands messages over: a person who is not allowed gets a
-pairing code once and nothing else (nothing reaches the session port); an allowed person's
+pairing code once, in a private chat only (in a group they get no answer at all), and
+nothing else (nothing reaches the session port); an allowed person's
 button press resolves an approval; ``/new``, ``/cancel``, ``/model``, ``/status`` (and
 ``/start``, ``/help``) are answered here; anything else (other ``/`` words included: the model
 may understand them) becomes a :class:`~lemon_core.execution.RunRequest` on the peer's stable
 session key, submitted through the :class:`~lemon_core.sessions.SessionPort` after that
 session's pump watches it (so nothing the run says is missed).
+
+An update the platform delivers again (its acknowledgement was lost, a restart) is dropped:
+each taken message id is remembered (``SEEN_TABLE``, 24 hours). A button press resolves an
+approval only when that approval is pending in the session of the chat it was pressed in.
 
 Outbound: every pump's intents and every notice go through the :class:`Outbox`.
 
@@ -29,7 +34,7 @@ import msgspec
 from lemon_channels._access import PairingStore, PeerSettings, PeerStore
 from lemon_channels._coalescer import SessionPump, TerminalRuns
 from lemon_channels._outbox import Outbox
-from lemon_channels.errors import ChannelsUsageError
+from lemon_channels.errors import ChannelsError, ChannelsUsageError
 from lemon_core.bus import Bus, ConsumerClass, Delivery
 from lemon_core.channels import (
     ChannelPlugin,
@@ -51,6 +56,12 @@ __all__ = ["MAX_RECEIPTS", "STATUS_TABLE", "ChannelHost"]
 _log = logging.getLogger("lemon_channels.host")
 
 MAX_RECEIPTS: Final = 1024
+#: The store table of inbound messages already taken (a redelivered update is dropped).
+SEEN_TABLE: Final = "channel_inbound_seen"
+#: How long a taken message is remembered: Telegram keeps an unacknowledged update 24 hours.
+SEEN_TTL_MS: Final = 24 * 3600 * 1000
+#: Taken messages also remembered in memory (copies handled at the same time).
+MAX_RECENT_INBOUND: Final = 4096
 #: The store table holding each channel's last status (read by ``lemon channels status``).
 STATUS_TABLE: Final = "channel_status"
 _DECISIONS: Final = frozenset(
@@ -103,6 +114,8 @@ class ChannelHost:
         self._supervisor = Supervisor(f"{plugin.channel_id}-pumps")
         self.receipts: deque[Receipt] = deque(maxlen=MAX_RECEIPTS)
         self._strangers = 0
+        self._duplicates = 0
+        self._recent: OrderedDict[str, None] = OrderedDict()
         self._commands = 0
         self._submitted = 0
 
@@ -144,6 +157,7 @@ class ChannelHost:
             "outbox": msgspec.to_builtins(self.outbox.statistics()),
             "pumps": [msgspec.to_builtins(p.statistics()) for p, _ in self._pumps.values()],
             "strangers_ignored": self._strangers,
+            "duplicates_dropped": self._duplicates,
             "commands": self._commands,
             "submitted": self._submitted,
         }
@@ -161,6 +175,8 @@ class ChannelHost:
             if message.callback is not None:
                 await self.plugin.answer_callback(message.callback.callback_id, "not allowed")
                 return
+            if message.route.peer_kind != "dm":
+                return  # in a group, nobody unknown is answered (a code only in private)
             code = await self.pairing.request(
                 self.channel_id,
                 message.user_id,
@@ -173,6 +189,9 @@ class ChannelHost:
                     f"This bot is private. Your pairing code is **{code}**: ask its owner to "
                     f"run `lemon channels pair approve {code}`.",
                 )
+            return
+        if await self._seen(message):
+            self._duplicates += 1
             return
         if message.callback is not None:
             await self._on_callback(message)
@@ -189,7 +208,12 @@ class ChannelHost:
         if not text and not message.images:
             return
         key = self._session_key(message, settings)
-        await self._pump(key, message.route)
+        try:
+            await self._pump(key, message.route)
+        except ChannelsError as exc:
+            _log.warning("%s", exc)
+            await self.notice(message.route, "The agent is not reachable right now; try later.")
+            return
         request = RunRequest(
             origin=self.channel_id,
             session_key=key,
@@ -209,6 +233,32 @@ class ChannelHost:
             return
         self._submitted += 1
         self.receipts.append(receipt)
+
+    async def _seen(self, message: InboundMessage) -> bool:
+        """Whether this message (or button press) was already taken; marks it taken.
+
+        A platform delivers an update again when its acknowledgement was lost (Telegram: the
+        offset of a daemon stopped before its next poll; a webhook answer that did not arrive).
+        Marked before it is handled (a run is never started twice; a crash in between loses
+        the message, which the person sees and can send again), in the store so a restart
+        remembers, and in memory for copies handled at the same time.
+        """
+        route = message.route
+        if message.callback is not None:
+            key = f"{route.channel_id}/cb/{message.callback.callback_id}"
+        elif message.message_id is not None:
+            key = f"{route.channel_id}/{route.account_id}/{route.peer_id}/{message.message_id}"
+        else:
+            return False
+        if key in self._recent:
+            return True
+        self._recent[key] = None
+        while len(self._recent) > MAX_RECENT_INBOUND:
+            self._recent.popitem(last=False)
+        if await self._store.get(SEEN_TABLE, key) is not None:
+            return True
+        await self._store.put(SEEN_TABLE, key, 1, ttl_ms=SEEN_TTL_MS)
+        return False
 
     def _peer_key(self, message: InboundMessage) -> str:
         route = message.route
@@ -277,12 +327,24 @@ class ChannelHost:
         if kind != "ap" or not approval_id or decision not in _DECISIONS:
             await self.plugin.answer_callback(callback.callback_id, "unknown button")
             return
-        result = await self._port.resolve_approval(approval_id, decision)
-        if result.resolved:
-            await self.plugin.answer_callback(
-                callback.callback_id, "denied" if decision == "deny" else "approved"
-            )
-            return
+        # A button resolves an approval of the session of the chat it was pressed in only:
+        # button data naming another chat's approval (forged, or a copied keyboard) does not.
+        key = self._session_key(message, await self._peers.get(self._peer_key(message)))
+        snapshot = await self._port.snapshot(key)
+        for _ in range(3):
+            if snapshot.status == "ok":
+                break
+            snapshot = await self._port.snapshot(key)
+        reason = "decided"
+        if approval_id in {a.approval_id for a in snapshot.pending_approvals}:
+            result = await self._port.resolve_approval(approval_id, decision)
+            if result.resolved:
+                await self.plugin.answer_callback(
+                    callback.callback_id, "denied" if decision == "deny" else "approved"
+                )
+                return
+            reason = result.reason or reason
+        # Not pending (here): the prompt pressed is stale (say, after a restart); say so on it.
         await self.plugin.answer_callback(callback.callback_id, "no longer pending")
         await self._emit(
             DeliveryIntent(
@@ -290,7 +352,7 @@ class ChannelHost:
                 kind=IntentKind.APPROVAL_RESOLVED,
                 route=message.route,
                 slot=f"approval:{approval_id}",
-                text=f"This approval is no longer pending ({result.reason or 'decided'}).",
+                text=f"This approval is no longer pending ({reason}).",
                 approval_id=approval_id,
             )
         )
@@ -344,5 +406,14 @@ class ChannelHost:
         while len(self._pumps) > self._max_sessions:
             _, (_, old) = self._pumps.popitem(last=False)
             old.cancel()
-        await pump.ready()
+        # The pump may fail before it watches (the port refused): never wait for it forever
+        # (the plugin hands messages over one at a time: every chat would wait).
+        ready = asyncio.ensure_future(pump.ready())
+        try:
+            await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if not pump.watching:
+            self._pumps.pop(key, None)
+            raise ChannelsError(f"{self.channel_id}: cannot follow session {key}")
         return pump

@@ -9,7 +9,10 @@ delivers that chat's entries in admission order (chats do not wait for each othe
   edit repeated after a restart changes nothing the person sees);
 * a failure is retried with exponential backoff (``base_backoff_s`` doubling up to
   ``max_backoff_s``), never sooner than the platform's ``retry_after``; a permanent refusal or
-  ``max_attempts`` failures give the entry up (observed, never silently);
+  ``max_attempts`` failures give the entry up (observed, never silently). A rate limit (a
+  refusal with ``retry_after``) is flow control, not a failure of the message: it does not
+  count as an attempt, and only ``max_rate_limited`` of them in a row give the entry up. A
+  plugin that raises counts as a failed attempt (one bad entry never stalls its chat);
 * a transient entry (stream snapshot, tool status) not yet started is superseded by a newer
   one on its slot, and dropped when the slot's final text arrives;
 * a duplicate intent id is refused at admission (across restarts too);
@@ -87,6 +90,7 @@ class Outbox:
         store: OutboxStore,
         bus: Bus | None,
         max_attempts: int = 8,
+        max_rate_limited: int = 100,
         base_backoff_s: float = 0.5,
         max_backoff_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
@@ -95,6 +99,7 @@ class Outbox:
         self._store = store
         self._bus = bus
         self._max_attempts = max_attempts
+        self._max_rate_limited = max_rate_limited
         self._base = base_backoff_s
         self._max_backoff = max_backoff_s
         self._clock = clock
@@ -210,6 +215,11 @@ class Outbox:
                     chat.busy = entry
                 try:
                     await self._deliver(entry)
+                except Exception as exc:  # the store failed: the entry stays for a restart
+                    self._last_error = f"{type(exc).__name__}: {str(exc)[:_ERROR_CHARS]}"
+                    _log.warning(
+                        "%s: a %s message not delivered: %r", self._channel, entry.kind, exc
+                    )
                 finally:
                     chat.busy = None
         finally:
@@ -220,20 +230,39 @@ class Outbox:
                 self._idle.set()
 
     async def _deliver(self, entry: OutboxEntry) -> None:
+        rate_limited = 0
         while True:
             wait = entry.next_attempt_ms / 1000 - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)  # the retry's deadline (retry_after / backoff)
             started = self._clock()
-            result = await self._dispatch(entry)
+            try:
+                result = await self._dispatch(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a plugin bug or an undecodable payload: a failure
+                _log.warning(
+                    "%s: delivering a %s message raised %r", self._channel, entry.kind, exc
+                )
+                result = SendResult(
+                    ok=False, error=f"{type(exc).__name__}: {str(exc)[:_ERROR_CHARS]}"
+                )
             self._observe(entry, result, started)
             if result.ok:
                 await self._store.complete(entry)
                 self._changed.set()
                 return
-            attempts = entry.attempts + 1
+            # The platform's flow control (a 429 with retry_after) is not the message's fault:
+            # it delays the message, and only ``max_rate_limited`` of them in a row give it up.
+            limited = result.retry_after is not None and not result.permanent
+            rate_limited = rate_limited + 1 if limited else 0
+            attempts = entry.attempts + (0 if limited else 1)
             self._last_error = result.error
-            if result.permanent or attempts >= self._max_attempts:
+            if (
+                result.permanent
+                or attempts >= self._max_attempts
+                or rate_limited >= self._max_rate_limited
+            ):
                 self._c["given_up"] += 1
                 _log.warning(
                     "%s: gave up a %s message after %d attempt(s): %s",
@@ -245,7 +274,7 @@ class Outbox:
                 await self._store.complete(entry)
                 self._changed.set()
                 return
-            backoff = min(self._max_backoff, self._base * (2 ** (attempts - 1)))
+            backoff = min(self._max_backoff, self._base * (2 ** (attempts + rate_limited - 1)))
             delay = max(backoff, result.retry_after or 0.0)
             entry = msgspec.structs.replace(
                 entry,

@@ -5,8 +5,10 @@ It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``
 (long polling with ``offset`` and ``timeout``), ``deleteWebhook``, ``setWebhook``,
 ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``, ``getFile`` and file downloads,
 with Telegram's errors: 401 for a bad token, 429 with ``parameters.retry_after``, 400
-"Bad Request: message is not modified", "message is too long" and "can't parse entities"
-(HTML with a tag Telegram does not know). It serves on the test's own event loop (uvicorn),
+"Bad Request: message is not modified", "message is too long" (over 4,096 UTF-16 code units
+displayed) and "can't parse entities" (HTML with a tag Telegram does not know, or tags that are
+not properly nested or closed), and BUTTON_DATA_INVALID for a ``callback_data`` over 64
+bytes. It serves on the test's own event loop (uvicorn),
 so a test reads its state directly and waits on :meth:`FakeTelegram.wait_for`.
 """
 
@@ -343,15 +345,27 @@ class FakeTelegram:
         text = str(params.get("text", ""))
         mode = params.get("parse_mode")
         if mode == "HTML":
+            open_tags: list[str] = []
             for tag in _TAG.finditer(text):
-                if tag.group(1).lower() not in _KNOWN_TAGS:
+                name = tag.group(1).lower()
+                if name not in _KNOWN_TAGS:
+                    return self._bad(f'can\'t parse entities: Unsupported start tag "{name}"')
+                if not tag.group(0).startswith("</"):
+                    open_tags.append(name)
+                elif not open_tags or open_tags.pop() != name:
+                    # Telegram refuses mis-nested markup ("<b><i></b></i>").
                     return self._bad(
-                        f'can\'t parse entities: Unsupported start tag "{tag.group(1)}"'
+                        f"can't parse entities: Unmatched end tag at byte offset {tag.start()}"
                     )
+            if open_tags:
+                return self._bad(
+                    f"can't parse entities: Can't find end tag corresponding to start tag \""
+                    f'{open_tags[-1]}"'
+                )
         shown = displayed(text, mode)
         if not shown.strip():
             return self._bad("message text is empty")
-        if len(shown) > 4096:
+        if len(shown.encode("utf-16-le")) // 2 > 4096:  # Telegram counts UTF-16 code units
             return self._bad("message is too long")
         return shown
 
@@ -385,10 +399,20 @@ class FakeTelegram:
                     )
         return list(self._updates[:100])
 
+    def _check_buttons(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        for row in (params.get("reply_markup") or {}).get("inline_keyboard") or []:
+            for button in row:
+                if len(str(button.get("callback_data", "")).encode()) > 64:
+                    return self._bad("BUTTON_DATA_INVALID")  # Telegram's 64-byte limit
+        return None
+
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         shown = self._check_text(params)
         if not isinstance(shown, str):
             return shown
+        refused = self._check_buttons(params)
+        if refused is not None:
+            return refused
         self._message_id += 1
         message = FakeMessage(
             message_id=self._message_id,
@@ -413,6 +437,9 @@ class FakeTelegram:
         shown = self._check_text(params)
         if not isinstance(shown, str):
             return shown
+        refused = self._check_buttons(params)
+        if refused is not None:
+            return refused
         buttons = list((params.get("reply_markup") or {}).get("inline_keyboard") or [])
         if message.text == params["text"] and message.buttons == buttons:
             return self._bad(

@@ -17,6 +17,7 @@ from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
 from lemon_cli.tui_cmd import tui
+from lemon_cli.web_cmd import web
 from lemon_cli.webhooks_cmd import webhooks_app
 
 app = typer.Typer(
@@ -53,6 +54,7 @@ app.command()(doctor)
 app.command()(serve)
 app.command()(setup)
 app.command()(tui)
+app.command()(web)
 
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 

@@ -90,6 +90,13 @@ def _approver(yes: bool) -> Callable[[Plan], bool]:
     def approve(plan: Plan) -> bool:
         if plan.report is not None:
             _print_report(plan.report)
+        fetched = plan.fetched
+        if fetched is not None and fetched.clone_url and fetched.clone_url != plan.source.location:
+            # a registry / well-known entry: the index chose the repository; show which
+            typer.echo(
+                f"fetched from {fetched.clone_url}"
+                + (f" at {fetched.resolved_ref}" if fetched.resolved_ref else "")
+            )
         if yes:
             return True
         if not sys.stdin.isatty():
@@ -141,7 +148,7 @@ def list_skills(as_json: JsonOption = False) -> None:
 @skills_app.command()
 def show(name: str) -> None:
     """One installed skill: its record, description and files."""
-    from lemon_skills import bundle_entries
+    from lemon_skills import bundle_entries, prompt_safe
 
     with _translated():
         manager = _manager()
@@ -149,7 +156,8 @@ def show(name: str) -> None:
         record = manager.get(name)
         files = [e.path for e in bundle_entries(manager.path_of(name))]
         usable = manager.usable(record)
-    typer.echo(f"{record.name}: {record.description}")
+    # the description as plain text: no terminal control sequence reaches the terminal
+    typer.echo(f"{record.name}: {prompt_safe(record.description, 1024)}")
     for label, value in (
         ("source", f"{record.source_kind.value} {record.identifier}"),
         ("location", record.location + (f" ({record.subdir})" if record.subdir else "")),

@@ -6,7 +6,9 @@ with ``[store] backend = "postgres"`` the PostgreSQL idempotency tables in ``[st
 (shared by every daemon of the schema; each command is a transaction of its own). Keys are
 shown as their hashes: the caller's raw key is never stored. ``show`` takes a raw key with
 ``--webhook ID`` (it is hashed the way the ingress hashes it), or a prefix of a hash from
-``list``.
+``list``. Rows of webhook ``<id>#webhook-id`` are not reservations: each binds a signed
+message's ``webhook-id`` to the key it first came with, for the replay window
+(``lemon_gateway.REPLAY_WINDOW_MS``).
 """
 
 from __future__ import annotations
@@ -155,8 +157,13 @@ def _now_ms() -> int:
 
 def _state(record: IdempotencyRecord, now_ms: int) -> str:
     """What a replay of this key would get, in words."""
+    from lemon_gateway import WEBHOOK_ID_GUARD_SUFFIX
+
     if record.expires_at_ms <= now_ms:
         return "expired (the next sweep removes it; the key may be used again)"
+    if record.integration.endswith(WEBHOOK_ID_GUARD_SUFFIX):
+        # not a reservation: a signed message's webhook-id bound to its Idempotency-Key
+        return "webhook-id bound to its first key (a resend under another key is refused)"
     if record.run_id is None:
         return "ambiguous (legacy reservation, no run id)"
     if record.state == "accepted":

@@ -27,9 +27,16 @@ from lemon_control_plane.errors import (
     WireError,
     WireErrorCode,
 )
-from lemon_control_plane.server import EVENTS, PROTOCOL_VERSION, SERVER_VERSION, ControlPlane
+from lemon_control_plane.server import (
+    AUTH_COOKIE,
+    EVENTS,
+    PROTOCOL_VERSION,
+    SERVER_VERSION,
+    ControlPlane,
+)
 
 __all__ = [
+    "AUTH_COOKIE",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "ERROR_CODES",

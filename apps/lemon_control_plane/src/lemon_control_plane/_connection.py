@@ -19,6 +19,9 @@ Guarantees:
 - A connection that falls behind gets its waiting events dropped and one ``stream.resync``
   event in their place (recover with ``sessions.snapshot``); falling behind again before it
   caught up closes it (code 4008).
+- A client may lower its per-event bound (:meth:`Connection.limit_event_bytes`, a browser pane
+  asks for 65,536 bytes); then an event above it is not silently dropped: one ``stream.resync``
+  marker takes its place (at most one waits at a time), so the client recovers from a snapshot.
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ __all__ = ["Connection", "ConnectionStatistics"]
 #: The close code of a connection that stayed behind after a resync.
 CLOSE_TOO_SLOW: Final = 4008
 _RESYNC_NAME: Final = encode("stream.resync")
+_OVERSIZED_PAYLOAD: Final = encode(
+    {
+        "reason": "an event larger than this connection's maxEventBytes was dropped",
+        "scope": "connection",
+        "sessionKey": None,
+    }
+)
 _RESYNC_PAYLOAD: Final = encode(
     {
         "reason": "this connection fell behind; the events waiting for it were dropped",
@@ -73,6 +83,8 @@ class Connection:
         self.online = False
         self.token_hash: str | None = None
         self.token_id: str | None = None
+        #: The token of the upgrade request's auth cookie, if it carried one.
+        self.cookie_token: str | None = None
         self.scopes: frozenset[str] = frozenset()
         #: ``None``: every event (the default); else only events of these sessions (and
         #: events of no session).
@@ -94,6 +106,18 @@ class Connection:
         self._oversized = 0
         self._resyncs = 0
         self._lagging = False
+        self._resync_oversized = False
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self._max_event_bytes
+
+    def limit_event_bytes(self, limit: int) -> None:
+        """Lower the per-event bound to ``limit`` (never raise it); an event above it then
+        queues one ``stream.resync`` marker instead (see the module docstring)."""
+        if limit < self._max_event_bytes:
+            self._max_event_bytes = limit
+            self._resync_oversized = True
 
     # -- loop-only producers ----------------------------------------------------------------
 
@@ -103,16 +127,26 @@ class Connection:
             return
         if len(payload_json) > self._max_event_bytes:
             self._oversized += 1
+            if self._resync_oversized and not self._marker_waiting():
+                self._enqueue(_RESYNC_NAME, _OVERSIZED_PAYLOAD)
             return
         if self._events >= self._max_entries:
             self._fell_behind()
             return
+        self._enqueue(name_json, payload_json)
+
+    def _enqueue(self, name_json: bytes, payload_json: bytes) -> None:
         self._events += 1
         if self._hold:
             self._held.append((name_json, payload_json))
         else:
             self._frames.append((name_json, payload_json))
             self._flush()
+
+    def _marker_waiting(self) -> bool:
+        return any(
+            not isinstance(f, str) and f[0] == _RESYNC_NAME for f in (*self._frames, *self._held)
+        )
 
     def wants(self, session_key: str | None) -> bool:
         """Whether this connection's subscription covers an event of ``session_key``."""

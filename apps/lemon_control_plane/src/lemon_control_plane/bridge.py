@@ -25,8 +25,10 @@ A run the runtime retries streams under the run id it was submitted with (the id
 so does a snapshot; one ``started``, and delta ``seq`` keeps increasing across the attempts.
 
 On ``StreamOverflow`` the bridge watches every session again, then sends each session it
-knows to be in flight (a run started, an approval pending) a ``stream.resync`` carrying that
-session's snapshot, and drops the deltas the snapshot already holds.
+knows to be in flight (a run started, an approval pending), and each of the last 32 sessions a
+client touched (with a shared bus another daemon's run may have come and gone meanwhile), a
+``stream.resync`` carrying that session's snapshot, and drops the deltas the snapshot already
+holds.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ _REMEMBERED_RUNS: Final = 1024
 _REMEMBERED_APPROVALS: Final = 1024
 _MAX_ANSWER_CHARS: Final = 256 * 1024
 _SNAPSHOT_TRIES: Final = 5
+#: Sessions clients touched lately: resynced too after an overflow (with a shared bus, a run
+#: of another daemon may have come and gone while this bridge's stream was fenced).
+_RECENT_SESSIONS: Final = 32
 _ENGINE_PHASES: Final = frozenset(
     {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
 )
@@ -128,6 +133,7 @@ class EventBridge:
         # session key -> its own model ("provider:model"), as sessions.patch / session.detail
         # last saw it: what `agent started` names (else the runtime's default).
         self._models: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        self._recent: OrderedDict[str, None] = OrderedDict()
         # retry attempt id -> the run as submitted (the id the wire shows)
         self._attempts: OrderedDict[str, str] = OrderedDict()
         self._idle = asyncio.Event()
@@ -162,9 +168,15 @@ class EventBridge:
     # -- following ----------------------------------------------------------------------------
 
     def follow(self, session_key: str) -> None:
-        """Every session is followed; this only refuses once the bridge is shutting down."""
+        """Every session is followed; this only refuses once the bridge is shutting down, and
+        remembers the session (bounded) so an overflow resyncs it even when nothing of it is in
+        flight here."""
         if self._tg is None or self._closing:
             raise WireError("UNAVAILABLE", "the control plane is shutting down")
+        self._recent[session_key] = None
+        self._recent.move_to_end(session_key)
+        while len(self._recent) > _RECENT_SESSIONS:
+            self._recent.popitem(last=False)
 
     def note_settings(
         self, session_key: str, model: str | None, thinking_level: str | None = None
@@ -201,7 +213,11 @@ class EventBridge:
         self._stream = self._port.watch_all()
         self._resyncs += 1
         sessions = dict.fromkeys(
-            [*self._active.values(), *(a["sessionKey"] for a in self._approvals.values())]
+            [
+                *self._active.values(),
+                *(a["sessionKey"] for a in self._approvals.values()),
+                *self._recent,
+            ]
         )
         for session_key in sessions:
             if not isinstance(session_key, str):

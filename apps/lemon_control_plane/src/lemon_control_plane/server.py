@@ -55,7 +55,7 @@ from lemon_control_plane.tokens import StoredToken, TokenStore
 from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
 from lemon_core.sessions import SessionPort
 
-__all__ = ["EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
+__all__ = ["AUTH_COOKIE", "EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
 
 _log = logging.getLogger(__name__)
 
@@ -73,6 +73,10 @@ EVENTS: Final = (
     "stream.resync",
     "tick",
 )
+#: The cookie a browser page's WebSocket upgrade may carry its token in (an HttpOnly,
+#: SameSite=Strict cookie the page's own login endpoint sets; the page's script never sees it).
+#: A ``connect`` without ``params.auth.token`` authenticates with it.
+AUTH_COOKIE: Final = "lemon_token"
 CLOSE_UNAUTHORIZED: Final = 4001
 CLOSE_GOING_AWAY: Final = 1001
 
@@ -302,6 +306,20 @@ class ControlPlane:
             await asyncio.sleep(self.config.token_check_interval_s)
             self.refresh_tokens()
 
+    @property
+    def requires_token(self) -> bool:
+        """Whether every ``connect`` must carry a token: tokens are configured or stored, or
+        the bind is not loopback (then always, even once every stored token is revoked)."""
+        return bool(
+            self.config.token_hashes or self._stored or not is_loopback_host(self.config.host)
+        )
+
+    def token_valid(self, token: object) -> bool:
+        """Whether ``token`` is accepted now (a configured token or an active stored one);
+        the store is re-read first if it changed. For a page's login endpoint."""
+        self.refresh_tokens()
+        return self._authenticate(token) is not None
+
     def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
         """(token id, scopes) of a valid token, else None."""
         if not isinstance(token, str) or not token:
@@ -376,12 +394,13 @@ class ControlPlane:
     async def _not_found(self, request: HttpRequest, exc: Exception) -> Response:
         return JSONResponse({"error": "Not found"}, status_code=404)
 
-    def _origin_allowed(self, origin: str | None) -> bool:
+    def _origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
         """No ``Origin`` (not a browser), a configured extra origin, or the daemon's own
         origin: ``http(s)`` on the port it serves, with a loopback host (``localhost``,
-        127.0.0.0/8, ``[::1]``: aliases of the same server) or the host it was bound to. A
-        page served by any other web server, a local one on another port included, is
-        refused."""
+        127.0.0.0/8, ``[::1]``: aliases of the same server) or the host it was bound to; on a
+        bind that requires a token, also the page this server serves itself (``Origin``
+        host:port = the request's ``Host``; a rebound name must still authenticate). A page
+        served by any other web server, a local one on another port included, is refused."""
         if origin is None:
             return True
         if origin in self.config.extra_origins:
@@ -397,15 +416,18 @@ class ControlPlane:
             port = 443 if parts.scheme == "https" else 80
         if port != self.address[1]:
             return False
-        host = (parts.hostname or "").lower()
+        hostname = (parts.hostname or "").lower()
         bound = self.config.host.strip("[]").lower()
         wildcard = bound in ("0.0.0.0", "::", "")  # a wildcard bind names no origin
-        return is_loopback_host(host) or (host == bound and not wildcard)
+        if is_loopback_host(hostname) or (hostname == bound and not wildcard):
+            return True
+        return self.requires_token and host is not None and parts.netloc == host
 
     # -- WebSocket ----------------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        if self._closing or not self._origin_allowed(websocket.headers.get("origin")):
+        headers = websocket.headers
+        if self._closing or not self._origin_allowed(headers.get("origin"), headers.get("host")):
             await websocket.close(code=1008)  # before accept: the upgrade is refused (403)
             return
         await websocket.accept()
@@ -425,6 +447,7 @@ class ControlPlane:
             max_entries=self.config.connection_queue,
             max_event_bytes=self.config.max_payload,
         )
+        conn.cookie_token = websocket.cookies.get(AUTH_COOKIE) or None
         self._connections.add(conn)
         tasks: set[asyncio.Task[None]] = set()
         watches = PortWatches(self._port, conn)
@@ -540,8 +563,10 @@ class ControlPlane:
         params = request.params
         auth = params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
+        if token is None and self.requires_token:
+            token = conn.cookie_token
         scopes = frozenset(SCOPES)
-        if self.config.token_hashes or self._stored or token is not None:
+        if self.requires_token or token is not None:
             found = self._authenticate(token)
             if found is None:
                 conn.push_text(
@@ -555,6 +580,11 @@ class ControlPlane:
         if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
             scopes = scopes & frozenset(asked)
         conn.scopes = scopes
+        limit = params.get("maxEventBytes")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            # A browser pane asks for a smaller per-event bound (seed 003: 65,536 bytes); an
+            # event above it becomes the pane's one overflow marker (recover from a snapshot).
+            conn.limit_event_bytes(limit)
         client = params.get("client")
         client_id = client.get("id") if isinstance(client, dict) else None
         hello: dict[str, Any] = {
@@ -570,6 +600,7 @@ class ControlPlane:
             "snapshot": {"presence": {}, "health": {"ok": True}},
             "policy": {
                 "maxPayload": self.config.max_payload,
+                "maxEventBytes": conn.max_event_bytes,
                 "maxBufferedBytes": self.config.connection_queue * self.config.max_payload,
                 "tickIntervalMs": self.config.tick_interval_ms,
             },

@@ -10,6 +10,8 @@ from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import ExecutorStatus, check_executor, load_executor, validate_executor
 from lemon_gateway._gateway import Gateway, GatewayState, IngressFactory
 from lemon_gateway._ingress import (
+    REPLAY_WINDOW_MS,
+    WEBHOOK_ID_GUARD_SUFFIX,
     FaultPoint,
     SessionPortSubmitter,
     Submitter,
@@ -44,7 +46,9 @@ from lemon_gateway.errors import (
 
 __all__ = [
     "FAULT_ENV",
+    "REPLAY_WINDOW_MS",
     "TOLERANCE_S",
+    "WEBHOOK_ID_GUARD_SUFFIX",
     "WEBHOOK_PREFIX",
     "DuplicateRunError",
     "EngineLock",

@@ -5,7 +5,8 @@ HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[gateway] ingress_enable
 
 Order of one request, and what each step guarantees:
 
-1. The webhook id must be configured (404), the body at most ``max_body_bytes`` (413).
+1. The webhook id must be configured (404), the body at most ``max_body_bytes`` (413) and
+   complete within ``body_timeout_s`` (408).
 2. The Standard Webhooks signature is verified (constant time, 5 min tolerance) before
    anything of the request is parsed, looked up or stored (401).
 3. ``Idempotency-Key``: missing, blank or not text is a 400, before it is hashed. The body must
@@ -16,11 +17,16 @@ Order of one request, and what each step guarantees:
    gets the bounded uncertain receipt ``{"status":"outcome_unknown","run_id":...,
    "retry_safe":false}`` (202), never a generic success.
 5. No router: 503, nothing reserved. Else a ``pending`` fence with a fixed run id is reserved
-   atomically (a lost race answers as in 4), and the request goes to the session port with that
-   run id. Accepted: the fence becomes ``accepted`` with its exact response, together, and the
-   client gets that response (202). A definite refusal (the router is full or stopped, or
-   rejects the request) releases the fence: 503 / 400, the key is not burned. Anything else
-   (an exception, a timeout, a failure to store the receipt) is ``outcome_unknown``.
+   atomically (a lost race answers as in 4), together with the binding of the signed
+   ``webhook-id`` to this key (the key is not signed: the same message under another key is a
+   422, so a copy resent by someone who saw it cannot run again), and the request goes to the
+   session port with that run id. Cancelled while reserving (the client gone, the server
+   stopping): the fence is released once written, nothing was submitted. Accepted (within
+   the fence's lease): the fence becomes ``accepted`` with its exact response, together, and
+   the client gets that response (202). A definite refusal (the router is full or stopped, or
+   rejects the request) releases the fence and the binding: 503 / 400, the key is not burned.
+   Anything else (an exception, a timeout, a failure to store the receipt, an acceptance
+   after the lease) is ``outcome_unknown``.
 6. Any store failure before submission is a 503 with nothing executed and the key not burned.
 
 ``fault`` is a test-only hook (see the README): ``hang_after_reserve`` makes the handler print
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import sys
 import uuid
@@ -55,6 +62,8 @@ from lemon_core.idempotency import (
     IdempotencyStore,
     IdempotencyStoreError,
     InvalidIdempotencyKeyError,
+    MessageBinding,
+    Reservation,
     StoredResponse,
     body_fingerprint,
     check_idempotency_key,
@@ -63,9 +72,17 @@ from lemon_core.idempotency import (
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_gateway._openapi import webhook_openapi
-from lemon_gateway._signature import WebhookSecret, verify_webhook
+from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
-__all__ = ["FaultPoint", "SessionPortSubmitter", "Submitter", "Webhook", "WebhookIngress"]
+__all__ = [
+    "REPLAY_WINDOW_MS",
+    "WEBHOOK_ID_GUARD_SUFFIX",
+    "FaultPoint",
+    "SessionPortSubmitter",
+    "Submitter",
+    "Webhook",
+    "WebhookIngress",
+]
 
 log = logging.getLogger("lemon_gateway.ingress")
 
@@ -78,6 +95,15 @@ FaultPoint = Literal["hang_after_reserve"]
 QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 
 _JSON: Final = b"application/json"
+#: How long a signed message can verify: its timestamp may be up to the tolerance either side
+#: of now, so a message first seen now may still verify for twice the tolerance (plus a
+#: margin for clock steps). Fences live at least this long, and a ``webhook-id`` is bound to
+#: the Idempotency-Key it first came with for this long.
+REPLAY_WINDOW_MS: Final = (2 * TOLERANCE_S + 60) * 1000
+#: The integration name of the fences binding a ``webhook-id`` to its key (``#`` cannot occur
+#: in a webhook id, so these never share a name with a webhook's own fences).
+WEBHOOK_ID_GUARD_SUFFIX: Final = "#webhook-id"
+_GUARD_DOMAIN: Final = b"lemon.webhook-id.v1"
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -194,6 +220,7 @@ class WebhookIngress:
         ttl_s: float = 86_400.0,
         max_body_bytes: int = 262_144,
         submit_timeout_s: float = 10.0,
+        body_timeout_s: float = 30.0,
         clock_ms: Callable[[], int] = system_clock_ms,
         prefix: str = "/webhooks",
         fault: FaultPoint | None = None,
@@ -201,16 +228,23 @@ class WebhookIngress:
         self.webhooks = dict(webhooks)
         self.store = store
         self.submitter = submitter
-        self.ttl_ms = max(1, int(ttl_s * 1000))
         self.max_body_bytes = max_body_bytes
         self.submit_timeout_s = submit_timeout_s
+        # The whole body must be in before it can be verified: a client that trickles it (or
+        # never finishes) is cut off after this long instead of holding the handler forever.
+        self.body_timeout_s = body_timeout_s
         # A pending fence is "in flight" for the submission bound plus a margin; past it the
         # submission is over (by timeout or by a crash) and its outcome is unknown.
         self.lease_ms = int((submit_timeout_s + 5.0) * 1000)
+        # A fence must outlive its own submission (else a second request with the key would
+        # find it expired and run again) and the window in which its signed message verifies
+        # (else a resent copy of the message would run again): a shorter ttl is raised.
+        self.ttl_ms = max(int(ttl_s * 1000), self.lease_ms, REPLAY_WINDOW_MS)
         self.clock_ms = clock_ms
         self.prefix = prefix
         self.fault = fault
-        self._openapi = _encoder.encode(webhook_openapi(sorted(self.webhooks), prefix=prefix))
+        # the public document names no configured webhook (see webhook_openapi)
+        self._openapi = _encoder.encode(webhook_openapi(prefix=prefix))
         self._counts: dict[str, int] = {}
 
     def statistics(self) -> dict[str, Any]:
@@ -237,7 +271,8 @@ class WebhookIngress:
 
     async def _handle(self, scope: Scope, receive: Receive) -> _Answer:
         path: str = scope["path"]
-        rest = path[len(self.prefix) :].strip("/") if path.startswith(self.prefix) else None
+        inside = path == self.prefix or path.startswith(self.prefix + "/")
+        rest = path[len(self.prefix) :].strip("/") if inside else None
         if rest == "openapi.json" and scope["method"] in ("GET", "HEAD"):
             return _Answer(200, self._openapi)
         webhook = self.webhooks.get(rest or "") if rest and "/" not in rest else None
@@ -248,12 +283,26 @@ class WebhookIngress:
             answer.headers = ((b"allow", b"POST"),)
             return answer
         headers = _headers(scope)
-        body = await self._body(headers, receive)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._body(headers, receive)
+        except TimeoutError:
+            return _error(
+                408,
+                "body_timeout",
+                f"the body did not arrive within {self.body_timeout_s:g} s; send it at once",
+            )
         if body is None:
             return _error(
                 413, "body_too_large", f"the body is larger than {self.max_body_bytes} bytes"
             )
         # 1. authenticity first: nothing is parsed, looked up or stored before this
+        for name in (b"webhook-id", b"webhook-timestamp", b"webhook-signature"):
+            value = headers.get(name)
+            if value is _DUPLICATE:
+                return _error(401, "invalid_signature", f"send the {name.decode()} header once")
+            if value is not None and not value.isascii():
+                return _error(401, "invalid_signature", f"the {name.decode()} header must be ASCII")
         refused = verify_webhook(
             webhook.secret,
             msg_id=_text(headers.get(b"webhook-id")),
@@ -294,8 +343,17 @@ class WebhookIngress:
         reason = self.submitter.unavailable_reason()
         if reason is not None:
             return _error(503, "router_unavailable", reason)
+        # The Idempotency-Key is not signed: the (signed) webhook-id is bound to the first key
+        # it came with, in the reservation's transaction, so a copy of a message resent under
+        # another key cannot run again.
+        msg_id = _text(headers.get(b"webhook-id")) or ""
+        binding = MessageBinding(
+            key_hash=_guard_hash(webhook.id, msg_id),
+            integration=webhook.id + WEBHOOK_ID_GUARD_SUFFIX,
+            ttl_ms=REPLAY_WINDOW_MS,
+        )
         try:
-            reservation = await self.store.reserve(
+            reservation = await self._reserve(
                 key_hash=key_hash,
                 integration=webhook.id,
                 body_hash=body_hash,
@@ -305,29 +363,72 @@ class WebhookIngress:
                 ttl_ms=self.ttl_ms,
                 lease_ms=self.lease_ms,
                 legacy_key=key,
+                bind=binding,
             )
         except IdempotencyStoreError as exc:
             log.warning("webhook %s: reservation failed: %s", webhook.id, exc)
             return _error(503, "store_unavailable", "the idempotency store is unavailable")
+        if reservation.message_reused:
+            return _error(
+                422,
+                "webhook_id_reused",
+                "this webhook-id was already delivered with another Idempotency-Key; resend "
+                "a message with its original key, or send a new message",
+            )
+        own_guard = binding.key_hash if reservation.bound else None
         if not reservation.created:
             return self._existing(reservation.record, body_hash, self.clock_ms())
         if self.fault == "hang_after_reserve":
             print(f"webhook fault point: reserved {run_id}", file=sys.stderr, flush=True)
             await asyncio.Event().wait()
-        return await self._submit(webhook, key_hash, run_id, request)
+        return await self._submit(webhook, key_hash, run_id, request, own_guard)
+
+    async def _reserve(self, *, bind: MessageBinding, **reservation: Any) -> Reservation:
+        """``store.reserve``; if the request is cancelled meanwhile (the client went away, the
+        server is stopping) the write still finishes on the store's side, and since nothing
+        was submitted, the fence (and binding) it made is released: the key is not burned."""
+        task = asyncio.ensure_future(self.store.reserve(bind=bind, **reservation))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abandon(task, reservation["run_id"], bind.key_hash))
+            raise
+
+    async def _abandon(self, task: asyncio.Future[Reservation], run_id: str, guard: str) -> None:
+        try:
+            reservation = await task
+        except IdempotencyStoreError:
+            return
+        if reservation.created:
+            with contextlib.suppress(IdempotencyStoreError):
+                await self.store.release(key_hash=reservation.record.key_hash, run_id=run_id)
+        if reservation.bound:
+            await self._release_guard(guard, run_id)
+
+    async def _release_guard(self, guard: str | None, run_id: str) -> None:
+        """Unbind a webhook-id this request bound, when nothing of it ran (best effort: a
+        binding left in place only refuses the message under another key)."""
+        if guard is not None:
+            with contextlib.suppress(IdempotencyStoreError):
+                await self.store.release(key_hash=guard, run_id=run_id)
 
     async def _submit(
-        self, webhook: Webhook, key_hash: str, run_id: str, request: RunRequest
+        self,
+        webhook: Webhook,
+        key_hash: str,
+        run_id: str,
+        request: RunRequest,
+        guard: str | None = None,
     ) -> _Answer:
         try:
             receipt = await asyncio.wait_for(self.submitter.submit(request), self.submit_timeout_s)
         except RouterUnavailableError as exc:
             return await self._release(
-                key_hash, run_id, _error(503, "router_unavailable", str(exc))
+                key_hash, run_id, _error(503, "router_unavailable", str(exc)), guard
             )
         except ValueError as exc:
             answer = _error(400, "rejected", f"the router refused the request: {exc}")
-            return await self._release(key_hash, run_id, answer)
+            return await self._release(key_hash, run_id, answer, guard)
         except asyncio.CancelledError:
             await self._unknown(key_hash, run_id)
             raise
@@ -336,7 +437,7 @@ class WebhookIngress:
             return await self._unknown(key_hash, run_id)
         if receipt.status == "rejected":
             answer = _error(503, "router_busy", receipt.reason or "the router refused the run")
-            return await self._release(key_hash, run_id, answer)
+            return await self._release(key_hash, run_id, answer, guard)
         if receipt.run_id != run_id:  # the seam fixes the run id; anything else is unknown
             log.error(
                 "webhook %s: the router changed run id %s to %s", webhook.id, run_id, receipt.run_id
@@ -359,12 +460,17 @@ class WebhookIngress:
             return await self._unknown(key_hash, run_id)
         return _Answer(202, body)
 
-    async def _release(self, key_hash: str, run_id: str, answer: _Answer) -> _Answer:
+    async def _release(
+        self, key_hash: str, run_id: str, answer: _Answer, guard: str | None = None
+    ) -> _Answer:
         try:
-            await self.store.release(key_hash=key_hash, run_id=run_id)
+            released = await self.store.release(key_hash=key_hash, run_id=run_id)
         except IdempotencyStoreError as exc:
             # the fence stays pending, then reads as outcome_unknown: safe, only less helpful
             log.warning("webhook: releasing %s failed: %s", run_id, exc)
+            released = False
+        if released:  # nothing ran: the message may come again, under any key
+            await self._release_guard(guard, run_id)
         return answer
 
     async def _unknown(self, key_hash: str, run_id: str) -> _Answer:
@@ -455,6 +561,16 @@ class WebhookIngress:
 
 
 _DUPLICATE: Final = b"\x00duplicate"
+
+
+def _guard_hash(webhook_id: str, msg_id: str) -> str:
+    """The durable key binding a ``webhook-id`` of ``webhook_id`` (SHA-256, length-prefixed
+    parts under their own domain tag: never equal to an Idempotency-Key's hash)."""
+    digest = hashlib.sha256()
+    for part in (_GUARD_DOMAIN, webhook_id.encode("utf-8"), msg_id.encode("utf-8")):
+        digest.update(len(part).to_bytes(4, "big"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:

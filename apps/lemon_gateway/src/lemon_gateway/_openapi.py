@@ -27,9 +27,22 @@ def _header(name: str, description: str, **schema: Any) -> dict[str, Any]:
     }
 
 
-def webhook_openapi(webhook_ids: Sequence[str], *, prefix: str = "/webhooks") -> dict[str, Any]:
-    """An OpenAPI 3.0 document for ``POST <prefix>/{webhook_id}`` with the given ids."""
-    ids = list(webhook_ids) or ["none-configured"]
+#: The shape of a webhook id (``[[gateway.webhooks]] id``).
+WEBHOOK_ID_PATTERN = "^[a-z0-9][a-z0-9_-]{0,63}$"
+
+
+def webhook_openapi(
+    webhook_ids: Sequence[str] | None = None, *, prefix: str = "/webhooks"
+) -> dict[str, Any]:
+    """An OpenAPI 3.0 document for ``POST <prefix>/{webhook_id}``: with ``webhook_ids`` the
+    path parameter enumerates them (for a test generating requests); without, it gives only
+    their shape. The ingress serves the latter: the document is public (no signature guards a
+    GET), and the ids would tell anyone which integrations the daemon has."""
+    id_schema: dict[str, Any] = (
+        {"type": "string", "pattern": WEBHOOK_ID_PATTERN}
+        if webhook_ids is None
+        else {"type": "string", "enum": list(webhook_ids) or ["none-configured"]}
+    )
     return {
         "openapi": "3.0.3",
         "info": {
@@ -49,7 +62,7 @@ def webhook_openapi(webhook_ids: Sequence[str], *, prefix: str = "/webhooks") ->
                             "name": "webhook_id",
                             "in": "path",
                             "required": True,
-                            "schema": {"type": "string", "enum": ids},
+                            "schema": id_schema,
                         },
                         _header(
                             "Idempotency-Key",
@@ -101,9 +114,13 @@ def webhook_openapi(webhook_ids: Sequence[str], *, prefix: str = "/webhooks") ->
                         "400": _error_response("Missing or blank key, or an invalid body"),
                         "401": _error_response("Missing or bad signature, or a stale timestamp"),
                         "404": _error_response("No webhook is configured with this id"),
+                        "408": _error_response("The body did not arrive in time"),
                         "409": _error_response("The first request with this key is in flight"),
                         "413": _error_response("The body is too large"),
-                        "422": _error_response("This key was used with a different body"),
+                        "422": _error_response(
+                            "This key was used with a different body, or this webhook-id "
+                            "with another key"
+                        ),
                         "503": _error_response("Router or store unavailable; nothing reserved"),
                     },
                 }

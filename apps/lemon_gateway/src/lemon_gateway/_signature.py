@@ -24,6 +24,9 @@ __all__ = ["TOLERANCE_S", "WebhookSecret", "sign_webhook", "verify_webhook"]
 TOLERANCE_S: Final = 300
 _PREFIX: Final = "whsec_"
 _MAX_ID_CHARS: Final = 256
+# Seconds since the epoch fit in far fewer digits; a longer header is refused before int()
+# (which raises past 4300 digits, and whose result overflows a float past ~308).
+_MAX_TIMESTAMP_DIGITS: Final = 20
 _MIN_SECRET_BYTES: Final = 16
 
 
@@ -85,7 +88,7 @@ def verify_webhook(
         return "the webhook-id, webhook-timestamp and webhook-signature headers are required"
     if len(msg_id) > _MAX_ID_CHARS:
         return "the webhook-id header is too long"
-    if not timestamp.isascii() or not timestamp.isdigit():
+    if len(timestamp) > _MAX_TIMESTAMP_DIGITS or not timestamp.isascii() or not timestamp.isdigit():
         return "the webhook-timestamp header must be whole seconds since the epoch"
     if abs(now_s - int(timestamp)) > tolerance_s:
         return f"the webhook-timestamp is more than {tolerance_s} s from now (a stale message)"

@@ -99,6 +99,10 @@ class StartedChannel:
         return ids
 
 
+def _unmarked(text: str) -> str:
+    return "".join(c for c in text if c not in "*_~")
+
+
 def _intent(
     route: DeliveryRoute,
     text: str,
@@ -172,6 +176,13 @@ class ChannelContract:
         text = "a <b>tag</b> & an <script>alert(1)</script> & 1 < 2 > 0"
         [mid] = await channel.show(_intent(channel.harness.route, text))
         assert channel.harness.shown(mid) == text
+
+    async def test_overlapping_markdown_is_shown_not_lost(self, channel: StartedChannel) -> None:
+        # Models write forms that cross ("**a _b** c_"); markup a platform refuses must not
+        # cost the message: its words are shown, formatted or not.
+        text = "**a _b** c_ then *d **e* f** and ~~g **h~~ i**"
+        [mid] = await channel.show(_intent(channel.harness.route, text))
+        assert _unmarked(channel.harness.shown(mid)) == _unmarked(text)
 
     async def test_an_edit_replaces_the_message_and_an_unchanged_edit_is_ok(
         self, channel: StartedChannel

@@ -21,6 +21,8 @@ from typing import Final
 
 from lemon_core.idempotency import (
     IdempotencyStore,
+    MessageBinding,
+    Reservation,
     StoredResponse,
     body_fingerprint,
     hash_idempotency_key,
@@ -121,6 +123,56 @@ class IdempotencyStoreContract:
             again = await store.lookup(_key(), now_ms=_T0 + 4)
             assert again is not None
             assert again.response == response
+        finally:
+            await store.close()
+
+    async def test_idempotency_a_message_binding_is_written_with_the_reservation(
+        self, tmp_path: Path
+    ) -> None:
+        """A message bound to one key refuses another key (nothing written), keeps its key,
+        and expires on its own ttl."""
+        bind = MessageBinding(key_hash=_key("msg", "hook#m"), integration="hook#m", ttl_ms=1_000)
+        store = await self._open(tmp_path)
+        try:
+
+            async def reserve(raw: str, run_id: str, now_ms: int = _T0) -> Reservation:
+                return await store.reserve(
+                    key_hash=_key(raw), integration="hook", body_hash=body_fingerprint(b"{}"),
+                    run_id=run_id, session_key="agent:default:main", now_ms=now_ms,
+                    ttl_ms=_TTL, lease_ms=_LEASE, bind=bind,
+                )  # fmt: skip
+
+            first = await reserve("key-1", "run_1")
+            assert (first.created, first.bound, first.message_reused) == (True, True, False)
+            other = await reserve("key-2", "run_2")
+            assert (other.created, other.message_reused) == (False, True)
+            assert other.record.body_hash == _key("key-1")
+            assert await store.lookup(_key("key-2"), now_ms=_T0) is None  # nothing written
+            same = await reserve("key-1", "run_3")
+            assert (same.created, same.bound, same.message_reused) == (False, False, False)
+            assert same.record.run_id == "run_1"
+            later = await reserve("key-2", "run_4", now_ms=_T0 + 1_000)  # the binding expired
+            assert (later.created, later.bound) == (True, True)
+        finally:
+            await store.close()
+
+    async def test_idempotency_complete_after_the_lease_changes_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """Past its lease a pending fence already answers ``outcome_unknown`` to replays; a
+        late completion must not turn it into an acceptance (one key, one answer)."""
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store)
+            late = StoredResponse(status=202, body=b'{"status":"accepted"}')
+            assert not await store.complete(
+                key_hash=_key(), run_id="run_1", response=late, now_ms=_T0 + _LEASE
+            )
+            record = await store.lookup(_key(), now_ms=_T0 + _LEASE)
+            assert record is not None
+            assert (record.state, record.response) == ("pending", None)
+            assert not record.in_flight(_T0 + _LEASE)
+            assert await store.mark_unknown(key_hash=_key(), run_id="run_1", now_ms=_T0 + _LEASE)
         finally:
             await store.close()
 
@@ -317,6 +369,41 @@ class IdempotencyStoreContract:
             record = await stores[1].lookup(_key(), now_ms=later)
             assert record is not None
             assert record.run_id == f"run_new_{results.index(True)}"
+        finally:
+            for store in stores:
+                await store.close()
+
+    async def test_idempotency_one_message_raced_under_many_keys_binds_one_key(
+        self, tmp_path: Path
+    ) -> None:
+        # one signed message resent under 20 different keys at once, over two stores: one key
+        # binds it and is reserved; every other is refused with nothing written
+        bind = MessageBinding(key_hash=_key("msg", "hook#m"), integration="hook#m", ttl_ms=_TTL)
+        stores = [await self._open(tmp_path) for _ in range(2)]
+        try:
+            results = await asyncio.gather(
+                *(
+                    stores[i % 2].reserve(
+                        key_hash=_key(f"key-{i}"),
+                        integration="hook",
+                        body_hash=body_fingerprint(b"{}"),
+                        run_id=f"run_{i}",
+                        session_key="agent:default:main",
+                        now_ms=_T0,
+                        ttl_ms=_TTL,
+                        lease_ms=_LEASE,
+                        bind=bind,
+                    )
+                    for i in range(20)
+                )
+            )
+            winners = [i for i, r in enumerate(results) if r.created]
+            assert len(winners) == 1
+            assert results[winners[0]].bound
+            assert all(r.message_reused for i, r in enumerate(results) if i != winners[0])
+            for i in range(20):
+                found = await stores[0].lookup(_key(f"key-{i}"), now_ms=_T0)
+                assert (found is not None) == (i == winners[0])
         finally:
             for store in stores:
                 await store.close()

@@ -216,8 +216,16 @@ class RouterSessionPort:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _follow_everywhere(self, session_key: str) -> None:
+        """A session a client reads is followed by every all-sessions stream too: with a shared
+        bus its runs may happen in another daemon, whose changes this router never sees."""
+        for stream in tuple(self._all_listeners):
+            if isinstance(stream, BusAllSessionsStream):
+                stream.add(session_key)
+
     def watch(self, session_key: str) -> BusSessionStream:
         _check_key(session_key)
+        self._follow_everywhere(session_key)
         stream = BusSessionStream(
             self._router.bus,
             session_key,
@@ -251,6 +259,7 @@ class RouterSessionPort:
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         _check_key(session_key)
+        self._follow_everywhere(session_key)
         self._snapshots += 1
         router = self._router
         before = (router.revision(session_key), router.active_attempt(session_key))
@@ -413,6 +422,7 @@ class RouterSessionPort:
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
+        self._follow_everywhere(session_key)
         native_id, _ = await self._native(session_key)
         if native_id is None:
             return TranscriptPage(

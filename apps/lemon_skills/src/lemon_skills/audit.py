@@ -26,9 +26,16 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import BinaryIO, Final, Literal
 
-from lemon_skills.bundle import BundleEntry, BundleLimits, bundle_entries, bundle_hash
+from lemon_skills.bundle import (
+    INVISIBLE_CHARS,
+    BundleEntry,
+    BundleLimits,
+    bundle_entries,
+    bundle_hash,
+    open_inside,
+)
 from lemon_skills.errors import ManifestError
 from lemon_skills.manifest import MANIFEST_FILE, parse_manifest
 
@@ -63,7 +70,8 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="remote_exec", severity="block",
              summary="code from the network piped into an interpreter (curl ... | sh)"),
         Rule(code="credential_read", severity="block",
-             summary="reads credentials: ~/.ssh, ~/.aws, .env files, keychains, token files"),
+             summary="reads credentials (~/.ssh, ~/.aws, .env files, keychains, token files) "
+                     "or ships them (private keys, API tokens)"),
         Rule(code="exfil_endpoint", severity="block",
              summary="sends data out: known exfiltration endpoints, raw-IP URLs, file uploads"),
         Rule(code="obfuscated_exec", severity="block",
@@ -71,7 +79,7 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="prompt_injection", severity="block",
              summary="text aimed at the agent to override its instructions or hide from the user"),
         Rule(code="hidden_unicode", severity="block",
-             summary="invisible or bidirectional-control characters in text"),
+             summary="invisible, bidirectional-control or terminal-control characters in text"),
         Rule(code="native_executable", severity="block",
              summary="a compiled executable (ELF, Mach-O, PE)"),
         Rule(code="symlink_escape", severity="block",
@@ -83,7 +91,7 @@ RULES: Final[dict[str, Rule]] = {
         Rule(code="binary_file", severity="warn",
              summary="a binary (non-text) file: it cannot be reviewed as text"),
         Rule(code="oversized_file", severity="warn",
-             summary="a file over the size bound (only its first part was scanned)"),
+             summary="a file over the size bound (scanned in parts; too big to review)"),
     )
 }  # fmt: skip
 
@@ -136,7 +144,8 @@ class AuditLimits:
     """Bounds of the scan."""
 
     max_file_bytes: int = 1024 * 1024
-    """A larger file is reported ``oversized_file`` and only its first part is scanned."""
+    """A larger file is reported ``oversized_file`` and scanned in parts of this size (the
+    whole bundle is bounded by :class:`BundleLimits`)."""
     bundle: BundleLimits = field(default_factory=BundleLimits)
 
 
@@ -144,14 +153,24 @@ class AuditLimits:
 
 _I: Final = re.IGNORECASE
 _FETCH: Final = r"(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)"
+# Every repetition below is bounded and unambiguous (one way to split a token): a pattern like
+# ``(?:\S+=\S*\s+)*`` lets the engine try exponentially many splits of ``a=a=a=...`` before
+# failing, so a crafted line would stall the audit.
 _INTERP: Final = (
-    r"(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+(?:\S+=\S*\s+)*)?(?:/usr/local/bin/|/usr/bin/|/bin/)?"
-    r"(?:bash|sh|zsh|ksh|dash|fish|python[0-9.]*|perl|ruby|node|php|pwsh|powershell|iex)\b"
+    r"(?:sudo\s+(?:-\S+\s+){0,8})?(?:env\s+(?:[^\s=]+=\S*\s+){0,16})?"
+    r"(?:/usr/local/bin/|/usr/bin/|/bin/)?"
+    r"(?:(?:bash|sh|zsh|ksh|dash|fish|python[0-9.]*|perl|ruby|node|php|pwsh|powershell|iex)\b|"
+    r"\$\{?SHELL\b\}?)"
 )
 _HOME: Final = r"(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[^/\s]+|/Users/[^/\s]+|/root)"
 
 _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("remote_exec", re.compile(rf"\b{_FETCH}\b[^|\n]{{0,500}}\|\s*{_INTERP}", _I)),
+    (
+        "remote_exec",
+        re.compile(
+            rf"\b{_FETCH}\b[^\n]{{0,500}}?\|\s*(?:xargs\s+(?:-\S+\s+){{0,6}})?{_INTERP}", _I
+        ),
+    ),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh|source|\.)\s+(?:-\S+\s+)*<\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\b(?:bash|sh|zsh)\s+-c\s+[\"']?\$\(\s*{_FETCH}\b", _I)),
     ("remote_exec", re.compile(rf"\beval\s+[\"']?(?:\$\(|`)\s*{_FETCH}\b", _I)),
@@ -178,6 +197,15 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     ("credential_read", re.compile(r"\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b")),
+    (
+        "credential_read",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File|"
+            r"\b(?:AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,}|"
+            r"xox[abposr]-[A-Za-z0-9-]{10,}|sk-(?:ant|proj)-[A-Za-z0-9_-]{20,}|"
+            r"glpat-[A-Za-z0-9_-]{20})"
+        ),
+    ),
     (
         "credential_read",
         re.compile(
@@ -225,6 +253,17 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(r"\b(?:nc|ncat|netcat|socat|telnet)\b[^\n|]{0,500}[ \t]<[ \t]*\S", _I),
     ),
     (
+        # reverse shells and DNS exfiltration
+        "exfil_endpoint",
+        re.compile(
+            r"/dev/(?:tcp|udp)/[\w.$:{}-]+/\w+|"
+            r"\b(?:nc|ncat|netcat)\b[^\n|]{0,200}\s-(?:e|c)\s+\S|"
+            r"\bsocat\b[^\n|]{0,200}\b(?:exec|system):|"
+            r"\b(?:dig|nslookup|host|drill)\b[^\n|]{0,200}(?:\$\(|`)",
+            _I,
+        ),
+    ),
+    (
         "obfuscated_exec",
         re.compile(rf"\bbase64\s+(?:-d|--decode|-D)\b[^\n]{{0,500}}\|\s*{_INTERP}", _I),
     ),
@@ -238,6 +277,16 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     ("obfuscated_exec", re.compile(r"\beval\s+[\"']?\$\([^)\n]*\b(?:base64|xxd)\b", _I)),
+    (
+        "obfuscated_exec",
+        re.compile(
+            r"\b(?:gunzip|gzip\s+-\w*d|zcat|bzcat|bunzip2|bzip2\s+-\w*d|xzcat|unxz|xz\s+-\w*d|"
+            r"zstdcat|unzstd|zstd\s+-\w*d|unzip\s+-\w*p|tar\s+-?\w*O\w*|xxd\s+-\w*r|uudecode|"
+            r"openssl\s+(?:enc|base64)|rev)\b"
+            rf"[^\n]{{0,500}}?\|\s*(?:xargs\s+(?:-\S+\s+){{0,6}})?{_INTERP}",
+            _I,
+        ),
+    ),
     (
         "obfuscated_exec",
         re.compile(r"\bpowershell(?:\.exe)?\s[^\n]{0,500}-(?:e|enc|encodedcommand)\s", _I),
@@ -286,9 +335,14 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ),
 )
 
-_HIDDEN: Final = re.compile(
-    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
-)
+_HIDDEN: Final = re.compile(f"[{INVISIBLE_CHARS}]")
+# Terminal control characters in a text file (ESC sequences that conceal or overwrite text when
+# the file is shown, backspaces, C1 controls such as the 8-bit CSI); tab, newline, carriage
+# return, vertical tab and form feed are ordinary.
+_CONTROL: Final = re.compile("[\x01-\x08\x0e-\x1f\x7f\x80-\x9f]")
+# A shell line continuation: scanned as if the two lines were one (same length, so positions
+# keep their line numbers).
+_CONTINUATION: Final = re.compile(r"\\\r?\n")
 # An encoded blob, and the words that make a line holding one "fed to exec".
 _BLOB: Final = re.compile(r"[A-Za-z0-9+/]{120,}={0,2}|(?:\\x[0-9a-fA-F]{2}){24,}|[0-9a-fA-F]{160,}")
 _EXEC_WORD: Final = re.compile(r"\b(?:eval|exec|bash|sh|python[0-9.]*|node|Function)\b")
@@ -315,17 +369,76 @@ def _excerpt(text: str) -> str:
     return joined
 
 
-def audit_text(text: str, *, file: str) -> list[Finding]:
-    """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
-    line. Each pattern runs once over the whole text (every repetition in a pattern is bounded,
-    so a long line costs linear time); a match is reported on the line it starts on."""
+_VS: Final = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def _emoji_style(text: str, pos: int) -> bool:
+    """Whether the character at ``pos`` is one text / emoji presentation selector (U+FE0E,
+    U+FE0F) right after a visible character, as in a warning sign emoji: ordinary. A run of
+    selectors, or one after a space, is how a hidden message is smuggled: not ordinary."""
+    if text[pos] not in "\ufe0e\ufe0f" or pos == 0:
+        return False
+    before, after = text[pos - 1], text[pos + 1 : pos + 2]
+    return not (before.isspace() or _VS.match(before) or (after and _VS.match(after)))
+
+
+def _joined(text: str) -> str:
+    return _CONTINUATION.sub(lambda m: " " * len(m.group()), text)
+
+
+# Cyrillic and Greek letters that look like Latin ones ("ignore" with a Cyrillic i): folded to
+# the Latin letter in the normalized pass.
+_CONFUSABLES: Final = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04bb"
+    "\u051b\u051d\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422"
+    "\u0425\u0406\u0408\u0405\u03bf\u03b1\u03b5\u03b9\u03c1\u03c4\u03c5\u03bd"
+    "\u03ba\u03c7\u0391\u0392\u0395\u0397\u0399\u039a\u039c\u039d\u039f\u03a1"
+    "\u03a4\u03a5\u03a7\u0396",
+    "aeopcyxijsdhqwABEKMHOPCTXIJSoaeiptuvkxABEHIKMNOPTYXZ",
+)
+# Shell quoting inside a word (``c'u'rl``, ``c""url``, ``c\\url``) reads as the word itself.
+_WORD_QUOTES: Final = re.compile(r"(?<=\w)(?:''|\"\"|['\"\\])(?=\w)|(?<=\w)''|''(?=\w)")
+
+
+def _normalized(text: str) -> str | None:
+    """The lines of ``text`` that change when invisible characters are removed, compatibility
+    forms folded (NFKC: fullwidth and mathematical letters become ASCII), Cyrillic and Greek
+    look-alikes folded to Latin letters, and shell quotes
+    inside words dropped, normalized, with their neighbour lines (a phrase may run on to the
+    next line); every other line blank, so the line numbers stay and a second scan costs only
+    what changed. ``None`` when nothing changes."""
     lines = text.split("\n")
-    offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    out: list[str] = []
+    changed: list[int] = []
+    for i, line in enumerate(lines):
+        norm = line
+        if not norm.isascii():
+            norm = unicodedata.normalize("NFKC", _HIDDEN.sub("", norm)).replace("\n", " ")
+            norm = norm.translate(_CONFUSABLES)
+        norm = _WORD_QUOTES.sub("", norm)
+        out.append(norm)
+        if norm != line:
+            changed.append(i)
+    if not changed:
+        return None
+    keep = {j for i in changed for j in (i - 1, i, i + 1)}
+    return "\n".join(line if i in keep else "" for i, line in enumerate(out))
+
+
+def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding]:
+    """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
+    line. Each pattern runs once over the whole text (every repetition in a pattern is bounded
+    and unambiguous, so a long line costs linear time); a match is reported on the line it
+    starts on. Shell line continuations are read as one line, and a text that changes when
+    normalized is scanned a second time with invisible characters removed, shell quotes inside
+    words dropped and compatibility forms folded (fullwidth ``ignore`` reads as ``ignore``).
+    ``characters=False`` leaves out the invisible / control character checks (for the text
+    found in a binary file, where such bytes are ordinary)."""
+    lines = text.split("\n")
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
 
-    def add(rule: str, pos: int) -> None:
-        number = bisect.bisect_right(offsets, pos)
+    def add(rule: str, number: int) -> None:
         if (rule, number) in seen:
             return
         seen.add((rule, number))
@@ -334,21 +447,45 @@ def audit_text(text: str, *, file: str) -> list[Finding]:
                     excerpt=_excerpt(lines[number - 1]))
         )  # fmt: skip
 
-    for match in _HIDDEN.finditer(text):
+    def scan(variant: str) -> None:
+        offsets = list(
+            itertools.accumulate((len(line) + 1 for line in variant.split("\n")), initial=0)
+        )
+        vlines = variant.split("\n")
+
+        def line_of(pos: int) -> int:
+            return bisect.bisect_right(offsets, pos)
+
+        for rule, pattern in _TEXT_RULES:
+            for match in pattern.finditer(variant):
+                add(rule, line_of(match.start()))
+        for match in _BLOB.finditer(variant):
+            number = line_of(match.start())
+            if _EXEC_WORD.search(vlines[number - 1]):
+                add("obfuscated_exec", number)
+
+    start_offsets = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    for match in _HIDDEN.finditer(text) if characters else ():
         if match.start() == 0 and match.group() == "\ufeff":
             continue  # a byte-order mark opening the file
-        add("hidden_unicode", match.start())
-    for rule, pattern in _TEXT_RULES:
-        for match in pattern.finditer(text):
-            add(rule, match.start())
-    for match in _BLOB.finditer(text):
-        number = bisect.bisect_right(offsets, match.start())
-        if _EXEC_WORD.search(lines[number - 1]):
-            add("obfuscated_exec", match.start())
+        if _emoji_style(text, match.start()):
+            continue
+        add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
+    for match in _CONTROL.finditer(text) if characters else ():
+        add("hidden_unicode", bisect.bisect_right(start_offsets, match.start()))
+    scan(_joined(text))
+    normalized = _normalized(text)
+    if normalized is not None:
+        scan(_joined(normalized))
+    findings.sort(key=lambda f: (f.line, f.rule))
     return findings
 
 
-def _is_escape(entry: BundleEntry) -> bool:
+def _is_escape(root: Path, entry: BundleEntry) -> bool:
+    """Whether the link ``entry`` leads out of the bundle: by its target text (absolute, or
+    ``..`` past the top), or once resolved on disk (a chain through other links of the bundle,
+    e.g. ``x/up -> ..`` then ``home -> x/up/x/up/../..``); a loop counts as an escape. Only
+    link targets are read, never the files they lead to."""
     target = entry.target or ""
     if target.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", target):
         return True
@@ -360,7 +497,27 @@ def _is_escape(entry: BundleEntry) -> bool:
         depth += -1 if part == ".." else 1
         if depth < 0:
             return True
-    return False
+    try:
+        base = root.resolve(strict=True)
+        resolved = (root / entry.path).resolve()
+    except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13)
+        return True
+    return resolved != base and base not in resolved.parents
+
+
+_BOMS: Final = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)  # fmt: skip
+
+
+def _bom_text(data: bytes) -> str | None:
+    """The text of a UTF-16 / UTF-32 file that opens with its byte-order mark (PowerShell and
+    Windows tools read those as text, so the audit must too), else ``None``."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(codec, errors="replace").replace("\r\n", "\n")
+    return None
 
 
 def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Finding]:
@@ -374,35 +531,73 @@ def _audit_entry(root: Path, entry: BundleEntry, limits: AuditLimits) -> list[Fi
         )
 
     if entry.kind == "symlink":
-        if _is_escape(entry):
+        if _is_escape(root, entry):
             return [whole("symlink_escape", f"-> {entry.target}")]
         return []
     findings: list[Finding] = []
-    # O_NOFOLLOW: a file swapped for a link after the walk is refused, never followed.
-    with os.fdopen(os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+    # Opened without following any link: a file swapped for a link after the walk is refused.
+    with os.fdopen(open_inside(root, entry.path), "rb") as handle:
         data = handle.read(limits.max_file_bytes)
-    if entry.size > limits.max_file_bytes:
-        findings.append(
-            whole(
-                "oversized_file",
-                f"{entry.size} bytes (bound {limits.max_file_bytes}); the rest was not scanned",
+        oversized = entry.size > limits.max_file_bytes
+        if oversized:
+            findings.append(
+                whole(
+                    "oversized_file",
+                    f"{entry.size} bytes (bound {limits.max_file_bytes}); scanned in parts",
+                )
             )
+        head = data
+        if _bom_text(head[:4]) is not None:  # UTF-16 / UTF-32: decoded whole
+            wide_text = _bom_text(head + handle.read())
+            assert wide_text is not None
+            findings.extend(audit_text(wide_text, file=entry.path))
+            return findings
+        try:
+            binary = "\x00" in head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # A file cut at the size bound may end inside a character: still text.
+            binary = not (oversized and exc.start >= len(head) - 3)
+        if binary:
+            if head.startswith(_EXEC_MAGIC):
+                findings.append(whole("native_executable", f"{entry.size} bytes, {head[:4]!r}"))
+            else:
+                findings.append(whole("binary_file", f"{entry.size} bytes, not UTF-8 text"))
+        # A "binary" file is scanned too: a Latin-1 text, or a text with a NUL byte far from
+        # its start, is still read to the model by read_skill (which sees only its head).
+        findings.extend(
+            _scan_in_parts(head, handle, entry.path, limits.max_file_bytes, characters=not binary)
         )
-    try:
-        text = data.decode("utf-8")
-        binary = "\x00" in text
-    except UnicodeDecodeError as exc:
-        # A file cut at the size bound may end inside a character: still text.
-        binary = not (entry.size > limits.max_file_bytes and exc.start >= len(data) - 3)
-        text = data[: exc.start].decode("utf-8") if not binary else ""
-    if binary:
-        if data.startswith(_EXEC_MAGIC):
-            findings.append(whole("native_executable", f"{entry.size} bytes, {data[:4]!r}"))
-        else:
-            findings.append(whole("binary_file", f"{entry.size} bytes, not UTF-8 text"))
-        return findings
-    findings.extend(audit_text(text, file=entry.path))
     return findings
+
+
+def _scan_in_parts(
+    head: bytes, handle: BinaryIO, file: str, part_bytes: int, *, characters: bool = True
+) -> list[Finding]:
+    """The text rules over the whole file, ``part_bytes`` at a time, each part cut after its
+    last newline (a newline byte is never inside a UTF-8 character) so no line is split unless
+    it is longer than a part; line numbers count from the top of the file."""
+    findings: list[Finding] = []
+    buf, eof, base = head, False, 0
+    while True:
+        while not eof and len(buf) <= part_bytes:
+            more = handle.read(part_bytes)
+            eof = not more
+            buf += more
+        if len(buf) <= part_bytes:
+            part, buf = buf, b""
+        else:
+            cut = buf.rfind(b"\n", 0, part_bytes)
+            cut = cut + 1 if cut != -1 else part_bytes
+            part, buf = buf[:cut], buf[cut:]
+        text = part.decode("utf-8", errors="replace")
+        findings.extend(
+            Finding(rule=f.rule, severity=f.severity, file=f.file, line=f.line + base,
+                    excerpt=f.excerpt)
+            for f in audit_text(text, file=file, characters=characters)
+        )  # fmt: skip
+        base += text.count("\n")
+        if eof and not buf:
+            return findings
 
 
 def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:
@@ -427,9 +622,15 @@ def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:
         )
     for entry in entries:
         findings.extend(_audit_entry(root, entry, lim))
+        # read_skill lists file names to the model: a name is text like any other
+        findings.extend(
+            Finding(rule=f.rule, severity=f.severity, file=entry.path, line=0,
+                    excerpt=_excerpt(f"file name: {entry.path}"))
+            for f in audit_text(entry.path, file=entry.path)
+        )  # fmt: skip
     if manifest is not None and manifest.kind == "file":
         try:
-            parse_manifest((root / MANIFEST_FILE).read_text("utf-8", errors="replace"))
+            parsed = parse_manifest((root / MANIFEST_FILE).read_text("utf-8", errors="replace"))
         except ManifestError as exc:
             findings.append(
                 Finding(
@@ -440,6 +641,16 @@ def audit_bundle(root: Path, limits: AuditLimits | None = None) -> AuditReport:
                     excerpt=_excerpt(str(exc)),
                 )
             )
+        else:
+            # The description as parsed is what the system prompt lists: YAML escapes
+            # ("\x69gnore ...") must not hide a phrase the raw text scan cannot see.
+            raw_rules = {f.rule for f in findings if f.file == MANIFEST_FILE}
+            findings.extend(
+                Finding(rule=f.rule, severity=f.severity, file=MANIFEST_FILE, line=0,
+                        excerpt=_excerpt(f"description (as parsed): {parsed.description}"))
+                for f in audit_text(parsed.description, file=MANIFEST_FILE)
+                if f.rule not in raw_rules
+            )  # fmt: skip
     findings.sort(key=lambda f: (f.file, f.line, f.rule))
     if any(f.severity == "block" for f in findings):
         verdict: Verdict = "block"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,16 +24,33 @@ from typing import Final, Literal
 
 from lemon_skills.errors import SkillSourceError
 
-__all__ = ["BundleEntry", "BundleLimits", "bundle_entries", "bundle_hash", "copy_bundle"]
+__all__ = [
+    "INVISIBLE_CHARS",
+    "BundleEntry",
+    "BundleLimits",
+    "bundle_entries",
+    "bundle_hash",
+    "copy_bundle",
+    "open_inside",
+]
 
 _SKIPPED_DIRS: Final = frozenset({".git"})
 _CHUNK: Final = 1 << 20
+INVISIBLE_CHARS: Final = (
+    # format (Cf) characters: soft hyphen, zero-width, bidirectional controls, word joiners,
+    # interlinear annotation, tags, musical and hieroglyph format controls
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+    # not format characters but blank or invisible: the combining grapheme joiner, Hangul and
+    # Khmer fillers, and variation selectors (which can smuggle a whole hidden message)
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef"
+)
+"""A character class body (for ``[...]``) of the invisible characters the audit reports and
+prompt text never carries."""
 # Control, bidirectional-control and invisible characters: never in a bundle's file names (they
 # disguise names, and a newline or tab could make two bundles' hash lines read alike).
-_BAD_NAME: Final = re.compile(
-    "[\x00-\x1f\x7f\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
-    "\ufeff\U000e0000-\U000e007f]"
-)
+_BAD_NAME: Final = re.compile(f"[\x00-\x1f\x7f{INVISIBLE_CHARS}]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,6 +59,8 @@ class BundleLimits:
 
     max_files: int = 2_000
     max_total_bytes: int = 64 * 1024 * 1024
+    max_depth: int = 32
+    """Directory levels below the top (a deeper tree would exhaust the walk's recursion)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,17 +77,57 @@ class BundleEntry:
     """A symlink's target text, as stored in the link."""
 
 
-def _file_sha256(path: Path) -> str:
+def _parent_fd(root: Path, rel: str) -> tuple[int, str]:
+    """A descriptor of the directory holding ``rel`` under ``root`` (reached one component at
+    a time, never through a link) and the last component's name."""
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def open_inside(root: Path, rel: str) -> int:
+    """A read-only descriptor of the regular file ``rel`` under ``root``, opened one path
+    component at a time without following any link (a directory swapped for a link after the
+    walk fails here instead of being followed out of the bundle). Raises :class:`OSError`."""
+    fd, name = _parent_fd(root, rel)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _readlink_inside(root: Path, rel: str) -> str:
+    fd, name = _parent_fd(root, rel)
+    try:
+        return os.readlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _file_sha256(root: Path, rel: str) -> str:
     digest = hashlib.sha256()
-    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+    with os.fdopen(open_inside(root, rel), "rb") as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, str, os.stat_result]]:
+def _walk(root: Path, max_depth: int) -> Iterator[tuple[Path, str, os.stat_result]]:
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
         base = Path(directory)
+        if dirnames and len(base.relative_to(root).parts) >= max_depth:
+            raise SkillSourceError(
+                f"{root}: directories nested more than {max_depth} levels deep "
+                f"({base.relative_to(root).as_posix()[:120]}/...); a skill bundle must be flatter"
+            )
         keep: list[str] = []
         for name in sorted(dirnames):
             if name in _SKIPPED_DIRS:
@@ -108,7 +166,7 @@ def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[Bundl
         raise SkillSourceError(f"{root} is not a directory")
     entries: list[BundleEntry] = []
     total = 0
-    for full, rel, info in _walk(root):
+    for full, rel, info in _walk(root, lim.max_depth):
         _check_name(root, rel)
         if len(entries) >= lim.max_files:
             raise SkillSourceError(
@@ -132,7 +190,9 @@ def bundle_entries(root: Path, limits: BundleLimits | None = None) -> list[Bundl
                     f"{root}: more than {lim.max_total_bytes} bytes; a skill bundle must be smaller"
                 )
             entries.append(
-                BundleEntry(path=rel, kind="file", size=info.st_size, sha256=_file_sha256(full))
+                BundleEntry(
+                    path=rel, kind="file", size=info.st_size, sha256=_file_sha256(root, rel)
+                )
             )
         else:
             raise SkillSourceError(
@@ -156,14 +216,45 @@ def _key(entry: BundleEntry) -> str:
 
 def copy_bundle(source: Path, dest: Path, limits: BundleLimits | None = None) -> None:
     """Copy the bundle under ``source`` into the new directory ``dest``: files by content,
-    symlinks as symlinks (never followed), ``.git`` left out, nothing executed."""
+    symlinks as symlinks (never followed), ``.git`` left out, nothing executed.
+
+    What is copied is exactly what was walked and hashed: every file is reopened without
+    following links (:func:`open_inside`) and its copied bytes must hash as they did in the
+    walk, every link must still hold its target; otherwise :class:`SkillSourceError` (the
+    source changed while it was copied) and ``dest`` is left to the caller to remove."""
     entries = bundle_entries(source, limits)
     dest.mkdir(parents=True, exist_ok=False)
     for entry in entries:
         target = dest / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        if entry.kind == "symlink":
-            assert entry.target is not None
-            os.symlink(entry.target, target)
-        else:
-            shutil.copyfile(source / entry.path, target, follow_symlinks=False)
+        try:
+            if entry.kind == "symlink":
+                assert entry.target is not None
+                if _readlink_inside(source, entry.path) != entry.target:
+                    raise _changed(source, entry.path)
+                os.symlink(entry.target, target)
+                continue
+            digest = hashlib.sha256()
+            with (
+                os.fdopen(open_inside(source, entry.path), "rb") as src,
+                target.open("xb") as out,
+            ):
+                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                    raise _changed(source, entry.path)
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except OSError as exc:
+            raise SkillSourceError(
+                f"{source}: {entry.path} changed while it was copied ({exc.strerror}); "
+                "nothing was installed, try again when the directory is not being changed"
+            ) from None
+        if digest.hexdigest() != entry.sha256:
+            raise _changed(source, entry.path)
+
+
+def _changed(source: Path, rel: str) -> SkillSourceError:
+    return SkillSourceError(
+        f"{source}: {rel} changed while it was copied; nothing was installed, try again when "
+        "the directory is not being changed"
+    )

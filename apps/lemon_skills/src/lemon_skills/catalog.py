@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from lemon_skills.bundle import bundle_entries
+from lemon_skills.bundle import INVISIBLE_CHARS, bundle_entries
 from lemon_skills.errors import SkillsError, SkillsUsageError
 from lemon_skills.installer import SkillManager
 from lemon_skills.manifest import MANIFEST_FILE
@@ -27,11 +27,14 @@ __all__ = ["SkillCatalog", "SkillSummary", "prompt_safe"]
 
 _MAX_DESCRIPTION: Final = 300
 _SPACE: Final = re.compile(r"\s+")
+_INVISIBLE: Final = re.compile(f"[{INVISIBLE_CHARS}]")
 
 
 def prompt_safe(text: str, limit: int = _MAX_DESCRIPTION) -> str:
-    """``text`` as one clean line: control, format (invisible) and private-use characters
-    dropped, whitespace collapsed, clipped at ``limit``."""
+    """``text`` as one clean line: control, format (invisible), private-use characters and
+    the other invisible ones (variation selectors, fillers) dropped, whitespace collapsed,
+    clipped at ``limit``."""
+    text = _INVISIBLE.sub("", text)
     kept = "".join(
         ch if not unicodedata.category(ch).startswith("C") else " "
         for ch in text
@@ -70,6 +73,12 @@ class SkillCatalog:
         """The text of ``path`` (default ``SKILL.md``) in skill ``name``'s bundle; for
         ``SKILL.md`` the list of the bundle's other files follows. Raises
         :class:`SkillsUsageError` saying why a read is refused."""
+        for value in (name, path or ""):
+            if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
+                raise SkillsUsageError(
+                    f"{value!r}: a skill name or path holds a control character; give the "
+                    "name and a relative path exactly as listed"
+                )
         state = self._manager.lockfile.read()
         record = state.skills.get(name)
         if record is None or not self._manager.usable(record):
@@ -87,6 +96,11 @@ class SkillCatalog:
             raise SkillsUsageError(f"{rel!r} leads outside the skill {name!r}")
         if not resolved.is_file():
             raise SkillsUsageError(f"skill {name!r} has no file {rel!r}")
+        # Only a file of the bundle as hashed (and so audited): nothing the walk leaves out
+        # (a `.git` directory added to the installed copy, say) is ever served.
+        inside = resolved.relative_to(base).as_posix()
+        if inside not in self._hashed_files(root):
+            raise SkillsUsageError(f"skill {name!r} has no file {rel!r}")
         with resolved.open("rb") as handle:
             data = handle.read(self.max_chars * 4 + 4)
         if b"\x00" in data:
@@ -103,6 +117,13 @@ class SkillCatalog:
                 text += "\n\n[Files of this skill (read them with read_skill and a path): "
                 text += ", ".join(files) + "]"
         return text
+
+    def _hashed_files(self, root: Path) -> set[str]:
+        try:
+            entries = bundle_entries(root, self.settings.audit.bundle)
+        except SkillsError:
+            return set()
+        return {e.path for e in entries if e.kind == "file"}
 
     def _files(self, root: Path) -> list[str]:
         try:

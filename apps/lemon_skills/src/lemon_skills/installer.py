@@ -51,6 +51,9 @@ class Plan:
     report: AuditReport | None
     decision: Decision
     previous: LockRecord | None = None
+    fetched: FetchResult | None = None
+    """Where the bytes came from: the clone URL and commit (a registry or well-known entry
+    names its repository only in the index; the approver is shown it)."""
 
 
 Approver = Callable[[Plan], bool]
@@ -219,6 +222,12 @@ class SkillManager:
         """Install from a resolved source (a discovered ``well_known`` one, say)."""
         with self.lockfile.transaction() as state, self._stage() as stage:
             bundle, fetched, manifest = self._fetch(source, stage)
+            if manifest.name in self._builtin_names():
+                raise SkillsUsageError(
+                    f"{source.identifier} holds a skill named {manifest.name!r}, the name of a "
+                    "builtin skill; builtin names are reserved (a skill from elsewhere cannot "
+                    "stand in for one, even after it was uninstalled): rename the skill"
+                )
             existing = state.skills.get(manifest.name)
             if existing is not None:
                 raise SkillsUsageError(
@@ -390,6 +399,7 @@ class SkillManager:
                 report=report,
                 decision=decision,
                 previous=previous,
+                fetched=fetched,
             )
             decision = self.policy.decide(
                 operation, source.trust, report, approved=approve(plan), override=override

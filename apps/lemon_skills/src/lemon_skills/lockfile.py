@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
-from lemon_skills.audit import Verdict
+from lemon_skills.audit import RULES, Verdict
 from lemon_skills.errors import LockfileError
+from lemon_skills.manifest import valid_skill_name
 from lemon_skills.taxonomy import SourceKind, TrustLevel
-from lemon_skills.trust import Override
+from lemon_skills.trust import Override, trust_for
 
 __all__ = ["BlockedAudit", "LockRecord", "LockState", "Lockfile"]
 
@@ -119,6 +120,34 @@ def _record_json(r: LockRecord) -> dict[str, Any]:
     }
 
 
+def _consistent(r: LockRecord) -> LockRecord:
+    """``r`` if its trust is the one the trust table gives its source, and its verdict the one
+    its findings give; else :class:`ValueError`. A hand-edited record cannot promote a git
+    source to ``builtin`` (an ``update`` would then skip the audit and the approval) or call
+    a blocked bundle ``pass``."""
+    official = (r.source_kind is SourceKind.GIT and r.identifier.startswith("hermes:")) or (
+        r.source_kind is SourceKind.REGISTRY and r.identifier.split("/", 1)[0].lower() == "official"
+    )
+    if r.trust is not trust_for(r.source_kind, official=official):
+        raise ValueError(
+            f"skills: {r.name!r} is a {r.source_kind.value} source recorded with trust "
+            f"{r.trust.value!r} (the trust table gives it "
+            f"{trust_for(r.source_kind, official=official).value!r})"
+        )
+    severities = set()
+    for finding in r.findings:
+        rule = RULES.get(finding.partition("@")[0])
+        if rule is None:
+            raise ValueError(f"skills: {r.name!r} records an unknown finding {finding!r}")
+        severities.add(rule.severity)
+    verdict = "block" if "block" in severities else "warn" if severities else "pass"
+    if r.source_kind is not SourceKind.BUILTIN and r.verdict != verdict:
+        raise ValueError(
+            f"skills: {r.name!r} is recorded {r.verdict!r} but its findings make it {verdict!r}"
+        )
+    return r
+
+
 def _record(raw: Any) -> LockRecord:
     verdict = raw["verdict"]
     if verdict not in _VERDICTS:
@@ -161,13 +190,25 @@ def _encode(state: LockState) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def _checked_names(doc: dict[str, Any]) -> None:
+    """Every name the lockfile keys by becomes a directory under ``installed/``: one that is
+    not a skill name (``../..``, say, written by hand) is refused, never joined to a path."""
+    for section in ("skills", "overrides", "blocked"):
+        for name, raw in dict(doc.get(section, {})).items():
+            if not isinstance(name, str) or not valid_skill_name(name):
+                raise ValueError(f"{section}: {name!r} is not a valid skill name")
+            if section == "skills" and raw.get("name") != name:
+                raise ValueError(f"skills: the record under {name!r} names {raw.get('name')!r}")
+
+
 def _decode(text: str, path: Path) -> LockState:
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("version") != LOCK_VERSION:
             raise ValueError(f"not a version {LOCK_VERSION} skills lockfile")
+        _checked_names(doc)
         return LockState(
-            skills={str(n): _record(r) for n, r in doc.get("skills", {}).items()},
+            skills={str(n): _consistent(_record(r)) for n, r in doc.get("skills", {}).items()},
             overrides={str(n): _override(o) for n, o in doc.get("overrides", {}).items()},
             blocked={
                 str(n): BlockedAudit(

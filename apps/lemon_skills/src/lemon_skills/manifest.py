@@ -25,6 +25,7 @@ _MAX_FRONT_MATTER: Final = 64 * 1024
 _MAX_DESCRIPTION: Final = 1024
 _MAX_MANIFEST_BYTES: Final = 1024 * 1024
 _NAME: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,6 +63,10 @@ def parse_manifest(text: str, *, origin: str = MANIFEST_FILE) -> Manifest:
         data = yaml.safe_load(raw) if raw.strip() else {}
     except yaml.YAMLError as exc:
         raise ManifestError(f"{origin}: the front matter is not valid YAML: {exc}") from None
+    except RecursionError:  # `[[[[...` a few thousand deep
+        raise ManifestError(
+            f"{origin}: the front matter is nested too deeply; use plain keys and values"
+        ) from None
     if not isinstance(data, dict):
         raise ManifestError(f"{origin}: the front matter must be a mapping of keys to values")
     name = data.get("name")
@@ -75,6 +80,13 @@ def parse_manifest(text: str, *, origin: str = MANIFEST_FILE) -> Manifest:
         raise ManifestError(f"{origin}: 'description' must be a non-empty string")
     if len(description) > _MAX_DESCRIPTION:
         raise ManifestError(f"{origin}: 'description' is over {_MAX_DESCRIPTION} characters")
+    if _CONTROL.search(description):
+        # YAML escapes ("\e[8m", "\x9b") would otherwise carry terminal control sequences into
+        # `lemon skills show` and the system prompt.
+        raise ManifestError(
+            f"{origin}: 'description' holds control characters (terminal escapes?); write "
+            "plain text"
+        )
     body = text[end + 4 :].removeprefix("\n")
     metadata = {str(k): v for k, v in data.items() if k not in ("name", "description")}
     return Manifest(name=name, description=description.strip(), body=body, metadata=metadata)

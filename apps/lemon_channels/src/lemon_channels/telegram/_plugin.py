@@ -19,7 +19,9 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import html
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -60,6 +62,9 @@ _MAX_WEBHOOK_BODY: Final = 1024 * 1024
 #: Updates handled at once in webhook mode; beyond it the POST is refused (Telegram retries).
 _MAX_WEBHOOK_IN_FLIGHT: Final = 256
 _ERROR_CHARS: Final = 300
+#: How long a stop waits for the updates in hand to finish.
+_STOP_GRACE_S: Final = 10.0
+_ANY_TAG: Final = re.compile(r"<[^<>]*>")
 
 
 class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +74,19 @@ class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     thread_id: str | None = None
     buttons: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+
+def _person(sender: object) -> str | None:
+    """The user id of an update's ``from``, or ``None`` when there is no person."""
+    if not isinstance(sender, dict):
+        return None
+    user_id = sender.get("id")
+    return str(user_id) if isinstance(user_id, int) and not isinstance(user_id, bool) else None
+
+
+def _plain(markup: str) -> str:
+    """The text Telegram HTML displays (tags dropped, entities decoded)."""
+    return html.unescape(_ANY_TAG.sub("", markup))
 
 
 class _RedactToken(logging.Filter):
@@ -113,12 +131,14 @@ class TelegramPlugin:
         self._http: httpx.AsyncClient | None = None
         self._sink: InboundSink | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._in_hand: asyncio.Future[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._filter = _RedactToken(token)
         self._status = ChannelStatus(
             channel_id=self.channel_id, state=ChannelState.STOPPED, mode=mode
         )
         self._account: str | None = None
+        self._username: str | None = None
         self._offset = 0
         self.updates = 0
         self.rejected_webhook = 0
@@ -172,13 +192,24 @@ class TelegramPlugin:
         result = me.get("result") or {}
         self._account = str(result.get("id", "bot"))
         username = result.get("username")
-        if self._mode == "webhook":
-            problem = await self._start_webhook()
-            if problem is not None:
-                await self._close_http()
-                return self._set(ChannelState.FAILED, problem)
-        else:
-            await self._call("deleteWebhook", {"drop_pending_updates": False})
+        self._username = username.lower() if isinstance(username, str) else None
+        try:
+            if self._mode == "webhook":
+                problem = await self._start_webhook()
+            else:
+                problem = None
+                await self._call("deleteWebhook", {"drop_pending_updates": False})
+        except httpx.HTTPError as exc:  # the network went away after getMe
+            if self._mode == "webhook" and self._mounts is not None:
+                self._mounts.unmount(WEBHOOK_PATH)
+            problem = (
+                f"cannot reach the Bot API at {self._base} ({type(exc).__name__}); "
+                "check [channels.telegram] api_base_url and the network"
+            )
+        if problem is not None:
+            await self._close_http()
+            return self._set(ChannelState.FAILED, problem)
+        if self._mode != "webhook":
             self._poller = asyncio.ensure_future(self._poll())
         return self._set(
             ChannelState.RUNNING,
@@ -205,6 +236,7 @@ class TelegramPlugin:
         return None
 
     async def stop(self) -> None:
+        """Stop receiving; the updates in hand get ``_STOP_GRACE_S`` to finish."""
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -212,10 +244,15 @@ class TelegramPlugin:
             self._poller = None
         if self._mode == "webhook" and self._mounts is not None:
             self._mounts.unmount(WEBHOOK_PATH)
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.gather(*self._handlers, return_exceptions=True)
+        in_hand: set[asyncio.Future[None]] = set(self._handlers)
+        if self._in_hand is not None:
+            in_hand.add(self._in_hand)
+            self._in_hand = None
+        if in_hand:
+            _, late = await asyncio.wait(in_hand, timeout=_STOP_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*in_hand, return_exceptions=True)
         await self._close_http()
         if self._status.state is not ChannelState.FAILED:
             self._set(ChannelState.STOPPED, "stopped")
@@ -253,6 +290,13 @@ class TelegramPlugin:
             return SendResult(ok=True, message_id=None if message_id is None else str(message_id))
         code = data.get("error_code")
         description = str(data.get("description", ""))[:_ERROR_CHARS]
+        if code == 400 and "can't parse entities" in description and "parse_mode" in params:
+            # The renderer's output is meant to parse; if Telegram disagrees, the words still
+            # matter more than their formatting: send them as plain text rather than nothing.
+            _log.warning("telegram: %s refused the markup (%s); sent as plain text", method, code)
+            plain = dict(params, text=_plain(str(params.get("text", ""))))
+            del plain["parse_mode"]
+            return await self._send(method, plain)
         if code == 400 and "message is not modified" in description:
             return SendResult(ok=True, message_id=str(params.get("message_id", "")) or None)
         parameters = data.get("parameters") or {}
@@ -267,33 +311,61 @@ class TelegramPlugin:
     # -- inbound ---------------------------------------------------------------------------
 
     async def _poll(self) -> None:
+        """Long-poll ``getUpdates`` until cancelled. Nothing the server answers stops it: a
+        refusal or an answer of the wrong shape is logged and retried with backoff."""
         backoff = 0.5
         while True:
             try:
-                data = await self._call(
-                    "getUpdates",
-                    {
-                        "offset": self._offset,
-                        "timeout": self._poll_timeout,
-                        "allowed_updates": ["message", "callback_query"],
-                    },
-                )
-            except httpx.HTTPError as exc:
+                updates = await self._poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a malformed answer, say: never the end of the channel
                 _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
+                updates = None
+            if updates is None:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
-            if not data.get("ok"):
-                retry = (data.get("parameters") or {}).get("retry_after")
-                _log.warning("telegram: getUpdates refused: %s", data.get("description"))
-                await asyncio.sleep(float(retry) if isinstance(retry, int | float) else backoff)
-                backoff = min(backoff * 2, 30.0)
-                continue
             backoff = 0.5
-            for update in data.get("result") or ():
-                if isinstance(update, dict):
-                    self._offset = max(self._offset, int(update.get("update_id", 0)) + 1)
-                    await self._handle(update)
+            for update in updates:
+                update_id = update.get("update_id")
+                if not isinstance(update_id, int) or isinstance(update_id, bool):
+                    continue  # cannot be acknowledged, so cannot be handled exactly once
+                self._offset = max(self._offset, update_id + 1)
+                # Shielded: a stop ends the loop here but lets the update in hand finish
+                # (the host marks it taken first; cut off, it would be neither done nor redone).
+                self._in_hand = asyncio.ensure_future(self._handle(update))
+                await asyncio.shield(self._in_hand)
+                self._in_hand = None
+
+    async def _poll_once(self) -> list[dict[str, Any]] | None:
+        """One ``getUpdates``: the updates, or ``None`` after a failure (already waited for
+        the server's ``retry_after`` when it gave one)."""
+        try:
+            data = await self._call(
+                "getUpdates",
+                {
+                    "offset": self._offset,
+                    "timeout": self._poll_timeout,
+                    "allowed_updates": ["message", "callback_query"],
+                },
+            )
+        except httpx.HTTPError as exc:
+            _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
+            return None
+        if not data.get("ok"):
+            parameters = data.get("parameters")
+            retry = parameters.get("retry_after") if isinstance(parameters, dict) else None
+            _log.warning(
+                "telegram: getUpdates refused: %s", str(data.get("description"))[:_ERROR_CHARS]
+            )
+            if isinstance(retry, int | float) and retry > 0:
+                await asyncio.sleep(min(float(retry), 300.0))
+            return None
+        result = data.get("result")
+        if not isinstance(result, list):
+            return None
+        return [update for update in result if isinstance(update, dict)]
 
     async def _handle(self, update: dict[str, Any]) -> None:
         """Turn one update into an inbound message and hand it to the sink (errors logged:
@@ -320,10 +392,14 @@ class TelegramPlugin:
         callback = update.get("callback_query")
         if isinstance(callback, dict):
             message = callback.get("message") or {}
-            chat = message.get("chat") or {}
-            sender = callback.get("from") or {}
+            chat = message.get("chat")
+            sender = callback.get("from")
+            if not isinstance(chat, dict) or _person(sender) is None:
+                return None  # a press on an inline-mode message (no chat), or no person
+            assert isinstance(sender, dict)
+            thread = message.get("message_thread_id") if message.get("is_topic_message") else None
             return InboundMessage(
-                route=self._route(chat, message.get("message_thread_id")),
+                route=self._route(chat, thread),
                 user_id=str(sender.get("id")),
                 user_name=sender.get("username"),
                 callback=CallbackQuery(
@@ -335,7 +411,15 @@ class TelegramPlugin:
         message = update.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
             return None
-        sender = message.get("from") or {}
+        sender = message.get("from")
+        if message.get("sender_chat") is not None or _person(sender) is None:
+            # Sent on behalf of a chat (``from`` is then a placeholder shared by every such
+            # chat: allowing or pairing it would let them all in), or by nobody: not a person.
+            return None
+        assert isinstance(sender, dict)
+        text = str(message.get("text") or message.get("caption") or "")
+        if self._for_another_bot(text):
+            return None
         images: tuple[InboundImage, ...] = ()
         photos = message.get("photo")
         if isinstance(photos, list) and photos:
@@ -346,19 +430,32 @@ class TelegramPlugin:
             route=self._route(message["chat"], thread),
             user_id=str(sender.get("id")),
             user_name=sender.get("username"),
-            text=str(message.get("text") or message.get("caption") or ""),
+            text=text,
             images=images,
             message_id=str(message.get("message_id")),
         )
 
+    def _for_another_bot(self, text: str) -> bool:
+        """``/command@name`` where ``name`` is not this bot (a group with several bots)."""
+        if not text.startswith("/"):
+            return False
+        command = text.split(maxsplit=1)[0]
+        _, at, name = command.partition("@")
+        return bool(at) and self._username is not None and name.lower() != self._username
+
     async def _download(self, photo: dict[str, Any]) -> InboundImage | None:
         if self._http is None or int(photo.get("file_size") or 0) > _MAX_PHOTO_BYTES:
             return None
-        info = await self._call("getFile", {"file_id": photo.get("file_id")})
-        path = (info.get("result") or {}).get("file_path") if info.get("ok") else None
-        if not isinstance(path, str):
+        try:
+            info = await self._call("getFile", {"file_id": photo.get("file_id")})
+            result = info.get("result") if info.get("ok") else None
+            path = result.get("file_path") if isinstance(result, dict) else None
+            if not isinstance(path, str):
+                return None
+            response = await self._http.get(f"{self._base}/file/bot{self._token}/{path}")
+        except httpx.HTTPError as exc:  # the message still counts: it goes on without it
+            _log.warning("telegram: a photo was not downloaded (%s)", type(exc).__name__)
             return None
-        response = await self._http.get(f"{self._base}/file/bot{self._token}/{path}")
         if response.status_code != 200 or len(response.content) > _MAX_PHOTO_BYTES:
             return None
         mime = "image/png" if path.lower().endswith(".png") else "image/jpeg"
@@ -431,11 +528,12 @@ class TelegramPlugin:
             ]
         if intent.kind in (IntentKind.STREAM_SNAPSHOT, IntentKind.TOOL_STATUS):
             # One transient message: its first part (the final text sends the rest).
-            [first, *rest] = split_markdown(intent.text or "…")
-            text = markdown_to_html(first) + (" …" if rest else "")
-            return [
-                TelegramPayload(chat_id=chat, thread_id=thread, text=text[: self.max_text_chars])
-            ]
+            # Only the head of a long stream is shown: split what can be shown, not all of it.
+            head = (intent.text or "…")[: 2 * self.max_text_chars]
+            [first, *rest] = split_markdown(head, limit=self.max_text_chars - 2)
+            more = bool(rest) or len(intent.text) > len(head)
+            text = markdown_to_html(first) + (" …" if more else "")
+            return [TelegramPayload(chat_id=chat, thread_id=thread, text=text)]
         return [
             TelegramPayload(chat_id=chat, thread_id=thread, text=markdown_to_html(chunk))
             for chunk in split_markdown(intent.text or "(empty)")

@@ -4,13 +4,16 @@ Telegram's HTML parse mode knows ``<b> <i> <s> <u> <code> <pre> <a href>`` and t
 ``&lt; &gt; &amp; &quot;``. Everything a model writes is escaped first, then the few Markdown
 forms models use are turned into tags: fenced code blocks, inline code, ``**bold**``,
 ``*italic*`` / ``_italic_``, ``~~strike~~``, ``[text](http(s) url)`` and ``#`` headings (bold).
-A link to anything but http(s) stays text. Untrusted text can therefore never inject markup.
+A link to anything but http(s) stays text. Untrusted text can therefore never inject markup,
+and the tags always nest (a form that would overlap another stays text: Telegram refuses a
+whole message with mis-nested tags).
 
 Splitting works on the source, so no chunk ever cuts a tag or an entity in half: blocks (lines,
-code fences) are packed greedily while the *rendered* chunk fits the limit (4,096 characters
-of displayed text; the tags themselves are not counted by Telegram, but we count them to stay
-safe), and a block too long on its own is cut at a space when there is one. A code fence cut
-across chunks is closed and reopened.
+code fences) are packed greedily while the *rendered* chunk fits the limit (4,096 UTF-16 code
+units of displayed text, as Telegram counts: an emoji outside the BMP is 2; the tags
+themselves are not counted by Telegram, but we count them to stay safe), and a block too
+long on its own is cut at a space when there is one. A code fence cut across chunks is closed
+and reopened.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import html
 import re
 from typing import Final
 
-__all__ = ["MAX_MESSAGE_CHARS", "markdown_to_html", "split_markdown"]
+__all__ = ["MAX_MESSAGE_CHARS", "markdown_to_html", "split_markdown", "utf16_units"]
 
-#: Telegram's limit of one message's text.
+#: Telegram's limit of one message's text, in UTF-16 code units (what Telegram counts).
 MAX_MESSAGE_CHARS: Final = 4096
 
 _FENCE: Final = re.compile(r"^```([A-Za-z0-9_+-]*)\s*$")
@@ -33,6 +36,25 @@ _ITALIC_UNDER: Final = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])
 _LINK: Final = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)")
 _HEADING: Final = re.compile(r"^#{1,6}\s+(.+)$")
 _PLACEHOLDER: Final = "\x00{}\x00"
+_FORMS: Final = ((_BOLD, "b"), (_STRIKE, "s"), (_ITALIC_STAR, "i"), (_ITALIC_UNDER, "i"))
+_OUR_TAG: Final = re.compile(r"<(/?)([a-z]+)>")
+
+
+def _well_nested(markup: str) -> bool:
+    """Whether the inline tags of ``markup`` (our own; the text itself is escaped) nest."""
+    stack: list[str] = []
+    for match in _OUR_TAG.finditer(markup):
+        closing, name = match.groups()
+        if not closing:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            return False
+    return not stack
+
+
+def utf16_units(text: str) -> int:
+    """The length Telegram measures: UTF-16 code units (an emoji outside the BMP counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def _inline(text: str) -> str:
@@ -54,10 +76,12 @@ def _inline(text: str) -> str:
     heading = _HEADING.match(text)
     if heading:
         text = f"<b>{heading.group(1)}</b>"
-    text = _BOLD.sub(r"<b>\1</b>", text)
-    text = _STRIKE.sub(r"<s>\1</s>", text)
-    text = _ITALIC_STAR.sub(r"<i>\1</i>", text)
-    text = _ITALIC_UNDER.sub(r"<i>\1</i>", text)
+    for form, tag in _FORMS:
+        # Overlapping forms ("**a _b** c_") would make mis-nested tags, which Telegram refuses
+        # (the whole message with them): a form that would cross another is left as text.
+        formatted = form.sub(rf"<{tag}>\1</{tag}>", text)
+        if _well_nested(formatted):
+            text = formatted
     for index, fragment in enumerate(spans):
         text = text.replace(_PLACEHOLDER.format(index), fragment)
     return text
@@ -116,7 +140,7 @@ def _source(block: tuple[str, str | None]) -> str:
 
 
 def _fits(source: str, limit: int) -> bool:
-    return len(markdown_to_html(source)) <= limit
+    return utf16_units(markdown_to_html(source)) <= limit
 
 
 def _cut(block: tuple[str, str | None], limit: int) -> list[tuple[str, str | None]]:
@@ -128,7 +152,10 @@ def _cut(block: tuple[str, str | None], limit: int) -> list[tuple[str, str | Non
         if _fits(_source((rest, lang)), limit):
             pieces.append((rest, lang))
             break
-        lo, hi = 1, len(rest)
+        # Rendering escapes and adds tags, so a prefix longer than ``limit`` characters does
+        # not fit (a shorter one is still a correct cut): each search looks at about one
+        # message of text, not at the whole rest of a huge line.
+        lo, hi = 1, min(len(rest), limit)
         while lo < hi:  # the longest prefix that fits
             mid = (lo + hi + 1) // 2
             if _fits(_source((rest[:mid], lang)), limit):

@@ -32,6 +32,7 @@ __all__ = [
     "FenceState",
     "IdempotencyRecord",
     "IdempotencyStore",
+    "MessageBinding",
     "MigrationReport",
     "Reservation",
     "StoredResponse",
@@ -126,12 +127,28 @@ class IdempotencyRecord(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
+class MessageBinding(msgspec.Struct, frozen=True, kw_only=True):
+    """Binds a signed message id to the key it first came with (see :meth:`IdempotencyStore.
+    reserve`). Stored as a fence of ``integration`` keyed ``key_hash`` whose body fingerprint
+    is the bound key's hash, living ``ttl_ms`` (as long as the message can verify)."""
+
+    key_hash: str
+    integration: str
+    ttl_ms: int
+
+
 class Reservation(msgspec.Struct, frozen=True, kw_only=True):
     """What :meth:`IdempotencyStore.reserve` did: ``created`` a new fence (``record`` is it),
-    or found an existing live one (``record`` is that one, with its snapshot)."""
+    or found an existing live one (``record`` is that one, with its snapshot).
+
+    With a :class:`MessageBinding`: ``message_reused`` when the message is bound to another
+    key (nothing was written; ``record`` is the binding), ``bound`` when this call made the
+    binding (to release with the fence when nothing ran)."""
 
     created: bool
     record: IdempotencyRecord
+    message_reused: bool = False
+    bound: bool = False
 
 
 class SweepReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,12 +192,16 @@ class IdempotencyStore(Protocol):
         ttl_ms: int,
         lease_ms: int,
         legacy_key: str | None = None,
+        bind: MessageBinding | None = None,
     ) -> Reservation:
         """Atomically create a ``pending`` fence for ``key_hash`` unless a live one exists.
 
         An expired fence (and its snapshot) is replaced in the same transaction.
         ``legacy_key`` is the caller's raw key, only to find an unmigrated legacy raw row of
         ``integration`` (migrated in the same transaction; the raw key is never written).
+        ``bind``, in the same transaction first: a live binding of the message to another key
+        refuses (``message_reused``, nothing written); else the message is bound to
+        ``key_hash`` (kept if it already is) and the reservation goes on.
         """
         ...
 
@@ -192,7 +213,8 @@ class IdempotencyStore(Protocol):
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
     ) -> bool:
         """Mark the pending fence ``accepted`` and store its exact response, together. False
-        when no pending fence with that run id exists (nothing changed)."""
+        when no pending fence with that run id exists, or its lease has run out at ``now_ms``
+        (replays already answer ``outcome_unknown``; that answer stays): nothing changed."""
         ...
 
     async def mark_unknown(self, *, key_hash: str, run_id: str, now_ms: int) -> bool:

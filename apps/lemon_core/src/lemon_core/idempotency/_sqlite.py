@@ -27,6 +27,7 @@ from typing import Any, Final, Literal, TypeVar
 from lemon_core.idempotency._records import (
     FenceState,
     IdempotencyRecord,
+    MessageBinding,
     MigrationReport,
     Reservation,
     StoredResponse,
@@ -246,11 +247,29 @@ class SQLiteIdempotencyStore:
         ttl_ms: int,
         lease_ms: int,
         legacy_key: str | None = None,
+        bind: MessageBinding | None = None,
     ) -> Reservation:
         def op(conn: sqlite3.Connection) -> Reservation:
+            bound = False
+            if bind is not None:
+                binding = self._fetch(conn, bind.key_hash)
+                if binding is not None and binding.expires_at_ms > now_ms:
+                    if binding.body_hash != key_hash:
+                        return Reservation(created=False, record=binding, message_reused=True)
+                else:
+                    if binding is not None:
+                        self._remove(conn, bind.key_hash)
+                    conn.execute(
+                        "INSERT INTO idem_fences (key_hash, integration, state, run_id, "
+                        "body_hash, session_key, created_at_ms, updated_at_ms, expires_at_ms, "
+                        "lease_until_ms) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                        (bind.key_hash, bind.integration, run_id, key_hash, session_key,
+                         now_ms, now_ms, now_ms + bind.ttl_ms, now_ms),
+                    )  # fmt: skip
+                    bound = True
             existing = self._fetch(conn, key_hash)
             if existing is not None and existing.expires_at_ms > now_ms:
-                return Reservation(created=False, record=existing)
+                return Reservation(created=False, record=existing, bound=bound)
             if existing is not None:
                 self._remove(conn, key_hash)
             if legacy_key is not None and self._has_legacy(conn):
@@ -264,7 +283,7 @@ class SQLiteIdempotencyStore:
                     migrated = self._write_legacy(conn, raw, now_ms=now_ms, ttl_ms=ttl_ms)
                     self._delete_legacy(conn, raw)
                     if migrated is not None and migrated.expires_at_ms > now_ms:
-                        return Reservation(created=False, record=migrated)
+                        return Reservation(created=False, record=migrated, bound=bound)
                     if migrated is not None:
                         self._remove(conn, key_hash)
             conn.execute(
@@ -285,7 +304,7 @@ class SQLiteIdempotencyStore:
             )
             record = self._fetch(conn, key_hash)
             assert record is not None
-            return Reservation(created=True, record=record)
+            return Reservation(created=True, record=record, bound=bound)
 
         return await self._call(self._transaction(op))
 
@@ -300,10 +319,12 @@ class SQLiteIdempotencyStore:
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
     ) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
+            # only while the lease is live: past it, replays already answer outcome_unknown,
+            # and a late acceptance must not change the key's answer
             cur = conn.execute(
                 "UPDATE idem_fences SET state = 'accepted', updated_at_ms = ? "
-                "WHERE key_hash = ? AND run_id = ? AND state = 'pending'",
-                (now_ms, key_hash, run_id),
+                "WHERE key_hash = ? AND run_id = ? AND state = 'pending' AND lease_until_ms > ?",
+                (now_ms, key_hash, run_id, now_ms),
             )
             if cur.rowcount != 1:
                 return False

@@ -40,6 +40,7 @@ from psycopg import sql
 from lemon_core.idempotency._records import (
     FenceState,
     IdempotencyRecord,
+    MessageBinding,
     MigrationReport,
     Reservation,
     StoredResponse,
@@ -172,7 +173,7 @@ class PostgresIdempotencyStore:
         )
         self._accept = _q(
             "UPDATE {schema}.idem_fences SET state = 'accepted', updated_at_ms = %s "
-            "WHERE key_hash = %s AND run_id = %s AND state = 'pending'",
+            "WHERE key_hash = %s AND run_id = %s AND state = 'pending' AND lease_until_ms > %s",
             s,
         )
         self._store_response = _q(
@@ -376,14 +377,25 @@ class PostgresIdempotencyStore:
         ttl_ms: int,
         lease_ms: int,
         legacy_key: str | None = None,
+        bind: MessageBinding | None = None,
     ) -> Reservation:
         async def op(conn: Conn) -> Reservation:
+            bound = False
+            if bind is not None:
+                # the message's binding first, in this transaction: bound to another key, the
+                # reservation is refused with nothing written
+                reused, bound = await self._bind_message(
+                    conn, bind, key_hash=key_hash, run_id=run_id,
+                    session_key=session_key, now_ms=now_ms,
+                )  # fmt: skip
+                if reused is not None:
+                    return Reservation(created=False, record=reused, message_reused=True)
             cur = await conn.execute(self._lock_sql, (key_hash,))
             locked = await cur.fetchone()
             if locked is not None and int(locked[0]) > now_ms:
                 existing = await self._fetch(conn, key_hash)
                 assert existing is not None
-                return Reservation(created=False, record=existing)
+                return Reservation(created=False, record=existing, bound=bound)
             if locked is not None:
                 await self._remove(conn, key_hash)
             if legacy_key is not None and self._has_legacy:
@@ -396,7 +408,7 @@ class PostgresIdempotencyStore:
                     )
                     await self._delete_legacy(conn, legacy_row)
                     if migrated is not None and migrated.expires_at_ms > now_ms:
-                        return Reservation(created=False, record=migrated)
+                        return Reservation(created=False, record=migrated, bound=bound)
                     if migrated is not None:
                         await self._remove(conn, key_hash)
             inserted = await conn.execute(
@@ -417,9 +429,48 @@ class PostgresIdempotencyStore:
             # lost the race: the insert waited for the winner's commit, which this reads
             record = await self._fetch(conn, key_hash)
             assert record is not None
-            return Reservation(created=created, record=record)
+            return Reservation(created=created, record=record, bound=bound)
 
         return await self._tx(op)
+
+    async def _bind_message(
+        self,
+        conn: Conn,
+        bind: MessageBinding,
+        *,
+        key_hash: str,
+        run_id: str,
+        session_key: str,
+        now_ms: int,
+    ) -> tuple[IdempotencyRecord | None, bool]:
+        """(the binding to another key, or None; whether this call made the binding)."""
+        locked = await (await conn.execute(self._lock_sql, (bind.key_hash,))).fetchone()
+        if locked is not None and int(locked[0]) > now_ms:
+            binding = await self._fetch(conn, bind.key_hash)
+            assert binding is not None
+            return (binding if binding.body_hash != key_hash else None), False
+        if locked is not None:
+            await self._remove(conn, bind.key_hash)
+        inserted = await conn.execute(
+            self._insert,  # a binding is a pending fence whose body fingerprint is the key
+            (
+                bind.key_hash,
+                bind.integration,
+                run_id,
+                key_hash,
+                session_key,
+                now_ms,
+                now_ms,
+                now_ms + bind.ttl_ms,
+                now_ms,
+            ),
+        )
+        if await inserted.fetchone() is not None:
+            return None, True
+        # a concurrent request bound it first (the insert waited for its commit)
+        binding = await self._fetch(conn, bind.key_hash)
+        assert binding is not None
+        return (binding if binding.body_hash != key_hash else None), False
 
     async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
         async def op(conn: Conn) -> IdempotencyRecord | None:
@@ -432,7 +483,9 @@ class PostgresIdempotencyStore:
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
     ) -> bool:
         async def op(conn: Conn) -> bool:
-            cur = await conn.execute(self._accept, (now_ms, key_hash, run_id))
+            # only while the lease is live: past it, replays already answer outcome_unknown,
+            # and a late acceptance must not change the key's answer
+            cur = await conn.execute(self._accept, (now_ms, key_hash, run_id, now_ms))
             if cur.rowcount != 1:
                 return False
             await conn.execute(

@@ -1,0 +1,900 @@
+// The chat page: one session at a time, over the control-plane protocol (client.js).
+//
+// Authority and recovery (seed 003, "TUI / browser after dropped progress"): the transcript is
+// read from chat.history and the live state from sessions.snapshot. On first load, a session
+// switch, a reconnect, a stream.resync or a local overflow, the page re-reads both and replaces
+// what it shows; a read during which events of the session arrived is discarded and retried
+// (bounded). A run recovered from a snapshot is replacement-only until it completes: its live
+// deltas are not appended to an uncertain prefix (they schedule another snapshot read instead),
+// and its completion re-reads the transcript. Nothing typed offline is replayed.
+//
+// Bounds: a live answer segment keeps at most 65,536 bytes; the transcript, the runs and the
+// tool cards keep at most 400 items each; the last 128 finished runs are tombstones whose late
+// events are ignored.
+
+import { ControlPlaneClient } from "./client.js";
+import {
+  BoundedMap, LIVE_SEGMENT_BYTES, MAX_EVENT_BYTES, PAGE_CACHE_ITEMS, PANE_QUEUE_ENTRIES,
+  TERMINAL_TOMBSTONES, Tombstones, clipUtf8, overBytes,
+} from "./bounds.js";
+import { escapeHtml, renderCode, renderMarkdown } from "./markdown.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  transcript: $("transcript"), input: $("composer-input"), composer: $("composer"),
+  send: $("send"), stop: $("stop"), mode: $("mode"), modeLabel: $("mode-label"),
+  conn: $("conn"), model: $("model"), sessions: $("sessions"), title: $("title"),
+  usage: $("usage"), login: $("login"), loginForm: $("login-form"), loginToken: $("login-token"),
+  loginError: $("login-error"), sidebar: $("sidebar"), toggle: $("toggle-sidebar"),
+  newChat: $("new-chat"), announce: $("announce"),
+};
+
+const TAB_PREFIX = "agent:default:web:browser:unknown:tab-";
+const DECISIONS = [
+  ["approve_once", "Allow once"],
+  ["approve_session", "Allow for this session"],
+  ["approve_global", "Always allow"],
+  ["deny", "Deny"],
+];
+const HISTORY_PAGE = 200;
+const RELOAD_TRIES = 3;
+
+// -- the session key --------------------------------------------------------------------------
+
+function newTabKey() {
+  const bytes = new Uint8Array(8);
+  crypto.getRandomValues(bytes);
+  return TAB_PREFIX + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function keyFromPath() {
+  const path = window.location.pathname;
+  if (!path.startsWith("/chat/")) return null;
+  try {
+    const key = decodeURIComponent(path.slice("/chat/".length));
+    return key || null;
+  } catch {
+    return null;
+  }
+}
+
+function chatPath(key) { return "/chat/" + encodeURIComponent(key); }
+
+let sessionKey = keyFromPath() || sessionStorage.getItem("lemon.sessionKey") || newTabKey();
+
+function rememberKey(push) {
+  sessionStorage.setItem("lemon.sessionKey", sessionKey);
+  const path = chatPath(sessionKey);
+  if (window.location.pathname !== path) {
+    if (push) history.pushState({ key: sessionKey }, "", path);
+    else history.replaceState({ key: sessionKey }, "", path);
+  }
+}
+
+// -- page state -------------------------------------------------------------------------------
+
+const page = {
+  runs: new BoundedMap(PAGE_CACHE_ITEMS),
+  tools: new BoundedMap(PAGE_CACHE_ITEMS),
+  approvals: new Map(),
+  tombstones: new Tombstones(TERMINAL_TOMBSTONES),
+  ownRuns: new Tombstones(PAGE_CACHE_ITEMS), // runs this page sent (their prompts are shown)
+  busyRun: null,
+  generation: 0,
+  loading: false,
+  sessionEvents: 0,
+  droppedWhileLoading: 0,
+  reloadQueued: false,
+  activeTimer: null,
+  activeRetries: 0,
+  totalCost: 0,
+  totalTokens: 0,
+};
+
+// -- transcript items (at most PAGE_CACHE_ITEMS) ------------------------------------------------
+
+function addItem(el) {
+  const atBottom = nearBottom();
+  ui.transcript.append(el);
+  while (ui.transcript.children.length > PAGE_CACHE_ITEMS) ui.transcript.firstElementChild.remove();
+  if (atBottom) scrollToEnd();
+  return el;
+}
+
+function nearBottom() {
+  const t = ui.transcript;
+  return t.scrollHeight - t.scrollTop - t.clientHeight < 120;
+}
+
+let scrollPending = false;
+function scrollToEnd() {
+  if (scrollPending) return;
+  scrollPending = true;
+  requestAnimationFrame(() => {
+    scrollPending = false;
+    ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  });
+}
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function userItem(text) {
+  const item = el("article", "msg user");
+  item.append(el("div", "who", "You"));
+  const body = el("div", "bubble");
+  body.textContent = text;
+  item.append(body);
+  return addItem(item);
+}
+
+function noticeItem(text, kind = "info") {
+  const item = el("div", `notice ${kind}`, text);
+  return addItem(item);
+}
+
+// -- segments: the streamed answer, rendered as sanitized Markdown ------------------------------
+
+const renderQueue = new Set();
+let renderScheduled = false;
+
+function queueRender(segment) {
+  renderQueue.add(segment);
+  if (renderScheduled) return;
+  renderScheduled = true;
+  const flush = () => {
+    if (!renderScheduled) return;
+    renderScheduled = false;
+    const atBottom = nearBottom();
+    for (const seg of renderQueue) renderSegment(seg);
+    renderQueue.clear();
+    if (atBottom) scrollToEnd();
+  };
+  requestAnimationFrame(flush);
+  setTimeout(flush, 100); // a hidden tab has no animation frames
+}
+
+function renderSegment(seg) {
+  seg.el.innerHTML = renderMarkdown(seg.text);
+  if (seg.truncated) {
+    const note = seg.final
+      ? `… shown up to ${LIVE_SEGMENT_BYTES} bytes.`
+      : `… the live answer is cut at ${LIVE_SEGMENT_BYTES} bytes; the rest shows when the run completes.`;
+    seg.el.append(el("p", "truncated", note));
+  }
+}
+
+function newSegment(run, text = "") {
+  const seg = { el: el("div", "segment md"), text: "", truncated: false };
+  run.body.append(seg.el);
+  run.blocks.push(seg);
+  setSegmentText(seg, text, true);
+  return seg;
+}
+
+function setSegmentText(seg, text, now = false) {
+  if (overBytes(text, LIVE_SEGMENT_BYTES)) {
+    seg.text = clipUtf8(text, LIVE_SEGMENT_BYTES);
+    seg.truncated = true;
+  } else {
+    seg.text = text;
+    seg.truncated = false;
+  }
+  if (now) renderSegment(seg); // a whole text at once; streamed deltas render once a frame
+  else queueRender(seg);
+}
+
+function appendToSegment(seg, text) {
+  if (seg.truncated) return;
+  setSegmentText(seg, seg.text + text);
+}
+
+// -- runs ---------------------------------------------------------------------------------------
+
+function ensureRun(runId) {
+  let run = page.runs.get(runId);
+  if (run && run.item.isConnected) return run;
+  const item = el("article", "msg assistant");
+  item.dataset.runId = runId;
+  item.append(el("div", "who", "Lemon"));
+  const body = el("div", "answer");
+  const status = el("div", "run-status", "");
+  item.append(body, status);
+  run = { id: runId, item, body, status, blocks: [], replacement: false, done: false };
+  page.runs.set(runId, run);
+  addItem(item);
+  return run;
+}
+
+function lastSegment(run) {
+  const last = run.blocks[run.blocks.length - 1];
+  return last && last.kind !== "tool" ? last : null;
+}
+
+function setBusy(runId) {
+  page.busyRun = runId;
+  const busy = Boolean(runId);
+  ui.stop.hidden = !busy;
+  ui.modeLabel.hidden = !busy;
+  document.body.classList.toggle("busy", busy);
+  ui.transcript.setAttribute("aria-busy", String(busy)); // no word-by-word announcements
+  for (const run of page.runs.values()) {
+    run.status.textContent = run.id === runId && !run.done ? "working…" : run.status.dataset.final || "";
+    run.item.classList.toggle("running", run.id === runId && !run.done);
+  }
+}
+
+function finishRun(run, payload) {
+  run.done = true;
+  page.tombstones.add(run.id);
+  for (const block of run.blocks) {
+    if (block.kind === "tool" && block.phase === "started") setToolPhase(block, "unknown");
+  }
+  const parts = [];
+  if (payload && payload.ok === false) {
+    run.item.classList.add("failed");
+    parts.push(payload.error || payload.errorCode || "the run failed");
+  }
+  const usage = payload && payload.usage;
+  if (usage) {
+    parts.push(`${usage.inputTokens} in · ${usage.outputTokens} out tokens`);
+    if (typeof usage.costUsd === "number") parts.push(`$${usage.costUsd.toFixed(4)}`);
+    page.totalTokens += usage.totalTokens || 0;
+    page.totalCost += usage.costUsd || 0;
+    ui.usage.textContent = `${page.totalTokens} tokens · $${page.totalCost.toFixed(4)} this session`;
+  }
+  if (payload && typeof payload.durationMs === "number") parts.push(`${(payload.durationMs / 1000).toFixed(2)} s`);
+  if (payload && payload.model) parts.push(payload.model);
+  run.status.dataset.final = parts.join(" · ");
+  run.status.textContent = run.status.dataset.final;
+  run.item.classList.remove("running");
+  if (page.busyRun === run.id) setBusy(null);
+}
+
+// -- tool cards ---------------------------------------------------------------------------------
+
+function toolCard(run, action) {
+  let card = page.tools.get(action.id);
+  if (card && card.el.isConnected) return card;
+  const details = el("details", "tool");
+  const summary = el("summary");
+  const status = el("span", "tool-status");
+  const name = el("span", "tool-name");
+  const title = el("code", "tool-title");
+  const exit = el("span", "tool-exit");
+  summary.append(status, name, title, exit);
+  const body = el("div", "tool-body");
+  details.append(summary, body);
+  card = { kind: "tool", id: action.id, el: details, status, name, title, exit, body, phase: "started", args: null, result: null };
+  page.tools.set(action.id, card);
+  run.body.append(details);
+  run.blocks.push(card);
+  return card;
+}
+
+function setToolPhase(card, phase, ok = null) {
+  card.phase = phase;
+  const state = phase === "started" ? "running" : phase === "unknown" ? "unknown" : ok === false ? "failed" : "done";
+  card.el.dataset.state = state;
+  card.status.setAttribute("aria-label", state === "unknown" ? "outcome unknown" : state);
+  card.status.title = card.status.getAttribute("aria-label");
+  if (state === "unknown") card.exit.textContent = "outcome unknown";
+}
+
+function diffText(name, args) {
+  if (!args) return "";
+  if (name === "edit" && typeof args.old_text === "string") {
+    const minus = args.old_text.split("\n").map((l) => "-" + l);
+    const plus = String(args.new_text ?? "").split("\n").map((l) => "+" + l);
+    return `--- ${args.path ?? ""}\n+++ ${args.path ?? ""}\n${minus.join("\n")}\n${plus.join("\n")}`;
+  }
+  if (name === "write" && typeof args.content === "string") {
+    return `+++ ${args.path ?? ""}\n` + args.content.split("\n").map((l) => "+" + l).join("\n");
+  }
+  return "";
+}
+
+function updateTool(run, payload) {
+  const action = payload.action || {};
+  const detail = action.detail || {};
+  const card = toolCard(run, action);
+  const name = detail.name || card.name.textContent || action.kind || "tool";
+  card.name.textContent = name;
+  if (detail.args) card.args = detail.args;
+  const args = card.args || {};
+  const shown = typeof args.command === "string" ? args.command : action.title || args.path || "";
+  if (shown && !card.title.textContent) card.title.textContent = shown;
+  if (payload.phase === "updated") {
+    // Live output of a running tool (the card keeps spinning until "completed").
+    if (payload.message !== null && payload.message !== undefined) card.result = payload.message;
+    setToolPhase(card, "started");
+  } else if (payload.phase !== "started") {
+    card.result = detail.result ?? payload.message ?? card.result;
+    setToolPhase(card, "completed", payload.ok);
+    const code = /exit(?: code|ed with)?:?\s*(-?\d+)/i.exec(String(card.result ?? ""));
+    card.exit.textContent = code ? `exit ${code[1]}` : payload.ok === false ? "failed" : "ok";
+  } else {
+    setToolPhase(card, "started");
+  }
+  renderToolBody(card, name);
+}
+
+function renderToolBody(card, name) {
+  const parts = [];
+  const args = card.args;
+  const diff = diffText(name, args);
+  if (diff) parts.push(`<div class="tool-label">Diff</div><pre class="diff"><code class="hljs language-diff">${renderCode(clipUtf8(diff, LIVE_SEGMENT_BYTES), "diff")}</code></pre>`);
+  else if (args && Object.keys(args).length) parts.push(`<div class="tool-label">Arguments</div><pre><code>${escapeHtml(clipUtf8(JSON.stringify(args, null, 2), LIVE_SEGMENT_BYTES))}</code></pre>`);
+  if (card.result !== null && card.result !== undefined) {
+    parts.push(`<div class="tool-label">Output</div><pre class="output"><code>${escapeHtml(clipUtf8(String(card.result), LIVE_SEGMENT_BYTES))}</code></pre>`);
+  }
+  card.body.innerHTML = parts.join("");
+}
+
+function historyTool(run, text) {
+  const colon = text.indexOf(":");
+  const name = colon > 0 && colon < 40 ? text.slice(0, colon) : "tool";
+  const card = toolCard(run, { id: `history-${run.id}-${run.blocks.length}` });
+  card.name.textContent = name;
+  card.result = colon > 0 && colon < 40 ? text.slice(colon + 1).trim() : text;
+  setToolPhase(card, "completed", true);
+  card.exit.textContent = "";
+  renderToolBody(card, name);
+}
+
+// -- approvals ----------------------------------------------------------------------------------
+
+function approvalCard(payload) {
+  const id = payload.approvalId || payload.id;
+  if (!id || page.approvals.has(id)) return;
+  const card = el("div", "approval");
+  card.dataset.approvalId = id;
+  card.setAttribute("role", "group");
+  const titleId = `approval-${id}`;
+  card.setAttribute("aria-labelledby", titleId);
+  const title = el("p", "approval-title");
+  title.id = titleId;
+  title.append(el("strong", "", `Allow ${payload.tool || "this tool"}?`), document.createTextNode(" " + (payload.rationale || "")));
+  card.append(title);
+  if (payload.action && Object.keys(payload.action).length) {
+    const pre = el("pre", "approval-action");
+    pre.textContent = clipUtf8(JSON.stringify(payload.action, null, 2), 4096);
+    card.append(pre);
+  }
+  const row = el("div", "decisions");
+  for (const [decision, label] of DECISIONS) {
+    const button = el("button", decision === "deny" ? "danger" : decision === "approve_once" ? "primary" : "", label);
+    button.type = "button";
+    button.dataset.decision = decision;
+    button.addEventListener("click", () => decide(id, decision, card));
+    row.append(button);
+  }
+  card.append(row);
+  card.addEventListener("keydown", (event) => {
+    const buttons = [...row.querySelectorAll("button")];
+    const at = buttons.indexOf(document.activeElement);
+    if (event.key === "Escape") { event.preventDefault(); decide(id, "deny", card); }
+    else if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
+      event.preventDefault();
+      const next = (at + (event.key === "ArrowRight" ? 1 : buttons.length - 1)) % buttons.length;
+      buttons[next].focus();
+    } else if (/^[1-4]$/.test(event.key)) { event.preventDefault(); buttons[Number(event.key) - 1].click(); }
+  });
+  const run = payload.runId && page.runs.get(payload.runId);
+  if (run && run.item.isConnected) run.body.append(card);
+  else addItem(card);
+  page.approvals.set(id, card);
+  scrollToEnd();
+  announce(`Approval needed: ${payload.tool || "a tool"}. ${payload.rationale || ""}`);
+  // Focus goes to the card unless the user is typing or already deciding another one.
+  const active = document.activeElement;
+  if (!active || active === document.body || !active.closest(".approval")) {
+    row.querySelector("button").focus();
+  }
+}
+
+async function decide(id, decision, card) {
+  if (card.contains(document.activeElement)) card.dataset.hadFocus = "1"; // disabling blurs
+  for (const b of card.querySelectorAll("button")) b.disabled = true;
+  try {
+    await client.send("exec.approval.resolve", { approvalId: id, decision });
+  } catch (error) {
+    removeApproval(id, error.code === "CONFLICT" ? "already decided elsewhere" : `could not decide: ${error.message}`);
+  }
+}
+
+function removeApproval(id, note) {
+  const card = page.approvals.get(id);
+  if (!card) return;
+  const hadFocus = card.contains(document.activeElement) || card.dataset.hadFocus === "1";
+  page.approvals.delete(id);
+  if (note) {
+    const line = el("div", "approval-note", note);
+    card.replaceWith(line);
+  } else {
+    card.remove();
+  }
+  if (hadFocus) {
+    const next = page.approvals.values().next().value;
+    if (next) next.querySelector("button").focus();
+    else ui.input.focus();
+  }
+}
+
+function decisionNote(payload) {
+  const tool = payload.tool || "tool";
+  const labels = { approve_once: "allowed once", approve_session: "allowed for this session", approve_agent: "allowed for this agent", approve_global: "always allowed", deny: "denied" };
+  return `${payload.decision === "deny" ? "✗" : "✓"} ${tool} ${labels[payload.decision] || payload.decision}`;
+}
+
+function announce(text) {
+  ui.announce.textContent = "";
+  requestAnimationFrame(() => { ui.announce.textContent = text; });
+}
+
+// -- events -------------------------------------------------------------------------------------
+
+function onEvent(frame) {
+  if (frame.type === "online") { onOnline(frame); return; }
+  if (frame.type === "unauthorized") { showLogin(); return; }
+  if (frame.type === "overflow") { scheduleReload(); return; }
+  const name = frame.event;
+  const p = frame.payload || {};
+  if (name === "stream.resync") { scheduleReload(); return; }
+  if (name === "shutdown") { noticeItem(`The daemon is shutting down: ${p.reason || ""}`, "warn"); return; }
+  if (name === "tick" || name === "health") return;
+  if (p.sessionKey !== sessionKey) {
+    if (name === "agent" && p.type === "completed") refreshSessions();
+    return;
+  }
+  page.sessionEvents += 1;
+  if (page.loading) { page.droppedWhileLoading += 1; return; }
+  if (name === "exec.approval.requested") { approvalCard(p); return; }
+  if (name === "exec.approval.resolved") {
+    const run = p.runId && page.runs.get(p.runId);
+    const had = page.approvals.has(p.approvalId);
+    removeApproval(p.approvalId);
+    if (had && run) run.body.append(el("div", "approval-note", decisionNote(p)));
+    return;
+  }
+  const runId = p.runId;
+  if (!runId || page.tombstones.has(runId)) return; // late events of a finished run
+  if (name === "agent" && p.type === "started") {
+    ensureRun(runId);
+    setBusy(runId);
+    return;
+  }
+  const known = page.runs.get(runId);
+  if (!known && p.type !== "started") {
+    // An event of a run this page never saw start: reconcile from authority instead of
+    // letting it claim the session (seed 003: untagged events request reconciliation).
+    if (p.type === "completed") { page.tombstones.add(runId); scheduleReload(); }
+    else scheduleActiveRefresh();
+    return;
+  }
+  if (name === "chat" && p.type === "delta") {
+    const run = ensureRun(runId);
+    if (page.busyRun !== runId) setBusy(runId);
+    if (run.replacement) { scheduleActiveRefresh(); return; }
+    const seg = lastSegment(run) || newSegment(run);
+    appendToSegment(seg, p.text || "");
+    return;
+  }
+  if (name === "agent" && p.type === "tool_use") {
+    const run = ensureRun(runId);
+    if (run.replacement) { scheduleActiveRefresh(); return; }
+    updateTool(run, p);
+    return;
+  }
+  if (name === "agent" && p.type === "completed") {
+    const run = ensureRun(runId);
+    if (run.replacement) {
+      finishRun(run, p);
+      scheduleReload(); // the transcript is the authority for a recovered run
+      refreshSessions();
+      return;
+    }
+    const answer = typeof p.answer === "string" ? p.answer : "";
+    const seg = lastSegment(run);
+    if (answer && (!seg || (seg.text !== answer && !seg.text.endsWith(answer)))) {
+      const target = seg || newSegment(run);
+      target.final = true;
+      setSegmentText(target, answer, true); // the run's own answer replaces what streamed
+    } else if (seg && seg.truncated) {
+      seg.final = true;
+      renderSegment(seg);
+    }
+    finishRun(run, p);
+    refreshSessions();
+    // A run another client sent (the TUI, say): its prompt is in the transcript, not here.
+    if (!page.ownRuns.has(runId)) scheduleReload();
+  }
+}
+
+// -- authority reads ----------------------------------------------------------------------------
+
+function scheduleReload() {
+  if (page.reloadQueued) return;
+  page.reloadQueued = true;
+  setTimeout(() => { page.reloadQueued = false; reload(); }, 0);
+}
+
+function scheduleActiveRefresh() {
+  if (page.activeTimer) return;
+  page.activeTimer = setTimeout(async () => {
+    page.activeTimer = null;
+    const generation = page.generation;
+    try {
+      const snap = await client.send("sessions.snapshot", { sessionKey });
+      if (generation !== page.generation || page.loading) return;
+      if (snap.status === "retry" && page.activeRetries < RELOAD_TRIES) {
+        page.activeRetries += 1;
+        scheduleActiveRefresh();
+        return;
+      }
+      page.activeRetries = 0;
+      if (!snap.active) { scheduleReload(); return; }
+      applyActive(snap.active);
+      applyApprovals(snap.pendingApprovals || []);
+    } catch { /* the next event or reconnect reads again */ }
+  }, 250);
+}
+
+async function readHistory(key) {
+  let messages = [];
+  let before;
+  while (messages.length < PAGE_CACHE_ITEMS) {
+    const params = { sessionKey: key, limit: HISTORY_PAGE };
+    if (before !== undefined) params.before = before;
+    const page_ = await client.send("chat.history", params);
+    messages = page_.messages.concat(messages);
+    if (!page_.more || !page_.messages.length) break;
+    const first = page_.messages[0].id;
+    const index = Number(String(first).slice(String(first).lastIndexOf("#") + 1));
+    if (!Number.isFinite(index) || index <= 0) break;
+    before = index;
+  }
+  return messages.slice(-PAGE_CACHE_ITEMS);
+}
+
+async function reload() {
+  if (client.state !== "online") return;
+  const generation = ++page.generation;
+  page.loading = true;
+  try {
+    let snap = null;
+    let messages = [];
+    for (let attempt = 0; attempt < RELOAD_TRIES; attempt += 1) {
+      const seen = page.sessionEvents;
+      page.droppedWhileLoading = 0;
+      [snap, messages] = await Promise.all([
+        client.send("sessions.snapshot", { sessionKey }),
+        readHistory(sessionKey),
+      ]);
+      if (generation !== page.generation) return;
+      // Nothing moved during the read, and the snapshot's owners agreed ("retry": they did not).
+      if (page.sessionEvents === seen && snap.status !== "retry") break;
+    }
+    page.loading = false;
+    applyAuthority(messages, snap);
+    if (page.droppedWhileLoading) scheduleActiveRefresh();
+  } catch (error) {
+    if (generation === page.generation) {
+      page.loading = false;
+      if (error.code !== "UNAVAILABLE") noticeItem(`Could not load this session: ${error.message}`, "error");
+    }
+  }
+}
+
+function resetView() {
+  ui.transcript.replaceChildren();
+  page.runs.clear();
+  page.tools.clear();
+  page.approvals.clear();
+  renderQueue.clear();
+}
+
+function applyAuthority(messages, snap) {
+  const hadFocus = ui.transcript.contains(document.activeElement);
+  resetView();
+  let run = null;
+  let n = 0;
+  let firstUser = null;
+  for (const m of messages) {
+    n += 1;
+    if (m.role === "user") {
+      run = null;
+      userItem(m.content);
+      if (!firstUser) firstUser = m.content;
+      continue;
+    }
+    if (!run) {
+      run = ensureRun(`history-${n}`);
+      run.done = true;
+    }
+    if (m.role === "tool") historyTool(run, m.content || "");
+    else {
+      const seg = newSegment(run, m.content || "");
+      if (m.truncated) seg.el.append(el("p", "truncated", "… shortened by the daemon's transcript read"));
+    }
+  }
+  ui.title.textContent = firstUser ? firstUser.slice(0, 80) : "New chat";
+  setBusy(null);
+  if (snap && snap.active) {
+    const last = lastSent();
+    if (last && last.key === sessionKey && last.runId === snap.active.runId) userItem(last.prompt);
+    applyActive(snap.active);
+  }
+  applyApprovals((snap && snap.pendingApprovals) || []);
+  if (snap && snap.lastRunId && !(snap.active && snap.active.runId === snap.lastRunId)) page.tombstones.add(snap.lastRunId);
+  if (hadFocus && !ui.transcript.contains(document.activeElement)) ui.input.focus();
+  scrollToEnd();
+  document.body.dataset.ready = "1";
+  performance.mark("lemon:ready");
+}
+
+function lastSent() {
+  try {
+    return JSON.parse(sessionStorage.getItem("lemon.lastSent") || "null");
+  } catch {
+    return null;
+  }
+}
+
+function applyActive(active) {
+  const run = ensureRun(active.runId);
+  run.replacement = true;
+  // Replace the answer and the cards; approval cards stay (moving them would lose focus).
+  for (const child of [...run.body.children]) if (!child.classList.contains("approval")) child.remove();
+  run.blocks = [];
+  const seg = newSegment(run, active.text || "");
+  run.body.prepend(seg.el);
+  for (const action of active.actions || []) {
+    const card = toolCard(run, { id: action.id, kind: action.kind, title: action.title });
+    card.name.textContent = action.kind === "command" ? "bash" : action.kind || "tool";
+    card.title.textContent = action.title || "";
+    if (action.phase === "completed") {
+      card.result = action.message;
+      setToolPhase(card, "completed", action.ok);
+      card.exit.textContent = action.ok === false ? "failed" : "ok";
+    } else {
+      setToolPhase(card, "started");
+    }
+    renderToolBody(card, card.name.textContent);
+    const firstApproval = run.body.querySelector(".approval");
+    if (firstApproval) run.body.insertBefore(card.el, firstApproval);
+  }
+  setBusy(active.runId);
+}
+
+function applyApprovals(pending) {
+  const keep = new Set(pending.map((p) => p.approvalId));
+  for (const id of [...page.approvals.keys()]) if (!keep.has(id)) removeApproval(id);
+  for (const p of pending) approvalCard(p);
+}
+
+// -- connection ---------------------------------------------------------------------------------
+
+function onState(state, detail) {
+  ui.conn.dataset.state = state;
+  ui.conn.textContent = detail === "unauthorized" ? "sign-in needed" : state;
+  document.body.dataset.conn = state;
+}
+
+async function onOnline(frame) {
+  performance.mark("lemon:online");
+  ui.login.hidden = true;
+  ui.composer.hidden = false;
+  try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* older server: all events */ }
+  if (!frame.reconnect) loadModels();
+  refreshSessions();
+  reload();
+}
+
+async function loadModels() {
+  if (!client.supports("models.list")) { ui.model.hidden = true; return; }
+  try {
+    const { models, summary } = await client.send("models.list", {});
+    const chosen = localStorage.getItem("lemon.model") || summary.default;
+    ui.model.hidden = !models.length;
+    ui.model.replaceChildren(...models.map((m) => {
+      const option = el("option", "", m.name || m.id);
+      option.value = m.id;
+      option.selected = m.id === chosen;
+      return option;
+    }));
+  } catch { ui.model.hidden = true; }
+}
+
+async function refreshSessions() {
+  if (!client || client.state !== "online") return;
+  try {
+    const { sessions } = await client.send("sessions.list", { limit: 100 });
+    const rows = sessions.some((s) => s.sessionKey === sessionKey) ? sessions : [{ sessionKey, lastAnswerPreview: null }, ...sessions];
+    ui.sessions.replaceChildren(...rows.map((s) => {
+      const li = el("li");
+      const a = el("a", "session");
+      a.href = chatPath(s.sessionKey);
+      a.dataset.key = s.sessionKey;
+      const name = s.sessionKey.startsWith(TAB_PREFIX) ? "tab " + s.sessionKey.slice(TAB_PREFIX.length, TAB_PREFIX.length + 6) : s.sessionKey;
+      a.append(el("span", "session-name", name), el("span", "session-preview", (s.lastAnswerPreview || "").slice(0, 80)));
+      if (s.active) a.classList.add("active-run");
+      if (s.sessionKey === sessionKey) a.setAttribute("aria-current", "page");
+      a.addEventListener("click", (event) => {
+        if (event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
+        event.preventDefault();
+        switchSession(s.sessionKey, true);
+      });
+      li.append(a);
+      return li;
+    }));
+  } catch { /* shown on the next refresh */ }
+}
+
+async function switchSession(key, push) {
+  sessionKey = key;
+  delete document.body.dataset.ready;
+  rememberKey(push);
+  closeSidebar();
+  page.totalCost = 0;
+  page.totalTokens = 0;
+  ui.usage.textContent = "";
+  try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* reconnect subscribes */ }
+  refreshSessions();
+  reload();
+  ui.input.focus();
+}
+
+// -- composer -----------------------------------------------------------------------------------
+
+async function sendMessage() {
+  const text = ui.input.value;
+  if (!text.trim()) return;
+  if (client.state !== "online") { announce("Not connected: the message was not sent."); return; }
+  const params = { sessionKey, prompt: text, queueMode: page.busyRun ? ui.mode.value : "collect" };
+  const model = ui.model.value;
+  if (model && !ui.model.hidden) params.model = model;
+  ui.input.value = "";
+  const item = userItem(text);
+  if (page.busyRun) item.append(el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()));
+  if (ui.title.textContent === "New chat") ui.title.textContent = text.slice(0, 80);
+  try {
+    const sent = await client.send("chat.send", params);
+    page.ownRuns.add(sent.runId);
+    // Shown again if this tab reloads while the run is active (the transcript records the
+    // prompt only when the run ends). Display only: nothing is ever re-sent from here.
+    sessionStorage.setItem("lemon.lastSent", JSON.stringify({ runId: sent.runId, key: sessionKey, prompt: text }));
+    if (!page.busyRun && sent.runId && !page.tombstones.has(sent.runId)) setBusy(sent.runId);
+  } catch (error) {
+    item.classList.add("failed");
+    item.append(el("div", "error", `Not sent: ${error.message}`));
+    ui.input.value = text; // nothing is lost
+  }
+}
+
+function installComposer() {
+  ui.composer.addEventListener("submit", (event) => { event.preventDefault(); sendMessage(); });
+  ui.input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); sendMessage(); }
+    if (event.key === "Escape" && page.busyRun) { event.preventDefault(); stopRun(); }
+  });
+  ui.stop.addEventListener("click", stopRun);
+  ui.model.addEventListener("change", () => localStorage.setItem("lemon.model", ui.model.value));
+  ui.newChat.addEventListener("click", () => switchSession(newTabKey(), true));
+  ui.toggle.addEventListener("click", () => {
+    const open = !document.body.classList.contains("sidebar-open");
+    document.body.classList.toggle("sidebar-open", open);
+    ui.toggle.setAttribute("aria-expanded", String(open));
+    if (open) (ui.sessions.querySelector("a") || ui.newChat).focus();
+  });
+  window.addEventListener("popstate", () => {
+    const key = keyFromPath();
+    if (key && key !== sessionKey) switchSession(key, false);
+  });
+  ui.loginForm.addEventListener("submit", login);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) {
+      closeSidebar();
+      ui.toggle.focus();
+    }
+  });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") client.suspend();
+    else client.resume();
+  });
+}
+
+function closeSidebar() {
+  document.body.classList.remove("sidebar-open");
+  ui.toggle.setAttribute("aria-expanded", "false");
+}
+
+async function stopRun() {
+  try {
+    await client.send("chat.abort", page.busyRun ? { runId: page.busyRun, sessionKey } : { sessionKey });
+  } catch (error) {
+    announce(`Could not stop: ${error.message}`);
+  }
+}
+
+// -- login (a bind that needs a token) ----------------------------------------------------------
+
+function showLogin() {
+  ui.login.hidden = false;
+  ui.composer.hidden = true;
+  ui.loginToken.focus();
+}
+
+async function login(event) {
+  event.preventDefault();
+  ui.loginError.textContent = "";
+  const response = await fetch("/login", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ token: ui.loginToken.value }),
+    credentials: "same-origin",
+  });
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    ui.loginError.textContent = body.error || `sign-in failed (${response.status})`;
+    return;
+  }
+  ui.loginToken.value = "";
+  ui.login.hidden = true;
+  ui.composer.hidden = false;
+  startClient();
+}
+
+// -- start --------------------------------------------------------------------------------------
+
+let client = null;
+
+function startClient() {
+  if (client) {
+    // The old client's late close must not reach the page the new one now drives.
+    client.onEvent = () => {};
+    client.onState = () => {};
+    client.stop();
+  }
+  const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+  client = new ControlPlaneClient({
+    url: `${scheme}//${window.location.host}/ws`,
+    clientId: `lemon-web@${window.location.host}`,
+    onEvent,
+    onState,
+  });
+  if (document.visibilityState === "hidden") client.suspend();
+  client.start();
+}
+
+performance.mark("lemon:script");
+rememberKey(false);
+installComposer();
+startClient();
+ui.input.focus();
+
+// For the browser tests and the bench: the pane's bounds and counters (no secrets here).
+window.lemon = {
+  bounds: { PANE_QUEUE_ENTRIES, MAX_EVENT_BYTES, LIVE_SEGMENT_BYTES, PAGE_CACHE_ITEMS, TERMINAL_TOMBSTONES },
+  get sessionKey() { return sessionKey; },
+  suspend: () => client.suspend(),
+  // Hand a frame to the page as if the socket had delivered it (the bounds tests use it).
+  inject: (frame) => onEvent(frame),
+  // Close the socket as a lost network would (the client reconnects on its own).
+  drop: () => client.ws && client.ws.close(4000, "dropped"),
+  resume: () => client.resume(),
+  statistics: () => ({
+    ...client.statistics(),
+    busyRun: page.busyRun,
+    runs: page.runs.size,
+    tools: page.tools.size,
+    approvals: page.approvals.size,
+    tombstones: page.tombstones.size,
+    items: ui.transcript.children.length,
+    loading: page.loading,
+  }),
+};

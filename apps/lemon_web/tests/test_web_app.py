@@ -1,0 +1,97 @@
+"""The page's HTTP side over the booted daemon: routes, headers, compression and revalidation,
+the login endpoint's origin check, and the mount's lifecycle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lemon_control_plane import ControlPlane
+from lemon_web import WebApp
+from lemon_web.app import LOGIN_FAILURES
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+APP = Path(__file__).resolve().parents[1]
+STATIC = APP / "src" / "lemon_web" / "static"
+
+
+async def test_the_page_is_served_at_root_and_by_session_url(daemon: ControlPlane) -> None:
+    async with httpx.AsyncClient(base_url=daemon.url) as http:
+        root = await http.get("/")
+        by_key = await http.get("/chat/agent%3Adefault%3Aweb%3Abrowser%3Aunknown%3Atab-1")
+        assert root.status_code == by_key.status_code == 200
+        assert root.text == by_key.text
+        assert root.headers["content-type"].startswith("text/html")
+        assert '<script type="module" src="/static/app.js">' in root.text
+        csp = root.headers["content-security-policy"]
+        assert "script-src 'self'" in csp
+        assert "unsafe-inline" not in csp
+        assert "frame-ancestors 'none'" in csp
+        assert root.headers["x-content-type-options"] == "nosniff"
+        assert (await http.get("/healthz")).json() == {"ok": True}  # still the plane's
+
+
+async def test_static_assets_are_compressed_and_revalidated(daemon: ControlPlane) -> None:
+    async with httpx.AsyncClient(base_url=daemon.url) as http:
+        script = await http.get("/static/app.js", headers={"accept-encoding": "gzip"})
+        assert script.status_code == 200
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert script.headers["content-encoding"] == "gzip"
+        assert script.text == (STATIC / "app.js").read_text()  # httpx decodes the gzip
+        again = await http.get("/static/app.js", headers={"if-none-match": script.headers["etag"]})
+        assert again.status_code == 304
+        for missing in ("/static/nope.js", "/static/index.html", "/nope", "/chatx"):
+            response = await http.get(missing)
+            assert response.status_code == 404, missing
+            assert response.json() == {"error": "Not found"}
+        assert (await http.post("/")).status_code == 405
+
+
+async def test_login_wants_the_pages_own_origin_and_is_not_needed_on_loopback(
+    daemon: ControlPlane,
+) -> None:
+    async with httpx.AsyncClient(base_url=daemon.url) as http:
+        no_origin = await http.post("/login", json={"token": "x"})
+        assert no_origin.status_code == 403
+        assert "own page" in no_origin.json()["error"]
+        own = await http.post("/login", json={"token": "x"}, headers={"origin": daemon.url})
+        assert own.json() == {"ok": True, "required": False}
+        assert "set-cookie" not in own.headers
+
+
+async def test_the_daemon_profile_mounts_the_page_and_unmounts_it_at_stop(
+    runtime_at: Any, tmp_path: Path
+) -> None:
+    runtime = runtime_at(tmp_path / "home")
+    async with runtime:
+        web = runtime.handle("lemon_web")
+        assert isinstance(web, WebApp)
+        mount = runtime.mounts.resolve("/chat/x")
+        assert mount is not None
+        assert mount.owner == "lemon_web"
+    assert runtime.mounts.resolve("/") is None
+
+
+class _OneToken:
+    """A plane that needs a token and knows one (the TokenCheck protocol)."""
+
+    requires_token = True
+
+    def token_valid(self, token: object) -> bool:
+        return token == "right"
+
+
+async def test_failed_sign_ins_are_limited() -> None:
+    transport = httpx.ASGITransport(app=WebApp(_OneToken()))
+    headers = {"origin": "http://page.test", "host": "page.test"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://page.test") as http:
+        for _ in range(LOGIN_FAILURES):
+            wrong = await http.post("/login", json={"token": "wrong"}, headers=headers)
+            assert wrong.status_code == 401
+        limited = await http.post("/login", json={"token": "right"}, headers=headers)
+        assert limited.status_code == 429
+        assert "wait a minute" in limited.json()["error"]
