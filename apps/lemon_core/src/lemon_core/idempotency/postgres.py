@@ -6,10 +6,12 @@ Design: the store's connection pool, reached through :meth:`PostgresStore.run` (
 store's error translation; a failure becomes :class:`IdempotencyStoreError`, and the caller
 fails closed). Every operation is one transaction:
 
-* ``reserve`` locks the key's fence (``SELECT ... FOR UPDATE``), replaces it only if expired,
-  and inserts with ``ON CONFLICT DO NOTHING``: of any number of concurrent reservations of one
-  key, on any number of connections or daemons, exactly one creates the fence; the others see
-  it (the insert waits for the winner's commit, then conflicts);
+* ``reserve`` locks the key's fence and its message binding's (``SELECT ... FOR UPDATE``, one
+  statement, in key order as the sweep locks, so no two transactions wait in a cycle),
+  replaces an expired one, and inserts with ``ON CONFLICT DO NOTHING``: of any number of
+  concurrent reservations of one key, on any number of connections or daemons, exactly one
+  creates the fence; the others see it (the insert waits for the winner's commit, then
+  conflicts);
 * ``complete`` updates the pending fence and inserts its exact response together;
 * ``sweep`` locks the expired fences, deletes their snapshots, then the fences, then advances
   the watermark (``GREATEST``): a failure at any step removes nothing and keeps the watermark.
@@ -160,7 +162,9 @@ class PostgresIdempotencyStore:
         self._select = _q(select, s)
         self._fetch_sql = _q(select + " WHERE f.key_hash = %s", s)
         self._lock_sql = _q(
-            "SELECT expires_at_ms FROM {schema}.idem_fences WHERE key_hash = %s FOR UPDATE", s
+            "SELECT key_hash, expires_at_ms FROM {schema}.idem_fences "
+            "WHERE key_hash = ANY(%s) ORDER BY key_hash FOR UPDATE",
+            s,
         )
         self._remove_responses = _q("DELETE FROM {schema}.idem_responses WHERE key_hash = %s", s)
         self._remove_fence = _q("DELETE FROM {schema}.idem_fences WHERE key_hash = %s", s)
@@ -380,23 +384,27 @@ class PostgresIdempotencyStore:
         bind: MessageBinding | None = None,
     ) -> Reservation:
         async def op(conn: Conn) -> Reservation:
+            # the fences of the key and of the message, locked in one statement in key order
+            # (as the sweep locks): two transactions never wait on each other in a cycle
+            wanted = [key_hash] if bind is None else sorted({key_hash, bind.key_hash})
+            cur = await conn.execute(self._lock_sql, (wanted,))
+            locked = {str(row[0]): int(row[1]) for row in await cur.fetchall()}
             bound = False
             if bind is not None:
                 # the message's binding first, in this transaction: bound to another key, the
                 # reservation is refused with nothing written
                 reused, bound = await self._bind_message(
-                    conn, bind, key_hash=key_hash, run_id=run_id,
+                    conn, bind, locked.get(bind.key_hash), key_hash=key_hash, run_id=run_id,
                     session_key=session_key, now_ms=now_ms,
                 )  # fmt: skip
                 if reused is not None:
                     return Reservation(created=False, record=reused, message_reused=True)
-            cur = await conn.execute(self._lock_sql, (key_hash,))
-            locked = await cur.fetchone()
-            if locked is not None and int(locked[0]) > now_ms:
+            expiry = locked.get(key_hash)
+            if expiry is not None and expiry > now_ms:
                 existing = await self._fetch(conn, key_hash)
                 assert existing is not None
                 return Reservation(created=False, record=existing, bound=bound)
-            if locked is not None:
+            if expiry is not None:
                 await self._remove(conn, key_hash)
             if legacy_key is not None and self._has_legacy:
                 found = await conn.execute(self._legacy_one, (integration, legacy_key))
@@ -437,19 +445,20 @@ class PostgresIdempotencyStore:
         self,
         conn: Conn,
         bind: MessageBinding,
+        expiry: int | None,
         *,
         key_hash: str,
         run_id: str,
         session_key: str,
         now_ms: int,
     ) -> tuple[IdempotencyRecord | None, bool]:
-        """(the binding to another key, or None; whether this call made the binding)."""
-        locked = await (await conn.execute(self._lock_sql, (bind.key_hash,))).fetchone()
-        if locked is not None and int(locked[0]) > now_ms:
+        """(the binding to another key, or None; whether this call made the binding).
+        ``expiry``: the locked binding's, or None when there was none."""
+        if expiry is not None and expiry > now_ms:
             binding = await self._fetch(conn, bind.key_hash)
             assert binding is not None
             return (binding if binding.body_hash != key_hash else None), False
-        if locked is not None:
+        if expiry is not None:
             await self._remove(conn, bind.key_hash)
         inserted = await conn.execute(
             self._insert,  # a binding is a pending fence whose body fingerprint is the key
