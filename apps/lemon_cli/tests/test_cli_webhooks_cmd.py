@@ -1,25 +1,43 @@
-"""``lemon webhooks list|show|sweep`` on a real idempotency store, no daemon."""
+"""``lemon webhooks list|show|sweep`` on a real idempotency store, no daemon: the SQLite file,
+and with ``[store] backend = "postgres"`` the PostgreSQL tables of the schema (its own per
+test, dropped after)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
 from lemon_cli.main import app
-from lemon_core.idempotency import SQLiteIdempotencyStore, StoredResponse, hash_idempotency_key
+from lemon_core.idempotency import (
+    IdempotencyStore,
+    SQLiteIdempotencyStore,
+    StoredResponse,
+    hash_idempotency_key,
+)
+from lemon_core.idempotency.postgres import PostgresIdempotencyStore
 from lemon_core.store import system_clock_ms
+from lemon_core.store.postgres import drop_schema
 from lemon_gateway import idempotency_store_path
 
 HOUR = 3_600_000
+DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-async def _seed(home: Path) -> dict[str, str]:
+async def _seed(home: Path, schema: str | None = None) -> dict[str, str]:
     now = system_clock_ms()
-    store = await SQLiteIdempotencyStore.open(idempotency_store_path(home))
+    store: IdempotencyStore = (
+        await SQLiteIdempotencyStore.open(idempotency_store_path(home))
+        if schema is None
+        else await PostgresIdempotencyStore.open(DSN, schema=schema)
+    )
     runs: dict[str, str] = {}
     try:
         for key, state, age in (("done", "accepted", 0), ("crashed", "pending", 0),
@@ -43,10 +61,26 @@ def _lemon(home: Path, *args: str) -> Result:
     return CliRunner().invoke(app, ["webhooks", *args], env={"LEMON_HOME": str(home)})
 
 
-def test_list_show_and_sweep_work_on_the_store(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None (SQLite) or the PostgreSQL schema of this test."""
+    if request.param == "sqlite":
+        yield None
+        return
+    schema = f"cliidem_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    yield schema
+    asyncio.run(drop_schema(DSN, schema))
+
+
+def test_list_show_and_sweep_work_on_the_store(tmp_path: Path, backend: str | None) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    asyncio.run(_seed(home))
+    if backend is not None:
+        (home / "config.toml").write_text(
+            f'[store]\nbackend = "postgres"\ndsn = "{DSN}"\nschema = "{backend}"\n',
+            encoding="utf-8",
+        )
+    asyncio.run(_seed(home, backend))
     listed = _lemon(home, "list")
     assert listed.exit_code == 0, listed.output
     assert "run_done" in listed.output
@@ -57,6 +91,8 @@ def test_list_show_and_sweep_work_on_the_store(tmp_path: Path) -> None:
     runs = [r["run_id"] for r in document["records"]]
     assert sorted(runs[:2]) == ["run_crashed", "run_done"]
     assert runs[2] == "run_stale"  # the oldest last
+    assert (backend is None) == document["store"].endswith("idempotency.sqlite3")
+    assert not (backend is not None and idempotency_store_path(home).exists())
 
     shown = _lemon(home, "show", "raw-key-done", "--webhook", "ci")
     assert shown.exit_code == 0, shown.output
@@ -109,3 +145,15 @@ def test_bad_input_gets_one_clear_line(tmp_path: Path) -> None:
     assert missing.exit_code == 1
     assert "no reservation matches" in missing.output
     assert "Traceback" not in missing.output
+
+
+def test_an_unset_postgres_dsn_variable_is_one_clear_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_UNSET_DSN"\n', encoding="utf-8"
+    )
+    listed = _lemon(home, "list")
+    assert listed.exit_code == 1
+    assert "LEMON_TEST_UNSET_DSN" in listed.output
+    assert "Traceback" not in listed.output

@@ -1,11 +1,14 @@
 """``lemon webhooks list|show KEY|sweep``: the webhook ingress's reservations and receipts.
 
-Works on the idempotency store ``$LEMON_HOME/store/idempotency.sqlite3`` directly (SQLite WAL:
-safe while the daemon runs), so no Lemon process needs to be running. Keys are shown as their
-hashes: the caller's raw key is never stored. ``show`` takes a raw key with ``--webhook ID``
-(it is hashed the way the ingress hashes it), or a prefix of a hash from ``list``. Rows of
-webhook ``<id>#webhook-id`` are not reservations: each binds a signed message's ``webhook-id``
-to the key it first came with, for the replay window (``lemon_gateway.REPLAY_WINDOW_MS``).
+Works on the idempotency store the daemon uses, directly, so no Lemon process needs to be
+running: ``$LEMON_HOME/store/idempotency.sqlite3`` (SQLite WAL: safe while the daemon runs), or
+with ``[store] backend = "postgres"`` the PostgreSQL idempotency tables in ``[store] schema``
+(shared by every daemon of the schema; each command is a transaction of its own). Keys are
+shown as their hashes: the caller's raw key is never stored. ``show`` takes a raw key with
+``--webhook ID`` (it is hashed the way the ingress hashes it), or a prefix of a hash from
+``list``. Rows of webhook ``<id>#webhook-id`` are not reservations: each binds a signed
+message's ``webhook-id`` to the key it first came with, for the replay window
+(``lemon_gateway.REPLAY_WINDOW_MS``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
@@ -23,7 +26,7 @@ from lemon_cli._home import require_home
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
-    from lemon_core.idempotency import IdempotencyRecord, SQLiteIdempotencyStore
+    from lemon_core.idempotency import IdempotencyRecord, IdempotencyStore
 
 __all__ = ["webhooks_app"]
 
@@ -52,26 +55,81 @@ class _WebhooksFailure(LemonCliError):
         self.code = code
 
 
-def _path() -> Path:
-    from lemon_core.config import lemon_home
+@dataclass(frozen=True)
+class _Target:
+    """Where the reservations are: ``where`` names it, ``exists`` is False for a SQLite file
+    not created yet, ``open`` opens it."""
+
+    where: str
+    exists: bool
+    open: Callable[[], Awaitable[IdempotencyStore]]
+
+
+def _target() -> _Target:
+    try:
+        return _find_target()
+    except _WebhooksFailure as failure:
+        typer.echo(f"error: {failure}", err=True)
+        raise typer.Exit(failure.code) from None
+
+
+def _find_target() -> _Target:
+    from lemon_core.config import ConfigError, lemon_home, load_config, redact_url
     from lemon_gateway import idempotency_store_path
 
     home = lemon_home()
     require_home(home, create=False)
-    return idempotency_store_path(home)
+    try:
+        config = load_config(home=home).config
+    except ConfigError as exc:
+        raise _WebhooksFailure(
+            "the configuration is invalid: " + "; ".join(i.render() for i in exc.issues)
+        ) from None
+    if config.store.backend == "postgres":
+        import os
+
+        from lemon_core.config import resolve_store_dsn
+
+        try:
+            dsn = resolve_store_dsn(config.store, os.environ)
+        except ConfigError as exc:
+            raise _WebhooksFailure(exc.issues[0].render()) from None
+        store_config = config.store
+
+        async def open_postgres() -> IdempotencyStore:
+            from lemon_core.idempotency.postgres import PostgresIdempotencyStore
+
+            return await PostgresIdempotencyStore.open(
+                dsn,
+                schema=store_config.schema,
+                timeout_s=store_config.timeout_s,
+                min_connections=1,
+                max_connections=1,
+            )
+
+        where = f"PostgreSQL {redact_url(dsn)} schema {store_config.schema}"
+        return _Target(where=where, exists=True, open=open_postgres)
+    path = idempotency_store_path(home)
+
+    async def open_sqlite() -> IdempotencyStore:
+        from lemon_core.idempotency import SQLiteIdempotencyStore
+
+        return await SQLiteIdempotencyStore.open(path)
+
+    return _Target(where=str(path), exists=path.exists(), open=open_sqlite)
 
 
-async def _with_store(path: Path, work: Callable[[SQLiteIdempotencyStore], Awaitable[T]]) -> T:
-    from lemon_core.idempotency import IdempotencyStoreError, SQLiteIdempotencyStore
+async def _with_store(target: _Target, work: Callable[[IdempotencyStore], Awaitable[T]]) -> T:
+    from lemon_core.idempotency import IdempotencyStoreError
 
     try:
-        store = await SQLiteIdempotencyStore.open(path)
+        store = await target.open()
     except (IdempotencyStoreError, OSError) as exc:
-        raise _WebhooksFailure(f"cannot open the idempotency store {path}: {exc}") from None
+        raise _WebhooksFailure(f"cannot open the idempotency store {target.where}: {exc}") from None
     try:
         return await work(store)
     except IdempotencyStoreError as exc:
-        raise _WebhooksFailure(f"the idempotency store {path} failed: {exc}") from None
+        raise _WebhooksFailure(f"the idempotency store {target.where} failed: {exc}") from None
     finally:
         await store.close()
 
@@ -126,20 +184,22 @@ def list_records(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """List reservations, newest first: key hash, webhook, state, run id, created, expires."""
-    path = _path()
+    target = _target()
 
     async def work() -> int:
         records: list[IdempotencyRecord] = []
-        if path.exists():
-            records = await _with_store(path, lambda s: s.records(limit=limit, integration=webhook))
+        if target.exists:
+            records = await _with_store(
+                target, lambda s: s.records(limit=limit, integration=webhook)
+            )
         now = _now_ms()
         if as_json:
-            document = {"version": _JSON_VERSION, "store": str(path),
+            document = {"version": _JSON_VERSION, "store": target.where,
                         "records": [_document(r, now) for r in records]}  # fmt: skip
             typer.echo(json.dumps(document, indent=2))
             return 0
         if not records:
-            where = path if path.exists() else f"{path} (no store yet)"
+            where = target.where if target.exists else f"{target.where} (no store yet)"
             typer.echo(f"No webhook reservations in {where}.")
             return 0
         rows = [("KEY HASH", "WEBHOOK", "RUN ID", "CREATED (UTC)", "EXPIRES (UTC)", "STATE")] + [
@@ -169,7 +229,7 @@ def show(
     webhook: WebhookOption = None,
 ) -> None:
     """Show one reservation and its stored response (as JSON)."""
-    path = _path()
+    target = _target()
 
     async def work() -> int:
         from lemon_core.idempotency import InvalidIdempotencyKeyError, hash_idempotency_key
@@ -187,17 +247,17 @@ def show(
                     "characters, or the raw key with --webhook ID",
                     code=2,
                 )
-        if not path.exists():
-            raise _WebhooksFailure(f"no webhook reservations yet ({path} does not exist)")
+        if not target.exists:
+            raise _WebhooksFailure(f"no webhook reservations yet ({target.where} does not exist)")
 
-        async def find(store: SQLiteIdempotencyStore) -> list[IdempotencyRecord]:
+        async def find(store: IdempotencyStore) -> list[IdempotencyRecord]:
             return [
                 r
                 for r in await store.records(limit=1_000_000)
                 if r.key_hash == wanted or (webhook is None and r.key_hash.startswith(wanted))
             ]
 
-        found = await _with_store(path, find)
+        found = await _with_store(target, find)
         if not found:
             raise _WebhooksFailure("no reservation matches; `lemon webhooks list` shows them")
         if len(found) > 1:
@@ -214,13 +274,15 @@ def show(
 @webhooks_app.command()
 def sweep() -> None:
     """Remove expired reservations now (responses first, then fences, in one transaction)."""
-    path = _path()
+    target = _target()
 
     async def work() -> int:
-        if not path.exists():
-            typer.echo(f"No webhook reservations in {path} (no store yet); nothing to sweep.")
+        if not target.exists:
+            typer.echo(
+                f"No webhook reservations in {target.where} (no store yet); nothing to sweep."
+            )
             return 0
-        report = await _with_store(path, lambda s: s.sweep(now_ms=_now_ms()))
+        report = await _with_store(target, lambda s: s.sweep(now_ms=_now_ms()))
         typer.echo(
             f"Removed {report.fences_removed} expired reservation(s) and "
             f"{report.responses_removed} stored response(s); swept up to "

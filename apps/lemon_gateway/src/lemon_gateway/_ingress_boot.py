@@ -3,10 +3,16 @@
 Entered by :meth:`Gateway.start` only when ``[gateway] ingress_enabled`` is set (disabled: no
 store is opened, nothing is mounted, ``/webhooks/...`` is the control plane's 404). Entering
 it resolves every webhook's secret (a missing or malformed one refuses startup, naming the
-variable), opens the idempotency store (``$LEMON_HOME/store/idempotency.sqlite3``), migrates
-legacy raw-key rows, turns the fences a previous process left pending into
-``outcome_unknown`` (one daemon per home: none of them can still be in flight), mounts the
-application at ``/webhooks`` and starts the expiry sweep. Leaving it undoes all of that.
+variable), opens the idempotency store, migrates legacy raw-key rows, mounts the application
+at ``/webhooks`` and starts the expiry sweep. Leaving it undoes all of that.
+
+The store: with a shared (PostgreSQL) runtime store, the PostgreSQL idempotency store in its
+schema, on its pool (every daemon of the schema shares the reservations: a key sent to any of
+them executes once); otherwise ``$LEMON_HOME/store/idempotency.sqlite3``. Only with the SQLite
+file (one daemon per home) are the fences a previous process left pending turned into
+``outcome_unknown`` at once; on a shared schema another daemon may still be submitting its
+pending fences, so they are left alone, and each reads as ``outcome_unknown`` once its lease
+has run out.
 """
 
 from __future__ import annotations
@@ -21,7 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast, get_args
 
 from lemon_core.config import WebhookConfig, read_secrets
-from lemon_core.idempotency import IdempotencyStore, IdempotencyStoreError, SQLiteIdempotencyStore
+from lemon_core.idempotency import (
+    IdempotencyStore,
+    IdempotencyStoreError,
+    SQLiteIdempotencyStore,
+    open_shared_idempotency_store,
+)
 from lemon_core.runtime import HTTP_MOUNTS, Runtime
 from lemon_core.store import system_clock_ms
 from lemon_gateway._ingress import FaultPoint, SessionPortSubmitter, Webhook, WebhookIngress
@@ -114,14 +125,20 @@ def webhook_ingress(
         webhooks = resolve_webhooks(config.webhooks, environ=env, home=runtime.home)
         fault = _fault(env)
         mounts = runtime.context.capabilities.require(HTTP_MOUNTS)
-        store = await SQLiteIdempotencyStore.open(idempotency_store_path(runtime.home))
+        shared = await open_shared_idempotency_store(runtime.store)
+        store: IdempotencyStore = (
+            shared
+            if shared is not None
+            else await SQLiteIdempotencyStore.open(idempotency_store_path(runtime.home))
+        )
         try:
             now = system_clock_ms()
             ttl_ms = int(config.idempotency_ttl_s * 1000)
             migrated = await store.migrate_legacy(now_ms=now, ttl_ms=ttl_ms)
             if migrated.seen:
                 log.warning("idempotency: migrated legacy raw-key rows: %s", migrated)
-            await store.recover(now_ms=now)
+            if shared is None:  # the only writer of this file: nothing can be in flight
+                await store.recover(now_ms=now)
             ingress = WebhookIngress(
                 webhooks=webhooks,
                 store=store,

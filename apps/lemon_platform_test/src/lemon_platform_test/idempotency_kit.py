@@ -8,7 +8,8 @@ implement :meth:`IdempotencyStoreContract.open_store`::
             return await PostgresIdempotencyStore.open(dsn, schema=unique_schema)
 
 ``directory`` is the same for every open within one test: a backend must see, after a reopen,
-what an earlier open wrote. Every check passes times explicitly (``now_ms``), so no clock is
+and from several stores open at once, what an earlier open wrote (one SQLite file, one
+PostgreSQL schema). Every check passes times explicitly (``now_ms``), so no clock is
 involved.
 """
 
@@ -312,3 +313,97 @@ class IdempotencyStoreContract:
             assert record.run_id == f"run_{created.index(True)}"
         finally:
             await store.close()
+
+    async def test_idempotency_concurrent_reservations_across_stores_create_exactly_one(
+        self, tmp_path: Path
+    ) -> None:
+        # four stores on the same data (four connections, or four daemons' pools): 100
+        # reservations of one key, started together, and exactly one creates the fence
+        stores = [await self._open(tmp_path) for _ in range(4)]
+        try:
+            start = asyncio.Event()
+
+            async def reserve(i: int) -> tuple[bool, str | None]:
+                await start.wait()
+                reservation = await stores[i % 4].reserve(
+                    key_hash=_key("shared"),
+                    integration="hook",
+                    body_hash=body_fingerprint(b"{}"),
+                    run_id=f"run_{i}",
+                    session_key="agent:default:main",
+                    now_ms=_T0,
+                    ttl_ms=_TTL,
+                    lease_ms=_LEASE,
+                )
+                return reservation.created, reservation.record.run_id
+
+            tasks = [asyncio.ensure_future(reserve(i)) for i in range(100)]
+            await asyncio.sleep(0)
+            start.set()
+            results = await asyncio.gather(*tasks)
+            winners = [run_id for created, run_id in results if created]
+            assert len(winners) == 1
+            assert {run_id for _, run_id in results} == set(winners)  # every loser saw it
+            for store in stores:
+                record = await store.lookup(_key("shared"), now_ms=_T0)
+                assert record is not None
+                assert record.run_id == winners[0]
+        finally:
+            for store in stores:
+                await store.close()
+
+    async def test_idempotency_a_concurrent_replacement_of_an_expired_fence_has_one_winner(
+        self, tmp_path: Path
+    ) -> None:
+        stores = [await self._open(tmp_path) for _ in range(2)]
+        try:
+            await self._reserve(stores[0], run_id="run_old")
+            later = _T0 + _TTL
+            results = await asyncio.gather(
+                *(
+                    self._reserve(stores[i % 2], run_id=f"run_new_{i}", now_ms=later)
+                    for i in range(20)
+                )
+            )
+            assert sum(results) == 1
+            record = await stores[1].lookup(_key(), now_ms=later)
+            assert record is not None
+            assert record.run_id == f"run_new_{results.index(True)}"
+        finally:
+            for store in stores:
+                await store.close()
+
+    async def test_idempotency_one_message_raced_under_many_keys_binds_one_key(
+        self, tmp_path: Path
+    ) -> None:
+        # one signed message resent under 20 different keys at once, over two stores: one key
+        # binds it and is reserved; every other is refused with nothing written
+        bind = MessageBinding(key_hash=_key("msg", "hook#m"), integration="hook#m", ttl_ms=_TTL)
+        stores = [await self._open(tmp_path) for _ in range(2)]
+        try:
+            results = await asyncio.gather(
+                *(
+                    stores[i % 2].reserve(
+                        key_hash=_key(f"key-{i}"),
+                        integration="hook",
+                        body_hash=body_fingerprint(b"{}"),
+                        run_id=f"run_{i}",
+                        session_key="agent:default:main",
+                        now_ms=_T0,
+                        ttl_ms=_TTL,
+                        lease_ms=_LEASE,
+                        bind=bind,
+                    )
+                    for i in range(20)
+                )
+            )
+            winners = [i for i, r in enumerate(results) if r.created]
+            assert len(winners) == 1
+            assert results[winners[0]].bound
+            assert all(r.message_reused for i, r in enumerate(results) if i != winners[0])
+            for i in range(20):
+                found = await stores[0].lookup(_key(f"key-{i}"), now_ms=_T0)
+                assert (found is not None) == (i == winners[0])
+        finally:
+            for store in stores:
+                await store.close()

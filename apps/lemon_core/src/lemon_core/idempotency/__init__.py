@@ -1,5 +1,6 @@
 """Idempotency: the store port that makes an ingress submission exactly once, or honestly
-"unknown", its records, key hashing, and the SQLite backend.
+"unknown", its records, key hashing, the SQLite backend, and (``lemon_core.idempotency.postgres``,
+imported only when a PostgreSQL store is configured) the PostgreSQL backend.
 
 See :mod:`lemon_core.idempotency._records` for the states of a fence and
 :mod:`lemon_core.idempotency._sqlite` for the schema versions and the legacy migration.
@@ -21,6 +22,7 @@ from lemon_core.idempotency._records import (
     check_idempotency_key,
     hash_idempotency_key,
 )
+from lemon_core.idempotency._shared import open_shared_idempotency_store
 from lemon_core.idempotency._sqlite import (
     LEGACY_TABLE,
     SCHEMA_VERSION,
@@ -53,4 +55,5 @@ __all__ = [
     "check_idempotency_key",
     "create_legacy_table",
     "hash_idempotency_key",
+    "open_shared_idempotency_store",
 ]
