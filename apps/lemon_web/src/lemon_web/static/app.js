@@ -708,7 +708,15 @@ async function loadModels() {
   try {
     const { models } = await client.send("models.list", {});
     ui.model.hidden = !models.length;
-    ui.model.replaceChildren(...models.map((m) => modelOption(m.id, m.name || m.id)));
+    // Grouped by provider (names alone can be ambiguous: "alpha"); each option's title is its ref.
+    const groups = new Map();
+    for (const m of models) {
+      const provider = m.provider || m.id.split(":")[0];
+      if (!groups.has(provider)) groups.set(provider, el("optgroup"));
+      groups.get(provider).label = provider;
+      groups.get(provider).append(modelOption(m.id, m.name || m.id));
+    }
+    ui.model.replaceChildren(...groups.values());
     picker.models = models.length > 0;
   } catch { ui.model.hidden = true; }
 }
@@ -716,6 +724,7 @@ async function loadModels() {
 function modelOption(ref, name) {
   const option = el("option", "", name);
   option.value = ref;
+  option.title = ref;
   return option;
 }
 
