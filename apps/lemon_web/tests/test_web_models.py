@@ -134,7 +134,7 @@ async def test_a_refused_model_change_is_shown_and_the_picker_reverts(
     assert page.page_errors == []
 
 
-async def test_a_model_set_by_another_client_shows_on_reconnect(
+async def test_a_model_set_by_another_client_shows_on_reconnect_and_at_a_runs_start(
     page: Any, daemon: ControlPlane
 ) -> None:
     key = await open_chat(page, daemon.url + "/")
@@ -144,3 +144,9 @@ async def test_a_model_set_by_another_client_shows_on_reconnect(
     await page.evaluate("window.lemon.drop()")
     await picker_shows(page, OTHER)
     assert OTHER in await run_model(page, 0, "from the other client's choice")
+    # Changed again elsewhere while the page stays connected: the next run's start shows it.
+    async with wire_client(daemon.ws_url)() as other:
+        await other.call("sessions.patch", {"sessionKey": key, "model": DEFAULT})
+        sent = await other.call("chat.send", {"sessionKey": key, "prompt": "/echo elsewhere"})
+        await other.completed(sent["runId"])
+    await picker_shows(page, DEFAULT)

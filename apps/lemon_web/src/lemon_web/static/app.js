@@ -466,6 +466,9 @@ function onEvent(frame) {
   if (name === "agent" && p.type === "started") {
     ensureRun(runId);
     setBusy(runId);
+    // A run on a model the picker does not show: the session's model may have been changed
+    // by another client; read it (the run itself may also have named its own model).
+    if (p.provider && p.model && `${p.provider}:${p.model}` !== picker.current) showSessionModel();
     return;
   }
   const known = page.runs.get(runId);
