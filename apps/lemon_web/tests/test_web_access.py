@@ -139,3 +139,39 @@ async def test_login_bad_input_gets_a_clear_error(guarded: tuple[ControlPlane, s
         assert wrong.status_code == 401
         assert "not valid" in wrong.json()["error"]
         assert "set-cookie" not in wrong.headers
+
+
+async def test_a_token_without_admin_cannot_change_the_model_and_is_told_why(
+    browser: Any, guarded: tuple[ControlPlane, str], stored: tuple[Path, str, str]
+) -> None:
+    plane, url = guarded
+    _, secret = TokenStore(tokens_path(stored[0])).create("reader", ("read", "write", "approvals"))
+    plane.refresh_tokens()
+    ctx = await browser.new_context(viewport={"width": 1000, "height": 700})
+    try:
+        page = await ctx.new_page()
+        await page.goto(url + "/")
+        await page.locator("#login").wait_for(timeout=WAIT_MS)
+        await page.fill("#login-token", secret)
+        await page.keyboard.press("Enter")
+        await page.wait_for_selector("body[data-ready]", timeout=WAIT_MS)
+        picker = page.locator("#model")
+        await page.wait_for_function(
+            "() => { const s = document.querySelector('#model');"
+            " return !s.hidden && s.disabled && s.value === 'offline:offline'; }",
+            timeout=WAIT_MS,
+        )
+        assert "admin scope" in (await picker.get_attribute("title") or "")
+        # Forced anyway (the control is re-enabled by hand): the daemon refuses, the page says
+        # so and shows the session's model again.
+        await page.evaluate("document.querySelector('#model').disabled = false")
+        await picker.select_option("anthropic:claude-3-5-haiku-20241022")
+        error = page.locator("#model-error")
+        await error.wait_for(timeout=WAIT_MS)
+        assert "Insufficient permissions for sessions.patch" in await error.inner_text()
+        await page.wait_for_function(
+            "() => document.querySelector('#model').value === 'offline:offline'", timeout=WAIT_MS
+        )
+        assert await picker.is_disabled()
+    finally:
+        await ctx.close()

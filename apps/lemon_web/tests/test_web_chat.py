@@ -311,7 +311,10 @@ async def test_the_page_works_at_375_px_in_dark_mode(
     browser: Any, daemon: ControlPlane, shot: Any
 ) -> None:
     ctx = await browser.new_context(
-        viewport={"width": 375, "height": 740}, color_scheme="dark", has_touch=True
+        viewport={"width": 375, "height": 740},
+        screen={"width": 375, "height": 740},
+        color_scheme="dark",
+        has_touch=True,
     )
     try:
         page = await ctx.new_page()
@@ -347,6 +350,27 @@ async def test_the_page_works_at_375_px_in_dark_mode(
         await page.wait_for_function(
             "() => document.querySelector('#sidebar').getBoundingClientRect().right <= 0"
         )
+        # Closed (once its transition ends): no shadow on the chat's edge, no Tab stop.
+        await page.wait_for_function(
+            """() => { const s = getComputedStyle(document.querySelector('#sidebar'));
+            return s.boxShadow === 'none' && s.visibility === 'hidden'; }""",
+            timeout=WAIT_MS,
+        )
+        # The model picker has its own row: the title keeps its room, the open list fits.
+        bar = await page.evaluate(
+            """() => { const r = (q) => document.querySelector(q).getBoundingClientRect();
+            return { model: [r('#model').left, r('#model').right, r('#model').top],
+                     title: [r('#title').width, r('#title').bottom] }; }"""
+        )
+        left, right, top = bar["model"]
+        assert left >= 0
+        assert right <= 375
+        assert right - left >= 300
+        assert top >= bar["title"][1]  # below the title, not squeezed beside it
+        assert bar["title"][0] >= 200
+        await page.locator("#model").click()  # the list opens (headless draws it in the shot)
+        await page.screenshot(path=shot("phone-model-open"))
+        await page.keyboard.press("Escape")
         await page.locator(".approval button[data-decision=deny]").click()
     finally:
         await ctx.close()

@@ -26,7 +26,7 @@ const ui = {
   conn: $("conn"), model: $("model"), sessions: $("sessions"), title: $("title"),
   usage: $("usage"), login: $("login"), loginForm: $("login-form"), loginToken: $("login-token"),
   loginError: $("login-error"), sidebar: $("sidebar"), toggle: $("toggle-sidebar"),
-  newChat: $("new-chat"), announce: $("announce"),
+  newChat: $("new-chat"), announce: $("announce"), modelError: $("model-error"),
 };
 
 const TAB_PREFIX = "agent:default:web:browser:unknown:tab-";
@@ -466,6 +466,9 @@ function onEvent(frame) {
   if (name === "agent" && p.type === "started") {
     ensureRun(runId);
     setBusy(runId);
+    // A run on a model the picker does not show: the session's model may have been changed
+    // by another client; read it (the run itself may also have named its own model).
+    if (p.provider && p.model && `${p.provider}:${p.model}` !== picker.current) showSessionModel();
     return;
   }
   const known = page.runs.get(runId);
@@ -690,24 +693,104 @@ async function onOnline(frame) {
   ui.login.hidden = true;
   ui.composer.hidden = false;
   try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* older server: all events */ }
-  if (!frame.reconnect) loadModels();
+  // The session's model is read again on every connect (another client may have changed it).
+  (async () => { if (!frame.reconnect) await loadModels(); await showSessionModel(); })();
   refreshSessions();
   reload();
 }
 
+// The model picker shows the session's model (session.detail: its own, else the daemon's
+// default) and changing it sets the session's model with sessions.patch (the admin scope; a
+// loopback connection has every scope, a token's connection what its token grants). Runs of the
+// session then use it. A refused change is shown and the picker goes back to what the session
+// has; the picker never claims a model the daemon did not confirm.
+const picker = { models: false, current: null, pending: 0 };
+
 async function loadModels() {
   if (!client.supports("models.list")) { ui.model.hidden = true; return; }
   try {
-    const { models, summary } = await client.send("models.list", {});
-    const chosen = localStorage.getItem("lemon.model") || summary.default;
+    const { models } = await client.send("models.list", {});
     ui.model.hidden = !models.length;
-    ui.model.replaceChildren(...models.map((m) => {
-      const option = el("option", "", m.name || m.id);
-      option.value = m.id;
-      option.selected = m.id === chosen;
-      return option;
-    }));
+    // Grouped by provider (names alone can be ambiguous: "alpha"); each option's title is its ref.
+    const groups = new Map();
+    for (const m of models) {
+      const provider = m.provider || m.id.split(":")[0];
+      if (!groups.has(provider)) groups.set(provider, el("optgroup"));
+      groups.get(provider).label = provider;
+      groups.get(provider).append(modelOption(m.id, m.name || m.id));
+    }
+    ui.model.replaceChildren(...groups.values());
+    picker.models = models.length > 0;
   } catch { ui.model.hidden = true; }
+}
+
+function modelOption(ref, name) {
+  const option = el("option", "", name);
+  option.value = ref;
+  option.title = ref;
+  return option;
+}
+
+function canPatchModel() {
+  const scopes = client.hello && client.hello.auth && client.hello.auth.scopes;
+  return client.supports("sessions.patch") && (!Array.isArray(scopes) || scopes.includes("admin"));
+}
+
+function showModel(ref) {
+  picker.current = ref;
+  if (!ref) return;
+  if (![...ui.model.options].some((o) => o.value === ref)) ui.model.append(modelOption(ref, ref));
+  ui.model.value = ref;
+}
+
+async function showSessionModel() {
+  if (!picker.models) return;
+  const patchable = canPatchModel();
+  ui.model.disabled = !patchable;
+  ui.model.title = patchable ? "The model of this session" : "Changing the model needs the admin scope, which this connection does not have";
+  if (!client.supports("session.detail")) return;
+  const key = sessionKey;
+  const pending = picker.pending;
+  try {
+    const { session } = await client.send("session.detail", { sessionKey: key });
+    if (key !== sessionKey || pending !== picker.pending) return; // a newer read or change wins
+    const ref = session.modelOverride || (session.provider && session.model ? `${session.provider}:${session.model}` : null);
+    showModel(ref);
+  } catch { /* the picker keeps what it shows; the next connect reads it again */ }
+}
+
+async function changeModel() {
+  const key = sessionKey;
+  const wanted = ui.model.value;
+  const before = picker.current;
+  picker.pending += 1;
+  hideModelError();
+  ui.model.disabled = true;
+  try {
+    const { session } = await client.send("sessions.patch", { sessionKey: key, model: wanted });
+    if (key === sessionKey) {
+      showModel(session.model || wanted);
+      announce(`Model for this session: ${ui.model.selectedOptions[0].textContent}`);
+    }
+  } catch (error) {
+    if (key === sessionKey) {
+      showModel(before);
+      if (!before) ui.model.selectedIndex = -1;
+      showModelError(`Could not switch the model to ${wanted}: ${error.message}`);
+    }
+  } finally {
+    ui.model.disabled = !canPatchModel();
+  }
+}
+
+function showModelError(text) {
+  ui.modelError.textContent = text;
+  ui.modelError.hidden = false;
+}
+
+function hideModelError() {
+  ui.modelError.hidden = true;
+  ui.modelError.textContent = "";
 }
 
 async function refreshSessions() {
@@ -743,6 +826,8 @@ async function switchSession(key, push) {
   page.totalCost = 0;
   page.totalTokens = 0;
   ui.usage.textContent = "";
+  hideModelError();
+  showSessionModel();
   try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* reconnect subscribes */ }
   refreshSessions();
   reload();
@@ -756,8 +841,6 @@ async function sendMessage() {
   if (!text.trim()) return;
   if (client.state !== "online") { announce("Not connected: the message was not sent."); return; }
   const params = { sessionKey, prompt: text, queueMode: page.busyRun ? ui.mode.value : "collect" };
-  const model = ui.model.value;
-  if (model && !ui.model.hidden) params.model = model;
   ui.input.value = "";
   const item = userItem(text);
   if (page.busyRun) item.append(el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()));
@@ -783,7 +866,7 @@ function installComposer() {
     if (event.key === "Escape" && page.busyRun) { event.preventDefault(); stopRun(); }
   });
   ui.stop.addEventListener("click", stopRun);
-  ui.model.addEventListener("change", () => localStorage.setItem("lemon.model", ui.model.value));
+  ui.model.addEventListener("change", changeModel);
   ui.newChat.addEventListener("click", () => switchSession(newTabKey(), true));
   ui.toggle.addEventListener("click", () => {
     const open = !document.body.classList.contains("sidebar-open");
