@@ -8,17 +8,26 @@ are failure guards only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from lemon_channels import ChannelHost, Channels, PairingStore
-from lemon_channels.testing import FakeMessage, FakeTelegram
+from lemon_channels.testing import FakeMessage, FakeTelegram, displayed
 from lemon_core.channels import ChannelState
-from lemon_core.events import QueueOutcomeKind
-from lemon_core.runtime import Runtime
-from lemon_core.sessions import SESSION_PORT, QueueNotice, RunEnded, SessionEvent
+from lemon_core.events import ApprovalDecision, QueueOutcomeKind
+from lemon_core.runtime import AGENT_RUNTIME, Runtime
+from lemon_core.sessions import (
+    SESSION_PORT,
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    SessionEvent,
+)
 
 TOOL = '/tool bash {"command": "ls"}'
 KEY = "agent:default:telegram:123456:dm:42"
@@ -165,6 +174,49 @@ async def test_an_approval_whose_run_ends_edits_the_prompt(
         await telegram.wait_for(lambda: any(m.shown == "Cancelled 1." for m in telegram.chat(42)))
         # A press on the old prompt is answered, and resolves nothing.
         await telegram.press(prompt.message_id, once)
+        await telegram.wait_for(lambda: "no longer pending" in telegram.callback_answers)
+
+
+async def test_an_approval_that_expires_edits_the_prompt(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        # No config key sets the approval deadline (300 s by default): the test shortens the
+        # agent's own setting. The deadline is ExecApprovals' wall clock; the test waits on the
+        # session's approval_ended event and on the edit, never on a sleep.
+        executor: Any = runtime.context.capabilities.require(AGENT_RUNTIME).executor()
+        executor.settings = dataclasses.replace(executor.settings, approval_timeout_s=0.2)
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        stream = port.watch(KEY)
+        await telegram.send_text(TOOL)
+        asked: ApprovalAsked | None = None
+        while True:
+            event = await asyncio.wait_for(stream.get(), 30)
+            if isinstance(event, ApprovalAsked):
+                asked = event
+            elif isinstance(event, ApprovalEnded):
+                break
+        stream.close()
+        assert asked is not None
+        assert asked.approval_id == event.approval_id
+        assert asked.expires_at_ms is not None
+        assert event.decision is ApprovalDecision.TIMEOUT  # its own deadline, the run goes on
+        expired = "bash: not answered in time (denied)"
+        await telegram.wait_for(lambda: any(m.shown == expired for m in telegram.chat(42)))
+        [prompt] = [m for m in telegram.chat(42) if m.shown == expired]
+        assert prompt.buttons == []
+        # The prompt was sent with its buttons, then edited (not a second message).
+        [sent] = [p for p in telegram.method_calls("sendMessage") if "asks to run" in p["text"]]
+        assert sent["reply_markup"]["inline_keyboard"]
+        edits = [
+            p
+            for p in telegram.method_calls("editMessageText")
+            if p["message_id"] == prompt.message_id
+        ]
+        assert [displayed(p["text"], p.get("parse_mode")) for p in edits] == [expired]
+        assert not (edits[0].get("reply_markup") or {}).get("inline_keyboard")
+        # A late press is answered and resolves nothing.
+        await telegram.press(prompt.message_id, f"ap|{asked.approval_id}|approve_once")
         await telegram.wait_for(lambda: "no longer pending" in telegram.callback_answers)
 
 
