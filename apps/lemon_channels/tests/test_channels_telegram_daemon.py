@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 
-from lemon_channels import ChannelHost, Channels, PairingStore
+from lemon_channels import ChannelHost, Channels, PairingStore, channel_statuses
+from lemon_channels.telegram import POLL_FAILURES_BEFORE_FAILED
 from lemon_channels.testing import FakeMessage, FakeTelegram, displayed
-from lemon_core.channels import ChannelState
+from lemon_core.channels import ChannelState, ChannelStatus
 from lemon_core.events import ApprovalDecision, QueueOutcomeKind
 from lemon_core.runtime import AGENT_RUNTIME, Runtime
 from lemon_core.sessions import (
@@ -31,6 +32,10 @@ from lemon_core.sessions import (
 
 TOOL = '/tool bash {"command": "ls"}'
 KEY = "agent:default:telegram:123456:dm:42"
+CONFLICT = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot instance "
+    "is running"
+)
 
 
 def host_of(runtime: Runtime) -> ChannelHost:
@@ -276,6 +281,67 @@ async def test_a_bad_token_leaves_the_daemon_running_without_the_channel(
         async with httpx.AsyncClient() as client:
             health = await client.get(plane.url + "/healthz")  # type: ignore[attr-defined]
         assert health.status_code == 200
+
+
+def running(status: ChannelStatus) -> bool:
+    return status.state is ChannelState.RUNNING
+
+
+def failed(status: ChannelStatus) -> bool:
+    return status.state is ChannelState.FAILED
+
+
+async def test_polling_refused_by_a_conflict_is_recorded_failed_then_running_again(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        host = host_of(runtime)
+        await asyncio.wait_for(host.until_recorded(running), 10)
+        # Fewer refusals than the bound: a passing conflict, the channel is still running.
+        await telegram.refuse_polls(409, CONFLICT, POLL_FAILURES_BEFORE_FAILED - 1)
+        await telegram.send_text("/echo still here")
+        await telegram.wait_for(lambda: any(m.shown == "still here" for m in telegram.chat(42)))
+        assert running(host.plugin.status())
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "running"
+
+        # Another process keeps polling the same bot: the record says failed, and why.
+        await telegram.refuse_polls(409, CONFLICT, POLL_FAILURES_BEFORE_FAILED)
+        status = await asyncio.wait_for(host.until_recorded(failed), 30)
+        assert "409" in status.detail
+        assert "another process polls this bot" in status.detail
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "failed"
+        assert row["detail"] == status.detail
+        assert telegram.token not in row["detail"]
+
+        # The other process stopped: the next answered poll records it running again.
+        await telegram.send_text("/echo back again")
+        await asyncio.wait_for(host.until_recorded(running), 30)
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "running"
+        assert row["detail"] == "@lemon_bot (polling)"
+        await telegram.wait_for(lambda: any(m.shown == "back again" for m in telegram.chat(42)))
+
+
+async def test_a_token_revoked_while_polling_is_recorded_failed(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        host = host_of(runtime)
+        await asyncio.wait_for(host.until_recorded(running), 10)
+        await telegram.revoke_token()
+        status = await asyncio.wait_for(host.until_recorded(failed), 30)
+        assert "401" in status.detail
+        assert "LEMON_TEST_TELEGRAM_TOKEN" in status.detail
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "failed"
+        assert "revoked" in row["detail"]
+        assert telegram.token not in row["detail"]
+    # Stopped: the last record says so, and still says what went wrong before.
+    assert host.recorded is not None
+    assert host.recorded.state is ChannelState.STOPPED
+    assert host.recorded.detail == f"stopped; before that: {status.detail}"
 
 
 async def test_webhook_mode_checks_the_secret_header(

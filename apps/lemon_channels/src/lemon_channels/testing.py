@@ -4,7 +4,9 @@ hand-fed session port.
 It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``getUpdates``
 (long polling with ``offset`` and ``timeout``), ``deleteWebhook``, ``setWebhook``,
 ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``, ``getFile`` and file downloads,
-with Telegram's errors: 401 for a bad token, 429 with ``parameters.retry_after``, 400
+with Telegram's errors: 401 for a bad token (or one revoked: :meth:`FakeTelegram.revoke_token`),
+409 Conflict for a poll another process cut off (:meth:`FakeTelegram.refuse_polls`), 429
+with ``parameters.retry_after``, 400
 "Bad Request: message is not modified", "message is too long" (over 4,096 UTF-16 code units
 displayed) and "can't parse entities" (HTML with a tag Telegram does not know, or tags that are
 not properly nested or closed), and BUTTON_DATA_INVALID for a ``callback_data`` over 64
@@ -110,6 +112,8 @@ class FakeTelegram:
         self._task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._closing = False
+        self._poll_refusals: list[tuple[int, str]] = []
+        self.revoked = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -180,6 +184,21 @@ class FakeTelegram:
     def refuse_call(self, method: str, nth: int, *, retry_after: int) -> None:
         """Answer the ``nth`` next call of ``method`` (1 = the next one) with a 429."""
         self._later.setdefault(method, {})[self._counts.get(method, 0) + nth] = retry_after
+
+    async def refuse_polls(self, code: int, description: str, times: int) -> None:
+        """Answer the next ``times`` ``getUpdates`` (the long poll in flight first) with
+        ``code``: 409 "Conflict: terminated by other getUpdates request; make sure that only
+        one bot instance is running" is what another process polling the same bot causes."""
+        async with self._changed:
+            self._poll_refusals += [(code, description)] * times
+            self._changed.notify_all()
+
+    async def revoke_token(self, revoked: bool = True) -> None:
+        """The token is revoked (every call, the long poll in flight included, answers 401
+        Unauthorized) or, with ``revoked=False``, valid again."""
+        async with self._changed:
+            self.revoked = revoked
+            self._changed.notify_all()
 
     def hold(self, method: str) -> asyncio.Event:
         """Hold every call of ``method`` until the returned event is set."""
@@ -311,7 +330,7 @@ class FakeTelegram:
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", path)
         if match is None:
             return 404, {"ok": False, "error_code": 404, "description": "Not Found"}, None
-        if match.group(1) != self.token:
+        if match.group(1) != self.token or self.revoked:
             return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}, None
         name = match.group(2)
         params: dict[str, Any] = msgspec.json.decode(body) if body else {}
@@ -390,13 +409,25 @@ class FakeTelegram:
         offset = int(params.get("offset") or 0)
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
         timeout = float(params.get("timeout") or 0)
-        if not self._updates and timeout > 0:
+        if not self._updates and not self._poll_refusals and timeout > 0:
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        self._changed.wait_for(lambda: bool(self._updates) or self._closing),
+                        self._changed.wait_for(
+                            lambda: (
+                                bool(self._updates)
+                                or self._closing
+                                or bool(self._poll_refusals)
+                                or self.revoked
+                            )
+                        ),
                         timeout,
                     )
+        if self.revoked:
+            return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        if self._poll_refusals:
+            code, description = self._poll_refusals.pop(0)
+            return code, {"ok": False, "error_code": code, "description": description}
         return list(self._updates[:100])
 
     def _check_buttons(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
