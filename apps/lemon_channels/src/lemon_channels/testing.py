@@ -32,16 +32,22 @@ import uvicorn
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.sessions import (
+    ALL_SESSIONS,
+    THINKING_LEVELS,
     ApprovalResult,
     CancelResult,
     CompactResult,
+    RunRecord,
+    SessionChange,
     SessionEvent,
     SessionPortStatistics,
+    SessionSettings,
     SessionSnapshot,
     SessionStreamClosedError,
     SessionSummary,
     SteerResult,
     StreamOverflow,
+    ThinkingLevel,
     TranscriptEntry,
     TranscriptPage,
 )
@@ -545,11 +551,19 @@ class FakeStream:
 
 class FakeSessionPort:
     """A :class:`~lemon_core.sessions.SessionPort` whose streams the test feeds by hand
-    (what a :class:`~lemon_channels.SessionPump` reads: ``watch``, ``snapshot``,
-    ``transcript``); ``submit`` records the request and answers a started receipt."""
+    (what a :class:`~lemon_channels.SessionPump` reads: ``watch``, ``watch_all``,
+    ``snapshot``, ``transcript``); ``submit`` records the request and answers a started
+    receipt. ``settings`` / ``patch`` keep per-session settings in memory (``patch`` refuses
+    what the real port refuses: a blank value, an unknown thinking level); ``reset`` /
+    ``delete`` record the key and answer done (``delete`` forgets the settings); ``runs``
+    answers ``run_records`` (set by the test), newest first as given."""
 
     def __init__(self) -> None:
         self.streams: list[FakeStream] = []
+        self.session_settings: dict[str, SessionSettings] = {}
+        self.run_records: list[RunRecord] = []
+        self.resets: list[str] = []
+        self.deletes: list[str] = []
         self._new = asyncio.Event()
         self.snapshot_value: SessionSnapshot | None = None
         self.transcript_entries: tuple[TranscriptEntry, ...] = ()
@@ -575,6 +589,9 @@ class FakeSessionPort:
         self.streams.append(stream)
         self._new.set()
         return stream
+
+    def watch_all(self) -> FakeStream:
+        return self.watch(ALL_SESSIONS)
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         return self.snapshot_value or SessionSnapshot(session_key=session_key)
@@ -616,8 +633,62 @@ class FakeSessionPort:
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         return []
 
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        records = [r for r in self.run_records if since_ms is None or r.finished_at_ms >= since_ms]
+        return records[:limit]
+
     async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
         raise NotImplementedError
 
+    async def settings(self, session_key: str) -> SessionSettings:
+        return self.session_settings.get(session_key) or SessionSettings(session_key=session_key)
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        for name, value in (("model", model), ("label", label)):
+            if isinstance(value, str) and not value.strip():
+                raise ValueError(f"{name} must not be blank; pass None to clear it")
+        if isinstance(thinking_level, str) and thinking_level not in THINKING_LEVELS:
+            raise ValueError(
+                f"unknown thinking level {thinking_level!r}; use one of {list(THINKING_LEVELS)}"
+            )
+        current = await self.settings(session_key)
+        changes: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("model", model),
+                ("label", label),
+                ("thinking_level", thinking_level),
+            )
+            if value is not msgspec.UNSET
+        }
+        updated = msgspec.structs.replace(current, **changes)
+        self.session_settings[session_key] = updated
+        return updated
+
+    async def reset(self, session_key: str) -> SessionChange:
+        self.resets.append(session_key)
+        return SessionChange(session_key=session_key, done=True)
+
+    async def delete(self, session_key: str) -> SessionChange:
+        self.deletes.append(session_key)
+        self.session_settings.pop(session_key, None)
+        return SessionChange(session_key=session_key, done=True)
+
     def statistics(self) -> SessionPortStatistics:
-        raise NotImplementedError
+        return SessionPortStatistics(
+            watchers=sum(1 for s in self.streams if not s.closed),
+            streams_opened=len(self.streams),
+            streams_overflowed=0,
+            snapshots=0,
+            snapshot_retries=0,
+            active_runs=0,
+            conversations=0,
+            submitted=len(self.submitted),
+        )
