@@ -156,7 +156,8 @@ class ChannelHost:
     def status_changed(self, status: ChannelStatus) -> None:
         """The plugin's status changed while it runs: record it (in the background, in
         order: each write records the plugin's status at the time it is written)."""
-        _log.warning("%s: now %s: %s", self.channel_id, status.state, status.detail)
+        level = logging.WARNING if status.state is ChannelState.FAILED else logging.INFO
+        _log.log(level, "%s: now %s: %s", self.channel_id, status.state, status.detail)
         task = asyncio.get_running_loop().create_task(self.record_status())
         self._status_tasks.add(task)
         task.add_done_callback(self._status_tasks.discard)

@@ -177,8 +177,8 @@ class TelegramPlugin:
         return self._status
 
     async def start(self, sink: InboundSink) -> ChannelStatus:
-        if self._status.state is ChannelState.RUNNING:
-            return self._status
+        if self._status.state is ChannelState.RUNNING or self._poller is not None:
+            return self._status  # running, or polling through a failure it reported
         self._set(ChannelState.STARTING, "connecting")
         self._sink = sink
         logging.getLogger("httpx").addFilter(self._filter)
