@@ -49,3 +49,32 @@ def test_a_host_with_an_empty_ingress_is_refused() -> None:
             bus=None,
             ingress_entries=0,
         )
+
+
+async def test_the_fake_session_port_is_a_session_port() -> None:
+    import pytest
+
+    from lemon_channels.testing import FakeSessionPort
+    from lemon_core.sessions import ALL_SESSIONS, SessionPort, SessionSettings
+
+    fake = FakeSessionPort()
+    port: SessionPort = fake  # mypy checks the structure: every operation, every signature
+    assert isinstance(port, SessionPort)  # runtime_checkable: every member is present
+    # The operations added to the port after the fake was written behave, not just exist.
+    assert await port.settings("k") == SessionSettings(session_key="k")
+    patched = await port.patch("k", model="openai:gpt-4o-mini", thinking_level="high")
+    assert patched.model == "openai:gpt-4o-mini"
+    assert (await port.patch("k", label="work")).thinking_level == "high"  # others kept
+    assert (await port.patch("k", model=None)).model is None  # None clears
+    with pytest.raises(ValueError, match="thinking level"):
+        await port.patch("k", thinking_level="loud")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="blank"):
+        await port.patch("k", label="  ")
+    assert (await port.reset("k")).done
+    assert (await port.settings("k")).label == "work"  # reset keeps the settings
+    assert (await port.delete("k")).done
+    assert await port.settings("k") == SessionSettings(session_key="k")
+    assert fake.resets == fake.deletes == ["k"]
+    assert await port.runs() == []
+    assert port.watch_all().session_key == ALL_SESSIONS
+    assert port.statistics().streams_opened == 1

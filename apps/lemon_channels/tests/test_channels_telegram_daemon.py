@@ -8,20 +8,34 @@ are failure guards only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from lemon_channels import ChannelHost, Channels, PairingStore
-from lemon_channels.testing import FakeMessage, FakeTelegram
-from lemon_core.channels import ChannelState
-from lemon_core.events import QueueOutcomeKind
-from lemon_core.runtime import Runtime
-from lemon_core.sessions import SESSION_PORT, QueueNotice, RunEnded, SessionEvent
+from lemon_channels import ChannelHost, Channels, PairingStore, channel_statuses
+from lemon_channels.telegram import POLL_FAILURES_BEFORE_FAILED
+from lemon_channels.testing import FakeMessage, FakeTelegram, displayed
+from lemon_core.channels import ChannelState, ChannelStatus
+from lemon_core.events import ApprovalDecision, QueueOutcomeKind
+from lemon_core.runtime import AGENT_RUNTIME, Runtime
+from lemon_core.sessions import (
+    SESSION_PORT,
+    ApprovalAsked,
+    ApprovalEnded,
+    QueueNotice,
+    RunEnded,
+    SessionEvent,
+)
 
 TOOL = '/tool bash {"command": "ls"}'
 KEY = "agent:default:telegram:123456:dm:42"
+CONFLICT = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot instance "
+    "is running"
+)
 
 
 def host_of(runtime: Runtime) -> ChannelHost:
@@ -168,6 +182,49 @@ async def test_an_approval_whose_run_ends_edits_the_prompt(
         await telegram.wait_for(lambda: "no longer pending" in telegram.callback_answers)
 
 
+async def test_an_approval_that_expires_edits_the_prompt(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        # No config key sets the approval deadline (300 s by default): the test shortens the
+        # agent's own setting. The deadline is ExecApprovals' wall clock; the test waits on the
+        # session's approval_ended event and on the edit, never on a sleep.
+        executor: Any = runtime.context.capabilities.require(AGENT_RUNTIME).executor()
+        executor.settings = dataclasses.replace(executor.settings, approval_timeout_s=0.2)
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        stream = port.watch(KEY)
+        await telegram.send_text(TOOL)
+        asked: ApprovalAsked | None = None
+        while True:
+            event = await asyncio.wait_for(stream.get(), 30)
+            if isinstance(event, ApprovalAsked):
+                asked = event
+            elif isinstance(event, ApprovalEnded):
+                break
+        stream.close()
+        assert asked is not None
+        assert asked.approval_id == event.approval_id
+        assert asked.expires_at_ms is not None
+        assert event.decision is ApprovalDecision.TIMEOUT  # its own deadline, the run goes on
+        expired = "bash: not answered in time (denied)"
+        await telegram.wait_for(lambda: any(m.shown == expired for m in telegram.chat(42)))
+        [prompt] = [m for m in telegram.chat(42) if m.shown == expired]
+        assert prompt.buttons == []
+        # The prompt was sent with its buttons, then edited (not a second message).
+        [sent] = [p for p in telegram.method_calls("sendMessage") if "asks to run" in p["text"]]
+        assert sent["reply_markup"]["inline_keyboard"]
+        edits = [
+            p
+            for p in telegram.method_calls("editMessageText")
+            if p["message_id"] == prompt.message_id
+        ]
+        assert [displayed(p["text"], p.get("parse_mode")) for p in edits] == [expired]
+        assert not (edits[0].get("reply_markup") or {}).get("inline_keyboard")
+        # A late press is answered and resolves nothing.
+        await telegram.press(prompt.message_id, f"ap|{asked.approval_id}|approve_once")
+        await telegram.wait_for(lambda: "no longer pending" in telegram.callback_answers)
+
+
 async def test_commands_new_model_and_status(
     telegram: FakeTelegram, daemon: Callable[..., Runtime]
 ) -> None:
@@ -224,6 +281,67 @@ async def test_a_bad_token_leaves_the_daemon_running_without_the_channel(
         async with httpx.AsyncClient() as client:
             health = await client.get(plane.url + "/healthz")  # type: ignore[attr-defined]
         assert health.status_code == 200
+
+
+def running(status: ChannelStatus) -> bool:
+    return status.state is ChannelState.RUNNING
+
+
+def failed(status: ChannelStatus) -> bool:
+    return status.state is ChannelState.FAILED
+
+
+async def test_polling_refused_by_a_conflict_is_recorded_failed_then_running_again(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        host = host_of(runtime)
+        await asyncio.wait_for(host.until_recorded(running), 10)
+        # Fewer refusals than the bound: a passing conflict, the channel is still running.
+        await telegram.refuse_polls(409, CONFLICT, POLL_FAILURES_BEFORE_FAILED - 1)
+        await telegram.send_text("/echo still here")
+        await telegram.wait_for(lambda: any(m.shown == "still here" for m in telegram.chat(42)))
+        assert running(host.plugin.status())
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "running"
+
+        # Another process keeps polling the same bot: the record says failed, and why.
+        await telegram.refuse_polls(409, CONFLICT, POLL_FAILURES_BEFORE_FAILED)
+        status = await asyncio.wait_for(host.until_recorded(failed), 30)
+        assert "409" in status.detail
+        assert "another process polls this bot" in status.detail
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "failed"
+        assert row["detail"] == status.detail
+        assert telegram.token not in row["detail"]
+
+        # The other process stopped: the next answered poll records it running again.
+        await telegram.send_text("/echo back again")
+        await asyncio.wait_for(host.until_recorded(running), 30)
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "running"
+        assert row["detail"] == "@lemon_bot (polling)"
+        await telegram.wait_for(lambda: any(m.shown == "back again" for m in telegram.chat(42)))
+
+
+async def test_a_token_revoked_while_polling_is_recorded_failed(
+    telegram: FakeTelegram, daemon: Callable[..., Runtime]
+) -> None:
+    async with daemon() as runtime:
+        host = host_of(runtime)
+        await asyncio.wait_for(host.until_recorded(running), 10)
+        await telegram.revoke_token()
+        status = await asyncio.wait_for(host.until_recorded(failed), 30)
+        assert "401" in status.detail
+        assert "LEMON_TEST_TELEGRAM_TOKEN" in status.detail
+        [row] = await channel_statuses(runtime.config, runtime.store)
+        assert row["state"] == "failed"
+        assert "revoked" in row["detail"]
+        assert telegram.token not in row["detail"]
+    # Stopped: the last record says so, and still says what went wrong before.
+    assert host.recorded is not None
+    assert host.recorded.state is ChannelState.STOPPED
+    assert host.recorded.detail == f"stopped; before that: {status.detail}"
 
 
 async def test_webhook_mode_checks_the_secret_header(

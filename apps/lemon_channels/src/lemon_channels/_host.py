@@ -27,6 +27,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -118,6 +119,15 @@ class ChannelHost:
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._commands = 0
         self._submitted = 0
+        self._status_lock = asyncio.Lock()
+        self._status_written = asyncio.Condition()
+        self._status_tasks: set[asyncio.Task[None]] = set()
+        self.recorded: ChannelStatus | None = None
+        """The status last written to the store."""
+        # A plugin that changes its status by itself (TelegramPlugin: polling refused, then
+        # answered again) reports it here, so the record ``lemon channels status`` reads follows.
+        if hasattr(plugin, "on_status"):
+            plugin.on_status = self.status_changed
 
     @property
     def channel_id(self) -> str:
@@ -139,17 +149,42 @@ class ChannelHost:
         await self.plugin.stop()
         await self._supervisor.close(0.0)
         await self.outbox.close(0.0)
+        if self._status_tasks:
+            await asyncio.gather(*self._status_tasks, return_exceptions=True)
         await self.record_status()
 
+    def status_changed(self, status: ChannelStatus) -> None:
+        """The plugin's status changed while it runs: record it (in the background, in
+        order: each write records the plugin's status at the time it is written)."""
+        level = logging.WARNING if status.state is ChannelState.FAILED else logging.INFO
+        _log.log(level, "%s: now %s: %s", self.channel_id, status.state, status.detail)
+        task = asyncio.get_running_loop().create_task(self.record_status())
+        self._status_tasks.add(task)
+        task.add_done_callback(self._status_tasks.discard)
+
     async def record_status(self) -> None:
-        status = self.plugin.status()
-        data = msgspec.to_builtins(status)
-        data["updated_ms"] = time.time_ns() // 1_000_000
-        data["outbox"] = msgspec.to_builtins(self.outbox.statistics())
-        try:
-            await self._store.put(STATUS_TABLE, self.channel_id, data)
-        except Exception as exc:  # status is informative; never fail the channel for it
-            _log.warning("%s: status not recorded: %r", self.channel_id, exc)
+        async with self._status_lock:
+            status = self.plugin.status()
+            data = msgspec.to_builtins(status)
+            data["updated_ms"] = time.time_ns() // 1_000_000
+            data["outbox"] = msgspec.to_builtins(self.outbox.statistics())
+            try:
+                await self._store.put(STATUS_TABLE, self.channel_id, data)
+            except Exception as exc:  # status is informative; never fail the channel for it
+                _log.warning("%s: status not recorded: %r", self.channel_id, exc)
+                return
+            async with self._status_written:
+                self.recorded = status
+                self._status_written.notify_all()
+
+    async def until_recorded(self, predicate: Callable[[ChannelStatus], bool]) -> ChannelStatus:
+        """Wait until the status last written to the store satisfies ``predicate``."""
+        async with self._status_written:
+            await self._status_written.wait_for(
+                lambda: self.recorded is not None and predicate(self.recorded)
+            )
+        assert self.recorded is not None
+        return self.recorded
 
     def statistics(self) -> dict[str, Any]:
         return {

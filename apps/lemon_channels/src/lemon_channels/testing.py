@@ -4,7 +4,9 @@ hand-fed session port.
 It speaks the Bot API's JSON wire format for what the plugin uses: ``getMe``, ``getUpdates``
 (long polling with ``offset`` and ``timeout``), ``deleteWebhook``, ``setWebhook``,
 ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``, ``getFile`` and file downloads,
-with Telegram's errors: 401 for a bad token, 429 with ``parameters.retry_after``, 400
+with Telegram's errors: 401 for a bad token (or one revoked: :meth:`FakeTelegram.revoke_token`),
+409 Conflict for a poll another process cut off (:meth:`FakeTelegram.refuse_polls`), 429
+with ``parameters.retry_after``, 400
 "Bad Request: message is not modified", "message is too long" (over 4,096 UTF-16 code units
 displayed) and "can't parse entities" (HTML with a tag Telegram does not know, or tags that are
 not properly nested or closed), and BUTTON_DATA_INVALID for a ``callback_data`` over 64
@@ -30,16 +32,22 @@ import uvicorn
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.sessions import (
+    ALL_SESSIONS,
+    THINKING_LEVELS,
     ApprovalResult,
     CancelResult,
     CompactResult,
+    RunRecord,
+    SessionChange,
     SessionEvent,
     SessionPortStatistics,
+    SessionSettings,
     SessionSnapshot,
     SessionStreamClosedError,
     SessionSummary,
     SteerResult,
     StreamOverflow,
+    ThinkingLevel,
     TranscriptEntry,
     TranscriptPage,
 )
@@ -110,6 +118,8 @@ class FakeTelegram:
         self._task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._closing = False
+        self._poll_refusals: list[tuple[int, str]] = []
+        self.revoked = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -180,6 +190,21 @@ class FakeTelegram:
     def refuse_call(self, method: str, nth: int, *, retry_after: int) -> None:
         """Answer the ``nth`` next call of ``method`` (1 = the next one) with a 429."""
         self._later.setdefault(method, {})[self._counts.get(method, 0) + nth] = retry_after
+
+    async def refuse_polls(self, code: int, description: str, times: int) -> None:
+        """Answer the next ``times`` ``getUpdates`` (the long poll in flight first) with
+        ``code``: 409 "Conflict: terminated by other getUpdates request; make sure that only
+        one bot instance is running" is what another process polling the same bot causes."""
+        async with self._changed:
+            self._poll_refusals += [(code, description)] * times
+            self._changed.notify_all()
+
+    async def revoke_token(self, revoked: bool = True) -> None:
+        """The token is revoked (every call, the long poll in flight included, answers 401
+        Unauthorized) or, with ``revoked=False``, valid again."""
+        async with self._changed:
+            self.revoked = revoked
+            self._changed.notify_all()
 
     def hold(self, method: str) -> asyncio.Event:
         """Hold every call of ``method`` until the returned event is set."""
@@ -311,7 +336,7 @@ class FakeTelegram:
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", path)
         if match is None:
             return 404, {"ok": False, "error_code": 404, "description": "Not Found"}, None
-        if match.group(1) != self.token:
+        if match.group(1) != self.token or self.revoked:
             return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}, None
         name = match.group(2)
         params: dict[str, Any] = msgspec.json.decode(body) if body else {}
@@ -390,13 +415,25 @@ class FakeTelegram:
         offset = int(params.get("offset") or 0)
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
         timeout = float(params.get("timeout") or 0)
-        if not self._updates and timeout > 0:
+        if not self._updates and not self._poll_refusals and timeout > 0:
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        self._changed.wait_for(lambda: bool(self._updates) or self._closing),
+                        self._changed.wait_for(
+                            lambda: (
+                                bool(self._updates)
+                                or self._closing
+                                or bool(self._poll_refusals)
+                                or self.revoked
+                            )
+                        ),
                         timeout,
                     )
+        if self.revoked:
+            return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        if self._poll_refusals:
+            code, description = self._poll_refusals.pop(0)
+            return code, {"ok": False, "error_code": code, "description": description}
         return list(self._updates[:100])
 
     def _check_buttons(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -514,11 +551,19 @@ class FakeStream:
 
 class FakeSessionPort:
     """A :class:`~lemon_core.sessions.SessionPort` whose streams the test feeds by hand
-    (what a :class:`~lemon_channels.SessionPump` reads: ``watch``, ``snapshot``,
-    ``transcript``); ``submit`` records the request and answers a started receipt."""
+    (what a :class:`~lemon_channels.SessionPump` reads: ``watch``, ``watch_all``,
+    ``snapshot``, ``transcript``); ``submit`` records the request and answers a started
+    receipt. ``settings`` / ``patch`` keep per-session settings in memory (``patch`` refuses
+    what the real port refuses: a blank value, an unknown thinking level); ``reset`` /
+    ``delete`` record the key and answer done (``delete`` forgets the settings); ``runs``
+    answers ``run_records`` (set by the test), newest first as given."""
 
     def __init__(self) -> None:
         self.streams: list[FakeStream] = []
+        self.session_settings: dict[str, SessionSettings] = {}
+        self.run_records: list[RunRecord] = []
+        self.resets: list[str] = []
+        self.deletes: list[str] = []
         self._new = asyncio.Event()
         self.snapshot_value: SessionSnapshot | None = None
         self.transcript_entries: tuple[TranscriptEntry, ...] = ()
@@ -544,6 +589,9 @@ class FakeSessionPort:
         self.streams.append(stream)
         self._new.set()
         return stream
+
+    def watch_all(self) -> FakeStream:
+        return self.watch(ALL_SESSIONS)
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         return self.snapshot_value or SessionSnapshot(session_key=session_key)
@@ -585,8 +633,62 @@ class FakeSessionPort:
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         return []
 
+    async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
+        records = [r for r in self.run_records if since_ms is None or r.finished_at_ms >= since_ms]
+        return records[:limit]
+
     async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
         raise NotImplementedError
 
+    async def settings(self, session_key: str) -> SessionSettings:
+        return self.session_settings.get(session_key) or SessionSettings(session_key=session_key)
+
+    async def patch(
+        self,
+        session_key: str,
+        *,
+        model: str | msgspec.UnsetType | None = msgspec.UNSET,
+        label: str | msgspec.UnsetType | None = msgspec.UNSET,
+        thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> SessionSettings:
+        for name, value in (("model", model), ("label", label)):
+            if isinstance(value, str) and not value.strip():
+                raise ValueError(f"{name} must not be blank; pass None to clear it")
+        if isinstance(thinking_level, str) and thinking_level not in THINKING_LEVELS:
+            raise ValueError(
+                f"unknown thinking level {thinking_level!r}; use one of {list(THINKING_LEVELS)}"
+            )
+        current = await self.settings(session_key)
+        changes: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("model", model),
+                ("label", label),
+                ("thinking_level", thinking_level),
+            )
+            if value is not msgspec.UNSET
+        }
+        updated = msgspec.structs.replace(current, **changes)
+        self.session_settings[session_key] = updated
+        return updated
+
+    async def reset(self, session_key: str) -> SessionChange:
+        self.resets.append(session_key)
+        return SessionChange(session_key=session_key, done=True)
+
+    async def delete(self, session_key: str) -> SessionChange:
+        self.deletes.append(session_key)
+        self.session_settings.pop(session_key, None)
+        return SessionChange(session_key=session_key, done=True)
+
     def statistics(self) -> SessionPortStatistics:
-        raise NotImplementedError
+        return SessionPortStatistics(
+            watchers=sum(1 for s in self.streams if not s.closed),
+            streams_opened=len(self.streams),
+            streams_overflowed=0,
+            snapshots=0,
+            snapshot_retries=0,
+            active_runs=0,
+            conversations=0,
+            submitted=len(self.submitted),
+        )

@@ -2,8 +2,8 @@
 
 Reads and writes ``$LEMON_HOME/store/lemon.sqlite3`` directly (lemon_channels' status record,
 outbox and pairing tables), so it works whether or not the daemon runs: the daemon records each
-channel's state when it starts and stops it, and checks pairings on every message, so an
-approved code works at once.
+channel's state when it starts and stops it and when its polling fails persistently or
+recovers, and checks pairings on every message, so an approved code works at once.
 """
 
 from __future__ import annotations

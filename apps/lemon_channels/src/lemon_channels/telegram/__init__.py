@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lemon_channels.telegram._plugin import (
     CHOICE_LABELS,
+    POLL_FAILURES_BEFORE_FAILED,
     WEBHOOK_PATH,
     TelegramPayload,
     TelegramPlugin,
@@ -13,6 +14,7 @@ from lemon_channels.telegram._render import MAX_MESSAGE_CHARS, markdown_to_html,
 __all__ = [
     "CHOICE_LABELS",
     "MAX_MESSAGE_CHARS",
+    "POLL_FAILURES_BEFORE_FAILED",
     "WEBHOOK_PATH",
     "TelegramPayload",
     "TelegramPlugin",

@@ -11,6 +11,12 @@ and escaped by :mod:`._render`), inline keyboards for approvals, ``answerCallbac
 A 429's ``parameters.retry_after`` is reported to the outbox; 400 "message is not modified"
 is success. The bot token is part of every Bot API URL: a logging filter on httpx's logger
 replaces it, and no error text or status carries it.
+
+Status while polling: :data:`POLL_FAILURES_BEFORE_FAILED` consecutive failed ``getUpdates``
+(409 Conflict: another process polls the same bot; 401: the token was revoked; the Bot API
+unreachable) turn the status FAILED with a sentence saying why and what to do; polling goes on
+(backoff up to 30 s), and the first answered poll makes it RUNNING again. Each change is
+reported to ``on_status`` (the host records it for ``lemon channels status``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import hmac
 import html
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import httpx
@@ -43,7 +49,13 @@ from lemon_core.channels import (
 )
 from lemon_core.runtime import HttpMounts
 
-__all__ = ["CHOICE_LABELS", "WEBHOOK_PATH", "TelegramPayload", "TelegramPlugin"]
+__all__ = [
+    "CHOICE_LABELS",
+    "POLL_FAILURES_BEFORE_FAILED",
+    "WEBHOOK_PATH",
+    "TelegramPayload",
+    "TelegramPlugin",
+]
 
 _log = logging.getLogger("lemon_channels.telegram")
 
@@ -65,6 +77,8 @@ _ERROR_CHARS: Final = 300
 #: How long a stop waits for the updates in hand to finish.
 _STOP_GRACE_S: Final = 10.0
 _ANY_TAG: Final = re.compile(r"<[^<>]*>")
+#: Consecutive failed ``getUpdates`` after which a polling channel's status is FAILED.
+POLL_FAILURES_BEFORE_FAILED: Final = 3
 
 
 class TelegramPayload(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +154,10 @@ class TelegramPlugin:
         self._account: str | None = None
         self._username: str | None = None
         self._offset = 0
+        self._running_detail = ""
+        self._poll_failures = 0
+        self.on_status: Callable[[ChannelStatus], None] | None = None
+        """Called (on the loop) after each status change the poller makes by itself."""
         self.updates = 0
         self.rejected_webhook = 0
 
@@ -159,8 +177,8 @@ class TelegramPlugin:
         return self._status
 
     async def start(self, sink: InboundSink) -> ChannelStatus:
-        if self._status.state is ChannelState.RUNNING:
-            return self._status
+        if self._status.state is ChannelState.RUNNING or self._poller is not None:
+            return self._status  # running, or polling through a failure it reported
         self._set(ChannelState.STARTING, "connecting")
         self._sink = sink
         logging.getLogger("httpx").addFilter(self._filter)
@@ -209,12 +227,13 @@ class TelegramPlugin:
         if problem is not None:
             await self._close_http()
             return self._set(ChannelState.FAILED, problem)
+        self._running_detail = (
+            f"@{username} ({self._mode})" if username else f"bot {self._account} ({self._mode})"
+        )
+        self._poll_failures = 0
         if self._mode != "webhook":
             self._poller = asyncio.ensure_future(self._poll())
-        return self._set(
-            ChannelState.RUNNING,
-            f"@{username} ({self._mode})" if username else f"bot {self._account} ({self._mode})",
-        )
+        return self._set(ChannelState.RUNNING, self._running_detail)
 
     async def _start_webhook(self) -> str | None:
         if self._mounts is None or not self._webhook_url or not self._webhook_secret:
@@ -254,8 +273,12 @@ class TelegramPlugin:
                 task.cancel()
             await asyncio.gather(*in_hand, return_exceptions=True)
         await self._close_http()
-        if self._status.state is not ChannelState.FAILED:
+        if self._poll_failures >= POLL_FAILURES_BEFORE_FAILED:
+            # Failed while polling: the daemon no longer runs it, but the reason still matters.
+            self._set(ChannelState.STOPPED, f"stopped; before that: {self._status.detail}")
+        elif self._status.state is not ChannelState.FAILED:
             self._set(ChannelState.STOPPED, "stopped")
+        self._poll_failures = 0
 
     async def _close_http(self) -> None:
         if self._http is not None:
@@ -322,11 +345,13 @@ class TelegramPlugin:
             except Exception as exc:  # a malformed answer, say: never the end of the channel
                 _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
                 updates = None
+                self._poll_failed(f"getUpdates failed ({type(exc).__name__})")
             if updates is None:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
             backoff = 0.5
+            self._poll_answered()
             for update in updates:
                 update_id = update.get("update_id")
                 if not isinstance(update_id, int) or isinstance(update_id, bool):
@@ -352,20 +377,64 @@ class TelegramPlugin:
             )
         except httpx.HTTPError as exc:
             _log.warning("telegram: getUpdates failed (%s); retrying", type(exc).__name__)
+            self._poll_failed(
+                f"cannot reach the Bot API at {self._base} ({type(exc).__name__}); check "
+                "[channels.telegram] api_base_url and the network (retrying)"
+            )
             return None
         if not data.get("ok"):
             parameters = data.get("parameters")
             retry = parameters.get("retry_after") if isinstance(parameters, dict) else None
-            _log.warning(
-                "telegram: getUpdates refused: %s", str(data.get("description"))[:_ERROR_CHARS]
-            )
+            description = str(data.get("description"))[:_ERROR_CHARS]
+            _log.warning("telegram: getUpdates refused: %s", description)
             if isinstance(retry, int | float) and retry > 0:
                 await asyncio.sleep(min(float(retry), 300.0))
+            else:  # a 429 is flow control, not a failure of the channel
+                self._poll_failed(self._refusal_detail(data.get("error_code"), description))
             return None
         result = data.get("result")
         if not isinstance(result, list):
+            self._poll_failed("getUpdates answered with something other than a list (retrying)")
             return None
         return [update for update in result if isinstance(update, dict)]
+
+    def _refusal_detail(self, code: object, description: str) -> str:
+        if code == 409:
+            return (
+                f"Telegram refused polling (409 {description}): another process polls this bot "
+                "(a second daemon with the same token, or a webhook set for it elsewhere); "
+                "stop the other one (retrying)"
+            )
+        if code in (401, 404):
+            return (
+                f"Telegram refused the bot token in {self._token_name} while polling ({code} "
+                f"{description}): it was revoked or changed; put the token @BotFather gives "
+                f"you in {self._token_name} and restart the daemon (retrying)"
+            )
+        return f"getUpdates refused ({code} {description}) (retrying)"
+
+    def _poll_failed(self, detail: str) -> None:
+        self._poll_failures += 1
+        if self._poll_failures >= POLL_FAILURES_BEFORE_FAILED and (
+            self._status.state is not ChannelState.FAILED or self._status.detail != detail
+        ):
+            self._set(ChannelState.FAILED, detail)
+            self._changed()
+
+    def _poll_answered(self) -> None:
+        failed = self._poll_failures >= POLL_FAILURES_BEFORE_FAILED
+        self._poll_failures = 0
+        if failed and self._status.state is ChannelState.FAILED:
+            self._set(ChannelState.RUNNING, self._running_detail)
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_status is None:
+            return
+        try:
+            self.on_status(self._status)
+        except Exception as exc:  # a listener never breaks polling
+            _log.warning("telegram: status listener raised %r", exc)
 
     async def _handle(self, update: dict[str, Any]) -> None:
         """Turn one update into an inbound message and hand it to the sink (errors logged:
