@@ -349,3 +349,36 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
         finally:
             stop(a)
             stop(b)
+
+
+async def test_a_message_through_b_during_a_run_on_a_is_queued_by_the_session_rules(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})  # B's client follows it
+        held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+        asked = await on_a.event("exec.approval.requested", runId=held["runId"])
+        # Two followups through B while A's run is active: B hands them to A, the session's
+        # owner, whose queue merges them (the newer id carries both; one run after A's).
+        first = await on_b.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": "/echo one", "queueMode": "followup"}
+        )
+        second = await on_b.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": "/echo two", "queueMode": "followup"}
+        )
+        assert len({held["runId"], first["runId"], second["runId"]}) == 3
+        # Nothing of B's ran in parallel: A's run is still the only one.
+        mine = {first["runId"], second["runId"]}
+        assert not [f for f in on_b.events("agent") if f["payload"].get("runId") in mine]
+        await on_a.call(
+            "exec.approval.resolve",
+            {"approvalId": asked["payload"]["approvalId"], "decision": "approve_once"},
+        )
+        done_held = await on_b.completed(held["runId"])
+        done = await on_b.completed(second["runId"])
+        assert done_held["payload"]["runId"] == held["runId"]
+        assert done["payload"]["ok"] is True, done
+        history = await on_b.call("chat.history", {"sessionKey": SESSION, "limit": 200})
+    users = [m["content"] for m in history["messages"] if m["role"] == "user"]
+    assert users == [HOLD, "/echo one\n/echo two"]  # after A's run, as one merged message

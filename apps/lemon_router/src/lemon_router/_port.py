@@ -253,6 +253,7 @@ class RouterSessionPort:
         _check_key(session_key)
         self._snapshots += 1
         router = self._router
+        router.note_session(session_key)  # its watchers follow what they read (shared runs)
         before = (router.revision(session_key), router.active_attempt(session_key))
         native_id, last = await self._native(session_key)
         history = await self._history(native_id, limit=_SNAPSHOT_MESSAGES)
@@ -413,6 +414,7 @@ class RouterSessionPort:
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
+        self._router.note_session(session_key)  # watchers follow it (its runs may be elsewhere)
         native_id, _ = await self._native(session_key)
         if native_id is None:
             return TranscriptPage(
