@@ -153,6 +153,7 @@ class SharedSessions:
         noted: Callable[[str], None],
         ttl_ms: int,
         handoff_timeout_ms: int,
+        sweep: bool = True,
         owner: str | None = None,
     ) -> None:
         self._bus = bus
@@ -165,6 +166,7 @@ class SharedSessions:
         self._noted = noted
         self.ttl_ms = ttl_ms
         self.handoff_timeout_ms = handoff_timeout_ms
+        self._sweep = sweep
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._owned: dict[str, _Owned] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -190,7 +192,8 @@ class SharedSessions:
 
     def start(self) -> None:
         self._tasks.spawn(self._consume(), name="router:inbox")
-        self._tasks.spawn(self._sweep_loop(), name="router:inbox-sweep")
+        if self._sweep:
+            self._tasks.spawn(self._sweep_loop(), name="router:inbox-sweep")
 
     async def close(self) -> None:
         """Give up every owner lease (queued messages were settled by the router's stop)."""

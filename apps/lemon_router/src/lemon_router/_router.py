@@ -158,6 +158,7 @@ class Router:
                 noted=self.note_session,
                 ttl_ms=self.config.lease_ttl_ms,
                 handoff_timeout_ms=self.config.handoff_timeout_ms,
+                sweep=self.config.inbox_sweep,
             )
 
     # -- lifecycle ---------------------------------------------------------------------------
