@@ -151,3 +151,17 @@ async def test_the_sweep_admits_what_a_dead_owner_left_queued(world: World) -> N
     assert (second.run_id, second.prompt) == ("run-1", "m1")
     b.engine.complete(second.run_id)
     assert await records(world.store) == []
+
+
+async def test_an_owner_that_stops_reports_handed_off_messages_cancelled_and_forgets_them(
+    world: World,
+) -> None:
+    a, b = world.a, world.b
+    await a.router.submit(request("first"))
+    await a.engine.next_command()
+    queued = await b.router.submit(request("x"))
+    assert queued.status == "queued"
+    assert len(await records(world.store)) == 1
+    await a.router.__aexit__(None, None, None)
+    assert await records(world.store) == []  # reported cancelled: no other daemon runs it
+    assert await world.leases.holder(owner_lease(SESSION)) is None  # released

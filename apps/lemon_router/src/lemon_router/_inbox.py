@@ -30,8 +30,9 @@ So a message handed off is accounted for even when its owner dies with it queued
 
 Known limits: a crash between deleting the record and the gateway recording the run loses that
 one message (the window is one store write; the alternative order would run it twice); a
-daemon that stops cancels what it has queued (as on one machine) rather than leaving it for
-another daemon; a message sent directly to the owner is in its memory only, as on one machine.
+daemon that stops cancels what it has queued (as on one machine; handed-off records are
+deleted with them, within 5 s) rather than leaving it for another daemon; a message sent
+directly to the owner is in its memory only, as on one machine.
 """
 
 from __future__ import annotations
@@ -328,7 +329,7 @@ class SharedSessions:
         if handled is not None or self._known(run_id):
             return handled
         try:
-            request = decode_request(data)
+            request = dataclasses.replace(decode_request(data), run_id=run_id)
         except (KeyError, TypeError, ValueError) as exc:
             log.error("inbox record %r does not parse, dropped: %s", record, exc)
             await self._unrecord_keys([record])

@@ -146,6 +146,7 @@ class Router:
         self._steering: dict[str, set[asyncio.Task[None]]] = {}
         # Sessions shared with other daemons (a shared store's leases): one owner per session.
         self.shared: SharedSessions | None = None
+        self._stop_unrecord: list[str] = []
         if leases is not None and store is not None:
             self.shared = SharedSessions(
                 bus=bus,
@@ -184,6 +185,12 @@ class Router:
         for key, queue in list(self._queues.items()):
             for session_key in list(self._conv_sessions.get(key, ())):
                 self._apply(key, queue.abort_session(session_key, reason="router stopped"))
+        if self.shared is not None and self._stop_unrecord:
+            # Handed-off messages reported cancelled leave the shared inbox too (no other
+            # daemon runs them later); a store that does not answer leaves them recorded.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self.shared.unrecord(self._stop_unrecord)
         try:
             # Every run ends with one completion: cancelled processes publish theirs.
             await self._tasks.close(grace_s=0)
@@ -574,7 +581,10 @@ class Router:
             if effect.outcome == "merged" and effect.into_run_id is not None:
                 self.shared.merged(effect.run_id, effect.into_run_id)
             elif self.shared.recorded([effect.run_id]):
-                self._spawn(self.shared.unrecord([effect.run_id]), f"unrecord:{effect.run_id}")
+                if self._state is RouterState.RUNNING:
+                    self._spawn(self.shared.unrecord([effect.run_id]), f"unrecord:{effect.run_id}")
+                else:  # stopping: deleted before the router's tasks end (see __aexit__)
+                    self._stop_unrecord.append(effect.run_id)
         if tracked is not None:
             self._maybe_drop(tracked[0])
 
