@@ -374,3 +374,29 @@ async def test_a_message_through_b_during_a_run_on_a_is_queued_by_the_session_ru
         history = await on_b.call("chat.history", {"sessionKey": SESSION, "limit": 200})
     users = [m["content"] for m in history["messages"] if m["role"] == "user"]
     assert users == [HOLD, "/echo one\n/echo two"]  # after A's run, as one merged message
+
+
+@pytest.mark.parametrize("lease_ttl_s", [1.0])
+async def test_a_message_queued_on_an_owner_killed_mid_run_is_run_by_the_other_daemon(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})
+        async with wire_client(a.ws)() as on_a:
+            held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+            await on_a.event("exec.approval.requested", runId=held["runId"])
+            # Handed to A, queued behind its run, recorded in the shared store.
+            queued = await on_b.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo kept"})
+            on_owner = await on_a.call("sessions.snapshot", {"sessionKey": SESSION})
+            assert queued["runId"] in str(on_owner["queued"])  # in A's queue, not run on B
+        a.proc.kill()  # SIGKILL with the message still queued in A's memory
+        await asyncio.to_thread(a.proc.wait, 30)
+        # Nobody sends anything more: B's sweep takes the session once A's lease expired.
+        vanished = await on_b.completed(held["runId"])
+        done = await on_b.completed(queued["runId"])
+        assert "owner_lost" in vanished["payload"]["error"]
+        assert done["payload"]["ok"] is True, done
+        assert done["payload"]["answer"] == "kept"
+        history = await on_b.call("chat.history", {"sessionKey": SESSION})
+    assert ("user", "/echo kept") in [(m["role"], m["content"]) for m in history["messages"]]
