@@ -170,6 +170,7 @@ class SharedSessions:
         self._sweep = sweep
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._owned: dict[str, _Owned] = {}
+        self._releasing: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._handled: OrderedDict[str, Receipt] = OrderedDict()
@@ -373,9 +374,19 @@ class SharedSessions:
             self._spawn_release(session_key)
 
     def _spawn_release(self, session_key: str) -> None:
+        if session_key in self._releasing:
+            return  # one pending release per session
+        self._releasing.add(session_key)
         self._tasks.spawn(self._release_if_idle(session_key), name=f"release:{session_key}")
 
     async def _release_if_idle(self, session_key: str) -> None:
+        try:
+            # An idle session stays ours for a third of the ttl: a conversation's next message
+            # (the common case) needs no new lease, and one through another daemon is handed
+            # to us as to any live owner.
+            await asyncio.sleep(self.ttl_ms / 3000)
+        finally:
+            self._releasing.discard(session_key)
         async with self._session_lock(session_key):
             if not self._busy(session_key):
                 await self._release(session_key)
