@@ -4,9 +4,9 @@ clients receive A's run events, and a burst of messages into one session alterna
 every one accounted for with no two runs of the session overlapping; the owner killed or paused
 mid-run, Redis and PostgreSQL lost (through proxies the test cuts: the servers are shared).
 
-Each daemon has its own home (its daemon lock, its state file); they share the store and the bus
-through the servers and the transcript files through one directory (a shared filesystem's
-stand-in: the transcripts are not in the store yet). Each test uses its own schema (dropped
+Each daemon has its own home (its daemon lock, its state file, its transcript files); they share
+the store and the bus through the servers, and nothing else: transcripts reach the other daemon
+through the store (coding_agent mirrors them there). Each test uses its own schema (dropped
 after) and thereby its own Redis channel prefix."""
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def start(
     tmp_path: Path,
     name: str,
     schema: str,
-    shared: Path,
     *,
     lease_ttl_s: float = 15.0,
     redis_url: str = REDIS,
@@ -68,7 +67,6 @@ def start(
 ) -> Daemon:
     home = tmp_path / name
     (home / "agent").mkdir(parents=True)
-    (home / "agent" / "sessions").symlink_to(shared, target_is_directory=True)
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f"timeout_s = {store_timeout_s}\n"
@@ -116,11 +114,9 @@ def lease_ttl_s() -> float:
 
 @pytest.fixture
 def pair(tmp_path: Path, schema: str, lease_ttl_s: float) -> Iterator[tuple[Daemon, Daemon]]:
-    shared = tmp_path / "shared-sessions"
-    shared.mkdir()
-    a = start(tmp_path, "a", schema, shared, lease_ttl_s=lease_ttl_s)
+    a = start(tmp_path, "a", schema, lease_ttl_s=lease_ttl_s)
     try:
-        b = start(tmp_path, "b", schema, shared, lease_ttl_s=lease_ttl_s)
+        b = start(tmp_path, "b", schema, lease_ttl_s=lease_ttl_s)
     except BaseException:
         stop(a)
         raise
@@ -275,13 +271,11 @@ async def test_a_paused_owner_loses_the_session_and_its_late_write_is_refused(
 async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
     tmp_path: Path, schema: str
 ) -> None:
-    shared = tmp_path / "shared-sessions"
-    shared.mkdir()
     with TcpProxy("127.0.0.1", REDIS_PORT) as proxy:
         # A reaches Redis through a proxy this test cuts (the machine's Redis is shared and is
         # never restarted); B reaches it directly.
-        a = start(tmp_path, "a", schema, shared, redis_url=f"redis://127.0.0.1:{proxy.port}/0")
-        b = start(tmp_path, "b", schema, shared)
+        a = start(tmp_path, "a", schema, redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+        b = start(tmp_path, "b", schema)
         try:
             async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
                 await on_b.call("chat.history", {"sessionKey": SESSION})
@@ -319,14 +313,12 @@ async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
 async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_written(
     tmp_path: Path, schema: str
 ) -> None:
-    shared = tmp_path / "shared-sessions"
-    shared.mkdir()
     pg_port = int(PG.rsplit(":", 1)[1].split("/")[0])
     with TcpProxy("127.0.0.1", pg_port) as proxy:
         dsn = PG.replace(f":{pg_port}/", f":{proxy.port}/")
         bounds = "engine_lock_timeout_s = 2\nstore_timeout_s = 2\n"
-        a = start(tmp_path, "a", schema, shared, dsn=dsn, gateway=bounds, store_timeout_s=1.0)
-        b = start(tmp_path, "b", schema, shared)
+        a = start(tmp_path, "a", schema, dsn=dsn, gateway=bounds, store_timeout_s=1.0)
+        b = start(tmp_path, "b", schema)
         try:
             async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
                 proxy.cut()  # A loses PostgreSQL (B keeps it)
@@ -349,3 +341,62 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
         finally:
             stop(a)
             stop(b)
+
+
+async def test_a_message_through_b_during_a_run_on_a_is_queued_by_the_session_rules(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})  # B's client follows it
+        held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+        asked = await on_a.event("exec.approval.requested", runId=held["runId"])
+        # Two followups through B while A's run is active: B hands them to A, the session's
+        # owner, whose queue merges them (the newer id carries both; one run after A's).
+        first = await on_b.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": "/echo one", "queueMode": "followup"}
+        )
+        second = await on_b.call(
+            "chat.send", {"sessionKey": SESSION, "prompt": "/echo two", "queueMode": "followup"}
+        )
+        assert len({held["runId"], first["runId"], second["runId"]}) == 3
+        # Nothing of B's ran in parallel: A's run is still the only one.
+        mine = {first["runId"], second["runId"]}
+        assert not [f for f in on_b.events("agent") if f["payload"].get("runId") in mine]
+        await on_a.call(
+            "exec.approval.resolve",
+            {"approvalId": asked["payload"]["approvalId"], "decision": "approve_once"},
+        )
+        done_held = await on_b.completed(held["runId"])
+        done = await on_b.completed(second["runId"])
+        assert done_held["payload"]["runId"] == held["runId"]
+        assert done["payload"]["ok"] is True, done
+        history = await on_b.call("chat.history", {"sessionKey": SESSION, "limit": 200})
+    users = [m["content"] for m in history["messages"] if m["role"] == "user"]
+    assert users == [HOLD, "/echo one\n/echo two"]  # after A's run, as one merged message
+
+
+@pytest.mark.parametrize("lease_ttl_s", [1.0])
+async def test_a_message_queued_on_an_owner_killed_mid_run_is_run_by_the_other_daemon(
+    pair: tuple[Daemon, Daemon],
+) -> None:
+    a, b = pair
+    async with wire_client(b.ws)() as on_b:
+        await on_b.call("chat.history", {"sessionKey": SESSION})
+        async with wire_client(a.ws)() as on_a:
+            held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
+            await on_a.event("exec.approval.requested", runId=held["runId"])
+            # Handed to A, queued behind its run, recorded in the shared store.
+            queued = await on_b.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo kept"})
+            on_owner = await on_a.call("sessions.snapshot", {"sessionKey": SESSION})
+            assert queued["runId"] in str(on_owner["queued"])  # in A's queue, not run on B
+        a.proc.kill()  # SIGKILL with the message still queued in A's memory
+        await asyncio.to_thread(a.proc.wait, 30)
+        # Nobody sends anything more: B's sweep takes the session once A's lease expired.
+        vanished = await on_b.completed(held["runId"])
+        done = await on_b.completed(queued["runId"])
+        assert "owner_lost" in vanished["payload"]["error"]
+        assert done["payload"]["ok"] is True, done
+        assert done["payload"]["answer"] == "kept"
+        history = await on_b.call("chat.history", {"sessionKey": SESSION})
+    assert ("user", "/echo kept") in [(m["role"], m["content"]) for m in history["messages"]]

@@ -24,6 +24,7 @@ from coding_agent._transcripts import (
     SessionTranscriptReader,
 )
 from coding_agent.executor import CodingExecutor
+from coding_agent.transcript_mirror import TranscriptMirror
 from lemon_core.approvals import ExecApprovals
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
@@ -68,7 +69,12 @@ async def _start(runtime: Runtime) -> CodingAgentRuntime:
     # A store failure is logged and counted in approvals.statistics(); it never fails the boot.
     await approvals.load_grants()
     environ = {**read_secrets(runtime.home), **os.environ}
-    impl = CodingExecutor(home=runtime.home, approvals=approvals, environ=environ)
+    # With a shared store (several daemons), transcripts are mirrored into it: every daemon
+    # reads and resumes what another wrote, without a shared filesystem.
+    mirror = TranscriptMirror(runtime.store) if runtime.leases is not None else None
+    impl = CodingExecutor(
+        home=runtime.home, approvals=approvals, environ=environ, transcript_mirror=mirror
+    )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
     catalog = ModelCatalogImpl(runtime.config, environ)

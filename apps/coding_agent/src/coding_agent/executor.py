@@ -57,6 +57,7 @@ from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext,
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import SessionStore, Transcript
 from coding_agent.tools import TodoList, coding_tools
+from coding_agent.transcript_mirror import TranscriptMirror
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -320,10 +321,12 @@ class CodingExecutor:
         settings: ExecutorSettings | None = None,
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
+        transcript_mirror: TranscriptMirror | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
         self._home = home
+        self._transcript_mirror = transcript_mirror
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -386,6 +389,7 @@ class CodingExecutor:
         return SessionStore(
             self.home / "agent" / "sessions",
             max_transcript_bytes=self.settings.max_transcript_bytes,
+            mirror=self._transcript_mirror,  # with a shared store: transcripts shared too
         )
 
     async def prepare(self, job: ExecutionJob) -> CodingExecution:

@@ -46,6 +46,7 @@ from typing import Any, Final, Literal, NoReturn
 import msgspec
 
 from coding_agent.errors import CorruptTranscriptError, SessionNotFoundError
+from coding_agent.transcript_mirror import TranscriptMirror
 from lemon_ai import (
     AssistantMessage,
     Cost,
@@ -347,6 +348,13 @@ class Transcript:
     entries: int
     notice: str | None = None
     """Set when loading recovered from torn lines: what was kept and where the rest went."""
+    mirror: TranscriptMirror | None = None
+    """With a shared store: every durable write is mirrored there (see transcript_mirror)."""
+
+    async def _write(self, data: bytes) -> None:
+        offset = await asyncio.to_thread(_append_durably, self.path, data)
+        if self.mirror is not None:
+            await self.mirror.wrote(self.session_id, offset, data)
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Append ``messages`` as entries; returns once they are flushed and fsynced."""
@@ -360,7 +368,7 @@ class Transcript:
             entry = _Entry(id=entry_id, parent_id=parent, timestamp=now, message=_to_wire(message))
             lines.append(_encoder.encode(entry) + b"\n")
             parent = entry_id
-        await asyncio.to_thread(_append_durably, self.path, b"".join(lines))
+        await self._write(b"".join(lines))
         self.last_entry_id = parent
         self.entries += len(messages)
 
@@ -389,13 +397,14 @@ class Transcript:
             entry = _Entry(id=entry_id, parent_id=parent, timestamp=now, message=_to_wire(message))
             lines.append(_encoder.encode(entry) + b"\n")
             parent = entry_id
-        await asyncio.to_thread(_append_durably, self.path, b"".join(lines))
+        await self._write(b"".join(lines))
         self.last_entry_id = parent
         self.entries += 1 + len(kept)
 
 
-def _append_durably(path: Path, data: bytes) -> None:
-    """Append ``data`` and fsync, under an exclusive lock on the file.
+def _append_durably(path: Path, data: bytes) -> int:
+    """Append ``data`` and fsync, under an exclusive lock on the file; returns the offset it
+    was written at.
 
     The lock keeps an append and a repair (:func:`_rewrite`, which replaces the file) apart: a
     repair never mistakes an append in flight for a torn line, and an append that opened the
@@ -406,12 +415,13 @@ def _append_durably(path: Path, data: bytes) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_ino != os.stat(path).st_ino:
                 continue  # replaced by a repair since we opened it: append to the new file
+            offset = os.fstat(fd).st_size
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
-            return
+            return offset
         finally:
             os.close(fd)
 
@@ -527,9 +537,16 @@ class SessionStore:
     larger transcript is refused with a clear error instead of being loaded.
     """
 
-    def __init__(self, directory: Path, *, max_transcript_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_transcript_bytes: int = 32 * 1024 * 1024,
+        mirror: TranscriptMirror | None = None,
+    ) -> None:
         self.directory = directory
         self.max_transcript_bytes = max_transcript_bytes
+        self.mirror = mirror
 
     def path_of(self, session_id: str) -> Path:
         if not valid_session_id(session_id):
@@ -558,7 +575,11 @@ class SessionStore:
                 os.close(fd)
 
         await asyncio.to_thread(write)
-        return Transcript(session_id=sid, path=path, last_entry_id=None, entries=0)
+        if self.mirror is not None:
+            await self.mirror.wrote(sid, 0, data)
+        return Transcript(
+            session_id=sid, path=path, last_entry_id=None, entries=0, mirror=self.mirror
+        )
 
     async def load(self, session_id: str) -> tuple[Transcript, list[Message]]:
         """Open ``session_id`` for appending and return its conversation.
@@ -567,7 +588,10 @@ class SessionStore:
         :class:`CorruptTranscriptError` (unreadable, too large, or a bad line).
         """
         path = self.path_of(session_id)
+        if self.mirror is not None:
+            await self.mirror.materialise(session_id, path)
         transcript, messages, _ = await asyncio.to_thread(self._load_sync, session_id, path)
+        transcript.mirror = self.mirror
         return transcript, messages
 
     async def load_timed(
@@ -575,7 +599,12 @@ class SessionStore:
     ) -> tuple[Transcript, list[Message], list[int | None]]:
         """:meth:`load`, with each message's write time (wall-clock ms; ``None`` for a
         message the repair added)."""
-        return await asyncio.to_thread(self._load_sync, session_id, self.path_of(session_id))
+        path = self.path_of(session_id)
+        if self.mirror is not None:
+            await self.mirror.materialise(session_id, path)
+        transcript, messages, stamps = await asyncio.to_thread(self._load_sync, session_id, path)
+        transcript.mirror = self.mirror
+        return transcript, messages, stamps
 
     def _load_sync(
         self, session_id: str, path: Path

@@ -34,7 +34,10 @@ async def _start(runtime: Runtime) -> _Started:
         bus=runtime.bus,
         context=runtime.context,
         chat_state=ChatStateStore(runtime.store),
-        config=RouterConfig(),
+        config=RouterConfig(lease_ttl_ms=max(1, int(runtime.config.gateway.lease_ttl_s * 1000))),
+        # Sessions shared across daemons when the store is (their leases); else None.
+        leases=runtime.leases,
+        store=runtime.store if runtime.leases is not None else None,
     )
     await router.__aenter__()
     port = RouterSessionPort(router, store=runtime.store)

@@ -36,6 +36,14 @@ class RouterConfig:
     """Resubmit once a run that failed with no answer."""
     run_event_buffer: int = 4_096
     """Bound of each run's event subscription (overflow: the session gets a notice)."""
+    lease_ttl_ms: int = 15_000
+    """With sessions shared across daemons: the owner lease's ttl (renewed every third)."""
+    inbox_sweep: bool = True
+    """With sessions shared: every ``lease_ttl_ms`` take the sessions whose handed-off
+    messages wait for an owner that is gone (tests turn it off and sweep by hand)."""
+    handoff_timeout_ms: int = 30_000
+    """How long a message handed to another daemon's session waits for the owner's receipt
+    (past it the receipt says ``queued`` with reason ``handed_off``: the message is recorded)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -46,6 +54,8 @@ class RouterConfig:
             "submit_backoff_initial_ms",
             "submit_backoff_max_ms",
             "run_event_buffer",
+            "lease_ttl_ms",
+            "handoff_timeout_ms",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -216,16 +216,9 @@ class RouterSessionPort:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _follow_everywhere(self, session_key: str) -> None:
-        """A session a client reads is followed by every all-sessions stream too: with a shared
-        bus its runs may happen in another daemon, whose changes this router never sees."""
-        for stream in tuple(self._all_listeners):
-            if isinstance(stream, BusAllSessionsStream):
-                stream.add(session_key)
-
     def watch(self, session_key: str) -> BusSessionStream:
         _check_key(session_key)
-        self._follow_everywhere(session_key)
+        self._router.note_session(session_key)  # watchers follow it (its runs may be elsewhere)
         stream = BusSessionStream(
             self._router.bus,
             session_key,
@@ -259,9 +252,9 @@ class RouterSessionPort:
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
         _check_key(session_key)
-        self._follow_everywhere(session_key)
         self._snapshots += 1
         router = self._router
+        router.note_session(session_key)  # its watchers follow what they read (shared runs)
         before = (router.revision(session_key), router.active_attempt(session_key))
         native_id, last = await self._native(session_key)
         history = await self._history(native_id, limit=_SNAPSHOT_MESSAGES)
@@ -422,7 +415,7 @@ class RouterSessionPort:
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
-        self._follow_everywhere(session_key)
+        self._router.note_session(session_key)  # watchers follow it (its runs may be elsewhere)
         native_id, _ = await self._native(session_key)
         if native_id is None:
             return TranscriptPage(

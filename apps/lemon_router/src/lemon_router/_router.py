@@ -43,11 +43,13 @@ from lemon_core.execution import (
     RuntimeContext,
     SteerableRuntime,
 )
+from lemon_core.leases import Leases
 from lemon_core.sessions import check_session_key
-from lemon_core.store import StoreError
+from lemon_core.store import Store, StoreError
 from lemon_core.tasks import Supervisor
 from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
+from lemon_router._inbox import SharedSessions
 from lemon_router._keys import ConversationKey
 from lemon_router._queue import (
     CancelActive,
@@ -107,6 +109,8 @@ class Router:
         chat_state: ChatStateAccess | ChatStateReader | None = None,
         config: RouterConfig | None = None,
         clock: Clock | None = None,
+        leases: Leases | None = None,
+        store: Store | None = None,
     ) -> None:
         self.bus = bus
         self.context = context
@@ -140,6 +144,23 @@ class Router:
         self._changes = 0
         # steer calls still waiting for the runtime's answer, per target (original) run id
         self._steering: dict[str, set[asyncio.Task[None]]] = {}
+        # Sessions shared with other daemons (a shared store's leases): one owner per session.
+        self.shared: SharedSessions | None = None
+        self._stop_unrecord: list[str] = []
+        if leases is not None and store is not None:
+            self.shared = SharedSessions(
+                bus=bus,
+                store=store,
+                leases=leases,
+                tasks=self._tasks,
+                admit=self._submit_here,
+                known=lambda run_id: run_id in self._where or run_id in self._engine_ids,
+                busy=lambda session_key: session_key in self._session_conv,
+                noted=self.note_session,
+                ttl_ms=self.config.lease_ttl_ms,
+                handoff_timeout_ms=self.config.handoff_timeout_ms,
+                sweep=self.config.inbox_sweep,
+            )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -149,6 +170,8 @@ class Router:
         self._state = RouterState.RUNNING
         bridge: RouterBridge = self
         self.context.capabilities.register(ROUTER_BRIDGE, bridge)
+        if self.shared is not None:
+            self.shared.start()
         return self
 
     async def __aexit__(
@@ -162,9 +185,17 @@ class Router:
         for key, queue in list(self._queues.items()):
             for session_key in list(self._conv_sessions.get(key, ())):
                 self._apply(key, queue.abort_session(session_key, reason="router stopped"))
+        if self.shared is not None and self._stop_unrecord:
+            # Handed-off messages reported cancelled leave the shared inbox too (no other
+            # daemon runs them later); a store that does not answer leaves them recorded.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self.shared.unrecord(self._stop_unrecord)
         try:
             # Every run ends with one completion: cancelled processes publish theirs.
             await self._tasks.close(grace_s=0)
+            if self.shared is not None:
+                await self.shared.close()
         finally:
             self._state = RouterState.STOPPED
 
@@ -179,7 +210,29 @@ class Router:
     # -- intake ------------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
-        """Admit ``request``. Bad input raises a :class:`RouterUsageError`; else a receipt."""
+        """Admit ``request``. Bad input raises a :class:`RouterUsageError`; else a receipt.
+
+        With sessions shared across daemons, a message for a session another daemon owns is
+        handed to that owner and admitted by its queue (the receipt is the owner's)."""
+        if self.shared is None:
+            return await self._submit_here(request)
+        if not self.running():
+            raise RouterNotRunningError(f"the router is {self._state}; start it with 'async with'")
+        if not isinstance(request, RunRequest):
+            raise InvalidRunRequestError("request", f"expected a RunRequest, got {request!r}")
+        check_session_key(request.session_key)
+        if request.run_id is not None and (
+            request.run_id in self._where or request.run_id in self._engine_ids
+        ):
+            raise InvalidRunRequestError(
+                "run_id", f"{request.run_id!r} is already queued or running"
+            )
+        check_explicit(request.resume)
+        _model_and_images(request)
+        return await self.shared.submit(request)
+
+    async def _submit_here(self, request: RunRequest) -> Receipt:
+        """Admit ``request`` into this router's queue of its session."""
         if not self.running():
             raise RouterNotRunningError(f"the router is {self._state}; start it with 'async with'")
         if not isinstance(request, RunRequest):
@@ -382,6 +435,14 @@ class Router:
 
         return remove
 
+    def note_session(self, session_key: str) -> None:
+        """Tell the session listeners about ``session_key`` without counting a change: with
+        sessions shared across daemons its runs may be another daemon's, whose events arrive
+        through the bus (a client reading the session, a message handed to its owner, an
+        owner announcing it took the session)."""
+        for listener in tuple(self._session_listeners):
+            listener(session_key)
+
     def forget_session(self, session_key: str) -> None:
         """The session's stored state was reset or deleted (by the session port): count the
         change in its revision, so a snapshot composed across it says ``retry``."""
@@ -463,7 +524,18 @@ class Router:
         )
         self._runs[sub.run_id] = process
         self._engine_ids[sub.run_id] = sub.run_id
-        self._spawn(process.run(), f"run:{sub.run_id}")
+        handed = [sub.run_id, *sub.merged_run_ids]
+        if self.shared is not None and self.shared.recorded(handed):
+            self._spawn(self._run_unrecorded(handed, process), f"run:{sub.run_id}")
+        else:
+            self._spawn(process.run(), f"run:{sub.run_id}")
+
+    async def _run_unrecorded(self, handed: list[str], process: RunProcess) -> None:
+        # A handed-off message leaves the shared inbox just before it is executed: from here
+        # on the gateway's in-flight record accounts for it (never run twice).
+        assert self.shared is not None
+        await self.shared.unrecord(handed)
+        await process.run()
 
     async def _steer(self, key: ConversationKey, effect: SendSteer) -> None:
         process = self._runs.get(effect.active_run_id)
@@ -505,6 +577,14 @@ class Router:
                 reason=effect.reason,
             )
         )
+        if self.shared is not None:
+            if effect.outcome == "merged" and effect.into_run_id is not None:
+                self.shared.merged(effect.run_id, effect.into_run_id)
+            elif self.shared.recorded([effect.run_id]):
+                if self._state is RouterState.RUNNING:
+                    self._spawn(self.shared.unrecord([effect.run_id]), f"unrecord:{effect.run_id}")
+                else:  # stopping: deleted before the router's tasks end (see __aexit__)
+                    self._stop_unrecord.append(effect.run_id)
         if tracked is not None:
             self._maybe_drop(tracked[0])
 
@@ -650,6 +730,8 @@ class Router:
         for session_key in self._conv_sessions.pop(key, set()):
             if self._session_conv.get(session_key) == key:
                 del self._session_conv[session_key]
+                if self.shared is not None and self._state is RouterState.RUNNING:
+                    self.shared.session_idle(session_key)
 
 
 class _FailSoftReader:

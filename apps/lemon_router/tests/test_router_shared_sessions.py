@@ -1,0 +1,167 @@
+"""Sessions shared by two routers (two daemons' stand-ins on one bus, one store, one lease
+keeper): a message for a session the other router owns is queued by the owner's rules, and a
+message handed to an owner that died is recorded and run by whoever takes the session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from lemon_core.bus import Bus
+from lemon_core.execution import ENGINE_RUNTIME, RunRequest, RuntimeContext
+from lemon_core.leases import MemoryLeases
+from lemon_core.store import MemoryStore
+from lemon_router import Router, RouterConfig
+from lemon_router._inbox import INBOX, encode_request, owner_lease
+from lemon_router.testing import FakeEngineRuntime
+
+SESSION = "agent:default:main"
+TTL_MS = 60
+CONFIG = RouterConfig(
+    idle_timeout_ms=None,
+    liveness_interval_ms=None,
+    lease_ttl_ms=TTL_MS,
+    handoff_timeout_ms=10_000,
+    inbox_sweep=False,  # swept by hand, so which router takes a session is the test's choice
+)
+
+
+@dataclass
+class Clock:
+    now: int = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Daemon:
+    router: Router
+    engine: FakeEngineRuntime
+
+
+@dataclass
+class World:
+    bus: Bus
+    store: MemoryStore
+    leases: MemoryLeases
+    clock: Clock
+    a: Daemon
+    b: Daemon
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    async with Bus() as bus:
+        store = MemoryStore()
+        clock = Clock()
+        leases = MemoryLeases(store, clock=clock)
+        daemons = []
+        for _ in range(2):
+            context = RuntimeContext()
+            engine = FakeEngineRuntime(bus)
+            context.capabilities.register(ENGINE_RUNTIME, engine)
+            router = Router(bus=bus, context=context, config=CONFIG, leases=leases, store=store)
+            daemons.append(Daemon(router, engine))
+        async with daemons[0].router, daemons[1].router:
+            yield World(bus, store, leases, clock, daemons[0], daemons[1])
+
+
+def request(prompt: str, mode: str = "collect", run_id: str | None = None) -> RunRequest:
+    return RunRequest(
+        origin="test",
+        session_key=SESSION,
+        prompt=prompt,
+        queue_mode=mode,  # type: ignore[arg-type]  # the modes are literals
+        run_id=run_id,
+    )
+
+
+async def records(store: MemoryStore) -> list[tuple[str, object]]:
+    return await store.scan(INBOX)
+
+
+async def test_followups_through_b_are_merged_by_the_owner_queue_and_run_after_its_run(
+    world: World,
+) -> None:
+    a, b = world.a, world.b
+    held = await a.router.submit(request("first"))
+    assert held.status == "started"
+    command = await a.engine.next_command()
+    x = await b.router.submit(request("x", "followup"))
+    y = await b.router.submit(request("y", "followup"))
+    assert x.status == "queued"
+    assert y.status == "queued"
+    assert x.run_id in (y.reason or "")  # merged
+    assert a.router.queued(SESSION) == (y.run_id,)  # in the owner's queue
+    assert not b.router.is_busy(SESSION)
+    assert b.engine.commands == []
+    assert len(await records(world.store)) == 2  # recorded until they run
+    a.engine.complete(command.run_id)
+    merged = await a.engine.next_command()
+    assert merged.run_id == y.run_id
+    assert merged.prompt == "x\ny"
+    assert await records(world.store) == []  # left the inbox before it was executed
+    a.engine.complete(merged.run_id)
+    assert b.engine.commands == []
+
+
+async def test_a_message_handed_to_an_owner_that_died_is_run_by_the_sender_after_expiry(
+    world: World,
+) -> None:
+    b = world.b
+    # A daemon took the session and died (it never renews, never answers).
+    ghost = await world.leases.acquire(owner_lease(SESSION), "ghost", ttl_ms=TTL_MS)
+    assert ghost is not None
+    with world.bus.subscribe("router:inbox:ghost") as asked:
+        sent = asyncio.create_task(b.router.submit(request("hello", run_id="run-1")))
+        command_event = await asked.get()  # B asks the owner ...
+    assert command_event.payload["run_id"] == "run-1"
+    (row,) = await records(world.store)  # ... after recording the message durably
+    assert row[0] == command_event.payload["record"]
+    assert not sent.done()
+    world.clock.now += TTL_MS + 1  # the dead owner's lease expires
+    receipt = await sent
+    assert receipt.run_id == "run-1"
+    assert receipt.status == "started"
+    command = await b.engine.next_command()
+    assert command.prompt == "hello"
+    assert await records(world.store) == []
+    b.engine.complete(command.run_id)
+
+
+async def test_the_sweep_admits_what_a_dead_owner_left_queued(world: World) -> None:
+    b = world.b
+    ghost = await world.leases.acquire(owner_lease(SESSION), "ghost", ttl_ms=TTL_MS)
+    assert ghost is not None
+    for i in range(2):  # two messages were handed to it and were still queued when it died
+        key = f"{SESSION}\x1f{1000 + i:015d}\x1frun-{i}"
+        await world.store.put(INBOX, key, encode_request(request(f"m{i}", run_id=f"run-{i}")))
+    assert await b.router.shared.sweep() == 0  # type: ignore[union-attr]  # live owner: left alone
+    world.clock.now += TTL_MS + 1
+    assert await b.router.shared.sweep() == 1  # type: ignore[union-attr]  # shared is set
+    first = await b.engine.next_command()
+    assert (first.run_id, first.prompt) == ("run-0", "m0")
+    assert b.router.queued(SESSION) == ("run-1",)  # in their order, by the session's rules
+    b.engine.complete(first.run_id)
+    second = await b.engine.next_command()
+    assert (second.run_id, second.prompt) == ("run-1", "m1")
+    b.engine.complete(second.run_id)
+    assert await records(world.store) == []
+
+
+async def test_an_owner_that_stops_reports_handed_off_messages_cancelled_and_forgets_them(
+    world: World,
+) -> None:
+    a, b = world.a, world.b
+    await a.router.submit(request("first"))
+    await a.engine.next_command()
+    queued = await b.router.submit(request("x"))
+    assert queued.status == "queued"
+    assert len(await records(world.store)) == 1
+    await a.router.__aexit__(None, None, None)
+    assert await records(world.store) == []  # reported cancelled: no other daemon runs it
+    assert await world.leases.holder(owner_lease(SESSION)) is None  # released
