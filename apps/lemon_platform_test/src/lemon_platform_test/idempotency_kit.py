@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from lemon_core.idempotency import (
     IdempotencyStore,
@@ -50,7 +50,7 @@ class IdempotencyStoreContract:
         assert isinstance(store, IdempotencyStore)
         return store
 
-    async def _reserve(
+    async def _reservation(
         self,
         store: IdempotencyStore,
         *,
@@ -59,8 +59,9 @@ class IdempotencyStoreContract:
         body: bytes = b"{}",
         now_ms: int = _T0,
         integration: str = "hook",
-    ) -> bool:
-        reservation = await store.reserve(
+        bind: MessageBinding | None = None,
+    ) -> Reservation:
+        return await store.reserve(
             key_hash=key or _key(integration=integration),
             integration=integration,
             body_hash=body_fingerprint(body),
@@ -69,8 +70,20 @@ class IdempotencyStoreContract:
             now_ms=now_ms,
             ttl_ms=_TTL,
             lease_ms=_LEASE,
+            bind=bind,
         )
-        return reservation.created
+
+    async def _reserve(self, store: IdempotencyStore, **options: Any) -> bool:
+        """Whether :meth:`_reservation` (same options) created the fence."""
+        return (await self._reservation(store, **options)).created
+
+    @staticmethod
+    async def _accept(
+        store: IdempotencyStore, key_hash: str, run_id: str, *, now_ms: int = _T0
+    ) -> None:
+        """Complete the pending fence with an empty accepted answer."""
+        response = StoredResponse(status=202, body=b"{}")
+        await store.complete(key_hash=key_hash, run_id=run_id, response=response, now_ms=now_ms)
 
     async def test_idempotency_reserve_creates_one_pending_fence_then_finds_it(
         self, tmp_path: Path
@@ -78,16 +91,7 @@ class IdempotencyStoreContract:
         store = await self._open(tmp_path)
         try:
             assert await self._reserve(store, run_id="run_1")
-            again = await store.reserve(
-                key_hash=_key(),
-                integration="hook",
-                body_hash=body_fingerprint(b"other"),
-                run_id="run_2",
-                session_key="agent:default:main",
-                now_ms=_T0 + 1,
-                ttl_ms=_TTL,
-                lease_ms=_LEASE,
-            )
+            again = await self._reservation(store, run_id="run_2", body=b"other", now_ms=_T0 + 1)
             assert not again.created
             record = again.record
             assert (record.state, record.run_id, record.response) == ("pending", "run_1", None)
@@ -136,11 +140,9 @@ class IdempotencyStoreContract:
         try:
 
             async def reserve(raw: str, run_id: str, now_ms: int = _T0) -> Reservation:
-                return await store.reserve(
-                    key_hash=_key(raw), integration="hook", body_hash=body_fingerprint(b"{}"),
-                    run_id=run_id, session_key="agent:default:main", now_ms=now_ms,
-                    ttl_ms=_TTL, lease_ms=_LEASE, bind=bind,
-                )  # fmt: skip
+                return await self._reservation(
+                    store, key=_key(raw), run_id=run_id, now_ms=now_ms, bind=bind
+                )
 
             first = await reserve("key-1", "run_1")
             assert (first.created, first.bound, first.message_reused) == (True, True, False)
@@ -218,12 +220,7 @@ class IdempotencyStoreContract:
         try:
             await self._reserve(store, key=_key("a"), run_id="run_a")
             await self._reserve(store, key=_key("b"), run_id="run_b")
-            await store.complete(
-                key_hash=_key("b"),
-                run_id="run_b",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key("b"), "run_b")
             assert await store.recover(now_ms=_T0 + 1) == 1
             a = await store.lookup(_key("a"), now_ms=_T0 + 2)
             b = await store.lookup(_key("b"), now_ms=_T0 + 2)
@@ -239,12 +236,7 @@ class IdempotencyStoreContract:
         store = await self._open(tmp_path)
         try:
             await self._reserve(store, run_id="run_1")
-            await store.complete(
-                key_hash=_key(),
-                run_id="run_1",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key(), "run_1")
             assert await store.lookup(_key(), now_ms=_T0 + _TTL - 1) is not None
             assert await store.lookup(_key(), now_ms=_T0 + _TTL) is None
             assert await self._reserve(store, run_id="run_2", now_ms=_T0 + _TTL)
@@ -261,12 +253,7 @@ class IdempotencyStoreContract:
         try:
             assert await store.watermark() == 0
             await self._reserve(store, key=_key("old"), run_id="run_old", now_ms=_T0)
-            await store.complete(
-                key_hash=_key("old"),
-                run_id="run_old",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key("old"), "run_old")
             await self._reserve(store, key=_key("new"), run_id="run_new", now_ms=_T0 + 1000)
             report = await store.sweep(now_ms=_T0 + _TTL)
             assert (report.responses_removed, report.fences_removed) == (1, 1)
@@ -325,15 +312,8 @@ class IdempotencyStoreContract:
 
             async def reserve(i: int) -> tuple[bool, str | None]:
                 await start.wait()
-                reservation = await stores[i % 4].reserve(
-                    key_hash=_key("shared"),
-                    integration="hook",
-                    body_hash=body_fingerprint(b"{}"),
-                    run_id=f"run_{i}",
-                    session_key="agent:default:main",
-                    now_ms=_T0,
-                    ttl_ms=_TTL,
-                    lease_ms=_LEASE,
+                reservation = await self._reservation(
+                    stores[i % 4], key=_key("shared"), run_id=f"run_{i}"
                 )
                 return reservation.created, reservation.record.run_id
 
@@ -383,16 +363,8 @@ class IdempotencyStoreContract:
         try:
             results = await asyncio.gather(
                 *(
-                    stores[i % 2].reserve(
-                        key_hash=_key(f"key-{i}"),
-                        integration="hook",
-                        body_hash=body_fingerprint(b"{}"),
-                        run_id=f"run_{i}",
-                        session_key="agent:default:main",
-                        now_ms=_T0,
-                        ttl_ms=_TTL,
-                        lease_ms=_LEASE,
-                        bind=bind,
+                    self._reservation(
+                        stores[i % 2], key=_key(f"key-{i}"), run_id=f"run_{i}", bind=bind
                     )
                     for i in range(20)
                 )
