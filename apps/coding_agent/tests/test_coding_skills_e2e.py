@@ -10,6 +10,7 @@ from pathlib import Path
 from coding_agent import CodingExecutor, PromptLimits, build_system_prompt
 from lemon_ai import OpenAICompletionsProvider, default_catalogue
 from lemon_core.bus import Bus
+from lemon_core.events import Completion
 from lemon_core.execution import ExecutionCommand
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCall, ScriptedTurn
@@ -34,6 +35,25 @@ def _tool(id: str, **arguments: str) -> ScriptedToolCall:
     return ScriptedToolCall(id=id, name="read_skill", arguments=arguments)
 
 
+async def _write_release_notes(
+    home: Path, work: Path, scripted_provider: ScriptedProviderServer
+) -> Completion:
+    """One run of the coding executor (model: the scripted provider) through the gateway."""
+    provider = OpenAICompletionsProvider(api_key="sk-test")
+    model = default_catalogue().resolve(
+        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
+    )
+    executor = CodingExecutor(home=home, model=model, provider=provider)
+    try:
+        async with Gateway(bus=Bus(), executor=executor) as gateway:
+            return await gateway.submit_execution(
+                ExecutionCommand(run_id="r1", session_key=SESSION, prompt="write release notes",
+                                 conversation_key=("session", SESSION), cwd=str(work))
+            )  # fmt: skip
+    finally:
+        await provider.aclose()
+
+
 async def test_a_bundle_changed_after_install_is_neither_listed_nor_read(
     tmp_path: Path, scripted_provider: ScriptedProviderServer
 ) -> None:
@@ -46,19 +66,7 @@ async def test_a_bundle_changed_after_install_is_neither_listed_nor_read(
         ScriptedTurn(tool_calls=(_tool("c1", name="release-notes"),)),
         ScriptedTurn(text="notes written"),
     )  # fmt: skip
-    provider = OpenAICompletionsProvider(api_key="sk-test")
-    model = default_catalogue().resolve(
-        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
-    )
-    executor = CodingExecutor(home=home, model=model, provider=provider)
-    try:
-        async with Gateway(bus=Bus(), executor=executor) as gateway:
-            completion = await gateway.submit_execution(
-                ExecutionCommand(run_id="r1", session_key=SESSION, prompt="write release notes",
-                                 conversation_key=("session", SESSION), cwd=str(work))
-            )  # fmt: skip
-    finally:
-        await provider.aclose()
+    completion = await _write_release_notes(home, work, scripted_provider)
     assert completion.ok, completion
     first = scripted_provider.requests[0].body
     system = first["messages"][0]["content"]
@@ -88,19 +96,7 @@ async def test_the_agent_loads_a_skill_body_through_the_tool(
         )),
         ScriptedTurn(text="notes written"),
     )  # fmt: skip
-    provider = OpenAICompletionsProvider(api_key="sk-test")
-    model = default_catalogue().resolve(
-        "openai:gpt-4o-mini", base_url=scripted_provider.openai_base_url
-    )
-    executor = CodingExecutor(home=home, model=model, provider=provider)
-    try:
-        async with Gateway(bus=Bus(), executor=executor) as gateway:
-            completion = await gateway.submit_execution(
-                ExecutionCommand(run_id="r1", session_key=SESSION, prompt="write release notes",
-                                 conversation_key=("session", SESSION), cwd=str(work))
-            )  # fmt: skip
-    finally:
-        await provider.aclose()
+    completion = await _write_release_notes(home, work, scripted_provider)
     assert completion.ok, completion
     assert completion.answer == "notes written"
     system = scripted_provider.requests[0].body["messages"][0]["content"]

@@ -4,86 +4,48 @@ refuses to start."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-LEMON = Path(sys.executable).with_name("lemon")
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}
-    return {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(tmp_path / "home")}
-
-
-def lemon(
-    env: dict[str, str], *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(LEMON), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        cwd=cwd,
-    )
-
-
-@pytest.fixture
-def started(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    proc = lemon(env, "daemon", "start", "--port", "0", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = re.search(r"(http://127\.0\.0\.1:\d+)", proc.stdout)
-    assert found, proc.stdout
-    try:
-        yield found[1]
-    finally:
-        lemon(env, "daemon", "stop")
+from lemon_platform_test.lemon_process import run_lemon
 
 
 def test_start_status_logs_stop(env: dict[str, str], started: str, tmp_path: Path) -> None:
     assert httpx.get(f"{started}/healthz").json() == {"ok": True}
-    status = lemon(env, "daemon", "status")
+    status = run_lemon(env, "daemon", "status")
     assert status.returncode == 0
     assert "running" in status.stdout
     assert "healthy" in status.stdout
     assert started in status.stdout
-    logs = lemon(env, "daemon", "logs")
+    logs = run_lemon(env, "daemon", "logs")
     assert "listening on" in logs.stdout
     assert (tmp_path / "home" / "daemon" / "daemon.json").exists()
 
-    again = lemon(env, "daemon", "start", "--port", "0")
+    again = run_lemon(env, "daemon", "start", "--port", "0")
     assert again.returncode == 1
     assert "already running" in again.stdout
     assert started in again.stdout
 
-    stopped = lemon(env, "daemon", "stop")
+    stopped = run_lemon(env, "daemon", "stop")
     assert stopped.returncode == 0, stopped.stdout
     assert "stopped" in stopped.stdout
-    after = lemon(env, "daemon", "status")
+    after = run_lemon(env, "daemon", "status")
     assert after.returncode == 3
     assert "not running" in after.stdout
     assert not (tmp_path / "home" / "daemon" / "daemon.json").exists()
-    assert "stopped" in lemon(env, "daemon", "logs").stdout
+    assert "stopped" in run_lemon(env, "daemon", "logs").stdout
 
 
 def test_a_second_serve_on_the_same_home_refuses(env: dict[str, str], started: str) -> None:
-    proc = lemon(env, "serve", "--port", "0")
+    proc = run_lemon(env, "serve", "--port", "0")
     assert proc.returncode == 1
     assert "already running" in proc.stdout
     assert started in proc.stdout
 
 
 def test_stop_without_a_daemon_says_so(env: dict[str, str]) -> None:
-    proc = lemon(env, "daemon", "stop")
+    proc = run_lemon(env, "daemon", "stop")
     assert proc.returncode == 0
     assert "none is running" in proc.stdout
 
@@ -95,25 +57,25 @@ def test_lemon_chat_talks_to_the_running_daemon(
     # session port over the WebSocket) instead of hosting a runtime of its own.
     import json
 
-    done = lemon(env, "chat", "--json", "/echo through the daemon", cwd=tmp_path)
+    done = run_lemon(env, "chat", "--json", "/echo through the daemon", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(done.stdout)
     assert document["via"] == "daemon"
     assert document["answer"] == "through the daemon"
-    listed = lemon(env, "sessions", "list", "--json", cwd=tmp_path)
+    listed = run_lemon(env, "sessions", "list", "--json", cwd=tmp_path)
     assert any(row["runs"] >= 1 for row in json.loads(listed.stdout))
-    local = lemon({**env, "LEMON_DAEMON": "0"}, "chat", "--json", "/echo here", cwd=tmp_path)
+    local = run_lemon({**env, "LEMON_DAEMON": "0"}, "chat", "--json", "/echo here", cwd=tmp_path)
     assert json.loads(local.stdout)["via"] == "in-process"
 
 
 def test_lemon_tokens_create_list_revoke(env: dict[str, str], tmp_path: Path) -> None:
-    created = lemon(env, "tokens", "create", "ci", "--scopes", "read,write")
+    created = run_lemon(env, "tokens", "create", "ci", "--scopes", "read,write")
     assert created.returncode == 0, created.stderr
     token_id = created.stdout.split()[2]
     secret = created.stdout.split("token (shown once): ")[1].strip()
-    listed = lemon(env, "tokens", "list")
+    listed = run_lemon(env, "tokens", "list")
     assert f"{token_id}  ci  read,write  active" in listed.stdout
     assert secret not in listed.stdout  # stored hashed, never shown again
-    assert lemon(env, "tokens", "revoke", token_id).returncode == 0
-    assert "revoked" in lemon(env, "tokens", "list").stdout
-    assert lemon(env, "tokens", "revoke", "nosuch").returncode == 2
+    assert run_lemon(env, "tokens", "revoke", token_id).returncode == 0
+    assert "revoked" in run_lemon(env, "tokens", "list").stdout
+    assert run_lemon(env, "tokens", "revoke", "nosuch").returncode == 2

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,9 @@ import psycopg
 import pytest
 
 from lemon_control_plane.testing import WireClient, wire_client
+from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
 from lemon_platform_test.proxy import TcpProxy
 
-LEMON = Path(sys.executable).with_name("lemon")
 PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("LEMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_PORT = int(REDIS.rsplit(":", 1)[1].split("/")[0])
@@ -46,12 +45,21 @@ class Daemon:
         return self.url.replace("http://", "ws://") + "/ws"
 
 
+@contextmanager
+def fresh_schema(prefix: str) -> Iterator[str]:
+    """A PostgreSQL schema name of this test's own, dropped after."""
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
 @pytest.fixture
 def schema() -> Iterator[str]:
-    name = f"two_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with fresh_schema("two") as name:
+        yield name
 
 
 def start(
@@ -76,35 +84,35 @@ def start(
     )
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
-    env = {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(home), "LEMON_TEST_DSN": dsn}
-    proc = subprocess.Popen(
-        [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # the readiness handshake: printed once it listens
-    found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-    if not found:
-        proc.kill()
-        raise AssertionError((line, proc.stderr.read() if proc.stderr else ""))
-    return Daemon(name, proc, found[1])
+    env = lemon_env(tmp_path, home=home, LEMON_TEST_DSN=dsn)
+    proc, url = start_serve(env, work)
+    return Daemon(name, proc, url)
 
 
 def stop(daemon: Daemon) -> None:
-    if daemon.proc.poll() is None:
-        daemon.proc.terminate()
-        try:
-            daemon.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.proc.kill()
-            daemon.proc.wait(30)
-    for pipe in (daemon.proc.stdout, daemon.proc.stderr):
-        if pipe is not None:
-            pipe.close()
+    stop_serve(daemon.proc, graceful=True)
+
+
+@contextmanager
+def two_daemons(
+    tmp_path: Path,
+    schema: str,
+    a: dict[str, Any] | None = None,
+    b: dict[str, Any] | None = None,
+) -> Iterator[tuple[Daemon, Daemon]]:
+    """Daemons ``a`` and ``b`` (``start``'s options each) on ``schema`` (their transcripts
+    shared through the store); both stopped after (``a`` too when ``b`` does not start)."""
+    first = start(tmp_path, "a", schema, **(a or {}))
+    try:
+        second = start(tmp_path, "b", schema, **(b or {}))
+    except BaseException:
+        stop(first)
+        raise
+    try:
+        yield first, second
+    finally:
+        stop(first)
+        stop(second)
 
 
 @pytest.fixture
@@ -114,17 +122,9 @@ def lease_ttl_s() -> float:
 
 @pytest.fixture
 def pair(tmp_path: Path, schema: str, lease_ttl_s: float) -> Iterator[tuple[Daemon, Daemon]]:
-    a = start(tmp_path, "a", schema, lease_ttl_s=lease_ttl_s)
-    try:
-        b = start(tmp_path, "b", schema, lease_ttl_s=lease_ttl_s)
-    except BaseException:
-        stop(a)
-        raise
-    try:
-        yield a, b
-    finally:
-        stop(a)
-        stop(b)
+    options = {"lease_ttl_s": lease_ttl_s}
+    with two_daemons(tmp_path, schema, options, options) as daemons:
+        yield daemons
 
 
 SESSION = "agent:default:main"
@@ -274,9 +274,8 @@ async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
     with TcpProxy("127.0.0.1", REDIS_PORT) as proxy:
         # A reaches Redis through a proxy this test cuts (the machine's Redis is shared and is
         # never restarted); B reaches it directly.
-        a = start(tmp_path, "a", schema, redis_url=f"redis://127.0.0.1:{proxy.port}/0")
-        b = start(tmp_path, "b", schema)
-        try:
+        a_options = {"redis_url": f"redis://127.0.0.1:{proxy.port}/0"}
+        with two_daemons(tmp_path, schema, a_options) as (a, b):
             async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
                 await on_b.call("chat.history", {"sessionKey": SESSION})
                 await on_a.call("chat.history", {"sessionKey": SESSION})
@@ -305,9 +304,6 @@ async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
                 )
                 back = await on_b.completed(again["runId"])
                 assert back["payload"]["answer"] == "back"
-        finally:
-            stop(a)
-            stop(b)
 
 
 async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_written(
@@ -317,9 +313,8 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
     with TcpProxy("127.0.0.1", pg_port) as proxy:
         dsn = PG.replace(f":{pg_port}/", f":{proxy.port}/")
         bounds = "engine_lock_timeout_s = 2\nstore_timeout_s = 2\n"
-        a = start(tmp_path, "a", schema, dsn=dsn, gateway=bounds, store_timeout_s=1.0)
-        b = start(tmp_path, "b", schema)
-        try:
+        a_options = {"dsn": dsn, "gateway": bounds, "store_timeout_s": 1.0}
+        with two_daemons(tmp_path, schema, a_options) as (a, b):
             async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
                 proxy.cut()  # A loses PostgreSQL (B keeps it)
                 lost = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo lost"})
@@ -338,9 +333,6 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
                 ]
                 (row,) = (await on_b.call("sessions.list"))["sessions"]
                 assert row["lastRunId"] == back["runId"]
-        finally:
-            stop(a)
-            stop(b)
 
 
 async def test_a_message_through_b_during_a_run_on_a_is_queued_by_the_session_rules(

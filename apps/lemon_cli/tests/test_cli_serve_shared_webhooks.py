@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -24,7 +22,7 @@ from lemon_cli.main import app
 from lemon_control_plane.testing import wire_client
 from lemon_gateway import WebhookSecret, sign_webhook
 
-from .test_cli_serve_shared_daemons import PG, Daemon, start, stop
+from .test_cli_serve_shared_daemons import PG, Daemon, fresh_schema, two_daemons
 
 SECRET = WebhookSecret(b"s" * 32)
 SECRET_ENV = "LEMON_TEST_HOOK_SECRET"
@@ -34,30 +32,18 @@ INGRESS = f'ingress_enabled = true\n[[gateway.webhooks]]\nid = "ci"\nsecret_env 
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    name = f"hooks_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with fresh_schema("hooks") as name:
+        yield name
 
 
 @pytest.fixture
 def pair(tmp_path: Path, schema: str) -> Iterator[tuple[Daemon, Daemon]]:
-    shared = tmp_path / "shared-sessions"
-    shared.mkdir()
     for name in ("a", "b"):  # the webhook secret, in each home's secrets.env
         (tmp_path / name).mkdir()
         (tmp_path / name / "secrets.env").write_text(f"{SECRET_ENV}={SECRET.text()}\n")
-    a = start(tmp_path, "a", schema, shared, gateway=INGRESS)
-    try:
-        b = start(tmp_path, "b", schema, shared, gateway=INGRESS)
-    except BaseException:
-        stop(a)
-        raise
-    try:
-        yield a, b
-    finally:
-        stop(a)
-        stop(b)
+    options = {"gateway": INGRESS}
+    with two_daemons(tmp_path, schema, options, options) as daemons:
+        yield daemons
 
 
 def signed(body: bytes, key: str) -> dict[str, str]:

@@ -14,43 +14,16 @@ from typing import Any
 import pytest
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort, WebSocketSessionStream
-from lemon_core.approvals import ApprovalOutcome, ExecApprovals
+from lemon_core.approvals import ApprovalOutcome
 from lemon_core.bus import session_topic
 from lemon_core.config import load_config
 from lemon_core.events import ApprovalDecision, Event
-from lemon_core.execution import Executor
-from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime, discover_apps
+from lemon_core.runtime import APPROVALS, Runtime, discover_apps
+
+from ._scripted_agent import scripted_agent_app
 
 kit = pytest.importorskip("lemon_platform_test.session_kit")
 executor_kit = pytest.importorskip("lemon_platform_test.executor")
-
-
-@dataclass
-class _ScriptedAgent:
-    scripted: Any
-    approvals: ExecApprovals
-
-    def executor(self) -> Executor:
-        executor: Executor = self.scripted
-        return executor
-
-    def not_ready_reason(self) -> str | None:
-        return None
-
-
-def _scripted_agent_app(scripted: Any) -> AppSpec:
-    async def start(runtime: Runtime) -> _ScriptedAgent:
-        agent = _ScriptedAgent(scripted=scripted, approvals=ExecApprovals(runtime.bus))
-        runtime.context.capabilities.register(APPROVALS, agent.approvals)
-        runtime.context.capabilities.register(AGENT_RUNTIME, agent)
-        return agent
-
-    async def stop(runtime: Runtime, handle: object) -> None:
-        assert isinstance(handle, _ScriptedAgent)
-        runtime.context.capabilities.unregister(AGENT_RUNTIME, handle)
-        runtime.context.capabilities.unregister(APPROVALS, handle.approvals)
-
-    return AppSpec(name="coding_agent", start=start, stop=stop, profiles=frozenset({"full"}))
 
 
 class _Bounded:
@@ -124,7 +97,7 @@ async def _running(tmp_path: Path) -> AsyncIterator[WireHarness]:
     async def own() -> None:
         home = tmp_path / "home"
         home.mkdir()
-        apps = {**discover_apps(), "coding_agent": _scripted_agent_app(scripted)}
+        apps = {**discover_apps(), "coding_agent": scripted_agent_app(scripted)}
         runtime = Runtime(
             profile="daemon",
             config=load_config(home=home, cwd=tmp_path, environ={}),

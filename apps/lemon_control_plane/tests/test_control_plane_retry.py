@@ -5,7 +5,6 @@ crashes before doing anything, the retry streams the answer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +12,11 @@ import pytest
 
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.testing import wire_client
-from lemon_core.approvals import ExecApprovals
 from lemon_core.config import load_config
-from lemon_core.execution import ExecutionJob, Executor
-from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime, discover_apps
+from lemon_core.execution import ExecutionJob
+from lemon_core.runtime import Runtime, discover_apps
+
+from ._scripted_agent import scripted_agent_app
 
 executor_kit = pytest.importorskip("lemon_platform_test.executor")
 
@@ -30,34 +30,6 @@ class _RetriedOnce(executor_kit.ScriptedExecutor):  # type: ignore[misc, name-de
         return executor_kit.Script().delta("second ", "try").complete(answer="second try")
 
 
-@dataclass
-class _Agent:
-    scripted: Any
-    approvals: ExecApprovals
-
-    def executor(self) -> Executor:
-        executor: Executor = self.scripted
-        return executor
-
-    def not_ready_reason(self) -> str | None:
-        return None
-
-
-def _agent_app(scripted: Any) -> AppSpec:
-    async def start(runtime: Runtime) -> _Agent:
-        agent = _Agent(scripted=scripted, approvals=ExecApprovals(runtime.bus))
-        runtime.context.capabilities.register(APPROVALS, agent.approvals)
-        runtime.context.capabilities.register(AGENT_RUNTIME, agent)
-        return agent
-
-    async def stop(runtime: Runtime, handle: object) -> None:
-        assert isinstance(handle, _Agent)
-        runtime.context.capabilities.unregister(AGENT_RUNTIME, handle)
-        runtime.context.capabilities.unregister(APPROVALS, handle.approvals)
-
-    return AppSpec(name="coding_agent", start=start, stop=stop, profiles=frozenset({"full"}))
-
-
 async def test_a_retried_run_streams_under_the_run_id_chat_send_answered(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -65,7 +37,7 @@ async def test_a_retried_run_streams_under_the_run_id_chat_send_answered(tmp_pat
     runtime = Runtime(
         profile="daemon",
         config=load_config(home=home, cwd=tmp_path, environ={}),
-        apps={**discover_apps(), "coding_agent": _agent_app(scripted)},
+        apps={**discover_apps(), "coding_agent": scripted_agent_app(scripted)},
         settings={"control_plane": {"port": 0, "cwd": str(tmp_path)}},
     )
     async with runtime:

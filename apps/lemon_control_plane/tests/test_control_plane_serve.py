@@ -5,12 +5,9 @@ then ``shutdown``, then exit 0)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,38 +15,18 @@ import httpx
 import pytest
 
 from lemon_control_plane.testing import wire_client
-
-LEMON = Path(sys.executable).with_name("lemon")
+from lemon_platform_test.lemon_process import LEMON, lemon_env, serve
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
-    return {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(tmp_path / "home")}
+    return lemon_env(tmp_path)
 
 
 @pytest.fixture
 def serving(env: dict[str, str], work: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen(
-        [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the readiness handshake: printed once it listens
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-        assert found, (line, proc.stderr.read() if proc.stderr else "")
-        yield proc, found[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(30)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+    with serve(env, work) as daemon:
+        yield daemon
 
 
 def test_serve_help_exits_zero(env: dict[str, str]) -> None:

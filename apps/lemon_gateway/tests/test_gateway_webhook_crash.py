@@ -7,13 +7,10 @@ announces the reservation on stderr and then waits, so the kill lands exactly th
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +18,7 @@ import httpx
 import msgspec
 
 from lemon_gateway import FAULT_ENV
-
-LEMON = Path(sys.executable).with_name("lemon")
-
-
-@contextmanager
-def _serve(env: dict[str, str], work: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen(
-        [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the readiness handshake
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-        assert found, (line, proc.stderr.read() if proc.stderr else "")
-        yield proc, found[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(30)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+from lemon_platform_test.lemon_process import lemon_env, serve
 
 
 def _reserved_run_id(proc: subprocess.Popen[str]) -> str:
@@ -63,10 +35,9 @@ async def test_a_kill_between_reservation_and_acceptance_replays_outcome_unknown
 ) -> None:
     home = tmp_path / "home"
     make_home(home)
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
-    env = {**keep, "HOME": str(tmp_path), "LEMON_HOME": str(home)}
+    env = lemon_env(tmp_path, home=home)
     payload = body("deploy the thing")
-    with _serve({**env, FAULT_ENV: "hang_after_reserve"}, work) as (proc, url):
+    with serve({**env, FAULT_ENV: "hang_after_reserve"}, work) as (proc, url):
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             pending = asyncio.create_task(
                 http.post("/webhooks/ci", content=payload, headers=sign(payload, key="k-1"))
@@ -80,7 +51,7 @@ async def test_a_kill_between_reservation_and_acceptance_replays_outcome_unknown
                 pass  # the connection died with the process: no answer, as in a real crash
             else:
                 raise AssertionError("a killed daemon cannot have answered")
-    with _serve(env, work) as (_proc, url):
+    with serve(env, work) as (_proc, url):
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             replay = await http.post(
                 "/webhooks/ci", content=payload, headers=sign(payload, key="k-1")

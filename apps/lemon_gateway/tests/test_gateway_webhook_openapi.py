@@ -6,13 +6,9 @@ and bodies, and never a server error. Few examples: every rule has its own test.
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,8 +25,8 @@ from schemathesis.checks import (
 )
 
 from lemon_gateway import webhook_openapi
+from lemon_platform_test.lemon_process import lemon_env, serve
 
-LEMON = Path(sys.executable).with_name("lemon")
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -50,25 +46,8 @@ def live(tmp_path_factory: pytest.TempPathFactory, make_home: Callable[..., None
     make_home(home)
     work = root / "work"
     work.mkdir()
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "SYSTEMROOT")}
-    env = {**keep, "HOME": str(root), "LEMON_HOME": str(home)}
-    proc = subprocess.Popen(
-        [str(LEMON), "serve", "--port", "0", "--cwd", str(work)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", proc.stdout.readline())
-        assert found
-        yield found[1]
-    finally:
-        proc.kill()
-        proc.wait(30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with serve(lemon_env(root, home=home), work, stderr=subprocess.DEVNULL) as (_proc, url):
+        yield url
 
 
 def test_the_served_document_is_the_documented_one(live: str) -> None:

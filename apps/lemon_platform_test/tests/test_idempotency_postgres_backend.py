@@ -1,8 +1,9 @@
 """The PostgreSQL idempotency store beyond the shared contract: the versioned schema (a newer
-one refused), the legacy raw-key migration (raw rows deleted only after their hashed copy is
-committed, a changed raw row kept), a failed sweep that removes nothing (a real server-side
-fault, injected by a trigger), and a lost server that fails closed (through a proxy the test
-cuts: the server is shared). Each test has its own schema, dropped after."""
+one refused), concurrent legacy migrations and reservations copying each raw row once, a lost
+server that fails closed (through a proxy the test cuts: the server is shared), and the store
+shared with the runtime's. The legacy migration's and the failed sweep's checks (real faults,
+injected by triggers) are the contract kit's, run over this backend in
+test_kit_idempotency_backends.py. Each test has its own schema, dropped after."""
 
 from __future__ import annotations
 
@@ -82,105 +83,6 @@ async def test_a_legacy_only_schema_is_version_1_until_opened(schema: str) -> No
         await store.close()
 
 
-async def test_legacy_rows_migrate_to_hashed_fences_with_their_exact_responses(
-    schema: str,
-) -> None:
-    exact = '{"run_id":"run-legacy-1","session_key":"agent:default:main","mode":"async"}'
-    await _legacy(
-        schema,
-        [
-            ("hook", "done-key", "completed", "run-legacy-1", "agent:default:main", exact, T0),
-            ("hook", "sent-key", "submitted", "run-legacy-2", "agent:default:main", None, T0),
-            ("hook", "ran-key", "pending", "run-legacy-3", None, None, T0),
-            ("hook", "old-key", "pending", None, None, None, T0),
-        ],
-    )
-    store = await _open(schema)
-    try:
-        report = await store.migrate_legacy(now_ms=T0 + 10, ttl_ms=TTL)
-        assert (report.seen, report.written, report.deleted, report.kept) == (4, 4, 4, 0)
-        assert await _raw_rows(schema) == []
-        done = await store.lookup(hash_idempotency_key("hook", "done-key"), now_ms=T0 + 11)
-        assert done is not None
-        assert (done.state, done.legacy, done.body_hash) == ("accepted", True, None)
-        assert done.response == StoredResponse(status=202, body=exact.encode())
-        sent = await store.lookup(hash_idempotency_key("hook", "sent-key"), now_ms=T0 + 11)
-        assert sent is not None
-        assert (sent.state, sent.run_id, sent.response) == ("accepted", "run-legacy-2", None)
-        ran = await store.lookup(hash_idempotency_key("hook", "ran-key"), now_ms=T0 + 11)
-        assert ran is not None
-        assert (ran.state, ran.run_id) == ("outcome_unknown", "run-legacy-3")
-        old = await store.lookup(hash_idempotency_key("hook", "old-key"), now_ms=T0 + 11)
-        assert old is not None
-        assert (old.state, old.run_id) == ("pending", None)  # ambiguous, no invented run id
-        rows = await _sql(f'SELECT * FROM "{schema}".idem_fences')
-        assert all("-key" not in str(row) for row in rows)  # no raw key in a durable record
-        again = await store.migrate_legacy(now_ms=T0 + 20, ttl_ms=TTL)
-        assert again.seen == 0
-    finally:
-        await store.close()
-
-
-async def test_a_failed_raw_delete_keeps_the_raw_row_after_the_copy_is_committed(
-    schema: str,
-) -> None:
-    await _legacy(schema, [("hook", "k", "submitted", "run-9", "agent:default:main", None, T0)])
-    store = await _open(schema)
-    fail = f'"{schema}".no_raw_delete'
-    try:
-        await _sql(
-            f"CREATE FUNCTION {fail}() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'injected delete failure'; END $$"
-        )
-        await _sql(
-            f'CREATE TRIGGER no_raw_delete BEFORE DELETE ON "{schema}".{LEGACY_TABLE} '
-            f"FOR EACH ROW EXECUTE FUNCTION {fail}()"
-        )
-        with pytest.raises(IdempotencyStoreError, match="injected"):
-            await store.migrate_legacy(now_ms=T0, ttl_ms=TTL)
-        assert await _raw_rows(schema) == [("k", "submitted")]  # the raw row stays
-        fence = await store.lookup(hash_idempotency_key("hook", "k"), now_ms=T0 + 1)
-        assert fence is not None  # the hashed fence was committed first
-        assert (fence.state, fence.response) == ("accepted", None)  # no invented response
-        await _sql(f'DROP TRIGGER no_raw_delete ON "{schema}".{LEGACY_TABLE}')
-        report = await store.migrate_legacy(now_ms=T0 + 2, ttl_ms=TTL)
-        assert (report.deleted, report.kept) == (1, 0)
-    finally:
-        await store.close()
-
-
-async def test_a_raw_row_changed_after_its_copy_is_kept_and_recopied(schema: str) -> None:
-    await _legacy(schema, [("hook", "k", "pending", None, None, None, T0)])
-    store = await _open(schema)
-    key_hash = hash_idempotency_key("hook", "k")
-    writer = f'"{schema}".legacy_writer'
-    try:
-        # a legacy writer completes the raw row right after its copy is written
-        await _sql(
-            f"CREATE FUNCTION {writer}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            f"UPDATE \"{schema}\".{LEGACY_TABLE} SET state = 'completed', run_id = 'run-late', "
-            "response_json = '{\"late\":true}'; RETURN NULL; END $$"
-        )
-        await _sql(
-            f'CREATE TRIGGER legacy_writer AFTER INSERT ON "{schema}".idem_fences '
-            f"FOR EACH ROW EXECUTE FUNCTION {writer}()"
-        )
-        report = await store.migrate_legacy(now_ms=T0, ttl_ms=TTL)
-        assert (report.deleted, report.kept) == (0, 1)  # the conditional delete refused
-        fence = await store.lookup(key_hash, now_ms=T0 + 1)
-        assert fence is not None
-        assert (fence.state, fence.run_id, fence.response) == ("pending", None, None)
-        await _sql(f'DROP TRIGGER legacy_writer ON "{schema}".idem_fences')
-        report = await store.migrate_legacy(now_ms=T0 + 2, ttl_ms=TTL)
-        assert (report.written, report.deleted) == (1, 1)
-        fence = await store.lookup(key_hash, now_ms=T0 + 3)
-        assert fence is not None
-        assert (fence.state, fence.run_id) == ("accepted", "run-late")
-        assert fence.response == StoredResponse(status=202, body=b'{"late":true}')
-    finally:
-        await store.close()
-
-
 async def test_concurrent_migrations_and_reservations_copy_each_raw_row_once(
     schema: str,
 ) -> None:
@@ -219,45 +121,6 @@ async def test_concurrent_migrations_and_reservations_copy_each_raw_row_once(
     finally:
         await a.close()
         await b.close()
-
-
-async def test_a_failed_sweep_removes_nothing_and_keeps_the_watermark(schema: str) -> None:
-    store = await _open(schema)
-    key_hash = hash_idempotency_key("hook", "k")
-    fail = f'"{schema}".no_fence_delete'
-    try:
-        await store.reserve(
-            key_hash=key_hash,
-            integration="hook",
-            body_hash="b",
-            run_id="run-1",
-            session_key="s",
-            now_ms=T0,
-            ttl_ms=1000,
-            lease_ms=1000,
-        )
-        response = StoredResponse(status=202, body=b'{"ok":1}')
-        await store.complete(key_hash=key_hash, run_id="run-1", response=response, now_ms=T0)
-        # the fence delete fails after the snapshot delete, in the same transaction
-        await _sql(
-            f"CREATE FUNCTION {fail}() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'injected fence delete failure'; END $$"
-        )
-        await _sql(
-            f'CREATE TRIGGER no_fence_delete BEFORE DELETE ON "{schema}".idem_fences '
-            f"FOR EACH ROW EXECUTE FUNCTION {fail}()"
-        )
-        with pytest.raises(IdempotencyStoreError, match="injected"):
-            await store.sweep(now_ms=T0 + 5000)
-        assert await store.watermark() == 0
-        assert [r.response for r in await store.records()] == [response]  # snapshot kept
-        assert await store.lookup(key_hash, now_ms=T0 + 5000) is None  # expired: no replay
-        await _sql(f'DROP TRIGGER no_fence_delete ON "{schema}".idem_fences')
-        report = await store.sweep(now_ms=T0 + 5000)
-        assert (report.responses_removed, report.fences_removed) == (1, 1)
-        assert await store.watermark() == T0 + 5000
-    finally:
-        await store.close()
 
 
 async def test_a_lost_server_fails_closed_and_the_store_recovers(schema: str) -> None:

@@ -79,16 +79,25 @@ def git_repo(tmp_path: Path) -> Callable[..., tuple[str, str]]:
 
 
 class IndexServer:
-    """Serves ``documents`` (path -> JSON value) on 127.0.0.1; other paths are 404."""
+    """Serves ``documents`` (path -> JSON value) on 127.0.0.1, and ``raw`` (path -> bytes, as
+    they are, not necessarily JSON); other paths are 404."""
 
     def __init__(self) -> None:
         self.documents: dict[str, object] = {}
+        self.raw: dict[str, bytes] = {}
         self.requests: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 server.requests.append(self.path)
+                raw = server.raw.get(self.path)
+                if raw is not None:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return
                 doc = server.documents.get(self.path)
                 body = json.dumps(doc).encode() if doc is not None else b"{}"
                 self.send_response(200 if doc is not None else 404)

@@ -468,35 +468,10 @@ def test_an_index_that_drips_its_answer_hits_the_overall_deadline(
         read_index(drip_server.url, timeout=0.5, max_bytes=64 * 1024)
 
 
-class _RawServer:
-    """Answers every GET with 200 and ``body`` as it is (not necessarily JSON)."""
-
-    def __init__(self, body: bytes) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/skills/a/b/c"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self) -> _RawServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
-
-
-def test_an_index_document_nested_thousands_deep_is_a_clear_error() -> None:
+def test_an_index_document_nested_thousands_deep_is_a_clear_error(
+    index_server: Any,
+) -> None:
     # json.loads raised RecursionError (a traceback from `lemon skills install`).
-    with _RawServer(b"[" * 60_000) as server, pytest.raises(SkillSourceError, match="not JSON"):
-        read_index(server.url, timeout=10, max_bytes=64 * 1024)
+    index_server.raw["/skills/a/b/c"] = b"[" * 60_000
+    with pytest.raises(SkillSourceError, match="not JSON"):
+        read_index(f"{index_server.url}/skills/a/b/c", timeout=10, max_bytes=64 * 1024)

@@ -3,8 +3,13 @@ session left keeps collecting unread events in the background."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from textual.pilot import Pilot
+
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.execution import RunRequest
+from lemon_tui import LemonTUI
 from lemon_tui._editor import Editor
 from lemon_tui._pickers import ModelPicker, SessionSwitcher, age
 from lemon_tui._widgets import AnswerBlock, UserBlock
@@ -12,6 +17,16 @@ from lemon_tui._widgets import AnswerBlock, UserBlock
 from .conftest import app_for, status_text, until
 
 EARLIER = "agent:default:main:sub:earlier"
+Picker = TypeVar("Picker", SessionSwitcher, ModelPicker)
+
+
+async def opened(pilot: Pilot[object], app: LemonTUI, key: str, screen: type[Picker]) -> Picker:
+    """Press ``key`` and wait for the ``screen`` it opens; that screen."""
+    await pilot.press(key)
+    await until(pilot, lambda: isinstance(app.screen, screen), f"the {screen.__name__}")
+    shown = app.screen
+    assert isinstance(shown, screen)
+    return shown
 
 
 async def ran(other: WebSocketSessionPort, key: str, prompt: str) -> None:
@@ -32,10 +47,7 @@ async def test_ctrl_x_lists_sessions_and_switches(
     app = app_for(daemon)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        await pilot.press("ctrl+x")
-        await until(pilot, lambda: isinstance(app.screen, SessionSwitcher), "the switcher")
-        switcher = app.screen
-        assert isinstance(switcher, SessionSwitcher)
+        switcher = await opened(pilot, app, "ctrl+x", SessionSwitcher)
         assert EARLIER in switcher.shown
         assert "agent:default:main" in switcher.shown  # the current one, not run yet
         await pilot.press(*"earlier")
@@ -49,16 +61,12 @@ async def test_ctrl_x_lists_sessions_and_switches(
         await ran(other, "agent:default:main", "/echo news in main")
         await until(pilot, lambda: app.background.get("agent:default:main") == 1, "unread")
         assert "1 unread (Ctrl+X)" in status_text(app)
-        await pilot.press("ctrl+x")
-        await until(pilot, lambda: isinstance(app.screen, SessionSwitcher), "the switcher")
+        await opened(pilot, app, "ctrl+x", SessionSwitcher)
         await pilot.press(*"main")
-        switcher = app.screen
-        assert isinstance(switcher, SessionSwitcher)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SessionSwitcher), "left")
         assert app.session == EARLIER
-        await pilot.press("ctrl+x")
-        await until(pilot, lambda: isinstance(app.screen, SessionSwitcher), "the switcher")
+        await opened(pilot, app, "ctrl+x", SessionSwitcher)
         await pilot.press(*"default:main ")
         await pilot.press("enter")
         await until(pilot, lambda: app.session == "agent:default:main", "back")
@@ -75,10 +83,7 @@ async def test_the_switcher_offers_a_new_session(daemon: ControlPlane) -> None:
     app = app_for(daemon)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        await pilot.press("ctrl+x")
-        await until(pilot, lambda: isinstance(app.screen, SessionSwitcher), "the switcher")
-        switcher = app.screen
-        assert isinstance(switcher, SessionSwitcher)
+        switcher = await opened(pilot, app, "ctrl+x", SessionSwitcher)
         assert switcher.shown[0] == "+new"
         await pilot.press(*"new", "enter")
         await until(pilot, lambda: ":sub:" in app.session, "a new session")
@@ -88,10 +93,7 @@ async def test_ctrl_o_picks_a_model(daemon: ControlPlane) -> None:
     app = app_for(daemon)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
-        await pilot.press("ctrl+o")
-        await until(pilot, lambda: isinstance(app.screen, ModelPicker), "the picker")
-        picker = app.screen
-        assert isinstance(picker, ModelPicker)
+        picker = await opened(pilot, app, "ctrl+o", ModelPicker)
         assert picker.shown[0].ref == "offline:offline"  # the default first
         await pilot.press(*"gpt-4o gpt")
         assert [m.ref for m in picker.shown] == ["openai:gpt-4o"]
@@ -100,8 +102,7 @@ async def test_ctrl_o_picks_a_model(daemon: ControlPlane) -> None:
         assert "gpt-4o · ctx" in status_text(app)
         assert "0% 0/128k" in status_text(app)  # no run yet: the window, nothing used
         assert app.context_window() == 128_000
-        await pilot.press("ctrl+o")
-        await until(pilot, lambda: isinstance(app.screen, ModelPicker), "the picker")
+        await opened(pilot, app, "ctrl+o", ModelPicker)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ModelPicker), "left")
         assert app.model == "openai:gpt-4o"

@@ -11,16 +11,24 @@ implement :meth:`IdempotencyStoreContract.open_store`::
 and from several stores open at once, what an earlier open wrote (one SQLite file, one
 PostgreSQL schema). Every check passes times explicitly (``now_ms``), so no clock is
 involved.
+
+The legacy raw-key migration and the failure checks also need the backend's own SQL: implement
+:meth:`IdempotencyStoreContract.write_legacy_rows`, :meth:`~IdempotencyStoreContract.
+legacy_rows`, :meth:`~IdempotencyStoreContract.fence_rows` and :meth:`~IdempotencyStoreContract.
+set_fault` (real faults: triggers in the backend); those checks are skipped when they are not.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
+
+import pytest
 
 from lemon_core.idempotency import (
     IdempotencyStore,
+    IdempotencyStoreError,
     MessageBinding,
     Reservation,
     StoredResponse,
@@ -28,7 +36,17 @@ from lemon_core.idempotency import (
     hash_idempotency_key,
 )
 
-__all__ = ["IdempotencyStoreContract"]
+__all__ = ["Fault", "IdempotencyStoreContract"]
+
+Fault = Literal["raw_delete", "fence_delete", "legacy_writer"]
+"""A fault :meth:`IdempotencyStoreContract.set_fault` injects in the backend's data:
+
+* ``raw_delete``: deleting a legacy raw row raises an error naming ``injected``;
+* ``fence_delete``: deleting a fence raises an error naming ``injected`` (after the snapshot
+  deletes of the same transaction);
+* ``legacy_writer``: inserting a fence updates every legacy raw row to ``state = 'completed'``,
+  ``run_id = 'run-late'``, ``response_json = '{"late":true}'`` (a legacy writer racing the
+  migration)."""
 
 _T0: Final = 1_700_000_000_000
 _TTL: Final = 86_400_000
@@ -45,12 +63,36 @@ class IdempotencyStoreContract:
     async def open_store(self, directory: Path) -> IdempotencyStore:
         raise NotImplementedError("implement open_store() in the backend's contract test class")
 
+    async def write_legacy_rows(self, directory: Path, rows: list[tuple[object, ...]]) -> None:
+        """Create the schema-1 raw-key table in the data of ``directory`` (before any store is
+        open) and insert ``rows`` (integration, raw key, state, run id, session key, response
+        JSON, created). Optional: the legacy checks are skipped without it."""
+        raise NotImplementedError
+
+    async def legacy_rows(self, directory: Path) -> list[tuple[object, ...]]:
+        """The raw rows left, as ``(idempotency_key, state)``."""
+        raise NotImplementedError
+
+    async def fence_rows(self, directory: Path) -> list[tuple[object, ...]]:
+        """Every column of every durable fence row, as stored."""
+        raise NotImplementedError
+
+    async def set_fault(self, directory: Path, fault: Fault, *, on: bool) -> None:
+        """Inject ``fault`` (see :data:`Fault`) in the data of ``directory``, or remove it."""
+        raise NotImplementedError
+
+    async def _legacy(self, directory: Path, rows: list[tuple[object, ...]]) -> None:
+        try:
+            await self.write_legacy_rows(directory, rows)
+        except NotImplementedError:
+            pytest.skip("the backend's contract test implements no legacy hooks")
+
     async def _open(self, directory: Path) -> IdempotencyStore:
         store = await self.open_store(directory)
         assert isinstance(store, IdempotencyStore)
         return store
 
-    async def _reserve(
+    async def _reservation(
         self,
         store: IdempotencyStore,
         *,
@@ -59,8 +101,9 @@ class IdempotencyStoreContract:
         body: bytes = b"{}",
         now_ms: int = _T0,
         integration: str = "hook",
-    ) -> bool:
-        reservation = await store.reserve(
+        bind: MessageBinding | None = None,
+    ) -> Reservation:
+        return await store.reserve(
             key_hash=key or _key(integration=integration),
             integration=integration,
             body_hash=body_fingerprint(body),
@@ -69,8 +112,20 @@ class IdempotencyStoreContract:
             now_ms=now_ms,
             ttl_ms=_TTL,
             lease_ms=_LEASE,
+            bind=bind,
         )
-        return reservation.created
+
+    async def _reserve(self, store: IdempotencyStore, **options: Any) -> bool:
+        """Whether :meth:`_reservation` (same options) created the fence."""
+        return (await self._reservation(store, **options)).created
+
+    @staticmethod
+    async def _accept(
+        store: IdempotencyStore, key_hash: str, run_id: str, *, now_ms: int = _T0
+    ) -> None:
+        """Complete the pending fence with an empty accepted answer."""
+        response = StoredResponse(status=202, body=b"{}")
+        await store.complete(key_hash=key_hash, run_id=run_id, response=response, now_ms=now_ms)
 
     async def test_idempotency_reserve_creates_one_pending_fence_then_finds_it(
         self, tmp_path: Path
@@ -78,16 +133,7 @@ class IdempotencyStoreContract:
         store = await self._open(tmp_path)
         try:
             assert await self._reserve(store, run_id="run_1")
-            again = await store.reserve(
-                key_hash=_key(),
-                integration="hook",
-                body_hash=body_fingerprint(b"other"),
-                run_id="run_2",
-                session_key="agent:default:main",
-                now_ms=_T0 + 1,
-                ttl_ms=_TTL,
-                lease_ms=_LEASE,
-            )
+            again = await self._reservation(store, run_id="run_2", body=b"other", now_ms=_T0 + 1)
             assert not again.created
             record = again.record
             assert (record.state, record.run_id, record.response) == ("pending", "run_1", None)
@@ -136,11 +182,9 @@ class IdempotencyStoreContract:
         try:
 
             async def reserve(raw: str, run_id: str, now_ms: int = _T0) -> Reservation:
-                return await store.reserve(
-                    key_hash=_key(raw), integration="hook", body_hash=body_fingerprint(b"{}"),
-                    run_id=run_id, session_key="agent:default:main", now_ms=now_ms,
-                    ttl_ms=_TTL, lease_ms=_LEASE, bind=bind,
-                )  # fmt: skip
+                return await self._reservation(
+                    store, key=_key(raw), run_id=run_id, now_ms=now_ms, bind=bind
+                )
 
             first = await reserve("key-1", "run_1")
             assert (first.created, first.bound, first.message_reused) == (True, True, False)
@@ -218,12 +262,7 @@ class IdempotencyStoreContract:
         try:
             await self._reserve(store, key=_key("a"), run_id="run_a")
             await self._reserve(store, key=_key("b"), run_id="run_b")
-            await store.complete(
-                key_hash=_key("b"),
-                run_id="run_b",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key("b"), "run_b")
             assert await store.recover(now_ms=_T0 + 1) == 1
             a = await store.lookup(_key("a"), now_ms=_T0 + 2)
             b = await store.lookup(_key("b"), now_ms=_T0 + 2)
@@ -239,12 +278,7 @@ class IdempotencyStoreContract:
         store = await self._open(tmp_path)
         try:
             await self._reserve(store, run_id="run_1")
-            await store.complete(
-                key_hash=_key(),
-                run_id="run_1",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key(), "run_1")
             assert await store.lookup(_key(), now_ms=_T0 + _TTL - 1) is not None
             assert await store.lookup(_key(), now_ms=_T0 + _TTL) is None
             assert await self._reserve(store, run_id="run_2", now_ms=_T0 + _TTL)
@@ -261,12 +295,7 @@ class IdempotencyStoreContract:
         try:
             assert await store.watermark() == 0
             await self._reserve(store, key=_key("old"), run_id="run_old", now_ms=_T0)
-            await store.complete(
-                key_hash=_key("old"),
-                run_id="run_old",
-                response=StoredResponse(status=202, body=b"{}"),
-                now_ms=_T0,
-            )
+            await self._accept(store, _key("old"), "run_old")
             await self._reserve(store, key=_key("new"), run_id="run_new", now_ms=_T0 + 1000)
             report = await store.sweep(now_ms=_T0 + _TTL)
             assert (report.responses_removed, report.fences_removed) == (1, 1)
@@ -325,15 +354,8 @@ class IdempotencyStoreContract:
 
             async def reserve(i: int) -> tuple[bool, str | None]:
                 await start.wait()
-                reservation = await stores[i % 4].reserve(
-                    key_hash=_key("shared"),
-                    integration="hook",
-                    body_hash=body_fingerprint(b"{}"),
-                    run_id=f"run_{i}",
-                    session_key="agent:default:main",
-                    now_ms=_T0,
-                    ttl_ms=_TTL,
-                    lease_ms=_LEASE,
+                reservation = await self._reservation(
+                    stores[i % 4], key=_key("shared"), run_id=f"run_{i}"
                 )
                 return reservation.created, reservation.record.run_id
 
@@ -383,16 +405,8 @@ class IdempotencyStoreContract:
         try:
             results = await asyncio.gather(
                 *(
-                    stores[i % 2].reserve(
-                        key_hash=_key(f"key-{i}"),
-                        integration="hook",
-                        body_hash=body_fingerprint(b"{}"),
-                        run_id=f"run_{i}",
-                        session_key="agent:default:main",
-                        now_ms=_T0,
-                        ttl_ms=_TTL,
-                        lease_ms=_LEASE,
-                        bind=bind,
+                    self._reservation(
+                        stores[i % 2], key=_key(f"key-{i}"), run_id=f"run_{i}", bind=bind
                     )
                     for i in range(20)
                 )
@@ -407,3 +421,153 @@ class IdempotencyStoreContract:
         finally:
             for store in stores:
                 await store.close()
+
+    # -- the legacy raw-key migration and failures (backend hooks) ----------------------------
+
+    async def test_idempotency_legacy_rows_migrate_to_hashed_fences_with_exact_responses(
+        self, tmp_path: Path
+    ) -> None:
+        exact = '{"run_id":"run-legacy-1","session_key":"agent:default:main","mode":"async"}'
+        await self._legacy(
+            tmp_path,
+            [
+                ("hook", "done-key", "completed", "run-legacy-1", "agent:default:main", exact, _T0),
+                ("hook", "sent-key", "submitted", "run-legacy-2", "agent:default:main", None, _T0),
+                ("hook", "ran-key", "pending", "run-legacy-3", None, None, _T0),
+                ("hook", "ambiguous-key", "pending", None, None, None, _T0),
+            ],
+        )
+        store = await self._open(tmp_path)
+        try:
+            assert await store.schema_version() == 2
+            report = await store.migrate_legacy(now_ms=_T0 + 10, ttl_ms=_TTL)
+            assert (report.seen, report.written, report.deleted, report.kept) == (4, 4, 4, 0)
+            assert await self.legacy_rows(tmp_path) == []
+            done = await store.lookup(_key("done-key"), now_ms=_T0 + 11)
+            assert done is not None
+            assert (done.state, done.legacy, done.body_hash) == ("accepted", True, None)
+            assert done.response == StoredResponse(status=202, body=exact.encode())
+            sent = await store.lookup(_key("sent-key"), now_ms=_T0 + 11)
+            assert sent is not None  # accepted, but no exact response: never a generic success
+            assert (sent.state, sent.run_id, sent.response) == ("accepted", "run-legacy-2", None)
+            ran = await store.lookup(_key("ran-key"), now_ms=_T0 + 11)
+            assert ran is not None
+            assert (ran.state, ran.run_id) == ("outcome_unknown", "run-legacy-3")
+            ambiguous = await store.lookup(_key("ambiguous-key"), now_ms=_T0 + 11)
+            assert ambiguous is not None  # a fence, not an invented execution identity
+            assert (ambiguous.state, ambiguous.run_id) == ("pending", None)
+            assert ambiguous.in_flight(_T0 + _TTL - 1)
+            assert await store.recover(now_ms=_T0 + 12) == 0  # stays ambiguous
+            rows = await self.fence_rows(tmp_path)
+            assert len(rows) == 4
+            assert all("-key" not in str(row) for row in rows)  # no raw key in a durable record
+            again = await store.migrate_legacy(now_ms=_T0 + 20, ttl_ms=_TTL)  # finds nothing
+            assert again.seen == 0
+        finally:
+            await store.close()
+
+    async def test_idempotency_a_failed_raw_delete_keeps_the_raw_row_after_its_copy(
+        self, tmp_path: Path
+    ) -> None:
+        """A partial migration: the hashed fence is durable first; the raw row stays, and the
+        copy cannot authorise a replay (no invented response)."""
+        await self._legacy(
+            tmp_path, [("hook", "k", "submitted", "run-9", "agent:default:main", None, _T0)]
+        )
+        store = await self._open(tmp_path)
+        try:
+            await self.set_fault(tmp_path, "raw_delete", on=True)
+            with pytest.raises(IdempotencyStoreError, match="injected"):
+                await store.migrate_legacy(now_ms=_T0, ttl_ms=_TTL)
+            assert await self.legacy_rows(tmp_path) == [("k", "submitted")]  # the raw row stays
+            fence = await store.lookup(_key("k"), now_ms=_T0 + 1)
+            assert fence is not None  # the hashed fence was written first
+            assert (fence.state, fence.response) == ("accepted", None)  # no exact response
+            await self.set_fault(tmp_path, "raw_delete", on=False)
+            report = await store.migrate_legacy(now_ms=_T0 + 2, ttl_ms=_TTL)
+            assert (report.deleted, report.kept) == (1, 0)
+        finally:
+            await store.close()
+
+    async def test_idempotency_a_raw_row_changed_after_its_copy_is_kept_and_recopied(
+        self, tmp_path: Path
+    ) -> None:
+        await self._legacy(tmp_path, [("hook", "k", "pending", None, None, None, _T0)])
+        store = await self._open(tmp_path)
+        try:
+            # a legacy writer completes the raw row right after its copy is written
+            await self.set_fault(tmp_path, "legacy_writer", on=True)
+            report = await store.migrate_legacy(now_ms=_T0, ttl_ms=_TTL)
+            assert (report.deleted, report.kept) == (0, 1)  # the conditional delete refused
+            fence = await store.lookup(_key("k"), now_ms=_T0 + 1)
+            assert fence is not None
+            assert (fence.state, fence.run_id, fence.response) == ("pending", None, None)
+            await self.set_fault(tmp_path, "legacy_writer", on=False)
+            report = await store.migrate_legacy(now_ms=_T0 + 2, ttl_ms=_TTL)
+            assert (report.written, report.deleted) == (1, 1)
+            fence = await store.lookup(_key("k"), now_ms=_T0 + 3)
+            assert fence is not None
+            assert (fence.state, fence.run_id) == ("accepted", "run-late")
+            assert fence.response == StoredResponse(status=202, body=b'{"late":true}')
+        finally:
+            await store.close()
+
+    async def test_idempotency_a_reservation_migrates_its_own_legacy_row_first(
+        self, tmp_path: Path
+    ) -> None:
+        exact = '{"run_id":"run-old"}'
+        await self._legacy(tmp_path, [("hook", "k", "completed", "run-old", None, exact, _T0)])
+        store = await self._open(tmp_path)
+        try:
+            reservation = await store.reserve(
+                key_hash=_key("k"),
+                integration="hook",
+                body_hash=body_fingerprint(b"{}"),
+                run_id="run-new",
+                session_key="s",
+                now_ms=_T0 + 5,
+                ttl_ms=_TTL,
+                lease_ms=1000,
+                legacy_key="k",
+            )
+            assert not reservation.created
+            assert reservation.record.run_id == "run-old"
+            assert reservation.record.response == StoredResponse(status=202, body=exact.encode())
+            assert await self.legacy_rows(tmp_path) == []
+        finally:
+            await store.close()
+
+    async def test_idempotency_a_failed_sweep_removes_nothing_and_keeps_the_watermark(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            try:
+                await self.set_fault(tmp_path, "fence_delete", on=False)
+            except NotImplementedError:
+                pytest.skip("the backend's contract test implements no fault hooks")
+            await store.reserve(
+                key_hash=_key("k"),
+                integration="hook",
+                body_hash="b",
+                run_id="run-1",
+                session_key="s",
+                now_ms=_T0,
+                ttl_ms=1000,
+                lease_ms=1000,
+            )
+            response = StoredResponse(status=202, body=b'{"ok":1}')
+            await store.complete(key_hash=_key("k"), run_id="run-1", response=response, now_ms=_T0)
+            # the fence delete fails after the snapshot delete, in the same transaction
+            await self.set_fault(tmp_path, "fence_delete", on=True)
+            with pytest.raises(IdempotencyStoreError, match="injected"):
+                await store.sweep(now_ms=_T0 + 5000)
+            assert await store.watermark() == 0
+            assert [r.response for r in await store.records()] == [response]  # snapshot kept
+            assert await store.lookup(_key("k"), now_ms=_T0 + 5000) is None  # expired: no replay
+            await self.set_fault(tmp_path, "fence_delete", on=False)
+            report = await store.sweep(now_ms=_T0 + 5000)
+            assert (report.responses_removed, report.fences_removed) == (1, 1)
+            assert await store.watermark() == _T0 + 5000
+        finally:
+            await store.close()

@@ -261,11 +261,7 @@ class SkillManager:
     def update(self, name: str, *, approve: Approver = _deny) -> Outcome:
         """Fetch ``name`` again from its recorded source, audit it and replace the copy."""
         with self.lockfile.transaction() as state, self._stage() as stage:
-            record = state.skills.get(name)
-            if record is None:
-                raise SkillsUsageError(
-                    f"no installed skill named {name!r} (see `lemon skills list`)"
-                )
+            record = _installed(state, name)
             source = SkillSource(
                 kind=record.source_kind,
                 identifier=record.identifier,
@@ -294,11 +290,7 @@ class SkillManager:
     def uninstall(self, name: str, *, approve: Approver = _deny) -> Outcome:
         """Remove ``name`` (builtins are auto-approved and not seeded again)."""
         with self.lockfile.transaction() as state, self._stage() as stage:
-            record = state.skills.get(name)
-            if record is None:
-                raise SkillsUsageError(
-                    f"no installed skill named {name!r} (see `lemon skills list`)"
-                )
+            record = _installed(state, name)
             source = SkillSource(
                 kind=record.source_kind,
                 identifier=record.identifier,
@@ -569,3 +561,11 @@ def _override_hint(name: str, report: AuditReport | None) -> str:
         "If you have reviewed every finding and accept this exact bundle:\n"
         f"  lemon skills override {name} --bundle-hash {report.bundle_hash} {accept}"
     )
+
+
+def _installed(state: LockState, name: str) -> LockRecord:
+    """The lock record of the installed skill ``name``; a usage error when there is none."""
+    record = state.skills.get(name)
+    if record is None:
+        raise SkillsUsageError(f"no installed skill named {name!r} (see `lemon skills list`)")
+    return record

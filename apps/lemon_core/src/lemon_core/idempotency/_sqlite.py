@@ -24,15 +24,27 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
+from lemon_core.idempotency._logic import (
+    FENCE_COLUMNS,
+    LEGACY_COLUMNS,
+    LegacyRow,
+    binding_conflict,
+    binding_values,
+    check_limit,
+    fence_values,
+    legacy_copy_confirmed,
+    legacy_fence,
+    legacy_key_hash,
+    migrate_rows,
+    record_from_row,
+)
 from lemon_core.idempotency._records import (
-    FenceState,
     IdempotencyRecord,
     MessageBinding,
     MigrationReport,
     Reservation,
     StoredResponse,
     SweepReport,
-    hash_idempotency_key,
 )
 from lemon_core.idempotency.errors import IdempotencyStoreError
 
@@ -88,39 +100,15 @@ CREATE TABLE IF NOT EXISTS {LEGACY_TABLE} (
 )
 """
 
-_FENCE_COLUMNS: Final = (
-    "f.key_hash, f.integration, f.state, f.run_id, f.body_hash, f.session_key, f.created_at_ms, "
-    "f.updated_at_ms, f.expires_at_ms, f.lease_until_ms, f.legacy, r.status, r.content_type, "
-    "r.body"
+_INSERT_FENCE: Final = (
+    "INSERT INTO idem_fences (key_hash, integration, state, run_id, body_hash, session_key, "
+    "created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms) "
+    "VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT: Final = (
-    f"SELECT {_FENCE_COLUMNS} FROM idem_fences f "
+    f"SELECT {FENCE_COLUMNS} FROM idem_fences f "
     "LEFT JOIN idem_responses r ON r.key_hash = f.key_hash"
 )
-_LegacyRow = tuple[str, str, str, str | None, str | None, str | None, int]
-
-
-def _record(row: tuple[Any, ...]) -> IdempotencyRecord:
-    response = (
-        None
-        if row[11] is None
-        else StoredResponse(status=int(row[11]), content_type=str(row[12]), body=bytes(row[13]))
-    )
-    state: FenceState = row[2]
-    return IdempotencyRecord(
-        key_hash=row[0],
-        integration=row[1],
-        state=state,
-        run_id=row[3],
-        body_hash=row[4],
-        session_key=row[5],
-        created_at_ms=int(row[6]),
-        updated_at_ms=int(row[7]),
-        expires_at_ms=int(row[8]),
-        lease_until_ms=int(row[9]),
-        legacy=bool(row[10]),
-        response=response,
-    )
 
 
 class SQLiteIdempotencyStore:
@@ -254,18 +242,22 @@ class SQLiteIdempotencyStore:
             if bind is not None:
                 binding = self._fetch(conn, bind.key_hash)
                 if binding is not None and binding.expires_at_ms > now_ms:
-                    if binding.body_hash != key_hash:
-                        return Reservation(created=False, record=binding, message_reused=True)
+                    reused = binding_conflict(binding, key_hash)
+                    if reused is not None:
+                        return Reservation(created=False, record=reused, message_reused=True)
                 else:
                     if binding is not None:
                         self._remove(conn, bind.key_hash)
                     conn.execute(
-                        "INSERT INTO idem_fences (key_hash, integration, state, run_id, "
-                        "body_hash, session_key, created_at_ms, updated_at_ms, expires_at_ms, "
-                        "lease_until_ms) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
-                        (bind.key_hash, bind.integration, run_id, key_hash, session_key,
-                         now_ms, now_ms, now_ms + bind.ttl_ms, now_ms),
-                    )  # fmt: skip
+                        _INSERT_FENCE,
+                        binding_values(
+                            bind,
+                            key_hash=key_hash,
+                            run_id=run_id,
+                            session_key=session_key,
+                            now_ms=now_ms,
+                        ),
+                    )
                     bound = True
             existing = self._fetch(conn, key_hash)
             if existing is not None and existing.expires_at_ms > now_ms:
@@ -273,13 +265,13 @@ class SQLiteIdempotencyStore:
             if existing is not None:
                 self._remove(conn, key_hash)
             if legacy_key is not None and self._has_legacy(conn):
-                raw = conn.execute(
-                    f"SELECT integration_id, idempotency_key, state, run_id, session_key, "
-                    f"response_json, created_at_ms FROM {LEGACY_TABLE} "
+                found = conn.execute(
+                    f"SELECT {LEGACY_COLUMNS} FROM {LEGACY_TABLE} "
                     "WHERE integration_id = ? AND idempotency_key = ?",
                     (integration, legacy_key),
                 ).fetchone()
-                if raw is not None:
+                if found is not None:
+                    raw: LegacyRow = tuple(found)
                     migrated = self._write_legacy(conn, raw, now_ms=now_ms, ttl_ms=ttl_ms)
                     self._delete_legacy(conn, raw)
                     if migrated is not None and migrated.expires_at_ms > now_ms:
@@ -287,19 +279,16 @@ class SQLiteIdempotencyStore:
                     if migrated is not None:
                         self._remove(conn, key_hash)
             conn.execute(
-                "INSERT INTO idem_fences (key_hash, integration, state, run_id, body_hash, "
-                "session_key, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms) "
-                "VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key_hash,
-                    integration,
-                    run_id,
-                    body_hash,
-                    session_key,
-                    now_ms,
-                    now_ms,
-                    now_ms + ttl_ms,
-                    now_ms + lease_ms,
+                _INSERT_FENCE,
+                fence_values(
+                    key_hash=key_hash,
+                    integration=integration,
+                    run_id=run_id,
+                    body_hash=body_hash,
+                    session_key=session_key,
+                    now_ms=now_ms,
+                    ttl_ms=ttl_ms,
+                    lease_ms=lease_ms,
                 ),
             )
             record = self._fetch(conn, key_hash)
@@ -406,8 +395,7 @@ class SQLiteIdempotencyStore:
     async def records(
         self, *, limit: int = 100, integration: str | None = None
     ) -> list[IdempotencyRecord]:
-        if isinstance(limit, bool) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        check_limit(limit)
 
         def op() -> list[IdempotencyRecord]:
             where, args = ("WHERE f.integration = ? ", (integration,)) if integration else ("", ())
@@ -415,42 +403,32 @@ class SQLiteIdempotencyStore:
                 f"{_SELECT} {where}ORDER BY f.created_at_ms DESC, f.key_hash LIMIT ?",
                 (*args, limit),
             )
-            return [_record(tuple(r)) for r in rows]
+            return [record_from_row(tuple(r)) for r in rows]
 
         return await self._call(op)
 
     async def migrate_legacy(self, *, now_ms: int, ttl_ms: int) -> MigrationReport:
-        def read() -> list[_LegacyRow]:
+        def read() -> list[LegacyRow]:
             conn = self._db()
             if not self._has_legacy(conn):
                 return []
             rows = conn.execute(
-                f"SELECT integration_id, idempotency_key, state, run_id, session_key, "
-                f"response_json, created_at_ms FROM {LEGACY_TABLE} "
+                f"SELECT {LEGACY_COLUMNS} FROM {LEGACY_TABLE} "
                 "ORDER BY integration_id, idempotency_key"
             )
-            out: list[_LegacyRow] = [tuple(r) for r in rows]
+            out: list[LegacyRow] = [tuple(r) for r in rows]
             return out
 
-        rows = await self._call(read)
-        written = deleted = 0
-        for raw in rows:
-            # 1. the hashed fence and the exact response, durably (their own transaction) ...
-            def write(conn: sqlite3.Connection, raw: _LegacyRow = raw) -> bool:
+        async def write(raw: LegacyRow) -> bool:
+            def op(conn: sqlite3.Connection) -> bool:
                 return self._write_legacy(conn, raw, now_ms=now_ms, ttl_ms=ttl_ms) is not None
 
-            if await self._call(self._transaction(write)):
-                written += 1
+            return await self._call(self._transaction(op))
 
-            # 2. ... then the raw row, only if it is unchanged and its copy is confirmed.
-            def remove(conn: sqlite3.Connection, raw: _LegacyRow = raw) -> bool:
-                return self._delete_legacy(conn, raw)
+        async def remove(raw: LegacyRow) -> bool:
+            return await self._call(self._transaction(lambda conn: self._delete_legacy(conn, raw)))
 
-            if await self._call(self._transaction(remove)):
-                deleted += 1
-        return MigrationReport(
-            seen=len(rows), written=written, deleted=deleted, kept=len(rows) - deleted
-        )
+        return await migrate_rows(await self._call(read), write=write, remove=remove)
 
     async def schema_version(self) -> int:
         return await self._call(lambda: self._version(self._db()))
@@ -484,7 +462,7 @@ class SQLiteIdempotencyStore:
     @staticmethod
     def _fetch(conn: sqlite3.Connection, key_hash: str) -> IdempotencyRecord | None:
         row = conn.execute(f"{_SELECT} WHERE f.key_hash = ?", (key_hash,)).fetchone()
-        return None if row is None else _record(tuple(row))
+        return None if row is None else record_from_row(tuple(row))
 
     @staticmethod
     def _remove(conn: sqlite3.Connection, key_hash: str) -> None:
@@ -499,27 +477,17 @@ class SQLiteIdempotencyStore:
         return row is not None
 
     def _write_legacy(
-        self, conn: sqlite3.Connection, raw: _LegacyRow, *, now_ms: int, ttl_ms: int
+        self, conn: sqlite3.Connection, raw: LegacyRow, *, now_ms: int, ttl_ms: int
     ) -> IdempotencyRecord | None:
         """Upsert the hashed fence (and exact response) of one raw row. A fence that is not
         legacy (written by this version) is never overwritten. None for an unusable row."""
-        integration, key, state, run_id, session_key, response_json, created = raw
-        try:
-            key_hash = hash_idempotency_key(integration, key)
-        except ValueError:
-            return None  # a blank raw key: left in place (it can never match a request)
+        key_hash = legacy_key_hash(raw)
+        if key_hash is None:
+            return None
         current = self._fetch(conn, key_hash)
         if current is not None and not current.legacy:
             return current
-        fence_state: FenceState
-        if run_id is None:
-            fence_state = "pending"  # an ambiguous fence: no invented execution identity
-        elif state == "pending":
-            fence_state = "outcome_unknown"  # it may have been submitted
-        else:
-            fence_state = "accepted"  # submitted/completed: the snapshot, if any, is exact
-        expires = int(created) + ttl_ms
-        lease = expires if run_id is None else int(created)
+        fence = legacy_fence(raw, key_hash, now_ms=now_ms, ttl_ms=ttl_ms)
         conn.execute(
             "INSERT INTO idem_fences (key_hash, integration, state, run_id, body_hash, "
             "session_key, created_at_ms, updated_at_ms, expires_at_ms, lease_until_ms, legacy) "
@@ -527,51 +495,35 @@ class SQLiteIdempotencyStore:
             "state = excluded.state, run_id = excluded.run_id, session_key = "
             "excluded.session_key, updated_at_ms = excluded.updated_at_ms, lease_until_ms = "
             "excluded.lease_until_ms WHERE idem_fences.legacy = 1",
-            (
-                key_hash,
-                integration,
-                fence_state,
-                run_id,
-                session_key,
-                created,
-                now_ms,
-                expires,
-                lease,
-            ),
+            fence.values,
         )
-        if response_json is not None and run_id is not None:
+        if fence.response_body is not None:
             conn.execute(
                 "INSERT INTO idem_responses (key_hash, status, content_type, body, stored_at_ms) "
                 "VALUES (?, 202, 'application/json', ?, ?) ON CONFLICT (key_hash) DO UPDATE SET "
                 "body = excluded.body",
-                (key_hash, response_json.encode("utf-8"), now_ms),
+                (key_hash, fence.response_body, now_ms),
             )
         return self._fetch(conn, key_hash)
 
     @staticmethod
-    def _delete_legacy(conn: sqlite3.Connection, raw: _LegacyRow) -> bool:
+    def _delete_legacy(conn: sqlite3.Connection, raw: LegacyRow) -> bool:
         """Delete one raw row if it is exactly ``raw`` still and its hashed copy is there."""
-        integration, key, state, run_id, session_key, response_json, created = raw
-        try:
-            key_hash = hash_idempotency_key(integration, key)
-        except ValueError:
+        key_hash = legacy_key_hash(raw)
+        if key_hash is None:
             return False
         copy = conn.execute(
             "SELECT f.run_id, r.body FROM idem_fences f LEFT JOIN idem_responses r "
             "ON r.key_hash = f.key_hash WHERE f.key_hash = ?",
             (key_hash,),
         ).fetchone()
-        if copy is None or copy[0] != run_id:
+        if not legacy_copy_confirmed(raw, copy):
             return False
-        if response_json is not None and run_id is not None:
-            stored = None if copy[1] is None else bytes(copy[1])
-            if stored != response_json.encode("utf-8"):
-                return False
         cur = conn.execute(
             f"DELETE FROM {LEGACY_TABLE} WHERE integration_id = ? AND idempotency_key = ? "
             "AND state = ? AND run_id IS ? AND session_key IS ? AND response_json IS ? "
             "AND created_at_ms = ?",
-            (integration, key, state, run_id, session_key, response_json, created),
+            raw,
         )
         return cur.rowcount == 1
 

@@ -39,15 +39,27 @@ from typing import Any, Final, LiteralString, TypeVar
 import psycopg
 from psycopg import sql
 
+from lemon_core.idempotency._logic import (
+    FENCE_COLUMNS,
+    LEGACY_COLUMNS,
+    LegacyRow,
+    binding_conflict,
+    binding_values,
+    check_limit,
+    fence_values,
+    legacy_copy_confirmed,
+    legacy_fence,
+    legacy_key_hash,
+    migrate_rows,
+    record_from_row,
+)
 from lemon_core.idempotency._records import (
-    FenceState,
     IdempotencyRecord,
     MessageBinding,
     MigrationReport,
     Reservation,
     StoredResponse,
     SweepReport,
-    hash_idempotency_key,
 )
 from lemon_core.idempotency._sqlite import LEGACY_TABLE, SCHEMA_VERSION
 from lemon_core.idempotency.errors import IdempotencyStoreError
@@ -103,42 +115,9 @@ _LEGACY_SCHEMA: Final = (
         PRIMARY KEY (integration_id, idempotency_key))"""
 )
 
-_COLUMNS: Final = (
-    "f.key_hash, f.integration, f.state, f.run_id, f.body_hash, f.session_key, f.created_at_ms, "
-    "f.updated_at_ms, f.expires_at_ms, f.lease_until_ms, f.legacy, r.status, r.content_type, "
-    "r.body"
-)
-_LEGACY_COLUMNS: Final = (
-    "integration_id, idempotency_key, state, run_id, session_key, response_json, created_at_ms"
-)
-_LegacyRow = tuple[str, str, str, str | None, str | None, str | None, int]
-
 
 def _q(template: str, schema: str) -> str:
     return sql.SQL(template).format(schema=sql.Identifier(schema)).as_string(None)
-
-
-def _record(row: tuple[Any, ...]) -> IdempotencyRecord:
-    response = (
-        None
-        if row[11] is None
-        else StoredResponse(status=int(row[11]), content_type=str(row[12]), body=bytes(row[13]))
-    )
-    state: FenceState = row[2]
-    return IdempotencyRecord(
-        key_hash=row[0],
-        integration=row[1],
-        state=state,
-        run_id=row[3],
-        body_hash=row[4],
-        session_key=row[5],
-        created_at_ms=int(row[6]),
-        updated_at_ms=int(row[7]),
-        expires_at_ms=int(row[8]),
-        lease_until_ms=int(row[9]),
-        legacy=bool(row[10]),
-        response=response,
-    )
 
 
 class PostgresIdempotencyStore:
@@ -156,7 +135,7 @@ class PostgresIdempotencyStore:
         s = store.schema
         self._where = f"{store.statistics().get('server', '?')} ({s})"
         select = (
-            f"SELECT {_COLUMNS} FROM {{schema}}.idem_fences f "
+            f"SELECT {FENCE_COLUMNS} FROM {{schema}}.idem_fences f "
             "LEFT JOIN {schema}.idem_responses r ON r.key_hash = f.key_hash"
         )
         self._select = _q(select, s)
@@ -217,12 +196,12 @@ class PostgresIdempotencyStore:
         )
         self._watermark = _q("SELECT value FROM {schema}.idem_meta WHERE name = 'watermark_ms'", s)
         self._legacy_one = _q(
-            f"SELECT {_LEGACY_COLUMNS} FROM {{schema}}.{LEGACY_TABLE} "
+            f"SELECT {LEGACY_COLUMNS} FROM {{schema}}.{LEGACY_TABLE} "
             "WHERE integration_id = %s AND idempotency_key = %s FOR UPDATE",
             s,
         )
         self._legacy_all = _q(
-            f"SELECT {_LEGACY_COLUMNS} FROM {{schema}}.{LEGACY_TABLE} "
+            f"SELECT {LEGACY_COLUMNS} FROM {{schema}}.{LEGACY_TABLE} "
             "ORDER BY integration_id, idempotency_key",
             s,
         )
@@ -361,7 +340,7 @@ class PostgresIdempotencyStore:
     async def _fetch(self, conn: Conn, key_hash: str) -> IdempotencyRecord | None:
         cur = await conn.execute(self._fetch_sql, (key_hash,))
         row = await cur.fetchone()
-        return None if row is None else _record(tuple(row))
+        return None if row is None else record_from_row(tuple(row))
 
     async def _remove(self, conn: Conn, key_hash: str) -> None:
         await conn.execute(self._remove_responses, (key_hash,))
@@ -410,7 +389,7 @@ class PostgresIdempotencyStore:
                 found = await conn.execute(self._legacy_one, (integration, legacy_key))
                 raw = await found.fetchone()
                 if raw is not None:
-                    legacy_row: _LegacyRow = tuple(raw)
+                    legacy_row: LegacyRow = tuple(raw)
                     migrated = await self._write_legacy(
                         conn, legacy_row, now_ms=now_ms, ttl_ms=ttl_ms
                     )
@@ -421,16 +400,15 @@ class PostgresIdempotencyStore:
                         await self._remove(conn, key_hash)
             inserted = await conn.execute(
                 self._insert,
-                (
-                    key_hash,
-                    integration,
-                    run_id,
-                    body_hash,
-                    session_key,
-                    now_ms,
-                    now_ms,
-                    now_ms + ttl_ms,
-                    now_ms + lease_ms,
+                fence_values(
+                    key_hash=key_hash,
+                    integration=integration,
+                    run_id=run_id,
+                    body_hash=body_hash,
+                    session_key=session_key,
+                    now_ms=now_ms,
+                    ttl_ms=ttl_ms,
+                    lease_ms=lease_ms,
                 ),
             )
             created = await inserted.fetchone() is not None
@@ -454,32 +432,21 @@ class PostgresIdempotencyStore:
     ) -> tuple[IdempotencyRecord | None, bool]:
         """(the binding to another key, or None; whether this call made the binding).
         ``expiry``: the locked binding's, or None when there was none."""
-        if expiry is not None and expiry > now_ms:
-            binding = await self._fetch(conn, bind.key_hash)
-            assert binding is not None
-            return (binding if binding.body_hash != key_hash else None), False
-        if expiry is not None:
-            await self._remove(conn, bind.key_hash)
-        inserted = await conn.execute(
-            self._insert,  # a binding is a pending fence whose body fingerprint is the key
-            (
-                bind.key_hash,
-                bind.integration,
-                run_id,
-                key_hash,
-                session_key,
-                now_ms,
-                now_ms,
-                now_ms + bind.ttl_ms,
-                now_ms,
-            ),
-        )
-        if await inserted.fetchone() is not None:
-            return None, True
-        # a concurrent request bound it first (the insert waited for its commit)
+        if expiry is None or expiry <= now_ms:
+            if expiry is not None:
+                await self._remove(conn, bind.key_hash)
+            inserted = await conn.execute(
+                self._insert,
+                binding_values(
+                    bind, key_hash=key_hash, run_id=run_id, session_key=session_key, now_ms=now_ms
+                ),
+            )
+            if await inserted.fetchone() is not None:
+                return None, True
+            # else a concurrent request bound it first (the insert waited for its commit)
         binding = await self._fetch(conn, bind.key_hash)
         assert binding is not None
-        return (binding if binding.body_hash != key_hash else None), False
+        return binding_conflict(binding, key_hash), False
 
     async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
         async def op(conn: Conn) -> IdempotencyRecord | None:
@@ -556,46 +523,39 @@ class PostgresIdempotencyStore:
     async def records(
         self, *, limit: int = 100, integration: str | None = None
     ) -> list[IdempotencyRecord]:
-        if isinstance(limit, bool) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        check_limit(limit)
         where, args = ("WHERE f.integration = %s ", (integration,)) if integration else ("", ())
         query = f"{self._select} {where}ORDER BY f.created_at_ms DESC, f.key_hash LIMIT %s"
 
         async def op(conn: Conn) -> list[IdempotencyRecord]:
             cur = await conn.execute(query, (*args, limit))
-            return [_record(tuple(r)) for r in await cur.fetchall()]
+            return [record_from_row(tuple(r)) for r in await cur.fetchall()]
 
         return await self._call(op)
 
     async def migrate_legacy(self, *, now_ms: int, ttl_ms: int) -> MigrationReport:
-        async def read(conn: Conn) -> list[_LegacyRow]:
+        async def read(conn: Conn) -> list[LegacyRow]:
             self._has_legacy = await self._legacy_exists(conn)
             if not self._has_legacy:
                 return []
             cur = await conn.execute(self._legacy_all)
-            out: list[_LegacyRow] = [tuple(r) for r in await cur.fetchall()]
+            out: list[LegacyRow] = [tuple(r) for r in await cur.fetchall()]
             return out
 
-        rows = await self._call(read)
-        written = deleted = 0
-        for raw in rows:
-            # 1. the hashed fence and the exact response, committed (their own transaction) ...
-            async def write(conn: Conn, raw: _LegacyRow = raw) -> bool:
+        async def write(raw: LegacyRow) -> bool:
+            async def op(conn: Conn) -> bool:
                 copied = await self._write_legacy(conn, raw, now_ms=now_ms, ttl_ms=ttl_ms)
                 return copied is not None
 
-            if await self._tx(write):
-                written += 1
+            return await self._tx(op)
 
-            # 2. ... then the raw row, only if it is unchanged and its copy is confirmed.
-            async def remove(conn: Conn, raw: _LegacyRow = raw) -> bool:
+        async def remove(raw: LegacyRow) -> bool:
+            async def op(conn: Conn) -> bool:
                 return await self._delete_legacy(conn, raw)
 
-            if await self._tx(remove):
-                deleted += 1
-        return MigrationReport(
-            seen=len(rows), written=written, deleted=deleted, kept=len(rows) - deleted
-        )
+            return await self._tx(op)
+
+        return await migrate_rows(await self._call(read), write=write, remove=remove)
 
     async def schema_version(self) -> int:
         return await self._call(self._version)
@@ -620,61 +580,31 @@ class PostgresIdempotencyStore:
     # -- legacy helpers (inside a transaction) -----------------------------------------------
 
     async def _write_legacy(
-        self, conn: Conn, raw: _LegacyRow, *, now_ms: int, ttl_ms: int
+        self, conn: Conn, raw: LegacyRow, *, now_ms: int, ttl_ms: int
     ) -> IdempotencyRecord | None:
         """Upsert the hashed fence (and exact response) of one raw row. A fence that is not
         legacy (written by this version) is never overwritten. None for an unusable row."""
-        integration, key, state, run_id, session_key, response_json, created = raw
-        try:
-            key_hash = hash_idempotency_key(integration, key)
-        except ValueError:
-            return None  # a blank raw key: left in place (it can never match a request)
+        key_hash = legacy_key_hash(raw)
+        if key_hash is None:
+            return None
         current = await self._fetch(conn, key_hash)
         if current is not None and not current.legacy:
             return current
-        fence_state: FenceState
-        if run_id is None:
-            fence_state = "pending"  # an ambiguous fence: no invented execution identity
-        elif state == "pending":
-            fence_state = "outcome_unknown"  # it may have been submitted
-        else:
-            fence_state = "accepted"  # submitted/completed: the snapshot, if any, is exact
-        expires = int(created) + ttl_ms
-        lease = expires if run_id is None else int(created)
-        await conn.execute(
-            self._legacy_fence,
-            (
-                key_hash,
-                integration,
-                fence_state,
-                run_id,
-                session_key,
-                int(created),
-                now_ms,
-                expires,
-                lease,
-            ),
-        )
-        if response_json is not None and run_id is not None:
-            await conn.execute(
-                self._legacy_response, (key_hash, response_json.encode("utf-8"), now_ms)
-            )
+        fence = legacy_fence(raw, key_hash, now_ms=now_ms, ttl_ms=ttl_ms)
+        await conn.execute(self._legacy_fence, fence.values)
+        if fence.response_body is not None:
+            await conn.execute(self._legacy_response, (key_hash, fence.response_body, now_ms))
         return await self._fetch(conn, key_hash)
 
-    async def _delete_legacy(self, conn: Conn, raw: _LegacyRow) -> bool:
+    async def _delete_legacy(self, conn: Conn, raw: LegacyRow) -> bool:
         """Delete one raw row if it is exactly ``raw`` still and its hashed copy is there."""
-        integration, key, state, run_id, session_key, response_json, created = raw
-        try:
-            key_hash = hash_idempotency_key(integration, key)
-        except ValueError:
+        key_hash = legacy_key_hash(raw)
+        if key_hash is None:
             return False
         copy = await (await conn.execute(self._legacy_copy, (key_hash,))).fetchone()
-        if copy is None or copy[0] != run_id:
+        if not legacy_copy_confirmed(raw, copy):
             return False
-        if response_json is not None and run_id is not None:
-            stored = None if copy[1] is None else bytes(copy[1])
-            if stored != response_json.encode("utf-8"):
-                return False
+        integration, key, state, run_id, session_key, response_json, created = raw
         cur = await conn.execute(
             self._legacy_delete,
             (integration, key, state, run_id, session_key, response_json, int(created)),
