@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lemon_core.bus import Bus
@@ -28,6 +29,11 @@ class _HangingStore:
         if table == self.table:
             await self.gate.pass_through()
         await self.inner.put(table, key, value, ttl_ms=ttl_ms)
+
+    async def put_many(self, entries: Sequence[tuple[str, str, Any, int | None]]) -> None:
+        if any(table == self.table for table, _, _, _ in entries):
+            await self.gate.pass_through()
+        await self.inner.put_many(entries)
 
     async def delete(self, table: str, key: str) -> bool:
         return await self.inner.delete(table, key)

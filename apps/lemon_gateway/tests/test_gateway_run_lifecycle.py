@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,14 @@ class _FailingChatState:
             self.failed += 1
             raise StoreUnavailableError("database or disk is full")
         await self.inner.put(table, key, value, ttl_ms=ttl_ms)
+
+    async def put_many(self, entries: Sequence[tuple[str, str, Any, int | None]]) -> None:
+        if any(table == ChatStateStore.TABLE for table, _, _, _ in entries):
+            from lemon_core.store import StoreUnavailableError
+
+            self.failed += 1
+            raise StoreUnavailableError("database or disk is full")
+        await self.inner.put_many(entries)
 
     async def delete(self, table: str, key: str) -> bool:
         return await self.inner.delete(table, key)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from lemon_core.store import MemoryStore, SQLiteStore, Store
 from lemon_core.store.postgres import PostgresStore, drop_schema
@@ -19,6 +23,19 @@ class TestSQLiteStoreContract(StoreContract):
 
     async def open_store(self, directory: Path, clock: ManualClock) -> Store:
         return await SQLiteStore.open(directory / "store" / "lemon.sqlite3", clock=clock)
+
+    async def fail_writes_of(self, store: Store, key: str) -> bool:
+        # A second connection to the same file installs a trigger the store's writes hit.
+        path = store.statistics()["path"]
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute(
+                "CREATE TRIGGER kit_fail BEFORE INSERT ON lemon_kv WHEN NEW.key = ? "
+                "BEGIN SELECT RAISE(ABORT, 'kit: injected write failure'); END".replace(
+                    "?", "'" + key.replace("'", "''") + "'"
+                )
+            )
+            conn.commit()
+        return True
 
 
 class TestMemoryStoreContract(StoreContract):
@@ -45,3 +62,22 @@ class TestPostgresStoreContract(StoreContract):
 
     async def open_store(self, directory: Path, clock: ManualClock) -> Store:
         return await PostgresStore.open(POSTGRES_DSN, schema=self.schema, clock=clock)
+
+    async def fail_writes_of(self, store: Store, key: str) -> bool:
+        # A trigger that raises: the server fails the batch half way through.
+        schema = sql.Identifier(self.schema)
+        async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as conn:
+            await conn.execute(
+                sql.SQL(
+                    "CREATE FUNCTION {}.kit_fail() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                    "BEGIN IF NEW.key = {} THEN RAISE EXCEPTION 'kit: injected write failure'; "
+                    "END IF; RETURN NEW; END $$"
+                ).format(schema, sql.Literal(key))
+            )
+            await conn.execute(
+                sql.SQL(
+                    "CREATE TRIGGER kit_fail BEFORE INSERT OR UPDATE ON {}.lemon_kv "
+                    "FOR EACH ROW EXECUTE FUNCTION {}.kit_fail()"
+                ).format(schema, schema)
+            )
+        return True

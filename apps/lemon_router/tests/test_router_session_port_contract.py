@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,6 +239,11 @@ class WitnessStore:
         await self.inner.put(table, key, value, ttl_ms=ttl_ms)
         if table == SessionIndexStore.INDEX:
             self.indexed.set()
+
+    async def put_many(self, entries: Sequence[tuple[str, str, Any, int | None]]) -> None:
+        assert self.inner is not None
+        assert all(table != SessionIndexStore.INDEX for table, _, _, _ in entries)
+        await self.inner.put_many(entries)
 
     async def delete(self, table: str, key: str) -> bool:
         assert self.inner is not None

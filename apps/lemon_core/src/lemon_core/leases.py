@@ -17,11 +17,12 @@ PostgreSQL schema, expiry by the server's clock).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from lemon_core.store import Store
-from lemon_core.store._protocol import Clock, system_clock_ms
+from lemon_core.store._protocol import Clock, PutEntry, system_clock_ms
 from lemon_core.store.errors import StaleLeaseError, StoreValueError
 
 __all__ = ["FencedStore", "Lease", "Leases", "MemoryLeases", "check_lease_name", "check_ttl_ms"]
@@ -104,6 +105,10 @@ class FencedStore:
     async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
         self._check()
         await self._store.put(table, key, value, ttl_ms=ttl_ms)
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        self._check()
+        await self._store.put_many(entries)
 
     async def delete(self, table: str, key: str) -> bool:
         self._check()

@@ -11,6 +11,10 @@ implementing :meth:`StoreContract.open_store`::
 
 ``directory`` is the same for every open within one test, so a persistent backend must
 see the data written by an earlier open (set ``persistent = False`` otherwise).
+
+A backend that can fail a write at its storage level (after the value was validated) should
+also implement :meth:`StoreContract.fail_writes_of` (e.g. a trigger that raises), so the kit
+shows that a ``put_many`` failing half way through leaves nothing of its batch.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from lemon_core.store import (
     ApprovalGrantStore,
     ChatStateStore,
     InvalidStoreKeyError,
+    PutEntry,
     RunStore,
     RunSummary,
     Store,
     StoreClosedError,
+    StoreError,
     StoreValueError,
 )
 
@@ -57,6 +63,12 @@ class StoreContract:
 
     async def open_store(self, directory: Path, clock: ManualClock) -> Store:
         raise NotImplementedError("implement open_store() in the backend's contract test class")
+
+    async def fail_writes_of(self, store: Store, key: str) -> bool:
+        """Make ``store``'s storage refuse any write of ``key`` (in any table) from now on, with
+        the rest of a batch accepted; return False when the backend cannot (the check is then
+        skipped)."""
+        return False
 
     @pytest.fixture
     def clock(self) -> ManualClock:
@@ -192,6 +204,70 @@ class StoreContract:
             assert isinstance(stats.get("backend"), str)
         finally:
             await store.close()
+
+    async def test_store_put_many_writes_every_entry_all_visible_after(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            await store.put("a", "old", "before")
+            await store.put_many([])
+            await store.put_many(
+                [
+                    ("a", "k1", {"n": 1}, None),
+                    ("b", "k1", [1, 2], None),
+                    ("a", "old", "after", None),
+                    ("a", "short", "s", 1_000),
+                    ("a", "k1", {"n": 2}, None),  # the last value of a key wins
+                ]
+            )
+            assert await store.scan("a") == [
+                ("k1", {"n": 2}),
+                ("old", "after"),
+                ("short", "s"),
+            ]
+            assert await store.get("b", "k1") == [1, 2]
+            clock.advance(1_000)
+            assert await store.get("a", "short") is None
+        finally:
+            await store.close()
+        if self.persistent:
+            reopened = await self._open(tmp_path, clock)
+            try:
+                assert await reopened.get("a", "old") == "after"
+                assert await reopened.get("b", "k1") == [1, 2]
+            finally:
+                await reopened.close()
+
+    async def test_store_put_many_that_fails_mid_batch_writes_none_of_it(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            await store.put("a", "kept", "before")
+
+            def batch(bad: PutEntry) -> list[PutEntry]:
+                return [("a", "kept", "overwritten", None), ("b", "new", 1, None), bad]
+
+            with pytest.raises(StoreValueError, match="JSON"):
+                await store.put_many([*batch(("a", "x", object(), None)), ("a", "y", 2, None)])
+            with pytest.raises(InvalidStoreKeyError, match="key"):
+                await store.put_many(batch(("a", "", 1, None)))
+            with pytest.raises(StoreValueError, match="ttl_ms"):
+                await store.put_many(batch(("a", "x", 1, 0)))
+            with pytest.raises(StoreValueError, match="tuple"):
+                await store.put_many(batch(("a", "x", 1)))  # type: ignore[arg-type]
+            if await self.fail_writes_of(store, "boom"):
+                with pytest.raises(StoreError):
+                    await store.put_many([*batch(("c", "boom", 1, None)), ("c", "z", 3, None)])
+            assert await store.get("a", "kept") == "before"
+            assert await store.scan("b") == []
+            assert await store.scan("c") == []
+            assert [k for k, _ in await store.scan("a")] == ["kept"]
+        finally:
+            await store.close()
+        with pytest.raises(StoreClosedError):
+            await store.put_many([("a", "k", 1, None)])
 
     async def test_store_run_store_keeps_history_newest_first(
         self, tmp_path: Path, clock: ManualClock

@@ -15,7 +15,12 @@ from lemon_core.store._grants import (
 )
 from lemon_core.store._memory import MemoryStore
 from lemon_core.store._outbox import DEFAULT_OUTBOX_DEDUPE_TTL_MS, OutboxEntry, OutboxStore
-from lemon_core.store._protocol import DEFAULT_MAX_VALUE_BYTES, Store, system_clock_ms
+from lemon_core.store._protocol import (
+    DEFAULT_MAX_VALUE_BYTES,
+    PutEntry,
+    Store,
+    system_clock_ms,
+)
 from lemon_core.store._sqlite import SQLiteStore
 from lemon_core.store._wrappers import (
     DEFAULT_CHAT_STATE_TTL_MS,
@@ -51,6 +56,7 @@ __all__ = [
     "MemoryStore",
     "OutboxEntry",
     "OutboxStore",
+    "PutEntry",
     "RunStore",
     "RunSummary",
     "SQLiteStore",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import Any
 
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
+    PutEntry,
+    check_entries,
     check_key,
     check_limit,
     check_table,
@@ -76,6 +79,22 @@ class MemoryStore:
                 )
             self._entries += 1
         rows[key] = (data, None if ttl is None else self._clock() + ttl)
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        if self._closed:
+            raise StoreClosedError("this MemoryStore is closed")
+        batch = check_entries(entries, self._max_value_bytes)
+        new = {(t, k) for t, k, _, _ in batch if k not in self._tables.get(t, {})}
+        if self._entries + len(new) > self._max_entries:
+            raise StoreUnavailableError(
+                f"MemoryStore is full ({self._max_entries} entries; this batch adds "
+                f"{len(new)}); raise max_entries"
+            )
+        now = self._clock()
+        for table, key, data, ttl in batch:  # no await: no reader sees half of it
+            rows = self._table(table)
+            rows[key] = (data, None if ttl is None else now + ttl)
+        self._entries += len(new)
 
     async def delete(self, table: str, key: str) -> bool:
         rows = self._table(table)

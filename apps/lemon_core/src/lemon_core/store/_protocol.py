@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
 from lemon_core.store.errors import InvalidStoreKeyError, StoreValueError
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Clock", "Store", "system_clock_ms"]
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Clock", "PutEntry", "Store", "system_clock_ms"]
 
 #: Default upper bound of one encoded value.
 DEFAULT_MAX_VALUE_BYTES: Final = 1 << 20
@@ -20,6 +20,8 @@ _TABLE_RE: Final = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_KEY_CHARS: Final = 1024
 
 Clock = Callable[[], int]
+#: One write of :meth:`Store.put_many`: ``(table, key, value, ttl_ms)``.
+PutEntry = tuple[str, str, Any, int | None]
 
 _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder()
@@ -42,6 +44,7 @@ class Store(Protocol):
       ``limit`` of them.
     * A failed write raises :class:`~lemon_core.store.errors.StoreUnavailableError` and
       leaves the previous value in place.
+    * :meth:`put_many` writes several entries (any tables) all or nothing.
     """
 
     async def get(self, table: str, key: str) -> Any | None:
@@ -50,6 +53,13 @@ class Store(Protocol):
 
     async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
         """Write ``value`` (durable when this returns)."""
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        """Write every ``(table, key, value, ttl_ms)`` entry, all or nothing: every entry is
+        validated and encoded before anything is written, and the writes are one transaction
+        (durable when this returns). On any error nothing of the batch is written and the
+        previous values stay in place. A key given twice keeps its last value. A fenced view
+        checks its lease once for the whole batch, atomically with it."""
 
     async def delete(self, table: str, key: str) -> bool:
         """Remove the entry; return whether a live entry was there."""
@@ -128,3 +138,28 @@ def encode_value(value: Any, max_bytes: int) -> bytes:
 def decode_value(data: bytes) -> Any:
     """Decode a stored value."""
     return _decoder.decode(data)
+
+
+def check_entries(entries: object, max_bytes: int) -> list[tuple[str, str, bytes, int | None]]:
+    """Validate and encode a :meth:`Store.put_many` batch (nothing is written on an error):
+    ``(table, key, encoded value, ttl_ms)`` per entry, in order."""
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise StoreValueError(
+            f"put_many takes a sequence of (table, key, value, ttl_ms) tuples, got {entries!r}"
+        )
+    out: list[tuple[str, str, bytes, int | None]] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, tuple) or len(entry) != 4:
+            raise StoreValueError(
+                f"put_many entry {index} must be a (table, key, value, ttl_ms) tuple, got {entry!r}"
+            )
+        table, key, value, ttl_ms = entry
+        out.append(
+            (
+                check_table(table),
+                check_key(key),
+                encode_value(value, max_bytes),
+                check_ttl(ttl_ms),
+            )
+        )
+    return out

@@ -2,8 +2,8 @@
 
 Design: one connection owned by one dedicated thread; every call is shipped to that
 thread, so blocking I/O never runs on the event loop and SQLite's connection is never
-shared between threads. Each write is its own transaction, committed before the call
-returns (``synchronous=FULL`` by default: durable across power loss).
+shared between threads. Each write (and each ``put_many`` batch) is its own transaction,
+committed before the call returns (``synchronous=FULL`` by default: durable across power loss).
 
 Bounds: at most ``max_pending`` calls are queued for the thread; further callers wait
 (backpressure) instead of growing the queue. ``statistics()`` shows the queue.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -22,6 +22,8 @@ from typing import Any, Literal, TypeVar
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
+    PutEntry,
+    check_entries,
     check_key,
     check_limit,
     check_table,
@@ -48,6 +50,13 @@ CREATE TABLE IF NOT EXISTS lemon_kv (
 CREATE INDEX IF NOT EXISTS lemon_kv_expiry ON lemon_kv (expires_at_ms)
     WHERE expires_at_ms IS NOT NULL;
 """
+
+_PUT = (
+    "INSERT INTO lemon_kv (tbl, key, value, expires_at_ms, updated_at_ms) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET "
+    "value=excluded.value, expires_at_ms=excluded.expires_at_ms, "
+    "updated_at_ms=excluded.updated_at_ms"
+)
 
 
 class SQLiteStore:
@@ -157,15 +166,30 @@ class SQLiteStore:
         expires = None if ttl is None else now + ttl
 
         def op() -> None:
-            self._db().execute(
-                "INSERT INTO lemon_kv (tbl, key, value, expires_at_ms, updated_at_ms) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET "
-                "value=excluded.value, expires_at_ms=excluded.expires_at_ms, "
-                "updated_at_ms=excluded.updated_at_ms",
-                (table, key, data, expires, now),
-            )
+            self._db().execute(_PUT, (table, key, data, expires, now))
 
         await self._call(op)
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        if self._closed:
+            raise StoreClosedError(f"SQLiteStore {self._path} is closed")
+        batch = check_entries(entries, self._max_value_bytes)
+        now = self._clock()
+        rows = [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
+
+        def op() -> None:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_PUT, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+        if rows:
+            await self._call(op)
 
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)

@@ -80,14 +80,23 @@ class RunStore:
         self._store = store
 
     async def finalize(self, summary: RunSummary) -> None:
-        """Record a finished run (by id and in its session's history)."""
+        """Record a finished run (by id and in its session's history).
+
+        The run by id, its history row and its recent row are one ``put_many`` (all or
+        nothing); the session index is updated after it, separately (it reads the previous
+        entry first): a failure between the two leaves the run recorded and the index one
+        run behind, never a partial run."""
         # The Store encodes records itself (msgspec): no intermediate dict.
-        await self._store.put(self.RUNS, summary.run_id, summary)
         history_key = (
             f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
         )
-        await self._store.put(self.HISTORY, history_key, summary)
-        await self._store.put(self.RECENT, _recent_run_key(summary), summary)
+        await self._store.put_many(
+            [
+                (self.RUNS, summary.run_id, summary, None),
+                (self.HISTORY, history_key, summary, None),
+                (self.RECENT, _recent_run_key(summary), summary, None),
+            ]
+        )
         await SessionIndexStore(self._store).record(summary)
 
     async def get(self, run_id: str) -> RunSummary | None:

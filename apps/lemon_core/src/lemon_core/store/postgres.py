@@ -1,8 +1,9 @@
 """PostgreSQL Store backend: the store several daemons share (``[store] backend = "postgres"``).
 
 Design: psycopg 3 in async mode over one bounded connection pool (``psycopg_pool``), every
-statement in autocommit, so each write is its own transaction, committed (and durable, with the
-server's default ``synchronous_commit``) before the call returns. Everything lives in one schema
+statement in autocommit, so each write is its own transaction (a ``put_many`` batch: one
+transaction on one connection), committed (and durable, with the server's default
+``synchronous_commit``) before the call returns. Everything lives in one schema
 (``[store] schema``): one deployment, or one test run, per schema. The tables are created by
 versioned migrations (:data:`MIGRATIONS`), applied at open under a transaction-scoped advisory
 lock, so daemons starting together never race; a schema migrated by a newer Lemon is refused.
@@ -22,7 +23,7 @@ This module imports psycopg: it is imported only when a PostgreSQL store is conf
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, TypeVar, cast
 
 import psycopg
@@ -34,6 +35,8 @@ from lemon_core.leases import Lease, check_lease_name, check_ttl_ms
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
+    PutEntry,
+    check_entries,
     check_key,
     check_limit,
     check_table,
@@ -305,6 +308,45 @@ class PostgresStore:
 
         await self._call(op)
 
+    def _batch(self, entries: Sequence[PutEntry]) -> list[tuple[Any, ...]]:
+        if self._closed:
+            raise StoreClosedError(f"PostgresStore {self._where} ({self._schema}) is closed")
+        batch = check_entries(entries, self._max_value_bytes)
+        for _, key, _, _ in batch:
+            _check_pg_text(key, "key")
+        now = self._clock()
+        return [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        """Every entry in one transaction on one pooled connection (nothing of it committed
+        when the connection is lost first)."""
+        rows = self._batch(entries)
+        if not rows:
+            return
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(self._put, rows)
+
+        await self._call(op)
+
+    async def put_many_fenced(self, entries: Sequence[PutEntry], lease: Lease) -> None:
+        """``put_many`` in one transaction with one check of ``lease`` (as :meth:`put_fenced`);
+        ``StaleLeaseError`` and nothing written otherwise."""
+        rows = self._batch(entries)
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
+            async with conn.transaction():
+                if not await self._holds(conn, lease):
+                    return False
+                if rows:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(self._put, rows)
+                return True
+
+        if not await self._call(op):
+            raise _stale(lease)
+
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)
         _check_pg_text(check_key(key), "key")
@@ -512,6 +554,13 @@ class _FencedPostgres:
     async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
         try:
             await self._store.put_fenced(table, key, value, self._lease, ttl_ms=ttl_ms)
+        except StaleLeaseError:
+            self.refused += 1
+            raise
+
+    async def put_many(self, entries: Sequence[PutEntry]) -> None:
+        try:
+            await self._store.put_many_fenced(entries, self._lease)
         except StaleLeaseError:
             self.refused += 1
             raise
