@@ -123,6 +123,29 @@ async def test_after_expiry_another_owner_takes_over_and_the_old_token_is_fenced
     assert fenced_old.statistics()["refused"] == 2
 
 
+async def test_a_fenced_batch_is_checked_once_and_refused_whole_after_a_takeover(
+    harness: Harness,
+) -> None:
+    old = await harness.leases.acquire("engine:s1", "a", ttl_ms=60_000)
+    assert old is not None
+    fenced_old = harness.leases.fenced(old)
+    await fenced_old.put_many([("runs", "r1", {"n": 1}, None), ("run_history", "s1:r1", 1, None)])
+    assert await harness.store.get("runs", "r1") == {"n": 1}
+    await harness.expire(old)
+    other = await harness.another()
+    new = await other.acquire("engine:s1", "b", ttl_ms=60_000)
+    assert new is not None
+    with pytest.raises(StaleLeaseError, match="no longer holds it"):
+        await fenced_old.put_many(
+            [("runs", "r1", {"n": 2}, None), ("run_history", "s1:r2", 2, None)]
+        )
+    assert fenced_old.statistics()["refused"] == 1
+    assert await harness.store.get("runs", "r1") == {"n": 1}
+    assert [k for k, _ in await harness.store.scan("run_history")] == ["s1:r1"]
+    await other.fenced(new).put_many([("runs", "r1", {"n": 3}, None)])
+    assert await harness.store.get("runs", "r1") == {"n": 3}
+
+
 async def test_an_expired_lease_nobody_took_is_still_its_owners(harness: Harness) -> None:
     lease = await harness.leases.acquire("engine:s1", "a", ttl_ms=60_000)
     assert lease is not None

@@ -8,6 +8,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -94,3 +95,61 @@ async def test_a_lost_connection_fails_clearly_and_the_pool_reconnects(schema: s
             assert await store.get("t", "during") is None  # nothing half-written
         finally:
             await store.close()
+
+
+async def test_a_connection_lost_in_the_middle_of_a_batch_commits_none_of_it(schema: str) -> None:
+    # Another session locks one row of the batch, so the batch is stopped half way through
+    # its transaction (its first row written, uncommitted); then the connection is cut.
+    with TcpProxy("127.0.0.1", 5432) as proxy:
+        store = await PostgresStore.open(
+            proxied(proxy), schema=schema, min_connections=1, max_connections=1, timeout_s=5.0
+        )
+        try:
+            await store.put("t", "locked", 0)
+            async with await psycopg.AsyncConnection.connect(DSN, autocommit=True) as locker:
+                async with locker.transaction():
+                    await locker.execute(
+                        f'SELECT 1 FROM "{schema}".lemon_kv '
+                        "WHERE tbl = 't' AND key = 'locked' FOR UPDATE"
+                    )
+                    batch = asyncio.create_task(
+                        store.put_many(
+                            [("t", "a", 1, None), ("t", "locked", 1, None), ("t", "b", 1, None)]
+                        )
+                    )
+                    pid = await _waiting_backend(locker, schema)
+                    proxy.cut()
+                    with pytest.raises(StoreUnavailableError, match="PostgreSQL store"):
+                        await batch
+                # The lock is gone: the cut session's backend goes on, never gets its COMMIT.
+                await _gone(locker, pid)
+                cur = await locker.execute(
+                    f"SELECT key, value FROM \"{schema}\".lemon_kv WHERE tbl = 't' ORDER BY key"
+                )
+                assert [(k, bytes(v)) for k, v in await cur.fetchall()] == [("locked", b"0")]
+        finally:
+            await store.close()
+
+
+async def _waiting_backend(conn: psycopg.AsyncConnection[Any], schema: str) -> int:
+    """The pid of the backend waiting for a row lock on ``schema``'s table (bounded wait)."""
+    for _ in range(200):
+        cur = await conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND position(%s in query) > 0",
+            (schema,),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            return int(row[0])
+        await asyncio.sleep(0.01)
+    pytest.fail("the batch never reached the locked row")
+
+
+async def _gone(conn: psycopg.AsyncConnection[Any], pid: int) -> None:
+    for _ in range(500):
+        cur = await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
+        if await cur.fetchone() is None:
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail(f"backend {pid} of the cut connection never ended")
