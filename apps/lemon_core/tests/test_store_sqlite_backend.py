@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -12,6 +13,9 @@ from lemon_core.execution import ResumeToken
 from lemon_core.store import (
     ChatStateStore,
     MemoryStore,
+    RunStore,
+    RunSummary,
+    SessionIndexStore,
     SQLiteStore,
     StoreClosedError,
     StoreUnavailableError,
@@ -89,3 +93,34 @@ async def test_store_default_is_sqlite_under_lemon_home(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert (tmp_path / "home" / "store" / "lemon.sqlite3").exists()
+
+
+async def test_run_store_finalize_that_fails_half_way_records_nothing_of_the_run(
+    tmp_path: Path,
+) -> None:
+    # The storage refuses the recent row (the third of the run's rows): neither the run by id
+    # nor its history row is left behind, and the session index is not touched.
+    path = tmp_path / "lemon.sqlite3"
+    async with await SQLiteStore.open(path) as store:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse_recent BEFORE INSERT ON lemon_kv "
+                "WHEN NEW.tbl = 'run_recent' BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+            )
+            conn.commit()
+        runs = RunStore(store)
+        summary = RunSummary(run_id="r1", session_key="s1", ok=True, finished_at_ms=1_000)
+        with pytest.raises(StoreUnavailableError, match="disk full"):
+            await runs.finalize(summary)
+        assert await runs.get("r1") is None
+        assert await runs.history("s1") == []
+        assert await runs.recent() == []
+        assert await SessionIndexStore(store).get("s1") is None
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("DROP TRIGGER refuse_recent")
+            conn.commit()
+        await runs.finalize(summary)
+        assert [r.run_id for r in await runs.history("s1")] == ["r1"]
+        index = await SessionIndexStore(store).get("s1")
+        assert index is not None
+        assert index.runs == 1
