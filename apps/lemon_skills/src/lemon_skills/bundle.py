@@ -17,6 +17,9 @@ import hashlib
 import os
 import re
 import stat
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,12 +115,39 @@ def _readlink_inside(root: Path, rel: str) -> str:
         os.close(fd)
 
 
+#: Digests of files already read, keyed by what identifies their bytes (device, inode, size,
+#: mtime and ctime of the opened file: a write changes ctime, which no caller can set back).
+#: A file changed less than :data:`_SETTLE_NS` ago is never cached (timestamps are coarser than
+#: writes: a second write in the same tick would keep them), as git does for its index. So a
+#: skill listed in every prompt is read once, not on every prompt and ``read_skill`` call.
+_DIGESTS: OrderedDict[tuple[int, int, int, int, int], str] = OrderedDict()
+_MAX_DIGESTS: Final = 4096
+_SETTLE_NS: Final = 2_000_000_000
+_digests_lock = threading.Lock()
+_now_ns = time.time_ns  # patched by tests
+
+
 def _file_sha256(root: Path, rel: str) -> str:
-    digest = hashlib.sha256()
     with os.fdopen(open_inside(root, rel), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        settled = _now_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > _SETTLE_NS
+        if settled:
+            with _digests_lock:
+                cached = _DIGESTS.get(key)
+                if cached is not None:
+                    _DIGESTS.move_to_end(key)
+                    return cached
+        digest = hashlib.sha256()
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
-    return digest.hexdigest()
+    value = digest.hexdigest()
+    if settled:
+        with _digests_lock:
+            _DIGESTS[key] = value
+            while len(_DIGESTS) > _MAX_DIGESTS:
+                _DIGESTS.popitem(last=False)
+    return value
 
 
 def _walk(root: Path, max_depth: int) -> Iterator[tuple[Path, str, os.stat_result]]:
