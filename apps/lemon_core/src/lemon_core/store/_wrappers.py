@@ -113,28 +113,12 @@ class RunStore:
 
     async def recent(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunSummary]:
         """The most recently finished runs of every session, newest first (at most ``limit``;
-        with ``since_ms`` only those finished at or after it). The table is keyed by UTC day
-        first, so a ``since_ms`` within the last year reads only those days' rows."""
-        limit = max(1, limit)
-        if since_ms is None or _day_of(system_clock_ms()) - _day_of(since_ms) > _MAX_DAY_SCANS:
-            rows = await self._store.scan(self.RECENT, limit=limit)
-            found = [RunSummary.from_dict(v) for _, v in rows]
-            if since_ms is not None:
-                found = [r for r in found if r.finished_at_ms >= since_ms]
-            return found
-        found = []
-        day = _day_of(system_clock_ms()) + 1  # one day of slack for a clock that moved back
-        first = _day_of(since_ms)
-        while day >= first and len(found) < limit:
-            rows = await self._store.scan(
-                self.RECENT, prefix=f"{_day_key(day)}{_SEP}", limit=limit - len(found)
-            )
-            found.extend(
-                r
-                for r in (RunSummary.from_dict(v) for _, v in rows)
-                if r.finished_at_ms >= since_ms
-            )
-            day -= 1
+        with ``since_ms`` only those finished at or after it). The table's keys sort newest
+        first, so one scan of ``limit`` rows holds every run since ``since_ms`` that fits."""
+        rows = await self._store.scan(self.RECENT, limit=max(1, limit))
+        found = [RunSummary.from_dict(v) for _, v in rows]
+        if since_ms is not None:
+            found = [r for r in found if r.finished_at_ms >= since_ms]
         return found
 
     async def forget_session(self, session_key: str) -> int:
@@ -277,7 +261,6 @@ class SessionSettingsStore:
 
 
 _DAY_MS: Final = 86_400_000
-_MAX_DAY_SCANS: Final = 400
 
 
 def _day_of(ms: int) -> int:
