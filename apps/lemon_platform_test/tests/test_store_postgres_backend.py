@@ -132,8 +132,11 @@ async def test_a_connection_lost_in_the_middle_of_a_batch_commits_none_of_it(sch
 
 
 async def _waiting_backend(conn: psycopg.AsyncConnection[Any], schema: str) -> int:
-    """The pid of the backend waiting for a row lock on ``schema``'s table (bounded wait)."""
+    """The pid of the backend waiting for a row lock on ``schema``'s table (bounded wait).
+    ``conn`` may be inside a transaction, where PostgreSQL keeps the first activity snapshot
+    until it ends: each poll clears it, or a poll before the batch waited would be seen again."""
     for _ in range(200):
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
         cur = await conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             "AND position(%s in query) > 0",
@@ -148,6 +151,7 @@ async def _waiting_backend(conn: psycopg.AsyncConnection[Any], schema: str) -> i
 
 async def _gone(conn: psycopg.AsyncConnection[Any], pid: int) -> None:
     for _ in range(500):
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
         cur = await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
         if await cur.fetchone() is None:
             return
