@@ -79,3 +79,32 @@ def test_lemon_tokens_create_list_revoke(env: dict[str, str], tmp_path: Path) ->
     assert run_lemon(env, "tokens", "revoke", token_id).returncode == 0
     assert "revoked" in run_lemon(env, "tokens", "list").stdout
     assert run_lemon(env, "tokens", "revoke", "nosuch").returncode == 2
+
+
+def test_lemon_chat_passes_the_token_and_never_hosts_beside_a_daemon_that_refuses(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A stored token makes even a loopback daemon require one. The chat sends the token from
+    # the environment; without it, it says so instead of quietly hosting a second runtime on
+    # the same home next to the daemon.
+    import json
+    import re
+
+    created = run_lemon(env, "tokens", "create", "me", "--scopes", "read,write,approvals")
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.split("token (shown once): ")[1].strip()
+    proc = run_lemon(env, "daemon", "start", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"http://127\.0\.0\.1:\d+", proc.stdout)
+    try:
+        refused = run_lemon(env, "chat", "--json", "/echo no token", cwd=tmp_path)
+        assert refused.returncode != 0
+        said = refused.stdout + refused.stderr
+        assert "LEMON_CONTROL_PLANE_TOKEN" in said, said
+        assert '"via": "in-process"' not in said
+        with_token = {**env, "LEMON_CONTROL_PLANE_TOKEN": secret}
+        done = run_lemon(with_token, "chat", "--json", "/echo with token", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["via"] == "daemon"
+    finally:
+        run_lemon(env, "daemon", "stop")

@@ -63,6 +63,29 @@ def is_alive(pid: int) -> bool:
     return True
 
 
+def daemon_enabled() -> bool:
+    """``False`` when ``LEMON_DAEMON`` (0, no, false, off) asks commands to ignore the daemon."""
+    import os
+
+    return os.environ.get("LEMON_DAEMON", "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def running_daemon(home: Path) -> DaemonState | None:
+    """``home``'s daemon when one is recorded, its process lives and it serves plain HTTP (and
+    ``LEMON_DAEMON`` does not say to ignore it); else ``None``."""
+    if not daemon_enabled():
+        return None
+    state = read_state(home)
+    if state is None or not state.alive or not state.url.startswith("http://"):
+        return None
+    return state
+
+
+def ws_url_of(http_url: str) -> str:
+    """The WebSocket URL of a daemon recorded as ``http://HOST:PORT``."""
+    return "ws://" + http_url.removeprefix("http://").rstrip("/") + "/ws"
+
+
 def state_path(home: Path) -> Path:
     return daemon_dir(home) / "daemon.json"
 

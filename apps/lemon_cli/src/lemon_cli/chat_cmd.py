@@ -206,25 +206,33 @@ class _Remote:
         await self.port.__aexit__(None, None, None)
 
 
+class _DaemonRefused(Exception):
+    """This home's daemon runs but did not accept the connection (said, never worked around:
+    a second runtime on the same home would race the daemon for its store)."""
+
+
 async def _daemon_port(loaded: LoadedConfig) -> _Remote | None:
-    """The session port of this home's running daemon, or None (none runs, it does not
-    answer, or ``LEMON_DAEMON=0`` asks for an in-process runtime)."""
+    """The session port of this home's running daemon, or None (none runs, or
+    ``LEMON_DAEMON=0`` asks for an in-process runtime). :class:`_DaemonRefused` when one runs
+    and does not accept the connection."""
     import os
 
-    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
-        return None
-    from lemon_cli._daemon import read_state
-
-    state = read_state(loaded.home)
-    if state is None or not state.alive or not state.url.startswith("http://"):
-        return None
+    from lemon_cli._daemon import running_daemon, ws_url_of
     from lemon_control_plane.client import WebSocketSessionPort
+    from lemon_control_plane.config import TOKEN_ENV
 
-    port = WebSocketSessionPort("ws://" + state.url.removeprefix("http://").rstrip("/") + "/ws")
+    state = running_daemon(loaded.home)
+    if state is None:
+        return None
+    port = WebSocketSessionPort(ws_url_of(state.url), token=os.environ.get(TOKEN_ENV) or None)
     try:
         await port.__aenter__()
-    except Exception:  # a daemon that does not answer: host the runtime here instead
-        return None
+    except Exception as exc:
+        raise _DaemonRefused(
+            f"lemon: the daemon of {loaded.home} (pid {state.pid}, {state.url}) did not accept "
+            f"the connection: {exc}. If it needs a token, set {TOKEN_ENV}; else stop it with "
+            "`lemon daemon stop`, or run without it with LEMON_DAEMON=0"
+        ) from exc
     return _Remote(port)
 
 
@@ -243,7 +251,11 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     if problem is not None:
         console.print(home_error(loaded.home, problem), markup=False)
         return None
-    remote = await _daemon_port(loaded)
+    try:
+        remote = await _daemon_port(loaded)
+    except _DaemonRefused as exc:
+        console.print(str(exc), markup=False)
+        return None
     if remote is not None:
         return remote, remote.port
     try:

@@ -76,11 +76,10 @@ def _ensure_daemon(ctx: typer.Context) -> None:
     """Bare ``lemon`` on a terminal: start this home's daemon in the background unless one
     runs (or ``LEMON_DAEMON=0``), so the chat that opens next is its client. A daemon that
     cannot start (the port is taken, say) is reported and the chat hosts the runtime itself."""
-    import os
+    from lemon_cli._daemon import daemon_enabled, read_state
 
-    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
+    if not daemon_enabled():
         return
-    from lemon_cli._daemon import read_state
     from lemon_cli._home import home_problem
     from lemon_cli.daemon_cmd import start
     from lemon_core.config import lemon_home

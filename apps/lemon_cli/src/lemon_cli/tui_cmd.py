@@ -22,27 +22,16 @@ if TYPE_CHECKING:
     from lemon_core.execution import ToolPolicy
     from lemon_tui import LemonTUI
 
-__all__ = ["open_tui", "tui", "ws_url_of"]
-
-
-def ws_url_of(http_url: str) -> str:
-    """The WebSocket URL of a daemon recorded as ``http://HOST:PORT``."""
-    return "ws://" + http_url.removeprefix("http://").rstrip("/") + "/ws"
+__all__ = ["open_tui", "tui"]
 
 
 def _running_daemon_url() -> str | None:
     """The WebSocket URL of this home's running daemon (``LEMON_DAEMON=0``: none)."""
-    import os
-
-    from lemon_cli._daemon import read_state
+    from lemon_cli._daemon import running_daemon, ws_url_of
     from lemon_core.config import lemon_home
 
-    if os.environ.get("LEMON_DAEMON", "1").strip().lower() in ("0", "no", "false", "off"):
-        return None
-    state = read_state(lemon_home())
-    if state is None or not state.alive or not state.url.startswith("http://"):
-        return None
-    return ws_url_of(state.url)
+    state = running_daemon(lemon_home())
+    return None if state is None else ws_url_of(state.url)
 
 
 def open_tui(
