@@ -258,13 +258,20 @@ class ChatClient:
         self._status = label
         self._show()
 
+    def __rich__(self) -> Any:
+        """The live answer, parsed as Markdown when the live display draws it (at most 8
+        times a second), not once per delta: re-parsing the growing answer on every delta is
+        quadratic in its length."""
+        from rich.markdown import Markdown
+
+        return Markdown(self._answer)
+
     def _show(self) -> None:
         from rich.live import Live
-        from rich.markdown import Markdown
         from rich.spinner import Spinner
 
         renderable: Any = (
-            Markdown(self._answer)
+            self
             if self._answer
             else Spinner("dots", text=f" {self._status or 'working…'}", style="dim")
         )

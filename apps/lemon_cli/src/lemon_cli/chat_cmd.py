@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from lemon_cli.errors import LemonCliError
+
 if TYPE_CHECKING:
     from lemon_cli._chat import ChatOptions
     from lemon_core.config import LoadedConfig
@@ -206,7 +208,7 @@ class _Remote:
         await self.port.__aexit__(None, None, None)
 
 
-class _DaemonRefused(Exception):
+class _DaemonRefused(LemonCliError):
     """This home's daemon runs but did not accept the connection (said, never worked around:
     a second runtime on the same home would race the daemon for its store)."""
 
