@@ -15,7 +15,7 @@ import pytest
 
 from lemon_core.config import load_config
 from lemon_core.events import ActionKind, ErrorCode
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded, SessionEvent, SessionPort, ToolCard
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCall, ScriptedTurn
@@ -63,6 +63,7 @@ def _request(
         images=images,
         cwd=str(cwd),
         tool_policy=ToolPolicy(),
+        preapproved=frozenset({ALL_TOOLS}),
     )
 
 

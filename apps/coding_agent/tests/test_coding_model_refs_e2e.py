@@ -11,7 +11,7 @@ import pytest
 from coding_agent import resolve_model
 from lemon_ai import UnknownModelError, default_catalogue
 from lemon_core.config import load_config
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
 from lemon_core.runtime import MODEL_CATALOG, Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded, SessionPort
 
@@ -52,6 +52,7 @@ async def test_an_offline_model_of_any_id_answers_through_the_session_port(
             model="offline:other",
             cwd=str(tmp_path),
             tool_policy=ToolPolicy(),
+            preapproved=frozenset({ALL_TOOLS}),
         ),
     )
     assert ended.ok, ended.error

@@ -178,6 +178,25 @@ def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
     assert (tmp_path / "made-by-bash").exists()
 
 
+def test_approve_never_lifts_a_deny_of_the_profile(tmp_path: Path, env: dict[str, str]) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[profiles.default.tool_policy]\ndeny = ["bash"]\n')
+    for approve in ("bash", "all"):
+        proc = subprocess.run(
+            [LEMON, "chat", "--approve", approve, '/tool bash {"command": "touch made-by-bash"}'],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+        assert not (tmp_path / "made-by-bash").exists(), (approve, proc.stdout + proc.stderr)
+        assert "bash" in proc.stdout, proc.stdout
+
+
 def test_an_approval_prompt_is_answered_inline(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:

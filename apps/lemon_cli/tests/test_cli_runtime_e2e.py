@@ -16,7 +16,14 @@ import pytest
 from lemon_core.bus import Delivery, session_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
-from lemon_core.execution import ENGINE_RUNTIME, ROUTER_BRIDGE, Receipt, RunRequest, ToolPolicy
+from lemon_core.execution import (
+    ALL_TOOLS,
+    ENGINE_RUNTIME,
+    ROUTER_BRIDGE,
+    Receipt,
+    RunRequest,
+    ToolPolicy,
+)
 from lemon_core.runtime import APPS_ENTRY_POINT_GROUP, Runtime, discover_apps, resolve_profile
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import (
@@ -117,6 +124,7 @@ def request(prompt: str, cwd: Path, mode: str = "collect", **meta: Any) -> RunRe
         queue_mode=mode,  # type: ignore[arg-type]  # valid modes only
         cwd=str(cwd),
         tool_policy=ToolPolicy(),
+        preapproved=frozenset({ALL_TOOLS}),
         meta=meta,
     )
 
@@ -301,6 +309,7 @@ async def test_steer_rejected_falls_back_to_the_next_run(
                 prompt=blocking_bash(fifo),
                 cwd=str(work),
                 tool_policy=ToolPolicy(),
+                preapproved=frozenset({ALL_TOOLS}),
             )
         )
         await other_watch.tool_started(blocker.run_id)

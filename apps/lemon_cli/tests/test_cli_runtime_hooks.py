@@ -14,7 +14,7 @@ from coding_agent import CodingExecutor
 from lemon_core.bus import Delivery, session_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
-from lemon_core.execution import ROUTER_BRIDGE, RunRequest, ToolPolicy
+from lemon_core.execution import ALL_TOOLS, ROUTER_BRIDGE, RunRequest, ToolPolicy
 from lemon_core.runtime import (
     AGENT_RUNTIME,
     APPROVALS,
@@ -115,6 +115,7 @@ async def test_the_coding_agent_hook_reads_the_key_from_secrets_env(
                 prompt="hi",
                 cwd=str(tmp_path),
                 tool_policy=ToolPolicy(),
+                preapproved=frozenset({ALL_TOOLS}),
             )
         )
         while True:

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.config import load_config
-from lemon_core.execution import ToolPolicy
+from lemon_core.execution import ALL_TOOLS, ToolPolicy
 from lemon_core.runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._widgets import StatusLine
@@ -53,7 +53,14 @@ async def until(pilot: Pilot[object], condition: Callable[[], bool], what: str) 
 
 
 def app_for(daemon: ControlPlane, policy: ToolPolicy | None = None) -> LemonTUI:
-    return LemonTUI(websocket_connector(daemon.ws_url), where=daemon.ws_url, tool_policy=policy)
+    """A TUI whose runs use ``policy`` as their whole policy: it narrows the daemon's, and
+    every question it does not ask itself is preapproved (the tests' owner may do that)."""
+    return LemonTUI(
+        websocket_connector(daemon.ws_url),
+        where=daemon.ws_url,
+        tool_policy=policy,
+        preapproved=frozenset() if policy is None else frozenset({ALL_TOOLS}),
+    )
 
 
 def status_text(app: LemonTUI) -> str:

@@ -20,6 +20,7 @@ import pytest
 from textual.pilot import Pilot
 
 from lemon_control_plane import ControlPlane
+from lemon_core.execution import ALL_TOOLS
 from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
 from lemon_tui._pickers import SessionSwitcher
@@ -64,6 +65,7 @@ def app_on(daemon: ControlPlane, policy: object = None, **kwargs: object) -> Lem
         websocket_connector(daemon.ws_url),
         where="ws://127.0.0.1/ws",
         tool_policy=policy,  # type: ignore[arg-type]  # a ToolPolicy or None
+        preapproved=frozenset() if policy is None else frozenset({ALL_TOOLS}),
         **kwargs,  # type: ignore[arg-type]  # shade=
     )
 

@@ -569,21 +569,22 @@ class CodingExecution:
         return model, provider, True
 
     def _policy(self, config: Config, agent_id: str) -> ToolPolicy:
-        """The command's policy, else the agent's profile policy, else the executor default;
-        narrowed by the execution context's policy."""
+        """The agent's profile policy, else the executor default, as the base; narrowed by
+        the command's policy (a request never widens it), its ``preapproved`` questions
+        skipped (never a deny lifted), and narrowed by the execution context's policy."""
         job = self._job
-        policy = job.tool_policy
-        if policy is None:
-            profile = config.profiles.get(agent_id)
-            configured = profile.tool_policy if profile is not None else None
-            if configured is not None:
-                policy = ToolPolicy(
-                    allow=frozenset(configured.allow) or None,
-                    deny=frozenset(configured.deny),
-                    require_approval=frozenset(configured.require_approval),
-                )
+        policy: ToolPolicy | None = None
+        profile = config.profiles.get(agent_id)
+        configured = profile.tool_policy if profile is not None else None
+        if configured is not None:
+            policy = ToolPolicy(
+                allow=frozenset(configured.allow) or None,
+                deny=frozenset(configured.deny),
+                require_approval=frozenset(configured.require_approval),
+            )
         if policy is None:
             policy = self._executor.settings.default_policy
+        policy = policy.for_run(job.tool_policy, job.preapproved)
         if job.context is not None:
             policy = policy.intersect(job.context.tool_policy)
         return policy

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -53,7 +53,6 @@ __all__ = [
     "ChatClient",
     "ChatOptions",
     "session_for",
-    "tool_policy_for",
 ]
 
 DEFAULT_SESSION: Final = "agent:default:main"
@@ -97,15 +96,11 @@ _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 
 
-def tool_policy_for(approve: frozenset[str]) -> ToolPolicy | None:
-    """``None`` (the executor's policy: the agent's ``[profiles.<agent>.tool_policy]``, else
-    the default) when nothing is pre-approved; else the default policy with ``approve`` (tool
-    names, or ``all``) needing no approval."""
-    if not approve:
-        return None
-    if "all" in approve:
-        return ToolPolicy()
-    return ToolPolicy(require_approval=DEFAULT_TOOL_POLICY.require_approval - approve)
+def preapproved_for(approve: frozenset[str]) -> frozenset[str]:
+    """What ``--approve`` (tool names, or ``all``) skips: the approval questions of those
+    tools. The run's policy stays the executor's (the agent's
+    ``[profiles.<agent>.tool_policy]``, else the default): a denied tool stays denied."""
+    return frozenset({ALL_TOOLS}) if "all" in approve else approve
 
 
 @dataclass(kw_only=True, slots=True)
@@ -318,7 +313,7 @@ class ChatClient:
             queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes used here
             model=self.model or None,
             cwd=self.options.cwd,
-            tool_policy=tool_policy_for(self.options.approve),
+            preapproved=preapproved_for(self.options.approve),
         )
         receipt = await self.port.submit(request)
         if receipt.status == "rejected":

@@ -128,7 +128,7 @@ def chat(
     import os
     import secrets
 
-    from lemon_cli._chat import ChatOptions, session_for, tool_policy_for
+    from lemon_cli._chat import ChatOptions, preapproved_for, session_for
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
@@ -188,7 +188,7 @@ def chat(
                 session=key,
                 cwd=cwd,
                 model=model,
-                tool_policy=tool_policy_for(options.approve),
+                preapproved=preapproved_for(options.approve),
                 host_if_needed=True,
             )
         )

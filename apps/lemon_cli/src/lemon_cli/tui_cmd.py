@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from lemon_core.execution import ToolPolicy
     from lemon_tui import LemonTUI
 
 __all__ = ["open_tui", "tui"]
@@ -41,7 +40,7 @@ def open_tui(
     session: str,
     cwd: str,
     model: str | None = None,
-    tool_policy: ToolPolicy | None = None,
+    preapproved: frozenset[str] = frozenset(),
     shade: Literal["light", "dark"] | None = None,
     host_if_needed: bool = False,
 ) -> int:
@@ -71,7 +70,7 @@ def open_tui(
             where=where,
             session=session,
             cwd=cwd,
-            tool_policy=tool_policy,
+            preapproved=preapproved,
             shade=shade,
             history=history,
         )

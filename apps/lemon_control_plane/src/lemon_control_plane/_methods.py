@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,6 +58,9 @@ _DECISIONS: Final = {
     "deny": ApprovalDecision.DENY,
 }
 _MAX_PROMPT_BYTES: Final = 512 * 1024
+#: The origins a token without the admin scope may submit as (the daemon's own ingress,
+#: webhook, cron, channels, names itself otherwise).
+_CLIENT_ORIGINS: Final = frozenset({"cli", "control_plane", "tui", "web"})
 #: ``sessions.patch`` keys the reference server refuses (engine selection moved elsewhere).
 _LEGACY_PATCH_KEYS: Final = ("engine", "engineId", "engine_id", "provider")
 
@@ -107,6 +110,14 @@ def _any_key(params: dict[str, Any]) -> str:
     except InvalidSessionKeyError as exc:
         raise WireError("INVALID_PARAMS", str(exc)) from None
     return key
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path`` (resolved, links followed) is ``root`` or below it."""
+    if not os.path.isabs(path):
+        return False
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _limit(params: dict[str, Any], default: int, top: int) -> int:
@@ -590,8 +601,44 @@ class Methods:
     async def _inline(self, conn: Connection, params: dict[str, Any]) -> Any:
         raise WireError("INTERNAL_ERROR", "answered by the reader")
 
+    def _authorised(self, conn: Connection, request: RunRequest) -> RunRequest:
+        """``request`` as this connection may submit it, else ``FORBIDDEN``: a client's
+        tool policy only narrows the daemon's (the executor takes it so); skipping approval
+        questions (``preapproved``) needs the approvals or admin scope; without admin the
+        run stays in the daemon's workspace, under the daemon's agent, as a client origin."""
+        scopes = conn.scopes
+        if request.preapproved and not scopes & {"approvals", "admin"}:
+            raise WireError(
+                "FORBIDDEN",
+                "skipping approval questions (preapproved) needs a token with the approvals "
+                "or admin scope",
+            )
+        if "admin" in scopes:
+            return request
+        if request.origin not in _CLIENT_ORIGINS:
+            raise WireError(
+                "FORBIDDEN",
+                f"origin {request.origin!r} is the daemon's own; a token without the admin "
+                f"scope submits as one of {', '.join(sorted(_CLIENT_ORIGINS))}",
+            )
+        if request.agent_id != self._config.agent_id:
+            raise WireError(
+                "FORBIDDEN",
+                f"agent {request.agent_id!r} needs a token with the admin scope (this "
+                f"daemon's agent is {self._config.agent_id!r})",
+            )
+        if request.cwd is None:
+            return replace(request, cwd=self._cwd)
+        if not _inside(request.cwd, self._cwd):
+            raise WireError(
+                "FORBIDDEN",
+                f"cwd {request.cwd!r} is outside the daemon's workspace {self._cwd}; only a "
+                "token with the admin scope runs elsewhere",
+            )
+        return request
+
     async def port_submit(self, conn: Connection, params: dict[str, Any]) -> Any:
-        request = decode_request(params.get("request"))
+        request = self._authorised(conn, decode_request(params.get("request")))
         try:
             receipt = await self._port.submit(request)
         except RouterUnavailableError as exc:

@@ -23,7 +23,7 @@ import msgspec
 from lemon_control_plane._connection import Connection
 from lemon_control_plane._frames import encode
 from lemon_control_plane.errors import WireError
-from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy
+from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy, check_preapproved
 from lemon_core.sessions import (
     ALL_SESSIONS,
     SessionPort,
@@ -78,6 +78,7 @@ def encode_request(r: RunRequest) -> dict[str, Any]:
             "deny": sorted(policy.deny),
             "require_approval": sorted(policy.require_approval),
         },
+        "preapproved": sorted(r.preapproved),
         "meta": dict(r.meta),
     }
 
@@ -102,6 +103,7 @@ def decode_request(data: object) -> RunRequest:
             if resume is None
             else ResumeToken(engine=resume["engine"], value=resume["value"]),
             tool_policy=None if policy is None else ToolPolicy.from_mapping(policy),
+            preapproved=check_preapproved(data.get("preapproved") or ()),
             meta=dict(data.get("meta") or {}),
         )
     except KeyError as exc:

@@ -50,6 +50,7 @@ import msgspec
 
 from lemon_core.config import WebhookConfig
 from lemon_core.execution import (
+    ALL_TOOLS,
     ROUTER_BRIDGE,
     CapabilityRegistry,
     Receipt,
@@ -535,6 +536,9 @@ class WebhookIngress:
             agent_id=webhook.agent_id,
             queue_mode=parsed.queue_mode or webhook.queue_mode,
             tool_policy=webhook.tool_policy,
+            # The owner's config names this webhook's policy (as a profile's): the tools it
+            # does not ask about run without a question; the agent's denies still hold.
+            preapproved=frozenset() if webhook.tool_policy is None else frozenset({ALL_TOOLS}),
             run_id=run_id,  # the origin names the webhook: no free meta keys
         )
 

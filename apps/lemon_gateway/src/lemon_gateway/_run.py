@@ -492,6 +492,7 @@ class Run:
             resume=self.shared_resume or cmd.resume,
             lane=cmd.lane,
             tool_policy=cmd.tool_policy,
+            preapproved=cmd.preapproved,
             context=cmd.context,
             origin=cmd.origin,
             agent_id=cmd.agent_id,

@@ -103,6 +103,7 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "cwd": request.cwd,
         "resume": request.resume.to_dict() if request.resume is not None else None,
         "tool_policy": request.tool_policy.to_dict() if request.tool_policy is not None else None,
+        "preapproved": sorted(request.preapproved),
         "meta": dict(request.meta),
     }
 
@@ -122,6 +123,7 @@ def decode_request(data: dict[str, Any]) -> RunRequest:
         cwd=data.get("cwd"),
         resume=ResumeToken.from_dict(resume) if resume is not None else None,
         tool_policy=ToolPolicy.from_mapping(policy) if policy is not None else None,
+        preapproved=frozenset(data.get("preapproved") or ()),
         meta=data.get("meta") or {},
     )
 

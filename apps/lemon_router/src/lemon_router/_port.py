@@ -136,6 +136,7 @@ class RouterSessionPort:
             model=prepared.model,
             cwd=prepared.cwd,
             tool_policy=prepared.tool_policy,
+            preapproved=prepared.preapproved,
         )
         # The router answers the outcome itself (no subscription that could overflow).
         run_id = f"run_{uuid.uuid4()}"

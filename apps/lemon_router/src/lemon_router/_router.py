@@ -301,6 +301,7 @@ class Router:
                 model=model,
                 images=images,
                 tool_policy=request.tool_policy,
+                preapproved=request.preapproved,
                 meta=dict(request.meta),
             )
             submission = Submission(

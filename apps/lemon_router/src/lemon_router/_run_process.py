@@ -76,6 +76,7 @@ class Prepared:
     model: str | None
     images: tuple[Mapping[str, Any], ...]
     tool_policy: ToolPolicy | None
+    preapproved: frozenset[str] = frozenset()
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -269,6 +270,7 @@ class RunProcess:
             cwd=p.cwd,
             resume=resume,
             tool_policy=p.tool_policy,
+            preapproved=p.preapproved,
             origin=p.origin,
             agent_id=p.agent_id,
             model=p.model,

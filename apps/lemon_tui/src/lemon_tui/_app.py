@@ -156,6 +156,7 @@ class LemonTUI(App[int]):
         where: str = "the daemon",
         session: str = DEFAULT_SESSION,
         tool_policy: ToolPolicy | None = None,
+        preapproved: frozenset[str] = frozenset(),
         cwd: str | None = None,
         clock: Callable[[], float] = time.time,
         shade: Shade | None = None,
@@ -171,6 +172,7 @@ class LemonTUI(App[int]):
         self.where = where
         self.session = session
         self.tool_policy = tool_policy
+        self.preapproved = preapproved
         self.cwd = cwd
         self.port: ClientPort | None = None
         self.status = Status(session=session)
@@ -653,6 +655,7 @@ class LemonTUI(App[int]):
             queue_mode=mode,  # type: ignore[arg-type]  # one of the three modes chosen above
             cwd=self.cwd,
             tool_policy=self.tool_policy,
+            preapproved=self.preapproved,
             model=self.model,
         )
         try:

@@ -42,7 +42,7 @@ from lemon_core.execution._executor import (
     PreparedExecution,
     SteerableExecution,
 )
-from lemon_core.execution._policy import ToolPolicy
+from lemon_core.execution._policy import ALL_TOOLS, ToolPolicy, check_preapproved
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution._runtime import (
     ENGINE_RUNTIME,
@@ -66,6 +66,7 @@ from lemon_core.execution.errors import (
 )
 
 __all__ = [
+    "ALL_TOOLS",
     "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
     "NATIVE_ENGINE",
@@ -109,6 +110,7 @@ __all__ = [
     "SteerableRuntime",
     "ToolPolicy",
     "Unavailable",
+    "check_preapproved",
     "is_conversation_key",
     "submit_via_bridge",
 ]

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from lemon_core.execution._context import ExecutionContext
-from lemon_core.execution._policy import ToolPolicy
+from lemon_core.execution._policy import ToolPolicy, check_preapproved
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution.errors import ExecutionContractError, require_text
 
@@ -143,6 +143,7 @@ class ExecutionCommand:
     resume: ResumeToken | None = None
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
+    preapproved: frozenset[str] = frozenset()
     context: ExecutionContext | None = None
     origin: str | None = None
     agent_id: str = "default"
@@ -191,6 +192,7 @@ class ExecutionCommand:
         policy: object = self.tool_policy
         if policy is not None and not isinstance(policy, ToolPolicy):
             object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
+        object.__setattr__(self, "preapproved", check_preapproved(self.preapproved))
         if self.cwd is not None:
             _require_str(self, "cwd")
         _check_images(self)
@@ -204,6 +206,9 @@ class RunRequest:
     ``run_id`` is optional: ingress that needs a stable id (webhooks) supplies one.
     ``model`` (``"<provider>:<model>"``, non-blank) overrides the configured default for this
     run; ``images`` are mappings describing attached images, handed on to the executor.
+    ``tool_policy`` only narrows the daemon's policy (see :meth:`ToolPolicy.for_run`);
+    ``preapproved`` names the tools (or ``"*"``) whose approval question this run skips: a
+    grant the submitting surface must authorise, which never lifts a deny.
     """
 
     origin: str
@@ -217,6 +222,7 @@ class RunRequest:
     cwd: str | None = None
     resume: ResumeToken | None = None
     tool_policy: ToolPolicy | None = None
+    preapproved: frozenset[str] = frozenset()
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
@@ -237,4 +243,5 @@ class RunRequest:
         policy: object = self.tool_policy
         if policy is not None and not isinstance(policy, ToolPolicy):
             object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
+        object.__setattr__(self, "preapproved", check_preapproved(self.preapproved))
         _frozen_meta(self, self.meta)

@@ -65,6 +65,7 @@ class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
     resume: ResumeToken | None = None
     lane: Lane = "main"
     tool_policy: ToolPolicy | None = None
+    preapproved: frozenset[str] = frozenset()
     context: ExecutionContext | None = None
     origin: str | None = None
     agent_id: str = "default"

@@ -6,6 +6,12 @@ guessing: unknown keys, non-string tool names, blank names and wrong container t
 raise :class:`InvalidToolPolicyError` naming the offending key. Policies combine by
 intersection (:meth:`ToolPolicy.intersect`): the result never permits a tool that either
 side forbids.
+
+A policy a *client* supplies only narrows (:meth:`ToolPolicy.for_run`): the daemon's policy
+(the agent's profile, else the executor's default) is always the base, so a request can deny
+more tools or ask about more, never lift a deny or widen ``allow``. Skipping an approval
+question is a separate grant, ``preapproved`` (tool names or :data:`ALL_TOOLS`), which the
+surface that accepts it must authorise (the control plane asks for the ``approvals`` scope).
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from typing import Final
 
 from lemon_core.execution.errors import InvalidToolPolicyError
 
-__all__ = ["ToolPolicy"]
+__all__ = ["ALL_TOOLS", "ToolPolicy", "check_preapproved"]
+
+#: In ``preapproved``: every tool's approval question is skipped (never a deny lifted).
+ALL_TOOLS: Final = "*"
 
 _TOOL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 _KEYS: Final = frozenset({"allow", "deny", "require_approval"})
@@ -121,6 +130,25 @@ class ToolPolicy:
         allow = None if self.allow is None else self.allow - self.deny
         return ToolPolicy(allow=allow, deny=self.deny, require_approval=self.require_approval)
 
+    def for_run(
+        self, requested: ToolPolicy | None, preapproved: frozenset[str] = frozenset()
+    ) -> ToolPolicy:
+        """This (the daemon's) policy as one run gets it: narrowed by ``requested``, then
+        without the approval questions ``preapproved`` skips (tool names or
+        :data:`ALL_TOOLS`), except those ``requested`` itself asks for. Never permits a tool
+        this policy does not."""
+        narrowed = self if requested is None else self.intersect(requested)
+        if not preapproved:
+            return narrowed
+        own = frozenset() if requested is None else requested.require_approval
+        asked = narrowed.require_approval
+        waived = asked if ALL_TOOLS in preapproved else asked & preapproved
+        return ToolPolicy(
+            allow=narrowed.allow,
+            deny=narrowed.deny,
+            require_approval=(asked - waived) | own,
+        )
+
     def to_dict(self) -> dict[str, list[str] | None]:
         """The wire form, with sorted lists."""
         return {
@@ -128,3 +156,15 @@ class ToolPolicy:
             "deny": sorted(self.deny),
             "require_approval": sorted(self.require_approval),
         }
+
+
+def check_preapproved(value: object) -> frozenset[str]:
+    """A ``preapproved`` set, strictly validated (tool names or :data:`ALL_TOOLS`)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidToolPolicyError(
+            f"preapproved must be a list of tool names (or {ALL_TOOLS!r}), "
+            f"got {type(value).__name__}"
+        )
+    items = list(value)
+    names = _names("preapproved", [v for v in items if v != ALL_TOOLS])
+    return names | {ALL_TOOLS} if ALL_TOOLS in items else names
