@@ -275,3 +275,62 @@ async def test_secret_files_are_refused_by_the_gate_without_asking(tmp_path: Pat
             with pytest.raises(ToolError, match="is refused"):
                 await check_gate(_ctx(name, **args), gate.context(policy))
     assert gate.approvals.statistics().requested == 0
+
+
+# -- hard links: another name for the same file ------------------------------------------
+
+
+async def test_a_hard_link_to_lemons_secrets_file_is_refused_by_every_file_tool(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    secrets = env.home / "secrets.env"
+    (env.work / "notes.txt").hardlink_to(secrets)  # an innocent name, the same inode
+    (env.work / "src" / "keys.md").hardlink_to(secrets)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read", {"path": "notes.txt"}),
+        ("read", {"path": str(env.work / "src" / "keys.md")}),
+        ("grep", {"pattern": "sk-", "path": "notes.txt"}),
+        ("ls", {"path": "notes.txt"}),
+        ("write", {"path": "notes.txt", "content": "overwritten"}),
+        ("edit", {"path": "src/keys.md", "old_text": KEY, "new_text": "x"}),
+    ]
+    for name, args in calls:
+        with pytest.raises(ToolError, match="hard link to Lemon's own secrets file") as info:
+            await env.call(name, **args)
+        assert KEY not in str(info.value)
+    assert secrets.read_text() == f"OPENAI_API_KEY={KEY}\n"  # neither write nor edit touched it
+    found = await env.call("grep", pattern="OPENAI|sk-")
+    assert KEY not in found
+    assert "notes.txt" in found  # named in the "not searched" note, never with its content
+    assert "src/keys.md" in found
+    assert "secret file(s) not searched" in found
+    listed = await env.call("find", pattern="*.txt")
+    assert "notes.txt" not in listed.splitlines()
+    assert "secret file(s) not listed" in listed
+
+
+async def test_the_gate_refuses_a_hard_link_to_the_secrets_file_without_asking(
+    tmp_path: Path,
+) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    (gate.env.work / "notes.txt").hardlink_to(gate.env.home / "secrets.env")
+    for name in ("read", "write", "edit"):
+        args = {"path": "notes.txt", "content": "x", "old_text": "a", "new_text": "b"}
+        with pytest.raises(ToolError, match="hard link to Lemon's own secrets file"):
+            await check_gate(_ctx(name, **args), gate.context(ToolPolicy()))
+    assert gate.approvals.statistics().requested == 0
+
+
+async def test_a_secrets_file_replaced_after_start_is_still_recognised_by_identity(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    secrets = env.home / "secrets.env"
+    fresh = env.home / "secrets.env.tmp"
+    fresh.write_text(f"OPENAI_API_KEY={KEY}2\n")
+    fresh.replace(secrets)  # `lemon setup` rewrites it: a new inode under the same name
+    (env.work / "notes.txt").hardlink_to(secrets)
+    with pytest.raises(ToolError, match="hard link to Lemon's own secrets file"):
+        await env.call("read", path="notes.txt")

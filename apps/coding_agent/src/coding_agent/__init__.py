@@ -9,7 +9,7 @@ a session inside its model's context window (``CodingExecutor.compact`` on deman
 
 from __future__ import annotations
 
-from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess
+from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess, FileIdentity
 from coding_agent.compaction import (
     CompactionInfo,
     CompactionReason,
@@ -92,6 +92,7 @@ __all__ = [
     "ExecutorSettings",
     "ExecutorStatistics",
     "FileAccess",
+    "FileIdentity",
     "GateContext",
     "PromptLimits",
     "SessionNotFoundError",

@@ -47,6 +47,8 @@ class _Skipped:
     def __init__(self, workspace: Workspace, root: Path) -> None:
         self._workspace = workspace
         self._root = root
+        # Taken once per walk: every file is compared with them (hard links to a secret).
+        self._identities = workspace.access.protected_identities()
         self.secret: list[str] = []
         self.escaping: list[str] = []
 
@@ -55,7 +57,8 @@ class _Skipped:
         # The walk starts from a resolved root and never follows directory links, so only the
         # file itself can be a link: resolve it only then (a realpath per file is costly).
         target = Path(os.path.realpath(file)) if os.path.islink(file) else file
-        if self._workspace.access.secret_reason(file, resolved=target) is not None:
+        access = self._workspace.access
+        if access.secret_reason(file, resolved=target, identities=self._identities) is not None:
             self.secret.append(self._workspace.show(file))
             return False
         if not (target.is_relative_to(self._root) or self._workspace.contains(target)):
