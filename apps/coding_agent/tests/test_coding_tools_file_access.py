@@ -334,3 +334,50 @@ async def test_a_secrets_file_replaced_after_start_is_still_recognised_by_identi
     (env.work / "notes.txt").hardlink_to(secrets)
     with pytest.raises(ToolError, match="hard link to Lemon's own secrets file"):
         await env.call("read", path="notes.txt")
+
+
+# -- writes outside the workspace: the question says so ----------------------------------
+
+
+@pytest.mark.parametrize("name", ["write", "edit"])
+async def test_writes_outside_the_workspace_are_asked_as_outside(tmp_path: Path, name: str) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    target = (gate.env.outside / "notes.txt").resolve()
+    args: dict[str, Any] = {"path": "../outside/notes.txt", "content": "x",
+                            "old_text": "notes", "new_text": "x"}  # fmt: skip
+    sub = gate.bus.subscribe(EXEC_APPROVALS, delivery=Delivery(bind_current_task=False))
+    checking = asyncio.ensure_future(check_gate(_ctx(name, **args), gate.context()))
+    asked = (await asyncio.wait_for(sub.get(), 10)).payload
+    assert isinstance(asked, ApprovalRequested)
+    assert asked.pending.action == {"path": str(target)}  # the grant key is unchanged
+    assert asked.pending.rationale == f"{name} {target} (outside the workspace)"
+    gate.approvals.resolve(asked.approval_id, "deny")
+    with pytest.raises(ToolError) as info:
+        await checking
+    assert f"was not approved to reach {target}, which is outside the workspace" in str(info.value)
+    assert (gate.env.outside / "notes.txt").read_text() == "notes outside\n"
+
+
+async def test_writes_inside_the_workspace_are_asked_without_the_outside_mark(
+    tmp_path: Path,
+) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    sub = gate.bus.subscribe(EXEC_APPROVALS, delivery=Delivery(bind_current_task=False))
+    checking = asyncio.ensure_future(
+        check_gate(_ctx("write", path="src/new.py", content="x"), gate.context())
+    )
+    asked = (await asyncio.wait_for(sub.get(), 10)).payload
+    assert isinstance(asked, ApprovalRequested)
+    assert asked.pending.rationale == f"write {(gate.env.work / 'src' / 'new.py').resolve()}"
+    gate.approvals.resolve(asked.approval_id, "approve_once")
+    await checking
+
+
+async def test_a_policy_that_lets_writes_run_still_lets_them_run_outside(tmp_path: Path) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    free = ToolPolicy()  # nothing needs approval: writes outside run, as the policy says
+    await check_gate(_ctx("write", path="../outside/new.txt", content="x"), gate.context(free))
+    assert gate.approvals.statistics().requested == 0
