@@ -28,6 +28,9 @@ class CodingLimits:
     """Matching lines ``grep`` returns at most."""
     max_file_bytes: int = 10 * 1024 * 1024
     """Files larger than this are not read, edited or searched."""
+    grep_timeout: float = 30.0
+    """Seconds one ``grep`` call may take (the walk and the search); past it the search is
+    killed and the model told to simplify the pattern."""
     bash_timeout: float = 60.0
     """Default ``bash`` timeout in seconds."""
     bash_max_timeout: float = 600.0
