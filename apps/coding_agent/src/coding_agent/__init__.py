@@ -19,6 +19,14 @@ from coding_agent.compaction import (
     estimate_tokens,
     tool_result_cap,
 )
+from coding_agent.environment import (
+    ALWAYS_SCRUBBED,
+    SECRET_ENV_PATTERNS,
+    config_secret_names,
+    is_secret_name,
+    tool_environment,
+    tool_environment_for,
+)
 from coding_agent.errors import (
     CodingAgentError,
     CodingAgentUsageError,
@@ -71,10 +79,12 @@ from coding_agent.tools import (
 from coding_agent.workspace import CodingLimits, Workspace
 
 __all__ = [
+    "ALWAYS_SCRUBBED",
     "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_TOOL_POLICY",
     "FILE_TOOLS",
     "READ_ONLY_TOOLS",
+    "SECRET_ENV_PATTERNS",
     "SUMMARY_PREFIX",
     "TRANSCRIPT_VERSION",
     "ApprovalHooks",
@@ -108,12 +118,14 @@ __all__ = [
     "check_gate",
     "coding_tool_registry",
     "coding_tools",
+    "config_secret_names",
     "context_budget",
     "edit_tool",
     "estimate_tokens",
     "find_tool",
     "gate_tools",
     "grep_tool",
+    "is_secret_name",
     "ls_tool",
     "project_instruction_files",
     "read_tool",
@@ -121,6 +133,8 @@ __all__ = [
     "shell_action",
     "summary_message",
     "todo_tool",
+    "tool_environment",
+    "tool_environment_for",
     "tool_result_cap",
     "valid_session_id",
     "write_tool",
