@@ -292,10 +292,12 @@ async def _search(
     """Run the search child on ``request``; kill it at ``deadline`` (a ToolError saying
     ``timed_out``), on ``abort`` or when the caller is cancelled (it is always reaped before
     this returns or raises)."""
+    # An empty environment (it needs none) and its own session: a terminal's Ctrl-C is the
+    # daemon's to handle, and the child is killed when the call ends, whatever way it ends.
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-S", str(_SEARCH),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={},
+        stderr=asyncio.subprocess.PIPE, env={}, start_new_session=True,
     )  # fmt: skip
     talking = asyncio.ensure_future(child.communicate(json.dumps(request).encode()))
     aborted = asyncio.ensure_future(abort.wait())
