@@ -9,7 +9,9 @@ import select
 from pathlib import Path
 from typing import Any
 
-from coding_agent import CodingLimits, Workspace, bash_tool
+import pytest
+
+from coding_agent import CodingLimits, Workspace, bash_tool, tool_environment
 from lemon_agent import AbortSignal, ToolContext, ToolResult
 
 
@@ -117,3 +119,58 @@ async def test_cancelling_the_tool_kills_the_process_group(tmp_path: Path) -> No
 async def test_progress_updates_stream_output(tmp_path: Path) -> None:
     _, updates = await run_bash(Workspace(cwd=tmp_path), command="echo first")
     assert "".join(updates).startswith("first")
+
+
+_SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-0123",
+    "LEMON_CONTROL_PLANE_TOKEN": "cp-token-4567",
+    "FOO_SECRET": "foo-secret-89ab",
+    "PGPASSWORD": "pg-password-cdef",
+    "github_token": "gh-token-lower",
+}
+
+
+def _env_lines(content: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in content.splitlines() if "=" in line)
+
+
+async def test_bash_gets_the_environment_without_the_daemons_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "secrets.env").write_text("ODD_NAME_FROM_SETUP=from-secrets-file\n")
+    monkeypatch.setenv("LEMON_HOME", str(home))
+    for name, value in {**_SECRETS, "ODD_NAME_FROM_SETUP": "from-secrets-file",
+                        "PLAIN_SETTING": "visible"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    result, _ = await run_bash(Workspace(cwd=tmp_path), command="env")
+    seen = _env_lines(result.content)
+    for name, value in _SECRETS.items():
+        assert name not in seen
+        assert value not in result.content
+    assert "ODD_NAME_FROM_SETUP" not in seen  # named in secrets.env, whatever its name
+    assert seen["PLAIN_SETTING"] == "visible"
+    assert seen["PATH"] == os.environ["PATH"]
+    assert seen["HOME"] == os.environ["HOME"]
+
+
+async def test_pass_env_lets_a_named_variable_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in _SECRETS.items():
+        monkeypatch.setenv(name, value)
+    env = tool_environment(os.environ, pass_env=("FOO_SECRET",))
+    result, _ = await run_bash(Workspace(cwd=tmp_path, env=env), command="env")
+    seen = _env_lines(result.content)
+    assert seen["FOO_SECRET"] == "foo-secret-89ab"
+    assert "OPENAI_API_KEY" not in seen
+    assert "LEMON_CONTROL_PLANE_TOKEN" not in seen
+
+
+def test_the_environment_is_not_in_the_workspaces_repr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    workspace = Workspace(cwd=tmp_path, env=tool_environment(os.environ, pass_env=("X",)))
+    assert "visible" not in repr(workspace)

@@ -275,3 +275,109 @@ async def test_secret_files_are_refused_by_the_gate_without_asking(tmp_path: Pat
             with pytest.raises(ToolError, match="is refused"):
                 await check_gate(_ctx(name, **args), gate.context(policy))
     assert gate.approvals.statistics().requested == 0
+
+
+# -- hard links: another name for the same file ------------------------------------------
+
+
+async def test_a_hard_link_to_lemons_secrets_file_is_refused_by_every_file_tool(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    secrets = env.home / "secrets.env"
+    (env.work / "notes.txt").hardlink_to(secrets)  # an innocent name, the same inode
+    (env.work / "src" / "keys.md").hardlink_to(secrets)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read", {"path": "notes.txt"}),
+        ("read", {"path": str(env.work / "src" / "keys.md")}),
+        ("grep", {"pattern": "sk-", "path": "notes.txt"}),
+        ("ls", {"path": "notes.txt"}),
+        ("write", {"path": "notes.txt", "content": "overwritten"}),
+        ("edit", {"path": "src/keys.md", "old_text": KEY, "new_text": "x"}),
+    ]
+    for name, args in calls:
+        with pytest.raises(ToolError, match="hard link to Lemon's own secrets file") as info:
+            await env.call(name, **args)
+        assert KEY not in str(info.value)
+    assert secrets.read_text() == f"OPENAI_API_KEY={KEY}\n"  # neither write nor edit touched it
+    found = await env.call("grep", pattern="OPENAI|sk-")
+    assert KEY not in found
+    assert "notes.txt" in found  # named in the "not searched" note, never with its content
+    assert "src/keys.md" in found
+    assert "secret file(s) not searched" in found
+    listed = await env.call("find", pattern="*.txt")
+    assert "notes.txt" not in listed.splitlines()
+    assert "secret file(s) not listed" in listed
+
+
+async def test_the_gate_refuses_a_hard_link_to_the_secrets_file_without_asking(
+    tmp_path: Path,
+) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    (gate.env.work / "notes.txt").hardlink_to(gate.env.home / "secrets.env")
+    for name in ("read", "write", "edit"):
+        args = {"path": "notes.txt", "content": "x", "old_text": "a", "new_text": "b"}
+        with pytest.raises(ToolError, match="hard link to Lemon's own secrets file"):
+            await check_gate(_ctx(name, **args), gate.context(ToolPolicy()))
+    assert gate.approvals.statistics().requested == 0
+
+
+async def test_a_secrets_file_replaced_after_start_is_still_recognised_by_identity(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    secrets = env.home / "secrets.env"
+    fresh = env.home / "secrets.env.tmp"
+    fresh.write_text(f"OPENAI_API_KEY={KEY}2\n")
+    fresh.replace(secrets)  # `lemon setup` rewrites it: a new inode under the same name
+    (env.work / "notes.txt").hardlink_to(secrets)
+    with pytest.raises(ToolError, match="hard link to Lemon's own secrets file"):
+        await env.call("read", path="notes.txt")
+
+
+# -- writes outside the workspace: the question says so ----------------------------------
+
+
+@pytest.mark.parametrize("name", ["write", "edit"])
+async def test_writes_outside_the_workspace_are_asked_as_outside(tmp_path: Path, name: str) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    target = (gate.env.outside / "notes.txt").resolve()
+    args: dict[str, Any] = {"path": "../outside/notes.txt", "content": "x",
+                            "old_text": "notes", "new_text": "x"}  # fmt: skip
+    sub = gate.bus.subscribe(EXEC_APPROVALS, delivery=Delivery(bind_current_task=False))
+    checking = asyncio.ensure_future(check_gate(_ctx(name, **args), gate.context()))
+    asked = (await asyncio.wait_for(sub.get(), 10)).payload
+    assert isinstance(asked, ApprovalRequested)
+    assert asked.pending.action == {"path": str(target)}  # the grant key is unchanged
+    assert asked.pending.rationale == f"{name} {target} (outside the workspace)"
+    gate.approvals.resolve(asked.approval_id, "deny")
+    with pytest.raises(ToolError) as info:
+        await checking
+    assert f"was not approved to reach {target}, which is outside the workspace" in str(info.value)
+    assert (gate.env.outside / "notes.txt").read_text() == "notes outside\n"
+
+
+async def test_writes_inside_the_workspace_are_asked_without_the_outside_mark(
+    tmp_path: Path,
+) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    sub = gate.bus.subscribe(EXEC_APPROVALS, delivery=Delivery(bind_current_task=False))
+    checking = asyncio.ensure_future(
+        check_gate(_ctx("write", path="src/new.py", content="x"), gate.context())
+    )
+    asked = (await asyncio.wait_for(sub.get(), 10)).payload
+    assert isinstance(asked, ApprovalRequested)
+    assert asked.pending.rationale == f"write {(gate.env.work / 'src' / 'new.py').resolve()}"
+    gate.approvals.resolve(asked.approval_id, "approve_once")
+    await checking
+
+
+async def test_a_policy_that_lets_writes_run_still_lets_them_run_outside(tmp_path: Path) -> None:
+    gate = _gate(tmp_path)
+    assert gate.approvals is not None
+    free = ToolPolicy()  # nothing needs approval: writes outside run, as the policy says
+    await check_gate(_ctx("write", path="../outside/new.txt", content="x"), gate.context(free))
+    assert gate.approvals.statistics().requested == 0

@@ -221,6 +221,37 @@ def test_an_approval_prompt_is_answered_inline(
     assert not (tmp_path / "other.txt").exists()
 
 
+def test_an_approval_outside_the_directory_says_so(
+    tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
+) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "notes.txt").write_text("notes")
+    target = re.escape(str((outside / "notes.txt").resolve()))
+    asked = [
+        ('/tool write {"path": "../outside/notes.txt", "content": "x"}', rf"write to {target}"),
+        ('/tool edit {"path": "../outside/notes.txt", "old_text": "n", "new_text": "x"}',
+         rf"edit to {target}"),
+        ('/tool read {"path": "../outside/notes.txt"}', rf"read path='{target}'"),
+    ]  # fmt: skip
+    for message, question in asked:
+        term = Terminal([LEMON, "chat", message], work, env)
+        terminals.append(term)
+        term.expect(rf"Allow {question} \(outside the workspace\) \? \[o\]nce")
+        term.expect("approve> ")
+        term.send("d\n")
+        term.expect("denied")
+        assert term.wait() == 0
+    inside = Terminal([LEMON, "chat", '/tool write {"path": "in.txt", "content": "x"}'], work, env)
+    terminals.append(inside)
+    shown = inside.expect(r"Allow write to in\.txt [^\n]*")
+    assert "outside" not in shown
+    inside.send("d\n")
+    assert inside.wait() == 0
+    assert (outside / "notes.txt").read_text() == "notes"
+
+
 def test_ctrl_c_cancels_the_run_and_closes_its_card(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:

@@ -3,7 +3,11 @@ when the approval is answered from another client."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from textual.widgets import Static
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.events import ApprovalDecision
@@ -56,3 +60,23 @@ async def test_an_approval_answered_elsewhere_closes_the_panel(
         await until(pilot, lambda: not isinstance(app.screen, ApprovalPanel), "panel closed")
         await until(pilot, lambda: not app.waiting_for, "the run ended")
         assert [c.state for c in app.query(ToolCardView)] == ["ok"]
+
+
+async def test_a_write_outside_the_workspace_says_so_in_the_panel(
+    daemon: ControlPlane, tmp_path: Path
+) -> None:
+    target = tmp_path / "outside.txt"  # the daemon's workspace is tmp_path / "work"
+    app = app_for(daemon)  # the default policy: write asks
+    async with app.run_test(size=(120, 24)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        command = {"path": str(target), "content": "x"}
+        app.query_one("#input", Editor).value = f"/tool write {json.dumps(command)}"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+        panel = app.screen
+        assert isinstance(panel, ApprovalPanel)
+        shown = " ".join(str(s.render()) for s in panel.query(Static))
+        assert f"write {target.resolve()} (outside the workspace)" in shown
+        await pilot.press("4")
+        await until(pilot, lambda: not app.waiting_for, "the run ended")
+    assert not target.exists()

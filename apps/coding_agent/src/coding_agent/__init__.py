@@ -9,7 +9,7 @@ a session inside its model's context window (``CodingExecutor.compact`` on deman
 
 from __future__ import annotations
 
-from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess
+from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess, FileIdentity
 from coding_agent.compaction import (
     CompactionInfo,
     CompactionReason,
@@ -18,6 +18,14 @@ from coding_agent.compaction import (
     context_budget,
     estimate_tokens,
     tool_result_cap,
+)
+from coding_agent.environment import (
+    ALWAYS_SCRUBBED,
+    SECRET_ENV_PATTERNS,
+    config_secret_names,
+    is_secret_name,
+    tool_environment,
+    tool_environment_for,
 )
 from coding_agent.errors import (
     CodingAgentError,
@@ -71,10 +79,12 @@ from coding_agent.tools import (
 from coding_agent.workspace import CodingLimits, Workspace
 
 __all__ = [
+    "ALWAYS_SCRUBBED",
     "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_TOOL_POLICY",
     "FILE_TOOLS",
     "READ_ONLY_TOOLS",
+    "SECRET_ENV_PATTERNS",
     "SUMMARY_PREFIX",
     "TRANSCRIPT_VERSION",
     "ApprovalHooks",
@@ -92,6 +102,7 @@ __all__ = [
     "ExecutorSettings",
     "ExecutorStatistics",
     "FileAccess",
+    "FileIdentity",
     "GateContext",
     "PromptLimits",
     "SessionNotFoundError",
@@ -107,12 +118,14 @@ __all__ = [
     "check_gate",
     "coding_tool_registry",
     "coding_tools",
+    "config_secret_names",
     "context_budget",
     "edit_tool",
     "estimate_tokens",
     "find_tool",
     "gate_tools",
     "grep_tool",
+    "is_secret_name",
     "ls_tool",
     "project_instruction_files",
     "read_tool",
@@ -120,6 +133,8 @@ __all__ = [
     "shell_action",
     "summary_message",
     "todo_tool",
+    "tool_environment",
+    "tool_environment_for",
     "tool_result_cap",
     "valid_session_id",
     "write_tool",

@@ -9,6 +9,9 @@ through):
   matching a secret pattern (:data:`DEFAULT_SECRET_PATTERNS` plus ``[file_access]
   secret_patterns``) unless it matches an ``allow_secrets`` pattern of the home config. Tree
   walks (grep, find) skip secret files and say how many they skipped.
+* **The protected files are recognised by identity too** (device and inode, taken afresh at
+  every check, so a secrets file rewritten by ``lemon setup`` is still known): a hard link is
+  another name for the same file, which neither the name nor ``realpath`` reveals.
 * **The workspace** is the run's working directory and everything below it. The policy gate
   (:mod:`coding_agent.policy`) lets read-only tools run freely inside it and asks for an
   approval (like ``write``) outside it.
@@ -18,7 +21,10 @@ Pattern syntax: a glob without ``/`` is matched against the file's name (``*.pem
 ``~`` against the whole path. Matching ignores case.
 
 What this does not cover: ``bash`` can read anything the user can; it always needs an approval
-under the default policy, and the approval shows the whole command.
+under the default policy, and the approval shows the whole command. A hard link to a file that
+is secret only by its *name* (``~/.ssh/id_rsa`` linked as ``notes.txt``) is not recognised: only
+the protected files are compared by identity. A file swapped between the check and the open (a
+race another process would have to run) is not caught.
 """
 
 from __future__ import annotations
@@ -27,14 +33,17 @@ import fnmatch
 import functools
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from lemon_core.config import SECRETS_FILENAME, FileAccessConfig
 
-__all__ = ["DEFAULT_SECRET_PATTERNS", "FileAccess"]
+__all__ = ["DEFAULT_SECRET_PATTERNS", "FileAccess", "FileIdentity"]
+
+FileIdentity = tuple[int, int]
+"""``(st_dev, st_ino)``: what makes two names the same file."""
 
 DEFAULT_SECRET_PATTERNS: Final[tuple[str, ...]] = (
     # environment files with keys
@@ -129,18 +138,47 @@ class FileAccess:
             protected=(Path(os.path.realpath(home / SECRETS_FILENAME)),),
         )
 
-    def secret_reason(self, written: Path, *, resolved: Path | None = None) -> str | None:
+    def protected_identities(self) -> dict[FileIdentity, Path]:
+        """The device and inode of each protected file that exists now (a missing one has none).
+
+        Taken afresh by every check (one ``stat`` per protected file): the secrets file may be
+        created or replaced, with a new inode, after the rules were built."""
+        out: dict[FileIdentity, Path] = {}
+        for path in self.protected:
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            out[(info.st_dev, info.st_ino)] = path
+        return out
+
+    def secret_reason(
+        self,
+        written: Path,
+        *,
+        resolved: Path | None = None,
+        identities: Mapping[FileIdentity, Path] | None = None,
+    ) -> str | None:
         """Why ``written`` (an absolute path, not yet resolved) is refused as a secret, or None.
 
         Both the path as written (``..`` collapsed) and its resolved target (``resolved`` when
         the caller already knows it) are checked; each one that looks secret must be exempted
-        by ``allow_secrets`` for the path to pass.
+        by ``allow_secrets`` for the path to pass. Then the target's device and inode are
+        compared with the protected files' (``identities`` when the caller took them once for
+        a whole walk, else :meth:`protected_identities`): a hard link is refused like the file.
         """
         lexical = Path(os.path.normpath(written))
         if resolved is None:
             resolved = Path(os.path.realpath(written))
         if resolved in self.protected or lexical in self.protected:
             return "it is Lemon's own secrets file (API keys); tools never read or change it"
+        if self.protected:
+            same = self._same_file(resolved, identities)
+            if same is not None:
+                return (
+                    f"it is a hard link to Lemon's own secrets file {same} (another name for the "
+                    "same file, API keys); tools never read or change it"
+                )
         secrets, allowed = _matcher(self.secret_patterns), _matcher(self.allow_secrets)
         for candidate in _unique((lexical, resolved)):
             text = candidate.as_posix().lower()
@@ -155,6 +193,19 @@ class FileAccess:
                 "Lemon home config.toml"
             )
         return None
+
+    def _same_file(
+        self, resolved: Path, identities: Mapping[FileIdentity, Path] | None
+    ) -> Path | None:
+        """The protected file ``resolved`` is another name for, if any."""
+        known = self.protected_identities() if identities is None else identities
+        if not known:
+            return None
+        try:
+            info = os.stat(resolved)
+        except OSError:
+            return None  # nothing there (yet): a new file is no link
+        return known.get((info.st_dev, info.st_ino))
 
 
 def _unique(paths: Iterable[Path]) -> list[Path]:

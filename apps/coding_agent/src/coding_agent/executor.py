@@ -47,6 +47,7 @@ from coding_agent.compaction import (
     run_limits,
     tool_result_cap,
 )
+from coding_agent.environment import tool_environment_for
 from coding_agent.errors import (
     CodingAgentUsageError,
     CompactionError,
@@ -694,10 +695,15 @@ class CodingExecution:
                 ok=False,
                 level="warning",
             )
+        # The tools' processes get the daemon's environment less its secrets (reads secrets.env).
+        env = await asyncio.to_thread(
+            tool_environment_for, config, home=ex.home, environ=ex._environ
+        )
         workspace = Workspace(
             cwd=Path(job.cwd),
             limits=run_limits(settings.limits, model, settings.compaction),
             access=FileAccess.from_config(config.file_access, home=ex.home),
+            env=env,
         )
         agent_id = _agent_id(job)
 

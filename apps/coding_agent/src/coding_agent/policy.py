@@ -14,7 +14,9 @@ are resolved, :mod:`coding_agent.access`): a secret file is refused outright, wh
 policy says and without asking; the read-only tools (``read``, ``ls``, ``find``, ``grep``) run
 freely inside the workspace (the run's working directory and below) but need an approval, like
 ``write``, for a path outside it. Without an approval channel (a one-shot with no terminal to
-ask) such a call is refused.
+ask) such a call is refused. Every approval of a file tool whose path is outside the workspace
+(``write`` and ``edit`` too) says so: its rationale ends with ``(outside the workspace)``, which
+the terminal, the full-screen UI and the web page show with the question.
 
 Approvals are keyed by the tool and its *action* (:func:`approval_action`): a file tool's
 resolved path, or a shell command as a whole (:func:`shell_action`), so approving ``ls`` never
@@ -177,7 +179,9 @@ async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
         refusal, outside = await asyncio.to_thread(_file_target, name, ctx.arguments, gate)
         if refusal is not None:
             raise ToolError(refusal)
-    if gate.policy.needs_approval(name) or outside is not None:
+    # Outside the workspace a read-only tool always asks; write and edit ask as the policy says,
+    # and when they ask, the question says the path is outside (``outside`` is passed on).
+    if gate.policy.needs_approval(name) or (outside is not None and name in READ_ONLY_TOOLS):
         await _approve(ctx, gate, outside)
 
 
@@ -185,8 +189,8 @@ def _file_target(
     name: str, arguments: Mapping[str, Any], gate: GateContext
 ) -> tuple[str | None, Path | None]:
     """``(refusal, outside)`` for a file tool's path: why it is refused (a secret file), and the
-    resolved path when a read-only tool would reach outside the workspace. A missing or invalid
-    path is left to the tool (it reports it)."""
+    resolved path when the tool would reach outside the workspace. A missing or invalid path is
+    left to the tool (it reports it)."""
     raw = arguments.get("path", ".")
     if not isinstance(raw, str) or not raw.strip() or "\0" in raw:
         return None, None  # the tool reports the bad path
@@ -197,7 +201,7 @@ def _file_target(
         shown = workspace.show(Path(os.path.normpath(written)))
         return f"Tool {name!r} did not run: {shown} is refused: {reason}.", None
     target = workspace.resolve(raw)
-    if name in READ_ONLY_TOOLS and not workspace.contains(target):
+    if not workspace.contains(target):
         return None, target
     return None, None
 
@@ -215,6 +219,8 @@ async def _approve(ctx: ToolContext, gate: GateContext, outside: Path | None = N
             "(nobody to ask); it did not run. "
             + (
                 "Work inside the workspace, or ask the user to copy what you need into it."
+                if outside is not None and name in READ_ONLY_TOOLS
+                else "Work inside the workspace, or ask the user to make the change."
                 if outside is not None
                 else "Configure the executor with ExecApprovals, or allow the tool in the policy."
             )

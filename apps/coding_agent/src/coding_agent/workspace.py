@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coding_agent.access import FileAccess
+from coding_agent.environment import tool_environment
 from coding_agent.errors import CodingAgentUsageError
 from lemon_agent import ToolError
-from lemon_core.config import FileAccessConfig, lemon_home
+from lemon_core.config import FileAccessConfig, lemon_home, read_secrets
 
 __all__ = ["CodingLimits", "Workspace"]
 
@@ -28,6 +30,9 @@ class CodingLimits:
     """Matching lines ``grep`` returns at most."""
     max_file_bytes: int = 10 * 1024 * 1024
     """Files larger than this are not read, edited or searched."""
+    grep_timeout: float = 30.0
+    """Seconds one ``grep`` call may take (the walk and the search); past it the search is
+    killed and the model told to simplify the pattern."""
     bash_timeout: float = 60.0
     """Default ``bash`` timeout in seconds."""
     bash_max_timeout: float = 600.0
@@ -41,14 +46,22 @@ def _default_access() -> FileAccess:
     return FileAccess.from_config(FileAccessConfig(), home=lemon_home())
 
 
+def _default_env() -> dict[str, str]:
+    return tool_environment(os.environ, secret_names=read_secrets(lemon_home()))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workspace:
     """The directory relative paths resolve against (the workspace: it and everything below
-    it), the limits, and the secret-file rules (:class:`~coding_agent.access.FileAccess`)."""
+    it), the limits, the secret-file rules (:class:`~coding_agent.access.FileAccess`) and the
+    environment the tools' processes get (:func:`~coding_agent.environment.tool_environment`;
+    by default the process's own less its secrets, taken when the workspace is made)."""
 
     cwd: Path
     limits: CodingLimits = field(default_factory=CodingLimits)
     access: FileAccess = field(default_factory=_default_access)
+    env: Mapping[str, str] = field(default_factory=_default_env, repr=False, compare=False)
+    """What ``bash`` runs with (never shown by ``repr``: ``pass_env`` may let a secret in)."""
 
     def __post_init__(self) -> None:
         if not self.cwd.is_dir():

@@ -94,6 +94,8 @@ _SAID: Final = {
 }
 _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
+# How the coding executor's approval rationale ends for a path outside the workspace.
+_OUTSIDE: Final = "(outside the workspace)"
 
 
 def preapproved_for(approve: frozenset[str]) -> frozenset[str]:
@@ -504,13 +506,23 @@ class ChatClient:
                 self.swept.popitem(last=False)
             self._line(f"[cyan]╰─[/] [red]✗[/] {escape(title)} [dim]{label}[/]")
 
-    def question(self, tool: str, action: dict[str, Any] | None) -> str:
+    def question(
+        self, tool: str, action: dict[str, Any] | None, rationale: str | None = None
+    ) -> str:
         """The approval question, as a person would ask it (plain text, not markup).
 
         bash: ``Allow bash: sleep 30 ?`` (the command as the shell would show it); write and
         edit: ``Allow write to note.txt ?`` (the path relative to the session's directory when
-        inside it); anything else: ``Allow <tool> key=value …?``. Long text ends in ``…``.
+        inside it); anything else: ``Allow <tool> key=value …?``. Long text ends in ``…``. When
+        the executor's ``rationale`` says the path is outside the workspace, the question says
+        so too: ``Allow write to /etc/hosts (outside the workspace) ?``.
         """
+        asked = self._question(tool, action)
+        if rationale is not None and rationale.endswith(_OUTSIDE):
+            return asked.removesuffix("?").rstrip() + f" {_OUTSIDE} ?"
+        return asked
+
+    def _question(self, tool: str, action: dict[str, Any] | None) -> str:
         given = action or {}
         args = given.get("arguments", given)
         if not isinstance(args, dict):
@@ -580,7 +592,7 @@ class ChatClient:
         event = self.to_ask.popleft()
         self.pending_approval = event
         self._line(
-            f"[bold yellow]{escape(self.question(event.tool, event.action))}[/] "
+            f"[bold yellow]{escape(self.question(event.tool, event.action, event.rationale))}[/] "
             r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
         self._write("approve> ")

@@ -5,7 +5,8 @@ session), with stdin closed and stderr merged into stdout. Whatever way the call
 exit, timeout, abort signal, cancellation of the tool) the whole process group is killed with
 SIGKILL, so background jobs the command started do not outlive the call. Output keeps the last
 ``bash_output_bytes`` bytes, with a marker counting what was dropped; progress goes out as
-``tool_execution_update`` events at most every 0.2 s.
+``tool_execution_update`` events at most every 0.2 s. The command's environment is
+``Workspace.env``: the daemon's less its secrets (:mod:`coding_agent.environment`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def bash_tool(workspace: Workspace) -> Tool:
             "-c",
             command,
             cwd=workspace.cwd,
+            env=dict(workspace.env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -2,21 +2,32 @@
 
 Walks skip ``.git`` and, unless ``hidden`` is set, other dot-entries; outputs are bounded by the
 workspace limits with a marker when cut. Blocking filesystem work runs in a worker thread.
+
+Model-chosen patterns: ``grep``'s regular expression is searched in a child process with a
+deadline (see :func:`grep_tool`): Python's ``re`` backtracks, and one ``search`` call holds the
+interpreter lock until it returns. Globs (``find``'s pattern, ``grep``'s ``glob``) go through
+``fnmatch``, whose translation of ``*`` cannot backtrack (Python >= 3.9), so they need none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
+import json
 import os
-import re
+import signal
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import msgspec
 
 from coding_agent.tools._text import cap
 from coding_agent.workspace import Workspace
-from lemon_agent import Tool, ToolContext, ToolError
+from lemon_agent import AbortSignal, Tool, ToolContext, ToolError
 
 __all__ = ["find_tool", "grep_tool", "ls_tool"]
 
@@ -47,6 +58,8 @@ class _Skipped:
     def __init__(self, workspace: Workspace, root: Path) -> None:
         self._workspace = workspace
         self._root = root
+        # Taken once per walk: every file is compared with them (hard links to a secret).
+        self._identities = workspace.access.protected_identities()
         self.secret: list[str] = []
         self.escaping: list[str] = []
 
@@ -55,7 +68,8 @@ class _Skipped:
         # The walk starts from a resolved root and never follows directory links, so only the
         # file itself can be a link: resolve it only then (a realpath per file is costly).
         target = Path(os.path.realpath(file)) if os.path.islink(file) else file
-        if self._workspace.access.secret_reason(file, resolved=target) is not None:
+        access = self._workspace.access
+        if access.secret_reason(file, resolved=target, identities=self._identities) is not None:
             self.secret.append(self._workspace.show(file))
             return False
         if not (target.is_relative_to(self._root) or self._workspace.contains(target)):
@@ -170,63 +184,60 @@ def find_tool(workspace: Workspace) -> Tool:
 
 
 def grep_tool(workspace: Workspace) -> Tool:
-    """``grep``: lines matching a regular expression, as ``path:line: text``."""
+    """``grep``: lines matching a regular expression, as ``path:line: text``.
+
+    The walk (and the secret-file and link checks) runs in a worker thread; the search itself
+    in a child process (:mod:`coding_agent.tools._grep_search`) killed at the deadline
+    (``CodingLimits.grep_timeout``), on an abort or when the call is cancelled, so a pattern
+    that backtracks exponentially is an error for the model, never a stalled daemon.
+    """
     limits = workspace.limits
 
-    def run(args: dict[str, Any]) -> str:
+    def choose(args: dict[str, Any], deadline: float) -> tuple[list[tuple[str, str]], _Skipped]:
         root = _directory(workspace, args.get("path", "."))
-        flags = re.IGNORECASE if args.get("ignore_case") else 0
-        raw: str = args["pattern"]
-        try:
-            regex = re.compile(re.escape(raw) if args.get("literal") else raw, flags)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression {raw!r}: {exc}") from exc
         glob = args.get("glob")
-        context = int(args.get("context_lines", 0))
-        limit = min(int(args.get("max_results", limits.max_matches)), limits.max_matches)
         files = [root] if root.is_file() else _walk(root, bool(args.get("hidden", False)))
-        out: list[str] = []
-        matches = 0
         skipped = _Skipped(workspace, root)
+        chosen: list[tuple[str, str]] = []
         for file in files:
+            if time.monotonic() > deadline:
+                raise ToolError(_timed_out(args["pattern"], limits.grep_timeout))
             if glob and not fnmatch.fnmatch(file.name, glob):
                 continue
             if file is not root and not skipped.keep(file):
                 continue
-            try:
-                if file.stat().st_size > limits.max_file_bytes:
-                    continue
-                data = file.read_bytes()
-            except OSError:
-                continue
-            if b"\0" in data[:8192]:
-                continue
-            lines = data.decode("utf-8", errors="replace").splitlines()
-            shown = workspace.show(file)
-            for number, line in enumerate(lines, 1):
-                if not regex.search(line):
-                    continue
-                matches += 1
-                if matches > limit:
-                    break
-                if context:
-                    low, high = max(1, number - context), min(len(lines), number + context)
-                    out.extend(f"{shown}:{n}{':' if n == number else '-'} {lines[n - 1]}"
-                               for n in range(low, high + 1))  # fmt: skip
-                    out.append("--")
-                else:
-                    out.append(f"{shown}:{number}: {line}")
-            if matches > limit:
-                break
-        if not out:
-            return f"no matches for {raw!r}" + skipped.note("not searched")
-        text = cap("\n".join(out), limits.max_output_chars)
-        if matches > limit:
-            text += f"\n[stopped after {limit} matches; narrow the pattern or path]"
-        return text + skipped.note("not searched")
+            chosen.append((str(file), workspace.show(file)))
+        return chosen, skipped
 
     async def execute(ctx: ToolContext) -> str:
-        return await asyncio.to_thread(run, dict(ctx.arguments))
+        args = dict(ctx.arguments)
+        raw: str = args["pattern"]
+        deadline = time.monotonic() + limits.grep_timeout
+        chosen, skipped = await asyncio.to_thread(choose, args, deadline)
+        limit = min(int(args.get("max_results", limits.max_matches)), limits.max_matches)
+        request = {
+            "pattern": raw,
+            "ignore_case": bool(args.get("ignore_case", False)),
+            "literal": bool(args.get("literal", False)),
+            "context": int(args.get("context_lines", 0)),
+            "limit": limit,
+            "max_output_chars": limits.max_output_chars,
+            "max_file_bytes": limits.max_file_bytes,
+            "timeout_s": limits.grep_timeout,
+            "protected": list(workspace.access.protected_identities()),
+            "files": chosen,
+        }
+        timed_out = _timed_out(raw, limits.grep_timeout)
+        answer = await _search(request, deadline, ctx.signal, timed_out=timed_out)
+        if answer.error is not None:
+            raise ToolError(answer.error)
+        skipped.secret.extend(answer.secret)
+        if not answer.lines:
+            return f"no matches for {raw!r}" + skipped.note("not searched")
+        text = cap("\n".join(answer.lines), limits.max_output_chars)
+        if answer.matches > limit:
+            text += f"\n[stopped after {limit} matches; narrow the pattern or path]"
+        return text + skipped.note("not searched")
 
     return Tool(
         name="grep",
@@ -252,3 +263,66 @@ def grep_tool(workspace: Workspace) -> Tool:
             "additionalProperties": False,
         },
     )
+
+
+_SEARCH: Final = Path(__file__).with_name("_grep_search.py")
+_KILLED_FOR_CPU: Final = -signal.SIGXCPU
+
+
+class _Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """What the search child answers (see :mod:`coding_agent.tools._grep_search`)."""
+
+    error: str | None = None
+    lines: list[str] = []
+    matches: int = 0
+    secret: list[str] = []
+
+
+def _timed_out(pattern: str, timeout: float) -> str:
+    return (
+        f"grep timed out after {timeout:g} s and was stopped: the pattern {pattern!r} is too "
+        "slow on these files (nested repetition such as (a+)+ or (a|aa)* can take exponential "
+        "time). Simplify the pattern (or use literal=true), or narrow path or glob."
+    )
+
+
+async def _search(
+    request: dict[str, Any], deadline: float, abort: AbortSignal, *, timed_out: str
+) -> _Answer:
+    """Run the search child on ``request``; kill it at ``deadline`` (a ToolError saying
+    ``timed_out``), on ``abort`` or when the caller is cancelled (it is always reaped before
+    this returns or raises)."""
+    # An empty environment (it needs none) and its own session: a terminal's Ctrl-C is the
+    # daemon's to handle, and the child is killed when the call ends, whatever way it ends.
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", str(_SEARCH),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={}, start_new_session=True,
+    )  # fmt: skip
+    talking = asyncio.ensure_future(child.communicate(json.dumps(request).encode()))
+    aborted = asyncio.ensure_future(abort.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {talking, aborted},
+            timeout=max(deadline - time.monotonic(), 0.0),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        aborted.cancel()
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+        out, err = await talking  # the pipes close with the child; then it is reaped
+    if talking not in done:
+        if aborted in done:
+            raise ToolError("grep was aborted; the search was stopped")
+        raise ToolError(timed_out)
+    if child.returncode == _KILLED_FOR_CPU:
+        raise ToolError(timed_out)
+    if child.returncode != 0:
+        tail = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise ToolError(f"grep's search failed (exit code {child.returncode}): {tail[0]}")
+    try:
+        return msgspec.convert(json.loads(out), _Answer)
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise ToolError(f"grep's search gave an answer that cannot be read: {exc}") from None

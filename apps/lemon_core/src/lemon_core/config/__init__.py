@@ -15,6 +15,7 @@ from lemon_core.config._loader import (
     load_config,
 )
 from lemon_core.config._schema import (
+    BashToolConfig,
     BusConfig,
     ChannelsConfig,
     Config,
@@ -28,6 +29,7 @@ from lemon_core.config._schema import (
     StoreConfig,
     TelegramChannelConfig,
     ToolPolicyConfig,
+    ToolsConfig,
     WebhookConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
@@ -36,6 +38,7 @@ from lemon_core.config._servers import redact_url, resolve_bus_url, resolve_stor
 __all__ = [
     "BUILTIN_PROVIDERS",
     "SECRETS_FILENAME",
+    "BashToolConfig",
     "BusConfig",
     "ChannelsConfig",
     "Config",
@@ -52,6 +55,7 @@ __all__ = [
     "StoreConfig",
     "TelegramChannelConfig",
     "ToolPolicyConfig",
+    "ToolsConfig",
     "WebhookConfig",
     "find_project_config",
     "lemon_home",

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from lemon_core.config._schema import LEGACY_KEYS, Config
+from lemon_core.config._schema import LEGACY_KEYS, LEGACY_SECTION_HINTS, Config
 from lemon_core.config._servers import check_servers
 from lemon_core.errors import LemonCoreError
 
@@ -40,6 +40,7 @@ _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _HINTS: dict[str, str] = {
     "gateway.webhooks[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
     "gateway.webhooks[].secret_env": "the NAME of an environment variable, e.g. CI_WEBHOOK_SECRET",
+    "tools.bash.pass_env": "the NAME of an environment variable, e.g. GITHUB_TOKEN",
 }
 _ENV_KEYS: dict[str, tuple[str, str]] = {
     "LEMON_MODEL": ("defaults", "model"),
@@ -203,7 +204,7 @@ def _check_struct(
                     source=source,
                     key=_join(prefix, key),
                     message="unknown key",
-                    hint="known keys here: " + ", ".join(fields),
+                    hint=_legacy_hint(prefix) + "known keys here: " + ", ".join(fields),
                 )
             )
     for name, info in fields.items():
@@ -230,6 +231,12 @@ def _check_struct(
             issue = _convert_issue(source, key, value, info.type)
             if issue.message:
                 found.append(issue)
+
+
+def _legacy_hint(prefix: str) -> str:
+    """What a section held in other Lemon versions, before the known keys ("" if nothing)."""
+    hint = LEGACY_SECTION_HINTS.get(prefix)
+    return f"{hint}; " if hint else ""
 
 
 def _join(prefix: str, key: str) -> str:
@@ -380,7 +387,10 @@ def _channel_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) ->
 
 #: Keys that widen what the coding tools may reach: a project's ``.lemon/config.toml`` comes
 #: with the code being worked on, so only the user's own home config may set them.
-_HOME_ONLY_KEYS = (("file_access", "allow_secrets"),)
+_HOME_ONLY_KEYS: tuple[tuple[str, ...], ...] = (
+    ("file_access", "allow_secrets"),
+    ("tools", "bash", "pass_env"),
+)
 
 
 def _widening_checks(
@@ -390,13 +400,15 @@ def _widening_checks(
     for source, raw in layers:
         if source == home_source:
             continue
-        for section, key in _HOME_ONLY_KEYS:
-            body = raw.get(section)
-            if isinstance(body, dict) and key in body:
+        for path in _HOME_ONLY_KEYS:
+            body: Any = raw
+            for part in path[:-1]:
+                body = body.get(part) if isinstance(body, dict) else None
+            if isinstance(body, dict) and path[-1] in body:
                 issues.append(
                     ConfigIssue(
                         source=source,
-                        key=f"{section}.{key}",
+                        key=".".join(path),
                         message="only the home config may set this (it widens what tools reach)",
                         hint=f"move it to {home_source}",
                     )

@@ -159,6 +159,26 @@ class FileAccessConfig(_Section, frozen=True, kw_only=True, forbid_unknown_field
     allow_secrets: tuple[str, ...] = ()
 
 
+class BashToolConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[tools.bash]``: the coding agent's shell tool.
+
+    The coding tools run with the daemon's environment less its secrets (the variables the
+    configuration names, those of ``$LEMON_HOME/secrets.env``, and every ``*_KEY``,
+    ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``-like name: coding_agent's README has the list).
+    ``pass_env`` names variables let through all the same (``GITHUB_TOKEN`` for ``gh``); it
+    widens what a command sees, so only ``$LEMON_HOME/config.toml`` may set it.
+    """
+
+    pass_env: tuple[_EnvName, ...] = ()
+
+
+class ToolsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[tools]``: settings of the coding tools. Which tools run, ask or are refused is the
+    tool *policy*, in ``[profiles.<agent_id>.tool_policy]``."""
+
+    bash: BashToolConfig = BashToolConfig()
+
+
 class LoggingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[logging]``: log level and optional file."""
 
@@ -206,16 +226,22 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
     file_access: FileAccessConfig = FileAccessConfig()
+    tools: ToolsConfig = ToolsConfig()
     channels: ChannelsConfig = ChannelsConfig()
     store: StoreConfig = StoreConfig()
     bus: BusConfig = BusConfig()
 
 
+# Unknown keys of a section that once held something else: said with the usual hint.
+LEGACY_SECTION_HINTS: dict[str, str] = {
+    "tools": "tool policy lives in [profiles.<agent_id>.tool_policy]; [tools] holds only "
+    "[tools.bash]",
+}
+
 # Legacy sections refused with what to use instead.
 LEGACY_KEYS: dict[str, str] = {
     "agent": "use [profiles.<agent_id>] instead of [agent]",
     "agents": "use [profiles.<agent_id>] instead of [agents.<id>]",
-    "tools": "tool policy lives in [profiles.<agent_id>.tool_policy]",
     "engine": "there is exactly one native engine; remove the engine key",
     "default_engine": "there is exactly one native engine; remove default_engine",
 }
