@@ -187,6 +187,34 @@ async def test_connections_are_released_when_they_end(plane_with: Callable[..., 
             assert (await c.request("status"))["ok"] is True
 
 
+async def test_connections_waiting_for_their_headers_are_capped_per_address(
+    plane_with: Callable[..., Any],
+) -> None:
+    async with plane_with(max_connections_per_client=2) as plane:
+        waiting = [await asyncio.open_connection(*plane.address) for _ in range(2)]
+        try:
+            reader, writer = await asyncio.open_connection(*plane.address)
+            answer = await _read_to_eof(reader)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 503 ")
+            assert b"waiting to send their request" in answer
+            transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+            async with httpx.AsyncClient(base_url=plane.url, transport=transport) as http:
+                assert (await http.get("/healthz")).status_code == 200  # another address
+            # One of them sends its request (and asks to close): its slot is free.
+            reader, writer = waiting.pop()
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert (await _read_to_eof(reader)).startswith(b"HTTP/1.1 200 ")
+            writer.close()
+            async with httpx.AsyncClient(base_url=plane.url) as http:
+                assert (await http.get("/healthz")).status_code == 200
+            stats = plane.statistics()
+            assert stats.refused_waiting == 1
+        finally:
+            for _, w in waiting:
+                w.close()
+
+
 # -- pings -------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,9 @@
-"""Which WebSocket upgrades the control plane takes: a cap in total and per client address.
+"""Which connections the control plane takes: caps in total and per client address.
+
+Two pools, each capped at ``max_total`` and ``max_per_client``: the WebSockets, and the HTTP
+connections still waiting for their request's headers (counted by the plane's h11 protocol,
+``_http``, until the headers are complete; a slow client is also cut by its header deadline).
+Over the waiting cap a new connection is answered ``503`` and closed before it sends anything.
 
 A connection is counted from its admission (before the upgrade is accepted) until its handler
 ends, whatever ended it. Over a cap the upgrade is refused with an HTTP answer instead of a
@@ -43,6 +48,11 @@ class AdmissionStatistics:
     """Upgrades refused because ``max_connections`` were open (503)."""
     refused_per_client: int
     """Upgrades refused because their address held ``max_connections_per_client`` (429)."""
+    waiting: int
+    """HTTP connections waiting for their request's headers."""
+    refused_waiting: int
+    """HTTP connections closed at once because too many were waiting (in total or from their
+    address)."""
     connect_timeouts: int
     """Connections closed because they sent no successful ``connect`` in time."""
 
@@ -58,6 +68,9 @@ class Admission:
         self._refused_total = 0
         self._refused_per_client = 0
         self._connect_timeouts = 0
+        self._waiting: dict[str, int] = {}
+        self._waiting_total = 0
+        self._refused_waiting = 0
 
     def admit(self, address: str) -> Refusal | None:
         """Count a connection from ``address`` (then :meth:`release` it once), or say why not."""
@@ -91,6 +104,27 @@ class Admission:
             self._per_client[address] = held - 1
         self._active -= 1
 
+    def start_waiting(self, address: str) -> bool:
+        """Count an HTTP connection of ``address`` waiting for its headers (then
+        :meth:`stop_waiting` once); ``False``: too many wait, refuse it."""
+        held = self._waiting.get(address, 0)
+        if self._waiting_total >= self.max_total or held >= self.max_per_client:
+            self._refused_waiting += 1
+            return False
+        self._waiting[address] = held + 1
+        self._waiting_total += 1
+        return True
+
+    def stop_waiting(self, address: str) -> None:
+        held = self._waiting.get(address, 0)
+        if held <= 0:
+            raise RuntimeError(f"{address!r} had no connection waiting for its headers")
+        if held == 1:
+            del self._waiting[address]
+        else:
+            self._waiting[address] = held - 1
+        self._waiting_total -= 1
+
     def note_connect_timeout(self) -> None:
         self._connect_timeouts += 1
 
@@ -102,4 +136,6 @@ class Admission:
             refused_total=self._refused_total,
             refused_per_client=self._refused_per_client,
             connect_timeouts=self._connect_timeouts,
+            waiting=self._waiting_total,
+            refused_waiting=self._refused_waiting,
         )

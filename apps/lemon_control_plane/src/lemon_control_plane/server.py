@@ -242,7 +242,7 @@ class ControlPlane:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
-                http=header_deadline_protocol(self.config.header_timeout_s),
+                http=header_deadline_protocol(self.config.header_timeout_s, self._admission),
                 ws="websockets-sansio",
                 ws_max_size=2 * self.config.max_payload,
                 ws_ping_interval=self.config.ws_ping_interval_s,
