@@ -112,9 +112,11 @@ class ControlPlaneConfig:
     """An HTTP request whose headers are not complete this long after the connection opened
     (or after the previous response on a keep-alive connection) is answered 408 and closed."""
     max_connections: int = 1024
-    """WebSockets open at once; the next upgrade is refused with HTTP 503."""
+    """WebSockets open at once; the next upgrade is refused with HTTP 503. The same cap holds
+    for HTTP connections still waiting for their request's headers (then 503 and close)."""
     max_connections_per_client: int = 64
-    """WebSockets open at once from one client address; the next is refused with HTTP 429."""
+    """WebSockets open at once from one client address; the next is refused with HTTP 429.
+    The same cap holds per address for HTTP connections waiting for their headers."""
     ws_ping_interval_s: float | None = 20.0
     """How often the server pings each WebSocket (``None``: never)."""
     ws_ping_timeout_s: float | None = 20.0
