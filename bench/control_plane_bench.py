@@ -106,7 +106,11 @@ async def _control_plane(deltas: int, clients: int) -> tuple[list[int], list[flo
         Bus() as bus,
         Gateway(bus=bus, executor=executor, runtime=context),
         Router(bus=bus, context=context, config=RouterConfig(idle_timeout_ms=None)) as router,
-        ControlPlane(RouterSessionPort(router), ControlPlaneConfig(port=0)) as plane,
+        # Every bench client connects from 127.0.0.1: lift the per-address cap (64) for it.
+        ControlPlane(
+            RouterSessionPort(router),
+            ControlPlaneConfig(port=0, max_connections_per_client=max(64, clients)),
+        ) as plane,
     ):
         sockets = [await connect(plane.ws_url, max_size=None) for _ in range(clients)]
         for ws in sockets:
@@ -263,8 +267,9 @@ async def _memory(connections: int) -> tuple[float, float]:
             url = f"ws://{found[1]}/ws"
             idle = _rss_mb(proc.pid)
             sockets = []
-            for _ in range(connections):
-                ws = await connect(url)
+            for n in range(connections):
+                # Spread over loopback addresses: the daemon holds at most 64 per address.
+                ws = await connect(url, local_addr=(f"127.0.0.{2 + n // 50}", 0))
                 await _hello(ws)
                 sockets.append(ws)
             loaded = _rss_mb(proc.pid)

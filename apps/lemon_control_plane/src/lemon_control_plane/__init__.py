@@ -8,6 +8,7 @@ the router, the store or the executor).
 
 from __future__ import annotations
 
+from lemon_control_plane._admission import AdmissionStatistics
 from lemon_control_plane._connection import ConnectionStatistics
 from lemon_control_plane.bridge import BridgeStatistics, EventBridge
 from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
@@ -45,6 +46,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SERVER_VERSION",
     "TOKEN_ENV",
+    "AdmissionStatistics",
     "BridgeStatistics",
     "ConnectionStatistics",
     "ControlPlane",

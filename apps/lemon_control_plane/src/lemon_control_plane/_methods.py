@@ -43,7 +43,7 @@ from lemon_core.sessions import (
     check_session_key,
 )
 
-__all__ = ["SCOPES", "Method", "Methods"]
+__all__ = ["LIMITS", "MAX_POSITION", "SCOPES", "Method", "Methods"]
 
 SCOPES: Final = ("admin", "read", "write", "approvals", "pairing")
 _DECISIONS: Final = {
@@ -61,6 +61,20 @@ _MAX_PROMPT_BYTES: Final = 512 * 1024
 #: The origins a token without the admin scope may submit as (the daemon's own ingress,
 #: webhook, cron, channels, names itself otherwise).
 _CLIENT_ORIGINS: Final = frozenset({"cli", "control_plane", "tui", "web"})
+#: Each listing method's ``limit``: (default, maximum). A larger limit answers the maximum.
+LIMITS: Final = {
+    "chat.history": (50, 200),
+    "logs.tail": (100, 1000),
+    "port.runs": (50, MAX_USAGE_RUNS),
+    "port.sessions": (50, 500),
+    "port.transcript": (50, 500),
+    "runs.active.list": (50, 500),
+    "runs.recent.list": (20, 500),
+    "sessions.list": (50, 500),
+}
+#: The largest ``before`` / ``sinceMs`` passed on (the largest integer a JSON number holds
+#: exactly); a larger one means the same "everything".
+MAX_POSITION: Final = 2**53 - 1
 #: ``sessions.patch`` keys the reference server refuses (engine selection moved elsewhere).
 _LEGACY_PATCH_KEYS: Final = ("engine", "engineId", "engine_id", "provider")
 
@@ -120,9 +134,33 @@ def _inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def _limit(params: dict[str, Any], default: int, top: int) -> int:
-    value = _typed(params, "limit", int, "integer")
-    return default if value is None else max(1, min(top, value))
+def _limit(params: dict[str, Any], method: str) -> int:
+    """``params.limit`` of ``method`` (:data:`LIMITS`): absent is the default, above the
+    maximum is the maximum; a non-integer (a bool too) is ``INVALID_REQUEST`` (a type error, as
+    the reference answers), below 1 ``INVALID_PARAMS``."""
+    default, top = LIMITS[method]
+    value: int | None = _typed(params, "limit", int, "integer")
+    if value is None:
+        return default
+    if value < 1:
+        raise WireError("INVALID_PARAMS", f"limit must be at least 1, got {_short_int(value)}")
+    return min(top, value)
+
+
+def _position(params: dict[str, Any], name: str) -> int | None:
+    """An optional index or time (``before``, ``sinceMs``): at least 0, and above
+    :data:`MAX_POSITION` taken as :data:`MAX_POSITION` (a store's integers are 64-bit)."""
+    value: int | None = _typed(params, name, int, "integer")
+    if value is None:
+        return None
+    if value < 0:
+        raise WireError("INVALID_PARAMS", f"{name} must be at least 0, got {_short_int(value)}")
+    return min(MAX_POSITION, value)
+
+
+def _short_int(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
 
 
 class Methods:
@@ -273,17 +311,17 @@ class Methods:
         }
 
     async def runs_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = self._bridge.active_run_rows()[: _limit(params, 50, 500)]
+        rows = self._bridge.active_run_rows()[: _limit(params, "runs.active.list")]
         return {"runs": rows, "total": len(rows)}
 
     async def runs_recent_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = [run_row(r) for r in await self._port.runs(limit=_limit(params, 20, 500))]
+        rows = [run_row(r) for r in await self._port.runs(limit=_limit(params, "runs.recent.list"))]
         return {"runs": rows, "total": len(rows)}
 
     async def logs_tail(self, conn: Connection, params: dict[str, Any]) -> Any:
         """``{limit?, level?}``: the end of the daemon log, oldest first, secrets redacted."""
         path = Path(self._config.log_file) if self._config.log_file else None
-        limit = _limit(params, 100, 1000)
+        limit = _limit(params, "logs.tail")
         return await asyncio.to_thread(log_lines, path, limit=limit, level=params.get("level"))
 
     async def config_get(self, conn: Connection, params: dict[str, Any]) -> Any:
@@ -414,8 +452,8 @@ class Methods:
 
     async def chat_history(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _session_key(params)
-        limit = _limit(params, 50, 200)
-        before = _typed(params, "before", int, "integer")
+        limit = _limit(params, "chat.history")
+        before = _position(params, "before")
         self._bridge.follow(key)
         page = await self._port.transcript(key, limit=limit, before=before)
         messages = [history_message(key, e) for e in page.entries]
@@ -430,7 +468,9 @@ class Methods:
     # -- sessions -----------------------------------------------------------------------------
 
     async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = [session_row(s) for s in await self._port.sessions(limit=_limit(params, 50, 500))]
+        rows = [
+            session_row(s) for s in await self._port.sessions(limit=_limit(params, "sessions.list"))
+        ]
         return {
             "sessions": rows,
             "total": len(rows),
@@ -679,14 +719,13 @@ class Methods:
         return port_payload(await self._port.snapshot(_any_key(params)))
 
     async def port_sessions(self, conn: Connection, params: dict[str, Any]) -> Any:
-        limit = _typed(params, "limit", int, "integer")
-        return port_payload(await self._port.sessions(limit=50 if limit is None else limit))
+        return port_payload(await self._port.sessions(limit=_limit(params, "port.sessions")))
 
     async def port_transcript(self, conn: Connection, params: dict[str, Any]) -> Any:
         key = _any_key(params)
-        limit = _typed(params, "limit", int, "integer")
-        before = _typed(params, "before", int, "integer")
-        page = await self._port.transcript(key, limit=50 if limit is None else limit, before=before)
+        limit = _limit(params, "port.transcript")
+        before = _position(params, "before")
+        page = await self._port.transcript(key, limit=limit, before=before)
         return port_payload(page)
 
     async def port_compact(self, conn: Connection, params: dict[str, Any]) -> Any:
@@ -695,8 +734,8 @@ class Methods:
         return port_payload(await self._port.compact(key, instructions=instructions))
 
     async def port_runs(self, conn: Connection, params: dict[str, Any]) -> Any:
-        since = _typed(params, "sinceMs", int, "integer")
-        runs = await self._port.runs(limit=_limit(params, 50, 10_000), since_ms=since)
+        since = _position(params, "sinceMs")
+        runs = await self._port.runs(limit=_limit(params, "port.runs"), since_ms=since)
         return port_payload(runs)
 
     async def port_settings(self, conn: Connection, params: dict[str, Any]) -> Any:

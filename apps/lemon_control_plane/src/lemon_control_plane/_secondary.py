@@ -31,6 +31,9 @@ __all__ = [
 
 #: Runs read at most to answer one usage question (the answer says when it was cut).
 MAX_USAGE_RUNS: Final = 10_000
+#: The dates ``usage.cost`` takes (run times are Unix milliseconds).
+_FIRST_DAY: Final = dt.date(1970, 1, 1)
+_LAST_DAY: Final = dt.date(9999, 12, 30)
 _LOG_TAIL_BYTES: Final = 256 * 1024
 _LOG_LINE_CHARS: Final = 2000
 _LOG_LINE: Final = re.compile(
@@ -67,17 +70,29 @@ def day_range(start: object, end: object, *, default_days: int = 30) -> tuple[dt
         if not isinstance(value, str):
             raise WireError("INVALID_REQUEST", f"Type errors: {name}: expected string")
         try:
-            return dt.date.fromisoformat(value)
+            day = dt.date.fromisoformat(value)
         except ValueError:
             raise WireError(
-                "INVALID_PARAMS", f"{name} {value!r} is not a date: use YYYY-MM-DD"
+                "INVALID_PARAMS", f"{name} {_short(value)!r} is not a date: use YYYY-MM-DD"
             ) from None
+        if not _FIRST_DAY <= day <= _LAST_DAY:
+            # The day after the last one must exist (the range ends at its midnight).
+            raise WireError(
+                "INVALID_PARAMS",
+                f"{name} must be between {_FIRST_DAY.isoformat()} and {_LAST_DAY.isoformat()}",
+            )
+        return day
 
     last = parse(end, "endDate", today)
-    first = parse(start, "startDate", last - dt.timedelta(days=default_days - 1))
+    default_first = max(_FIRST_DAY, last - dt.timedelta(days=default_days - 1))
+    first = parse(start, "startDate", default_first)
     if first > last:
         raise WireError("INVALID_PARAMS", "startDate is after endDate")
     return first, last
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def day_start_ms(day: dt.date) -> int:

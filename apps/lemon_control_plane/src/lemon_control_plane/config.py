@@ -34,6 +34,15 @@ PORT_ENV: Final = "LEMON_CONTROL_PLANE_PORT"
 #: The environment variable holding a token connections must present (hashed at start).
 TOKEN_ENV: Final = "LEMON_CONTROL_PLANE_TOKEN"
 _MIB: Final = 1024 * 1024
+#: The admission settings :meth:`ControlPlaneConfig.from_settings` takes as they are.
+_ADMISSION_SETTINGS: Final = (
+    "connect_timeout_s",
+    "header_timeout_s",
+    "max_connections",
+    "max_connections_per_client",
+    "ws_ping_interval_s",
+    "ws_ping_timeout_s",
+)
 
 
 def hash_token(token: str) -> str:
@@ -95,6 +104,23 @@ class ControlPlaneConfig:
     """The runtime's default model (``provider:model``), shown as the session's model."""
     log_file: str | None = None
     """The daemon's log (``logs.tail`` reads its end)."""
+    # -- admission: who gets a socket, and for how long (see the README's "Limits") ----------
+    connect_timeout_s: float = 10.0
+    """A WebSocket that has not completed ``connect`` this long after its upgrade is closed
+    (1008)."""
+    header_timeout_s: float = 10.0
+    """An HTTP request whose headers are not complete this long after the connection opened
+    (or after the previous response on a keep-alive connection) is answered 408 and closed."""
+    max_connections: int = 1024
+    """WebSockets open at once; the next upgrade is refused with HTTP 503. The same cap holds
+    for HTTP connections still waiting for their request's headers (then 503 and close)."""
+    max_connections_per_client: int = 64
+    """WebSockets open at once from one client address; the next is refused with HTTP 429.
+    The same cap holds per address for HTTP connections waiting for their headers."""
+    ws_ping_interval_s: float | None = 20.0
+    """How often the server pings each WebSocket (``None``: never)."""
+    ws_ping_timeout_s: float | None = 20.0
+    """A WebSocket that has not answered a ping this long after it is closed (1011)."""
 
     def check(self, *, stored_tokens: int = 0) -> None:
         """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
@@ -106,9 +132,23 @@ class ControlPlaneConfig:
                 f"needs one (set {TOKEN_ENV}, add one to the token store, or bind to "
                 f"{DEFAULT_HOST})"
             )
-        for name in ("max_payload", "connection_queue", "max_sessions", "max_requests_in_flight"):
+        for name in (
+            "max_payload",
+            "connection_queue",
+            "max_sessions",
+            "max_requests_in_flight",
+            "max_connections",
+            "max_connections_per_client",
+        ):
             if getattr(self, name) < 1:
                 raise ControlPlaneConfigError(f"{name} must be at least 1")
+        for name in ("connect_timeout_s", "header_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ControlPlaneConfigError(f"{name} must be more than 0 seconds")
+        for name in ("ws_ping_interval_s", "ws_ping_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ControlPlaneConfigError(f"{name} must be more than 0 seconds, or None")
 
     def accepts_token(self, token: object) -> bool:
         """Whether ``token`` is one of the configured tokens (constant-time comparison)."""
@@ -162,6 +202,7 @@ class ControlPlaneConfig:
             "connection_queue",
             "max_sessions",
             "token_check_interval_s",
+            *_ADMISSION_SETTINGS,
         ):
             if name in values:
                 kwargs[name] = values.pop(name)

@@ -30,11 +30,12 @@ from urllib.parse import urlsplit
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from lemon_control_plane._admission import Admission, AdmissionStatistics
 from lemon_control_plane._connection import Connection
 from lemon_control_plane._frames import (
     UNKNOWN_ID,
@@ -45,6 +46,8 @@ from lemon_control_plane._frames import (
     ok_frame,
     parse_request,
 )
+from lemon_control_plane._http import header_deadline_protocol
+from lemon_control_plane._log_throttle import LogThrottle
 from lemon_control_plane._methods import SCOPES, Methods
 from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane._secondary import UNSUPPORTED
@@ -79,6 +82,10 @@ EVENTS: Final = (
 AUTH_COOKIE: Final = "lemon_token"
 CLOSE_UNAUTHORIZED: Final = 4001
 CLOSE_GOING_AWAY: Final = 1001
+#: The close code of a socket that sent no successful ``connect`` within ``connect_timeout_s``.
+CLOSE_CONNECT_TIMEOUT: Final = 1008
+#: The loggers where running out of file descriptors floods the log (see ``_log_throttle``).
+_THROTTLED_LOGGERS: Final = ("asyncio", "uvicorn.error")
 
 
 class _Server(uvicorn.Server):
@@ -149,6 +156,11 @@ class ControlPlane:
         self.config.check(stored_tokens=len(self._stored))
         self._port = port
         self._connections: set[Connection] = set()
+        self._admission = Admission(
+            max_total=self.config.max_connections,
+            max_per_client=self.config.max_connections_per_client,
+        )
+        self._log_throttle = LogThrottle()
         self.bridge = EventBridge(
             port,
             self._broadcast,
@@ -218,6 +230,8 @@ class ControlPlane:
             raise ControlPlaneError(f"a control plane starts once; this one is {self._state}")
         self._state = "running"
         self._sock = _bind(self.config.host, self.config.port)
+        for name in _THROTTLED_LOGGERS:
+            logging.getLogger(name).addFilter(self._log_throttle)
         try:
             self._tg = asyncio.TaskGroup()
             await self._tg.__aenter__()
@@ -228,9 +242,11 @@ class ControlPlane:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
+                http=header_deadline_protocol(self.config.header_timeout_s, self._admission),
                 ws="websockets-sansio",
                 ws_max_size=2 * self.config.max_payload,
-                ws_ping_interval=None,
+                ws_ping_interval=self.config.ws_ping_interval_s,
+                ws_ping_timeout=self.config.ws_ping_timeout_s,
                 timeout_graceful_shutdown=max(1, int(self.config.shutdown_grace_s)),
                 server_header=False,
                 proxy_headers=False,
@@ -241,6 +257,7 @@ class ControlPlane:
                 self._token_task = self._tg.create_task(self._watch_tokens())
         except BaseException:
             self._sock.close()
+            self._remove_log_throttle()
             raise
         return self
 
@@ -266,9 +283,20 @@ class ControlPlane:
             await self.bridge.__aexit__(None, None, None)
         finally:
             assert self._tg is not None
-            await self._tg.__aexit__(None, None, None)
-            if self._sock is not None:
-                self._sock.close()
+            try:
+                await self._tg.__aexit__(None, None, None)
+            finally:
+                if self._sock is not None:
+                    self._sock.close()
+                self._remove_log_throttle()
+
+    def _remove_log_throttle(self) -> None:
+        for name in _THROTTLED_LOGGERS:
+            logging.getLogger(name).removeFilter(self._log_throttle)
+
+    def statistics(self) -> AdmissionStatistics:
+        """The WebSocket connections now, and those refused or timed out since start."""
+        return self._admission.statistics()
 
     # -- tokens -------------------------------------------------------------------------------
 
@@ -360,6 +388,7 @@ class ControlPlane:
         bridge = self.bridge.statistics()
         uptime = int((time.monotonic() - self._started) * 1000)
         memory = _rss_mb()
+        admission = self._admission.statistics()
         return {
             "server": {
                 "version": SERVER_VERSION,
@@ -373,6 +402,10 @@ class ControlPlane:
             "connections": {
                 "active": len(self._connections),
                 "operators": sum(1 for c in self._connections if c.online),
+                "clients": admission.clients,
+                "refusedTotal": admission.refused_total,
+                "refusedPerClient": admission.refused_per_client,
+                "connectTimeouts": admission.connect_timeouts,
             },
             "runs": {
                 "active": stats.active_runs,
@@ -430,6 +463,22 @@ class ControlPlane:
         if self._closing or not self._origin_allowed(headers.get("origin"), headers.get("host")):
             await websocket.close(code=1008)  # before accept: the upgrade is refused (403)
             return
+        address = websocket.client.host if websocket.client is not None else ""
+        refusal = self._admission.admit(address)
+        if refusal is not None:  # over a cap: an HTTP answer instead of the upgrade
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await websocket.send_denial_response(
+                    PlainTextResponse(
+                        refusal.message, status_code=refusal.status, headers=dict(refusal.headers)
+                    )
+                )
+            return
+        try:
+            await self._serve_websocket(websocket)
+        finally:
+            self._admission.release(address)
+
+    async def _serve_websocket(self, websocket: WebSocket) -> None:
         await websocket.accept()
 
         async def send(text: str) -> None:
@@ -452,9 +501,13 @@ class ControlPlane:
         tasks: set[asyncio.Task[None]] = set()
         watches = PortWatches(self._port, conn)
         writer = asyncio.create_task(conn.run_writer())
+        deadline = asyncio.get_running_loop().call_later(
+            self.config.connect_timeout_s, self._connect_deadline, conn
+        )
         try:
             await self._read(websocket, conn, tasks, watches)
         finally:
+            deadline.cancel()
             self._connections.discard(conn)
             await watches.aclose()
             for task in (*tasks, writer):
@@ -524,6 +577,16 @@ class ControlPlane:
             task = asyncio.create_task(self._dispatch(conn, request))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+
+    def _connect_deadline(self, conn: Connection) -> None:
+        """Close a socket that sent no successful ``connect`` in time (an unauthenticated
+        socket must not hold a file descriptor for as long as its client likes)."""
+        if conn.online or conn.closing_code is not None:
+            return
+        self._admission.note_connect_timeout()
+        conn.close_soon(
+            CLOSE_CONNECT_TIMEOUT, f"no connect within {self.config.connect_timeout_s:g}s"
+        )
 
     def _watch(self, conn: Connection, request: Request, watches: PortWatches) -> None:
         """``port.watch`` / ``port.unwatch``, answered before the next frame is read."""
