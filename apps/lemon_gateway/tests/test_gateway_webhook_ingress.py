@@ -372,11 +372,15 @@ async def test_a_body_over_the_limit_is_413_before_it_is_verified_or_stored(
     assert await hooks.records() == []
 
 
-async def test_the_body_may_choose_the_session_of_the_webhooks_agent_only(
+async def test_the_body_may_choose_a_session_of_the_webhooks_own_namespace_only(
     hooks: Harness, sign: Any, body: Any
 ) -> None:
-    ok = await hooks.post(body(session_key="agent:default:main"), key="a", sign=sign)
-    assert _json(ok)["session_key"] == "agent:default:main"
+    own = "agent:default:webhook:ci:dm:alice"
+    ok = await hooks.post(body(session_key=own), key="a", sign=sign)
+    assert _json(ok)["session_key"] == own
+    private = await hooks.post(body(session_key="agent:default:main"), key="a2", sign=sign)
+    assert private.status_code == 403
+    assert _json(private)["error"] == "session_key_not_allowed"
     other = await hooks.post(body(session_key="agent:root:main"), key="b", sign=sign)
     assert other.status_code == 400
     bad = await hooks.post(body(session_key="agent:default:"), key="c", sign=sign)

@@ -10,7 +10,9 @@ Order of one request, and what each step guarantees:
 2. The Standard Webhooks signature is verified (constant time, 5 min tolerance) before
    anything of the request is parsed, looked up or stored (401).
 3. ``Idempotency-Key``: missing, blank or not text is a 400, before it is hashed. The body must
-   be ``{"prompt": ...}`` (400). The key is hashed with the webhook id; only the hash is used.
+   be ``{"prompt": ...}`` (400). Its ``session_key`` may only name a key under the webhook's
+   own namespace (``agent:<agent>:webhook:<id>:...``) or one its config names (403, nothing
+   reserved). The key is hashed with the webhook id; only the hash is used.
 4. A live fence for the hash answers from the store: a different body is a 422; an accepted
    one replays its stored response byte for byte (``Idempotent-Replayed: true``); one still
    being submitted is a 409; one whose outcome is unknown (or whose exact response is missing)
@@ -124,6 +126,7 @@ class Webhook:
     secret: WebhookSecret
     agent_id: str = "default"
     session_key: str | None = None
+    allowed_session_keys: frozenset[str] = frozenset()
     queue_mode: QueueModeName = "collect"
     tool_policy: ToolPolicy | None = None
 
@@ -142,6 +145,7 @@ class Webhook:
             secret=secret,
             agent_id=config.agent_id,
             session_key=config.session_key,
+            allowed_session_keys=frozenset(config.allowed_session_keys),
             queue_mode=config.queue_mode,
             tool_policy=policy,
         )
@@ -150,6 +154,22 @@ class Webhook:
     def default_session_key(self) -> str:
         """The configured session key, else ``agent:<agent>:webhook:<id>:channel:<id>``."""
         return self.session_key or f"agent:{self.agent_id}:webhook:{self.id}:channel:{self.id}"
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of the keys this webhook owns: ``agent:<agent>:webhook:<id>:``."""
+        return f"agent:{self.agent_id}:webhook:{self.id}:"
+
+    def may_address(self, session_key: str) -> bool:
+        """Whether a request of this webhook may add a prompt to ``session_key``: a key under
+        its own namespace, its configured ``session_key`` or one of ``allowed_session_keys``.
+        A webhook secret is a credential for one integration, not for the person's other
+        sessions (their interactive ones run with their own history and tools)."""
+        return (
+            session_key.startswith(self.namespace)
+            or session_key == self.session_key
+            or session_key in self.allowed_session_keys
+        )
 
 
 @runtime_checkable
@@ -527,6 +547,15 @@ class WebhookIngress:
                 "invalid_session_key",
                 f"the session key belongs to agent {key.agent_id!r}, this webhook runs "
                 f"agent {webhook.agent_id!r}",
+            )
+        if not webhook.may_address(session_key):
+            # Refused before anything is reserved, as a bad body is: the key is not burned.
+            return _error(
+                403,
+                "session_key_not_allowed",
+                f"webhook {webhook.id!r} may not add prompts to session {session_key!r}: it "
+                f"may address keys under {webhook.namespace!r} and the keys its "
+                "[[gateway.webhooks]] entry names (session_key, allowed_session_keys)",
             )
         return RunRequest(
             origin=f"webhook:{webhook.id}",
