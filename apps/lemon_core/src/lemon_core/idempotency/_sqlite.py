@@ -47,6 +47,7 @@ from lemon_core.idempotency._records import (
     SweepReport,
 )
 from lemon_core.idempotency.errors import IdempotencyStoreError
+from lemon_core.store._integrity import is_corruption, quick_check
 
 __all__ = ["LEGACY_TABLE", "SCHEMA_VERSION", "SQLiteIdempotencyStore", "create_legacy_table"]
 
@@ -147,6 +148,19 @@ class SQLiteIdempotencyStore:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
+            try:
+                problem = quick_check(conn)
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                problem = str(exc)
+            if problem is not None:
+                raise IdempotencyStoreError(
+                    f"the idempotency store {self._path} is damaged (PRAGMA quick_check: "
+                    f"{problem}); it was not opened. Move it and its -wal and -shm files aside "
+                    "to start with an empty one (the keys it held are forgotten: a request "
+                    "sent again with one of them runs again)"
+                )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA busy_timeout=10000")

@@ -13,6 +13,7 @@ from lemon_core.store._grants import (
     ApprovalGrant,
     ApprovalGrantStore,
 )
+from lemon_core.store._integrity import check_store_file
 from lemon_core.store._memory import MemoryStore
 from lemon_core.store._outbox import DEFAULT_OUTBOX_DEDUPE_TTL_MS, OutboxEntry, OutboxStore
 from lemon_core.store._protocol import (
@@ -36,7 +37,9 @@ from lemon_core.store._wrappers import (
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
     StaleLeaseError,
+    StoreBackupError,
     StoreClosedError,
+    StoreCorruptError,
     StoreError,
     StoreUnavailableError,
     StoreValueError,
@@ -66,10 +69,13 @@ __all__ = [
     "SessionSettingsStore",
     "StaleLeaseError",
     "Store",
+    "StoreBackupError",
     "StoreClosedError",
+    "StoreCorruptError",
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
+    "check_store_file",
     "default_store_path",
     "open_default_store",
     "system_clock_ms",
