@@ -1,11 +1,13 @@
 """The Store: one async key-value interface, SQLite (WAL) by default, in-memory for tests.
 
 Domains use the typed wrappers (RunStore, ChatStateStore, ApprovalGrantStore, OutboxStore),
-never raw tables.
+never raw tables. A SQLite store is checked when it opens (``check_store_file``, see
+``_integrity``); ``backup_store`` / ``restore_store`` copy one safely (see ``_backup``).
 """
 
 from __future__ import annotations
 
+from lemon_core.store._backup import BackupReport, RestoreReport, backup_store, restore_store
 from lemon_core.store._default import default_store_path, open_default_store
 from lemon_core.store._grants import (
     DEFAULT_MAX_APPROVAL_GRANTS,
@@ -53,6 +55,7 @@ __all__ = [
     "PERSISTED_GRANT_SCOPES",
     "ApprovalGrant",
     "ApprovalGrantStore",
+    "BackupReport",
     "ChatState",
     "ChatStateStore",
     "InvalidStoreKeyError",
@@ -60,6 +63,7 @@ __all__ = [
     "OutboxEntry",
     "OutboxStore",
     "PutEntry",
+    "RestoreReport",
     "RunStore",
     "RunSummary",
     "SQLiteStore",
@@ -75,8 +79,10 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
+    "backup_store",
     "check_store_file",
     "default_store_path",
     "open_default_store",
+    "restore_store",
     "system_clock_ms",
 ]
