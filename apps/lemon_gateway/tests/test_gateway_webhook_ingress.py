@@ -112,6 +112,9 @@ class FailingStore:
         self._check("release")
         return await self.inner.release(**kw)
 
+    async def mark_vanished(self, **kw: Any) -> int:
+        return await self.inner.mark_vanished(**kw)
+
     async def recover(self, *, now_ms: int) -> int:
         return await self.inner.recover(now_ms=now_ms)
 

@@ -74,6 +74,7 @@ from lemon_core.idempotency import (
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_gateway._openapi import webhook_openapi
+from lemon_gateway._recovery import VanishedRun
 from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
 __all__ = [
@@ -97,6 +98,7 @@ FaultPoint = Literal["hang_after_reserve"]
 QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 
 _JSON: Final = b"application/json"
+_ORIGIN_PREFIX: Final = "webhook:"  # RunRequest.origin of a webhook's run: webhook:<id>
 #: How long a signed message can verify: its timestamp may be up to the tolerance either side
 #: of now, so a message first seen now may still verify for twice the tolerance (plus a
 #: margin for clock steps). Fences live at least this long, and a ``webhook-id`` is bound to
@@ -270,6 +272,25 @@ class WebhookIngress:
     def statistics(self) -> dict[str, Any]:
         """Answers given so far, by outcome."""
         return {"webhooks": sorted(self.webhooks), "answers": dict(self._counts)}
+
+    async def run_vanished(self, run: VanishedRun) -> None:
+        """The gateway's vanished hook: a webhook's run whose process died mid-run was
+        completed as ``vanished``; its key's fence becomes ``outcome_unknown``, so a replay
+        stops answering ``202 accepted`` for a run that never finished. Idempotent; a store
+        failure raises (the gateway retries the run's completion later)."""
+        origin = run.origin or ""
+        if not origin.startswith(_ORIGIN_PREFIX):
+            return
+        integration = origin[len(_ORIGIN_PREFIX) :]
+        changed = await self.store.mark_vanished(
+            run_id=run.retry_of or run.run_id, integration=integration, now_ms=self.clock_ms()
+        )
+        if changed:
+            log.warning(
+                "webhook %s: run %s vanished; its key now answers outcome_unknown",
+                integration,
+                run.run_id,
+            )
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -558,7 +579,7 @@ class WebhookIngress:
                 "[[gateway.webhooks]] entry names (session_key, allowed_session_keys)",
             )
         return RunRequest(
-            origin=f"webhook:{webhook.id}",
+            origin=f"{_ORIGIN_PREFIX}{webhook.id}",
             session_key=session_key,
             prompt=parsed.prompt,
             agent_id=webhook.agent_id,

@@ -170,6 +170,8 @@ def webhook_ingress(
             mounts.mount(
                 WEBHOOK_PREFIX, ingress, owner="lemon_gateway", description="webhook ingress"
             )
+            # A run of a webhook whose process died mid-run: its key answers outcome_unknown.
+            forget_hook = gateway.on_vanished(ingress.run_vanished)
             sweeper: asyncio.Task[None] | None = None
             if config.store_sweep_interval_s > 0:
                 sweeper = asyncio.get_running_loop().create_task(
@@ -179,6 +181,7 @@ def webhook_ingress(
             try:
                 yield ingress
             finally:
+                forget_hook()
                 mounts.unmount(WEBHOOK_PREFIX)
                 if sweeper is not None:
                     sweeper.cancel()

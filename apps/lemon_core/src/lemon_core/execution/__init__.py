@@ -40,6 +40,7 @@ from lemon_core.execution._executor import (
     ExecutionSink,
     Executor,
     PreparedExecution,
+    SessionBindingSink,
     SteerableExecution,
 )
 from lemon_core.execution._policy import ToolPolicy
@@ -105,6 +106,7 @@ __all__ = [
     "RunRequest",
     "RunView",
     "RuntimeContext",
+    "SessionBindingSink",
     "SteerableExecution",
     "SteerableRuntime",
     "ToolPolicy",

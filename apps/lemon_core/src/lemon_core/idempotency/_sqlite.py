@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS idem_fences (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idem_fences_expiry ON idem_fences (expires_at_ms);
 CREATE INDEX IF NOT EXISTS idem_fences_created ON idem_fences (created_at_ms);
+CREATE INDEX IF NOT EXISTS idem_fences_run ON idem_fences (run_id);
 CREATE TABLE IF NOT EXISTS idem_responses (
     key_hash TEXT PRIMARY KEY REFERENCES idem_fences (key_hash),
     status INTEGER NOT NULL,
@@ -348,6 +349,17 @@ class SQLiteIdempotencyStore:
                 (now_ms, key_hash, run_id),
             )
             return cur.rowcount == 1
+
+        return await self._call(self._transaction(op))
+
+    async def mark_vanished(self, *, run_id: str, integration: str, now_ms: int) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE idem_fences SET state = 'outcome_unknown', updated_at_ms = ? "
+                "WHERE run_id = ? AND integration = ? AND state IN ('pending', 'accepted')",
+                (now_ms, run_id, integration),
+            )
+            return cur.rowcount
 
         return await self._call(self._transaction(op))
 
