@@ -20,7 +20,7 @@ from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, RunStore
 from lemon_core.store.postgres import PostgresLeases, PostgresStore, drop_schema
-from lemon_gateway import Gateway, GatewayConfig
+from lemon_gateway import Gateway, GatewayConfig, VanishedRun
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command
 
@@ -226,8 +226,14 @@ async def test_the_orphan_sweep_completes_a_dead_owners_run_once(daemons: Daemon
     b, store_b = await daemons.make("daemon-b", lease_ttl_s=60)
     gate = Gate()
     daemons.executor.script_run("orphan", Script().gate(gate).complete(answer="too late"))
-    orphan = a.submit_execution(command("orphan", session=SESSION))
+    orphan = a.submit_execution(command("orphan", session=SESSION, origin="webhook:ci"))
     await gate.reached()
+    hooked: list[VanishedRun] = []
+
+    async def hook(run: VanishedRun) -> None:  # what the webhook ingress registers
+        hooked.append(run)
+
+    b.on_vanished(hook)
     seen_by_b = RunEvents(b.bus).watch("orphan")
     seen_by_a = RunEvents(a.bus).watch("orphan")  # a's own bus (no Redis between them here)
     assert await b.sweep_orphans() == 0  # a live owner holds the session: left alone
@@ -244,6 +250,7 @@ async def test_the_orphan_sweep_completes_a_dead_owners_run_once(daemons: Daemon
     assert vanished.error_code is ErrorCode.VANISHED
     assert await store_b.scan("gateway_in_flight") == []
     assert await b.sweep_orphans() == 0  # once
+    assert [(h.run_id, h.origin) for h in hooked] == [("orphan", "webhook:ci")]
     history = await RunStore(store_b).history(SESSION)
     assert [(r.run_id, r.error_code) for r in history] == [("orphan", ErrorCode.VANISHED)]
 

@@ -30,7 +30,7 @@ from lemon_core.idempotency import (
     SweepReport,
     create_legacy_table,
 )
-from lemon_gateway import Webhook, WebhookIngress, WebhookSecret
+from lemon_gateway import VanishedRun, Webhook, WebhookIngress, WebhookSecret
 
 SECRET = WebhookSecret(b"k" * 32)
 Behaviour = Literal["accept", "reject", "raise", "unavailable", "refuse", "hang", "other_id"]
@@ -111,6 +111,9 @@ class FailingStore:
     async def release(self, **kw: Any) -> bool:
         self._check("release")
         return await self.inner.release(**kw)
+
+    async def mark_vanished(self, **kw: Any) -> int:
+        return await self.inner.mark_vanished(**kw)
 
     async def recover(self, *, now_ms: int) -> int:
         return await self.inner.recover(now_ms=now_ms)
@@ -246,6 +249,33 @@ async def test_a_replay_returns_the_stored_response_byte_for_byte(
     assert len(hooks.port.requests) == 1
 
 
+async def test_a_run_that_vanished_turns_its_accepted_key_outcome_unknown(
+    hooks: Harness, sign: Any, body: Any
+) -> None:
+    first = await hooks.post(body(), sign=sign)
+    run_id = _json(first)["run_id"]
+    session = _json(first)["session_key"]
+    other = await hooks.post(body("another"), key="key-2", sign=sign)
+    # a run of another origin, or of another webhook, changes nothing
+    await hooks.app.run_vanished(VanishedRun(run_id=run_id, session_key=session, origin="tui"))
+    await hooks.app.run_vanished(
+        VanishedRun(run_id=run_id, session_key=session, origin="webhook:deploy")
+    )
+    assert (await hooks.post(body(), sign=sign)).content == first.content
+    # the gateway completed it as vanished (a retry attempt names the run as submitted)
+    vanished = VanishedRun(
+        run_id="attempt-2", session_key=session, origin="webhook:ci", retry_of=run_id
+    )
+    await hooks.app.run_vanished(vanished)
+    await hooks.app.run_vanished(vanished)  # idempotent
+    replay = await hooks.post(body(), sign=sign)
+    assert replay.status_code == 202
+    assert _json(replay) == {"status": "outcome_unknown", "run_id": run_id, "retry_safe": False}
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert (await hooks.post(body("another"), key="key-2", sign=sign)).content == other.content
+    assert len(hooks.port.requests) == 2
+
+
 async def test_the_same_key_with_a_different_body_is_422(
     hooks: Harness, sign: Any, body: Any
 ) -> None:
@@ -372,11 +402,15 @@ async def test_a_body_over_the_limit_is_413_before_it_is_verified_or_stored(
     assert await hooks.records() == []
 
 
-async def test_the_body_may_choose_the_session_of_the_webhooks_agent_only(
+async def test_the_body_may_choose_a_session_of_the_webhooks_own_namespace_only(
     hooks: Harness, sign: Any, body: Any
 ) -> None:
-    ok = await hooks.post(body(session_key="agent:default:main"), key="a", sign=sign)
-    assert _json(ok)["session_key"] == "agent:default:main"
+    own = "agent:default:webhook:ci:dm:alice"
+    ok = await hooks.post(body(session_key=own), key="a", sign=sign)
+    assert _json(ok)["session_key"] == own
+    private = await hooks.post(body(session_key="agent:default:main"), key="a2", sign=sign)
+    assert private.status_code == 403
+    assert _json(private)["error"] == "session_key_not_allowed"
     other = await hooks.post(body(session_key="agent:root:main"), key="b", sign=sign)
     assert other.status_code == 400
     bad = await hooks.post(body(session_key="agent:default:"), key="c", sign=sign)

@@ -8,7 +8,10 @@
    *automatic* resume (``job.meta["resume_mode"] == "auto"``, set by whoever looked the token up
    in chat state) it starts a fresh session and reports a ``note`` action saying why;
 2. reports the native resume token (engine ``"lemon"``, value = the session id) through
-   ``sink.started``;
+   ``sink.started``, and awaits ``sink.session_bound()`` when the sink records it
+   (:class:`~lemon_core.execution.SessionBindingSink`: the gateway maps the session key to it);
+   before the model is asked anything the prompt is appended to the transcript, so a crash
+   mid-answer leaves the prompt in the session;
 3. runs the lemon_agent loop with the coding tools gated by the run's tool policy (approvals via
    :class:`~lemon_core.ExecApprovals`) and the system prompt built from the workspace;
 4. maps agent events to run events: text deltas to ``sink.delta``; tool executions to
@@ -106,6 +109,7 @@ from lemon_core.execution import (
     ExecutionResult,
     ExecutionSink,
     ResumeToken,
+    SessionBindingSink,
     ToolPolicy,
 )
 from lemon_skills import SkillCatalog, SkillsError, SkillsSettings, SkillSummary, read_skill_tool
@@ -627,6 +631,10 @@ class CodingExecution:
             )
         resume = ResumeToken.native(transcript.session_id)
         sink.started(resume=resume)
+        if isinstance(sink, SessionBindingSink):
+            # The session key points at this transcript before the model is asked anything:
+            # a crash from here on leaves the run's prompt in the session.
+            await sink.session_bound()
         if notice is not None:
             sink.action(
                 id="session_notice",
@@ -771,13 +779,14 @@ class CodingExecution:
             max_tool_result_chars=tool_result_cap(model, settings.compaction),
             steering_capacity=settings.steering_capacity,
         )
+        # The prompt goes in as the conversation's last message (images attached) and is
+        # written to the transcript before the model is asked: a crash mid-answer leaves it in
+        # the session. The agent continues from it (it starts with no prompt of its own).
+        asked = UserMessage(content=job.prompt, images=images)
+        await transcript.append([asked])
+        history = [*history, asked]
         persisted = len(history)
-        prompt: str | None = job.prompt
-        if images:
-            # The prompt goes in as the conversation's last message, images attached; the
-            # agent continues from it (start with no prompt) and it is persisted with the turn.
-            history = [*history, UserMessage(content=job.prompt, images=images)]
-            prompt = None
+        prompt: str | None = None
         agent = Agent(agent_config, messages=history)
         persisting = asyncio.Lock()  # the turn's end and a compaction may both append
 

@@ -111,7 +111,7 @@ async def _check_bus(config: Config | None) -> Check:
 async def _check_sqlite_store(home: Path, home_exists: bool) -> Check:
     from lemon_cli._home import home_problem
     from lemon_core.runtime import store_path
-    from lemon_core.store import open_default_store
+    from lemon_core.store import StoreCorruptError, open_default_store
 
     path = store_path(home)
     problem = home_problem(home, create=False)
@@ -130,6 +130,8 @@ async def _check_sqlite_store(home: Path, home_exists: bool) -> Check:
                 await store.put("doctor", "probe", token)
                 back = await store.get("doctor", "probe")
                 await store.delete("doctor", "probe")
+        except StoreCorruptError as exc:  # says the file and what to do
+            return Check(name="store", status="fail", detail=str(exc))
         except Exception as exc:
             detail = f"{target}: {type(exc).__name__}: {exc}"
             return Check(name="store", status="fail", detail=detail)

@@ -16,6 +16,7 @@ from lemon_cli.doctor_cmd import doctor
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
+from lemon_cli.store_cmd import store_app
 from lemon_cli.tui_cmd import tui
 from lemon_cli.web_cmd import web
 from lemon_cli.webhooks_cmd import webhooks_app
@@ -47,6 +48,7 @@ events_app = typer.Typer(
 )
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(store_app, name="store")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
 app.command()(chat)

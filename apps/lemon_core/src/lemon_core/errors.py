@@ -18,6 +18,8 @@ working::
     │   ├── StoreValueError (ValueError)
     │   ├── StoreClosedError
     │   ├── StoreUnavailableError
+    │   ├── StoreCorruptError
+    │   ├── StoreBackupError
     │   └── StaleLeaseError
     ├── ConfigError (ValueError)                    lemon_core.config
     ├── ExecutionContractError (ValueError)         lemon_core.execution.errors

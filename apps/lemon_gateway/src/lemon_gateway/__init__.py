@@ -27,6 +27,7 @@ from lemon_gateway._ingress_boot import (
 )
 from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
 from lemon_gateway._openapi import webhook_openapi
+from lemon_gateway._recovery import VanishedHook, VanishedRun
 from lemon_gateway._request import RunHandle
 from lemon_gateway._run import RunState
 from lemon_gateway._scheduler import Scheduler, SlotGrant
@@ -74,6 +75,8 @@ __all__ = [
     "SlotGrant",
     "Submitter",
     "ThreadWorker",
+    "VanishedHook",
+    "VanishedRun",
     "Webhook",
     "WebhookIngress",
     "WebhookSecret",

@@ -4,7 +4,9 @@ Requires ``coding_agent`` (by name only: the agent app starts first and register
 ``AGENT_RUNTIME``); profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
 with every ``[gateway]`` setting and the executor of ``AGENT_RUNTIME`` when one is registered
 and ready, else none (the gateway then finds its executor in the ``lemon.executor`` entry
-point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
+point group). On the default SQLite store the gateway records runs in flight under a run-owner
+lock in ``$LEMON_HOME/store/run-owners`` and completes a dead process's runs once, as
+``vanished``, when it starts. The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
 ``[gateway] ingress_enabled`` it also mounts the webhook ingress at ``/webhooks``
 (:mod:`lemon_gateway._ingress_boot`). Stop is
 :meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
@@ -12,14 +14,21 @@ point group). The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
+from lemon_core.store import SQLiteStore
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._gateway import Gateway
 from lemon_gateway._ingress_boot import webhook_ingress
 
-__all__ = ["lemon_gateway_app"]
+__all__ = ["lemon_gateway_app", "run_owners_dir"]
+
+
+def run_owners_dir(home: Path) -> Path:
+    """Where the gateways of ``home`` keep their run-owner locks (see ``_recovery``)."""
+    return home / "store" / "run-owners"
 
 
 async def _start(runtime: Runtime) -> Gateway:
@@ -34,6 +43,10 @@ async def _start(runtime: Runtime) -> Gateway:
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
         ingress=(webhook_ingress(runtime),),  # entered only when [gateway] ingress_enabled
         leases=runtime.leases,  # shared engine lock / slots when the store is shared
+        # The default SQLite store: runs recorded in flight, a dead process's completed once.
+        owners_dir=run_owners_dir(runtime.home)
+        if runtime.leases is None and isinstance(runtime.store, SQLiteStore)
+        else None,
     )
     await gateway.start()
     return gateway

@@ -9,20 +9,31 @@ leaving no slot, lock, worker or task behind.
 it validates, builds the private ExecutionRequest, hands it to the conversation's worker
 and returns a :class:`RunHandle`. Acceptance is not completion: every later failure is
 reported as the run's completion, never as an exception to the submitter.
+
+A process that dies (``kill -9``, a crash) cannot complete its runs itself. With a shared store
+the runs are recorded in flight under their session's lease and another daemon completes them
+(``sweep_orphans``); with ``owners_dir`` (a local store, the default SQLite file) they are
+recorded in flight from their start, and the next gateway to start or sweep on the store
+completes each run of a dead owner once, as ``vanished`` (see :mod:`lemon_gateway._recovery`):
+in the run history, on the bus, and through :meth:`Gateway.on_vanished` hooks (the webhook
+ingress turns the key's receipt into ``outcome_unknown`` there). Never executed again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import enum
 import itertools
 import logging
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
 from typing import Any, Final, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
@@ -43,10 +54,11 @@ from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, 
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock
+from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler
-from lemon_gateway._shared import IN_FLIGHT, SharedLeases
+from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -95,6 +107,7 @@ class Gateway:
         executor_group: str = EXECUTOR_ENTRY_POINT_GROUP,
         leases: Leases | None = None,
         owner: str | None = None,
+        owners_dir: Path | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.bus = bus
@@ -108,12 +121,19 @@ class Gateway:
         self.run_store: RunStore | None = RunStore(self.store)
         self.scheduler = Scheduler(self.config.max_concurrent_runs)
         self.engine_lock = EngineLock()
+        #: Who accepted this gateway's runs (the in-flight records name it).
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: Shared leases when several daemons share the store (None: one machine, the default).
         self.shared: SharedLeases | None = (
             None
             if leases is None
-            else SharedLeases(leases, ttl_s=self.config.lease_ttl_s, owner=owner)
+            else SharedLeases(leases, ttl_s=self.config.lease_ttl_s, owner=self.owner)
         )
+        # A local store: runs are recorded in flight under this owner's lock (_recovery).
+        self._owners_dir = owners_dir if leases is None else None
+        self._owner_lock: OwnerLock | None = None
+        self._vanished_hooks: list[VanishedHook] = []
+        self._vanished_hook_errors = 0
         self._ingress_factories = tuple(ingress)
         self._ingress_stack: AsyncExitStack | None = None
         self._ingress_started = 0
@@ -163,12 +183,24 @@ class Gateway:
         self._executor = status.executor
         self._executor_name = type(status.executor).__name__
         self._default_cwd = default_cwd(self.config.default_cwd)
+        if self._owners_dir is not None:
+            try:
+                self._owner_lock = await asyncio.to_thread(
+                    OwnerLock.take, self._owners_dir, self.owner
+                )
+            except OSError as exc:
+                log.error(
+                    "cannot take the run-owner lock in %s (%r): runs are not recorded in "
+                    "flight, so a crash of this process would leave them without a completion",
+                    self._owners_dir,
+                    exc,
+                )
         if self.runtime is not None:
             self.runtime.capabilities.register(ENGINE_RUNTIME, self)
         self.state = GatewayState.RUNNING
         self._loop = asyncio.get_running_loop()
         self._watchdog = self._loop.create_task(self._slot_watchdog(), name="gateway:slot-watchdog")
-        if self.shared is not None:
+        if self.shared is not None or self._owner_lock is not None:
             self._orphan_watchdog = self._loop.create_task(
                 self._sweep_orphans_forever(), name="gateway:orphan-watchdog"
             )
@@ -183,6 +215,10 @@ class Gateway:
                 await self.stop()
                 raise
             self._ingress_stack = stack
+        if self._owner_lock is not None:
+            # At start-up, once the ingress has registered its vanished hook: the runs a dead
+            # process left in flight get their one completion before anything new is run.
+            await self.sweep_orphans()
 
     async def stop(self) -> None:
         """Refuse new work, end every accepted run exactly once, await every task."""
@@ -204,6 +240,9 @@ class Gateway:
             if self._orphan_watchdog is not None:
                 self._orphan_watchdog.cancel()
                 await asyncio.wait({self._orphan_watchdog})
+            if self._owner_lock is not None:
+                # Every run has completed (its record deleted): this owner's lock can go.
+                await asyncio.to_thread(self._owner_lock.release)
             if self.runtime is not None:
                 self.runtime.capabilities.unregister(ENGINE_RUNTIME, self)
             self.state = GatewayState.STOPPED
@@ -405,6 +444,25 @@ class Gateway:
         run = self._runs.get(run_id)
         return None if run is None else RunHandle(run_id, run.future)
 
+    def on_vanished(self, hook: VanishedHook) -> Callable[[], None]:
+        """Await ``hook(run)`` for each run of a dead process this gateway completes as
+        ``vanished`` (before its record is forgotten: a hook that raises leaves the run to the
+        next sweep, which calls the hooks again, so a hook must be idempotent). Returns the
+        function that removes the hook."""
+        self._vanished_hooks.append(hook)
+
+        def remove() -> None:
+            if hook in self._vanished_hooks:
+                self._vanished_hooks.remove(hook)
+
+        return remove
+
+    @property
+    def records_in_flight(self) -> bool:
+        """Whether runs are recorded in flight on this gateway's local store (``owners_dir``
+        given and its lock taken), so a crash leaves them to be completed as vanished."""
+        return self._owner_lock is not None
+
     # -- internals used by Run and ThreadWorker ------------------------------------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
@@ -439,13 +497,15 @@ class Gateway:
             await self.sweep_orphans()
 
     async def sweep_orphans(self) -> int:
-        """Complete runs left in flight by daemons that lost their session's lease, for
-        sessions no run of which took the lease since (every ``lease_ttl_s``; tests call it).
-        A session whose lease a live owner holds is left alone. Failures are logged, never
-        raised; returns how many orphans were completed."""
+        """Complete runs left in flight by processes that died with them (every
+        ``lease_ttl_s``, and at start-up on a local store; tests call it). Shared store: the
+        runs of daemons that lost their session's lease, for sessions no run of which took the
+        lease since; a session whose lease a live owner holds is left alone. Local store: the
+        runs of owners whose lock is free (see :mod:`lemon_gateway._recovery`); a live owner's
+        are left alone. Failures are logged, never raised; returns how many were completed."""
         shared = self.shared
         if shared is None:
-            return 0
+            return await self._sweep_local()
         before = self._orphans_completed
         try:
             async with asyncio.timeout(self.config.store_timeout_s):
@@ -466,13 +526,57 @@ class Gateway:
                         found = await fenced.scan(IN_FLIGHT, prefix=f"{session_key}\x1f")
                         for key, record in found:
                             if isinstance(record, dict):
-                                await self._complete_orphan(fenced, key, record)
+                                await self._complete_orphan(
+                                    fenced, key, record, why=owner_lost(record)
+                                )
                 finally:
                     await shared.release([lease], self.config.store_timeout_s)
         except Exception as exc:  # a failing store must not stop the watchdog
             self._store_failures += 1
             log.error("orphan sweep failed: %r", exc)
         return self._orphans_completed - before
+
+    async def _sweep_local(self) -> int:
+        directory = self._owners_dir
+        if directory is None or self._owner_lock is None:
+            return 0
+        before = self._orphans_completed
+        try:
+            async with asyncio.timeout(self.config.store_timeout_s):
+                rows = await self.store.scan(IN_FLIGHT, limit=1000)
+            owners = sorted({_owner_of(record) for _, record in rows} - {self.owner})
+            for owner in owners:
+                claim = await asyncio.to_thread(claim_dead_owner, directory, owner)
+                if claim is None:
+                    continue  # alive: it completes its runs itself
+                try:
+                    await self._complete_owner(owner)
+                finally:
+                    await asyncio.to_thread(claim.release)
+        except Exception as exc:  # a failing store or hook must not stop the watchdog
+            self._store_failures += 1
+            log.error("in-flight recovery failed (retried by the next sweep): %r", exc)
+        return self._orphans_completed - before
+
+    async def _complete_owner(self, owner: str) -> None:
+        # Under the dead owner's lock: read its records again (another process may have
+        # completed them before we took the lock) and complete each one.
+        store = self.store
+        while True:
+            async with asyncio.timeout(self.config.store_timeout_s):
+                rows = await store.scan(IN_FLIGHT, limit=1000)
+            mine = [(key, record) for key, record in rows if _owner_of(record) == owner]
+            if not mine:
+                return
+            for key, record in mine:
+                if not isinstance(record, dict):
+                    await store.delete(IN_FLIGHT, key)
+                    continue
+                why = (
+                    f"vanished: {owner or 'an earlier process'} stopped (killed or crashed) "
+                    "with this run in flight; it was not executed again"
+                )
+                await self._complete_orphan(store, key, record, why=why)
 
     async def sweep_store(self) -> int:
         """Remove expired store entries now; failures are counted, never raised."""
@@ -514,20 +618,50 @@ class Gateway:
             return exc
         return None
 
-    async def _complete_orphan(self, fenced: Store, key: str, record: dict[str, Any]) -> None:
-        """Give a run of a daemon that lost its session's lease its one completion: typed
-        ``vanished``, recorded in the run history and published on its run topic and its
-        session topic (its router is gone); then forget it. Every write is fenced."""
+    async def _complete_orphan(
+        self, fenced: Store, key: str, record: dict[str, Any], *, why: str
+    ) -> None:
+        """Give a run of a process that died with it in flight its one completion: typed
+        ``vanished`` (``why`` the sentence), the vanished hooks awaited, recorded in the run
+        history and published on its run topic and its session topic (its router is gone);
+        then forget it. A run whose history already holds it (its process died after
+        recording its end) is only forgotten. With a shared store every write is fenced.
+        Raises on a store or hook failure, the record then left for the next sweep."""
         run_id = str(record.get("run_id", ""))
         session_key = str(record.get("session_key", ""))
+        timeout = self.config.store_timeout_s
         if not run_id or not session_key:
             await fenced.delete(IN_FLIGHT, key)
             return
         owner = record.get("owner", "?")
+        if self.config.record_run_history:
+            async with asyncio.timeout(timeout):
+                recorded = await RunStore(fenced).get(run_id)
+            if recorded is not None:
+                async with asyncio.timeout(timeout):
+                    await fenced.delete(IN_FLIGHT, key)
+                log.info("run %s had completed before its process stopped", run_id)
+                return
+        origin, retry_of = record.get("origin"), record.get("retry_of")
+        vanished = VanishedRun(
+            run_id=run_id,
+            session_key=session_key,
+            origin=origin if isinstance(origin, str) else None,
+            retry_of=retry_of if isinstance(retry_of, str) else None,
+        )
+        for hook in list(self._vanished_hooks):
+            try:
+                await hook(vanished)
+            except Exception:
+                self._vanished_hook_errors += 1
+                raise
+        resume = None
+        with contextlib.suppress(Exception):  # the session's mapping, for the session index
+            async with asyncio.timeout(timeout):
+                resume = await ChatStateStore(fenced).resume_token(session_key)
         completion = Completion(
             ok=False,
-            error=f"owner_lost: daemon {owner} stopped with this run in flight (its lease "
-            "expired); it was not executed again",
+            error=why,
             error_code=ErrorCode.VANISHED,
             engine=NATIVE_ENGINE,
             run_id=run_id,
@@ -537,19 +671,23 @@ class Gateway:
         finished = now_ms()
         started = int(record.get("started_at_ms", finished) or finished)
         if self.config.record_run_history:
-            await RunStore(fenced).finalize(
-                RunSummary(
-                    run_id=run_id,
-                    session_key=session_key,
-                    ok=False,
-                    error=completion.error,
-                    started_at_ms=started,
-                    finished_at_ms=finished,
-                    duration_ms=max(0, finished - started),
-                    error_code=ErrorCode.VANISHED,
+            async with asyncio.timeout(timeout):
+                await RunStore(fenced).finalize(
+                    RunSummary(
+                        run_id=run_id,
+                        session_key=session_key,
+                        ok=False,
+                        error=completion.error,
+                        resume=resume,
+                        started_at_ms=started,
+                        finished_at_ms=finished,
+                        duration_ms=max(0, finished - started),
+                        error_code=ErrorCode.VANISHED,
+                        retry_of=vanished.retry_of,
+                    )
                 )
-            )
-        await fenced.delete(IN_FLIGHT, key)
+        async with asyncio.timeout(timeout):
+            await fenced.delete(IN_FLIGHT, key)
         payload = RunCompleted(completed=completion, duration_ms=max(0, finished - started))
         meta = {"run_id": run_id, "session_key": session_key, "synthetic": True}
         for topic in (run_topic(run_id), session_topic(session_key)):
@@ -615,6 +753,12 @@ class Gateway:
             "shared": None
             if self.shared is None
             else {**self.shared.statistics(), "orphans_completed": self._orphans_completed},
+            "in_flight": {
+                "recorded_locally": self._owner_lock is not None,
+                "orphans_completed": self._orphans_completed,
+                "vanished_hooks": len(self._vanished_hooks),
+                "vanished_hook_errors": self._vanished_hook_errors,
+            },
             "launch_failures": self._launch_failures,
             "store_failures": self._store_failures,
             "store_swept": self._swept,
@@ -633,3 +777,12 @@ class Gateway:
             "runs": [r.snapshot() for r in self._runs.values()],
             "tasks": sorted(t.get_name() for t in self._tasks),
         }
+
+
+def _owner_of(record: object) -> str:
+    """The owner an in-flight record names (``""`` for one that names none)."""
+    if isinstance(record, dict):
+        owner = record.get("owner")
+        if isinstance(owner, str):
+            return owner
+    return ""

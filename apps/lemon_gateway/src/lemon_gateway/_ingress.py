@@ -10,7 +10,9 @@ Order of one request, and what each step guarantees:
 2. The Standard Webhooks signature is verified (constant time, 5 min tolerance) before
    anything of the request is parsed, looked up or stored (401).
 3. ``Idempotency-Key``: missing, blank or not text is a 400, before it is hashed. The body must
-   be ``{"prompt": ...}`` (400). The key is hashed with the webhook id; only the hash is used.
+   be ``{"prompt": ...}`` (400). Its ``session_key`` may only name a key under the webhook's
+   own namespace (``agent:<agent>:webhook:<id>:...``) or one its config names (403, nothing
+   reserved). The key is hashed with the webhook id; only the hash is used.
 4. A live fence for the hash answers from the store: a different body is a 422; an accepted
    one replays its stored response byte for byte (``Idempotent-Replayed: true``); one still
    being submitted is a 409; one whose outcome is unknown (or whose exact response is missing)
@@ -73,6 +75,7 @@ from lemon_core.idempotency import (
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_gateway._openapi import webhook_openapi
+from lemon_gateway._recovery import VanishedRun
 from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
 __all__ = [
@@ -96,6 +99,7 @@ FaultPoint = Literal["hang_after_reserve"]
 QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 
 _JSON: Final = b"application/json"
+_ORIGIN_PREFIX: Final = "webhook:"  # RunRequest.origin of a webhook's run: webhook:<id>
 #: How long a signed message can verify: its timestamp may be up to the tolerance either side
 #: of now, so a message first seen now may still verify for twice the tolerance (plus a
 #: margin for clock steps). Fences live at least this long, and a ``webhook-id`` is bound to
@@ -125,6 +129,7 @@ class Webhook:
     secret: WebhookSecret
     agent_id: str = "default"
     session_key: str | None = None
+    allowed_session_keys: frozenset[str] = frozenset()
     queue_mode: QueueModeName = "collect"
     tool_policy: ToolPolicy | None = None
 
@@ -143,6 +148,7 @@ class Webhook:
             secret=secret,
             agent_id=config.agent_id,
             session_key=config.session_key,
+            allowed_session_keys=frozenset(config.allowed_session_keys),
             queue_mode=config.queue_mode,
             tool_policy=policy,
         )
@@ -151,6 +157,22 @@ class Webhook:
     def default_session_key(self) -> str:
         """The configured session key, else ``agent:<agent>:webhook:<id>:channel:<id>``."""
         return self.session_key or f"agent:{self.agent_id}:webhook:{self.id}:channel:{self.id}"
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of the keys this webhook owns: ``agent:<agent>:webhook:<id>:``."""
+        return f"agent:{self.agent_id}:webhook:{self.id}:"
+
+    def may_address(self, session_key: str) -> bool:
+        """Whether a request of this webhook may add a prompt to ``session_key``: a key under
+        its own namespace, its configured ``session_key`` or one of ``allowed_session_keys``.
+        A webhook secret is a credential for one integration, not for the person's other
+        sessions (their interactive ones run with their own history and tools)."""
+        return (
+            session_key.startswith(self.namespace)
+            or session_key == self.session_key
+            or session_key in self.allowed_session_keys
+        )
 
 
 @runtime_checkable
@@ -251,6 +273,25 @@ class WebhookIngress:
     def statistics(self) -> dict[str, Any]:
         """Answers given so far, by outcome."""
         return {"webhooks": sorted(self.webhooks), "answers": dict(self._counts)}
+
+    async def run_vanished(self, run: VanishedRun) -> None:
+        """The gateway's vanished hook: a webhook's run whose process died mid-run was
+        completed as ``vanished``; its key's fence becomes ``outcome_unknown``, so a replay
+        stops answering ``202 accepted`` for a run that never finished. Idempotent; a store
+        failure raises (the gateway retries the run's completion later)."""
+        origin = run.origin or ""
+        if not origin.startswith(_ORIGIN_PREFIX):
+            return
+        integration = origin[len(_ORIGIN_PREFIX) :]
+        changed = await self.store.mark_vanished(
+            run_id=run.retry_of or run.run_id, integration=integration, now_ms=self.clock_ms()
+        )
+        if changed:
+            log.warning(
+                "webhook %s: run %s vanished; its key now answers outcome_unknown",
+                integration,
+                run.run_id,
+            )
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -529,8 +570,17 @@ class WebhookIngress:
                 f"the session key belongs to agent {key.agent_id!r}, this webhook runs "
                 f"agent {webhook.agent_id!r}",
             )
+        if not webhook.may_address(session_key):
+            # Refused before anything is reserved, as a bad body is: the key is not burned.
+            return _error(
+                403,
+                "session_key_not_allowed",
+                f"webhook {webhook.id!r} may not add prompts to session {session_key!r}: it "
+                f"may address keys under {webhook.namespace!r} and the keys its "
+                "[[gateway.webhooks]] entry names (session_key, allowed_session_keys)",
+            )
         return RunRequest(
-            origin=f"webhook:{webhook.id}",
+            origin=f"{_ORIGIN_PREFIX}{webhook.id}",
             session_key=session_key,
             prompt=parsed.prompt,
             agent_id=webhook.agent_id,

@@ -34,6 +34,7 @@ from lemon_core.idempotency import (
     open_shared_idempotency_store,
 )
 from lemon_core.runtime import HTTP_MOUNTS, Runtime
+from lemon_core.sessions import InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_gateway._ingress import FaultPoint, SessionPortSubmitter, Webhook, WebhookIngress
 from lemon_gateway._signature import WebhookSecret
@@ -84,8 +85,25 @@ def resolve_webhooks(
                 "secret (whsec_<base64>), or remove the webhook"
             )
         secret = WebhookSecret.parse(value, name=f"{where}: {config.secret_env}")
+        _check_session_keys(config, where)
         out[config.id] = Webhook.from_config(config, secret)
     return out
+
+
+def _check_session_keys(config: WebhookConfig, where: str) -> None:
+    """Every key the entry names must be a session key of the webhook's agent."""
+    named = [("session_key", config.session_key)] if config.session_key is not None else []
+    named += [("allowed_session_keys", key) for key in config.allowed_session_keys]
+    for field, key in named:
+        try:
+            parsed = check_session_key(key)
+        except InvalidSessionKeyError as exc:
+            raise GatewayConfigError(f"{where}: {field}: {exc}") from exc
+        if parsed is not None and parsed.agent_id != config.agent_id:
+            raise GatewayConfigError(
+                f"{where}: {field}: {key!r} belongs to agent {parsed.agent_id!r}, this webhook "
+                f"runs agent {config.agent_id!r}; name a key of agent:{config.agent_id}:..."
+            )
 
 
 def _fault(environ: Mapping[str, str]) -> FaultPoint | None:
@@ -152,6 +170,8 @@ def webhook_ingress(
             mounts.mount(
                 WEBHOOK_PREFIX, ingress, owner="lemon_gateway", description="webhook ingress"
             )
+            # A run of a webhook whose process died mid-run: its key answers outcome_unknown.
+            forget_hook = gateway.on_vanished(ingress.run_vanished)
             sweeper: asyncio.Task[None] | None = None
             if config.store_sweep_interval_s > 0:
                 sweeper = asyncio.get_running_loop().create_task(
@@ -161,6 +181,7 @@ def webhook_ingress(
             try:
                 yield ingress
             finally:
+                forget_hook()
                 mounts.unmount(WEBHOOK_PREFIX)
                 if sweeper is not None:
                     sweeper.cancel()

@@ -113,6 +113,10 @@ def webhook_openapi(
                         },
                         "400": _error_response("Missing or blank key, or an invalid body"),
                         "401": _error_response("Missing or bad signature, or a stale timestamp"),
+                        "403": _error_response(
+                            "The session_key is outside this webhook's namespace and not one "
+                            "its configuration names; nothing reserved"
+                        ),
                         "404": _error_response("No webhook is configured with this id"),
                         "408": _error_response("The body did not arrive in time"),
                         "409": _error_response("The first request with this key is in flight"),

@@ -7,7 +7,15 @@ Order of a run (topic ``run:<run_id>``)::
 
 Finalisation (exactly once, guarded by the state machine): release the engine lock, store
 the native resume state in ChatStateStore, write the run history (and the session index),
-release the slot, publish ``run_completed``, resolve the awaiters, let the worker advance.
+forget the run's in-flight record, release the slot, publish ``run_completed``, resolve the
+awaiters, let the worker advance.
+
+Durability (a process that dies mid-run cannot finalise): on a local store with an owner lock
+the run is recorded in flight (``gateway_in_flight``) as it starts, before it waits for a slot;
+with a shared store, once it holds its session's lease. The native session an executor reports
+(``started``) is mapped to the session key at once, not only at the end (``session_bound``
+awaits that write), so a crash leaves the prompt in the session. Whoever completes a dead
+process's runs: :meth:`Gateway.sweep_orphans`.
 
 Runs that end before launching publish only ``run_completed``: a cancel while queued or
 waiting, a non-native resume token (never executed), a lock timeout.
@@ -62,7 +70,7 @@ from lemon_gateway._bound import BoundExpiredError, bounded
 from lemon_gateway._lock import LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import SlotGrant
-from lemon_gateway._shared import IN_FLIGHT, lease_name
+from lemon_gateway._shared import IN_FLIGHT, lease_name, owner_lost
 
 if TYPE_CHECKING:
     from lemon_gateway._gateway import Gateway
@@ -131,6 +139,8 @@ class Run:
 
     __slots__ = (
         "_actions",
+        "_binding",
+        "_in_flight_key",
         "_keeper",
         "_parts",
         "_shared",
@@ -183,6 +193,8 @@ class Run:
         self._actions: dict[str, RunActionView] | None = None
         self._store_task: asyncio.Task[Any] | None = None
         self._store_cancel: str | None = None
+        self._binding: asyncio.Task[None] | None = None
+        self._in_flight_key: str | None = None
         self.last_resume: ResumeToken | None = None
         self.launch_attempts = 0
         self.slot_generation = 0
@@ -297,6 +309,10 @@ class Run:
                 detail={"engine": req.resume.engine},
             )
         self.state = _WAITING_SLOT
+        if gw._owner_lock is not None:
+            # A local store: recorded from here on, so a crash of this process leaves the run
+            # to be completed (once, as vanished) by the next gateway on the store.
+            await self._record_in_flight(gw.store, complete_orphans=False)
         await self._acquire_slot()
         cfg = gw.config
         shared = gw.shared
@@ -343,7 +359,7 @@ class Run:
                 self.shared_engine = engine
                 self._shared.insert(0, engine)
                 await self._refresh_resume()
-                await self._record_in_flight(shared.leases.fenced(engine))
+                await self._record_in_flight(shared.leases.fenced(engine), complete_orphans=True)
         if shared is not None and self._shared:
             self._keeper = gw._spawn(
                 shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
@@ -386,29 +402,34 @@ class Run:
             return ("resume", resume.value)
         return ("session", self.request.session_key)
 
-    async def _record_in_flight(self, fenced: Store) -> None:
-        # Under the session's lease: a run of the session still recorded in flight belonged to
-        # a daemon that lost the lease without finalising it (killed, or paused past the ttl).
-        # It gets its one completion here, typed ``vanished``, and is never executed again.
-        # Then this run records itself until its own finalisation.
+    async def _record_in_flight(self, fenced: Store, *, complete_orphans: bool) -> None:
+        # Shared store, under the session's lease (``complete_orphans``): a run of the session
+        # still recorded in flight belonged to a daemon that lost the lease without finalising
+        # it (killed, or paused past the ttl). It gets its one completion here, typed
+        # ``vanished``, and is never executed again. Then this run records itself until its
+        # own finalisation (on a local store, from before it waits for a slot).
         gw = self.gateway
         req = self.request
         prefix = f"{req.session_key}{_SEP}"
         try:
-            found = await bounded(
-                fenced.scan(IN_FLIGHT, prefix=prefix, limit=100), gw.config.store_timeout_s
-            )
-            for key, record in found:
-                if isinstance(record, dict) and record.get("run_id") != req.run_id:
-                    await gw._complete_orphan(fenced, key, record)
+            if complete_orphans:
+                found = await bounded(
+                    fenced.scan(IN_FLIGHT, prefix=prefix, limit=100), gw.config.store_timeout_s
+                )
+                for key, record in found:
+                    if isinstance(record, dict) and record.get("run_id") != req.run_id:
+                        await gw._complete_orphan(fenced, key, record, why=owner_lost(record))
+            self._in_flight_key = f"{prefix}{req.run_id}"  # before the write: finalize clears
             await bounded(
                 fenced.put(
                     IN_FLIGHT,
-                    f"{prefix}{req.run_id}",
+                    self._in_flight_key,
                     {
                         "run_id": req.run_id,
                         "session_key": req.session_key,
-                        "owner": gw.shared.owner if gw.shared is not None else "",
+                        "owner": gw.owner,
+                        "origin": req.command.origin,
+                        "retry_of": req.command.retry_of,
                         "started_at_ms": now_ms(),
                     },
                 ),
@@ -574,6 +595,10 @@ class Run:
         req = self.request
         if self.lease is not None:
             self.lease.release()
+        binding = self._binding
+        if binding is not None and not binding.done():
+            # The session's mapping written at the start lands before the final resume state.
+            await asyncio.wait({binding}, timeout=gw.config.store_timeout_s)
         answer = outcome.answer
         if answer == "" and self._parts:
             answer = "".join(self._parts)
@@ -687,6 +712,14 @@ class Run:
                 self.orphaned = await self._completed_elsewhere()
             except Exception as exc:
                 log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
+        elif self._in_flight_key is not None:
+            try:
+                await bounded(
+                    gw.store.delete(IN_FLIGHT, self._in_flight_key), gw.config.store_timeout_s
+                )
+            except Exception as exc:  # its history has it: a later sweep only forgets it
+                gw._store_failures += 1
+                log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
         if self._shared:
             await self._release_shared()
         if self.grant is not None:
@@ -768,7 +801,42 @@ class Run:
     def started(self, *, resume: ResumeToken | None = None) -> None:
         given: object = resume
         if self.state is _RUNNING and isinstance(given, ResumeToken):
-            self.last_resume = resume
+            self.last_resume = given
+            gw = self.gateway
+            mapped = self.shared_resume or self.request.resume
+            if (
+                given.is_native
+                and given != mapped
+                and self._binding is None
+                and gw.chat_state is not None
+            ):
+                # A new native session (a cold session, or a fresh one after a lost
+                # transcript): the session key points at it from now on, not only at the end.
+                self._binding = gw._spawn(self._bind(given), name=f"bind:{self.run_id}")
+
+    async def _bind(self, resume: ResumeToken) -> None:
+        gw = self.gateway
+        chat_state = gw.chat_state
+        if chat_state is None:
+            return
+        if self.shared_engine is not None and gw.shared is not None:
+            chat_state = ChatStateStore(
+                gw.shared.leases.fenced(self.shared_engine), ttl_ms=chat_state.ttl_ms
+            )
+        try:
+            await bounded(
+                chat_state.put(self.request.session_key, resume), gw.config.store_timeout_s
+            )
+        except Exception as exc:  # the final write tries again; the run goes on
+            gw._store_failures += 1
+            log.warning("run %s: mapping the session to %s failed: %r", self.run_id, resume, exc)
+
+    async def session_bound(self) -> None:
+        """SessionBindingSink: once the session reported by :meth:`started` is mapped to the
+        session key (at once when nothing had to be written). Cancelled with the run."""
+        binding = self._binding
+        if binding is not None and not binding.done():
+            await asyncio.wait({binding})
 
     def delta(self, text: str) -> None:
         if self.state is not _RUNNING:

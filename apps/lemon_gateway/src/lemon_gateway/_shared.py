@@ -30,13 +30,13 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Final
 
 from lemon_core.leases import Lease, Leases
 from lemon_core.store import StoreError
 
-__all__ = ["IN_FLIGHT", "SharedLeases", "lease_name"]
+__all__ = ["IN_FLIGHT", "SharedLeases", "lease_name", "owner_lost"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,15 @@ log = logging.getLogger(__name__)
 IN_FLIGHT: Final = "gateway_in_flight"
 _POLL_START_S: Final = 0.005
 _POLL_MAX_S: Final = 0.05
+
+
+def owner_lost(record: Mapping[str, object]) -> str:
+    """The error of a run completed because its daemon lost the session's lease."""
+    owner = record.get("owner", "?")
+    return (
+        f"owner_lost: daemon {owner} stopped with this run in flight (its lease expired); it "
+        "was not executed again"
+    )
 
 
 def lease_name(kind: str, key: Hashable) -> str:

@@ -29,6 +29,7 @@ from lemon_core.execution import (
     ExecutionSink,
     PreparedExecution,
     ResumeToken,
+    SessionBindingSink,
 )
 from lemon_platform_test.errors import PlatformTestError
 
@@ -218,6 +219,8 @@ class _Prepared:
             a = step.args
             if step.op == "started":
                 sink.started(resume=a["resume"])
+                if isinstance(sink, SessionBindingSink):
+                    await sink.session_bound()  # as the native executor does
             elif step.op == "delta":
                 sink.delta(a["text"])
             elif step.op == "action":

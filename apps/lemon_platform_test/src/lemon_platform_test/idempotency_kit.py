@@ -272,6 +272,29 @@ class IdempotencyStoreContract:
         finally:
             await store.close()
 
+    async def test_idempotency_mark_vanished_turns_the_runs_fence_outcome_unknown(
+        self, tmp_path: Path
+    ) -> None:
+        store = await self._open(tmp_path)
+        try:
+            await self._reserve(store, key=_key("a"), run_id="run_a")
+            await self._accept(store, _key("a"), "run_a")
+            await self._reserve(store, key=_key("b"), run_id="run_b")
+            await self._accept(store, _key("b"), "run_b")
+            # another integration's run id, or an unknown one, changes nothing
+            assert await store.mark_vanished(run_id="run_a", integration="other", now_ms=_T0) == 0
+            assert await store.mark_vanished(run_id="run_x", integration="hook", now_ms=_T0) == 0
+            assert await store.mark_vanished(run_id="run_a", integration="hook", now_ms=_T0) == 1
+            assert await store.mark_vanished(run_id="run_a", integration="hook", now_ms=_T0) == 0
+            a = await store.lookup(_key("a"), now_ms=_T0 + 1)
+            b = await store.lookup(_key("b"), now_ms=_T0 + 1)
+            assert a is not None
+            assert b is not None
+            assert (a.state, b.state) == ("outcome_unknown", "accepted")
+            assert a.response is not None  # the exact answer stays; replays are uncertain now
+        finally:
+            await store.close()
+
     async def test_idempotency_an_expired_fence_is_absent_and_replaced_on_reserve(
         self, tmp_path: Path
     ) -> None:

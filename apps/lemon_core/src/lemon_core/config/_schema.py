@@ -59,11 +59,17 @@ class WebhookConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
 
     ``secret_env`` names the variable (environment, else ``$LEMON_HOME/secrets.env``) holding
     its Standard Webhooks secret (``whsec_<base64>``); the secret never sits in this file.
+
+    A request body's ``session_key`` may name only a key under the webhook's own namespace
+    (``agent:<agent_id>:webhook:<id>:...``), ``session_key`` (the default when the body names
+    none) or one of ``allowed_session_keys``: a webhook secret does not reach the person's
+    other sessions unless this entry says so.
     """
 
     id: _WebhookId
     secret_env: _EnvName
     session_key: str | None = None
+    allowed_session_keys: tuple[str, ...] = ()
     agent_id: str = "default"
     queue_mode: WebhookQueueMode = "collect"
     tool_policy: ToolPolicyConfig | None = None

@@ -40,6 +40,7 @@ from lemon_core.execution._executor import (
     ExecutionSink,
     Executor,
     PreparedExecution,
+    SessionBindingSink,
     SteerableExecution,
 )
 from lemon_core.execution._policy import ALL_TOOLS, ToolPolicy, check_preapproved
@@ -106,6 +107,7 @@ __all__ = [
     "RunRequest",
     "RunView",
     "RuntimeContext",
+    "SessionBindingSink",
     "SteerableExecution",
     "SteerableRuntime",
     "ToolPolicy",

@@ -37,6 +37,7 @@ __all__ = [
     "ExecutionSink",
     "Executor",
     "PreparedExecution",
+    "SessionBindingSink",
     "SteerableExecution",
 ]
 
@@ -113,6 +114,22 @@ class ExecutionSink(Protocol):
         level: str | None = None,
     ) -> None:
         """A tool call, command, file change... moving through its phases."""
+
+
+@runtime_checkable
+class SessionBindingSink(Protocol):
+    """Optional: an :class:`ExecutionSink` that records which native session a run is bound
+    to (the session key's mapping) when the run starts, not only when it ends.
+
+    An executor that reports a native session with :meth:`ExecutionSink.started` awaits
+    :meth:`session_bound` before it asks a model anything: from then on a crash of the process
+    leaves the session key mapped to the session the run's prompt is in. It never raises a
+    store failure (the sink logs it; the run goes on); it is cancelled with the run.
+    """
+
+    async def session_bound(self) -> None:
+        """Return once the session reported by ``started`` is recorded (at once when nothing
+        had to be recorded)."""
 
 
 @runtime_checkable

@@ -12,7 +12,9 @@ States of a fence:
   fence whose lease ran out, or that a restart found (:meth:`IdempotencyStore.recover`), is no
   longer in flight: its outcome is unknown.
 * ``accepted``: the router accepted the submission; the snapshot holds the exact answer.
-* ``outcome_unknown``: the submission may have executed (an exception, a timeout, a crash).
+* ``outcome_unknown``: the submission may have executed (an exception, a timeout, a crash),
+  or it was accepted and its run vanished (the process died with the run in flight:
+  :meth:`IdempotencyStore.mark_vanished`).
 
 A legacy fence (migrated from raw-key rows) may have no run id and no body fingerprint: it is an
 ambiguous fence, never an invented execution identity.
@@ -219,6 +221,14 @@ class IdempotencyStore(Protocol):
 
     async def mark_unknown(self, *, key_hash: str, run_id: str, now_ms: int) -> bool:
         """Mark the pending fence ``outcome_unknown``; False when there is none."""
+        ...
+
+    async def mark_vanished(self, *, run_id: str, integration: str, now_ms: int) -> int:
+        """The run ``run_id`` of ``integration`` vanished (its process died with it in flight;
+        it was completed as ``vanished``, never executed again): its ``accepted`` or
+        ``pending`` fence becomes ``outcome_unknown`` (the exact response stays stored, but a
+        replay now answers the uncertain receipt). Returns how many fences changed (0 when
+        none, or already unknown)."""
         ...
 
     async def release(self, *, key_hash: str, run_id: str) -> bool:

@@ -47,6 +47,7 @@ from lemon_core.idempotency._records import (
     SweepReport,
 )
 from lemon_core.idempotency.errors import IdempotencyStoreError
+from lemon_core.store._integrity import is_corruption, quick_check
 
 __all__ = ["LEGACY_TABLE", "SCHEMA_VERSION", "SQLiteIdempotencyStore", "create_legacy_table"]
 
@@ -78,6 +79,7 @@ CREATE TABLE IF NOT EXISTS idem_fences (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idem_fences_expiry ON idem_fences (expires_at_ms);
 CREATE INDEX IF NOT EXISTS idem_fences_created ON idem_fences (created_at_ms);
+CREATE INDEX IF NOT EXISTS idem_fences_run ON idem_fences (run_id);
 CREATE TABLE IF NOT EXISTS idem_responses (
     key_hash TEXT PRIMARY KEY REFERENCES idem_fences (key_hash),
     status INTEGER NOT NULL,
@@ -147,6 +149,19 @@ class SQLiteIdempotencyStore:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
+            try:
+                problem = quick_check(conn)
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                problem = str(exc)
+            if problem is not None:
+                raise IdempotencyStoreError(
+                    f"the idempotency store {self._path} is damaged (PRAGMA quick_check: "
+                    f"{problem}); it was not opened. Move it and its -wal and -shm files aside "
+                    "to start with an empty one (the keys it held are forgotten: a request "
+                    "sent again with one of them runs again)"
+                )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA busy_timeout=10000")
@@ -334,6 +349,17 @@ class SQLiteIdempotencyStore:
                 (now_ms, key_hash, run_id),
             )
             return cur.rowcount == 1
+
+        return await self._call(self._transaction(op))
+
+    async def mark_vanished(self, *, run_id: str, integration: str, now_ms: int) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE idem_fences SET state = 'outcome_unknown', updated_at_ms = ? "
+                "WHERE run_id = ? AND integration = ? AND state IN ('pending', 'accepted')",
+                (now_ms, run_id, integration),
+            )
+            return cur.rowcount
 
         return await self._call(self._transaction(op))
 

@@ -93,6 +93,7 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
     """CREATE INDEX IF NOT EXISTS idem_fences_expiry ON {schema}.idem_fences (expires_at_ms)""",
     """CREATE INDEX IF NOT EXISTS idem_fences_created
         ON {schema}.idem_fences (created_at_ms)""",
+    """CREATE INDEX IF NOT EXISTS idem_fences_run ON {schema}.idem_fences (run_id)""",
     """CREATE TABLE IF NOT EXISTS {schema}.idem_responses (
         key_hash text COLLATE "C" PRIMARY KEY REFERENCES {schema}.idem_fences (key_hash),
         status integer NOT NULL,
@@ -167,6 +168,11 @@ class PostgresIdempotencyStore:
         self._unknown = _q(
             "UPDATE {schema}.idem_fences SET state = 'outcome_unknown', updated_at_ms = %s "
             "WHERE key_hash = %s AND run_id = %s AND state = 'pending'",
+            s,
+        )
+        self._vanished = _q(
+            "UPDATE {schema}.idem_fences SET state = 'outcome_unknown', updated_at_ms = %s "
+            "WHERE run_id = %s AND integration = %s AND state IN ('pending', 'accepted')",
             s,
         )
         self._release = _q(
@@ -476,6 +482,13 @@ class PostgresIdempotencyStore:
         async def op(conn: Conn) -> bool:
             cur = await conn.execute(self._unknown, (now_ms, key_hash, run_id))
             return cur.rowcount == 1
+
+        return await self._call(op)
+
+    async def mark_vanished(self, *, run_id: str, integration: str, now_ms: int) -> int:
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute(self._vanished, (now_ms, run_id, integration))
+            return max(cur.rowcount, 0)
 
         return await self._call(op)
 

@@ -29,7 +29,7 @@ from lemon_core.runtime._backends import (
 )
 from lemon_core.runtime._http import HTTP_MOUNTS, HttpMounts
 from lemon_core.runtime.errors import AppHookError, RuntimeBootError, RuntimeUsageError
-from lemon_core.store import Store, StoreUnavailableError
+from lemon_core.store import Store, StoreCorruptError, StoreUnavailableError
 
 __all__ = ["AppState", "Runtime", "RuntimeStatistics", "store_path"]
 
@@ -176,7 +176,12 @@ class Runtime:
                 self._store = await open_configured_store(
                     self.config, self.home, backend=chosen, environ=self._environ
                 )
-        except (ConfigError, StoreUnavailableError, BusBackendUnavailableError) as exc:
+        except (
+            ConfigError,
+            StoreUnavailableError,
+            StoreCorruptError,
+            BusBackendUnavailableError,
+        ) as exc:
             await self._close_owned()
             self._state = "failed"
             raise RuntimeBootError(str(exc)) from exc

@@ -1,11 +1,13 @@
 """The Store: one async key-value interface, SQLite (WAL) by default, in-memory for tests.
 
 Domains use the typed wrappers (RunStore, ChatStateStore, ApprovalGrantStore, OutboxStore),
-never raw tables.
+never raw tables. A SQLite store is checked when it opens (``check_store_file``, see
+``_integrity``); ``backup_store`` / ``restore_store`` copy one safely (see ``_backup``).
 """
 
 from __future__ import annotations
 
+from lemon_core.store._backup import BackupReport, RestoreReport, backup_store, restore_store
 from lemon_core.store._default import default_store_path, open_default_store
 from lemon_core.store._grants import (
     DEFAULT_MAX_APPROVAL_GRANTS,
@@ -13,6 +15,7 @@ from lemon_core.store._grants import (
     ApprovalGrant,
     ApprovalGrantStore,
 )
+from lemon_core.store._integrity import check_store_file
 from lemon_core.store._memory import MemoryStore
 from lemon_core.store._outbox import DEFAULT_OUTBOX_DEDUPE_TTL_MS, OutboxEntry, OutboxStore
 from lemon_core.store._protocol import (
@@ -36,7 +39,9 @@ from lemon_core.store._wrappers import (
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
     StaleLeaseError,
+    StoreBackupError,
     StoreClosedError,
+    StoreCorruptError,
     StoreError,
     StoreUnavailableError,
     StoreValueError,
@@ -50,6 +55,7 @@ __all__ = [
     "PERSISTED_GRANT_SCOPES",
     "ApprovalGrant",
     "ApprovalGrantStore",
+    "BackupReport",
     "ChatState",
     "ChatStateStore",
     "InvalidStoreKeyError",
@@ -57,6 +63,7 @@ __all__ = [
     "OutboxEntry",
     "OutboxStore",
     "PutEntry",
+    "RestoreReport",
     "RunStore",
     "RunSummary",
     "SQLiteStore",
@@ -66,11 +73,16 @@ __all__ = [
     "SessionSettingsStore",
     "StaleLeaseError",
     "Store",
+    "StoreBackupError",
     "StoreClosedError",
+    "StoreCorruptError",
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
+    "backup_store",
+    "check_store_file",
     "default_store_path",
     "open_default_store",
+    "restore_store",
     "system_clock_ms",
 ]

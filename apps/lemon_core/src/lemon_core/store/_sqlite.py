@@ -12,13 +12,22 @@ Bounds: at most ``max_pending`` calls are queued for the thread; further callers
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from lemon_core.store._integrity import (
+    corrupt_store_error,
+    empty_store_error,
+    is_corruption,
+    quick_check,
+)
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
@@ -70,8 +79,10 @@ class SQLiteStore:
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_pending: int = 1024,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        verify: bool = True,
     ) -> None:
         self._path = Path(path)
+        self._verify = verify
         self._clock = clock
         self._max_value_bytes = max_value_bytes
         self._max_pending = max_pending
@@ -88,7 +99,10 @@ class SQLiteStore:
 
     @classmethod
     async def open(cls, path: str | Path, **options: Any) -> SQLiteStore:
-        """Create/open the database file, enable WAL and create the schema."""
+        """Create/open the database file, check it (``PRAGMA quick_check``, unless
+        ``verify=False``), enable WAL and create the schema. A damaged file, or a zero-length
+        one, raises :class:`~lemon_core.store.errors.StoreCorruptError` (see
+        :mod:`lemon_core.store._integrity`); a missing one is created."""
         store = cls(path, **options)
         await store._call(store._connect)
         store._opened = True
@@ -106,12 +120,30 @@ class SQLiteStore:
     # -- thread side -------------------------------------------------------------------
 
     def _connect(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.executescript(_SCHEMA)
+        path = self._path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            _create(path)
+        elif path.is_file() and path.stat().st_size == 0:
+            raise empty_store_error(path)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout=5000")
+            if self._verify:
+                problem = quick_check(conn)
+                if problem is not None:
+                    raise corrupt_store_error(path, f"PRAGMA quick_check: {problem}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if is_corruption(exc):
+                raise corrupt_store_error(path, str(exc)) from exc
+            raise
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
         self._owner_thread = threading.current_thread()
 
@@ -267,3 +299,28 @@ class SQLiteStore:
             "ops": self._ops,
             "errors": self._errors,
         }
+
+
+def _create(path: Path) -> None:
+    """A new store at ``path``, built under a temporary name and linked into place whole, so
+    a store file is never seen empty (a zero-length file is then a damaged store, never a new
+    one). Another process creating it meanwhile wins; its store is used."""
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links on this file system: a rename, unless one appeared
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()

@@ -8,17 +8,23 @@
         ├── StoreValueError (ValueError)         misuse: a value that cannot be stored
         ├── StoreClosedError                     the store was closed
         ├── StoreUnavailableError                the backend failed; the write did not happen
+        ├── StoreCorruptError                    a store file is damaged; it was not opened
+        ├── StoreBackupError                     a backup or restore cannot be done as asked
         └── StaleLeaseError                      a fenced write's lease was lost; not written
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from lemon_core.errors import LemonCoreError
 
 __all__ = [
     "InvalidStoreKeyError",
     "StaleLeaseError",
+    "StoreBackupError",
     "StoreClosedError",
+    "StoreCorruptError",
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
@@ -43,6 +49,21 @@ class StoreClosedError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The backend failed (disk full, I/O error, locked database...); the write did not happen."""
+
+
+class StoreCorruptError(StoreError):
+    """A store file is damaged (``PRAGMA quick_check`` failed, it is not a database, or it is
+    empty where a store existed): it was not opened and nothing in it was changed. ``path`` is
+    the file; the message says what to do (restore a backup, or move the file aside)."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreBackupError(StoreError):
+    """A backup or restore cannot be done as asked (a bad path, a missing store, a backup
+    that is damaged or not a Lemon store); nothing was written."""
 
 
 class StaleLeaseError(StoreError):

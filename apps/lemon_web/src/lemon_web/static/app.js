@@ -629,7 +629,11 @@ function applyAuthority(messages, snap) {
   setBusy(null);
   if (snap && snap.active) {
     const last = lastSent();
-    if (last && last.key === sessionKey && last.runId === snap.active.runId) userItem(last.prompt);
+    // The daemon writes a run's prompt to the transcript as the run starts: shown from here only
+    // when the transcript does not have it yet (the run has not reached its model).
+    const latestUser = messages.filter((m) => m.role === "user").pop();
+    const written = latestUser && latestUser.content === (last && last.prompt);
+    if (last && last.key === sessionKey && last.runId === snap.active.runId && !written) userItem(last.prompt);
     applyActive(snap.active);
   }
   applyApprovals((snap && snap.pendingApprovals) || []);
@@ -848,8 +852,8 @@ async function sendMessage() {
   try {
     const sent = await client.send("chat.send", params);
     page.ownRuns.add(sent.runId);
-    // Shown again if this tab reloads while the run is active (the transcript records the
-    // prompt only when the run ends). Display only: nothing is ever re-sent from here.
+    // Shown again if this tab reloads while the run is active and its prompt is not in the
+    // transcript yet (it is written once the run starts). Display only: never re-sent from here.
     sessionStorage.setItem("lemon.lastSent", JSON.stringify({ runId: sent.runId, key: sessionKey, prompt: text }));
     if (!page.busyRun && sent.runId && !page.tombstones.has(sent.runId)) setBusy(sent.runId);
   } catch (error) {
