@@ -339,7 +339,7 @@ def test_admission_settings_that_cannot_hold_are_refused(setting: str, value: fl
 def test_admission_settings_default_to_the_documented_bounds() -> None:
     config = ControlPlaneConfig()
     assert (config.connect_timeout_s, config.header_timeout_s) == (10.0, 10.0)
-    assert (config.max_connections, config.max_connections_per_client) == (1024, 64)
+    assert (config.max_connections, config.max_connections_per_client) == (1024, 256)
     assert (config.ws_ping_interval_s, config.ws_ping_timeout_s) == (20.0, 20.0)
     pings_off = ControlPlaneConfig.from_settings(
         {"port": 0, "ws_ping_interval_s": None}, environ={}

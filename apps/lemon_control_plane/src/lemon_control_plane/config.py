@@ -114,7 +114,7 @@ class ControlPlaneConfig:
     max_connections: int = 1024
     """WebSockets open at once; the next upgrade is refused with HTTP 503. The same cap holds
     for HTTP connections still waiting for their request's headers (then 503 and close)."""
-    max_connections_per_client: int = 64
+    max_connections_per_client: int = 256
     """WebSockets open at once from one client address; the next is refused with HTTP 429.
     The same cap holds per address for HTTP connections waiting for their headers."""
     ws_ping_interval_s: float | None = 20.0
