@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         ExecApprovals,
         UnknownApprovalError,
     )
+    from lemon_core.backoff import Backoff, BackoffUsageError
     from lemon_core.bus import (
         Bus,
         BusStatistics,
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "ApprovalCapacityError": "lemon_core.approvals",
     "ApprovalOutcome": "lemon_core.approvals",
+    "Backoff": "lemon_core.backoff",
+    "BackoffUsageError": "lemon_core.backoff",
     "Bus": "lemon_core.bus",
     "BusClosedError": "lemon_core.errors",
     "BusError": "lemon_core.errors",
@@ -134,6 +137,8 @@ __all__ = [
     "ROUTER_BRIDGE",
     "ApprovalCapacityError",
     "ApprovalOutcome",
+    "Backoff",
+    "BackoffUsageError",
     "Bus",
     "BusClosedError",
     "BusError",

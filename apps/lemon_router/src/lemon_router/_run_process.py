@@ -298,7 +298,8 @@ class RunProcess:
         owner = self._owner
         config = owner.config
         clock = owner.clock
-        delay = config.submit_backoff_initial_ms
+        backoff = config.submit_backoff
+        retries = 0
         deadline = clock.now_ms() + config.submit_timeout_ms
         last_problem = "no EngineRuntime is registered"
         while True:
@@ -335,8 +336,8 @@ class RunProcess:
                     f"({last_problem})",
                     ErrorCode.ENGINE_UNAVAILABLE,
                 )
-            await self._wait_or_wake(min(delay, remaining))
-            delay = min(delay * 2, config.submit_backoff_max_ms)
+            retries += 1
+            await self._wait_or_wake(min(round(backoff.delay(retries) * 1000), remaining))
 
     async def _wait_or_wake(self, ms: int) -> None:
         sleeper = asyncio.ensure_future(self._owner.clock.sleep_ms(ms))
