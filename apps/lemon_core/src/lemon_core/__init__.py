@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         Unavailable,
         submit_via_bridge,
     )
+    from lemon_core.home import Home
     from lemon_core.store import (
         ChatStateStore,
         MemoryStore,
@@ -96,6 +97,7 @@ _LAZY: dict[str, str] = {
     "ExecutionResult": "lemon_core.execution",
     "ExecutionSink": "lemon_core.execution",
     "Executor": "lemon_core.execution",
+    "Home": "lemon_core.home",
     "LemonCoreError": "lemon_core.errors",
     "MemoryStore": "lemon_core.store",
     "Overflow": "lemon_core.bus",
@@ -160,6 +162,7 @@ __all__ = [
     "ExecutionResult",
     "ExecutionSink",
     "Executor",
+    "Home",
     "LemonCoreError",
     "MemoryStore",
     "Overflow",

@@ -74,10 +74,11 @@ class Backoff:
             raise BackoffUsageError(f"Backoff attempts count from 1, got {attempt}")
         if self.initial == 0 or self.cap == 0:
             return 0.0
-        # Compared in log space: a long outage's attempt number must not overflow a float.
-        if math.log(self.cap / self.initial) <= (attempt - 1) * math.log(self.multiplier):
+        try:
+            grown = self.initial * self.multiplier ** (attempt - 1)
+        except OverflowError:  # a long outage's attempt number: far past the cap
             return self.cap
-        return min(self.cap, self.initial * self.multiplier ** (attempt - 1))
+        return min(self.cap, grown)
 
     def delay(self, attempt: int, *, retry_after: float | None = None) -> float:
         """The wait before retry ``attempt``: jittered, capped, never below a ``retry_after``
