@@ -21,6 +21,22 @@ from lemon_core.store import (
 DAY = 86_400_000
 
 
+class _Clock:
+    """A wall clock that moves only when told to (lemon_core cannot use the test kit's)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def monotonic_ms(self) -> int:
+        return self.now
+
+    async def sleep_ms(self, ms: int) -> None:
+        self.now += ms
+
+
 def _run(run_id: str, finished: int, session: str = "agent:a:main") -> RunSummary:
     return RunSummary(
         run_id=run_id, session_key=session, ok=True, started_at_ms=finished, finished_at_ms=finished
@@ -72,7 +88,7 @@ async def test_recent_with_since_is_the_full_list_filtered(ages: list[int]) -> N
 
 async def test_session_settings_set_keep_and_clear() -> None:
     store = MemoryStore()
-    settings_store = SessionSettingsStore(store, clock=lambda: 42)
+    settings_store = SessionSettingsStore(store, clock=_Clock(42))
     assert await settings_store.get("k") is None
     first = await settings_store.update("k", model="p:m")
     assert (first.model, first.label, first.updated_at_ms) == ("p:m", None, 42)

@@ -22,6 +22,22 @@ from lemon_core.store import (
 )
 
 
+class _Clock:
+    """A wall clock that moves only when told to (lemon_core cannot use the test kit's)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def monotonic_ms(self) -> int:
+        return self.now
+
+    async def sleep_ms(self, ms: int) -> None:
+        self.now += ms
+
+
 async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path) -> None:
     path = tmp_path / "lemon.sqlite3"
     async with await SQLiteStore.open(path) as store:
@@ -36,16 +52,16 @@ async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path)
 
 
 async def test_store_sqlite_survives_reopen_with_ttl_kept(tmp_path: Path) -> None:
-    now = [1_000]
+    clock = _Clock(1_000)
     path = tmp_path / "db.sqlite3"
-    store = await SQLiteStore.open(path, clock=lambda: now[0])
-    chat = ChatStateStore(store, ttl_ms=100, clock=lambda: now[0])
+    store = await SQLiteStore.open(path, clock=clock)
+    chat = ChatStateStore(store, ttl_ms=100, clock=clock)
     await chat.put("s", ResumeToken.native("v1"))
     await store.close()
-    again = await SQLiteStore.open(path, clock=lambda: now[0])
-    chat = ChatStateStore(again, ttl_ms=100, clock=lambda: now[0])
+    again = await SQLiteStore.open(path, clock=clock)
+    chat = ChatStateStore(again, ttl_ms=100, clock=clock)
     assert await chat.resume_token("s") == ResumeToken.native("v1")
-    now[0] += 100
+    clock.now += 100
     assert await chat.resume_token("s") is None
     await again.close()
 

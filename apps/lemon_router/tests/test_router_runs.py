@@ -30,12 +30,13 @@ from lemon_core.execution import (
     submit_via_bridge,
 )
 from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_platform_test import ManualClock
 from lemon_router import (
     ResumeError,
     Router,
     RouterConfig,
 )
-from lemon_router.testing import FakeEngineRuntime, ManualClock
+from lemon_router.testing import FakeEngineRuntime
 
 SESSION = "agent:default:main"
 FAST = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         run_topic,
         session_topic,
     )
+    from lemon_core.clock import SYSTEM_CLOCK, Clock, SystemClock
     from lemon_core.errors import (
         BusClosedError,
         BusError,
@@ -81,6 +82,7 @@ _LAZY: dict[str, str] = {
     "BusStatistics": "lemon_core.bus",
     "CapabilityRegistry": "lemon_core.execution",
     "ChatStateStore": "lemon_core.store",
+    "Clock": "lemon_core.clock",
     "ConsumerClass": "lemon_core.bus",
     "ConversationKey": "lemon_core.execution",
     "Delivery": "lemon_core.bus",
@@ -111,8 +113,10 @@ _LAZY: dict[str, str] = {
     "RunStore": "lemon_core.store",
     "RuntimeContext": "lemon_core.execution",
     "SQLiteStore": "lemon_core.store",
+    "SYSTEM_CLOCK": "lemon_core.clock",
     "Store": "lemon_core.store",
     "Subscription": "lemon_core.bus",
+    "SystemClock": "lemon_core.clock",
     "Tagged": "lemon_core.bus",
     "TerminalNotice": "lemon_core.bus",
     "ToolPolicy": "lemon_core.execution",
@@ -137,6 +141,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ENGINE_RUNTIME",
     "ROUTER_BRIDGE",
+    "SYSTEM_CLOCK",
     "ApprovalCapacityError",
     "ApprovalOutcome",
     "Backoff",
@@ -147,6 +152,7 @@ __all__ = [
     "BusStatistics",
     "CapabilityRegistry",
     "ChatStateStore",
+    "Clock",
     "ConsumerClass",
     "ConversationKey",
     "Delivery",
@@ -177,6 +183,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "Subscription",
+    "SystemClock",
     "Tagged",
     "TerminalNotice",
     "ToolPolicy",
