@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
+    from conftest import ManualWallClock
+
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -19,22 +24,6 @@ from lemon_core.store import (
 )
 
 DAY = 86_400_000
-
-
-class _Clock:
-    """A wall clock that moves only when told to (lemon_core cannot use the test kit's)."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def monotonic_ms(self) -> int:
-        return self.now
-
-    async def sleep_ms(self, ms: int) -> None:
-        self.now += ms
 
 
 def _run(run_id: str, finished: int, session: str = "agent:a:main") -> RunSummary:
@@ -86,9 +75,10 @@ async def test_recent_with_since_is_the_full_list_filtered(ages: list[int]) -> N
         assert [r.run_id for r in await runs.recent(limit=1000, since_ms=since)] == expected
 
 
-async def test_session_settings_set_keep_and_clear() -> None:
+async def test_session_settings_set_keep_and_clear(clock: ManualWallClock) -> None:
+    clock.now = 42
     store = MemoryStore()
-    settings_store = SessionSettingsStore(store, clock=_Clock(42))
+    settings_store = SessionSettingsStore(store, clock=clock)
     assert await settings_store.get("k") is None
     first = await settings_store.update("k", model="p:m")
     assert (first.model, first.label, first.updated_at_ms) == ("p:m", None, 42)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
+    from conftest import ManualWallClock
+
 import contextlib
 import sqlite3
 import threading
@@ -22,22 +27,6 @@ from lemon_core.store import (
 )
 
 
-class _Clock:
-    """A wall clock that moves only when told to (lemon_core cannot use the test kit's)."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def monotonic_ms(self) -> int:
-        return self.now
-
-    async def sleep_ms(self, ms: int) -> None:
-        self.now += ms
-
-
 async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path) -> None:
     path = tmp_path / "lemon.sqlite3"
     async with await SQLiteStore.open(path) as store:
@@ -51,8 +40,10 @@ async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path)
         conn.close()
 
 
-async def test_store_sqlite_survives_reopen_with_ttl_kept(tmp_path: Path) -> None:
-    clock = _Clock(1_000)
+async def test_store_sqlite_survives_reopen_with_ttl_kept(
+    tmp_path: Path, clock: ManualWallClock
+) -> None:
+    clock.now = 1_000
     path = tmp_path / "db.sqlite3"
     store = await SQLiteStore.open(path, clock=clock)
     chat = ChatStateStore(store, ttl_ms=100, clock=clock)
