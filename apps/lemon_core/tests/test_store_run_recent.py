@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
+    from conftest import ManualWallClock
+
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -70,9 +75,10 @@ async def test_recent_with_since_is_the_full_list_filtered(ages: list[int]) -> N
         assert [r.run_id for r in await runs.recent(limit=1000, since_ms=since)] == expected
 
 
-async def test_session_settings_set_keep_and_clear() -> None:
+async def test_session_settings_set_keep_and_clear(clock: ManualWallClock) -> None:
+    clock.now = 42
     store = MemoryStore()
-    settings_store = SessionSettingsStore(store, clock=lambda: 42)
+    settings_store = SessionSettingsStore(store, clock=clock)
     assert await settings_store.get("k") is None
     first = await settings_store.update("k", model="p:m")
     assert (first.model, first.label, first.updated_at_ms) == ("p:m", None, 42)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
+    from conftest import ManualWallClock
+
 import contextlib
 import sqlite3
 import threading
@@ -35,17 +40,19 @@ async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path)
         conn.close()
 
 
-async def test_store_sqlite_survives_reopen_with_ttl_kept(tmp_path: Path) -> None:
-    now = [1_000]
+async def test_store_sqlite_survives_reopen_with_ttl_kept(
+    tmp_path: Path, clock: ManualWallClock
+) -> None:
+    clock.now = 1_000
     path = tmp_path / "db.sqlite3"
-    store = await SQLiteStore.open(path, clock=lambda: now[0])
-    chat = ChatStateStore(store, ttl_ms=100, clock=lambda: now[0])
+    store = await SQLiteStore.open(path, clock=clock)
+    chat = ChatStateStore(store, ttl_ms=100, clock=clock)
     await chat.put("s", ResumeToken.native("v1"))
     await store.close()
-    again = await SQLiteStore.open(path, clock=lambda: now[0])
-    chat = ChatStateStore(again, ttl_ms=100, clock=lambda: now[0])
+    again = await SQLiteStore.open(path, clock=clock)
+    chat = ChatStateStore(again, ttl_ms=100, clock=clock)
     assert await chat.resume_token("s") == ResumeToken.native("v1")
-    now[0] += 100
+    clock.now += 100
     assert await chat.resume_token("s") is None
     await again.close()
 

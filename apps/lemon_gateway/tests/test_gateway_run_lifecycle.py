@@ -11,6 +11,7 @@ from lemon_core.events import Delta, EngineAction, ErrorCode, RunStarted, RunUsa
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, SQLiteStore, Store
 from lemon_gateway import Gateway, GatewayConfig
+from lemon_platform_test import ManualClock
 from lemon_platform_test.executor import Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command
 
@@ -218,14 +219,14 @@ async def test_gateway_store_failure_on_resume_state_keeps_the_answer_with_a_war
 
 
 async def test_gateway_sweeps_expired_chat_state() -> None:
-    now = [1_000_000]
-    store = MemoryStore(clock=lambda: now[0])
+    clock = ManualClock(1_000_000)
+    store = MemoryStore(clock=clock)
     executor = ScriptedExecutor()
     async with Gateway(bus=Bus(), executor=executor, store=store) as gw:
         await gw.submit_execution(command("r1", session="s1"))
         assert store.statistics()["entries"] >= 1
         chat_entries = len(await store.scan(ChatStateStore.TABLE))
         assert chat_entries == 1
-        now[0] += 24 * 60 * 60 * 1000
+        clock.advance(24 * 60 * 60 * 1000)
         assert await gw.sweep_store() == 1
         assert gw.statistics()["store_swept"] == 1

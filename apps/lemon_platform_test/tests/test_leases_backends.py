@@ -37,7 +37,7 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
         memory = MemoryLeases(store, clock=clock)
 
         async def expire_memory(lease: Lease) -> None:
-            clock.now_ms = max(clock.now_ms, lease.expires_at_ms)
+            clock.now = max(clock.now, lease.expires_at_ms)
 
         async def same() -> Leases:
             return memory

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,13 @@ from lemon_core.execution import (
     submit_via_bridge,
 )
 from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_platform_test import ManualClock
 from lemon_router import (
     ResumeError,
     Router,
     RouterConfig,
 )
-from lemon_router.testing import FakeEngineRuntime, ManualClock
+from lemon_router.testing import FakeEngineRuntime
 
 SESSION = "agent:default:main"
 FAST = RouterConfig(idle_timeout_ms=None, liveness_interval_ms=None)
@@ -212,7 +214,8 @@ async def test_submit_retries_with_backoff_while_the_runtime_is_unavailable(bus:
     context, engine = runtime(bus, available=False)
     clock = ManualClock()
     watcher = Watcher(bus, SESSION)
-    async with Router(bus=bus, context=context, config=FAST, clock=clock) as router:
+    exact = dataclasses.replace(FAST, submit_backoff_jitter=0.0)
+    async with Router(bus=bus, context=context, config=exact, clock=clock) as router:
         receipt = await router.submit(request("x"))
         await clock.slept(7)
         engine.is_available = True
@@ -221,6 +224,20 @@ async def test_submit_retries_with_backoff_while_the_runtime_is_unavailable(bus:
         assert clock.sleeps == [100, 200, 400, 800, 1600, 2000, 2000]
         engine.complete(command.run_id)
         await watcher.until("run_phase_changed", run_id=command.run_id, phase="completed")
+
+
+async def test_submit_backoff_jitter_only_shortens_the_waits(bus: Bus) -> None:
+    context, engine = runtime(bus, available=False)
+    clock = ManualClock()
+    async with Router(bus=bus, context=context, config=FAST, clock=clock) as router:
+        receipt = await router.submit(request("x"))
+        await clock.slept(7)
+        engine.is_available = True
+        command = await engine.next_command()
+        assert command.run_id == receipt.run_id
+        exact = [100, 200, 400, 800, 1600, 2000, 2000]
+        assert all(e * 0.8 - 1 <= s <= e for s, e in zip(clock.sleeps, exact, strict=False))
+        engine.complete(command.run_id)
 
 
 async def test_submit_gives_up_after_the_timeout_with_one_synthetic_completion(bus: Bus) -> None:

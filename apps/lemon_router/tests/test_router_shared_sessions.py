@@ -14,6 +14,7 @@ from lemon_core.bus import Bus
 from lemon_core.execution import ENGINE_RUNTIME, RunRequest, RuntimeContext
 from lemon_core.leases import MemoryLeases
 from lemon_core.store import MemoryStore
+from lemon_platform_test import ManualClock
 from lemon_router import Router, RouterConfig
 from lemon_router._inbox import INBOX, encode_request, owner_lease
 from lemon_router.testing import FakeEngineRuntime
@@ -30,14 +31,6 @@ CONFIG = RouterConfig(
 
 
 @dataclass
-class Clock:
-    now: int = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@dataclass
 class Daemon:
     router: Router
     engine: FakeEngineRuntime
@@ -48,7 +41,7 @@ class World:
     bus: Bus
     store: MemoryStore
     leases: MemoryLeases
-    clock: Clock
+    clock: ManualClock
     a: Daemon
     b: Daemon
 
@@ -57,7 +50,7 @@ class World:
 async def world() -> AsyncIterator[World]:
     async with Bus() as bus:
         store = MemoryStore()
-        clock = Clock()
+        clock = ManualClock(1_000_000)
         leases = MemoryLeases(store, clock=clock)
         daemons = []
         for _ in range(2):

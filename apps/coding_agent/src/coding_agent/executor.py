@@ -112,6 +112,7 @@ from lemon_core.execution import (
     SessionBindingSink,
     ToolPolicy,
 )
+from lemon_core.home import Home
 from lemon_skills import SkillCatalog, SkillsError, SkillsSettings, SkillSummary, read_skill_tool
 
 __all__ = [
@@ -392,7 +393,7 @@ class CodingExecutor:
     def sessions(self) -> SessionStore:
         """Where transcripts live: ``<home>/agent/sessions``."""
         return SessionStore(
-            self.home / "agent" / "sessions",
+            Home(root=self.home).sessions,
             max_transcript_bytes=self.settings.max_transcript_bytes,
             mirror=self._transcript_mirror,  # with a shared store: transcripts shared too
         )

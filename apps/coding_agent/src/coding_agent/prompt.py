@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from lemon_core.home import Home
 from lemon_skills import READ_SKILL, SkillSummary, prompt_safe
 
 __all__ = ["PromptLimits", "build_system_prompt", "project_instruction_files"]
@@ -121,7 +122,7 @@ def build_system_prompt(
             parts.append(f"## {title}: {path}\n{body}")
             total += len(parts[-1])
 
-    add_files("Assistant file", _home_files(home / "agent" / "workspace"))
+    add_files("Assistant file", _home_files(Home(root=home).workspace))
     runtime = f"## Runtime\nWorking directory: {cwd}"
     tools = list(tool_names)
     if tools:

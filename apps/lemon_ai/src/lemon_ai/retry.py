@@ -4,19 +4,20 @@ Only errors whose ``retryable`` flag is set are retried (rate limits, 5xx and ov
 failures before the response began). A provider's ``retry-after`` (or ``retry-after-ms``) wins over
 the computed backoff; when it asks for longer than ``max_retry_after`` seconds the call fails at
 once with that error rather than hanging. Sleep, clock and randomness are injected so tests are
-deterministic.
+deterministic. The delays themselves are ``lemon_core.Backoff``'s (:attr:`RetryPolicy.delays`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from lemon_ai.errors import LemonAiUsageError
+from lemon_core.backoff import Backoff, BackoffUsageError
+from lemon_core.backoff import parse_retry_after as parse_retry_after_value
 
 __all__ = ["RetryPolicy", "parse_retry_after"]
 
@@ -47,27 +48,36 @@ class RetryPolicy:
             raise LemonAiUsageError(
                 f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}"
             )
-        if not 0.0 <= self.jitter <= 1.0:
-            raise LemonAiUsageError(f"RetryPolicy.jitter must be within [0, 1], got {self.jitter}")
-        if self.base_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
-            raise LemonAiUsageError("RetryPolicy delays must not be negative")
+        try:
+            _checked = self.delays  # built once here, so a bad setting fails at construction
+        except BackoffUsageError as exc:
+            raise LemonAiUsageError(f"RetryPolicy: {exc}") from exc
+
+    @property
+    def delays(self) -> Backoff:
+        """The delays as a :class:`lemon_core.Backoff` (doubling, capped, jittered)."""
+        return Backoff(
+            initial=self.base_delay,
+            cap=self.max_delay,
+            jitter=self.jitter,
+            retry_after_cap=self.max_retry_after,
+            max_attempts=self.max_attempts,
+            random=self.random,
+        )
 
     def backoff(self, retry_number: int) -> float:
         """The computed delay before retry ``retry_number`` (1-based), jitter applied."""
-        delay = min(self.max_delay, self.base_delay * 2.0 ** (retry_number - 1))
-        return delay * (1.0 - self.jitter * self.random())
+        return self.delays.delay(retry_number)
 
     def delay_for(self, retry_number: int, retry_after: float | None) -> float | None:
         """The delay before retry ``retry_number``, or ``None`` when the call must not wait.
 
-        ``retry_after`` (seconds asked by the provider) is honoured exactly; above
+        ``retry_after`` (seconds asked by the provider) is a lower bound; above
         ``max_retry_after`` the answer is ``None`` (give up now).
         """
-        if retry_after is not None:
-            if retry_after > self.max_retry_after:
-                return None
-            return max(0.0, retry_after)
-        return self.backoff(retry_number)
+        if retry_after is not None and retry_after > self.max_retry_after:
+            return None
+        return self.delays.delay(retry_number, retry_after=retry_after)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -82,14 +92,4 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     value = lowered.get("retry-after")
     if value is None:
         return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
+    return parse_retry_after_value(value, now=time.time() if now is None else now)

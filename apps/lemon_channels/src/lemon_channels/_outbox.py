@@ -7,8 +7,9 @@ delivers that chat's entries in admission order (chats do not wait for each othe
 * a slot's earlier messages are edited, new parts are sent, and each message id is recorded as
   soon as the platform confirms it, so a restart resumes after the last confirmed part (and an
   edit repeated after a restart changes nothing the person sees);
-* a failure is retried with exponential backoff (``base_backoff_s`` doubling up to
-  ``max_backoff_s``), never sooner than the platform's ``retry_after``; a permanent refusal or
+* a failure is retried with exponential backoff (a ``lemon_core.Backoff``: ``base_backoff_s``
+  doubling up to ``max_backoff_s``, up to a fifth shorter at random), never sooner than the
+  platform's ``retry_after`` (honoured up to 300 s); a permanent refusal or
   ``max_attempts`` failures give the entry up (observed, never silently). A rate limit (a
   refusal with ``retry_after``) is flow control, not a failure of the message: it does not
   count as an attempt, and only ``max_rate_limited`` of them in a row give the entry up. A
@@ -33,6 +34,7 @@ from typing import Any, Final
 
 import msgspec
 
+from lemon_core.backoff import Backoff
 from lemon_core.bus import CHANNELS, Bus
 from lemon_core.channels import (
     TRANSIENT_KINDS,
@@ -100,8 +102,7 @@ class Outbox:
         self._bus = bus
         self._max_attempts = max_attempts
         self._max_rate_limited = max_rate_limited
-        self._base = base_backoff_s
-        self._max_backoff = max_backoff_s
+        self._backoff = Backoff(initial=base_backoff_s, cap=max_backoff_s)
         self._clock = clock
         self._channel = plugin.channel_id
         self._chats: dict[str, _Chat] = {}
@@ -274,8 +275,7 @@ class Outbox:
                 await self._store.complete(entry)
                 self._changed.set()
                 return
-            backoff = min(self._max_backoff, self._base * (2 ** (attempts + rate_limited - 1)))
-            delay = max(backoff, result.retry_after or 0.0)
+            delay = self._backoff.delay(attempts + rate_limited, retry_after=result.retry_after)
             entry = msgspec.structs.replace(
                 entry,
                 attempts=attempts,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from lemon_core.home import Home
+
 __all__ = [
     "DaemonLock",
     "DaemonState",
@@ -32,7 +34,7 @@ __all__ = [
 
 
 def daemon_dir(home: Path) -> Path:
-    return home / "daemon"
+    return Home(root=home).daemon
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from lemon_core.home import Home
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -62,7 +64,7 @@ def open_tui(
         )
         return 1
 
-    history = lemon_home() / "tui" / "history.jsonl"  # what was typed, kept across runs (0600)
+    history = Home.from_env().tui_history  # what was typed, kept across runs (0600)
 
     def app_on(ws_url: str, where: str) -> LemonTUI:
         app = LemonTUI(

@@ -17,6 +17,7 @@ import msgspec
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
+from lemon_core.home import Home
 from lemon_core.runtime import HTTP_MOUNTS, MODEL_CATALOG, AppSpec, Runtime
 from lemon_core.sessions import SESSION_PORT
 
@@ -31,7 +32,7 @@ async def _start(runtime: Runtime) -> ControlPlane:
     values.setdefault("token_file", str(tokens_path(runtime.home)))
     values.setdefault("default_model", runtime.config.defaults.model)
     # Where `lemon daemon start` writes the daemon's output.
-    values.setdefault("log_file", str(runtime.home / "daemon" / "daemon.log"))
+    values.setdefault("log_file", str(Home(root=runtime.home).logs))
     config = ControlPlaneConfig.from_settings(values)
     port = runtime.context.capabilities.require(SESSION_PORT)
     plane = ControlPlane(

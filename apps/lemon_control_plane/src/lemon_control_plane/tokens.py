@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from lemon_control_plane.config import hash_token
 from lemon_control_plane.errors import ControlPlaneConfigError
+from lemon_core.home import Home
 
 __all__ = ["TOKEN_SCOPES", "StoredToken", "TokenStore", "tokens_path"]
 
@@ -29,7 +30,7 @@ _PREFIX: Final = "lcp_"
 
 
 def tokens_path(home: Path) -> Path:
-    return home / "control_plane" / "tokens.json"
+    return Home(root=home).tokens
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         ExecApprovals,
         UnknownApprovalError,
     )
+    from lemon_core.backoff import Backoff, BackoffUsageError
     from lemon_core.bus import (
         Bus,
         BusStatistics,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         run_topic,
         session_topic,
     )
+    from lemon_core.clock import SYSTEM_CLOCK, Clock, SystemClock
     from lemon_core.errors import (
         BusClosedError,
         BusError,
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
         Unavailable,
         submit_via_bridge,
     )
+    from lemon_core.home import Home
     from lemon_core.store import (
         ChatStateStore,
         MemoryStore,
@@ -71,12 +74,15 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "ApprovalCapacityError": "lemon_core.approvals",
     "ApprovalOutcome": "lemon_core.approvals",
+    "Backoff": "lemon_core.backoff",
+    "BackoffUsageError": "lemon_core.backoff",
     "Bus": "lemon_core.bus",
     "BusClosedError": "lemon_core.errors",
     "BusError": "lemon_core.errors",
     "BusStatistics": "lemon_core.bus",
     "CapabilityRegistry": "lemon_core.execution",
     "ChatStateStore": "lemon_core.store",
+    "Clock": "lemon_core.clock",
     "ConsumerClass": "lemon_core.bus",
     "ConversationKey": "lemon_core.execution",
     "Delivery": "lemon_core.bus",
@@ -93,6 +99,7 @@ _LAZY: dict[str, str] = {
     "ExecutionResult": "lemon_core.execution",
     "ExecutionSink": "lemon_core.execution",
     "Executor": "lemon_core.execution",
+    "Home": "lemon_core.home",
     "LemonCoreError": "lemon_core.errors",
     "MemoryStore": "lemon_core.store",
     "Overflow": "lemon_core.bus",
@@ -106,8 +113,10 @@ _LAZY: dict[str, str] = {
     "RunStore": "lemon_core.store",
     "RuntimeContext": "lemon_core.execution",
     "SQLiteStore": "lemon_core.store",
+    "SYSTEM_CLOCK": "lemon_core.clock",
     "Store": "lemon_core.store",
     "Subscription": "lemon_core.bus",
+    "SystemClock": "lemon_core.clock",
     "Tagged": "lemon_core.bus",
     "TerminalNotice": "lemon_core.bus",
     "ToolPolicy": "lemon_core.execution",
@@ -132,14 +141,18 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ENGINE_RUNTIME",
     "ROUTER_BRIDGE",
+    "SYSTEM_CLOCK",
     "ApprovalCapacityError",
     "ApprovalOutcome",
+    "Backoff",
+    "BackoffUsageError",
     "Bus",
     "BusClosedError",
     "BusError",
     "BusStatistics",
     "CapabilityRegistry",
     "ChatStateStore",
+    "Clock",
     "ConsumerClass",
     "ConversationKey",
     "Delivery",
@@ -155,6 +168,7 @@ __all__ = [
     "ExecutionResult",
     "ExecutionSink",
     "Executor",
+    "Home",
     "LemonCoreError",
     "MemoryStore",
     "Overflow",
@@ -169,6 +183,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "Subscription",
+    "SystemClock",
     "Tagged",
     "TerminalNotice",
     "ToolPolicy",

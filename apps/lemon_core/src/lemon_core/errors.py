@@ -35,6 +35,7 @@ working::
     │   ├── SessionStreamClosedError (RuntimeError)
     │   └── InvalidSessionKeyError (ValueError)
     ├── SupervisorClosedError (RuntimeError)        lemon_core.tasks
+    ├── BackoffUsageError (ValueError)              lemon_core.backoff
     ├── IdempotencyError                            lemon_core.idempotency.errors
     │   ├── InvalidIdempotencyKeyError (ValueError)
     │   └── IdempotencyStoreError

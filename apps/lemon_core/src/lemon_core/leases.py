@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.store import Store
-from lemon_core.store._protocol import Clock, PutEntry, system_clock_ms
+from lemon_core.store._protocol import Clock, PutEntry
 from lemon_core.store.errors import StaleLeaseError, StoreValueError
 
 __all__ = ["FencedStore", "Lease", "Leases", "MemoryLeases", "check_lease_name", "check_ttl_ms"]
@@ -137,7 +138,7 @@ class FencedStore:
 class MemoryLeases:
     """Leases in one process (a dictionary; an injectable millisecond clock)."""
 
-    def __init__(self, store: Store, *, clock: Clock = system_clock_ms) -> None:
+    def __init__(self, store: Store, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
         self._clock = clock
         self._leases: dict[str, Lease] = {}
@@ -146,7 +147,7 @@ class MemoryLeases:
     async def acquire(self, name: str, owner: str, *, ttl_ms: int) -> Lease | None:
         check_lease_name(name)
         check_ttl_ms(ttl_ms)
-        now = self._clock()
+        now = self._clock.now_ms()
         current = self._leases.get(name)
         if current is not None and current.expires_at_ms > now:
             return None
@@ -162,7 +163,7 @@ class MemoryLeases:
             name=lease.name,
             owner=lease.owner,
             token=lease.token,
-            expires_at_ms=self._clock() + ttl_ms,
+            expires_at_ms=self._clock.now_ms() + ttl_ms,
         )
         self._leases[lease.name] = renewed
         return renewed

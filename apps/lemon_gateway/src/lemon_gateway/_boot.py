@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
+from lemon_core.home import Home
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_core.store import SQLiteStore
 from lemon_gateway._config import GatewayConfig
@@ -28,7 +29,7 @@ __all__ = ["lemon_gateway_app", "run_owners_dir"]
 
 def run_owners_dir(home: Path) -> Path:
     """Where the gateways of ``home`` keep their run-owner locks (see ``_recovery``)."""
-    return home / "store" / "run-owners"
+    return Home(root=home).run_owners
 
 
 async def _start(runtime: Runtime) -> Gateway:

@@ -30,7 +30,8 @@ class GatewayConfig:
       cannot get it in time completes with ``error="lock_timeout"``.
     * ``max_launch_attempts`` / ``launch_retry_backoff_s``: failed launches (executor
       ``prepare`` raising) are retried this many times in total, then the run completes
-      once with ``meta.synthetic=True`` and a machine-readable error.
+      once with ``meta.synthetic=True`` and a machine-readable error; the first retry waits
+      ``launch_retry_backoff_s``, each next one twice as long (``lemon_core.Backoff``).
     * ``prepare_timeout_s``: bound on one ``executor.prepare()``; past it the run completes
       with ``error_code="timeout"`` (not retried: a hung launch is not a failed one).
     * ``store_timeout_s``: bound on every store await of a run (resume state, run history)

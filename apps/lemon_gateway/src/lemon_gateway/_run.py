@@ -32,6 +32,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from lemon_core.backoff import Backoff
 from lemon_core.bus import run_topic
 from lemon_core.errors import BusClosedError
 from lemon_core.events import (
@@ -527,6 +528,8 @@ class Run:
         cfg = self.gateway.config
         job = self._job()
         last: Exception | None = None
+        # Doubling from launch_retry_backoff_s, capped and jittered by Backoff's defaults.
+        backoff = Backoff(initial=cfg.launch_retry_backoff_s, max_attempts=cfg.max_launch_attempts)
         for attempt in range(1, cfg.max_launch_attempts + 1):
             self.launch_attempts = attempt
             try:
@@ -548,8 +551,8 @@ class Run:
                         detail={"timeout_s": cfg.prepare_timeout_s, "attempt": attempt},
                     )
                 log.warning("run %s launch attempt %d failed: %r", self.run_id, attempt, exc)
-                if attempt < cfg.max_launch_attempts and cfg.launch_retry_backoff_s > 0:
-                    await asyncio.sleep(cfg.launch_retry_backoff_s * attempt)
+                if not backoff.exhausted(attempt) and cfg.launch_retry_backoff_s > 0:
+                    await asyncio.sleep(backoff.delay(attempt))
         message = f"{type(last).__name__}: {last}" if last is not None else "unknown"
         return _Outcome(
             ok=False,

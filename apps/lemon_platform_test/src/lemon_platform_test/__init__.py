@@ -6,6 +6,7 @@ from __future__ import annotations
 from lemon_platform_test import events_fixtures
 from lemon_platform_test.bus_kit import BusContract
 from lemon_platform_test.channel_kit import ChannelContract, ChannelHarness, StartedChannel
+from lemon_platform_test.clock import ManualClock
 from lemon_platform_test.errors import PlatformTestError
 from lemon_platform_test.errors_kit import ErrorTreeContract
 from lemon_platform_test.events_kit import EventsContract, example_payload
@@ -17,7 +18,7 @@ from lemon_platform_test.session_kit import (
     SessionPortHarness,
     SessionRecorder,
 )
-from lemon_platform_test.store_kit import ManualClock, StoreContract
+from lemon_platform_test.store_kit import StoreContract
 
 __all__ = [
     "BusContract",

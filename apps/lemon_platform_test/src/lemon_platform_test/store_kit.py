@@ -39,21 +39,9 @@ from lemon_core.store import (
     StoreError,
     StoreValueError,
 )
+from lemon_platform_test.clock import ManualClock
 
-__all__ = ["ManualClock", "StoreContract"]
-
-
-class ManualClock:
-    """A millisecond clock that only moves when told to."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = start_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+__all__ = ["ManualClock", "StoreContract"]  # ManualClock: re-exported from .clock
 
 
 class StoreContract:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lemon_core.clock import Clock, SystemClock
 from lemon_core.sessions import (
     PEER_KINDS,
     InvalidSessionKeyError,
@@ -9,7 +10,6 @@ from lemon_core.sessions import (
     SessionKey,
     check_session_key,
 )
-from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._keys import QUEUE_MODES, ConversationKey, QueueMode, parse_queue_mode
 from lemon_router._port import RouterSessionPort, redact_secrets

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lemon_core.backoff import Backoff
 from lemon_router.errors import RouterUsageError
 
 
@@ -19,7 +20,11 @@ class RouterConfig:
     max_merged_parts: int = 16
     max_merged_chars: int = 32_000
     submit_backoff_initial_ms: int = 100
+    """The wait before resubmitting to an unavailable engine runtime; doubles each time..."""
     submit_backoff_max_ms: int = 2_000
+    """... up to this."""
+    submit_backoff_jitter: float = 0.2
+    """Up to this fraction of each wait is taken off at random (0: exact waits)."""
     submit_timeout_ms: int = 120_000
     """How long a run keeps retrying an unavailable engine runtime before it fails."""
     run_failed_grace_ms: int = 1_000
@@ -70,7 +75,21 @@ class RouterConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise RouterUsageError(f"RouterConfig.{name} must be an int >= 0, got {value!r}")
+        if not 0.0 <= self.submit_backoff_jitter <= 1.0:
+            raise RouterUsageError(
+                "RouterConfig.submit_backoff_jitter must be within [0, 1], "
+                f"got {self.submit_backoff_jitter!r}"
+            )
         if self.submit_backoff_max_ms < self.submit_backoff_initial_ms:
             raise RouterUsageError(
                 "RouterConfig.submit_backoff_max_ms must be >= submit_backoff_initial_ms"
             )
+
+    @property
+    def submit_backoff(self) -> Backoff:
+        """The submit retry's delays (seconds; the run process waits them in whole ms)."""
+        return Backoff(
+            initial=self.submit_backoff_initial_ms / 1000,
+            cap=self.submit_backoff_max_ms / 1000,
+            jitter=self.submit_backoff_jitter,
+        )

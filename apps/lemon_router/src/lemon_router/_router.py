@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
+from lemon_core.clock import Clock, SystemClock
 from lemon_core.events import QueueOutcome, QueueOutcomeKind, RunPhase, RunPhaseChanged
 from lemon_core.execution import (
     ENGINE_RUNTIME,
@@ -47,7 +48,6 @@ from lemon_core.leases import Leases
 from lemon_core.sessions import check_session_key
 from lemon_core.store import Store, StoreError
 from lemon_core.tasks import Supervisor
-from lemon_router._clock import Clock, SystemClock
 from lemon_router._config import RouterConfig
 from lemon_router._inbox import SharedSessions
 from lemon_router._keys import ConversationKey
@@ -263,7 +263,7 @@ class Router:
             )
             key = self._session_conv.get(session_key) or decision.conversation_key(session_key)
             queue = self._queues.get(key)
-            now = self.clock.now_ms()
+            now = self.clock.monotonic_ms()
             if queue is None:
                 if len(self._queues) >= self.config.max_conversations:
                     self._retired["submitted"] += 1
@@ -558,7 +558,7 @@ class Router:
                 accepted = False
         queue = self._queues.get(key)
         if queue is not None:
-            now = self.clock.now_ms()
+            now = self.clock.monotonic_ms()
             self._apply(
                 key, queue.steer_result(effect.submission.run_id, accepted=accepted, now_ms=now)
             )
@@ -696,9 +696,9 @@ class Router:
         if queue is None:
             return
         if self._state is RouterState.RUNNING:
-            self._apply(key, queue.run_ended(run_id, self.clock.now_ms()))
+            self._apply(key, queue.run_ended(run_id, self.clock.monotonic_ms()))
         else:
-            queue.run_ended(run_id, self.clock.now_ms())
+            queue.run_ended(run_id, self.clock.monotonic_ms())
         self._maybe_drop(key)
 
     def _retry_started(self, process: RunProcess, previous_run_id: str) -> None:

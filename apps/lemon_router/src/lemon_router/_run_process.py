@@ -55,7 +55,7 @@ from lemon_router._resume import ChatStateReader, auto_resume_disabled
 
 if TYPE_CHECKING:
     from lemon_core.bus import Bus
-    from lemon_router._clock import Clock
+    from lemon_core.clock import Clock
     from lemon_router._config import RouterConfig
 
 log = logging.getLogger("lemon_router")
@@ -298,8 +298,9 @@ class RunProcess:
         owner = self._owner
         config = owner.config
         clock = owner.clock
-        delay = config.submit_backoff_initial_ms
-        deadline = clock.now_ms() + config.submit_timeout_ms
+        backoff = config.submit_backoff
+        retries = 0
+        deadline = clock.monotonic_ms() + config.submit_timeout_ms
         last_problem = "no EngineRuntime is registered"
         while True:
             if self.cancel_reason is not None:
@@ -328,15 +329,15 @@ class RunProcess:
                     return None
             elif engine is not None:
                 last_problem = "the EngineRuntime is not available"
-            remaining = deadline - clock.now_ms()
+            remaining = deadline - clock.monotonic_ms()
             if remaining <= 0:
                 return (
                     f"the engine runtime stayed unavailable for {config.submit_timeout_ms} ms "
                     f"({last_problem})",
                     ErrorCode.ENGINE_UNAVAILABLE,
                 )
-            await self._wait_or_wake(min(delay, remaining))
-            delay = min(delay * 2, config.submit_backoff_max_ms)
+            retries += 1
+            await self._wait_or_wake(min(round(backoff.delay(retries) * 1000), remaining))
 
     async def _wait_or_wake(self, ms: int) -> None:
         sleeper = asyncio.ensure_future(self._owner.clock.sleep_ms(ms))
@@ -361,16 +362,16 @@ class RunProcess:
         engine = owner.engine()
         candidate: object = engine  # a runtime may also implement the optional probe
         probe = candidate if isinstance(candidate, RunLiveness) else None
-        last_event_at = clock.now_ms()
+        last_event_at = clock.monotonic_ms()
         failed_at: int | None = None
         failed_reason = ""
         vanished_at: int | None = None
-        next_probe = clock.now_ms()
+        next_probe = clock.monotonic_ms()
         cancel_seen_at: int | None = None
         getter: asyncio.Future[Any] = asyncio.ensure_future(delivery.get())
         try:
             while True:
-                now = clock.now_ms()
+                now = clock.monotonic_ms()
                 if self.cancel_reason is not None and cancel_seen_at is None:
                     cancel_seen_at = now
                 if (
@@ -432,7 +433,7 @@ class RunProcess:
                 item = await self._next(getter, None if wake_at is None else wake_at - now)
                 if item is None:
                     continue
-                last_event_at = clock.now_ms()
+                last_event_at = clock.monotonic_ms()
                 if isinstance(item, Overflow):
                     # Tell the session (its clients recover from a snapshot), take a fresh
                     # handle and keep forwarding; the terminal notice may still follow on the
@@ -468,7 +469,7 @@ class RunProcess:
                 if item.type == "run_started":
                     owner.phase(run_id, self.prepared, RunPhase.STREAMING)
                 elif item.type == "run_failed" and failed_at is None:
-                    failed_at = clock.now_ms()
+                    failed_at = clock.monotonic_ms()
                     failed_reason = f"run failed: {_field(item.payload, 'reason') or 'unknown'}"
         finally:
             getter.cancel()

@@ -1,10 +1,10 @@
-"""Test doubles for code that drives the router: a scriptable EngineRuntime and a manual clock.
+"""Test doubles for code that drives the router: a scriptable EngineRuntime.
 
 ``FakeEngineRuntime`` implements the EngineRuntime capability (plus the optional steer and
 liveness extensions) on a real Bus: each accepted command is recorded and the test decides what
 the "gateway" publishes on ``run:<id>`` (started, deltas, completion, failure) or whether the
-run vanishes. ``ManualClock`` makes time move only when something sleeps on it, recording every
-sleep (for backoff assertions).
+run vanishes. The manual clock (time moves only when something sleeps on it, each sleep
+recorded for backoff assertions) is the test kit's ``lemon_platform_test.ManualClock``.
 """
 
 from __future__ import annotations
@@ -24,34 +24,7 @@ from lemon_core.events import (
 )
 from lemon_core.execution import ExecutionCommand
 
-__all__ = ["FakeEngineRuntime", "ManualClock"]
-
-
-class ManualClock:
-    """A clock whose sleeps return at once, advancing time by the slept amount."""
-
-    def __init__(self, start_ms: int = 0) -> None:
-        self.now = start_ms
-        self.sleeps: list[int] = []
-        self._changed = asyncio.Condition()
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-
-    async def sleep_ms(self, ms: int) -> None:
-        self.sleeps.append(ms)
-        self.now += ms
-        async with self._changed:
-            self._changed.notify_all()
-        await asyncio.sleep(0)
-
-    async def slept(self, count: int) -> None:
-        """Wait until at least ``count`` sleeps happened."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: len(self.sleeps) >= count)
+__all__ = ["FakeEngineRuntime"]
 
 
 class FakeEngineRuntime:

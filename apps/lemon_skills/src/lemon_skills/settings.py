@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from lemon_core.config import lemon_home
+from lemon_core.home import Home
 from lemon_skills.audit import AuditLimits
 
 __all__ = [
@@ -74,7 +75,7 @@ class SkillsSettings:
 
     @property
     def skills_dir(self) -> Path:
-        return self.home / "skills"
+        return Home(root=self.home).skills
 
     @property
     def installed_dir(self) -> Path:

@@ -15,7 +15,8 @@ replaces it, and no error text or status carries it.
 Status while polling: :data:`POLL_FAILURES_BEFORE_FAILED` consecutive failed ``getUpdates``
 (409 Conflict: another process polls the same bot; 401: the token was revoked; the Bot API
 unreachable) turn the status FAILED with a sentence saying why and what to do; polling goes on
-(backoff up to 30 s), and the first answered poll makes it RUNNING again. Each change is
+(``lemon_core.Backoff`` from 0.5 s doubling up to 30 s, jittered; a 429's ``retry_after`` is
+waited for first, up to 300 s), and the first answered poll makes it RUNNING again. Each change is
 reported to ``on_status`` (the host records it for ``lemon channels status``).
 """
 
@@ -35,6 +36,7 @@ import httpx
 import msgspec
 
 from lemon_channels.telegram._render import MAX_MESSAGE_CHARS, markdown_to_html, split_markdown
+from lemon_core.backoff import Backoff
 from lemon_core.channels import (
     CallbackQuery,
     ChannelState,
@@ -74,6 +76,8 @@ _MAX_WEBHOOK_BODY: Final = 1024 * 1024
 #: Updates handled at once in webhook mode; beyond it the POST is refused (Telegram retries).
 _MAX_WEBHOOK_IN_FLIGHT: Final = 256
 _ERROR_CHARS: Final = 300
+#: Between failed ``getUpdates``; a 429's ``retry_after`` is honoured up to its retry_after_cap.
+_POLL_BACKOFF: Final = Backoff(initial=0.5, cap=30.0)
 #: How long a stop waits for the updates in hand to finish.
 _STOP_GRACE_S: Final = 10.0
 _ANY_TAG: Final = re.compile(r"<[^<>]*>")
@@ -336,7 +340,7 @@ class TelegramPlugin:
     async def _poll(self) -> None:
         """Long-poll ``getUpdates`` until cancelled. Nothing the server answers stops it: a
         refusal or an answer of the wrong shape is logged and retried with backoff."""
-        backoff = 0.5
+        failures = 0
         while True:
             try:
                 updates = await self._poll_once()
@@ -347,10 +351,10 @@ class TelegramPlugin:
                 updates = None
                 self._poll_failed(f"getUpdates failed ({type(exc).__name__})")
             if updates is None:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30.0)
+                failures += 1
+                await asyncio.sleep(_POLL_BACKOFF.delay(failures))
                 continue
-            backoff = 0.5
+            failures = 0
             self._poll_answered()
             for update in updates:
                 update_id = update.get("update_id")
@@ -388,7 +392,7 @@ class TelegramPlugin:
             description = str(data.get("description"))[:_ERROR_CHARS]
             _log.warning("telegram: getUpdates refused: %s", description)
             if isinstance(retry, int | float) and retry > 0:
-                await asyncio.sleep(min(float(retry), 300.0))
+                await asyncio.sleep(min(float(retry), _POLL_BACKOFF.retry_after_cap))
             else:  # a 429 is flow control, not a failure of the channel
                 self._poll_failed(self._refusal_detail(data.get("error_code"), description))
             return None

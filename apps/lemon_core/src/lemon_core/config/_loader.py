@@ -29,6 +29,7 @@ import msgspec
 from lemon_core.config._schema import LEGACY_KEYS, LEGACY_SECTION_HINTS, Config
 from lemon_core.config._servers import check_servers
 from lemon_core.errors import LemonCoreError
+from lemon_core.home import Home
 
 # Providers a model reference may name without a [providers.<name>] section: the offline
 # provider and the hosted/local servers lemon_ai's catalogue knows how to reach (a test in
@@ -81,14 +82,13 @@ class LoadedConfig:
 
     @property
     def home_config_path(self) -> Path:
-        return self.home / "config.toml"
+        return Home(root=self.home).config
 
 
 def lemon_home(environ: Mapping[str, str] | None = None) -> Path:
-    """Where Lemon keeps its state: ``$LEMON_HOME`` or ``~/.lemon``."""
-    env = os.environ if environ is None else environ
-    value = env.get("LEMON_HOME", "").strip()
-    return Path(value).expanduser() if value else Path.home() / ".lemon"
+    """Where Lemon keeps its state: ``$LEMON_HOME`` or ``~/.lemon`` (see :class:`lemon_core.Home`,
+    which also names every path below it)."""
+    return Home.from_env(environ).root
 
 
 def find_project_config(cwd: Path, home: Path) -> Path | None:

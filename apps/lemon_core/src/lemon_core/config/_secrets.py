@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from lemon_core.home import Home
+
 __all__ = ["SECRETS_FILENAME", "read_secrets"]
 
-#: The secrets file under ``$LEMON_HOME``.
-SECRETS_FILENAME: Final = "secrets.env"
+#: The secrets file under ``$LEMON_HOME`` (its name; :attr:`lemon_core.Home.secrets` is the path).
+SECRETS_FILENAME: Final = Home(root=Path()).secrets.name
 
 
 def read_secrets(home: Path) -> dict[str, str]:
@@ -21,7 +23,7 @@ def read_secrets(home: Path) -> dict[str, str]:
     Blank lines, ``#`` comments and lines without ``=`` are skipped; names and values are
     stripped.
     """
-    path = home / SECRETS_FILENAME
+    path = Home(root=home).secrets
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

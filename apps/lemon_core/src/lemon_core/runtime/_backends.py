@@ -15,6 +15,7 @@ from typing import Literal
 
 from lemon_core.bus import Bus
 from lemon_core.config import Config, resolve_bus_url, resolve_store_dsn
+from lemon_core.home import Home
 from lemon_core.leases import Leases
 from lemon_core.store import MemoryStore, Store, open_default_store
 
@@ -24,7 +25,7 @@ __all__ = ["open_configured_bus", "open_configured_store", "shared_leases", "sto
 def store_path(home: Path) -> Path:
     """The default store's SQLite file under ``home``: ``<home>/store/lemon.sqlite3`` (the
     layout of :func:`lemon_core.store.default_store_path`)."""
-    return home / "store" / "lemon.sqlite3"
+    return Home(root=home).store
 
 
 async def open_configured_store(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lemon_core.home import Home
 from lemon_core.store._sqlite import SQLiteStore
 
 __all__ = ["default_store_path", "open_default_store"]
@@ -14,9 +14,7 @@ __all__ = ["default_store_path", "open_default_store"]
 
 def default_store_path(environ: Mapping[str, str] | None = None) -> Path:
     """``$LEMON_HOME/store/lemon.sqlite3`` (``LEMON_HOME`` defaults to ``~/.lemon``)."""
-    env = os.environ if environ is None else environ
-    home = env.get("LEMON_HOME") or os.path.join(os.path.expanduser("~"), ".lemon")
-    return Path(home) / "store" / "lemon.sqlite3"
+    return Home.from_env(environ).store
 
 
 async def open_default_store(

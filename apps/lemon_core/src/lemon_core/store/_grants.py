@@ -17,7 +17,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from lemon_core.store._protocol import Clock, Store, system_clock_ms
+from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
 
 __all__ = [
@@ -91,7 +92,7 @@ class ApprovalGrantStore:
         store: Store,
         *,
         max_grants: int = DEFAULT_MAX_APPROVAL_GRANTS,
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         bound: object = max_grants
         if not isinstance(bound, int) or isinstance(bound, bool) or bound < 1:
@@ -113,7 +114,7 @@ class ApprovalGrantStore:
 
     def now_ms(self) -> int:
         """The wrapper's clock (what ``granted_at_ms`` is stamped with)."""
-        return self._clock()
+        return self._clock.now_ms()
 
     @staticmethod
     def row_key(scope: str, owner: str, key: str) -> str:

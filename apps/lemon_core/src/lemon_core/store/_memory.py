@@ -6,6 +6,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
     Clock,
@@ -17,7 +18,6 @@ from lemon_core.store._protocol import (
     check_ttl,
     decode_value,
     encode_value,
-    system_clock_ms,
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
 
@@ -33,7 +33,7 @@ class MemoryStore:
     def __init__(
         self,
         *,
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_entries: int = 1_000_000,
     ) -> None:
@@ -64,7 +64,7 @@ class MemoryStore:
         return None if expires is not None and expires <= now else data
 
     async def get(self, table: str, key: str) -> Any | None:
-        data = self._live(self._table(table).get(check_key(key)), self._clock())
+        data = self._live(self._table(table).get(check_key(key)), self._clock.now_ms())
         return None if data is None else decode_value(data)
 
     async def put(self, table: str, key: str, value: Any, *, ttl_ms: int | None = None) -> None:
@@ -78,7 +78,7 @@ class MemoryStore:
                     f"MemoryStore is full ({self._max_entries} entries); raise max_entries"
                 )
             self._entries += 1
-        rows[key] = (data, None if ttl is None else self._clock() + ttl)
+        rows[key] = (data, None if ttl is None else self._clock.now_ms() + ttl)
 
     async def put_many(self, entries: Sequence[PutEntry]) -> None:
         if self._closed:
@@ -90,7 +90,7 @@ class MemoryStore:
                 f"MemoryStore is full ({self._max_entries} entries; this batch adds "
                 f"{len(new)}); raise max_entries"
             )
-        now = self._clock()
+        now = self._clock.now_ms()
         for table, key, data, ttl in batch:  # no await: no reader sees half of it
             rows = self._table(table)
             rows[key] = (data, None if ttl is None else now + ttl)
@@ -102,14 +102,14 @@ class MemoryStore:
         if item is None:
             return False
         self._entries -= 1
-        return self._live(item, self._clock()) is not None
+        return self._live(item, self._clock.now_ms()) is not None
 
     async def scan(
         self, table: str, *, prefix: str = "", limit: int = 1000, reverse: bool = False
     ) -> list[tuple[str, Any]]:
         rows = self._table(table)
         check_limit(limit)
-        now = self._clock()
+        now = self._clock.now_ms()
         keys = sorted(rows)
         start = bisect.bisect_left(keys, prefix)
         end = len(keys)
@@ -132,7 +132,7 @@ class MemoryStore:
     async def sweep_expired(self) -> int:
         if self._closed:
             raise StoreClosedError("this MemoryStore is closed")
-        now = self._clock()
+        now = self._clock.now_ms()
         removed = 0
         for rows in self._tables.values():
             dead = [k for k, (_, exp) in rows.items() if exp is not None and exp <= now]

@@ -25,7 +25,8 @@ from typing import Any, Final
 
 import msgspec
 
-from lemon_core.store._protocol import Clock, Store, system_clock_ms
+from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
 
 __all__ = ["DEFAULT_OUTBOX_DEDUPE_TTL_MS", "OutboxEntry", "OutboxStore"]
@@ -75,7 +76,7 @@ class OutboxStore:
         *,
         max_pending: int = 10_000,
         dedupe_ttl_ms: int = DEFAULT_OUTBOX_DEDUPE_TTL_MS,
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
         self._max_pending = max_pending
@@ -122,7 +123,7 @@ class OutboxStore:
                 f"the {channel_id} outbox holds {self._max_pending} pending messages; "
                 "the channel is not delivering (see `lemon channels status`)"
             )
-        now = self._clock()
+        now = self._clock.now_ms()
         entry = OutboxEntry(
             key=f"{channel_id}/{self._order()}",
             channel_id=channel_id,

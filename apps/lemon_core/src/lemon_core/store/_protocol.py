@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from lemon_core.clock import SYSTEM_CLOCK, Clock
 from lemon_core.store.errors import InvalidStoreKeyError, StoreValueError
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "Clock", "PutEntry", "Store", "system_clock_ms"]
@@ -19,7 +19,6 @@ DEFAULT_MAX_VALUE_BYTES: Final = 1 << 20
 _TABLE_RE: Final = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_KEY_CHARS: Final = 1024
 
-Clock = Callable[[], int]
 #: One write of :meth:`Store.put_many`: ``(table, key, value, ttl_ms)``.
 PutEntry = tuple[str, str, Any, int | None]
 
@@ -27,9 +26,8 @@ _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder()
 
 
-def system_clock_ms() -> int:
-    """Wall-clock milliseconds (the default Store clock)."""
-    return time.time_ns() // 1_000_000
+#: Wall-clock milliseconds as a plain callable, for code that takes one (``SYSTEM_CLOCK.now_ms``).
+system_clock_ms: Final = SYSTEM_CLOCK.now_ms
 
 
 @runtime_checkable

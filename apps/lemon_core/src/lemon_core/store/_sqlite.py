@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.store._integrity import (
     corrupt_store_error,
     empty_store_error,
@@ -39,7 +40,6 @@ from lemon_core.store._protocol import (
     check_ttl,
     decode_value,
     encode_value,
-    system_clock_ms,
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
 
@@ -75,7 +75,7 @@ class SQLiteStore:
         self,
         path: str | Path,
         *,
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_pending: int = 1024,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
@@ -172,7 +172,7 @@ class SQLiteStore:
     async def get(self, table: str, key: str) -> Any | None:
         check_table(table)
         check_key(key)
-        now = self._clock()
+        now = self._clock.now_ms()
 
         def op() -> bytes | None:
             row = (
@@ -194,7 +194,7 @@ class SQLiteStore:
         check_key(key)
         ttl = check_ttl(ttl_ms)
         data = encode_value(value, self._max_value_bytes)
-        now = self._clock()
+        now = self._clock.now_ms()
         expires = None if ttl is None else now + ttl
 
         def op() -> None:
@@ -206,7 +206,7 @@ class SQLiteStore:
         if self._closed:
             raise StoreClosedError(f"SQLiteStore {self._path} is closed")
         batch = check_entries(entries, self._max_value_bytes)
-        now = self._clock()
+        now = self._clock.now_ms()
         rows = [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
 
         def op() -> None:
@@ -226,7 +226,7 @@ class SQLiteStore:
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)
         check_key(key)
-        now = self._clock()
+        now = self._clock.now_ms()
 
         def op() -> bool:
             cur = self._db().execute(
@@ -245,7 +245,7 @@ class SQLiteStore:
         check_limit(limit)
         if not isinstance(prefix, str):
             raise TypeError(f"scan prefix must be a string, got {prefix!r}")
-        now = self._clock()
+        now = self._clock.now_ms()
         order = "DESC" if reverse else "ASC"
 
         def op() -> list[tuple[str, bytes]]:
@@ -262,7 +262,7 @@ class SQLiteStore:
         return [(k, decode_value(v)) for k, v in rows]
 
     async def sweep_expired(self) -> int:
-        now = self._clock()
+        now = self._clock.now_ms()
 
         def op() -> int:
             cur = self._db().execute(

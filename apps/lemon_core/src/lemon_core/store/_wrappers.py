@@ -13,9 +13,10 @@ from typing import Any, Final
 
 import msgspec
 
+from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.events import ErrorCode, RunUsage
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
-from lemon_core.store._protocol import Clock, Store, system_clock_ms
+from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
 
 __all__ = [
@@ -235,7 +236,7 @@ class SessionSettingsStore:
 
     TABLE: Final = "session_settings"
 
-    def __init__(self, store: Store, *, clock: Clock = system_clock_ms) -> None:
+    def __init__(self, store: Store, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
         self._clock = clock
 
@@ -249,7 +250,7 @@ class SessionSettingsStore:
         if unknown:
             raise StoreValueError(f"unknown session settings: {sorted(unknown)}")
         previous = await self.get(session_key) or SessionSettingsRecord()
-        record = msgspec.structs.replace(previous, **changes, updated_at_ms=self._clock())
+        record = msgspec.structs.replace(previous, **changes, updated_at_ms=self._clock.now_ms())
         if record.model is None and record.label is None and record.thinking_level is None:
             await self._store.delete(self.TABLE, session_key)
         else:
@@ -311,7 +312,7 @@ class ChatStateStore:
         store: Store,
         *,
         ttl_ms: int = DEFAULT_CHAT_STATE_TTL_MS,
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         ttl: object = ttl_ms
         if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
@@ -327,7 +328,9 @@ class ChatStateStore:
     async def put(self, session_key: str, token: ResumeToken) -> ChatState:
         """Record ``token`` as the session's latest resume state."""
         state = ChatState(
-            last_engine=token.engine, last_resume_token=token.value, updated_at_ms=self._clock()
+            last_engine=token.engine,
+            last_resume_token=token.value,
+            updated_at_ms=self._clock.now_ms(),
         )
         await self._store.put(
             self.TABLE,

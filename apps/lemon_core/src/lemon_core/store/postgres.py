@@ -30,6 +30,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
+from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.config import redact_url
 from lemon_core.leases import Lease, check_lease_name, check_ttl_ms
 from lemon_core.store._protocol import (
@@ -43,7 +44,6 @@ from lemon_core.store._protocol import (
     check_ttl,
     decode_value,
     encode_value,
-    system_clock_ms,
 )
 from lemon_core.store.errors import (
     InvalidStoreKeyError,
@@ -103,7 +103,7 @@ class PostgresStore:
         dsn: str,
         *,
         schema: str = "lemon",
-        clock: Clock = system_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         min_connections: int = 1,
         max_connections: int = 8,
@@ -285,7 +285,7 @@ class PostgresStore:
     async def get(self, table: str, key: str) -> Any | None:
         check_table(table)
         _check_pg_text(check_key(key), "key")
-        params = (table, key, self._clock())
+        params = (table, key, self._clock.now_ms())
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bytes | None:
             cur = await conn.execute(self._get, params)
@@ -300,7 +300,7 @@ class PostgresStore:
         _check_pg_text(check_key(key), "key")
         ttl = check_ttl(ttl_ms)
         data = encode_value(value, self._max_value_bytes)
-        now = self._clock()
+        now = self._clock.now_ms()
         params = (table, key, data, None if ttl is None else now + ttl, now)
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -314,7 +314,7 @@ class PostgresStore:
         batch = check_entries(entries, self._max_value_bytes)
         for _, key, _, _ in batch:
             _check_pg_text(key, "key")
-        now = self._clock()
+        now = self._clock.now_ms()
         return [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
 
     async def put_many(self, entries: Sequence[PutEntry]) -> None:
@@ -350,7 +350,7 @@ class PostgresStore:
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)
         _check_pg_text(check_key(key), "key")
-        now = self._clock()
+        now = self._clock.now_ms()
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
             cur = await conn.execute(self._delete, (table, key))
@@ -368,7 +368,7 @@ class PostgresStore:
             raise TypeError(f"scan prefix must be a string, got {prefix!r}")
         _check_pg_text(prefix, "prefix")
         query = self._scan_desc if reverse else self._scan_asc
-        params = (table, prefix, prefix, self._clock(), limit)
+        params = (table, prefix, prefix, self._clock.now_ms(), limit)
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[tuple[str, bytes]]:
             cur = await conn.execute(query, params)
@@ -393,7 +393,7 @@ class PostgresStore:
         _check_pg_text(check_key(key), "key")
         ttl = check_ttl(ttl_ms)
         data = encode_value(value, self._max_value_bytes)
-        now = self._clock()
+        now = self._clock.now_ms()
         params = (table, key, data, None if ttl is None else now + ttl, now)
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
@@ -410,7 +410,7 @@ class PostgresStore:
         """``delete`` under ``lease`` (as :meth:`put_fenced`)."""
         check_table(table)
         _check_pg_text(check_key(key), "key")
-        now = self._clock()
+        now = self._clock.now_ms()
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bool | None:
             async with conn.transaction():
@@ -430,7 +430,7 @@ class PostgresStore:
         return await cur.fetchone() is not None
 
     async def sweep_expired(self) -> int:
-        now = self._clock()
+        now = self._clock.now_ms()
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> int:
             cur = await conn.execute(self._sweep, (now,))

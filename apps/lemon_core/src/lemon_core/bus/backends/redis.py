@@ -51,6 +51,7 @@ from typing import Any, Final
 import msgspec
 import redis
 
+from lemon_core.backoff import Backoff
 from lemon_core.bus.backends.loopback import decode_frame, encode_frame
 from lemon_core.config import redact_url
 from lemon_core.errors import BusBackendUnavailableError
@@ -114,7 +115,8 @@ class RedisBackend:
         self._deliver_local = deliver_local
         self._max_outbox = max_outbox
         self._connect_timeout = connect_timeout_s
-        self._reconnect_max = reconnect_max_s
+        # 40 ms doubling up to reconnect_max_s, jittered so daemons do not reconnect in step.
+        self._reconnect_backoff = Backoff(initial=0.04, cap=reconnect_max_s)
         self._health_check = health_check_s
         self.origin = f"{os.getpid():x}-{uuid.uuid4().hex[:12]}"
         self._seq = 0  # the last sequence number given out (under self._cond)
@@ -302,8 +304,7 @@ class RedisBackend:
 
     def _backoff(self, attempt: int) -> bool:
         """Wait before reconnecting; False when the backend is closing."""
-        delay = min(self._reconnect_max, 0.02 * (2 ** min(attempt, 10)))
-        return not self._stop.wait(delay)
+        return not self._stop.wait(self._reconnect_backoff.delay(attempt))
 
     def _set_state(
         self, *, reader: bool | None = None, writer: bool | None = None, why: str = ""
