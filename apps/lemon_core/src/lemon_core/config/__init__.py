@@ -14,6 +14,7 @@ from lemon_core.config._loader import (
     lemon_home,
     load_config,
 )
+from lemon_core.config._redact import redact_config, redact_text
 from lemon_core.config._schema import (
     BusConfig,
     ChannelsConfig,
@@ -57,6 +58,8 @@ __all__ = [
     "lemon_home",
     "load_config",
     "read_secrets",
+    "redact_config",
+    "redact_text",
     "redact_url",
     "resolve_bus_url",
     "resolve_store_dsn",
