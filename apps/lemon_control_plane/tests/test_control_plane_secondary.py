@@ -13,7 +13,7 @@ import msgspec
 from lemon_control_plane import ControlPlane, ControlPlaneConfig
 from lemon_control_plane._secondary import UNSUPPORTED, redacted
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import plane_client, wire_client
 from lemon_core.config import BusConfig, Config, ProviderConfig, StoreConfig
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
@@ -139,7 +139,7 @@ async def test_logs_tail_reads_the_end_of_the_daemon_log_redacted_and_filtered(
     async with boot(log_file=str(log)) as runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             tail = await c.call("logs.tail", {"limit": 3})
             errors = await c.call("logs.tail", {"limit": 10, "level": "error"})
             bad = await c.request("logs.tail", {"level": "loud"})
@@ -217,7 +217,7 @@ async def test_config_get_redacts_dsn_passwords_and_url_userinfo(
         plane = ControlPlane(
             port, ControlPlaneConfig(port=0), config_view=lambda: msgspec.to_builtins(shown)
         )
-        async with plane, wire_client(plane.ws_url)() as c:
+        async with plane, plane_client(plane)() as c:
             got = await c.call("config.get")
     text = repr(got)
     for secret in ("hunter2", "again", "redis-pw", "tok3n", "lemon:", "user:"):

@@ -17,7 +17,7 @@ from websockets.typing import Origin
 
 from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_control_plane._connection import Connection
-from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.testing import WireClient, plane_client, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
 from lemon_core.runtime import Runtime
 
@@ -53,7 +53,7 @@ async def test_the_connect_authenticates_from_the_auth_cookie(
 async def test_a_stale_cookie_is_ignored_where_no_token_is_needed(
     boot: Callable[..., Runtime],
 ) -> None:
-    async with boot() as runtime:
+    async with boot(local_auth=False) as runtime:
         plane = await _plane(runtime)
         assert not plane.requires_token
         stale = {"Cookie": f"{AUTH_COOKIE}=revoked-long-ago"}
@@ -98,7 +98,7 @@ async def test_an_event_above_the_panes_bound_becomes_one_resync_marker(
 ) -> None:
     async with boot() as runtime:
         plane = await _plane(runtime)
-        async with wire_client(plane.ws_url)(handshake=False) as c:
+        async with plane_client(plane)(handshake=False) as c:
             hello = await c.connect(maxEventBytes=400)
             assert hello["policy"]["maxEventBytes"] == 400
             sent = await c.call("chat.send", {"sessionKey": "pane", "prompt": "/echo " + "y" * 600})

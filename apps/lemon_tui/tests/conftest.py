@@ -53,7 +53,11 @@ async def until(pilot: Pilot[object], condition: Callable[[], bool], what: str) 
 
 
 def app_for(daemon: ControlPlane, policy: ToolPolicy | None = None) -> LemonTUI:
-    return LemonTUI(websocket_connector(daemon.ws_url), where=daemon.ws_url, tool_policy=policy)
+    return LemonTUI(
+        websocket_connector(daemon.ws_url, token=daemon.local_token),
+        where=daemon.ws_url,
+        tool_policy=policy,
+    )
 
 
 def status_text(app: LemonTUI) -> str:
@@ -63,7 +67,7 @@ def status_text(app: LemonTUI) -> str:
 @pytest.fixture
 async def other(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
     """A second client of the same daemon (another terminal, a web page)."""
-    async with WebSocketSessionPort(daemon.ws_url) as port:
+    async with WebSocketSessionPort(daemon.ws_url, token=daemon.local_token) as port:
         yield port
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_web import WebApp
 from lemon_web.app import LOGIN_FAILURES
 
@@ -51,14 +51,29 @@ async def test_static_assets_are_compressed_and_revalidated(daemon: ControlPlane
         assert (await http.post("/")).status_code == 405
 
 
-async def test_login_wants_the_pages_own_origin_and_is_not_needed_on_loopback(
+async def test_login_wants_the_pages_own_origin_and_a_token_on_loopback_too(
     daemon: ControlPlane,
 ) -> None:
     async with httpx.AsyncClient(base_url=daemon.url) as http:
         no_origin = await http.post("/login", json={"token": "x"})
         assert no_origin.status_code == 403
         assert "own page" in no_origin.json()["error"]
-        own = await http.post("/login", json={"token": "x"}, headers={"origin": daemon.url})
+        wrong = await http.post("/login", json={"token": "x"}, headers={"origin": daemon.url})
+        assert wrong.status_code == 401
+        assert "set-cookie" not in wrong.headers
+        own = await http.post(
+            "/login", json={"token": daemon.local_token}, headers={"origin": daemon.url}
+        )
+        assert own.json() == {"ok": True, "required": True}
+        assert AUTH_COOKIE in own.cookies
+
+
+async def test_login_is_not_needed_where_local_auth_is_off(runtime_at: Any, tmp_path: Path) -> None:
+    async with runtime_at(tmp_path / "open-home", local_auth=False) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        async with httpx.AsyncClient(base_url=plane.url) as http:
+            own = await http.post("/login", json={"token": "x"}, headers={"origin": plane.url})
         assert own.json() == {"ok": True, "required": False}
         assert "set-cookie" not in own.headers
 

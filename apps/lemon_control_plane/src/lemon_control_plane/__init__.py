@@ -27,6 +27,12 @@ from lemon_control_plane.errors import (
     WireError,
     WireErrorCode,
 )
+from lemon_control_plane.local_token import (
+    LOCAL_TOKEN_ID,
+    client_token,
+    local_token_path,
+    read_local_token,
+)
 from lemon_control_plane.server import (
     AUTH_COOKIE,
     EVENTS,
@@ -41,6 +47,7 @@ __all__ = [
     "DEFAULT_PORT",
     "ERROR_CODES",
     "EVENTS",
+    "LOCAL_TOKEN_ID",
     "PORT_ENV",
     "PROTOCOL_VERSION",
     "SERVER_VERSION",
@@ -56,6 +63,9 @@ __all__ = [
     "WebSocketSessionStream",
     "WireError",
     "WireErrorCode",
+    "client_token",
     "hash_token",
     "is_loopback_host",
+    "local_token_path",
+    "read_local_token",
 ]

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
+import secrets
 import socket
 import time
 import uuid
@@ -51,6 +53,7 @@ from lemon_control_plane._secondary import UNSUPPORTED
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
 from lemon_control_plane.tokens import StoredToken, TokenStore
 from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
 from lemon_core.sessions import SessionPort
@@ -147,6 +150,17 @@ class ControlPlane:
         self._token_signature: tuple[int, int, int] | None = None
         self._load_tokens()
         self.config.check(stored_tokens=len(self._stored))
+        self.local_token: str | None = None
+        """The owner's token (every scope; see :mod:`lemon_control_plane.local_token`):
+        the home's file when ``local_token_file`` is set, else one made for this server's life;
+        ``None`` with ``local_auth=False``."""
+        if self.config.local_auth:
+            self.local_token = (
+                ensure_local_token(Path(self.config.local_token_file))
+                if self.config.local_token_file
+                else "lcp_local_" + secrets.token_urlsafe(32)
+            )
+        self._local_hash = hash_token(self.local_token) if self.local_token else None
         self._port = port
         self._connections: set[Connection] = set()
         self.bridge = EventBridge(
@@ -292,7 +306,7 @@ class ControlPlane:
         for conn in self._connections:
             if (
                 conn.token_id is not None
-                and conn.token_id != "env"
+                and conn.token_id not in ("env", LOCAL_TOKEN_ID)
                 and conn.token_hash not in self._stored
             ):
                 conn.close_soon(CLOSE_UNAUTHORIZED, "token revoked")
@@ -308,10 +322,14 @@ class ControlPlane:
 
     @property
     def requires_token(self) -> bool:
-        """Whether every ``connect`` must carry a token: tokens are configured or stored, or
-        the bind is not loopback (then always, even once every stored token is revoked)."""
+        """Whether every ``connect`` must carry a token: always, unless ``local_auth`` is off
+        on a loopback bind with no configured or stored token (a non-loopback bind keeps
+        requiring one even once every stored token is revoked)."""
         return bool(
-            self.config.token_hashes or self._stored or not is_loopback_host(self.config.host)
+            self.config.local_auth
+            or self.config.token_hashes
+            or self._stored
+            or not is_loopback_host(self.config.host)
         )
 
     def token_valid(self, token: object) -> bool:
@@ -324,6 +342,10 @@ class ControlPlane:
         """(token id, scopes) of a valid token, else None."""
         if not isinstance(token, str) or not token:
             return None
+        if self._local_hash is not None and hmac.compare_digest(
+            hash_token(token), self._local_hash
+        ):
+            return LOCAL_TOKEN_ID, frozenset(SCOPES)
         if self.config.accepts_token(token):
             return "env", frozenset(SCOPES)
         stored = self._stored.get(hash_token(token))
