@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
-from lemon_control_plane import AUTH_COOKIE, ControlPlane
+from lemon_control_plane import AUTH_COOKIE, ControlPlane, SignIn
 from lemon_web import WebApp
 from lemon_web.app import LOGIN_FAILURES
 
@@ -96,8 +97,14 @@ class _OneToken:
 
     requires_token = True
 
-    def token_valid(self, token: object) -> bool:
-        return token == "right"
+    def sign_in(self, token: object, *, address: str | None = None) -> SignIn:
+        return SignIn(session="s") if token == "right" else SignIn(refused="invalid")
+
+    def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn:
+        return SignIn(refused="invalid")
+
+    def sign_out(self, session: object) -> None:
+        pass
 
 
 async def test_failed_sign_ins_are_limited() -> None:
@@ -110,3 +117,48 @@ async def test_failed_sign_ins_are_limited() -> None:
         limited = await http.post("/login", json={"token": "right"}, headers=headers)
         assert limited.status_code == 429
         assert "wait a minute" in limited.json()["error"]
+
+
+async def test_the_sign_in_cookie_is_a_random_id_and_secure_over_https(
+    daemon: ControlPlane,
+) -> None:
+    token = daemon.local_token
+    assert token is not None
+    transport = httpx.ASGITransport(app=WebApp(daemon))
+    for scheme in ("http", "https"):
+        base = f"{scheme}://page.test"
+        headers = {"origin": base, "host": "page.test"}
+        async with httpx.AsyncClient(transport=transport, base_url=base) as http:
+            signed = await http.post("/login", json={"token": token}, headers=headers)
+            assert signed.status_code == 200
+            header = signed.headers["set-cookie"]
+            assert token not in header  # the cookie never carries the token
+            assert ("Secure" in header) == (scheme == "https"), header
+            assert "HttpOnly" in header
+            session = signed.cookies[AUTH_COOKIE]
+            assert daemon.logins.session(session) is not None
+            out = await http.post("/logout", headers=headers)
+            assert out.status_code == 200
+            assert daemon.logins.session(session) is None  # signed out on the server too
+
+
+async def test_the_one_time_link_signs_in_once_and_goes_to_the_page(daemon: ControlPlane) -> None:
+    async with httpx.AsyncClient(base_url=daemon.url) as http:
+        nonce = daemon.login_link()
+        key = "/chat/agent%3Adefault%3Amain"
+        first = await http.get(f"/login?once={nonce}&next={quote(key, safe='')}")
+        assert first.status_code == 303
+        assert first.headers["location"] == key
+        assert first.headers["cache-control"] == "no-store"
+        assert first.headers["referrer-policy"] == "no-referrer"
+        header = first.headers["set-cookie"]
+        assert "HttpOnly" in header
+        assert "samesite=strict" in header.lower()
+        assert daemon.logins.session(first.cookies[AUTH_COOKIE]) is not None
+        again = await http.get(f"/login?once={nonce}")
+        assert again.status_code == 400
+        assert "lemon web" in again.text
+        assert "set-cookie" not in again.headers
+        elsewhere = await http.get(f"/login?once={daemon.login_link()}&next=//evil.example/x")
+        assert elsewhere.headers["location"] == "/"  # only a path of this server
+        assert (await http.get("/login")).status_code == 400

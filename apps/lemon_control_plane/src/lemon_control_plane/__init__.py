@@ -9,6 +9,7 @@ the router, the store or the executor).
 from __future__ import annotations
 
 from lemon_control_plane._connection import ConnectionStatistics
+from lemon_control_plane._logins import SignIn
 from lemon_control_plane.bridge import BridgeStatistics, EventBridge
 from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
 from lemon_control_plane.config import (
@@ -59,6 +60,7 @@ __all__ = [
     "ControlPlaneConfigError",
     "ControlPlaneError",
     "EventBridge",
+    "SignIn",
     "WebSocketSessionPort",
     "WebSocketSessionStream",
     "WireError",

@@ -47,7 +47,8 @@ from lemon_control_plane._frames import (
     ok_frame,
     parse_request,
 )
-from lemon_control_plane._methods import SCOPES, Methods
+from lemon_control_plane._logins import BrowserLogins, Grant, SignIn
+from lemon_control_plane._methods import SCOPES, Method, Methods
 from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane._secondary import UNSUPPORTED
 from lemon_control_plane.bridge import EventBridge
@@ -76,10 +77,13 @@ EVENTS: Final = (
     "stream.resync",
     "tick",
 )
-#: The cookie a browser page's WebSocket upgrade may carry its token in (an HttpOnly,
+#: The cookie a browser page's WebSocket upgrade carries its sign-in in (an HttpOnly,
 #: SameSite=Strict cookie the page's own login endpoint sets; the page's script never sees it).
-#: A ``connect`` without ``params.auth.token`` authenticates with it.
-AUTH_COOKIE: Final = "lemon_token"
+#: It holds a random sign-in id (:meth:`ControlPlane.sign_in`), never a token. A ``connect``
+#: without ``params.auth.token`` authenticates with it.
+AUTH_COOKIE: Final = "lemon_session"
+#: The token id of a connection on a bind that needs none (``local_auth`` off).
+_OPEN: Final = "open"
 CLOSE_UNAUTHORIZED: Final = 4001
 CLOSE_GOING_AWAY: Final = 1001
 
@@ -141,6 +145,7 @@ class ControlPlane:
         models: ModelCatalog | None = None,
         mounts: HttpMounts | None = None,
         config_view: Callable[[], Mapping[str, Any]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -161,6 +166,13 @@ class ControlPlane:
                 else "lcp_local_" + secrets.token_urlsafe(32)
             )
         self._local_hash = hash_token(self.local_token) if self.local_token else None
+        self.logins = BrowserLogins(
+            max_sessions=self.config.web_sessions,
+            ttl_s=self.config.web_session_ttl_s,
+            link_ttl_s=self.config.login_link_ttl_s,
+            clock=clock,
+        )
+        """Browser sign-ins and one-time sign-in links (see :meth:`sign_in`)."""
         self._port = port
         self._connections: set[Connection] = set()
         self.bridge = EventBridge(
@@ -171,6 +183,9 @@ class ControlPlane:
         )
         self._methods = Methods(
             port, self.bridge, self.config, self._status, models, config_view=config_view
+        )
+        self._methods.table["auth.loginNonce"] = Method(
+            "auth.loginNonce", "admin", self._login_nonce
         )
         self._started = time.monotonic()
         self._closing = False
@@ -302,6 +317,7 @@ class ControlPlane:
         except ControlPlaneError as exc:
             _log.error("keeping the previous tokens: %s", exc)
             return 0
+        self.logins.retain(self._grant_valid)
         closed = 0
         for conn in self._connections:
             if (
@@ -337,6 +353,78 @@ class ControlPlane:
         the store is re-read first if it changed. For a page's login endpoint."""
         self.refresh_tokens()
         return self._authenticate(token) is not None
+
+    def _grant_valid(self, grant: Grant) -> bool:
+        """Whether the token a sign-in stands for is still accepted as it was."""
+        if grant.token_id == _OPEN:
+            return not self.requires_token
+        if grant.token_id == LOCAL_TOKEN_ID:
+            return self._local_hash is not None and hmac.compare_digest(
+                grant.token_hash, self._local_hash
+            )
+        if grant.token_id == "env":
+            return grant.token_hash in self.config.token_hashes
+        stored = self._stored.get(grant.token_hash)
+        return stored is not None and stored.id == grant.token_id
+
+    # -- browser sign-ins (the lemon_web page) ------------------------------------------------
+
+    def sign_in(self, token: object, *, address: str | None = None) -> SignIn:
+        """A page's sign-in with ``token`` (from ``address``): the session id its cookie is to
+        carry, or why not (``refused``). The token store is re-read first if it changed."""
+        self.refresh_tokens()
+        found = self._authenticate(token)
+        if found is None:
+            return SignIn(refused="invalid")
+        grant = Grant(token_id=found[0], token_hash=hash_token(str(token)), scopes=found[1])
+        return SignIn(session=self.logins.open(grant))
+
+    def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn:
+        """A page's sign-in with a one-time link's nonce (:meth:`login_link`); a nonce works
+        once, within ``login_link_ttl_s``, and only while its minter's token is valid."""
+        self.refresh_tokens()
+        grant = self.logins.redeem(nonce)
+        if grant is None or not self._grant_valid(grant):
+            return SignIn(refused="invalid")
+        return SignIn(session=self.logins.open(grant))
+
+    def sign_out(self, session: object) -> None:
+        """End the page's sign-in ``session`` (its cookie is then nothing)."""
+        self.logins.close(session)
+
+    def login_link(self) -> str:
+        """A one-time nonce signing a browser in as the owner (the local token, every scope):
+        for an in-process owner; over the wire ``auth.loginNonce`` mints one with the
+        calling connection's scopes."""
+        if self._local_hash is None:
+            raise ControlPlaneError("this control plane has no local token (local_auth is off)")
+        return self.logins.link(
+            Grant(token_id=LOCAL_TOKEN_ID, token_hash=self._local_hash, scopes=frozenset(SCOPES))
+        )
+
+    async def _login_nonce(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``auth.loginNonce`` (admin): a one-time sign-in nonce for a browser, with this
+        connection's token and scopes; the page's ``GET /login?once=<nonce>`` redeems it."""
+        grant = Grant(
+            token_id=conn.token_id or _OPEN, token_hash=conn.token_hash or "", scopes=conn.scopes
+        )
+        return {
+            "nonce": self.logins.link(grant),
+            "expiresInMs": int(self.logins.link_ttl_s * 1000),
+        }
+
+    def statistics(self) -> dict[str, Any]:
+        """The bounded tables of access control: browser sign-ins and links."""
+        logins = self.logins.statistics()
+        return {
+            "logins": {
+                "sessions": logins.sessions,
+                "links": logins.links,
+                "opened": logins.opened,
+                "expired": logins.expired,
+                "evicted": logins.evicted,
+            }
+        }
 
     def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
         """(token id, scopes) of a valid token, else None."""
@@ -469,7 +557,8 @@ class ControlPlane:
             max_entries=self.config.connection_queue,
             max_event_bytes=self.config.max_payload,
         )
-        conn.cookie_token = websocket.cookies.get(AUTH_COOKIE) or None
+        conn.cookie_session = websocket.cookies.get(AUTH_COOKIE) or None
+        conn.client_address = websocket.client.host if websocket.client else None
         self._connections.add(conn)
         tasks: set[asyncio.Task[None]] = set()
         watches = PortWatches(self._port, conn)
@@ -585,19 +674,25 @@ class ControlPlane:
         params = request.params
         auth = params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
-        if token is None and self.requires_token:
-            token = conn.cookie_token
         scopes = frozenset(SCOPES)
-        if self.requires_token or token is not None:
+        grant: Grant | None = None
+        if token is not None:
             found = self._authenticate(token)
-            if found is None:
-                conn.push_text(
-                    error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
-                )
-                conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
-                return
-            conn.token_id, scopes = found
-            conn.token_hash = hash_token(str(token))
+            if found is not None:
+                grant = Grant(token_id=found[0], token_hash=hash_token(str(token)), scopes=found[1])
+        elif self.requires_token:
+            # A browser page: its cookie names a sign-in, whose token must still be valid.
+            grant = self.logins.session(conn.cookie_session)
+            if grant is not None and not self._grant_valid(grant):
+                grant = None
+        if grant is None and (self.requires_token or token is not None):
+            conn.push_text(
+                error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
+            )
+            conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
+            return
+        if grant is not None:
+            conn.token_id, conn.token_hash, scopes = grant.token_id, grant.token_hash, grant.scopes
         asked = params.get("scopes")
         if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
             scopes = scopes & frozenset(asked)
