@@ -10,9 +10,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from lemon_control_plane import AUTH_COOKIE, ControlPlane, SignIn
+from lemon_control_plane import AUTH_COOKIE, ControlPlane, ControlPlaneConfig
+from lemon_core.sessions import SESSION_PORT
 from lemon_web import WebApp
-from lemon_web.app import LOGIN_FAILURES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -92,31 +92,45 @@ async def test_the_daemon_profile_mounts_the_page_and_unmounts_it_at_stop(
     assert runtime.mounts.resolve("/") is None
 
 
-class _OneToken:
-    """A plane that needs a token and knows one (the TokenCheck protocol)."""
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
 
-    requires_token = True
-
-    def sign_in(self, token: object, *, address: str | None = None) -> SignIn:
-        return SignIn(session="s") if token == "right" else SignIn(refused="invalid")
-
-    def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn:
-        return SignIn(refused="invalid")
-
-    def sign_out(self, session: object) -> None:
-        pass
+    def __call__(self) -> float:
+        return self.now
 
 
-async def test_failed_sign_ins_are_limited() -> None:
-    transport = httpx.ASGITransport(app=WebApp(_OneToken()))
-    headers = {"origin": "http://page.test", "host": "page.test"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://page.test") as http:
-        for _ in range(LOGIN_FAILURES):
-            wrong = await http.post("/login", json={"token": "wrong"}, headers=headers)
-            assert wrong.status_code == 401
-        limited = await http.post("/login", json={"token": "right"}, headers=headers)
-        assert limited.status_code == 429
-        assert "wait a minute" in limited.json()["error"]
+async def test_failed_sign_ins_are_limited_per_client_address(
+    runtime_at: Any, tmp_path: Path
+) -> None:
+    clock = _Clock()
+    async with runtime_at(tmp_path / "limits-home") as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        config = ControlPlaneConfig(port=0, auth_failures=20, auth_window_s=60.0)
+        plane = ControlPlane(port, config, clock=clock)
+        web = WebApp(plane)
+        headers = {"origin": "http://page.test", "host": "page.test"}
+
+        def client(address: str) -> httpx.AsyncClient:
+            transport = httpx.ASGITransport(app=web, client=(address, 40000))
+            return httpx.AsyncClient(transport=transport, base_url="http://page.test")
+
+        async with client("203.0.113.7") as attacker, client("198.51.100.2") as owner:
+            for _ in range(20):
+                wrong = await attacker.post("/login", json={"token": "wrong"}, headers=headers)
+                assert wrong.status_code == 401
+            right = {"token": plane.local_token}
+            limited = await attacker.post("/login", json=right, headers=headers)
+            assert limited.status_code == 429
+            assert limited.headers["retry-after"] == "60"
+            assert "wait a minute" in limited.json()["error"]
+            link = await attacker.get(f"/login?once={plane.login_link()}")
+            assert link.status_code == 429  # the one-time link is refused there too
+            mine = await owner.post("/login", json=right, headers=headers)
+            assert mine.status_code == 200  # another address is not locked out
+            clock.now += 61
+            again = await attacker.post("/login", json=right, headers=headers)
+            assert again.status_code == 200
 
 
 async def test_the_sign_in_cookie_is_a_random_id_and_secure_over_https(

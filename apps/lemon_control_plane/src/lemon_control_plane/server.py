@@ -47,6 +47,7 @@ from lemon_control_plane._frames import (
     ok_frame,
     parse_request,
 )
+from lemon_control_plane._limiter import AddressLimiter
 from lemon_control_plane._logins import BrowserLogins, Grant, SignIn
 from lemon_control_plane._methods import SCOPES, Method, Methods
 from lemon_control_plane._port_wire import PortWatches
@@ -85,6 +86,8 @@ AUTH_COOKIE: Final = "lemon_session"
 #: The token id of a connection on a bind that needs none (``local_auth`` off).
 _OPEN: Final = "open"
 CLOSE_UNAUTHORIZED: Final = 4001
+#: The close code after a ``connect`` refused because its address failed too often.
+CLOSE_RATE_LIMITED: Final = 4029
 CLOSE_GOING_AWAY: Final = 1001
 
 
@@ -173,6 +176,13 @@ class ControlPlane:
             clock=clock,
         )
         """Browser sign-ins and one-time sign-in links (see :meth:`sign_in`)."""
+        self.limiter = AddressLimiter(
+            failures=self.config.auth_failures,
+            window_s=self.config.auth_window_s,
+            addresses=self.config.auth_addresses,
+            clock=clock,
+        )
+        """Failed authentications per client address (``connect``, the page's sign-ins)."""
         self._port = port
         self._connections: set[Connection] = set()
         self.bridge = EventBridge(
@@ -372,9 +382,13 @@ class ControlPlane:
     def sign_in(self, token: object, *, address: str | None = None) -> SignIn:
         """A page's sign-in with ``token`` (from ``address``): the session id its cookie is to
         carry, or why not (``refused``). The token store is re-read first if it changed."""
+        wait = self.limiter.retry_after(address)
+        if wait is not None:
+            return SignIn(refused="rate_limited", retry_after_s=wait)
         self.refresh_tokens()
         found = self._authenticate(token)
         if found is None:
+            self.limiter.failed(address)
             return SignIn(refused="invalid")
         grant = Grant(token_id=found[0], token_hash=hash_token(str(token)), scopes=found[1])
         return SignIn(session=self.logins.open(grant))
@@ -382,9 +396,13 @@ class ControlPlane:
     def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn:
         """A page's sign-in with a one-time link's nonce (:meth:`login_link`); a nonce works
         once, within ``login_link_ttl_s``, and only while its minter's token is valid."""
+        wait = self.limiter.retry_after(address)
+        if wait is not None:
+            return SignIn(refused="rate_limited", retry_after_s=wait)
         self.refresh_tokens()
         grant = self.logins.redeem(nonce)
         if grant is None or not self._grant_valid(grant):
+            self.limiter.failed(address)
             return SignIn(refused="invalid")
         return SignIn(session=self.logins.open(grant))
 
@@ -414,16 +432,25 @@ class ControlPlane:
         }
 
     def statistics(self) -> dict[str, Any]:
-        """The bounded tables of access control: browser sign-ins and links."""
+        """The bounded tables of access control: failed authentications per address,
+        browser sign-ins and links."""
         logins = self.logins.statistics()
+        limits = self.limiter.statistics()
         return {
+            "auth": {
+                "addresses": limits.addresses,
+                "limited": limits.limited,
+                "failures": limits.failures,
+                "refused": limits.refused,
+                "forgotten": limits.forgotten,
+            },
             "logins": {
                 "sessions": logins.sessions,
                 "links": logins.links,
                 "opened": logins.opened,
                 "expired": logins.expired,
                 "evicted": logins.evicted,
-            }
+            },
         }
 
     def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
@@ -672,6 +699,22 @@ class ControlPlane:
             )
             return
         params = request.params
+        wait = self.limiter.retry_after(conn.client_address)
+        if wait is not None:
+            # Refused before any token is looked at: guesses past the limit learn nothing.
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError(
+                        "RATE_LIMITED",
+                        "too many failed authentications from this address; try again in "
+                        f"{max(1, round(wait))} s",
+                        {"retryAfterMs": int(wait * 1000)},
+                    ),
+                )
+            )
+            conn.close_soon(CLOSE_RATE_LIMITED, "rate limited")
+            return
         auth = params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
         scopes = frozenset(SCOPES)
@@ -686,6 +729,7 @@ class ControlPlane:
             if grant is not None and not self._grant_valid(grant):
                 grant = None
         if grant is None and (self.requires_token or token is not None):
+            self.limiter.failed(conn.client_address)
             conn.push_text(
                 error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
             )

@@ -14,7 +14,9 @@ the control plane's and other apps' longer prefixes win):
   :data:`~lemon_control_plane.AUTH_COOKIE` that the WebSocket upgrade carries: a random
   sign-in id, never the token, ``Secure`` when the request came over HTTPS. ``POST /logout``
   ends the sign-in and clears the cookie. Both refuse a request whose ``Origin`` is not this
-  server.
+  server. Failed sign-ins count with the control plane's other failed authentications, per
+  client address (:attr:`ControlPlane.limiter`: 20 a minute, then 429 with ``Retry-After``
+  for that address only, the one-time link included).
 - ``GET /login?once=<nonce>[&next=/path]``: the one-time link ``lemon web`` opens (the nonce is
   minted by the daemon, works once, for two minutes): signs the browser in like a login and
   redirects (303) to ``next`` (a path of this server, default ``/``). A used, expired or
@@ -31,8 +33,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import time
-from collections import deque
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final, Protocol
@@ -48,8 +49,6 @@ from lemon_web.errors import WebError
 
 __all__ = [
     "LIVE_SEGMENT_BYTES",
-    "LOGIN_FAILURES",
-    "LOGIN_WINDOW_S",
     "MAX_EVENT_BYTES",
     "PAGE_CACHE_ITEMS",
     "PANE_QUEUE_ENTRIES",
@@ -84,9 +83,6 @@ _HEADERS: Final = {
     "cache-control": "no-cache",
 }
 _MAX_LOGIN_BYTES: Final = 4096
-#: Failed sign-ins allowed per window before the login answers 429 for the rest of it.
-LOGIN_FAILURES: Final = 20
-LOGIN_WINDOW_S: Final = 60.0
 
 
 class TokenCheck(Protocol):
@@ -143,7 +139,6 @@ class WebApp:
     def __init__(self, plane: TokenCheck) -> None:
         self._plane = plane
         self._assets = load_assets()
-        self._failures: deque[float] = deque(maxlen=LOGIN_FAILURES)
         self._app = Starlette(
             routes=[
                 Route("/", self._page, methods=["GET", "HEAD"]),
@@ -204,9 +199,6 @@ class WebApp:
             return _error(403, "login is accepted from this server's own page only")
         if not self._plane.requires_token:
             return JSONResponse({"ok": True, "required": False}, headers=_HEADERS)
-        now = time.monotonic()
-        if len(self._failures) == LOGIN_FAILURES and now - self._failures[0] < LOGIN_WINDOW_S:
-            return _error(429, "too many failed sign-ins; wait a minute and try again")
         raw = b""
         async for chunk in request.stream():  # bounded: never read a large body whole
             raw += chunk
@@ -220,8 +212,9 @@ class WebApp:
         if not isinstance(token, str) or not token.strip():
             return _error(400, 'send JSON: {"token": "lcp_..."} with the token')
         signed = self._plane.sign_in(token.strip(), address=_address(request))
+        if signed.refused == "rate_limited":
+            return _limited(signed)
         if signed.session is None:
-            self._failures.append(now)
             return _error(401, "that token is not valid (revoked, rotated or mistyped)")
         response = JSONResponse({"ok": True, "required": True}, headers=_HEADERS)
         _set_session(response, request, signed.session)
@@ -230,6 +223,8 @@ class WebApp:
     async def _login_once(self, request: Request) -> Response:
         nonce = request.query_params.get("once")
         signed = self._plane.sign_in_once(nonce, address=_address(request)) if nonce else None
+        if signed is not None and signed.refused == "rate_limited":
+            return _limited(signed)
         if signed is None or signed.session is None:
             return PlainTextResponse(
                 "This sign-in link was already used, has expired, or is not one. Run "
@@ -259,6 +254,14 @@ class WebApp:
 
     async def _not_allowed(self, request: Request, exc: Exception | None) -> Response:
         return _error(405, "Method not allowed")
+
+
+def _limited(signed: SignIn) -> Response:
+    response = _error(
+        429, "too many failed sign-ins from this address; wait a minute and try again"
+    )
+    response.headers["retry-after"] = str(max(1, math.ceil(signed.retry_after_s)))
+    return response
 
 
 def _address(request: Request) -> str | None:
