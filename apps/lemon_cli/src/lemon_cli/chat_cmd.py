@@ -217,7 +217,7 @@ async def _daemon_port(loaded: LoadedConfig) -> _Remote | None:
     """The session port of this home's running daemon, or None (none runs, or
     ``LEMON_DAEMON=0`` asks for an in-process runtime). :class:`_DaemonRefused` when one runs
     and does not accept the connection."""
-    from lemon_cli._daemon import running_daemon, ws_url_of
+    from lemon_cli._daemon import client_ssl, running_daemon, ws_url_of
     from lemon_control_plane.client import WebSocketSessionPort
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.local_token import client_token, local_token_path
@@ -225,7 +225,9 @@ async def _daemon_port(loaded: LoadedConfig) -> _Remote | None:
     state = running_daemon(loaded.home)
     if state is None:
         return None
-    port = WebSocketSessionPort(ws_url_of(state.url), token=client_token(loaded.home))
+    port = WebSocketSessionPort(
+        ws_url_of(state.url), token=client_token(loaded.home), ssl=client_ssl(state)
+    )
     try:
         await port.__aenter__()
     except Exception as exc:

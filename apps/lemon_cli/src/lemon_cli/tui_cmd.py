@@ -22,19 +22,19 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from lemon_cli._daemon import DaemonState
     from lemon_core.execution import ToolPolicy
     from lemon_tui import LemonTUI
 
 __all__ = ["open_tui", "tui"]
 
 
-def _running_daemon_url() -> str | None:
-    """The WebSocket URL of this home's running daemon (``LEMON_DAEMON=0``: none)."""
-    from lemon_cli._daemon import running_daemon, ws_url_of
+def _running_daemon() -> DaemonState | None:
+    """This home's running daemon (``LEMON_DAEMON=0``: none)."""
+    from lemon_cli._daemon import running_daemon
     from lemon_core.config import lemon_home
 
-    state = running_daemon(lemon_home())
-    return None if state is None else ws_url_of(state.url)
+    return running_daemon(lemon_home())
 
 
 def open_tui(
@@ -52,14 +52,18 @@ def open_tui(
     connects."""
     import asyncio
     import os
+    import ssl
 
+    from lemon_cli._daemon import client_ssl, ws_url_of
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.local_token import client_token
     from lemon_core.config import lemon_home
     from lemon_tui import LemonTUI, websocket_connector
 
-    target = url or _running_daemon_url()
+    state = None if url else _running_daemon()
+    target = url or (ws_url_of(state.url) if state is not None else None)
     token = (os.environ.get(TOKEN_ENV) or None) if url else client_token(lemon_home())
+    trust = client_ssl(state) if state is not None else None
     if target is None and not host_if_needed:
         err.print(
             f"lemon tui: no daemon runs for {lemon_home()}; start one with `lemon daemon start` "
@@ -70,9 +74,11 @@ def open_tui(
 
     history = lemon_home() / "tui" / "history.jsonl"  # what was typed, kept across runs (0600)
 
-    def app_on(ws_url: str, where: str, token: str | None) -> LemonTUI:
+    def app_on(
+        ws_url: str, where: str, token: str | None, trust: ssl.SSLContext | None = None
+    ) -> LemonTUI:
         app = LemonTUI(
-            websocket_connector(ws_url, token=token),
+            websocket_connector(ws_url, token=token, ssl=trust),
             where=where,
             session=session,
             cwd=cwd,
@@ -84,13 +90,11 @@ def open_tui(
         return app
 
     if target is not None:
-        return app_on(target, target, token).run() or 0
+        return app_on(target, target, token, trust).run() or 0
     return asyncio.run(_hosted(err, app_on, cwd))
 
 
-async def _hosted(
-    err: Console, app_on: Callable[[str, str, str | None], LemonTUI], cwd: str
-) -> int:
+async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> int:
     """The daemon's runtime in this process, its control plane on loopback, for the UI."""
     from lemon_cli._home import home_error, home_problem
     from lemon_control_plane import ControlPlane

@@ -11,10 +11,13 @@ itself never goes into a URL. With no daemon it says how to start one.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import quote
 
 import typer
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["login_url", "page_url", "web"]
 
@@ -35,12 +38,12 @@ def login_url(http_url: str, nonce: str, session: str | None = None) -> str:
     return link
 
 
-async def _login_nonce(ws_url: str, token: str | None) -> str | None:
+async def _login_nonce(ws_url: str, token: str | None, trust: ssl.SSLContext | None) -> str | None:
     """A one-time sign-in nonce of the daemon at ``ws_url`` (``None``: it offers none: an
     older daemon; then the page asks for a token itself)."""
     from lemon_control_plane.client import WebSocketSessionPort
 
-    async with WebSocketSessionPort(ws_url, token=token) as port:
+    async with WebSocketSessionPort(ws_url, token=token, ssl=trust) as port:
         if "auth.loginNonce" not in port.hello.get("features", {}).get("methods", ()):
             return None
         minted = await port.call("auth.loginNonce")
@@ -48,12 +51,13 @@ async def _login_nonce(ws_url: str, token: str | None) -> str | None:
     return nonce if isinstance(nonce, str) and nonce else None
 
 
-def _serves_page(url: str) -> bool:
+def _serves_page(url: str, trust: ssl.SSLContext | None) -> bool:
     import urllib.error
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # our daemon's http URL
+        # Our daemon's http(s) URL, trusted as its home's clients trust it.
+        with urllib.request.urlopen(url, timeout=5, context=trust) as response:
             return bool(response.headers.get("content-type", "").startswith("text/html"))
     except (urllib.error.URLError, OSError):
         return False
@@ -73,7 +77,7 @@ def web(
 
     from rich.console import Console
 
-    from lemon_cli._daemon import read_state, ws_url_of
+    from lemon_cli._daemon import client_ssl, read_state, ws_url_of
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.errors import ControlPlaneError
     from lemon_control_plane.local_token import client_token, local_token_path
@@ -90,14 +94,15 @@ def web(
             raise typer.Exit(2) from None
     home = lemon_home()
     state = read_state(home)
-    if state is None or not state.alive or not state.url.startswith("http://"):
+    if state is None or not state.alive or not state.url.startswith(("http://", "https://")):
         err.print(
             f"lemon web: no daemon runs for {home}; start one with `lemon daemon start`",
             markup=False,
         )
         raise typer.Exit(1)
     url = page_url(state.url, session)
-    if not _serves_page(url):
+    trust = client_ssl(state)
+    if not _serves_page(url, trust):
         err.print(
             f"lemon web: the daemon at {state.url} does not serve the chat page (is the "
             "lemon_web app installed? restart the daemon after installing it)",
@@ -105,7 +110,7 @@ def web(
         )
         raise typer.Exit(1)
     try:
-        nonce = asyncio.run(_login_nonce(ws_url_of(state.url), client_token(home)))
+        nonce = asyncio.run(_login_nonce(ws_url_of(state.url), client_token(home), trust))
     except (ControlPlaneError, OSError) as exc:
         err.print(
             f"lemon web: the daemon at {state.url} refused the connection ({exc}); it takes "

@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping
@@ -236,13 +237,15 @@ class ControlPlane:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the running server."""
+        """``http://host:port`` of the running server (``https://`` with TLS)."""
         host, port = self.address
-        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        scheme = "https" if self.config.tls else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
 
     @property
     def ws_url(self) -> str:
-        return self.url.replace("http://", "ws://", 1) + "/ws"
+        """``ws://host:port/ws`` of the running server (``wss://`` with TLS)."""
+        return "ws" + self.url.removeprefix("http") + "/ws"
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -256,6 +259,7 @@ class ControlPlane:
         if self._state != "new":
             raise ControlPlaneError(f"a control plane starts once; this one is {self._state}")
         self._state = "running"
+        tls = self._tls_options()
         self._sock = _bind(self.config.host, self.config.port)
         try:
             self._tg = asyncio.TaskGroup()
@@ -273,6 +277,7 @@ class ControlPlane:
                 timeout_graceful_shutdown=max(1, int(self.config.shutdown_grace_s)),
                 server_header=False,
                 proxy_headers=False,
+                **tls,
             )
             self._server = _Server(uv_config)
             self._serve_task = self._tg.create_task(self._server.serve(sockets=[self._sock]))
@@ -282,6 +287,22 @@ class ControlPlane:
             self._sock.close()
             raise
         return self
+
+    def _tls_options(self) -> dict[str, Any]:
+        """uvicorn's TLS settings: the configured certificate and key (loaded once here, so a
+        bad pair is a clear error at start, not in the server's task), else none."""
+        if not self.config.tls:
+            return {}
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                str(self.config.tls_cert), str(self.config.tls_key)
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise ControlPlaneError(
+                f"cannot serve TLS with tls_cert {self.config.tls_cert!r} and tls_key "
+                f"{self.config.tls_key!r}: {exc} (PEM files: the certificate, then its key)"
+            ) from None
+        return {"ssl_certfile": self.config.tls_cert, "ssl_keyfile": self.config.tls_key}
 
     async def __aexit__(
         self,

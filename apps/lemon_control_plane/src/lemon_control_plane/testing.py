@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -20,7 +24,15 @@ from websockets.asyncio.client import ClientConnection, connect
 if TYPE_CHECKING:
     from lemon_control_plane.server import ControlPlane
 
-__all__ = ["WAIT_S", "ClientFactory", "WireClient", "plane_client", "wire_client"]
+__all__ = [
+    "WAIT_S",
+    "ClientFactory",
+    "WireClient",
+    "plane_client",
+    "self_signed_certificate",
+    "trusting",
+    "wire_client",
+]
 
 WAIT_S = 30.0
 _FACTORY_TOKEN: Final = object()  # "the token the factory was made with"
@@ -149,3 +161,44 @@ def wire_client(ws_url: str, *, token: str | None = None) -> ClientFactory:
 def plane_client(plane: ControlPlane) -> ClientFactory:
     """A client factory of an in-process plane that presents its owner's (local) token."""
     return wire_client(plane.ws_url, token=plane.local_token)
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path] | None:
+    """A throw-away certificate for ``localhost`` and ``127.0.0.1`` and its key (PEM files in
+    ``folder``), made with the ``openssl`` command; ``None`` when there is no ``openssl``."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+def trusting(cert: Path) -> ssl.SSLContext:
+    """A client context that trusts exactly ``cert`` (hostnames checked)."""
+    context = ssl.create_default_context(cafile=str(cert))
+    return context
