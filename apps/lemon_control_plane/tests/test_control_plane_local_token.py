@@ -54,6 +54,9 @@ async def test_a_loopback_daemon_refuses_a_connect_without_the_local_token(
             hello = await owner.connect(auth={"token": token})
         assert hello["type"] == "hello-ok"
         assert hello["auth"]["scopes"] == ALL_SCOPES
+        # Where Lemon's own terminal client would put a token (top-level params.token).
+        async with wire_client(plane.ws_url)(handshake=False, token=None) as tui:
+            assert (await tui.connect(token=token))["type"] == "hello-ok"
 
 
 async def test_the_local_token_is_made_once_private_and_reused(

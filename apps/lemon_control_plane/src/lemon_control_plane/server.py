@@ -536,6 +536,7 @@ class ControlPlane:
                 "active": stats.active_runs,
                 "submitted": stats.submitted,
             },
+            "access": self.statistics(),
             "bridge": {
                 "followed": bridge.followed,
                 "eventsIn": bridge.events_in,
@@ -737,7 +738,9 @@ class ControlPlane:
             conn.close_soon(CLOSE_RATE_LIMITED, "rate limited")
             return
         auth = params.get("auth")
-        token = auth.get("token") if isinstance(auth, dict) else None
+        # params.auth.token is the wire's place; a top-level params.token is where Lemon's
+        # terminal client's own code would put one (the reference's quirk): taken too.
+        token = auth.get("token") if isinstance(auth, dict) else params.get("token")
         scopes = frozenset(SCOPES)
         grant: Grant | None = None
         if token is not None:
