@@ -84,9 +84,9 @@ def test_lemon_tokens_create_list_revoke(env: dict[str, str], tmp_path: Path) ->
 def test_lemon_chat_passes_the_token_and_never_hosts_beside_a_daemon_that_refuses(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    # A stored token makes even a loopback daemon require one. The chat sends the token from
-    # the environment; without it, it says so instead of quietly hosting a second runtime on
-    # the same home next to the daemon.
+    # The chat presents LEMON_CONTROL_PLANE_TOKEN when it is set (else the home's local token).
+    # A daemon that refuses it is said so, instead of quietly hosting a second runtime on the
+    # same home next to the daemon.
     import json
     import re
 
@@ -97,10 +97,12 @@ def test_lemon_chat_passes_the_token_and_never_hosts_beside_a_daemon_that_refuse
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"http://127\.0\.0\.1:\d+", proc.stdout)
     try:
-        refused = run_lemon(env, "chat", "--json", "/echo no token", cwd=tmp_path)
+        wrong = {**env, "LEMON_CONTROL_PLANE_TOKEN": "lcp_not-a-token"}
+        refused = run_lemon(wrong, "chat", "--json", "/echo wrong token", cwd=tmp_path)
         assert refused.returncode != 0
         said = refused.stdout + refused.stderr
         assert "LEMON_CONTROL_PLANE_TOKEN" in said, said
+        assert "local_token" in said, said
         assert '"via": "in-process"' not in said
         with_token = {**env, "LEMON_CONTROL_PLANE_TOKEN": secret}
         done = run_lemon(with_token, "chat", "--json", "/echo with token", cwd=tmp_path)
@@ -108,3 +110,30 @@ def test_lemon_chat_passes_the_token_and_never_hosts_beside_a_daemon_that_refuse
         assert json.loads(done.stdout)["via"] == "daemon"
     finally:
         run_lemon(env, "daemon", "stop")
+
+
+def test_lemon_tokens_local_prints_the_owners_token_the_daemon_requires(
+    env: dict[str, str], started: str
+) -> None:
+    import asyncio
+
+    from lemon_control_plane.local_token import local_token_path
+    from lemon_control_plane.testing import wire_client
+
+    printed = run_lemon(env, "tokens", "local")
+    assert printed.returncode == 0, printed.stderr
+    token = printed.stdout.strip()
+    assert token == local_token_path(Path(env["LEMON_HOME"])).read_text().strip()
+    line = run_lemon(env, "tokens", "local", "--env").stdout.strip()
+    assert line == f"export LEMON_CONTROL_PLANE_TOKEN={token}"
+    ws = started.replace("http://", "ws://") + "/ws"
+
+    async def connect(with_token: str | None) -> dict[str, object]:
+        async with wire_client(ws, token=with_token)(handshake=False) as c:
+            return await c.connect()
+
+    assert asyncio.run(connect(token))["type"] == "hello-ok"
+    assert asyncio.run(connect(None))["error"] == {
+        "code": "UNAUTHORIZED",
+        "message": "invalid or missing token",
+    }

@@ -131,3 +131,22 @@ def test_tui_refuses_an_unknown_theme(tmp_path: Path) -> None:
 def test_tui_is_listed_in_help() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert "tui" in result.output
+
+
+def test_config_show_redacts_the_store_dsn_password_and_url_userinfo(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[store]\nbackend = "postgres"\n'
+        'dsn = "postgresql://lemon:hunter2@db.internal:5432/lemon?sslpassword=pem-pass"\n'
+        '[bus]\nbackend = "redis"\nurl = "redis://:redis-pw@cache:6379/0"\n'
+        '[providers.corp]\nkind = "openai_completions"\n'
+        'base_url = "https://ghp_tokenasusername@llm.example/v1"\n'
+    )
+    result = CliRunner().invoke(
+        app, ["config", "show"], env={"LEMON_HOME": str(tmp_path), "LEMON_MODEL": "offline:x"}
+    )
+    assert result.exit_code == 0, result.output
+    for secret in ("hunter2", "pem-pass", "redis-pw", "ghp_tokenasusername", "lemon:"):
+        assert secret not in result.output, secret
+    assert '"dsn": "postgresql://***@db.internal:5432/lemon?sslpassword=***"' in result.output
+    assert '"url": "redis://***@cache:6379/0"' in result.output
+    assert '"base_url": "https://***@llm.example/v1"' in result.output

@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import WireClient, wire_client
 from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
 from lemon_platform_test.proxy import TcpProxy
@@ -39,6 +40,8 @@ class Daemon:
     name: str
     proc: subprocess.Popen[str]
     url: str
+    token: str | None = None
+    """The daemon's local token (its home's: what its owner's clients present)."""
 
     @property
     def ws(self) -> str:
@@ -86,7 +89,7 @@ def start(
     work.mkdir(exist_ok=True)
     env = lemon_env(tmp_path, home=home, LEMON_TEST_DSN=dsn)
     proc, url = start_serve(env, work)
-    return Daemon(name, proc, url)
+    return Daemon(name, proc, url, read_local_token(home))
 
 
 def stop(daemon: Daemon) -> None:
@@ -132,7 +135,10 @@ SESSION = "agent:default:main"
 
 async def test_history_and_live_events_are_shared(pair: tuple[Daemon, Daemon]) -> None:
     a, b = pair
-    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+    async with (
+        wire_client(a.ws, token=a.token)() as on_a,
+        wire_client(b.ws, token=b.token)() as on_b,
+    ):
         # B's client watches the session before A runs it.
         await on_b.call("chat.history", {"sessionKey": SESSION})
         sent = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "hello from a"})
@@ -152,7 +158,10 @@ async def test_a_burst_alternating_daemons_is_all_accounted_for_and_never_overla
     pair: tuple[Daemon, Daemon],
 ) -> None:
     a, b = pair
-    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+    async with (
+        wire_client(a.ws, token=a.token)() as on_a,
+        wire_client(b.ws, token=b.token)() as on_b,
+    ):
         clients = (on_a, on_b)
         sent: list[tuple[WireClient, str]] = []
         for i in range(20):
@@ -193,9 +202,9 @@ async def test_kill_9_of_the_owner_mid_run_one_completion_and_the_session_goes_o
     pair: tuple[Daemon, Daemon],
 ) -> None:
     a, b = pair
-    async with wire_client(b.ws)() as on_b:
+    async with wire_client(b.ws, token=b.token)() as on_b:
         await on_b.call("chat.history", {"sessionKey": SESSION})  # B's client follows it
-        async with wire_client(a.ws)() as on_a:
+        async with wire_client(a.ws, token=a.token)() as on_a:
             held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
             await on_a.event("exec.approval.requested", runId=held["runId"])
         a.proc.kill()  # SIGKILL: no goodbye, the lease is left to expire
@@ -238,9 +247,9 @@ async def test_a_paused_owner_loses_the_session_and_its_late_write_is_refused(
     pair: tuple[Daemon, Daemon],
 ) -> None:
     a, b = pair
-    async with wire_client(b.ws)() as on_b:
+    async with wire_client(b.ws, token=b.token)() as on_b:
         await on_b.call("chat.history", {"sessionKey": SESSION})
-        async with wire_client(a.ws)() as on_a:
+        async with wire_client(a.ws, token=a.token)() as on_a:
             held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
             await on_a.event("exec.approval.requested", runId=held["runId"])
             a.proc.send_signal(signal.SIGSTOP)  # paused past its lease: renewal stops
@@ -276,7 +285,10 @@ async def test_a_redis_outage_is_survived_and_subscribers_resync_from_the_store(
         # never restarted); B reaches it directly.
         a_options = {"redis_url": f"redis://127.0.0.1:{proxy.port}/0"}
         with two_daemons(tmp_path, schema, a_options) as (a, b):
-            async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+            async with (
+                wire_client(a.ws, token=a.token)() as on_a,
+                wire_client(b.ws, token=b.token)() as on_b,
+            ):
                 await on_b.call("chat.history", {"sessionKey": SESSION})
                 await on_a.call("chat.history", {"sessionKey": SESSION})
                 proxy.cut()
@@ -315,7 +327,10 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
         bounds = "engine_lock_timeout_s = 2\nstore_timeout_s = 2\n"
         a_options = {"dsn": dsn, "gateway": bounds, "store_timeout_s": 1.0}
         with two_daemons(tmp_path, schema, a_options) as (a, b):
-            async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+            async with (
+                wire_client(a.ws, token=a.token)() as on_a,
+                wire_client(b.ws, token=b.token)() as on_b,
+            ):
                 proxy.cut()  # A loses PostgreSQL (B keeps it)
                 lost = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo lost"})
                 failed = await on_a.completed(lost["runId"])
@@ -339,7 +354,10 @@ async def test_a_message_through_b_during_a_run_on_a_is_queued_by_the_session_ru
     pair: tuple[Daemon, Daemon],
 ) -> None:
     a, b = pair
-    async with wire_client(a.ws)() as on_a, wire_client(b.ws)() as on_b:
+    async with (
+        wire_client(a.ws, token=a.token)() as on_a,
+        wire_client(b.ws, token=b.token)() as on_b,
+    ):
         await on_b.call("chat.history", {"sessionKey": SESSION})  # B's client follows it
         held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
         asked = await on_a.event("exec.approval.requested", runId=held["runId"])
@@ -373,9 +391,9 @@ async def test_a_message_queued_on_an_owner_killed_mid_run_is_run_by_the_other_d
     pair: tuple[Daemon, Daemon],
 ) -> None:
     a, b = pair
-    async with wire_client(b.ws)() as on_b:
+    async with wire_client(b.ws, token=b.token)() as on_b:
         await on_b.call("chat.history", {"sessionKey": SESSION})
-        async with wire_client(a.ws)() as on_a:
+        async with wire_client(a.ws, token=a.token)() as on_a:
             held = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": HOLD})
             await on_a.event("exec.approval.requested", runId=held["runId"])
             # Handed to A, queued behind its run, recorded in the shared store.

@@ -67,7 +67,7 @@ async def test_one_key_sent_to_two_serve_processes_executes_once(
     async with (
         httpx.AsyncClient(base_url=a.url, limits=limits) as on_a,
         httpx.AsyncClient(base_url=b.url, limits=limits) as on_b,
-        wire_client(a.ws)() as watch_a,
+        wire_client(a.ws, token=a.token)() as watch_a,
     ):
         # A's client follows the webhook's session before anything runs (a run on B reaches
         # it through the shared bus)

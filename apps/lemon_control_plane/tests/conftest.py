@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lemon_control_plane import ControlPlane
-from lemon_control_plane.testing import ClientFactory, wire_client
+from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 
@@ -45,4 +45,4 @@ async def daemon(boot: Callable[..., Runtime]) -> AsyncIterator[ControlPlane]:
 
 @pytest.fixture
 def client(daemon: ControlPlane) -> ClientFactory:
-    return wire_client(daemon.ws_url)
+    return plane_client(daemon)

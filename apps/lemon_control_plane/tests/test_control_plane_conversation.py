@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import plane_client
 
 SESSION = "tui-harness"
 
@@ -189,7 +189,7 @@ async def test_the_default_model_is_shown_as_the_session_and_run_model(
 ) -> None:
     async with boot(default_model="offline:offline-model") as runtime:
         plane = runtime.handle("lemon_control_plane")
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             detail = await c.call("session.detail", {"sessionKey": SESSION})
             sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo m"})
             started = await c.event("agent", type="started", runId=sent["runId"])

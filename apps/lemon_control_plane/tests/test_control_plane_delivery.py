@@ -285,7 +285,9 @@ async def test_a_connection_that_touched_no_session_gets_every_sessions_events(
         assert {e["payload"]["sessionKey"] for e in narrowed.events()} == {"agent:default:main"}
 
 
-async def _stalled_client(ws_url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _stalled_client(
+    ws_url: str, token: str | None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A WebSocket client on a raw socket that completes the handshake and `connect`, then
     never reads again (its socket's buffers fill; the server's sends have to wait)."""
     from urllib.parse import urlsplit
@@ -303,7 +305,8 @@ async def _stalled_client(ws_url: str) -> tuple[asyncio.StreamReader, asyncio.St
     )
     head = await reader.readuntil(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 101"), head
-    hello = json.dumps({"type": "req", "id": "c", "method": "connect", "params": {}})
+    params = {"auth": {"token": token}}
+    hello = json.dumps({"type": "req", "id": "c", "method": "connect", "params": params})
     writer.write(Frame(Opcode.TEXT, hello.encode()).serialize(mask=True))
     await writer.drain()
     # Read the hello-ok (the server has then taken the `connect`); nothing more after it.
@@ -329,11 +332,12 @@ async def test_a_real_socket_that_stops_reading_is_resynced_then_closed_and_hold
 
     blob = "x" * 65536
     total = 3000
-    _, writer = await _stalled_client(daemon.ws_url)
+    _, writer = await _stalled_client(daemon.ws_url, daemon.local_token)
     try:
         (stalled,) = daemon._connections
         async with connect(daemon.ws_url, max_size=None) as healthy_ws:
-            assert (await WireClient(healthy_ws).connect())["type"] == "hello-ok"
+            healthy = WireClient(healthy_ws, daemon.local_token)
+            assert (await healthy.connect())["type"] == "hello-ok"
             got = 0
             done = asyncio.Event()
 

@@ -184,10 +184,12 @@ def test_the_frame_parser_refuses_with_a_wire_error_only(raw: str) -> None:
     )
 )
 def test_fuzzed_frames_never_break_a_live_connection(
-    frames: list[str], threaded_daemon: str
+    frames: list[str], threaded_daemon: tuple[str, str | None]
 ) -> None:
-    with ws_connect(threaded_daemon) as ws:
-        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": {}}))
+    url, token = threaded_daemon
+    with ws_connect(url) as ws:
+        auth = {"auth": {"token": token}}
+        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": auth}))
         assert json.loads(ws.recv(timeout=30))["type"] == "hello-ok"
         for raw in frames:
             ws.send(raw)
@@ -205,8 +207,9 @@ def test_fuzzed_frames_never_break_a_live_connection(
 
 
 @pytest.fixture
-def threaded_daemon(boot: Callable[..., Runtime]) -> Iterator[str]:
-    """The daemon on its own loop in a thread (hypothesis drives sync tests): its ws URL."""
+def threaded_daemon(boot: Callable[..., Runtime]) -> Iterator[tuple[str, str | None]]:
+    """The daemon on its own loop in a thread (hypothesis drives sync tests): its ws URL and
+    its local token."""
     ready = threading.Event()
     state: dict[str, Any] = {}
 
@@ -216,7 +219,7 @@ def threaded_daemon(boot: Callable[..., Runtime]) -> Iterator[str]:
         async with boot() as runtime:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
-            state["url"] = plane.ws_url
+            state["url"], state["token"] = plane.ws_url, plane.local_token
             ready.set()
             await stop.wait()
 
@@ -224,7 +227,7 @@ def threaded_daemon(boot: Callable[..., Runtime]) -> Iterator[str]:
     thread.start()
     assert ready.wait(60)
     try:
-        yield state["url"]
+        yield state["url"], state["token"]
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(60)

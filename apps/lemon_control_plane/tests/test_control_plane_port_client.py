@@ -27,7 +27,7 @@ SESSION = "agent:default:main"
 
 @pytest.fixture
 async def port(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
-    async with WebSocketSessionPort(daemon.ws_url) as client:
+    async with WebSocketSessionPort(daemon.ws_url, token=daemon.local_token) as client:
         yield client
 
 
@@ -94,7 +94,9 @@ async def test_approvals_and_cancel_over_the_wire(port: WebSocketSessionPort) ->
 
 
 async def test_a_stream_that_falls_behind_ends_with_an_overflow(daemon: ControlPlane) -> None:
-    async with WebSocketSessionPort(daemon.ws_url, stream_max_entries=2) as port:
+    async with WebSocketSessionPort(
+        daemon.ws_url, token=daemon.local_token, stream_max_entries=2
+    ) as port:
         stream = port.watch(SESSION)
         receipt = await port.submit(request("/echo " + "many words here " * 20))
         other = port.watch(SESSION)

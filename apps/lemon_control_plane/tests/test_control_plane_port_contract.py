@@ -108,8 +108,8 @@ async def _running(tmp_path: Path) -> AsyncIterator[WireHarness]:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
             async with (
-                WebSocketSessionPort(plane.ws_url) as port,
-                WebSocketSessionPort(plane.ws_url) as other,
+                WebSocketSessionPort(plane.ws_url, token=plane.local_token) as port,
+                WebSocketSessionPort(plane.ws_url, token=plane.local_token) as other,
             ):
                 harness = WireHarness(
                     runtime=runtime, executor=scripted, port=port, other_port=other

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lemon_control_plane import ControlPlane
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import plane_client
 from lemon_core.config import load_config
 from lemon_core.execution import ExecutionJob
 from lemon_core.runtime import Runtime, discover_apps
@@ -43,7 +43,7 @@ async def test_a_retried_run_streams_under_the_run_id_chat_send_answered(tmp_pat
     async with runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             sent = await c.call("chat.send", {"sessionKey": "agent:default:main", "prompt": "go"})
             run_id = sent["runId"]
             done = await c.completed(run_id)

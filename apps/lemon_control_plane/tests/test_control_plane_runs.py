@@ -11,7 +11,7 @@ from websockets.exceptions import ConnectionClosed
 
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.runtime import Runtime
 
 SESSION = "agent:default:main"
@@ -98,7 +98,7 @@ async def test_a_shutdown_cancels_the_run_in_flight_and_tells_the_clients(
     try:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             run_id, _ = await _asked(c)
             await runtime.stop()
             stopped = True

@@ -8,11 +8,15 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
-from lemon_control_plane import ControlPlane
+import msgspec
+
+from lemon_control_plane import ControlPlane, ControlPlaneConfig
 from lemon_control_plane._secondary import UNSUPPORTED, redacted
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import plane_client, wire_client
+from lemon_core.config import BusConfig, Config, ProviderConfig, StoreConfig
 from lemon_core.runtime import Runtime
+from lemon_core.sessions import SESSION_PORT
 
 SESSION = "agent:default:main"
 #: The method names the reference terminal client knows.
@@ -135,7 +139,7 @@ async def test_logs_tail_reads_the_end_of_the_daemon_log_redacted_and_filtered(
     async with boot(log_file=str(log)) as runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             tail = await c.call("logs.tail", {"limit": 3})
             errors = await c.call("logs.tail", {"limit": 10, "level": "error"})
             bad = await c.request("logs.tail", {"level": "loud"})
@@ -192,3 +196,47 @@ def test_redaction_hides_secret_keys_and_credential_shaped_values() -> None:
     }
     assert shown["providers"]["notes"] == ["use [redacted] here"]
     assert (shown["token"], shown["count"]) == ("", 3)
+
+
+async def test_config_get_redacts_dsn_passwords_and_url_userinfo(
+    boot: Callable[..., Runtime],
+) -> None:
+    shown = Config(
+        store=StoreConfig(
+            backend="postgres", dsn="postgresql://lemon:hunter2@db:5432/lemon?password=again"
+        ),
+        bus=BusConfig(backend="redis", url="rediss://user:redis-pw@cache:6380/0"),
+        providers={
+            "corp": ProviderConfig(
+                kind="openai_completions", base_url="https://tok3n@llm.example/v1"
+            )
+        },
+    )
+    async with boot() as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        plane = ControlPlane(
+            port, ControlPlaneConfig(port=0), config_view=lambda: msgspec.to_builtins(shown)
+        )
+        async with plane, plane_client(plane)() as c:
+            got = await c.call("config.get")
+    text = repr(got)
+    for secret in ("hunter2", "again", "redis-pw", "tok3n", "lemon:", "user:"):
+        assert secret not in text, secret
+    assert got["config"]["store"]["dsn"] == "postgresql://***@db:5432/lemon?password=***"
+    assert got["config"]["bus"]["url"] == "rediss://***@cache:6380/0"
+    assert got["config"]["providers"]["corp"]["base_url"] == "https://***@llm.example/v1"
+
+
+def test_redaction_covers_keyword_dsns_and_secret_named_query_parameters() -> None:
+    shown = redacted(
+        {
+            "dsn": "host=db user=lemon password=hunter2 dbname=lemon",
+            "quoted": "host=db password='two words' port=5432",
+            "plain": "https://llm.example/v1?api_key=k-123&model=x",
+        }
+    )
+    assert shown == {
+        "dsn": "host=db user=lemon password=*** dbname=lemon",
+        "quoted": "host=db password=*** port=5432",
+        "plain": "https://llm.example/v1?api_key=***&model=x",
+    }

@@ -66,9 +66,9 @@ async def _refused(url: str, origin: str) -> int:
     return refused.value.response.status_code
 
 
-async def _accepted(url: str, origin: str) -> bool:
+async def _accepted(url: str, origin: str, token: str | None) -> bool:
     async with connect(url, origin=origin) as ws:  # type: ignore[arg-type]  # as above
-        return (await WireClient(ws).connect())["type"] == "hello-ok"
+        return (await WireClient(ws, token).connect())["type"] == "hello-ok"
 
 
 async def test_a_page_from_another_origin_cannot_open_the_socket(daemon: ControlPlane) -> None:
@@ -93,14 +93,14 @@ async def test_a_page_from_another_origin_cannot_open_the_socket(daemon: Control
         f"http://[::1]:{port}",
         f"https://127.0.0.1:{port}",
     ):
-        assert await _accepted(daemon.ws_url, origin), origin
+        assert await _accepted(daemon.ws_url, origin, daemon.local_token), origin
 
 
 async def test_configured_extra_origins_are_accepted(boot: Callable[..., Runtime]) -> None:
     async with boot(extra_origins=["http://localhost:5173"]) as runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        assert await _accepted(plane.ws_url, "http://localhost:5173")
+        assert await _accepted(plane.ws_url, "http://localhost:5173", plane.local_token)
         assert await _refused(plane.ws_url, "http://localhost:5174") == 403
 
 

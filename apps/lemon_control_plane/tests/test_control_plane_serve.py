@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
 from lemon_platform_test.lemon_process import LEMON, lemon_env, serve
 
@@ -70,13 +71,13 @@ def test_serve_says_when_the_port_is_taken(env: dict[str, str]) -> None:
 
 
 async def test_sigterm_with_a_run_in_flight_stops_gracefully(
-    serving: tuple[subprocess.Popen[str], str],
+    serving: tuple[subprocess.Popen[str], str], env: dict[str, str]
 ) -> None:
     proc, url = serving
     async with httpx.AsyncClient() as http:
         assert (await http.get(f"{url}/healthz")).json() == {"ok": True}
     ws_url = url.replace("http://", "ws://") + "/ws"
-    async with wire_client(ws_url)() as c:
+    async with wire_client(ws_url, token=read_local_token(Path(env["LEMON_HOME"])))() as c:
         sent = await c.call(
             "chat.send",
             {"sessionKey": "agent:default:main", "prompt": '/tool bash {"command": "echo hi"}'},

@@ -17,7 +17,7 @@ from websockets.typing import Origin
 
 from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_control_plane._connection import Connection
-from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.testing import WireClient, plane_client, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
 from lemon_core.runtime import Runtime
 
@@ -30,7 +30,7 @@ async def _plane(runtime: Runtime) -> ControlPlane:
     return plane
 
 
-async def test_the_connect_authenticates_from_the_auth_cookie(
+async def test_the_connect_authenticates_from_the_sign_in_cookie_never_a_token_in_it(
     boot: Callable[..., Runtime],
 ) -> None:
     async with boot(tokens=[TOKEN]) as runtime:
@@ -38,22 +38,31 @@ async def test_the_connect_authenticates_from_the_auth_cookie(
         assert plane.requires_token
         assert plane.token_valid(TOKEN)
         assert not plane.token_valid("wrong")
-        cookie = {"Cookie": f"{AUTH_COOKIE}={TOKEN}"}
+        signed = plane.sign_in(TOKEN, address="127.0.0.1")
+        assert signed.session is not None
+        assert TOKEN not in signed.session
+        cookie = {"Cookie": f"{AUTH_COOKIE}={signed.session}"}
         async with wire_client(plane.ws_url)(additional_headers=cookie) as c:
             assert (await c.call("health"))["ok"] is True
-        bad = {"Cookie": f"{AUTH_COOKIE}=wrong"}
-        async with connect(plane.ws_url, additional_headers=bad) as ws:
-            refused = await WireClient(ws).connect()
-        assert refused["error"]["code"] == "UNAUTHORIZED"
+        # A token where the sign-in id belongs is nothing: the cookie never holds a token.
+        for value in (TOKEN, "wrong"):
+            bad = {"Cookie": f"{AUTH_COOKIE}={value}"}
+            async with connect(plane.ws_url, additional_headers=bad) as ws:
+                refused = await WireClient(ws).connect()
+            assert refused["error"]["code"] == "UNAUTHORIZED", value
         async with connect(plane.ws_url) as ws:  # neither a token nor a cookie
             refused = await WireClient(ws).connect()
         assert refused["error"]["code"] == "UNAUTHORIZED"
+        assert plane.sign_in("wrong", address="127.0.0.1").refused == "invalid"
+        plane.sign_out(signed.session)
+        async with connect(plane.ws_url, additional_headers=cookie) as ws:
+            assert (await WireClient(ws).connect())["error"]["code"] == "UNAUTHORIZED"
 
 
 async def test_a_stale_cookie_is_ignored_where_no_token_is_needed(
     boot: Callable[..., Runtime],
 ) -> None:
-    async with boot() as runtime:
+    async with boot(local_auth=False) as runtime:
         plane = await _plane(runtime)
         assert not plane.requires_token
         stale = {"Cookie": f"{AUTH_COOKIE}=revoked-long-ago"}
@@ -98,7 +107,7 @@ async def test_an_event_above_the_panes_bound_becomes_one_resync_marker(
 ) -> None:
     async with boot() as runtime:
         plane = await _plane(runtime)
-        async with wire_client(plane.ws_url)(handshake=False) as c:
+        async with plane_client(plane)(handshake=False) as c:
             hello = await c.connect(maxEventBytes=400)
             assert hello["policy"]["maxEventBytes"] == 400
             sent = await c.call("chat.send", {"sessionKey": "pane", "prompt": "/echo " + "y" * 600})

@@ -56,7 +56,7 @@ def app_for(daemon: ControlPlane, policy: ToolPolicy | None = None) -> LemonTUI:
     """A TUI whose runs use ``policy`` as their whole policy: it narrows the daemon's, and
     every question it does not ask itself is preapproved (the tests' owner may do that)."""
     return LemonTUI(
-        websocket_connector(daemon.ws_url),
+        websocket_connector(daemon.ws_url, token=daemon.local_token),
         where=daemon.ws_url,
         tool_policy=policy,
         preapproved=frozenset() if policy is None else frozenset({ALL_TOOLS}),
@@ -70,7 +70,7 @@ def status_text(app: LemonTUI) -> str:
 @pytest.fixture
 async def other(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
     """A second client of the same daemon (another terminal, a web page)."""
-    async with WebSocketSessionPort(daemon.ws_url) as port:
+    async with WebSocketSessionPort(daemon.ws_url, token=daemon.local_token) as port:
         yield port
 
 

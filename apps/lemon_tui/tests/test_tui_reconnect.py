@@ -34,7 +34,9 @@ async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
         assert isinstance(plane, ControlPlane)
         url = plane.ws_url
         port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-        app = LemonTUI(websocket_connector(url), where=url, tool_policy=ASK_BASH)
+        app = LemonTUI(
+            websocket_connector(url, token=plane.local_token), where=url, tool_policy=ASK_BASH
+        )
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.status.connection == "online", "connected")
             app.query_one("#input", Editor).value = '/tool bash {"command": "echo hi"}'
@@ -67,7 +69,7 @@ async def test_what_is_typed_while_offline_is_sent_after_the_reconnect(tmp_path:
         assert isinstance(plane, ControlPlane)
         url = plane.ws_url
         port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-        app = LemonTUI(websocket_connector(url), where=url)
+        app = LemonTUI(websocket_connector(url, token=plane.local_token), where=url)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.status.connection == "online", "connected")
             await first.stop()

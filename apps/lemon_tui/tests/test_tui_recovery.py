@@ -68,7 +68,9 @@ async def test_an_overflow_is_recovered_from_the_snapshot_without_duplicates(
     gate.set()
 
     async def connect() -> ClientPort:
-        real = await WebSocketSessionPort(daemon.ws_url, stream_max_entries=2).__aenter__()
+        real = await WebSocketSessionPort(
+            daemon.ws_url, token=daemon.local_token, stream_max_entries=2
+        ).__aenter__()
         port: Any = GatedPort(real, gate)
         return port  # type: ignore[no-any-return]  # a SessionPort by delegation
 

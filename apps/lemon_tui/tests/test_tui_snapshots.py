@@ -62,7 +62,7 @@ async def matches(pilot: Pilot[object], app: LemonTUI, name: str, tmp_path: Path
 
 def app_on(daemon: ControlPlane, policy: object = None, **kwargs: object) -> LemonTUI:
     return LemonTUI(
-        websocket_connector(daemon.ws_url),
+        websocket_connector(daemon.ws_url, token=daemon.local_token),
         where="ws://127.0.0.1/ws",
         tool_policy=policy,  # type: ignore[arg-type]  # a ToolPolicy or None
         preapproved=frozenset() if policy is None else frozenset({ALL_TOOLS}),

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from lemon_control_plane import ControlPlane
-from lemon_control_plane.testing import ClientFactory, wire_client
+from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 
@@ -91,7 +91,7 @@ async def daemon(boot: Callable[..., Runtime]) -> AsyncIterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def client(daemon: ControlPlane) -> ClientFactory:
-    return wire_client(daemon.ws_url)
+    return plane_client(daemon)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -107,9 +107,29 @@ async def browser() -> AsyncIterator[Any]:
         await chromium.close()
 
 
+async def sign_in(ctx: Any, daemon: ControlPlane) -> None:
+    """Sign the browser context in as the daemon's owner (with its local token, as the page's
+    own login form does: even a loopback daemon needs a token)."""
+    response = await ctx.request.post(
+        daemon.url + "/login", data={"token": daemon.local_token}, headers={"origin": daemon.url}
+    )
+    assert response.ok, await response.text()
+
+
+@pytest.fixture(scope="module")
+def signed_in(daemon: ControlPlane) -> Callable[[Any], Any]:
+    """``await signed_in(ctx)``: sign a browser context of one's own in as the owner."""
+
+    async def sign(ctx: Any) -> None:
+        await sign_in(ctx, daemon)
+
+    return sign
+
+
 @pytest_asyncio.fixture(loop_scope="module")
-async def context(browser: Any) -> AsyncIterator[Any]:
+async def context(browser: Any, daemon: ControlPlane) -> AsyncIterator[Any]:
     ctx = await browser.new_context(viewport={"width": 1100, "height": 800})
+    await sign_in(ctx, daemon)
     yield ctx
     await ctx.close()
 

@@ -175,3 +175,23 @@ async def test_a_token_without_admin_cannot_change_the_model_and_is_told_why(
         assert await picker.is_disabled()
     finally:
         await ctx.close()
+
+
+async def test_on_loopback_the_page_needs_a_sign_in_except_through_the_one_time_link(
+    browser: Any, daemon: ControlPlane
+) -> None:
+    ctx = await browser.new_context(viewport={"width": 1000, "height": 700})
+    try:
+        page = await ctx.new_page()
+        await page.goto(daemon.url + "/")
+        await page.locator("#login").wait_for(timeout=WAIT_MS)
+        assert await page.locator("#conn").inner_text() == "sign-in needed"
+        await page.goto(f"{daemon.url}/login?once={daemon.login_link()}")
+        await page.wait_for_selector("body[data-ready]", timeout=WAIT_MS)
+        assert await page.locator("#login").is_hidden()
+        assert page.url.startswith(daemon.url + "/chat/")  # the page, a new tab's session
+        cookie = {c["name"]: c for c in await ctx.cookies()}[AUTH_COOKIE]
+        assert cookie["httpOnly"] is True
+        assert cookie["value"] != daemon.local_token
+    finally:
+        await ctx.close()

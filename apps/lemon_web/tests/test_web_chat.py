@@ -308,7 +308,7 @@ async def test_untrusted_model_output_never_executes(page: Any, daemon: ControlP
 
 
 async def test_the_page_works_at_375_px_in_dark_mode(
-    browser: Any, daemon: ControlPlane, shot: Any
+    browser: Any, daemon: ControlPlane, shot: Any, signed_in: Any
 ) -> None:
     ctx = await browser.new_context(
         viewport={"width": 375, "height": 740},
@@ -316,6 +316,7 @@ async def test_the_page_works_at_375_px_in_dark_mode(
         color_scheme="dark",
         has_touch=True,
     )
+    await signed_in(ctx)
     try:
         page = await ctx.new_page()
         await open_chat(page, daemon)
@@ -574,9 +575,10 @@ READABLE = [
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_text_is_readable_in_light_and_dark_mode(
-    browser: Any, daemon: ControlPlane, scheme: str, shot: Any
+    browser: Any, daemon: ControlPlane, scheme: str, shot: Any, signed_in: Any
 ) -> None:
     ctx = await browser.new_context(viewport={"width": 1000, "height": 700}, color_scheme=scheme)
+    await signed_in(ctx)
     try:
         page = await ctx.new_page()
         await open_chat(page, daemon)

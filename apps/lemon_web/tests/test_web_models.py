@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from lemon_control_plane import ControlPlane
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import plane_client
 from lemon_core.runtime import Runtime
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -65,7 +65,7 @@ async def run_model(page: Any, n: int, text: str) -> str:
 
 
 async def session_detail(daemon: ControlPlane, key: str) -> dict[str, Any]:
-    async with wire_client(daemon.ws_url)() as c:
+    async with plane_client(daemon)() as c:
         detail = await c.call("session.detail", {"sessionKey": key})
     session = detail["session"]
     assert isinstance(session, dict)
@@ -85,7 +85,7 @@ async def test_the_picked_model_is_the_sessions_and_its_runs_use_it(
     assert session["modelOverride"] == OTHER
     assert session["modelSource"] == "session"
 
-    async with wire_client(daemon.ws_url)() as watcher:
+    async with plane_client(daemon)() as watcher:
         line = await run_model(page, 1, "after")
         started = await watcher.event("agent", type="started", sessionKey=key)
     assert OTHER in line
@@ -139,13 +139,13 @@ async def test_a_model_set_by_another_client_shows_on_reconnect_and_at_a_runs_st
 ) -> None:
     key = await open_chat(page, daemon.url + "/")
     await picker_shows(page, DEFAULT)
-    async with wire_client(daemon.ws_url)() as other:
+    async with plane_client(daemon)() as other:
         await other.call("sessions.patch", {"sessionKey": key, "model": OTHER})
     await page.evaluate("window.lemon.drop()")
     await picker_shows(page, OTHER)
     assert OTHER in await run_model(page, 0, "from the other client's choice")
     # Changed again elsewhere while the page stays connected: the next run's start shows it.
-    async with wire_client(daemon.ws_url)() as other:
+    async with plane_client(daemon)() as other:
         await other.call("sessions.patch", {"sessionKey": key, "model": DEFAULT})
         sent = await other.call("chat.send", {"sessionKey": key, "prompt": "/echo elsewhere"})
         await other.completed(sent["runId"])

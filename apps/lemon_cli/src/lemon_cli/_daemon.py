@@ -2,8 +2,10 @@
 
 ``lemon serve`` holds an exclusive lock on ``<home>/daemon/daemon.lock`` for its whole life (a
 second one for the same home refuses to start and says where the first is), and writes
-``<home>/daemon/daemon.json`` (pid, url, cwd, start time) once it listens; it removes the file
-when it stops. ``lemon daemon start`` runs ``lemon serve`` in the background with its output
+``<home>/daemon/daemon.json`` (pid, url, cwd, start time, and with TLS the certificate it
+serves) once it listens; it removes the file when it stops. The home's clients reach an
+``https://`` daemon trusting exactly that certificate (:func:`client_ssl`). ``lemon daemon
+start`` runs ``lemon serve`` in the background with its output
 in ``<home>/daemon/daemon.log``.
 """
 
@@ -13,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,7 @@ __all__ = [
     "DaemonLock",
     "DaemonState",
     "clear_state",
+    "client_ssl",
     "daemon_dir",
     "is_alive",
     "log_path",
@@ -43,6 +47,8 @@ class DaemonState:
     url: str
     cwd: str
     started_at_ms: int
+    tls_cert: str | None = None
+    """The certificate an ``https://`` daemon serves (what its home's clients trust)."""
 
     @property
     def alive(self) -> bool:
@@ -73,19 +79,33 @@ def daemon_enabled() -> bool:
 
 
 def running_daemon(home: Path) -> DaemonState | None:
-    """``home``'s daemon when one is recorded, its process lives and it serves plain HTTP (and
-    ``LEMON_DAEMON`` does not say to ignore it); else ``None``."""
+    """``home``'s daemon when one is recorded, its process lives and it serves HTTP or HTTPS
+    (and ``LEMON_DAEMON`` does not say to ignore it); else ``None``."""
     if not daemon_enabled():
         return None
     state = read_state(home)
-    if state is None or not state.alive or not state.url.startswith("http://"):
+    if state is None or not state.alive or not state.url.startswith(("http://", "https://")):
         return None
     return state
 
 
 def ws_url_of(http_url: str) -> str:
-    """The WebSocket URL of a daemon recorded as ``http://HOST:PORT``."""
-    return "ws://" + http_url.removeprefix("http://").rstrip("/") + "/ws"
+    """The WebSocket URL of a daemon recorded as ``http(s)://HOST:PORT``."""
+    return "ws" + http_url.removeprefix("http").rstrip("/") + "/ws"
+
+
+def client_ssl(state: DaemonState) -> ssl.SSLContext | None:
+    """How a client of this home trusts its ``https://`` daemon: exactly the certificate the
+    daemon recorded (pinned: any server presenting it holds its key, so the name the daemon was
+    reached by, ``0.0.0.0`` say, need not be in it); ``None`` for plain HTTP."""
+    if not state.url.startswith("https://"):
+        return None
+    if state.tls_cert is None:
+        return ssl.create_default_context()
+    context = ssl.create_default_context(cafile=state.tls_cert)
+    context.check_hostname = False  # pinned to one certificate: see the docstring
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # a CA-issued leaf, trusted alone
+    return context
 
 
 def state_path(home: Path) -> Path:
@@ -100,17 +120,19 @@ def read_state(home: Path) -> DaemonState | None:
     """The recorded daemon of ``home`` (``None`` when none is recorded or the file is bad)."""
     try:
         data: Any = json.loads(state_path(home).read_text())
+        cert = data.get("tls_cert")
         return DaemonState(
             pid=int(data["pid"]),
             url=str(data["url"]),
             cwd=str(data.get("cwd", "")),
             started_at_ms=int(data.get("started_at_ms", 0)),
+            tls_cert=str(cert) if cert else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def write_state(home: Path, *, url: str, cwd: str) -> None:
+def write_state(home: Path, *, url: str, cwd: str, tls_cert: str | None = None) -> None:
     path = state_path(home)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
@@ -120,6 +142,7 @@ def write_state(home: Path, *, url: str, cwd: str) -> None:
                 "url": url,
                 "cwd": cwd,
                 "started_at_ms": int(time.time() * 1000),
+                "tls_cert": tls_cert,
             }
         )
     )

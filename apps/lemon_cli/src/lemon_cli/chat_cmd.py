@@ -217,23 +217,26 @@ async def _daemon_port(loaded: LoadedConfig) -> _Remote | None:
     """The session port of this home's running daemon, or None (none runs, or
     ``LEMON_DAEMON=0`` asks for an in-process runtime). :class:`_DaemonRefused` when one runs
     and does not accept the connection."""
-    import os
-
-    from lemon_cli._daemon import running_daemon, ws_url_of
+    from lemon_cli._daemon import client_ssl, running_daemon, ws_url_of
     from lemon_control_plane.client import WebSocketSessionPort
     from lemon_control_plane.config import TOKEN_ENV
+    from lemon_control_plane.local_token import client_token, local_token_path
 
     state = running_daemon(loaded.home)
     if state is None:
         return None
-    port = WebSocketSessionPort(ws_url_of(state.url), token=os.environ.get(TOKEN_ENV) or None)
+    port = WebSocketSessionPort(
+        ws_url_of(state.url), token=client_token(loaded.home), ssl=client_ssl(state)
+    )
     try:
         await port.__aenter__()
     except Exception as exc:
         raise _DaemonRefused(
             f"lemon: the daemon of {loaded.home} (pid {state.pid}, {state.url}) did not accept "
-            f"the connection: {exc}. If it needs a token, set {TOKEN_ENV}; else stop it with "
-            "`lemon daemon stop`, or run without it with LEMON_DAEMON=0"
+            f"the connection: {exc}. It takes this home's local token "
+            f"({local_token_path(loaded.home)}, readable by its owner only) or the token in "
+            f"{TOKEN_ENV}; else stop it with `lemon daemon stop`, or run without it with "
+            "LEMON_DAEMON=0"
         ) from exc
     return _Remote(port)
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lemon_cli._home import home_problem
-from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config
+from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config, redact_config
 
 config_app = typer.Typer(
     rich_markup_mode=None,
@@ -64,10 +64,12 @@ def validate() -> None:
 
 @config_app.command()
 def show() -> None:
-    """Print the effective configuration after layering, as JSON (keys are never secrets)."""
+    """Print the effective configuration after layering, as JSON, secrets hidden (a DSN's or
+    URL's userinfo and password, secret-named keys: see lemon_core.config.redact_config)."""
     try:
         loaded = load_config()
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    typer.echo(msgspec.json.format(msgspec.json.encode(loaded.config)).decode())
+    shown = redact_config(msgspec.to_builtins(loaded.config))
+    typer.echo(msgspec.json.format(msgspec.json.encode(shown)).decode())

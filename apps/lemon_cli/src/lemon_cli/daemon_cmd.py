@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -42,11 +43,12 @@ def _home() -> Path:
     return lemon_home()
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, trust: ssl.SSLContext | None = None) -> bool:
     import httpx
 
     try:
-        answer: object = httpx.get(f"{url}/healthz", timeout=2.0).json()
+        verify: ssl.SSLContext | bool = trust if trust is not None else True
+        answer: object = httpx.get(f"{url}/healthz", timeout=2.0, verify=verify).json()
     except (httpx.HTTPError, ValueError):
         return False
     return answer == {"ok": True}
@@ -128,7 +130,7 @@ def stop() -> None:
 @daemon_app.command()
 def status() -> None:
     """Whether a daemon runs for this home, where, and whether it answers /healthz."""
-    from lemon_cli._daemon import read_state
+    from lemon_cli._daemon import client_ssl, read_state
 
     console = _console()
     home = _home()
@@ -136,7 +138,7 @@ def status() -> None:
     if state is None or not state.alive:
         console.print(f"lemon daemon: not running for {home}")
         raise typer.Exit(3)
-    health = "healthy" if _healthy(state.url) else "not answering /healthz"
+    health = "healthy" if _healthy(state.url, client_ssl(state)) else "not answering /healthz"
     console.print(
         f"lemon daemon: running, pid {state.pid}, {state.url}, {health}; runs in {state.cwd}"
     )

@@ -103,7 +103,8 @@ def _ensure_daemon(ctx: typer.Context) -> None:
 @app.command(context_settings=_PASSTHROUGH)
 def tokens(ctx: typer.Context) -> None:
     """Control-plane tokens of $LEMON_HOME: create NAME [--scopes read,write,approvals,admin],
-    list, rotate ID, revoke ID (a revoked token's connections are closed at once)."""
+    list, rotate ID, revoke ID (a revoked token's connections are closed at once); local
+    [--env] prints the home's local token, the owner's (for LEMON_CONTROL_PLANE_TOKEN)."""
     from lemon_control_plane.__main__ import main as control_plane
 
     raise typer.Exit(control_plane(["tokens", *ctx.args]))

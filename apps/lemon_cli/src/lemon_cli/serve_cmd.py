@@ -61,6 +61,38 @@ def serve(
     raise typer.Exit(asyncio.run(_serve(loaded, settings, console)))
 
 
+def _access_lines(plane: Any, home: Path) -> list[str]:
+    """What the banner says about who may connect, after the listening line: first, on a
+    non-loopback bind without TLS, that tokens cross the network in clear; then how clients
+    authenticate."""
+    from lemon_control_plane import ControlPlane, is_loopback_host, local_token_path
+
+    if not isinstance(plane, ControlPlane):
+        return ["lemon serve: access: unknown (no control plane)"]
+    config = plane.config
+    lines: list[str] = []
+    if not is_loopback_host(config.host) and not config.tls:
+        lines.append(
+            f"lemon serve: warning: listening on {config.host} without TLS: tokens, sign-in "
+            "cookies, prompts and answers cross the network in clear; set [control_plane] "
+            "tls_cert and tls_key"
+        )
+    if plane.local_token is not None:
+        lines.append(
+            "lemon serve: every client needs a token; this home's own clients (lemon chat, "
+            f"tui, web) read its local token ({local_token_path(home)}, yours only); give "
+            "another client `lemon tokens local`"
+        )
+    elif plane.requires_token:
+        lines.append("lemon serve: every client needs a token (local_auth is off)")
+    else:
+        lines.append(
+            "lemon serve: warning: local_auth is off and no token is set: every account of "
+            "this machine can drive this daemon as admin"
+        )
+    return lines
+
+
 async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int:
     from lemon_cli._daemon import DaemonLock, read_state
 
@@ -106,8 +138,11 @@ async def _serve_locked(loaded: Any, settings: dict[str, Any], console: Console)
             f"pid {os.getpid()}; runs start in {escape(settings['cwd'])}; "
             "Ctrl+C or SIGTERM stops",
         )
+        for line in _access_lines(plane, home):
+            console.print(line, markup=False)
         sys.stdout.flush()
-        write_state(home, url=url, cwd=settings["cwd"])
+        config = getattr(plane, "config", None)
+        write_state(home, url=url, cwd=settings["cwd"], tls_cert=getattr(config, "tls_cert", None))
         await stop.wait()
         console.print("lemon serve: stopping (runs in flight are cancelled)")
     finally:

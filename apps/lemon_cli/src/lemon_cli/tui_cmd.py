@@ -2,10 +2,13 @@
 ``lemon chat`` opens on a terminal when it is given no message.
 
 The UI is a client of the control plane only: ``--url`` names the daemon's WebSocket, else
-this home's running daemon is used (its recorded URL). ``lemon tui`` with neither says how to
-start one; ``lemon chat`` instead hosts the daemon's runtime in this process for as long as
-the UI is open (its control plane on 127.0.0.1, an ephemeral port), so the UI still speaks
-the same protocol. Imports are lazy so ``lemon --help`` does not pay for Textual.
+this home's running daemon is used (its recorded URL). The token it presents: this home's
+daemon gets ``LEMON_CONTROL_PLANE_TOKEN`` or else the home's local token; a ``--url`` daemon
+gets only ``LEMON_CONTROL_PLANE_TOKEN`` (the local token never goes to another server).
+``lemon tui`` with neither says how to start one; ``lemon chat`` instead hosts the daemon's
+runtime in this process for as long as the UI is open (its control plane on 127.0.0.1, an
+ephemeral port, its own local token), so the UI still speaks the same protocol. Imports are
+lazy so ``lemon --help`` does not pay for Textual.
 """
 
 from __future__ import annotations
@@ -21,18 +24,18 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from lemon_cli._daemon import DaemonState
     from lemon_tui import LemonTUI
 
 __all__ = ["open_tui", "tui"]
 
 
-def _running_daemon_url() -> str | None:
-    """The WebSocket URL of this home's running daemon (``LEMON_DAEMON=0``: none)."""
-    from lemon_cli._daemon import running_daemon, ws_url_of
+def _running_daemon() -> DaemonState | None:
+    """This home's running daemon (``LEMON_DAEMON=0``: none)."""
+    from lemon_cli._daemon import running_daemon
     from lemon_core.config import lemon_home
 
-    state = running_daemon(lemon_home())
-    return None if state is None else ws_url_of(state.url)
+    return running_daemon(lemon_home())
 
 
 def open_tui(
@@ -50,12 +53,18 @@ def open_tui(
     connects."""
     import asyncio
     import os
+    import ssl
 
+    from lemon_cli._daemon import client_ssl, ws_url_of
     from lemon_control_plane.config import TOKEN_ENV
+    from lemon_control_plane.local_token import client_token
     from lemon_core.config import lemon_home
     from lemon_tui import LemonTUI, websocket_connector
 
-    target = url or _running_daemon_url()
+    state = None if url else _running_daemon()
+    target = url or (ws_url_of(state.url) if state is not None else None)
+    token = (os.environ.get(TOKEN_ENV) or None) if url else client_token(lemon_home())
+    trust = client_ssl(state) if state is not None else None
     if target is None and not host_if_needed:
         err.print(
             f"lemon tui: no daemon runs for {lemon_home()}; start one with `lemon daemon start` "
@@ -66,9 +75,11 @@ def open_tui(
 
     history = Home.from_env().tui_history  # what was typed, kept across runs (0600)
 
-    def app_on(ws_url: str, where: str) -> LemonTUI:
+    def app_on(
+        ws_url: str, where: str, token: str | None, trust: ssl.SSLContext | None = None
+    ) -> LemonTUI:
         app = LemonTUI(
-            websocket_connector(ws_url, token=os.environ.get(TOKEN_ENV) or None),
+            websocket_connector(ws_url, token=token, ssl=trust),
             where=where,
             session=session,
             cwd=cwd,
@@ -80,11 +91,11 @@ def open_tui(
         return app
 
     if target is not None:
-        return app_on(target, target).run() or 0
+        return app_on(target, target, token, trust).run() or 0
     return asyncio.run(_hosted(err, app_on, cwd))
 
 
-async def _hosted(err: Console, app_on: Callable[[str, str], LemonTUI], cwd: str) -> int:
+async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> int:
     """The daemon's runtime in this process, its control plane on loopback, for the UI."""
     from lemon_cli._home import home_error, home_problem
     from lemon_control_plane import ControlPlane
@@ -111,7 +122,7 @@ async def _hosted(err: Console, app_on: Callable[[str, str], LemonTUI], cwd: str
     try:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
-        code = await app_on(plane.ws_url, "this process").run_async()
+        code = await app_on(plane.ws_url, "this process", plane.local_token).run_async()
         return code or 0
     finally:
         await runtime.stop()
@@ -132,7 +143,8 @@ def tui(
     ] = None,
 ) -> None:
     """Open the full-screen terminal UI on a running daemon (start one: lemon daemon start).
-    A token, when the daemon needs one, is read from LEMON_CONTROL_PLANE_TOKEN."""
+    This home's daemon is given LEMON_CONTROL_PLANE_TOKEN, else the home's local token; a
+    --url daemon only LEMON_CONTROL_PLANE_TOKEN."""
     import os
 
     from rich.console import Console

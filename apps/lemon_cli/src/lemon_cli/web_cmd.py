@@ -1,18 +1,25 @@
-"""``lemon web``: open the daemon's chat page (served by the ``lemon_web`` app) in a browser.
+"""``lemon web``: open the daemon's chat page (served by the ``lemon_web`` app) in a browser,
+signed in.
 
-The page is the daemon's own: this command only finds this home's running daemon (its recorded
-URL), checks that it serves the page, and prints (and, without ``--no-open``, opens) the URL of
-the page or of one session's page. With no daemon it says how to start one.
+The page is the daemon's own: this command finds this home's running daemon (its recorded
+URL), checks that it serves the page, asks it for a one-time sign-in nonce (``auth.loginNonce``,
+over the control plane, with this home's local token or ``LEMON_CONTROL_PLANE_TOKEN``), and
+prints (and, without ``--no-open``, opens) ``<url>/login?once=<nonce>``, which signs the
+browser in once, within two minutes, and goes to the page (or one session's page). The token
+itself never goes into a URL. With no daemon it says how to start one.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import quote
 
 import typer
 
-__all__ = ["page_url", "web"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["login_url", "page_url", "web"]
 
 
 def page_url(http_url: str, session: str | None = None) -> str:
@@ -21,12 +28,36 @@ def page_url(http_url: str, session: str | None = None) -> str:
     return f"{base}/chat/{quote(session, safe='')}" if session else f"{base}/"
 
 
-def _serves_page(url: str) -> bool:
+def login_url(http_url: str, nonce: str, session: str | None = None) -> str:
+    """The one-time sign-in link of a daemon recorded as ``http://HOST:PORT``: it signs the
+    browser in with ``nonce`` and goes to the page (one session's, if given)."""
+    base = http_url.rstrip("/")
+    link = f"{base}/login?once={quote(nonce, safe='')}"
+    if session:
+        link += "&next=" + quote(f"/chat/{quote(session, safe='')}", safe="")
+    return link
+
+
+async def _login_nonce(ws_url: str, token: str | None, trust: ssl.SSLContext | None) -> str | None:
+    """A one-time sign-in nonce of the daemon at ``ws_url`` (``None``: it offers none: an
+    older daemon; then the page asks for a token itself)."""
+    from lemon_control_plane.client import WebSocketSessionPort
+
+    async with WebSocketSessionPort(ws_url, token=token, ssl=trust) as port:
+        if "auth.loginNonce" not in port.hello.get("features", {}).get("methods", ()):
+            return None
+        minted = await port.call("auth.loginNonce")
+    nonce = minted.get("nonce") if isinstance(minted, dict) else None
+    return nonce if isinstance(nonce, str) and nonce else None
+
+
+def _serves_page(url: str, trust: ssl.SSLContext | None) -> bool:
     import urllib.error
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # our daemon's http URL
+        # Our daemon's http(s) URL, trusted as its home's clients trust it.
+        with urllib.request.urlopen(url, timeout=5, context=trust) as response:
             return bool(response.headers.get("content-type", "").startswith("text/html"))
     except (urllib.error.URLError, OSError):
         return False
@@ -40,10 +71,16 @@ def web(
         bool, typer.Option("--no-open", help="Print the page's URL; do not start a browser.")
     ] = False,
 ) -> None:
-    """Open the chat page of this home's running daemon (start one: lemon daemon start)."""
+    """Open the chat page of this home's running daemon, signed in by a one-time link (start
+    a daemon: lemon daemon start)."""
+    import asyncio
+
     from rich.console import Console
 
-    from lemon_cli._daemon import read_state
+    from lemon_cli._daemon import client_ssl, read_state, ws_url_of
+    from lemon_control_plane.config import TOKEN_ENV
+    from lemon_control_plane.errors import ControlPlaneError
+    from lemon_control_plane.local_token import client_token, local_token_path
     from lemon_core.config import lemon_home
 
     err = Console(emoji=False, stderr=True, highlight=False)
@@ -57,20 +94,33 @@ def web(
             raise typer.Exit(2) from None
     home = lemon_home()
     state = read_state(home)
-    if state is None or not state.alive or not state.url.startswith("http://"):
+    if state is None or not state.alive or not state.url.startswith(("http://", "https://")):
         err.print(
             f"lemon web: no daemon runs for {home}; start one with `lemon daemon start`",
             markup=False,
         )
         raise typer.Exit(1)
     url = page_url(state.url, session)
-    if not _serves_page(url):
+    trust = client_ssl(state)
+    if not _serves_page(url, trust):
         err.print(
             f"lemon web: the daemon at {state.url} does not serve the chat page (is the "
             "lemon_web app installed? restart the daemon after installing it)",
             markup=False,
         )
         raise typer.Exit(1)
+    try:
+        nonce = asyncio.run(_login_nonce(ws_url_of(state.url), client_token(home), trust))
+    except (ControlPlaneError, OSError) as exc:
+        err.print(
+            f"lemon web: the daemon at {state.url} refused the connection ({exc}); it takes "
+            f"this home's local token ({local_token_path(home)}, readable by its owner only) "
+            f"or an admin token in {TOKEN_ENV}",
+            markup=False,
+        )
+        raise typer.Exit(1) from None
+    if nonce is not None:
+        url = login_url(state.url, nonce, session)
     typer.echo(url)  # never wrapped: a terminal shows it whole, a script reads it
     if not no_open:
         import webbrowser

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lemon_control_plane._admission import AdmissionStatistics
 from lemon_control_plane._connection import ConnectionStatistics
+from lemon_control_plane._logins import SignIn
 from lemon_control_plane.bridge import BridgeStatistics, EventBridge
 from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
 from lemon_control_plane.config import (
@@ -28,6 +29,12 @@ from lemon_control_plane.errors import (
     WireError,
     WireErrorCode,
 )
+from lemon_control_plane.local_token import (
+    LOCAL_TOKEN_ID,
+    client_token,
+    local_token_path,
+    read_local_token,
+)
 from lemon_control_plane.server import (
     AUTH_COOKIE,
     EVENTS,
@@ -42,6 +49,7 @@ __all__ = [
     "DEFAULT_PORT",
     "ERROR_CODES",
     "EVENTS",
+    "LOCAL_TOKEN_ID",
     "PORT_ENV",
     "PROTOCOL_VERSION",
     "SERVER_VERSION",
@@ -54,10 +62,14 @@ __all__ = [
     "ControlPlaneConfigError",
     "ControlPlaneError",
     "EventBridge",
+    "SignIn",
     "WebSocketSessionPort",
     "WebSocketSessionStream",
     "WireError",
     "WireErrorCode",
+    "client_token",
     "hash_token",
     "is_loopback_host",
+    "local_token_path",
+    "read_local_token",
 ]

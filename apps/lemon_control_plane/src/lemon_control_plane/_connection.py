@@ -83,8 +83,10 @@ class Connection:
         self.online = False
         self.token_hash: str | None = None
         self.token_id: str | None = None
-        #: The token of the upgrade request's auth cookie, if it carried one.
-        self.cookie_token: str | None = None
+        #: The sign-in id of the upgrade request's cookie (a browser page's), if it had one.
+        self.cookie_session: str | None = None
+        #: The peer's address (what failed authentications are counted by).
+        self.client_address: str | None = None
         self.scopes: frozenset[str] = frozenset()
         #: ``None``: every event (the default); else only events of these sessions (and
         #: events of no session).

@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from lemon_control_plane._wire import _name, model_parts, usage_payload
 from lemon_control_plane.errors import WireError
+from lemon_core.config import redact_config
+from lemon_core.config import redact_text as _redact_text
 from lemon_core.sessions import RunRecord
 
 __all__ = [
@@ -42,12 +44,6 @@ _LOG_LINE: Final = re.compile(
 )
 _BARE_LEVEL: Final = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<message>.*)$")
 _LEVELS: Final = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
-_SECRET_KEY: Final = re.compile(r"(api_?key|token|secret|password|passwd|credential)", re.I)
-_SECRET_VALUE: Final = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}|lcp_[A-Za-z0-9_\-]{8,})"
-)
-
 #: Methods of the reference the daemon has no feature for: not advertised; a call is answered
 #: ``NOT_IMPLEMENTED`` with this reason.
 UNSUPPORTED: Final = {
@@ -215,22 +211,15 @@ def _log_row(line: str) -> dict[str, Any]:
 
 
 def redact_text(text: str) -> str:
-    return _SECRET_VALUE.sub("[redacted]", text)
+    """A log line with its credential-shaped words, URL userinfo and DSN passwords hidden."""
+    return _redact_text(text)
 
 
-def redacted(value: Any, key: str = "") -> Any:
-    """``value`` (JSON builtins) with secrets replaced by ``"[redacted]"``: any string under a
-    key that names a secret (except the names of environment variables holding one), and any
-    credential-shaped string anywhere."""
-    if isinstance(value, Mapping):
-        return {str(k): redacted(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redacted(v, key) for v in value]
-    if isinstance(value, str):
-        if key and _SECRET_KEY.search(key) and not key.lower().endswith("env") and value:
-            return "[redacted]"
-        return redact_text(value)
-    return value
+def redacted(value: Any) -> Any:
+    """``value`` (JSON builtins) as it may go on the wire: the configuration's own redaction
+    (:func:`lemon_core.config.redact_config`: secret-named keys, URL userinfo, DSN passwords,
+    credential-shaped strings)."""
+    return redact_config(value)
 
 
 ConfigView = Callable[[], Mapping[str, Any]]

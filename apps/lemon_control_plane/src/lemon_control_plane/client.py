@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import ssl as _ssl
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -97,7 +98,8 @@ class WebSocketSessionStream(SessionStreamBase):
 
 
 class WebSocketSessionPort:
-    """See the module docstring. ``token`` goes to ``connect`` as ``params.auth.token``."""
+    """See the module docstring. ``token`` goes to ``connect`` as ``params.auth.token``;
+    ``ssl`` is how a ``wss://`` server is trusted (``None``: the system's CAs)."""
 
     def __init__(
         self,
@@ -105,9 +107,11 @@ class WebSocketSessionPort:
         *,
         token: str | None = None,
         stream_max_entries: int = _DEFAULT_STREAM_ENTRIES,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self._url = ws_url
         self._token = token
+        self._ssl = ssl
         self._bound = stream_max_entries
         self._ws: ClientConnection | None = None
         self._ids = itertools.count(1)
@@ -125,7 +129,10 @@ class WebSocketSessionPort:
 
     async def __aenter__(self) -> WebSocketSessionPort:
         try:
-            self._ws = await connect(self._url, max_size=None)
+            if self._ssl is not None:
+                self._ws = await connect(self._url, max_size=None, ssl=self._ssl)
+            else:
+                self._ws = await connect(self._url, max_size=None)
         except (OSError, ConnectionClosed) as exc:
             raise ControlPlaneError(f"cannot connect to {self._url}: {exc}") from None
         params: dict[str, Any] = {"role": "operator", "client": {"id": "lemon-py-port"}}

@@ -1,8 +1,12 @@
 """The control plane's configuration: where it listens, who may connect, how runs start.
 
-A loopback bind (127.0.0.0/8, ``::1``, ``localhost``) needs no token. Any other bind refuses to
-start unless tokens are configured (:meth:`ControlPlaneConfig.check`). Tokens are kept only as
-SHA-256 hashes; the token itself never reaches a log or a frame.
+Every bind requires a token: on loopback (127.0.0.0/8, ``::1``, ``localhost``) the home's local
+token is enough (:mod:`lemon_control_plane.local_token`: every account of the machine reaches a
+loopback port, only the owner can read that file); any other bind refuses to start unless
+tokens are configured or stored (:meth:`ControlPlaneConfig.check`). ``local_auth=False`` is the
+explicit opt-out of the first rule (a loopback bind with no token then lets every local account
+in, as admin: only for a single-user machine). Tokens are kept only as SHA-256 hashes; the
+token itself never reaches a log or a frame. ``tls_cert`` / ``tls_key`` serve HTTPS and WSS.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from lemon_control_plane.errors import ControlPlaneConfigError
@@ -23,6 +28,7 @@ __all__ = [
     "PORT_ENV",
     "TOKEN_ENV",
     "ControlPlaneConfig",
+    "check_tls",
     "hash_token",
     "is_loopback_host",
 ]
@@ -59,6 +65,23 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def check_tls(cert: str | None, key: str | None) -> None:
+    """Raise :class:`ControlPlaneConfigError` unless ``cert`` and ``key`` are both unset, or
+    both name a readable file."""
+    if (cert is None) != (key is None):
+        raise ControlPlaneConfigError(
+            "TLS needs both tls_cert and tls_key (a PEM certificate and its private key)"
+        )
+    for name, value in (("tls_cert", cert), ("tls_key", key)):
+        if value is None:
+            continue
+        path = Path(value)
+        if not path.is_file():
+            raise ControlPlaneConfigError(f"{name} {value!r} is not a file")
+        if not os.access(path, os.R_OK):
+            raise ControlPlaneConfigError(f"{name} {value!r} cannot be read by this account")
 
 
 def _port(value: object, source: str) -> int:
@@ -121,6 +144,31 @@ class ControlPlaneConfig:
     """How often the server pings each WebSocket (``None``: never)."""
     ws_ping_timeout_s: float | None = 20.0
     """A WebSocket that has not answered a ping this long after it is closed (1011)."""
+    local_auth: bool = True
+    """Require the local token on every bind (``False``: a loopback bind with no configured
+    or stored token admits every local account; unsafe on a machine with other accounts)."""
+    local_token_file: str | None = None
+    """Where the local token lives (``None``: one made in memory for this server's life)."""
+    tls_cert: str | None = None
+    """PEM certificate (chain) to serve HTTPS/WSS with; needs ``tls_key``."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
+    auth_failures: int = 20
+    """Failed authentications (``connect``, page sign-in) allowed per client address per
+    ``auth_window_s``; beyond them that address is refused until the window passes."""
+    auth_window_s: float = 60.0
+    auth_addresses: int = 4096
+    """Client addresses whose failures are remembered (least recently failed forgotten)."""
+    web_sessions: int = 1024
+    """Browser sign-ins kept (the oldest is signed out beyond)."""
+    web_session_ttl_s: float = 12 * 3600.0
+    login_link_ttl_s: float = 120.0
+    """How long a one-time sign-in link (``lemon web``) can be used."""
+
+    @property
+    def tls(self) -> bool:
+        """Whether this server speaks TLS (HTTPS/WSS)."""
+        return self.tls_cert is not None
 
     def check(self, *, stored_tokens: int = 0) -> None:
         """Raise :class:`ControlPlaneConfigError` for a configuration that must not start
@@ -139,6 +187,9 @@ class ControlPlaneConfig:
             "max_requests_in_flight",
             "max_connections",
             "max_connections_per_client",
+            "auth_failures",
+            "auth_addresses",
+            "web_sessions",
         ):
             if getattr(self, name) < 1:
                 raise ControlPlaneConfigError(f"{name} must be at least 1")
@@ -149,6 +200,7 @@ class ControlPlaneConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ControlPlaneConfigError(f"{name} must be more than 0 seconds, or None")
+        check_tls(self.tls_cert, self.tls_key)
 
     def accepts_token(self, token: object) -> bool:
         """Whether ``token`` is one of the configured tokens (constant-time comparison)."""
@@ -188,6 +240,16 @@ class ControlPlaneConfig:
             kwargs["token_file"] = str(values.pop("token_file"))
         if values.get("log_file"):
             kwargs["log_file"] = str(values.pop("log_file"))
+        if values.get("local_token_file"):
+            kwargs["local_token_file"] = str(values.pop("local_token_file"))
+        if "local_auth" in values:
+            local_auth = values.pop("local_auth")
+            if not isinstance(local_auth, bool):
+                raise ControlPlaneConfigError("local_auth is true or false")
+            kwargs["local_auth"] = local_auth
+        for name in ("tls_cert", "tls_key"):
+            if values.get(name):
+                kwargs[name] = str(values.pop(name))
         if "require_approval" in values:
             kwargs["require_approval"] = frozenset(values.pop("require_approval"))
         if values.get("extra_origins"):
@@ -203,6 +265,12 @@ class ControlPlaneConfig:
             "max_sessions",
             "token_check_interval_s",
             *_ADMISSION_SETTINGS,
+            "auth_failures",
+            "auth_window_s",
+            "auth_addresses",
+            "web_sessions",
+            "web_session_ttl_s",
+            "login_link_ttl_s",
         ):
             if name in values:
                 kwargs[name] = values.pop(name)

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
+import secrets
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping
@@ -47,13 +50,16 @@ from lemon_control_plane._frames import (
     parse_request,
 )
 from lemon_control_plane._http import header_deadline_protocol
+from lemon_control_plane._limiter import AddressLimiter
 from lemon_control_plane._log_throttle import LogThrottle
-from lemon_control_plane._methods import SCOPES, Methods
+from lemon_control_plane._logins import BrowserLogins, Grant, SignIn
+from lemon_control_plane._methods import SCOPES, Method, Methods
 from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane._secondary import UNSUPPORTED
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
 from lemon_control_plane.tokens import StoredToken, TokenStore
 from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
 from lemon_core.sessions import SessionPort
@@ -76,11 +82,16 @@ EVENTS: Final = (
     "stream.resync",
     "tick",
 )
-#: The cookie a browser page's WebSocket upgrade may carry its token in (an HttpOnly,
+#: The cookie a browser page's WebSocket upgrade carries its sign-in in (an HttpOnly,
 #: SameSite=Strict cookie the page's own login endpoint sets; the page's script never sees it).
-#: A ``connect`` without ``params.auth.token`` authenticates with it.
-AUTH_COOKIE: Final = "lemon_token"
+#: It holds a random sign-in id (:meth:`ControlPlane.sign_in`), never a token. A ``connect``
+#: without ``params.auth.token`` authenticates with it.
+AUTH_COOKIE: Final = "lemon_session"
+#: The token id of a connection on a bind that needs none (``local_auth`` off).
+_OPEN: Final = "open"
 CLOSE_UNAUTHORIZED: Final = 4001
+#: The close code after a ``connect`` refused because its address failed too often.
+CLOSE_RATE_LIMITED: Final = 4029
 CLOSE_GOING_AWAY: Final = 1001
 #: The close code of a socket that sent no successful ``connect`` within ``connect_timeout_s``.
 CLOSE_CONNECT_TIMEOUT: Final = 1008
@@ -145,6 +156,7 @@ class ControlPlane:
         models: ModelCatalog | None = None,
         mounts: HttpMounts | None = None,
         config_view: Callable[[], Mapping[str, Any]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -154,6 +166,31 @@ class ControlPlane:
         self._token_signature: tuple[int, int, int] | None = None
         self._load_tokens()
         self.config.check(stored_tokens=len(self._stored))
+        self.local_token: str | None = None
+        """The owner's token (every scope; see :mod:`lemon_control_plane.local_token`):
+        the home's file when ``local_token_file`` is set, else one made for this server's life;
+        ``None`` with ``local_auth=False``."""
+        if self.config.local_auth:
+            self.local_token = (
+                ensure_local_token(Path(self.config.local_token_file))
+                if self.config.local_token_file
+                else "lcp_local_" + secrets.token_urlsafe(32)
+            )
+        self._local_hash = hash_token(self.local_token) if self.local_token else None
+        self.logins = BrowserLogins(
+            max_sessions=self.config.web_sessions,
+            ttl_s=self.config.web_session_ttl_s,
+            link_ttl_s=self.config.login_link_ttl_s,
+            clock=clock,
+        )
+        """Browser sign-ins and one-time sign-in links (see :meth:`sign_in`)."""
+        self.limiter = AddressLimiter(
+            failures=self.config.auth_failures,
+            window_s=self.config.auth_window_s,
+            addresses=self.config.auth_addresses,
+            clock=clock,
+        )
+        """Failed authentications per client address (``connect``, the page's sign-ins)."""
         self._port = port
         self._connections: set[Connection] = set()
         self._admission = Admission(
@@ -169,6 +206,9 @@ class ControlPlane:
         )
         self._methods = Methods(
             port, self.bridge, self.config, self._status, models, config_view=config_view
+        )
+        self._methods.table["auth.loginNonce"] = Method(
+            "auth.loginNonce", "admin", self._login_nonce
         )
         self._started = time.monotonic()
         self._closing = False
@@ -209,13 +249,15 @@ class ControlPlane:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the running server."""
+        """``http://host:port`` of the running server (``https://`` with TLS)."""
         host, port = self.address
-        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        scheme = "https" if self.config.tls else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
 
     @property
     def ws_url(self) -> str:
-        return self.url.replace("http://", "ws://", 1) + "/ws"
+        """``ws://host:port/ws`` of the running server (``wss://`` with TLS)."""
+        return "ws" + self.url.removeprefix("http") + "/ws"
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -229,6 +271,7 @@ class ControlPlane:
         if self._state != "new":
             raise ControlPlaneError(f"a control plane starts once; this one is {self._state}")
         self._state = "running"
+        tls = self._tls_options()
         self._sock = _bind(self.config.host, self.config.port)
         for name in _THROTTLED_LOGGERS:
             logging.getLogger(name).addFilter(self._log_throttle)
@@ -250,6 +293,7 @@ class ControlPlane:
                 timeout_graceful_shutdown=max(1, int(self.config.shutdown_grace_s)),
                 server_header=False,
                 proxy_headers=False,
+                **tls,
             )
             self._server = _Server(uv_config)
             self._serve_task = self._tg.create_task(self._server.serve(sockets=[self._sock]))
@@ -260,6 +304,22 @@ class ControlPlane:
             self._remove_log_throttle()
             raise
         return self
+
+    def _tls_options(self) -> dict[str, Any]:
+        """uvicorn's TLS settings: the configured certificate and key (loaded once here, so a
+        bad pair is a clear error at start, not in the server's task), else none."""
+        if not self.config.tls:
+            return {}
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                str(self.config.tls_cert), str(self.config.tls_key)
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise ControlPlaneError(
+                f"cannot serve TLS with tls_cert {self.config.tls_cert!r} and tls_key "
+                f"{self.config.tls_key!r}: {exc} (PEM files: the certificate, then its key)"
+            ) from None
+        return {"ssl_certfile": self.config.tls_cert, "ssl_keyfile": self.config.tls_key}
 
     async def __aexit__(
         self,
@@ -316,11 +376,12 @@ class ControlPlane:
         except ControlPlaneError as exc:
             _log.error("keeping the previous tokens: %s", exc)
             return 0
+        self.logins.retain(self._grant_valid)
         closed = 0
         for conn in self._connections:
             if (
                 conn.token_id is not None
-                and conn.token_id != "env"
+                and conn.token_id not in ("env", LOCAL_TOKEN_ID)
                 and conn.token_hash not in self._stored
             ):
                 conn.close_soon(CLOSE_UNAUTHORIZED, "token revoked")
@@ -336,10 +397,14 @@ class ControlPlane:
 
     @property
     def requires_token(self) -> bool:
-        """Whether every ``connect`` must carry a token: tokens are configured or stored, or
-        the bind is not loopback (then always, even once every stored token is revoked)."""
+        """Whether every ``connect`` must carry a token: always, unless ``local_auth`` is off
+        on a loopback bind with no configured or stored token (a non-loopback bind keeps
+        requiring one even once every stored token is revoked)."""
         return bool(
-            self.config.token_hashes or self._stored or not is_loopback_host(self.config.host)
+            self.config.local_auth
+            or self.config.token_hashes
+            or self._stored
+            or not is_loopback_host(self.config.host)
         )
 
     def token_valid(self, token: object) -> bool:
@@ -348,10 +413,103 @@ class ControlPlane:
         self.refresh_tokens()
         return self._authenticate(token) is not None
 
+    def _grant_valid(self, grant: Grant) -> bool:
+        """Whether the token a sign-in stands for is still accepted as it was."""
+        if grant.token_id == _OPEN:
+            return not self.requires_token
+        if grant.token_id == LOCAL_TOKEN_ID:
+            return self._local_hash is not None and hmac.compare_digest(
+                grant.token_hash, self._local_hash
+            )
+        if grant.token_id == "env":
+            return grant.token_hash in self.config.token_hashes
+        stored = self._stored.get(grant.token_hash)
+        return stored is not None and stored.id == grant.token_id
+
+    # -- browser sign-ins (the lemon_web page) ------------------------------------------------
+
+    def sign_in(self, token: object, *, address: str | None = None) -> SignIn:
+        """A page's sign-in with ``token`` (from ``address``): the session id its cookie is to
+        carry, or why not (``refused``). The token store is re-read first if it changed."""
+        wait = self.limiter.retry_after(address)
+        if wait is not None:
+            return SignIn(refused="rate_limited", retry_after_s=wait)
+        self.refresh_tokens()
+        found = self._authenticate(token)
+        if found is None:
+            self.limiter.failed(address)
+            return SignIn(refused="invalid")
+        grant = Grant(token_id=found[0], token_hash=hash_token(str(token)), scopes=found[1])
+        return SignIn(session=self.logins.open(grant))
+
+    def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn:
+        """A page's sign-in with a one-time link's nonce (:meth:`login_link`); a nonce works
+        once, within ``login_link_ttl_s``, and only while its minter's token is valid."""
+        wait = self.limiter.retry_after(address)
+        if wait is not None:
+            return SignIn(refused="rate_limited", retry_after_s=wait)
+        self.refresh_tokens()
+        grant = self.logins.redeem(nonce)
+        if grant is None or not self._grant_valid(grant):
+            self.limiter.failed(address)
+            return SignIn(refused="invalid")
+        return SignIn(session=self.logins.open(grant))
+
+    def sign_out(self, session: object) -> None:
+        """End the page's sign-in ``session`` (its cookie is then nothing)."""
+        self.logins.close(session)
+
+    def login_link(self) -> str:
+        """A one-time nonce signing a browser in as the owner (the local token, every scope):
+        for an in-process owner; over the wire ``auth.loginNonce`` mints one with the
+        calling connection's scopes."""
+        if self._local_hash is None:
+            raise ControlPlaneError("this control plane has no local token (local_auth is off)")
+        return self.logins.link(
+            Grant(token_id=LOCAL_TOKEN_ID, token_hash=self._local_hash, scopes=frozenset(SCOPES))
+        )
+
+    async def _login_nonce(self, conn: Connection, params: dict[str, Any]) -> Any:
+        """``auth.loginNonce`` (admin): a one-time sign-in nonce for a browser, with this
+        connection's token and scopes; the page's ``GET /login?once=<nonce>`` redeems it."""
+        grant = Grant(
+            token_id=conn.token_id or _OPEN, token_hash=conn.token_hash or "", scopes=conn.scopes
+        )
+        return {
+            "nonce": self.logins.link(grant),
+            "expiresInMs": int(self.logins.link_ttl_s * 1000),
+        }
+
+    def access_statistics(self) -> dict[str, Any]:
+        """The bounded tables of access control: failed authentications per address,
+        browser sign-ins and links."""
+        logins = self.logins.statistics()
+        limits = self.limiter.statistics()
+        return {
+            "auth": {
+                "addresses": limits.addresses,
+                "limited": limits.limited,
+                "failures": limits.failures,
+                "refused": limits.refused,
+                "forgotten": limits.forgotten,
+            },
+            "logins": {
+                "sessions": logins.sessions,
+                "links": logins.links,
+                "opened": logins.opened,
+                "expired": logins.expired,
+                "evicted": logins.evicted,
+            },
+        }
+
     def _authenticate(self, token: object) -> tuple[str, frozenset[str]] | None:
         """(token id, scopes) of a valid token, else None."""
         if not isinstance(token, str) or not token:
             return None
+        if self._local_hash is not None and hmac.compare_digest(
+            hash_token(token), self._local_hash
+        ):
+            return LOCAL_TOKEN_ID, frozenset(SCOPES)
         if self.config.accepts_token(token):
             return "env", frozenset(SCOPES)
         stored = self._stored.get(hash_token(token))
@@ -411,6 +569,7 @@ class ControlPlane:
                 "active": stats.active_runs,
                 "submitted": stats.submitted,
             },
+            "access": self.access_statistics(),
             "bridge": {
                 "followed": bridge.followed,
                 "eventsIn": bridge.events_in,
@@ -496,7 +655,8 @@ class ControlPlane:
             max_entries=self.config.connection_queue,
             max_event_bytes=self.config.max_payload,
         )
-        conn.cookie_token = websocket.cookies.get(AUTH_COOKIE) or None
+        conn.cookie_session = websocket.cookies.get(AUTH_COOKIE) or None
+        conn.client_address = websocket.client.host if websocket.client else None
         self._connections.add(conn)
         tasks: set[asyncio.Task[None]] = set()
         watches = PortWatches(self._port, conn)
@@ -624,21 +784,46 @@ class ControlPlane:
             )
             return
         params = request.params
-        auth = params.get("auth")
-        token = auth.get("token") if isinstance(auth, dict) else None
-        if token is None and self.requires_token:
-            token = conn.cookie_token
-        scopes = frozenset(SCOPES)
-        if self.requires_token or token is not None:
-            found = self._authenticate(token)
-            if found is None:
-                conn.push_text(
-                    error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
+        wait = self.limiter.retry_after(conn.client_address)
+        if wait is not None:
+            # Refused before any token is looked at: guesses past the limit learn nothing.
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError(
+                        "RATE_LIMITED",
+                        "too many failed authentications from this address; try again in "
+                        f"{max(1, round(wait))} s",
+                        {"retryAfterMs": int(wait * 1000)},
+                    ),
                 )
-                conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
-                return
-            conn.token_id, scopes = found
-            conn.token_hash = hash_token(str(token))
+            )
+            conn.close_soon(CLOSE_RATE_LIMITED, "rate limited")
+            return
+        auth = params.get("auth")
+        # params.auth.token is the wire's place; a top-level params.token is where Lemon's
+        # terminal client's own code would put one (the reference's quirk): taken too.
+        token = auth.get("token") if isinstance(auth, dict) else params.get("token")
+        scopes = frozenset(SCOPES)
+        grant: Grant | None = None
+        if token is not None:
+            found = self._authenticate(token)
+            if found is not None:
+                grant = Grant(token_id=found[0], token_hash=hash_token(str(token)), scopes=found[1])
+        elif self.requires_token:
+            # A browser page: its cookie names a sign-in, whose token must still be valid.
+            grant = self.logins.session(conn.cookie_session)
+            if grant is not None and not self._grant_valid(grant):
+                grant = None
+        if grant is None and (self.requires_token or token is not None):
+            self.limiter.failed(conn.client_address)
+            conn.push_text(
+                error_frame(request.id, WireError("UNAUTHORIZED", "invalid or missing token"))
+            )
+            conn.close_soon(CLOSE_UNAUTHORIZED, "unauthorized")
+            return
+        if grant is not None:
+            conn.token_id, conn.token_hash, scopes = grant.token_id, grant.token_hash, grant.scopes
         asked = params.get("scopes")
         if isinstance(asked, list) and all(isinstance(s, str) for s in asked):
             scopes = scopes & frozenset(asked)

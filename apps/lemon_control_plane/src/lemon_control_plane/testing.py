@@ -1,26 +1,50 @@
 """A WebSocket client of the control plane for tests (and tools): requests by id, every frame
-recorded, waits by predicate (never by sleeping)."""
+recorded, waits by predicate (never by sleeping).
+
+Every daemon requires a token (on loopback the home's local token), so a client is made with
+the one it presents: ``wire_client(plane.ws_url, token=plane.local_token)``, or
+``plane_client(plane)`` for the owner of an in-process plane. ``connect()`` sends it as
+``params.auth.token`` unless the call names its own ``auth``; ``token=None`` per client opens
+one that presents nothing (to test refusals)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from websockets.asyncio.client import ClientConnection, connect
 
-__all__ = ["WAIT_S", "ClientFactory", "WireClient", "wire_client"]
+if TYPE_CHECKING:
+    from lemon_control_plane.server import ControlPlane
+
+__all__ = [
+    "WAIT_S",
+    "ClientFactory",
+    "WireClient",
+    "plane_client",
+    "self_signed_certificate",
+    "trusting",
+    "wire_client",
+]
 
 WAIT_S = 30.0
+_FACTORY_TOKEN: Final = object()  # "the token the factory was made with"
 
 
 class WireClient:
     """A WebSocket client of the control plane: requests by id, every frame recorded."""
 
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: ClientConnection, token: str | None = None) -> None:
         self.ws = ws
+        self.token = token
+        """What :meth:`connect` presents as ``params.auth.token`` (``None``: nothing)."""
         self.frames: list[dict[str, Any]] = []
         self._read = 0
         self._n = 0
@@ -65,6 +89,8 @@ class WireClient:
         return res["payload"]
 
     async def connect(self, **params: Any) -> dict[str, Any]:
+        if self.token is not None and "auth" not in params:
+            params["auth"] = {"token": self.token}
         await self.ws.send(
             json.dumps(
                 {
@@ -105,17 +131,24 @@ class WireClient:
 ClientFactory = Callable[..., AbstractAsyncContextManager[WireClient]]
 
 
-def wire_client(ws_url: str) -> ClientFactory:
-    """``async with wire_client(url)(handshake=True, **connect_kwargs) as c``."""
+def wire_client(ws_url: str, *, token: str | None = None) -> ClientFactory:
+    """``async with wire_client(url, token=...)(handshake=True, token=..., **connect_kwargs)
+    as c``: ``token`` is what the handshake presents (the per-client one wins)."""
+    factory_token = token
 
     @asynccontextmanager
-    async def open_client(*, handshake: bool = True, **kwargs: Any) -> AsyncIterator[WireClient]:
+    async def open_client(
+        *, handshake: bool = True, token: object = _FACTORY_TOKEN, **kwargs: Any
+    ) -> AsyncIterator[WireClient]:
         # Unbounded receive queue: a test that leaves frames unread must not stop the client
         # reading the socket (it would then miss the server's close frame and wait out the
         # close timeout).
         kwargs.setdefault("max_queue", None)
+        presented = factory_token if token is _FACTORY_TOKEN else token
+        if presented is not None and not isinstance(presented, str):
+            raise TypeError("token is a string or None")
         async with connect(ws_url, **kwargs) as ws:
-            client = WireClient(ws)
+            client = WireClient(ws, presented)
             if handshake:
                 hello = await client.connect()
                 if hello.get("type") != "hello-ok":
@@ -123,3 +156,49 @@ def wire_client(ws_url: str) -> ClientFactory:
             yield client
 
     return open_client
+
+
+def plane_client(plane: ControlPlane) -> ClientFactory:
+    """A client factory of an in-process plane that presents its owner's (local) token."""
+    return wire_client(plane.ws_url, token=plane.local_token)
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path] | None:
+    """A throw-away certificate for ``localhost`` and ``127.0.0.1`` and its key (PEM files in
+    ``folder``), made with the ``openssl`` command; ``None`` when there is no ``openssl``."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+def trusting(cert: Path) -> ssl.SSLContext:
+    """A client context that trusts exactly ``cert`` (hostnames checked)."""
+    context = ssl.create_default_context(cafile=str(cert))
+    return context

@@ -8,11 +8,19 @@ the control plane's and other apps' longer prefixes win):
 - ``GET /static/<name>``: the page's CSS and ES modules, and the vendored bundle built from the
   npm lock file (``scripts/build``); read once at start, gzip-compressed once, served with an
   ETag (``304`` on a match).
-- ``POST /login`` ``{"token": "..."}``: on a bind that needs a token, checks it against the
-  control plane's (:meth:`ControlPlane.token_valid`) and sets the HttpOnly, SameSite=Strict
-  session cookie :data:`~lemon_control_plane.AUTH_COOKIE` that the WebSocket upgrade carries
-  (after :data:`LOGIN_FAILURES` failures within :data:`LOGIN_WINDOW_S` it answers 429);
-  ``POST /logout`` clears it. Both refuse a request whose ``Origin`` is not this server.
+- ``POST /login`` ``{"token": "..."}``: on a bind that needs a token (every bind, unless
+  ``local_auth`` is off on loopback), signs the page in with the control plane
+  (:meth:`ControlPlane.sign_in`) and sets the HttpOnly, SameSite=Strict cookie
+  :data:`~lemon_control_plane.AUTH_COOKIE` that the WebSocket upgrade carries: a random
+  sign-in id, never the token, ``Secure`` when the request came over HTTPS. ``POST /logout``
+  ends the sign-in and clears the cookie. Both refuse a request whose ``Origin`` is not this
+  server. Failed sign-ins count with the control plane's other failed authentications, per
+  client address (:attr:`ControlPlane.limiter`: 20 a minute, then 429 with ``Retry-After``
+  for that address only, the one-time link included).
+- ``GET /login?once=<nonce>[&next=/path]``: the one-time link ``lemon web`` opens (the nonce is
+  minted by the daemon, works once, for two minutes): signs the browser in like a login and
+  redirects (303) to ``next`` (a path of this server, default ``/``). A used, expired or
+  unknown nonce is a 400 page saying to run ``lemon web`` again. Never cached, no referrer.
 - anything else: ``404 {"error": "Not found"}``.
 
 Every response carries a strict Content-Security-Policy (scripts and styles from this origin
@@ -25,25 +33,22 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import time
-from collections import deque
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from lemon_control_plane import AUTH_COOKIE
+from lemon_control_plane import AUTH_COOKIE, SignIn
 from lemon_web.errors import WebError
 
 __all__ = [
     "LIVE_SEGMENT_BYTES",
-    "LOGIN_FAILURES",
-    "LOGIN_WINDOW_S",
     "MAX_EVENT_BYTES",
     "PAGE_CACHE_ITEMS",
     "PANE_QUEUE_ENTRIES",
@@ -78,18 +83,20 @@ _HEADERS: Final = {
     "cache-control": "no-cache",
 }
 _MAX_LOGIN_BYTES: Final = 4096
-#: Failed sign-ins allowed per window before the login answers 429 for the rest of it.
-LOGIN_FAILURES: Final = 20
-LOGIN_WINDOW_S: Final = 60.0
 
 
 class TokenCheck(Protocol):
-    """What the page needs of the control plane (the running ``ControlPlane`` is one)."""
+    """What the page needs of the control plane (the running ``ControlPlane`` is one): its
+    sign-ins, kept server-side, the cookie only naming one."""
 
     @property
     def requires_token(self) -> bool: ...
 
-    def token_valid(self, token: object) -> bool: ...
+    def sign_in(self, token: object, *, address: str | None = None) -> SignIn: ...
+
+    def sign_in_once(self, nonce: object, *, address: str | None = None) -> SignIn: ...
+
+    def sign_out(self, session: object) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +139,13 @@ class WebApp:
     def __init__(self, plane: TokenCheck) -> None:
         self._plane = plane
         self._assets = load_assets()
-        self._failures: deque[float] = deque(maxlen=LOGIN_FAILURES)
         self._app = Starlette(
             routes=[
                 Route("/", self._page, methods=["GET", "HEAD"]),
                 Route("/chat/{key:path}", self._page, methods=["GET", "HEAD"]),
                 Route("/static/{name}", self._static, methods=["GET", "HEAD"]),
                 Route("/login", self._login, methods=["POST"]),
+                Route("/login", self._login_once, methods=["GET"]),
                 Route("/logout", self._logout, methods=["POST"]),
             ],
             exception_handlers={404: self._not_found, 405: self._not_allowed},
@@ -192,9 +199,6 @@ class WebApp:
             return _error(403, "login is accepted from this server's own page only")
         if not self._plane.requires_token:
             return JSONResponse({"ok": True, "required": False}, headers=_HEADERS)
-        now = time.monotonic()
-        if len(self._failures) == LOGIN_FAILURES and now - self._failures[0] < LOGIN_WINDOW_S:
-            return _error(429, "too many failed sign-ins; wait a minute and try again")
         raw = b""
         async for chunk in request.stream():  # bounded: never read a large body whole
             raw += chunk
@@ -207,24 +211,40 @@ class WebApp:
         token = body.get("token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token.strip():
             return _error(400, 'send JSON: {"token": "lcp_..."} with the token')
-        token = token.strip()
-        if not self._plane.token_valid(token):
-            self._failures.append(now)
+        signed = self._plane.sign_in(token.strip(), address=_address(request))
+        if signed.refused == "rate_limited":
+            return _limited(signed)
+        if signed.session is None:
             return _error(401, "that token is not valid (revoked, rotated or mistyped)")
         response = JSONResponse({"ok": True, "required": True}, headers=_HEADERS)
-        response.set_cookie(
-            AUTH_COOKIE,
-            token,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
+        _set_session(response, request, signed.session)
+        return response
+
+    async def _login_once(self, request: Request) -> Response:
+        nonce = request.query_params.get("once")
+        signed = self._plane.sign_in_once(nonce, address=_address(request)) if nonce else None
+        if signed is not None and signed.refused == "rate_limited":
+            return _limited(signed)
+        if signed is None or signed.session is None:
+            return PlainTextResponse(
+                "This sign-in link was already used, has expired, or is not one. Run "
+                "`lemon web` again for a new one.\n",
+                status_code=400,
+                headers={**_HEADERS, "cache-control": "no-store"},
+            )
+        target = request.query_params.get("next") or "/"
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = "/"  # a path of this server only: never a redirect elsewhere
+        response = RedirectResponse(
+            target, status_code=303, headers={**_HEADERS, "cache-control": "no-store"}
         )
+        _set_session(response, request, signed.session)
         return response
 
     async def _logout(self, request: Request) -> Response:
         if not self._same_origin(request):
             return _error(403, "logout is accepted from this server's own page only")
+        self._plane.sign_out(request.cookies.get(AUTH_COOKIE))
         response = JSONResponse({"ok": True}, headers=_HEADERS)
         response.delete_cookie(AUTH_COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -234,6 +254,30 @@ class WebApp:
 
     async def _not_allowed(self, request: Request, exc: Exception | None) -> Response:
         return _error(405, "Method not allowed")
+
+
+def _limited(signed: SignIn) -> Response:
+    response = _error(
+        429, "too many failed sign-ins from this address; wait a minute and try again"
+    )
+    response.headers["retry-after"] = str(max(1, math.ceil(signed.retry_after_s)))
+    return response
+
+
+def _address(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
+
+
+def _set_session(response: Response, request: Request, session: str) -> None:
+    """The sign-in cookie: the session id only, HttpOnly, SameSite=Strict, Secure on HTTPS."""
+    response.set_cookie(
+        AUTH_COOKIE,
+        session,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
 
 
 def _error(status: int, message: str) -> Response:

@@ -14,11 +14,13 @@ from lemon_core.config._loader import (
     lemon_home,
     load_config,
 )
+from lemon_core.config._redact import redact_config, redact_text
 from lemon_core.config._schema import (
     BashToolConfig,
     BusConfig,
     ChannelsConfig,
     Config,
+    ControlPlaneSection,
     DefaultsConfig,
     FileAccessConfig,
     GatewayConfig,
@@ -44,6 +46,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConfigIssue",
+    "ControlPlaneSection",
     "DefaultsConfig",
     "FileAccessConfig",
     "GatewayConfig",
@@ -61,6 +64,8 @@ __all__ = [
     "lemon_home",
     "load_config",
     "read_secrets",
+    "redact_config",
+    "redact_text",
     "redact_url",
     "resolve_bus_url",
     "resolve_store_dsn",

@@ -149,6 +149,7 @@ def load_config(
         _deep_merge(merged, raw)
     config = msgspec.convert(merged, Config, strict=True)
     issues.extend(_cross_checks(config, layers))
+    issues.extend(_control_plane_checks(config, layers, home_dir))
     issues.extend(_widening_checks(layers, home_source=str(files[0])))
     if issues:
         raise ConfigError(issues)
@@ -333,6 +334,38 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _control_plane_checks(
+    config: Config, layers: list[tuple[str, dict[str, Any]]], home: Path
+) -> list[ConfigIssue]:
+    """``[control_plane]``: TLS files both or neither, and each one a readable file."""
+    section = config.control_plane
+    issues: list[ConfigIssue] = []
+    if (section.tls_cert is None) != (section.tls_key is None):
+        key = "control_plane.tls_key" if section.tls_key is None else "control_plane.tls_cert"
+        issues.append(
+            ConfigIssue(
+                source=_origin(key, layers),
+                key=key,
+                message="TLS needs both tls_cert and tls_key",
+                hint="a PEM certificate (chain) and its private key, e.g. from your CA or "
+                "`openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem`",
+            )
+        )
+    paths = section.tls_paths(home)
+    for name, path in zip(("tls_cert", "tls_key"), paths or (), strict=False):
+        if not path.is_file() or not os.access(path, os.R_OK):
+            key = f"control_plane.{name}"
+            issues.append(
+                ConfigIssue(
+                    source=_origin(key, layers),
+                    key=key,
+                    message=f"{path} is not a readable file",
+                    hint="a relative path is under $LEMON_HOME",
+                )
+            )
+    return issues
 
 
 def _channel_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:

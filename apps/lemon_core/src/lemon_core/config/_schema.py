@@ -7,6 +7,7 @@ hint naming their replacement.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 import msgspec
@@ -222,6 +223,31 @@ class ChannelsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     telegram: TelegramChannelConfig | None = None
 
 
+class ControlPlaneSection(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[control_plane]``: who may drive the daemon's control plane, and over what (the
+    server's own, fuller record is ``lemon_control_plane.ControlPlaneConfig``).
+
+    ``local_auth = false`` lets a loopback daemon with no configured token admit every account
+    of the machine as admin (unsafe wherever there is another account); by default even a
+    loopback daemon requires a token, the owner's being the home's local token.
+    ``tls_cert`` / ``tls_key``: PEM files (a relative path is under ``$LEMON_HOME``) to serve
+    HTTPS and WSS with; both or neither."""
+
+    local_auth: bool = True
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def tls_paths(self, home: Path) -> tuple[Path, Path] | None:
+        """The certificate and key files (relative ones under ``home``), or ``None``."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        cert, key = (Path(p).expanduser() for p in (self.tls_cert, self.tls_key))
+        return (
+            cert if cert.is_absolute() else home / cert,
+            key if key.is_absolute() else home / key,
+        )
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole configuration after layering (home file, project file, environment)."""
 
@@ -236,6 +262,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     channels: ChannelsConfig = ChannelsConfig()
     store: StoreConfig = StoreConfig()
     bus: BusConfig = BusConfig()
+    control_plane: ControlPlaneSection = ControlPlaneSection()
 
 
 # Unknown keys of a section that once held something else: said with the usual hint.
