@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
 from lemon_core.events import ErrorCode
 from lemon_core.store import RunStore, SQLiteStore
@@ -72,7 +73,8 @@ async def after_restart(env: dict[str, str], work: Path, payload: bytes, run_id:
             "run_id": run_id,
             "retry_safe": False,
         }
-        async with wire_client(ws_of(url))() as client:
+        token = read_local_token(Path(env["LEMON_HOME"]))
+        async with wire_client(ws_of(url), token=token)() as client:
             history = await client.call("chat.history", {"sessionKey": SESSION})
             recent = await client.call("runs.recent.list", {"limit": 50})
         turns = [(m["role"], m["content"]) for m in history["messages"]]
