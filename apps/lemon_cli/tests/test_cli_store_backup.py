@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
 from lemon_core.store import RunStore, RunSummary, SQLiteStore, check_store_file
 from lemon_platform_test.lemon_process import lemon_env, run_lemon, start_serve, stop_serve
@@ -114,7 +115,8 @@ async def test_backup_while_the_daemon_runs_restore_after_it_stopped(
     proc, url = start_serve(env, work)
     try:
         ws = url.replace("http://", "ws://") + "/ws"
-        async with wire_client(ws)() as client:
+        token = read_local_token(Path(env["LEMON_HOME"]))
+        async with wire_client(ws, token=token)() as client:
             first = await client.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo one"})
             await client.completed(first["runId"])
             done = await asyncio.to_thread(run_lemon, env, "store", "backup", str(backup))

@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from lemon_control_plane import ControlPlane, ControlPlaneConfig, ControlPlaneConfigError
 from lemon_control_plane._log_throttle import LogThrottle, LogThrottleStatistics
-from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.runtime import Runtime
 
 BOUND_S = 10.0  # the most any wait below may take; the events come in a fraction of it
@@ -60,7 +60,7 @@ async def test_a_socket_that_never_sends_connect_is_closed_at_the_deadline(
     plane_with: Callable[..., Any],
 ) -> None:
     async with plane_with(connect_timeout_s=0.2) as plane:
-        open_client = wire_client(plane.ws_url)
+        open_client = plane_client(plane)
         async with open_client() as online:  # connected before the idle one opens
             async with connect(plane.ws_url) as idle:
                 assert await _closed_code(idle) == 1008
@@ -135,7 +135,7 @@ async def test_the_per_address_cap_refuses_the_next_upgrade_until_one_closes(
     plane_with: Callable[..., Any],
 ) -> None:
     async with plane_with(max_connections_per_client=3) as plane, AsyncExitStack() as stack:
-        open_client = wire_client(plane.ws_url)
+        open_client = plane_client(plane)
         first = [await stack.enter_async_context(open_client()) for _ in range(3)]
         with pytest.raises(InvalidStatus) as refused:
             async with connect(plane.ws_url):
@@ -160,7 +160,7 @@ async def test_the_per_address_cap_refuses_the_next_upgrade_until_one_closes(
 
 async def test_the_total_cap_refuses_with_503(plane_with: Callable[..., Any]) -> None:
     async with plane_with(max_connections=2) as plane:
-        open_client = wire_client(plane.ws_url)
+        open_client = plane_client(plane)
         async with open_client(), open_client(**_from("127.0.0.2")):
             with pytest.raises(InvalidStatus) as refused:
                 async with connect(plane.ws_url, **_from("127.0.0.3")):
@@ -183,7 +183,7 @@ async def test_connections_are_released_when_they_end(plane_with: Callable[..., 
             async with connect(plane.ws_url) as idle:
                 await _closed_code(idle)
         assert plane.statistics().active == 0
-        async with wire_client(plane.ws_url)() as c:
+        async with plane_client(plane)() as c:
             assert (await c.request("status"))["ok"] is True
 
 
@@ -251,7 +251,9 @@ async def test_the_server_pings_and_drops_a_peer_that_never_answers(
             )
             async with asyncio.timeout(BOUND_S):
                 assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
-                writer.write(_masked_text('{"type":"req","id":"c","method":"connect"}'))
+                auth = {"token": plane.local_token}  # the short spelling: one frame < 126 bytes
+                hello = {"type": "req", "id": "c", "method": "connect", "params": auth}
+                writer.write(_masked_text(json.dumps(hello, separators=(",", ":"))))
                 opcodes = []
                 try:
                     while True:  # hello-ok, a ping (never answered), then the close

@@ -22,7 +22,7 @@ from websockets.sync.client import connect as ws_connect
 from lemon_control_plane import ControlPlane, ControlPlaneConfig
 from lemon_control_plane._frames import MAX_DEPTH, FrameError, parse_request, too_deep
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_control_plane.testing import WireClient, wire_client
+from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT, SessionPort
@@ -191,7 +191,7 @@ async def test_a_huge_limit_is_clamped_to_the_methods_maximum(
     top: int,
 ) -> None:
     port, plane = recorded
-    async with wire_client(plane.ws_url)() as c:
+    async with plane_client(plane)() as c:
         for limit in (HUGE, 2**63, top + 1):
             res = await c.request(method, {**params, "limit": limit})
             assert res["ok"] is True, res
@@ -203,7 +203,7 @@ async def test_logs_tail_and_runs_active_list_clamp_a_huge_limit(
     recorded: tuple[_RecordingPort, ControlPlane],
 ) -> None:
     _, plane = recorded
-    async with wire_client(plane.ws_url)() as c:
+    async with plane_client(plane)() as c:
         tail = await c.call("logs.tail", {"limit": HUGE})
         assert len(tail["logs"]) == 1000
         assert tail["logs"][-1]["message"] == "line 1499"
@@ -328,7 +328,9 @@ _params = st.fixed_dictionaries({}, optional=dict.fromkeys(_PARAM_NAMES, _value)
 
 
 @pytest.fixture(scope="module")
-def threaded_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+def threaded_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, list[str], str]]:
     """The booted daemon on its own loop in a thread (hypothesis drives sync tests): its ws URL
     and the methods it advertises. Module-scoped: hypothesis runs every example against it."""
     home = tmp_path_factory.mktemp("fuzz")
@@ -346,6 +348,7 @@ def threaded_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
             state["url"], state["methods"] = plane.ws_url, list(plane.methods)
+            state["token"] = plane.local_token
             ready.set()
             await stop.wait()
 
@@ -353,7 +356,7 @@ def threaded_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
     thread.start()
     assert ready.wait(60)
     try:
-        yield state["url"], state["methods"]
+        yield state["url"], state["methods"], state["token"]
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(60)
@@ -362,11 +365,12 @@ def threaded_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
 @settings(max_examples=60, deadline=None)
 @given(params=_params)
 def test_fuzzed_params_to_every_advertised_method_never_fail_internally(
-    threaded_plane: tuple[str, list[str]], params: dict[str, Any]
+    threaded_plane: tuple[str, list[str], str], params: dict[str, Any]
 ) -> None:
-    url, methods = threaded_plane
+    url, methods, token = threaded_plane
     with ws_connect(url) as ws:
-        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": {}}))
+        auth = {"auth": {"token": token}}
+        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": auth}))
         assert json.loads(ws.recv(timeout=30))["type"] == "hello-ok"
         for method in methods:
             ws.send(json.dumps({"type": "req", "id": method, "method": method, "params": params}))

@@ -55,7 +55,7 @@ async def test_a_sign_in_ends_when_its_token_is_revoked(
         }
         store.revoke(entry.id)
         plane.refresh_tokens()
-        assert plane.statistics()["logins"]["sessions"] == 0
+        assert plane.access_statistics()["logins"]["sessions"] == 0
         refused = await _cookie_connect(plane, signed.session)
         assert refused["error"]["code"] == "UNAUTHORIZED"
 
