@@ -4,8 +4,7 @@ Only misuse is raised: a request that fails is *answered* (a status and a JSON e
 raised to the server::
 
     WebhooksError
-    └── WebhooksConfigError (ValueError)   a webhook's secret, session keys or id are wrong
-                                           (refuses startup; the message names the entry)
+    └── WebhooksConfigError (ValueError)   an endpoint's secret, session keys or id: no start
 
 A test (``test_webhooks_public_api.py``) keeps this drawing equal to the classes.
 """
