@@ -5,7 +5,7 @@
 Each server runs in its own child process under uvicorn (the same settings for both), so the
 client never shares its event loop:
 
-* ``ingress``: the real :class:`lemon_gateway.WebhookIngress` (signature verification, key
+* ``ingress``: the real :class:`lemon_webhooks.WebhookIngress` (signature verification, key
   hashing, the SQLite idempotency store with ``synchronous=FULL``, the exact response stored
   with its fence) submitting to the real Router and Gateway with an executor that answers at
   once (each accepted webhook is a real run in its own session);
@@ -76,15 +76,14 @@ def _child(kind: str, directory: str) -> None:
             from lemon_core.idempotency import SQLiteIdempotencyStore
             from lemon_core.sessions import SESSION_PORT
             from lemon_core.store import MemoryStore
-            from lemon_gateway import (
-                Gateway,
-                GatewayConfig,
+            from lemon_gateway import Gateway, GatewayConfig
+            from lemon_router import Router, RouterConfig, RouterSessionPort
+            from lemon_webhooks import (
                 SessionPortSubmitter,
                 Webhook,
                 WebhookIngress,
                 WebhookSecret,
             )
-            from lemon_router import Router, RouterConfig, RouterSessionPort
 
             class Instant:
                 async def prepare(self, job: Any) -> Any:
@@ -160,7 +159,7 @@ class _Server:
 
 
 def _requests(count: int, *, replay: bool) -> list[tuple[bytes, dict[str, str]]]:
-    from lemon_gateway import WebhookSecret, sign_webhook
+    from lemon_webhooks import WebhookSecret, sign_webhook
 
     secret = WebhookSecret(_SECRET_BYTES)
     out = []

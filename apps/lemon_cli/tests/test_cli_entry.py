@@ -48,6 +48,23 @@ def test_config_validate_lists_each_problem_and_fails(tmp_path: Path) -> None:
     assert "gateway.foo: unknown key" in result.output
 
 
+def test_config_validate_warns_of_a_deprecated_key_with_its_new_spelling_and_passes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[gateway]\ningress_enabled = true\n[[gateway.webhooks]]\nid = "ci"\nsecret_env = "S"\n'
+    )
+    result = CliRunner().invoke(
+        app, ["config", "validate"], env={"LEMON_HOME": str(tmp_path), "LEMON_MODEL": ""}
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the console wraps long lines
+    assert text.count("warning ") == 2, result.output
+    assert "gateway.ingress_enabled: deprecated, still read; use webhooks.enabled" in text
+    assert "gateway.webhooks: deprecated, still read; use webhooks.endpoints" in text
+    assert "config ok" in text
+
+
 def test_config_show_prints_the_effective_config(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("[gateway]\nmax_concurrent_runs = 5\n")
     result = CliRunner().invoke(

@@ -160,7 +160,8 @@ async def test_a_chat_with_a_tool_call(
         ScriptedTurn(text="The file says hi."),
     )
     async with boot(scripted_provider) as runtime:
-        assert runtime.apps == ("coding_agent", "lemon_gateway", "lemon_router")
+        # lemon_webhooks boots wherever the gateway does, before it (disabled: it does nothing)
+        assert runtime.apps == ("coding_agent", "lemon_webhooks", "lemon_gateway", "lemon_router")
         watch = Watch(runtime)
         receipt = await router_of(runtime).submit(request("what does hello.txt say?", work))
         assert receipt.status == "started"
@@ -369,7 +370,7 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
     write_config(home, None)
     loaded = load_config(home=home, cwd=tmp_path, environ={})
     async with Runtime(profile="execution-only", config=loaded) as runtime:
-        assert runtime.apps == ("coding_agent", "lemon_gateway")
+        assert runtime.apps == ("coding_agent", "lemon_webhooks", "lemon_gateway")
         stats = runtime.statistics()
         assert set(stats.capabilities) == {
             "AgentRuntime",
@@ -389,6 +390,7 @@ def test_installed_apps_are_found_through_entry_points() -> None:
     assert "lemon_cli" not in apps  # one executor: the terminal has no fallback of its own
     assert [a.name for a in resolve_profile("full", apps)] == [
         "coding_agent",
+        "lemon_webhooks",  # before the gateway: its VANISHED_RUN_LISTENER must be registered
         "lemon_gateway",
         "lemon_router",
     ]

@@ -24,9 +24,9 @@ from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
 from lemon_core.events import ErrorCode
 from lemon_core.store import RunStore, SQLiteStore
-from lemon_gateway import WebhookSecret, sign_webhook
 from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
 from lemon_platform_test.providers import Gate, ScriptedProviderServer, ScriptedTurn
+from lemon_webhooks import WebhookSecret, sign_webhook
 
 SECRET = WebhookSecret(b"s" * 32)
 SESSION = "agent:default:webhook:ci:channel:ci"
@@ -39,8 +39,8 @@ def write_home(home: Path, server: ScriptedProviderServer) -> None:
         '[defaults]\nmodel = "scripted:test-model"\n'
         '[providers.scripted]\nkind = "openai_completions"\n'
         f'base_url = "{server.openai_base_url}"\n'
-        "[gateway]\ningress_enabled = true\n"
-        '[[gateway.webhooks]]\nid = "ci"\nsecret_env = "CI_HOOK_SECRET"\n',
+        "[webhooks]\nenabled = true\n"
+        '[[webhooks.endpoints]]\nid = "ci"\nsecret_env = "CI_HOOK_SECRET"\n',
         encoding="utf-8",
     )
     (home / "secrets.env").write_text(f"CI_HOOK_SECRET={SECRET.text()}\n", encoding="utf-8")

@@ -20,14 +20,17 @@ from typer.testing import CliRunner
 
 from lemon_cli.main import app
 from lemon_control_plane.testing import wire_client
-from lemon_gateway import WebhookSecret, sign_webhook
+from lemon_webhooks import WebhookSecret, sign_webhook
 
 from .test_cli_serve_shared_daemons import PG, Daemon, fresh_schema, two_daemons
 
 SECRET = WebhookSecret(b"s" * 32)
 SECRET_ENV = "LEMON_TEST_HOOK_SECRET"
 HOOK_SESSION = "agent:default:webhook:ci:channel:ci"
-INGRESS = f'ingress_enabled = true\n[[gateway.webhooks]]\nid = "ci"\nsecret_env = "{SECRET_ENV}"\n'
+# appended after the daemon's [gateway] table: it opens the [webhooks] section
+INGRESS = (
+    f'[webhooks]\nenabled = true\n[[webhooks.endpoints]]\nid = "ci"\nsecret_env = "{SECRET_ENV}"\n'
+)
 
 
 @pytest.fixture

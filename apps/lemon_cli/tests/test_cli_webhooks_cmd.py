@@ -25,7 +25,7 @@ from lemon_core.idempotency import (
 from lemon_core.idempotency.postgres import PostgresIdempotencyStore
 from lemon_core.store import system_clock_ms
 from lemon_core.store.postgres import drop_schema
-from lemon_gateway import idempotency_store_path
+from lemon_webhooks import idempotency_store_path
 
 HOUR = 3_600_000
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -108,7 +108,7 @@ def test_list_show_and_sweep_work_on_the_store(tmp_path: Path, backend: str | No
 
 
 def test_a_webhook_id_binding_is_not_shown_as_an_unknown_outcome(tmp_path: Path) -> None:
-    from lemon_gateway import REPLAY_WINDOW_MS, WEBHOOK_ID_GUARD_SUFFIX
+    from lemon_webhooks import REPLAY_WINDOW_MS, WEBHOOK_ID_GUARD_SUFFIX
 
     home = tmp_path / "home"
     home.mkdir()

@@ -50,11 +50,11 @@ def test_gateway_readme_table_lists_exactly_the_schema_keys() -> None:
 
 def test_gateway_config_from_settings_takes_every_key() -> None:
     settings = msgspec.convert(
-        {"default_cwd": "/srv/work", "ingress_enabled": True, "store_timeout_s": 2},
+        {"default_cwd": "/srv/work", "shared_slots": True, "store_timeout_s": 2},
         GatewaySettings,
     )
     config = GatewayConfig.from_settings(settings)
-    assert (config.default_cwd, config.ingress_enabled, config.store_timeout_s) == (
+    assert (config.default_cwd, config.shared_slots, config.store_timeout_s) == (
         "/srv/work",
         True,
         2.0,
@@ -75,13 +75,13 @@ class _Agent:
         return None
 
 
-async def test_gateway_boot_passes_default_cwd_and_ingress_enabled(tmp_path: Path) -> None:
+async def test_gateway_boot_passes_default_cwd_and_the_other_keys(tmp_path: Path) -> None:
     home = tmp_path / "home"
     work = tmp_path / "work"
     home.mkdir()
     work.mkdir()
     (home / "config.toml").write_text(
-        f'[gateway]\ndefault_cwd = "{work}"\ningress_enabled = true\nmax_pending_runs = 7\n',
+        f'[gateway]\ndefault_cwd = "{work}"\nshared_slots = true\nmax_pending_runs = 7\n',
         encoding="utf-8",
     )
     loaded = load_config(home=home, cwd=tmp_path, environ={})
@@ -103,7 +103,6 @@ async def test_gateway_boot_passes_default_cwd_and_ingress_enabled(tmp_path: Pat
         gateway = rt.handle("lemon_gateway")
         assert isinstance(gateway, Gateway)
         assert gateway.config.default_cwd == str(work)
-        assert gateway.config.ingress_enabled is True
+        assert gateway.config.shared_slots is True
         assert gateway.config.max_pending_runs == 7
         assert gateway._resolve_cwd(None) == str(work)
-        assert gateway.statistics()["ingress"]["enabled"] is True

@@ -1,10 +1,11 @@
 """Runs left in flight on a local SQLite store by a process that died (``kill -9`` of a real
 child process running a gateway) get exactly one ``vanished`` completion when a gateway starts
 on the store: in the run history, on the bus (run and session topics), and through the
-gateway's vanished hooks (the webhook ingress turns the key's receipt into ``outcome_unknown``
-there). Never executed again; a second start adds nothing; two gateways starting at once
-complete it once; a live owner's runs are left alone. The session key was mapped to the run's
-native session when the run started, so the mapping survives the kill."""
+gateway's vanished hooks (boot forwards them to the runtime's ``VANISHED_RUN_LISTENER``, where
+the webhook ingress turns the key's receipt into ``outcome_unknown``). Never executed again; a
+second start adds nothing; two gateways starting at once complete it once; a live owner's runs
+are left alone. The session key was mapped to the run's native session when the run started,
+so the mapping survives the kill."""
 
 from __future__ import annotations
 

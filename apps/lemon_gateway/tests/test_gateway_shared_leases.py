@@ -230,7 +230,7 @@ async def test_the_orphan_sweep_completes_a_dead_owners_run_once(daemons: Daemon
     await gate.reached()
     hooked: list[VanishedRun] = []
 
-    async def hook(run: VanishedRun) -> None:  # what the webhook ingress registers
+    async def hook(run: VanishedRun) -> None:  # what boot registers (to VANISHED_RUN_LISTENER)
         hooked.append(run)
 
     b.on_vanished(hook)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,34 +91,13 @@ async def test_gateway_refuses_when_not_running_duplicate_or_full() -> None:
 
 def test_gateway_config_is_strict() -> None:
     assert GatewayConfig().max_concurrent_runs == 2
-    assert GatewayConfig().ingress_enabled is False
     with pytest.raises(GatewayConfigError, match="max_concurrent_runs must be a positive"):
         GatewayConfig(max_concurrent_runs=0)
     with pytest.raises(GatewayConfigError, match="unknown gateway settings"):
         GatewayConfig.from_mapping({"max_concurent_runs": 3})
-    assert GatewayConfig.from_mapping({"ingress_enabled": True}).ingress_enabled
-
-
-async def test_gateway_default_startup_is_execution_only() -> None:
-    entered: list[str] = []
-
-    def webhook(gw: Gateway) -> object:
-        @asynccontextmanager
-        async def serve() -> AsyncIterator[None]:
-            entered.append("webhook")
-            yield
-            entered.append("webhook-closed")
-
-        return serve()
-
-    async with Gateway(bus=Bus(), executor=ScriptedExecutor(), ingress=[webhook]) as gw:  # type: ignore[list-item]  # factory returns a context manager
-        assert gw.statistics()["ingress"] == {"enabled": False, "started": 0}
-    assert entered == []
-    cfg = GatewayConfig(ingress_enabled=True)
-    async with Gateway(bus=Bus(), executor=ScriptedExecutor(), config=cfg, ingress=[webhook]) as gw:  # type: ignore[list-item]  # as above
-        assert gw.statistics()["ingress"] == {"enabled": True, "started": 1}
-        assert entered == ["webhook"]
-    assert entered == ["webhook", "webhook-closed"]
+    # the webhook keys moved to [webhooks] (lemon_webhooks): the gateway knows none of them
+    with pytest.raises(GatewayConfigError, match="unknown gateway settings"):
+        GatewayConfig.from_mapping({"ingress_enabled": True})
 
 
 async def test_gateway_registers_engine_runtime_on_its_runtime_context() -> None:

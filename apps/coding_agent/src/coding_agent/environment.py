@@ -60,7 +60,7 @@ ALWAYS_SCRUBBED: Final[frozenset[str]] = frozenset(
 def config_secret_names(config: Config) -> frozenset[str]:
     """The variables ``config`` names as holding a secret (keys, tokens, DSNs, URLs)."""
     names: set[str | None] = {p.api_key_env for p in config.providers.values()}
-    names.update(w.secret_env for w in config.gateway.webhooks)
+    names.update(w.secret_env for w in config.webhooks.endpoints)
     telegram = config.channels.telegram
     if telegram is not None:
         names.update((telegram.token_env, telegram.webhook_secret_env))

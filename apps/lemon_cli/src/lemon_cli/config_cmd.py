@@ -50,7 +50,10 @@ def print_status(console: Console) -> LoadedConfig | None:
 
 @config_app.command()
 def validate() -> None:
-    """Validate every config layer; exit 1 listing each problem (file, key, what, how to fix)."""
+    """Validate every config layer; exit 1 listing each problem (file, key, what, how to fix).
+
+    A key read under a deprecated spelling is listed as a warning with its new spelling; it
+    does not fail validation."""
     console = Console(emoji=False)
     try:
         loaded = load_config()
@@ -58,6 +61,8 @@ def validate() -> None:
         for issue in exc.issues:
             console.print(f"[red]error[/red] {escape(issue.render())}", highlight=False)
         raise typer.Exit(1) from None
+    for deprecation in loaded.deprecations:
+        console.print(f"[yellow]warning[/yellow] {escape(deprecation.render())}", highlight=False)
     sources = ", ".join(loaded.sources) or "defaults only"
     console.print(f"config ok ({sources})", highlight=False)
 

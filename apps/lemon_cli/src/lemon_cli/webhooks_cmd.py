@@ -8,7 +8,7 @@ shown as their hashes: the caller's raw key is never stored. ``show`` takes a ra
 ``--webhook ID`` (it is hashed the way the ingress hashes it), or a prefix of a hash from
 ``list``. Rows of webhook ``<id>#webhook-id`` are not reservations: each binds a signed
 message's ``webhook-id`` to the key it first came with, for the replay window
-(``lemon_gateway.REPLAY_WINDOW_MS``).
+(``lemon_webhooks.REPLAY_WINDOW_MS``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ _JSON_VERSION: Final = 1
 
 T = TypeVar("T")
 WebhookOption = Annotated[
-    str | None, typer.Option("--webhook", help="the webhook id ([[gateway.webhooks]] id)")
+    str | None, typer.Option("--webhook", help="the webhook id ([[webhooks.endpoints]] id)")
 ]
 
 
@@ -75,7 +75,7 @@ def _target() -> _Target:
 
 def _find_target() -> _Target:
     from lemon_core.config import ConfigError, lemon_home, load_config, redact_url
-    from lemon_gateway import idempotency_store_path
+    from lemon_webhooks import idempotency_store_path
 
     home = lemon_home()
     require_home(home, create=False)
@@ -157,7 +157,7 @@ def _now_ms() -> int:
 
 def _state(record: IdempotencyRecord, now_ms: int) -> str:
     """What a replay of this key would get, in words."""
-    from lemon_gateway import WEBHOOK_ID_GUARD_SUFFIX
+    from lemon_webhooks import WEBHOOK_ID_GUARD_SUFFIX
 
     if record.expires_at_ms <= now_ms:
         return "expired (the next sweep removes it; the key may be used again)"

@@ -7,22 +7,23 @@ and ready, else none (the gateway then finds its executor in the ``lemon.executo
 point group). On the default SQLite store the gateway records runs in flight under a run-owner
 lock in ``$LEMON_HOME/store/run-owners`` and completes a dead process's runs once, as
 ``vanished``, when it starts. The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
-``[gateway] ingress_enabled`` it also mounts the webhook ingress at ``/webhooks``
-(:mod:`lemon_gateway._ingress_boot`). Stop is
+the runtime's ``VANISHED_RUN_LISTENER`` (registered by an app that starts before it, e.g.
+lemon_webhooks) it forwards every run it completes as ``vanished`` to that listener. Stop is
 :meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
+from lemon_core.execution import VANISHED_RUN_LISTENER, CapabilityRegistry, VanishedRun
 from lemon_core.home import Home
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_core.store import SQLiteStore
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._gateway import Gateway
-from lemon_gateway._ingress_boot import webhook_ingress
 
 __all__ = ["lemon_gateway_app", "run_owners_dir"]
 
@@ -30,6 +31,17 @@ __all__ = ["lemon_gateway_app", "run_owners_dir"]
 def run_owners_dir(home: Path) -> Path:
     """Where the gateways of ``home`` keep their run-owner locks (see ``_recovery``)."""
     return Home(root=home).run_owners
+
+
+def _forward_vanished(capabilities: CapabilityRegistry) -> Callable[[VanishedRun], Awaitable[None]]:
+    """A vanished hook telling the listener registered when the run is completed (if any)."""
+
+    async def hook(run: VanishedRun) -> None:
+        listener = capabilities.get(VANISHED_RUN_LISTENER)
+        if listener is not None:
+            await listener.run_vanished(run)
+
+    return hook
 
 
 async def _start(runtime: Runtime) -> Gateway:
@@ -42,13 +54,14 @@ async def _start(runtime: Runtime) -> Gateway:
         store=runtime.store,
         config=GatewayConfig.from_settings(settings),  # every [gateway] key
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
-        ingress=(webhook_ingress(runtime),),  # entered only when [gateway] ingress_enabled
         leases=runtime.leases,  # shared engine lock / slots when the store is shared
         # The default SQLite store: runs recorded in flight, a dead process's completed once.
         owners_dir=run_owners_dir(runtime.home)
         if runtime.leases is None and isinstance(runtime.store, SQLiteStore)
         else None,
     )
+    # Before start: the start-up sweep of a dead process's runs reaches the listener too.
+    gateway.on_vanished(_forward_vanished(runtime.context.capabilities))
     await gateway.start()
     return gateway
 

@@ -6,10 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-import msgspec
-
 from lemon_core.config import GatewayConfig as GatewaySettings
-from lemon_core.config import WebhookConfig
 from lemon_gateway.errors import GatewayConfigError
 
 __all__ = ["GatewayConfig"]
@@ -42,11 +39,6 @@ class GatewayConfig:
     * ``record_run_history``: write a RunSummary to the RunStore for every finished run.
     * ``store_sweep_interval_s``: how often expired store entries (chat state past its
       TTL) are removed; 0 turns the sweep off.
-    * ``ingress_enabled``: start ingress transports (default off: execution-only).
-    * ``idempotency_ttl_s``: how long an idempotency key's fence and response are kept
-      (default 24 h); ``webhook_max_body_bytes``: the body size limit (413 above it);
-      ``webhook_submit_timeout_s``: bound on one submission to the router (past it the
-      outcome is unknown); ``webhooks``: the ``[[gateway.webhooks]]`` integrations.
     * ``shared_slots``: with a shared store (PostgreSQL), ``max_concurrent_runs`` is one limit
       for every daemon of the deployment (shared slot leases), not a limit per daemon.
     * ``lease_ttl_s``: how long a shared lease (engine lock, slot) outlives its last renewal
@@ -68,20 +60,12 @@ class GatewayConfig:
     record_run_history: bool = True
     store_sweep_interval_s: float = 300.0
     default_cwd: str | None = None
-    ingress_enabled: bool = False
-    idempotency_ttl_s: float = 86_400.0
-    webhook_max_body_bytes: int = 262_144
-    webhook_submit_timeout_s: float = 10.0
-    webhooks: tuple[WebhookConfig, ...] = ()
     shared_slots: bool = False
     lease_ttl_s: float = 15.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value: object = getattr(self, f.name)
-            if f.name == "webhooks":
-                object.__setattr__(self, "webhooks", _webhooks(value))
-                continue
             if f.type == "bool":
                 ok = isinstance(value, bool)
             elif f.type == "int":
@@ -115,31 +99,6 @@ class GatewayConfig:
                 f"unknown gateway settings {unknown}; valid keys are {sorted(known)}"
             )
         return cls(**dict(data))
-
-
-def _webhooks(value: object) -> tuple[WebhookConfig, ...]:
-    """``[[gateway.webhooks]]`` as records (mappings are converted and validated); ids unique."""
-    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
-        raise GatewayConfigError(
-            f"gateway.webhooks must be a list of [[gateway.webhooks]] tables, got {value!r}"
-        )
-    out: list[WebhookConfig] = []
-    for index, entry in enumerate(value):
-        if isinstance(entry, WebhookConfig):
-            out.append(entry)
-            continue
-        try:
-            out.append(msgspec.convert(entry, WebhookConfig, strict=True))
-        except msgspec.ValidationError as exc:
-            raise GatewayConfigError(f"gateway.webhooks[{index}]: {exc}") from exc
-    ids = [w.id for w in out]
-    duplicated = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicated:
-        raise GatewayConfigError(
-            f"gateway.webhooks: the id {duplicated[0]!r} is used twice; each webhook needs its "
-            "own id (it is its path, /webhooks/<id>)"
-        )
-    return tuple(out)
 
 
 def _describe(type_name: object) -> str:

@@ -15,8 +15,9 @@ the runs are recorded in flight under their session's lease and another daemon c
 (``sweep_orphans``); with ``owners_dir`` (a local store, the default SQLite file) they are
 recorded in flight from their start, and the next gateway to start or sweep on the store
 completes each run of a dead owner once, as ``vanished`` (see :mod:`lemon_gateway._recovery`):
-in the run history, on the bus, and through :meth:`Gateway.on_vanished` hooks (the webhook
-ingress turns the key's receipt into ``outcome_unknown`` there). Never executed again.
+in the run history, on the bus, and through :meth:`Gateway.on_vanished` hooks (lemon_gateway's
+boot forwards them to the runtime's ``VANISHED_RUN_LISTENER``: the webhook ingress turns the
+key's receipt into ``outcome_unknown`` there). Never executed again.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Coroutine, Hashable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import Callable, Coroutine, Hashable
 from pathlib import Path
 from typing import Any, Final, Self
 
@@ -70,13 +70,9 @@ from lemon_gateway.errors import (
     WrongThreadError,
 )
 
-__all__ = ["Gateway", "GatewayState", "IngressFactory"]
+__all__ = ["Gateway", "GatewayState"]
 
 log = logging.getLogger("lemon_gateway")
-
-#: Builds one ingress transport (webhook, ...) for a running gateway; entered on start only
-#: when ``gateway.ingress_enabled`` is set, exited on stop.
-IngressFactory = Callable[["Gateway"], AbstractAsyncContextManager[Any]]
 
 
 class GatewayState(enum.Enum):
@@ -103,7 +99,6 @@ class Gateway:
         store: Store | None = None,
         config: GatewayConfig | None = None,
         runtime: RuntimeContext | None = None,
-        ingress: Sequence[IngressFactory] = (),
         executor_group: str = EXECUTOR_ENTRY_POINT_GROUP,
         leases: Leases | None = None,
         owner: str | None = None,
@@ -134,9 +129,6 @@ class Gateway:
         self._owner_lock: OwnerLock | None = None
         self._vanished_hooks: list[VanishedHook] = []
         self._vanished_hook_errors = 0
-        self._ingress_factories = tuple(ingress)
-        self._ingress_stack: AsyncExitStack | None = None
-        self._ingress_started = 0
         self.state = GatewayState.NEW
         self._stopping = False
         self._runs: dict[str, Run] = {}
@@ -170,7 +162,8 @@ class Gateway:
         return self._executor
 
     async def start(self) -> None:
-        """Resolve and validate the executor, register EngineRuntime, start ingress if enabled."""
+        """Resolve and validate the executor, register EngineRuntime, complete a dead
+        process's runs (local store)."""
         if self.state is not GatewayState.NEW:
             raise GatewayNotRunningError(f"a gateway starts once; this one is {self.state.value}")
         if self._explicit_executor is not None:
@@ -204,20 +197,10 @@ class Gateway:
             self._orphan_watchdog = self._loop.create_task(
                 self._sweep_orphans_forever(), name="gateway:orphan-watchdog"
             )
-        if self.config.ingress_enabled and self._ingress_factories:
-            stack = AsyncExitStack()
-            try:
-                for factory in self._ingress_factories:
-                    await stack.enter_async_context(factory(self))
-                    self._ingress_started += 1
-            except BaseException:
-                await stack.aclose()
-                await self.stop()
-                raise
-            self._ingress_stack = stack
         if self._owner_lock is not None:
-            # At start-up, once the ingress has registered its vanished hook: the runs a dead
-            # process left in flight get their one completion before anything new is run.
+            # At start-up, with the hooks given before start (boot forwards them to the
+            # runtime's VANISHED_RUN_LISTENER): the runs a dead process left in flight get
+            # their one completion before anything new is run.
             await self.sweep_orphans()
 
     async def stop(self) -> None:
@@ -227,9 +210,6 @@ class Gateway:
         self.state = GatewayState.STOPPING
         self._stopping = True
         try:
-            if self._ingress_stack is not None:
-                await self._ingress_stack.aclose()
-                self._ingress_stack = None
             for run in list(self._runs.values()):
                 self.cancel(run.run_id, "gateway_shutdown")
             await self._drain_tasks(self.config.shutdown_grace_s)
@@ -724,10 +704,6 @@ class Gateway:
         return {
             "state": self.state.value,
             "executor": self._executor_name,
-            "ingress": {
-                "enabled": self.config.ingress_enabled,
-                "started": self._ingress_started,
-            },
             "runs": {
                 "live": len(self._runs),
                 "max_pending_runs": self.config.max_pending_runs,

@@ -30,26 +30,17 @@ import fcntl
 import hashlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from lemon_core.execution import VanishedRun
 
 __all__ = ["OwnerLock", "VanishedHook", "VanishedRun", "claim_dead_owner", "owner_lock_path"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class VanishedRun:
-    """A run whose process died with it in flight: it was completed as ``vanished`` and never
-    executed again. ``retry_of`` is the run as submitted when this was a retry attempt."""
-
-    run_id: str
-    session_key: str
-    origin: str | None = None
-    retry_of: str | None = None
-
-
 #: Called (and awaited) before a vanished run's record is forgotten; see
-#: :meth:`~lemon_gateway.Gateway.on_vanished`.
+#: :meth:`~lemon_gateway.Gateway.on_vanished`. (:class:`VanishedRun` is core language: the
+#: runtime's ``VANISHED_RUN_LISTENER`` hears of the same runs.)
 VanishedHook = Callable[[VanishedRun], Awaitable[None]]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lemon_core.config._loader import (
     BUILTIN_PROVIDERS,
+    ConfigDeprecation,
     ConfigError,
     ConfigIssue,
     LoadedConfig,
@@ -32,7 +33,8 @@ from lemon_core.config._schema import (
     TelegramChannelConfig,
     ToolPolicyConfig,
     ToolsConfig,
-    WebhookConfig,
+    WebhookEndpointConfig,
+    WebhooksConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
 from lemon_core.config._servers import redact_url, resolve_bus_url, resolve_store_dsn
@@ -44,6 +46,7 @@ __all__ = [
     "BusConfig",
     "ChannelsConfig",
     "Config",
+    "ConfigDeprecation",
     "ConfigError",
     "ConfigIssue",
     "ControlPlaneSection",
@@ -59,7 +62,8 @@ __all__ = [
     "TelegramChannelConfig",
     "ToolPolicyConfig",
     "ToolsConfig",
-    "WebhookConfig",
+    "WebhookEndpointConfig",
+    "WebhooksConfig",
     "find_project_config",
     "lemon_home",
     "load_config",

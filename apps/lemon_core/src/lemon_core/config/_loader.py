@@ -9,7 +9,10 @@ Lowest priority first:
 
 Each file is validated on its own first, so an error names the file that holds the bad key; the
 merged result is validated again for cross-section rules (the default model's provider exists).
-All problems found are reported together in one :class:`ConfigError`.
+All problems found are reported together in one :class:`ConfigError`. A key still read under
+an old spelling (``[gateway] ingress_enabled``, ``[[gateway.webhooks]]``, ...: ``DEPRECATED_KEYS``)
+is checked under the name the file uses, moved to its new place, and reported as a
+:class:`ConfigDeprecation` in :attr:`LoadedConfig.deprecations`: a finding, never an error.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from typing import Any
 
 import msgspec
 
-from lemon_core.config._schema import LEGACY_KEYS, LEGACY_SECTION_HINTS, Config
+from lemon_core.config._schema import (
+    DEPRECATED_KEYS,
+    DEPRECATED_SECTIONS,
+    LEGACY_KEYS,
+    LEGACY_SECTION_HINTS,
+    Config,
+)
 from lemon_core.config._servers import check_servers
 from lemon_core.errors import LemonCoreError
 from lemon_core.home import Home
@@ -41,6 +50,9 @@ _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _HINTS: dict[str, str] = {
     "gateway.webhooks[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
     "gateway.webhooks[].secret_env": "the NAME of an environment variable, e.g. CI_WEBHOOK_SECRET",
+    "webhooks.endpoints[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
+    "webhooks.endpoints[].secret_env": "the NAME of an environment variable, e.g. "
+    "CI_WEBHOOK_SECRET",
     "tools.bash.pass_env": "the NAME of an environment variable, e.g. GITHUB_TOKEN",
 }
 _ENV_KEYS: dict[str, tuple[str, str]] = {
@@ -64,6 +76,19 @@ class ConfigIssue:
         return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigDeprecation:
+    """A key read under its old spelling: where (``source`` file, dotted ``key``) and the
+    spelling to use instead (``replacement``, dotted). Reported, never an error."""
+
+    source: str
+    key: str
+    replacement: str
+
+    def render(self) -> str:
+        return f"{self.source}: {self.key}: deprecated, still read; use {self.replacement}"
+
+
 class ConfigError(LemonCoreError, ValueError):
     """The configuration is invalid; ``issues`` lists every problem found."""
 
@@ -79,6 +104,8 @@ class LoadedConfig:
     config: Config
     home: Path
     sources: tuple[str, ...] = field(default=())
+    #: Keys read under an old spelling, in layer order (see :class:`ConfigDeprecation`).
+    deprecations: tuple[ConfigDeprecation, ...] = field(default=())
 
     @property
     def home_config_path(self) -> Path:
@@ -139,10 +166,16 @@ def load_config(
     if env_layer:
         layers.append(("environment", env_layer))
 
+    deprecations: list[ConfigDeprecation] = []
+    migrated: list[tuple[str, dict[str, Any]]] = []
     for source, raw in layers:
         issues.extend(_validate_layer(source, raw))
+        moved, found = _move_deprecated(source, raw, issues)
+        migrated.append((source, moved))
+        deprecations.extend(found)
     if issues:
         raise ConfigError(issues)
+    layers = migrated
 
     merged: dict[str, Any] = {}
     for _, raw in layers:
@@ -153,7 +186,12 @@ def load_config(
     issues.extend(_widening_checks(layers, home_source=str(files[0])))
     if issues:
         raise ConfigError(issues)
-    return LoadedConfig(config=config, home=home_dir, sources=tuple(s for s, _ in layers))
+    return LoadedConfig(
+        config=config,
+        home=home_dir,
+        sources=tuple(s for s, _ in layers),
+        deprecations=tuple(deprecations),
+    )
 
 
 def _read_toml(path: Path, issues: list[ConfigIssue]) -> dict[str, Any] | None:
@@ -185,8 +223,48 @@ def _validate_layer(source: str, raw: dict[str, Any]) -> list[ConfigIssue]:
             )
     if found:
         return found
-    _check_struct(source, "", raw, Config, found)
+    checked = raw
+    for section, legacy in DEPRECATED_SECTIONS.items():
+        body = raw.get(section)
+        if not isinstance(body, dict):
+            continue
+        old = {k: body[k] for (s, k) in DEPRECATED_KEYS if s == section and k in body}
+        if old:  # checked under the names the file uses, the rest as usual
+            _check_struct(source, section, old, legacy, found)
+            checked = {**checked, section: {k: v for k, v in body.items() if k not in old}}
+    _check_struct(source, "", checked, Config, found)
     return found
+
+
+def _move_deprecated(
+    source: str, raw: dict[str, Any], issues: list[ConfigIssue]
+) -> tuple[dict[str, Any], list[ConfigDeprecation]]:
+    """``raw`` with every deprecated key moved to its new place, and a finding for each; a
+    key set under both spellings in one layer is an issue (which one wins would be a guess)."""
+    found: list[ConfigDeprecation] = []
+    out = dict(raw)
+    for (section, key), (new_section, new_key) in DEPRECATED_KEYS.items():
+        body = out.get(section)
+        if not isinstance(body, dict) or key not in body:
+            continue
+        target = out.get(new_section, {})
+        if not isinstance(target, dict):
+            continue  # already an issue: the new section must be a table
+        old, new = f"{section}.{key}", f"{new_section}.{new_key}"
+        if new_key in target:
+            issues.append(
+                ConfigIssue(
+                    source=source,
+                    key=old,
+                    message=f"deprecated, and {new} is set too",
+                    hint=f"remove {old} (its new spelling is {new})",
+                )
+            )
+            continue
+        out[section] = {k: v for k, v in body.items() if k != key}
+        out[new_section] = {**target, new_key: body[key]}
+        found.append(ConfigDeprecation(source=source, key=old, replacement=new))
+    return out, found
 
 
 def _check_struct(

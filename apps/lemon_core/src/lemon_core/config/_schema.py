@@ -55,8 +55,9 @@ _WebhookId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 _EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 
-class WebhookConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[[gateway.webhooks]]``: one webhook integration, served at ``POST /webhooks/<id>``.
+class WebhookEndpointConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[[webhooks.endpoints]]``: one webhook integration, served at ``POST /webhooks/<id>``
+    (read from the deprecated ``[[gateway.webhooks]]`` too).
 
     ``secret_env`` names the variable (environment, else ``$LEMON_HOME/secrets.env``) holding
     its Standard Webhooks secret (``whsec_<base64>``); the secret never sits in this file.
@@ -76,8 +77,36 @@ class WebhookConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     tool_policy: ToolPolicyConfig | None = None
 
 
+class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[webhooks]``: the webhook ingress (lemon_webhooks; its README documents each key).
+
+    Off by default. The deprecated ``[gateway]`` spellings are still read, and ``lemon config
+    validate`` names each with its replacement (:data:`DEPRECATED_KEYS`).
+    """
+
+    enabled: bool = False
+    idempotency_ttl_s: Annotated[float, msgspec.Meta(ge=1)] = 86_400.0
+    max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=16 * 1024 * 1024)] = 262_144
+    submit_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
+    sweep_interval_s: _Seconds = 300.0
+    endpoints: tuple[WebhookEndpointConfig, ...] = ()
+
+
+class _DeprecatedGatewayWebhookKeys(
+    _Section, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """The ``[gateway]`` keys the webhook ingress used to read: checked under their old names
+    (an error names the key the file holds), then moved to ``[webhooks]``."""
+
+    ingress_enabled: bool = False
+    idempotency_ttl_s: Annotated[float, msgspec.Meta(ge=1)] = 86_400.0
+    webhook_max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=16 * 1024 * 1024)] = 262_144
+    webhook_submit_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
+    webhooks: tuple[WebhookEndpointConfig, ...] = ()
+
+
 class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[gateway]``: execution slots, bounds and opt-in ingress.
+    """``[gateway]``: execution slots and bounds.
 
     Every key reaches ``lemon_gateway.GatewayConfig`` (same names and defaults, checked by the
     gateway's tests); the gateway README's ``[gateway]`` table documents each one.
@@ -97,11 +126,6 @@ class GatewayConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     record_run_history: bool = True
     store_sweep_interval_s: _Seconds = 300.0
     default_cwd: str | None = None
-    ingress_enabled: bool = False
-    idempotency_ttl_s: Annotated[float, msgspec.Meta(ge=1)] = 86_400.0
-    webhook_max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=16 * 1024 * 1024)] = 262_144
-    webhook_submit_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
-    webhooks: tuple[WebhookConfig, ...] = ()
     shared_slots: bool = False
     lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
 
@@ -254,6 +278,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     defaults: DefaultsConfig = DefaultsConfig()
     providers: dict[str, ProviderConfig] = {}
     gateway: GatewayConfig = GatewayConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     profiles: dict[str, ProfileConfig] = {}
     logging: LoggingConfig = LoggingConfig()
@@ -278,3 +303,15 @@ LEGACY_KEYS: dict[str, str] = {
     "engine": "there is exactly one native engine; remove the engine key",
     "default_engine": "there is exactly one native engine; remove default_engine",
 }
+
+# Keys still read under an old spelling: (section, old key) -> (section, new key). The loader
+# moves each to its new place and reports a ConfigDeprecation (never an error).
+DEPRECATED_KEYS: dict[tuple[str, str], tuple[str, str]] = {
+    ("gateway", "ingress_enabled"): ("webhooks", "enabled"),
+    ("gateway", "webhooks"): ("webhooks", "endpoints"),
+    ("gateway", "idempotency_ttl_s"): ("webhooks", "idempotency_ttl_s"),
+    ("gateway", "webhook_max_body_bytes"): ("webhooks", "max_body_bytes"),
+    ("gateway", "webhook_submit_timeout_s"): ("webhooks", "submit_timeout_s"),
+}
+#: The record checking the deprecated keys of a section under their old names.
+DEPRECATED_SECTIONS: dict[str, type[_Section]] = {"gateway": _DeprecatedGatewayWebhookKeys}

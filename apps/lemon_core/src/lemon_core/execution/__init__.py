@@ -2,8 +2,8 @@
 
 ExecutionCommand / RunRequest / ResumeToken / ExecutionContext / ToolPolicy, the executor
 seam (``lemon.executor`` entry point group), the EngineRuntime capability (with its optional
-steering and liveness extensions) and the RouterBridge capability, registered on a
-RuntimeContext.
+steering and liveness extensions), the RouterBridge capability and the VanishedRunListener
+seam (runs a dead process left in flight), registered on a RuntimeContext.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from lemon_core.execution._runtime import (
     RunView,
     SteerableRuntime,
 )
+from lemon_core.execution._vanished import VANISHED_RUN_LISTENER, VanishedRun, VanishedRunListener
 from lemon_core.execution.errors import (
     ExecutionContractError,
     InvalidToolPolicyError,
@@ -72,6 +73,7 @@ __all__ = [
     "EXECUTOR_ENTRY_POINT_GROUP",
     "NATIVE_ENGINE",
     "ROUTER_BRIDGE",
+    "VANISHED_RUN_LISTENER",
     "ActionKind",
     "ActionPhase",
     "Capability",
@@ -112,6 +114,8 @@ __all__ = [
     "SteerableRuntime",
     "ToolPolicy",
     "Unavailable",
+    "VanishedRun",
+    "VanishedRunListener",
     "check_preapproved",
     "is_conversation_key",
     "submit_via_bridge",

@@ -1,6 +1,6 @@
 """Fixtures for the webhook ingress tests: a secret, a request signer, and a daemon (the real
 ``daemon`` profile booted in-process, its control plane on 127.0.0.1:<ephemeral>) with
-ingress enabled."""
+``[webhooks] enabled``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
-from lemon_gateway import WebhookSecret, sign_webhook
+from lemon_webhooks import WebhookSecret, sign_webhook
 
 SECRET = WebhookSecret(b"k" * 32)
 SECRET_ENV = "LEMON_TEST_HOOK_SECRET"
@@ -50,10 +50,10 @@ def body_of(prompt: str = "hello from a webhook", **extra: Any) -> bytes:
 def write_home(home: Path, *, ingress: bool = True, secret: bool = True, extra: str = "") -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
-        "[gateway]\n"
-        f"ingress_enabled = {'true' if ingress else 'false'}\n"
+        "[webhooks]\n"
+        f"enabled = {'true' if ingress else 'false'}\n"
         f"{extra}"
-        "[[gateway.webhooks]]\n"
+        "[[webhooks.endpoints]]\n"
         'id = "ci"\n'
         f'secret_env = "{SECRET_ENV}"\n',
         encoding="utf-8",

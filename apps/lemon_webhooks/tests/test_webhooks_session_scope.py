@@ -2,7 +2,7 @@
 
 A webhook secret is a credential for one integration, not for the person's sessions: by default a
 body's ``session_key`` may only name a key under the webhook's own namespace
-(``agent:<agent>:webhook:<id>:...``) or a key its ``[[gateway.webhooks]]`` entry names
+(``agent:<agent>:webhook:<id>:...``) or a key its ``[[webhooks.endpoints]]`` entry names
 (``session_key``, ``allowed_session_keys``). Anything else is a 403 before anything is reserved,
 so the Idempotency-Key is not burned."""
 
@@ -20,7 +20,7 @@ from lemon_core.config import load_config
 from lemon_core.idempotency import SQLiteIdempotencyStore
 from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
-from lemon_gateway import idempotency_store_path
+from lemon_webhooks import idempotency_store_path
 
 from .conftest import SECRET, SECRET_ENV
 
@@ -30,9 +30,9 @@ PRIVATE = "agent:default:main"
 def _home(home: Path, webhook_options: str = "") -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
-        "[gateway]\ningress_enabled = true\n"
-        f'[[gateway.webhooks]]\nid = "ci"\nsecret_env = "{SECRET_ENV}"\n{webhook_options}'
-        f'[[gateway.webhooks]]\nid = "deploy"\nsecret_env = "{SECRET_ENV}"\n',
+        "[webhooks]\nenabled = true\n"
+        f'[[webhooks.endpoints]]\nid = "ci"\nsecret_env = "{SECRET_ENV}"\n{webhook_options}'
+        f'[[webhooks.endpoints]]\nid = "deploy"\nsecret_env = "{SECRET_ENV}"\n',
         encoding="utf-8",
     )
     (home / "secrets.env").write_text(f"{SECRET_ENV}={SECRET.text()}\n", encoding="utf-8")
@@ -136,8 +136,8 @@ async def test_the_configured_session_key_is_allowed(
 def test_a_configured_key_that_is_malformed_or_of_another_agent_refuses_startup(
     tmp_path: Path,
 ) -> None:
-    from lemon_core.config import WebhookConfig
-    from lemon_gateway import GatewayConfigError, resolve_webhooks
+    from lemon_core.config import WebhookEndpointConfig
+    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
 
     environ = {SECRET_ENV: SECRET.text()}
     for options, why in (
@@ -145,7 +145,7 @@ def test_a_configured_key_that_is_malformed_or_of_another_agent_refuses_startup(
         ({"allowed_session_keys": ("agent:root:main",)}, "belongs to agent 'root'"),
         ({"session_key": "agent:root:main"}, "root"),
     ):
-        entry = WebhookConfig(id="ci", secret_env=SECRET_ENV, **options)  # type: ignore[arg-type]  # the two optional fields only
-        with pytest.raises(GatewayConfigError, match=why) as caught:
+        entry = WebhookEndpointConfig(id="ci", secret_env=SECRET_ENV, **options)  # type: ignore[arg-type]  # the two optional fields only
+        with pytest.raises(WebhooksConfigError, match=why) as caught:
             resolve_webhooks((entry,), environ=environ, home=tmp_path)
-        assert "gateway.webhooks[0]" in str(caught.value)
+        assert "webhooks.endpoints[0]" in str(caught.value)

@@ -1,7 +1,8 @@
 """Webhook ingress: ``POST /webhooks/<id>``, exactly once, or honestly "unknown".
 
-A plain ASGI application (no framework: it is one route) the gateway mounts on the daemon's
-HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[gateway] ingress_enabled`` is set.
+A plain ASGI application (no framework: it is one route) lemon_webhooks mounts on the daemon's
+HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[webhooks] enabled`` is set. A client of
+the session port (``SESSION_PORT``) like any other: it imports nothing of the gateway.
 
 Order of one request, and what each step guarantees:
 
@@ -31,9 +32,9 @@ Order of one request, and what each step guarantees:
    after the lease) is ``outcome_unknown``.
 6. Any store failure before submission is a 503 with nothing executed and the key not burned.
 
-``fault`` is a test-only hook (see the README): ``hang_after_reserve`` makes the handler print
-``webhook fault point: reserved <run_id>`` on stderr and wait forever after the reservation,
-so a test can kill the process at exactly that point.
+``faults`` is a test seam (an :class:`IngressFaults` object a test fixture passes; production
+passes none): its ``after_reserve(run_id)`` is awaited right after a reservation is written and
+before anything is submitted, so a test can stop (or kill) the process at exactly that point.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -50,7 +50,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from lemon_core.config import WebhookConfig
+from lemon_core.config import WebhookEndpointConfig
 from lemon_core.execution import (
     ALL_TOOLS,
     ROUTER_BRIDGE,
@@ -59,6 +59,7 @@ from lemon_core.execution import (
     RouterUnavailableError,
     RunRequest,
     ToolPolicy,
+    VanishedRun,
 )
 from lemon_core.idempotency import (
     IdempotencyRecord,
@@ -74,28 +75,26 @@ from lemon_core.idempotency import (
 )
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
-from lemon_gateway._openapi import webhook_openapi
-from lemon_gateway._recovery import VanishedRun
-from lemon_gateway._signature import TOLERANCE_S, WebhookSecret, verify_webhook
+from lemon_webhooks._openapi import webhook_openapi
+from lemon_webhooks._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
 __all__ = [
     "REPLAY_WINDOW_MS",
     "WEBHOOK_ID_GUARD_SUFFIX",
-    "FaultPoint",
+    "IngressFaults",
     "SessionPortSubmitter",
     "Submitter",
     "Webhook",
     "WebhookIngress",
 ]
 
-log = logging.getLogger("lemon_gateway.ingress")
+log = logging.getLogger("lemon_webhooks.ingress")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-FaultPoint = Literal["hang_after_reserve"]
 QueueModeName = Literal["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]
 
 _JSON: Final = b"application/json"
@@ -134,7 +133,7 @@ class Webhook:
     tool_policy: ToolPolicy | None = None
 
     @classmethod
-    def from_config(cls, config: WebhookConfig, secret: WebhookSecret) -> Webhook:
+    def from_config(cls, config: WebhookEndpointConfig, secret: WebhookSecret) -> Webhook:
         policy = None
         if config.tool_policy is not None:
             p = config.tool_policy
@@ -173,6 +172,15 @@ class Webhook:
             or session_key == self.session_key
             or session_key in self.allowed_session_keys
         )
+
+
+@runtime_checkable
+class IngressFaults(Protocol):
+    """Test-only fault points, passed by a test fixture (never armed in production)."""
+
+    async def after_reserve(self, run_id: str) -> None:
+        """Awaited once a request's fence is reserved, before it is submitted."""
+        ...
 
 
 @runtime_checkable
@@ -246,7 +254,7 @@ class WebhookIngress:
         body_timeout_s: float = 30.0,
         clock_ms: Callable[[], int] = system_clock_ms,
         prefix: str = "/webhooks",
-        fault: FaultPoint | None = None,
+        faults: IngressFaults | None = None,
     ) -> None:
         self.webhooks = dict(webhooks)
         self.store = store
@@ -265,7 +273,7 @@ class WebhookIngress:
         self.ttl_ms = max(int(ttl_s * 1000), self.lease_ms, REPLAY_WINDOW_MS)
         self.clock_ms = clock_ms
         self.prefix = prefix
-        self.fault = fault
+        self.faults = faults
         # the public document names no configured webhook (see webhook_openapi)
         self._openapi = _encoder.encode(webhook_openapi(prefix=prefix))
         self._counts: dict[str, int] = {}
@@ -275,10 +283,10 @@ class WebhookIngress:
         return {"webhooks": sorted(self.webhooks), "answers": dict(self._counts)}
 
     async def run_vanished(self, run: VanishedRun) -> None:
-        """The gateway's vanished hook: a webhook's run whose process died mid-run was
-        completed as ``vanished``; its key's fence becomes ``outcome_unknown``, so a replay
-        stops answering ``202 accepted`` for a run that never finished. Idempotent; a store
-        failure raises (the gateway retries the run's completion later)."""
+        """The runtime's ``VANISHED_RUN_LISTENER``: a webhook's run whose process died
+        mid-run was completed as ``vanished``; its key's fence becomes ``outcome_unknown``, so
+        a replay stops answering ``202 accepted`` for a run that never finished. Idempotent; a
+        store failure raises (the engine retries the run's completion later)."""
         origin = run.origin or ""
         if not origin.startswith(_ORIGIN_PREFIX):
             return
@@ -420,9 +428,8 @@ class WebhookIngress:
         own_guard = binding.key_hash if reservation.bound else None
         if not reservation.created:
             return self._existing(reservation.record, body_hash, self.clock_ms())
-        if self.fault == "hang_after_reserve":
-            print(f"webhook fault point: reserved {run_id}", file=sys.stderr, flush=True)
-            await asyncio.Event().wait()
+        if self.faults is not None:
+            await self.faults.after_reserve(run_id)
         return await self._submit(webhook, key_hash, run_id, request, own_guard)
 
     async def _reserve(self, *, bind: MessageBinding, **reservation: Any) -> Reservation:
@@ -577,7 +584,7 @@ class WebhookIngress:
                 "session_key_not_allowed",
                 f"webhook {webhook.id!r} may not add prompts to session {session_key!r}: it "
                 f"may address keys under {webhook.namespace!r} and the keys its "
-                "[[gateway.webhooks]] entry names (session_key, allowed_session_keys)",
+                "[[webhooks.endpoints]] entry names (session_key, allowed_session_keys)",
             )
         return RunRequest(
             origin=f"{_ORIGIN_PREFIX}{webhook.id}",

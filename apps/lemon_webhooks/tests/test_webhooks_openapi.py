@@ -24,8 +24,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from lemon_gateway import webhook_openapi
 from lemon_platform_test.lemon_process import lemon_env, serve
+from lemon_webhooks import webhook_openapi
 
 CHECKS = [
     not_a_server_error,

@@ -27,7 +27,7 @@ def _header(name: str, description: str, **schema: Any) -> dict[str, Any]:
     }
 
 
-#: The shape of a webhook id (``[[gateway.webhooks]] id``).
+#: The shape of a webhook id (``[[webhooks.endpoints]] id``).
 WEBHOOK_ID_PATTERN = "^[a-z0-9][a-z0-9_-]{0,63}$"
 
 

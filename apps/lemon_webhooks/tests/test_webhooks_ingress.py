@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
+from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest, VanishedRun
 from lemon_core.idempotency import (
     LEGACY_TABLE,
     IdempotencyRecord,
@@ -30,7 +30,7 @@ from lemon_core.idempotency import (
     SweepReport,
     create_legacy_table,
 )
-from lemon_gateway import VanishedRun, Webhook, WebhookIngress, WebhookSecret
+from lemon_webhooks import Webhook, WebhookIngress, WebhookSecret
 
 SECRET = WebhookSecret(b"k" * 32)
 Behaviour = Literal["accept", "reject", "raise", "unavailable", "refuse", "hang", "other_id"]
@@ -262,7 +262,7 @@ async def test_a_run_that_vanished_turns_its_accepted_key_outcome_unknown(
         VanishedRun(run_id=run_id, session_key=session, origin="webhook:deploy")
     )
     assert (await hooks.post(body(), sign=sign)).content == first.content
-    # the gateway completed it as vanished (a retry attempt names the run as submitted)
+    # the engine completed it as vanished (a retry attempt names the run as submitted)
     vanished = VanishedRun(
         run_id="attempt-2", session_key=session, origin="webhook:ci", retry_of=run_id
     )
@@ -476,10 +476,10 @@ async def test_any_of_several_signatures_may_match_key_rotation(
 
 
 def test_a_malformed_secret_is_refused_with_the_fix() -> None:
-    from lemon_gateway import GatewayConfigError
+    from lemon_webhooks import WebhooksConfigError
 
     for text in ("plain", "whsec_!!!", "whsec_c2hvcnQ="):
-        with pytest.raises(GatewayConfigError, match=r"whsec_|base64|too short"):
+        with pytest.raises(WebhooksConfigError, match=r"whsec_|base64|too short"):
             WebhookSecret.parse(text)
     assert SECRET.text() not in repr(WebhookSecret.parse(SECRET.text()))
     assert repr(SECRET) == "WebhookSecret()"
@@ -671,32 +671,31 @@ async def test_unknown_webhooks_and_other_methods_are_refused(hooks: Harness, si
 # -- configuration ---------------------------------------------------------------------------
 
 
-def test_webhook_config_refuses_a_duplicated_id_and_bad_entries() -> None:
-    from lemon_gateway import GatewayConfig, GatewayConfigError
+def test_webhook_config_refuses_a_duplicated_id(tmp_path: Path) -> None:
+    from lemon_core.config import WebhookEndpointConfig
+    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
 
-    entry = {"id": "ci", "secret_env": "HOOK_SECRET"}
-    with pytest.raises(GatewayConfigError, match="used twice"):
-        GatewayConfig.from_mapping({"webhooks": [entry, entry]})
-    with pytest.raises(GatewayConfigError, match=r"webhooks\[0\]"):
-        GatewayConfig.from_mapping({"webhooks": [{"id": "ci"}]})
-    config = GatewayConfig.from_mapping({"webhooks": [entry], "idempotency_ttl_s": 60})
-    assert [w.id for w in config.webhooks] == ["ci"]
+    entry = WebhookEndpointConfig(id="ci", secret_env="HOOK_SECRET")
+    environ = {"HOOK_SECRET": SECRET.text()}
+    with pytest.raises(WebhooksConfigError, match=r"endpoints: the id 'ci' is used twice"):
+        resolve_webhooks((entry, entry), environ=environ, home=tmp_path)
+    assert list(resolve_webhooks((entry,), environ=environ, home=tmp_path)) == ["ci"]
 
 
 def test_secrets_resolve_from_the_environment_first_then_secrets_env(tmp_path: Path) -> None:
-    from lemon_core.config import WebhookConfig
-    from lemon_gateway import GatewayConfigError, resolve_webhooks
+    from lemon_core.config import WebhookEndpointConfig
+    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
 
-    config = (WebhookConfig(id="ci", secret_env="HOOK_SECRET"),)
+    config = (WebhookEndpointConfig(id="ci", secret_env="HOOK_SECRET"),)
     (tmp_path / "secrets.env").write_text(f"HOOK_SECRET={SECRET.text()}\n")
     [hook] = resolve_webhooks(config, environ={}, home=tmp_path).values()
     assert hook.secret == SECRET
     other = WebhookSecret(b"o" * 32)
     [hook] = resolve_webhooks(config, environ={"HOOK_SECRET": other.text()}, home=tmp_path).values()
     assert hook.secret == other
-    with pytest.raises(GatewayConfigError, match="HOOK_SECRET is not set"):
+    with pytest.raises(WebhooksConfigError, match="HOOK_SECRET is not set"):
         resolve_webhooks(config, environ={}, home=tmp_path / "nowhere")
-    with pytest.raises(GatewayConfigError, match="whsec_"):
+    with pytest.raises(WebhooksConfigError, match="whsec_"):
         resolve_webhooks(config, environ={"HOOK_SECRET": "hunter2"}, home=tmp_path)
 
 

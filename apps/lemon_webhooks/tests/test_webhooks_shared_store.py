@@ -25,8 +25,8 @@ from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import system_clock_ms
 from lemon_core.store.postgres import drop_schema
-from lemon_gateway import Webhook, WebhookIngress, WebhookSecret, idempotency_store_path
 from lemon_platform_test.proxy import TcpProxy
+from lemon_webhooks import Webhook, WebhookIngress, WebhookSecret, idempotency_store_path
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 

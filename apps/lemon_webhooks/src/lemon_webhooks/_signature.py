@@ -16,7 +16,7 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Final
 
-from lemon_gateway.errors import GatewayConfigError
+from lemon_webhooks.errors import WebhooksConfigError
 
 __all__ = ["TOLERANCE_S", "WebhookSecret", "sign_webhook", "verify_webhook"]
 
@@ -38,21 +38,21 @@ class WebhookSecret:
 
     @classmethod
     def parse(cls, text: str, *, name: str = "the secret") -> WebhookSecret:
-        """Parse ``whsec_<base64>``; raise :class:`GatewayConfigError` saying what is wrong."""
+        """Parse ``whsec_<base64>``; raise :class:`WebhooksConfigError` saying what is wrong."""
         value = text.strip()
         if not value.startswith(_PREFIX):
-            raise GatewayConfigError(
+            raise WebhooksConfigError(
                 f"{name} is not a Standard Webhooks secret: it must look like "
                 f"'whsec_<base64>' (e.g. 'whsec_' + base64 of 32 random bytes)"
             )
         try:
             key = base64.b64decode(value[len(_PREFIX) :], validate=True)
         except (binascii.Error, ValueError) as exc:
-            raise GatewayConfigError(
+            raise WebhooksConfigError(
                 f"{name}: the part after 'whsec_' is not valid base64"
             ) from exc
         if len(key) < _MIN_SECRET_BYTES:
-            raise GatewayConfigError(
+            raise WebhooksConfigError(
                 f"{name} is too short: use at least {_MIN_SECRET_BYTES} random bytes"
             )
         return cls(key)
