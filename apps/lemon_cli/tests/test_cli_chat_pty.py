@@ -125,6 +125,20 @@ def terminals() -> Iterator[list[Terminal]]:
         t.kill()
 
 
+def one_shot(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``args`` run without a terminal (stdin closed), both streams captured."""
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_one_shot_prints_the_answer_and_exits_zero(
     tmp_path: Path, env: dict[str, str], terminals: list[Terminal]
 ) -> None:
@@ -137,42 +151,19 @@ def test_one_shot_prints_the_answer_and_exits_zero(
 def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    proc = subprocess.run(
-        [LEMON, "chat", "hi there"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
+    proc = one_shot([LEMON, "chat", "hi there"], tmp_path, env)
     assert proc.returncode == 0, proc.stderr
     assert "offline" in proc.stdout
-    proc = subprocess.run(
-        [LEMON, "chat", '/tool bash {"command": "touch made-by-bash"}'],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
+    proc = one_shot([LEMON, "chat", '/tool bash {"command": "touch made-by-bash"}'], tmp_path, env)
     assert "denied bash" in proc.stdout
     assert "--approve bash" in proc.stdout
     # told after the answer, on its own line, never in the middle of the streamed text
     assert proc.stdout.rstrip().splitlines()[-1].startswith("denied bash")
     assert not (tmp_path / "made-by-bash").exists()
-    proc = subprocess.run(
+    proc = one_shot(
         [LEMON, "chat", "--approve", "bash", '/tool bash {"command": "touch made-by-bash"}'],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
+        tmp_path,
+        env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "made-by-bash").exists()
@@ -183,15 +174,10 @@ def test_approve_never_lifts_a_deny_of_the_profile(tmp_path: Path, env: dict[str
     home.mkdir()
     (home / "config.toml").write_text('[profiles.default.tool_policy]\ndeny = ["bash"]\n')
     for approve in ("bash", "all"):
-        proc = subprocess.run(
+        proc = one_shot(
             [LEMON, "chat", "--approve", approve, '/tool bash {"command": "touch made-by-bash"}'],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=60,
-            check=False,
+            tmp_path,
+            env,
         )
         assert not (tmp_path / "made-by-bash").exists(), (approve, proc.stdout + proc.stderr)
         assert "bash" in proc.stdout, proc.stdout
@@ -377,16 +363,7 @@ def test_one_shot_exit_code_reflects_a_failed_run(tmp_path: Path, env: dict[str,
         '[defaults]\nmodel = "local:m"\n[providers.local]\nkind = "openai_completions"\n'
         f'base_url = "http://127.0.0.1:{closed}/v1"\n'
     )
-    proc = subprocess.run(
-        [LEMON, "chat", "hi"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
+    proc = one_shot([LEMON, "chat", "hi"], tmp_path, env)
     assert proc.returncode == 1
     assert "failed: " in proc.stdout
     assert "cannot reach" in proc.stdout

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
-from lemon_control_plane.testing import wire_client
+from lemon_control_plane.testing import until_run_end, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
 from lemon_core.events import ApprovalDecision
 from lemon_core.runtime import Runtime
-from lemon_core.sessions import ApprovalAsked, RunEnded, SessionEvent, SessionStream, ToolCard
+from lemon_core.sessions import ApprovalAsked, ToolCard
 
 SESSION = "agent:default:main"
 
@@ -55,15 +55,6 @@ async def submit(plane: ControlPlane, token: str, **fields: Any) -> dict[str, An
         return await c.request("port.submit", {"request": wire_request(**fields)})
 
 
-async def until_end(stream: SessionStream, run_id: str) -> list[SessionEvent]:
-    seen: list[SessionEvent] = []
-    while True:
-        event = await stream.get()
-        seen.append(event)
-        if isinstance(event, RunEnded) and event.run_id == run_id:
-            return seen
-
-
 async def test_a_write_token_cannot_lift_the_approval_of_bash(
     plane: ControlPlane, tokens: dict[str, str], work: Path
 ) -> None:
@@ -86,7 +77,7 @@ async def test_a_write_token_cannot_lift_the_approval_of_bash(
         assert asked.tool == "bash"
         assert not marker.exists(), "bash ran before anyone approved it"
         await owner.resolve_approval(asked.approval_id, ApprovalDecision.DENY)
-        await until_end(stream, run_id)
+        await until_run_end(stream, run_id)
         stream.close()
     assert not marker.exists()
 
@@ -106,7 +97,7 @@ async def test_skipping_approval_questions_needs_the_approvals_scope(
         stream = owner.watch(SESSION)
         accepted = await submit(plane, tokens["approvals"], prompt=prompt, preapproved=["bash"])
         assert accepted["ok"] is True, accepted
-        events = await until_end(stream, accepted["payload"]["run_id"])
+        events = await until_run_end(stream, accepted["payload"]["run_id"])
         stream.close()
     assert not any(isinstance(e, ApprovalAsked) for e in events)
     assert any(isinstance(e, ToolCard) and e.phase == "completed" for e in events)

@@ -8,15 +8,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort, WireError
+from lemon_control_plane.testing import until_run_end
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
     RunEnded,
-    SessionEvent,
     SessionPort,
-    SessionStream,
     StreamOverflow,
     TextDelta,
     ToolCard,
@@ -35,15 +34,6 @@ def request(prompt: str, **kw: object) -> RunRequest:
     return RunRequest(origin="test", session_key=SESSION, prompt=prompt, **kw)  # type: ignore[arg-type]  # test shorthand
 
 
-async def until_end(stream: SessionStream, run_id: str) -> list[SessionEvent]:
-    seen: list[SessionEvent] = []
-    while True:
-        event = await stream.get()
-        seen.append(event)
-        if isinstance(event, RunEnded) and event.run_id == run_id:
-            return seen
-
-
 async def test_it_is_a_session_port(port: WebSocketSessionPort) -> None:
     assert isinstance(port, SessionPort)
 
@@ -52,7 +42,7 @@ async def test_a_watched_run_streams_typed_events(port: WebSocketSessionPort) ->
     stream = port.watch(SESSION)
     receipt = await port.submit(request("/echo over the wire"))
     assert receipt.status == "started"
-    events = await until_end(stream, receipt.run_id)
+    events = await until_run_end(stream, receipt.run_id)
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert "".join(d.text for d in deltas) == "over the wire"
     ended = events[-1]
@@ -85,7 +75,7 @@ async def test_approvals_and_cancel_over_the_wire(port: WebSocketSessionPort) ->
     assert result.resolved
     again = await port.resolve_approval(asked.approval_id, "deny")
     assert not again.resolved
-    events = await until_end(stream, receipt.run_id)
+    events = await until_run_end(stream, receipt.run_id)
     assert any(isinstance(e, ApprovalEnded) for e in events)
     assert any(isinstance(e, ToolCard) and e.phase == "completed" for e in events)
     assert (await port.cancel(session_key=SESSION)).cancelled == 0
@@ -100,7 +90,7 @@ async def test_a_stream_that_falls_behind_ends_with_an_overflow(daemon: ControlP
         stream = port.watch(SESSION)
         receipt = await port.submit(request("/echo " + "many words here " * 20))
         other = port.watch(SESSION)
-        await until_end(other, receipt.run_id)  # the run is over; `stream` never read
+        await until_run_end(other, receipt.run_id)  # the run is over; `stream` never read
         events = [await stream.get(), await stream.get(), await stream.get()]
     assert isinstance(events[-1], StreamOverflow)
     assert port.statistics().streams_overflowed == 1

@@ -23,6 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 if TYPE_CHECKING:
     from lemon_control_plane.server import ControlPlane
+    from lemon_core.sessions import SessionEvent, SessionStream
 
 __all__ = [
     "WAIT_S",
@@ -31,11 +32,24 @@ __all__ = [
     "plane_client",
     "self_signed_certificate",
     "trusting",
+    "until_run_end",
     "wire_client",
 ]
 
 WAIT_S = 30.0
 _FACTORY_TOKEN: Final = object()  # "the token the factory was made with"
+
+
+async def until_run_end(stream: SessionStream, run_id: str) -> list[SessionEvent]:
+    """Every event of ``stream`` up to and with ``run_id``'s ``RunEnded``."""
+    from lemon_core.sessions import RunEnded
+
+    seen: list[SessionEvent] = []
+    while True:
+        event = await stream.get()
+        seen.append(event)
+        if isinstance(event, RunEnded) and event.run_id == run_id:
+            return seen
 
 
 class WireClient:
