@@ -16,6 +16,7 @@ import os
 import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from lemon_control_plane import ControlPlane, ControlPlaneConfig, ControlPlaneConfigError
 from lemon_control_plane._log_throttle import LogThrottle, LogThrottleStatistics
 from lemon_control_plane.testing import WireClient, plane_client
+from lemon_core.config import ConfigError, load_config
 from lemon_core.runtime import Runtime
 
 BOUND_S = 10.0  # the most any wait below may take; the events come in a fraction of it
@@ -348,3 +350,27 @@ def test_admission_settings_default_to_the_documented_bounds() -> None:
     )
     pings_off.check()
     assert pings_off.ws_ping_interval_s is None
+
+
+async def test_the_admission_bounds_come_from_the_config_file(tmp_path: Path, work: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        "[control_plane]\nconnect_timeout_s = 2.5\nmax_connections_per_client = 7\n"
+    )
+    loaded = load_config(home=home, cwd=work, environ={})
+    settings = {"control_plane": {"port": 0, "cwd": str(work)}}
+    async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert plane.config.connect_timeout_s == 2.5
+        assert plane.config.max_connections_per_client == 7
+        assert plane.config.max_connections == 1024, "an unset bound keeps its default"
+
+
+def test_a_bad_admission_bound_is_a_config_error(tmp_path: Path, work: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[control_plane]\nmax_connections = 0\n")
+    with pytest.raises(ConfigError, match="max_connections"):
+        load_config(home=home, cwd=work, environ={})

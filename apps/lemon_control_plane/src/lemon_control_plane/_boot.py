@@ -35,6 +35,8 @@ async def _start(runtime: Runtime) -> ControlPlane:
     values = dict(settings)
     section = runtime.config.control_plane
     values.setdefault("local_auth", section.local_auth)
+    for name, value in section.admission().items():
+        values.setdefault(name, value)
     tls = section.tls_paths(runtime.home)
     if tls is not None:
         values.setdefault("tls_cert", str(tls[0]))

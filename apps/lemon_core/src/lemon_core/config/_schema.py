@@ -255,11 +255,28 @@ class ControlPlaneSection(_Section, frozen=True, kw_only=True, forbid_unknown_fi
     of the machine as admin (unsafe wherever there is another account); by default even a
     loopback daemon requires a token, the owner's being the home's local token.
     ``tls_cert`` / ``tls_key``: PEM files (a relative path is under ``$LEMON_HOME``) to serve
-    HTTPS and WSS with; both or neither."""
+    HTTPS and WSS with; both or neither. The admission bounds (``connect_timeout_s``,
+    ``header_timeout_s``, ``max_connections``, ``max_connections_per_client``; unset: the
+    server's defaults, 10 s, 10 s, 1024, 256) are described in lemon_control_plane's README,
+    "Limits"."""
 
     local_auth: bool = True
     tls_cert: str | None = None
     tls_key: str | None = None
+    connect_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] | None = None
+    header_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] | None = None
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] | None = None
+    max_connections_per_client: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] | None = None
+
+    def admission(self) -> dict[str, float | int]:
+        """The admission bounds this file sets (the server keeps its defaults for the rest)."""
+        names = (
+            "connect_timeout_s",
+            "header_timeout_s",
+            "max_connections",
+            "max_connections_per_client",
+        )
+        return {n: v for n in names if (v := getattr(self, n)) is not None}
 
     def tls_paths(self, home: Path) -> tuple[Path, Path] | None:
         """The certificate and key files (relative ones under ``home``), or ``None``."""
