@@ -79,3 +79,21 @@ async def test_gateway_cancel_from_another_thread_raises_and_the_twin_cancels() 
 async def test_gateway_cancel_threadsafe_before_start_answers_false() -> None:
     gw = Gateway(bus=Bus(), executor=ScriptedExecutor())
     assert await asyncio.to_thread(lambda: gw.cancel_threadsafe("r1").result()) is False
+
+
+async def test_gateway_cancel_on_another_threads_event_loop_raises() -> None:
+    gate = Gate()
+    executor = ScriptedExecutor().script_run("r1", Script().gate(gate).complete(answer="ok"))
+    async with Gateway(bus=Bus(), executor=executor) as gw:
+        handle = gw.submit_execution(command("r1"))
+        await gate.reached()
+
+        async def cancel_there() -> bool:
+            return gw.cancel("r1")
+
+        # A running loop that is not the gateway's is "another thread" too.
+        with pytest.raises(WrongThreadError, match="cancel_threadsafe"):
+            await asyncio.to_thread(asyncio.run, cancel_there())
+        assert gw.is_live("r1")
+        gate.open()
+        assert (await handle).ok is True

@@ -325,7 +325,7 @@ class Gateway:
         use :meth:`cancel_threadsafe` there.
         """
         loop = self._loop
-        if loop is not None and asyncio._get_running_loop() is not loop:
+        if loop is not None and _running_loop() is not loop:
             raise WrongThreadError(
                 "Gateway.cancel is loop-only and was called from another thread; use "
                 "Gateway.cancel_threadsafe(run_id, reason) there"
@@ -361,7 +361,7 @@ class Gateway:
                 except Exception as exc:  # handed to the caller's thread, never lost
                     answer.set_exception(exc)
 
-        if asyncio._get_running_loop() is loop:
+        if _running_loop() is loop:
             on_loop()
             return answer
         try:
@@ -753,6 +753,14 @@ class Gateway:
             "runs": [r.snapshot() for r in self._runs.values()],
             "tasks": sorted(t.get_name() for t in self._tasks),
         }
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, or ``None`` in a thread that runs none."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _owner_of(record: object) -> str:
