@@ -52,11 +52,11 @@ async def test_gateway_stop_with_zero_grace_does_not_wait_on_a_stubborn_executor
     assert completion.synthetic is True
     assert events.completions("r1") == [completion]
     # The stubborn task is still running; when its executor returns, nothing more happens.
-    assert gw.statistics()["tasks"] == 1
+    assert gw.statistics().tasks == 1
     executor.gate.open()
-    await until(lambda: gw.statistics()["tasks"] == 0)
+    await until(lambda: gw.statistics().tasks == 0)
     assert events.completions("r1") == [completion]
-    assert gw.statistics()["task_crashes"] == 0
+    assert gw.statistics().task_crashes == 0
 
 
 async def test_gateway_cancel_from_another_thread_raises_and_the_twin_cancels() -> None:

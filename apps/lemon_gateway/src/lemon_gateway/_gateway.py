@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import enum
 import itertools
 import logging
@@ -53,12 +54,20 @@ from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
-from lemon_gateway._lock import EngineLock
+from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
-from lemon_gateway._scheduler import Scheduler
+from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
+from lemon_gateway._statistics import (
+    GatewayInFlight,
+    GatewayLocks,
+    GatewayRuns,
+    GatewaySlots,
+    GatewayStatistics,
+    GatewaySteers,
+)
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -697,62 +706,71 @@ class Gateway:
 
     # -- operations ---------------------------------------------------------------------------
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> GatewayStatistics:
         """Counters and bounds: runs, workers, slots, locks, tasks."""
-        sched = self.scheduler
-        lock = self.engine_lock
-        return {
-            "state": self.state.value,
-            "executor": self._executor_name,
-            "runs": {
-                "live": len(self._runs),
-                "max_pending_runs": self.config.max_pending_runs,
-                "by_state": dict(Counter(r.state.value for r in self._runs.values())),
-                "submitted": self._submitted,
-                "completed": self._completed,
-                "failed": self._failed,
-                "cancelled": self._cancelled,
-                "synthetic": self._synthetic,
-            },
-            "steers": {"accepted": self._steers_accepted, "refused": self._steers_refused},
-            "workers": len(self._workers),
-            "max_pending_per_conversation": self.config.max_pending_per_conversation,
-            "tasks": len(self._tasks),
-            "slots": {
-                "max": sched.max_concurrent_runs,
-                "in_flight": len(sched._held),
-                "waiting": len(sched._waiters),
-                "generations_tracked": len(sched._latest_gen),
-                "stale_releases": sched.stale_releases,
-            },
-            "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
-            "shared": None
+        slots = self.scheduler.statistics()
+        locks = self.engine_lock.statistics()
+        return GatewayStatistics(
+            state=self.state.value,
+            executor=self._executor_name,
+            runs=GatewayRuns(
+                live=len(self._runs),
+                max_pending_runs=self.config.max_pending_runs,
+                by_state=dict(Counter(r.state.value for r in self._runs.values())),
+                submitted=self._submitted,
+                completed=self._completed,
+                failed=self._failed,
+                cancelled=self._cancelled,
+                synthetic=self._synthetic,
+            ),
+            steers=GatewaySteers(accepted=self._steers_accepted, refused=self._steers_refused),
+            workers=len(self._workers),
+            max_pending_per_conversation=self.config.max_pending_per_conversation,
+            tasks=len(self._tasks),
+            slots=GatewaySlots(
+                max=slots.max_concurrent_runs,
+                in_flight=slots.in_flight,
+                waiting=slots.waiting,
+                generations_tracked=slots.generations_tracked,
+                stale_releases=slots.stale_releases,
+            ),
+            locks=GatewayLocks(held=locks.held, waiting=locks.waiting),
+            shared=None
             if self.shared is None
             else {**self.shared.statistics(), "orphans_completed": self._orphans_completed},
-            "in_flight": {
-                "recorded_locally": self._owner_lock is not None,
-                "orphans_completed": self._orphans_completed,
-                "vanished_hooks": len(self._vanished_hooks),
-                "vanished_hook_errors": self._vanished_hook_errors,
-            },
-            "launch_failures": self._launch_failures,
-            "store_failures": self._store_failures,
-            "store_swept": self._swept,
-            "publish_errors": self._publish_errors,
-            "task_crashes": self._task_crashes,
-        }
+            in_flight=GatewayInFlight(
+                recorded_locally=self._owner_lock is not None,
+                orphans_completed=self._orphans_completed,
+                vanished_hooks=len(self._vanished_hooks),
+                vanished_hook_errors=self._vanished_hook_errors,
+            ),
+            launch_failures=self._launch_failures,
+            store_failures=self._store_failures,
+            store_swept=self._swept,
+            publish_errors=self._publish_errors,
+            task_crashes=self._task_crashes,
+        )
 
     def debug_snapshot(self) -> dict[str, Any]:
         """Everything an operator needs for stuck execution: in-flight slots and their
-        generations, lock owners and waiters, live workers and runs."""
+        generations, lock owners and waiters, live workers and runs (plain data: the typed
+        snapshots as dictionaries)."""
         return {
-            "statistics": self.statistics(),
-            "scheduler": self.scheduler.statistics(),
-            "engine_lock": self.engine_lock.statistics(),
+            "statistics": dataclasses.asdict(self.statistics()),
+            "scheduler": _plain(self.scheduler.statistics()),
+            "engine_lock": _plain(self.engine_lock.statistics()),
             "workers": [w.snapshot() for w in self._workers.values()],
             "runs": [r.snapshot() for r in self._runs.values()],
             "tasks": sorted(t.get_name() for t in self._tasks),
         }
+
+
+def _plain(snapshot: SchedulerStatistics | EngineLockStatistics) -> dict[str, Any]:
+    """A snapshot as the dictionary it has always been shown as (its rows as lists)."""
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in dataclasses.asdict(snapshot).items()
+    }
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
