@@ -57,7 +57,7 @@ from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, RunOwner, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
 from lemon_gateway._statistics import (
@@ -161,6 +161,7 @@ class Gateway:
         self._steers_accepted = 0
         self._steers_refused = 0
         self._orphans_completed = 0
+        self._run_services: RunOwner = _RunServices(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -317,7 +318,9 @@ class Gateway:
                 f"conversation {key!r} has {worker.size} runs pending "
                 "(gateway.max_pending_per_conversation); retry later"
             )
-        run = Run(self, worker, ExecutionRequest(command, key, time.perf_counter_ns()))
+        run = Run(
+            self._run_services, worker, ExecutionRequest(command, key, time.perf_counter_ns())
+        )
         self._workers[key] = worker
         self._runs[run_id] = run
         self._submitted += 1
@@ -587,26 +590,6 @@ class Gateway:
             return os.path.abspath(os.path.expanduser(cwd))
         return self._default_cwd
 
-    def _publish(self, run: Run, type_: str, payload: Payload) -> None:
-        # _try_publish, inlined: this runs for every event of every run.
-        req = run.request
-        try:
-            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
-        except LemonCoreError as exc:
-            self._publish_errors += 1
-            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
-
-    def _try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
-        """Publish; a refusal is logged and counted (never silent) and returned."""
-        req = run.request
-        try:
-            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
-        except LemonCoreError as exc:
-            self._publish_errors += 1
-            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
-            return exc
-        return None
-
     async def _complete_orphan(
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str
     ) -> None:
@@ -763,6 +746,101 @@ class Gateway:
             "runs": [r.snapshot() for r in self._runs.values()],
             "tasks": sorted(t.get_name() for t in self._tasks),
         }
+
+
+class _RunServices:
+    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs (they see
+    this, not the gateway)."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self._gateway.config
+
+    @property
+    def store(self) -> Store:
+        return self._gateway.store
+
+    @property
+    def chat_state(self) -> ChatStateStore | None:
+        return self._gateway.chat_state
+
+    @property
+    def run_store(self) -> RunStore | None:
+        return self._gateway.run_store
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._gateway.scheduler
+
+    @property
+    def engine_lock(self) -> EngineLock:
+        return self._gateway.engine_lock
+
+    @property
+    def shared(self) -> SharedLeases | None:
+        return self._gateway.shared
+
+    @property
+    def owner(self) -> str:
+        return self._gateway.owner
+
+    @property
+    def executor(self) -> Executor:
+        return self._gateway.executor
+
+    @property
+    def records_in_flight(self) -> bool:
+        return self._gateway.records_in_flight
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        return self._gateway.cancel(run_id, reason)
+
+    def next_generation(self) -> int:
+        return self._gateway._next_generation()
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        return self._gateway._resolve_cwd(cwd)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        return self._gateway._spawn(coro, name=name)
+
+    def publish(self, run: Run, type_: str, payload: Payload) -> None:
+        # try_publish, inlined: this runs for every event of every run.
+        req = run.request
+        try:
+            self._gateway.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._gateway._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+
+    def try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
+        req = run.request
+        try:
+            self._gateway.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._gateway._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+            return exc
+        return None
+
+    async def complete_orphan(
+        self, fenced: Store, key: str, record: dict[str, Any], *, why: str
+    ) -> None:
+        await self._gateway._complete_orphan(fenced, key, record, why=why)
+
+    def note_store_failure(self) -> None:
+        self._gateway._store_failures += 1
+
+    def note_launch_failure(self) -> None:
+        self._gateway._launch_failures += 1
+
+    def run_finished(self, run: Run, completion: Completion) -> None:
+        self._gateway._run_finished(run, completion)
 
 
 def _plain(snapshot: SchedulerStatistics | EngineLockStatistics) -> dict[str, Any]:
