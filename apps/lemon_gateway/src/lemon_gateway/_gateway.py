@@ -52,6 +52,7 @@ from lemon_core.execution import (
 )
 from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
+from lemon_core.tasks import Supervisor
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
@@ -142,7 +143,8 @@ class Gateway:
         self._stopping = False
         self._runs: dict[str, Run] = {}
         self._workers: dict[Hashable, ThreadWorker] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Owns every run task (isolated crashes, logged and counted); stop() drains it.
+        self._tasks = Supervisor("gateway", logger=log, on_crash=self._task_crashed)
         self._watchdog: asyncio.Task[None] | None = None
         self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -241,7 +243,7 @@ class Gateway:
         # ``grace`` bounds each wait; 0 waits one loop turn, never for an executor that
         # ignores cancellation.
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(self._tasks.tasks(), timeout=grace)
             if pending:
                 log.error("%d run tasks ignored shutdown for %ss; cancelling", len(pending), grace)
                 for task in pending:
@@ -259,7 +261,7 @@ class Gateway:
                     )
                 )
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(self._tasks.tasks(), timeout=grace)
             if pending:
                 # Their runs have completed; the tasks end when their executors return.
                 log.error(
@@ -458,16 +460,11 @@ class Gateway:
     # -- internals used by Run and ThreadWorker ------------------------------------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
+        return self._tasks.spawn(coro, name=name)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._task_crashes += 1
-            log.error("gateway task %s crashed", task.get_name(), exc_info=task.exception())
+    def _task_crashed(self, name: str, error: BaseException) -> None:
+        # The supervisor has logged it with its traceback; its siblings go on.
+        self._task_crashes += 1
 
     async def _slot_watchdog(self) -> None:
         """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request), and
@@ -744,7 +741,7 @@ class Gateway:
             "engine_lock": _plain(self.engine_lock.statistics()),
             "workers": [w.snapshot() for w in self._workers.values()],
             "runs": [r.snapshot() for r in self._runs.values()],
-            "tasks": sorted(t.get_name() for t in self._tasks),
+            "tasks": sorted(t.get_name() for t in self._tasks.tasks()),
         }
 
 
