@@ -334,7 +334,7 @@ async def test_steer_rejected_falls_back_to_the_next_run(
         assert done.payload.completed.answer == "fell back"
         gateway = runtime.context.capabilities.require(ENGINE_RUNTIME)
         assert isinstance(gateway, Gateway)
-        assert gateway.statistics()["steers"]["refused"] == 1
+        assert gateway.statistics().steers.refused == 1
 
 
 async def test_gateway_killed_mid_stream_gives_one_synthetic_completion(

@@ -75,8 +75,8 @@ async def test_gateway_hung_resume_state_write_releases_the_slot_on_its_bound() 
         assert c.warning is not None
         assert "no answer within 0.01 s, gateway.store_timeout_s" in c.warning
         assert events.completed(run_id).payload.completed == c
-    assert stats["store_failures"] == 2
-    assert stats["slots"]["in_flight"] == 0
+    assert stats.store_failures == 2
+    assert stats.slots.in_flight == 0
 
 
 async def test_gateway_cancel_abandons_a_hung_resume_state_write() -> None:
@@ -106,7 +106,7 @@ async def test_gateway_cancel_abandons_a_hung_resume_state_write() -> None:
         await until(lambda: store.gate.arrivals == 2)
         assert gw.cancel("b")
         assert (await b).ok
-        assert gw.statistics()["slots"]["in_flight"] == 0
+        assert gw.statistics().slots.in_flight == 0
 
 
 async def test_gateway_hung_run_history_write_lets_the_worker_move_on() -> None:
@@ -117,7 +117,7 @@ async def test_gateway_hung_run_history_write_lets_the_worker_move_on() -> None:
         second = gw.submit_execution(command("r2"))  # same conversation: after r1's history
         assert (await first).ok
         assert (await second).ok
-    assert gw.statistics()["store_failures"] == 2  # one bounded history write each
+    assert gw.statistics().store_failures == 2  # one bounded history write each
 
 
 async def test_gateway_hung_prepare_completes_with_a_typed_timeout_and_frees_the_slot() -> None:
@@ -138,7 +138,7 @@ async def test_gateway_hung_prepare_completes_with_a_typed_timeout_and_frees_the
     assert executor.record("a").launch_attempts == 1  # a hung launch is not retried
     assert events.types("a") == ["run_started", "run_completed"]
     assert cb.ok
-    assert stats["slots"]["in_flight"] == 0
+    assert stats.slots.in_flight == 0
 
 
 async def test_gateway_prepare_raising_its_own_timeout_error_is_a_failed_launch() -> None:

@@ -41,8 +41,8 @@ async def test_gateway_cancel_before_launch_for_queued_and_slot_waiting_runs() -
         assert (await a1).answer == "a1"
         assert set(executor.records) == {"a1"}
         stats = gw.statistics()
-        assert stats["runs"]["cancelled"] == 2
-        assert stats["workers"] == 0
+        assert stats.runs.cancelled == 2
+        assert stats.workers == 0
 
 
 async def test_gateway_cancel_during_launch() -> None:
@@ -62,7 +62,7 @@ async def test_gateway_cancel_during_launch() -> None:
         assert record.launch_attempts == 1
         assert not record.executed.is_set()
         stats = gw.statistics()
-        assert (stats["slots"]["in_flight"], stats["locks"]["held"]) == (0, 0)
+        assert (stats.slots.in_flight, stats.locks.held) == (0, 0)
 
 
 async def test_gateway_cancel_during_streaming_keeps_partial_answer_and_resume() -> None:
@@ -146,7 +146,7 @@ async def test_gateway_cancel_in_the_same_tick_as_submit_still_completes_once() 
         gw.submit_execution(command("r2", session="other"))
     # Stopping in the same tick as a submission also completes it exactly once.
     assert len(events.completions("r2")) == 1
-    assert gw.statistics()["runs"]["live"] == 0
+    assert gw.statistics().runs.live == 0
 
 
 async def test_gateway_cancel_matches_the_run_id_exactly() -> None:
@@ -178,5 +178,5 @@ async def test_gateway_cancel_of_a_completing_run_keeps_its_outcome() -> None:
         gate.open()
         completion = await handle
         assert gw.cancel("r1") is False
-        assert gw.statistics()["runs"]["cancelled"] == 0
+        assert gw.statistics().runs.cancelled == 0
     assert (completion.ok, completion.answer, completion.error_code) == (True, "partial", None)

@@ -22,12 +22,12 @@ async def test_gateway_lock_grants_fifo_and_keys_are_independent() -> None:
         lease.release()
 
     tasks = [asyncio.create_task(waiter(i)) for i in range(3)]
-    await until(lambda: lock.statistics()["waiting"] == 3)
+    await until(lambda: lock.statistics().waiting == 3)
     a.release()
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2]
     assert other.release()
-    assert lock.statistics()["held"] == 0
+    assert lock.statistics().held == 0
 
 
 async def test_gateway_lock_moves_on_confirmed_owner_death_while_holding() -> None:
@@ -44,12 +44,12 @@ async def test_gateway_lock_moves_on_confirmed_owner_death_while_holding() -> No
     t = asyncio.create_task(owner())
     await holding.wait()
     next_owner = asyncio.create_task(lock.acquire("k"))
-    await until(lambda: lock.statistics()["waiting"] == 1)
+    await until(lambda: lock.statistics().waiting == 1)
     die.set()
     lease = await next_owner
     with pytest.raises(RuntimeError):
         await t
-    assert lock.statistics()["owner_deaths"] == 1
+    assert lock.statistics().owner_deaths == 1
     assert lock.owner_of("k") is lease
 
 
@@ -67,10 +67,10 @@ async def test_gateway_lock_dead_waiter_leaves_the_queue() -> None:
 
     doomed = asyncio.create_task(lock.acquire("k"))
     alive = asyncio.create_task(survivor())
-    await until(lambda: lock.statistics()["waiting"] == 2)
+    await until(lambda: lock.statistics().waiting == 2)
     doomed.cancel()
     await asyncio.gather(doomed, return_exceptions=True)
-    assert lock.statistics()["waiting"] == 1
+    assert lock.statistics().waiting == 1
     first.release()
     await granted.wait()
     owner = lock.owner_of("k")
@@ -78,18 +78,18 @@ async def test_gateway_lock_dead_waiter_leaves_the_queue() -> None:
     assert owner.owner is alive
     finish.set()
     await alive
-    assert lock.statistics()["held"] == 0
+    assert lock.statistics().held == 0
 
 
 async def test_gateway_lock_waiter_dying_as_it_is_granted_hands_the_lock_on() -> None:
     lock = EngineLock()
     first = await lock.acquire("k")
     racer = asyncio.create_task(lock.acquire("k"))
-    await until(lambda: lock.statistics()["waiting"] == 1)
+    await until(lambda: lock.statistics().waiting == 1)
     first.release()  # grants racer's future...
     racer.cancel()  # ...but racer dies before it resumes
     await asyncio.gather(racer, return_exceptions=True)
-    assert lock.statistics()["held"] == 0
+    assert lock.statistics().held == 0
     assert (await lock.acquire("k", wait_s=0)).release()
 
 
@@ -99,7 +99,7 @@ async def test_gateway_lock_never_displaces_a_live_owner_for_age() -> None:
     with pytest.raises(LockTimeoutError):
         await lock.acquire("k", wait_s=0.01)
     assert lock.owner_of("k") is old
-    assert lock.statistics()["waiting"] == 0
+    assert lock.statistics().waiting == 0
     stale = old
     assert stale.release()
     new = await lock.acquire("k")
@@ -114,18 +114,18 @@ async def test_gateway_lock_never_displaces_an_owner_held_for_a_very_long_time()
     lock = EngineLock(clock=lambda: now[0])
     owner = await lock.acquire("k")
     now[0] += 1e9
-    assert lock.statistics()["owners"][0]["held_s"] == 1e9
+    assert lock.statistics().owners[0].held_s == 1e9
     assert lock.try_acquire("k") is None
     waiter = asyncio.get_running_loop().create_task(lock.acquire("k"))
-    await until(lambda: lock.statistics()["waiting"] == 1)
+    await until(lambda: lock.statistics().waiting == 1)
     now[0] += 1e9
     for _ in range(100):  # many loop turns: nothing moves while the owner lives
         await asyncio.sleep(0)
     assert lock.try_acquire("k") is None
     assert not waiter.done()
     assert lock.owner_of("k") is owner
-    assert lock.statistics()["owner_deaths"] == 0
+    assert lock.statistics().owner_deaths == 0
     assert owner.release()
     lease = await waiter  # granted on the explicit release only
     assert lease.token > owner.token
-    assert lock.statistics()["owner_deaths"] == 1  # the waiter task ended holding it
+    assert lock.statistics().owner_deaths == 1  # the waiter task ended holding it

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from lemon_core.bus import Bus
-from lemon_gateway import Gateway, GatewayConfig
+from lemon_gateway import (
+    EngineLockStatistics,
+    Gateway,
+    GatewayConfig,
+    GatewaySlots,
+    GatewayStatistics,
+    SchedulerStatistics,
+)
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command, until
 
@@ -24,7 +32,7 @@ async def test_gateway_debug_snapshot_shows_slots_locks_workers_and_runs() -> No
         gw.submit_execution(command("a2", session="a"))
         gw.submit_execution(command("b1", session="b"))
         await gate.reached()
-        await until(lambda: gw.scheduler.statistics()["waiting"] == 1)
+        await until(lambda: gw.scheduler.statistics().waiting == 1)
         snap = gw.debug_snapshot()
         (slot,) = snap["scheduler"]["slots"]
         assert slot["key"] == ("session", "a")
@@ -43,14 +51,10 @@ async def test_gateway_debug_snapshot_shows_slots_locks_workers_and_runs() -> No
         }
         assert sorted(snap["tasks"]) == ["run:a1", "run:b1"]
         stats = gw.statistics()
-        assert stats["runs"]["by_state"] == {"running": 1, "queued": 1, "waiting_slot": 1}
-        assert stats["slots"] == {
-            "max": 1,
-            "in_flight": 1,
-            "waiting": 1,
-            "generations_tracked": 2,
-            "stale_releases": 0,
-        }
+        assert stats.runs.by_state == {"running": 1, "queued": 1, "waiting_slot": 1}
+        assert stats.slots == GatewaySlots(
+            max=1, in_flight=1, waiting=1, generations_tracked=2, stale_releases=0
+        )
         gate.open()
 
 
@@ -64,7 +68,7 @@ async def test_gateway_run_task_dying_with_the_lock_hands_it_to_the_waiting_run(
         owner = gw.submit_execution(command("owner", session="s", key=("k", "1")))
         waiter = gw.submit_execution(command("waiter", session="s", key=("k", "2")))
         await gate.reached()
-        await until(lambda: gw.engine_lock.statistics()["waiting"] == 1)
+        await until(lambda: gw.engine_lock.statistics().waiting == 1)
         # The owning run's task dies (cancelled from outside, not through gw.cancel).
         _task("run:owner").cancel()
         c_owner = await owner
@@ -73,7 +77,7 @@ async def test_gateway_run_task_dying_with_the_lock_hands_it_to_the_waiting_run(
         assert len(events.completions("owner")) == 1
         assert len(events.completions("waiter")) == 1
         stats = gw.statistics()
-        assert (stats["locks"]["held"], stats["slots"]["in_flight"]) == (0, 0)
+        assert (stats.locks.held, stats.slots.in_flight) == (0, 0)
 
 
 async def test_gateway_waiting_run_dying_leaves_the_lock_queue() -> None:
@@ -87,12 +91,25 @@ async def test_gateway_waiting_run_dying_leaves_the_lock_queue() -> None:
         doomed = gw.submit_execution(command("doomed", session="s", key=("k", "2")))
         last = gw.submit_execution(command("last", session="s", key=("k", "3")))
         await gate.reached()
-        await until(lambda: gw.engine_lock.statistics()["waiting"] == 2)
+        await until(lambda: gw.engine_lock.statistics().waiting == 2)
         _task("run:doomed").cancel()
         c_doomed = await doomed
         assert c_doomed.error == "cancelled"
-        assert gw.engine_lock.statistics()["waiting"] == 1
+        assert gw.engine_lock.statistics().waiting == 1
         gate.open()
         assert (await owner).ok
         assert (await last).ok
         assert "doomed" not in executor.records
+
+
+async def test_gateway_statistics_are_typed_and_the_debug_snapshot_is_plain_data() -> None:
+    async with Gateway(bus=Bus(), executor=ScriptedExecutor()) as gw:
+        stats = gw.statistics()
+        assert isinstance(stats, GatewayStatistics)
+        assert isinstance(gw.scheduler.statistics(), SchedulerStatistics)
+        assert isinstance(gw.engine_lock.statistics(), EngineLockStatistics)
+        snap = gw.debug_snapshot()
+        assert snap["statistics"] == dataclasses.asdict(stats)
+        assert snap["statistics"]["slots"]["max"] == gw.config.max_concurrent_runs
+        assert (snap["scheduler"]["slots"], snap["scheduler"]["waiters"]) == ([], [])
+        assert (snap["engine_lock"]["owners"], snap["engine_lock"]["waiters"]) == ([], {})

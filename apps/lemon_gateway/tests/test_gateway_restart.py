@@ -37,7 +37,7 @@ async def test_gateway_restart_with_runs_in_flight(tmp_path: Path) -> None:
         ]
         await stream_gate.reached()
         await launch_gate.reached()
-        await until(lambda: gw.scheduler.statistics()["waiting"] == 1)
+        await until(lambda: gw.scheduler.statistics().waiting == 1)
         states = {r["run_id"]: r["state"] for r in gw.debug_snapshot()["runs"]}
         assert states == {
             "streaming": "running",
@@ -56,11 +56,11 @@ async def test_gateway_restart_with_runs_in_flight(tmp_path: Path) -> None:
     assert events.types("waiting") == ["run_completed"]
     assert events.types("streaming") == ["run_started", "delta", "run_completed"]
     stats = gw.statistics()
-    assert stats["runs"]["live"] == 0
-    assert (stats["slots"]["in_flight"], stats["slots"]["waiting"]) == (0, 0)
-    assert stats["slots"]["generations_tracked"] == 0
-    assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0)
-    assert (stats["workers"], stats["tasks"]) == (0, 0)
+    assert stats.runs.live == 0
+    assert (stats.slots.in_flight, stats.slots.waiting) == (0, 0)
+    assert stats.slots.generations_tracked == 0
+    assert (stats.locks.held, stats.locks.waiting) == (0, 0)
+    assert (stats.workers, stats.tasks) == (0, 0)
     # The resume state written at shutdown survives into the next gateway.
     assert await ChatStateStore(store).resume_token("a") == ResumeToken.native("sess-a")
 

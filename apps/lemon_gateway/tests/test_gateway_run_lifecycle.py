@@ -122,8 +122,8 @@ async def test_gateway_non_native_resume_ends_the_run_and_is_never_executed() ->
     assert "r1" not in executor.records
     assert events.types("r1") == ["run_completed"]
     assert await ChatStateStore(store).get("agent:test:main") is None
-    assert stats["slots"]["in_flight"] == 0
-    assert stats["locks"]["held"] == 0
+    assert stats.slots.in_flight == 0
+    assert stats.locks.held == 0
 
 
 async def test_gateway_executor_failures_become_completions() -> None:
@@ -213,9 +213,9 @@ async def test_gateway_store_failure_on_resume_state_keeps_the_answer_with_a_war
         assert "StoreUnavailableError" in c.warning
         assert c.answer == "answer"
         assert events.completed(run_id).payload.completed == c
-    assert stats["store_failures"] == 2
-    assert stats["slots"]["in_flight"] == 0
-    assert stats["locks"]["held"] == 0
+    assert stats.store_failures == 2
+    assert stats.slots.in_flight == 0
+    assert stats.locks.held == 0
 
 
 async def test_gateway_sweeps_expired_chat_state() -> None:
@@ -229,4 +229,4 @@ async def test_gateway_sweeps_expired_chat_state() -> None:
         assert chat_entries == 1
         clock.advance(24 * 60 * 60 * 1000)
         assert await gw.sweep_store() == 1
-        assert gw.statistics()["store_swept"] == 1
+        assert gw.statistics().store_swept == 1

@@ -39,8 +39,8 @@ async def test_gateway_scheduler_grants_up_to_max_and_one_per_key_in_fifo_order(
     s.release(gd)
     assert fa.done()
     stats = s.statistics()
-    assert stats["in_flight"] == 2
-    assert [slot["key"] for slot in stats["slots"]] == ["c", "a"]
+    assert stats.in_flight == 2
+    assert [slot.key for slot in stats.slots] == ["c", "a"]
 
 
 async def test_gateway_scheduler_ignores_stale_grants_releases_and_requests() -> None:
@@ -56,21 +56,21 @@ async def test_gateway_scheduler_ignores_stale_grants_releases_and_requests() ->
     stale = s.request("k", 10)
     assert stale.result() is None
     assert not s.cancel("k", 10)
-    assert s.statistics()["waiters"][0]["generation"] == 11
+    assert s.statistics().waiters[0].generation == 11
     # A release of a grant that is not the current one is ignored.
     assert not s.release(SlotGrant(key="x", generation=0, slot_id=held.slot_id))
     assert not s.release(SlotGrant(key="nobody", generation=1, slot_id=99))
-    assert s.statistics()["in_flight"] == 1
+    assert s.statistics().in_flight == 1
     assert s.release(held)
     grant = second.result()
     assert grant is not None
     assert grant.generation == 11
     assert not s.release(held)  # double release
     stats = s.statistics()
-    assert (stats["stale_releases"], stats["stale_requests"]) == (3, 1)
+    assert (stats.stale_releases, stats.stale_requests) == (3, 1)
     # Cancelling the granted generation returns its slot.
     assert s.cancel("k", 11)
-    assert s.statistics()["in_flight"] == 0
+    assert s.statistics().in_flight == 0
 
 
 async def test_gateway_scheduler_expiry_keeps_the_fifo_ticket_on_retry() -> None:
@@ -102,15 +102,15 @@ async def test_gateway_slot_timeout_retries_with_a_new_generation_and_fences_the
         holder = gw.submit_execution(command("holder", session="a"))
         waiter = gw.submit_execution(command("waiter", session="b"))
         await gate.reached()
-        await until(lambda: gw.scheduler.statistics()["waiting"] == 1)
-        gen_before = gw.scheduler.statistics()["waiters"][0]["generation"]
+        await until(lambda: gw.scheduler.statistics().waiting == 1)
+        gen_before = gw.scheduler.statistics().waiters[0].generation
         # The waiter times out (the watchdog does this after slot_request_timeout_s).
         assert gw.scheduler.expire_waiters(0) == 1
-        assert gw.scheduler.statistics()["waiters"][0]["reserved"] is True
-        await until(lambda: gw.scheduler.statistics()["waiters"][0]["generation"] > gen_before)
-        waiters = gw.scheduler.statistics()["waiters"]
-        assert waiters[0]["reserved"] is False
-        assert gw.scheduler.statistics()["waiting"] == 1
+        assert gw.scheduler.statistics().waiters[0].reserved is True
+        await until(lambda: gw.scheduler.statistics().waiters[0].generation > gen_before)
+        waiters = gw.scheduler.statistics().waiters
+        assert waiters[0].reserved is False
+        assert gw.scheduler.statistics().waiting == 1
         runs = {r["run_id"]: r for r in gw.debug_snapshot()["runs"]}
         assert runs["waiter"]["slot_retries"] == 1
         # A grant or release for the old generation is ignored.
@@ -118,12 +118,12 @@ async def test_gateway_slot_timeout_retries_with_a_new_generation_and_fences_the
             SlotGrant(key=("session", "b"), generation=gen_before, slot_id=1)
         )
         assert not gw.scheduler.cancel(("session", "b"), gen_before)
-        assert gw.scheduler.statistics()["waiting"] == 1
+        assert gw.scheduler.statistics().waiting == 1
         gate.open()
         assert (await holder).ok
         assert (await waiter).ok
         stats = gw.scheduler.statistics()
-        assert (stats["in_flight"], stats["waiting"], stats["expired"]) == (0, 0, 1)
+        assert (stats.in_flight, stats.waiting, stats.expired) == (0, 0, 1)
 
 
 async def test_gateway_scheduler_waiter_bound_is_enforced() -> None:
@@ -184,8 +184,8 @@ async def test_gateway_scheduler_never_grants_a_second_slot_to_a_key_with_free_s
     assert not second.done()
     other = s.request("other", 4)  # behind "k" in FIFO order, and still served
     assert other.done()
-    assert s.statistics()["in_flight"] == 2
-    assert [slot["key"] for slot in s.statistics()["slots"]] == ["k", "other"]
+    assert s.statistics().in_flight == 2
+    assert [slot.key for slot in s.statistics().slots] == ["k", "other"]
     assert s.holds("k")
     assert s.release(first)
     grant = second.result()
@@ -206,7 +206,7 @@ async def test_gateway_second_run_of_a_conversation_waits_although_a_slot_is_fre
             await asyncio.sleep(0)
         states = {r["run_id"]: r["state"] for r in gw.debug_snapshot()["runs"]}
         assert states == {"a1": "running", "a2": "queued"}
-        assert gw.scheduler.statistics()["in_flight"] == 1
+        assert gw.scheduler.statistics().in_flight == 1
         assert "a2" not in executor.records
         gate.open()
         assert (await a1).ok
@@ -225,7 +225,7 @@ async def test_gateway_scheduler_a_repeated_generation_is_stale() -> None:
     assert again.result() is None
     assert not first.done()  # the original request is not superseded by its repeat
     assert s.try_acquire("x", 1) is None
-    assert s.statistics()["stale_requests"] == 1
+    assert s.statistics().stale_requests == 1
     s.release(held)
     grant = first.result()
     assert grant is not None

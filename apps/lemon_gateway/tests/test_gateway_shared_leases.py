@@ -150,7 +150,7 @@ async def test_a_late_write_of_a_former_owner_is_refused(daemons: Daemons) -> No
     assert history["new"].ok is True
     assert a.shared is not None
     assert a.shared.fenced_refusals == 2
-    assert b.statistics()["shared"]["orphans_completed"] == 1
+    assert b.statistics().shared["orphans_completed"] == 1
 
 
 async def test_a_live_owner_renews_and_a_lost_lease_cancels_its_run(daemons: Daemons) -> None:

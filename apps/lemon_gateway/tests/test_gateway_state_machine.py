@@ -174,7 +174,7 @@ class GatewayMachine(RuleBasedStateMachine):
         assert not ex.violations, ex.violations
         assert ex.max_executing <= MAX_RUNS
         assert len(ex.executing) <= MAX_RUNS
-        assert self.gw.scheduler.statistics()["in_flight"] <= MAX_RUNS
+        assert self.gw.scheduler.statistics().in_flight <= MAX_RUNS
         started_at = {r: i for i, r in enumerate(ex.started)}
         for runs in self.by_key.values():
             order = [started_at[r] for r in runs if r in started_at]
@@ -187,16 +187,16 @@ class GatewayMachine(RuleBasedStateMachine):
 
     def _assert_quiescent(self, gw: Gateway) -> None:
         stats = gw.statistics()
-        assert stats["runs"]["live"] == 0, stats
-        slots = stats["slots"]
-        assert (slots["in_flight"], slots["waiting"], slots["generations_tracked"]) == (0, 0, 0)
-        assert (stats["locks"]["held"], stats["locks"]["waiting"]) == (0, 0), stats
-        assert (stats["workers"], stats["tasks"]) == (0, 0), stats
+        assert stats.runs.live == 0, stats
+        slots = stats.slots
+        assert (slots.in_flight, slots.waiting, slots.generations_tracked) == (0, 0, 0)
+        assert (stats.locks.held, stats.locks.waiting) == (0, 0), stats
+        assert (stats.workers, stats.tasks) == (0, 0), stats
 
     def _drain(self) -> None:
         """Let every accepted run finish (completing whatever executes) while running."""
         for _ in range(10 * len(self.accepted) + 10):
-            if self.gw.statistics()["runs"]["live"] == 0:
+            if self.gw.statistics().runs.live == 0:
                 return
             for future in self.executor.outcomes.values():
                 if not future.done():

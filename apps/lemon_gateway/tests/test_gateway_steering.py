@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lemon_core.bus import Bus
 from lemon_core.execution import ENGINE_RUNTIME, RunLiveness, RuntimeContext, SteerableRuntime
-from lemon_gateway import Gateway, GatewayConfig
+from lemon_gateway import Gateway, GatewayConfig, GatewaySteers
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command, until
 
@@ -35,7 +35,7 @@ async def test_gateway_steer_accepted_reaches_the_running_execution() -> None:
     assert completion.answer == "steered: also the testssteered: and the docs"
     assert executor.record("r1").steers == ["also the tests", "and the docs"]
     assert events.types("r1") == ["run_started", "delta", "delta", "run_completed"]
-    assert gw.statistics()["steers"] == {"accepted": 2, "refused": 0}
+    assert gw.statistics().steers == GatewaySteers(accepted=2, refused=0)
 
 
 async def test_gateway_steer_is_refused_unless_that_exact_run_executes() -> None:
@@ -72,7 +72,7 @@ async def test_gateway_steer_is_refused_unless_that_exact_run_executes() -> None
             assert (await handle).ok
         assert gw.steer("running", "late") is False  # completed
         assert executor.record("running").steers == ["x"]
-        assert gw.statistics()["steers"] == {"accepted": 1, "refused": 7}
+        assert gw.statistics().steers == GatewaySteers(accepted=1, refused=7)
 
 
 async def test_gateway_steer_after_cancel_or_raising_execution_is_refused() -> None:

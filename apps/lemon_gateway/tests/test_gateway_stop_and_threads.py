@@ -52,11 +52,11 @@ async def test_gateway_stop_with_zero_grace_does_not_wait_on_a_stubborn_executor
     assert completion.synthetic is True
     assert events.completions("r1") == [completion]
     # The stubborn task is still running; when its executor returns, nothing more happens.
-    assert gw.statistics()["tasks"] == 1
+    assert gw.statistics().tasks == 1
     executor.gate.open()
-    await until(lambda: gw.statistics()["tasks"] == 0)
+    await until(lambda: gw.statistics().tasks == 0)
     assert events.completions("r1") == [completion]
-    assert gw.statistics()["task_crashes"] == 0
+    assert gw.statistics().task_crashes == 0
 
 
 async def test_gateway_cancel_from_another_thread_raises_and_the_twin_cancels() -> None:
@@ -79,3 +79,21 @@ async def test_gateway_cancel_from_another_thread_raises_and_the_twin_cancels() 
 async def test_gateway_cancel_threadsafe_before_start_answers_false() -> None:
     gw = Gateway(bus=Bus(), executor=ScriptedExecutor())
     assert await asyncio.to_thread(lambda: gw.cancel_threadsafe("r1").result()) is False
+
+
+async def test_gateway_cancel_on_another_threads_event_loop_raises() -> None:
+    gate = Gate()
+    executor = ScriptedExecutor().script_run("r1", Script().gate(gate).complete(answer="ok"))
+    async with Gateway(bus=Bus(), executor=executor) as gw:
+        handle = gw.submit_execution(command("r1"))
+        await gate.reached()
+
+        async def cancel_there() -> bool:
+            return gw.cancel("r1")
+
+        # A running loop that is not the gateway's is "another thread" too.
+        with pytest.raises(WrongThreadError, match="cancel_threadsafe"):
+            await asyncio.to_thread(asyncio.run, cancel_there())
+        assert gw.is_live("r1")
+        gate.open()
+        assert (await handle).ok is True

@@ -35,7 +35,7 @@ async def test_gateway_submission_rejects_anything_but_an_execution_command() ->
         for bad in ({"run_id": "r1"}, private, None, "r1"):
             with pytest.raises(InvalidSubmissionError, match=r"accepts only .*ExecutionCommand"):
                 gw.submit_execution(bad)  # type: ignore[arg-type]  # the point of the test
-        assert gw.statistics()["runs"]["submitted"] == 0
+        assert gw.statistics().runs.submitted == 0
         assert not hasattr(private, "queue_mode")  # queue semantics belong to the router
 
 
@@ -45,7 +45,7 @@ async def test_gateway_submission_rejects_a_missing_conversation_key_clearly() -
         cmd = ExecutionCommand(run_id="r-nokey", session_key="s", prompt="p")
         with pytest.raises(MissingConversationKeyError, match="r-nokey is missing router-owned"):
             gw.submit_execution(cmd)
-        assert gw.statistics()["runs"]["live"] == 0
+        assert gw.statistics().runs.live == 0
 
 
 async def test_gateway_acceptance_is_not_completion() -> None:
@@ -171,7 +171,7 @@ async def test_gateway_uses_the_one_entry_point_executor(fake_dists: Path) -> No
     status = validate_executor(group)
     assert status.ready, status.reason
     async with Gateway(bus=Bus(), executor_group=group) as gw:
-        assert gw.statistics()["executor"] == "ScriptedExecutor"
+        assert gw.statistics().executor == "ScriptedExecutor"
         completion = await gw.submit_execution(command("ep-run", prompt="hello"))
         assert completion.answer == "Echo: hello"
 

@@ -49,8 +49,8 @@ async def test_gateway_unencodable_usage_keeps_the_answer_in_one_completion() ->
     assert completion.usage is None
     assert completion.warning is not None
     assert completion.warning.startswith("usage_dropped: not encodable")
-    assert stats["publish_errors"] == 1
-    assert stats["runs"]["live"] == 0
+    assert stats.publish_errors == 1
+    assert stats.runs.live == 0
 
 
 async def test_gateway_unencodable_usage_mapping_is_dropped_not_published() -> None:
@@ -59,7 +59,7 @@ async def test_gateway_unencodable_usage_mapping_is_dropped_not_published() -> N
     )
     assert published == completion
     assert (completion.ok, completion.answer) == (True, "a")
-    assert stats["publish_errors"] == 0
+    assert stats.publish_errors == 0
 
 
 async def test_gateway_result_with_a_non_text_answer_is_a_typed_executor_failure() -> None:
@@ -73,7 +73,7 @@ async def test_gateway_result_with_a_non_text_answer_is_a_typed_executor_failure
     assert completion.error is not None
     assert completion.error.startswith("invalid_executor_result: answer is a object")
     assert completion.answer == "partial"
-    assert stats["runs"]["live"] == 0
+    assert stats.runs.live == 0
 
 
 async def test_gateway_result_with_a_non_text_error_is_a_typed_executor_failure() -> None:

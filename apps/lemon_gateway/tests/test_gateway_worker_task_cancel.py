@@ -97,7 +97,7 @@ async def test_gateway_many_queued_runs_of_one_conversation_all_complete_in_orde
     async with Gateway(bus=Bus(), executor=_Instant()) as gw:
         handles = [gw.submit_execution(command(f"r{i}", session="s")) for i in range(100)]
         completions = [await h for h in handles]
-        assert gw.statistics()["tasks"] == 0
-        assert gw.statistics()["workers"] == 0
+        assert gw.statistics().tasks == 0
+        assert gw.statistics().workers == 0
     assert all(c.ok for c in completions)
     assert order == [f"r{i}" for i in range(100)]

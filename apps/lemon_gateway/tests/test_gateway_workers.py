@@ -37,10 +37,10 @@ async def test_gateway_idle_workers_exit_and_are_recreated() -> None:
     bus = Bus()
     async with Gateway(bus=bus, executor=ScriptedExecutor()) as gw:
         await gw.submit_execution(command("r1", session="k"))
-        assert gw.statistics()["workers"] == 0
+        assert gw.statistics().workers == 0
         assert (await gw.submit_execution(command("r2", session="k"))).answer == "Echo: r2"
         stats = gw.statistics()
-        assert (stats["workers"], stats["tasks"], stats["runs"]["live"]) == (0, 0, 0)
+        assert (stats.workers, stats.tasks, stats.runs.live) == (0, 0, 0)
 
 
 async def test_gateway_launch_failures_are_bounded_to_one_terminal_completion() -> None:
@@ -75,11 +75,11 @@ async def test_gateway_launch_failures_are_bounded_to_one_terminal_completion() 
         c_flaky = await flaky
         assert (c_flaky.ok, c_flaky.answer) == (True, "third time")
         assert executor.record("flaky").launch_attempts == 3
-        await until(lambda: gw.statistics()["tasks"] == 0)
+        await until(lambda: gw.statistics().tasks == 0)
         stats = gw.statistics()
-        assert stats["launch_failures"] == 5
-        assert stats["runs"]["synthetic"] == 1
-        assert (stats["slots"]["in_flight"], stats["locks"]["held"], stats["workers"]) == (0, 0, 0)
+        assert stats.launch_failures == 5
+        assert stats.runs.synthetic == 1
+        assert (stats.slots.in_flight, stats.locks.held, stats.workers) == (0, 0, 0)
 
 
 async def test_gateway_engine_lock_serialises_one_session_across_conversation_keys() -> None:

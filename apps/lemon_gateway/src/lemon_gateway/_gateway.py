@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import enum
 import itertools
 import logging
@@ -51,14 +52,23 @@ from lemon_core.execution import (
 )
 from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
+from lemon_core.tasks import Supervisor
 from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
-from lemon_gateway._lock import EngineLock
+from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
-from lemon_gateway._scheduler import Scheduler
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, RunOwner, _Outcome, default_cwd
+from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
+from lemon_gateway._statistics import (
+    GatewayInFlight,
+    GatewayLocks,
+    GatewayRuns,
+    GatewaySlots,
+    GatewayStatistics,
+    GatewaySteers,
+)
 from lemon_gateway._worker import ThreadWorker
 from lemon_gateway.errors import (
     DuplicateRunError,
@@ -133,7 +143,8 @@ class Gateway:
         self._stopping = False
         self._runs: dict[str, Run] = {}
         self._workers: dict[Hashable, ThreadWorker] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Owns every run task (isolated crashes, logged and counted); stop() drains it.
+        self._tasks = Supervisor("gateway", logger=log, on_crash=self._task_crashed)
         self._watchdog: asyncio.Task[None] | None = None
         self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -152,6 +163,7 @@ class Gateway:
         self._steers_accepted = 0
         self._steers_refused = 0
         self._orphans_completed = 0
+        self._run_services: RunOwner = _RunServices(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -231,7 +243,7 @@ class Gateway:
         # ``grace`` bounds each wait; 0 waits one loop turn, never for an executor that
         # ignores cancellation.
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(self._tasks.tasks(), timeout=grace)
             if pending:
                 log.error("%d run tasks ignored shutdown for %ss; cancelling", len(pending), grace)
                 for task in pending:
@@ -249,7 +261,7 @@ class Gateway:
                     )
                 )
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(self._tasks.tasks(), timeout=grace)
             if pending:
                 # Their runs have completed; the tasks end when their executors return.
                 log.error(
@@ -308,7 +320,9 @@ class Gateway:
                 f"conversation {key!r} has {worker.size} runs pending "
                 "(gateway.max_pending_per_conversation); retry later"
             )
-        run = Run(self, worker, ExecutionRequest(command, key, time.perf_counter_ns()))
+        run = Run(
+            self._run_services, worker, ExecutionRequest(command, key, time.perf_counter_ns())
+        )
         self._workers[key] = worker
         self._runs[run_id] = run
         self._submitted += 1
@@ -325,7 +339,7 @@ class Gateway:
         use :meth:`cancel_threadsafe` there.
         """
         loop = self._loop
-        if loop is not None and asyncio._get_running_loop() is not loop:
+        if loop is not None and _running_loop() is not loop:
             raise WrongThreadError(
                 "Gateway.cancel is loop-only and was called from another thread; use "
                 "Gateway.cancel_threadsafe(run_id, reason) there"
@@ -361,7 +375,7 @@ class Gateway:
                 except Exception as exc:  # handed to the caller's thread, never lost
                     answer.set_exception(exc)
 
-        if asyncio._get_running_loop() is loop:
+        if _running_loop() is loop:
             on_loop()
             return answer
         try:
@@ -446,16 +460,11 @@ class Gateway:
     # -- internals used by Run and ThreadWorker ------------------------------------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
+        return self._tasks.spawn(coro, name=name)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._task_crashes += 1
-            log.error("gateway task %s crashed", task.get_name(), exc_info=task.exception())
+    def _task_crashed(self, name: str, error: BaseException) -> None:
+        # The supervisor has logged it with its traceback; its siblings go on.
+        self._task_crashes += 1
 
     async def _slot_watchdog(self) -> None:
         """Expire slot waiters older than ``slot_request_timeout_s`` (they re-request), and
@@ -578,26 +587,6 @@ class Gateway:
             return os.path.abspath(os.path.expanduser(cwd))
         return self._default_cwd
 
-    def _publish(self, run: Run, type_: str, payload: Payload) -> None:
-        # _try_publish, inlined: this runs for every event of every run.
-        req = run.request
-        try:
-            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
-        except LemonCoreError as exc:
-            self._publish_errors += 1
-            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
-
-    def _try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
-        """Publish; a refusal is logged and counted (never silent) and returned."""
-        req = run.request
-        try:
-            self.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
-        except LemonCoreError as exc:
-            self._publish_errors += 1
-            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
-            return exc
-        return None
-
     async def _complete_orphan(
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str
     ) -> None:
@@ -697,62 +686,174 @@ class Gateway:
 
     # -- operations ---------------------------------------------------------------------------
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> GatewayStatistics:
         """Counters and bounds: runs, workers, slots, locks, tasks."""
-        sched = self.scheduler
-        lock = self.engine_lock
-        return {
-            "state": self.state.value,
-            "executor": self._executor_name,
-            "runs": {
-                "live": len(self._runs),
-                "max_pending_runs": self.config.max_pending_runs,
-                "by_state": dict(Counter(r.state.value for r in self._runs.values())),
-                "submitted": self._submitted,
-                "completed": self._completed,
-                "failed": self._failed,
-                "cancelled": self._cancelled,
-                "synthetic": self._synthetic,
-            },
-            "steers": {"accepted": self._steers_accepted, "refused": self._steers_refused},
-            "workers": len(self._workers),
-            "max_pending_per_conversation": self.config.max_pending_per_conversation,
-            "tasks": len(self._tasks),
-            "slots": {
-                "max": sched.max_concurrent_runs,
-                "in_flight": len(sched._held),
-                "waiting": len(sched._waiters),
-                "generations_tracked": len(sched._latest_gen),
-                "stale_releases": sched.stale_releases,
-            },
-            "locks": {"held": len(lock._owners), "waiting": sum(map(len, lock._waiters.values()))},
-            "shared": None
+        slots = self.scheduler.statistics()
+        locks = self.engine_lock.statistics()
+        return GatewayStatistics(
+            state=self.state.value,
+            executor=self._executor_name,
+            runs=GatewayRuns(
+                live=len(self._runs),
+                max_pending_runs=self.config.max_pending_runs,
+                by_state=dict(Counter(r.state.value for r in self._runs.values())),
+                submitted=self._submitted,
+                completed=self._completed,
+                failed=self._failed,
+                cancelled=self._cancelled,
+                synthetic=self._synthetic,
+            ),
+            steers=GatewaySteers(accepted=self._steers_accepted, refused=self._steers_refused),
+            workers=len(self._workers),
+            max_pending_per_conversation=self.config.max_pending_per_conversation,
+            tasks=len(self._tasks),
+            slots=GatewaySlots(
+                max=slots.max_concurrent_runs,
+                in_flight=slots.in_flight,
+                waiting=slots.waiting,
+                generations_tracked=slots.generations_tracked,
+                stale_releases=slots.stale_releases,
+            ),
+            locks=GatewayLocks(held=locks.held, waiting=locks.waiting),
+            shared=None
             if self.shared is None
             else {**self.shared.statistics(), "orphans_completed": self._orphans_completed},
-            "in_flight": {
-                "recorded_locally": self._owner_lock is not None,
-                "orphans_completed": self._orphans_completed,
-                "vanished_hooks": len(self._vanished_hooks),
-                "vanished_hook_errors": self._vanished_hook_errors,
-            },
-            "launch_failures": self._launch_failures,
-            "store_failures": self._store_failures,
-            "store_swept": self._swept,
-            "publish_errors": self._publish_errors,
-            "task_crashes": self._task_crashes,
-        }
+            in_flight=GatewayInFlight(
+                recorded_locally=self._owner_lock is not None,
+                orphans_completed=self._orphans_completed,
+                vanished_hooks=len(self._vanished_hooks),
+                vanished_hook_errors=self._vanished_hook_errors,
+            ),
+            launch_failures=self._launch_failures,
+            store_failures=self._store_failures,
+            store_swept=self._swept,
+            publish_errors=self._publish_errors,
+            task_crashes=self._task_crashes,
+        )
 
     def debug_snapshot(self) -> dict[str, Any]:
         """Everything an operator needs for stuck execution: in-flight slots and their
-        generations, lock owners and waiters, live workers and runs."""
+        generations, lock owners and waiters, live workers and runs (plain data: the typed
+        snapshots as dictionaries)."""
         return {
-            "statistics": self.statistics(),
-            "scheduler": self.scheduler.statistics(),
-            "engine_lock": self.engine_lock.statistics(),
+            "statistics": dataclasses.asdict(self.statistics()),
+            "scheduler": _plain(self.scheduler.statistics()),
+            "engine_lock": _plain(self.engine_lock.statistics()),
             "workers": [w.snapshot() for w in self._workers.values()],
             "runs": [r.snapshot() for r in self._runs.values()],
-            "tasks": sorted(t.get_name() for t in self._tasks),
+            "tasks": sorted(t.get_name() for t in self._tasks.tasks()),
         }
+
+
+class _RunServices:
+    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs (they see
+    this, not the gateway)."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self._gateway.config
+
+    @property
+    def store(self) -> Store:
+        return self._gateway.store
+
+    @property
+    def chat_state(self) -> ChatStateStore | None:
+        return self._gateway.chat_state
+
+    @property
+    def run_store(self) -> RunStore | None:
+        return self._gateway.run_store
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._gateway.scheduler
+
+    @property
+    def engine_lock(self) -> EngineLock:
+        return self._gateway.engine_lock
+
+    @property
+    def shared(self) -> SharedLeases | None:
+        return self._gateway.shared
+
+    @property
+    def owner(self) -> str:
+        return self._gateway.owner
+
+    @property
+    def executor(self) -> Executor:
+        return self._gateway.executor
+
+    @property
+    def records_in_flight(self) -> bool:
+        return self._gateway.records_in_flight
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        return self._gateway.cancel(run_id, reason)
+
+    def next_generation(self) -> int:
+        return self._gateway._next_generation()
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        return self._gateway._resolve_cwd(cwd)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        return self._gateway._spawn(coro, name=name)
+
+    def publish(self, run: Run, type_: str, payload: Payload) -> None:
+        # try_publish, inlined: this runs for every event of every run.
+        req = run.request
+        try:
+            self._gateway.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._gateway._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+
+    def try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
+        req = run.request
+        try:
+            self._gateway.bus.broadcast_event(run.topic, type_, payload, req.event_meta)
+        except LemonCoreError as exc:
+            self._gateway._publish_errors += 1
+            log.error("run %s: publishing %s failed: %r", req.run_id, type_, exc)
+            return exc
+        return None
+
+    async def complete_orphan(
+        self, fenced: Store, key: str, record: dict[str, Any], *, why: str
+    ) -> None:
+        await self._gateway._complete_orphan(fenced, key, record, why=why)
+
+    def note_store_failure(self) -> None:
+        self._gateway._store_failures += 1
+
+    def note_launch_failure(self) -> None:
+        self._gateway._launch_failures += 1
+
+    def run_finished(self, run: Run, completion: Completion) -> None:
+        self._gateway._run_finished(run, completion)
+
+
+def _plain(snapshot: SchedulerStatistics | EngineLockStatistics) -> dict[str, Any]:
+    """A snapshot as the dictionary it has always been shown as (its rows as lists)."""
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in dataclasses.asdict(snapshot).items()
+    }
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, or ``None`` in a thread that runs none."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _owner_of(record: object) -> str:

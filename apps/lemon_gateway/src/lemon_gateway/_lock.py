@@ -18,13 +18,13 @@ import contextlib
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lemon_gateway.errors import GatewayError
 
-__all__ = ["EngineLock", "LockLease", "LockTimeoutError"]
+__all__ = ["EngineLock", "EngineLockStatistics", "LockLease", "LockOwner", "LockTimeoutError"]
 
 
 class LockTimeoutError(GatewayError, TimeoutError):
@@ -63,6 +63,31 @@ class LockLease:
             return False
         self.released = True
         return self._lock._release(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockOwner:
+    """A held key: its fencing token, the owning task's name, and for how long it is held."""
+
+    key: Hashable
+    token: int
+    owner: str | None
+    held_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineLockStatistics:
+    """A snapshot of the lock: owners, waiters per key (by ``str(key)``), counters."""
+
+    held: int
+    owners: tuple[LockOwner, ...]
+    waiters: Mapping[str, int]
+    waiting: int
+    acquired: int
+    released: int
+    owner_deaths: int
+    stale_releases: int
+    timeouts: int
 
 
 @dataclass(slots=True)
@@ -178,25 +203,25 @@ class EngineLock:
         """The current lease of ``key``, if held."""
         return self._owners.get(key)
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> EngineLockStatistics:
         """Owners (with how long they held), waiters per key, counters."""
         now = self._clock()
-        return {
-            "held": len(self._owners),
-            "owners": [
-                {
-                    "key": lease.key,
-                    "token": lease.token,
-                    "owner": None if lease.owner is None else lease.owner.get_name(),
-                    "held_s": round(now - lease.acquired_at, 6),
-                }
+        return EngineLockStatistics(
+            held=len(self._owners),
+            owners=tuple(
+                LockOwner(
+                    key=lease.key,
+                    token=lease.token,
+                    owner=None if lease.owner is None else lease.owner.get_name(),
+                    held_s=round(now - lease.acquired_at, 6),
+                )
                 for lease in self._owners.values()
-            ],
-            "waiters": {str(k): len(q) for k, q in self._waiters.items()},
-            "waiting": sum(len(q) for q in self._waiters.values()),
-            "acquired": self.acquired,
-            "released": self.released,
-            "owner_deaths": self.owner_deaths,
-            "stale_releases": self.stale_releases,
-            "timeouts": self.timeouts,
-        }
+            ),
+            waiters={str(k): len(q) for k, q in self._waiters.items()},
+            waiting=sum(len(q) for q in self._waiters.values()),
+            acquired=self.acquired,
+            released=self.released,
+            owner_deaths=self.owner_deaths,
+            stale_releases=self.stale_releases,
+            timeouts=self.timeouts,
+        )

@@ -19,6 +19,9 @@ process's runs: :meth:`Gateway.sweep_orphans`.
 
 Runs that end before launching publish only ``run_completed``: a cancel while queued or
 waiting, a non-native resume token (never executed), a lock timeout.
+
+A run sees its gateway only through :class:`RunOwner`, a narrow port: never the gateway's
+private state.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Coroutine, Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from lemon_core.backoff import Backoff
 from lemon_core.bus import run_topic
-from lemon_core.errors import BusClosedError
+from lemon_core.errors import BusClosedError, LemonCoreError
 from lemon_core.events import (
     Action,
     ActionKind,
@@ -43,6 +46,7 @@ from lemon_core.events import (
     EngineAction,
     EngineActionPhase,
     ErrorCode,
+    Payload,
     RunCompleted,
     RunStarted,
     RunUsage,
@@ -53,6 +57,7 @@ from lemon_core.execution import (
     ActionPhase,
     ExecutionJob,
     ExecutionResult,
+    Executor,
     PreparedExecution,
     ResumeToken,
     RunActionView,
@@ -68,13 +73,13 @@ from lemon_core.store import (
     StoreError,
 )
 from lemon_gateway._bound import BoundExpiredError, bounded
-from lemon_gateway._lock import LockLease, LockTimeoutError
+from lemon_gateway._config import GatewayConfig
+from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
-from lemon_gateway._scheduler import SlotGrant
-from lemon_gateway._shared import IN_FLIGHT, lease_name, owner_lost
+from lemon_gateway._scheduler import Scheduler, SlotGrant
+from lemon_gateway._shared import IN_FLIGHT, SharedLeases, lease_name, owner_lost
 
 if TYPE_CHECKING:
-    from lemon_gateway._gateway import Gateway
     from lemon_gateway._worker import ThreadWorker
 
 __all__ = ["Run", "RunState"]
@@ -135,6 +140,84 @@ class _Outcome:
     detail: dict[str, Any] | None = None
 
 
+class RunOwner(Protocol):
+    """What a run may use of its gateway: a narrow port, so a run never reaches into the
+    gateway's private state. The gateway gives its runs one (``_RunServices``)."""
+
+    @property
+    def config(self) -> GatewayConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def chat_state(self) -> ChatStateStore | None: ...
+
+    @property
+    def run_store(self) -> RunStore | None: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    @property
+    def engine_lock(self) -> EngineLock: ...
+
+    @property
+    def shared(self) -> SharedLeases | None:
+        """The shared leases when several daemons share the store, else ``None``."""
+        ...
+
+    @property
+    def owner(self) -> str:
+        """Who accepted the run (its in-flight record names it)."""
+        ...
+
+    @property
+    def executor(self) -> Executor: ...
+
+    @property
+    def records_in_flight(self) -> bool:
+        """Whether runs are recorded in flight on a local store from their start."""
+        ...
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        """Cancel the live run ``run_id`` (loop-only; see :meth:`Gateway.cancel`)."""
+        ...
+
+    def next_generation(self) -> int:
+        """A fresh slot generation (strictly increasing across the gateway)."""
+        ...
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        """The absolute working directory for a command's ``cwd`` (the default when blank)."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        """Start a task the gateway owns (awaited or cancelled by its stop)."""
+        ...
+
+    def publish(self, run: Run, type_: str, payload: Payload) -> None:
+        """Publish on the run's topic; a refusal is logged and counted, never raised."""
+
+    def try_publish(self, run: Run, type_: str, payload: Payload) -> LemonCoreError | None:
+        """:meth:`publish`, returning the refusal (``None`` when published)."""
+        ...
+
+    async def complete_orphan(
+        self, fenced: Store, key: str, record: dict[str, Any], *, why: str
+    ) -> None:
+        """Give a dead owner's in-flight run its one completion (see the gateway)."""
+
+    def note_store_failure(self) -> None:
+        """Count a store failure (the run goes on; the operator sees the count)."""
+
+    def note_launch_failure(self) -> None:
+        """Count a failed launch attempt."""
+
+    def run_finished(self, run: Run, completion: Completion) -> None:
+        """``run`` completed (exactly once): forget it and let its worker advance."""
+
+
 class Run:
     """One accepted request. Implements the ExecutionSink its executor streams into."""
 
@@ -170,7 +253,7 @@ class Run:
         "worker",
     )
 
-    def __init__(self, gateway: Gateway, worker: ThreadWorker, request: ExecutionRequest) -> None:
+    def __init__(self, gateway: RunOwner, worker: ThreadWorker, request: ExecutionRequest) -> None:
         self.gateway = gateway
         self.worker = worker
         self.request = request
@@ -310,7 +393,7 @@ class Run:
                 detail={"engine": req.resume.engine},
             )
         self.state = _WAITING_SLOT
-        if gw._owner_lock is not None:
+        if gw.records_in_flight:
             # A local store: recorded from here on, so a crash of this process leaves the run
             # to be completed (once, as vanished) by the next gateway on the store.
             await self._record_in_flight(gw.store, complete_orphans=False)
@@ -362,13 +445,13 @@ class Run:
                 await self._refresh_resume()
                 await self._record_in_flight(shared.leases.fenced(engine), complete_orphans=True)
         if shared is not None and self._shared:
-            self._keeper = gw._spawn(
+            self._keeper = gw.spawn(
                 shared.keep(self._shared, self._on_lease_lost), name=f"lease:{self.run_id}"
             )
         self.state = _LAUNCHING
         self.started_ns = time.perf_counter_ns()
         model = req.command.model
-        gw._publish(
+        gw.publish(
             self,
             "run_started",
             RunStarted(
@@ -419,7 +502,7 @@ class Run:
                 )
                 for key, record in found:
                     if isinstance(record, dict) and record.get("run_id") != req.run_id:
-                        await gw._complete_orphan(fenced, key, record, why=owner_lost(record))
+                        await gw.complete_orphan(fenced, key, record, why=owner_lost(record))
             self._in_flight_key = f"{prefix}{req.run_id}"  # before the write: finalize clears
             await bounded(
                 fenced.put(
@@ -479,7 +562,7 @@ class Run:
         gw = self.gateway
         sched = gw.scheduler
         key = self.request.conversation_key
-        gen = gw._next_generation()
+        gen = gw.next_generation()
         self.slot_generation = gen
         grant = sched.try_acquire(key, gen)
         if grant is None:
@@ -500,7 +583,7 @@ class Run:
                 # one, keeping the FIFO ticket.
                 sched.cancel(key, gen)
                 self.slot_retries += 1
-                gen = gw._next_generation()
+                gen = gw.next_generation()
         self.grant = grant
 
     def _job(self) -> ExecutionJob:
@@ -509,7 +592,7 @@ class Run:
             run_id=cmd.run_id,
             session_key=cmd.session_key,
             prompt=cmd.prompt,
-            cwd=self.gateway._resolve_cwd(cmd.cwd),
+            cwd=self.gateway.resolve_cwd(cmd.cwd),
             images=cmd.images,
             resume=self.shared_resume or cmd.resume,
             lane=cmd.lane,
@@ -538,7 +621,7 @@ class Run:
                 raise
             except Exception as exc:  # a failed launch attempt; retried, then reported
                 last = exc
-                self.gateway._launch_failures += 1
+                self.gateway.note_launch_failure()
                 if isinstance(exc, BoundExpiredError):
                     # A hung launch is not retried: each attempt would hang as long again.
                     log.warning("run %s launch attempt %d timed out", self.run_id, attempt)
@@ -626,7 +709,7 @@ class Run:
             try:
                 await bounded(chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
             except asyncio.CancelledError:
-                gw._store_failures += 1
+                gw.note_store_failure()
                 if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
                     # cancel(run_id) while the write hung: the write is abandoned, the
                     # execution's outcome stands.
@@ -643,7 +726,7 @@ class Run:
                         "store_failed: the resume state was not saved (interrupted by shutdown)"
                     )
             except Exception as exc:
-                gw._store_failures += 1
+                gw.note_store_failure()
                 log.error("run %s: storing resume state failed: %r", self.run_id, exc)
                 why = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, StaleLeaseError) and gw.shared is not None:
@@ -695,9 +778,9 @@ class Run:
             try:
                 await bounded(run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
-                gw._store_failures += 1
+                gw.note_store_failure()
             except Exception as exc:  # any store failure or the bound: counted, never fatal
-                gw._store_failures += 1
+                gw.note_store_failure()
                 if isinstance(exc, StaleLeaseError) and gw.shared is not None:
                     gw.shared.fenced_refusals += 1
                 log.error("run %s: recording run history failed: %r", self.run_id, exc)
@@ -721,7 +804,7 @@ class Run:
                     gw.store.delete(IN_FLIGHT, self._in_flight_key), gw.config.store_timeout_s
                 )
             except Exception as exc:  # its history has it: a later sweep only forgets it
-                gw._store_failures += 1
+                gw.note_store_failure()
                 log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
         if self._shared:
             await self._release_shared()
@@ -731,7 +814,7 @@ class Run:
         self.state = _DONE
         if not self.future.done():
             self.future.set_result(completion)
-        gw._run_finished(self, completion)
+        gw.run_finished(self, completion)
 
     async def _completed_elsewhere(self) -> bool:
         gw = self.gateway
@@ -758,7 +841,7 @@ class Run:
         if self.orphaned:
             # Its one run_completed came from the daemon that took the session over.
             return completion
-        error = gw._try_publish(
+        error = gw.try_publish(
             self, "run_completed", RunCompleted(completed=completion, duration_ms=duration_ms)
         )
         if error is None:
@@ -792,7 +875,7 @@ class Run:
         for candidate in (lean, failed):
             if isinstance(error, BusClosedError):
                 break
-            error = gw._try_publish(
+            error = gw.try_publish(
                 self, "run_completed", RunCompleted(completed=candidate, duration_ms=duration_ms)
             )
             if error is None:
@@ -815,7 +898,7 @@ class Run:
             ):
                 # A new native session (a cold session, or a fresh one after a lost
                 # transcript): the session key points at it from now on, not only at the end.
-                self._binding = gw._spawn(self._bind(given), name=f"bind:{self.run_id}")
+                self._binding = gw.spawn(self._bind(given), name=f"bind:{self.run_id}")
 
     async def _bind(self, resume: ResumeToken) -> None:
         gw = self.gateway
@@ -831,7 +914,7 @@ class Run:
                 chat_state.put(self.request.session_key, resume), gw.config.store_timeout_s
             )
         except Exception as exc:  # the final write tries again; the run goes on
-            gw._store_failures += 1
+            gw.note_store_failure()
             log.warning("run %s: mapping the session to %s failed: %r", self.run_id, resume, exc)
 
     async def session_bound(self) -> None:
@@ -848,7 +931,7 @@ class Run:
             raise TypeError(f"delta text must be a string, got {type(text).__name__}")
         self.seq += 1
         self._parts.append(text)
-        self.gateway._publish(
+        self.gateway.publish(
             self,
             "delta",
             Delta(
@@ -881,7 +964,7 @@ class Run:
             actions[id] = RunActionView(
                 id=id, kind=kind, title=title, phase=phase, ok=ok, message=message
             )
-        self.gateway._publish(
+        self.gateway.publish(
             self,
             "engine_action",
             EngineAction(

@@ -32,9 +32,9 @@ import itertools
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-__all__ = ["Scheduler", "SlotGrant"]
+__all__ = ["HeldSlot", "Scheduler", "SchedulerStatistics", "SlotGrant", "SlotWaiter"]
 
 
 def _resolve(future: asyncio.Future[SlotGrant | None], value: SlotGrant | None) -> None:
@@ -48,6 +48,48 @@ class SlotGrant(NamedTuple):
     key: Hashable
     generation: int
     slot_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HeldSlot:
+    """A slot in flight: its key and generation, and for how long it has been held."""
+
+    key: Hashable
+    generation: int
+    slot_id: int
+    held_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlotWaiter:
+    """A waiter for a slot, with its FIFO ticket; ``reserved`` once it has timed out and its
+    place is kept for its re-request."""
+
+    key: Hashable
+    generation: int
+    ticket: int
+    reserved: bool
+    waited_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchedulerStatistics:
+    """A snapshot of the slot pool: bounds, slots in flight, waiters in FIFO order, counters."""
+
+    max_concurrent_runs: int
+    in_flight: int
+    waiting: int
+    max_waiters: int
+    generations_tracked: int
+    slots: tuple[HeldSlot, ...]
+    waiters: tuple[SlotWaiter, ...]
+    granted: int
+    released: int
+    cancelled: int
+    superseded: int
+    expired: int
+    stale_releases: int
+    stale_requests: int
 
 
 @dataclass(slots=True)
@@ -267,40 +309,40 @@ class Scheduler:
             self._heap = [(w.ticket, w.generation, w.key) for w in self._waiters.values()]
             heapq.heapify(self._heap)
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> SchedulerStatistics:
         """Slots in flight with their generations, waiters in FIFO order, counters."""
         now = time.monotonic()
         waiters = sorted(self._waiters.values(), key=lambda w: w.ticket)
-        return {
-            "max_concurrent_runs": self.max_concurrent_runs,
-            "in_flight": len(self._held),
-            "waiting": len(self._waiters),
-            "max_waiters": self.max_waiters,
-            "generations_tracked": len(self._latest_gen),
-            "slots": [
-                {
-                    "key": h.grant.key,
-                    "generation": h.grant.generation,
-                    "slot_id": h.grant.slot_id,
-                    "held_s": round(now - h.since, 6),
-                }
+        return SchedulerStatistics(
+            max_concurrent_runs=self.max_concurrent_runs,
+            in_flight=len(self._held),
+            waiting=len(self._waiters),
+            max_waiters=self.max_waiters,
+            generations_tracked=len(self._latest_gen),
+            slots=tuple(
+                HeldSlot(
+                    key=h.grant.key,
+                    generation=h.grant.generation,
+                    slot_id=h.grant.slot_id,
+                    held_s=round(now - h.since, 6),
+                )
                 for h in self._held.values()
-            ],
-            "waiters": [
-                {
-                    "key": w.key,
-                    "generation": w.generation,
-                    "ticket": w.ticket,
-                    "reserved": w.expired,
-                    "waited_s": round(now - w.since, 6),
-                }
+            ),
+            waiters=tuple(
+                SlotWaiter(
+                    key=w.key,
+                    generation=w.generation,
+                    ticket=w.ticket,
+                    reserved=w.expired,
+                    waited_s=round(now - w.since, 6),
+                )
                 for w in waiters
-            ],
-            "granted": self.granted,
-            "released": self.released,
-            "cancelled": self.cancelled,
-            "superseded": self.superseded,
-            "expired": self.expired,
-            "stale_releases": self.stale_releases,
-            "stale_requests": self.stale_requests,
-        }
+            ),
+            granted=self.granted,
+            released=self.released,
+            cancelled=self.cancelled,
+            superseded=self.superseded,
+            expired=self.expired,
+            stale_releases=self.stale_releases,
+            stale_requests=self.stale_requests,
+        )
