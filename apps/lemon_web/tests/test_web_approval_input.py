@@ -6,6 +6,7 @@ Real daemon (offline scripted model), Debian's Chromium."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ async def open_chat(page: Any, daemon: ControlPlane) -> str:
 
 async def send_bash(page: Any, command: str) -> Any:
     """Send a message that makes the offline model call bash; the approval card's locator."""
-    await page.fill("#composer-input", '/tool bash {"command": "%s"}' % command)
+    await page.fill("#composer-input", "/tool bash " + json.dumps({"command": command}))
     await page.keyboard.press("Enter")
     return page.locator(".approval")
 
@@ -97,7 +98,7 @@ async def test_alt_a_or_tab_reaches_the_card_and_1_then_allows_once(
 
 
 async def test_always_allow_needs_a_confirmation(
-    page: Any, daemon: ControlPlane, client: ClientFactory
+    page: Any, daemon: ControlPlane, client: ClientFactory, shot: Any
 ) -> None:
     key = await open_chat(page, daemon)
     card = await send_bash(page, "echo always-confirmed")
@@ -107,6 +108,7 @@ async def test_always_allow_needs_a_confirmation(
     always = card.locator("button[data-decision=approve_global]")
     assert await always.get_attribute("data-armed") == "1"
     assert "Confirm" in await always.inner_text()
+    await page.screenshot(path=shot("approval-always-armed"))
     assert len(await pending_approvals(client, key)) == 1
     assert await card.locator("button:disabled").count() == 0
     await page.keyboard.press("ArrowRight")  # moving away disarms it
@@ -133,7 +135,7 @@ async def test_the_card_names_the_command_and_what_each_grant_covers(
         for decision in ("approve_once", "approve_session", "approve_global", "deny")
     }
     assert "echo scoped-grant" in text
-    assert "this call only" in scopes["approve_once"]
+    assert "this call only" in scopes["approve_once"].lower()
     assert "bash" in scopes["approve_session"]
     assert "echo scoped-grant" in scopes["approve_session"]
     assert "exactly" in scopes["approve_session"]
