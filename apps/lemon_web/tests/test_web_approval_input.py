@@ -145,3 +145,18 @@ async def test_the_card_names_the_command_and_what_each_grant_covers(
     assert "nothing is remembered" in scopes["deny"]
     await card.locator("button[data-decision=deny]").click()
     await page.locator(".tool[data-state=failed]").wait_for(timeout=WAIT_MS)
+
+
+async def test_a_compound_command_is_named_as_its_exact_text(
+    page: Any, daemon: ControlPlane
+) -> None:
+    await open_chat(page, daemon)
+    card = await send_bash(page, "echo one | tr o 0")
+    await card.wait_for(timeout=WAIT_MS)
+    session = await card.locator("[data-scope-for=approve_session]").inner_text()
+    assert "bash echo one | tr o 0 exactly (this exact text)" in session
+    assert await card.locator("[data-scope-for=approve_session] code").inner_text() == (
+        "echo one | tr o 0"
+    )
+    await card.locator("button[data-decision=deny]").click()
+    await page.locator(".tool[data-state=failed]").wait_for(timeout=WAIT_MS)
