@@ -94,17 +94,20 @@ async def test_an_approved_bash_card_streams_then_shows_command_exit_and_output(
     await send(page, '/tool bash {"command": "echo hello-from-bash"}')
     card = page.locator(".approval")
     await card.wait_for(timeout=WAIT_MS)
-    # Mid-run: the text before the tool streamed in, the tool card spins, focus is on the card.
+    # Mid-run: the text before the tool streamed in, the tool card spins, focus stays in the
+    # message box.
     assert "Offline: calling bash." in await transcript_text(page)
     tool = page.locator(".tool").last
     assert await tool.get_attribute("data-state") == "running"
     assert await tool.locator(".tool-title").inner_text() == "echo hello-from-bash"
-    focused = await page.evaluate("document.activeElement.dataset.decision")
-    assert focused == "approve_once"
+    assert await page.evaluate("document.activeElement.id") == "composer-input"
     buttons = await card.locator("button").all_inner_texts()
     assert buttons == ["Allow once", "Allow for this session", "Always allow", "Deny"]
     await page.screenshot(path=shot("approval"))
-    await page.keyboard.press("Enter")  # keyboard only: the focused "Allow once"
+    await page.keyboard.press("Alt+a")  # keyboard only: to the card, to "Allow once", Enter
+    await page.keyboard.press("ArrowRight")
+    assert await page.evaluate("document.activeElement.dataset.decision") == "approve_once"
+    await page.keyboard.press("Enter")
     await page.locator(".tool[data-state=done]").wait_for(timeout=WAIT_MS)
     await wait_idle(page)
     assert await card.count() == 0
@@ -137,6 +140,7 @@ async def test_a_denied_approval_fails_the_tool_and_returns_focus(
     await open_chat(page, daemon)
     await send(page, '/tool bash {"command": "touch denied.txt"}')
     await page.locator(".approval").wait_for(timeout=WAIT_MS)
+    await page.keyboard.press("Alt+a")
     await page.keyboard.press("Escape")  # deny, from the keyboard
     await page.locator(".tool[data-state=failed]").wait_for(timeout=WAIT_MS)
     await wait_idle(page)
@@ -564,6 +568,8 @@ READABLE = [
     ".tool-name",
     ".tool-title",
     ".approval-title",
+    ".scope",
+    ".approval-hint",
     ".decisions button.primary",
     ".decisions button.danger",
     "#conn",
@@ -617,6 +623,7 @@ async def test_a_failing_command_shows_its_exit_code_and_output(
     await open_chat(page, daemon)
     await send(page, '/tool bash {"command": "echo partial-out; exit 3"}')
     await page.locator(".approval").wait_for(timeout=WAIT_MS)
+    await page.keyboard.press("Alt+a")
     await page.keyboard.press("2")  # "Allow for this session", by its number
     tool = page.locator(".tool[data-state=failed]")
     await tool.wait_for(timeout=WAIT_MS)

@@ -348,53 +348,139 @@ function historyTool(run, text) {
 
 // -- approvals ----------------------------------------------------------------------------------
 
+// What a grant is bound to: ExecApprovals keys it by the tool and a hash of the exact action
+// (its canonical JSON), owned by the session ("session") or by no one ("global"). For bash the
+// action is the command's argument list (a plain command: the same words, spacing and quoting
+// aside) or its exact text (anything with operators, variables, globs...; coding_agent.policy
+// shell_action). So the card names the exact command (or arguments) a grant will let through.
+function actionSummary(action) {
+  if (action && Array.isArray(action.argv)) {
+    const words = action.argv.map((w) => (/^[\w@%+=:,./-]+$/.test(String(w)) ? String(w) : `'${String(w).replaceAll("'", "'\\''")}'`));
+    return { command: words.join(" "), how: " exactly (these words; spacing and quoting aside)" };
+  }
+  if (action && typeof action.command === "string") return { command: action.command, how: " exactly (this exact text)" };
+  return null;
+}
+
+function scopeTexts(tool, action) {
+  const cmd = actionSummary(action);
+  const what = cmd ? [`${tool} `, code(clipUtf8(cmd.command, 300)), cmd.how] : [`${tool} with exactly these arguments`];
+  const noun = cmd ? "this exact command" : "these exact arguments";
+  return {
+    approve_once: ["This call only; the next one asks again."],
+    approve_session: [...what, `, for the rest of this session (until the daemon restarts). Any other ${cmd ? "command" : "call"} asks again.`],
+    approve_global: [`Always: ${noun}, every session, kept after restarts (remove it with `, code("lemon approvals revoke"), "). Asks for a confirmation."],
+    deny: ["This call fails; nothing is remembered."],
+  };
+}
+
+function code(text) {
+  return el("code", "", text);
+}
+
 function approvalCard(payload) {
   const id = payload.approvalId || payload.id;
   if (!id || page.approvals.has(id)) return;
+  const tool = payload.tool || "this tool";
   const card = el("div", "approval");
   card.dataset.approvalId = id;
   card.setAttribute("role", "group");
+  card.tabIndex = 0; // a Tab stop of its own (and Alt+A's target): keys decide only from here
   const titleId = `approval-${id}`;
   card.setAttribute("aria-labelledby", titleId);
   const title = el("p", "approval-title");
   title.id = titleId;
-  title.append(el("strong", "", `Allow ${payload.tool || "this tool"}?`), document.createTextNode(" " + (payload.rationale || "")));
+  title.append(el("strong", "", `Allow ${tool}?`), document.createTextNode(" " + (payload.rationale || "")));
   card.append(title);
   if (payload.action && Object.keys(payload.action).length) {
     const pre = el("pre", "approval-action");
     pre.textContent = clipUtf8(JSON.stringify(payload.action, null, 2), 4096);
     card.append(pre);
   }
+  const scopes = scopeTexts(tool, payload.action);
+  const list = el("ul", "scopes");
   const row = el("div", "decisions");
-  for (const [decision, label] of DECISIONS) {
+  DECISIONS.forEach(([decision, label], index) => {
+    const item = el("li", "scope");
+    item.dataset.scopeFor = decision;
+    item.id = `${titleId}-${decision}`;
+    item.append(el("strong", "", `${index + 1} ${label}: `), ...scopes[decision].map((part) => typeof part === "string" ? document.createTextNode(part) : part));
+    list.append(item);
     const button = el("button", decision === "deny" ? "danger" : decision === "approve_once" ? "primary" : "", label);
     button.type = "button";
     button.dataset.decision = decision;
-    button.addEventListener("click", () => decide(id, decision, card));
+    button.dataset.label = label;
+    button.setAttribute("aria-describedby", item.id);
+    button.addEventListener("click", () => choose(id, decision, card));
     row.append(button);
-  }
-  card.append(row);
+  });
+  card.append(list, row);
+  const hint = el("p", "approval-hint", "Keys work once the card has focus (Tab or Alt+A): 1-4 choose, ←/→ move, Esc denies.");
+  card.append(hint);
+  card.addEventListener("focusout", (event) => {
+    if (!card.contains(event.relatedTarget)) disarm(card);
+  });
   card.addEventListener("keydown", (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (!["3", "Enter", " ", "Shift"].includes(event.key)) disarm(card);
     const buttons = [...row.querySelectorAll("button")];
     const at = buttons.indexOf(document.activeElement);
-    if (event.key === "Escape") { event.preventDefault(); decide(id, "deny", card); }
+    if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); disarm(card); decide(id, "deny", card); }
     else if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
       event.preventDefault();
-      const next = (at + (event.key === "ArrowRight" ? 1 : buttons.length - 1)) % buttons.length;
+      disarm(card);
+      const from = at < 0 ? (event.key === "ArrowRight" ? -1 : 0) : at;
+      const next = (from + (event.key === "ArrowRight" ? 1 : buttons.length - 1)) % buttons.length;
       buttons[next].focus();
-    } else if (/^[1-4]$/.test(event.key)) { event.preventDefault(); buttons[Number(event.key) - 1].click(); }
+    } else if (/^[1-4]$/.test(event.key)) {
+      event.preventDefault();
+      const button = buttons[Number(event.key) - 1];
+      if (button.disabled) return;
+      choose(id, button.dataset.decision, card);
+    }
   });
   const run = payload.runId && page.runs.get(payload.runId);
   if (run && run.item.isConnected) run.body.append(card);
   else addItem(card);
   page.approvals.set(id, card);
   scrollToEnd();
-  announce(`Approval needed: ${payload.tool || "a tool"}. ${payload.rationale || ""}`);
-  // Focus goes to the card unless the user is typing or already deciding another one.
-  const active = document.activeElement;
-  if (!active || active === document.body || !active.closest(".approval")) {
-    row.querySelector("button").focus();
+  announce(`Approval needed: ${tool}. ${payload.rationale || ""} Press Alt+A to reach it.`);
+  // The focus stays where it is: a card that took it would take the keys being typed into the
+  // message box (a space clicks a focused button). Alt+A or Tab reaches it deliberately.
+}
+
+// "Always allow" is remembered in every session and survives restarts: the first press arms
+// it (the button asks to confirm), a second press of the same decision sends it, any other
+// key or decision disarms it.
+function choose(id, decision, card) {
+  if (decision === "approve_global") {
+    const button = card.querySelector("button[data-decision=approve_global]");
+    if (button.dataset.armed !== "1") {
+      disarm(card);
+      button.dataset.armed = "1";
+      button.textContent = "Confirm: always allow";
+      button.focus();
+      announce("Press 3 or click again to always allow this exact action; any other key cancels.");
+      return;
+    }
   }
+  disarm(card);
+  decide(id, decision, card);
+}
+
+function disarm(card) {
+  for (const button of card.querySelectorAll("button[data-armed]")) {
+    delete button.dataset.armed;
+    button.textContent = button.dataset.label;
+  }
+}
+
+function focusApproval() {
+  const card = page.approvals.values().next().value;
+  if (!card) return false;
+  card.scrollIntoView({ block: "nearest" });
+  card.focus();
+  return true;
 }
 
 async function decide(id, decision, card) {
@@ -420,7 +506,7 @@ function removeApproval(id, note) {
   }
   if (hadFocus) {
     const next = page.approvals.values().next().value;
-    if (next) next.querySelector("button").focus();
+    if (next) next.focus();
     else ui.input.focus();
   }
 }
@@ -884,6 +970,11 @@ function installComposer() {
   });
   ui.loginForm.addEventListener("submit", login);
   document.addEventListener("keydown", (event) => {
+    // Alt+A (by key position, so any layout): focus the waiting approval card.
+    if (event.altKey && !event.ctrlKey && !event.metaKey && event.code === "KeyA") {
+      if (focusApproval()) event.preventDefault();
+      return;
+    }
     if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) {
       closeSidebar();
       ui.toggle.focus();
