@@ -26,6 +26,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
+from textual.widgets import Static
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
 from lemon_core.execution import RunRequest, ToolPolicy
@@ -64,6 +65,7 @@ from lemon_tui._widgets import (
     StatusLine,
     ToolCardView,
     UserBlock,
+    question,
 )
 
 __all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI"]
@@ -140,6 +142,9 @@ class LemonTUI(App[int]):
     CSS = """
     #transcript { height: 1fr; }
     #input { height: auto; }
+    #approval-waiting {
+        display: none; height: auto; padding: 0 1; border-left: thick $warning;
+    }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
@@ -147,6 +152,8 @@ class LemonTUI(App[int]):
         Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
         Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
         Binding("ctrl+t", "toggle_output", "tool output", priority=True, show=False),
+        # Only while an approval waits (check_action): else Ctrl+A stays the editor's.
+        Binding("ctrl+a", "open_approval", "answer approval", priority=True, show=False),
     ]
 
     def __init__(
@@ -182,7 +189,10 @@ class LemonTUI(App[int]):
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
         self.to_ask: deque[ApprovalAsked] = deque()
+        # The approval in front of the person: shown in a line above the editor, its panel
+        # opened only by Ctrl+A, so nothing typed for the editor can answer it.
         self.panel: ApprovalPanel | None = None
+        self._decided: Callable[[ApprovalDecision | None], None] | None = None
         self.idle_aborts = 0
         self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
@@ -205,6 +215,7 @@ class LemonTUI(App[int]):
             history=self.history_path,
         )
         editor.hints = hints
+        yield Static("", id="approval-waiting")
         yield editor
         yield StatusLine(id="status")
 
@@ -288,7 +299,7 @@ class LemonTUI(App[int]):
         self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
         if self.panel is not None:
-            self.status.run = "waiting for approval"
+            self.status.run = "waiting for approval (Ctrl+A)"
         else:
             self.status.run = "running" if busy else "idle"
         self.status.queued = max(0, len(self.waiting_for) - 1)
@@ -421,7 +432,7 @@ class LemonTUI(App[int]):
         self.to_ask = deque(a for a in self.to_ask if a.approval_id in still)
         if self.panel is not None and self.panel.asked.approval_id not in still:
             self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
-            self.panel.dismiss(None)
+            self._close_panel()
         self.ask_again(snapshot.pending_approvals)
         self.paint_status()
 
@@ -532,17 +543,48 @@ class LemonTUI(App[int]):
             (c.diff for c in reversed(self.cards.values()) if c.diff and _same_call(c, asked)),
             None,
         )
-        panel = self.panel = ApprovalPanel(asked, diff)
+        self.panel = ApprovalPanel(asked, diff)
 
         def decided(decision: ApprovalDecision | None) -> None:
             self.panel = None
+            self._decided = None
             if decision is not None:
                 self.run_worker(self._resolve(asked, decision), group="approvals")
+            self._show_waiting()
             self._ask_next()
             self.paint_status()
 
-        self.push_screen(panel, decided)
+        self._decided = decided
+        self._show_waiting()
         self.paint_status()
+
+    def _show_waiting(self) -> None:
+        """The line above the editor: what waits and the key that opens its panel."""
+        for line in self.query("#approval-waiting").results(Static):
+            panel = self.panel
+            line.display = panel is not None
+            if panel is not None:
+                asked = panel.asked
+                line.update(
+                    f"[b]approval waiting[/] · {escape(question(asked.tool, asked.action))} · "
+                    "[b]Ctrl+A[/] to answer (what you type stays in the editor)"
+                )
+
+    def action_open_approval(self) -> None:
+        """Ctrl+A: open the waiting approval's panel (the only way to answer it here)."""
+        panel, decided = self.panel, self._decided
+        if panel is not None and decided is not None and self.screen is self.screen_stack[0]:
+            self.push_screen(panel, decided)
+
+    def _close_panel(self) -> None:
+        """The approval ended elsewhere: close its panel, open or not."""
+        panel, decided = self.panel, self._decided
+        if panel is None:
+            return
+        if panel in self.screen_stack:
+            panel.dismiss(None)
+        elif decided is not None:
+            decided(None)
 
     def ask_again(self, pending: Iterable[PendingApproval]) -> None:
         """Put pending approvals (from a snapshot) back in front of the person."""
@@ -586,7 +628,7 @@ class LemonTUI(App[int]):
         panel = self.panel
         if panel is not None and panel.asked.approval_id == event.approval_id:
             self.note(f"approval for {escape(panel.asked.tool)} ended: {event.decision.value}")
-            panel.dismiss(None)
+            self._close_panel()
 
     # -- input -------------------------------------------------------------------------------------
 
@@ -686,7 +728,10 @@ class LemonTUI(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The screen-opening keys belong to the main screen: over a panel or picker they
-        are left to it (the history search has its own Ctrl+R)."""
+        are left to it (the history search has its own Ctrl+R). Ctrl+A is the approval's
+        only while one waits; else it stays the editor's (line start)."""
+        if action == "open_approval":
+            return self.panel is not None and self.screen is self.screen_stack[0]
         return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
 
     def action_toggle_output(self) -> None:
