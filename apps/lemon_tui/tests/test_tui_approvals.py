@@ -1,4 +1,4 @@
-"""The approval panel: it never takes keys typed for the editor (Ctrl+A opens it), 1/2/3 3/4/Esc
+"""The approval panel: it never takes keys typed for the editor (Tab opens it), 1/2/3 3/4/Esc
 resolve it through the port ("always" asks for a second 3), it says what a grant covers, and it
 closes when the approval is answered from another client."""
 
@@ -113,7 +113,7 @@ async def test_a_sentence_typed_while_an_approval_waits_is_a_queued_message(
         assert [c.state for c in app.query(ToolCardView)] == ["running"]
         assert app.query_one("#input", Editor).has_focus
         assert app.query_one("#input", Editor).text == ""
-        await pilot.press("ctrl+a", "4")
+        await pilot.press("tab", "4")
         await until(pilot, lambda: not app.waiting_for, "both runs ended")
 
 
@@ -126,8 +126,8 @@ async def test_the_explicit_key_opens_the_panel_and_1_approves_once(daemon: Cont
         await until(pilot, lambda: app.panel is not None, "asked")
         assert not isinstance(app.screen, ApprovalPanel)
         assert app.query_one("#input", Editor).has_focus
-        assert "Ctrl+A" in str(app.query_one("#approval-waiting", Static).render())
-        await pilot.press("ctrl+a")
+        assert "Tab to answer" in str(app.query_one("#approval-waiting", Static).render())
+        await pilot.press("tab")
         await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
         await pilot.press("1")
         await until(pilot, lambda: not app.waiting_for, "the run ended")
@@ -186,12 +186,32 @@ async def test_the_panel_says_what_each_grant_covers(daemon: ControlPlane) -> No
         await until(pilot, lambda: not app.waiting_for, "the run ended")
 
 
-async def test_ctrl_a_is_the_editors_when_no_approval_waits(daemon: ControlPlane) -> None:
+async def test_editing_keys_stay_the_editors_while_an_approval_waits(
+    daemon: ControlPlane, other: WebSocketSessionPort
+) -> None:
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
         editor = app.query_one("#input", Editor)
-        editor.value = "hello"
-        await pilot.press("ctrl+a")
-        assert editor.cursor_location == (0, 0)
+        editor.value = COMMAND
+        await pilot.press("enter")
+        await until(pilot, lambda: app.panel is not None, "asked")
+        editor.value = "item"
+        await pilot.press("ctrl+a", "1", "space")  # line start, then typing
+        assert editor.text == "1 item"
+        editor.value = "/mo"
+        await pilot.press("tab")  # a shown completion takes Tab
+        assert editor.text == "/model"
+        assert not isinstance(app.screen, ApprovalPanel)
+        editor.value = ""
+        await pilot.press("tab")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+        await pilot.press("tab")  # back to the editor, still waiting
+        await until(pilot, lambda: not isinstance(app.screen, ApprovalPanel), "back")
+        assert editor.has_focus
+        assert [p.tool for p in (await other.snapshot(app.session)).pending_approvals] == ["bash"]
+        assert "waiting for approval" in status_text(app)
+        await pilot.press("tab", "1")
+        await until(pilot, lambda: not app.waiting_for, "the run ended")
+        assert [c.state for c in app.query(ToolCardView)] == ["ok"]
         assert not app.query_one("#approval-waiting", Static).display

@@ -60,6 +60,7 @@ from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
+    Back,
     NoteLine,
     Status,
     StatusLine,
@@ -152,8 +153,9 @@ class LemonTUI(App[int]):
         Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
         Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
         Binding("ctrl+t", "toggle_output", "tool output", priority=True, show=False),
-        # Only while an approval waits (check_action): else Ctrl+A stays the editor's.
-        Binding("ctrl+a", "open_approval", "answer approval", priority=True, show=False),
+        # Only while an approval waits and no `/` completion shows (check_action): else Tab
+        # stays the editor's. Not Ctrl+A: that is the editor's line start, pressed mid-typing.
+        Binding("tab", "open_approval", "answer approval", priority=True, show=False),
     ]
 
     def __init__(
@@ -190,9 +192,9 @@ class LemonTUI(App[int]):
         self.recovered_seq: dict[str, int] = {}
         self.to_ask: deque[ApprovalAsked] = deque()
         # The approval in front of the person: shown in a line above the editor, its panel
-        # opened only by Ctrl+A, so nothing typed for the editor can answer it.
+        # opened only by Tab, so nothing typed for the editor can answer it.
         self.panel: ApprovalPanel | None = None
-        self._decided: Callable[[ApprovalDecision | None], None] | None = None
+        self._decided: Callable[[ApprovalDecision | Back | None], None] | None = None
         self.idle_aborts = 0
         self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
@@ -299,7 +301,7 @@ class LemonTUI(App[int]):
         self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
         if self.panel is not None:
-            self.status.run = "waiting for approval (Ctrl+A)"
+            self.status.run = "waiting for approval (Tab)"
         else:
             self.status.run = "running" if busy else "idle"
         self.status.queued = max(0, len(self.waiting_for) - 1)
@@ -545,7 +547,11 @@ class LemonTUI(App[int]):
         )
         self.panel = ApprovalPanel(asked, diff)
 
-        def decided(decision: ApprovalDecision | None) -> None:
+        def decided(decision: ApprovalDecision | Back | None) -> None:
+            if isinstance(decision, Back):  # Tab again: back to the editor, still waiting
+                self.panel = ApprovalPanel(asked, diff)
+                self.paint_status()
+                return
             self.panel = None
             self._decided = None
             if decision is not None:
@@ -567,11 +573,11 @@ class LemonTUI(App[int]):
                 asked = panel.asked
                 line.update(
                     f"[b]approval waiting[/] · {escape(question(asked.tool, asked.action))} · "
-                    "[b]Ctrl+A[/] to answer (what you type stays in the editor)"
+                    "[b]Tab[/] to answer (what you type stays in the editor)"
                 )
 
     def action_open_approval(self) -> None:
-        """Ctrl+A: open the waiting approval's panel (the only way to answer it here)."""
+        """Tab: open the waiting approval's panel (the only way to answer it here)."""
         panel, decided = self.panel, self._decided
         if panel is not None and decided is not None and self.screen is self.screen_stack[0]:
             self.push_screen(panel, decided)
@@ -728,10 +734,11 @@ class LemonTUI(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The screen-opening keys belong to the main screen: over a panel or picker they
-        are left to it (the history search has its own Ctrl+R). Ctrl+A is the approval's
-        only while one waits; else it stays the editor's (line start)."""
+        are left to it (the history search has its own Ctrl+R). Tab is the approval's only
+        while one waits and the editor shows no `/` completion; else it stays the editor's."""
         if action == "open_approval":
-            return self.panel is not None and self.screen is self.screen_stack[0]
+            on_main = self.screen is self.screen_stack[0]
+            return self.panel is not None and on_main and not self.editor.matches
         return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
 
     def action_toggle_output(self) -> None:

@@ -246,10 +246,15 @@ def grant_covers(tool: str, action: dict[str, Any] | None) -> str:
     return f"{tool} with these arguments exactly"
 
 
-class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
-    """Opened only by Ctrl+A (never by keys typed for the editor); 1 once, 2 session, 3 always
-    (3 again, or y, confirms; any other key takes it back), 4 or Esc deny. Dismissed with
-    ``None`` when the approval ended elsewhere."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Back:
+    """The panel's answer to Tab: back to the editor, the approval still waiting."""
+
+
+class ApprovalPanel(ModalScreen[ApprovalDecision | Back | None]):
+    """Opened only by Tab from the editor (never by keys typed for it); 1 once, 2 session,
+    3 always (3 again, or y, confirms; any other key takes it back), 4 or Esc deny, Tab back to
+    the editor (still waiting). Dismissed with ``None`` when the approval ended elsewhere."""
 
     DEFAULT_CSS = """
     ApprovalPanel { align: center middle; }
@@ -291,7 +296,7 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
             "[b]1[/] once: this call only\n"
             f"[b]2[/] this session: {covers}\n"
             f"[b]3[/] always: {covers}, in every session\n"
-            "[b]4[/]/Esc deny"
+            "[b]4[/]/Esc deny · [b]Tab[/] back to the editor (still waiting)"
         )
 
     def on_key(self, event: events.Key) -> None:
@@ -313,6 +318,9 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
             self.confirming = True
         elif key in ("4", "escape"):
             self.dismiss(ApprovalDecision.DENY)
+            return
+        elif key == "tab":
+            self.dismiss(Back())
             return
         self.query_one("#approval-keys", Static).update(self._keys())
 
