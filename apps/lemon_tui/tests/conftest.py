@@ -76,3 +76,10 @@ async def other(daemon: ControlPlane) -> AsyncIterator[WebSocketSessionPort]:
 
 NO_APPROVALS = ToolPolicy()
 ASK_BASH = ToolPolicy(require_approval=frozenset({"bash"}))
+
+
+async def open_panel(pilot: Pilot[object], app: LemonTUI) -> None:
+    """Wait for an approval to wait, then open its panel with the explicit key (Tab)."""
+    await until(pilot, lambda: app.panel is not None, "an approval waits")
+    await pilot.press("tab")
+    await until(pilot, lambda: type(app.screen).__name__ == "ApprovalPanel", "the panel")

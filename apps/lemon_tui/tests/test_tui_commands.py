@@ -8,7 +8,7 @@ from lemon_tui import LemonTUI
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, ApprovalPanel, NoteLine, ToolCardView
 
-from .conftest import ASK_BASH, NO_APPROVALS, app_for, status_text, until
+from .conftest import ASK_BASH, NO_APPROVALS, app_for, open_panel, status_text, until
 
 
 def notes(app: LemonTUI) -> str:
@@ -108,7 +108,7 @@ async def test_approvals_asks_again_for_one_still_waiting(daemon: ControlPlane) 
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
         await run(pilot, app, '/tool bash {"command": "echo asked"}')
-        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+        await open_panel(pilot, app)
         panel = app.screen
         assert isinstance(panel, ApprovalPanel)
         app.panel = None  # as if the panel had been lost (it stays pending on the daemon)
@@ -117,7 +117,7 @@ async def test_approvals_asks_again_for_one_still_waiting(daemon: ControlPlane) 
         await run(pilot, app, "/approvals")
         await until(pilot, lambda: "waiting: " in notes(app), "listed")
         assert "bash" in notes(app)
-        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "asked again")
+        await open_panel(pilot, app)
         await pilot.press("1")
         await until(pilot, lambda: not app.waiting_for, "the run ended")
         assert [c.state for c in app.query(ToolCardView)] == ["ok"]

@@ -14,7 +14,7 @@ from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, ApprovalPanel, ToolCardView, UserBlock
 
-from .conftest import ASK_BASH, until
+from .conftest import ASK_BASH, open_panel, until
 
 
 def boot(tmp_path: Path, port: int) -> Runtime:
@@ -41,7 +41,7 @@ async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
             await until(pilot, lambda: app.status.connection == "online", "connected")
             app.query_one("#input", Editor).value = '/tool bash {"command": "echo hi"}'
             await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+            await open_panel(pilot, app)
             await first.stop()
             await until(pilot, lambda: app.status.connection != "online", "the drop is seen")
             second = boot(tmp_path, port)

@@ -12,9 +12,9 @@ from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.sessions import ApprovalAsked, SessionEvent, SessionStreamClosedError
 from lemon_tui import ClientPort, LemonTUI
 from lemon_tui._editor import Editor
-from lemon_tui._widgets import AnswerBlock, ApprovalPanel
+from lemon_tui._widgets import AnswerBlock
 
-from .conftest import ASK_BASH, until
+from .conftest import ASK_BASH, open_panel, until
 
 
 class GatedStream:
@@ -85,7 +85,7 @@ async def test_an_overflow_is_recovered_from_the_snapshot_without_duplicates(
             pass  # the run now waits, with "Offline: calling bash." streamed
         watching.close()
         gate.set()
-        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "asked again")
+        await open_panel(pilot, app)
         assert app.recoveries == 1
         first = app.query(AnswerBlock)[0]
         assert first.text == "Offline: calling bash."

@@ -25,9 +25,9 @@ from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
 from lemon_tui._pickers import SessionSwitcher
 from lemon_tui._slash import SessionUsage
-from lemon_tui._widgets import AnswerBlock, ApprovalPanel, ToolCardView
+from lemon_tui._widgets import AnswerBlock, ToolCardView
 
-from .conftest import ASK_BASH, NO_APPROVALS, until
+from .conftest import ASK_BASH, NO_APPROVALS, open_panel, until
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 ANSWER = (
@@ -104,7 +104,7 @@ async def test_the_approval_panel(daemon: ControlPlane, tmp_path: Path) -> None:
         await until(pilot, lambda: app.status.connection == "online", "connected")
         await until(pilot, lambda: app.models is not None, "the catalogue")
         await send(pilot, app, '/tool bash {"command": "rm -rf build"}')
-        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+        await open_panel(pilot, app)
         await matches(pilot, app, "approval_panel", tmp_path)
         await pilot.press("4")
 

@@ -8,7 +8,7 @@ from lemon_tui._diff import diff_markup, diff_stat, tool_diff
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import ApprovalPanel, ToolCardView
 
-from .conftest import NO_APPROVALS, app_for, until
+from .conftest import NO_APPROVALS, app_for, open_panel, until
 
 
 async def test_a_tool_call_is_one_card_from_start_to_completion(daemon: ControlPlane) -> None:
@@ -86,7 +86,7 @@ async def test_edit_and_write_cards_carry_a_diff_shown_in_the_approval_panel(
         assert "+2 -0" in str(written.render())
         editor.value = '/tool edit {"path": "notes.txt", "old_text": "hi", "new_text": "hello"}'
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalPanel), "the panel")
+        await open_panel(pilot, app)
         panel = app.screen
         assert isinstance(panel, ApprovalPanel)
         assert panel.diff is not None

@@ -26,6 +26,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
+from textual.widgets import Static
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
 from lemon_core.execution import RunRequest, ToolPolicy
@@ -59,11 +60,13 @@ from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._widgets import (
     AnswerBlock,
     ApprovalPanel,
+    Back,
     NoteLine,
     Status,
     StatusLine,
     ToolCardView,
     UserBlock,
+    question,
 )
 
 __all__ = ["DEFAULT_SESSION", "ClientPort", "Connector", "LemonTUI"]
@@ -140,6 +143,9 @@ class LemonTUI(App[int]):
     CSS = """
     #transcript { height: 1fr; }
     #input { height: auto; }
+    #approval-waiting {
+        display: none; height: auto; padding: 0 1; border-left: thick $warning;
+    }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "abort", priority=True, show=False),
@@ -147,6 +153,9 @@ class LemonTUI(App[int]):
         Binding("ctrl+x", "switch_session", "sessions", priority=True, show=False),
         Binding("ctrl+o", "pick_model", "models", priority=True, show=False),
         Binding("ctrl+t", "toggle_output", "tool output", priority=True, show=False),
+        # Only while an approval waits and no `/` completion shows (check_action): else Tab
+        # stays the editor's. Not Ctrl+A: that is the editor's line start, pressed mid-typing.
+        Binding("tab", "open_approval", "answer approval", priority=True, show=False),
     ]
 
     def __init__(
@@ -182,7 +191,10 @@ class LemonTUI(App[int]):
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
         self.to_ask: deque[ApprovalAsked] = deque()
+        # The approval in front of the person: shown in a line above the editor, its panel
+        # opened only by Tab, so nothing typed for the editor can answer it.
         self.panel: ApprovalPanel | None = None
+        self._decided: Callable[[ApprovalDecision | Back | None], None] | None = None
         self.idle_aborts = 0
         self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
@@ -205,6 +217,7 @@ class LemonTUI(App[int]):
             history=self.history_path,
         )
         editor.hints = hints
+        yield Static("", id="approval-waiting")
         yield editor
         yield StatusLine(id="status")
 
@@ -288,7 +301,7 @@ class LemonTUI(App[int]):
         self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
         if self.panel is not None:
-            self.status.run = "waiting for approval"
+            self.status.run = "waiting for approval (Tab)"
         else:
             self.status.run = "running" if busy else "idle"
         self.status.queued = max(0, len(self.waiting_for) - 1)
@@ -421,7 +434,7 @@ class LemonTUI(App[int]):
         self.to_ask = deque(a for a in self.to_ask if a.approval_id in still)
         if self.panel is not None and self.panel.asked.approval_id not in still:
             self.note(f"approval for {escape(self.panel.asked.tool)} is no longer pending")
-            self.panel.dismiss(None)
+            self._close_panel()
         self.ask_again(snapshot.pending_approvals)
         self.paint_status()
 
@@ -532,17 +545,52 @@ class LemonTUI(App[int]):
             (c.diff for c in reversed(self.cards.values()) if c.diff and _same_call(c, asked)),
             None,
         )
-        panel = self.panel = ApprovalPanel(asked, diff)
+        self.panel = ApprovalPanel(asked, diff)
 
-        def decided(decision: ApprovalDecision | None) -> None:
+        def decided(decision: ApprovalDecision | Back | None) -> None:
+            if isinstance(decision, Back):  # Tab again: back to the editor, still waiting
+                self.panel = ApprovalPanel(asked, diff)
+                self.paint_status()
+                return
             self.panel = None
+            self._decided = None
             if decision is not None:
                 self.run_worker(self._resolve(asked, decision), group="approvals")
+            self._show_waiting()
             self._ask_next()
             self.paint_status()
 
-        self.push_screen(panel, decided)
+        self._decided = decided
+        self._show_waiting()
         self.paint_status()
+
+    def _show_waiting(self) -> None:
+        """The line above the editor: what waits and the key that opens its panel."""
+        for line in self.query("#approval-waiting").results(Static):
+            panel = self.panel
+            line.display = panel is not None
+            if panel is not None:
+                asked = panel.asked
+                line.update(
+                    f"[b]approval waiting[/] · {escape(question(asked.tool, asked.action))} · "
+                    "[b]Tab[/] to answer (what you type stays in the editor)"
+                )
+
+    def action_open_approval(self) -> None:
+        """Tab: open the waiting approval's panel (the only way to answer it here)."""
+        panel, decided = self.panel, self._decided
+        if panel is not None and decided is not None and self.screen is self.screen_stack[0]:
+            self.push_screen(panel, decided)
+
+    def _close_panel(self) -> None:
+        """The approval ended elsewhere: close its panel, open or not."""
+        panel, decided = self.panel, self._decided
+        if panel is None:
+            return
+        if panel in self.screen_stack:
+            panel.dismiss(None)
+        elif decided is not None:
+            decided(None)
 
     def ask_again(self, pending: Iterable[PendingApproval]) -> None:
         """Put pending approvals (from a snapshot) back in front of the person."""
@@ -586,7 +634,7 @@ class LemonTUI(App[int]):
         panel = self.panel
         if panel is not None and panel.asked.approval_id == event.approval_id:
             self.note(f"approval for {escape(panel.asked.tool)} ended: {event.decision.value}")
-            panel.dismiss(None)
+            self._close_panel()
 
     # -- input -------------------------------------------------------------------------------------
 
@@ -686,7 +734,11 @@ class LemonTUI(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The screen-opening keys belong to the main screen: over a panel or picker they
-        are left to it (the history search has its own Ctrl+R)."""
+        are left to it (the history search has its own Ctrl+R). Tab is the approval's only
+        while one waits and the editor shows no `/` completion; else it stays the editor's."""
+        if action == "open_approval":
+            on_main = self.screen is self.screen_stack[0]
+            return self.panel is not None and on_main and not self.editor.matches
         return action not in _MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
 
     def action_toggle_output(self) -> None:

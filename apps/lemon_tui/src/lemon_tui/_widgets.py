@@ -6,10 +6,10 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -224,9 +224,37 @@ def question(tool: str, action: dict[str, Any] | None) -> str:
     return f"Allow {tool} {clip(compact)}?" if compact else f"Allow {tool}?"
 
 
-class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
-    """Takes focus; 1 once, 2 session, 3 always, 4 or Esc deny. Dismissed with ``None``
-    when the approval ended elsewhere."""
+def grant_covers(tool: str, action: dict[str, Any] | None) -> str:
+    """What a session or "always" grant of this approval will cover, in words.
+
+    A grant is bound to the tool and the approval's action (``action_hash``): for bash the
+    command (its words, or its exact text when quoting matters), for write/edit the path
+    (any content), for any other tool these arguments."""
+    given = action or {}
+    args = given.get("arguments", given)
+    if not isinstance(args, dict):
+        args = {"action": args}
+    if tool == "bash":
+        argv = args.get("argv")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            command = shlex.join(argv)
+        else:
+            command = str(args.get("command", ""))
+        return f"bash `{clip(command)}` exactly"
+    if tool in ("write", "edit") and isinstance(args.get("path"), str):
+        return f"{tool} to `{clip(args['path'])}` (any content)"
+    return f"{tool} with these arguments exactly"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Back:
+    """The panel's answer to Tab: back to the editor, the approval still waiting."""
+
+
+class ApprovalPanel(ModalScreen[ApprovalDecision | Back | None]):
+    """Opened only by Tab from the editor (never by keys typed for it); 1 once, 2 session,
+    3 always (3 again, or y, confirms; any other key takes it back), 4 or Esc deny, Tab back to
+    the editor (still waiting). Dismissed with ``None`` when the approval ended elsewhere."""
 
     DEFAULT_CSS = """
     ApprovalPanel { align: center middle; }
@@ -235,19 +263,15 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
         background: $surface;
     }
     #approval-diff { height: auto; max-height: 12; margin: 1 0; }
+    #approval-keys { margin: 1 0 0 0; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "decide('approve_once')", "once"),
-        Binding("2", "decide('approve_session')", "session"),
-        Binding("3", "decide('approve_global')", "always"),
-        Binding("4", "decide('deny')", "deny"),
-        Binding("escape", "decide('deny')", "deny"),
-    ]
 
     def __init__(self, asked: ApprovalAsked, diff: list[str] | None = None) -> None:
         super().__init__()
         self.asked = asked
         self.diff = diff
+        self.covers = grant_covers(asked.tool, asked.action)
+        self.confirming = False
 
     def compose(self) -> ComposeResult:
         asked = self.asked
@@ -259,10 +283,46 @@ class ApprovalPanel(ModalScreen[ApprovalDecision | None]):
             if self.diff:
                 with VerticalScroll(id="approval-diff"):
                     yield Static(diff_markup(self.diff, limit=_PANEL_DIFF))
-            yield Static("[b]1[/] once · [b]2[/] session · [b]3[/] always · [b]4[/]/Esc deny")
+            yield Static(self._keys(), id="approval-keys")
 
-    def action_decide(self, value: str) -> None:
-        self.dismiss(ApprovalDecision(value))
+    def _keys(self) -> str:
+        covers = escape(self.covers)
+        if self.confirming:
+            return (
+                f"[b]always[/]: {covers}, in every session, until revoked.\n"
+                "[b]press 3 again[/] (or y) to grant it; any other key takes it back"
+            )
+        return (
+            "[b]1[/] once: this call only\n"
+            f"[b]2[/] this session: {covers}\n"
+            f"[b]3[/] always: {covers}, in every session\n"
+            "[b]4[/]/Esc deny · [b]Tab[/] back to the editor (still waiting)"
+        )
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        key = event.key
+        if self.confirming:
+            if key in ("3", "y"):
+                self.dismiss(ApprovalDecision.APPROVE_GLOBAL)
+                return
+            self.confirming = False  # anything else takes the "always" back
+        elif key == "1":
+            self.dismiss(ApprovalDecision.APPROVE_ONCE)
+            return
+        elif key == "2":
+            self.dismiss(ApprovalDecision.APPROVE_SESSION)
+            return
+        elif key == "3":
+            self.confirming = True
+        elif key in ("4", "escape"):
+            self.dismiss(ApprovalDecision.DENY)
+            return
+        elif key == "tab":
+            self.dismiss(Back())
+            return
+        self.query_one("#approval-keys", Static).update(self._keys())
 
 
 @dataclass(kw_only=True, slots=True)
