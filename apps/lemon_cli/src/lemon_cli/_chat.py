@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -44,6 +43,8 @@ from lemon_core.sessions import (
     StreamOverflow,
     TextDelta,
     ToolCard,
+    approval_arguments,
+    approval_command,
 )
 from lemon_core.tasks import Supervisor
 
@@ -523,16 +524,9 @@ class ChatClient:
         return asked
 
     def _question(self, tool: str, action: dict[str, Any] | None) -> str:
-        given = action or {}
-        args = given.get("arguments", given)
-        if not isinstance(args, dict):
-            args = {"action": args}
+        args = approval_arguments(action)
         if tool == "bash":
-            argv = args.get("argv")
-            if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
-                command = shlex.join(argv)
-            else:
-                command = str(args.get("command", ""))
+            command = approval_command(args)
             if command:
                 one_line = command.replace("\r", " ").replace("\n", " ")
                 return f"Allow bash: {_clip(one_line)} ?"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -16,7 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from lemon_core.events import ApprovalDecision
-from lemon_core.sessions import ApprovalAsked
+from lemon_core.sessions import ApprovalAsked, approval_arguments, approval_command
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -206,16 +205,9 @@ class ToolCardView(Static):
 
 def question(tool: str, action: dict[str, Any] | None) -> str:
     """The approval question in one line: the command for bash, the path for write/edit."""
-    given = action or {}
-    args = given.get("arguments", given)
-    if not isinstance(args, dict):
-        args = {"action": args}
+    args = approval_arguments(action)
     if tool == "bash":
-        argv = args.get("argv")
-        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
-            command = shlex.join(argv)  # as the shell would show it
-        else:
-            command = str(args.get("command", ""))
+        command = approval_command(args)
         if command:
             return f"Allow bash: {clip(command)} ?"
     if tool in ("write", "edit") and isinstance(args.get("path"), str):
@@ -230,17 +222,9 @@ def grant_covers(tool: str, action: dict[str, Any] | None) -> str:
     A grant is bound to the tool and the approval's action (``action_hash``): for bash the
     command (its words, or its exact text when quoting matters), for write/edit the path
     (any content), for any other tool these arguments."""
-    given = action or {}
-    args = given.get("arguments", given)
-    if not isinstance(args, dict):
-        args = {"action": args}
+    args = approval_arguments(action)
     if tool == "bash":
-        argv = args.get("argv")
-        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
-            command = shlex.join(argv)
-        else:
-            command = str(args.get("command", ""))
-        return f"bash `{clip(command)}` exactly"
+        return f"bash `{clip(approval_command(args))}` exactly"
     if tool in ("write", "edit") and isinstance(args.get("path"), str):
         return f"{tool} to `{clip(args['path'])}` (any content)"
     return f"{tool} with these arguments exactly"

@@ -18,6 +18,8 @@ from lemon_core.sessions._events import (
     StreamOverflow,
     TextDelta,
     ToolCard,
+    approval_arguments,
+    approval_command,
 )
 from lemon_core.sessions._key import (
     MAX_KEY_CHARS,
@@ -114,6 +116,8 @@ __all__ = [
     "TranscriptEntry",
     "TranscriptPage",
     "TranscriptReader",
+    "approval_arguments",
+    "approval_command",
     "check_session_key",
     "project",
 ]

@@ -3,6 +3,8 @@ typed union. Each is a tagged msgspec record (``type`` names it on the wire)."""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -26,6 +28,8 @@ __all__ = [
     "StreamOverflow",
     "TextDelta",
     "ToolCard",
+    "approval_arguments",
+    "approval_command",
 ]
 
 
@@ -64,6 +68,23 @@ class ApprovalAsked(_SessionEvent, frozen=True, kw_only=True, tag="approval_aske
     action: dict[str, Any] | None = None
     rationale: str | None = None
     expires_at_ms: int | None = None
+
+
+def approval_arguments(action: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The tool arguments an approval's ``action`` carries (its ``arguments``, else the action
+    itself; a non-mapping is ``{"action": value}``), for showing a question to a person."""
+    given = action or {}
+    args = given.get("arguments", given)
+    return dict(args) if isinstance(args, Mapping) else {"action": args}
+
+
+def approval_command(args: Mapping[str, Any]) -> str:
+    """A bash call's command as the shell would show it (``argv`` joined with quoting, else
+    ``command``), ``""`` when there is none."""
+    argv = args.get("argv")
+    if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+        return shlex.join(argv)
+    return str(args.get("command", ""))
 
 
 class ApprovalEnded(_SessionEvent, frozen=True, kw_only=True, tag="approval_ended"):
