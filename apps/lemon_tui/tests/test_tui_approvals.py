@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.events import ApprovalDecision
+from lemon_tui import LemonTUI
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import ApprovalPanel, ToolCardView, UserBlock
 
@@ -30,12 +32,7 @@ async def test_a_key_answers_the_panel(
 ) -> None:
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Editor).value = COMMAND
-        await pilot.press("enter")
-        await open_panel(pilot, app)
-        panel = app.screen
-        assert isinstance(panel, ApprovalPanel)
+        panel = await ask_bash(pilot, app)
         assert panel.asked.tool == "bash"
         assert "echo approved-ran" in str(panel.query_one("#approval-question").render())
         assert "waiting for approval" in status_text(app)
@@ -52,12 +49,7 @@ async def test_an_approval_answered_elsewhere_closes_the_panel(
 ) -> None:
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Editor).value = COMMAND
-        await pilot.press("enter")
-        await open_panel(pilot, app)
-        panel = app.screen
-        assert isinstance(panel, ApprovalPanel)
+        panel = await ask_bash(pilot, app)
         result = await other.resolve_approval(
             panel.asked.approval_id, ApprovalDecision.APPROVE_ONCE
         )
@@ -85,6 +77,17 @@ async def test_a_write_outside_the_workspace_says_so_in_the_panel(
         await pilot.press("4")
         await until(pilot, lambda: not app.waiting_for, "the run ended")
     assert not target.exists()
+
+
+async def ask_bash(pilot: Pilot[object], app: LemonTUI) -> ApprovalPanel:
+    """Once connected, send :data:`COMMAND` and open the approval panel it asks with (Tab)."""
+    await until(pilot, lambda: app.status.connection == "online", "connected")
+    app.query_one("#input", Editor).value = COMMAND
+    await pilot.press("enter")
+    await open_panel(pilot, app)
+    panel = app.screen
+    assert isinstance(panel, ApprovalPanel)
+    return panel
 
 
 def panel_text(panel: ApprovalPanel) -> str:
@@ -138,12 +141,7 @@ async def test_the_explicit_key_opens_the_panel_and_1_approves_once(daemon: Cont
 async def test_always_is_granted_only_after_a_second_press(daemon: ControlPlane) -> None:
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Editor).value = COMMAND
-        await pilot.press("enter")
-        await open_panel(pilot, app)
-        panel = app.screen
-        assert isinstance(panel, ApprovalPanel)
+        panel = await ask_bash(pilot, app)
         await pilot.press("3")
         await pilot.pause()
         assert app.screen is panel, "3 alone grants nothing"
@@ -172,12 +170,7 @@ async def test_always_is_granted_only_after_a_second_press(daemon: ControlPlane)
 async def test_the_panel_says_what_each_grant_covers(daemon: ControlPlane) -> None:
     app = app_for(daemon, ASK_BASH)
     async with app.run_test(size=(100, 24)) as pilot:
-        await until(pilot, lambda: app.status.connection == "online", "connected")
-        app.query_one("#input", Editor).value = COMMAND
-        await pilot.press("enter")
-        await open_panel(pilot, app)
-        panel = app.screen
-        assert isinstance(panel, ApprovalPanel)
+        panel = await ask_bash(pilot, app)
         shown = panel_text(panel)
         assert "1 once: this call only" in shown
         assert "2 this session: bash `echo approved-ran` exactly" in shown
