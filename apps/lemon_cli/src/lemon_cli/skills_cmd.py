@@ -1,8 +1,9 @@
 """``lemon skills list|show|install|update|uninstall|audit|override|verify|discover``.
 
 Works on ``$LEMON_HOME/skills`` directly through lemon_skills (no daemon needed). Exit codes:
-0 done; 1 refused by policy (a block, an operation nobody approved, an override that does not
-match, a verify mismatch) or a source / lockfile failure; 2 a usage error.
+0 done; 1 refused by policy (a block, a ``block`` verdict of ``audit``, an operation nobody
+approved, an override that does not match, a verify mismatch) or a source / lockfile failure;
+2 a usage error.
 
 Approval: ``--yes``, or on a terminal a ``[y/N]`` prompt shown after the audit. Without a
 terminal on stdin and without ``--yes`` an operation that needs approval is refused (exit 1) with
@@ -201,14 +202,18 @@ def uninstall(name: str, yes: YesOption = False) -> None:
 
 @skills_app.command()
 def audit(target: str, as_json: JsonOption = False) -> None:
-    """Audit an installed skill (NAME) or a source (SOURCE) without installing it."""
+    """Audit an installed skill (NAME) or a source (SOURCE) without installing it.
+
+    Exits 1 on a ``block`` verdict (with or without ``--json``), 0 on ``pass`` or ``warn``."""
     with _translated():
         name, report = _manager().audit(target)
     if as_json:
         typer.echo(json.dumps({"name": name, **report.to_json()}, indent=2))
-        return
-    typer.echo(f"{name}:")
-    _print_report(report)
+    else:
+        typer.echo(f"{name}:")
+        _print_report(report)
+    if report.verdict == "block":
+        raise typer.Exit(_REFUSED)
 
 
 @skills_app.command()

@@ -335,6 +335,53 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ),
 )
 
+# Download-then-run in two steps (``curl -o /tmp/i URL && sh /tmp/i``, ``wget -O f URL; bash f``,
+# the steps on one line or on later lines): a fetch that saves to a file, then that file run by
+# an interpreter, sourced, or executed as a command within the next _RUN_WINDOW characters.
+# The flags are case-sensitive (``wget -o`` is a log file, ``curl -O`` the remote name).
+_SAVED_FILE: Final = r"[\"']?(?P<file>[^\s\"';&|<>()-][^\s\"';&|<>()]{0,300})"
+_URL_NAME: Final = r"(?:https?|ftp)://[^\s\"';&|<>]{0,300}/(?P<file>[\w.-]{1,200})(?=[\s\"';&|)]|$)"
+_SAVES: Final[tuple[re.Pattern[str], ...]] = (
+    re.compile(rf"\bcurl\b[^\n;&|]{{0,500}}?\s(?:-[a-zA-Z]{{0,12}}o|--output)(?:[ \t]+|=){_SAVED_FILE}"),
+    re.compile(
+        rf"\bwget\b[^\n;&|]{{0,500}}?\s(?:-[a-zA-Z]{{0,12}}O[ \t]*|--output-document(?:[ \t]+|=))"
+        rf"{_SAVED_FILE}"
+    ),
+    re.compile(rf"\b(?:curl|wget)\b[^\n;&|>]{{0,500}}?(?<![0-9&])>>?[ \t]*{_SAVED_FILE}"),
+    re.compile(
+        rf"\b(?:iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n;&|]{{0,500}}?\s-OutFile[ \t]+"
+        rf"{_SAVED_FILE}",
+        _I,
+    ),
+    # wget without -O, curl -O: the file is named after the URL's last segment
+    re.compile(
+        rf"\bwget\b(?![^\n;&|]{{0,500}}\s(?:-[a-zA-Z]{{0,12}}O|--output-document|-[a-zA-Z]{{0,12}}P))"
+        rf"[^\n;&|]{{0,500}}?{_URL_NAME}"
+    ),
+    re.compile(
+        rf"\bcurl\b(?=[^\n;&|]{{0,500}}\s(?:-[a-zA-Z]{{0,12}}O\b|--remote-name\b))"
+        rf"[^\n;&|]{{0,500}}?{_URL_NAME}"
+    ),
+)
+_RUN_WINDOW: Final = 1500
+
+
+def _runs_file(after: str, file: str) -> bool:
+    """Whether ``after`` (the text following a download that saved ``file``) runs ``file``:
+    ``sh FILE``, ``python3 FILE``, ``. FILE``, ``source FILE``, or ``FILE`` / ``./FILE`` as a
+    command."""
+    bare = file.removeprefix("./")
+    names = "|".join(re.escape(n) for n in {file, bare})
+    direct = "|".join(re.escape(n if "/" in n else f"./{n}") for n in {file, bare})
+    run = re.compile(
+        rf"(?<![\w./-])(?:{_INTERP}|source\b|\.(?=[ \t]))[ \t]+(?:-\S+[ \t]+){{0,4}}[\"']?"
+        rf"(?:\./)?(?:{names})(?![\w./-])|"
+        rf"[;&|(\n][ \t]*(?:sudo[ \t]+)?[\"']?(?:{direct})(?![\w./-])",
+        _I,
+    )
+    return run.search(after[:_RUN_WINDOW]) is not None
+
+
 _HIDDEN: Final = re.compile(f"[{INVISIBLE_CHARS}]")
 # Terminal control characters in a text file (ESC sequences that conceal or overwrite text when
 # the file is shown, backspaces, C1 controls such as the 8-bit CSI); tab, newline, carriage
@@ -459,6 +506,10 @@ def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding
         for rule, pattern in _TEXT_RULES:
             for match in pattern.finditer(variant):
                 add(rule, line_of(match.start()))
+        for pattern in _SAVES:
+            for match in pattern.finditer(variant):
+                if _runs_file(variant[match.end() :], match.group("file")):
+                    add("remote_exec", line_of(match.start()))
         for match in _BLOB.finditer(variant):
             number = line_of(match.start())
             if _EXEC_WORD.search(vlines[number - 1]):
