@@ -340,9 +340,14 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 # an interpreter, sourced, or executed as a command within the next _RUN_WINDOW characters.
 # The flags are case-sensitive (``wget -o`` is a log file, ``curl -O`` the remote name).
 _SAVED_FILE: Final = r"[\"']?(?P<file>[^\s\"';&|<>()-][^\s\"';&|<>()]{0,300})"
-_URL_NAME: Final = r"(?:https?|ftp)://[^\s\"';&|<>]{0,300}/(?P<file>[\w.-]{1,200})(?=[\s\"';&|)]|$)"
+_URL_NAME: Final = (
+    r"(?:https?|ftp)://[^\s\"';&|<>]{0,300}/"
+    r"(?P<file>[\w.-]{1,200})(?=[\s\"';&|)]|$)"
+)
 _SAVES: Final[tuple[re.Pattern[str], ...]] = (
-    re.compile(rf"\bcurl\b[^\n;&|]{{0,500}}?\s(?:-[a-zA-Z]{{0,12}}o|--output)(?:[ \t]+|=){_SAVED_FILE}"),
+    re.compile(
+        rf"\bcurl\b[^\n;&|]{{0,500}}?\s(?:-[a-zA-Z]{{0,12}}o|--output)(?:[ \t]+|=){_SAVED_FILE}"
+    ),
     re.compile(
         rf"\bwget\b[^\n;&|]{{0,500}}?\s(?:-[a-zA-Z]{{0,12}}O[ \t]*|--output-document(?:[ \t]+|=))"
         rf"{_SAVED_FILE}"
