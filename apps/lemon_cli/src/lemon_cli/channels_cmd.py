@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from lemon_cli._output import make_console
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _run(coro: Awaitable[T]) -> T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]  # every caller passes a coroutine
     except _ChannelsFailure as exc:
-        Console(emoji=False, stderr=True, highlight=False).print(f"lemon: {escape(str(exc))}")
+        make_console(emoji=False, stderr=True, highlight=False).print(f"lemon: {escape(str(exc))}")
         raise typer.Exit(exc.code) from None
 
 
@@ -128,7 +128,7 @@ def status(
     if as_json:
         print(json.dumps({"version": 1, "channels": rows}, indent=2))
         return
-    console = Console(emoji=False, highlight=False)
+    console = make_console(emoji=False, highlight=False)
     if not rows:
         console.print(
             "No channel is configured. Add [channels.telegram] to $LEMON_HOME/config.toml "
@@ -156,7 +156,7 @@ def pair_list() -> None:
         return await pairing.pending(), await pairing.paired()
 
     pending, paired = _run(_with_store(home, work))
-    console = Console(emoji=False, highlight=False)
+    console = make_console(emoji=False, highlight=False)
     if not pending and not paired:
         console.print("No pairing codes and nobody paired.")
     for request in pending:
@@ -178,18 +178,18 @@ def pair_approve(code: Annotated[str, typer.Argument(help="the code the person r
 
     _, home = _config()
     if not code.strip().isalnum():
-        Console(emoji=False, stderr=True).print(
+        make_console(emoji=False, stderr=True).print(
             f"lemon: {escape(code)!r} is not a pairing code (8 letters and digits)"
         )
         raise typer.Exit(2)
     paired = _run(_with_store(home, lambda store: PairingStore(store).approve(code)))
     if paired is None:
-        Console(emoji=False, stderr=True, highlight=False).print(
+        make_console(emoji=False, stderr=True, highlight=False).print(
             f"lemon: no pairing code {escape(code.upper())} is waiting (it may have expired "
             "after an hour, or been used); ask the person to write to the bot again"
         )
         raise typer.Exit(1)
-    Console(emoji=False, highlight=False).print(
+    make_console(emoji=False, highlight=False).print(
         f"Paired {paired.channel_id} user {paired.user_id} "
         f"({escape(paired.user_name or 'no name')}): they can talk to the agent now."
     )

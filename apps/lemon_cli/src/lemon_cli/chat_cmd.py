@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from lemon_cli._output import make_console
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ def chat(
                 raise typer.Exit(code)
         from lemon_cli.tui_cmd import open_tui
 
-        err = Console(emoji=False, stderr=True, highlight=False)
+        err = make_console(emoji=False, stderr=True, highlight=False)
         raise typer.Exit(
             open_tui(
                 err,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lemon_cli._home import home_problem
+from lemon_cli._output import make_console
 from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config, redact_config
 
 config_app = typer.Typer(
@@ -54,7 +55,7 @@ def validate() -> None:
 
     A key read under a deprecated spelling is listed as a warning with its new spelling; it
     does not fail validation."""
-    console = Console(emoji=False)
+    console = make_console(emoji=False)
     try:
         loaded = load_config()
     except ConfigError as exc:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from lemon_cli._output import make_console
 
 if TYPE_CHECKING:  # the rest is imported when the checks run: `lemon --help` stays fast
     from lemon_core.config import Config, LoadedConfig
@@ -264,7 +265,7 @@ def doctor(
     2 when a configured PostgreSQL store or Redis bus cannot be reached."""
     from lemon_core.config import ConfigError, lemon_home, load_config
 
-    console = Console(emoji=False, highlight=False)
+    console = make_console(emoji=False, highlight=False)
     loaded: LoadedConfig | None = None
     error: str | None = None
     try:

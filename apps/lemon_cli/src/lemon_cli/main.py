@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
+from lemon_cli._output import make_console
 from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
@@ -68,7 +68,7 @@ def _root(ctx: typer.Context) -> None:
             _ensure_daemon(ctx)
             ctx.invoke(chat)
             return
-        console = Console(emoji=False)
+        console = make_console(emoji=False)
         console.print(ctx.get_help())
         console.print()
         print_status(console)
@@ -95,7 +95,7 @@ def _ensure_daemon(ctx: typer.Context) -> None:
     try:
         ctx.invoke(start)
     except typer.Exit:
-        Console(emoji=False, stderr=True).print(
+        make_console(emoji=False, stderr=True).print(
             "lemon: the daemon did not start (see `lemon daemon logs`); chatting in this process"
         )
 
@@ -137,7 +137,7 @@ def events_docs(ctx: typer.Context) -> None:
 @app.command()
 def status() -> None:
     """Show where Lemon keeps its state and whether a config was found."""
-    print_status(Console(emoji=False))
+    print_status(make_console(emoji=False))
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from lemon_cli._output import make_console
 from lemon_core.home import Home
 
 if TYPE_CHECKING:
@@ -147,9 +148,7 @@ def tui(
     --url daemon only LEMON_CONTROL_PLANE_TOKEN."""
     import os
 
-    from rich.console import Console
-
-    err = Console(emoji=False, stderr=True, highlight=False)
+    err = make_console(emoji=False, stderr=True, highlight=False)
     shade = _shade_or_exit(err, theme, "lemon tui")
     if session is not None:
         from lemon_core.sessions import check_session_key

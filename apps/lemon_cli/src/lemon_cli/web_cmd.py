@@ -16,6 +16,8 @@ from urllib.parse import quote
 
 import typer
 
+from lemon_cli._output import make_console
+
 if TYPE_CHECKING:
     import ssl
 
@@ -75,15 +77,13 @@ def web(
     a daemon: lemon daemon start)."""
     import asyncio
 
-    from rich.console import Console
-
     from lemon_cli._daemon import client_ssl, read_state, ws_url_of
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.errors import ControlPlaneError
     from lemon_control_plane.local_token import client_token, local_token_path
     from lemon_core.config import lemon_home
 
-    err = Console(emoji=False, stderr=True, highlight=False)
+    err = make_console(emoji=False, stderr=True, highlight=False)
     if session is not None:
         from lemon_core.sessions import check_session_key
 
