@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +261,25 @@ async def test_without_an_approver_outside_reads_are_refused(tmp_path: Path) -> 
             await check_gate(_ctx(name, **args), gate.context())
     # Inside, reads still run without anyone to ask.
     await check_gate(_ctx("read", path="src/app.py"), gate.context())
+
+
+async def test_preapproved_read_tools_read_outside_without_asking_but_never_a_secret(
+    tmp_path: Path,
+) -> None:
+    gate = _gate(tmp_path, approver=False)  # nobody to ask: a question would refuse the call
+    outside = str(gate.env.outside / "notes.txt")
+    named = replace(gate.context(), preapproved=frozenset({"read", "ls", "grep", "find", "*"}))
+    for name, args in (("read", {"path": outside}), ("ls", {"path": "../outside"}),
+                       ("grep", {"pattern": "x", "path": "../outside"}),
+                       ("find", {"pattern": "*", "path": str(gate.env.outside)})):  # fmt: skip
+        await check_gate(_ctx(name, **args), named)
+    with pytest.raises(ToolError, match="is refused"):
+        await check_gate(_ctx("read", path=str(gate.env.home / "secrets.env")), named)
+    # Only by name: ALL_TOOLS alone (a webhook's policy) or another tool's name does not lift it.
+    for preapproved in ({"*"}, {"bash", "ls"}):
+        other = replace(gate.context(), preapproved=frozenset(preapproved))
+        with pytest.raises(ToolError, match=r"outside the workspace .* no approval channel"):
+            await check_gate(_ctx("read", path=outside), other)
 
 
 async def test_secret_files_are_refused_by_the_gate_without_asking(tmp_path: Path) -> None:

@@ -746,6 +746,7 @@ class CodingExecution:
             agent_id=agent_id,
             approval_timeout_s=settings.approval_timeout_s,
             hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
+            preapproved=job.preapproved,
         )
         todos = TodoList(settings.limits.max_todos)
         catalog = ex.skills()

@@ -14,7 +14,9 @@ are resolved, :mod:`coding_agent.access`): a secret file is refused outright, wh
 policy says and without asking; the read-only tools (``read``, ``ls``, ``find``, ``grep``) run
 freely inside the workspace (the run's working directory and below) but need an approval, like
 ``write``, for a path outside it. Without an approval channel (a one-shot with no terminal to
-ask) such a call is refused. Every approval of a file tool whose path is outside the workspace
+ask) such a call is refused, unless the run's ``preapproved`` names that tool (``lemon chat
+--approve read``): then it runs without the question (``ALL_TOOLS`` alone does not lift it; a
+secret file stays refused). Every approval of a file tool whose path is outside the workspace
 (``write`` and ``edit`` too) says so: its rationale ends with ``(outside the workspace)``, which
 the terminal, the full-screen UI and the web page show with the question.
 
@@ -143,6 +145,9 @@ class GateContext:
     agent_id: str | None = None
     approval_timeout_s: float | None = 300.0
     hooks: ApprovalHooks | None = None
+    preapproved: frozenset[str] = frozenset()
+    """The run's ``preapproved`` tool names: a read-only tool named here reads outside the
+    workspace without asking (only by name: ``ALL_TOOLS`` does not lift it)."""
 
 
 def gate_tools(registry: ToolRegistry, gate: GateContext) -> ToolRegistry:
@@ -179,9 +184,11 @@ async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
         refusal, outside = await asyncio.to_thread(_file_target, name, ctx.arguments, gate)
         if refusal is not None:
             raise ToolError(refusal)
-    # Outside the workspace a read-only tool always asks; write and edit ask as the policy says,
-    # and when they ask, the question says the path is outside (``outside`` is passed on).
-    if gate.policy.needs_approval(name) or (outside is not None and name in READ_ONLY_TOOLS):
+    # Outside the workspace a read-only tool asks unless the run's ``preapproved`` names it;
+    # write and edit ask as the policy says, and when they ask, the question says the path is
+    # outside (``outside`` is passed on).
+    read_outside = outside is not None and name in READ_ONLY_TOOLS
+    if gate.policy.needs_approval(name) or (read_outside and name not in gate.preapproved):
         await _approve(ctx, gate, outside)
 
 

@@ -49,6 +49,7 @@ from lemon_core.sessions import (
 from lemon_core.tasks import Supervisor
 
 __all__ = [
+    "KNOWN_TOOLS",
     "DEFAULT_SESSION",
     "DEFAULT_TOOL_POLICY",
     "ChatClient",
@@ -95,15 +96,21 @@ _SAID: Final = {
 }
 _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
+#: The tools an agent run offers (the coding tools and ``read_skill``): what ``--approve`` names.
+KNOWN_TOOLS: Final = frozenset(
+    {"read", "write", "edit", "ls", "find", "grep", "bash", "todo", "read_skill"}
+)
 # How the coding executor's approval rationale ends for a path outside the workspace.
 _OUTSIDE: Final = "(outside the workspace)"
 
 
 def preapproved_for(approve: frozenset[str]) -> frozenset[str]:
     """What ``--approve`` (tool names, or ``all``) skips: the approval questions of those
-    tools. The run's policy stays the executor's (the agent's
+    tools, including a read-only tool's question for a path outside the workspace (the
+    executor lifts that only for tools named here, so ``all`` names the read tools too; a
+    secret file stays refused). The run's policy stays the executor's (the agent's
     ``[profiles.<agent>.tool_policy]``, else the default): a denied tool stays denied."""
-    return frozenset({ALL_TOOLS}) if "all" in approve else approve
+    return frozenset({ALL_TOOLS}) | _READ_TOOLS if "all" in approve else approve
 
 
 @dataclass(kw_only=True, slots=True)
@@ -547,11 +554,7 @@ class ChatClient:
         if not self.options.interactive:
             await self._resolve(approval_id, ApprovalDecision.DENY)
             self.denied.append(event.tool)
-            if event.tool in _READ_TOOLS:
-                # --approve cannot lift the workspace rule: a read outside it is asked for.
-                hint = "run it in a terminal to be asked, or from the directory it reads"
-            else:
-                hint = f"rerun with --approve {escape(event.tool)} to allow it"
+            hint = f"rerun with --approve {escape(event.tool)} to allow it"
             self.notes.append(
                 f"denied {event.tool}: it needs an approval and there is no terminal to ask"
             )

@@ -52,7 +52,20 @@ def _config_or_exit(console: Console) -> LoadedConfig:
 
 
 def _approvals(values: list[str]) -> frozenset[str]:
-    return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
+    """The ``--approve`` names; an unknown one (a typo such as ``bsh``) is a usage error
+    (exit 2) naming the known tools, never silently ignored."""
+    from lemon_cli._chat import KNOWN_TOOLS
+
+    names = frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
+    unknown = sorted(names - KNOWN_TOOLS - {"all"})
+    if unknown:
+        typer.echo(
+            f"lemon chat: --approve: unknown tool {', '.join(map(repr, unknown))}; the tools "
+            f"are {', '.join(sorted(KNOWN_TOOLS))} (comma separated), or all",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return names
 
 
 def _stdin_text(message: str | None) -> str | None:
@@ -137,6 +150,9 @@ def chat(
     piped = _stdin_text(message)
     if piped is not None and piped.strip():
         message = piped.strip() if message is None else f"{message}\n\n{piped.rstrip()}"
+    if message is not None and not message.strip():
+        typer.echo("lemon chat: the message is empty; say something (or omit it to chat)", err=True)
+        raise typer.Exit(2)
     if message is None and not tty and not compact:
         console.print(
             "lemon chat: no terminal to talk in and nothing on standard input; pass a MESSAGE "
