@@ -49,9 +49,9 @@ from lemon_core.sessions import (
 from lemon_core.tasks import Supervisor
 
 __all__ = [
-    "KNOWN_TOOLS",
     "DEFAULT_SESSION",
     "DEFAULT_TOOL_POLICY",
+    "KNOWN_TOOLS",
     "ChatClient",
     "ChatOptions",
     "session_for",
