@@ -108,3 +108,29 @@ async def test_other_wire_methods_through_the_port_client(port: WebSocketSession
     assert missing.value.code == "METHOD_NOT_FOUND"
     with pytest.raises(ValueError, match="sessionKey"):
         await port.call("session.detail", {})
+
+
+async def test_closing_with_a_watch_or_unwatch_unanswered_leaves_no_unretrieved_future(
+    daemon: ControlPlane,
+) -> None:
+    """A one-shot chat closes its stream (``port.unwatch`` goes out) and then the port at once:
+    the request nobody awaits must not end as "Future exception was never retrieved"."""
+    import asyncio
+    import gc
+
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(str(context)))
+    try:
+        for close_the_stream_first in (False, True, False, True):
+            async with WebSocketSessionPort(daemon.ws_url, token=daemon.local_token) as client:
+                stream = client.watch(SESSION)
+                if close_the_stream_first:
+                    stream.close()  # port.unwatch goes out, its answer still on the way
+            gc.collect()
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert not [r for r in reported if "never retrieved" in r], reported

@@ -56,6 +56,12 @@ _DEFAULT_STREAM_ENTRIES: Final = 4096
 _REQUEST_TIMEOUT_S: Final = 60.0
 
 
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of a request nobody awaits (see ``_post``)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class WebSocketSessionStream(SessionStreamBase):
     """One ``port.watch`` (see the module docstring): the shared stream mechanics of
     :class:`lemon_core.sessions.SessionStreamBase`, fed by the connection's reader."""
@@ -236,6 +242,12 @@ class WebSocketSessionPort:
         )
         return future
 
+    def _post(self, method: str, params: dict[str, Any]) -> None:
+        """Send a request nobody awaits (``port.watch``, ``port.unwatch``): its answer, or the
+        failure the connection's end gives it, is consumed here, so a port closed while such a
+        request is unanswered leaves no "Future exception was never retrieved" behind."""
+        self._send(method, params).add_done_callback(_consume)
+
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
         frame = await asyncio.wait_for(self._send(method, params), _REQUEST_TIMEOUT_S)
         if not frame.get("ok"):
@@ -315,7 +327,7 @@ class WebSocketSessionPort:
             return stream
         self._streams[watch_id] = stream
         self._opened += 1
-        self._send("port.watch", {"watchId": watch_id, "sessionKey": session_key})
+        self._post("port.watch", {"watchId": watch_id, "sessionKey": session_key})
         return stream
 
     def watch_all(self, *, max_entries: int | None = None) -> WebSocketSessionStream:
@@ -326,7 +338,7 @@ class WebSocketSessionPort:
         if stream.overflowed and stream.watch_id in self._streams:
             self._overflowed += 1
         if self._streams.pop(stream.watch_id, None) is not None and self._gone is None:
-            self._send("port.unwatch", {"watchId": stream.watch_id})
+            self._post("port.unwatch", {"watchId": stream.watch_id})
 
     def _unwatch(self, stream: WebSocketSessionStream) -> None:
         self._forget(stream)
