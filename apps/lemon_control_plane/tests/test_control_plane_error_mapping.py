@@ -74,3 +74,90 @@ async def test_the_ports_usage_errors_stay_invalid_params(
         res = await c.request(method, params)
     assert res["ok"] is False
     assert res["error"]["code"] == code, res
+
+
+def test_the_mro_lookup_picks_the_most_specific_class() -> None:
+    from lemon_control_plane._error_map import wire_error
+    from lemon_control_plane.errors import WireError
+    from lemon_core.errors import UsageError
+    from lemon_core.execution import (
+        InvalidToolPolicyError,
+        PermissionEscalationError,
+        RouterUnavailableError,
+    )
+    from lemon_core.sessions import InvalidSessionKeyError
+
+    class PortUsage(UsageError):  # a port implementation's own usage error
+        pass
+
+    cases: list[tuple[BaseException, str]] = [
+        (WireError("CONFLICT", "taken"), "CONFLICT"),
+        (PermissionEscalationError("more than the parent"), "FORBIDDEN"),
+        (InvalidToolPolicyError("unknown key"), "INVALID_PARAMS"),
+        (InvalidSessionKeyError("a b", "a space"), "INVALID_PARAMS"),
+        (PortUsage("no such model"), "INVALID_PARAMS"),
+        (RouterUnavailableError("stopping"), "UNAVAILABLE"),
+        (TimeoutError(), "TIMEOUT"),
+        (ValueError(SECRET), "INTERNAL_ERROR"),
+        (KeyError(SECRET), "INTERNAL_ERROR"),
+    ]
+    for exc, code in cases:
+        error = wire_error(exc, "port.submit")
+        assert error.code == code, (exc, error)
+    internal = wire_error(ValueError(SECRET), "port.submit").body()
+    assert SECRET not in str(internal)
+    assert internal["details"] == {"type": "ValueError", "errorId": internal["details"]["errorId"]}  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "code", "message"),
+    [
+        ("chat.history", {}, "INVALID_REQUEST", "Missing required fields: sessionKey"),
+        (
+            "chat.history",
+            {"sessionKey": ""},
+            "INVALID_REQUEST",
+            "Missing required fields: sessionKey",
+        ),
+        (
+            "port.steer",
+            {"sessionKey": 5, "text": "x"},
+            "INVALID_REQUEST",
+            "Type errors: sessionKey: expected string, got int",
+        ),
+        (
+            "port.submit",
+            {"request": {"prompt": "x"}},
+            "INVALID_REQUEST",
+            "Missing required fields: request.sessionKey",
+        ),
+        (
+            "port.submit",
+            {"request": {"prompt": "x", "sessionKey": "agent:default:main", "preapproved": [1]}},
+            "INVALID_REQUEST",
+            "Type errors: request.preapproved[0]: expected string, got int",
+        ),
+        ("port.watch", {"sessionKey": "*"}, "INVALID_REQUEST", "Missing required fields: watchId"),
+        (
+            "port.cancel",
+            {"includeQueued": "yes"},
+            "INVALID_REQUEST",
+            "Type errors: includeQueued: expected boolean, got string",
+        ),
+    ],
+)
+async def test_a_decode_error_names_the_field(
+    client: ClientFactory, method: str, params: dict[str, Any], code: str, message: str
+) -> None:
+    async with client() as c:
+        res = await c.request(method, params)
+    assert res["ok"] is False
+    assert (res["error"]["code"], res["error"]["message"]) == (code, message)
+
+
+async def test_port_patch_reads_both_spellings_of_the_thinking_level(client: ClientFactory) -> None:
+    async with client() as c:
+        for name in ("thinkingLevel", "thinking_level"):
+            res = await c.call("port.patch", {"sessionKey": "agent:default:main", name: "high"})
+            assert res["thinking_level"] == "high"
+            await c.call("port.patch", {"sessionKey": "agent:default:main", name: None})
