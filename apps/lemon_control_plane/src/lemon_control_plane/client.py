@@ -43,7 +43,8 @@ from lemon_control_plane._params import (
     wire_params,
 )
 from lemon_control_plane._port_wire import request_params
-from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane.errors import ControlPlaneError, WireError, WireUsageError
+from lemon_core.errors import UsageError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
@@ -268,14 +269,14 @@ class WebSocketSessionPort:
                 error.get("message", "unknown error"),
             )
             if code in ("INVALID_PARAMS", "INVALID_REQUEST"):
-                raise ValueError(message)
+                raise WireUsageError(code, message)
             raise WireError(code, message)
         return frame.get("payload")
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Any other wire method the daemon advertises (``models.list``, ``usage.status``,
         ``session.detail``...): its ``res`` payload, or :class:`WireError` (a bad request:
-        ``ValueError``)."""
+        :class:`WireUsageError`, a ``ValueError``)."""
         advertised = self.hello.get("features", {}).get("methods", ())
         if method not in advertised:
             raise WireError("METHOD_NOT_FOUND", f"the daemon does not offer {method}")
@@ -305,7 +306,7 @@ class WebSocketSessionPort:
         include_queued: bool = True,
     ) -> CancelResult:
         if (run_id is None) == (session_key is None):
-            raise ValueError("cancel takes exactly one of run_id= or session_key=")
+            raise UsageError("cancel takes exactly one of run_id= or session_key=")
         params = CancelParams(run_id=run_id, session_key=session_key, include_queued=include_queued)
         return msgspec.convert(await self._call("port.cancel", params), CancelResult)
 
