@@ -47,6 +47,15 @@ from lemon_control_plane._params import (
     UsageCostParams,
 )
 from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
+from lemon_control_plane._results import (
+    ApprovalResolved,
+    ChatSent,
+    Health,
+    PatchSummary,
+    SentSummary,
+    SessionPatched,
+    SettingsView,
+)
 from lemon_control_plane._secondary import (
     MAX_USAGE_RUNS,
     ConfigView,
@@ -244,8 +253,8 @@ class Methods:
 
     # -- public -------------------------------------------------------------------------------
 
-    async def health(self, conn: Connection, params: NoParams) -> Any:
-        return {"ok": True, "uptime_ms": int((time.monotonic() - self._started) * 1000)}
+    async def health(self, conn: Connection, params: NoParams) -> Health:
+        return Health(ok=True, uptime_ms=int((time.monotonic() - self._started) * 1000))
 
     async def status(self, conn: Connection, params: NoParams) -> Any:
         status = self._status()
@@ -481,18 +490,18 @@ class Methods:
         return snapshot.active.run_id if snapshot.active is not None else None
 
     @staticmethod
-    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> dict[str, Any]:
-        return {
-            "runId": run_id,
-            "sessionKey": key,
-            "summary": {
-                "runId": run_id,
-                "sessionKey": key,
-                "agentId": agent_id,
-                "queueMode": mode,
-                "promptBytes": len(prompt.encode("utf-8", "surrogatepass")),
-            },
-        }
+    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> ChatSent:
+        return ChatSent(
+            run_id=run_id,
+            session_key=key,
+            summary=SentSummary(
+                run_id=run_id,
+                session_key=key,
+                agent_id=agent_id,
+                queue_mode=mode,
+                prompt_bytes=len(prompt.encode("utf-8", "surrogatepass")),
+            ),
+        )
 
     async def chat_abort(self, conn: Connection, params: AbortParams) -> Any:
         if params.run_id:
@@ -595,12 +604,12 @@ class Methods:
                     "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
                 )
         settings = await self.patch(params)
-        return {
-            "success": True,
-            "sessionKey": params.session_key,
-            "session": _settings_payload(settings),
-            "summary": {"patchedKeys": changed},
-        }
+        return SessionPatched(
+            success=True,
+            session_key=params.session_key,
+            session=_settings_view(settings),
+            summary=PatchSummary(patched_keys=changed),
+        )
 
     async def sessions_reset(self, conn: Connection, params: KeyParams) -> Any:
         key = params.session_key
@@ -631,7 +640,9 @@ class Methods:
         result = await self.resolve(params.approval_id, decision)
         if not result.resolved:
             raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
-        return {"resolved": True, "approvalId": params.approval_id, "decision": decision.value}
+        return ApprovalResolved(
+            resolved=True, approval_id=params.approval_id, decision=decision.value
+        )
 
     async def approvals_get(self, conn: Connection, params: NoParams) -> Any:
         pending = self._bridge.pending_approvals()
@@ -770,10 +781,10 @@ class Methods:
         return port_payload(self._port.statistics())
 
 
-def _settings_payload(s: SessionSettings) -> dict[str, Any]:
-    return {
-        "model": s.model,
-        "thinkingLevel": s.thinking_level,
-        "label": s.label,
-        "updatedAtMs": s.updated_at_ms,
-    }
+def _settings_view(s: SessionSettings) -> SettingsView:
+    return SettingsView(
+        model=s.model,
+        thinking_level=s.thinking_level,
+        label=s.label,
+        updated_at_ms=s.updated_at_ms,
+    )
