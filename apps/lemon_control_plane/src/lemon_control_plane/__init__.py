@@ -28,6 +28,7 @@ from lemon_control_plane.errors import (
     ControlPlaneError,
     WireError,
     WireErrorCode,
+    WireUsageError,
 )
 from lemon_control_plane.local_token import (
     LOCAL_TOKEN_ID,
@@ -67,6 +68,7 @@ __all__ = [
     "WebSocketSessionStream",
     "WireError",
     "WireErrorCode",
+    "WireUsageError",
     "client_token",
     "hash_token",
     "is_loopback_host",

@@ -1,8 +1,16 @@
 """The methods the wire offers, each over the session port only.
 
-Every handler takes the connection and the request's params and returns the ``res`` payload,
-or raises :class:`~lemon_control_plane.WireError`. Params are checked before anything runs
-(missing or mistyped fields are ``INVALID_REQUEST``, as the reference server answers).
+The table is one :class:`Method` per name: its scope, its params struct
+(:mod:`lemon_control_plane._params`, decoded once by the server before the handler runs) and the
+handler, which takes the connection and the typed params and returns the ``res`` payload. Errors
+are not caught here: the server maps whatever a handler raises once, by class
+(:mod:`lemon_control_plane._error_map`).
+
+Two dialects share the operations: the terminal client's (``chat.*``, ``sessions.*``,
+``session.detail``, ``exec.approval.resolve``: Lemon's wire, camelCase projections) and the
+typed clients' ``port.*`` (the port's own records). Both take the same params structs and call
+the same operations (:meth:`Methods.patch`, :meth:`Methods.submit`, :meth:`Methods.resolve`...);
+a dialect only shapes the answer.
 """
 
 from __future__ import annotations
@@ -14,10 +22,40 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
+
+import msgspec
 
 from lemon_control_plane._connection import Connection
+from lemon_control_plane._params import (
+    AbortParams,
+    ApprovalParams,
+    CancelParams,
+    ChatSendParams,
+    CompactParams,
+    HistoryParams,
+    KeyParams,
+    LimitParams,
+    LogsTailParams,
+    NoParams,
+    Params,
+    PatchParams,
+    RunsParams,
+    SteerParams,
+    SubmitParams,
+    SubscribeParams,
+    UsageCostParams,
+)
 from lemon_control_plane._port_wire import decode_request, encode_receipt, port_payload
+from lemon_control_plane._results import (
+    ApprovalResolved,
+    ChatSent,
+    Health,
+    PatchSummary,
+    SentSummary,
+    SessionPatched,
+    SettingsView,
+)
 from lemon_control_plane._secondary import (
     MAX_USAGE_RUNS,
     ConfigView,
@@ -33,11 +71,11 @@ from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.events import ApprovalDecision
-from lemon_core.execution import RouterUnavailableError, RunRequest, ToolPolicy
+from lemon_core.execution import Receipt, RunRequest, ToolPolicy
 from lemon_core.runtime import ModelCatalog
 from lemon_core.sessions import (
     THINKING_LEVELS,
-    InvalidSessionKeyError,
+    ApprovalResult,
     SessionPort,
     SessionSettings,
     check_session_key,
@@ -75,55 +113,26 @@ LIMITS: Final = {
 #: The largest ``before`` / ``sinceMs`` passed on (the largest integer a JSON number holds
 #: exactly); a larger one means the same "everything".
 MAX_POSITION: Final = 2**53 - 1
-#: ``sessions.patch`` keys the reference server refuses (engine selection moved elsewhere).
-_LEGACY_PATCH_KEYS: Final = ("engine", "engineId", "engine_id", "provider")
+_QUEUE_MODES: Final = ("collect", "followup", "steer", "steer_backlog", "interrupt")
 
-Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+P = TypeVar("P", bound=Params)
 
 
 @dataclass(frozen=True, slots=True)
-class Method:
+class Method(Generic[P]):
+    """One method: its ``name``, the ``scope`` a connection needs (``None``: public), the
+    ``params`` struct its request is decoded into and the ``handler`` taking them."""
+
     name: str
-    scope: str | None  # None: public
-    handler: Handler
+    scope: str | None
+    params: type[P]
+    handler: Callable[[Connection, P], Awaitable[Any]]
 
 
-def _missing(params: dict[str, Any], *names: str) -> None:
-    absent = [n for n in names if params.get(n) in (None, "")]
+def _missing(*fields: tuple[str, object]) -> None:
+    absent = [name for name, value in fields if value in (None, "")]
     if absent:
         raise WireError("INVALID_REQUEST", f"Missing required fields: {', '.join(absent)}")
-
-
-def _typed(params: dict[str, Any], name: str, kind: type | tuple[type, ...], label: str) -> Any:
-    value = params.get(name)
-    if value is None:
-        return None
-    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
-        got = type(value).__name__ if not isinstance(value, str) else "string"
-        raise WireError("INVALID_REQUEST", f"Type errors: {name}: expected {label}, got {got}")
-    return value
-
-
-def _session_key(params: dict[str, Any]) -> str:
-    _missing(params, "sessionKey")
-    key = _typed(params, "sessionKey", str, "string")
-    try:
-        check_session_key(key)
-    except ValueError as exc:
-        raise WireError("INVALID_PARAMS", str(exc)) from None
-    return str(key)
-
-
-def _any_key(params: dict[str, Any]) -> str:
-    """A session key as the port takes it: a malformed one is ``INVALID_PARAMS`` (the reason
-    says what is wrong), never a failed method."""
-    _missing(params, "sessionKey")
-    key = str(_typed(params, "sessionKey", str, "string"))
-    try:
-        check_session_key(key)
-    except InvalidSessionKeyError as exc:
-        raise WireError("INVALID_PARAMS", str(exc)) from None
-    return key
 
 
 def _inside(path: str, root: str) -> bool:
@@ -134,12 +143,10 @@ def _inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def _limit(params: dict[str, Any], method: str) -> int:
+def _limit(value: int | None, method: str) -> int:
     """``params.limit`` of ``method`` (:data:`LIMITS`): absent is the default, above the
-    maximum is the maximum; a non-integer (a bool too) is ``INVALID_REQUEST`` (a type error, as
-    the reference answers), below 1 ``INVALID_PARAMS``."""
+    maximum is the maximum, below 1 ``INVALID_PARAMS`` (a non-integer never decodes)."""
     default, top = LIMITS[method]
-    value: int | None = _typed(params, "limit", int, "integer")
     if value is None:
         return default
     if value < 1:
@@ -147,10 +154,9 @@ def _limit(params: dict[str, Any], method: str) -> int:
     return min(top, value)
 
 
-def _position(params: dict[str, Any], name: str) -> int | None:
+def _position(value: int | None, name: str) -> int | None:
     """An optional index or time (``before``, ``sinceMs``): at least 0, and above
     :data:`MAX_POSITION` taken as :data:`MAX_POSITION` (a store's integers are 64-bit)."""
-    value: int | None = _typed(params, name, int, "integer")
     if value is None:
         return None
     if value < 0:
@@ -161,6 +167,17 @@ def _position(params: dict[str, Any], name: str) -> int | None:
 def _short_int(value: int) -> str:
     text = str(value)
     return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+
+
+def _decision(raw: str) -> ApprovalDecision:
+    decision = _DECISIONS.get(raw)
+    if decision is None:
+        raise WireError(
+            "INVALID_REQUEST",
+            "Invalid decision. Must be one of: approve_once, approve_session, "
+            "approve_agent, approve_global, deny",
+        )
+    return decision
 
 
 class Methods:
@@ -184,62 +201,62 @@ class Methods:
         self._status = status
         self._cwd = config.cwd or os.getcwd()
         self._started = time.monotonic()
-        self.table: dict[str, Method] = {
-            m.name: m
-            for m in (
-                Method("health", None, self.health),
-                Method("status", "read", self.status),
-                Method("usage.status", "read", self.usage_status),
-                Method("usage.cost", "read", self.usage_cost),
-                Method("runs.active.list", "read", self.runs_active_list),
-                Method("runs.recent.list", "read", self.runs_recent_list),
-                Method("logs.tail", "read", self.logs_tail),
-                Method("chat.send", "write", self.chat_send),
-                Method("chat.abort", "write", self.chat_abort),
-                Method("chat.history", "read", self.chat_history),
-                Method("sessions.list", "read", self.sessions_list),
-                Method("sessions.active.list", "read", self.sessions_active_list),
-                Method("sessions.active", "read", self.sessions_active_list),
-                Method("session.detail", "read", self.session_detail),
-                Method("sessions.snapshot", "read", self.sessions_snapshot),
-                Method("sessions.patch", "admin", self.sessions_patch),
-                Method("sessions.reset", "admin", self.sessions_reset),
-                Method("sessions.delete", "admin", self.sessions_delete),
-                Method("exec.approval.resolve", "approvals", self.approval_resolve),
-                Method("exec.approvals.get", "approvals", self.approvals_get),
-                Method("events.subscribe", "read", self.events_subscribe),
-                Method("events.unsubscribe", "read", self.events_unsubscribe),
-                Method("port.submit", "write", self.port_submit),
-                Method("port.steer", "write", self.port_steer),
-                Method("port.cancel", "write", self.port_cancel),
-                Method("port.resolveApproval", "approvals", self.port_resolve),
-                Method("port.snapshot", "read", self.port_snapshot),
-                Method("port.sessions", "read", self.port_sessions),
-                Method("port.transcript", "read", self.port_transcript),
-                Method("port.statistics", "read", self.port_statistics),
-                Method("port.compact", "write", self.port_compact),
-                Method("port.settings", "read", self.port_settings),
-                Method("port.runs", "read", self.port_runs),
-                Method("port.patch", "admin", self.port_patch),
-                Method("port.reset", "admin", self.port_reset),
-                Method("port.delete", "admin", self.port_delete),
-                # Answered by the connection's reader itself (no await between the request and
-                # the subscription): see ControlPlane._read.
-                Method("port.watch", "read", self._inline),
-                Method("port.unwatch", "read", self._inline),
-            )
-        }
+        methods: list[Method[Any]] = [
+            Method("health", None, NoParams, self.health),
+            Method("status", "read", NoParams, self.status),
+            Method("usage.status", "read", NoParams, self.usage_status),
+            Method("usage.cost", "read", UsageCostParams, self.usage_cost),
+            Method("runs.active.list", "read", LimitParams, self.runs_active_list),
+            Method("runs.recent.list", "read", LimitParams, self.runs_recent_list),
+            Method("logs.tail", "read", LogsTailParams, self.logs_tail),
+            # Lemon's dialect (the terminal client's wire).
+            Method("chat.send", "write", ChatSendParams, self.chat_send),
+            Method("chat.abort", "write", AbortParams, self.chat_abort),
+            Method("chat.history", "read", HistoryParams, self.chat_history),
+            Method("sessions.list", "read", LimitParams, self.sessions_list),
+            Method("sessions.active.list", "read", NoParams, self.sessions_active_list),
+            Method("sessions.active", "read", NoParams, self.sessions_active_list),
+            Method("session.detail", "read", KeyParams, self.session_detail),
+            Method("sessions.snapshot", "read", KeyParams, self.sessions_snapshot),
+            Method("sessions.patch", "admin", PatchParams, self.sessions_patch),
+            Method("sessions.reset", "admin", KeyParams, self.sessions_reset),
+            Method("sessions.delete", "admin", KeyParams, self.sessions_delete),
+            Method("exec.approval.resolve", "approvals", ApprovalParams, self.approval_resolve),
+            Method("exec.approvals.get", "approvals", NoParams, self.approvals_get),
+            Method("events.subscribe", "read", SubscribeParams, self.events_subscribe),
+            Method("events.unsubscribe", "read", SubscribeParams, self.events_unsubscribe),
+            # The port's own dialect (typed clients).
+            Method("port.submit", "write", SubmitParams, self.port_submit),
+            Method("port.steer", "write", SteerParams, self.port_steer),
+            Method("port.cancel", "write", CancelParams, self.port_cancel),
+            Method("port.resolveApproval", "approvals", ApprovalParams, self.port_resolve),
+            Method("port.snapshot", "read", KeyParams, self.port_snapshot),
+            Method("port.sessions", "read", LimitParams, self.port_sessions),
+            Method("port.transcript", "read", HistoryParams, self.port_transcript),
+            Method("port.statistics", "read", NoParams, self.port_statistics),
+            Method("port.compact", "write", CompactParams, self.port_compact),
+            Method("port.settings", "read", KeyParams, self.port_settings),
+            Method("port.runs", "read", RunsParams, self.port_runs),
+            Method("port.patch", "admin", PatchParams, self.port_patch),
+            Method("port.reset", "admin", KeyParams, self.port_reset),
+            Method("port.delete", "admin", KeyParams, self.port_delete),
+            # Answered by the connection's reader itself (no await between the request and
+            # the subscription): see ControlPlane._read.
+            Method("port.watch", "read", NoParams, self._inline),
+            Method("port.unwatch", "read", NoParams, self._inline),
+        ]
         if models is not None:  # advertised only where the runtime knows its models
-            self.table["models.list"] = Method("models.list", "read", self.models_list)
+            methods.append(Method("models.list", "read", NoParams, self.models_list))
         if config_view is not None:
-            self.table["config.get"] = Method("config.get", "admin", self.config_get)
+            methods.append(Method("config.get", "admin", NoParams, self.config_get))
+        self.table: dict[str, Method[Any]] = {m.name: m for m in methods}
 
     # -- public -------------------------------------------------------------------------------
 
-    async def health(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return {"ok": True, "uptime_ms": int((time.monotonic() - self._started) * 1000)}
+    async def health(self, conn: Connection, params: NoParams) -> Health:
+        return Health(ok=True, uptime_ms=int((time.monotonic() - self._started) * 1000))
 
-    async def status(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def status(self, conn: Connection, params: NoParams) -> Any:
         status = self._status()
         today = await self._port.runs(
             limit=MAX_USAGE_RUNS, since_ms=day_start_ms(dt.datetime.now(dt.UTC).date())
@@ -250,7 +267,7 @@ class Methods:
 
     # -- usage and runs -----------------------------------------------------------------------
 
-    async def usage_status(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def usage_status(self, conn: Connection, params: NoParams) -> Any:
         """Today's (UTC) runs, tokens, cost and providers, from the run history."""
         today = dt.datetime.now(dt.UTC).date()
         start = day_start_ms(today)
@@ -280,10 +297,10 @@ class Methods:
             },
         }
 
-    async def usage_cost(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def usage_cost(self, conn: Connection, params: UsageCostParams) -> Any:
         """``{startDate?, endDate?}`` (UTC dates, default the last 30 days): total cost, by
         day and by provider."""
-        first, last = day_range(params.get("startDate"), params.get("endDate"))
+        first, last = day_range(params.start_date, params.end_date)
         start, end = day_start_ms(first), day_start_ms(last + dt.timedelta(days=1))
         runs = [
             r
@@ -310,21 +327,24 @@ class Methods:
             "summary": {"total": totals["cost"], "truncated": len(runs) >= MAX_USAGE_RUNS},
         }
 
-    async def runs_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = self._bridge.active_run_rows()[: _limit(params, "runs.active.list")]
+    async def runs_active_list(self, conn: Connection, params: LimitParams) -> Any:
+        rows = self._bridge.active_run_rows()[: _limit(params.limit, "runs.active.list")]
         return {"runs": rows, "total": len(rows)}
 
-    async def runs_recent_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = [run_row(r) for r in await self._port.runs(limit=_limit(params, "runs.recent.list"))]
+    async def runs_recent_list(self, conn: Connection, params: LimitParams) -> Any:
+        rows = [
+            run_row(r)
+            for r in await self._port.runs(limit=_limit(params.limit, "runs.recent.list"))
+        ]
         return {"runs": rows, "total": len(rows)}
 
-    async def logs_tail(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def logs_tail(self, conn: Connection, params: LogsTailParams) -> Any:
         """``{limit?, level?}``: the end of the daemon log, oldest first, secrets redacted."""
         path = Path(self._config.log_file) if self._config.log_file else None
-        limit = _limit(params, "logs.tail")
-        return await asyncio.to_thread(log_lines, path, limit=limit, level=params.get("level"))
+        limit = _limit(params.limit, "logs.tail")
+        return await asyncio.to_thread(log_lines, path, limit=limit, level=params.level)
 
-    async def config_get(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def config_get(self, conn: Connection, params: NoParams) -> Any:
         """The effective configuration (secrets redacted) and the control plane's own."""
         assert self._config_view is not None
         cp = self._config
@@ -342,7 +362,7 @@ class Methods:
             },
         }
 
-    async def models_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def models_list(self, conn: Connection, params: NoParams) -> Any:
         """The wire's ``models.list``: ``{models: [{id, provider, name, contextWindow,
         maxOutput, supportsThinking, supportsVision, supportsStreaming}], summary}``; ``id`` is
         the ``provider:model`` reference ``chat.send``'s ``model`` takes."""
@@ -364,21 +384,74 @@ class Methods:
         default = next((r["id"] for r in rows if r["default"]), None)
         return {"models": rows, "summary": {"count": len(rows), "default": default}}
 
-    # -- chat ---------------------------------------------------------------------------------
+    # -- the operations both dialects share -------------------------------------------------
 
-    async def chat_send(self, conn: Connection, params: dict[str, Any]) -> Any:
-        if params.get("prompt") in (None, "") and isinstance(params.get("message"), str):
-            params = {**params, "prompt": params["message"]}
-        _missing(params, "sessionKey", "prompt")
-        key = _session_key(params)
-        prompt = _typed(params, "prompt", str, "string")
-        mode = _typed(params, "queueMode", str, "string") or "collect"
-        agent_id = _typed(params, "agentId", str, "string") or self._config.agent_id
+    async def submit(self, request: RunRequest) -> Receipt:
+        """Submit ``request`` through the port (``submit_timeout_s`` bounds the answer)."""
+        return await asyncio.wait_for(self._port.submit(request), self._config.submit_timeout_s)
+
+    async def patch(self, params: PatchParams) -> SessionSettings:
+        """Change a session's settings (``params``: a field given sets, ``null`` clears);
+        the legacy engine keys and ``toolPolicy`` are refused by name."""
+        check_session_key(params.session_key)
+        legacy = [
+            wire
+            for wire, value in (
+                ("engine", params.engine),
+                ("engineId", params.engine_id),
+                ("provider", params.provider),
+            )
+            if value is not msgspec.UNSET
+        ]
+        if legacy:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"{', '.join(legacy)} cannot be patched: pick the model with `model` "
+                "('<provider>:<model>', as models.list names it)",
+            )
+        if params.tool_policy is not msgspec.UNSET:
+            raise WireError("NOT_IMPLEMENTED", "toolPolicy cannot be patched on this daemon yet")
+        level = params.thinking_level
+        if isinstance(level, str) and level not in THINKING_LEVELS:
+            raise WireError(
+                "INVALID_PARAMS",
+                f"Invalid thinkingLevel {level!r}: unknown thinking level. Must be one of: "
+                + ", ".join(THINKING_LEVELS),
+            )
+        settings = await self._port.patch(
+            params.session_key,
+            model=params.model,
+            label=params.label,
+            thinking_level=level,  # type: ignore[arg-type]  # checked above
+        )
+        self._bridge.note_settings(params.session_key, settings.model, settings.thinking_level)
+        return settings
+
+    async def resolve(self, approval_id: str, decision: ApprovalDecision | str) -> ApprovalResult:
+        return await self._port.resolve_approval(approval_id, decision)
+
+    async def settings(self, session_key: str) -> SessionSettings:
+        check_session_key(session_key)
+        settings = await self._port.settings(session_key)
+        self._bridge.note_settings(session_key, settings.model, settings.thinking_level)
+        return settings
+
+    # -- chat (Lemon's dialect) ---------------------------------------------------------------
+
+    async def chat_send(self, conn: Connection, params: ChatSendParams) -> Any:
+        prompt = params.prompt or params.message
+        _missing(("sessionKey", params.session_key), ("prompt", prompt))
+        key = params.session_key
+        assert key is not None
+        assert prompt is not None
+        check_session_key(key)
+        mode = params.queue_mode or "collect"
+        agent_id = params.agent_id or self._config.agent_id
         if len(prompt.encode("utf-8", "surrogatepass")) > _MAX_PROMPT_BYTES:
             raise WireError(
                 "INVALID_PARAMS", f"the prompt is larger than {_MAX_PROMPT_BYTES} bytes"
             )
-        if mode not in ("collect", "followup", "steer", "steer_backlog", "interrupt"):
+        if mode not in _QUEUE_MODES:
             mode = "collect"
         self._bridge.follow(key)
         if mode == "steer":
@@ -403,16 +476,7 @@ class Methods:
             cwd=self._cwd,
             tool_policy=ToolPolicy(require_approval=self._config.require_approval),
         )
-        try:
-            receipt = await asyncio.wait_for(
-                self._port.submit(request), self._config.submit_timeout_s
-            )
-        except TimeoutError:
-            raise WireError("TIMEOUT", "the router did not answer the submission in time") from None
-        except RouterUnavailableError as exc:
-            raise WireError("UNAVAILABLE", str(exc)) from None
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
+        receipt = await self.submit(request)
         if receipt.status == "rejected":
             raise WireError("CONFLICT", receipt.reason or "the session refused the message")
         return self._sent(receipt.merged_into or receipt.run_id, key, agent_id, mode, prompt)
@@ -426,34 +490,35 @@ class Methods:
         return snapshot.active.run_id if snapshot.active is not None else None
 
     @staticmethod
-    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> dict[str, Any]:
-        return {
-            "runId": run_id,
-            "sessionKey": key,
-            "summary": {
-                "runId": run_id,
-                "sessionKey": key,
-                "agentId": agent_id,
-                "queueMode": mode,
-                "promptBytes": len(prompt.encode("utf-8", "surrogatepass")),
-            },
-        }
+    def _sent(run_id: str, key: str, agent_id: str, mode: str, prompt: str) -> ChatSent:
+        return ChatSent(
+            run_id=run_id,
+            session_key=key,
+            summary=SentSummary(
+                run_id=run_id,
+                session_key=key,
+                agent_id=agent_id,
+                queue_mode=mode,
+                prompt_bytes=len(prompt.encode("utf-8", "surrogatepass")),
+            ),
+        )
 
-    async def chat_abort(self, conn: Connection, params: dict[str, Any]) -> Any:
-        run_id = _typed(params, "runId", str, "string")
-        if run_id:
-            result = await self._port.cancel(run_id=run_id)
-            return {"aborted": True, "runId": run_id, "cancelled": result.cancelled}
-        if params.get("sessionKey") in (None, ""):
+    async def chat_abort(self, conn: Connection, params: AbortParams) -> Any:
+        if params.run_id:
+            result = await self._port.cancel(run_id=params.run_id)
+            return {"aborted": True, "runId": params.run_id, "cancelled": result.cancelled}
+        key = params.session_key
+        if not key:
             raise WireError("INVALID_REQUEST", "Missing required fields: runId or sessionKey")
-        key = _session_key(params)
+        check_session_key(key)
         result = await self._port.cancel(session_key=key)
         return {"aborted": True, "sessionKey": key, "cancelled": result.cancelled}
 
-    async def chat_history(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
-        limit = _limit(params, "chat.history")
-        before = _position(params, "before")
+    async def chat_history(self, conn: Connection, params: HistoryParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
+        limit = _limit(params.limit, "chat.history")
+        before = _position(params.before, "before")
         self._bridge.follow(key)
         page = await self._port.transcript(key, limit=limit, before=before)
         messages = [history_message(key, e) for e in page.entries]
@@ -465,12 +530,11 @@ class Methods:
             "summary": {"count": len(messages), "more": page.more},
         }
 
-    # -- sessions -----------------------------------------------------------------------------
+    # -- sessions (Lemon's dialect) -----------------------------------------------------------
 
-    async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> Any:
-        rows = [
-            session_row(s) for s in await self._port.sessions(limit=_limit(params, "sessions.list"))
-        ]
+    async def sessions_list(self, conn: Connection, params: LimitParams) -> Any:
+        limit = _limit(params.limit, "sessions.list")
+        rows = [session_row(s) for s in await self._port.sessions(limit=limit)]
         return {
             "sessions": rows,
             "total": len(rows),
@@ -478,7 +542,7 @@ class Methods:
             "summary": {"count": len(rows)},
         }
 
-    async def sessions_active_list(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def sessions_active_list(self, conn: Connection, params: NoParams) -> Any:
         found = await self._port.sessions(limit=500)
         rows = [session_row(s) for s in found if s.active]
         return {
@@ -488,11 +552,11 @@ class Methods:
             "summary": {"count": len(rows)},
         }
 
-    async def session_detail(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+    async def session_detail(self, conn: Connection, params: KeyParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
         self._bridge.follow(key)
-        settings = await self._port.settings(key)
-        self._bridge.note_settings(key, settings.model, settings.thinking_level)
+        settings = await self.settings(key)
         ref = settings.model or self._config.default_model or self._catalog_default()
         provider, model = model_parts(ref)
         return {
@@ -521,101 +585,80 @@ class Methods:
         found = next((m for m in self._models.models() if m.ref == ref), None)
         return None if found is None else found.context_window
 
-    async def sessions_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def sessions_patch(self, conn: Connection, params: PatchParams) -> Any:
         """``{sessionKey, model?, thinkingLevel?, label?}``: a key given sets the setting
         (``null`` clears it); ``{success, sessionKey, summary: {patchedKeys}, session}``."""
-        key = _session_key(params)
-        legacy = [k for k in _LEGACY_PATCH_KEYS if k in params]
-        if legacy:
-            raise WireError(
-                "INVALID_PARAMS",
-                f"{', '.join(legacy)} cannot be patched: pick the model with `model` "
-                "('<provider>:<model>', as models.list names it)",
+        changed = [
+            wire
+            for wire, value in (
+                ("label", params.label),
+                ("model", params.model),
+                ("thinkingLevel", params.thinking_level),
             )
-        changes: dict[str, Any] = {}
-        for wire, name, label in (
-            ("model", "model", "string"),
-            ("thinkingLevel", "thinking_level", "string"),
-            ("label", "label", "string"),
-        ):
-            if wire in params:
-                changes[name] = _typed(params, wire, str, label)
-        if "toolPolicy" in params:
-            raise WireError("NOT_IMPLEMENTED", "toolPolicy cannot be patched on this daemon yet")
-        if not changes:
-            raise WireError(
-                "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
-            )
-        level = changes.get("thinking_level")
-        if level is not None and level not in THINKING_LEVELS:
-            raise WireError(
-                "INVALID_PARAMS",
-                f"Invalid thinkingLevel {level!r}. Must be one of: {', '.join(THINKING_LEVELS)}",
-            )
-        try:
-            settings = await self._port.patch(key, **changes)
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
-        self._bridge.note_settings(key, settings.model, settings.thinking_level)
-        wire_keys = {"model": "model", "thinking_level": "thinkingLevel", "label": "label"}
-        return {
-            "success": True,
-            "sessionKey": key,
-            "session": _settings_payload(settings),
-            "summary": {"patchedKeys": sorted(wire_keys[k] for k in changes)},
-        }
+            if value is not msgspec.UNSET
+        ]
+        if not changed and params.tool_policy is msgspec.UNSET:
+            check_session_key(params.session_key)
+            if all(v is msgspec.UNSET for v in (params.engine, params.engine_id, params.provider)):
+                raise WireError(
+                    "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
+                )
+        settings = await self.patch(params)
+        return SessionPatched(
+            success=True,
+            session_key=params.session_key,
+            session=_settings_view(settings),
+            summary=PatchSummary(patched_keys=changed),
+        )
 
-    async def sessions_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+    async def sessions_reset(self, conn: Connection, params: KeyParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
         change = await self._port.reset(key)
         if not change.done:
             raise WireError("CONFLICT", change.reason or "the session could not be reset")
         return {"success": True, "sessionKey": key, "summary": {"reset": True}}
 
-    async def sessions_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+    async def sessions_delete(self, conn: Connection, params: KeyParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
         change = await self._port.delete(key)
         if not change.done:
             raise WireError("CONFLICT", change.reason or "the session could not be deleted")
         return {"deleted": True, "sessionKey": key, "summary": {"deleted": True}}
 
-    async def sessions_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _session_key(params)
+    async def sessions_snapshot(self, conn: Connection, params: KeyParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
         self._bridge.follow(key)
         return snapshot_payload(await self._bridge.snapshot(key))
 
     # -- approvals ----------------------------------------------------------------------------
 
-    async def approval_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
-        _missing(params, "approvalId", "decision")
-        approval_id = _typed(params, "approvalId", str, "string")
-        raw = _typed(params, "decision", str, "string")
-        decision = _DECISIONS.get(raw)
-        if decision is None:
-            raise WireError(
-                "INVALID_REQUEST",
-                "Invalid decision. Must be one of: approve_once, approve_session, "
-                "approve_agent, approve_global, deny",
-            )
-        result = await self._port.resolve_approval(approval_id, decision)
+    async def approval_resolve(self, conn: Connection, params: ApprovalParams) -> Any:
+        decision = _decision(params.decision)
+        result = await self.resolve(params.approval_id, decision)
         if not result.resolved:
             raise WireError("CONFLICT", result.reason or "the approval is no longer pending")
-        return {"resolved": True, "approvalId": approval_id, "decision": decision.value}
+        return ApprovalResolved(
+            resolved=True, approval_id=params.approval_id, decision=decision.value
+        )
+
+    async def approvals_get(self, conn: Connection, params: NoParams) -> Any:
+        pending = self._bridge.pending_approvals()
+        # The terminal client's resync reads `approvals[]` entries with an approvalId.
+        return {"policy": {}, "approvals": pending, "pending": pending}
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    async def events_subscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def events_subscribe(self, conn: Connection, params: SubscribeParams) -> Any:
         """Narrow this connection to some sessions (``sessionKeys``); ``all: true`` widens it
         back to every event."""
-        if params.get("all") is True:
+        if params.all is True:
             conn.sessions = None
             return {"mode": "all", "sessionKeys": None}
-        keys = params.get("sessionKeys")
-        if (
-            not isinstance(keys, list)
-            or not keys
-            or not all(isinstance(k, str) and k for k in keys)
-        ):
+        keys = params.session_keys
+        if not keys:
             raise WireError(
                 "INVALID_REQUEST", "Type errors: sessionKeys: expected a non-empty list of strings"
             )
@@ -626,19 +669,19 @@ class Methods:
         conn.sessions = (conn.sessions or frozenset()) | frozenset(keys)
         return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
 
-    async def events_unsubscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
-        keys = params.get("sessionKeys")
+    async def events_unsubscribe(self, conn: Connection, params: SubscribeParams) -> Any:
         if conn.sessions is None:
             return {"mode": "all", "sessionKeys": None}
-        if isinstance(keys, list):
-            conn.sessions = conn.sessions - frozenset(k for k in keys if isinstance(k, str))
+        keys = params.session_keys
+        if keys is not None:
+            conn.sessions = conn.sessions - frozenset(keys)
         else:
             conn.sessions = frozenset()
         return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
 
     # -- the port itself (typed clients) -----------------------------------------------------
 
-    async def _inline(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def _inline(self, conn: Connection, params: NoParams) -> Any:
         raise WireError("INTERNAL_ERROR", "answered by the reader")
 
     def _authorised(self, conn: Connection, request: RunRequest) -> RunRequest:
@@ -677,102 +720,71 @@ class Methods:
             )
         return request
 
-    async def port_submit(self, conn: Connection, params: dict[str, Any]) -> Any:
-        request = self._authorised(conn, decode_request(params.get("request")))
-        try:
-            receipt = await self._port.submit(request)
-        except RouterUnavailableError as exc:
-            raise WireError("UNAVAILABLE", str(exc)) from None
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
-        return encode_receipt(receipt)
+    async def port_submit(self, conn: Connection, params: SubmitParams) -> Any:
+        request = self._authorised(conn, decode_request(params.request))
+        return encode_receipt(await self._port.submit(request))
 
-    async def port_steer(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _any_key(params)
-        _missing(params, "text")
-        text = _typed(params, "text", str, "string")
-        return port_payload(await self._port.steer(key, text))
+    async def port_steer(self, conn: Connection, params: SteerParams) -> Any:
+        check_session_key(params.session_key)
+        return port_payload(await self._port.steer(params.session_key, params.text))
 
-    async def port_cancel(self, conn: Connection, params: dict[str, Any]) -> Any:
-        run_id = _typed(params, "runId", str, "string")
-        key = _typed(params, "sessionKey", str, "string")
-        include = _typed(params, "includeQueued", bool, "boolean")
-        try:
-            result = await self._port.cancel(
-                run_id=run_id, session_key=key, include_queued=True if include is None else include
-            )
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
+    async def port_cancel(self, conn: Connection, params: CancelParams) -> Any:
+        result = await self._port.cancel(
+            run_id=params.run_id,
+            session_key=params.session_key,
+            include_queued=params.include_queued,
+        )
         return port_payload(result)
 
-    async def port_resolve(self, conn: Connection, params: dict[str, Any]) -> Any:
-        _missing(params, "approvalId", "decision")
-        approval_id = _typed(params, "approvalId", str, "string")
-        decision = _typed(params, "decision", str, "string")
-        try:
-            result = await self._port.resolve_approval(approval_id, decision)
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
-        return port_payload(result)
+    async def port_resolve(self, conn: Connection, params: ApprovalParams) -> Any:
+        return port_payload(await self.resolve(params.approval_id, params.decision))
 
-    async def port_snapshot(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.snapshot(_any_key(params)))
+    async def port_snapshot(self, conn: Connection, params: KeyParams) -> Any:
+        check_session_key(params.session_key)
+        return port_payload(await self._port.snapshot(params.session_key))
 
-    async def port_sessions(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.sessions(limit=_limit(params, "port.sessions")))
+    async def port_sessions(self, conn: Connection, params: LimitParams) -> Any:
+        return port_payload(await self._port.sessions(limit=_limit(params.limit, "port.sessions")))
 
-    async def port_transcript(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _any_key(params)
-        limit = _limit(params, "port.transcript")
-        before = _position(params, "before")
-        page = await self._port.transcript(key, limit=limit, before=before)
-        return port_payload(page)
+    async def port_transcript(self, conn: Connection, params: HistoryParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
+        limit = _limit(params.limit, "port.transcript")
+        before = _position(params.before, "before")
+        return port_payload(await self._port.transcript(key, limit=limit, before=before))
 
-    async def port_compact(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _any_key(params)
-        instructions = _typed(params, "instructions", str, "string")
-        return port_payload(await self._port.compact(key, instructions=instructions))
+    async def port_compact(self, conn: Connection, params: CompactParams) -> Any:
+        key = params.session_key
+        check_session_key(key)
+        return port_payload(await self._port.compact(key, instructions=params.instructions))
 
-    async def port_runs(self, conn: Connection, params: dict[str, Any]) -> Any:
-        since = _position(params, "sinceMs")
-        runs = await self._port.runs(limit=_limit(params, "port.runs"), since_ms=since)
+    async def port_runs(self, conn: Connection, params: RunsParams) -> Any:
+        since = _position(params.since_ms, "sinceMs")
+        runs = await self._port.runs(limit=_limit(params.limit, "port.runs"), since_ms=since)
         return port_payload(runs)
 
-    async def port_settings(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.settings(_any_key(params)))
+    async def port_settings(self, conn: Connection, params: KeyParams) -> Any:
+        return port_payload(await self.settings(params.session_key))
 
-    async def port_patch(self, conn: Connection, params: dict[str, Any]) -> Any:
-        key = _any_key(params)
-        changes: dict[str, Any] = {}
-        for name in ("model", "label", "thinking_level"):
-            if name in params:
-                changes[name] = _typed(params, name, str, "string")
-        try:
-            settings = await self._port.patch(key, **changes)
-        except ValueError as exc:
-            raise WireError("INVALID_PARAMS", str(exc)) from None
-        self._bridge.note_settings(key, settings.model, settings.thinking_level)
-        return port_payload(settings)
+    async def port_patch(self, conn: Connection, params: PatchParams) -> Any:
+        return port_payload(await self.patch(params))
 
-    async def port_reset(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.reset(_any_key(params)))
+    async def port_reset(self, conn: Connection, params: KeyParams) -> Any:
+        check_session_key(params.session_key)
+        return port_payload(await self._port.reset(params.session_key))
 
-    async def port_delete(self, conn: Connection, params: dict[str, Any]) -> Any:
-        return port_payload(await self._port.delete(_any_key(params)))
+    async def port_delete(self, conn: Connection, params: KeyParams) -> Any:
+        check_session_key(params.session_key)
+        return port_payload(await self._port.delete(params.session_key))
 
-    async def port_statistics(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def port_statistics(self, conn: Connection, params: NoParams) -> Any:
         return port_payload(self._port.statistics())
 
-    async def approvals_get(self, conn: Connection, params: dict[str, Any]) -> Any:
-        pending = self._bridge.pending_approvals()
-        # The terminal client's resync reads `approvals[]` entries with an approvalId.
-        return {"policy": {}, "approvals": pending, "pending": pending}
 
-
-def _settings_payload(s: SessionSettings) -> dict[str, Any]:
-    return {
-        "model": s.model,
-        "thinkingLevel": s.thinking_level,
-        "label": s.label,
-        "updatedAtMs": s.updated_at_ms,
-    }
+def _settings_view(s: SessionSettings) -> SettingsView:
+    return SettingsView(
+        model=s.model,
+        thinking_level=s.thinking_level,
+        label=s.label,
+        updated_at_ms=s.updated_at_ms,
+    )

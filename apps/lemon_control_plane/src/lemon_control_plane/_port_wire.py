@@ -22,6 +22,7 @@ import msgspec
 
 from lemon_control_plane._connection import Connection
 from lemon_control_plane._frames import encode
+from lemon_control_plane._params import ResumeParams, RunRequestParams, wire_params
 from lemon_control_plane.errors import WireError
 from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy, check_preapproved
 from lemon_core.sessions import (
@@ -32,7 +33,14 @@ from lemon_core.sessions import (
     StreamOverflow,
 )
 
-__all__ = ["PORT_METHODS", "PortWatches", "decode_request", "encode_receipt", "encode_request"]
+__all__ = [
+    "PORT_METHODS",
+    "PortWatches",
+    "decode_request",
+    "encode_receipt",
+    "encode_request",
+    "request_params",
+]
 
 _EVENT: Final = encode("port.event")
 PORT_METHODS: Final = (
@@ -56,60 +64,58 @@ PORT_METHODS: Final = (
 _MAX_WATCHES: Final = 64
 
 
-def encode_request(r: RunRequest) -> dict[str, Any]:
+def request_params(r: RunRequest) -> RunRequestParams:
+    """``r`` as ``port.submit``'s ``request`` struct (what the typed client sends)."""
     policy = r.tool_policy
-    return {
-        "origin": r.origin,
-        "sessionKey": r.session_key,
-        "prompt": r.prompt,
-        "agentId": r.agent_id,
-        "queueMode": r.queue_mode,
-        "model": r.model,
-        "images": [dict(i) for i in r.images],
-        "runId": r.run_id,
-        "cwd": r.cwd,
-        "resume": None
+    return RunRequestParams(
+        origin=r.origin,
+        session_key=r.session_key,
+        prompt=r.prompt,
+        agent_id=r.agent_id,
+        queue_mode=r.queue_mode,
+        model=r.model,
+        images=[dict(i) for i in r.images],
+        run_id=r.run_id,
+        cwd=r.cwd,
+        resume=None
         if r.resume is None
-        else {"engine": r.resume.engine, "value": r.resume.value},
-        "toolPolicy": None
+        else ResumeParams(engine=r.resume.engine, value=r.resume.value),
+        tool_policy=None
         if policy is None
         else {
             "allow": None if policy.allow is None else sorted(policy.allow),
             "deny": sorted(policy.deny),
             "require_approval": sorted(policy.require_approval),
         },
-        "preapproved": sorted(r.preapproved),
-        "meta": dict(r.meta),
-    }
+        preapproved=sorted(r.preapproved),
+        meta=dict(r.meta),
+    )
 
 
-def decode_request(data: object) -> RunRequest:
-    if not isinstance(data, dict):
-        raise WireError("INVALID_REQUEST", "Type errors: request: expected object")
-    try:
-        resume = data.get("resume")
-        policy = data.get("toolPolicy")
-        return RunRequest(
-            origin=str(data.get("origin") or "control_plane"),
-            session_key=data["sessionKey"],
-            prompt=data["prompt"],
-            agent_id=data.get("agentId") or "default",
-            queue_mode=data.get("queueMode") or "collect",
-            model=data.get("model"),
-            images=tuple(data.get("images") or ()),
-            run_id=data.get("runId"),
-            cwd=data.get("cwd"),
-            resume=None
-            if resume is None
-            else ResumeToken(engine=resume["engine"], value=resume["value"]),
-            tool_policy=None if policy is None else ToolPolicy.from_mapping(policy),
-            preapproved=check_preapproved(data.get("preapproved") or ()),
-            meta=dict(data.get("meta") or {}),
-        )
-    except KeyError as exc:
-        raise WireError("INVALID_REQUEST", f"Missing required fields: {exc.args[0]}") from None
-    except (TypeError, ValueError) as exc:
-        raise WireError("INVALID_PARAMS", str(exc)) from None
+def encode_request(r: RunRequest) -> dict[str, Any]:
+    """``r`` as wire JSON (``port.submit``'s ``request``)."""
+    return wire_params(request_params(r))
+
+
+def decode_request(data: RunRequestParams) -> RunRequest:
+    """The :class:`RunRequest` ``data`` describes; a value the contract refuses raises its
+    own error (``ExecutionContractError``, mapped to ``INVALID_PARAMS``)."""
+    resume = data.resume
+    return RunRequest(
+        origin=data.origin or "control_plane",
+        session_key=data.session_key,
+        prompt=data.prompt,
+        agent_id=data.agent_id or "default",
+        queue_mode=data.queue_mode or "collect",  # type: ignore[arg-type]  # RunRequest checks it
+        model=data.model,
+        images=tuple(data.images or ()),
+        run_id=data.run_id,
+        cwd=data.cwd,
+        resume=None if resume is None else ResumeToken(engine=resume.engine, value=resume.value),
+        tool_policy=None if data.tool_policy is None else ToolPolicy.from_mapping(data.tool_policy),
+        preapproved=check_preapproved(data.preapproved or ()),
+        meta=dict(data.meta or {}),
+    )
 
 
 def encode_receipt(r: Receipt) -> dict[str, Any]:

@@ -26,8 +26,25 @@ import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from lemon_control_plane._port_wire import encode_request
-from lemon_control_plane.errors import ControlPlaneError, WireError
+from lemon_control_plane._params import (
+    ApprovalParams,
+    CancelParams,
+    CompactParams,
+    HistoryParams,
+    KeyParams,
+    LimitParams,
+    NoParams,
+    Params,
+    PatchParams,
+    RunsParams,
+    SteerParams,
+    SubmitParams,
+    WatchParams,
+    wire_params,
+)
+from lemon_control_plane._port_wire import request_params
+from lemon_control_plane.errors import ControlPlaneError, WireError, WireUsageError
+from lemon_core.errors import UsageError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
 from lemon_core.sessions import (
@@ -230,7 +247,7 @@ class WebSocketSessionPort:
         for stream in list(self._streams.values()):
             stream._end(reason)
 
-    def _send(self, method: str, params: dict[str, Any]) -> asyncio.Future[Any]:
+    def _send(self, method: str, params: Params | dict[str, Any]) -> asyncio.Future[Any]:
         rid = f"p{next(self._ids)}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self._gone is not None:
@@ -238,17 +255,24 @@ class WebSocketSessionPort:
             return future
         self._pending[rid] = future
         self._outbox.put_nowait(
-            json.dumps({"type": "req", "id": rid, "method": method, "params": params})
+            json.dumps(
+                {
+                    "type": "req",
+                    "id": rid,
+                    "method": method,
+                    "params": wire_params(params) if isinstance(params, Params) else params,
+                }
+            )
         )
         return future
 
-    def _post(self, method: str, params: dict[str, Any]) -> None:
+    def _post(self, method: str, params: Params | dict[str, Any]) -> None:
         """Send a request nobody awaits (``port.watch``, ``port.unwatch``): its answer, or the
         failure the connection's end gives it, is consumed here, so a port closed while such a
         request is unanswered leaves no "Future exception was never retrieved" behind."""
         self._send(method, params).add_done_callback(_consume)
 
-    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+    async def _call(self, method: str, params: Params | dict[str, Any]) -> Any:
         frame = await asyncio.wait_for(self._send(method, params), _REQUEST_TIMEOUT_S)
         if not frame.get("ok"):
             error = frame.get("error") or {}
@@ -257,14 +281,14 @@ class WebSocketSessionPort:
                 error.get("message", "unknown error"),
             )
             if code in ("INVALID_PARAMS", "INVALID_REQUEST"):
-                raise ValueError(message)
+                raise WireUsageError(code, message)
             raise WireError(code, message)
         return frame.get("payload")
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Any other wire method the daemon advertises (``models.list``, ``usage.status``,
         ``session.detail``...): its ``res`` payload, or :class:`WireError` (a bad request:
-        ``ValueError``)."""
+        :class:`WireUsageError`, a ``ValueError``)."""
         advertised = self.hello.get("features", {}).get("methods", ())
         if method not in advertised:
             raise WireError("METHOD_NOT_FOUND", f"the daemon does not offer {method}")
@@ -274,7 +298,7 @@ class WebSocketSessionPort:
 
     async def submit(self, request: RunRequest) -> Receipt:
         try:
-            data = await self._call("port.submit", {"request": encode_request(request)})
+            data = await self._call("port.submit", SubmitParams(request=request_params(request)))
         except WireError as exc:
             if exc.code == "UNAVAILABLE":
                 raise RouterUnavailableError(exc.message) from None
@@ -283,7 +307,7 @@ class WebSocketSessionPort:
         return Receipt(**data)
 
     async def steer(self, session_key: str, text: str) -> SteerResult:
-        data = await self._call("port.steer", {"sessionKey": session_key, "text": text})
+        data = await self._call("port.steer", SteerParams(session_key=session_key, text=text))
         return msgspec.convert(data, SteerResult)
 
     async def cancel(
@@ -294,12 +318,8 @@ class WebSocketSessionPort:
         include_queued: bool = True,
     ) -> CancelResult:
         if (run_id is None) == (session_key is None):
-            raise ValueError("cancel takes exactly one of run_id= or session_key=")
-        params: dict[str, Any] = {"includeQueued": include_queued}
-        if run_id is not None:
-            params["runId"] = run_id
-        if session_key is not None:
-            params["sessionKey"] = session_key
+            raise UsageError("cancel takes exactly one of run_id= or session_key=")
+        params = CancelParams(run_id=run_id, session_key=session_key, include_queued=include_queued)
         return msgspec.convert(await self._call("port.cancel", params), CancelResult)
 
     async def resolve_approval(
@@ -307,7 +327,7 @@ class WebSocketSessionPort:
     ) -> ApprovalResult:
         value = decision.value if isinstance(decision, ApprovalDecision) else str(decision)
         data = await self._call(
-            "port.resolveApproval", {"approvalId": approval_id, "decision": value}
+            "port.resolveApproval", ApprovalParams(approval_id=approval_id, decision=value)
         )
         return msgspec.convert(data, ApprovalResult)
 
@@ -327,7 +347,7 @@ class WebSocketSessionPort:
             return stream
         self._streams[watch_id] = stream
         self._opened += 1
-        self._post("port.watch", {"watchId": watch_id, "sessionKey": session_key})
+        self._post("port.watch", WatchParams(watch_id=watch_id, session_key=session_key))
         return stream
 
     def watch_all(self, *, max_entries: int | None = None) -> WebSocketSessionStream:
@@ -338,42 +358,36 @@ class WebSocketSessionPort:
         if stream.overflowed and stream.watch_id in self._streams:
             self._overflowed += 1
         if self._streams.pop(stream.watch_id, None) is not None and self._gone is None:
-            self._post("port.unwatch", {"watchId": stream.watch_id})
+            self._post("port.unwatch", WatchParams(watch_id=stream.watch_id))
 
     def _unwatch(self, stream: WebSocketSessionStream) -> None:
         self._forget(stream)
 
     async def snapshot(self, session_key: str) -> SessionSnapshot:
-        data = await self._call("port.snapshot", {"sessionKey": session_key})
+        data = await self._call("port.snapshot", KeyParams(session_key=session_key))
         return msgspec.convert(data, SessionSnapshot)
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
-        data = await self._call("port.sessions", {"limit": limit})
+        data = await self._call("port.sessions", LimitParams(limit=limit))
         return msgspec.convert(data, list[SessionSummary])
 
     async def runs(self, *, limit: int = 50, since_ms: int | None = None) -> list[RunRecord]:
-        params: dict[str, Any] = {"limit": limit}
-        if since_ms is not None:
-            params["sinceMs"] = since_ms
+        params = RunsParams(limit=limit, since_ms=since_ms)
         return msgspec.convert(await self._call("port.runs", params), list[RunRecord])
 
     async def transcript(
         self, session_key: str, *, limit: int = 50, before: int | None = None
     ) -> TranscriptPage:
-        params: dict[str, Any] = {"sessionKey": session_key, "limit": limit}
-        if before is not None:
-            params["before"] = before
+        params = HistoryParams(session_key=session_key, limit=limit, before=before)
         return msgspec.convert(await self._call("port.transcript", params), TranscriptPage)
 
     async def compact(self, session_key: str, *, instructions: str | None = None) -> CompactResult:
-        params: dict[str, Any] = {"sessionKey": session_key}
-        if instructions is not None:
-            params["instructions"] = instructions
+        params = CompactParams(session_key=session_key, instructions=instructions)
         return msgspec.convert(await self._call("port.compact", params), CompactResult)
 
     async def settings(self, session_key: str) -> SessionSettings:
         check_session_key(session_key)
-        data = await self._call("port.settings", {"sessionKey": session_key})
+        data = await self._call("port.settings", KeyParams(session_key=session_key))
         return msgspec.convert(data, SessionSettings)
 
     async def patch(
@@ -385,20 +399,19 @@ class WebSocketSessionPort:
         thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionSettings:
         check_session_key(session_key)
-        params: dict[str, Any] = {"sessionKey": session_key}
-        for name, value in (("model", model), ("label", label), ("thinking_level", thinking_level)):
-            if not isinstance(value, msgspec.UnsetType):
-                params[name] = value
+        params = PatchParams(
+            session_key=session_key, model=model, label=label, thinking_level=thinking_level
+        )
         return msgspec.convert(await self._call("port.patch", params), SessionSettings)
 
     async def reset(self, session_key: str) -> SessionChange:
         check_session_key(session_key)
-        data = await self._call("port.reset", {"sessionKey": session_key})
+        data = await self._call("port.reset", KeyParams(session_key=session_key))
         return msgspec.convert(data, SessionChange)
 
     async def delete(self, session_key: str) -> SessionChange:
         check_session_key(session_key)
-        data = await self._call("port.delete", {"sessionKey": session_key})
+        data = await self._call("port.delete", KeyParams(session_key=session_key))
         return msgspec.convert(data, SessionChange)
 
     def statistics(self) -> SessionPortStatistics:
@@ -416,7 +429,9 @@ class WebSocketSessionPort:
         )
 
     async def server_statistics(self) -> SessionPortStatistics:
-        return msgspec.convert(await self._call("port.statistics", {}), SessionPortStatistics)
+        return msgspec.convert(
+            await self._call("port.statistics", NoParams()), SessionPortStatistics
+        )
 
 
 if TYPE_CHECKING:  # the class satisfies the Protocol (checked by mypy)

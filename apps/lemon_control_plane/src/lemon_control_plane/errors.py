@@ -5,12 +5,15 @@
     ControlPlaneError
     ├── ControlPlaneConfigError (ValueError)   a configuration that must not start (misuse)
     └── WireError                              a request the wire refuses: a code, a message
-        └── FrameError                         (lemon_control_plane._frames) refused before dispatch
+        ├── FrameError                         (lemon_control_plane._frames) refused before dispatch
+        └── WireUsageError (UsageError)        the daemon refused a client's params (client side)
 """
 
 from __future__ import annotations
 
 from typing import Final, Literal, get_args
+
+from lemon_core.errors import UsageError
 
 __all__ = [
     "ERROR_CODES",
@@ -18,6 +21,7 @@ __all__ = [
     "ControlPlaneError",
     "WireError",
     "WireErrorCode",
+    "WireUsageError",
 ]
 
 WireErrorCode = Literal[
@@ -69,3 +73,10 @@ class WireError(ControlPlaneError):
         if self.details is not _NO_DETAILS:
             out["details"] = self.details
         return out
+
+
+class WireUsageError(WireError, UsageError):
+    """The daemon refused a request's params (``INVALID_PARAMS`` / ``INVALID_REQUEST``), as
+    :class:`~lemon_control_plane.WebSocketSessionPort` raises it: lemon_core's ``UsageError``
+    (a ``ValueError``), like the in-process port's usage errors, so a caller catches the same
+    class whichever port it holds."""

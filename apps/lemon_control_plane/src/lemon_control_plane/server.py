@@ -40,6 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from lemon_control_plane._admission import Admission, AdmissionStatistics
 from lemon_control_plane._connection import Connection
+from lemon_control_plane._error_map import wire_error
 from lemon_control_plane._frames import (
     UNKNOWN_ID,
     FrameError,
@@ -54,6 +55,7 @@ from lemon_control_plane._limiter import AddressLimiter
 from lemon_control_plane._log_throttle import LogThrottle
 from lemon_control_plane._logins import BrowserLogins, Grant, SignIn
 from lemon_control_plane._methods import SCOPES, Method, Methods
+from lemon_control_plane._params import NoParams, WatchParams, decode
 from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane._secondary import UNSUPPORTED
 from lemon_control_plane.bridge import EventBridge
@@ -208,7 +210,7 @@ class ControlPlane:
             port, self.bridge, self.config, self._status, models, config_view=config_view
         )
         self._methods.table["auth.loginNonce"] = Method(
-            "auth.loginNonce", "admin", self._login_nonce
+            "auth.loginNonce", "admin", NoParams, self._login_nonce
         )
         self._started = time.monotonic()
         self._closing = False
@@ -469,7 +471,7 @@ class ControlPlane:
             Grant(token_id=LOCAL_TOKEN_ID, token_hash=self._local_hash, scopes=frozenset(SCOPES))
         )
 
-    async def _login_nonce(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def _login_nonce(self, conn: Connection, params: NoParams) -> Any:
         """``auth.loginNonce`` (admin): a one-time sign-in nonce for a browser, with this
         connection's token and scopes; the page's ``GET /login?once=<nonce>`` redeems it."""
         grant = Grant(
@@ -758,20 +760,17 @@ class ControlPlane:
                 )
             )
             return
-        params = request.params
-        watch_id = params.get("watchId")
         try:
-            if not isinstance(watch_id, str) or not watch_id:
-                raise WireError("INVALID_REQUEST", "Missing required fields: watchId")
+            params = decode(request.params, WatchParams)
+            watch_id, key = params.watch_id, params.session_key
             if request.method == "port.unwatch":
                 conn.push_text(ok_frame(request.id, {"unwatched": watches.unwatch(watch_id)}))
                 return
-            key = params.get("sessionKey")
-            if not isinstance(key, str) or not key:
+            if not key:
                 raise WireError("INVALID_REQUEST", "Missing required fields: sessionKey")
             watches.watch(watch_id, key)
-        except WireError as exc:
-            conn.push_text(error_frame(request.id, exc))
+        except Exception as exc:  # mapped once, by class: see _error_map
+            conn.push_text(error_frame(request.id, wire_error(exc, request.method)))
             return
         conn.push_text(ok_frame(request.id, {"watchId": watch_id, "sessionKey": key}))
 
@@ -884,18 +883,8 @@ class ControlPlane:
         hold = conn.holding() if method.name == "chat.send" else contextlib.nullcontext()
         with hold:
             try:
-                payload = await method.handler(conn, request.params)
-                frame = ok_frame(request.id, payload)
-            except WireError as exc:
-                frame = error_frame(request.id, exc)
-            except TimeoutError:
-                frame = error_frame(request.id, WireError("TIMEOUT", f"{method.name} timed out"))
-            except Exception as exc:
-                _log.exception("method %s failed", method.name)
-                frame = error_frame(
-                    request.id,
-                    WireError(
-                        "INTERNAL_ERROR", "Method execution failed", f"{type(exc).__name__}: {exc}"
-                    ),
-                )
+                params = decode(request.params, method.params)
+                frame = ok_frame(request.id, await method.handler(conn, params))
+            except Exception as exc:  # mapped once, by class: see _error_map
+                frame = error_frame(request.id, wire_error(exc, method.name))
             conn.push_text(frame)

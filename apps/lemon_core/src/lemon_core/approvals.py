@@ -44,7 +44,7 @@ from typing import Any, Final
 import msgspec
 
 from lemon_core.bus import EXEC_APPROVALS, Bus, run_topic, session_topic
-from lemon_core.errors import LemonCoreError
+from lemon_core.errors import LemonCoreError, UsageError
 from lemon_core.events import (
     ApprovalDecision,
     ApprovalPending,
@@ -61,6 +61,7 @@ __all__ = [
     "ApprovalGrant",
     "ApprovalGrantStore",
     "ApprovalOutcome",
+    "ApprovalUsageError",
     "ApprovalsStatistics",
     "ExecApprovals",
     "GrantScope",
@@ -98,6 +99,10 @@ class ApprovalError(LemonCoreError):
 
 class ApprovalCapacityError(ApprovalError):
     """Too many approvals are pending; nothing was requested."""
+
+
+class ApprovalUsageError(ApprovalError, UsageError):
+    """An argument ExecApprovals cannot take (the message says which)."""
 
 
 class UnknownApprovalError(ApprovalError):
@@ -168,7 +173,7 @@ class ExecApprovals:
         grant_store: ApprovalGrantStore | None = None,
     ) -> None:
         if max_pending < 1 or max_grants < 1:
-            raise ValueError("ExecApprovals: max_pending and max_grants must be >= 1")
+            raise ApprovalUsageError("ExecApprovals: max_pending and max_grants must be >= 1")
         self._bus = bus
         self._max_pending = max_pending
         self._max_grants = max_grants
@@ -276,7 +281,9 @@ class ExecApprovals:
         """
         check_grant_scope(scope)
         if key is not None and tool is not None:
-            raise ValueError("revoke_grant: give either key= or tool= (with action=), not both")
+            raise ApprovalUsageError(
+                "revoke_grant: give either key= or tool= (with action=), not both"
+            )
         wanted = key if tool is None else action_hash(tool, action)
         await self._ensure_loaded()
 
@@ -408,11 +415,11 @@ class ExecApprovals:
         try:
             value = ApprovalDecision(decision)
         except ValueError:
-            raise ValueError(
+            raise ApprovalUsageError(
                 f"unknown approval decision {decision!r}; use one of {sorted(_HUMAN)}"
             ) from None
         if value not in _HUMAN:
-            raise ValueError(
+            raise ApprovalUsageError(
                 f"decision {value.value!r} is made by ExecApprovals itself; resolve with one "
                 f"of {sorted(_HUMAN)}"
             )
@@ -441,7 +448,7 @@ class ExecApprovals:
         ``await revoke_grant(...)`` (this raises ``ValueError`` for them)."""
         check_grant_scope(scope)
         if self._grant_store is not None and scope in PERSISTED_GRANT_SCOPES:
-            raise ValueError(
+            raise ApprovalUsageError(
                 f"{scope} grants are persisted in the grant store; revoke them with "
                 "`await approvals.revoke_grant(...)`"
             )

@@ -7,6 +7,9 @@ parentheses is a mixin, so a caller that catches ``ValueError`` (or ``RuntimeErr
 working::
 
     LemonCoreError
+    ├── UsageError (ValueError)                     lemon_core.errors
+    │   └── UsageTypeError (TypeError)
+    ├── LifecycleError (RuntimeError)               lemon_core.errors
     ├── EventPayloadError (ValueError)              lemon_core.errors
     ├── BusError                                    lemon_core.errors
     │   ├── BusBackendUnavailableError (RuntimeError)
@@ -33,7 +36,7 @@ working::
     ├── RuntimeUsageError (ValueError)              lemon_core.runtime.errors
     ├── SessionError                                lemon_core.sessions.errors
     │   ├── SessionStreamClosedError (RuntimeError)
-    │   └── InvalidSessionKeyError (ValueError)
+    │   └── InvalidSessionKeyError (UsageError)
     ├── SupervisorClosedError (RuntimeError)        lemon_core.tasks
     ├── BackoffUsageError (ValueError)              lemon_core.backoff
     ├── IdempotencyError                            lemon_core.idempotency.errors
@@ -41,7 +44,15 @@ working::
     │   └── IdempotencyStoreError
     └── ApprovalError                               lemon_core.approvals
         ├── ApprovalCapacityError
+        ├── ApprovalUsageError (UsageError)
         └── UnknownApprovalError
+
+``UsageError`` is the refusal of a caller's input (a bad argument, an unknown name); its
+message says what to pass instead. A session port's implementation derives its own usage
+errors from it (lemon_router's ``RouterUsageError`` does), so a wire maps the whole family to
+its "invalid params" answer by class, and anything else that escapes (a plain ``ValueError``
+included) reads as an internal failure. ``LifecycleError`` is an object used outside its
+lifecycle (a backend given to a second bus, a second waiting consumer).
 
 A test (``test_core_error_tree.py``) keeps this drawing equal to the classes.
 """
@@ -55,12 +66,29 @@ __all__ = [
     "DeliveryClosedError",
     "EventPayloadError",
     "LemonCoreError",
+    "LifecycleError",
     "UnencodableItemError",
+    "UsageError",
+    "UsageTypeError",
 ]
 
 
 class LemonCoreError(Exception):
     """Base of every error lemon_core raises on purpose."""
+
+
+class UsageError(LemonCoreError, ValueError):
+    """The caller passed a value lemon_core (or a session port) cannot accept; the message
+    says what to pass instead."""
+
+
+class UsageTypeError(UsageError, TypeError):
+    """The caller passed a value of the wrong type (still a ``TypeError``)."""
+
+
+class LifecycleError(LemonCoreError, RuntimeError):
+    """An object used outside its lifecycle (shared where it serves one owner, a call that
+    needs a running task, a second waiter where one is allowed)."""
 
 
 class EventPayloadError(LemonCoreError, ValueError):

@@ -66,6 +66,7 @@ from lemon_core.store import (
     StoreError,
 )
 from lemon_router._router import Router
+from lemon_router.errors import RouterUsageError
 
 __all__ = ["RouterSessionPort", "redact_secrets"]
 
@@ -186,7 +187,7 @@ class RouterSessionPort:
         include_queued: bool = True,
     ) -> CancelResult:
         if (run_id is None) == (session_key is None):
-            raise ValueError("cancel takes exactly one of run_id= or session_key=")
+            raise RouterUsageError("cancel takes exactly one of run_id= or session_key=")
         router = self._router
         reason = "cancelled by the user"
         if run_id is not None:
@@ -481,17 +482,17 @@ class RouterSessionPort:
         if not isinstance(label, msgspec.UnsetType):
             text: object = label
             if text is not None and (not isinstance(text, str) or len(text) > 200):
-                raise ValueError("a session label is a string of at most 200 characters")
+                raise RouterUsageError("a session label is a string of at most 200 characters")
             changes["label"] = None if label is None else (label.strip() or None)
         if not isinstance(thinking_level, msgspec.UnsetType):
             if thinking_level is not None and thinking_level not in THINKING_LEVELS:
-                raise ValueError(
+                raise RouterUsageError(
                     f"unknown thinking level {thinking_level!r}: use one of "
                     + ", ".join(THINKING_LEVELS)
                 )
             changes["thinking_level"] = thinking_level
         if self._store is None:
-            raise ValueError("this runtime keeps no sessions (it has no store)")
+            raise RouterUsageError("this runtime keeps no sessions (it has no store)")
         store = SessionSettingsStore(self._store)
         found = (
             await store.update(session_key, **changes) if changes else await store.get(session_key)
@@ -502,18 +503,18 @@ class RouterSessionPort:
         if model is None:
             return None
         if not isinstance(model, str) or not model.strip():
-            raise ValueError("a model is a non-blank '<provider>:<model>' reference")
+            raise RouterUsageError("a model is a non-blank '<provider>:<model>' reference")
         model = model.strip()
         catalog = self._router.context.capabilities.get(MODEL_CATALOG)
         if catalog is not None:
             known = {m.ref for m in catalog.models()}
             if known and model not in known:
-                raise ValueError(
+                raise RouterUsageError(
                     f"unknown model {model!r}: pick one models.list names (e.g. "
                     f"{sorted(known)[0]!r})"
                 )
         elif ":" not in model:
-            raise ValueError(f"a model is '<provider>:<model>', got {model!r}")
+            raise RouterUsageError(f"a model is '<provider>:<model>', got {model!r}")
         return model
 
     def _busy_reason(self, session_key: str) -> str | None:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from lemon_core.execution import Receipt
 from lemon_router._keys import QueueMode
+from lemon_router.errors import RouterUsageError
 
 AutoKind = Literal["task", "delegated", "goal"]
 OutcomeKind = Literal["merged", "steered", "cancelled", "rejected"]
@@ -175,7 +176,7 @@ class ConversationQueue:
         max_merged_chars: int = DEFAULT_MAX_MERGED_CHARS,
     ) -> None:
         if max_pending < 1:
-            raise ValueError("max_pending must be at least 1")
+            raise RouterUsageError("max_pending must be at least 1")
         self.key = key
         self.max_pending = max_pending
         self.followup_window_ms = followup_window_ms

@@ -4,11 +4,13 @@
 key, an unknown queue mode, an explicit non-native resume token); ``RouterRuntimeError`` covers
 failures while running (the router is not started, the engine runtime refused a command).
 Session keys are parsed by lemon_core (:class:`lemon_core.sessions.InvalidSessionKeyError`, a
-``ValueError``), re-exported here. ``RouterNotRunningError`` is also lemon_core's
+``ValueError``), re-exported here. ``RouterUsageError`` is lemon_core's ``UsageError`` (a
+``ValueError``), the port contract's refusal of bad input, so a wire answers it as the caller's
+mistake and anything else as an internal failure. ``RouterNotRunningError`` is also lemon_core's
 ``RouterUnavailableError``, the contract the RouterBridge speaks::
 
     RouterError
-    ├── RouterUsageError (ValueError)                         misuse: bad input
+    ├── RouterUsageError (UsageError)                         misuse: bad input
     │   ├── InvalidRunRequestError                            a RunRequest field (``field``)
     │   └── ResumeError                                       an explicit non-native resume token
     └── RouterRuntimeError (RuntimeError)                     failures while running
@@ -19,6 +21,7 @@ A test (``test_router_error_tree.py``) keeps this drawing equal to the classes.
 
 from __future__ import annotations
 
+from lemon_core.errors import UsageError
 from lemon_core.execution import RouterUnavailableError
 
 
@@ -26,7 +29,7 @@ class RouterError(Exception):
     """Base of every error raised by lemon_router."""
 
 
-class RouterUsageError(RouterError, ValueError):
+class RouterUsageError(RouterError, UsageError):
     """The caller passed something the router cannot accept; the message says how to fix it."""
 
 

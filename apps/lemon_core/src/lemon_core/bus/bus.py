@@ -42,7 +42,7 @@ from lemon_core.bus.delivery import (
     _send_wakes,
 )
 from lemon_core.bus.topics import SYSTEM, check_topic
-from lemon_core.errors import BusClosedError, EventPayloadError
+from lemon_core.errors import BusClosedError, EventPayloadError, UsageError, UsageTypeError
 from lemon_core.events.bus_backend_changed import BusBackendChanged
 from lemon_core.events.envelope import Event
 from lemon_core.events.registry import coerce, payload_class, registry
@@ -80,7 +80,7 @@ def validation_from_env(environ: Mapping[str, str] | None = None) -> PayloadVali
     try:
         return _ENV_VALIDATION[env]
     except KeyError:
-        raise ValueError(f"LEMON_ENV must be one of dev, test, prod; got {env!r}") from None
+        raise UsageError(f"LEMON_ENV must be one of dev, test, prod; got {env!r}") from None
 
 
 class BusStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,7 +166,7 @@ class Bus:
         under the bus's shared admission lock before that contention counts as overflow on
         each subscriber (``0``: never wait)."""
         if not _non_negative_number(contention_timeout):
-            raise ValueError(
+            raise UsageError(
                 f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
             )
         self._contention_timeout = float(contention_timeout)
@@ -348,7 +348,7 @@ class Bus:
 
     def _validated(self, event_type: str, payload: Any) -> Any:
         if not _non_empty_str(event_type):
-            raise TypeError(f"event type must be a non-empty string, got {event_type!r}")
+            raise UsageTypeError(f"event type must be a non-empty string, got {event_type!r}")
         cls = payload_class(event_type)
         if cls is None or type(payload) is cls or isinstance(payload, cls):
             return payload

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from lemon_core.bus._measure import measure
-from lemon_core.errors import DeliveryClosedError
+from lemon_core.errors import DeliveryClosedError, LifecycleError, UsageError
 from lemon_core.events.envelope import Event
 
 if TYPE_CHECKING:
@@ -261,11 +261,11 @@ class Delivery:
         ``contention_timeout``: seconds a producer waits for another producer's admission
         before the contention counts as overflow (``0``: never wait)."""
         if not _positive_int(max_entries):
-            raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+            raise UsageError(f"max_entries must be a positive int, got {max_entries!r}")
         if not _positive_int(max_message_bytes):
-            raise ValueError(f"max_message_bytes must be a positive int, got {max_message_bytes!r}")
+            raise UsageError(f"max_message_bytes must be a positive int, got {max_message_bytes!r}")
         if not _non_negative_number(contention_timeout):
-            raise ValueError(
+            raise UsageError(
                 f"contention_timeout must be a number of seconds >= 0, got {contention_timeout!r}"
             )
         self._max_entries = max_entries
@@ -320,7 +320,7 @@ class Delivery:
             limits = DELIVERY_DEFAULTS[ConsumerClass(consumer)]
         except ValueError:
             known = ", ".join(c.value for c in ConsumerClass)
-            raise ValueError(f"unknown consumer class {consumer!r}; known: {known}") from None
+            raise UsageError(f"unknown consumer class {consumer!r}; known: {known}") from None
         settings: dict[str, Any] = {
             "max_entries": limits.max_entries,
             "max_message_bytes": limits.max_message_bytes,
@@ -385,7 +385,7 @@ class Delivery:
         if task is None:
             task = asyncio.current_task()
             if task is None:
-                raise RuntimeError("Delivery.claim() needs a task: call it from a coroutine")
+                raise LifecycleError("Delivery.claim() needs a task: call it from a coroutine")
         previous = self._owner
         if previous is task:
             return self
@@ -640,7 +640,7 @@ class Delivery:
             except asyncio.QueueEmpty:
                 pass
             if self._waiter is not None:
-                raise RuntimeError("a delivery handle has one consumer; get() is already waiting")
+                raise LifecycleError("a delivery handle has one consumer; get() is already waiting")
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiter_thread = threading.get_ident()
             self._waiter = waiter

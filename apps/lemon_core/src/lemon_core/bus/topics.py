@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lemon_core.errors import UsageError
+
 __all__ = [
     "CHANNELS",
     "CONTRACT_TOPICS",
@@ -31,21 +33,21 @@ CONTRACT_TOPICS: frozenset[str] = frozenset(
 def run_topic(run_id: str) -> str:
     """``"run:<run_id>"``."""
     if not _non_empty(run_id):
-        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        raise UsageError(f"run_id must be a non-empty string, got {run_id!r}")
     return "run:" + run_id
 
 
 def session_topic(session_key: str) -> str:
     """``"session:<session_key>"``."""
     if not _non_empty(session_key):
-        raise ValueError(f"session_key must be a non-empty string, got {session_key!r}")
+        raise UsageError(f"session_key must be a non-empty string, got {session_key!r}")
     return "session:" + session_key
 
 
 def check_topic(topic: object) -> str:
     """``topic`` if it is a non-empty string; otherwise a ``ValueError`` saying so."""
     if not isinstance(topic, str) or not _non_empty(topic):
-        raise ValueError(
+        raise UsageError(
             f"bus topics are non-empty strings (e.g. 'run:<id>', 'system'), got {topic!r}"
         )
     return topic

@@ -44,7 +44,7 @@ from typing import Any, ClassVar, NoReturn, Self
 
 import msgspec
 
-from lemon_core.errors import EventPayloadError
+from lemon_core.errors import EventPayloadError, UsageTypeError
 
 __all__ = ["Payload", "PayloadFields", "PrivateFields"]
 
@@ -93,13 +93,13 @@ class PrivateFields(msgspec.StructMeta):
         private = _private_names(cls)
         encoded = sorted(private & set(getattr(cls, "__struct_fields__", ())))
         if encoded:
-            raise TypeError(
+            raise UsageTypeError(
                 f"{name}: private fields {encoded} are msgspec fields, so every encoder would "
                 f"write them; declare each as `name: ClassVar[T] = default`"
             )
         missing = sorted(field for field in private if not hasattr(cls, field))
         if missing:
-            raise TypeError(
+            raise UsageTypeError(
                 f"{name}: private fields {missing} need a class-level default "
                 f"(`name: ClassVar[T] = default`)"
             )
@@ -151,7 +151,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
         super().__init_subclass__(**kwargs)
         private = cls.private_fields
         if private and not isinstance(cls, PrivateFields):
-            raise TypeError(
+            raise UsageTypeError(
                 f"{cls.__name__} declares private_fields {sorted(private)}: give it "
                 f"metaclass=PrivateFields and declare each as `name: ClassVar[T] = default`, "
                 f"so that no encoder ever writes them (see lemon_core.events.Payload)"
@@ -282,7 +282,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
     # -- no item access -------------------------------------------------------------------------
 
     def __getitem__(self, key: object) -> NoReturn:
-        raise TypeError(
+        raise UsageTypeError(
             f"{type(self).__name__} payloads support attribute access only: "
             f"use payload.{key} or lemon_core.events.get_field(payload, {key!r})"
         )

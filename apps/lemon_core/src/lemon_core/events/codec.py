@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from lemon_core.errors import UsageTypeError
 from lemon_core.events._payload import Payload
 from lemon_core.events.envelope import Event
 
@@ -56,7 +57,7 @@ def to_builtins(value: Any) -> Any:
     try:
         return msgspec.to_builtins(value)
     except TypeError as error:
-        raise TypeError(
+        raise UsageTypeError(
             f"{type(value).__name__} is not JSON-encodable; use records, mappings, sequences "
             f"and scalars in payloads and meta"
         ) from error
@@ -67,7 +68,7 @@ def _key(key: Any) -> str:
         return str(key.value)
     if isinstance(key, str | int | float | bool):
         return str(key)
-    raise TypeError(f"mapping keys must be strings (or scalars), got {type(key).__name__}")
+    raise UsageTypeError(f"mapping keys must be strings (or scalars), got {type(key).__name__}")
 
 
 def encode_json(value: Any) -> bytes:

@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from lemon_core.errors import UsageTypeError
+
 __all__ = ["Event", "now_ms"]
 
 
@@ -42,7 +44,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     ) -> Event:
         """An event of ``type`` stamped with ``ts_ms`` (default: now, wall clock)."""
         if not _is_event_type(type):
-            raise TypeError(f"event type must be a non-empty string, got {type!r}")
+            raise UsageTypeError(f"event type must be a non-empty string, got {type!r}")
         return cls(
             type=type,
             ts_ms=now_ms() if ts_ms is None else ts_ms,

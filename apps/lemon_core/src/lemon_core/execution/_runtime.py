@@ -14,7 +14,7 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast, runtim
 
 import msgspec
 
-from lemon_core.errors import LemonCoreError
+from lemon_core.errors import LemonCoreError, UsageTypeError
 from lemon_core.events import Completion
 from lemon_core.execution._command import ExecutionCommand
 
@@ -169,7 +169,7 @@ class CapabilityRegistry:
     def register(self, capability: Capability[T], impl: T) -> None:
         """Register ``impl`` as ``capability``; raise if another one is registered."""
         if not isinstance(impl, capability.protocol):
-            raise TypeError(
+            raise UsageTypeError(
                 f"{impl!r} does not implement {capability.__name__} "
                 f"({capability.protocol.__module__}.{capability.protocol.__qualname__})"
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, NamedTuple
 
+from lemon_core.errors import UsageError
 from lemon_core.idempotency._records import (
     FenceState,
     IdempotencyRecord,
@@ -77,7 +78,7 @@ def record_from_row(row: Sequence[Any]) -> IdempotencyRecord:
 def check_limit(limit: int) -> None:
     """Refuse a listing limit that is not a positive integer."""
     if isinstance(limit, bool) or limit < 1:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        raise UsageError(f"limit must be a positive integer, got {limit!r}")
 
 
 def fence_values(

@@ -5,12 +5,12 @@
     LemonCoreError
     └── SessionError
         ├── SessionStreamClosedError (RuntimeError)   the stream ended (closed or overflowed)
-        └── InvalidSessionKeyError (ValueError)       a session key that does not parse
+        └── InvalidSessionKeyError (UsageError)       a session key that does not parse
 """
 
 from __future__ import annotations
 
-from lemon_core.errors import LemonCoreError
+from lemon_core.errors import LemonCoreError, UsageError
 
 __all__ = ["InvalidSessionKeyError", "SessionError", "SessionStreamClosedError"]
 
@@ -23,7 +23,7 @@ class SessionStreamClosedError(SessionError, RuntimeError):
     """The session stream has ended: closed, or overflowed (recover with a snapshot)."""
 
 
-class InvalidSessionKeyError(SessionError, ValueError):
+class InvalidSessionKeyError(SessionError, UsageError):
     """A session key does not follow the canonical grammar.
 
     ``key`` is the offending text and ``reason`` a short, human explanation of what is wrong.

@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.errors import UsageError
 from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
 
@@ -79,7 +80,7 @@ def check_grant_scope(scope: object) -> GrantScope:
         return "agent"
     if scope == "global":
         return "global"
-    raise ValueError(f"unknown grant scope {scope!r}; use one of {list(_SCOPES)}")
+    raise UsageError(f"unknown grant scope {scope!r}; use one of {list(_SCOPES)}")
 
 
 class ApprovalGrantStore:

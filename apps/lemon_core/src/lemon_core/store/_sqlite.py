@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.errors import UsageTypeError
 from lemon_core.store._integrity import (
     corrupt_store_error,
     empty_store_error,
@@ -244,7 +245,7 @@ class SQLiteStore:
         check_table(table)
         check_limit(limit)
         if not isinstance(prefix, str):
-            raise TypeError(f"scan prefix must be a string, got {prefix!r}")
+            raise UsageTypeError(f"scan prefix must be a string, got {prefix!r}")
         now = self._clock.now_ms()
         order = "DESC" if reverse else "ASC"
 

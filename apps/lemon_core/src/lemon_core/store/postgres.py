@@ -32,6 +32,7 @@ from psycopg import sql
 
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.config import redact_url
+from lemon_core.errors import UsageTypeError
 from lemon_core.leases import Lease, check_lease_name, check_ttl_ms
 from lemon_core.store._protocol import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -365,7 +366,7 @@ class PostgresStore:
         check_table(table)
         check_limit(limit)
         if not isinstance(prefix, str):
-            raise TypeError(f"scan prefix must be a string, got {prefix!r}")
+            raise UsageTypeError(f"scan prefix must be a string, got {prefix!r}")
         _check_pg_text(prefix, "prefix")
         query = self._scan_desc if reverse else self._scan_asc
         params = (table, prefix, prefix, self._clock.now_ms(), limit)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from lemon_core.bus.backends.local import LocalBackend
 from lemon_core.bus.backends.loopback import LoopbackBackend
+from lemon_core.errors import UsageError
 
 __all__ = ["BACKENDS", "BusBackend", "Fanout", "LocalBackend", "LoopbackBackend", "create_backend"]
 
@@ -72,7 +73,7 @@ def create_backend(name: str) -> BusBackend:
     try:
         factory = BACKENDS[name]
     except KeyError:
-        raise ValueError(
+        raise UsageError(
             f"unknown bus backend {name!r}; available: {', '.join(sorted(BACKENDS))}"
         ) from None
     return factory()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lemon_core.errors import LifecycleError
+
 __all__ = ["LocalBackend"]
 
 
@@ -22,7 +24,7 @@ class LocalBackend:
 
     def open(self, fanout: Callable[[str, Any], int]) -> None:
         if self._fanout is not None:
-            raise RuntimeError("a LocalBackend serves one bus; create one per Bus")
+            raise LifecycleError("a LocalBackend serves one bus; create one per Bus")
         self._fanout = fanout
 
     def publish(self, topic: str, item: Any) -> None:

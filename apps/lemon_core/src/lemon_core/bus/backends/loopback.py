@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from lemon_core.errors import LifecycleError
 from lemon_core.events.codec import to_builtins
 from lemon_core.events.envelope import Event
 from lemon_core.events.registry import payload_class
@@ -87,7 +88,7 @@ class LoopbackBackend:
 
     def open(self, fanout: Callable[[str, Any], int]) -> None:
         if self._fanout is not None:
-            raise RuntimeError("a LoopbackBackend serves one bus; create one per Bus")
+            raise LifecycleError("a LoopbackBackend serves one bus; create one per Bus")
         self._fanout = fanout
 
     def publish(self, topic: str, item: Any) -> None:

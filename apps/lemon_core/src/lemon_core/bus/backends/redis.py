@@ -54,7 +54,7 @@ import redis
 from lemon_core.backoff import Backoff
 from lemon_core.bus.backends.loopback import decode_frame, encode_frame
 from lemon_core.config import redact_url
-from lemon_core.errors import BusBackendUnavailableError
+from lemon_core.errors import BusBackendUnavailableError, LifecycleError, UsageError
 
 __all__ = ["RedisBackend", "StatusCallback"]
 
@@ -105,7 +105,7 @@ class RedisBackend:
         health_check_s: float = 2.0,
     ) -> None:
         if max_outbox < 1:
-            raise ValueError(f"max_outbox must be a positive integer, got {max_outbox!r}")
+            raise UsageError(f"max_outbox must be a positive integer, got {max_outbox!r}")
         self._url = url
         self._where = redact_url(url)
         self._prefix = prefix
@@ -183,7 +183,7 @@ class RedisBackend:
 
     def open(self, fanout: Callable[[str, Any], int]) -> None:
         if self._fanout is not None:
-            raise RuntimeError("a RedisBackend serves one bus; create one per Bus")
+            raise LifecycleError("a RedisBackend serves one bus; create one per Bus")
         self._fanout = fanout
         self._start()
 
