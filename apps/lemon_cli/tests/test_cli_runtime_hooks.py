@@ -25,6 +25,7 @@ from lemon_core.runtime import (
 )
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
+from lemon_platform_test.lifespans import hooks
 
 APPS = {"coding_agent", "lemon_gateway", "lemon_router"}
 
@@ -74,7 +75,7 @@ async def test_the_gateway_falls_back_to_the_executor_entry_point(tmp_path: Path
         return None
 
     apps = {
-        "coding_agent": AppSpec(name="coding_agent", start=nothing),
+        "coding_agent": AppSpec(name="coding_agent", lifespan=hooks(nothing)),
         "lemon_gateway": discover_apps()["lemon_gateway"],
     }
     home = tmp_path / "home"

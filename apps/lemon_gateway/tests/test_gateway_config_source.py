@@ -15,6 +15,7 @@ from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_gateway import Gateway, GatewayConfig, GatewayConfigError
 from lemon_gateway._boot import lemon_gateway_app
 from lemon_platform_test.executor import ScriptedExecutor
+from lemon_platform_test.lifespans import hooks
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -94,8 +95,7 @@ async def test_gateway_boot_passes_default_cwd_and_the_other_keys(tmp_path: Path
 
     agent = AppSpec(
         name="coding_agent",
-        start=start_agent,
-        stop=stop_agent,
+        lifespan=hooks(start_agent, stop_agent),
         profiles=frozenset({"execution-only"}),
     )
     apps = {"coding_agent": agent, "lemon_gateway": lemon_gateway_app}
