@@ -305,5 +305,5 @@ async def test_a_section_and_an_option_are_typed(tmp_path: Path) -> None:
     ) as rt:
         assert rt.handle(spec) == (3, Opt("x"))
     (home / "config.toml").write_text("[knob]\nlevel = 0.5\n")
-    with pytest.raises(ConfigError, match="knob.level: Expected `int`, got `float`"):
+    with pytest.raises(ConfigError, match=r"knob\.level: Expected `int`, got `float`"):
         Runtime(profile="p", apps={"k": spec}, environ={"LEMON_HOME": str(home)}, cwd=tmp_path)

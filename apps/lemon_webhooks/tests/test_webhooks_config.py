@@ -80,7 +80,10 @@ def test_each_deprecated_key_is_reported_with_its_new_spelling(tmp_path: Path) -
         f"{source}: gateway.ingress_enabled: deprecated, still read; use webhooks.enabled"
     )
     config = loaded.config
-    assert (config.section(WebhooksConfig).max_body_bytes, config.section(WebhooksConfig).submit_timeout_s) == (10, 2.0)
+    assert (
+        config.section(WebhooksConfig).max_body_bytes,
+        config.section(WebhooksConfig).submit_timeout_s,
+    ) == (10, 2.0)
     assert config.section(GatewayConfig).max_concurrent_runs == 3  # the gateway keeps its own keys
 
 
