@@ -209,8 +209,8 @@ def load_config(
     )
     issues.extend(_cross_checks(config, layers))
     ctx = CheckContext(home=home_dir, origin=lambda key: _origin(key, layers))
-    for name, value in config.sections.items():
-        issues.extend(value.check(name, ctx))
+    for name, section_value in config.sections.items():
+        issues.extend(section_value.check(name, ctx))
     issues.extend(_widening_checks(layers, schema, home_source=str(files[0])))
     if issues:
         raise ConfigError(issues)
