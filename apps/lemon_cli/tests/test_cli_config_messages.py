@@ -67,16 +67,33 @@ def test_the_readme_example_configs_validate(tmp_path: Path, name: str, block: s
 
 
 BROKEN: dict[str, tuple[str, str | None, int, list[str]]] = {
+    "unknown-skills-key": (
+        '[skills]\nregistry = "https://example.org"\n',
+        None,
+        1,
+        [
+            "error $HOME/config.toml: skills.registry: unknown key (known keys here: "
+            "registry_url, hermes_url, github_url, well_known)"
+        ],
+    ),
+    "unknown-router-key": (
+        "[router]\nlease_ttl_ms = 1000\n",
+        None,
+        1,
+        [
+            "error $HOME/config.toml: router.lease_ttl_ms: unknown key (known keys here: lease_ttl_s)"
+        ],
+    ),
     "unknown-section": (
         "[gatway]\nmax_concurrent_runs = 2\n",
         None,
         1,
         [
             # The one message that changed when the apps took their sections over: the base
-            # sections come first, then the apps' (by app name), and [router] is new.
+            # sections come first, then the apps' (by app name); [router] and [skills] are new.
             "error $HOME/config.toml: gatway: unknown key (known keys here: defaults, providers, "
             "runtime, profiles, logging, store, bus, file_access, tools, channels, "
-            "control_plane, gateway, router, webhooks)"
+            "control_plane, gateway, router, skills, webhooks)"
         ],
     ),
     "unknown-gateway-key": (

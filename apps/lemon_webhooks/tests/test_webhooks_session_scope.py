@@ -139,8 +139,7 @@ async def test_the_configured_session_key_is_allowed(
 def test_a_configured_key_that_is_malformed_or_of_another_agent_refuses_startup(
     tmp_path: Path,
 ) -> None:
-    from lemon_webhooks import WebhookEndpointConfig
-    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
+    from lemon_webhooks import WebhookEndpointConfig, WebhooksConfigError, resolve_webhooks
 
     environ = {SECRET_ENV: SECRET.text()}
     for options, why in (
