@@ -93,3 +93,25 @@ def test_a_sections_rules_travel_with_its_class(tmp_path: Path) -> None:
     assert [d.render().split(": ", 1)[1] for d in loaded.deprecations] == [
         "legacy.knob_on: deprecated, still read; use knob.on"
     ]
+
+
+def test_lemon_core_defines_only_the_base_sections() -> None:
+    """No app's section lives in lemon_core: its sections are the base ones."""
+    import lemon_core.config._schema as schema
+
+    defined = {
+        name
+        for name, obj in vars(schema).items()
+        if isinstance(obj, type) and issubclass(obj, Section) and obj.__module__ == schema.__name__
+    }
+    assert defined == {
+        "BusConfig",
+        "Config",
+        "DefaultsConfig",
+        "LoggingConfig",
+        "ProfileConfig",
+        "ProviderConfig",
+        "RuntimeConfig",
+        "StoreConfig",
+        "ToolPolicyConfig",
+    }
