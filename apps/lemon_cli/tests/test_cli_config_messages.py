@@ -81,7 +81,8 @@ BROKEN: dict[str, tuple[str, str | None, int, list[str]]] = {
         None,
         1,
         [
-            "error $HOME/config.toml: router.lease_ttl_ms: unknown key (known keys here: lease_ttl_s)"
+            "error $HOME/config.toml: router.lease_ttl_ms: unknown key "
+            "(known keys here: lease_ttl_s)"
         ],
     ),
     "unknown-section": (
