@@ -135,7 +135,7 @@ async def _child(argv: list[str], env: dict[str, str]) -> tuple[float, bytes]:
 async def _run(
     runs: int, messages: int, env: dict[str, str], *, compare: bool
 ) -> dict[str, list[float]]:
-    from lemon_control_plane import ControlPlane
+    from lemon_control_plane import ControlPlane, ControlPlaneOptions
     from lemon_core.config import load_config
     from lemon_core.runtime import Runtime
 
@@ -145,8 +145,8 @@ async def _run(
         home.mkdir()
         work.mkdir()
         loaded = load_config(home=home, cwd=work, environ={})
-        settings = {"control_plane": {"port": 0, "cwd": str(work)}}
-        async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+        options = [ControlPlaneOptions(port=0, cwd=str(work))]
+        async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
             ui = [sys.executable, "-c", _CHILD, plane.ws_url]

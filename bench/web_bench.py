@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 from playwright.async_api import Browser, async_playwright
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import wire_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
@@ -153,8 +153,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def main(args: argparse.Namespace, home: Path, work: Path) -> None:
     config = load_config(home=home, cwd=work, environ={})
-    settings = {"control_plane": {"port": 0, "cwd": str(work)}}
-    async with Runtime(profile="daemon", config=config, settings=settings) as runtime:
+    options = [ControlPlaneOptions(port=0, cwd=str(work))]
+    async with Runtime(profile="daemon", config=config, options=options) as runtime:
         plane = runtime.handle("lemon_control_plane")
         web = runtime.handle("lemon_web")
         assert isinstance(plane, ControlPlane)

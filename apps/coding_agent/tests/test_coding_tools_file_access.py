@@ -12,6 +12,7 @@ import pytest
 from coding_agent import (
     DEFAULT_TOOL_POLICY,
     FileAccess,
+    FileAccessConfig,
     GateContext,
     Workspace,
     check_gate,
@@ -20,7 +21,6 @@ from coding_agent import (
 from lemon_agent import AbortSignal, Tool, ToolContext, ToolError, ToolResult
 from lemon_core import ExecApprovals
 from lemon_core.bus import EXEC_APPROVALS, Bus, Delivery
-from lemon_core.config import FileAccessConfig
 from lemon_core.events import ApprovalRequested
 from lemon_core.execution import ToolPolicy
 

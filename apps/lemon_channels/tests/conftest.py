@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from lemon_channels import ChannelsOptions
 from lemon_channels.testing import FakeTelegram
+from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 
@@ -63,13 +65,13 @@ def daemon(telegram: FakeTelegram, home: Path, work: Path) -> Callable[..., Runt
         lines += ["", "[gateway]", f'default_cwd = "{work}"']
         (home / "config.toml").write_text("\n".join(lines) + "\n")
         loaded = load_config(home=home, cwd=work, environ={})
-        settings = {
-            "control_plane": {"port": 0, "cwd": str(work)},
-            "channels": {
-                "environ": {TOKEN_ENV: telegram.token if token is None else token},
-                "edit_interval_s": 0,
-            },
-        }
-        return Runtime(profile="daemon", config=loaded, settings=settings)
+        options = [
+            ControlPlaneOptions(port=0, cwd=str(work)),
+            ChannelsOptions(
+                environ={TOKEN_ENV: telegram.token if token is None else token},
+                edit_interval_s=0,
+            ),
+        ]
+        return Runtime(profile="daemon", config=loaded, options=options)
 
     return make

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from lemon_channels import ChannelHost, Channels, PairingStore, channel_statuses
+from lemon_channels import ChannelHost, Channels, ChannelsOptions, PairingStore, channel_statuses
 from lemon_channels.telegram import POLL_FAILURES_BEFORE_FAILED
 from lemon_channels.testing import FakeMessage, FakeTelegram, displayed
 from lemon_core.channels import ChannelState, ChannelStatus
@@ -352,7 +352,10 @@ async def test_webhook_mode_checks_the_secret_header(
         webhook_url="https://bot.example.org/channels/telegram",
         webhook_secret_env="LEMON_TEST_WEBHOOK_SECRET",
     )
-    runtime.context.settings["channels"]["environ"]["LEMON_TEST_WEBHOOK_SECRET"] = "s3cret"
+    options = runtime.option(ChannelsOptions)
+    assert options is not None
+    assert isinstance(options.environ, dict)
+    options.environ["LEMON_TEST_WEBHOOK_SECRET"] = "s3cret"
     async with runtime:
         assert telegram.webhook is not None
         assert telegram.webhook["secret_token"] == "s3cret"

@@ -100,11 +100,11 @@ def write_config(home: Path, server: ScriptedProviderServer | None) -> None:
 
 @pytest.fixture
 def boot(tmp_path: Path) -> Callable[..., Runtime]:
-    def make(server: ScriptedProviderServer | None = None, **settings: Any) -> Runtime:
+    def make(server: ScriptedProviderServer | None = None) -> Runtime:
         home = tmp_path / "home"
         write_config(home, server)
         loaded = load_config(home=home, cwd=tmp_path, environ={})
-        return Runtime(profile="full", config=loaded, settings=settings)
+        return Runtime(profile="full", config=loaded)
 
     return make
 

@@ -24,6 +24,7 @@ from lemon_core.runtime import (
     discover_apps,
 )
 from lemon_gateway import Gateway
+from lemon_platform_test.lifespans import hooks
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
 
 APPS = {"coding_agent", "lemon_gateway", "lemon_router"}
@@ -47,11 +48,11 @@ def test_lemon_apps_entry_points_come_from_their_owning_distributions() -> None:
         assert found[name] == name, f"{name}'s hook is published by {found[name]}"
 
 
-def runtime_for(tmp_path: Path, **settings: str) -> Runtime:
+def runtime_for(tmp_path: Path) -> Runtime:
     home = tmp_path / "home"
     home.mkdir(parents=True, exist_ok=True)
     loaded = load_config(home=home, cwd=tmp_path, environ={})
-    return Runtime(profile="execution-only", config=loaded, store="memory", settings=settings)
+    return Runtime(profile="execution-only", config=loaded, store="memory")
 
 
 async def test_the_gateway_runs_the_coding_agents_wired_executor(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ async def test_the_gateway_falls_back_to_the_executor_entry_point(tmp_path: Path
         return None
 
     apps = {
-        "coding_agent": AppSpec(name="coding_agent", start=nothing),
+        "coding_agent": AppSpec(name="coding_agent", lifespan=hooks(nothing)),
         "lemon_gateway": discover_apps()["lemon_gateway"],
     }
     home = tmp_path / "home"

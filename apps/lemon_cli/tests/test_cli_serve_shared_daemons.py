@@ -82,6 +82,7 @@ def start(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f"timeout_s = {store_timeout_s}\n"
         f'[bus]\nbackend = "redis"\nurl = "{redis_url}"\n'
+        f"[router]\nlease_ttl_s = {lease_ttl_s}\n"
         f"[gateway]\nlease_ttl_s = {lease_ttl_s}\n{gateway}",
         encoding="utf-8",
     )

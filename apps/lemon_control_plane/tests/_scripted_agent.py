@@ -10,6 +10,7 @@ from typing import Any
 from lemon_core.approvals import ExecApprovals
 from lemon_core.execution import Executor
 from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
+from lemon_platform_test.lifespans import hooks
 
 
 @dataclass
@@ -39,4 +40,4 @@ def scripted_agent_app(scripted: Any) -> AppSpec:
         runtime.context.capabilities.unregister(AGENT_RUNTIME, handle)
         runtime.context.capabilities.unregister(APPROVALS, handle.approvals)
 
-    return AppSpec(name="coding_agent", start=start, stop=stop, profiles=frozenset({"full"}))
+    return AppSpec(name="coding_agent", lifespan=hooks(start, stop), profiles=frozenset({"full"}))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
@@ -30,7 +30,9 @@ def boot(tmp_path: Path, work: Path) -> Callable[..., Runtime]:
         home.mkdir(exist_ok=True)
         loaded = load_config(home=home, cwd=work, environ={})
         settings = {"port": 0, "cwd": str(work), **control_plane}
-        return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+        return Runtime(
+            profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+        )
 
     return make
 

@@ -24,7 +24,12 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from lemon_control_plane import ControlPlane, ControlPlaneConfig, ControlPlaneConfigError
+from lemon_control_plane import (
+    ControlPlane,
+    ControlPlaneConfig,
+    ControlPlaneConfigError,
+    ControlPlaneOptions,
+)
 from lemon_control_plane._log_throttle import LogThrottle, LogThrottleStatistics
 from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.config import ConfigError, load_config
@@ -359,8 +364,8 @@ async def test_the_admission_bounds_come_from_the_config_file(tmp_path: Path, wo
         "[control_plane]\nconnect_timeout_s = 2.5\nmax_connections_per_client = 7\n"
     )
     loaded = load_config(home=home, cwd=work, environ={})
-    settings = {"control_plane": {"port": 0, "cwd": str(work)}}
-    async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+    options = [ControlPlaneOptions(port=0, cwd=str(work))]
+    async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
         assert plane.config.connect_timeout_s == 2.5

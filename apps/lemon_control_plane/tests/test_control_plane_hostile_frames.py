@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import connect as ws_connect
 
-from lemon_control_plane import ControlPlane, ControlPlaneConfig
+from lemon_control_plane import ControlPlane, ControlPlaneConfig, ControlPlaneOptions
 from lemon_control_plane._frames import MAX_DEPTH, FrameError, parse_request, too_deep
 from lemon_control_plane.testing import ClientFactory as Client
 from lemon_control_plane.testing import WireClient, plane_client
@@ -343,8 +343,8 @@ def threaded_plane(
         stop = asyncio.Event()
         state["loop"], state["stop"] = asyncio.get_running_loop(), stop
         loaded = load_config(home=home / "home", cwd=home / "work", environ={})
-        settings = {"control_plane": {"port": 0, "cwd": str(home / "work")}}
-        async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+        options = [ControlPlaneOptions(port=0, cwd=str(home / "work"))]
+        async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
             state["url"], state["methods"] = plane.ws_url, list(plane.methods)

@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from lemon_control_plane import ControlPlane, WebSocketSessionPort, WebSocketSessionStream
+from lemon_control_plane import (
+    ControlPlane,
+    ControlPlaneOptions,
+    WebSocketSessionPort,
+    WebSocketSessionStream,
+)
 from lemon_core.approvals import ApprovalOutcome
 from lemon_core.bus import session_topic
 from lemon_core.config import load_config
@@ -102,7 +107,7 @@ async def _running(tmp_path: Path) -> AsyncIterator[WireHarness]:
             profile="daemon",
             config=load_config(home=home, cwd=tmp_path, environ={}),
             apps=apps,
-            settings={"control_plane": {"port": 0, "cwd": str(tmp_path)}},
+            options=[ControlPlaneOptions(port=0, cwd=str(tmp_path))],
         )
         async with runtime:
             plane = runtime.handle("lemon_control_plane")

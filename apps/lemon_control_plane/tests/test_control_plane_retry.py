@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import plane_client
 from lemon_core.config import load_config
 from lemon_core.execution import ExecutionJob
@@ -38,7 +38,7 @@ async def test_a_retried_run_streams_under_the_run_id_chat_send_answered(tmp_pat
         profile="daemon",
         config=load_config(home=home, cwd=tmp_path, environ={}),
         apps={**discover_apps(), "coding_agent": scripted_agent_app(scripted)},
-        settings={"control_plane": {"port": 0, "cwd": str(tmp_path)}},
+        options=[ControlPlaneOptions(port=0, cwd=str(tmp_path))],
     )
     async with runtime:
         plane = runtime.handle("lemon_control_plane")

@@ -31,7 +31,7 @@ def project(tmp_path: Path) -> Path:
 def test_no_files_gives_defaults(home: Path, project: Path) -> None:
     loaded = load_config(home=home, cwd=project, environ={})
     assert loaded.config.defaults.model is None
-    assert loaded.config.gateway.max_concurrent_runs == 2
+    assert loaded.config.sections["gateway"].max_concurrent_runs == 2
     assert loaded.config.runtime.env == "dev"
     assert loaded.sources == ()
 
@@ -47,7 +47,7 @@ def test_project_file_overrides_home_and_environment_overrides_both(
     proj_cfg = write(project.parent / ".lemon" / "config.toml", '[defaults]\nmodel = "local:b"\n')
     loaded = load_config(home=home, cwd=project, environ={})
     assert loaded.config.defaults.model == "local:b"
-    assert loaded.config.gateway.max_concurrent_runs == 4
+    assert loaded.config.sections["gateway"].max_concurrent_runs == 4
     assert loaded.sources == (str(home / "config.toml"), str(proj_cfg))
 
     loaded = load_config(
@@ -56,7 +56,7 @@ def test_project_file_overrides_home_and_environment_overrides_both(
         environ={"LEMON_MODEL": "offline:c", "LEMON_MAX_CONCURRENT_RUNS": "7", "LEMON_ENV": "prod"},
     )
     assert loaded.config.defaults.model == "offline:c"
-    assert loaded.config.gateway.max_concurrent_runs == 7
+    assert loaded.config.sections["gateway"].max_concurrent_runs == 7
     assert loaded.config.runtime.env == "prod"
     assert loaded.sources[-1] == "environment"
 
@@ -73,7 +73,7 @@ def test_lemon_home_comes_from_the_environment(tmp_path: Path, project: Path) ->
     write(tmp_path / "elsewhere" / "config.toml", "[gateway]\nmax_concurrent_runs = 3\n")
     loaded = load_config(cwd=project, environ={"LEMON_HOME": str(tmp_path / "elsewhere")})
     assert loaded.home == tmp_path / "elsewhere"
-    assert loaded.config.gateway.max_concurrent_runs == 3
+    assert loaded.config.sections["gateway"].max_concurrent_runs == 3
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_valid_values_round_trip_through_the_loader(runs: int, model: str | None
             body += f'[defaults]\nmodel = "{model}"\n'
         write(home_dir / "config.toml", body)
         loaded = load_config(home=home_dir, cwd=home_dir, environ={})
-        assert loaded.config.gateway.max_concurrent_runs == runs
+        assert loaded.config.sections["gateway"].max_concurrent_runs == runs
         assert loaded.config.defaults.model == model
 
 

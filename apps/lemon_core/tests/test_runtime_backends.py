@@ -15,6 +15,7 @@ import pytest
 
 from lemon_core.config import LoadedConfig, load_config
 from lemon_core.runtime import AppSpec, Runtime, RuntimeBootError
+from lemon_platform_test.lifespans import hooks
 
 PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("LEMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -37,7 +38,9 @@ def probe_app(seen: dict[str, object]) -> dict[str, AppSpec]:
     async def stop(rt: Runtime, handle: object) -> None:
         pass
 
-    return {"probe": AppSpec(name="probe", start=start, stop=stop, profiles=frozenset({"full"}))}
+    return {
+        "probe": AppSpec(name="probe", lifespan=hooks(start, stop), profiles=frozenset({"full"}))
+    }
 
 
 def closed_port() -> int:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lemon_core.config import LoadedConfig, load_config
+from lemon_core.config import ConfigError, LoadedConfig, load_config
 from lemon_core.execution import Capability, CapabilityMissingError
 from lemon_core.runtime import (
     AppHookError,
@@ -21,6 +21,7 @@ from lemon_core.runtime import (
     store_path,
 )
 from lemon_core.store import MemoryStore
+from lemon_platform_test.lifespans import hooks
 
 
 class Marker:
@@ -47,7 +48,7 @@ def recorder(log: list[str]) -> dict[str, AppSpec]:
             log.append(f"stop {name}")
 
         return AppSpec(
-            name=name, start=start, stop=stop, requires=requires, profiles=frozenset(profiles)
+            name=name, lifespan=hooks(start, stop), requires=requires, profiles=frozenset(profiles)
         )
 
     return {
@@ -105,7 +106,7 @@ async def test_a_failing_start_hook_stops_what_was_started(loaded: LoadedConfig)
         raise RuntimeError("port 4040 in use")
 
     apps["gateway"] = AppSpec(
-        name="gateway", start=broken, requires=base.requires, profiles=base.profiles
+        name="gateway", lifespan=hooks(broken), requires=base.requires, profiles=base.profiles
     )
     runtime = Runtime(profile="full", config=loaded, apps=apps, store="memory")
     with pytest.raises(AppHookError, match=r"app 'gateway' failed to start: .*port 4040") as info:
@@ -122,13 +123,15 @@ async def test_a_failing_stop_hook_still_stops_the_others(loaded: LoadedConfig) 
     apps = recorder(log)
     agent = apps["agent"]
 
+    async def start(rt: Runtime) -> str:
+        return "handle-agent"
+
     async def bad_stop(rt: Runtime, handle: object) -> None:
         raise RuntimeError("stuck")
 
     apps["agent"] = AppSpec(
         name="agent",
-        start=agent.start,
-        stop=bad_stop,
+        lifespan=hooks(start, bad_stop),
         requires=agent.requires,
         profiles=agent.profiles,
     )
@@ -149,7 +152,7 @@ async def test_capabilities_live_on_the_runtime_context(loaded: LoadedConfig) ->
         assert isinstance(handle, Marker)
         rt.context.capabilities.unregister(MARKER, handle)
 
-    apps = {"m": AppSpec(name="m", start=start, stop=stop, profiles=frozenset({"p"}))}
+    apps = {"m": AppSpec(name="m", lifespan=hooks(start, stop), profiles=frozenset({"p"}))}
     first = Runtime(profile="p", config=loaded, apps=apps, store="memory", name="a")
     second = Runtime(profile="p", config=loaded, apps=apps, store="memory", name="b")
     async with first, second:
@@ -176,8 +179,8 @@ def test_unknown_profile_missing_requirement_and_cycle_are_clear_errors() -> Non
         return None
 
     cyclic = {
-        "a": AppSpec(name="a", start=start, requires=("b",), profiles=frozenset({"p"})),
-        "b": AppSpec(name="b", start=start, requires=("a",)),
+        "a": AppSpec(name="a", lifespan=hooks(start), requires=("b",), profiles=frozenset({"p"})),
+        "b": AppSpec(name="b", lifespan=hooks(start), requires=("a",)),
     }
     with pytest.raises(RuntimeBootError, match="cycle: a -> b -> a"):
         resolve_profile("p", cyclic)
@@ -195,7 +198,7 @@ async def test_default_store_is_sqlite_under_lemon_home(loaded: LoadedConfig) ->
     async def start(rt: Runtime) -> None:
         await rt.store.put("t", "k", 1)
 
-    apps = {"m": AppSpec(name="m", start=start, profiles=frozenset({"p"}))}
+    apps = {"m": AppSpec(name="m", lifespan=hooks(start), profiles=frozenset({"p"}))}
     async with Runtime(profile="p", config=loaded, apps=apps):
         pass
     assert store_path(loaded.home).exists()
@@ -210,7 +213,7 @@ def test_before_orders_an_app_ahead_of_a_booted_app_without_booting_it() -> None
     # "zz_fallback" sorts after "gateway" by name; ``before`` puts it ahead of the gateway.
     apps["zz_fallback"] = AppSpec(
         name="zz_fallback",
-        start=_noop,
+        lifespan=hooks(_noop),
         requires=("agent",),
         before=("gateway", "not_installed"),
         profiles=frozenset({"execution-only", "full"}),
@@ -219,19 +222,88 @@ def test_before_orders_an_app_ahead_of_a_booted_app_without_booting_it() -> None
     assert full == ["store_app", "agent", "zz_fallback", "gateway", "router"]
     # ``before`` boots nothing: a profile without the gateway leaves it out.
     apps["zz_fallback"] = AppSpec(
-        name="zz_fallback", start=_noop, before=("gateway",), profiles=frozenset({"solo"})
+        name="zz_fallback", lifespan=hooks(_noop), before=("gateway",), profiles=frozenset({"solo"})
     )
     assert [a.name for a in resolve_profile("solo", apps)] == ["zz_fallback"]
 
 
 def test_a_before_edge_against_a_requirement_is_a_cycle() -> None:
     apps = {
-        "a": AppSpec(name="a", start=_noop, requires=("b",), profiles=frozenset({"p"})),
-        "b": AppSpec(name="b", start=_noop, before=("a",)),
+        "a": AppSpec(name="a", lifespan=hooks(_noop), requires=("b",), profiles=frozenset({"p"})),
+        "b": AppSpec(name="b", lifespan=hooks(_noop), before=("a",)),
     }
     assert [x.name for x in resolve_profile("p", apps)] == ["b", "a"]
     apps["c"] = AppSpec(
-        name="c", start=_noop, requires=("a",), before=("b",), profiles=frozenset({"p"})
+        name="c", lifespan=hooks(_noop), requires=("a",), before=("b",), profiles=frozenset({"p"})
     )
     with pytest.raises(RuntimeBootError, match="cycle"):
         resolve_profile("p", apps)
+
+
+async def test_a_lifespan_yields_a_typed_handle_and_is_left_in_reverse_order(
+    loaded: LoadedConfig,
+) -> None:
+    """``AppSpec[H]``: the lifespan's yield is the handle (``runtime.handle(spec)`` is an H);
+    lifespans are entered in boot order and left in reverse, after the block."""
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    log: list[str] = []
+
+    def span(name: str) -> AppSpec[Marker]:
+        @contextlib.asynccontextmanager
+        async def lifespan(rt: Runtime) -> AsyncIterator[Marker]:
+            log.append(f"enter {name}")
+            yield Marker(name)
+            log.append(f"exit {name}")
+
+        return AppSpec(
+            name=name,
+            lifespan=lifespan,
+            requires=("a",) if name == "b" else (),
+            profiles=frozenset({"p"}),
+        )
+
+    a, b = span("a"), span("b")
+    async with Runtime(profile="p", config=loaded, apps={"a": a, "b": b}, store="memory") as rt:
+        handle: Marker = rt.handle(b)
+        assert isinstance(handle, Marker)
+        log.append("running")
+    assert log == ["enter a", "enter b", "running", "exit b", "exit a"]
+
+
+async def test_a_section_and_an_option_are_typed(tmp_path: Path) -> None:
+    """An app's section comes from the config file (its defaults when unset) and an option from
+    the runtime's arguments, each by its type."""
+    import dataclasses
+
+    from lemon_core.config import Section
+
+    class Knob(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+        level: int = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Opt:
+        value: str
+
+    async def start(rt: Runtime) -> tuple[int, Opt | None]:
+        return rt.section(Knob).level, rt.option(Opt)
+
+    spec = AppSpec(
+        name="k", lifespan=hooks(start), profiles=frozenset({"p"}), config=Knob, section="knob"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[knob]\nlevel = 3\n")
+    async with Runtime(
+        profile="p",
+        apps={"k": spec},
+        store="memory",
+        options=[Opt("x")],
+        environ={"LEMON_HOME": str(home)},
+        cwd=tmp_path,
+    ) as rt:
+        assert rt.handle(spec) == (3, Opt("x"))
+    (home / "config.toml").write_text("[knob]\nlevel = 0.5\n")
+    with pytest.raises(ConfigError, match=r"knob\.level: Expected `int`, got `float`"):
+        Runtime(profile="p", apps={"k": spec}, environ={"LEMON_HOME": str(home)}, cwd=tmp_path)

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from lemon_core.config import GatewayConfig as GatewaySettings
-from lemon_core.config import load_config
+from lemon_core.config import Config, load_config
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_gateway import Gateway, GatewayConfig, GatewayConfigError
 from lemon_gateway._boot import lemon_gateway_app
 from lemon_platform_test.executor import ScriptedExecutor
+from lemon_platform_test.lifespans import hooks
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def _schema_defaults() -> dict[str, object]:
-    return {f.name: f.default for f in msgspec.structs.fields(GatewaySettings)}
-
-
-def _gateway_defaults() -> dict[str, object]:
-    return {f.name: f.default for f in dataclasses.fields(GatewayConfig)}
+    return {f.name: f.default for f in msgspec.structs.fields(GatewayConfig)}
 
 
 def _readme_keys() -> list[str]:
@@ -38,8 +33,11 @@ def _readme_keys() -> list[str]:
     return keys
 
 
-def test_gateway_config_keys_and_defaults_equal_the_config_schema() -> None:
-    assert _gateway_defaults() == _schema_defaults()
+def test_the_gateway_owns_its_section_and_takes_it_as_it_is() -> None:
+    """One record for ``[gateway]``: the app's own section is what the gateway runs with."""
+    assert lemon_gateway_app.config is GatewayConfig
+    assert lemon_gateway_app.section == "gateway"
+    assert "gateway" not in msgspec.structs.fields(Config).__repr__()
 
 
 def test_gateway_readme_table_lists_exactly_the_schema_keys() -> None:
@@ -48,20 +46,23 @@ def test_gateway_readme_table_lists_exactly_the_schema_keys() -> None:
     assert sorted(keys) == sorted(_schema_defaults())
 
 
-def test_gateway_config_from_settings_takes_every_key() -> None:
+def test_gateway_config_checks_its_bounds_as_the_loader_does() -> None:
     settings = msgspec.convert(
         {"default_cwd": "/srv/work", "shared_slots": True, "store_timeout_s": 2},
-        GatewaySettings,
+        GatewayConfig,
     )
-    config = GatewayConfig.from_settings(settings)
-    assert (config.default_cwd, config.shared_slots, config.store_timeout_s) == (
+    assert (settings.default_cwd, settings.shared_slots, settings.store_timeout_s) == (
         "/srv/work",
         True,
         2.0,
     )
-    assert config.max_concurrent_runs == 2
+    assert settings.max_concurrent_runs == 2
     with pytest.raises(GatewayConfigError, match="unknown gateway settings"):
         GatewayConfig.from_mapping({"cancel_grace_s": 1.0})
+    with pytest.raises(
+        GatewayConfigError, match=r"gateway\.max_concurrent_runs: Expected `int` <= 1024"
+    ):
+        GatewayConfig(max_concurrent_runs=2000)
 
 
 class _Agent:
@@ -94,8 +95,7 @@ async def test_gateway_boot_passes_default_cwd_and_the_other_keys(tmp_path: Path
 
     agent = AppSpec(
         name="coding_agent",
-        start=start_agent,
-        stop=stop_agent,
+        lifespan=hooks(start_agent, stop_agent),
         profiles=frozenset({"execution-only"}),
     )
     apps = {"coding_agent": agent, "lemon_gateway": lemon_gateway_app}

@@ -91,7 +91,9 @@ async def test_gateway_refuses_when_not_running_duplicate_or_full() -> None:
 
 def test_gateway_config_is_strict() -> None:
     assert GatewayConfig().max_concurrent_runs == 2
-    with pytest.raises(GatewayConfigError, match="max_concurrent_runs must be a positive"):
+    with pytest.raises(
+        GatewayConfigError, match=r"gateway\.max_concurrent_runs: Expected `int` >= 1"
+    ):
         GatewayConfig(max_concurrent_runs=0)
     with pytest.raises(GatewayConfigError, match="unknown gateway settings"):
         GatewayConfig.from_mapping({"max_concurent_runs": 3})

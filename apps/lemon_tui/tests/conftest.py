@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from lemon_control_plane import ControlPlane, WebSocketSessionPort
+from lemon_control_plane import ControlPlane, ControlPlaneOptions, WebSocketSessionPort
 from lemon_core.config import load_config
 from lemon_core.execution import ALL_TOOLS, ToolPolicy
 from lemon_core.runtime import Runtime
@@ -37,8 +37,8 @@ async def daemon(tmp_path: Path) -> AsyncIterator[ControlPlane]:
     work = tmp_path / "work"
     work.mkdir()
     loaded = load_config(home=home, cwd=work, environ={})
-    settings = {"control_plane": {"port": 0, "cwd": str(work)}}
-    async with Runtime(profile="daemon", config=loaded, settings=settings) as runtime:
+    options = [ControlPlaneOptions(port=0, cwd=str(work))]
+    async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
         plane = runtime.handle("lemon_control_plane")
         assert isinstance(plane, ControlPlane)
         yield plane

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
@@ -22,8 +22,8 @@ def boot(tmp_path: Path, port: int) -> Runtime:
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
     loaded = load_config(home=home, cwd=work, environ={})
-    settings = {"control_plane": {"port": port, "cwd": str(work)}}
-    return Runtime(profile="daemon", config=loaded, settings=settings)
+    options = [ControlPlaneOptions(port=port, cwd=str(work))]
+    return Runtime(profile="daemon", config=loaded, options=options)
 
 
 async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from lemon_control_plane import ControlPlane
+from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
@@ -60,7 +60,9 @@ def make_runtime(home: Path, work: Path, **control_plane: Any) -> Runtime:
     home.mkdir(exist_ok=True)
     loaded = load_config(home=home, cwd=work, environ={})
     settings = {"port": 0, "cwd": str(work), **control_plane}
-    return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+    return Runtime(
+        profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 from lemon_webhooks import WebhookSecret, sign_webhook
@@ -76,7 +77,9 @@ def boot(tmp_path: Path, work: Path) -> Callable[..., Runtime]:
         write_home(home, **home_options)
         loaded = load_config(home=home, cwd=work, environ={})
         settings = {"port": 0, "cwd": str(work)}
-        return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+        return Runtime(
+            profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+        )
 
     return make
 

@@ -12,6 +12,7 @@ import httpx
 import msgspec
 import pytest
 
+from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.execution import VANISHED_RUN_LISTENER
 from lemon_core.idempotency import SQLiteIdempotencyStore
@@ -130,7 +131,9 @@ async def test_the_deprecated_gateway_spelling_still_serves_webhooks(
     loaded = load_config(home=home, cwd=work, environ={})
     assert [d.key for d in loaded.deprecations] == ["gateway.ingress_enabled", "gateway.webhooks"]
     settings = {"port": 0, "cwd": str(work)}
-    runtime = Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+    runtime = Runtime(
+        profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+    )
     async with runtime, httpx.AsyncClient(base_url=daemon_url(runtime)) as http:
         payload = body()
         response = await http.post("/webhooks/ci", content=payload, headers=sign(payload))

@@ -672,8 +672,7 @@ async def test_unknown_webhooks_and_other_methods_are_refused(hooks: Harness, si
 
 
 def test_webhook_config_refuses_a_duplicated_id(tmp_path: Path) -> None:
-    from lemon_core.config import WebhookEndpointConfig
-    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
+    from lemon_webhooks import WebhookEndpointConfig, WebhooksConfigError, resolve_webhooks
 
     entry = WebhookEndpointConfig(id="ci", secret_env="HOOK_SECRET")
     environ = {"HOOK_SECRET": SECRET.text()}
@@ -683,8 +682,7 @@ def test_webhook_config_refuses_a_duplicated_id(tmp_path: Path) -> None:
 
 
 def test_secrets_resolve_from_the_environment_first_then_secrets_env(tmp_path: Path) -> None:
-    from lemon_core.config import WebhookEndpointConfig
-    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
+    from lemon_webhooks import WebhookEndpointConfig, WebhooksConfigError, resolve_webhooks
 
     config = (WebhookEndpointConfig(id="ci", secret_env="HOOK_SECRET"),)
     (tmp_path / "secrets.env").write_text(f"HOOK_SECRET={SECRET.text()}\n")

@@ -16,6 +16,7 @@ import httpx
 import msgspec
 import pytest
 
+from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.idempotency import SQLiteIdempotencyStore
 from lemon_core.runtime import Runtime
@@ -45,7 +46,9 @@ def scoped(tmp_path: Path, work: Path) -> Callable[[str], Runtime]:
         _home(home, webhook_options)
         loaded = load_config(home=home, cwd=work, environ={})
         settings = {"port": 0, "cwd": str(work)}
-        return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+        return Runtime(
+            profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+        )
 
     return make
 
@@ -136,8 +139,7 @@ async def test_the_configured_session_key_is_allowed(
 def test_a_configured_key_that_is_malformed_or_of_another_agent_refuses_startup(
     tmp_path: Path,
 ) -> None:
-    from lemon_core.config import WebhookEndpointConfig
-    from lemon_webhooks import WebhooksConfigError, resolve_webhooks
+    from lemon_webhooks import WebhookEndpointConfig, WebhooksConfigError, resolve_webhooks
 
     environ = {SECRET_ENV: SECRET.text()}
     for options, why in (

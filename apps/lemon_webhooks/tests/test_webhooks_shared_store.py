@@ -17,6 +17,7 @@ import httpx
 import msgspec
 import pytest
 
+from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.idempotency import IdempotencyStoreError
@@ -57,7 +58,9 @@ def _runtime(tmp_path: Path, name: str, schema: str, make_home: Callable[..., No
         config.write(f'[store]\nbackend = "postgres"\ndsn = "{DSN}"\nschema = "{schema}"\n')
     loaded = load_config(home=home, cwd=work, environ={})
     settings = {"port": 0, "cwd": str(work)}
-    return Runtime(profile="daemon", config=loaded, settings={"control_plane": settings})
+    return Runtime(
+        profile="daemon", config=loaded, options=[ControlPlaneOptions(settings=settings)]
+    )
 
 
 def _url(runtime: Runtime) -> str:

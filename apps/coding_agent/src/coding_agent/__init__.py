@@ -9,6 +9,7 @@ a session inside its model's context window (``CodingExecutor.compact`` on deman
 
 from __future__ import annotations
 
+from coding_agent._sections import BashToolConfig, FileAccessConfig, ToolsConfig
 from coding_agent.access import DEFAULT_SECRET_PATTERNS, FileAccess, FileIdentity
 from coding_agent.compaction import (
     CompactionInfo,
@@ -88,6 +89,7 @@ __all__ = [
     "SUMMARY_PREFIX",
     "TRANSCRIPT_VERSION",
     "ApprovalHooks",
+    "BashToolConfig",
     "CodingAgentError",
     "CodingAgentUsageError",
     "CodingExecution",
@@ -102,6 +104,7 @@ __all__ = [
     "ExecutorSettings",
     "ExecutorStatistics",
     "FileAccess",
+    "FileAccessConfig",
     "FileIdentity",
     "GateContext",
     "PromptLimits",
@@ -109,6 +112,7 @@ __all__ = [
     "SessionStore",
     "TodoItem",
     "TodoList",
+    "ToolsConfig",
     "Transcript",
     "TranscriptError",
     "Workspace",

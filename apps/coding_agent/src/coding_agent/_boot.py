@@ -7,17 +7,21 @@ grants persist in the runtime's store through an
 ``AGENT_RUNTIME`` (a :class:`CodingExecutor` wired to the runtime: its home, those approvals,
 and the environment over ``$LEMON_HOME/secrets.env``) and ``TRANSCRIPT_READER`` (the session
 history for clients, :class:`~coding_agent._transcripts.SessionTranscriptReader`). The gateway's
-hook takes the executor from ``AGENT_RUNTIME``, so no other app imports this one. Stop
-unregisters them and waits for
-grant writes still in flight (the runtime closes its store after the stop hooks).
+hook takes the executor from ``AGENT_RUNTIME``, so no other app imports this one. Leaving the
+lifespan unregisters them and waits for grant writes still in flight (the runtime closes its
+store after every lifespan is left). The app owns the ``[file_access]`` and ``[tools]``
+sections (:class:`FileAccessConfig`, :class:`ToolsConfig`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Final
 
+from coding_agent._sections import FileAccessConfig, ToolsConfig
 from coding_agent._transcripts import (
     ModelCatalogImpl,
     SessionCompactorImpl,
@@ -64,7 +68,8 @@ class CodingAgentRuntime:
         return None
 
 
-async def _start(runtime: Runtime) -> CodingAgentRuntime:
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     approvals = ExecApprovals(runtime.bus, grant_store=ApprovalGrantStore(runtime.store))
     # A store failure is logged and counted in approvals.statistics(); it never fails the boot.
     await approvals.load_grants()
@@ -85,28 +90,29 @@ async def _start(runtime: Runtime) -> CodingAgentRuntime:
         compactor=compactor,
         catalog=catalog,
     )
-    runtime.context.capabilities.register(APPROVALS, approvals)
-    runtime.context.capabilities.register(AGENT_RUNTIME, agent)
-    runtime.context.capabilities.register(TRANSCRIPT_READER, transcripts)
-    runtime.context.capabilities.register(SESSION_COMPACTOR, compactor)
-    runtime.context.capabilities.register(MODEL_CATALOG, catalog)
-    return agent
+    capabilities = runtime.context.capabilities
+    capabilities.register(APPROVALS, approvals)
+    capabilities.register(AGENT_RUNTIME, agent)
+    capabilities.register(TRANSCRIPT_READER, transcripts)
+    capabilities.register(SESSION_COMPACTOR, compactor)
+    capabilities.register(MODEL_CATALOG, catalog)
+    try:
+        yield agent
+    finally:
+        capabilities.unregister(MODEL_CATALOG, catalog)
+        capabilities.unregister(SESSION_COMPACTOR, compactor)
+        capabilities.unregister(TRANSCRIPT_READER, transcripts)
+        capabilities.unregister(AGENT_RUNTIME, agent)
+        capabilities.unregister(APPROVALS, approvals)
+        await approvals.drain()
 
 
-async def _stop(runtime: Runtime, handle: object) -> None:
-    agent = cast(CodingAgentRuntime, handle)
-    runtime.context.capabilities.unregister(MODEL_CATALOG, agent.catalog)
-    runtime.context.capabilities.unregister(SESSION_COMPACTOR, agent.compactor)
-    runtime.context.capabilities.unregister(TRANSCRIPT_READER, agent.transcripts)
-    runtime.context.capabilities.unregister(AGENT_RUNTIME, agent)
-    runtime.context.capabilities.unregister(APPROVALS, agent.approvals)
-    await agent.approvals.drain()
-
-
-coding_agent_app = AppSpec(
+coding_agent_app: Final = AppSpec(
     name="coding_agent",
-    start=_start,
-    stop=_stop,
+    lifespan=_lifespan,
     profiles=frozenset({"execution-only", "full"}),
     description="the native agent (executor and approvals)",
+    config=FileAccessConfig,
+    section="file_access",
+    sections={"tools": ToolsConfig},
 )

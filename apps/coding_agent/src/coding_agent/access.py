@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from lemon_core.config import SECRETS_FILENAME, FileAccessConfig
+from coding_agent._sections import FileAccessConfig
+from lemon_core.config import SECRETS_FILENAME
 
 __all__ = ["DEFAULT_SECRET_PATTERNS", "FileAccess", "FileIdentity"]
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
+from coding_agent._sections import ToolsConfig
 from lemon_core.config import Config, read_secrets
 
 __all__ = [
@@ -59,13 +60,7 @@ ALWAYS_SCRUBBED: Final[frozenset[str]] = frozenset(
 
 def config_secret_names(config: Config) -> frozenset[str]:
     """The variables ``config`` names as holding a secret (keys, tokens, DSNs, URLs)."""
-    names: set[str | None] = {p.api_key_env for p in config.providers.values()}
-    names.update(w.secret_env for w in config.webhooks.endpoints)
-    telegram = config.channels.telegram
-    if telegram is not None:
-        names.update((telegram.token_env, telegram.webhook_secret_env))
-    names.update((config.store.dsn_env, config.bus.url_env))
-    return frozenset(name for name in names if name)
+    return config.secret_env_names()
 
 
 def is_secret_name(name: str) -> bool:
@@ -112,6 +107,6 @@ def tool_environment_for(
     return tool_environment(
         os.environ,
         secret_names=config_secret_names(config) | secrets.keys(),
-        pass_env=config.tools.bash.pass_env,
+        pass_env=config.section(ToolsConfig).bash.pass_env,
         source=source,
     )

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
 from coding_agent.compaction import (
     CompactionInfo,
@@ -711,7 +712,7 @@ class CodingExecution:
         workspace = Workspace(
             cwd=Path(job.cwd),
             limits=run_limits(settings.limits, model, settings.compaction),
-            access=FileAccess.from_config(config.file_access, home=ex.home),
+            access=FileAccess.from_config(config.section(FileAccessConfig), home=ex.home),
             env=env,
         )
         agent_id = _agent_id(job)

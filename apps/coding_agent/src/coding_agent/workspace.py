@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
 from coding_agent.environment import tool_environment
 from coding_agent.errors import CodingAgentUsageError
 from lemon_agent import ToolError
-from lemon_core.config import FileAccessConfig, lemon_home, read_secrets
+from lemon_core.config import lemon_home, read_secrets
 
 __all__ = ["CodingLimits", "Workspace"]
 

@@ -25,6 +25,7 @@ from lemon_channels._coalescer import (
 )
 from lemon_channels._host import MAX_RECEIPTS, STATUS_TABLE, ChannelHost
 from lemon_channels._outbox import PREVIEW_CHARS, Outbox, OutboxStatistics
+from lemon_channels._section import ChannelsConfig, ChannelsOptions, TelegramChannelConfig
 from lemon_channels._status import channel_statuses
 from lemon_channels.errors import ChannelsError, ChannelsUsageError
 
@@ -39,7 +40,9 @@ __all__ = [
     "AnswerCoalescer",
     "ChannelHost",
     "Channels",
+    "ChannelsConfig",
     "ChannelsError",
+    "ChannelsOptions",
     "ChannelsUsageError",
     "Outbox",
     "OutboxStatistics",
@@ -51,6 +54,7 @@ __all__ = [
     "PumpStatistics",
     "SessionPump",
     "StatusCoalescer",
+    "TelegramChannelConfig",
     "TerminalRuns",
     "approval_outcome_text",
     "channel_statuses",

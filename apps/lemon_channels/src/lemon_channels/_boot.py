@@ -5,25 +5,28 @@ Start reads ``[channels.telegram]`` from the runtime's config; the bot token com
 variable its ``token_env`` names (the environment, else ``$LEMON_HOME/secrets.env``). A
 missing or refused token, or an unreachable Bot API, leaves that channel FAILED with a
 sentence saying how to fix it (shown by ``lemon channels status`` and ``lemon doctor``); the
-daemon keeps running without it. Stop stops the channels (pending outbound messages stay in
-the store and are sent after the next start).
+daemon keeps running without it. Leaving the lifespan stops the channels (pending outbound
+messages stay in the store and are sent after the next start).
 
-``runtime.context.settings["channels"]`` may carry ``environ`` (a mapping used instead of the
-process environment) and ``edit_interval_s`` (overrides the config; tests use 0).
+The app owns the ``[channels]`` section (:class:`ChannelsConfig`). A :class:`ChannelsOptions`
+given to the runtime may carry ``environ`` (a mapping used instead of the process environment)
+and ``edit_interval_s`` (overrides the config; tests use 0).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Final
 
 from lemon_channels._host import STATUS_TABLE, ChannelHost
+from lemon_channels._section import ChannelsConfig, ChannelsOptions, TelegramChannelConfig
 from lemon_channels.telegram import TelegramPlugin
 from lemon_core.channels import ChannelState, ChannelStatus
-from lemon_core.config import TelegramChannelConfig, read_secrets
+from lemon_core.config import read_secrets
 from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import Store
@@ -56,16 +59,15 @@ async def _record_failed(store: Store, status: ChannelStatus) -> None:
 
 async def _start(runtime: Runtime) -> Channels:
     channels = Channels()
-    telegram = runtime.config.channels.telegram
+    telegram = runtime.section(ChannelsConfig).telegram
     if telegram is None or not telegram.enabled:
         return channels
-    settings = runtime.context.settings.get("channels") or {}
-    if not isinstance(settings, Mapping):
-        raise TypeError("settings['channels'] must be a mapping")
-    environ = settings.get("environ")
-    env: Mapping[str, str] = environ if isinstance(environ, Mapping) else os.environ
-    interval = settings.get("edit_interval_s", telegram.edit_interval_s)
-    host_or_status = _telegram(runtime, telegram, env, float(interval))
+    options = runtime.option(ChannelsOptions) or ChannelsOptions()
+    env: Mapping[str, str] = options.environ if options.environ is not None else os.environ
+    interval = (
+        options.edit_interval_s if options.edit_interval_s is not None else telegram.edit_interval_s
+    )
+    host_or_status = _telegram(runtime, telegram, env, interval)
     if isinstance(host_or_status, ChannelStatus):
         channels.failed["telegram"] = host_or_status
         await _record_failed(runtime.store, host_or_status)
@@ -132,17 +134,22 @@ def _telegram(
     )
 
 
-async def _stop(runtime: Runtime, handle: object) -> None:
-    channels = cast(Channels, handle)
-    for host in channels.hosts.values():
-        await host.stop()
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[Channels]:
+    channels = await _start(runtime)
+    try:
+        yield channels
+    finally:
+        for host in channels.hosts.values():
+            await host.stop()
 
 
-lemon_channels_app = AppSpec(
+lemon_channels_app: Final = AppSpec(
     name="lemon_channels",
-    start=_start,
-    stop=_stop,
+    lifespan=_lifespan,
     requires=("lemon_router",),
     profiles=frozenset({"daemon"}),
     description="chat channels (Telegram) on the session port (daemon profile)",
+    config=ChannelsConfig,
+    section="channels",
 )

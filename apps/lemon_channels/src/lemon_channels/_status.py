@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lemon_channels._host import STATUS_TABLE
+from lemon_channels._section import ChannelsConfig
 from lemon_core.config import Config
 from lemon_core.store import OutboxStore, Store
 
@@ -16,7 +17,7 @@ async def channel_statuses(config: Config, store: Store) -> list[dict[str, Any]]
     """One row per configured channel: ``channel``, ``configured``, ``state``, ``detail``,
     ``mode``, ``updated_ms``, ``pending`` (outbound messages waiting in the outbox)."""
     rows: list[dict[str, Any]] = []
-    telegram = config.channels.telegram
+    telegram = config.section(ChannelsConfig).telegram
     if telegram is None:
         return rows
     recorded = await store.get(STATUS_TABLE, "telegram") or {}

@@ -99,10 +99,11 @@ def _when(ms: object) -> str:
 
 
 async def _rows(config: Config, home: Path) -> list[dict[str, Any]]:
-    from lemon_channels import channel_statuses
+    from lemon_channels import ChannelsConfig, channel_statuses
     from lemon_core.runtime import store_path
 
-    if config.channels.telegram is None:
+    telegram = config.section(ChannelsConfig).telegram
+    if telegram is None:
         return []
     if not store_path(home).exists():
         return [
@@ -110,7 +111,7 @@ async def _rows(config: Config, home: Path) -> list[dict[str, Any]]:
                 "channel": "telegram",
                 "state": "never started",
                 "detail": "the daemon has not run yet",
-                "mode": config.channels.telegram.mode,
+                "mode": telegram.mode,
                 "pending": 0,
                 "updated_ms": None,
             }
@@ -199,9 +200,10 @@ async def channel_check_lines(config: Config, home: Path) -> list[tuple[str, str
     """``lemon doctor``'s channel lines: (status ok|warn|fail, detail) per configured channel."""
     import os
 
+    from lemon_channels import ChannelsConfig
     from lemon_core.config import read_secrets
 
-    telegram = config.channels.telegram
+    telegram = config.section(ChannelsConfig).telegram
     if telegram is None:
         return []
     if not telegram.enabled:

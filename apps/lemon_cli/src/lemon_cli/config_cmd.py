@@ -9,7 +9,14 @@ from rich.markup import escape
 
 from lemon_cli._home import home_problem
 from lemon_cli._output import make_console
-from lemon_core.config import ConfigError, LoadedConfig, lemon_home, load_config, redact_config
+from lemon_core.config import (
+    ConfigError,
+    LoadedConfig,
+    installed_sections,
+    lemon_home,
+    load_config,
+    redact_config,
+)
 
 config_app = typer.Typer(
     rich_markup_mode=None,
@@ -29,7 +36,7 @@ def print_status(console: Console) -> LoadedConfig | None:
         state = "" if home.is_dir() else "  (not created yet)"
     console.print(f"[bold]home[/bold]    {escape(str(home))}{state}", highlight=False)
     try:
-        loaded = load_config()
+        loaded = load_config(sections=installed_sections())
     except ConfigError as exc:
         console.print("[bold]config[/bold]  [red]invalid[/red]")
         for issue in exc.issues:
@@ -57,7 +64,7 @@ def validate() -> None:
     does not fail validation."""
     console = make_console(emoji=False)
     try:
-        loaded = load_config()
+        loaded = load_config(sections=installed_sections())
     except ConfigError as exc:
         for issue in exc.issues:
             console.print(f"[red]error[/red] {escape(issue.render())}", highlight=False)
@@ -73,9 +80,9 @@ def show() -> None:
     """Print the effective configuration after layering, as JSON, secrets hidden (a DSN's or
     URL's userinfo and password, secret-named keys: see lemon_core.config.redact_config)."""
     try:
-        loaded = load_config()
+        loaded = load_config(sections=installed_sections())
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    shown = redact_config(msgspec.to_builtins(loaded.config))
+    shown = redact_config(loaded.config.to_builtins())
     typer.echo(msgspec.json.format(msgspec.json.encode(shown)).decode())

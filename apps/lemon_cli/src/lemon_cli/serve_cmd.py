@@ -15,11 +15,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from lemon_control_plane import ControlPlaneOptions
 
 __all__ = ["serve"]
 
@@ -49,16 +52,16 @@ def serve(
         console.print(f"lemon serve: --cwd {escape(str(work))} is not a directory")
         raise typer.Exit(2)
     loaded = _config_or_exit(console)
-    settings: dict[str, Any] = {"host": host, "cwd": str(work.resolve())}
-    if port is not None:
-        settings["port"] = port
+    from lemon_control_plane import ControlPlaneOptions
+
+    options = ControlPlaneOptions(host=host, port=port, cwd=str(work.resolve()))
     # Timestamped lines: the daemon log `logs.tail` reads back over the wire.
     logging.basicConfig(
         level=logging.WARNING,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    raise typer.Exit(asyncio.run(_serve(loaded, settings, console)))
+    raise typer.Exit(asyncio.run(_serve(loaded, options, console)))
 
 
 def _access_lines(plane: Any, home: Path) -> list[str]:
@@ -93,7 +96,7 @@ def _access_lines(plane: Any, home: Path) -> list[str]:
     return lines
 
 
-async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+async def _serve(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
     from lemon_cli._daemon import DaemonLock, read_state
 
     home: Path = loaded.home
@@ -107,20 +110,18 @@ async def _serve(loaded: Any, settings: dict[str, Any], console: Console) -> int
         )
         return 1
     try:
-        return await _serve_locked(loaded, settings, console)
+        return await _serve_locked(loaded, options, console)
     finally:
         lock.release()
 
 
-async def _serve_locked(loaded: Any, settings: dict[str, Any], console: Console) -> int:
+async def _serve_locked(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
     from lemon_cli._daemon import clear_state, write_state
     from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
 
     home: Path = loaded.home
     try:
-        runtime = Runtime(
-            profile=DAEMON_PROFILE, config=loaded, settings={"control_plane": settings}
-        )
+        runtime = Runtime(profile=DAEMON_PROFILE, config=loaded, options=[options])
         await runtime.start()
     except (RuntimeBootError, AppHookError) as exc:
         cause = exc.__cause__ if isinstance(exc, AppHookError) and exc.__cause__ else exc
@@ -135,14 +136,14 @@ async def _serve_locked(loaded: Any, settings: dict[str, Any], console: Console)
         url = getattr(plane, "url", "?")
         console.print(
             f"lemon serve: listening on {url} (WebSocket {url.replace('http', 'ws', 1)}/ws), "
-            f"pid {os.getpid()}; runs start in {escape(settings['cwd'])}; "
+            f"pid {os.getpid()}; runs start in {escape(str(options.cwd))}; "
             "Ctrl+C or SIGTERM stops",
         )
         for line in _access_lines(plane, home):
             console.print(line, markup=False)
         sys.stdout.flush()
         config = getattr(plane, "config", None)
-        write_state(home, url=url, cwd=settings["cwd"], tls_cert=getattr(config, "tls_cert", None))
+        write_state(home, url=url, cwd=str(options.cwd), tls_cert=getattr(config, "tls_cert", None))
         await stop.wait()
         console.print("lemon serve: stopping (runs in flight are cancelled)")
     finally:

@@ -72,12 +72,16 @@ def _translated() -> Iterator[None]:
 
 
 def _manager() -> SkillManager:
-    from lemon_core.config import lemon_home
-    from lemon_skills import SkillManager, SkillsSettings
+    from lemon_core.config import ConfigError, lemon_home, load_config
+    from lemon_skills import SkillManager, SkillsSection, SkillsSettings
 
     home = lemon_home()
     require_home(home, create=True)
-    return SkillManager(SkillsSettings.from_env(home), cwd=Path.cwd())
+    try:
+        section: SkillsSection | None = load_config(home=home).section(SkillsSection)
+    except ConfigError:
+        section = None  # `lemon config validate` names the problem; skills use the defaults
+    return SkillManager(SkillsSettings.from_config(section, home=home), cwd=Path.cwd())
 
 
 def _print_report(report: AuditReport) -> None:

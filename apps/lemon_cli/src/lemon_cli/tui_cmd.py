@@ -99,7 +99,7 @@ def open_tui(
 async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> int:
     """The daemon's runtime in this process, its control plane on loopback, for the UI."""
     from lemon_cli._home import home_error, home_problem
-    from lemon_control_plane import ControlPlane
+    from lemon_control_plane import ControlPlane, ControlPlaneOptions
     from lemon_core.config import ConfigError, load_config
     from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
 
@@ -113,8 +113,8 @@ async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> in
     if problem is not None:
         err.print(home_error(loaded.home, problem), markup=False)
         return 2
-    settings = {"control_plane": {"host": "127.0.0.1", "port": 0, "cwd": cwd}}
-    runtime = Runtime(profile="daemon", config=loaded, settings=settings)
+    options = ControlPlaneOptions(host="127.0.0.1", port=0, cwd=cwd)
+    runtime = Runtime(profile="daemon", config=loaded, options=[options])
     try:
         await runtime.start()
     except (RuntimeBootError, AppHookError, OSError) as exc:

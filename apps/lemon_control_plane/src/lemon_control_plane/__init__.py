@@ -9,8 +9,10 @@ the router, the store or the executor).
 from __future__ import annotations
 
 from lemon_control_plane._admission import AdmissionStatistics
+from lemon_control_plane._boot import lemon_control_plane_app
 from lemon_control_plane._connection import ConnectionStatistics
 from lemon_control_plane._logins import SignIn
+from lemon_control_plane._section import ControlPlaneOptions, ControlPlaneSection
 from lemon_control_plane.bridge import BridgeStatistics, EventBridge
 from lemon_control_plane.client import WebSocketSessionPort, WebSocketSessionStream
 from lemon_control_plane.config import (
@@ -62,6 +64,8 @@ __all__ = [
     "ControlPlaneConfig",
     "ControlPlaneConfigError",
     "ControlPlaneError",
+    "ControlPlaneOptions",
+    "ControlPlaneSection",
     "EventBridge",
     "SignIn",
     "WebSocketSessionPort",
@@ -72,6 +76,7 @@ __all__ = [
     "client_token",
     "hash_token",
     "is_loopback_host",
+    "lemon_control_plane_app",
     "local_token_path",
     "read_local_token",
 ]

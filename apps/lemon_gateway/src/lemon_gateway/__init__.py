@@ -6,7 +6,6 @@ The only submission boundary is :meth:`Gateway.submit_execution` with a
 
 from __future__ import annotations
 
-from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import ExecutorStatus, check_executor, load_executor, validate_executor
 from lemon_gateway._gateway import Gateway, GatewayState
 from lemon_gateway._lock import (
@@ -20,6 +19,7 @@ from lemon_gateway._recovery import VanishedHook, VanishedRun
 from lemon_gateway._request import RunHandle
 from lemon_gateway._run import RunState
 from lemon_gateway._scheduler import HeldSlot, Scheduler, SchedulerStatistics, SlotGrant, SlotWaiter
+from lemon_gateway._section import GatewayConfig
 from lemon_gateway._statistics import (
     GatewayInFlight,
     GatewayLocks,

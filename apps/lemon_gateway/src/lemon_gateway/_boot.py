@@ -8,22 +8,25 @@ point group). On the default SQLite store the gateway records runs in flight und
 lock in ``$LEMON_HOME/store/run-owners`` and completes a dead process's runs once, as
 ``vanished``, when it starts. The gateway registers itself as ``ENGINE_RUNTIME`` on start; with
 the runtime's ``VANISHED_RUN_LISTENER`` (registered by an app that starts before it, e.g.
-lemon_webhooks) it forwards every run it completes as ``vanished`` to that listener. Stop is
-:meth:`Gateway.stop` (every accepted run completes once, then it unregisters).
+lemon_webhooks) it forwards every run it completes as ``vanished`` to that listener. Leaving
+the lifespan is :meth:`Gateway.stop` (every accepted run completes once, then it
+unregisters). The app owns the ``[gateway]`` section (:class:`GatewayConfig`), which the
+gateway takes as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import cast
+from typing import Final
 
 from lemon_core.execution import VANISHED_RUN_LISTENER, CapabilityRegistry, VanishedRun
 from lemon_core.home import Home
 from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_core.store import SQLiteStore
-from lemon_gateway._config import GatewayConfig
 from lemon_gateway._gateway import Gateway
+from lemon_gateway._section import GatewayConfig
 
 __all__ = ["lemon_gateway_app", "run_owners_dir"]
 
@@ -44,15 +47,15 @@ def _forward_vanished(capabilities: CapabilityRegistry) -> Callable[[VanishedRun
     return hook
 
 
-async def _start(runtime: Runtime) -> Gateway:
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[Gateway]:
     agent = runtime.context.capabilities.get(AGENT_RUNTIME)
     ready = agent is not None and agent.not_ready_reason() is None
-    settings = runtime.config.gateway
     gateway = Gateway(
         bus=runtime.bus,
         executor=agent.executor() if agent is not None and ready else None,
         store=runtime.store,
-        config=GatewayConfig.from_settings(settings),  # every [gateway] key
+        config=runtime.section(GatewayConfig),  # the [gateway] section as it is
         runtime=runtime.context,  # registers ENGINE_RUNTIME on start, unregisters on stop
         leases=runtime.leases,  # shared engine lock / slots when the store is shared
         # The default SQLite store: runs recorded in flight, a dead process's completed once.
@@ -63,18 +66,18 @@ async def _start(runtime: Runtime) -> Gateway:
     # Before start: the start-up sweep of a dead process's runs reaches the listener too.
     gateway.on_vanished(_forward_vanished(runtime.context.capabilities))
     await gateway.start()
-    return gateway
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
 
 
-async def _stop(runtime: Runtime, handle: object) -> None:
-    await cast(Gateway, handle).stop()
-
-
-lemon_gateway_app = AppSpec(
+lemon_gateway_app: Final = AppSpec(
     name="lemon_gateway",
-    start=_start,
-    stop=_stop,
+    lifespan=_lifespan,
     requires=("coding_agent",),
     profiles=frozenset({"execution-only", "full"}),
     description="execution slots and the run lifecycle (EngineRuntime)",
+    config=GatewayConfig,
+    section="gateway",
 )

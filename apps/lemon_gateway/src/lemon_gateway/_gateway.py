@@ -53,13 +53,13 @@ from lemon_core.execution import (
 from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
 from lemon_core.tasks import Supervisor
-from lemon_gateway._config import GatewayConfig
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
 from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, RunOwner, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
+from lemon_gateway._section import GatewayConfig
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
 from lemon_gateway._statistics import (
     GatewayInFlight,

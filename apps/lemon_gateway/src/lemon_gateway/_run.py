@@ -73,10 +73,10 @@ from lemon_core.store import (
     StoreError,
 )
 from lemon_gateway._bound import BoundExpiredError, bounded
-from lemon_gateway._config import GatewayConfig
 from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import Scheduler, SlotGrant
+from lemon_gateway._section import GatewayConfig
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, lease_name, owner_lost
 
 if TYPE_CHECKING:

@@ -29,6 +29,7 @@ from lemon_router._router import Router, RouterState, RouterStatistics
 from lemon_router._run_process import (
     ChatStateAccess,
 )
+from lemon_router._section import RouterSection
 from lemon_router.errors import (
     InvalidRunRequestError,
     ResumeError,
@@ -61,6 +62,7 @@ __all__ = [
     "RouterError",
     "RouterNotRunningError",
     "RouterRuntimeError",
+    "RouterSection",
     "RouterSessionPort",
     "RouterState",
     "RouterStatistics",

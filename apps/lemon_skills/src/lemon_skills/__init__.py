@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from lemon_skills._section import SkillsSection
 from lemon_skills.audit import (
     RULES,
     AuditLimits,
@@ -107,6 +108,7 @@ __all__ = [
     "SkillSourceError",
     "SkillSummary",
     "SkillsError",
+    "SkillsSection",
     "SkillsSettings",
     "SkillsUsageError",
     "SourceFetcher",

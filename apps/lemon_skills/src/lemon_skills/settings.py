@@ -3,11 +3,11 @@
 Layout under ``$LEMON_HOME/skills/``: ``installed/<name>/`` (one directory per installed skill),
 ``skills.lock`` (the lockfile), ``.staging/`` (temporary; emptied by every operation).
 
-The registry index URL comes from ``LEMON_SKILLS_REGISTRY_URL`` (default
-``https://skills.lemon.agent``); the repository behind ``hermes:`` IDs from
-``LEMON_SKILLS_HERMES_URL``; the host behind ``gh:`` from ``LEMON_SKILLS_GITHUB_URL`` (default
-``https://github.com``, e.g. a GitHub Enterprise host); the well-known discovery patterns from
-``LEMON_SKILLS_WELL_KNOWN`` (space-separated URL templates with ``{name}``).
+The registry index URL, the repository behind ``hermes:`` IDs, the host behind ``gh:`` and the
+well-known discovery patterns come from the ``[skills]`` section (:class:`SkillsSection`:
+``registry_url``, ``hermes_url``, ``github_url``, ``well_known``); the variables
+``LEMON_SKILLS_REGISTRY_URL``, ``LEMON_SKILLS_HERMES_URL``, ``LEMON_SKILLS_GITHUB_URL`` and
+``LEMON_SKILLS_WELL_KNOWN`` (space-separated templates) override it for one process.
 """
 
 from __future__ import annotations
@@ -16,10 +16,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 from lemon_core.config import lemon_home
 from lemon_core.home import Home
+from lemon_skills._section import (
+    DEFAULT_GITHUB_URL,
+    DEFAULT_HERMES_URL,
+    DEFAULT_REGISTRY_URL,
+    DEFAULT_WELL_KNOWN,
+    SkillsSection,
+)
 from lemon_skills.audit import AuditLimits
 
 __all__ = [
@@ -29,14 +35,6 @@ __all__ = [
     "DEFAULT_WELL_KNOWN",
     "SkillsSettings",
 ]
-
-DEFAULT_REGISTRY_URL: Final = "https://skills.lemon.agent"
-DEFAULT_GITHUB_URL: Final = "https://github.com"
-DEFAULT_HERMES_URL: Final = "https://github.com/NousResearch/hermes-agent.git"
-DEFAULT_WELL_KNOWN: Final = (
-    "https://skills.lemon.agent/.well-known/skills/{name}.json",
-    "https://raw.githubusercontent.com/lemon-agent/skills/main/.well-known/{name}.json",
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,19 +57,32 @@ class SkillsSettings:
     builtin_dir: Path = field(default_factory=lambda: Path(__file__).parent / "builtin")
 
     @classmethod
+    def from_config(
+        cls,
+        section: SkillsSection | None = None,
+        *,
+        home: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> SkillsSettings:
+        """Settings for ``home`` (default ``$LEMON_HOME``) from the ``[skills]`` section, each
+        key overridden by its ``LEMON_SKILLS_*`` variable when that is set."""
+        env = os.environ if environ is None else environ
+        config = section if section is not None else SkillsSection()
+        well_known = tuple(env.get("LEMON_SKILLS_WELL_KNOWN", "").split()) or config.well_known
+        return cls(
+            home=home if home is not None else lemon_home(env),
+            registry_url=env.get("LEMON_SKILLS_REGISTRY_URL") or config.registry_url,
+            hermes_url=env.get("LEMON_SKILLS_HERMES_URL") or config.hermes_url,
+            github_url=env.get("LEMON_SKILLS_GITHUB_URL") or config.github_url,
+            well_known=well_known,
+        )
+
+    @classmethod
     def from_env(
         cls, home: Path | None = None, environ: Mapping[str, str] | None = None
     ) -> SkillsSettings:
-        """Settings for ``home`` (default ``$LEMON_HOME``) from the environment."""
-        env = os.environ if environ is None else environ
-        well_known = tuple(env.get("LEMON_SKILLS_WELL_KNOWN", "").split()) or DEFAULT_WELL_KNOWN
-        return cls(
-            home=home if home is not None else lemon_home(env),
-            registry_url=env.get("LEMON_SKILLS_REGISTRY_URL") or DEFAULT_REGISTRY_URL,
-            hermes_url=env.get("LEMON_SKILLS_HERMES_URL") or DEFAULT_HERMES_URL,
-            github_url=env.get("LEMON_SKILLS_GITHUB_URL") or DEFAULT_GITHUB_URL,
-            well_known=well_known,
-        )
+        """Settings for ``home`` from the environment alone (the section's defaults)."""
+        return cls.from_config(None, home=home, environ=environ)
 
     @property
     def skills_dir(self) -> Path:

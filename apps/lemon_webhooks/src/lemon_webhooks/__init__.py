@@ -25,6 +25,7 @@ from lemon_webhooks._ingress import (
     WebhookIngress,
 )
 from lemon_webhooks._openapi import webhook_openapi
+from lemon_webhooks._section import WebhookEndpointConfig, WebhookQueueMode, WebhooksConfig
 from lemon_webhooks._signature import TOLERANCE_S, WebhookSecret, sign_webhook, verify_webhook
 from lemon_webhooks._store import idempotency_store_path
 from lemon_webhooks.errors import WebhooksConfigError, WebhooksError
@@ -38,9 +39,12 @@ __all__ = [
     "SessionPortSubmitter",
     "Submitter",
     "Webhook",
+    "WebhookEndpointConfig",
     "WebhookIngress",
+    "WebhookQueueMode",
     "WebhookSecret",
     "Webhooks",
+    "WebhooksConfig",
     "WebhooksConfigError",
     "WebhooksError",
     "idempotency_store_path",

@@ -10,7 +10,9 @@ request is a 503 with nothing reserved.
 registered; ``/webhooks/...`` is the control plane's 404. On: start resolves every endpoint's
 secret (a missing or malformed one refuses startup, naming the variable), opens the
 idempotency store (:mod:`lemon_webhooks._store`), mounts the application at ``/webhooks``,
-registers it as ``VANISHED_RUN_LISTENER`` and starts the expiry sweep. Stop undoes all of that.
+registers it as ``VANISHED_RUN_LISTENER`` and starts the expiry sweep; leaving the lifespan
+undoes all of that. The app owns the ``[webhooks]`` section
+(:class:`~lemon_webhooks.WebhooksConfig`) and the deprecated ``[gateway]`` spellings of it.
 """
 
 from __future__ import annotations
@@ -20,16 +22,16 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, cast
+from typing import Final
 
-from lemon_core.config import WebhookEndpointConfig, read_secrets
+from lemon_core.config import read_secrets
 from lemon_core.execution import VANISHED_RUN_LISTENER
 from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
 from lemon_core.sessions import InvalidSessionKeyError, check_session_key
 from lemon_webhooks._ingress import IngressFaults, SessionPortSubmitter, Webhook, WebhookIngress
+from lemon_webhooks._section import WebhookEndpointConfig, WebhooksConfig
 from lemon_webhooks._signature import WebhookSecret
 from lemon_webhooks._store import open_idempotency_store, sweep_forever
 from lemon_webhooks.errors import WebhooksConfigError
@@ -109,7 +111,7 @@ async def webhook_ingress(
     """The ingress of ``runtime``'s ``[webhooks]`` section, mounted, registered as
     ``VANISHED_RUN_LISTENER`` and swept for the block (see the module docstring; it does not
     look at ``enabled``). ``faults`` is for tests only."""
-    config = runtime.config.webhooks
+    config = runtime.section(WebhooksConfig)
     env = os.environ if environ is None else environ
     webhooks = resolve_webhooks(config.endpoints, environ=env, home=runtime.home)
     capabilities = runtime.context.capabilities
@@ -153,35 +155,31 @@ class Webhooks:
     """The app's handle: the running ingress, or ``None`` when ``[webhooks] enabled`` is off."""
 
     ingress: WebhookIngress | None = None
-    _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
 
 
-def webhooks_app(*, faults: IngressFaults | None = None) -> AppSpec:
+def webhooks_app(*, faults: IngressFaults | None = None) -> AppSpec[Webhooks]:
     """The app as the runtime boots it; ``faults`` is for tests only (the entry point names
     :data:`lemon_webhooks_app`, which has none)."""
 
-    async def start(runtime: Runtime) -> Webhooks:
+    @contextlib.asynccontextmanager
+    async def lifespan(runtime: Runtime) -> AsyncIterator[Webhooks]:
         for deprecation in runtime.loaded_config.deprecations:
             if deprecation.replacement.startswith("webhooks."):
                 log.warning("config: %s", deprecation.render())
-        handle = Webhooks()
-        if not runtime.config.webhooks.enabled:
-            return handle
-        handle.ingress = await handle._stack.enter_async_context(
-            webhook_ingress(runtime, faults=faults)
-        )
-        return handle
-
-    async def stop(runtime: Runtime, handle: object) -> None:
-        await cast(Webhooks, handle)._stack.aclose()
+        if not runtime.section(WebhooksConfig).enabled:
+            yield Webhooks()
+            return
+        async with webhook_ingress(runtime, faults=faults) as ingress:
+            yield Webhooks(ingress)
 
     return AppSpec(
         name="lemon_webhooks",
-        start=start,
-        stop=stop,
+        lifespan=lifespan,
         before=("lemon_gateway",),
         profiles=frozenset({"daemon", "execution-only", "full"}),
         description="webhook ingress on the session port (when [webhooks] enabled)",
+        config=WebhooksConfig,
+        section="webhooks",
     )
 
 

@@ -50,7 +50,6 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from lemon_core.config import WebhookEndpointConfig
 from lemon_core.execution import (
     ALL_TOOLS,
     ROUTER_BRIDGE,
@@ -76,6 +75,7 @@ from lemon_core.idempotency import (
 from lemon_core.sessions import SESSION_PORT, InvalidSessionKeyError, check_session_key
 from lemon_core.store import system_clock_ms
 from lemon_webhooks._openapi import webhook_openapi
+from lemon_webhooks._section import WebhookEndpointConfig
 from lemon_webhooks._signature import TOLERANCE_S, WebhookSecret, verify_webhook
 
 __all__ = [

@@ -4,15 +4,20 @@ Lowest priority first:
 
 1. ``$LEMON_HOME/config.toml`` (``LEMON_HOME`` defaults to ``~/.lemon``);
 2. the nearest ``.lemon/config.toml`` found walking up from the working directory;
-3. environment variables: ``LEMON_MODEL`` (``[defaults] model``), ``LEMON_ENV`` (``[runtime] env``),
-   ``LEMON_MAX_CONCURRENT_RUNS`` (``[gateway] max_concurrent_runs``).
+3. environment variables: ``LEMON_MODEL`` (``[defaults] model``), ``LEMON_ENV`` (``[runtime] env``)
+   and those an app's section declares (``LEMON_MAX_CONCURRENT_RUNS``: ``[gateway]
+   max_concurrent_runs``).
+
+The schema is assembled: the base sections (:mod:`lemon_core.config._schema`) and the sections
+the installed apps declare (:class:`~lemon_core.config.Section`, passed as ``sections``).
 
 Each file is validated on its own first, so an error names the file that holds the bad key; the
 merged result is validated again for cross-section rules (the default model's provider exists).
 All problems found are reported together in one :class:`ConfigError`. A key still read under
-an old spelling (``[gateway] ingress_enabled``, ``[[gateway.webhooks]]``, ...: ``DEPRECATED_KEYS``)
-is checked under the name the file uses, moved to its new place, and reported as a
-:class:`ConfigDeprecation` in :attr:`LoadedConfig.deprecations`: a finding, never an error.
+an old spelling (``[gateway] ingress_enabled``, ``[[gateway.webhooks]]``, ...: the
+``deprecated`` keys a section declares, here lemon_webhooks' ``[webhooks]``) is checked under
+the name the file uses, moved to its new place, and reported as a :class:`ConfigDeprecation`
+in :attr:`LoadedConfig.deprecations`: a finding, never an error.
 """
 
 from __future__ import annotations
@@ -23,22 +28,28 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from lemon_core.config._schema import (
-    DEPRECATED_KEYS,
-    DEPRECATED_SECTIONS,
-    LEGACY_KEYS,
-    LEGACY_SECTION_HINTS,
-    Config,
-)
+from lemon_core.config._issues import ConfigDeprecation, ConfigError, ConfigIssue
+from lemon_core.config._schema import LEGACY_KEYS, Config
+from lemon_core.config._section import CheckContext, Section, installed_sections
 from lemon_core.config._servers import check_servers
-from lemon_core.errors import LemonCoreError
 from lemon_core.home import Home
+
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "ConfigDeprecation",
+    "ConfigError",
+    "ConfigIssue",
+    "LoadedConfig",
+    "find_project_config",
+    "lemon_home",
+    "load_config",
+]
 
 # Providers a model reference may name without a [providers.<name>] section: the offline
 # provider and the hosted/local servers lemon_ai's catalogue knows how to reach (a test in
@@ -46,55 +57,14 @@ from lemon_core.home import Home
 BUILTIN_PROVIDERS = frozenset(
     {"anthropic", "llamacpp", "lmstudio", "offline", "ollama", "openai", "vllm"}
 )
+_S = TypeVar("_S", bound=Section)
 _PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_HINTS: dict[str, str] = {
-    "gateway.webhooks[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
-    "gateway.webhooks[].secret_env": "the NAME of an environment variable, e.g. CI_WEBHOOK_SECRET",
-    "webhooks.endpoints[].id": "1-64 characters of a-z, 0-9, '_' and '-', starting with a-z or 0-9",
-    "webhooks.endpoints[].secret_env": "the NAME of an environment variable, e.g. "
-    "CI_WEBHOOK_SECRET",
-    "tools.bash.pass_env": "the NAME of an environment variable, e.g. GITHUB_TOKEN",
-}
 _ENV_KEYS: dict[str, tuple[str, str]] = {
     "LEMON_MODEL": ("defaults", "model"),
     "LEMON_ENV": ("runtime", "env"),
-    "LEMON_MAX_CONCURRENT_RUNS": ("gateway", "max_concurrent_runs"),
 }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ConfigIssue:
-    """One problem: where it is (``source`` file or env var, dotted ``key``), what, how to fix."""
-
-    source: str
-    key: str
-    message: str
-    hint: str = ""
-
-    def render(self) -> str:
-        where = f"{self.source}: {self.key}" if self.key else self.source
-        return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ConfigDeprecation:
-    """A key read under its old spelling: where (``source`` file, dotted ``key``) and the
-    spelling to use instead (``replacement``, dotted). Reported, never an error."""
-
-    source: str
-    key: str
-    replacement: str
-
-    def render(self) -> str:
-        return f"{self.source}: {self.key}: deprecated, still read; use {self.replacement}"
-
-
-class ConfigError(LemonCoreError, ValueError):
-    """The configuration is invalid; ``issues`` lists every problem found."""
-
-    def __init__(self, issues: list[ConfigIssue]) -> None:
-        self.issues = tuple(issues)
-        super().__init__("invalid configuration:\n" + "\n".join(f"  {i.render()}" for i in issues))
+#: The base sections (fields of :class:`Config`); every other one is an app's.
+_BASE_FIELDS = tuple(n for n in Config.__struct_fields__ if n != "sections")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +80,14 @@ class LoadedConfig:
     @property
     def home_config_path(self) -> Path:
         return Home(root=self.home).config
+
+    def section(self, cls: type[_S]) -> _S:
+        """The loaded section of type ``cls`` (see :meth:`Config.section`)."""
+        return self.config.section(cls)
+
+    def with_section(self, value: Section, *, name: str | None = None) -> LoadedConfig:
+        """This configuration with ``value`` in place of its section (an override)."""
+        return replace(self, config=self.config.with_section(value, name=name))
 
 
 def lemon_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -128,15 +106,54 @@ def find_project_config(cwd: Path, home: Path) -> Path | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Schema:
+    """The schema assembled from the base sections and the apps' sections."""
+
+    sections: Mapping[str, type[Section]]
+    deprecated_keys: dict[tuple[str, str], tuple[str, str]]
+    deprecated_sections: dict[str, type[msgspec.Struct]]
+    hints: dict[str, str]
+    env_keys: dict[str, tuple[str, str]]
+
+    @classmethod
+    def of(cls, sections: Mapping[str, type[Section]]) -> _Schema:
+        deprecated: dict[tuple[str, str], tuple[str, str]] = {}
+        old_schemas: dict[str, type[msgspec.Struct]] = {}
+        hints: dict[str, str] = {}
+        env_keys = dict(_ENV_KEYS)
+        for name, section in sections.items():
+            for (old_section, old_key), new_key in section.deprecated.items():
+                deprecated[(old_section, old_key)] = (name, new_key)
+                if section.deprecated_schema is not None:
+                    old_schemas[old_section] = section.deprecated_schema
+            hints.update(section.hints)
+            env_keys.update({var: (name, key) for var, key in section.env_keys.items()})
+        return cls(dict(sections), deprecated, old_schemas, hints, env_keys)
+
+    def fields(self) -> dict[str, tuple[Any, bool]]:
+        """The top-level tables: base sections first, then the apps' (type, required)."""
+        base = {f.name: f for f in msgspec.structs.fields(Config)}
+        out: dict[str, tuple[Any, bool]] = {n: (base[n].type, False) for n in _BASE_FIELDS}
+        out.update({n: (s, False) for n, s in self.sections.items()})
+        return out
+
+
 def load_config(
     *,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     home: Path | None = None,
+    sections: Mapping[str, type[Section]] | None = None,
 ) -> LoadedConfig:
-    """Load, layer and validate the configuration; raise :class:`ConfigError` listing all issues."""
+    """Load, layer and validate the configuration; raise :class:`ConfigError` listing all issues.
+
+    ``sections`` are the apps' sections (``{name: Section subclass}``) the schema is assembled
+    from, besides the base ones; default :func:`installed_sections` (every installed app's).
+    A table that is neither a base section nor one of these is an unknown key."""
     env = os.environ if environ is None else environ
     home_dir = home if home is not None else lemon_home(env)
+    schema = _Schema.of(installed_sections() if sections is None else sections)
     issues: list[ConfigIssue] = []
     layers: list[tuple[str, dict[str, Any]]] = []
 
@@ -150,11 +167,11 @@ def load_config(
             layers.append((str(path), raw))
 
     env_layer: dict[str, Any] = {}
-    for var, (section, key) in _ENV_KEYS.items():
+    for var, (section, key) in schema.env_keys.items():
         value = env.get(var, "").strip()
         if value:
             coerced: Any = value
-            if key == "max_concurrent_runs":
+            if _is_int_key(schema, section, key):
                 try:
                     coerced = int(value)
                 except ValueError:
@@ -169,8 +186,8 @@ def load_config(
     deprecations: list[ConfigDeprecation] = []
     migrated: list[tuple[str, dict[str, Any]]] = []
     for source, raw in layers:
-        issues.extend(_validate_layer(source, raw))
-        moved, found = _move_deprecated(source, raw, issues)
+        issues.extend(_validate_layer(source, raw, schema))
+        moved, found = _move_deprecated(source, raw, issues, schema)
         migrated.append((source, moved))
         deprecations.extend(found)
     if issues:
@@ -180,10 +197,21 @@ def load_config(
     merged: dict[str, Any] = {}
     for _, raw in layers:
         _deep_merge(merged, raw)
-    config = msgspec.convert(merged, Config, strict=True)
+    base = msgspec.convert(
+        {k: v for k, v in merged.items() if k in _BASE_FIELDS}, Config, strict=True
+    )
+    config = msgspec.structs.replace(
+        base,
+        sections={
+            name: msgspec.convert(merged.get(name, {}), cls, strict=True)
+            for name, cls in schema.sections.items()
+        },
+    )
     issues.extend(_cross_checks(config, layers))
-    issues.extend(_control_plane_checks(config, layers, home_dir))
-    issues.extend(_widening_checks(layers, home_source=str(files[0])))
+    ctx = CheckContext(home=home_dir, origin=lambda key: _origin(key, layers))
+    for name, section_value in config.sections.items():
+        issues.extend(section_value.check(name, ctx))
+    issues.extend(_widening_checks(layers, schema, home_source=str(files[0])))
     if issues:
         raise ConfigError(issues)
     return LoadedConfig(
@@ -192,6 +220,14 @@ def load_config(
         sources=tuple(s for s, _ in layers),
         deprecations=tuple(deprecations),
     )
+
+
+def _is_int_key(schema: _Schema, section: str, key: str) -> bool:
+    cls = schema.sections.get(section)
+    if cls is None:
+        return False
+    default = next((f.default for f in msgspec.structs.fields(cls) if f.name == key), None)
+    return isinstance(default, int) and not isinstance(default, bool)
 
 
 def _read_toml(path: Path, issues: list[ConfigIssue]) -> dict[str, Any] | None:
@@ -214,7 +250,7 @@ def _read_toml(path: Path, issues: list[ConfigIssue]) -> dict[str, Any] | None:
         return None
 
 
-def _validate_layer(source: str, raw: dict[str, Any]) -> list[ConfigIssue]:
+def _validate_layer(source: str, raw: dict[str, Any], schema: _Schema) -> list[ConfigIssue]:
     found: list[ConfigIssue] = []
     for key, hint in LEGACY_KEYS.items():
         if key in raw:
@@ -224,26 +260,26 @@ def _validate_layer(source: str, raw: dict[str, Any]) -> list[ConfigIssue]:
     if found:
         return found
     checked = raw
-    for section, legacy in DEPRECATED_SECTIONS.items():
+    for section, legacy in schema.deprecated_sections.items():
         body = raw.get(section)
         if not isinstance(body, dict):
             continue
-        old = {k: body[k] for (s, k) in DEPRECATED_KEYS if s == section and k in body}
+        old = {k: body[k] for (s, k) in schema.deprecated_keys if s == section and k in body}
         if old:  # checked under the names the file uses, the rest as usual
-            _check_struct(source, section, old, legacy, found)
+            _check_struct(source, section, old, legacy, found, schema)
             checked = {**checked, section: {k: v for k, v in body.items() if k not in old}}
-    _check_struct(source, "", checked, Config, found)
+    _check_body(source, "", checked, schema.fields(), found, schema)
     return found
 
 
 def _move_deprecated(
-    source: str, raw: dict[str, Any], issues: list[ConfigIssue]
+    source: str, raw: dict[str, Any], issues: list[ConfigIssue], schema: _Schema
 ) -> tuple[dict[str, Any], list[ConfigDeprecation]]:
     """``raw`` with every deprecated key moved to its new place, and a finding for each; a
     key set under both spellings in one layer is an issue (which one wins would be a guess)."""
     found: list[ConfigDeprecation] = []
     out = dict(raw)
-    for (section, key), (new_section, new_key) in DEPRECATED_KEYS.items():
+    for (section, key), (new_section, new_key) in schema.deprecated_keys.items():
         body = out.get(section)
         if not isinstance(body, dict) or key not in body:
             continue
@@ -268,14 +304,30 @@ def _move_deprecated(
 
 
 def _check_struct(
-    source: str, prefix: str, body: Any, cls: type[Any], found: list[ConfigIssue]
+    source: str,
+    prefix: str,
+    body: Any,
+    cls: type[Any],
+    found: list[ConfigIssue],
+    schema: _Schema,
 ) -> None:
     """Check ``body`` against the record type ``cls`` key by key, so that every problem of a
     table is reported, not only the first one msgspec meets."""
     if not isinstance(body, dict):
-        found.append(_convert_issue(source, prefix, body, cls))
+        found.append(_convert_issue(source, prefix, body, cls, schema))
         return
-    fields = {f.name: f for f in msgspec.structs.fields(cls)}
+    fields = {f.name: (f.type, f.required) for f in msgspec.structs.fields(cls)}
+    _check_body(source, prefix, body, fields, found, schema)
+
+
+def _check_body(
+    source: str,
+    prefix: str,
+    body: dict[str, Any],
+    fields: dict[str, tuple[Any, bool]],
+    found: list[ConfigIssue],
+    schema: _Schema,
+) -> None:
     for key in body:
         if key not in fields:
             found.append(
@@ -283,38 +335,39 @@ def _check_struct(
                     source=source,
                     key=_join(prefix, key),
                     message="unknown key",
-                    hint=_legacy_hint(prefix) + "known keys here: " + ", ".join(fields),
+                    hint=_legacy_hint(prefix, schema) + "known keys here: " + ", ".join(fields),
                 )
             )
-    for name, info in fields.items():
+    for name, (tp, required) in fields.items():
         key = _join(prefix, name)
         if name not in body:
-            if info.required:
+            if required:
                 found.append(ConfigIssue(source=source, key=key, message="missing required key"))
             continue
         value = body[name]
-        nested = _struct_in(info.type)
-        table_of = _table_of(info.type)
+        nested = _struct_in(tp)
+        table_of = _table_of(tp)
         if nested is not None and isinstance(value, dict):
-            _check_struct(source, key, value, nested, found)
-        elif (array_of := _array_of(info.type)) is not None and isinstance(value, list):
+            _check_struct(source, key, value, nested, found, schema)
+        elif (array_of := _array_of(tp)) is not None and isinstance(value, list):
             for index, entry_body in enumerate(value):  # [[section.key]] arrays of tables
-                _check_struct(source, f"{key}[{index}]", entry_body, array_of, found)
+                _check_struct(source, f"{key}[{index}]", entry_body, array_of, found, schema)
         elif table_of is not None:
             if not isinstance(value, dict):
                 found.append(ConfigIssue(source=source, key=key, message="must be a table"))
                 continue
             for entry, entry_body in value.items():
-                _check_struct(source, _join(key, str(entry)), entry_body, table_of, found)
+                _check_struct(source, _join(key, str(entry)), entry_body, table_of, found, schema)
         else:
-            issue = _convert_issue(source, key, value, info.type)
+            issue = _convert_issue(source, key, value, tp, schema)
             if issue.message:
                 found.append(issue)
 
 
-def _legacy_hint(prefix: str) -> str:
+def _legacy_hint(prefix: str, schema: _Schema) -> str:
     """What a section held in other Lemon versions, before the known keys ("" if nothing)."""
-    hint = LEGACY_SECTION_HINTS.get(prefix)
+    section = schema.sections.get(prefix)
+    hint = section.legacy_hint if section is not None else ""
     return f"{hint}; " if hint else ""
 
 
@@ -347,7 +400,7 @@ def _table_of(tp: Any) -> type[Any] | None:
     return None
 
 
-def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
+def _convert_issue(source: str, key: str, value: Any, tp: Any, schema: _Schema) -> ConfigIssue:
     """An issue for ``value`` not converting to ``tp`` (an empty message when it converts)."""
     try:
         msgspec.convert(value, tp, strict=True)
@@ -361,7 +414,7 @@ def _convert_issue(source: str, key: str, value: Any, tp: Any) -> ConfigIssue:
         elif choices:
             hint = "one of " + ", ".join(str(c) for c in choices)
         else:
-            hint = _HINTS.get(re.sub(r"\[\d+\]", "[]", key), "")
+            hint = schema.hints.get(re.sub(r"\[\d+\]", "[]", key), "")
         return ConfigIssue(source=source, key=key, message=text, hint=hint)
     return ConfigIssue(source=source, key=key, message="")
 
@@ -407,111 +460,20 @@ def _cross_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> l
             )
     for key, message, hint in check_servers(config):
         issues.append(ConfigIssue(source=_origin(key, layers), key=key, message=message, hint=hint))
-    issues.extend(_channel_checks(config, layers))
     return issues
-
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _control_plane_checks(
-    config: Config, layers: list[tuple[str, dict[str, Any]]], home: Path
-) -> list[ConfigIssue]:
-    """``[control_plane]``: TLS files both or neither, and each one a readable file."""
-    section = config.control_plane
-    issues: list[ConfigIssue] = []
-    if (section.tls_cert is None) != (section.tls_key is None):
-        key = "control_plane.tls_key" if section.tls_key is None else "control_plane.tls_cert"
-        issues.append(
-            ConfigIssue(
-                source=_origin(key, layers),
-                key=key,
-                message="TLS needs both tls_cert and tls_key",
-                hint="a PEM certificate (chain) and its private key, e.g. from your CA or "
-                "`openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem`",
-            )
-        )
-    paths = section.tls_paths(home)
-    for name, path in zip(("tls_cert", "tls_key"), paths or (), strict=False):
-        if not path.is_file() or not os.access(path, os.R_OK):
-            key = f"control_plane.{name}"
-            issues.append(
-                ConfigIssue(
-                    source=_origin(key, layers),
-                    key=key,
-                    message=f"{path} is not a readable file",
-                    hint="a relative path is under $LEMON_HOME",
-                )
-            )
-    return issues
-
-
-def _channel_checks(config: Config, layers: list[tuple[str, dict[str, Any]]]) -> list[ConfigIssue]:
-    telegram = config.channels.telegram
-    if telegram is None:
-        return []
-    issues: list[ConfigIssue] = []
-
-    def issue(key: str, message: str, hint: str) -> None:
-        full = f"channels.telegram.{key}"
-        issues.append(
-            ConfigIssue(source=_origin(full, layers), key=full, message=message, hint=hint)
-        )
-
-    for key in ("token_env", "webhook_secret_env"):
-        name = getattr(telegram, key)
-        if name is not None and not _ENV_NAME.match(name):
-            issue(
-                key,
-                f"{name!r} is not a variable name",
-                'give the NAME of the variable holding the secret, e.g. "TELEGRAM_BOT_TOKEN", '
-                "never the secret itself",
-            )
-    if not telegram.api_base_url.startswith(("http://", "https://")):
-        issue(
-            "api_base_url",
-            f"{telegram.api_base_url!r} is not an http(s) URL",
-            'e.g. "https://api.telegram.org" (or your self-hosted Bot API server)',
-        )
-    if any(user <= 0 for user in telegram.allowed_users):
-        issue(
-            "allowed_users",
-            "Telegram user ids are positive integers",
-            "e.g. allowed_users = [123456789] (ask @userinfobot for yours)",
-        )
-    if telegram.mode == "webhook":
-        if not telegram.webhook_url or not telegram.webhook_url.startswith("https://"):
-            issue(
-                "webhook_url",
-                "webhook mode needs the public https URL Telegram posts to",
-                'e.g. webhook_url = "https://bot.example.org/channels/telegram", '
-                'or use mode = "polling"',
-            )
-        if not telegram.webhook_secret_env:
-            issue(
-                "webhook_secret_env",
-                "webhook mode needs a secret Telegram sends back with every update",
-                'name the variable holding it, e.g. webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"',
-            )
-    return issues
-
-
-#: Keys that widen what the coding tools may reach: a project's ``.lemon/config.toml`` comes
-#: with the code being worked on, so only the user's own home config may set them.
-_HOME_ONLY_KEYS: tuple[tuple[str, ...], ...] = (
-    ("file_access", "allow_secrets"),
-    ("tools", "bash", "pass_env"),
-)
 
 
 def _widening_checks(
-    layers: list[tuple[str, dict[str, Any]]], *, home_source: str
+    layers: list[tuple[str, dict[str, Any]]], schema: _Schema, *, home_source: str
 ) -> list[ConfigIssue]:
+    """Keys only the home config may set (a section's ``home_only``: they widen what tools
+    reach, and a project's ``.lemon/config.toml`` comes with the code being worked on)."""
+    paths = [(name, *key.split(".")) for name, s in schema.sections.items() for key in s.home_only]
     issues: list[ConfigIssue] = []
     for source, raw in layers:
         if source == home_source:
             continue
-        for path in _HOME_ONLY_KEYS:
+        for path in paths:
             body: Any = raw
             for part in path[:-1]:
                 body = body.get(part) if isinstance(body, dict) else None

@@ -208,8 +208,7 @@ class CapabilityRegistry:
 
 @dataclass(kw_only=True, slots=True)
 class RuntimeContext:
-    """What an app's start hook receives: the runtime's capabilities and settings."""
+    """The runtime's name and capability registry (what apps publish to each other)."""
 
     name: str = "default"
     capabilities: CapabilityRegistry = field(default_factory=CapabilityRegistry)
-    settings: dict[str, Any] = field(default_factory=dict)

@@ -1,4 +1,5 @@
-"""The runtime boot: apps (``lemon.apps`` entry points) started by profile on one context.
+"""The runtime boot: apps (``lemon.apps`` entry points) whose lifespans are entered by profile
+on one context.
 
 See :class:`Runtime` and the lemon_core README.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from lemon_core.runtime._app import (
     APPS_ENTRY_POINT_GROUP,
     AppSpec,
+    Lifespan,
     discover_apps,
     known_profiles,
     resolve_profile,
@@ -45,6 +47,7 @@ __all__ = [
     "AppState",
     "HttpMount",
     "HttpMounts",
+    "Lifespan",
     "ModelCatalog",
     "ModelInfo",
     "Runtime",

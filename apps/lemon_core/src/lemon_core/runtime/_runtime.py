@@ -1,22 +1,24 @@
 """The runtime: boots a profile's apps in dependency order on one explicit context.
 
-Everything an app needs is on the :class:`Runtime` its hooks receive: the bus, the store,
-the validated config and the capability registry (``runtime.context.capabilities``). Nothing
-lives in module globals, so several runtimes can live in one process (tests do).
+Everything an app needs is on the :class:`Runtime` its lifespan receives: the bus, the store,
+the validated config (its own section: :meth:`Runtime.section`), typed per-process options
+(:meth:`Runtime.option`) and the capability registry (``runtime.context.capabilities``).
+Nothing lives in module globals, so several runtimes can live in one process (tests do).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar, overload
 
 from lemon_core.bus import Bus
-from lemon_core.config import Config, ConfigError, LoadedConfig, load_config
+from lemon_core.config import Config, ConfigError, LoadedConfig, Section, load_config
 from lemon_core.errors import BusBackendUnavailableError
 from lemon_core.execution import RuntimeContext
 from lemon_core.leases import Leases
@@ -37,13 +39,16 @@ _log = logging.getLogger(__name__)
 
 
 State = Literal["new", "starting", "running", "stopping", "stopped", "failed"]
+H = TypeVar("H")
+S = TypeVar("S", bound=Section)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AppState:
-    """One started app: its spec and the handle its start hook returned."""
+    """One started app: its spec and the handle its lifespan yielded."""
 
-    spec: AppSpec
+    spec: AppSpec[Any]
     handle: object
 
 
@@ -67,8 +72,10 @@ class Runtime:
     ``$LEMON_HOME/store/lemon.sqlite3``, PostgreSQL or memory (``store="memory"`` /
     ``"sqlite"`` / ``"postgres"`` overrides the configured backend); what the runtime created it
     also closes. A server that cannot be reached at start is a :class:`RuntimeBootError` naming
-    it (password redacted). ``settings`` go to ``context.settings`` (app options).
-    Start and stop must run in the same task (apps may hold
+    it (password redacted). ``options`` are typed per-process settings of apps that are not
+    config-file keys (an app reads its own with :meth:`option`, e.g. the control plane's
+    ``ControlPlaneOptions(port=0)``); an override of a config key is a config override
+    (``loaded.with_section(...)``). Start and stop must run in the same task (apps may hold
     task groups).
     """
 
@@ -77,30 +84,34 @@ class Runtime:
         *,
         profile: str | None = None,
         config: LoadedConfig | None = None,
-        apps: Mapping[str, AppSpec] | None = None,
+        apps: Mapping[str, AppSpec[Any]] | None = None,
         bus: Bus | None = None,
         store: Store | Literal["sqlite", "postgres", "memory"] | None = None,
         name: str = "default",
-        settings: Mapping[str, Any] | None = None,
+        options: Iterable[object] = (),
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> None:
-        self._loaded = config if config is not None else load_config(environ=environ, cwd=cwd)
+        self._apps = dict(apps) if apps is not None else discover_apps()
+        if config is None:
+            sections = {n: c for a in self._apps.values() for n, c in a.config_sections().items()}
+            config = load_config(environ=environ, cwd=cwd, sections=sections)
+        self._loaded = config
         self._environ = environ
         self.profile = profile or self._loaded.config.runtime.profile
-        self._apps = dict(apps) if apps is not None else discover_apps()
+        self._options = {type(option): option for option in options}
         self._order = resolve_profile(self.profile, self._apps)
         self._bus_arg = bus
         self._store_arg = store
         self._bus: Bus | None = bus
         self._store: Store | None = store if not isinstance(store, str | None) else None
         self.context = RuntimeContext(name=name)
-        self.context.settings.update(settings or {})
-        self.context.settings.update(profile=self.profile, home=str(self._loaded.home))
         self.mounts = HttpMounts()
         """The HTTP mounts of this runtime (the :data:`HTTP_MOUNTS` capability while it runs)."""
         self._leases: Leases | None = None
         self._started: list[AppState] = []
+        self._stack = AsyncExitStack()
+        self._exit_errors: list[str] = []
         self._state: State = "new"
         self._task: asyncio.Task[Any] | None = None
 
@@ -144,12 +155,27 @@ class Runtime:
         """The apps of the profile, in start order."""
         return tuple(app.name for app in self._order)
 
-    def handle(self, app: str) -> object:
-        """The handle ``app``'s start hook returned; raise if it is not started."""
+    @overload
+    def handle(self, app: AppSpec[H]) -> H: ...
+    @overload
+    def handle(self, app: str) -> object: ...
+    def handle(self, app: AppSpec[Any] | str) -> object:
+        """The handle ``app``'s lifespan yielded (typed when ``app`` is its spec); raise
+        :class:`RuntimeUsageError` if it is not started."""
+        name = app if isinstance(app, str) else app.name
         for started in self._started:
-            if started.spec.name == app:
+            if started.spec.name == name:
                 return started.handle
-        raise RuntimeUsageError(f"app {app!r} is not started in this runtime ({self.profile})")
+        raise RuntimeUsageError(f"app {name!r} is not started in this runtime ({self.profile})")
+
+    def section(self, cls: type[S]) -> S:
+        """The app config section of type ``cls`` (its defaults when no file set it)."""
+        return self._loaded.config.section(cls)
+
+    def option(self, cls: type[T]) -> T | None:
+        """The per-process option of type ``cls`` given to the runtime, else ``None``."""
+        found = self._options.get(cls)
+        return found if isinstance(found, cls) else None
 
     def statistics(self) -> RuntimeStatistics:
         return RuntimeStatistics(
@@ -188,8 +214,9 @@ class Runtime:
         self._leases = shared_leases(self._store)
         self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
         for spec in self._order:
+            app_stack = AsyncExitStack()
             try:
-                handle = await spec.start(self)
+                handle = await app_stack.enter_async_context(spec.lifespan(self))
             except Exception as exc:
                 stop_errors = await self._stop_started()
                 await self._close_owned()
@@ -201,12 +228,13 @@ class Runtime:
                     hook="start",
                     stop_errors=tuple(stop_errors),
                 ) from exc
+            self._stack.push_async_callback(self._exit_app, spec, app_stack)
             self._started.append(AppState(spec=spec, handle=handle))
         self._state = "running"
 
     async def stop(self) -> None:
-        """Stop the started apps in reverse order (every one, even when one fails), then close
-        what the runtime opened. Raise :class:`AppHookError` if a stop hook failed."""
+        """Exit the started apps' lifespans in reverse order (every one, even when one fails),
+        then close what the runtime opened. Raise :class:`AppHookError` if one failed."""
         if self._state in ("stopped", "new", "failed"):
             self._state = "stopped" if self._state == "new" else self._state
             return
@@ -217,15 +245,20 @@ class Runtime:
         if errors:
             raise AppHookError("stopping the runtime: " + "; ".join(errors), app="", hook="stop")
 
+    async def _exit_app(self, spec: AppSpec[Any], app_stack: AsyncExitStack) -> None:
+        try:
+            await app_stack.aclose()
+        except Exception as exc:
+            _log.exception("app %s failed to stop", spec.name)
+            self._exit_errors.append(f"app {spec.name!r}: {type(exc).__name__}: {exc}")
+        finally:
+            self._started = [s for s in self._started if s.spec is not spec]
+
     async def _stop_started(self) -> list[str]:
-        errors: list[str] = []
-        while self._started:
-            started = self._started.pop()
-            try:
-                await started.spec.stop(self, started.handle)
-            except Exception as exc:
-                _log.exception("app %s failed to stop", started.spec.name)
-                errors.append(f"app {started.spec.name!r}: {type(exc).__name__}: {exc}")
+        """Exit every started app's lifespan, last started first; the errors, one per app."""
+        self._exit_errors = []
+        await self._stack.aclose()
+        errors, self._exit_errors = self._exit_errors, []
         return errors
 
     async def _close_owned(self) -> None:

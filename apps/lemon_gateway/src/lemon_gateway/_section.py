@@ -1,26 +1,30 @@
-"""GatewayConfig: the ``[gateway]`` settings, strictly validated."""
+"""``[gateway]``: the gateway's config section (declared here, named on its AppSpec)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from lemon_core.config import GatewayConfig as GatewaySettings
+import msgspec
+
+from lemon_core.config import Section
 from lemon_gateway.errors import GatewayConfigError
 
 __all__ = ["GatewayConfig"]
 
+_Count = Annotated[int, msgspec.Meta(ge=1)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0)]
+_PATH = re.compile(r" - at `\$[^`]*`$")
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GatewayConfig:
-    """Gateway settings. Every bound is explicit; see the README for the overflow behaviour.
 
-    The keys and defaults are those of the ``[gateway]`` section of the config schema
-    (``lemon_core.config.GatewayConfig``); boot passes every one of them
-    (:meth:`from_settings`), and a test keeps the two and the README table equal.
+class GatewayConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[gateway]``: execution slots and bounds. Every bound is explicit and checked when the
+    record is made (:class:`GatewayConfigError`), by ``lemon config validate`` as by
+    ``GatewayConfig(...)``; the README's ``[gateway]`` table documents each key (a test keeps
+    the two equal).
 
-    * ``max_concurrent_runs``: global slots (default 2).
+    * ``max_concurrent_runs``: global slots (default 2, at most 1024).
     * ``slot_request_timeout_s``: a slot waiter re-requests (new generation, same FIFO
       place) after this long.
     * ``require_engine_lock`` / ``engine_lock_timeout_s``: per-session lock; a run that
@@ -43,56 +47,44 @@ class GatewayConfig:
       for every daemon of the deployment (shared slot leases), not a limit per daemon.
     * ``lease_ttl_s``: how long a shared lease (engine lock, slot) outlives its last renewal
       (renewed every third of it): how soon another daemon takes over from a dead or paused
-      one. Unused on one machine.
+      one. Unused on one machine. (The router's session leases have their own,
+      ``[router] lease_ttl_s``.)
     """
 
-    max_concurrent_runs: int = 2
-    slot_request_timeout_s: float = 30.0
+    env_keys: ClassVar[Mapping[str, str]] = {"LEMON_MAX_CONCURRENT_RUNS": "max_concurrent_runs"}
+
+    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 2
+    slot_request_timeout_s: _Seconds = 30.0
     require_engine_lock: bool = True
-    engine_lock_timeout_s: float = 60.0
-    max_launch_attempts: int = 3
-    launch_retry_backoff_s: float = 0.1
-    prepare_timeout_s: float = 60.0
-    store_timeout_s: float = 10.0
-    shutdown_grace_s: float = 10.0
-    max_pending_per_conversation: int = 1_000
-    max_pending_runs: int = 100_000
+    engine_lock_timeout_s: _Seconds = 60.0
+    max_launch_attempts: _Count = 3
+    launch_retry_backoff_s: _Seconds = 0.1
+    prepare_timeout_s: _Seconds = 60.0
+    store_timeout_s: _Seconds = 10.0
+    shutdown_grace_s: _Seconds = 10.0
+    max_pending_per_conversation: _Count = 1_000
+    max_pending_runs: _Count = 100_000
     record_run_history: bool = True
-    store_sweep_interval_s: float = 300.0
+    store_sweep_interval_s: _Seconds = 300.0
     default_cwd: str | None = None
     shared_slots: bool = False
-    lease_ttl_s: float = 15.0
+    lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value: object = getattr(self, f.name)
-            if f.type == "bool":
-                ok = isinstance(value, bool)
-            elif f.type == "int":
-                ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-            elif f.type == "float":
-                ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-            else:
-                ok = value is None or isinstance(value, str)
-            if f.name == "lease_ttl_s" and ok and not value:
-                ok = False
-            if not ok:
-                raise GatewayConfigError(
-                    f"gateway.{f.name} must be a {_describe(f.type)}, got {value!r}"
-                )
-
-    @classmethod
-    def from_settings(cls, settings: GatewaySettings) -> GatewayConfig:
-        """Build from the loaded ``[gateway]`` section: every key of it, and a key the
-        gateway does not know is an error (never silently ignored)."""
-        return cls.from_mapping(
-            {name: getattr(settings, name) for name in settings.__struct_fields__}
-        )
+        hints = _field_types()
+        for name in self.__struct_fields__:
+            try:
+                msgspec.convert(getattr(self, name), hints[name], strict=True)
+            except msgspec.ValidationError as exc:
+                text = _PATH.sub("", str(exc))
+                if ", got" not in text:
+                    text += f", got {getattr(self, name)!r}"
+                raise GatewayConfigError(f"gateway.{name}: {text}") from None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> GatewayConfig:
         """Build from a ``[gateway]`` table; unknown keys are an error naming the valid ones."""
-        known = {f.name for f in fields(cls)}
+        known = set(cls.__struct_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise GatewayConfigError(
@@ -101,9 +93,10 @@ class GatewayConfig:
         return cls(**dict(data))
 
 
-def _describe(type_name: object) -> str:
-    return {
-        "bool": "boolean",
-        "int": "positive integer",
-        "float": "non-negative number of seconds",
-    }.get(str(type_name), "string or nothing")
+_TYPES: dict[str, Any] = {}
+
+
+def _field_types() -> dict[str, Any]:
+    if not _TYPES:
+        _TYPES.update({f.name: f.type for f in msgspec.structs.fields(GatewayConfig)})
+    return _TYPES

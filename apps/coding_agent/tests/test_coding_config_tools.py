@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lemon_core.config import BashToolConfig, ConfigError, ToolsConfig, load_config
+from coding_agent import BashToolConfig, ToolsConfig
+from lemon_core.config import ConfigError, load_config
 
 
 def write(path: Path, text: str) -> None:
@@ -17,8 +18,8 @@ def write(path: Path, text: str) -> None:
 
 def test_tools_default_to_passing_no_secret_variable(tmp_path: Path) -> None:
     loaded = load_config(home=tmp_path / "home", cwd=tmp_path, environ={})
-    assert loaded.config.tools == ToolsConfig()
-    assert loaded.config.tools.bash == BashToolConfig(pass_env=())
+    assert loaded.section(ToolsConfig) == ToolsConfig()
+    assert loaded.section(ToolsConfig).bash == BashToolConfig(pass_env=())
 
 
 def test_the_home_config_names_variables_bash_may_see(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_the_home_config_names_variables_bash_may_see(tmp_path: Path) -> None:
         '[tools.bash]\npass_env = ["GITHUB_TOKEN", "NPM_TOKEN"]\n',
     )
     loaded = load_config(home=tmp_path / "home", cwd=tmp_path, environ={})
-    assert loaded.config.tools.bash.pass_env == ("GITHUB_TOKEN", "NPM_TOKEN")
+    assert loaded.section(ToolsConfig).bash.pass_env == ("GITHUB_TOKEN", "NPM_TOKEN")
 
 
 def test_a_pass_env_entry_must_be_a_variable_name(tmp_path: Path) -> None:

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lemon_core.config import (
-    ConfigDeprecation,
-    ConfigError,
-    LoadedConfig,
-    WebhookEndpointConfig,
-    load_config,
-)
+from lemon_core.config import ConfigDeprecation, ConfigError, LoadedConfig, load_config
+from lemon_gateway import GatewayConfig
+from lemon_webhooks import WebhookEndpointConfig, WebhooksConfig
 
 NEW = (
     "[webhooks]\nenabled = true\nidempotency_ttl_s = 3600\n"
@@ -36,7 +32,7 @@ def _load(tmp_path: Path, text: str) -> LoadedConfig:
 
 @pytest.mark.parametrize("text", [NEW, OLD], ids=["webhooks", "deprecated-gateway"])
 def test_webhooks_load_as_typed_records(tmp_path: Path, text: str) -> None:
-    webhooks = _load(tmp_path, text).config.webhooks
+    webhooks = _load(tmp_path, text).section(WebhooksConfig)
     assert webhooks.enabled is True
     assert webhooks.idempotency_ttl_s == 3600
     assert [w.id for w in webhooks.endpoints] == ["ci", "deploy"]
@@ -84,8 +80,11 @@ def test_each_deprecated_key_is_reported_with_its_new_spelling(tmp_path: Path) -
         f"{source}: gateway.ingress_enabled: deprecated, still read; use webhooks.enabled"
     )
     config = loaded.config
-    assert (config.webhooks.max_body_bytes, config.webhooks.submit_timeout_s) == (10, 2.0)
-    assert config.gateway.max_concurrent_runs == 3  # the gateway keeps its own keys
+    assert (
+        config.section(WebhooksConfig).max_body_bytes,
+        config.section(WebhooksConfig).submit_timeout_s,
+    ) == (10, 2.0)
+    assert config.section(GatewayConfig).max_concurrent_runs == 3  # the gateway keeps its own keys
 
 
 def test_a_project_layer_overrides_a_deprecated_home_key(tmp_path: Path) -> None:
@@ -94,7 +93,7 @@ def test_a_project_layer_overrides_a_deprecated_home_key(tmp_path: Path) -> None
     (project / "config.toml").write_text("[webhooks]\nenabled = false\n", encoding="utf-8")
     (tmp_path / "config.toml").write_text("[gateway]\ningress_enabled = true\n")
     loaded = load_config(home=tmp_path, cwd=tmp_path / "work", environ={})
-    assert loaded.config.webhooks.enabled is False
+    assert loaded.section(WebhooksConfig).enabled is False
     assert [d.key for d in loaded.deprecations] == ["gateway.ingress_enabled"]
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from lemon_channels import ChannelsConfig
 from lemon_core.config import ConfigError, load_config
 
 
@@ -22,12 +23,12 @@ def issues(tmp_path: Path, body: str) -> dict[str, str]:
 
 def test_no_section_means_no_channel(tmp_path: Path) -> None:
     loaded = load_config(home=tmp_path, cwd=tmp_path, environ={})
-    assert loaded.config.channels.telegram is None
+    assert loaded.section(ChannelsConfig).telegram is None
 
 
 def test_a_minimal_section_takes_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("[channels.telegram]\nallowed_users = [12345]\n")
-    telegram = load_config(home=tmp_path, cwd=tmp_path, environ={}).config.channels.telegram
+    telegram = load_config(home=tmp_path, cwd=tmp_path, environ={}).section(ChannelsConfig).telegram
     assert telegram is not None
     assert telegram.token_env == "TELEGRAM_BOT_TOKEN"
     assert telegram.api_base_url == "https://api.telegram.org"

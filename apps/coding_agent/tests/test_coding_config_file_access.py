@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lemon_core.config import ConfigError, FileAccessConfig, load_config
+from coding_agent import FileAccessConfig
+from lemon_core.config import ConfigError, load_config
 
 
 def write(path: Path, text: str) -> None:
@@ -16,7 +17,7 @@ def write(path: Path, text: str) -> None:
 
 def test_file_access_defaults_to_no_extra_patterns(tmp_path: Path) -> None:
     loaded = load_config(home=tmp_path / "home", cwd=tmp_path, environ={})
-    assert loaded.config.file_access == FileAccessConfig()
+    assert loaded.section(FileAccessConfig) == FileAccessConfig()
 
 
 def test_the_home_config_sets_patterns_and_exemptions(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_the_home_config_sets_patterns_and_exemptions(tmp_path: Path) -> None:
         tmp_path / "home" / "config.toml",
         '[file_access]\nsecret_patterns = ["*.secret"]\nallow_secrets = ["tests/fixtures/*.pem"]\n',
     )
-    access = load_config(home=tmp_path / "home", cwd=tmp_path, environ={}).config.file_access
+    access = load_config(home=tmp_path / "home", cwd=tmp_path, environ={}).section(FileAccessConfig)
     assert access.secret_patterns == ("*.secret",)
     assert access.allow_secrets == ("tests/fixtures/*.pem",)
 
@@ -33,7 +34,7 @@ def test_a_project_config_may_add_patterns_but_never_exempt_secrets(tmp_path: Pa
     project = tmp_path / "proj"
     write(project / ".lemon" / "config.toml", '[file_access]\nsecret_patterns = ["*.vault"]\n')
     loaded = load_config(home=tmp_path / "home", cwd=project, environ={})
-    assert loaded.config.file_access.secret_patterns == ("*.vault",)
+    assert loaded.section(FileAccessConfig).secret_patterns == ("*.vault",)
 
     write(project / ".lemon" / "config.toml", '[file_access]\nallow_secrets = [".env"]\n')
     with pytest.raises(ConfigError) as info:
