@@ -58,7 +58,7 @@ from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, RunOwner, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
 from lemon_gateway._statistics import (
@@ -163,7 +163,7 @@ class Gateway:
         self._steers_accepted = 0
         self._steers_refused = 0
         self._orphans_completed = 0
-        self._run_services: RunOwner = _RunServices(self)
+        self._run_services = _RunServices(self)  # a RunOwner and a WorkerOwner
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -314,7 +314,7 @@ class Gateway:
             )
         worker = self._workers.get(key)
         if worker is None:
-            worker = ThreadWorker(self, key)
+            worker = ThreadWorker(self._run_services, key)
         elif worker.size >= self.config.max_pending_per_conversation:
             raise GatewayOverloadedError(
                 f"conversation {key!r} has {worker.size} runs pending "
@@ -457,7 +457,7 @@ class Gateway:
         given and its lock taken), so a crash leaves them to be completed as vanished."""
         return self._owner_lock is not None
 
-    # -- internals used by Run and ThreadWorker ------------------------------------------
+    # -- internals used through _RunServices (by Run and ThreadWorker) ----------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         return self._tasks.spawn(coro, name=name)
@@ -746,8 +746,9 @@ class Gateway:
 
 
 class _RunServices:
-    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs (they see
-    this, not the gateway)."""
+    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs and the
+    :class:`~lemon_gateway._worker.WorkerOwner` port it gives its workers (they see this, not
+    the gateway)."""
 
     __slots__ = ("_gateway",)
 
@@ -838,6 +839,15 @@ class _RunServices:
 
     def run_finished(self, run: Run, completion: Completion) -> None:
         self._gateway._run_finished(run, completion)
+
+    # -- WorkerOwner ----------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._gateway._stopping
+
+    def worker_idle(self, worker: ThreadWorker) -> None:
+        self._gateway._worker_idle(worker)
 
 
 def _plain(snapshot: SchedulerStatistics | EngineLockStatistics) -> dict[str, Any]:
