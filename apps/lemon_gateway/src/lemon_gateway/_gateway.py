@@ -44,8 +44,10 @@ from lemon_core.execution import (
     ENGINE_RUNTIME,
     EXECUTOR_ENTRY_POINT_GROUP,
     NATIVE_ENGINE,
+    RESUME_READBACK,
     ExecutionCommand,
     Executor,
+    ResumeToken,
     RuntimeContext,
     RunView,
     SteerableExecution,
@@ -830,6 +832,13 @@ class _RunServices:
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str
     ) -> None:
         await self._gateway._complete_orphan(fenced, key, record, why=why)
+
+    async def latest_resume(self, command: ExecutionCommand) -> ResumeToken | None:
+        runtime = self._gateway.runtime
+        readback = None if runtime is None else runtime.capabilities.get(RESUME_READBACK)
+        if readback is None:
+            return None
+        return await readback.latest_resume(command)
 
     def note_store_failure(self) -> None:
         self._gateway._store_failures += 1
