@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
+from lemon_core.cwd import default_cwd, real_path, resolve_cwd
 from lemon_core.errors import LemonCoreError
 from lemon_core.events import Completion, ErrorCode, Payload, RunCompleted, now_ms
 from lemon_core.execution import (
@@ -60,7 +61,7 @@ from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
 from lemon_gateway._statistics import (
@@ -151,7 +152,7 @@ class Gateway:
         self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
-        self._default_cwd = os.getcwd()
+        self._default_cwd = real_path(os.getcwd())  # until start reads the configured one
         self._submitted = 0
         self._completed = 0
         self._failed = 0
@@ -585,9 +586,9 @@ class Gateway:
         return next(self._generations)
 
     def _resolve_cwd(self, cwd: str | None) -> str:
-        if cwd and cwd.strip():
-            return os.path.abspath(os.path.expanduser(cwd))
-        return self._default_cwd
+        # lemon_core's one rule (real paths); unchecked here: the executor reports a missing
+        # directory as the run's failure.
+        return resolve_cwd(cwd, workspace=self._default_cwd, check=False)
 
     async def _complete_orphan(
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import os
 import time
 from collections.abc import Coroutine, Hashable, Mapping
 from dataclasses import dataclass
@@ -1050,11 +1049,3 @@ def _usage(value: object) -> RunUsage | None:
         except Exception as exc:
             log.warning("dropping usage that does not fit RunUsage: %r", exc)
     return None
-
-
-def default_cwd(configured: str | None) -> str:
-    """The configured default cwd if it is a directory, else home, else the process cwd."""
-    if configured and os.path.isdir(configured):
-        return os.path.abspath(configured)
-    home = os.path.expanduser("~")
-    return home if os.path.isdir(home) else os.getcwd()
