@@ -42,14 +42,17 @@ def serve(
 ) -> None:
     """Run the daemon in the foreground: the runtime and its control plane (/healthz, /ws)."""
     from lemon_cli.chat_cmd import _config_or_exit
+    from lemon_core.cwd import CwdError, resolve_cwd
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
-    work = (cwd or Path.cwd()).expanduser()
-    if not work.is_dir():
-        console.print(f"lemon serve: --cwd {escape(str(work))} is not a directory")
-        raise typer.Exit(2)
+    try:  # lemon_core's one rule: the real path of an existing directory
+        work = resolve_cwd(None if cwd is None else str(cwd))
+    except CwdError:
+        shown = (cwd or Path.cwd()).expanduser()
+        console.print(f"lemon serve: --cwd {escape(str(shown))} is not a directory")
+        raise typer.Exit(2) from None
     loaded = _config_or_exit(console)
-    settings: dict[str, Any] = {"host": host, "cwd": str(work.resolve())}
+    settings: dict[str, Any] = {"host": host, "cwd": work}
     if port is not None:
         settings["port"] = port
     # Timestamped lines: the daemon log `logs.tail` reads back over the wire.
