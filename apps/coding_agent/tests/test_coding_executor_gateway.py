@@ -446,6 +446,59 @@ async def test_concurrent_runs_keep_their_own_workspace_and_todos(
     assert results[1] == "The todo list is empty."
 
 
+async def test_a_second_run_gets_tools_built_for_its_own_workspace(
+    tmp_path: Path, scripted_provider: ScriptedProviderServer
+) -> None:
+    """The tool registry is the run's own: a second run of one executor, in another workspace
+    on a model with a larger window, sees tools described with its own bounds (the bash
+    output kept), not those of the executor's first run; and its system prompt names its own
+    workspace."""
+    from coding_agent.compaction import run_limits
+
+    home = tmp_path / "home"
+    home.mkdir()
+    base = scripted_provider.openai_base_url
+    (home / "config.toml").write_text(
+        f'[providers.local]\nkind = "openai_completions"\nbase_url = "{base}"\n'
+        'api_key_env = "K"\n'
+        f'[providers.openai]\nkind = "openai_completions"\nbase_url = "{base}"\n'
+        'api_key_env = "K"\n'
+    )
+    environ = {"K": "sk-test"}
+    executor = CodingExecutor(home=home, environ=environ)
+    scripted_provider.script(ScriptedTurn(text="small"), ScriptedTurn(text="large"))
+    dirs = {}
+    for name in ("small", "large"):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+    models = {"small": "local:tiny-coder", "large": "openai:gpt-4o-mini"}
+    async with Gateway(bus=Bus(), executor=executor) as gateway:
+        for name in ("small", "large"):
+            key = f"agent:coder:{name}"
+            completion = await gateway.submit_execution(
+                ExecutionCommand(run_id=name, session_key=key, prompt="go", model=models[name],
+                                 conversation_key=("session", key), cwd=str(dirs[name]))
+            )  # fmt: skip
+            assert completion.ok, completion.error
+    from lemon_core.config import load_config
+
+    config = load_config(environ=environ, cwd=tmp_path, home=home).config
+    settings = ExecutorSettings()
+    for number, name in enumerate(("small", "large")):
+        body = scripted_provider.requests[number].body
+        model, _ = resolve_model(config, models[name], environ=environ)
+        limits = run_limits(settings.limits, model, settings.compaction)
+        bash = next(t["function"] for t in body["tools"] if t["function"]["name"] == "bash")
+        assert f"the last {limits.bash_output_bytes} bytes" in bash["description"], name
+        system = body["messages"][0]["content"]
+        assert str(dirs[name]) in system
+    small = run_limits(settings.limits, resolve_model(config, models["small"], environ=environ)[0],
+                       settings.compaction)  # fmt: skip
+    large = run_limits(settings.limits, resolve_model(config, models["large"], environ=environ)[0],
+                       settings.compaction)  # fmt: skip
+    assert small.bash_output_bytes < large.bash_output_bytes, "the two runs' bounds differ"
+
+
 async def test_an_unknown_model_fails_the_run_clearly(tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()

@@ -58,6 +58,30 @@ def test_registry_refuses_duplicates_bad_names_and_invalid_schemas() -> None:
     assert len(registry) == 1
 
 
+def test_a_schema_is_checked_once_however_many_registries_hold_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jsonschema import validators
+
+    checked: list[object] = []
+    cls = validators.validator_for({})
+    original = cls.check_schema
+
+    def check(schema: object, **kw: Any) -> None:
+        checked.append(schema)
+        original(schema, **kw)
+
+    monkeypatch.setattr(cls, "check_schema", check)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 7331}}}
+    for _ in range(3):  # a registry per run, as the coding executor builds them
+        ToolRegistry([Tool(name="n", description="", execute=_echo, parameters=schema)])
+    assert checked == [schema]
+    broken = {"type": "object", "properties": {"n": 7331}}
+    for _ in range(2):  # a broken schema is never remembered: refused every time
+        with pytest.raises(AgentUsageError, match="invalid parameters schema"):
+            ToolRegistry([Tool(name="n", description="", execute=_echo, parameters=broken)])
+
+
 def test_validation_messages_name_the_argument() -> None:
     registry = ToolRegistry([ECHO])
     assert registry.validate("echo", {"text": "hi"}) is None

@@ -33,57 +33,31 @@ approvals and re-raises.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import os
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from coding_agent._sections import FileAccessConfig
-from coding_agent.access import FileAccess
+from coding_agent._run import CodingRun, RunSettings
 from coding_agent.compaction import (
     CompactionInfo,
     CompactionSettings,
     Compactor,
-    run_limits,
-    tool_result_cap,
 )
-from coding_agent.environment import tool_environment_for
 from coding_agent.errors import (
     CodingAgentUsageError,
     CompactionError,
     CorruptTranscriptError,
     TranscriptError,
 )
-from coding_agent.policy import DEFAULT_TOOL_POLICY, ApprovalHooks, GateContext, check_gate
-from coding_agent.prompt import PromptLimits, build_system_prompt
+from coding_agent.policy import DEFAULT_TOOL_POLICY
+from coding_agent.prompt import PromptLimits
 from coding_agent.session import SessionStore, Transcript
-from coding_agent.tools import TodoList, coding_tools
 from coding_agent.transcript_mirror import TranscriptMirror
-from coding_agent.workspace import CodingLimits, Workspace
-from lemon_agent import (
-    Agent,
-    AgentConfig,
-    AgentEndEvent,
-    AgentErrorEvent,
-    AgentEvent,
-    MessageUpdateEvent,
-    QueueFullError,
-    Tool,
-    ToolContext,
-    ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
-    ToolExecutionUpdateEvent,
-    ToolRegistry,
-    ToolResult,
-    TurnEndEvent,
-    TurnStartEvent,
-)
+from coding_agent.workspace import CodingLimits
 from lemon_ai import (
-    Cost,
     ImageContent,
     InvalidImageError,
     LemonAiError,
@@ -91,10 +65,7 @@ from lemon_ai import (
     Model,
     Provider,
     RetryPolicy,
-    TextDeltaEvent,
     UnknownModelError,
-    Usage,
-    UserMessage,
     check_images,
     decode_image,
     default_catalogue,
@@ -103,7 +74,7 @@ from lemon_ai import (
 )
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, ConfigError, lemon_home, load_config
-from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
+from lemon_core.events import ErrorCode
 from lemon_core.execution import (
     ActionKind,
     ExecutionJob,
@@ -114,7 +85,7 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 from lemon_core.home import Home
-from lemon_skills import SkillCatalog, SkillsError, SkillsSettings, SkillSummary, read_skill_tool
+from lemon_skills import SkillCatalog, SkillsSettings
 
 __all__ = [
     "CodingExecution",
@@ -124,43 +95,10 @@ __all__ = [
     "resolve_model",
 ]
 
-_ACTION_KIND: Final[Mapping[str, ActionKind]] = {
-    "bash": ActionKind.COMMAND,
-    "write": ActionKind.FILE_CHANGE,
-    "edit": ActionKind.FILE_CHANGE,
-}
-_MAX_ACTION_TEXT: Final = 2000
 _DEFAULT_BASE_URL: Final[Mapping[str, str]] = {
     "openai_completions": "https://api.openai.com/v1",
     "anthropic_messages": "https://api.anthropic.com",
 }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _RunTools:
-    """The tools of one run (its workspace and todo list) and its gate."""
-
-    tools: Mapping[str, Tool]
-    gate: GateContext
-
-
-#: The current run's tools, set in the run's task before the agent starts (the agent's tasks
-#: inherit it); the registry the agent sees is built once per executor and dispatches here.
-_RUN_TOOLS: contextvars.ContextVar[_RunTools] = contextvars.ContextVar("coding_run_tools")
-
-
-def _dispatcher(template: Tool) -> Tool:
-    async def execute(ctx: ToolContext) -> ToolResult | str:
-        run = _RUN_TOOLS.get()
-        await check_gate(ctx, run.gate)
-        return await run.tools[ctx.name].execute(ctx)
-
-    return Tool(
-        name=template.name,
-        description=template.description,
-        parameters=template.parameters,
-        execute=execute,
-    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -294,21 +232,6 @@ def _agent_id(job: ExecutionJob) -> str:
     return "default"
 
 
-def _usable_skills(catalog: SkillCatalog) -> list[SkillSummary]:
-    """The skills to list in the prompt; none when the skills directory cannot be read (a
-    corrupt lockfile, an unwritable home): the run goes on without them."""
-    try:
-        return catalog.enabled()
-    except (SkillsError, OSError):
-        return []
-
-
-def _clip(text: str) -> str:
-    if len(text) <= _MAX_ACTION_TEXT:
-        return text
-    return text[:_MAX_ACTION_TEXT] + f"... [{len(text) - _MAX_ACTION_TEXT} more characters]"
-
-
 class CodingExecutor:
     """The gateway's native executor (zero-argument construction for the entry point).
 
@@ -340,7 +263,6 @@ class CodingExecutor:
         self.settings = settings or ExecutorSettings()
         self._retry = retry
         self._environ = environ
-        self._registry: ToolRegistry | None = None
         self._counts = dict.fromkeys(
             (
                 "started", "ok", "failed", "cancelled", "created", "resumed", "fresh",
@@ -371,14 +293,6 @@ class CodingExecutor:
             steer_continuations=c["steer_continuations"],
             transcripts_repaired=c["repaired"],
         )
-
-    def tool_registry(self, workspace: Workspace) -> ToolRegistry:
-        """The registry every run of this executor uses (schemas checked once): each tool
-        dispatches to the current run's own tools after the run's policy and approvals."""
-        if self._registry is None:
-            templates = [*coding_tools(workspace), read_skill_tool(self.skills())]
-            self._registry = ToolRegistry(_dispatcher(tool) for tool in templates)
-        return self._registry
 
     @property
     def home(self) -> Path:
@@ -484,12 +398,7 @@ class CodingExecution:
     def __init__(self, executor: CodingExecutor, job: ExecutionJob) -> None:
         self._executor = executor
         self._job = job
-        self._agent: Agent | None = None
-        # The texts of the latest accepted steers (bounded like the agent's queue): the ones
-        # the loop has not taken are the last ``steering_queued`` of them.
-        self._accepted: deque[str] = deque(maxlen=executor.settings.steering_capacity)
-        self._accepting = False
-        self._finished = False
+        self._run_state: CodingRun | None = None  # set when the run proper starts
 
     # -- steering --------------------------------------------------------------------------
 
@@ -507,29 +416,21 @@ class CodingExecution:
         finishing or finished, was cancelled, is failing, the steering queue is full
         (``AgentConfig.steering_capacity``), or ``text`` is empty.
         """
-        counts = self._executor._counts
-        agent = self._agent
-        if not self._accepting or agent is None or not text.strip():
-            counts["steers_refused"] += 1
+        run = self._run_state
+        if run is None:
+            self._executor._counts["steers_refused"] += 1
             return False
-        try:
-            agent.steer(text)
-        except QueueFullError:
-            counts["steers_refused"] += 1
-            return False
-        self._accepted.append(text)
-        counts["steers_accepted"] += 1
-        return True
+        return run.steer(text)
 
     @property
     def steerable(self) -> bool:
         """Whether :meth:`steer` would currently accept a message (queue space aside)."""
-        return self._accepting and self._agent is not None
+        return self._run_state is not None and self._run_state.steerable
 
     @property
     def finished(self) -> bool:
         """Whether the agent loop has ended (a later :meth:`steer` returns False)."""
-        return self._finished
+        return self._run_state is not None and self._run_state.finished
 
     # -- session ---------------------------------------------------------------------------
 
@@ -690,298 +591,37 @@ class CodingExecution:
         resume: ResumeToken,
         images: tuple[ImageContent, ...] = (),
     ) -> ExecutionResult:
-        job = self._job
+        """The run proper: a :class:`CodingRun` of its own (tools, gate, persistence)."""
         ex = self._executor
         settings = ex.settings
-        if images and model.image_input is False:
-            sink.action(
-                id="images_not_sent",
-                kind=ActionKind.NOTE,
-                title=(
-                    f"{model.ref} does not accept image input: {len(images)} image(s) not "
-                    "sent (the model was told); choose a model that takes images to send them"
-                ),
-                phase="completed",
-                ok=False,
-                level="warning",
-            )
-        # The tools' processes get the daemon's environment less its secrets (reads secrets.env).
-        env = await asyncio.to_thread(
-            tool_environment_for, config, home=ex.home, environ=ex._environ
-        )
-        workspace = Workspace(
-            cwd=Path(job.cwd),
-            limits=run_limits(settings.limits, model, settings.compaction),
-            access=FileAccess.from_config(config.section(FileAccessConfig), home=ex.home),
-            env=env,
-        )
-        agent_id = _agent_id(job)
-
-        def approval_requested(tool_call_id: str, pending: ApprovalPending) -> None:
-            sink.action(
-                id=pending.id,
-                kind=ActionKind.APPROVAL,
-                title=f"approve {pending.rationale or pending.tool}?",
-                detail={"approval_id": pending.id, "tool": pending.tool,
-                        "tool_call_id": tool_call_id, "action": pending.action},
-                phase="started",
-            )  # fmt: skip
-
-        def approval_resolved(tool_call_id: str, approval_id: str, d: ApprovalDecision) -> None:
-            sink.action(
-                id=approval_id,
-                kind=ActionKind.APPROVAL,
-                title=f"approval {d.value}",
-                detail={"approval_id": approval_id, "decision": d.value},
-                phase="completed",
-                ok=d.value.startswith("approve"),
-            )
-
-        gate = GateContext(
-            policy=self._policy(config, agent_id),
-            workspace=workspace,
-            approvals=ex.approvals,
-            run_id=job.run_id,
-            session_id=transcript.session_id,
-            session_key=job.session_key,
-            agent_id=agent_id,
-            approval_timeout_s=settings.approval_timeout_s,
-            hooks=ApprovalHooks(requested=approval_requested, resolved=approval_resolved),
-            preapproved=job.preapproved,
-        )
-        todos = TodoList(settings.limits.max_todos)
-        catalog = ex.skills()
-        run_tools = {t.name: t for t in coding_tools(workspace, todos=todos)}
-        skill_tool = read_skill_tool(catalog)
-        run_tools[skill_tool.name] = skill_tool
-        _RUN_TOOLS.set(_RunTools(tools=run_tools, gate=gate))
-        tools = ex.tool_registry(workspace)
-        skills = await asyncio.to_thread(_usable_skills, catalog)
-        system_prompt = await asyncio.to_thread(
-            build_system_prompt,
-            cwd=workspace.cwd,
-            home=ex.home,
-            tool_names=tools.names(),
-            limits=settings.prompt_limits,
-            skills=skills,
-        )
-        compactor = Compactor(
+        agent_id = _agent_id(self._job)
+        run = CodingRun(
+            job=self._job,
+            settings=RunSettings(
+                limits=settings.limits,
+                compaction=settings.compaction,
+                prompt_limits=settings.prompt_limits,
+                max_turns=settings.max_turns,
+                steering_capacity=settings.steering_capacity,
+                cancel_grace_s=settings.cancel_grace_s,
+                approval_timeout_s=settings.approval_timeout_s,
+                approvals=ex.approvals,
+                home=ex.home,
+                environ=ex._environ,
+                skills=ex.skills(),
+            ),
+            counts=ex._counts,
+            sink=sink,
+            transcript=transcript,
+            history=history,
+            config=config,
             model=model,
             provider=provider,
-            transcript=transcript,
-            settings=settings.compaction,
-            sink=sink,
-            flush=lambda: persist(),
-        )
-        agent_config = AgentConfig(
-            model=model,
-            provider=compactor.provider,  # compacts before a request that would overflow
-            system_prompt=system_prompt,
-            tools=tools,
-            max_turns=settings.max_turns,
-            max_tool_result_chars=tool_result_cap(model, settings.compaction),
-            steering_capacity=settings.steering_capacity,
-        )
-        # The prompt goes in as the conversation's last message (images attached) and is
-        # written to the transcript before the model is asked: a crash mid-answer leaves it in
-        # the session. The agent continues from it (it starts with no prompt of its own).
-        asked = UserMessage(content=job.prompt, images=images)
-        await transcript.append([asked])
-        history = [*history, asked]
-        persisted = len(history)
-        prompt: str | None = None
-        agent = Agent(agent_config, messages=history)
-        persisting = asyncio.Lock()  # the turn's end and a compaction may both append
-
-        async def persist() -> None:
-            nonlocal persisted
-            async with persisting:
-                messages = agent.messages
-                await transcript.append(messages[persisted:])
-                persisted = len(messages)
-
-        counts = ex._counts
-        error: str | None = None
-        error_code: ErrorCode | None = None
-        outcome: str = "completed"
-        usage = Usage()
-        cost = Cost()
-        turns = 0
-        answer = ""
-        abort_reason: str | None = None
-        self._agent = agent
-        try:
-            while True:
-                run = agent.start(prompt, run_id=job.run_id)
-                self._accepting = True
-                end: AgentEndEvent | None = None
-                try:
-                    async with run:
-                        try:
-                            async for event in run:
-                                if isinstance(event, TurnEndEvent):
-                                    await persist()
-                                elif isinstance(event, TurnStartEvent):
-                                    turns += 1
-                                elif isinstance(event, AgentErrorEvent):
-                                    self._accepting = False  # the run is failing
-                                    error = f"{event.kind}: {event.message}"
-                                    error_code = _error_code(event.kind)
-                                elif isinstance(event, AgentEndEvent):
-                                    end = event
-                                else:
-                                    _forward(event, sink)
-                        except asyncio.CancelledError:
-                            # The run ends: no more steering, its pending approvals expire,
-                            # then the agent aborts cooperatively (partial answer kept, bash
-                            # process group killed) for at most cancel_grace_s before leaving
-                            # the block cancels it outright.
-                            self._accepting = False
-                            if ex.approvals is not None:
-                                ex.approvals.expire_owner(job.run_id)
-                            run.abort("cancelled")
-                            with contextlib.suppress(TimeoutError):
-                                await asyncio.wait_for(
-                                    asyncio.shield(run.result()), settings.cancel_grace_s
-                                )
-                            raise
-                        result = await run.result()
-                except asyncio.CancelledError:
-                    self._accepting = False
-                    counts["steers_dropped"] += agent.statistics().steering_queued
-                    await asyncio.shield(persist())
-                    raise
-                await persist()
-                usage = usage + result.usage
-                cost = cost + result.cost
-                answer = result.text
-                abort_reason = result.abort_reason
-                outcome = end.outcome if end is not None else result.outcome
-                if outcome == "max_turns":
-                    error = (
-                        f"max_turns: the run reached its limit of {settings.max_turns} model "
-                        "calls (ExecutorSettings.max_turns) and was stopped"
-                    )
-                # The decision point, with no await between the check and closing: a steer
-                # accepted after the loop's last drain (while the final answer was being
-                # finished or persisted) is still queued here and gets one more run.
-                queued = agent.statistics().steering_queued
-                if outcome == "completed" and queued:
-                    if turns < settings.max_turns:
-                        # A fresh agent on the same conversation whose own turn limit is what
-                        # is left of the execution's, holding the steers the loop never took
-                        # (the most recent ``queued`` accepted ones, in order).
-                        counts["steer_continuations"] += 1
-                        late = list(self._accepted)[-queued:]
-                        agent = Agent(
-                            replace(agent_config, max_turns=settings.max_turns - turns),
-                            messages=agent.messages,
-                        )
-                        for text in late:
-                            agent.steer(text)
-                        self._agent = agent
-                        prompt = None
-                        continue
-                    outcome = "max_turns"
-                    error = (
-                        f"max_turns: the run reached its limit of {settings.max_turns} model "
-                        f"calls (ExecutorSettings.max_turns) with {queued} steering message(s) "
-                        "not yet answered"
-                    )
-                self._accepting = False
-                counts["steers_dropped"] += queued
-                break
-        finally:
-            counts["compactions"] += compactor.compactions
-            counts["compaction_retries"] += compactor.retries
-            usage = usage + compactor.usage  # the summarisation requests are part of the run
-            cost = cost + compactor.cost
-            self._accepting = False
-            self._finished = True
-        run_usage = RunUsage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd=cost.total,
-            model=model.ref,
-            turns=turns,
-        )
-        if outcome == "completed":
-            return ExecutionResult(ok=True, answer=answer, resume=resume, usage=run_usage)
-        if outcome == "aborted":
-            error = f"aborted: {abort_reason or 'aborted'}"
-            error_code = ErrorCode.CANCELLED
-        elif outcome == "max_turns":
-            error_code = ErrorCode.MAX_TURNS
-        return ExecutionResult(
-            ok=False,
-            answer=answer,
-            error=error or outcome,
-            error_code=error_code or ErrorCode.EXECUTOR_FAILED,
+            policy=self._policy(config, agent_id),
+            agent_id=agent_id,
             resume=resume,
-            usage=run_usage,
+            images=images,
         )
-
-
-_ERROR_CODES: Final[Mapping[str, ErrorCode]] = {
-    "auth": ErrorCode.PROVIDER_AUTH,
-    "rate_limit": ErrorCode.RATE_LIMITED,
-    "context_overflow": ErrorCode.CONTEXT_OVERFLOW,
-    "bad_request": ErrorCode.BAD_REQUEST,
-    "server": ErrorCode.PROVIDER_ERROR,
-    "protocol": ErrorCode.PROVIDER_ERROR,
-    "connection": ErrorCode.CONNECTION,
-    "max_turns": ErrorCode.MAX_TURNS,
-}
-
-
-def _error_code(kind: str) -> ErrorCode:
-    """The typed code of an agent error kind (lemon_ai's ErrorKind values, or max_turns)."""
-    return _ERROR_CODES.get(kind, ErrorCode.EXECUTOR_FAILED)
-
-
-def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
-    """Map one agent event to run events (text deltas and tool actions)."""
-    if isinstance(event, MessageUpdateEvent):
-        inner = event.event
-        if isinstance(inner, TextDeltaEvent) and inner.delta:
-            sink.delta(inner.delta)
-        return
-    if isinstance(event, ToolExecutionStartEvent):
-        args = event.arguments if isinstance(event.arguments, Mapping) else {}
-        sink.action(
-            id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
-            title=_title(event.name, args),
-            detail={"tool": event.name, "arguments": dict(args)},
-            phase="started",
-        )
-    elif isinstance(event, ToolExecutionUpdateEvent):
-        sink.action(
-            id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
-            title=event.name,
-            phase="updated",
-            message=_clip(event.update),
-        )
-    elif isinstance(event, ToolExecutionEndEvent):
-        result = event.result
-        sink.action(
-            id=event.tool_call_id,
-            kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
-            title=event.name,
-            detail={"tool": event.name, "duration_s": round(event.duration_s, 6)},
-            phase="completed",
-            ok=not result.is_error,
-            message=_clip(result.content),
-        )
-
-
-def _title(name: str, args: Mapping[str, Any]) -> str:
-    if name == "bash":
-        return f"$ {_clip(str(args.get('command', '')))}"
-    path = args.get("path")
-    if isinstance(path, str):
-        return f"{name} {path}"
-    return name
+        self._run_state = run
+        await run.prepare()
+        return await run.run()

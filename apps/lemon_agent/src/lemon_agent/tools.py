@@ -4,10 +4,15 @@ Validation uses the ``jsonschema`` library (the reference implementation of JSON
 Python, drafts 4 to 2020-12): a tool's schema is checked when it is registered (a broken schema
 is a programming error, raised at once), and the model's arguments are checked before every call
 (a bad argument goes back to the model as an error result, so it can correct itself).
+
+Checking a schema against its meta-schema costs about a millisecond per tool, so schemas that
+passed are remembered (by their canonical JSON, a bounded set): a registry built per run for the
+same tools checks nothing again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +28,9 @@ from lemon_ai import ToolSpec
 __all__ = ["Tool", "ToolContext", "ToolExecute", "ToolRegistry", "ToolResult"]
 
 _MAX_REPORTED_ERRORS = 5
+_MAX_CHECKED_SCHEMAS = 512
+#: Canonical JSON of schemas that passed ``check_schema`` (cleared when it reaches the bound).
+_checked_schemas: set[str] = set()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,11 +106,20 @@ class ToolRegistry:
             )
         cls = validators.validator_for(schema)
         try:
-            cls.check_schema(schema)
-        except jsonschema_exceptions.SchemaError as exc:
-            raise AgentUsageError(
-                f"tool {tool.name!r} has an invalid parameters schema: {exc.message}"
-            ) from exc
+            key: str | None = json.dumps(schema, sort_keys=True)
+        except (TypeError, ValueError):  # not JSON (checked every time)
+            key = None
+        if key is None or key not in _checked_schemas:
+            try:
+                cls.check_schema(schema)
+            except jsonschema_exceptions.SchemaError as exc:
+                raise AgentUsageError(
+                    f"tool {tool.name!r} has an invalid parameters schema: {exc.message}"
+                ) from exc
+            if key is not None:
+                if len(_checked_schemas) >= _MAX_CHECKED_SCHEMAS:
+                    _checked_schemas.clear()
+                _checked_schemas.add(key)
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(schema)
 

@@ -143,6 +143,7 @@ def chat(
     import secrets
 
     from lemon_cli._chat import ChatOptions, preapproved_for, session_for
+    from lemon_core.cwd import resolve_cwd
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
@@ -165,7 +166,7 @@ def chat(
     if new and session is not None:
         console.print("lemon chat: give --session or --new, not both")
         raise typer.Exit(2)
-    cwd = os.getcwd()
+    cwd = resolve_cwd(None)  # lemon_core's one rule: the real current directory
     key = session or session_for(cwd)
     if new:
         key = f"{DEFAULT_SESSION}:sub:{secrets.token_hex(6)}"
@@ -382,12 +383,11 @@ def sessions_show(
     limit: Annotated[int, typer.Option(help="How many messages, newest last.")] = 50,
 ) -> None:
     """The transcript of a session."""
-    import os
-
     from lemon_cli._chat import session_for
+    from lemon_core.cwd import resolve_cwd
 
     if key is None:
-        key = session_for(os.getcwd())
+        key = session_for(resolve_cwd(None))
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
 

@@ -45,16 +45,19 @@ def serve(
 ) -> None:
     """Run the daemon in the foreground: the runtime and its control plane (/healthz, /ws)."""
     from lemon_cli.chat_cmd import _config_or_exit
+    from lemon_core.cwd import CwdError, resolve_cwd
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
-    work = (cwd or Path.cwd()).expanduser()
-    if not work.is_dir():
-        console.print(f"lemon serve: --cwd {escape(str(work))} is not a directory")
-        raise typer.Exit(2)
+    try:  # lemon_core's one rule: the real path of an existing directory
+        work = resolve_cwd(None if cwd is None else str(cwd))
+    except CwdError:
+        shown = (cwd or Path.cwd()).expanduser()
+        console.print(f"lemon serve: --cwd {escape(str(shown))} is not a directory")
+        raise typer.Exit(2) from None
     loaded = _config_or_exit(console)
     from lemon_control_plane import ControlPlaneOptions
 
-    options = ControlPlaneOptions(host=host, port=port, cwd=str(work.resolve()))
+    options = ControlPlaneOptions(host=host, port=port, cwd=str(work))
     # Timestamped lines: the daemon log `logs.tail` reads back over the wire.
     logging.basicConfig(
         level=logging.WARNING,

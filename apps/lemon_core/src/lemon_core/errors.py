@@ -39,6 +39,7 @@ working::
     │   └── InvalidSessionKeyError (UsageError)
     ├── SupervisorClosedError (RuntimeError)        lemon_core.tasks
     ├── BackoffUsageError (ValueError)              lemon_core.backoff
+    ├── CwdError (ValueError)                       lemon_core.cwd
     ├── IdempotencyError                            lemon_core.idempotency.errors
     │   ├── InvalidIdempotencyKeyError (ValueError)
     │   └── IdempotencyStoreError

@@ -38,14 +38,17 @@ from pathlib import Path
 from typing import Any, Final, Self
 
 from lemon_core.bus import Bus, run_topic, session_topic
+from lemon_core.cwd import default_cwd, real_path, resolve_cwd
 from lemon_core.errors import LemonCoreError
 from lemon_core.events import Completion, ErrorCode, Payload, RunCompleted, now_ms
 from lemon_core.execution import (
     ENGINE_RUNTIME,
     EXECUTOR_ENTRY_POINT_GROUP,
     NATIVE_ENGINE,
+    RESUME_READBACK,
     ExecutionCommand,
     Executor,
+    ResumeToken,
     RuntimeContext,
     RunView,
     SteerableExecution,
@@ -57,7 +60,7 @@ from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, RunOwner, _Outcome, default_cwd
+from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._section import GatewayConfig
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
@@ -149,7 +152,7 @@ class Gateway:
         self._orphan_watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generations = itertools.count(1)
-        self._default_cwd = os.getcwd()
+        self._default_cwd = real_path(os.getcwd())  # until start reads the configured one
         self._submitted = 0
         self._completed = 0
         self._failed = 0
@@ -163,7 +166,7 @@ class Gateway:
         self._steers_accepted = 0
         self._steers_refused = 0
         self._orphans_completed = 0
-        self._run_services: RunOwner = _RunServices(self)
+        self._run_services = _RunServices(self)  # a RunOwner and a WorkerOwner
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -314,7 +317,7 @@ class Gateway:
             )
         worker = self._workers.get(key)
         if worker is None:
-            worker = ThreadWorker(self, key)
+            worker = ThreadWorker(self._run_services, key)
         elif worker.size >= self.config.max_pending_per_conversation:
             raise GatewayOverloadedError(
                 f"conversation {key!r} has {worker.size} runs pending "
@@ -457,7 +460,7 @@ class Gateway:
         given and its lock taken), so a crash leaves them to be completed as vanished."""
         return self._owner_lock is not None
 
-    # -- internals used by Run and ThreadWorker ------------------------------------------
+    # -- internals used through _RunServices (by Run and ThreadWorker) ----------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         return self._tasks.spawn(coro, name=name)
@@ -583,9 +586,9 @@ class Gateway:
         return next(self._generations)
 
     def _resolve_cwd(self, cwd: str | None) -> str:
-        if cwd and cwd.strip():
-            return os.path.abspath(os.path.expanduser(cwd))
-        return self._default_cwd
+        # lemon_core's one rule (real paths); unchecked here: the executor reports a missing
+        # directory as the run's failure.
+        return resolve_cwd(cwd, workspace=self._default_cwd, check=False)
 
     async def _complete_orphan(
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str
@@ -746,8 +749,9 @@ class Gateway:
 
 
 class _RunServices:
-    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs (they see
-    this, not the gateway)."""
+    """The :class:`~lemon_gateway._run.RunOwner` port the gateway gives its runs and the
+    :class:`~lemon_gateway._worker.WorkerOwner` port it gives its workers (they see this, not
+    the gateway)."""
 
     __slots__ = ("_gateway",)
 
@@ -830,6 +834,13 @@ class _RunServices:
     ) -> None:
         await self._gateway._complete_orphan(fenced, key, record, why=why)
 
+    async def latest_resume(self, command: ExecutionCommand) -> ResumeToken | None:
+        runtime = self._gateway.runtime
+        readback = None if runtime is None else runtime.capabilities.get(RESUME_READBACK)
+        if readback is None:
+            return None
+        return await readback.latest_resume(command)
+
     def note_store_failure(self) -> None:
         self._gateway._store_failures += 1
 
@@ -838,6 +849,15 @@ class _RunServices:
 
     def run_finished(self, run: Run, completion: Completion) -> None:
         self._gateway._run_finished(run, completion)
+
+    # -- WorkerOwner ----------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._gateway._stopping
+
+    def worker_idle(self, worker: ThreadWorker) -> None:
+        self._gateway._worker_idle(worker)
 
 
 def _plain(snapshot: SchedulerStatistics | EngineLockStatistics) -> dict[str, Any]:

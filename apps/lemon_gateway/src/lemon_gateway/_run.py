@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import os
 import time
 from collections.abc import Coroutine, Hashable, Mapping
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from lemon_core.events import (
 from lemon_core.execution import (
     NATIVE_ENGINE,
     ActionPhase,
+    ExecutionCommand,
     ExecutionJob,
     ExecutionResult,
     Executor,
@@ -207,6 +207,12 @@ class RunOwner(Protocol):
         self, fenced: Store, key: str, record: dict[str, Any], *, why: str
     ) -> None:
         """Give a dead owner's in-flight run its one completion (see the gateway)."""
+
+    async def latest_resume(self, command: ExecutionCommand) -> ResumeToken | None:
+        """The token an automatic resume of ``command`` should use now, as the router's
+        registered ``ResumeReadback`` answers (``None``: none registered, or run as
+        submitted)."""
+        ...
 
     def note_store_failure(self) -> None:
         """Count a store failure (the run goes on; the operator sees the count)."""
@@ -524,19 +530,13 @@ class Run:
 
     async def _refresh_resume(self) -> None:
         # Under the session's shared lease: a run of this session on another daemon may have
-        # written the native session id since the router looked it up, so an automatic resume
-        # reads it again (an explicit resume token is left as asked).
+        # written the native session id since the router looked it up. The router owns that
+        # readback (seed 000): it is asked through the ResumeReadback it registered, decides
+        # (an explicit resume token is left as asked) and reads; the run applies the answer.
         gw = self.gateway
         cmd = self.request.command
-        automatic = cmd.resume_mode == "auto" or (
-            cmd.resume is None and not cmd.meta.get("disable_auto_resume")
-        )
-        if not automatic or gw.chat_state is None:
-            return
         try:
-            latest = await bounded(
-                gw.chat_state.resume_token(cmd.session_key), gw.config.store_timeout_s
-            )
+            latest = await bounded(gw.latest_resume(cmd), gw.config.store_timeout_s)
         except Exception as exc:  # unreadable: keep what the router looked up
             log.warning("run %s: reading the latest resume state failed: %r", self.run_id, exc)
             return
@@ -1049,11 +1049,3 @@ def _usage(value: object) -> RunUsage | None:
         except Exception as exc:
             log.warning("dropping usage that does not fit RunUsage: %r", exc)
     return None
-
-
-def default_cwd(configured: str | None) -> str:
-    """The configured default cwd if it is a directory, else home, else the process cwd."""
-    if configured and os.path.isdir(configured):
-        return os.path.abspath(configured)
-    home = os.path.expanduser("~")
-    return home if os.path.isdir(home) else os.getcwd()

@@ -21,15 +21,12 @@ import asyncio
 import logging
 import types
 from collections import deque
-from collections.abc import Generator, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Generator, Hashable
+from typing import Any, Protocol
 
 from lemon_gateway._run import _QUEUED, Run
 
-if TYPE_CHECKING:
-    from lemon_gateway._gateway import Gateway
-
-__all__ = ["ThreadWorker"]
+__all__ = ["ThreadWorker", "WorkerOwner"]
 
 log = logging.getLogger("lemon_gateway.worker")
 
@@ -43,12 +40,31 @@ def _yield() -> Generator[None, None, None]:
     yield
 
 
+class WorkerOwner(Protocol):
+    """What a worker may use of its gateway (a narrow port, like the runs' ``RunOwner``): the
+    gateway gives its workers the same services object it gives its runs."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the gateway is stopping (a worker then starts no further run)."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        """Start a task the gateway owns (awaited or cancelled by its stop)."""
+        ...
+
+    def worker_idle(self, worker: ThreadWorker) -> None:
+        """``worker`` holds no run: the gateway forgets it (a later submission for its key
+        creates a new one)."""
+        ...
+
+
 class ThreadWorker:
     """The per-conversation runner. Loop-only."""
 
     __slots__ = ("current", "gateway", "key", "launched", "pending", "task")
 
-    def __init__(self, gateway: Gateway, key: Hashable) -> None:
+    def __init__(self, gateway: WorkerOwner, key: Hashable) -> None:
         self.gateway = gateway
         self.key = key
         self.pending: deque[Run] = deque()
@@ -60,7 +76,7 @@ class ThreadWorker:
         """Accept ``run``: keep it in FIFO order and start the worker's task if idle."""
         self.pending.append(run)
         if self.task is None:
-            self.task = self.gateway._spawn(self._serve(), name=f"run:{run.run_id}")
+            self.task = self.gateway.spawn(self._serve(), name=f"run:{run.run_id}")
 
     async def _serve(self) -> None:
         task = self.task
@@ -69,7 +85,7 @@ class ThreadWorker:
         pending = self.pending
         served = 0
         try:
-            while pending and not gw._stopping:
+            while pending and not gw.stopping:
                 run = pending.popleft()
                 if run.state is not _QUEUED or run.task is not None:
                     continue
@@ -96,13 +112,13 @@ class ThreadWorker:
                         # Aimed at no run (none is current): stop only on shutdown.
                         while task.cancelling():
                             task.uncancel()
-                        if self.gateway._stopping:  # (re-read: the await may change it)
+                        if self.gateway.stopping:  # (re-read: the await may change it)
                             break
         finally:
             self.current = None
             self.task = None
             if not pending:
-                gw._worker_idle(self)
+                gw.worker_idle(self)
 
     def remove_queued(self, run: Run) -> bool:
         """Take a still-queued run out of the FIFO (for cancellation)."""
@@ -115,7 +131,7 @@ class ThreadWorker:
     def run_finished(self, run: Run) -> None:
         """Called once per run when it has completed: leave the registry when idle."""
         if self.current is None and self.task is None and not self.pending:
-            self.gateway._worker_idle(self)
+            self.gateway.worker_idle(self)
 
     @property
     def size(self) -> int:

@@ -12,9 +12,16 @@ session join the same conversation (so a resume token written by a finishing run
 one session's messages over two queues); otherwise the conversation is the resumed native
 session when one resolves, else the session key.
 
+Chat-state readback under a shared lease: with several daemons on one store, the engine asks
+the router again for an automatic resume's token once it holds the session's shared lease
+(:meth:`Router.latest_resume`, the :data:`~lemon_core.execution.RESUME_READBACK` capability): a
+run of the session on another daemon may have written a newer native session id since the
+router looked it up. The router decides and reads; the engine only applies the answer.
+
 Lifecycle: ``async with Router(...) as router``; entering registers the router as the
-RouterBridge capability of the runtime context, leaving unregisters it, cancels every run
-(each still ends with one completion) and reports every queued submission as cancelled.
+RouterBridge and ResumeReadback capabilities of the runtime context, leaving unregisters them,
+cancels every run (each still ends with one completion) and reports every queued submission as
+cancelled.
 """
 
 from __future__ import annotations
@@ -35,9 +42,12 @@ from lemon_core.clock import Clock, SystemClock
 from lemon_core.events import QueueOutcome, QueueOutcomeKind, RunPhase, RunPhaseChanged
 from lemon_core.execution import (
     ENGINE_RUNTIME,
+    RESUME_READBACK,
     ROUTER_BRIDGE,
     EngineRuntime,
+    ExecutionCommand,
     Receipt,
+    ResumeReadback,
     ResumeToken,
     RouterBridge,
     RunRequest,
@@ -61,7 +71,12 @@ from lemon_router._queue import (
     StartRun,
     Submission,
 )
-from lemon_router._resume import ChatStateReader, check_explicit, resolve_resume
+from lemon_router._resume import (
+    ChatStateReader,
+    auto_resume_disabled,
+    check_explicit,
+    resolve_resume,
+)
 from lemon_router._run_process import ChatStateAccess, Prepared, RunProcess
 from lemon_router.errors import InvalidRunRequestError, RouterNotRunningError
 
@@ -170,6 +185,8 @@ class Router:
         self._state = RouterState.RUNNING
         bridge: RouterBridge = self
         self.context.capabilities.register(ROUTER_BRIDGE, bridge)
+        readback: ResumeReadback = self
+        self.context.capabilities.register(RESUME_READBACK, readback)
         if self.shared is not None:
             self.shared.start()
         return self
@@ -182,6 +199,7 @@ class Router:
     ) -> None:
         self._state = RouterState.STOPPING
         self.context.capabilities.unregister(ROUTER_BRIDGE, self)
+        self.context.capabilities.unregister(RESUME_READBACK, self)
         for key, queue in list(self._queues.items()):
             for session_key in list(self._conv_sessions.get(key, ())):
                 self._apply(key, queue.abort_session(session_key, reason="router stopped"))
@@ -717,6 +735,25 @@ class Router:
 
     async def _read_resume(self, session_key: str) -> ResumeToken | None:
         return await _FailSoftReader(self.chat_state).resume_token(session_key)
+
+    async def latest_resume(self, command: ExecutionCommand) -> ResumeToken | None:
+        """ResumeReadback: the session's native token in chat state now, for a command whose
+        resume is automatic (looked up: ``resume_mode="auto"``, or no token and auto-resume
+        not disabled) when it differs from the command's; ``None`` otherwise (an explicit
+        token is left as asked; an unreadable chat state keeps what was looked up)."""
+        automatic = command.resume_mode == "auto" or (
+            command.resume is None and not auto_resume_disabled(command.meta)
+        )
+        if not automatic or self.chat_state is None:
+            return None
+        try:
+            latest = await self.chat_state.resume_token(command.session_key)
+        except Exception as exc:  # unreadable: keep what was looked up
+            log.warning("run %s: reading the latest resume state failed: %r", command.run_id, exc)
+            return None
+        if latest is not None and latest != command.resume:
+            return latest
+        return None
 
     def _maybe_drop(self, key: ConversationKey) -> None:
         queue = self._queues.get(key)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon_core.bus import Delivery, Overflow, TerminalNotice, run_topic, session_topic
+from lemon_core.cwd import resolve_cwd
 from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
     Completion,
@@ -581,7 +581,8 @@ _EFFECT_KINDS = frozenset({"tool", "command", "file_change", "subagent", "web_se
 
 
 def _workspace(cwd: str | None) -> str | None:
-    return os.path.abspath(cwd) if cwd else None
+    # lemon_core's one rule (a real path); the engine checks the directory when it runs.
+    return resolve_cwd(cwd, check=False) if cwd else None
 
 
 def _has_effects(event: Event) -> bool:

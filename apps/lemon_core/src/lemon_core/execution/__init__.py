@@ -2,8 +2,8 @@
 
 ExecutionCommand / RunRequest / ResumeToken / ExecutionContext / ToolPolicy, the executor
 seam (``lemon.executor`` entry point group), the EngineRuntime capability (with its optional
-steering and liveness extensions), the RouterBridge capability and the VanishedRunListener
-seam (runs a dead process left in flight), registered on a RuntimeContext.
+steering and liveness extensions), the RouterBridge and ResumeReadback capabilities and the
+VanishedRunListener seam (runs a dead process left in flight), registered on a RuntimeContext.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from lemon_core.execution._executor import (
     SteerableExecution,
 )
 from lemon_core.execution._policy import ALL_TOOLS, ToolPolicy, check_preapproved
+from lemon_core.execution._readback import RESUME_READBACK, ResumeReadback
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution._runtime import (
     ENGINE_RUNTIME,
@@ -72,6 +73,7 @@ __all__ = [
     "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
     "NATIVE_ENGINE",
+    "RESUME_READBACK",
     "ROUTER_BRIDGE",
     "VANISHED_RUN_LISTENER",
     "ActionKind",
@@ -100,6 +102,7 @@ __all__ = [
     "Receipt",
     "ReceiptStatus",
     "ResumeMode",
+    "ResumeReadback",
     "ResumeToken",
     "RouterBridge",
     "RouterUnavailableError",
