@@ -75,7 +75,6 @@ DEFAULT_SESSION: Final = "agent:default:main"
 _BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 _SNAPSHOT_TRIES: Final = 5
 _REMEMBERED: Final = 1024
-_OUTBOX: Final = 64  # messages typed while offline; more are refused with a note
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
 )
@@ -196,7 +195,6 @@ class LemonTUI(App[int]):
         self.panel: ApprovalPanel | None = None
         self._decided: Callable[[ApprovalDecision | Back | None], None] | None = None
         self.idle_aborts = 0
-        self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
         self.model: str | None = None  # None: the daemon's default
         self.models: list[ModelInfo] | None = None  # models.list, cached per connection
@@ -349,7 +347,6 @@ class LemonTUI(App[int]):
                     elif recover:
                         await self._recover(port, history=False)
                     recover = True
-                    await self._send_outbox()
                     async for event in stream:
                         if isinstance(event, StreamOverflow):
                             break
@@ -670,28 +667,23 @@ class LemonTUI(App[int]):
             await self.send(body, mode)
 
     async def send(self, text: str, mode: str = "collect") -> None:
-        """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
-        sent once the connection is back."""
-        if self.port is None or self.outbox:
-            if len(self.outbox) >= _OUTBOX:
-                self.note(f"[yellow]offline[/]: {_OUTBOX} messages already wait; not kept")
-                return
-            self._seal_answer("ok")
-            block = UserBlock(text, note="waiting: offline")
-            self._add(block)
-            self.outbox.append((text, mode, block))
-            return
-        await self._submit(text, mode, None)
+        """Submit ``text``. Nothing is kept to send later (seed 003: no offline mutation is
+        replayed): while offline, or when the link drops during the send, the text goes back
+        into the editor (unless something new was typed there) and a note says it was not
+        sent; the person sends it again once the daemon is back."""
+        if self.port is None or not await self._submit(text, mode):
+            self._not_sent(text, mode)
 
-    async def _send_outbox(self) -> None:
-        """Send what was typed while offline, in order (it stays queued if the link drops)."""
-        while self.outbox and self.port is not None:
-            text, mode, block = self.outbox[0]
-            if not await self._submit(text, mode, block):
-                return
-            self.outbox.popleft()
+    def _not_sent(self, text: str, mode: str) -> None:
+        editor = self.editor
+        if not editor.text.strip():
+            editor.value = {"steer": ">", "interrupt": "!"}.get(mode, "") + text
+        self.note(
+            f"[yellow]not sent: {escape(self.where)} is offline[/]; the message is kept in the "
+            "editor: press Enter to send it once the daemon is back (the status line says online)"
+        )
 
-    async def _submit(self, text: str, mode: str, block: UserBlock | None) -> bool:
+    async def _submit(self, text: str, mode: str) -> bool:
         """True when the daemon answered (accepted or rejected); False when it is gone."""
         port = self.port
         if port is None:
@@ -709,10 +701,6 @@ class LemonTUI(App[int]):
         try:
             receipt = await port.submit(request)
         except _lost():
-            if block is None:
-                block = UserBlock(text, note="waiting: offline")
-                self._add(block)
-                self.outbox.append((text, mode, block))
             return False
         except ValueError as exc:
             self.note(f"[red]not sent:[/] {escape(str(exc))}")
@@ -723,11 +711,8 @@ class LemonTUI(App[int]):
         note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
         if mode == "interrupt" and receipt.status != "started":
             note = "interrupting"
-        if block is None:
-            self._seal_answer("ok")
-            self._add(UserBlock(text, note=note))
-        else:
-            block.set_note(note)
+        self._seal_answer("ok")
+        self._add(UserBlock(text, note=note))
         self.waiting_for.add(receipt.run_id)
         self.paint_status()
         return True

@@ -45,7 +45,7 @@ class UserBlock(Static):
         self.set_note(note)
 
     def set_note(self, note: str) -> None:
-        """Say what became of the message (queued, steering, waiting: offline)."""
+        """Say what became of the message (queued, steering, interrupting)."""
         self.note = note
         self.update(escape(self.text) + (f" [dim]({escape(note)})[/]" if note else ""))
 
