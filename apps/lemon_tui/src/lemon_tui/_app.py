@@ -28,7 +28,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
+from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind, RunPhase
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
@@ -36,6 +36,7 @@ from lemon_core.sessions import (
     PendingApproval,
     QueueNotice,
     RunEnded,
+    RunPhaseNotice,
     SessionEvent,
     SessionPort,
     SessionSnapshot,
@@ -77,6 +78,10 @@ _SNAPSHOT_TRIES: Final = 5
 _REMEMBERED: Final = 1024
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
+)
+# A run past these phases runs: its message's "queued" note goes.
+_RUNNING: Final = frozenset(
+    {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
 )
 _FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
 _BACKGROUND: Final = 64  # background sessions whose unread events are counted
@@ -186,6 +191,11 @@ class LemonTUI(App[int]):
         self.status = Status(session=session)
         self.waiting_for: set[str] = set()
         self.answer: AnswerBlock | None = None
+        # The run being shown and its last block (answer or card): what it says next goes
+        # right after that, in its place, even when messages were sent below it meanwhile.
+        self.tail: Widget | None = None
+        self.tail_run: str | None = None
+        self.noted: dict[str, UserBlock] = {}  # run id -> its message with a note (bounded)
         self.cards: dict[str, ToolCardView] = {}  # open cards by action id
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
@@ -240,6 +250,29 @@ class LemonTUI(App[int]):
     def _follow_end(self) -> None:
         """Keep the newest output in view once the layout caught up (Markdown grows later)."""
         self.call_after_refresh(self.transcript.scroll_end, animate=False)
+
+    def _add_for_run(self, widget: Widget) -> None:
+        """Show a block of the run being shown: after its last block, else at the end."""
+        tail = self.tail
+        if tail is not None and tail.parent is self.transcript:
+            self.transcript.mount(widget, after=tail)
+            self._follow_end()
+        else:
+            self._add(widget)
+        self.tail = widget
+
+    def _run_seen(self, run_id: str) -> None:
+        """An event of ``run_id``: a run other than the one shown starts a new place (at the
+        end), and its message's note ("queued", "steering"...) is gone: it runs."""
+        if self.tail_run != run_id:
+            self._seal_answer("ok")
+            self.tail, self.tail_run = None, run_id
+        self._ran(run_id)
+
+    def _ran(self, run_id: str, note: str = "") -> None:
+        block = self.noted.pop(run_id, None)
+        if block is not None:
+            block.set_note(note)
 
     def note(self, markup: str) -> None:
         self._add(NoteLine(markup))
@@ -413,9 +446,10 @@ class LemonTUI(App[int]):
         if active is not None:
             self.recovered_seq[active.run_id] = active.text_seq
             self.recovered_seq[active.attempt_id] = active.text_seq
+            self._run_seen(active.run_id)
             if self.answer is None:
                 self.answer = AnswerBlock()
-                self._add(self.answer)
+                self._add_for_run(self.answer)
             self.answer.replace_text(active.text)
         elif not history and self.answer is not None:
             # The run ended while we were away: its answer is the last one in the history.
@@ -441,9 +475,10 @@ class LemonTUI(App[int]):
         if isinstance(event, TextDelta):
             if event.seq <= self.recovered_seq.get(event.run_id, 0):
                 return  # the snapshot already held it
+            self._run_seen(event.run_id)
             if self.answer is None:
                 self.answer = AnswerBlock()
-                self._add(self.answer)
+                self._add_for_run(self.answer)
             self.answer.append_text(event.text)
             self._follow_end()
         elif isinstance(event, ToolCard):
@@ -460,6 +495,11 @@ class LemonTUI(App[int]):
                 self.note("steer not taken; queued as the next message")
             if event.outcome in _SETTLED:
                 self.waiting_for.discard(event.run_id)
+                cancelled = event.outcome is QueueOutcomeKind.CANCELLED
+                self._ran(event.run_id, "cancelled" if cancelled else "")
+        elif isinstance(event, RunPhaseNotice):
+            if event.phase in _RUNNING:
+                self._ran(event.run_id)
         elif isinstance(event, RunEnded):
             self._ended(event)
         self.paint_status()
@@ -469,9 +509,10 @@ class LemonTUI(App[int]):
         if card is None:
             if event.action_id in self.sealed_cards:
                 return  # sealed when its run ended; a late phase changes nothing
+            self._run_seen(event.run_id)
             card = ToolCardView(event.action_id, event.title, event.detail)
             self.cards[event.action_id] = card
-            self._add(card)
+            self._add_for_run(card)
             if self.answer is not None:
                 self._seal_answer("ok")  # text after the card goes into a new block
         if event.phase == "updated":
@@ -494,14 +535,20 @@ class LemonTUI(App[int]):
         while len(self.sealed_cards) > _REMEMBERED:
             del self.sealed_cards[next(iter(self.sealed_cards))]
         self.cards.clear()
+        self.tail, self.tail_run = None, None
 
     def _ended(self, event: RunEnded) -> None:
         cancelled = event.error_code is ErrorCode.CANCELLED
         label = "ended" if event.ok else "cancelled" if cancelled else "failed"
-        if self.answer is None and event.ok and event.answer and not self._shown_answer():
+        self._ran(event.run_id, "" if event.ok else label)
+        shown = self.tail_run == event.run_id
+        if self.answer is None and event.ok and event.answer and not self._shown_answer(shown):
             self.answer = AnswerBlock()
             self.answer.replace_text(event.answer)
-            self._add(self.answer)
+            if shown:
+                self._add_for_run(self.answer)
+            else:
+                self._add(self.answer)
         self._seal(label if not event.ok else "ok")
         self.call_after_refresh(self.settle_memory)
         self.waiting_for.discard(event.run_id)
@@ -525,8 +572,11 @@ class LemonTUI(App[int]):
                 text += f" ${seen.cost_usd:.4f}"
             self.status.usage = text
 
-    def _shown_answer(self) -> bool:
-        """Whether the last block of the transcript is an answer (streamed, then sealed)."""
+    def _shown_answer(self, shown: bool) -> bool:
+        """Whether the run's last block (``shown``: the run is the one shown), else the
+        transcript's, is an answer (streamed, then sealed)."""
+        if shown:
+            return isinstance(self.tail, AnswerBlock)
         children = self.transcript.children
         return bool(children) and isinstance(children[-1], AnswerBlock)
 
@@ -711,8 +761,12 @@ class LemonTUI(App[int]):
         note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
         if mode == "interrupt" and receipt.status != "started":
             note = "interrupting"
-        self._seal_answer("ok")
-        self._add(UserBlock(text, note=note))
+        block = UserBlock(text, note=note)
+        self._add(block)  # at the end; the running answer goes on in its own place
+        if note:
+            self.noted[receipt.run_id] = block
+            while len(self.noted) > _REMEMBERED:
+                del self.noted[next(iter(self.noted))]
         self.waiting_for.add(receipt.run_id)
         self.paint_status()
         return True
@@ -834,6 +888,8 @@ class LemonTUI(App[int]):
         self.run_worker(self._learn_session(), group="models", exit_on_error=False)
         self.waiting_for.clear()
         self.answer = None
+        self.tail, self.tail_run = None, None
+        self.noted.clear()
         self.cards.clear()
         self.recovered_seq.clear()
         self.to_ask.clear()

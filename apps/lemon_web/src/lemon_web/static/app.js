@@ -79,6 +79,8 @@ const page = {
   approvals: new Map(),
   tombstones: new Tombstones(TERMINAL_TOMBSTONES),
   ownRuns: new Tombstones(PAGE_CACHE_ITEMS), // runs this page sent (their prompts are shown)
+  notes: new BoundedMap(PAGE_CACHE_ITEMS), // run id -> the "queued"/"steer" notes of its messages
+  answered: 0, // chat.send answers received
   busyRun: null,
   generation: 0,
   loading: false,
@@ -549,6 +551,11 @@ function onEvent(frame) {
   }
   const runId = p.runId;
   if (!runId || page.tombstones.has(runId)) return; // late events of a finished run
+  if (name === "agent" && (p.type === "started" || p.type === "completed")) {
+    // A queued message runs now; a steer ran with the run it joined.
+    for (const note of page.notes.get(runId) || []) note.remove();
+    page.notes.delete(runId);
+  }
   if (name === "agent" && p.type === "started") {
     ensureRun(runId);
     setBusy(runId);
@@ -684,6 +691,7 @@ function resetView() {
   page.runs.clear();
   page.tools.clear();
   page.approvals.clear();
+  page.notes.clear();
   renderQueue.clear();
 }
 
@@ -933,11 +941,19 @@ async function sendMessage() {
   const params = { sessionKey, prompt: text, queueMode: page.busyRun ? ui.mode.value : "collect" };
   ui.input.value = "";
   const item = userItem(text);
-  if (page.busyRun) item.append(el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()));
+  const note = page.busyRun ? el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()) : null;
+  if (note) item.append(note);
   if (ui.title.textContent === "New chat") ui.title.textContent = text.slice(0, 80);
   try {
     const sent = await client.send("chat.send", params);
+    page.answered += 1;
     page.ownRuns.add(sent.runId);
+    // The note says what waits; it goes once the message ran: its run started (queued), or
+    // the run it joined ended (a steer).
+    if (note && sent.runId) {
+      if (page.tombstones.has(sent.runId)) note.remove();
+      else page.notes.set(sent.runId, [...(page.notes.get(sent.runId) || []), note]);
+    }
     // Shown again if this tab reloads while the run is active and its prompt is not in the
     // transcript yet (it is written once the run starts). Display only: never re-sent from here.
     sessionStorage.setItem("lemon.lastSent", JSON.stringify({ runId: sent.runId, key: sessionKey, prompt: text }));
@@ -1074,5 +1090,6 @@ window.lemon = {
     tombstones: page.tombstones.size,
     items: ui.transcript.children.length,
     loading: page.loading,
+    answered: page.answered,
   }),
 };
