@@ -44,6 +44,7 @@ from lemon_core.sessions import (
     StreamOverflow,
     TextDelta,
     ToolCard,
+    TranscriptEntry,
 )
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo, offered
@@ -123,6 +124,20 @@ def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
     path = (asked.action or {}).get("path")
     named = card.title.removeprefix(asked.tool).strip()
     return not isinstance(path, str) or not named or path.endswith(named)
+
+
+def _history_card(entry: TranscriptEntry) -> ToolCardView:
+    """A tool call of the history, shown with its real outcome (ran ok / failed, or denied /
+    expired / cancelled: it did not run or did not finish), as the transcript records it."""
+    name = entry.tool or entry.text.split(":", 1)[0]
+    body = entry.text.removeprefix(f"{name}:").strip() if entry.tool else entry.text
+    card = ToolCardView(f"history-{entry.index}", name)
+    if entry.outcome in (None, "ok", "failed"):
+        card.complete(entry.outcome != "failed", body)
+    else:
+        card.message = body
+        card.seal(entry.outcome)
+    return card
 
 
 def _refused() -> tuple[type[Exception], ...]:
@@ -441,6 +456,8 @@ class LemonTUI(App[int]):
                     block.replace_text(entry.text)
                     block.sealed = "ok"
                     self._add(block)
+                elif entry.role == "tool":
+                    self._add(_history_card(entry))
             self.call_after_refresh(self.settle_memory)
         active = snapshot.active
         if active is not None:

@@ -176,6 +176,8 @@ class ToolCardView(Static):
             "running": "[yellow]…[/]",
             "ok": "[green]✓[/]",
             "failed": "[red]✗[/]",
+            "denied": "[yellow]⊘[/]",  # did not run
+            "expired": "[yellow]⊘[/]",
         }.get(self.state, "[red]✗[/]")
         label = "" if self.state in ("running", "ok", "failed") else f" [dim]{self.state}[/]"
         code = self.exit_code

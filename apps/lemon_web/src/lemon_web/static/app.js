@@ -337,14 +337,33 @@ function renderToolBody(card, name) {
   card.body.innerHTML = parts.join("");
 }
 
-function historyTool(run, text) {
+// A tool call of the history, with its real outcome as the transcript records it (chat.history's
+// `outcome`): ran ok ("done") or failed, or did not run / did not finish (denied, expired,
+// cancelled: never shown as done). A daemon that does not say shows "outcome unknown".
+const NOT_RUN = { denied: "denied: did not run", expired: "expired: did not run", cancelled: "cancelled: did not finish" };
+
+function historyTool(run, m) {
+  const text = m.content || "";
   const colon = text.indexOf(":");
-  const name = colon > 0 && colon < 40 ? text.slice(0, colon) : "tool";
+  const named = typeof m.tool === "string" && m.tool ? m.tool : colon > 0 && colon < 40 ? text.slice(0, colon) : null;
+  const name = named || "tool";
   const card = toolCard(run, { id: `history-${run.id}-${run.blocks.length}` });
   card.name.textContent = name;
-  card.result = colon > 0 && colon < 40 ? text.slice(colon + 1).trim() : text;
-  setToolPhase(card, "completed", true);
-  card.exit.textContent = "";
+  card.result = named && text.startsWith(named + ":") ? text.slice(named.length + 1).trim() : text;
+  const outcome = m.outcome;
+  if (outcome === "ok" || outcome === "failed") {
+    setToolPhase(card, "completed", outcome === "ok");
+    const code = /exit(?: code|ed with)?:?\s*(-?\d+)/i.exec(String(card.result));
+    card.exit.textContent = code ? `exit ${code[1]}` : outcome === "ok" ? "ok" : "failed";
+  } else if (NOT_RUN[outcome]) {
+    card.phase = "completed";
+    card.el.dataset.state = outcome;
+    card.status.setAttribute("aria-label", outcome);
+    card.status.title = outcome;
+    card.exit.textContent = NOT_RUN[outcome];
+  } else {
+    setToolPhase(card, "unknown");
+  }
   renderToolBody(card, name);
 }
 
@@ -713,7 +732,7 @@ function applyAuthority(messages, snap) {
       run = ensureRun(`history-${n}`);
       run.done = true;
     }
-    if (m.role === "tool") historyTool(run, m.content || "");
+    if (m.role === "tool") historyTool(run, m);
     else {
       const seg = newSegment(run, m.content || "");
       if (m.truncated) seg.el.append(el("p", "truncated", "… shortened by the daemon's transcript read"));
