@@ -3,6 +3,8 @@ denied, expired), from the transcript; not only the text."""
 
 from __future__ import annotations
 
+import json
+
 from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RunRequest
@@ -19,7 +21,7 @@ async def run(port: WebSocketSessionPort, command: str, decision: ApprovalDecisi
     """One run calling bash ``command``; its approval gets ``decision`` (``None``: the run is
     cancelled while the approval waits, which expires it)."""
     stream = port.watch(KEY)
-    prompt = '/tool bash {"command": "%s"}' % command
+    prompt = "/tool bash " + json.dumps({"command": command})
     receipt = await port.submit(
         RunRequest(origin="test", session_key=KEY, prompt=prompt, tool_policy=ASK_BASH)
     )
@@ -55,9 +57,9 @@ async def test_history_shows_each_tool_call_with_its_outcome(
         assert cards[1].exit_code == 3
         assert "did not run" in cards[2].message
         rendered = [str(c.render()) for c in cards]
-        assert rendered[0].startswith("✓") and rendered[1].startswith("✗")
-        assert "denied" in rendered[2] and "expired" in rendered[3]
-        assert rendered[2].startswith("⊘") and rendered[3].startswith("⊘")
+        assert [r[0] for r in rendered] == ["✓", "✗", "⊘", "⊘"]
+        assert "denied" in rendered[2]
+        assert "expired" in rendered[3]
         # Each card sits in its turn: after its message, before the answer that reports it.
         order = [type(w).__name__ for w in app.transcript.children if not w.has_class("note")]
         kinds = [k for k in order if k in ("UserBlock", "ToolCardView", "AnswerBlock")]

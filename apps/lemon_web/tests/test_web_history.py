@@ -3,6 +3,7 @@ denied, expired), from the transcript; a call that never ran is never a green "d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ async def run(port: WebSocketSessionPort, command: str, decision: ApprovalDecisi
     """One run calling bash ``command``; its approval gets ``decision`` (``None``: the run is
     cancelled while the approval waits, which expires it)."""
     stream = port.watch(KEY)
-    prompt = '/tool bash {"command": "%s"}' % command
+    prompt = "/tool bash " + json.dumps({"command": command})
     receipt = await port.submit(
         RunRequest(origin="test", session_key=KEY, prompt=prompt, tool_policy=ASK_BASH)
     )

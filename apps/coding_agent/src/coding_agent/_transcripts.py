@@ -85,7 +85,7 @@ def _entry(index: int, message: Message, timestamp_ms: int | None) -> Transcript
 
 # How a call that did not run or did not finish is told in its result (policy.check_gate,
 # lemon_agent's abort, the session's repair of an unanswered call): the first match wins.
-_NOT_RUN: Final = (
+_NOT_RUN: Final[tuple[tuple[str, ToolOutcome], ...]] = (
     ("(deny:", "denied"),
     ("(timeout:", "expired"),
     ("(expired:", "expired"),
