@@ -1,7 +1,7 @@
 """The daemon restarts while the app is open (a run waiting for an approval): the app shows
 reconnecting, connects again with backoff, recovers from the snapshot (the panel of an
-approval that is gone closes, no card is left spinning), sends what was typed while offline
-and works on the new daemon."""
+approval that is gone closes, no card is left spinning) and works on the new daemon; what is
+typed while offline stays in the editor and is never replayed (seed 003)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from lemon_core.config import load_config
 from lemon_core.runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
-from lemon_tui._widgets import AnswerBlock, ApprovalPanel, ToolCardView, UserBlock
+from lemon_tui._widgets import AnswerBlock, ApprovalPanel, NoteLine, ToolCardView, UserBlock
 
 from .conftest import ASK_BASH, open_panel, until
 
@@ -61,7 +61,12 @@ async def test_a_daemon_restart_is_survived(tmp_path: Path) -> None:
         await first.stop()
 
 
-async def test_what_is_typed_while_offline_is_sent_after_the_reconnect(tmp_path: Path) -> None:
+async def test_what_is_typed_while_offline_stays_in_the_editor_and_is_not_replayed(
+    tmp_path: Path,
+) -> None:
+    """Seed 003: no offline mutation is replayed. Enter while offline sends nothing, keeps
+    the text in the editor and says the daemon is offline; after the reconnect nothing is
+    sent by itself, and Enter again sends it (once)."""
     first = boot(tmp_path, 0)
     await first.start()
     try:
@@ -74,21 +79,31 @@ async def test_what_is_typed_while_offline_is_sent_after_the_reconnect(tmp_path:
             await until(pilot, lambda: app.status.connection == "online", "connected")
             await first.stop()
             await until(pilot, lambda: app.port is None, "the drop is seen")
-            app.query_one("#input", Editor).value = "/echo typed while offline"
+            editor = app.query_one("#input", Editor)
+            editor.value = "/echo typed while offline"
             await pilot.press("enter")
 
-            def waiting() -> list[UserBlock]:
-                return [u for u in app.query(UserBlock) if u.text == "/echo typed while offline"]
+            def said() -> str:
+                return "\n".join(str(n.render()) for n in app.query(NoteLine))
 
-            await until(pilot, lambda: bool(waiting()), "the message shown")
-            assert [u.note for u in waiting()] == ["waiting: offline"]
+            await until(pilot, lambda: "not sent" in said(), "the offline note")
+            assert "offline" in said()
+            assert editor.text == "/echo typed while offline"  # kept, to send again
+            assert not [u for u in app.query(UserBlock) if u.text == "/echo typed while offline"]
             async with boot(tmp_path, port):
+                await until(pilot, lambda: app.status.connection == "online", "reconnected")
+                for _ in range(30):  # a while online: nothing is sent by itself
+                    await pilot.pause(0.02)
+                assert not any(a.text == "typed while offline" for a in app.query(AnswerBlock))
+                assert not app.query(UserBlock)
+                assert editor.text == "/echo typed while offline"
+                await pilot.press("enter")  # the person sends it again
                 await until(
                     pilot,
                     lambda: any(a.text == "typed while offline" for a in app.query(AnswerBlock)),
-                    "sent after the reconnect",
+                    "sent when sent again",
                 )
-                assert [u.note for u in waiting()] == [""]
-                assert not app.outbox
+                assert [u.text for u in app.query(UserBlock)] == ["/echo typed while offline"]
+                assert editor.text == ""
     finally:
         await first.stop()

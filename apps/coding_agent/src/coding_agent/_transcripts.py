@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from coding_agent.errors import CodingAgentError, CompactionError
 from coding_agent.session import SessionStore
-from lemon_ai import AssistantMessage, Message, Model, UserMessage
+from lemon_ai import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
 from lemon_core.events import ErrorCode
 from lemon_core.runtime import ModelInfo
 from lemon_core.sessions import CompactResult, NativeHistory, TodoItem, TranscriptEntry
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from lemon_core.config import Config
 
 __all__ = ["ModelCatalogImpl", "SessionCompactorImpl", "SessionTranscriptReader"]
+
+ToolOutcome = Literal["ok", "failed", "denied", "expired", "cancelled"]
 
 _MAX_ENTRY_CHARS: Final = 8000
 _MAX_LIMIT: Final = 500
@@ -66,9 +68,46 @@ def _entry(index: int, message: Message, timestamp_ms: int | None) -> Transcript
     truncated = len(text) > _MAX_ENTRY_CHARS
     if truncated:
         text = text[: _MAX_ENTRY_CHARS - 1] + "…"
+    if not isinstance(message, ToolResultMessage):
+        return TranscriptEntry(
+            index=index, role=role, text=text, truncated=truncated, timestamp_ms=timestamp_ms
+        )
     return TranscriptEntry(
-        index=index, role=role, text=text, truncated=truncated, timestamp_ms=timestamp_ms
+        index=index,
+        role=role,
+        text=text,
+        truncated=truncated,
+        timestamp_ms=timestamp_ms,
+        tool=message.tool_name,
+        outcome=tool_outcome(message),
     )
+
+
+# How a call that did not run or did not finish is told in its result (policy.check_gate,
+# lemon_agent's abort, the session's repair of an unanswered call): the first match wins.
+_NOT_RUN: Final[tuple[tuple[str, ToolOutcome], ...]] = (
+    ("(deny:", "denied"),
+    ("(timeout:", "expired"),
+    ("(expired:", "expired"),
+    ("(cancelled:", "cancelled"),
+    ("is denied by this run's tool policy", "denied"),
+    ("needs an approval", "denied"),
+    ("the run was aborted", "cancelled"),
+    ("The run ended before this tool call finished", "cancelled"),
+)
+
+
+def tool_outcome(message: ToolResultMessage) -> ToolOutcome:
+    """How a tool call ended, from its result as the transcript keeps it."""
+    if not message.is_error:
+        return "ok"
+    head = message.content[:400]
+    for marker, outcome in _NOT_RUN:
+        if marker in head:
+            return outcome
+    if " did not run: " in head:
+        return "denied"  # refused before running (a secret path, the approvals' capacity)
+    return "failed"
 
 
 def _todos(messages: list[Message]) -> tuple[TodoItem, ...]:

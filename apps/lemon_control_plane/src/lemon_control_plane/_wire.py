@@ -113,6 +113,8 @@ def _message(e: TranscriptEntry) -> dict[str, Any]:
         "text": e.text,
         "truncated": e.truncated,
         "timestampMs": e.timestamp_ms,
+        "tool": e.tool,
+        "outcome": e.outcome,
     }
 
 
@@ -160,5 +162,9 @@ def history_message(session_key: str, e: TranscriptEntry) -> dict[str, Any]:
         "content": e.text,
         "timestampMs": e.timestamp_ms,
         "truncated": e.truncated,
-        "ok": None,
+        # A tool call's outcome from the transcript (ok / failed / denied / expired /
+        # cancelled); ``ok`` is true only for a call that ran and succeeded.
+        "tool": e.tool,
+        "outcome": e.outcome,
+        "ok": None if e.outcome is None else e.outcome == "ok",
     }

@@ -28,7 +28,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind
+from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind, RunPhase
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
@@ -36,6 +36,7 @@ from lemon_core.sessions import (
     PendingApproval,
     QueueNotice,
     RunEnded,
+    RunPhaseNotice,
     SessionEvent,
     SessionPort,
     SessionSnapshot,
@@ -43,6 +44,7 @@ from lemon_core.sessions import (
     StreamOverflow,
     TextDelta,
     ToolCard,
+    TranscriptEntry,
 )
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo, offered
@@ -75,9 +77,12 @@ DEFAULT_SESSION: Final = "agent:default:main"
 _BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 _SNAPSHOT_TRIES: Final = 5
 _REMEMBERED: Final = 1024
-_OUTBOX: Final = 64  # messages typed while offline; more are refused with a note
 _SETTLED: Final = frozenset(
     {QueueOutcomeKind.MERGED, QueueOutcomeKind.STEERED, QueueOutcomeKind.CANCELLED}
+)
+# A run past these phases runs: its message's "queued" note goes.
+_RUNNING: Final = frozenset(
+    {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
 )
 _FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
 _BACKGROUND: Final = 64  # background sessions whose unread events are counted
@@ -119,6 +124,20 @@ def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
     path = (asked.action or {}).get("path")
     named = card.title.removeprefix(asked.tool).strip()
     return not isinstance(path, str) or not named or path.endswith(named)
+
+
+def _history_card(entry: TranscriptEntry) -> ToolCardView:
+    """A tool call of the history, shown with its real outcome (ran ok / failed, or denied /
+    expired / cancelled: it did not run or did not finish), as the transcript records it."""
+    name = entry.tool or entry.text.split(":", 1)[0]
+    body = entry.text.removeprefix(f"{name}:").strip() if entry.tool else entry.text
+    card = ToolCardView(f"history-{entry.index}", name)
+    if entry.outcome in (None, "ok", "failed"):
+        card.complete(entry.outcome != "failed", body)
+    else:
+        card.message = body
+        card.seal(entry.outcome)
+    return card
 
 
 def _refused() -> tuple[type[Exception], ...]:
@@ -187,6 +206,11 @@ class LemonTUI(App[int]):
         self.status = Status(session=session)
         self.waiting_for: set[str] = set()
         self.answer: AnswerBlock | None = None
+        # The run being shown and its last block (answer or card): what it says next goes
+        # right after that, in its place, even when messages were sent below it meanwhile.
+        self.tail: Widget | None = None
+        self.tail_run: str | None = None
+        self.noted: dict[str, UserBlock] = {}  # run id -> its message with a note (bounded)
         self.cards: dict[str, ToolCardView] = {}  # open cards by action id
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
@@ -196,7 +220,6 @@ class LemonTUI(App[int]):
         self.panel: ApprovalPanel | None = None
         self._decided: Callable[[ApprovalDecision | Back | None], None] | None = None
         self.idle_aborts = 0
-        self.outbox: deque[tuple[str, str, UserBlock]] = deque()  # typed while offline
         self.recoveries = 0  # how often a gap was recovered from a snapshot
         self.model: str | None = None  # None: the daemon's default
         self.models: list[ModelInfo] | None = None  # models.list, cached per connection
@@ -242,6 +265,29 @@ class LemonTUI(App[int]):
     def _follow_end(self) -> None:
         """Keep the newest output in view once the layout caught up (Markdown grows later)."""
         self.call_after_refresh(self.transcript.scroll_end, animate=False)
+
+    def _add_for_run(self, widget: Widget) -> None:
+        """Show a block of the run being shown: after its last block, else at the end."""
+        tail = self.tail
+        if tail is not None and tail.parent is self.transcript:
+            self.transcript.mount(widget, after=tail)
+            self._follow_end()
+        else:
+            self._add(widget)
+        self.tail = widget
+
+    def _run_seen(self, run_id: str) -> None:
+        """An event of ``run_id``: a run other than the one shown starts a new place (at the
+        end), and its message's note ("queued", "steering"...) is gone: it runs."""
+        if self.tail_run != run_id:
+            self._seal_answer("ok")
+            self.tail, self.tail_run = None, run_id
+        self._ran(run_id)
+
+    def _ran(self, run_id: str, note: str = "") -> None:
+        block = self.noted.pop(run_id, None)
+        if block is not None:
+            block.set_note(note)
 
     def note(self, markup: str) -> None:
         self._add(NoteLine(markup))
@@ -349,7 +395,6 @@ class LemonTUI(App[int]):
                     elif recover:
                         await self._recover(port, history=False)
                     recover = True
-                    await self._send_outbox()
                     async for event in stream:
                         if isinstance(event, StreamOverflow):
                             break
@@ -411,14 +456,17 @@ class LemonTUI(App[int]):
                     block.replace_text(entry.text)
                     block.sealed = "ok"
                     self._add(block)
+                elif entry.role == "tool":
+                    self._add(_history_card(entry))
             self.call_after_refresh(self.settle_memory)
         active = snapshot.active
         if active is not None:
             self.recovered_seq[active.run_id] = active.text_seq
             self.recovered_seq[active.attempt_id] = active.text_seq
+            self._run_seen(active.run_id)
             if self.answer is None:
                 self.answer = AnswerBlock()
-                self._add(self.answer)
+                self._add_for_run(self.answer)
             self.answer.replace_text(active.text)
         elif not history and self.answer is not None:
             # The run ended while we were away: its answer is the last one in the history.
@@ -444,9 +492,10 @@ class LemonTUI(App[int]):
         if isinstance(event, TextDelta):
             if event.seq <= self.recovered_seq.get(event.run_id, 0):
                 return  # the snapshot already held it
+            self._run_seen(event.run_id)
             if self.answer is None:
                 self.answer = AnswerBlock()
-                self._add(self.answer)
+                self._add_for_run(self.answer)
             self.answer.append_text(event.text)
             self._follow_end()
         elif isinstance(event, ToolCard):
@@ -463,6 +512,11 @@ class LemonTUI(App[int]):
                 self.note("steer not taken; queued as the next message")
             if event.outcome in _SETTLED:
                 self.waiting_for.discard(event.run_id)
+                cancelled = event.outcome is QueueOutcomeKind.CANCELLED
+                self._ran(event.run_id, "cancelled" if cancelled else "")
+        elif isinstance(event, RunPhaseNotice):
+            if event.phase in _RUNNING:
+                self._ran(event.run_id)
         elif isinstance(event, RunEnded):
             self._ended(event)
         self.paint_status()
@@ -472,9 +526,10 @@ class LemonTUI(App[int]):
         if card is None:
             if event.action_id in self.sealed_cards:
                 return  # sealed when its run ended; a late phase changes nothing
+            self._run_seen(event.run_id)
             card = ToolCardView(event.action_id, event.title, event.detail)
             self.cards[event.action_id] = card
-            self._add(card)
+            self._add_for_run(card)
             if self.answer is not None:
                 self._seal_answer("ok")  # text after the card goes into a new block
         if event.phase == "updated":
@@ -497,14 +552,20 @@ class LemonTUI(App[int]):
         while len(self.sealed_cards) > _REMEMBERED:
             del self.sealed_cards[next(iter(self.sealed_cards))]
         self.cards.clear()
+        self.tail, self.tail_run = None, None
 
     def _ended(self, event: RunEnded) -> None:
         cancelled = event.error_code is ErrorCode.CANCELLED
         label = "ended" if event.ok else "cancelled" if cancelled else "failed"
-        if self.answer is None and event.ok and event.answer and not self._shown_answer():
+        self._ran(event.run_id, "" if event.ok else label)
+        shown = self.tail_run == event.run_id
+        if self.answer is None and event.ok and event.answer and not self._shown_answer(shown):
             self.answer = AnswerBlock()
             self.answer.replace_text(event.answer)
-            self._add(self.answer)
+            if shown:
+                self._add_for_run(self.answer)
+            else:
+                self._add(self.answer)
         self._seal(label if not event.ok else "ok")
         self.call_after_refresh(self.settle_memory)
         self.waiting_for.discard(event.run_id)
@@ -528,8 +589,11 @@ class LemonTUI(App[int]):
                 text += f" ${seen.cost_usd:.4f}"
             self.status.usage = text
 
-    def _shown_answer(self) -> bool:
-        """Whether the last block of the transcript is an answer (streamed, then sealed)."""
+    def _shown_answer(self, shown: bool) -> bool:
+        """Whether the run's last block (``shown``: the run is the one shown), else the
+        transcript's, is an answer (streamed, then sealed)."""
+        if shown:
+            return isinstance(self.tail, AnswerBlock)
         children = self.transcript.children
         return bool(children) and isinstance(children[-1], AnswerBlock)
 
@@ -670,28 +734,23 @@ class LemonTUI(App[int]):
             await self.send(body, mode)
 
     async def send(self, text: str, mode: str = "collect") -> None:
-        """Submit ``text``; while offline it waits in the outbox (shown as waiting) and is
-        sent once the connection is back."""
-        if self.port is None or self.outbox:
-            if len(self.outbox) >= _OUTBOX:
-                self.note(f"[yellow]offline[/]: {_OUTBOX} messages already wait; not kept")
-                return
-            self._seal_answer("ok")
-            block = UserBlock(text, note="waiting: offline")
-            self._add(block)
-            self.outbox.append((text, mode, block))
-            return
-        await self._submit(text, mode, None)
+        """Submit ``text``. Nothing is kept to send later (seed 003: no offline mutation is
+        replayed): while offline, or when the link drops during the send, the text goes back
+        into the editor (unless something new was typed there) and a note says it was not
+        sent; the person sends it again once the daemon is back."""
+        if self.port is None or not await self._submit(text, mode):
+            self._not_sent(text, mode)
 
-    async def _send_outbox(self) -> None:
-        """Send what was typed while offline, in order (it stays queued if the link drops)."""
-        while self.outbox and self.port is not None:
-            text, mode, block = self.outbox[0]
-            if not await self._submit(text, mode, block):
-                return
-            self.outbox.popleft()
+    def _not_sent(self, text: str, mode: str) -> None:
+        editor = self.editor
+        if not editor.text.strip():
+            editor.value = {"steer": ">", "interrupt": "!"}.get(mode, "") + text
+        self.note(
+            f"[yellow]not sent: {escape(self.where)} is offline[/]; the message is kept in the "
+            "editor: press Enter to send it once the daemon is back (the status line says online)"
+        )
 
-    async def _submit(self, text: str, mode: str, block: UserBlock | None) -> bool:
+    async def _submit(self, text: str, mode: str) -> bool:
         """True when the daemon answered (accepted or rejected); False when it is gone."""
         port = self.port
         if port is None:
@@ -709,10 +768,6 @@ class LemonTUI(App[int]):
         try:
             receipt = await port.submit(request)
         except _lost():
-            if block is None:
-                block = UserBlock(text, note="waiting: offline")
-                self._add(block)
-                self.outbox.append((text, mode, block))
             return False
         except ValueError as exc:
             self.note(f"[red]not sent:[/] {escape(str(exc))}")
@@ -723,11 +778,12 @@ class LemonTUI(App[int]):
         note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
         if mode == "interrupt" and receipt.status != "started":
             note = "interrupting"
-        if block is None:
-            self._seal_answer("ok")
-            self._add(UserBlock(text, note=note))
-        else:
-            block.set_note(note)
+        block = UserBlock(text, note=note)
+        self._add(block)  # at the end; the running answer goes on in its own place
+        if note:
+            self.noted[receipt.run_id] = block
+            while len(self.noted) > _REMEMBERED:
+                del self.noted[next(iter(self.noted))]
         self.waiting_for.add(receipt.run_id)
         self.paint_status()
         return True
@@ -849,6 +905,8 @@ class LemonTUI(App[int]):
         self.run_worker(self._learn_session(), group="models", exit_on_error=False)
         self.waiting_for.clear()
         self.answer = None
+        self.tail, self.tail_run = None, None
+        self.noted.clear()
         self.cards.clear()
         self.recovered_seq.clear()
         self.to_ask.clear()

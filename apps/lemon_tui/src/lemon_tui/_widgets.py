@@ -45,7 +45,7 @@ class UserBlock(Static):
         self.set_note(note)
 
     def set_note(self, note: str) -> None:
-        """Say what became of the message (queued, steering, waiting: offline)."""
+        """Say what became of the message (queued, steering, interrupting)."""
         self.note = note
         self.update(escape(self.text) + (f" [dim]({escape(note)})[/]" if note else ""))
 
@@ -176,6 +176,8 @@ class ToolCardView(Static):
             "running": "[yellow]…[/]",
             "ok": "[green]✓[/]",
             "failed": "[red]✗[/]",
+            "denied": "[yellow]⊘[/]",  # did not run
+            "expired": "[yellow]⊘[/]",
         }.get(self.state, "[red]✗[/]")
         label = "" if self.state in ("running", "ok", "failed") else f" [dim]{self.state}[/]"
         code = self.exit_code

@@ -150,6 +150,12 @@ class TranscriptEntry(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False
     timestamp_ms: int | None = None
     """When the message was written (wall-clock ms), where the transcript records it."""
+    tool: str | None = None
+    """Role ``tool``: the tool's name."""
+    outcome: Literal["ok", "failed", "denied", "expired", "cancelled"] | None = None
+    """Role ``tool``: how the call ended, as the transcript records it: ran ``ok`` or
+    ``failed``, did not run (``denied``: by a person or the policy; ``expired``: no decision
+    in time, or the run that asked ended), or stopped unfinished (``cancelled``)."""
 
 
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]

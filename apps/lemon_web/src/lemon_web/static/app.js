@@ -79,6 +79,8 @@ const page = {
   approvals: new Map(),
   tombstones: new Tombstones(TERMINAL_TOMBSTONES),
   ownRuns: new Tombstones(PAGE_CACHE_ITEMS), // runs this page sent (their prompts are shown)
+  notes: new BoundedMap(PAGE_CACHE_ITEMS), // run id -> the "queued"/"steer" notes of its messages
+  answered: 0, // chat.send answers received
   busyRun: null,
   generation: 0,
   loading: false,
@@ -335,14 +337,33 @@ function renderToolBody(card, name) {
   card.body.innerHTML = parts.join("");
 }
 
-function historyTool(run, text) {
+// A tool call of the history, with its real outcome as the transcript records it (chat.history's
+// `outcome`): ran ok ("done") or failed, or did not run / did not finish (denied, expired,
+// cancelled: never shown as done). A daemon that does not say shows "outcome unknown".
+const NOT_RUN = { denied: "denied: did not run", expired: "expired: did not run", cancelled: "cancelled: did not finish" };
+
+function historyTool(run, m) {
+  const text = m.content || "";
   const colon = text.indexOf(":");
-  const name = colon > 0 && colon < 40 ? text.slice(0, colon) : "tool";
+  const named = typeof m.tool === "string" && m.tool ? m.tool : colon > 0 && colon < 40 ? text.slice(0, colon) : null;
+  const name = named || "tool";
   const card = toolCard(run, { id: `history-${run.id}-${run.blocks.length}` });
   card.name.textContent = name;
-  card.result = colon > 0 && colon < 40 ? text.slice(colon + 1).trim() : text;
-  setToolPhase(card, "completed", true);
-  card.exit.textContent = "";
+  card.result = named && text.startsWith(named + ":") ? text.slice(named.length + 1).trim() : text;
+  const outcome = m.outcome;
+  if (outcome === "ok" || outcome === "failed") {
+    setToolPhase(card, "completed", outcome === "ok");
+    const code = /exit(?: code|ed with)?:?\s*(-?\d+)/i.exec(String(card.result));
+    card.exit.textContent = code ? `exit ${code[1]}` : outcome === "ok" ? "ok" : "failed";
+  } else if (NOT_RUN[outcome]) {
+    card.phase = "completed";
+    card.el.dataset.state = outcome;
+    card.status.setAttribute("aria-label", outcome);
+    card.status.title = outcome;
+    card.exit.textContent = NOT_RUN[outcome];
+  } else {
+    setToolPhase(card, "unknown");
+  }
   renderToolBody(card, name);
 }
 
@@ -549,6 +570,11 @@ function onEvent(frame) {
   }
   const runId = p.runId;
   if (!runId || page.tombstones.has(runId)) return; // late events of a finished run
+  if (name === "agent" && (p.type === "started" || p.type === "completed")) {
+    // A queued message runs now; a steer ran with the run it joined.
+    for (const note of page.notes.get(runId) || []) note.remove();
+    page.notes.delete(runId);
+  }
   if (name === "agent" && p.type === "started") {
     ensureRun(runId);
     setBusy(runId);
@@ -684,6 +710,7 @@ function resetView() {
   page.runs.clear();
   page.tools.clear();
   page.approvals.clear();
+  page.notes.clear();
   renderQueue.clear();
 }
 
@@ -705,7 +732,7 @@ function applyAuthority(messages, snap) {
       run = ensureRun(`history-${n}`);
       run.done = true;
     }
-    if (m.role === "tool") historyTool(run, m.content || "");
+    if (m.role === "tool") historyTool(run, m);
     else {
       const seg = newSegment(run, m.content || "");
       if (m.truncated) seg.el.append(el("p", "truncated", "… shortened by the daemon's transcript read"));
@@ -933,11 +960,19 @@ async function sendMessage() {
   const params = { sessionKey, prompt: text, queueMode: page.busyRun ? ui.mode.value : "collect" };
   ui.input.value = "";
   const item = userItem(text);
-  if (page.busyRun) item.append(el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()));
+  const note = page.busyRun ? el("div", "queued-note", ui.mode.selectedOptions[0].textContent.toLowerCase()) : null;
+  if (note) item.append(note);
   if (ui.title.textContent === "New chat") ui.title.textContent = text.slice(0, 80);
   try {
     const sent = await client.send("chat.send", params);
+    page.answered += 1;
     page.ownRuns.add(sent.runId);
+    // The note says what waits; it goes once the message ran: its run started (queued), or
+    // the run it joined ended (a steer).
+    if (note && sent.runId) {
+      if (page.tombstones.has(sent.runId)) note.remove();
+      else page.notes.set(sent.runId, [...(page.notes.get(sent.runId) || []), note]);
+    }
     // Shown again if this tab reloads while the run is active and its prompt is not in the
     // transcript yet (it is written once the run starts). Display only: never re-sent from here.
     sessionStorage.setItem("lemon.lastSent", JSON.stringify({ runId: sent.runId, key: sessionKey, prompt: text }));
@@ -1074,5 +1109,6 @@ window.lemon = {
     tombstones: page.tombstones.size,
     items: ui.transcript.children.length,
     loading: page.loading,
+    answered: page.answered,
   }),
 };
