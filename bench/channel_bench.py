@@ -38,7 +38,7 @@ from lemon_channels.telegram import TelegramPlugin
 from lemon_channels.testing import FakeSessionPort, FakeTelegram
 from lemon_core.channels import DeliveryIntent, DeliveryRoute
 from lemon_core.sessions import RunEnded, TextDelta
-from lemon_core.store import SQLiteStore
+from lemon_infra import SQLiteStore
 
 KEY = "agent:default:telegram:123456:dm:42"
 

@@ -34,8 +34,8 @@ from lemon_core.execution import (
     PreparedExecution,
     ResumeToken,
 )
-from lemon_core.store import MemoryStore
 from lemon_gateway import Gateway, GatewayConfig
+from lemon_infra import MemoryStore
 
 
 class _NoopPrepared:

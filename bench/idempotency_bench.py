@@ -22,14 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
-from lemon_core.idempotency import (
-    IdempotencyStore,
-    SQLiteIdempotencyStore,
-    StoredResponse,
-    hash_idempotency_key,
-)
-from lemon_core.idempotency.postgres import PostgresIdempotencyStore
-from lemon_core.store.postgres import drop_schema
+from lemon_core.idempotency import IdempotencyStore, StoredResponse, hash_idempotency_key
+from lemon_infra import PostgresIdempotencyStore, SQLiteIdempotencyStore, drop_schema
 
 _T0 = 1_700_000_000_000
 _TTL = 86_400_000

@@ -32,10 +32,10 @@ from lemon_core.execution import (
     RunRequest,
     ToolPolicy,
 )
-from lemon_core.runtime import Runtime
-from lemon_core.store import MemoryStore
 from lemon_gateway import Gateway
+from lemon_infra import MemoryStore
 from lemon_router import Router
+from lemon_runtime import Runtime
 
 SESSION = "agent:bench:main"
 

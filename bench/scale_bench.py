@@ -41,10 +41,9 @@ import redis
 
 from lemon_control_plane.testing import wire_client
 from lemon_core.bus import Bus, Delivery
-from lemon_core.bus.backends.redis import RedisBackend
 from lemon_core.events import Delta, Event
-from lemon_core.store import MemoryStore, SQLiteStore, Store
-from lemon_core.store.postgres import PostgresStore, drop_schema
+from lemon_core.store import Store
+from lemon_infra import MemoryStore, PostgresStore, RedisBackend, SQLiteStore, drop_schema
 
 PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("LEMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

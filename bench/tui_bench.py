@@ -137,7 +137,7 @@ async def _run(
 ) -> dict[str, list[float]]:
     from lemon_control_plane import ControlPlane, ControlPlaneOptions
     from lemon_core.config import load_config
-    from lemon_core.runtime import Runtime
+    from lemon_runtime import Runtime
 
     seen: dict[str, list[float]] = {"python -c pass": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -34,7 +34,7 @@ from playwright.async_api import Browser, async_playwright
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import wire_client
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 from lemon_web import WebApp
 
 CHROMIUM = "/usr/bin/chromium"

@@ -73,10 +73,9 @@ def _child(kind: str, directory: str) -> None:
         else:
             from lemon_core.bus import Bus
             from lemon_core.execution import ExecutionResult, RuntimeContext
-            from lemon_core.idempotency import SQLiteIdempotencyStore
             from lemon_core.sessions import SESSION_PORT
-            from lemon_core.store import MemoryStore
             from lemon_gateway import Gateway, GatewayConfig
+            from lemon_infra import MemoryStore, SQLiteIdempotencyStore
             from lemon_router import Router, RouterConfig, RouterSessionPort
             from lemon_webhooks import (
                 SessionPortSubmitter,

@@ -16,9 +16,9 @@ import pytest
 from lemon_core.config import load_config
 from lemon_core.events import ActionKind, ErrorCode
 from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded, SessionEvent, SessionPort, ToolCard
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedToolCall, ScriptedTurn
+from lemon_runtime import Runtime
 
 SESSION = "agent:default:main"
 # A 1x1 PNG.

@@ -10,10 +10,11 @@ import pytest
 
 from coding_agent import resolve_model
 from lemon_ai import UnknownModelError, default_catalogue
+from lemon_core.capabilities import MODEL_CATALOG
 from lemon_core.config import load_config
 from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
-from lemon_core.runtime import MODEL_CATALOG, Runtime
 from lemon_core.sessions import SESSION_PORT, RunEnded, SessionPort
+from lemon_runtime import Runtime
 
 SESSION = "agent:default:main"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from coding_agent.session import SessionStore
 from coding_agent.transcript_mirror import TABLE, TranscriptMirror
 from lemon_ai import AssistantMessage, TextContent, UserMessage
-from lemon_core.store import MemoryStore
+from lemon_infra import MemoryStore
 
 
 def answer(text: str) -> AssistantMessage:

@@ -14,7 +14,7 @@ from lemon_channels import ChannelsOptions
 from lemon_channels.testing import FakeTelegram
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 TOKEN_ENV = "LEMON_TEST_TELEGRAM_TOKEN"
 

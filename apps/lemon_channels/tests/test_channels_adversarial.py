@@ -30,7 +30,8 @@ from lemon_core.channels import (
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.sessions import ApprovalResult, PendingApproval, SessionSnapshot, TextDelta
-from lemon_core.store import MemoryStore, OutboxStore
+from lemon_core.store import OutboxStore
+from lemon_infra import MemoryStore
 
 KEY = "agent:default:telegram:123456:dm:42"
 ROUTE = DeliveryRoute(channel_id="telegram", account_id="1", peer_kind="dm", peer_id="42")

@@ -17,7 +17,8 @@ from lemon_channels.testing import FakeTelegram
 from lemon_core.bus import CHANNELS, Bus
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, InboundMessage, IntentKind
 from lemon_core.events import ChannelDelivery
-from lemon_core.store import OutboxStore, SQLiteStore
+from lemon_core.store import OutboxStore
+from lemon_infra import SQLiteStore
 
 ROUTE = DeliveryRoute(channel_id="telegram", account_id="1", peer_kind="dm", peer_id="42")
 

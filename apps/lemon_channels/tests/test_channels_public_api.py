@@ -6,8 +6,8 @@ import lemon_channels
 import lemon_channels.telegram
 import lemon_core.channels
 from lemon_channels.errors import ChannelsError
-from lemon_core.runtime import discover_apps, resolve_profile
 from lemon_platform_test.errors_kit import ErrorTreeContract
+from lemon_runtime import discover_apps, resolve_profile
 
 
 def _kind(name: str) -> tuple[int, str]:  # constants, classes, functions (ruff's order)
@@ -39,7 +39,7 @@ def test_a_host_with_an_empty_ingress_is_refused() -> None:
     from lemon_channels import ChannelHost, ChannelsUsageError
     from lemon_channels.telegram import TelegramPlugin
     from lemon_channels.testing import FakeSessionPort
-    from lemon_core.store import MemoryStore
+    from lemon_infra import MemoryStore
 
     with pytest.raises(ChannelsUsageError, match="at least 1"):
         ChannelHost(

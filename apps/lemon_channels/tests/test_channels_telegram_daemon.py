@@ -18,9 +18,9 @@ import httpx
 from lemon_channels import ChannelHost, Channels, ChannelsOptions, PairingStore, channel_statuses
 from lemon_channels.telegram import POLL_FAILURES_BEFORE_FAILED
 from lemon_channels.testing import FakeMessage, FakeTelegram, displayed
+from lemon_core.capabilities import AGENT_RUNTIME
 from lemon_core.channels import ChannelState, ChannelStatus
 from lemon_core.events import ApprovalDecision, QueueOutcomeKind
-from lemon_core.runtime import AGENT_RUNTIME, Runtime
 from lemon_core.sessions import (
     SESSION_PORT,
     ApprovalAsked,
@@ -29,6 +29,7 @@ from lemon_core.sessions import (
     RunEnded,
     SessionEvent,
 )
+from lemon_runtime import Runtime
 
 TOOL = '/tool bash {"command": "ls"}'
 KEY = "agent:default:telegram:123456:dm:42"

@@ -16,7 +16,7 @@ from lemon_channels.telegram import TelegramPlugin
 from lemon_channels.testing import FakeSessionPort, FakeTelegram
 from lemon_core.channels import ChannelState
 from lemon_core.sessions import RunEnded, TextDelta
-from lemon_core.store import MemoryStore
+from lemon_infra import MemoryStore
 
 KEY = "agent:default:telegram:123456:dm:42"
 

@@ -7,9 +7,10 @@ import asyncio
 from pathlib import Path
 
 from lemon_core.bus import EXEC_APPROVALS, Delivery
+from lemon_core.capabilities import APPROVALS
 from lemon_core.config import load_config
 from lemon_core.events import ApprovalRequested
-from lemon_core.runtime import APPROVALS, Runtime
+from lemon_runtime import Runtime
 
 
 def sqlite_runtime(tmp_path: Path) -> Runtime:

@@ -13,8 +13,9 @@ from lemon_cli.main import app
 from lemon_core import ExecApprovals
 from lemon_core.bus import Bus
 from lemon_core.events import ApprovalPending
-from lemon_core.runtime import store_path
-from lemon_core.store import ApprovalGrant, ApprovalGrantStore, SQLiteStore
+from lemon_core.store import ApprovalGrant, ApprovalGrantStore
+from lemon_infra import SQLiteStore
+from lemon_runtime import store_path
 
 GRANTS: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("bash", {"shell": "argv", "argv": ["make", "test"]}, None, "approve_global"),

@@ -12,8 +12,8 @@ from typer.testing import CliRunner, Result
 
 from lemon_channels import STATUS_TABLE, PairingStore
 from lemon_cli.main import app
-from lemon_core.runtime import store_path
-from lemon_core.store import SQLiteStore
+from lemon_infra import SQLiteStore
+from lemon_runtime import store_path
 
 
 def run(home: Path, *args: str, **env: str) -> Result:

@@ -1,4 +1,4 @@
-"""End to end through the booted runtime: lemon_core.runtime starts coding_agent, lemon_gateway
+"""End to end through the booted runtime: lemon_runtime starts coding_agent, lemon_gateway
 and lemon_router from their ``lemon.apps`` entry points; messages go through the router
 (RouterBridge), the gateway (EngineRuntime) and the coding executor to the scripted provider
 server (real HTTP) or the offline provider, on a real SQLite store."""
@@ -24,7 +24,6 @@ from lemon_core.execution import (
     RunRequest,
     ToolPolicy,
 )
-from lemon_core.runtime import APPS_ENTRY_POINT_GROUP, Runtime, discover_apps, resolve_profile
 from lemon_gateway import Gateway
 from lemon_platform_test.providers import (
     Gate,
@@ -33,6 +32,7 @@ from lemon_platform_test.providers import (
     ScriptedTurn,
 )
 from lemon_router import Router
+from lemon_runtime import APPS_ENTRY_POINT_GROUP, Runtime, discover_apps, resolve_profile
 
 SESSION = "agent:default:main"
 MODES = ["collect", "followup", "steer", "steer_backlog", "redirect", "interrupt"]

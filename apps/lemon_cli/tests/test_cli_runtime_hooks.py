@@ -12,20 +12,14 @@ import pytest
 
 from coding_agent import CodingExecutor
 from lemon_core.bus import Delivery, session_topic
+from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS
 from lemon_core.config import load_config
 from lemon_core.events import Event
 from lemon_core.execution import ALL_TOOLS, ROUTER_BRIDGE, RunRequest, ToolPolicy
-from lemon_core.runtime import (
-    AGENT_RUNTIME,
-    APPROVALS,
-    APPS_ENTRY_POINT_GROUP,
-    AppSpec,
-    Runtime,
-    discover_apps,
-)
 from lemon_gateway import Gateway
 from lemon_platform_test.lifespans import hooks
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
+from lemon_runtime import APPS_ENTRY_POINT_GROUP, AppSpec, Runtime, discover_apps
 
 APPS = {"coding_agent", "lemon_gateway", "lemon_router"}
 

@@ -23,7 +23,8 @@ import msgspec
 from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
 from lemon_core.events import ErrorCode
-from lemon_core.store import RunStore, SQLiteStore
+from lemon_core.store import RunStore
+from lemon_infra import SQLiteStore
 from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
 from lemon_platform_test.providers import Gate, ScriptedProviderServer, ScriptedTurn
 from lemon_webhooks import WebhookSecret, sign_webhook

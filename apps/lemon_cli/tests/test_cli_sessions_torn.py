@@ -12,8 +12,9 @@ from coding_agent import SessionStore
 from lemon_ai import AssistantMessage, TextContent, UserMessage
 from lemon_cli.main import app
 from lemon_core.execution import ResumeToken
-from lemon_core.runtime import store_path
-from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_core.store import ChatStateStore
+from lemon_infra import SQLiteStore
+from lemon_runtime import store_path
 
 KEY = "agent:default:main"
 

@@ -17,7 +17,8 @@ import pytest
 
 from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import wire_client
-from lemon_core.store import RunStore, RunSummary, SQLiteStore, check_store_file
+from lemon_core.store import RunStore, RunSummary
+from lemon_infra import SQLiteStore, check_store_file
 from lemon_platform_test.lemon_process import lemon_env, run_lemon, start_serve, stop_serve
 
 SESSION = "agent:default:main"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lemon_core.store import RunStore, RunSummary, SQLiteStore
+from lemon_core.store import RunStore, RunSummary
+from lemon_infra import SQLiteStore
 from lemon_platform_test.lemon_process import lemon_env, run_lemon
 
 

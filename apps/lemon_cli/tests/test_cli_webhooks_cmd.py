@@ -16,15 +16,9 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from lemon_cli.main import app
-from lemon_core.idempotency import (
-    IdempotencyStore,
-    SQLiteIdempotencyStore,
-    StoredResponse,
-    hash_idempotency_key,
-)
-from lemon_core.idempotency.postgres import PostgresIdempotencyStore
+from lemon_core.idempotency import IdempotencyStore, StoredResponse, hash_idempotency_key
 from lemon_core.store import system_clock_ms
-from lemon_core.store.postgres import drop_schema
+from lemon_infra import PostgresIdempotencyStore, SQLiteIdempotencyStore, drop_schema
 from lemon_webhooks import idempotency_store_path
 
 HOUR = 3_600_000

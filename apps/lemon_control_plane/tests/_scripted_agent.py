@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lemon_core.approvals import ExecApprovals
+from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS
 from lemon_core.execution import Executor
-from lemon_core.runtime import AGENT_RUNTIME, APPROVALS, AppSpec, Runtime
 from lemon_platform_test.lifespans import hooks
+from lemon_runtime import AppSpec, Runtime
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from lemon_control_plane import (
 from lemon_control_plane._log_throttle import LogThrottle, LogThrottleStatistics
 from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.config import ConfigError, load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 BOUND_S = 10.0  # the most any wait below may take; the events come in a fraction of it
 

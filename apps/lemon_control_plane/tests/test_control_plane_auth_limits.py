@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 from lemon_control_plane import ControlPlane, ControlPlaneConfig
 from lemon_control_plane._limiter import AddressLimiter, address_key
 from lemon_control_plane.testing import WireClient
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
+from lemon_runtime import Runtime
 
 A = "127.0.0.1"
 B = "127.0.0.2"

@@ -18,8 +18,8 @@ from lemon_control_plane import ControlPlane, WebSocketSessionPort
 from lemon_control_plane.testing import until_run_end, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
 from lemon_core.events import ApprovalDecision
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import ApprovalAsked, ToolCard
+from lemon_runtime import Runtime
 
 SESSION = "agent:default:main"
 

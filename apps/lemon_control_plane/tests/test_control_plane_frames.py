@@ -18,7 +18,7 @@ from websockets.sync.client import connect as ws_connect
 from lemon_control_plane import ERROR_CODES, ControlPlane
 from lemon_control_plane._frames import FrameError, parse_request
 from lemon_control_plane.testing import ClientFactory as Client
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 
 def _error(frame: dict[str, Any]) -> tuple[str, str]:

@@ -24,8 +24,8 @@ from lemon_control_plane._frames import MAX_DEPTH, FrameError, parse_request, to
 from lemon_control_plane.testing import ClientFactory as Client
 from lemon_control_plane.testing import WireClient, plane_client
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT, SessionPort
+from lemon_runtime import Runtime
 
 
 def _nested(depth: int) -> str:

@@ -25,8 +25,8 @@ from lemon_control_plane.local_token import (
     read_local_token,
 )
 from lemon_control_plane.testing import wire_client
-from lemon_core.runtime import Runtime
 from lemon_platform_test.lemon_process import lemon_env, serve
+from lemon_runtime import Runtime
 
 ALL_SCOPES = ["admin", "approvals", "pairing", "read", "write"]
 

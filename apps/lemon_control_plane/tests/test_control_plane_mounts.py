@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from lemon_control_plane import ControlPlane
-from lemon_core.runtime import HTTP_MOUNTS, HttpMounts, RuntimeUsageError
+from lemon_core.mounts import HTTP_MOUNTS, HttpMounts
+from lemon_core.runtime_errors import RuntimeUsageError
 
 
 def _app(body: bytes) -> Any:

@@ -21,9 +21,10 @@ from lemon_control_plane import (
 )
 from lemon_core.approvals import ApprovalOutcome
 from lemon_core.bus import session_topic
+from lemon_core.capabilities import APPROVALS
 from lemon_core.config import load_config
 from lemon_core.events import ApprovalDecision, Event
-from lemon_core.runtime import APPROVALS, Runtime, discover_apps
+from lemon_runtime import Runtime, discover_apps
 
 from ._scripted_agent import scripted_agent_app
 

@@ -6,7 +6,7 @@ import pytest
 
 import lemon_control_plane
 from lemon_control_plane import ERROR_CODES, ControlPlane, ControlPlaneError, WireError
-from lemon_core.runtime import discover_apps, resolve_profile
+from lemon_runtime import discover_apps, resolve_profile
 
 
 def test_all_names_are_defined_and_sorted() -> None:

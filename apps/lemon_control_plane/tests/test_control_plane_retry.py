@@ -14,7 +14,7 @@ from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import plane_client
 from lemon_core.config import load_config
 from lemon_core.execution import ExecutionJob
-from lemon_core.runtime import Runtime, discover_apps
+from lemon_runtime import Runtime, discover_apps
 
 from ._scripted_agent import scripted_agent_app
 

@@ -12,7 +12,7 @@ from websockets.exceptions import ConnectionClosed
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.testing import ClientFactory as Client
 from lemon_control_plane.testing import WireClient, plane_client
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 SESSION = "agent:default:main"
 ASKS = '/tool bash {"command": "echo hi"}'

@@ -15,8 +15,8 @@ from lemon_control_plane._secondary import UNSUPPORTED, redacted
 from lemon_control_plane.testing import ClientFactory as Client
 from lemon_control_plane.testing import plane_client, wire_client
 from lemon_core.config import BusConfig, Config, ProviderConfig, StoreConfig
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
+from lemon_runtime import Runtime
 
 SESSION = "agent:default:main"
 #: The method names the reference terminal client knows.

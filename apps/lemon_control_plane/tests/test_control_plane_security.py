@@ -21,7 +21,8 @@ from lemon_control_plane import (
 )
 from lemon_control_plane.testing import ClientFactory as Client
 from lemon_control_plane.testing import WireClient, wire_client
-from lemon_core.runtime import AppHookError, Runtime
+from lemon_core.runtime_errors import AppHookError
+from lemon_runtime import Runtime
 
 
 def test_the_default_bind_is_loopback_on_4040() -> None:

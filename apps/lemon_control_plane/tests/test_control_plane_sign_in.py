@@ -14,8 +14,8 @@ from lemon_control_plane import AUTH_COOKIE, ControlPlane, ControlPlaneConfig
 from lemon_control_plane._logins import BrowserLogins, Grant
 from lemon_control_plane.testing import WireClient, plane_client, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
+from lemon_runtime import Runtime
 
 
 class Clock:

@@ -16,7 +16,8 @@ from websockets.asyncio.client import connect
 from lemon_control_plane import AUTH_COOKIE, ControlPlane, ControlPlaneConfig
 from lemon_control_plane.errors import ControlPlaneConfigError
 from lemon_control_plane.testing import WireClient, self_signed_certificate, trusting
-from lemon_core.runtime import AppHookError, Runtime
+from lemon_core.runtime_errors import AppHookError
+from lemon_runtime import Runtime
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from lemon_control_plane import ControlPlane, ControlPlaneConfig
 from lemon_control_plane.testing import wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 
 def test_the_store_keeps_only_hashes(tmp_path: Path) -> None:

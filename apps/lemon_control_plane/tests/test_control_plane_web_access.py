@@ -19,7 +19,7 @@ from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_control_plane._connection import Connection
 from lemon_control_plane.testing import WireClient, plane_client, wire_client
 from lemon_control_plane.tokens import TokenStore, tokens_path
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 TOKEN = "cookie-test-token-0123456789"
 

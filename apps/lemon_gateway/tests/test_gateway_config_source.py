@@ -8,12 +8,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from lemon_core.capabilities import AGENT_RUNTIME
 from lemon_core.config import Config, load_config
-from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
 from lemon_gateway import Gateway, GatewayConfig, GatewayConfigError
 from lemon_gateway._boot import lemon_gateway_app
 from lemon_platform_test.executor import ScriptedExecutor
 from lemon_platform_test.lifespans import hooks
+from lemon_runtime import AppSpec, Runtime
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -23,8 +23,9 @@ from lemon_core.bus import Bus, Delivery, session_topic
 from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import ErrorCode, Event
 from lemon_core.execution import ResumeToken
-from lemon_core.store import ChatStateStore, RunStore, RunSummary, SQLiteStore
+from lemon_core.store import ChatStateStore, RunStore, RunSummary
 from lemon_gateway import Gateway, VanishedRun
+from lemon_infra import SQLiteStore
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command
 
@@ -37,7 +38,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from lemon_core.bus import Bus
     from lemon_core.execution import ResumeToken
-    from lemon_core.store import SQLiteStore
+    from lemon_infra import SQLiteStore
     from lemon_gateway import Gateway
     from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
     from lemon_platform_test.gateway_kit import command

@@ -7,8 +7,9 @@ from pathlib import Path
 from lemon_core.bus import Bus
 from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
-from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_core.store import ChatStateStore
 from lemon_gateway import Gateway, GatewayConfig, GatewayState
+from lemon_infra import SQLiteStore
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command, until
 

@@ -9,8 +9,9 @@ from typing import Any
 from lemon_core.bus import Bus
 from lemon_core.events import Delta, EngineAction, ErrorCode, RunStarted, RunUsage
 from lemon_core.execution import ResumeToken
-from lemon_core.store import ChatStateStore, MemoryStore, RunStore, SQLiteStore, Store
+from lemon_core.store import ChatStateStore, RunStore, Store
 from lemon_gateway import Gateway, GatewayConfig
+from lemon_infra import MemoryStore, SQLiteStore
 from lemon_platform_test import ManualClock
 from lemon_platform_test.executor import Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command

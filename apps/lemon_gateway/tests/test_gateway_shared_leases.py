@@ -19,8 +19,8 @@ from lemon_core.bus import Bus
 from lemon_core.events import ErrorCode
 from lemon_core.execution import ResumeToken
 from lemon_core.store import ChatStateStore, RunStore
-from lemon_core.store.postgres import PostgresLeases, PostgresStore, drop_schema
 from lemon_gateway import Gateway, GatewayConfig, VanishedRun
+from lemon_infra import PostgresLeases, PostgresStore, drop_schema
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command
 

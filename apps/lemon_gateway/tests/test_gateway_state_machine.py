@@ -19,8 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from lemon_core.bus import Bus
 from lemon_core.execution import ExecutionJob, ExecutionResult, ExecutionSink
-from lemon_core.store import MemoryStore
 from lemon_gateway import Gateway, GatewayConfig, SlotGrant
+from lemon_infra import MemoryStore
 from lemon_platform_test.gateway_kit import RunEvents, command
 
 MAX_RUNS = 2

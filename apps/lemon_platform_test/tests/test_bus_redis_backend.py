@@ -17,10 +17,9 @@ import pytest
 import redis
 
 from lemon_core.bus import Bus, BusBackend, Delivery, Overflow, OverflowReason, PayloadValidation
-from lemon_core.bus.backends.loopback import encode_frame
-from lemon_core.bus.backends.redis import RedisBackend
 from lemon_core.errors import BusBackendUnavailableError
 from lemon_core.events import BusBackendChanged, Delta, Event
+from lemon_infra import RedisBackend, encode_frame
 from lemon_platform_test import BusContract, EventsContract
 from lemon_platform_test.bus_kit import drain, settle
 from lemon_platform_test.proxy import TcpProxy

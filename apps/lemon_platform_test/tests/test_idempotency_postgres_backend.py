@@ -16,15 +16,19 @@ import psycopg
 import pytest
 
 from lemon_core.idempotency import (
-    LEGACY_TABLE,
     IdempotencyStoreError,
     StoredResponse,
     body_fingerprint,
     hash_idempotency_key,
+)
+from lemon_infra import (
+    LEGACY_TABLE,
+    PostgresIdempotencyStore,
+    PostgresStore,
+    create_postgres_legacy_table,
+    drop_schema,
     open_shared_idempotency_store,
 )
-from lemon_core.idempotency.postgres import PostgresIdempotencyStore, create_postgres_legacy_table
-from lemon_core.store.postgres import PostgresStore, drop_schema
 from lemon_platform_test.proxy import TcpProxy
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -12,8 +12,9 @@ import pytest
 import lemon_core.events
 import lemon_core.events.delta
 import lemon_core.events.run_completed
-from lemon_core.bus import LocalBackend, LoopbackBackend
+from lemon_core.bus import LocalBackend
 from lemon_core.events import Delta, Event, Payload, PrivateFields
+from lemon_infra import LoopbackBackend
 from lemon_platform_test import BusContract, EventsContract, example_payload
 from lemon_platform_test.events_kit import (
     check_backend_parity,

@@ -14,14 +14,15 @@ from typing import Final
 import psycopg
 import pytest
 
-from lemon_core.idempotency import (
+from lemon_core.idempotency import IdempotencyStore
+from lemon_infra import (
     LEGACY_TABLE,
-    IdempotencyStore,
+    PostgresIdempotencyStore,
     SQLiteIdempotencyStore,
     create_legacy_table,
+    create_postgres_legacy_table,
+    drop_schema,
 )
-from lemon_core.idempotency.postgres import PostgresIdempotencyStore, create_postgres_legacy_table
-from lemon_core.store.postgres import drop_schema
 from lemon_platform_test.idempotency_kit import Fault, IdempotencyStoreContract
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from lemon_core.store import MemoryStore, SQLiteStore, Store
-from lemon_core.store.postgres import PostgresStore, drop_schema
+from lemon_core.store import Store
+from lemon_infra import MemoryStore, PostgresStore, SQLiteStore, drop_schema
 from lemon_platform_test.store_kit import ManualClock, StoreContract
 
 

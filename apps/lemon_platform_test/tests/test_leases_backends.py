@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from lemon_core.leases import Lease, Leases, MemoryLeases
-from lemon_core.store import MemoryStore, StaleLeaseError, Store
-from lemon_core.store.postgres import PostgresLeases, PostgresStore, drop_schema
+from lemon_core.leases import Lease, Leases
+from lemon_core.store import StaleLeaseError, Store
+from lemon_infra import MemoryLeases, MemoryStore, PostgresLeases, PostgresStore, drop_schema
 from lemon_platform_test.store_kit import ManualClock
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from lemon_core.store import StoreUnavailableError
-from lemon_core.store.postgres import MIGRATIONS, PostgresStore, drop_schema
+from lemon_infra import MIGRATIONS, PostgresStore, drop_schema
 from lemon_platform_test.proxy import TcpProxy
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

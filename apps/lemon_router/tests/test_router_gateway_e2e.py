@@ -11,8 +11,9 @@ import pytest
 from lemon_core.bus import Bus, Delivery, session_topic
 from lemon_core.events import Event
 from lemon_core.execution import ResumeToken, RunRequest, RuntimeContext
-from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_core.store import ChatStateStore
 from lemon_gateway import Gateway
+from lemon_infra import SQLiteStore
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_router import Router, RouterConfig
 

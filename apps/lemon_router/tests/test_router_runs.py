@@ -29,7 +29,8 @@ from lemon_core.execution import (
     Unavailable,
     submit_via_bridge,
 )
-from lemon_core.store import ChatStateStore, SQLiteStore
+from lemon_core.store import ChatStateStore
+from lemon_infra import SQLiteStore
 from lemon_platform_test import ManualClock
 from lemon_router import (
     ResumeError,

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from lemon_core.config import ConfigError, load_config
-from lemon_core.runtime import AppSpec, Runtime
 from lemon_platform_test.executor import ScriptedExecutor
 from lemon_platform_test.lifespans import hooks
 from lemon_router import RouterSection, RouterSessionPort
 from lemon_router._boot import lemon_router_app
+from lemon_runtime import AppSpec, Runtime
 
 
 def _loaded(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
@@ -34,7 +34,7 @@ def test_the_router_declares_its_section_with_todays_default(tmp_path: Path) -> 
 
 
 async def test_the_router_boots_with_its_own_lease_ttl(tmp_path: Path) -> None:
-    from lemon_core.runtime import AGENT_RUNTIME
+    from lemon_core.capabilities import AGENT_RUNTIME
     from lemon_gateway._boot import lemon_gateway_app
 
     class _Agent:

@@ -20,6 +20,7 @@ import pytest
 
 from lemon_core.approvals import ApprovalOutcome, ExecApprovals
 from lemon_core.bus import Bus, Delivery, run_topic, session_topic
+from lemon_core.capabilities import APPROVALS
 from lemon_core.events import ApprovalDecision, Completion, Event, QueueOutcomeKind
 from lemon_core.execution import (
     ENGINE_RUNTIME,
@@ -30,10 +31,10 @@ from lemon_core.execution import (
     RuntimeContext,
     RunView,
 )
-from lemon_core.runtime import APPROVALS
 from lemon_core.sessions import QueueNotice
-from lemon_core.store import ChatStateStore, SessionIndexStore, SQLiteStore, Store
+from lemon_core.store import ChatStateStore, SessionIndexStore, Store
 from lemon_gateway import Gateway
+from lemon_infra import SQLiteStore
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_platform_test.session_kit import (
     SessionPortContract,

@@ -25,9 +25,9 @@ from lemon_core.execution import (
     RunRequest,
     RuntimeContext,
 )
-from lemon_core.store import ChatStateStore, MemoryStore, StoreError
-from lemon_core.store.postgres import PostgresLeases, PostgresStore, drop_schema
+from lemon_core.store import ChatStateStore, StoreError
 from lemon_gateway import Gateway, GatewayConfig
+from lemon_infra import MemoryStore, PostgresLeases, PostgresStore, drop_schema
 from lemon_platform_test.executor import Gate, Script, ScriptedExecutor
 from lemon_router import Router, RouterConfig
 

@@ -12,8 +12,7 @@ import pytest
 
 from lemon_core.bus import Bus
 from lemon_core.execution import ENGINE_RUNTIME, RunRequest, RuntimeContext
-from lemon_core.leases import MemoryLeases
-from lemon_core.store import MemoryStore
+from lemon_infra import MemoryLeases, MemoryStore
 from lemon_platform_test import ManualClock
 from lemon_router import Router, RouterConfig
 from lemon_router._inbox import INBOX, encode_request, owner_lease

@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from lemon_control_plane import ControlPlane, ControlPlaneOptions, WebSocketSessionPort
 from lemon_core.config import load_config
 from lemon_core.execution import ALL_TOOLS, ToolPolicy
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._widgets import StatusLine
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
 from lemon_tui._widgets import AnswerBlock, ApprovalPanel, NoteLine, ToolCardView, UserBlock

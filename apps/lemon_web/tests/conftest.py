@@ -19,7 +19,7 @@ import pytest_asyncio
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -18,7 +18,7 @@ from websockets.typing import Origin
 
 from lemon_control_plane import AUTH_COOKIE, ControlPlane
 from lemon_control_plane.tokens import TokenStore, tokens_path
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.testing import plane_client
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -15,7 +15,7 @@ import pytest
 
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
-from lemon_core.runtime import Runtime
+from lemon_runtime import Runtime
 from lemon_webhooks import WebhookSecret, sign_webhook
 
 SECRET = WebhookSecret(b"k" * 32)

@@ -15,9 +15,10 @@ import pytest
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.execution import VANISHED_RUN_LISTENER
-from lemon_core.idempotency import SQLiteIdempotencyStore
-from lemon_core.runtime import AppHookError, Runtime
+from lemon_core.runtime_errors import AppHookError
 from lemon_core.sessions import SESSION_PORT, RunEnded
+from lemon_infra import SQLiteIdempotencyStore
+from lemon_runtime import Runtime
 from lemon_webhooks import WebhookIngress, Webhooks, idempotency_store_path
 
 SESSION = "agent:default:webhook:ci:channel:ci"

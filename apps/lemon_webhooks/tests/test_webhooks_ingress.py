@@ -20,16 +20,14 @@ from hypothesis import strategies as st
 
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest, VanishedRun
 from lemon_core.idempotency import (
-    LEGACY_TABLE,
     IdempotencyRecord,
     IdempotencyStore,
     IdempotencyStoreError,
     MigrationReport,
     Reservation,
-    SQLiteIdempotencyStore,
     SweepReport,
-    create_legacy_table,
 )
+from lemon_infra import LEGACY_TABLE, SQLiteIdempotencyStore, create_legacy_table
 from lemon_webhooks import Webhook, WebhookIngress, WebhookSecret
 
 SECRET = WebhookSecret(b"k" * 32)

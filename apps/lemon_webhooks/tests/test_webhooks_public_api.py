@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 import lemon_webhooks
-from lemon_core.runtime import discover_apps, resolve_profile
 from lemon_platform_test.errors_kit import ErrorTreeContract
+from lemon_runtime import discover_apps, resolve_profile
 from lemon_webhooks.errors import WebhooksError
 
 SRC = Path(lemon_webhooks.__file__).parent

@@ -18,9 +18,9 @@ import pytest
 
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
-from lemon_core.idempotency import SQLiteIdempotencyStore
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
+from lemon_infra import SQLiteIdempotencyStore
+from lemon_runtime import Runtime
 from lemon_webhooks import idempotency_store_path
 
 from .conftest import SECRET, SECRET_ENV

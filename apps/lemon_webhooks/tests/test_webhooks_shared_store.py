@@ -21,12 +21,11 @@ from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.idempotency import IdempotencyStoreError
-from lemon_core.idempotency.postgres import PostgresIdempotencyStore
-from lemon_core.runtime import Runtime
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import system_clock_ms
-from lemon_core.store.postgres import drop_schema
+from lemon_infra import PostgresIdempotencyStore, drop_schema
 from lemon_platform_test.proxy import TcpProxy
+from lemon_runtime import Runtime
 from lemon_webhooks import Webhook, WebhookIngress, WebhookSecret, idempotency_store_path
 
 DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

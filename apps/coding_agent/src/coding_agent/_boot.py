@@ -30,16 +30,9 @@ from coding_agent._transcripts import (
 from coding_agent.executor import CodingExecutor
 from coding_agent.transcript_mirror import TranscriptMirror
 from lemon_core.approvals import ExecApprovals
+from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
-from lemon_core.runtime import (
-    AGENT_RUNTIME,
-    APPROVALS,
-    MODEL_CATALOG,
-    AppSpec,
-    ModelCatalog,
-    Runtime,
-)
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
     TRANSCRIPT_READER,
@@ -47,6 +40,7 @@ from lemon_core.sessions import (
     TranscriptReader,
 )
 from lemon_core.store import ApprovalGrantStore
+from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
 

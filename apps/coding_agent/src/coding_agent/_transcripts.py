@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Final, Literal
 from coding_agent.errors import CodingAgentError, CompactionError
 from coding_agent.session import SessionStore
 from lemon_ai import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
+from lemon_core.capabilities import ModelInfo
 from lemon_core.events import ErrorCode
-from lemon_core.runtime import ModelInfo
 from lemon_core.sessions import CompactResult, NativeHistory, TodoItem, TranscriptEntry
 
 if TYPE_CHECKING:

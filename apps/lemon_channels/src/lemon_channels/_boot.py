@@ -27,9 +27,10 @@ from lemon_channels._section import ChannelsConfig, ChannelsOptions, TelegramCha
 from lemon_channels.telegram import TelegramPlugin
 from lemon_core.channels import ChannelState, ChannelStatus
 from lemon_core.config import read_secrets
-from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
+from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import Store
+from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["Channels", "lemon_channels_app"]
 

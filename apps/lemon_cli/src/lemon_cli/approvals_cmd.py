@@ -63,7 +63,8 @@ class _Failure(LemonCliError):
 async def _with_approvals(path: Path, work: Callable[[ExecApprovals], Awaitable[T]]) -> T:
     from lemon_core import ExecApprovals
     from lemon_core.bus import Bus
-    from lemon_core.store import ApprovalGrantStore, SQLiteStore, StoreError
+    from lemon_core.store import ApprovalGrantStore, StoreError
+    from lemon_infra import SQLiteStore
 
     try:
         store = await SQLiteStore.open(path)
@@ -143,7 +144,7 @@ def list_grants(
 ) -> None:
     """List the remembered grants (newest last): key, scope, agent, tool, when, what."""
     from lemon_core.config import lemon_home
-    from lemon_core.runtime import store_path
+    from lemon_runtime import store_path
 
     home = lemon_home()
     require_home(home, create=False)
@@ -194,7 +195,7 @@ def revoke(
 ) -> None:
     """Forget remembered grants: the one whose key starts with KEY, or all of them (--all)."""
     from lemon_core.config import lemon_home
-    from lemon_core.runtime import store_path
+    from lemon_runtime import store_path
 
     home = lemon_home()
     require_home(home, create=False)

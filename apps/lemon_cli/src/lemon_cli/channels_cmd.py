@@ -64,8 +64,9 @@ def _config() -> tuple[Config, Path]:
 
 
 async def _with_store(home: Path, work: Callable[[Store], Awaitable[T]]) -> T:
-    from lemon_core.runtime import store_path
-    from lemon_core.store import SQLiteStore, StoreError
+    from lemon_core.store import StoreError
+    from lemon_infra import SQLiteStore
+    from lemon_runtime import store_path
 
     path = store_path(home)
     if not path.exists():
@@ -100,7 +101,7 @@ def _when(ms: object) -> str:
 
 async def _rows(config: Config, home: Path) -> list[dict[str, Any]]:
     from lemon_channels import ChannelsConfig, channel_statuses
-    from lemon_core.runtime import store_path
+    from lemon_runtime import store_path
 
     telegram = config.section(ChannelsConfig).telegram
     if telegram is None:

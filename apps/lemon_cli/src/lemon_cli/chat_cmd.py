@@ -266,9 +266,10 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     import sqlite3
 
     from lemon_cli._home import home_error, home_problem
-    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError, store_path
+    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
     from lemon_core.sessions import SESSION_PORT
     from lemon_core.store import StoreError
+    from lemon_runtime import Runtime, store_path
 
     problem = home_problem(loaded.home, create=True)
     if problem is not None:

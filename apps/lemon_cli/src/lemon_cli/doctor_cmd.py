@@ -44,7 +44,7 @@ async def _check_store(config: Config | None, home: Path, home_exists: bool) -> 
 async def _check_postgres_store(config: Config) -> Check:
     from lemon_core.config import ConfigError, redact_url, resolve_store_dsn
     from lemon_core.store import StoreError
-    from lemon_core.store.postgres import PostgresStore
+    from lemon_infra import PostgresStore
 
     schema = config.store.schema
     try:
@@ -80,9 +80,9 @@ async def _check_postgres_store(config: Config) -> Check:
 async def _check_bus(config: Config | None) -> Check:
     if config is None or config.bus.backend == "local":
         return Check(name="bus", status="ok", detail="in-process bus (one daemon)")
-    from lemon_core.bus.backends.redis import RedisBackend
     from lemon_core.config import ConfigError, redact_url, resolve_bus_url
     from lemon_core.errors import BusBackendUnavailableError
+    from lemon_infra import RedisBackend
 
     try:
         url = resolve_bus_url(config.bus, os.environ)
@@ -111,8 +111,9 @@ async def _check_bus(config: Config | None) -> Check:
 
 async def _check_sqlite_store(home: Path, home_exists: bool) -> Check:
     from lemon_cli._home import home_problem
-    from lemon_core.runtime import store_path
-    from lemon_core.store import StoreCorruptError, open_default_store
+    from lemon_core.store import StoreCorruptError
+    from lemon_infra import open_default_store
+    from lemon_runtime import store_path
 
     path = store_path(home)
     problem = home_problem(home, create=False)

@@ -120,7 +120,8 @@ async def _serve(loaded: Any, options: ControlPlaneOptions, console: Console) ->
 
 async def _serve_locked(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
     from lemon_cli._daemon import clear_state, write_state
-    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
+    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
+    from lemon_runtime import Runtime
 
     home: Path = loaded.home
     try:

@@ -52,7 +52,7 @@ def _loaded() -> LoadedConfig:
 
 def _sqlite_store(loaded: LoadedConfig, verb: str) -> Path:
     """The home's SQLite store file; refused for the other backends."""
-    from lemon_core.runtime import store_path
+    from lemon_runtime import store_path
 
     store = loaded.config.store
     if store.backend == "postgres":
@@ -71,7 +71,7 @@ def _sqlite_store(loaded: LoadedConfig, verb: str) -> Path:
 @store_app.command()
 def check() -> None:
     """Run PRAGMA quick_check on the store (read only). Exit 2 when it is damaged."""
-    from lemon_core.store import check_store_file
+    from lemon_infra import check_store_file
 
     try:
         store = _sqlite_store(_loaded(), "check")
@@ -95,7 +95,8 @@ def backup(
 ) -> None:
     """Copy the store to PATH (a new file; a directory gets lemon-store-<time>.sqlite3).
     Safe while the daemon runs: SQLite's online backup, checked before it is kept."""
-    from lemon_core.store import StoreError, backup_store
+    from lemon_core.store import StoreError
+    from lemon_infra import backup_store
 
     try:
         store = _sqlite_store(_loaded(), "backup")
@@ -117,7 +118,8 @@ def restore(
     """Replace the store by the backup PATH (checked first). The daemon must be stopped; the
     replaced store is kept as <store>.before-restore-<time>."""
     from lemon_cli._daemon import DaemonLock, read_state
-    from lemon_core.store import StoreError, restore_store
+    from lemon_core.store import StoreError
+    from lemon_infra import restore_store
 
     try:
         loaded = _loaded()

@@ -101,7 +101,8 @@ async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> in
     from lemon_cli._home import home_error, home_problem
     from lemon_control_plane import ControlPlane, ControlPlaneOptions
     from lemon_core.config import ConfigError, load_config
-    from lemon_core.runtime import AppHookError, Runtime, RuntimeBootError
+    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
+    from lemon_runtime import Runtime
 
     try:
         loaded = load_config()

@@ -97,7 +97,7 @@ def _find_target() -> _Target:
         store_config = config.store
 
         async def open_postgres() -> IdempotencyStore:
-            from lemon_core.idempotency.postgres import PostgresIdempotencyStore
+            from lemon_infra import PostgresIdempotencyStore
 
             return await PostgresIdempotencyStore.open(
                 dsn,
@@ -112,7 +112,7 @@ def _find_target() -> _Target:
     path = idempotency_store_path(home)
 
     async def open_sqlite() -> IdempotencyStore:
-        from lemon_core.idempotency import SQLiteIdempotencyStore
+        from lemon_infra import SQLiteIdempotencyStore
 
         return await SQLiteIdempotencyStore.open(path)
 

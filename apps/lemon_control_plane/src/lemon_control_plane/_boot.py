@@ -22,10 +22,12 @@ from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.local_token import local_token_path
 from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
+from lemon_core.capabilities import MODEL_CATALOG
 from lemon_core.config import DefaultsConfig
 from lemon_core.home import Home
-from lemon_core.runtime import HTTP_MOUNTS, MODEL_CATALOG, AppSpec, Runtime
+from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
+from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["lemon_control_plane_app", "plane_config"]
 

@@ -70,9 +70,9 @@ from lemon_control_plane._wire import history_message, model_parts, session_row,
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
+from lemon_core.capabilities import ModelCatalog
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
-from lemon_core.runtime import ModelCatalog
 from lemon_core.sessions import (
     THINKING_LEVELS,
     ApprovalResult,

@@ -63,7 +63,8 @@ from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopba
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
 from lemon_control_plane.tokens import StoredToken, TokenStore
-from lemon_core.runtime import RESERVED_PATHS, HttpMounts, ModelCatalog
+from lemon_core.capabilities import ModelCatalog
+from lemon_core.mounts import RESERVED_PATHS, HttpMounts
 from lemon_core.sessions import SessionPort
 
 __all__ = ["AUTH_COOKIE", "EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
@@ -230,7 +231,7 @@ class ControlPlane:
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The server's ASGI entry: ``/healthz`` and ``/ws`` are the plane's own; any other
-        path goes to the app mounted for it (:class:`~lemon_core.runtime.HttpMounts`), else 404."""
+        path goes to the app mounted for it (:class:`~lemon_core.mounts.HttpMounts`), else 404."""
         if scope["type"] in ("http", "websocket"):
             path = scope.get("path", "")
             if path not in RESERVED_PATHS:

@@ -1,13 +1,17 @@
-"""Lemon's shared language and seams: events, bus, store, execution contracts, approvals.
+"""Lemon's shared language and seams: events, bus, store protocols, execution contracts, approvals.
 
 The names below are imported on first use (PEP 562), so importing one submodule (say
 ``lemon_core.config`` for a command's ``--help``) does not load the bus, the store and the rest.
+
+``_EXPORTS`` says which module holds each name (the lazy loader reads it); the
+``TYPE_CHECKING`` imports repeat it for type checkers, ``__all__`` for the architecture gate (a
+test keeps the three equal). The backends live in lemon_infra, the runtime in lemon_runtime.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from lemon_core.approvals import (
@@ -63,69 +67,80 @@ if TYPE_CHECKING:
         submit_via_bridge,
     )
     from lemon_core.home import Home
-    from lemon_core.store import (
-        ChatStateStore,
-        MemoryStore,
-        RunStore,
-        SQLiteStore,
-        Store,
-    )
+    from lemon_core.store import ChatStateStore, RunStore, Store
 
-_LAZY: dict[str, str] = {
-    "ApprovalCapacityError": "lemon_core.approvals",
-    "ApprovalOutcome": "lemon_core.approvals",
-    "Backoff": "lemon_core.backoff",
-    "BackoffUsageError": "lemon_core.backoff",
-    "Bus": "lemon_core.bus",
-    "BusClosedError": "lemon_core.errors",
-    "BusError": "lemon_core.errors",
-    "BusStatistics": "lemon_core.bus",
-    "CapabilityRegistry": "lemon_core.execution",
-    "ChatStateStore": "lemon_core.store",
-    "Clock": "lemon_core.clock",
-    "ConsumerClass": "lemon_core.bus",
-    "ConversationKey": "lemon_core.execution",
-    "Delivery": "lemon_core.bus",
-    "DeliveryClosedError": "lemon_core.errors",
-    "DeliveryStatistics": "lemon_core.bus",
-    "ENGINE_RUNTIME": "lemon_core.execution",
-    "EngineRuntime": "lemon_core.execution",
-    "Event": "lemon_core.events",
-    "EventPayloadError": "lemon_core.errors",
-    "ExecApprovals": "lemon_core.approvals",
-    "ExecutionCommand": "lemon_core.execution",
-    "ExecutionContext": "lemon_core.execution",
-    "ExecutionJob": "lemon_core.execution",
-    "ExecutionResult": "lemon_core.execution",
-    "ExecutionSink": "lemon_core.execution",
-    "Executor": "lemon_core.execution",
-    "Home": "lemon_core.home",
-    "LemonCoreError": "lemon_core.errors",
-    "MemoryStore": "lemon_core.store",
-    "Overflow": "lemon_core.bus",
-    "Payload": "lemon_core.events",
-    "PayloadValidation": "lemon_core.bus",
-    "ROUTER_BRIDGE": "lemon_core.execution",
-    "Receipt": "lemon_core.execution",
-    "ResumeToken": "lemon_core.execution",
-    "RouterBridge": "lemon_core.execution",
-    "RunRequest": "lemon_core.execution",
-    "RunStore": "lemon_core.store",
-    "RuntimeContext": "lemon_core.execution",
-    "SQLiteStore": "lemon_core.store",
-    "SYSTEM_CLOCK": "lemon_core.clock",
-    "Store": "lemon_core.store",
-    "Subscription": "lemon_core.bus",
-    "SystemClock": "lemon_core.clock",
-    "Tagged": "lemon_core.bus",
-    "TerminalNotice": "lemon_core.bus",
-    "ToolPolicy": "lemon_core.execution",
-    "Unavailable": "lemon_core.execution",
-    "UnencodableItemError": "lemon_core.errors",
-    "UnknownApprovalError": "lemon_core.approvals",
-    "run_topic": "lemon_core.bus",
-    "session_topic": "lemon_core.bus",
-    "submit_via_bridge": "lemon_core.execution",
+_EXPORTS: Final[dict[str, tuple[str, ...]]] = {
+    "lemon_core.approvals": (
+        "ApprovalCapacityError",
+        "ApprovalOutcome",
+        "ExecApprovals",
+        "UnknownApprovalError",
+    ),
+    "lemon_core.backoff": (
+        "Backoff",
+        "BackoffUsageError",
+    ),
+    "lemon_core.bus": (
+        "Bus",
+        "BusStatistics",
+        "ConsumerClass",
+        "Delivery",
+        "DeliveryStatistics",
+        "Overflow",
+        "PayloadValidation",
+        "Subscription",
+        "Tagged",
+        "TerminalNotice",
+        "run_topic",
+        "session_topic",
+    ),
+    "lemon_core.clock": (
+        "SYSTEM_CLOCK",
+        "Clock",
+        "SystemClock",
+    ),
+    "lemon_core.errors": (
+        "BusClosedError",
+        "BusError",
+        "DeliveryClosedError",
+        "EventPayloadError",
+        "LemonCoreError",
+        "UnencodableItemError",
+    ),
+    "lemon_core.events": (
+        "Event",
+        "Payload",
+    ),
+    "lemon_core.execution": (
+        "ENGINE_RUNTIME",
+        "ROUTER_BRIDGE",
+        "CapabilityRegistry",
+        "ConversationKey",
+        "EngineRuntime",
+        "ExecutionCommand",
+        "ExecutionContext",
+        "ExecutionJob",
+        "ExecutionResult",
+        "ExecutionSink",
+        "Executor",
+        "Receipt",
+        "ResumeToken",
+        "RouterBridge",
+        "RunRequest",
+        "RuntimeContext",
+        "ToolPolicy",
+        "Unavailable",
+        "submit_via_bridge",
+    ),
+    "lemon_core.home": ("Home",),
+    "lemon_core.store": (
+        "ChatStateStore",
+        "RunStore",
+        "Store",
+    ),
+}
+_LAZY: Final[dict[str, str]] = {
+    name: module for module, names in _EXPORTS.items() for name in names
 }
 
 
@@ -136,6 +151,10 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 
 __all__ = [
@@ -170,7 +189,6 @@ __all__ = [
     "Executor",
     "Home",
     "LemonCoreError",
-    "MemoryStore",
     "Overflow",
     "Payload",
     "PayloadValidation",
@@ -180,7 +198,6 @@ __all__ = [
     "RunRequest",
     "RunStore",
     "RuntimeContext",
-    "SQLiteStore",
     "Store",
     "Subscription",
     "SystemClock",

@@ -31,9 +31,9 @@ working::
     ├── RouterUnavailableError (RuntimeError)       lemon_core.execution.errors
     ├── CapabilityMissingError (LookupError)        lemon_core.execution
     ├── CapabilityConflictError (RuntimeError)      lemon_core.execution
-    ├── RuntimeBootError (RuntimeError)             lemon_core.runtime.errors
+    ├── RuntimeBootError (RuntimeError)             lemon_core.runtime_errors
     │   └── AppHookError
-    ├── RuntimeUsageError (ValueError)              lemon_core.runtime.errors
+    ├── RuntimeUsageError (ValueError)              lemon_core.runtime_errors
     ├── SessionError                                lemon_core.sessions.errors
     │   ├── SessionStreamClosedError (RuntimeError)
     │   └── InvalidSessionKeyError (UsageError)

@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
+from lemon_core.capabilities import AGENT_RUNTIME
 from lemon_core.execution import VANISHED_RUN_LISTENER, CapabilityRegistry, VanishedRun
 from lemon_core.home import Home
-from lemon_core.runtime import AGENT_RUNTIME, AppSpec, Runtime
-from lemon_core.store import SQLiteStore
 from lemon_gateway._gateway import Gateway
 from lemon_gateway._section import GatewayConfig
+from lemon_infra import SQLiteStore
+from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["lemon_gateway_app", "run_owners_dir"]
 

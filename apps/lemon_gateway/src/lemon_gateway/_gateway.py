@@ -54,7 +54,7 @@ from lemon_core.execution import (
     SteerableExecution,
 )
 from lemon_core.leases import Leases
-from lemon_core.store import ChatStateStore, MemoryStore, RunStore, RunSummary, Store
+from lemon_core.store import ChatStateStore, RunStore, RunSummary, Store
 from lemon_core.tasks import Supervisor
 from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
@@ -82,6 +82,7 @@ from lemon_gateway.errors import (
     MissingConversationKeyError,
     WrongThreadError,
 )
+from lemon_infra import MemoryStore
 
 __all__ = ["Gateway", "GatewayState"]
 

@@ -7,7 +7,7 @@ A backend author (Redis, later) runs it with their factory::
     class TestRedisBus(BusContract):
         bus_backends = {"redis": make_redis_backend}
 
-With no ``bus_backends`` it runs under every backend of ``lemon_core.bus.BACKENDS``. The tests
+With no ``bus_backends`` it runs under every backend of ``lemon_infra.BACKENDS``. The tests
 are synchronous: publication never waits on a consumer, and consumers read with ``get_nowait``.
 """
 
@@ -18,8 +18,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from lemon_core.bus import BACKENDS, Bus, BusBackend, Delivery, Overflow, TerminalNotice
+from lemon_core.bus import Bus, BusBackend, Delivery, Overflow, TerminalNotice
 from lemon_core.events import Completion, Delta, Event, RunCompleted
+from lemon_infra import BACKENDS
 
 __all__ = ["BusContract", "drain", "settle"]
 

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from lemon_core.bus import BACKENDS, Bus, BusBackend, Delivery, PayloadValidation
+from lemon_core.bus import Bus, BusBackend, Delivery, PayloadValidation
 from lemon_core.errors import EventPayloadError
 from lemon_core.events import (
     Event,
@@ -45,6 +45,7 @@ from lemon_core.events import (
     registry,
     to_builtins,
 )
+from lemon_infra import BACKENDS
 from lemon_platform_test.bus_kit import settle
 
 __all__ = [
@@ -409,7 +410,7 @@ class EventsContract:
     payload classes to check (default: every lemon_core payload class).
     ``event_types``: type -> class pairs for envelope discipline (default: the core registry, or
     each class's own ``event_type`` when ``payload_classes`` is given).
-    ``bus_backends``: name -> backend factory (default: ``lemon_core.bus.BACKENDS``).
+    ``bus_backends``: name -> backend factory (default: ``lemon_infra.BACKENDS``).
     """
 
     payload_classes: ClassVar[Sequence[type[Payload]] | None] = None

@@ -15,13 +15,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Final
 
-from lemon_core.runtime import AppSpec, Runtime
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.store import ChatStateStore
 from lemon_router._config import RouterConfig
 from lemon_router._port import RouterSessionPort
 from lemon_router._router import Router
 from lemon_router._section import RouterSection
+from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["lemon_router_app"]
 

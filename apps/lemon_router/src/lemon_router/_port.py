@@ -23,6 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
+from lemon_core.capabilities import APPROVALS, MODEL_CATALOG
 from lemon_core.events import (
     ActionKind,
     ApprovalDecision,
@@ -32,7 +33,6 @@ from lemon_core.events import (
     RunPhase,
 )
 from lemon_core.execution import ENGINE_RUNTIME, Receipt, RunIntrospection, RunRequest
-from lemon_core.runtime import APPROVALS, MODEL_CATALOG
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
     THINKING_LEVELS,

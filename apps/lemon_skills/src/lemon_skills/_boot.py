@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Final
 
-from lemon_core.runtime import AppSpec, Runtime
+from lemon_runtime import AppSpec, Runtime
 from lemon_skills._section import SkillsSection
 
 __all__ = ["lemon_skills_app"]

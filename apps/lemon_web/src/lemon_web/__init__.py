@@ -2,7 +2,7 @@
 
 A browser client of the control plane: the page is static HTML, CSS and ES modules that speak
 the control-plane protocol on the daemon's own ``/ws``; this package serves them (mounted through
-the runtime's :data:`~lemon_core.runtime.HTTP_MOUNTS`) and owns the page's token login.
+the runtime's :data:`~lemon_core.mounts.HTTP_MOUNTS`) and owns the page's token login.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Profile ``daemon``; requires ``lemon_control_plane`` (its handle answers the page's token login).
 Start mounts the page at ``/`` (the fallback: every path nobody else serves) through the
-runtime's :data:`~lemon_core.runtime.HTTP_MOUNTS`; leaving the lifespan unmounts it. The
+runtime's :data:`~lemon_core.mounts.HTTP_MOUNTS`; leaving the lifespan unmounts it. The
 handle is the :class:`~lemon_web.WebApp`.
 """
 
@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from lemon_control_plane import lemon_control_plane_app
-from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
+from lemon_core.mounts import HTTP_MOUNTS
+from lemon_runtime import AppSpec, Runtime
 from lemon_web.app import WebApp
 
 __all__ = ["MOUNT_PREFIX", "lemon_web_app"]

@@ -28,8 +28,9 @@ from typing import Final
 
 from lemon_core.config import read_secrets
 from lemon_core.execution import VANISHED_RUN_LISTENER
-from lemon_core.runtime import HTTP_MOUNTS, AppSpec, Runtime
+from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import InvalidSessionKeyError, check_session_key
+from lemon_runtime import AppSpec, Runtime
 from lemon_webhooks._ingress import IngressFaults, SessionPortSubmitter, Webhook, WebhookIngress
 from lemon_webhooks._section import WebhookEndpointConfig, WebhooksConfig
 from lemon_webhooks._signature import WebhookSecret

@@ -1,7 +1,7 @@
 """Webhook ingress: ``POST /webhooks/<id>``, exactly once, or honestly "unknown".
 
 A plain ASGI application (no framework: it is one route) lemon_webhooks mounts on the daemon's
-HTTP server (``lemon_core.runtime.HTTP_MOUNTS``) when ``[webhooks] enabled`` is set. A client of
+HTTP server (``lemon_core.mounts.HTTP_MOUNTS``) when ``[webhooks] enabled`` is set. A client of
 the session port (``SESSION_PORT``) like any other: it imports nothing of the gateway.
 
 Order of one request, and what each step guarantees:

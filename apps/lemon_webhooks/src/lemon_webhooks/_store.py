@@ -16,13 +16,9 @@ import logging
 from pathlib import Path
 
 from lemon_core.home import Home
-from lemon_core.idempotency import (
-    IdempotencyStore,
-    IdempotencyStoreError,
-    SQLiteIdempotencyStore,
-    open_shared_idempotency_store,
-)
+from lemon_core.idempotency import IdempotencyStore, IdempotencyStoreError
 from lemon_core.store import Store, system_clock_ms
+from lemon_infra import SQLiteIdempotencyStore, open_shared_idempotency_store
 
 __all__ = ["idempotency_store_path", "open_idempotency_store", "sweep_forever"]
 

@@ -49,7 +49,7 @@ from lemon_core.channels import (
     IntentKind,
     SendResult,
 )
-from lemon_core.runtime import HttpMounts
+from lemon_core.mounts import HttpMounts
 
 __all__ = [
     "CHOICE_LABELS",

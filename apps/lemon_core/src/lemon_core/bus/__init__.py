@@ -7,14 +7,7 @@
 from __future__ import annotations
 
 from lemon_core.bus._measure import measure
-from lemon_core.bus.backends import (
-    BACKENDS,
-    BusBackend,
-    Fanout,
-    LocalBackend,
-    LoopbackBackend,
-    create_backend,
-)
+from lemon_core.bus.backends import BusBackend, Fanout, LocalBackend
 from lemon_core.bus.bus import (
     Bus,
     BusStatistics,
@@ -51,7 +44,6 @@ from lemon_core.bus.topics import (
 )
 
 __all__ = [
-    "BACKENDS",
     "CHANNELS",
     "CONTENTION_TIMEOUT_S",
     "CONTRACT_TOPICS",
@@ -73,7 +65,6 @@ __all__ = [
     "DeliveryStatistics",
     "Fanout",
     "LocalBackend",
-    "LoopbackBackend",
     "Overflow",
     "OverflowReason",
     "PayloadValidation",
@@ -81,7 +72,6 @@ __all__ = [
     "Tagged",
     "TerminalNotice",
     "check_topic",
-    "create_backend",
     "measure",
     "run_topic",
     "session_topic",

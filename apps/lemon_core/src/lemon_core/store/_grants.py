@@ -19,8 +19,8 @@ import msgspec
 
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.errors import UsageError
-from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
+from lemon_core.store.protocol import Clock, Store
 
 __all__ = [
     "DEFAULT_MAX_APPROVAL_GRANTS",

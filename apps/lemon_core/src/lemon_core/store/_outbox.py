@@ -26,8 +26,8 @@ from typing import Any, Final
 import msgspec
 
 from lemon_core.clock import SYSTEM_CLOCK
-from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
+from lemon_core.store.protocol import Clock, Store
 
 __all__ = ["DEFAULT_OUTBOX_DEDUPE_TTL_MS", "OutboxEntry", "OutboxStore"]
 

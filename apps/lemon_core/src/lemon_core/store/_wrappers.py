@@ -16,8 +16,8 @@ import msgspec
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.events import ErrorCode, RunUsage
 from lemon_core.execution import NATIVE_ENGINE, ResumeToken
-from lemon_core.store._protocol import Clock, Store
 from lemon_core.store.errors import StoreValueError
+from lemon_core.store.protocol import Clock, Store
 
 __all__ = [
     "DEFAULT_CHAT_STATE_TTL_MS",

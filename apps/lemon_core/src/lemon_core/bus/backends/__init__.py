@@ -1,24 +1,27 @@
 """Bus backends: how a published item travels to the bus's local fan-out.
 
 A backend moves ``(topic, item)`` from :meth:`~lemon_core.bus.Bus.broadcast` to the local
-fan-out callback it was opened with (the bus has already measured the item, so an unencodable
-one never reaches a backend). The local backend's fan-out is the bus's own, in the publisher's
-thread. The loopback backend carries each item through the wire format first (encode, decode,
-rebuild typed payloads), in process. A networked backend (Redis, later) would publish to its
-server and call the fan-out from its reader for the topics the bus told it about through
-``topic_added``/``topic_removed``; the fan-out measures what arrived.
+fan-out callback it was opened with (the bus has already measured the item, so an
+unencodable one never reaches a backend). This package holds the :class:`BusBackend`
+Protocol and the in-process :class:`LocalBackend` (the bus's default: the fan-out runs in
+the publisher's thread). The loopback backend (the wire format, in process), the Redis
+backend and the ``BACKENDS`` table the contract kits run live in lemon_infra; a networked
+backend calls the fan-out from its reader for the topics the bus told it about through
+``topic_added``/``topic_removed``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from lemon_core.bus.backends.local import LocalBackend
-from lemon_core.bus.backends.loopback import LoopbackBackend
-from lemon_core.errors import UsageError
 
-__all__ = ["BACKENDS", "BusBackend", "Fanout", "LocalBackend", "LoopbackBackend", "create_backend"]
+__all__ = [
+    "BusBackend",
+    "Fanout",
+    "LocalBackend",
+]
 
 #: The local fan-out of a bus: ``fanout(topic, item) -> number of handles offered the item``.
 #: It measures the item and may raise ``UnencodableItemError``.
@@ -59,21 +62,3 @@ class BusBackend(Protocol):
     def close(self) -> None:
         """Stop carrying publications; idempotent."""
         ...
-
-
-#: Backend factories by name; the contract kit runs against each of them.
-BACKENDS: Mapping[str, Callable[[], BusBackend]] = {
-    "local": LocalBackend,
-    "loopback": LoopbackBackend,
-}
-
-
-def create_backend(name: str) -> BusBackend:
-    """A new backend of the named kind."""
-    try:
-        factory = BACKENDS[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown bus backend {name!r}; available: {', '.join(sorted(BACKENDS))}"
-        ) from None
-    return factory()
