@@ -15,7 +15,8 @@ from lemon_core.bus import Delivery, session_topic
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS
 from lemon_core.config import load_config
 from lemon_core.events import Event
-from lemon_core.execution import ALL_TOOLS, ROUTER_BRIDGE, RunRequest, ToolPolicy
+from lemon_core.execution import ALL_TOOLS, ROUTER_BRIDGE, Executor, RunRequest, ToolPolicy
+from lemon_core.runtime_errors import RuntimeBootError
 from lemon_gateway import Gateway
 from lemon_platform_test.lifespans import hooks
 from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
@@ -63,13 +64,24 @@ async def test_the_gateway_runs_the_coding_agents_wired_executor(tmp_path: Path)
 
 
 async def test_the_gateway_falls_back_to_the_executor_entry_point(tmp_path: Path) -> None:
-    # An agent app that registers no AGENT_RUNTIME: the gateway hook finds the one executor
+    # An agent app whose AGENT_RUNTIME is not ready: the gateway hook finds the one executor
     # of the lemon.executor group itself (coding_agent's, unwired: no approvals).
-    async def nothing(rt: Runtime) -> None:
-        return None
+    class NotReady:
+        def executor(self) -> Executor:
+            raise AssertionError("the gateway asked a not-ready agent for its executor")
+
+        def not_ready_reason(self) -> str | None:
+            return "no model configured"
+
+    agent = NotReady()
+
+    async def start(rt: Runtime) -> None:
+        rt.context.capabilities.register(AGENT_RUNTIME, agent)
 
     apps = {
-        "coding_agent": AppSpec(name="coding_agent", lifespan=hooks(nothing)),
+        "coding_agent": AppSpec(
+            name="coding_agent", lifespan=hooks(start), provides=(AGENT_RUNTIME,)
+        ),
         "lemon_gateway": discover_apps()["lemon_gateway"],
     }
     home = tmp_path / "home"
@@ -80,7 +92,18 @@ async def test_the_gateway_falls_back_to_the_executor_entry_point(tmp_path: Path
         assert isinstance(gateway, Gateway)
         assert isinstance(gateway.executor, CodingExecutor)
         assert gateway.executor.approvals is None
-        assert rt.context.capabilities.get(AGENT_RUNTIME) is None
+        assert rt.context.capabilities.get(AGENT_RUNTIME) is agent
+
+
+async def test_the_gateway_needs_an_agent_runtime_provider(tmp_path: Path) -> None:
+    # The gateway names no agent app: it needs the AGENT_RUNTIME capability, and an installed
+    # set without a provider is a boot error that says so.
+    apps = {"lemon_gateway": discover_apps()["lemon_gateway"]}
+    home = tmp_path / "home"
+    home.mkdir()
+    loaded = load_config(home=home, cwd=tmp_path, environ={})
+    with pytest.raises(RuntimeBootError, match="needs the capability AgentRuntime"):
+        Runtime(profile="execution-only", config=loaded, apps=apps, store="memory")
 
 
 async def test_the_coding_agent_hook_reads_the_key_from_secrets_env(

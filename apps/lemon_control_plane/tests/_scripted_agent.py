@@ -41,4 +41,9 @@ def scripted_agent_app(scripted: Any) -> AppSpec:
         runtime.context.capabilities.unregister(AGENT_RUNTIME, handle)
         runtime.context.capabilities.unregister(APPROVALS, handle.approvals)
 
-    return AppSpec(name="coding_agent", lifespan=hooks(start, stop), profiles=frozenset({"full"}))
+    return AppSpec(
+        name="coding_agent",
+        lifespan=hooks(start, stop),
+        profiles=frozenset({"full"}),
+        provides=(AGENT_RUNTIME, APPROVALS),
+    )

@@ -98,6 +98,7 @@ async def test_gateway_boot_passes_default_cwd_and_the_other_keys(tmp_path: Path
         name="coding_agent",
         lifespan=hooks(start_agent, stop_agent),
         profiles=frozenset({"execution-only"}),
+        provides=(AGENT_RUNTIME,),
     )
     apps = {"coding_agent": agent, "lemon_gateway": lemon_gateway_app}
     async with Runtime(profile="execution-only", config=loaded, apps=apps, store="memory") as rt:

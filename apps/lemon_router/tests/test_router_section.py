@@ -50,7 +50,12 @@ async def test_the_router_boots_with_its_own_lease_ttl(tmp_path: Path) -> None:
     async def start(rt: Runtime) -> None:
         rt.context.capabilities.register(AGENT_RUNTIME, _Agent())
 
-    agent = AppSpec(name="coding_agent", lifespan=hooks(start), profiles=frozenset({"full"}))
+    agent = AppSpec(
+        name="coding_agent",
+        lifespan=hooks(start),
+        profiles=frozenset({"full"}),
+        provides=(AGENT_RUNTIME,),
+    )
     apps = {
         "coding_agent": agent,
         "lemon_gateway": lemon_gateway_app,

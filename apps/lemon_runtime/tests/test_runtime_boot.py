@@ -300,3 +300,71 @@ async def test_a_section_and_an_option_are_typed(tmp_path: Path) -> None:
     (home / "config.toml").write_text("[knob]\nlevel = 0.5\n")
     with pytest.raises(ConfigError, match=r"knob\.level: Expected `int`, got `float`"):
         Runtime(profile="p", apps={"k": spec}, environ={"LEMON_HOME": str(home)}, cwd=tmp_path)
+
+
+# -- capability requirements: needs / provides ------------------------------------------------
+
+
+def _capability_apps(log: list[str], *, registers: bool = True) -> dict[str, AppSpec]:
+    def provider(name: str) -> AppSpec:
+        async def start(rt: Runtime) -> None:
+            log.append(f"start {name}")
+            if registers:
+                rt.context.capabilities.register(MARKER, Marker(name))
+
+        async def stop(rt: Runtime, handle: object) -> None:
+            log.append(f"stop {name}")
+
+        return AppSpec(name=name, lifespan=hooks(start, stop), provides=(MARKER,))
+
+    async def use(rt: Runtime) -> None:
+        marker = rt.context.capabilities.require(MARKER)
+        log.append(f"start user (marker of {marker.name})")
+
+    return {
+        "zz_provider": provider("zz_provider"),
+        "user": AppSpec(
+            name="user", lifespan=hooks(use), needs=(MARKER,), profiles=frozenset({"p"})
+        ),
+    }
+
+
+def test_a_needed_capability_boots_its_provider_first_without_naming_it() -> None:
+    order = resolve_profile("p", _capability_apps([]))
+    assert [a.name for a in order] == ["zz_provider", "user"]
+
+
+async def test_the_provider_runs_before_the_app_that_needs_its_capability(
+    loaded: LoadedConfig,
+) -> None:
+    log: list[str] = []
+    async with Runtime(profile="p", config=loaded, apps=_capability_apps(log), store="memory"):
+        pass
+    assert log == ["start zz_provider", "start user (marker of zz_provider)", "stop zz_provider"]
+
+
+def test_a_capability_no_installed_app_provides_is_a_boot_error() -> None:
+    apps = _capability_apps([])
+    del apps["zz_provider"]
+    with pytest.raises(RuntimeBootError, match="needs the capability Marker, which no installed"):
+        resolve_profile("p", apps)
+
+
+def test_two_providers_are_an_error_unless_the_profile_picks_one() -> None:
+    apps = _capability_apps([])
+    apps["aa_provider"] = AppSpec(name="aa_provider", lifespan=hooks(_noop), provides=(MARKER,))
+    with pytest.raises(RuntimeBootError, match="several apps provide: aa_provider, zz_provider"):
+        resolve_profile("p", apps)
+    apps["aa_provider"] = AppSpec(
+        name="aa_provider", lifespan=hooks(_noop), provides=(MARKER,), profiles=frozenset({"p"})
+    )
+    assert [a.name for a in resolve_profile("p", apps)] == ["aa_provider", "user"]
+
+
+async def test_a_provider_that_registers_nothing_fails_its_start(loaded: LoadedConfig) -> None:
+    log: list[str] = []
+    apps = _capability_apps(log, registers=False)
+    with pytest.raises(AppHookError, match=r"zz_provider.*provides Marker but registered no"):
+        async with Runtime(profile="p", config=loaded, apps=apps, store="memory"):
+            pass
+    assert log == ["start zz_provider", "stop zz_provider"]

@@ -109,4 +109,5 @@ coding_agent_app: Final = AppSpec(
     config=FileAccessConfig,
     section="file_access",
     sections={"tools": ToolsConfig},
+    provides=(AGENT_RUNTIME, APPROVALS, MODEL_CATALOG),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from typer.core import TyperCommand
 
 from lemon_cli._output import make_console
 from lemon_cli.approvals_cmd import approvals_app
@@ -58,7 +59,12 @@ app.command()(setup)
 app.command()(tui)
 app.command()(web)
 
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+class _Passthrough(TyperCommand):
+    """A command whose unknown options and extra arguments go to the tool it wraps."""
+
+    allow_extra_args = True
+    ignore_unknown_options = True
 
 
 @app.callback(invoke_without_command=True)
@@ -100,7 +106,7 @@ def _ensure_daemon(ctx: typer.Context) -> None:
         )
 
 
-@app.command(context_settings=_PASSTHROUGH)
+@app.command(cls=_Passthrough)
 def tokens(ctx: typer.Context) -> None:
     """Control-plane tokens of $LEMON_HOME: create NAME [--scopes read,write,approvals,admin],
     list, rotate ID, revoke ID (a revoked token's connections are closed at once); local
@@ -110,7 +116,7 @@ def tokens(ctx: typer.Context) -> None:
     raise typer.Exit(control_plane(["tokens", *ctx.args]))
 
 
-@app.command(context_settings=_PASSTHROUGH)
+@app.command(cls=_Passthrough)
 def quality(ctx: typer.Context) -> None:
     """Run the architecture and quality gate (extra arguments go to its check command)."""
     import lemon_quality
@@ -118,7 +124,7 @@ def quality(ctx: typer.Context) -> None:
     raise typer.Exit(lemon_quality.main(["check", *ctx.args]))
 
 
-@architecture_app.command(context_settings=_PASSTHROUGH)
+@architecture_app.command(cls=_Passthrough)
 def docs(ctx: typer.Context) -> None:
     """Regenerate the policy table in docs/architecture_boundaries.md (--check: fail on drift)."""
     import lemon_quality
@@ -126,7 +132,7 @@ def docs(ctx: typer.Context) -> None:
     raise typer.Exit(lemon_quality.main(["docs", *ctx.args]))
 
 
-@events_app.command("docs", context_settings=_PASSTHROUGH)
+@events_app.command("docs", cls=_Passthrough)
 def events_docs(ctx: typer.Context) -> None:
     """Regenerate the registered-types tables in docs/bus_events.md (--check: fail on drift)."""
     from lemon_core.events import catalog

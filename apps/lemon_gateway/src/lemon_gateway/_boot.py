@@ -1,7 +1,8 @@
 """lemon_gateway's ``lemon.apps`` hook: the gateway on a booted runtime.
 
-Requires ``coding_agent`` (by name only: the agent app starts first and registers
-``AGENT_RUNTIME``); profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
+Needs the ``AGENT_RUNTIME`` capability (``AppSpec.needs``: whichever app provides it, today
+coding_agent, starts first; the gateway names and imports no agent app) and provides
+``ENGINE_RUNTIME``; profiles ``execution-only`` and ``full``. Start builds a :class:`Gateway`
 with every ``[gateway]`` setting and the executor of ``AGENT_RUNTIME`` when one is registered
 and ready, else none (the gateway then finds its executor in the ``lemon.executor`` entry
 point group). On the default SQLite store the gateway records runs in flight under a run-owner
@@ -22,7 +23,12 @@ from pathlib import Path
 from typing import Final
 
 from lemon_core.capabilities import AGENT_RUNTIME
-from lemon_core.execution import VANISHED_RUN_LISTENER, CapabilityRegistry, VanishedRun
+from lemon_core.execution import (
+    ENGINE_RUNTIME,
+    VANISHED_RUN_LISTENER,
+    CapabilityRegistry,
+    VanishedRun,
+)
 from lemon_core.home import Home
 from lemon_gateway._gateway import Gateway
 from lemon_gateway._section import GatewayConfig
@@ -76,7 +82,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[Gateway]:
 lemon_gateway_app: Final = AppSpec(
     name="lemon_gateway",
     lifespan=_lifespan,
-    requires=("coding_agent",),
+    needs=(AGENT_RUNTIME,),  # whichever app provides it (coding_agent)
+    provides=(ENGINE_RUNTIME,),
     profiles=frozenset({"execution-only", "full"}),
     description="execution slots and the run lifecycle (EngineRuntime)",
     config=GatewayConfig,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from lemon_core.config import Section
+from lemon_core.execution import Capability
 from lemon_core.runtime_errors import RuntimeBootError
 
 if TYPE_CHECKING:
@@ -49,6 +50,13 @@ class AppSpec(Generic[H]):
     only: it boots nothing and needs nothing installed); ``profiles`` names the profiles that
     include this app (a required app is started even when it is not in the profile itself).
 
+    ``provides`` names the capabilities the app registers while it runs (the runtime checks
+    that it did once its lifespan is entered); ``needs`` names capabilities that must be
+    registered before this app starts: the app that ``provides`` each is booted first, even
+    when it is not in the profile, so an app can depend on a capability without naming (or
+    importing) the app that implements it (the gateway needs ``AGENT_RUNTIME``, whichever app
+    provides it).
+
     ``config`` is the record type of the config section the app owns and ``section`` its
     name (``config=GatewayConfig, section="gateway"``); ``sections`` holds any further ones
     (``{"tools": ToolsConfig}``). The loader assembles the schema from every installed app's
@@ -65,6 +73,8 @@ class AppSpec(Generic[H]):
     config: type[Section] | None = None
     section: str | None = None
     sections: Mapping[str, type[Section]] = field(default_factory=dict)
+    provides: tuple[Capability[Any], ...] = ()
+    needs: tuple[Capability[Any], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.config is None) != (self.section is None):
@@ -117,6 +127,7 @@ def resolve_profile(profile: str, apps: Mapping[str, AppSpec[Any]]) -> list[AppS
     if not chosen:
         known = ", ".join(known_profiles(apps.values())) or "none (no app is installed)"
         raise RuntimeBootError(f"unknown runtime profile {profile!r}; known profiles: {known}")
+    apps = _with_providers(apps, set(chosen))
     booted = [app.name for app in _order(chosen, apps, {})]
     after: dict[str, set[str]] = {}
     for name in booted:
@@ -124,6 +135,41 @@ def resolve_profile(profile: str, apps: Mapping[str, AppSpec[Any]]) -> list[AppS
             if target in booted:
                 after.setdefault(target, set()).add(name)
     return _order(chosen, apps, after)
+
+
+def _with_providers(apps: Mapping[str, AppSpec[Any]], chosen: set[str]) -> dict[str, AppSpec[Any]]:
+    """``apps`` with each app's ``needs`` turned into requirements of the app providing them.
+
+    A capability no installed app provides is a :class:`RuntimeBootError`; of several
+    providers, the one in the profile is taken, and two there (or none there and several
+    installed) is an error naming them."""
+    providers: dict[str, list[str]] = {}
+    for name, app in apps.items():
+        for cap in app.provides:
+            providers.setdefault(cap.__name__, []).append(name)
+    resolved: dict[str, AppSpec[Any]] = {}
+    for name, app in apps.items():
+        extra: list[str] = []
+        for cap in app.needs:
+            found = sorted(providers.get(cap.__name__, ()))
+            if len(found) > 1:
+                found = [p for p in found if p in chosen] or found
+            if not found:
+                raise RuntimeBootError(
+                    f"app {name!r} needs the capability {cap.__name__}, which no installed app "
+                    f"provides (an app declares it with AppSpec(provides=...))"
+                )
+            if len(found) > 1:
+                raise RuntimeBootError(
+                    f"app {name!r} needs the capability {cap.__name__}, which several apps "
+                    f"provide: {', '.join(found)}; put the one to use in the profile"
+                )
+            if found[0] != name:
+                extra.append(found[0])
+        resolved[name] = (
+            replace(app, requires=tuple(dict.fromkeys((*app.requires, *extra)))) if extra else app
+        )
+    return resolved
 
 
 def _order(

@@ -217,6 +217,15 @@ class Runtime:
             app_stack = AsyncExitStack()
             try:
                 handle = await app_stack.enter_async_context(spec.lifespan(self))
+                missing = [
+                    c.__name__ for c in spec.provides if self.context.capabilities.get(c) is None
+                ]
+                if missing:
+                    await app_stack.aclose()
+                    raise RuntimeBootError(
+                        f"it declares it provides {', '.join(missing)} but registered no "
+                        "implementation while starting"
+                    )
             except Exception as exc:
                 stop_errors = await self._stop_started()
                 await self._close_owned()

@@ -1,0 +1,62 @@
+"""Issue 23's rule that keeps the house: lemon_core declares no app's config section.
+
+Every ``[section]`` an installed app owns is declared by that app (its ``AppSpec.config`` /
+``sections``), never in lemon_core; the sections lemon_core itself declares are exactly the
+shared base ones every runtime reads (defaults, providers, profiles, runtime, store, bus,
+logging). A new app that put its section into core fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import lemon_core.config as core_config
+from lemon_core.config import Config, Section, installed_sections
+from lemon_runtime import discover_apps
+
+#: The base sections of lemon_core's schema: shared by the runtime composition, the backends
+#: and the agent; adding one is a deliberate change of this list.
+BASE_SECTIONS = {"bus", "defaults", "logging", "profiles", "providers", "runtime", "store"}
+
+
+def _core_section_classes() -> set[type]:
+    found: set[type] = set()
+    for module in (core_config, *_submodules()):
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, Section) and obj.__module__.startswith("lemon_core"):
+                found.add(obj)
+    return found
+
+
+def _submodules() -> list[object]:
+    import importlib
+    import pkgutil
+
+    return [
+        importlib.import_module(f"lemon_core.config.{m.name}")
+        for m in pkgutil.iter_modules(core_config.__path__)
+    ]
+
+
+def test_every_installed_app_section_is_declared_by_its_app() -> None:
+    apps = discover_apps()
+    owned = {
+        name: (app.name, cls)
+        for app in apps.values()
+        for name, cls in app.config_sections().items()
+    }
+    assert owned, "no installed app declares a section: the test would prove nothing"
+    for section, (app, cls) in sorted(owned.items()):
+        package = cls.__module__.split(".")[0]
+        assert package == app, (
+            f"[{section}] of {app} is declared in {cls.__module__}: an app's section lives in "
+            "the app"
+        )
+    assert set(installed_sections()) == set(owned)
+
+
+def test_lemon_core_declares_only_the_base_sections() -> None:
+    assert {n for n in Config.__struct_fields__ if n != "sections"} == BASE_SECTIONS
+    app_types = {cls for app in discover_apps().values() for cls in app.config_sections().values()}
+    assert not (_core_section_classes() & app_types)
+    assert not (set(installed_sections()) & BASE_SECTIONS)
