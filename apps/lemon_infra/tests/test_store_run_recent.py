@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
-    from conftest import ManualWallClock
+    from lemon_core.clock import ManualClock
 
 from pathlib import Path
 
@@ -74,7 +74,7 @@ async def test_recent_with_since_is_the_full_list_filtered(ages: list[int]) -> N
         assert [r.run_id for r in await runs.recent(limit=1000, since_ms=since)] == expected
 
 
-async def test_session_settings_set_keep_and_clear(clock: ManualWallClock) -> None:
+async def test_session_settings_set_keep_and_clear(clock: ManualClock) -> None:
     clock.now = 42
     store = MemoryStore()
     settings_store = SessionSettingsStore(store, clock=clock)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
-    from conftest import ManualWallClock
+    from lemon_core.clock import ManualClock
 
 import contextlib
 import sqlite3
@@ -40,7 +40,7 @@ async def test_store_sqlite_uses_wal_and_runs_off_the_event_loop(tmp_path: Path)
 
 
 async def test_store_sqlite_survives_reopen_with_ttl_kept(
-    tmp_path: Path, clock: ManualWallClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     clock.now = 1_000
     path = tmp_path / "db.sqlite3"
