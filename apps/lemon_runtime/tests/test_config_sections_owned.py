@@ -52,7 +52,9 @@ def test_every_installed_app_section_is_declared_by_its_app() -> None:
             f"[{section}] of {app} is declared in {cls.__module__}: an app's section lives in "
             "the app"
         )
-    assert set(installed_sections()) == set(owned)
+    # The lemon.config entry points (what the loader reads) name the same sections, the same
+    # types, as the AppSpecs (what the runtime reads).
+    assert installed_sections() == {name: cls for name, (_, cls) in owned.items()}
 
 
 def test_lemon_core_declares_only_the_base_sections() -> None:
@@ -60,3 +62,30 @@ def test_lemon_core_declares_only_the_base_sections() -> None:
     app_types = {cls for app in discover_apps().values() for cls in app.config_sections().values()}
     assert not (_core_section_classes() & app_types)
     assert not (set(installed_sections()) & BASE_SECTIONS)
+
+
+def test_loading_the_config_imports_no_apps_runtime_code(tmp_path: object) -> None:
+    # `lemon config validate`, `lemon chat` as a client and every command reading the config
+    # assemble the schema from the lemon.config entry points: the apps' section modules only,
+    # never their executors, gateways or servers (which cost a command half a second).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lemon_core.config import load_config\n"
+        "load_config(environ={})\n"
+        "heavy = ['coding_agent.executor', 'lemon_gateway._gateway', 'lemon_router._router',\n"
+        "         'lemon_control_plane.server', 'lemon_channels._boot', 'lemon_skills.catalog',\n"
+        "         'lemon_runtime', 'lemon_infra']\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"LEMON_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),
+    )
+    assert out.stdout.strip() == "", f"loading the config imported: {out.stdout.strip()}"

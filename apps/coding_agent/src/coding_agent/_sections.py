@@ -4,7 +4,7 @@ on its AppSpec)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Final
 
 import msgspec
 
@@ -56,3 +56,11 @@ class ToolsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
 
     bash: BashToolConfig = BashToolConfig()
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {
+    "file_access": FileAccessConfig,
+    "tools": ToolsConfig,
+}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -109,3 +109,8 @@ class ChannelsOptions:
 
     environ: Mapping[str, str] | None = None
     edit_interval_s: float | None = None
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"channels": ChannelsConfig}

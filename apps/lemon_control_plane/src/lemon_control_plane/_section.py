@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -103,3 +103,8 @@ class ControlPlaneOptions:
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         return out
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"control_plane": ControlPlaneSection}

@@ -6,40 +6,97 @@ The only submission boundary is :meth:`Gateway.submit_execution` with a
 
 from __future__ import annotations
 
-from lemon_gateway._executor import ExecutorStatus, check_executor, load_executor, validate_executor
-from lemon_gateway._gateway import Gateway, GatewayState
-from lemon_gateway._lock import (
-    EngineLock,
-    EngineLockStatistics,
-    LockLease,
-    LockOwner,
-    LockTimeoutError,
-)
-from lemon_gateway._recovery import VanishedHook, VanishedRun
-from lemon_gateway._request import RunHandle
-from lemon_gateway._run import RunState
-from lemon_gateway._scheduler import HeldSlot, Scheduler, SchedulerStatistics, SlotGrant, SlotWaiter
-from lemon_gateway._section import GatewayConfig
-from lemon_gateway._statistics import (
-    GatewayInFlight,
-    GatewayLocks,
-    GatewayRuns,
-    GatewaySlots,
-    GatewayStatistics,
-    GatewaySteers,
-)
-from lemon_gateway._worker import ThreadWorker
-from lemon_gateway.errors import (
-    DuplicateRunError,
-    ExecutorNotReadyError,
-    GatewayConfigError,
-    GatewayError,
-    GatewayNotRunningError,
-    GatewayOverloadedError,
-    InvalidSubmissionError,
-    MissingConversationKeyError,
-    WrongThreadError,
-)
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from lemon_gateway._executor import (
+        ExecutorStatus,
+        check_executor,
+        load_executor,
+        validate_executor,
+    )
+    from lemon_gateway._gateway import Gateway, GatewayState
+    from lemon_gateway._lock import (
+        EngineLock,
+        EngineLockStatistics,
+        LockLease,
+        LockOwner,
+        LockTimeoutError,
+    )
+    from lemon_gateway._recovery import VanishedHook, VanishedRun
+    from lemon_gateway._request import RunHandle
+    from lemon_gateway._run import RunState
+    from lemon_gateway._scheduler import (
+        HeldSlot,
+        Scheduler,
+        SchedulerStatistics,
+        SlotGrant,
+        SlotWaiter,
+    )
+    from lemon_gateway._section import GatewayConfig
+    from lemon_gateway._statistics import (
+        GatewayInFlight,
+        GatewayLocks,
+        GatewayRuns,
+        GatewaySlots,
+        GatewayStatistics,
+        GatewaySteers,
+    )
+    from lemon_gateway._worker import ThreadWorker
+    from lemon_gateway.errors import (
+        DuplicateRunError,
+        ExecutorNotReadyError,
+        GatewayConfigError,
+        GatewayError,
+        GatewayNotRunningError,
+        GatewayOverloadedError,
+        InvalidSubmissionError,
+        MissingConversationKeyError,
+        WrongThreadError,
+    )
+
+#: Where each facade name lives (the lazy loader reads it; the TYPE_CHECKING imports
+#: repeat it for type checkers, ``__all__`` for the architecture gate).
+_EXPORTS: Final[dict[str, tuple[str, str]]] = {
+    "ExecutorStatus": ("lemon_gateway._executor", "ExecutorStatus"),
+    "check_executor": ("lemon_gateway._executor", "check_executor"),
+    "load_executor": ("lemon_gateway._executor", "load_executor"),
+    "validate_executor": ("lemon_gateway._executor", "validate_executor"),
+    "Gateway": ("lemon_gateway._gateway", "Gateway"),
+    "GatewayState": ("lemon_gateway._gateway", "GatewayState"),
+    "EngineLock": ("lemon_gateway._lock", "EngineLock"),
+    "EngineLockStatistics": ("lemon_gateway._lock", "EngineLockStatistics"),
+    "LockLease": ("lemon_gateway._lock", "LockLease"),
+    "LockOwner": ("lemon_gateway._lock", "LockOwner"),
+    "LockTimeoutError": ("lemon_gateway._lock", "LockTimeoutError"),
+    "VanishedHook": ("lemon_gateway._recovery", "VanishedHook"),
+    "VanishedRun": ("lemon_gateway._recovery", "VanishedRun"),
+    "RunHandle": ("lemon_gateway._request", "RunHandle"),
+    "RunState": ("lemon_gateway._run", "RunState"),
+    "HeldSlot": ("lemon_gateway._scheduler", "HeldSlot"),
+    "Scheduler": ("lemon_gateway._scheduler", "Scheduler"),
+    "SchedulerStatistics": ("lemon_gateway._scheduler", "SchedulerStatistics"),
+    "SlotGrant": ("lemon_gateway._scheduler", "SlotGrant"),
+    "SlotWaiter": ("lemon_gateway._scheduler", "SlotWaiter"),
+    "GatewayConfig": ("lemon_gateway._section", "GatewayConfig"),
+    "GatewayInFlight": ("lemon_gateway._statistics", "GatewayInFlight"),
+    "GatewayLocks": ("lemon_gateway._statistics", "GatewayLocks"),
+    "GatewayRuns": ("lemon_gateway._statistics", "GatewayRuns"),
+    "GatewaySlots": ("lemon_gateway._statistics", "GatewaySlots"),
+    "GatewayStatistics": ("lemon_gateway._statistics", "GatewayStatistics"),
+    "GatewaySteers": ("lemon_gateway._statistics", "GatewaySteers"),
+    "ThreadWorker": ("lemon_gateway._worker", "ThreadWorker"),
+    "DuplicateRunError": ("lemon_gateway.errors", "DuplicateRunError"),
+    "ExecutorNotReadyError": ("lemon_gateway.errors", "ExecutorNotReadyError"),
+    "GatewayConfigError": ("lemon_gateway.errors", "GatewayConfigError"),
+    "GatewayError": ("lemon_gateway.errors", "GatewayError"),
+    "GatewayNotRunningError": ("lemon_gateway.errors", "GatewayNotRunningError"),
+    "GatewayOverloadedError": ("lemon_gateway.errors", "GatewayOverloadedError"),
+    "InvalidSubmissionError": ("lemon_gateway.errors", "InvalidSubmissionError"),
+    "MissingConversationKeyError": ("lemon_gateway.errors", "MissingConversationKeyError"),
+    "WrongThreadError": ("lemon_gateway.errors", "WrongThreadError"),
+}
 
 __all__ = [
     "DuplicateRunError",
@@ -80,3 +137,19 @@ __all__ = [
     "load_executor",
     "validate_executor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a facade name on first use (PEP 562): importing one submodule of the package (its
+    config section, say) does not load the rest."""
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = where
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 
@@ -100,3 +100,8 @@ def _field_types() -> dict[str, Any]:
     if not _TYPES:
         _TYPES.update({f.name: f.type for f in msgspec.structs.fields(GatewayConfig)})
     return _TYPES
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"gateway": GatewayConfig}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Final
 
 import msgspec
 
@@ -20,3 +21,8 @@ class RouterSection(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """
 
     lease_ttl_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 15.0
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"router": RouterSection}

@@ -13,62 +13,136 @@
 
 from __future__ import annotations
 
-from lemon_skills._section import SkillsSection
-from lemon_skills.audit import (
-    RULES,
-    AuditLimits,
-    AuditReport,
-    Finding,
-    Rule,
-    Severity,
-    Verdict,
-    audit_bundle,
-    audit_text,
-)
-from lemon_skills.bundle import BundleEntry, BundleLimits, bundle_entries, bundle_hash, copy_bundle
-from lemon_skills.catalog import SkillCatalog, SkillSummary, prompt_safe
-from lemon_skills.errors import (
-    LockfileError,
-    ManifestError,
-    PolicyRefusal,
-    SkillsError,
-    SkillSourceError,
-    SkillsUsageError,
-)
-from lemon_skills.installer import (
-    ApprovalRequired,
-    Approver,
-    Outcome,
-    Plan,
-    SkillManager,
-    VerifyResult,
-)
-from lemon_skills.lockfile import BlockedAudit, Lockfile, LockRecord, LockState
-from lemon_skills.manifest import (
-    MANIFEST_FILE,
-    Manifest,
-    parse_manifest,
-    read_manifest,
-    valid_skill_name,
-)
-from lemon_skills.settings import (
-    DEFAULT_GITHUB_URL,
-    DEFAULT_HERMES_URL,
-    DEFAULT_REGISTRY_URL,
-    DEFAULT_WELL_KNOWN,
-    SkillsSettings,
-)
-from lemon_skills.sources import (
-    IDENTIFIER_FORMS,
-    FetchResult,
-    SkillSource,
-    SourceFetcher,
-    SourceRouter,
-    discover_well_known,
-)
-from lemon_skills.taxonomy import SourceKind, TrustLevel
-from lemon_skills.tool import READ_SKILL, read_skill_tool
-from lemon_skills.trust import Decision, Operation, Override, TrustPolicy, trust_for
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from lemon_skills._section import SkillsSection
+    from lemon_skills.audit import (
+        RULES,
+        AuditLimits,
+        AuditReport,
+        Finding,
+        Rule,
+        Severity,
+        Verdict,
+        audit_bundle,
+        audit_text,
+    )
+    from lemon_skills.bundle import (
+        BundleEntry,
+        BundleLimits,
+        bundle_entries,
+        bundle_hash,
+        copy_bundle,
+    )
+    from lemon_skills.catalog import SkillCatalog, SkillSummary, prompt_safe
+    from lemon_skills.errors import (
+        LockfileError,
+        ManifestError,
+        PolicyRefusal,
+        SkillsError,
+        SkillSourceError,
+        SkillsUsageError,
+    )
+    from lemon_skills.installer import (
+        ApprovalRequired,
+        Approver,
+        Outcome,
+        Plan,
+        SkillManager,
+        VerifyResult,
+    )
+    from lemon_skills.lockfile import BlockedAudit, Lockfile, LockRecord, LockState
+    from lemon_skills.manifest import (
+        MANIFEST_FILE,
+        Manifest,
+        parse_manifest,
+        read_manifest,
+        valid_skill_name,
+    )
+    from lemon_skills.settings import (
+        DEFAULT_GITHUB_URL,
+        DEFAULT_HERMES_URL,
+        DEFAULT_REGISTRY_URL,
+        DEFAULT_WELL_KNOWN,
+        SkillsSettings,
+    )
+    from lemon_skills.sources import (
+        IDENTIFIER_FORMS,
+        FetchResult,
+        SkillSource,
+        SourceFetcher,
+        SourceRouter,
+        discover_well_known,
+    )
+    from lemon_skills.taxonomy import SourceKind, TrustLevel
+    from lemon_skills.tool import READ_SKILL, read_skill_tool
+    from lemon_skills.trust import Decision, Operation, Override, TrustPolicy, trust_for
+
+#: Where each facade name lives (the lazy loader reads it; the TYPE_CHECKING imports
+#: repeat it for type checkers, ``__all__`` for the architecture gate).
+_EXPORTS: Final[dict[str, tuple[str, str]]] = {
+    "SkillsSection": ("lemon_skills._section", "SkillsSection"),
+    "RULES": ("lemon_skills.audit", "RULES"),
+    "AuditLimits": ("lemon_skills.audit", "AuditLimits"),
+    "AuditReport": ("lemon_skills.audit", "AuditReport"),
+    "Finding": ("lemon_skills.audit", "Finding"),
+    "Rule": ("lemon_skills.audit", "Rule"),
+    "Severity": ("lemon_skills.audit", "Severity"),
+    "Verdict": ("lemon_skills.audit", "Verdict"),
+    "audit_bundle": ("lemon_skills.audit", "audit_bundle"),
+    "audit_text": ("lemon_skills.audit", "audit_text"),
+    "BundleEntry": ("lemon_skills.bundle", "BundleEntry"),
+    "BundleLimits": ("lemon_skills.bundle", "BundleLimits"),
+    "bundle_entries": ("lemon_skills.bundle", "bundle_entries"),
+    "bundle_hash": ("lemon_skills.bundle", "bundle_hash"),
+    "copy_bundle": ("lemon_skills.bundle", "copy_bundle"),
+    "SkillCatalog": ("lemon_skills.catalog", "SkillCatalog"),
+    "SkillSummary": ("lemon_skills.catalog", "SkillSummary"),
+    "prompt_safe": ("lemon_skills.catalog", "prompt_safe"),
+    "LockfileError": ("lemon_skills.errors", "LockfileError"),
+    "ManifestError": ("lemon_skills.errors", "ManifestError"),
+    "PolicyRefusal": ("lemon_skills.errors", "PolicyRefusal"),
+    "SkillsError": ("lemon_skills.errors", "SkillsError"),
+    "SkillSourceError": ("lemon_skills.errors", "SkillSourceError"),
+    "SkillsUsageError": ("lemon_skills.errors", "SkillsUsageError"),
+    "ApprovalRequired": ("lemon_skills.installer", "ApprovalRequired"),
+    "Approver": ("lemon_skills.installer", "Approver"),
+    "Outcome": ("lemon_skills.installer", "Outcome"),
+    "Plan": ("lemon_skills.installer", "Plan"),
+    "SkillManager": ("lemon_skills.installer", "SkillManager"),
+    "VerifyResult": ("lemon_skills.installer", "VerifyResult"),
+    "BlockedAudit": ("lemon_skills.lockfile", "BlockedAudit"),
+    "Lockfile": ("lemon_skills.lockfile", "Lockfile"),
+    "LockRecord": ("lemon_skills.lockfile", "LockRecord"),
+    "LockState": ("lemon_skills.lockfile", "LockState"),
+    "MANIFEST_FILE": ("lemon_skills.manifest", "MANIFEST_FILE"),
+    "Manifest": ("lemon_skills.manifest", "Manifest"),
+    "parse_manifest": ("lemon_skills.manifest", "parse_manifest"),
+    "read_manifest": ("lemon_skills.manifest", "read_manifest"),
+    "valid_skill_name": ("lemon_skills.manifest", "valid_skill_name"),
+    "DEFAULT_GITHUB_URL": ("lemon_skills.settings", "DEFAULT_GITHUB_URL"),
+    "DEFAULT_HERMES_URL": ("lemon_skills.settings", "DEFAULT_HERMES_URL"),
+    "DEFAULT_REGISTRY_URL": ("lemon_skills.settings", "DEFAULT_REGISTRY_URL"),
+    "DEFAULT_WELL_KNOWN": ("lemon_skills.settings", "DEFAULT_WELL_KNOWN"),
+    "SkillsSettings": ("lemon_skills.settings", "SkillsSettings"),
+    "IDENTIFIER_FORMS": ("lemon_skills.sources", "IDENTIFIER_FORMS"),
+    "FetchResult": ("lemon_skills.sources", "FetchResult"),
+    "SkillSource": ("lemon_skills.sources", "SkillSource"),
+    "SourceFetcher": ("lemon_skills.sources", "SourceFetcher"),
+    "SourceRouter": ("lemon_skills.sources", "SourceRouter"),
+    "discover_well_known": ("lemon_skills.sources", "discover_well_known"),
+    "SourceKind": ("lemon_skills.taxonomy", "SourceKind"),
+    "TrustLevel": ("lemon_skills.taxonomy", "TrustLevel"),
+    "READ_SKILL": ("lemon_skills.tool", "READ_SKILL"),
+    "read_skill_tool": ("lemon_skills.tool", "read_skill_tool"),
+    "Decision": ("lemon_skills.trust", "Decision"),
+    "Operation": ("lemon_skills.trust", "Operation"),
+    "Override": ("lemon_skills.trust", "Override"),
+    "TrustPolicy": ("lemon_skills.trust", "TrustPolicy"),
+    "trust_for": ("lemon_skills.trust", "trust_for"),
+}
 
 __all__ = [
     "DEFAULT_GITHUB_URL",
@@ -131,3 +205,19 @@ __all__ = [
     "trust_for",
     "valid_skill_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a facade name on first use (PEP 562): importing one submodule of the package (its
+    config section, say) does not load the rest."""
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = where
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

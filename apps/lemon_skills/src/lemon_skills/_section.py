@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from lemon_core.config import Section
@@ -32,3 +33,8 @@ class SkillsSection(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     hermes_url: str = DEFAULT_HERMES_URL
     github_url: str = DEFAULT_GITHUB_URL
     well_known: tuple[str, ...] = DEFAULT_WELL_KNOWN
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"skills": SkillsSection}

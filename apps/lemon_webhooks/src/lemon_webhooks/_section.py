@@ -7,7 +7,7 @@ The deprecated ``[gateway]`` spellings it still takes are declared here too
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 import msgspec
 
@@ -90,3 +90,8 @@ class WebhooksConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=T
 
     def secret_env_names(self) -> Iterable[str | None]:
         return (endpoint.secret_env for endpoint in self.endpoints)
+
+
+#: The config sections this app owns, by name: what the ``lemon.config`` entry point names (the
+#: loader reads it without importing the rest of the app), the same as its ``AppSpec`` declares.
+SECTIONS: Final[Mapping[str, type[Section]]] = {"webhooks": WebhooksConfig}

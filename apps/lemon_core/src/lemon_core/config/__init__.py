@@ -27,12 +27,18 @@ from lemon_core.config._schema import (
     ToolPolicyConfig,
 )
 from lemon_core.config._secrets import SECRETS_FILENAME, read_secrets
-from lemon_core.config._section import CheckContext, Section, installed_sections
+from lemon_core.config._section import (
+    SECTIONS_ENTRY_POINT_GROUP,
+    CheckContext,
+    Section,
+    installed_sections,
+)
 from lemon_core.config._servers import redact_url, resolve_bus_url, resolve_store_dsn
 
 __all__ = [
     "BUILTIN_PROVIDERS",
     "SECRETS_FILENAME",
+    "SECTIONS_ENTRY_POINT_GROUP",
     "BusConfig",
     "CheckContext",
     "Config",

@@ -1,10 +1,12 @@
 """A config section an app owns: the record type of its ``[section]`` and its rules.
 
 An app declares its section in its own package (a :class:`Section` subclass) and names it on
-its ``AppSpec`` (``config=GatewaySection, section="gateway"``). The loader assembles the schema
-from the sections it is given (:func:`installed_sections`: those of the installed apps, from
-the ``lemon.apps`` entry points), so ``lemon config validate`` checks every key of every section
-and an unknown section is still an error. What a section knows about itself sits on its class:
+its ``AppSpec`` (``config=GatewaySection, section="gateway"``) and in the ``lemon.config``
+entry point group (a ``SECTIONS`` mapping in the section's module). The loader assembles the
+schema from the sections it is given (:func:`installed_sections`: those of the installed apps,
+from the ``lemon.config`` entry points, which import no app's runtime code), so ``lemon config
+validate`` checks every key of every section and an unknown section is still an error. What a
+section knows about itself sits on its class:
 
 * ``deprecated``: keys still read under an old spelling, ``(old section, old key) -> new key``
   (of this section), checked under their old names by ``deprecated_schema`` and moved here;
@@ -31,10 +33,18 @@ import msgspec
 from lemon_core.config._issues import ConfigIssue
 from lemon_core.errors import LemonCoreError
 
-__all__ = ["APPS_ENTRY_POINT_GROUP", "CheckContext", "Section", "installed_sections"]
+__all__ = [
+    "APPS_ENTRY_POINT_GROUP",
+    "SECTIONS_ENTRY_POINT_GROUP",
+    "CheckContext",
+    "Section",
+    "installed_sections",
+]
 
 #: Where apps publish their AppSpec (the runtime boots them; the loader reads their sections).
 APPS_ENTRY_POINT_GROUP = "lemon.apps"
+#: Where the apps name their config sections (module attributes, light to import).
+SECTIONS_ENTRY_POINT_GROUP = "lemon.config"
 
 
 class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -70,11 +80,14 @@ class CheckContext:
         return ConfigIssue(source=self.origin(key), key=key, message=message, hint=hint)
 
 
-def installed_sections(group: str = APPS_ENTRY_POINT_GROUP) -> dict[str, type[Section]]:
-    """The config sections of the installed apps (``lemon.apps`` entry points), in the apps'
-    name order: ``{section name: record type}`` (read once per process). Raise
-    :class:`LemonCoreError` naming an entry point that cannot be loaded or two apps declaring
-    one section."""
+def installed_sections(group: str = SECTIONS_ENTRY_POINT_GROUP) -> dict[str, type[Section]]:
+    """The config sections of the installed apps, in the apps' name order: ``{section name:
+    record type}`` (read once per process). Each app names its sections in the ``lemon.config``
+    entry point group (``<app> = "<app>._section:SECTIONS"``, a mapping of section name to
+    record type, the same its ``AppSpec`` declares: a test keeps the two equal), so the loader
+    imports the apps' section modules, never their runtime code. Raise
+    :class:`LemonCoreError` naming an entry point that cannot be loaded, one that is not such a
+    mapping, or two apps declaring one section."""
     return dict(_installed(group))
 
 
@@ -84,14 +97,20 @@ def _installed(group: str) -> dict[str, type[Section]]:
     owners: dict[str, str] = {}
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         try:
-            obj: Any = ep.load()
-            spec = obj if hasattr(obj, "config_sections") else obj()
-            declared: Mapping[str, type[Section]] = spec.config_sections()
+            declared: Any = ep.load()
         except Exception as exc:
             raise LemonCoreError(
                 f"the {group} entry point {ep.name!r} ({ep.value}) cannot be loaded: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        if not isinstance(declared, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, type) and issubclass(v, Section)
+            for k, v in declared.items()
+        ):
+            raise LemonCoreError(
+                f"the {group} entry point {ep.name!r} ({ep.value}) is not a mapping of section "
+                "names to lemon_core.config.Section types"
+            )
         for name, cls in declared.items():
             if name in sections:
                 raise LemonCoreError(
