@@ -208,7 +208,7 @@ def uninstall(name: str, yes: YesOption = False) -> None:
 def audit(target: str, as_json: JsonOption = False) -> None:
     """Audit an installed skill (NAME) or a source (SOURCE) without installing it.
 
-    Exits 1 on a ``block`` verdict (with or without ``--json``), 0 on ``pass`` or ``warn``."""
+    Exits 1 on a block verdict (with or without --json), 0 on pass or warn."""
     with _translated():
         name, report = _manager().audit(target)
     if as_json:
