@@ -17,6 +17,7 @@ from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
 from lemon_cli.store_cmd import store_app
+from lemon_cli.tokens_cmd import tokens_app
 from lemon_cli.tui_cmd import tui
 from lemon_cli.web_cmd import web
 from lemon_cli.webhooks_cmd import webhooks_app
@@ -49,6 +50,7 @@ events_app = typer.Typer(
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(store_app, name="store")
+app.add_typer(tokens_app, name="tokens")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
 app.command()(chat)
@@ -98,16 +100,6 @@ def _ensure_daemon(ctx: typer.Context) -> None:
         make_console(emoji=False, stderr=True).print(
             "lemon: the daemon did not start (see `lemon daemon logs`); chatting in this process"
         )
-
-
-@app.command(context_settings=_PASSTHROUGH)
-def tokens(ctx: typer.Context) -> None:
-    """Control-plane tokens of $LEMON_HOME: create NAME [--scopes read,write,approvals,admin],
-    list, rotate ID, revoke ID (a revoked token's connections are closed at once); local
-    [--env] prints the home's local token, the owner's (for LEMON_CONTROL_PLANE_TOKEN)."""
-    from lemon_control_plane.__main__ import main as control_plane
-
-    raise typer.Exit(control_plane(["tokens", *ctx.args]))
 
 
 @app.command(context_settings=_PASSTHROUGH)
