@@ -137,3 +137,33 @@ def test_lemon_tokens_local_prints_the_owners_token_the_daemon_requires(
         "code": "UNAUTHORIZED",
         "message": "invalid or missing token",
     }
+
+
+def test_status_and_doctor_say_whether_the_daemon_runs(env: dict[str, str], tmp_path: Path) -> None:
+    import json
+    import re
+
+    before = run_lemon(env, "status")
+    assert before.returncode == 0, before.stderr
+    assert re.search(
+        r"^daemon\s+not running \(start one: lemon daemon start\)$", before.stdout, re.M
+    )
+    proc = run_lemon(env, "daemon", "start", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        state = json.loads((tmp_path / "home" / "daemon" / "daemon.json").read_text())
+        expected = rf"running, pid {state['pid']}, {re.escape(state['url'])}, up \d+s"
+        status = run_lemon(env, "status")
+        assert status.returncode == 0, status.stderr
+        assert re.search(rf"^daemon\s+{expected}$", status.stdout, re.M), status.stdout
+        report = json.loads(run_lemon(env, "doctor", "--json").stdout)
+        [daemon] = [c for c in report["checks"] if c["name"] == "daemon"]
+        assert daemon["status"] == "ok"
+        assert re.fullmatch(expected, daemon["detail"]), daemon
+        plain = run_lemon(env, "doctor")
+        assert re.search(rf"ok daemon\s+{expected}", plain.stdout), plain.stdout
+    finally:
+        run_lemon(env, "daemon", "stop")
+    after = json.loads(run_lemon(env, "doctor", "--json").stdout)
+    [daemon] = [c for c in after["checks"] if c["name"] == "daemon"]
+    assert daemon["detail"].startswith("not running")

@@ -129,9 +129,7 @@ def daemon_summary(home: Path, *, now_ms: int | None = None) -> str:
     if state is None:
         return "not running (start one: lemon daemon start)"
     if not state.alive:
-        return (
-            f"not running (pid {state.pid} is gone; its record remains): lemon daemon start"
-        )
+        return f"not running (pid {state.pid} is gone; its record remains): lemon daemon start"
     now = int(time.time() * 1000) if now_ms is None else now_ms
     up = f", up {_uptime(now - state.started_at_ms)}" if state.started_at_ms > 0 else ""
     return f"running, pid {state.pid}, {state.url}{up}"

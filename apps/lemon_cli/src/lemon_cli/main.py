@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from lemon_cli._output import make_console
 from lemon_cli.approvals_cmd import approvals_app
@@ -74,6 +76,7 @@ def _root(ctx: typer.Context) -> None:
         console.print(ctx.get_help())
         console.print()
         print_status(console)
+        _print_daemon(console)
 
 
 def _ensure_daemon(ctx: typer.Context) -> None:
@@ -128,8 +131,18 @@ def events_docs(ctx: typer.Context) -> None:
 
 @app.command()
 def status() -> None:
-    """Show where Lemon keeps its state and whether a config was found."""
-    print_status(make_console(emoji=False))
+    """Show where Lemon keeps its state, whether a config was found and whether this home's
+    daemon runs (pid, url, uptime)."""
+    console = make_console(emoji=False)
+    print_status(console)
+    _print_daemon(console)
+
+
+def _print_daemon(console: Console) -> None:
+    from lemon_cli._daemon import daemon_summary
+    from lemon_core.config import lemon_home
+
+    console.print(f"[bold]daemon[/bold]  {escape(daemon_summary(lemon_home()))}", highlight=False)
 
 
 def main() -> None:

@@ -83,7 +83,9 @@ def _print_secret(entry: StoredToken, secret: str, headline: str, as_json: bool)
 
 @tokens_app.command()
 def create(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="What the token is for (shown by list).")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="What the token is for (shown by list).")
+    ],
     scopes: Annotated[
         str | None,
         typer.Option(
