@@ -44,7 +44,8 @@ def test_create_list_rotate_revoke_as_json(env: dict[str, str], tmp_path: Path) 
     assert listed["version"] == 1
     [row] = listed["tokens"]
     assert (row["id"], row["name"], row["state"]) == (document["id"], "ci", "active")
-    assert "token" not in row and "hash" not in row  # never the secret, nor its hash
+    assert "token" not in row  # never the secret,
+    assert "hash" not in row  # nor its hash
 
     rotated = run_lemon(env, "tokens", "rotate", document["id"], "--json")
     assert rotated.returncode == 0, rotated.stderr

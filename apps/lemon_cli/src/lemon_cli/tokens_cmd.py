@@ -91,7 +91,7 @@ def create(
         typer.Option(
             help="Comma-separated, some of admin, approvals, read, write (admin "
             "includes pairing); default: all of them."
-        ),  # fmt: skip
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -6,9 +6,9 @@ with ``[store] backend = "postgres"`` the PostgreSQL idempotency tables in ``[st
 (shared by every daemon of the schema; each command is a transaction of its own). Keys are
 shown as their hashes: the caller's raw key is never stored. ``show`` takes the caller's raw
 key (hashed for each webhook the way the ingress hashes it; ``--webhook ID``: that webhook's
-only), or a prefix of a hash from ``list``. Rows of webhook ``<id>#webhook-id`` are not reservations: each binds a signed
-message's ``webhook-id`` to the key it first came with, for the replay window
-(``lemon_webhooks.REPLAY_WINDOW_MS``).
+only), or a prefix of a hash from ``list``. Rows of webhook ``<id>#webhook-id`` are not
+reservations: each binds a signed message's ``webhook-id`` to the key it first came with, for
+the replay window (``lemon_webhooks.REPLAY_WINDOW_MS``).
 """
 
 from __future__ import annotations
