@@ -146,6 +146,7 @@ def status() -> None:
 
 
 _FOLLOW_POLL_S = 0.5
+_FOLLOW_BATCH = 500  # what one poll may print: every run and delivery since the last one
 
 
 @daemon_app.command()
@@ -160,8 +161,12 @@ def logs(
     webhook delivery and provider error (secrets hidden); --follow keeps printing both."""
     import asyncio
 
+    from lemon_cli._home import require_home
+
+    home = _home()
+    require_home(home, create=False)
     try:
-        asyncio.run(_logs(_home(), max(1, lines), follow))
+        asyncio.run(_logs(home, max(1, lines), follow))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -183,7 +188,7 @@ async def _logs(home: Path, lines: int, follow: bool) -> None:
         while follow:
             await asyncio.sleep(_FOLLOW_POLL_S)
             offset = _print_log_since(path, offset)
-            for line in await activity.new_lines(limit=lines):
+            for line in await activity.new_lines(limit=_FOLLOW_BATCH):
                 _echo(line.text)
     finally:
         await activity.close()

@@ -6,7 +6,8 @@ closed. A token's secret is printed once, by ``create`` and ``rotate``; ``list``
 secret nor its hash. ``local`` prints the home's local token (the owner's, every scope; made if
 there is none yet), ``--env`` as ``export LEMON_CONTROL_PLANE_TOKEN=...``. Bad input (an
 unknown scope or id, a blank name) is one line on stderr and exit 2; a token file that cannot
-be read, exit 1. Imports are made inside the commands, so ``lemon --help`` stays fast.
+be read, exit 1; an unusable home, exit 2 (:func:`lemon_cli._home.require_home`). Imports
+are made inside the commands, so ``lemon --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -39,11 +40,15 @@ def _fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _store() -> TokenStore:
+def _store(*, create: bool) -> TokenStore:
+    """The home's token store (an unusable home: one line, exit 2)."""
+    from lemon_cli._home import require_home
     from lemon_control_plane.tokens import TokenStore, tokens_path
     from lemon_core.config import lemon_home
 
-    return TokenStore(tokens_path(lemon_home()))
+    home = lemon_home()
+    require_home(home, create=create)
+    return TokenStore(tokens_path(home))
 
 
 @contextmanager
@@ -102,7 +107,7 @@ def create(
         TOKEN_SCOPES if scopes is None else tuple(s.strip() for s in scopes.split(",") if s.strip())
     )
     with _errors():
-        entry, secret = _store().create(name, wanted)
+        entry, secret = _store(create=True).create(name, wanted)
     headline = f"created token {entry.id} ({entry.name}; {', '.join(entry.scopes)})"
     _print_secret(entry, secret, headline, as_json)
 
@@ -111,7 +116,7 @@ def create(
 def list_tokens(as_json: JsonOption = False) -> None:
     """List the tokens: id, name, scopes, active or revoked (never their secrets)."""
     with _errors():
-        entries = _store().entries()
+        entries = _store(create=False).entries()
     if as_json:
         document = {"version": _JSON_VERSION, "tokens": [_row(t) for t in entries]}
         typer.echo(json.dumps(document, indent=2))
@@ -130,7 +135,7 @@ def rotate(
 ) -> None:
     """Give a token a new secret (printed once); the old one stops working at once."""
     with _errors():
-        entry, secret = _store().rotate(token_id)
+        entry, secret = _store(create=False).rotate(token_id)
     _print_secret(entry, secret, f"rotated token {entry.id}; the old one no longer works", as_json)
 
 
@@ -140,7 +145,7 @@ def revoke(
 ) -> None:
     """Revoke a token: it never connects again, and its open connections are closed."""
     with _errors():
-        entry = _store().revoke(token_id)
+        entry = _store(create=False).revoke(token_id)
     typer.echo(f"revoked token {entry.id} ({entry.name})")
 
 
@@ -155,10 +160,13 @@ def local(
 ) -> None:
     """Print this home's local token (the owner's: every scope; keep it secret), made if there
     is none yet, for a client that does not read it itself."""
+    from lemon_cli._home import require_home
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.local_token import ensure_local_token, local_token_path
     from lemon_core.config import lemon_home
 
+    home = lemon_home()
+    require_home(home, create=True)
     with _errors():
-        token = ensure_local_token(local_token_path(lemon_home()))
+        token = ensure_local_token(local_token_path(home))
     typer.echo(f"export {TOKEN_ENV}={token}" if env else token)
