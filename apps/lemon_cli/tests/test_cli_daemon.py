@@ -137,3 +137,135 @@ def test_lemon_tokens_local_prints_the_owners_token_the_daemon_requires(
         "code": "UNAUTHORIZED",
         "message": "invalid or missing token",
     }
+
+
+def test_status_and_doctor_say_whether_the_daemon_runs(env: dict[str, str], tmp_path: Path) -> None:
+    import json
+    import re
+
+    before = run_lemon(env, "status")
+    assert before.returncode == 0, before.stderr
+    assert re.search(
+        r"^daemon\s+not running \(start one: lemon daemon start\)$", before.stdout, re.M
+    )
+    proc = run_lemon(env, "daemon", "start", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        state = json.loads((tmp_path / "home" / "daemon" / "daemon.json").read_text())
+        expected = rf"running, pid {state['pid']}, {re.escape(state['url'])}, up \d+s"
+        status = run_lemon(env, "status")
+        assert status.returncode == 0, status.stderr
+        assert re.search(rf"^daemon\s+{expected}$", status.stdout, re.M), status.stdout
+        report = json.loads(run_lemon(env, "doctor", "--json").stdout)
+        [daemon] = [c for c in report["checks"] if c["name"] == "daemon"]
+        assert daemon["status"] == "ok"
+        assert re.fullmatch(expected, daemon["detail"]), daemon
+        plain = run_lemon(env, "doctor")
+        assert re.search(rf"ok daemon\s+{expected}", plain.stdout), plain.stdout
+    finally:
+        run_lemon(env, "daemon", "stop")
+    after = json.loads(run_lemon(env, "doctor", "--json").stdout)
+    [daemon] = [c for c in after["checks"] if c["name"] == "daemon"]
+    assert daemon["detail"].startswith("not running")
+
+
+def test_daemon_logs_shows_runs_webhook_deliveries_and_provider_errors_and_follows(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # One line each, secrets hidden; `--follow` prints a run made after it started.
+    import json
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    from lemon_platform_test.lemon_process import LEMON
+    from lemon_webhooks import WebhookSecret, sign_webhook
+
+    secret = WebhookSecret(b"s" * 32)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "secrets.env").write_text(f"LEMON_TEST_HOOK_SECRET={secret.text()}\n")
+    (home / "config.toml").write_text(
+        f'[providers.dead]\nkind = "openai_completions"\n'
+        f'base_url = "http://me:hunter2pass@127.0.0.1:{closed}/v1"\n'
+        '[webhooks]\nenabled = true\n[[webhooks.endpoints]]\nid = "ci"\n'
+        'secret_env = "LEMON_TEST_HOOK_SECRET"\n'
+    )
+    proc = run_lemon(env, "daemon", "start", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    url = json.loads((home / "daemon" / "daemon.json").read_text())["url"]
+    follower: subprocess.Popen[str] | None = None
+    try:
+        assert run_lemon(env, "chat", "--json", "/echo first", cwd=tmp_path).returncode == 0
+        failed = run_lemon(env, "chat", "--model", "dead:m", "hello", cwd=tmp_path)
+        assert failed.returncode != 0
+        body = json.dumps({"prompt": "/echo hooked"}).encode()
+        ts, msg_id = int(time.time()), "msg_logs_1"
+        posted = httpx.post(
+            f"{url}/webhooks/ci",
+            content=body,
+            headers={
+                "content-type": "application/json",
+                "idempotency-key": "delivery-1",
+                "webhook-id": msg_id,
+                "webhook-timestamp": str(ts),
+                "webhook-signature": sign_webhook(secret, msg_id, ts, body),
+            },
+        )
+        assert posted.status_code == 202, posted.text
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the webhook's run finishes in the background
+            shown = run_lemon(env, "daemon", "logs")
+            if "(accepted)" in shown.stdout and shown.stdout.count(" ok, session ") >= 2:
+                break
+            time.sleep(0.2)
+        lines = shown.stdout.splitlines()
+        assert shown.returncode == 0, shown.stderr
+        assert any("listening on" in line for line in lines)  # the log file's tail first
+        runs = [line for line in lines if " run run_" in line and " ok, session " in line]
+        assert len(runs) >= 2, shown.stdout  # the chat's and the webhook's
+        errors = [line for line in lines if " provider-error " in line]
+        assert errors, shown.stdout  # one line per failed attempt
+        assert all("connection" in line and "dead:m" in line for line in errors), errors
+        assert "hunter2pass" not in shown.stdout  # the URL's password is hidden
+        [delivery] = [line for line in lines if " webhook ci delivery " in line]
+        assert "-> run run_" in delivery
+        assert "delivery-1" not in shown.stdout  # the raw key is never stored nor shown
+
+        follower = subprocess.Popen(
+            [str(LEMON), "daemon", "logs", "--follow", "--lines", "1"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seen: list[str] = []
+
+        def read() -> None:
+            assert follower is not None
+            assert follower.stdout is not None
+            for line in follower.stdout:
+                seen.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        time.sleep(1.5)  # it has printed the past and is following
+        assert run_lemon(env, "chat", "/echo followed", cwd=tmp_path).returncode == 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("session " in s for s in seen[2:]):
+            time.sleep(0.1)
+        new = [s for s in seen if " run run_" in s and " ok, session " in s]
+        assert len(new) >= 2, seen  # the last one before it started, and the followed one
+        assert follower.poll() is None  # still following
+    finally:
+        if follower is not None:
+            follower.terminate()
+            follower.wait(30)
+            for pipe in (follower.stdout, follower.stderr):
+                if pipe is not None:
+                    pipe.close()
+        run_lemon(env, "daemon", "stop")

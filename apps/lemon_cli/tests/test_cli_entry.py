@@ -115,10 +115,13 @@ def test_config_errors_keep_their_brackets_and_model_names_stay_text(tmp_path: P
     assert "local:llama" in result.output
 
 
-def test_tui_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["tui"], env={"LEMON_HOME": str(tmp_path / "home")})
-    assert result.exit_code == 1
-    assert "lemon daemon start" in result.output
+def test_tui_without_a_daemon_on_an_unusable_home_says_what_is_wrong(tmp_path: Path) -> None:
+    # Without a daemon the UI hosts the runtime itself (test_cli_tui_pty.py): on this home.
+    home = tmp_path / "a-file"
+    home.write_text("")
+    result = CliRunner().invoke(app, ["tui"], env={"LEMON_HOME": str(home)})
+    assert result.exit_code == 2
+    assert "it is a file, not a directory" in result.output
     assert "Traceback" not in result.output
 
 

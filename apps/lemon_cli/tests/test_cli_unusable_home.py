@@ -22,6 +22,10 @@ COMMANDS = {
     "approvals list": ["approvals", "list"],
     "approvals revoke": ["approvals", "revoke", "--all"],
     "setup": ["setup", "--kind", "anthropic_messages", "--model", "claude-sonnet-4-5"],
+    "tokens create": ["tokens", "create", "ci"],
+    "tokens list": ["tokens", "list"],
+    "tokens local": ["tokens", "local"],
+    "daemon logs": ["daemon", "logs"],
 }
 
 

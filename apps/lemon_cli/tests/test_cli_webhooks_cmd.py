@@ -93,6 +93,9 @@ def test_list_show_and_sweep_work_on_the_store(tmp_path: Path, backend: str | No
     record = json.loads(shown.output)
     assert (record["run_id"], record["answer"]) == ("run_done", "accepted")
     assert json.loads(record["response"]["body"])["run_id"] == "run_done"
+    by_key = _lemon(home, "show", "raw-key-done")  # the raw key alone: no need for --webhook
+    assert by_key.exit_code == 0, by_key.output
+    assert json.loads(by_key.output)["run_id"] == "run_done"
     prefix = hash_idempotency_key("ci", "raw-key-crashed")[:8]
     assert json.loads(_lemon(home, "show", prefix).output)["run_id"] == "run_crashed"
 
@@ -151,3 +154,23 @@ def test_an_unset_postgres_dsn_variable_is_one_clear_line(tmp_path: Path) -> Non
     assert listed.exit_code == 1
     assert "LEMON_TEST_UNSET_DSN" in listed.output
     assert "Traceback" not in listed.output
+
+
+def test_show_takes_the_callers_key_through_the_real_cli(tmp_path: Path) -> None:
+    from lemon_platform_test.lemon_process import lemon_env, run_lemon
+
+    env = lemon_env(tmp_path)
+    home = Path(env["LEMON_HOME"])
+    home.mkdir()
+    asyncio.run(_seed(home))
+    shown = run_lemon(env, "webhooks", "show", "raw-key-crashed")
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert (record["run_id"], record["integration"]) == ("run_crashed", "ci")
+    assert "raw-key" not in shown.stdout  # the key is looked up by its hash, never printed
+    unknown = run_lemon(env, "webhooks", "show", "no-such-key")
+    assert unknown.returncode == 1
+    assert "no reservation matches" in unknown.stderr
+    short = run_lemon(env, "webhooks", "show", "abc")
+    assert short.returncode == 2
+    assert "no reservation has the key 'abc'" in short.stderr

@@ -29,6 +29,7 @@ __all__ = [
     "clear_state",
     "client_ssl",
     "daemon_dir",
+    "daemon_summary",
     "is_alive",
     "log_path",
     "read_state",
@@ -106,6 +107,32 @@ def client_ssl(state: DaemonState) -> ssl.SSLContext | None:
     context.check_hostname = False  # pinned to one certificate: see the docstring
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # a CA-issued leaf, trusted alone
     return context
+
+
+def _uptime(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def daemon_summary(home: Path, *, now_ms: int | None = None) -> str:
+    """One line on ``home``'s daemon, for ``lemon status`` and ``lemon doctor``: ``running,
+    pid P, URL, up 3m05s`` when its recorded process lives, else ``not running`` (how to
+    start one; a record left by a daemon that died is said so)."""
+    state = read_state(home)
+    if state is None:
+        return "not running (start one: lemon daemon start)"
+    if not state.alive:
+        return f"not running (pid {state.pid} is gone; its record remains): lemon daemon start"
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    up = f", up {_uptime(now - state.started_at_ms)}" if state.started_at_ms > 0 else ""
+    return f"running, pid {state.pid}, {state.url}{up}"
 
 
 def state_path(home: Path) -> Path:

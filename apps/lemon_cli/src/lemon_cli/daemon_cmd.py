@@ -1,7 +1,8 @@
 """``lemon daemon start|stop|status|logs``: ``lemon serve`` in the background, one per home.
 
 The pid file (``daemon.json``), the lock and the log live under ``$LEMON_HOME/daemon/`` (see
-:mod:`lemon_cli._daemon`). Imports are made inside the commands, so ``lemon --help`` stays fast.
+:mod:`lemon_cli._daemon`); ``logs`` adds the home's activity (:mod:`lemon_cli._activity`).
+Imports are made inside the commands, so ``lemon --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -144,17 +145,85 @@ def status() -> None:
     )
 
 
+_FOLLOW_POLL_S = 0.5
+_FOLLOW_BATCH = 500  # what one poll may print: every run and delivery since the last one
+
+
 @daemon_app.command()
 def logs(
-    lines: Annotated[int, typer.Option(help="How many of the last lines.")] = 50,
+    lines: Annotated[int, typer.Option(help="How many of the last lines (of each part).")] = 50,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing new lines until interrupted."),
+    ] = False,
 ) -> None:
-    """Print the end of the daemon's log."""
+    """Print the end of the daemon's log, then its activity: one line per finished run,
+    webhook delivery and provider error (secrets hidden); --follow keeps printing both."""
+    import asyncio
+
+    from lemon_cli._home import require_home
+
+    home = _home()
+    require_home(home, create=False)
+    try:
+        asyncio.run(_logs(home, max(1, lines), follow))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+async def _logs(home: Path, lines: int, follow: bool) -> None:
+    import asyncio
+
+    from lemon_cli._activity import Activity
     from lemon_cli._daemon import log_path
 
-    path = log_path(_home())
+    path = log_path(home)
+    offset = _print_log_tail(path, lines)
+    activity = await Activity.open(home)
     try:
-        text = path.read_text(errors="replace")
+        for problem in activity.problems:
+            _echo(f"lemon daemon: {problem}")
+        for line in await activity.new_lines(limit=lines):
+            _echo(line.text)
+        while follow:
+            await asyncio.sleep(_FOLLOW_POLL_S)
+            offset = _print_log_since(path, offset)
+            for line in await activity.new_lines(limit=_FOLLOW_BATCH):
+                _echo(line.text)
+    finally:
+        await activity.close()
+
+
+def _echo(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _print_log_tail(path: Path, lines: int) -> int:
+    """Print the last ``lines`` of the log; where it ends (``0`` when there is none yet)."""
+    try:
+        data = path.read_bytes()
     except FileNotFoundError:
-        _console().print(f"lemon daemon: no log yet ({path})")
-        return
-    sys.stdout.write("".join(text.splitlines(keepends=True)[-max(1, lines) :]))
+        _echo(f"lemon daemon: no log yet ({path})")
+        return 0
+    text = data.decode(errors="replace")
+    sys.stdout.write("".join(text.splitlines(keepends=True)[-lines:]))
+    sys.stdout.flush()
+    return len(data)
+
+
+def _print_log_since(path: Path, offset: int) -> int:
+    """Print what the log gained since ``offset`` (from its start when it was replaced by a
+    shorter one); the new end."""
+    try:
+        with path.open("rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            start = offset if size >= offset else 0
+            log.seek(start)
+            data = log.read()
+    except FileNotFoundError:
+        return 0
+    if data:
+        sys.stdout.write(data.decode(errors="replace"))
+        sys.stdout.flush()
+    return start + len(data)

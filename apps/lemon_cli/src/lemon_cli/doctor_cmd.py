@@ -1,4 +1,5 @@
-"""``lemon doctor``: is this installation able to chat? Config, store, bus, executor, provider."""
+"""``lemon doctor``: is this installation able to chat? Config, store, bus, executor, provider;
+and whether this home's daemon runs (pid, url, uptime: information, never a failure)."""
 
 from __future__ import annotations
 
@@ -256,6 +257,9 @@ async def run_checks(
 
         for level, detail in await channel_check_lines(loaded.config, home):
             checks.append(Check(name="channels", status=level, detail=detail))  # type: ignore[arg-type]  # levels are ok|warn|fail
+    from lemon_cli._daemon import daemon_summary
+
+    checks.append(Check(name="daemon", status="ok", detail=daemon_summary(home)))
     return checks
 
 

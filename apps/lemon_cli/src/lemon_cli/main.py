@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperCommand
 
 from lemon_cli._output import make_console
@@ -18,6 +20,7 @@ from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
 from lemon_cli.store_cmd import store_app
+from lemon_cli.tokens_cmd import tokens_app
 from lemon_cli.tui_cmd import tui
 from lemon_cli.web_cmd import web
 from lemon_cli.webhooks_cmd import webhooks_app
@@ -50,6 +53,7 @@ events_app = typer.Typer(
 app.add_typer(events_app, name="events")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(store_app, name="store")
+app.add_typer(tokens_app, name="tokens")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
 app.command()(chat)
@@ -78,6 +82,7 @@ def _root(ctx: typer.Context) -> None:
         console.print(ctx.get_help())
         console.print()
         print_status(console)
+        _print_daemon(console)
 
 
 def _ensure_daemon(ctx: typer.Context) -> None:
@@ -107,16 +112,6 @@ def _ensure_daemon(ctx: typer.Context) -> None:
 
 
 @app.command(cls=_Passthrough)
-def tokens(ctx: typer.Context) -> None:
-    """Control-plane tokens of $LEMON_HOME: create NAME [--scopes read,write,approvals,admin],
-    list, rotate ID, revoke ID (a revoked token's connections are closed at once); local
-    [--env] prints the home's local token, the owner's (for LEMON_CONTROL_PLANE_TOKEN)."""
-    from lemon_control_plane.__main__ import main as control_plane
-
-    raise typer.Exit(control_plane(["tokens", *ctx.args]))
-
-
-@app.command(cls=_Passthrough)
 def quality(ctx: typer.Context) -> None:
     """Run the architecture and quality gate (extra arguments go to its check command)."""
     import lemon_quality
@@ -142,8 +137,18 @@ def events_docs(ctx: typer.Context) -> None:
 
 @app.command()
 def status() -> None:
-    """Show where Lemon keeps its state and whether a config was found."""
-    print_status(make_console(emoji=False))
+    """Show where Lemon keeps its state, whether a config was found and whether this home's
+    daemon runs (pid, url, uptime)."""
+    console = make_console(emoji=False)
+    print_status(console)
+    _print_daemon(console)
+
+
+def _print_daemon(console: Console) -> None:
+    from lemon_cli._daemon import daemon_summary
+    from lemon_core.config import lemon_home
+
+    console.print(f"[bold]daemon[/bold]  {escape(daemon_summary(lemon_home()))}", highlight=False)
 
 
 def main() -> None:

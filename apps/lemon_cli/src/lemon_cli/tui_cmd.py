@@ -5,9 +5,10 @@ The UI is a client of the control plane only: ``--url`` names the daemon's WebSo
 this home's running daemon is used (its recorded URL). The token it presents: this home's
 daemon gets ``LEMON_CONTROL_PLANE_TOKEN`` or else the home's local token; a ``--url`` daemon
 gets only ``LEMON_CONTROL_PLANE_TOKEN`` (the local token never goes to another server).
-``lemon tui`` with neither says how to start one; ``lemon chat`` instead hosts the daemon's
-runtime in this process for as long as the UI is open (its control plane on 127.0.0.1, an
-ephemeral port, its own local token), so the UI still speaks the same protocol. Imports are
+With neither, ``lemon tui`` (like ``lemon chat`` with no message) hosts the daemon's runtime
+in this process for as long as the UI is open (its control plane on 127.0.0.1, an ephemeral
+port, its own local token), so the UI still speaks the same protocol; it leaves no daemon
+behind (``lemon daemon start`` makes one that outlives the UI). Imports are
 lazy so ``lemon --help`` does not pay for Textual.
 """
 
@@ -49,6 +50,7 @@ def open_tui(
     preapproved: frozenset[str] = frozenset(),
     shade: Literal["light", "dark"] | None = None,
     host_if_needed: bool = False,
+    who: str = "lemon chat",
 ) -> int:
     """Run the UI until it quits; its exit code. See the module docstring for where it
     connects."""
@@ -93,10 +95,10 @@ def open_tui(
 
     if target is not None:
         return app_on(target, target, token, trust).run() or 0
-    return asyncio.run(_hosted(err, app_on, cwd))
+    return asyncio.run(_hosted(err, app_on, cwd, who))
 
 
-async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> int:
+async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str, who: str) -> int:
     """The daemon's runtime in this process, its control plane on loopback, for the UI."""
     from lemon_cli._home import home_error, home_problem
     from lemon_control_plane import ControlPlane, ControlPlaneOptions
@@ -119,7 +121,7 @@ async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str) -> in
     try:
         await runtime.start()
     except (RuntimeBootError, AppHookError, OSError) as exc:
-        err.print(f"lemon chat: the runtime did not start: {exc}", markup=False)
+        err.print(f"{who}: the runtime did not start: {exc}", markup=False)
         return 2
     try:
         plane = runtime.handle("lemon_control_plane")
@@ -144,9 +146,10 @@ def tui(
         typer.Option(help="light or dark (default: $LEMON_TUI_THEME, else from COLORFGBG)."),
     ] = None,
 ) -> None:
-    """Open the full-screen terminal UI on a running daemon (start one: lemon daemon start).
-    This home's daemon is given LEMON_CONTROL_PLANE_TOKEN, else the home's local token; a
-    --url daemon only LEMON_CONTROL_PLANE_TOKEN."""
+    """Open the full-screen terminal UI: on --url, else on this home's running daemon, else
+    hosting the runtime in this process while the UI is open (as lemon chat does). This home's
+    daemon is given LEMON_CONTROL_PLANE_TOKEN, else the home's local token; a --url daemon only
+    LEMON_CONTROL_PLANE_TOKEN."""
     import os
 
     err = make_console(emoji=False, stderr=True, highlight=False)
@@ -171,6 +174,8 @@ def tui(
             session=session or session_for(os.getcwd()),
             cwd=os.getcwd(),
             shade=shade,
+            host_if_needed=url is None,
+            who="lemon tui",
         )
     )
 

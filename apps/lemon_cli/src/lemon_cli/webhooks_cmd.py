@@ -4,11 +4,11 @@ Works on the idempotency store the daemon uses, directly, so no Lemon process ne
 running: ``$LEMON_HOME/store/idempotency.sqlite3`` (SQLite WAL: safe while the daemon runs), or
 with ``[store] backend = "postgres"`` the PostgreSQL idempotency tables in ``[store] schema``
 (shared by every daemon of the schema; each command is a transaction of its own). Keys are
-shown as their hashes: the caller's raw key is never stored. ``show`` takes a raw key with
-``--webhook ID`` (it is hashed the way the ingress hashes it), or a prefix of a hash from
-``list``. Rows of webhook ``<id>#webhook-id`` are not reservations: each binds a signed
-message's ``webhook-id`` to the key it first came with, for the replay window
-(``lemon_webhooks.REPLAY_WINDOW_MS``).
+shown as their hashes: the caller's raw key is never stored. ``show`` takes the caller's raw
+key (hashed for each webhook the way the ingress hashes it; ``--webhook ID``: that webhook's
+only), or a prefix of a hash from ``list``. Rows of webhook ``<id>#webhook-id`` are not
+reservations: each binds a signed message's ``webhook-id`` to the key it first came with, for
+the replay window (``lemon_webhooks.REPLAY_WINDOW_MS``).
 """
 
 from __future__ import annotations
@@ -222,8 +222,9 @@ def show(
     key: Annotated[
         str,
         typer.Argument(
-            help=f"a key hash prefix ({MIN_PREFIX}+ chars) from the list, or with --webhook "
-            "the caller's raw Idempotency-Key"
+            help="the caller's raw Idempotency-Key (hashed for each webhook as the ingress "
+            f"hashes it; --webhook ID: for that one only), or a key hash prefix ({MIN_PREFIX}+ "
+            "chars) from the list"
         ),
     ],
     webhook: WebhookOption = None,
@@ -234,41 +235,57 @@ def show(
     async def work() -> int:
         from lemon_core.idempotency import InvalidIdempotencyKeyError, hash_idempotency_key
 
+        prefix = key.strip().lower()
+        wanted: str | None = None
         if webhook is not None:
             try:
                 wanted = hash_idempotency_key(webhook, key)
             except InvalidIdempotencyKeyError as exc:
                 raise _WebhooksFailure(str(exc), code=2) from None
-        else:
-            wanted = key.strip().lower()
-            if len(wanted) < MIN_PREFIX:
-                raise _WebhooksFailure(
-                    f"the key hash prefix {key!r} is too short: give at least {MIN_PREFIX} "
-                    "characters, or the raw key with --webhook ID",
-                    code=2,
-                )
+        elif not target.exists and len(prefix) < MIN_PREFIX:
+            raise _WebhooksFailure(_too_short(key), code=2)
         if not target.exists:
             raise _WebhooksFailure(f"no webhook reservations yet ({target.where} does not exist)")
 
+        def raw_key_of(record: IdempotencyRecord) -> bool:
+            """Whether ``key`` is the caller's raw key of ``record`` (hashed as the ingress
+            hashes it for the record's webhook)."""
+            try:
+                return hash_idempotency_key(record.integration, key) == record.key_hash
+            except InvalidIdempotencyKeyError:
+                return False
+
         async def find(store: IdempotencyStore) -> list[IdempotencyRecord]:
-            return [
-                r
-                for r in await store.records(limit=1_000_000)
-                if r.key_hash == wanted or (webhook is None and r.key_hash.startswith(wanted))
-            ]
+            records = await store.records(limit=1_000_000)
+            if wanted is not None:
+                return [r for r in records if r.key_hash == wanted]
+            by_key = [r for r in records if raw_key_of(r)]
+            if by_key or len(prefix) < MIN_PREFIX:
+                return by_key
+            return [r for r in records if r.key_hash.startswith(prefix)]
 
         found = await _with_store(target, find)
+        if not found and webhook is None and len(prefix) < MIN_PREFIX:
+            raise _WebhooksFailure(_too_short(key), code=2)
         if not found:
             raise _WebhooksFailure("no reservation matches; `lemon webhooks list` shows them")
         if len(found) > 1:
             raise _WebhooksFailure(
-                f"{len(found)} reservations have hashes starting with {wanted!r}; give more",
+                f"{len(found)} reservations match {key!r}; give more of the hash, or the "
+                "webhook with --webhook ID",
                 code=2,
             )
         typer.echo(json.dumps(_document(found[0], _now_ms()), indent=2))
         return 0
 
     _run(work)
+
+
+def _too_short(key: str) -> str:
+    return (
+        f"no reservation has the key {key!r}, and as a key hash prefix it is too short: give "
+        f"at least {MIN_PREFIX} characters of a hash from `lemon webhooks list`"
+    )
 
 
 @webhooks_app.command()

@@ -2,7 +2,11 @@
 ``$LEMON_HOME`` (see :mod:`lemon_control_plane.tokens`). A running daemon sees the change
 within a second; a revoked token's connections are closed. ``tokens local`` prints the home's
 local token (made if there is none yet; ``--env``: as a ``LEMON_CONTROL_PLANE_TOKEN=`` line),
-for a client that does not read it itself (Lemon's own terminal UI)."""
+for a client that does not read it itself (Lemon's own terminal UI).
+
+The user's command is ``lemon tokens`` (lemon_cli's ``tokens_cmd``: per-verb help, ``--json``),
+on the same :class:`~lemon_control_plane.tokens.TokenStore`; this one serves an environment
+without lemon_cli."""
 
 from __future__ import annotations
 
