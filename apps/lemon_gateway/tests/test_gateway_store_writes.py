@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+
 from lemon_core.bus import Bus
 from lemon_core.execution import (
     ExecutionJob,
@@ -29,7 +30,9 @@ from lemon_platform_test.executor import Script, ScriptedExecutor
 from lemon_platform_test.gateway_kit import RunEvents, command, until
 
 _NATIVE = ResumeToken.native("n1")
-_ABANDONED = "store_failed: the resume state was not saved (the write was abandoned by cancel: stop)"
+_ABANDONED = (
+    "store_failed: the resume state was not saved (the write was abandoned by cancel: stop)"
+)
 
 
 class _ControlledStore:
