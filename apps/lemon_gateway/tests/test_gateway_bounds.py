@@ -81,8 +81,10 @@ async def test_gateway_hung_resume_state_write_releases_the_slot_on_its_bound() 
 
 
 async def test_gateway_cancel_abandons_a_hung_resume_state_write() -> None:
+    # A cancel does not cut a write short: the hung write is abandoned once it passes its
+    # bound (store_timeout_s), with the cancel's warning.
     store = _HangingStore(ChatStateStore.TABLE)
-    cfg = GatewayConfig(max_concurrent_runs=1, record_run_history=False)
+    cfg = GatewayConfig(max_concurrent_runs=1, record_run_history=False, store_timeout_s=0.05)
     bus = Bus()
     async with Gateway(bus=bus, executor=_resuming(), store=store, config=cfg) as gw:
         events = RunEvents(bus).watch("a")

@@ -60,7 +60,7 @@ from lemon_gateway._executor import check_executor, validate_executor
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
-from lemon_gateway._run import _DONE, _QUEUED, _RUNNING, Run, _Outcome
+from lemon_gateway._run import _COMPLETING, _DONE, _QUEUED, _RUNNING, Run, _Outcome
 from lemon_gateway._scheduler import Scheduler, SchedulerStatistics
 from lemon_gateway._section import GatewayConfig
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, owner_lost
@@ -220,13 +220,21 @@ class Gateway:
             await self.sweep_orphans()
 
     async def stop(self) -> None:
-        """Refuse new work, end every accepted run exactly once, await every task."""
+        """Refuse new work, end every accepted run exactly once, await every task.
+
+        Queued and running runs are cancelled (``gateway_shutdown``); a run already completing
+        finishes its store writes within ``shutdown_grace_s``, and only the forced cancel after
+        the grace interrupts them."""
         if self.state in (GatewayState.STOPPING, GatewayState.STOPPED):
             return
         self.state = GatewayState.STOPPING
         self._stopping = True
         try:
             for run in list(self._runs.values()):
+                if run.state is _COMPLETING:
+                    # It has its outcome: within the grace it finishes its resume-state and
+                    # history writes; only the forced cancel after the grace abandons them.
+                    continue
                 self.cancel(run.run_id, "gateway_shutdown")
             await self._drain_tasks(self.config.shutdown_grace_s)
         finally:
@@ -337,8 +345,10 @@ class Gateway:
         """Cancel the queued or running run with exactly this id (loop-only).
 
         Total and idempotent on the gateway's loop. Returns whether a live run was found; the
-        run then completes once, with ``ok=False`` and ``error=reason`` (a run already
-        completing keeps its outcome: only its pending resume-state write is abandoned).
+        run then completes once, with ``ok=False`` and ``error=reason``. A run already
+        completing keeps its outcome and answer, and its resume-state write is not cut short:
+        a write within its bound (``store_timeout_s``) completes, one past it is abandoned
+        (the completion then carries a ``store_failed`` warning).
         Called from another thread it raises :class:`WrongThreadError` and changes nothing:
         use :meth:`cancel_threadsafe` there.
         """

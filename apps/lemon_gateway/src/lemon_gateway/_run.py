@@ -234,7 +234,9 @@ class Run:
         "_keeper",
         "_parts",
         "_shared",
+        "_store_abandoned",
         "_store_cancel",
+        "_store_deadline",
         "_store_task",
         "cancel_reason",
         "future",
@@ -283,6 +285,8 @@ class Run:
         self._actions: dict[str, RunActionView] | None = None
         self._store_task: asyncio.Task[Any] | None = None
         self._store_cancel: str | None = None
+        self._store_deadline = 0.0  # loop time when the resume write passes its bound
+        self._store_abandoned = False
         self._binding: asyncio.Task[None] | None = None
         self._in_flight_key: str | None = None
         self.last_resume: ResumeToken | None = None
@@ -324,15 +328,23 @@ class Run:
 
     def _cancel_store_write(self, reason: str) -> bool:
         # A completing run is still live until its run_completed is published; the only
-        # thing it can wait on is its resume-state write. A cancel abandons that write (the
-        # execution's outcome stands); otherwise a completing or done run is not cancelled.
+        # thing it can wait on is its resume-state write. A cancel never cuts a healthy write
+        # short (the session would lose its resume state): it is noted, and the write goes on
+        # under its bound (store_timeout_s), which abandons it if it hangs. Only a write that
+        # has already exceeded its bound (a store that ignored the bound) is abandoned at once.
+        # The execution's outcome stands either way; a done run is not cancelled.
         task = self._store_task
         if task is None or self.state is not _COMPLETING:
             return False
         if self._store_cancel is None:
             self._store_cancel = reason
-            if task is not asyncio.current_task():
-                task.cancel(reason)
+        if (
+            not self._store_abandoned
+            and task is not asyncio.current_task()
+            and asyncio.get_running_loop().time() >= self._store_deadline
+        ):
+            self._store_abandoned = True
+            task.cancel(self._store_cancel)
         return True
 
     def _deliver_cancel(self, reason: str) -> None:
@@ -705,14 +717,18 @@ class Run:
             # The gateway is the one writer of the native resume state. A failed write after
             # the execution is not an execution failure: the run keeps its outcome and answer
             # and says that the next message may not resume this session.
+            # A cancel (cancel(run_id), a graceful stop) does not interrupt this write while it
+            # is within its bound; the stop's forced cancel after its grace does.
             self._store_task = asyncio.current_task()
+            timeout_s = gw.config.store_timeout_s
+            self._store_deadline = asyncio.get_running_loop().time() + timeout_s
             try:
-                await bounded(chat_state.put(req.session_key, resume), gw.config.store_timeout_s)
+                await bounded(chat_state.put(req.session_key, resume), timeout_s)
             except asyncio.CancelledError:
                 gw.note_store_failure()
-                if self._store_cancel is not None and self._store_cancel != "gateway_shutdown":
-                    # cancel(run_id) while the write hung: the write is abandoned, the
-                    # execution's outcome stands.
+                if self._store_abandoned:
+                    # cancel(run_id) after the write had exceeded its bound: the write is
+                    # abandoned, the execution's outcome stands.
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()
@@ -738,6 +754,12 @@ class Run:
                     f"store_failed: the resume state was not saved ({why}); the next message "
                     "starts a new native session"
                 )
+                if self._store_cancel is not None and isinstance(exc, BoundExpiredError):
+                    # Cancelled while the write hung: it was abandoned once past its bound.
+                    warning = (
+                        "store_failed: the resume state was not saved (the write was "
+                        f"abandoned by cancel: {self._store_cancel})"
+                    )
             finally:
                 self._store_task = None
         completion = Completion(
