@@ -80,7 +80,7 @@ def test_revoke_by_key_prefix_forgets_it_durably(tmp_path: Path) -> None:
     result = lemon(tmp_path, "revoke", keys[1][:10])
     assert result.exit_code == 0, result.output
     assert f"Revoked the agent grant {keys[1][:12]} (write for agent coder" in result.output
-    assert "keeps the grants it loaded at start until it restarts" in result.output
+    assert "In force at once: a running daemon on this store asks again" in result.output
     remaining = asyncio.run(_stored(tmp_path))
     assert [g.key for g in remaining] == [keys[0], keys[2]]
     # A fresh ExecApprovals on the same store (what the next runtime does) no longer has it.

@@ -3,6 +3,10 @@ and session.detail showing what was set."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from lemon_control_plane.testing import ClientFactory as Client
 
 SESSION = "agent:default:main"
@@ -131,3 +135,80 @@ async def test_chat_history_carries_when_each_message_was_written(client: Client
     assert stamps == sorted(stamps)
     assert before <= stamps[0] <= between <= stamps[-1] <= after
     assert [m["timestampMs"] for m in snapshot["messages"]] == stamps
+
+
+#: Every field the reference's control plane sends in a session row (sessions.list,
+#: sessions.active.list, and session.detail's session block).
+ROW_FIELDS = {"sessionKey", "agentId", "origin", "createdAtMs", "updatedAtMs", "runCount", "model"}
+
+
+async def test_detail_and_lists_carry_the_reference_fields_and_the_run_count(
+    client: Client,
+) -> None:
+    async with client() as c:
+        fresh = await c.call("session.detail", {"sessionKey": SESSION})
+        assert fresh["runCount"] == 0
+        assert fresh["runs"] == []
+        assert fresh["session"]["runCount"] == 0
+        assert fresh["session"]["active"] is False
+        run_ids = []
+        for prompt in ("/echo one", "/echo two"):
+            sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": prompt})
+            await c.completed(sent["runId"])
+            run_ids.append(sent["runId"])
+        other = await c.call("chat.send", {"sessionKey": "tui-other", "prompt": "/echo x"})
+        await c.completed(other["runId"])
+        listed = await _eventually(
+            lambda: c.call("sessions.list", {"limit": 100}),
+            lambda p: {s["sessionKey"]: s["runCount"] for s in p["sessions"]}.get(SESSION) == 2,
+        )
+        detail = await _eventually(
+            lambda: c.call("session.detail", {"sessionKey": SESSION}),
+            lambda p: p["runCount"] == 2,
+        )
+        active = await c.call("sessions.active.list")
+    assert set(listed) >= {"sessions", "total", "filters", "summary"}
+    rows = {s["sessionKey"]: s for s in listed["sessions"]}
+    for row in rows.values():
+        assert set(row) >= ROW_FIELDS, row
+    assert rows[SESSION]["runCount"] == 2
+    assert rows[SESSION]["agentId"] == "default"
+    assert rows["tui-other"]["runCount"] == 1
+    updated = [s["updatedAtMs"] for s in listed["sessions"]]
+    assert updated == sorted(updated, reverse=True)
+    assert set(active) >= {"sessions", "total", "filters", "summary"}
+
+    assert set(detail) >= {"sessionKey", "session", "runs", "runCount", "summary"}
+    assert detail["sessionKey"] == SESSION
+    session = detail["session"]
+    assert set(session) >= ROW_FIELDS | {
+        "model",
+        "provider",
+        "contextWindow",
+        "thinkingLevel",
+        "modelSource",
+        "modelOverride",
+        "maxOutput",
+        "engine",
+        "active",
+    }
+    assert session["runCount"] == 2
+    assert session["agentId"] == "default"
+    assert session["active"] is False
+    assert session["updatedAtMs"] == rows[SESSION]["updatedAtMs"]
+    # The session's own runs, newest first (the other session's run is not among them).
+    assert [r["runId"] for r in detail["runs"]] == run_ids[::-1]
+    assert all(r["sessionKey"] == SESSION and r["ok"] for r in detail["runs"])
+    assert detail["summary"]["runCount"] == 2
+
+
+async def _eventually(
+    ask: Callable[[], Awaitable[Any]], ready: Callable[[Any], bool], within_s: float = 10.0
+) -> Any:
+    """Ask until ``ready`` (the session index is written just after a run's end is published)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        value = await ask()
+        if ready(value) or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(0.01)

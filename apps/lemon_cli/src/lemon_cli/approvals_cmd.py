@@ -1,10 +1,12 @@
 """``lemon approvals list|revoke``: the remembered ("always" and per-agent) approval grants.
 
-Works on the durable grants in ``$LEMON_HOME/store/lemon.sqlite3`` directly, through
-lemon_core's grant API (``ExecApprovals.list_grants`` / ``revoke_grant`` over an
-``ApprovalGrantStore``), so no Lemon process needs to be running. ``session`` grants are never
-stored: they live in the process that made them and end with their session. A Lemon process
-running while a grant is revoked keeps the grants it loaded at start until it restarts.
+Works on the durable grants in the home's configured store (``[store]``: the SQLite file
+``$LEMON_HOME/store/lemon.sqlite3``, or the PostgreSQL schema several daemons share) directly,
+through lemon_core's grant API (``ExecApprovals.list_grants`` / ``revoke_grant`` over an
+``ApprovalGrantStore``), so no Lemon process needs to be running. A running daemon decides from
+that same store at every request, so ``list`` shows its live grants and a revocation is in force
+on every daemon sharing the store at once. ``session`` grants are never stored: they live in the
+process that made them and end with their session.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
@@ -25,6 +26,7 @@ from lemon_cli.errors import LemonCliError
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
     from lemon_core import ExecApprovals
     from lemon_core.approvals import ApprovalGrant, GrantScope
+    from lemon_core.config import LoadedConfig
 
 __all__ = ["approvals_app"]
 
@@ -41,7 +43,7 @@ _SHOWN_KEY: Final = 12
 _JSON_VERSION: Final = 1
 _SCOPES: Final = ("agent", "global")
 _RUNNING_NOTE: Final = (
-    "A Lemon process running now keeps the grants it loaded at start until it restarts."
+    "In force at once: a running daemon on this store asks again for what was revoked."
 )
 
 T = TypeVar("T")
@@ -60,21 +62,63 @@ class _Failure(LemonCliError):
         self.code = code
 
 
-async def _with_approvals(path: Path, work: Callable[[ExecApprovals], Awaitable[T]]) -> T:
+class _Target:
+    """The home's configured store: where (for messages), whether it exists yet."""
+
+    def __init__(self, loaded: LoadedConfig) -> None:
+        from lemon_runtime import store_path
+
+        self.loaded = loaded
+        self.backend = loaded.config.store.backend
+        self.path = store_path(loaded.home)
+        if self.backend == "postgres":
+            self.where = f"the PostgreSQL store (schema {loaded.config.store.schema})"
+        else:
+            self.where = str(self.path)
+
+    @property
+    def exists(self) -> bool:
+        return self.backend == "postgres" or self.path.exists()
+
+
+def _target() -> _Target:
+    from lemon_core.config import ConfigError, lemon_home, load_config
+
+    home = lemon_home()
+    require_home(home, create=False)
+    try:
+        loaded = load_config(home=home)
+    except ConfigError as exc:
+        raise _Failure(
+            "the configuration is invalid: " + "; ".join(i.render() for i in exc.issues), code=2
+        ) from None
+    if loaded.config.store.backend == "memory":
+        raise _Failure(
+            'the store is the memory store ([store] backend = "memory"): no grant outlives '
+            "the process that made it, so there is nothing to list or revoke",
+            code=2,
+        )
+    return _Target(loaded)
+
+
+async def _with_approvals(target: _Target, work: Callable[[ExecApprovals], Awaitable[T]]) -> T:
     from lemon_core import ExecApprovals
     from lemon_core.bus import Bus
+    from lemon_core.config import ConfigError
     from lemon_core.store import ApprovalGrantStore, StoreError
-    from lemon_infra import SQLiteStore
+    from lemon_runtime import open_configured_store
 
     try:
-        store = await SQLiteStore.open(path)
+        store = await open_configured_store(target.loaded.config, target.loaded.home)
+    except ConfigError as exc:
+        raise _Failure(exc.issues[0].render(), code=2) from None
     except (StoreError, OSError, sqlite3.Error) as exc:
-        raise _Failure(f"cannot open the store {path}: {exc}") from None
+        raise _Failure(f"cannot open {target.where}: {exc}") from None
     try:
         approvals = ExecApprovals(Bus(), grant_store=ApprovalGrantStore(store))
         return await work(approvals)
     except (StoreError, OSError, sqlite3.Error) as exc:
-        raise _Failure(f"the store {path} failed: {exc}") from None
+        raise _Failure(f"{target.where} failed: {exc}") from None
     finally:
         await store.close()
 
@@ -142,28 +186,25 @@ def list_grants(
     scope: ScopeOption = None,
     agent: AgentOption = None,
 ) -> None:
-    """List the remembered grants (newest last): key, scope, agent, tool, when, what."""
-    from lemon_core.config import lemon_home
-    from lemon_runtime import store_path
+    """List the remembered grants (newest last): key, scope, agent, tool, when, what.
 
-    home = lemon_home()
-    require_home(home, create=False)
-    path = store_path(home)
+    These are the live grants of every daemon on this store (they decide from it)."""
 
     async def work() -> int:
+        target = _target()
         wanted = _check_scope(scope)
         grants: list[ApprovalGrant] = []
-        if path.exists():
+        if target.exists:
             grants = _filtered(
-                await _with_approvals(path, lambda a: a.list_grants()), wanted, agent
+                await _with_approvals(target, lambda a: a.list_grants()), wanted, agent
             )
         if as_json:
-            document = {"version": _JSON_VERSION, "store": str(path),
+            document = {"version": _JSON_VERSION, "store": target.where,
                         "grants": [_record(g) for g in grants]}  # fmt: skip
             typer.echo(json.dumps(document, indent=2))
             return 0
         if not grants:
-            where = path if path.exists() else f"{path} (no store yet)"
+            where = target.where if target.exists else f"{target.where} (no store yet)"
             typer.echo(f"No remembered approvals in {where}.")
             return 0
         rows = [("KEY", "SCOPE", "AGENT", "TOOL", "GRANTED (UTC)", "ACTION")] + [
@@ -193,15 +234,12 @@ def revoke(
     scope: ScopeOption = None,
     agent: AgentOption = None,
 ) -> None:
-    """Forget remembered grants: the one whose key starts with KEY, or all of them (--all)."""
-    from lemon_core.config import lemon_home
-    from lemon_runtime import store_path
+    """Forget remembered grants: the one whose key starts with KEY, or all of them (--all).
 
-    home = lemon_home()
-    require_home(home, create=False)
-    path = store_path(home)
+    In force at once on every running daemon on this store (they decide from it)."""
 
     async def work() -> int:
+        target = _target()
         wanted = _check_scope(scope)
         if (key is None) == (not revoke_all):
             raise _Failure("give a grant KEY (see `lemon approvals list`) or --all", code=2)
@@ -210,8 +248,10 @@ def revoke(
                 f"the key prefix {key!r} is too short: give at least {MIN_PREFIX} characters",
                 code=2,
             )
-        if not path.exists():
-            typer.echo(f"No remembered approvals in {path} (no store yet); nothing to revoke.")
+        if not target.exists:
+            typer.echo(
+                f"No remembered approvals in {target.where} (no store yet); nothing to revoke."
+            )
             return 0 if revoke_all else 1
 
         async def revoke_matching(approvals: ExecApprovals) -> list[ApprovalGrant]:
@@ -236,7 +276,7 @@ def revoke(
                 await approvals.revoke_grant(stored, owner=grant.owner, key=grant.key)
             return grants
 
-        revoked = await _with_approvals(path, revoke_matching)
+        revoked = await _with_approvals(target, revoke_matching)
         if not revoked:
             typer.echo("No remembered approvals matched; nothing was revoked.")
             return 0

@@ -50,9 +50,11 @@ from lemon_control_plane._port_wire import decode_request, encode_receipt, port_
 from lemon_control_plane._results import (
     ApprovalResolved,
     ChatSent,
+    DetailSummary,
     Health,
     PatchSummary,
     SentSummary,
+    SessionDetail,
     SessionPatched,
     SettingsView,
 )
@@ -70,7 +72,7 @@ from lemon_control_plane._wire import history_message, model_parts, session_row,
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
-from lemon_core.capabilities import ModelCatalog
+from lemon_core.capabilities import ModelCatalog, ModelInfo
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
 from lemon_core.sessions import (
@@ -78,6 +80,7 @@ from lemon_core.sessions import (
     ApprovalResult,
     SessionPort,
     SessionSettings,
+    SessionSummary,
     check_session_key,
 )
 
@@ -114,6 +117,10 @@ LIMITS: Final = {
 #: exactly); a larger one means the same "everything".
 MAX_POSITION: Final = 2**53 - 1
 _QUEUE_MODES: Final = ("collect", "followup", "steer", "steer_backlog", "interrupt")
+#: ``session.detail``'s runs: at most this many of the session's, found among the daemon's
+#: newest ``_DETAIL_RUNS_SCANNED`` runs (``runCount`` is exact: it is the session index's).
+_DETAIL_RUNS: Final = 20
+_DETAIL_RUNS_SCANNED: Final = 200
 
 P = TypeVar("P", bound=Params)
 
@@ -553,37 +560,50 @@ class Methods:
         }
 
     async def session_detail(self, conn: Connection, params: KeyParams) -> Any:
+        """The session's settings, its row (``runCount``, ``active``, ``updatedAtMs``...) and
+        its recent runs, newest first (those among the daemon's newest runs)."""
         key = params.session_key
         check_session_key(key)
         self._bridge.follow(key)
         settings = await self.settings(key)
         ref = settings.model or self._config.default_model or self._catalog_default()
         provider, model = model_parts(ref)
-        return {
+        listed = await self._port.sessions(limit=500)
+        found = next((s for s in listed if s.session_key == key), None)
+        row = session_row(found or SessionSummary(session_key=key, runs=0))
+        recent = await self._port.runs(limit=_DETAIL_RUNS_SCANNED)
+        runs = [run_row(r) for r in recent if r.session_key == key][:_DETAIL_RUNS]
+        info = self._model_info(ref)
+        session = {
+            **row,
             "sessionKey": key,
-            "session": {
-                "sessionKey": key,
-                "model": model,
-                "provider": provider,
-                "contextWindow": self._context_window(ref),
-                "modelSource": "session" if settings.model else "default",
-                "modelOverride": settings.model,
-                "thinkingLevel": settings.thinking_level,
-                "label": settings.label,
-                "engine": "lemon",
-            },
+            "model": model,
+            "provider": provider,
+            "contextWindow": None if info is None else info.context_window,
+            "maxOutput": None if info is None or not info.max_output else info.max_output,
+            "modelSource": "session" if settings.model else "default",
+            "modelOverride": settings.model,
+            "thinkingLevel": settings.thinking_level,
+            "label": settings.label,
+            "engine": "lemon",
         }
+        return SessionDetail(
+            session_key=key,
+            session=session,
+            runs=runs,
+            run_count=row["runCount"],
+            summary=DetailSummary(run_count=row["runCount"], active=bool(row["active"])),
+        )
 
     def _catalog_default(self) -> str | None:
         if self._models is None:
             return None
         return next((m.ref for m in self._models.models() if m.default), None)
 
-    def _context_window(self, ref: str | None) -> int | None:
+    def _model_info(self, ref: str | None) -> ModelInfo | None:
         if ref is None or self._models is None:
             return None
-        found = next((m for m in self._models.models() if m.ref == ref), None)
-        return None if found is None else found.context_window
+        return next((m for m in self._models.models() if m.ref == ref), None)
 
     async def sessions_patch(self, conn: Connection, params: PatchParams) -> Any:
         """``{sessionKey, model?, thinkingLevel?, label?}``: a key given sets the setting

@@ -4,14 +4,18 @@ methods answer with the port's own records (:mod:`lemon_core.sessions`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 __all__ = [
     "ApprovalResolved",
     "ChatSent",
+    "DetailSummary",
     "Health",
     "PatchSummary",
     "SentSummary",
+    "SessionDetail",
     "SessionPatched",
     "SettingsView",
 ]
@@ -70,3 +74,21 @@ class ApprovalResolved(_Result):
     resolved: bool
     approval_id: str
     decision: str
+
+
+class DetailSummary(_Result):
+    run_count: int
+    active: bool
+
+
+class SessionDetail(_Result):
+    """``session.detail``: the session block (its settings and its row: ``agentId``,
+    ``runCount``, ``active``, ``createdAtMs``, ``updatedAtMs``, ``origin``, the model with its
+    ``contextWindow`` / ``maxOutput``), its recent runs (newest first, ``runs.recent.list``'s
+    rows) and ``runCount``."""
+
+    session_key: str
+    session: dict[str, Any]
+    runs: list[dict[str, Any]]
+    run_count: int
+    summary: DetailSummary

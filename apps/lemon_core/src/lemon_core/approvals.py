@@ -27,6 +27,16 @@ gets its outcome and before ``approval_resolved`` is published. A failed write s
 the call (and remembers the grant in memory) but is logged and counted
 (``statistics().grant_store_failures``); it never raises into the requester. ``session``
 grants stay in memory.
+
+The grant store is the authority on ``agent`` / ``global`` grants: every request reads the two
+grants that could cover it (global, then the agent's) from the store at decision time, so a
+grant revoked by another process (``lemon approvals revoke``, another daemon sharing the store)
+stops approving at once, and a grant made by another daemon sharing the store approves here
+too. When that read fails the store's grants cover nothing (the request asks; the failure is
+logged and counted): a revocation is never missed. Grants kept in memory only (``session``, and
+one whose durable write failed) are checked in memory. The in-memory view (:meth:`grants`,
+:meth:`granted`) is a cache of the store as last read; :meth:`list_grants` reads the store
+afresh.
 """
 
 from __future__ import annotations
@@ -150,6 +160,10 @@ class ApprovalsStatistics:
     grant_store_failures: int = 0
     grant_store_last_error: str | None = None
     grant_writes_in_flight: int = 0
+    grant_store_reads: int = 0
+    """Grant reads at decision time (each request reads the global and the agent's grant)."""
+    grant_store_read_failures: int = 0
+    """Decision-time reads that failed (the request asked instead of trusting a cache)."""
 
 
 @dataclass(slots=True)
@@ -198,6 +212,10 @@ class ExecApprovals:
         self._store_failures = 0
         self._store_last_error: str | None = None
         self._last_stamp_ms = 0
+        # Persisted-scope grants whose durable write failed: remembered in memory only.
+        self._memory_only: set[tuple[str, str, str]] = set()
+        self._store_reads = 0
+        self._read_failures = 0
 
     # -- durable grants -------------------------------------------------------------------
 
@@ -257,8 +275,27 @@ class ExecApprovals:
     async def list_grants(
         self, scope: GrantScope | None = None, owner: str | None = None
     ) -> tuple[ApprovalGrant, ...]:
-        """Like :meth:`grants`, after loading the persisted grants if not done yet."""
-        await self._ensure_loaded()
+        """The live grants (of ``scope``, for ``owner``, or all), oldest first: the grant
+        store's ``agent`` / ``global`` grants read afresh (what another process revoked is gone,
+        what another daemon granted is there), with the ones kept in memory only (``session``
+        grants, a grant whose durable write failed). Without a grant store: :meth:`grants`.
+        A store failure raises :class:`~lemon_core.store.StoreError`."""
+        if self._grant_store is not None:
+            await self._ensure_loaded()
+            stored = await self._grant_store.load()
+            async with self._write_lock:
+                kept = [
+                    g
+                    for g in self._grants.values()
+                    if g.scope not in PERSISTED_GRANT_SCOPES or g.identity in self._memory_only
+                ]
+                live = {g.identity: g for g in stored}
+                for grant in kept:
+                    live.setdefault(grant.identity, grant)
+                ordered = sorted(live.values(), key=lambda g: g.granted_at_ms)
+                self._grants = OrderedDict((g.identity, g) for g in ordered)
+                while len(self._grants) > self._max_grants:
+                    self._grants.popitem(last=False)
         return self.grants(scope, owner)
 
     async def revoke_grant(
@@ -305,6 +342,7 @@ class ExecApprovals:
                 if store is not None and scope in PERSISTED_GRANT_SCOPES:
                     await store.delete(*identity)
                 self._grants.pop(identity, None)
+                self._memory_only.discard(identity)
         return len(targets)
 
     # -- requesting -----------------------------------------------------------------------
@@ -317,8 +355,9 @@ class ExecApprovals:
         session_key: str | None = None,
         agent_id: str | None = None,
     ) -> GrantScope | None:
-        """The broadest remembered grant covering this call, if any (persisted grants count
-        once loaded: :meth:`load_grants`)."""
+        """The broadest grant in the in-memory view covering this call, if any (persisted
+        grants count once loaded: :meth:`load_grants`). A cache: :meth:`request` decides from
+        the grant store itself."""
         key = action_hash(tool, action)
         owners: tuple[tuple[GrantScope, str | None], ...] = (
             ("global", ""),
@@ -355,7 +394,7 @@ class ExecApprovals:
         awaited).
         """
         await self._ensure_loaded()
-        scope = self.granted(tool, action, session_key=session_key, agent_id=agent_id)
+        scope = await self._granted_now(tool, action, session_key=session_key, agent_id=agent_id)
         if scope is not None:
             self._from_memory += 1
             return ApprovalOutcome(decision=_decision_of(scope), from_grant=scope)
@@ -480,9 +519,63 @@ class ExecApprovals:
             grant_store_failures=self._store_failures,
             grant_store_last_error=self._store_last_error,
             grant_writes_in_flight=len(self._writes),
+            grant_store_reads=self._store_reads,
+            grant_store_read_failures=self._read_failures,
         )
 
     # -- internals ------------------------------------------------------------------------
+
+    async def _granted_now(
+        self,
+        tool: str,
+        action: Mapping[str, Any] | None,
+        *,
+        session_key: str | None,
+        agent_id: str | None,
+    ) -> GrantScope | None:
+        """The broadest grant covering this call now: the persisted scopes read from the grant
+        store (the authority; the cache follows what it finds), the memory-only grants from
+        memory. A failed read lets no stored grant approve (the request asks)."""
+        store = self._grant_store
+        if store is None:
+            return self.granted(tool, action, session_key=session_key, agent_id=agent_id)
+        key = action_hash(tool, action)
+        owners: tuple[tuple[GrantScope, str | None], ...] = (
+            ("global", ""),
+            ("agent", agent_id),
+            ("session", session_key),
+        )
+        store_failed = False
+        for scope, owner in owners:
+            if owner is None:
+                continue
+            identity = (scope, owner, key)
+            if scope not in PERSISTED_GRANT_SCOPES or identity in self._memory_only:
+                if identity in self._grants:
+                    return scope
+                continue
+            if store_failed:
+                continue
+            try:
+                found = await store.get(scope, owner, key)
+                self._store_reads += 1
+            except Exception as exc:
+                self._read_failures += 1
+                self._store_last_error = f"reading the {scope} grant: {type(exc).__name__}: {exc}"
+                _log.warning(
+                    "approval grant store failed reading the %s grant for %s (%s: %s); the "
+                    "stored grants cover nothing until it answers: asking",
+                    scope, tool, type(exc).__name__, exc,
+                )  # fmt: skip
+                store_failed = True
+                continue
+            if found is None:
+                self._grants.pop(identity, None)  # revoked elsewhere: the cache follows
+                continue
+            if identity not in self._grants and len(self._grants) < self._max_grants:
+                self._grants[identity] = found  # granted elsewhere
+            return scope
+        return None
 
     async def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -552,7 +645,9 @@ class ExecApprovals:
         self._grants.move_to_end(grant.identity)
         evicted: list[ApprovalGrant] = []
         while len(self._grants) > self._max_grants:
-            evicted.append(self._grants.popitem(last=False)[1])
+            gone = self._grants.popitem(last=False)[1]
+            self._memory_only.discard(gone.identity)
+            evicted.append(gone)
             self._forgotten += 1
         return evicted
 
@@ -576,8 +671,10 @@ class ExecApprovals:
                     await self._grant_store.put(grant)
                     persisted = True
                     self._grants_persisted += 1
+                    self._memory_only.discard(grant.identity)
                 except Exception as exc:
                     self._store_failed(f"writing the {grant.scope} grant for {grant.tool}", exc)
+                    self._memory_only.add(grant.identity)
                 evicted = self._remember(grant)
         finally:
             entry.persisted = persisted

@@ -349,6 +349,13 @@ class StoreContract:
             assert await grants.delete("agent", "a", "k2") is False
             assert await grants.delete("agent", "b", "k2") is True
             assert [g.owner for g in await grants.load()] == ["", "c"]
+            # One grant by its identity (what a decision reads); a damaged row is none.
+            assert await grants.get("global", "", "k1") == grant("global", "", "k1", 40)
+            assert await grants.get("agent", "b", "k2") is None
+            assert await grants.get("agent", "c", "k1") is None
+            await store.put(ApprovalGrantStore.TABLE, grants.row_key("agent", "x", "k9"), {})
+            assert await grants.get("agent", "x", "k9") is None
+            await store.delete(ApprovalGrantStore.TABLE, grants.row_key("agent", "x", "k9"))
             with pytest.raises(StoreValueError, match="max_grants"):
                 ApprovalGrantStore(store, max_grants=0)
         finally:

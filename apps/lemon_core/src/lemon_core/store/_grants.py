@@ -137,6 +137,22 @@ class ApprovalGrantStore:
         self._deleted += int(found)
         return found
 
+    async def get(self, scope: str, owner: str, key: str) -> ApprovalGrant | None:
+        """The persisted grant ``(scope, owner, key)``, or None (absent, or a row that does not
+        parse as a grant of a persisted scope). One point read: what a decision checks."""
+        value = await self._store.get(self.TABLE, self.row_key(scope, owner, key))
+        if value is None:
+            return None
+        try:
+            grant = ApprovalGrant.from_dict(value)
+        except (msgspec.ValidationError, TypeError):
+            self._skipped += 1
+            return None
+        if grant.scope not in PERSISTED_GRANT_SCOPES or grant.identity != (scope, owner, key):
+            self._skipped += 1
+            return None
+        return grant
+
     async def load(self) -> list[ApprovalGrant]:
         """Every persisted grant, oldest first, at most ``max_grants`` (the newest).
 
