@@ -63,6 +63,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
         models=runtime.context.capabilities.get(MODEL_CATALOG),
         mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
         config_view=lambda: runtime.config.to_builtins(),
+        bus=runtime.bus,
     ) as plane:
         yield plane
 
