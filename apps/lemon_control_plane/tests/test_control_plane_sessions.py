@@ -11,6 +11,10 @@ from lemon_control_plane.testing import ClientFactory as Client
 SESSION = "agent:default:main"
 
 
+def real(path: Path) -> str:
+    return str(path.resolve())
+
+
 async def test_patch_model_shows_in_detail_and_names_the_model_of_the_next_run(
     client: Client,
 ) -> None:
@@ -152,7 +156,7 @@ async def test_a_sessions_workspace_is_set_by_an_admin_only_shown_in_detail_and_
         assert res["error"]["code"] == "FORBIDDEN", res
     async with client() as c:
         before = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
-        assert (before["workspace"], before["workspaceSource"]) == (str(work.resolve()), "default")
+        assert (before["workspace"], before["workspaceSource"]) == (real(work), "default")
         missing = await c.request(
             "sessions.patch", {"sessionKey": SESSION, "workspace": str(tmp_path / "nowhere")}
         )
@@ -160,12 +164,14 @@ async def test_a_sessions_workspace_is_set_by_an_admin_only_shown_in_detail_and_
         assert "does not exist" in missing["error"]["message"]
         relative = await c.request("sessions.patch", {"sessionKey": SESSION, "workspace": "x"})
         assert relative["error"]["code"] == "INVALID_PARAMS", relative
-        patched = await c.call("sessions.patch", {"sessionKey": SESSION, "workspace": str(elsewhere)})
+        patched = await c.call(
+            "sessions.patch", {"sessionKey": SESSION, "workspace": str(elsewhere)}
+        )
         assert patched["summary"]["patchedKeys"] == ["workspace"]
-        assert patched["session"]["workspace"] == str(elsewhere.resolve())
+        assert patched["session"]["workspace"] == real(elsewhere)
         detail = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
         assert (detail["workspace"], detail["workspaceSource"]) == (
-            str(elsewhere.resolve()),
+            real(elsewhere),
             "session",
         )
         note = json.dumps({"path": str(elsewhere / "note.txt")})
@@ -176,4 +182,4 @@ async def test_a_sessions_workspace_is_set_by_an_admin_only_shown_in_detail_and_
         cleared = await c.call("sessions.patch", {"sessionKey": SESSION, "workspace": None})
         assert cleared["session"]["workspace"] is None
         after = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
-        assert (after["workspace"], after["workspaceSource"]) == (str(work.resolve()), "default")
+        assert (after["workspace"], after["workspaceSource"]) == (real(work), "default")
