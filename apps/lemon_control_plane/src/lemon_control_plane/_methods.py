@@ -73,6 +73,7 @@ from lemon_control_plane.errors import WireError
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
+from lemon_core.store import StoreError
 from lemon_core.sessions import (
     THINKING_LEVELS,
     ApprovalResult,
@@ -439,8 +440,13 @@ class Methods:
 
     async def workspace(self, session_key: str) -> str:
         """Where the session's runs start: its own workspace (``sessions.patch``, admin),
-        else the daemon's (``cwd``)."""
-        return (await self.settings(session_key)).workspace or self._cwd
+        else the daemon's (``cwd``). A store that cannot be read leaves the daemon's: the run
+        then reports the store itself (as the router does for a session's model)."""
+        try:
+            settings = await self.settings(session_key)
+        except StoreError:
+            return self._cwd
+        return settings.workspace or self._cwd
 
     # -- chat (Lemon's dialect) ---------------------------------------------------------------
 
