@@ -73,7 +73,6 @@ from lemon_control_plane.errors import WireError
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
-from lemon_core.store import StoreError
 from lemon_core.sessions import (
     THINKING_LEVELS,
     ApprovalResult,
@@ -81,6 +80,7 @@ from lemon_core.sessions import (
     SessionSettings,
     check_session_key,
 )
+from lemon_core.store import StoreError
 
 __all__ = ["LIMITS", "MAX_POSITION", "SCOPES", "Method", "Methods"]
 
