@@ -14,7 +14,7 @@ from lemon_channels import ChannelsOptions
 from lemon_channels.testing import FakeTelegram
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
-from lemon_runtime import Runtime
+from lemon_runtime import DaemonWorkspace, Runtime
 
 TOKEN_ENV = "LEMON_TEST_TELEGRAM_TOKEN"
 
@@ -71,6 +71,31 @@ def daemon(telegram: FakeTelegram, home: Path, work: Path) -> Callable[..., Runt
                 environ={TOKEN_ENV: telegram.token if token is None else token},
                 edit_interval_s=0,
             ),
+        ]
+        return Runtime(profile="daemon", config=loaded, options=options)
+
+    return make
+
+
+@pytest.fixture
+def served(telegram: FakeTelegram, home: Path, tmp_path: Path) -> Callable[[Path], Runtime]:
+    """``served(D)``: the daemon profile as ``lemon serve --cwd D`` boots it, with no
+    ``[gateway] default_cwd`` (runs of every ingress start in the daemon's workspace)."""
+
+    def make(cwd: Path) -> Runtime:
+        lines = [
+            "[channels.telegram]",
+            f'token_env = "{TOKEN_ENV}"',
+            f'api_base_url = "{telegram.url}"',
+            "allowed_users = [42]",
+            "poll_timeout_s = 5",
+        ]
+        (home / "config.toml").write_text("\n".join(lines) + "\n")
+        loaded = load_config(home=home, cwd=tmp_path, environ={})
+        options = [
+            ControlPlaneOptions(port=0, cwd=str(cwd)),
+            DaemonWorkspace(path=str(cwd.resolve())),
+            ChannelsOptions(environ={TOKEN_ENV: telegram.token}, edit_interval_s=0),
         ]
         return Runtime(profile="daemon", config=loaded, options=options)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -376,3 +377,32 @@ async def test_webhook_mode_checks_the_secret_header(
             assert right.status_code == 200
         await telegram.wait_for(lambda: any(m.shown == "via webhook" for m in telegram.chat(42)))
         assert len(telegram.chat(42)) == 1
+
+
+async def test_a_telegram_run_works_in_the_daemons_workspace_and_its_delivery_reaches_operators(
+    telegram: FakeTelegram, served: Callable[[Path], Runtime], tmp_path: Path
+) -> None:
+    """`lemon serve --cwd D`: a Telegram run reads D/note.txt with no question about a path
+    outside the workspace, and operators on the wire see the answer's channel.delivery."""
+    from lemon_control_plane import ControlPlane
+    from lemon_control_plane.testing import plane_client
+
+    work = tmp_path / "served"
+    work.mkdir()
+    (work / "note.txt").write_text("the note says lemons")
+    async with served(work) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        async with plane_client(plane)() as operator:
+            await operator.call("health")
+            note = json.dumps({"path": str(work / "note.txt")})
+            await telegram.send_text(f"/tool read {note}")
+            await telegram.wait_for(
+                lambda: any("the note says lemons" in m.shown for m in telegram.chat(42))
+            )
+            assert prompts(telegram) == []
+            assert not any("outside the workspace" in m.shown for m in telegram.chat(42))
+            detail = await operator.call("session.detail", {"sessionKey": KEY})
+            assert detail["session"]["workspace"] == str(work.resolve())
+            frame = await operator.event("channel.delivery", sessionKey=KEY, ok=True)
+            assert frame["payload"]["channelId"] == "telegram"

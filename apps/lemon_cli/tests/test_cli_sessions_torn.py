@@ -40,3 +40,24 @@ def test_sessions_show_keeps_the_history_of_a_torn_transcript(tmp_path: Path) ->
     assert "my name is Ada" in result.output
     assert "Nice to meet you, Ada." in result.output
     assert path.with_name("s1.jsonl.torn").read_bytes().startswith(b'{"type":"message"')
+
+
+def test_sessions_show_says_the_sessions_workspace(tmp_path: Path) -> None:
+    """The workspace set with sessions.patch (kept with the session) is shown; a session
+    without one says its runs start in the daemon's."""
+    from lemon_core.store import SessionSettingsStore
+
+    asyncio.run(_torn_session(tmp_path))
+    env = {"LEMON_HOME": str(tmp_path)}
+    plain = CliRunner().invoke(app, ["sessions", "show", KEY], env=env)
+    assert plain.exit_code == 0, plain.output
+    assert "workspace: the daemon's (lemon serve --cwd)" in plain.output
+
+    async def set_workspace() -> None:
+        async with await SQLiteStore.open(store_path(tmp_path)) as store:
+            await SessionSettingsStore(store).update(KEY, workspace=str(tmp_path))
+
+    asyncio.run(set_workspace())
+    shown = CliRunner().invoke(app, ["sessions", "show", KEY], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert f"workspace: {tmp_path}\n" in shown.output

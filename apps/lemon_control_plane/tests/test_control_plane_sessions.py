@@ -4,12 +4,18 @@ and session.detail showing what was set."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from lemon_control_plane.testing import ClientFactory as Client
 
 SESSION = "agent:default:main"
+
+
+def real(path: Path) -> str:
+    return str(path.resolve())
 
 
 async def test_patch_model_shows_in_detail_and_names_the_model_of_the_next_run(
@@ -38,6 +44,7 @@ async def test_patch_model_shows_in_detail_and_names_the_model_of_the_next_run(
             "model": pick,
             "thinkingLevel": "high",
             "label": None,
+            "workspace": None,
             "updatedAtMs": level["session"]["updatedAtMs"],
         }
         sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": "hello"})
@@ -212,3 +219,47 @@ async def _eventually(
         if ready(value) or asyncio.get_running_loop().time() > deadline:
             return value
         await asyncio.sleep(0.01)
+
+
+async def test_a_sessions_workspace_is_set_by_an_admin_only_shown_in_detail_and_used_by_runs(
+    client: Client, work: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "note.txt").write_text("the note says lemons")
+    async with client(handshake=False) as reader:
+        hello = await reader.connect(scopes=["read", "write"])
+        assert "admin" not in hello["auth"]["scopes"]
+        res = await reader.request(
+            "sessions.patch", {"sessionKey": SESSION, "workspace": str(elsewhere)}
+        )
+        assert res["error"]["code"] == "FORBIDDEN", res
+    async with client() as c:
+        before = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
+        assert (before["workspace"], before["workspaceSource"]) == (real(work), "default")
+        missing = await c.request(
+            "sessions.patch", {"sessionKey": SESSION, "workspace": str(tmp_path / "nowhere")}
+        )
+        assert missing["error"]["code"] == "INVALID_PARAMS", missing
+        assert "does not exist" in missing["error"]["message"]
+        relative = await c.request("sessions.patch", {"sessionKey": SESSION, "workspace": "x"})
+        assert relative["error"]["code"] == "INVALID_PARAMS", relative
+        patched = await c.call(
+            "sessions.patch", {"sessionKey": SESSION, "workspace": str(elsewhere)}
+        )
+        assert patched["summary"]["patchedKeys"] == ["workspace"]
+        assert patched["session"]["workspace"] == real(elsewhere)
+        detail = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
+        assert (detail["workspace"], detail["workspaceSource"]) == (
+            real(elsewhere),
+            "session",
+        )
+        note = json.dumps({"path": str(elsewhere / "note.txt")})
+        sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": f"/tool read {note}"})
+        done = await c.completed(sent["runId"])
+        assert "the note says lemons" in done["payload"]["answer"]
+        assert c.events("exec.approval.requested") == []
+        cleared = await c.call("sessions.patch", {"sessionKey": SESSION, "workspace": None})
+        assert cleared["session"]["workspace"] is None
+        after = (await c.call("session.detail", {"sessionKey": SESSION}))["session"]
+        assert (after["workspace"], after["workspaceSource"]) == (real(work), "default")

@@ -139,3 +139,44 @@ async def test_the_deprecated_gateway_spelling_still_serves_webhooks(
         payload = body()
         response = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
     assert response.status_code == 202
+
+
+async def test_a_webhook_run_works_in_the_daemons_workspace(
+    tmp_path: Path, sign: Any, body: Any, make_home: Callable[..., None]
+) -> None:
+    """`lemon serve --cwd D`: a webhook run reads D/note.txt with no question about a path
+    outside the workspace (its session has no workspace of its own: the daemon's applies)."""
+    from lemon_core.sessions import ApprovalAsked
+    from lemon_runtime import DaemonWorkspace
+
+    home, work = tmp_path / "served-home", tmp_path / "served"
+    work.mkdir()
+    (work / "note.txt").write_text("the note says lemons")
+    make_home(home)
+    loaded = load_config(home=home, cwd=tmp_path, environ={})
+    options = [
+        ControlPlaneOptions(port=0, cwd=str(work)),
+        DaemonWorkspace(path=str(work.resolve())),
+    ]
+    async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        stream = port.watch(SESSION)
+        try:
+            async with httpx.AsyncClient(base_url=daemon_url(runtime)) as http:
+                note = msgspec.json.encode({"path": str(work / "note.txt")}).decode()
+                payload = body(f"/tool read {note}")
+                sent = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
+                assert sent.status_code == 202
+
+            async def until_end() -> RunEnded:
+                async for event in stream:
+                    assert not isinstance(event, ApprovalAsked), event
+                    if isinstance(event, RunEnded):
+                        return event
+                raise AssertionError("the stream ended")
+
+            ended = await asyncio.wait_for(until_end(), 60)
+        finally:
+            stream.close()
+    assert ended.ok, ended
+    assert "the note says lemons" in ended.answer

@@ -650,8 +650,9 @@ class FakeSessionPort:
         model: str | msgspec.UnsetType | None = msgspec.UNSET,
         label: str | msgspec.UnsetType | None = msgspec.UNSET,
         thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+        workspace: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionSettings:
-        for name, value in (("model", model), ("label", label)):
+        for name, value in (("model", model), ("label", label), ("workspace", workspace)):
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must not be blank; pass None to clear it")
         if isinstance(thinking_level, str) and thinking_level not in THINKING_LEVELS:
@@ -665,6 +666,7 @@ class FakeSessionPort:
                 ("model", model),
                 ("label", label),
                 ("thinking_level", thinking_level),
+                ("workspace", workspace),
             )
             if value is not msgspec.UNSET
         }

@@ -383,7 +383,7 @@ def sessions_show(
     ] = None,
     limit: Annotated[int, typer.Option(help="How many messages, newest last.")] = 50,
 ) -> None:
-    """The transcript of a session."""
+    """The transcript of a session, after the workspace its runs start in."""
     from lemon_cli._chat import session_for
     from lemon_core.cwd import resolve_cwd
 
@@ -394,12 +394,17 @@ def sessions_show(
 
     async def use(port: SessionPort) -> Any:
         known = any(s.session_key == key for s in await port.sessions(limit=1000))
-        return known, await port.transcript(key, limit=max(1, limit))
+        settings = await port.settings(key)
+        return known, settings, await port.transcript(key, limit=max(1, limit))
 
-    known, page = asyncio.run(_with_port(loaded, console, use))
-    if not known and not page.entries:
+    known, settings, page = asyncio.run(_with_port(loaded, console, use))
+    if not known and not page.entries and settings.workspace is None:
         console.print(f"no session {escape(key)} (see `lemon sessions list`)")
         raise typer.Exit(1)
+    if settings.workspace is not None:  # set with sessions.patch (an admin token)
+        console.print(f"workspace: {escape(settings.workspace)}")
+    else:
+        console.print("workspace: the daemon's (lemon serve --cwd)")
     if page.notice:
         console.print(f"[dim]{escape(page.notice)}[/]")
     if page.more:

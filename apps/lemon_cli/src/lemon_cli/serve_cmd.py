@@ -40,7 +40,10 @@ def serve(
     ] = None,
     cwd: Annotated[
         Path | None,
-        typer.Option(help="Working directory of runs (default: the current directory)."),
+        typer.Option(
+            help="The daemon's workspace: where the runs of every session without a workspace "
+            "of its own start, whatever their ingress (default: the current directory)."
+        ),
     ] = None,
 ) -> None:
     """Run the daemon in the foreground: the runtime and its control plane (/healthz, /ws)."""
@@ -121,11 +124,15 @@ async def _serve(loaded: Any, options: ControlPlaneOptions, console: Console) ->
 async def _serve_locked(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
     from lemon_cli._daemon import clear_state, write_state
     from lemon_core.runtime_errors import AppHookError, RuntimeBootError
-    from lemon_runtime import Runtime
+    from lemon_runtime import DaemonWorkspace, Runtime
 
     home: Path = loaded.home
+    assert options.cwd is not None
+    # One workspace for every ingress: the control plane's runs, the channels', the webhooks'
+    # (a session's own, set with sessions.patch, wins).
+    workspace = DaemonWorkspace(path=options.cwd)
     try:
-        runtime = Runtime(profile=DAEMON_PROFILE, config=loaded, options=[options])
+        runtime = Runtime(profile=DAEMON_PROFILE, config=loaded, options=[options, workspace])
         await runtime.start()
     except (RuntimeBootError, AppHookError) as exc:
         cause = exc.__cause__ if isinstance(exc, AppHookError) and exc.__cause__ else exc
@@ -140,8 +147,8 @@ async def _serve_locked(loaded: Any, options: ControlPlaneOptions, console: Cons
         url = getattr(plane, "url", "?")
         console.print(
             f"lemon serve: listening on {url} (WebSocket {url.replace('http', 'ws', 1)}/ws), "
-            f"pid {os.getpid()}; runs start in {escape(str(options.cwd))}; "
-            "Ctrl+C or SIGTERM stops",
+            f"pid {os.getpid()}; runs start in {escape(str(options.cwd))} (every session "
+            "without a workspace of its own, from any ingress); Ctrl+C or SIGTERM stops",
         )
         for line in _access_lines(plane, home):
             console.print(line, markup=False)

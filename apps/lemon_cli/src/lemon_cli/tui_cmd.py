@@ -103,8 +103,9 @@ async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str, who: 
     from lemon_cli._home import home_error, home_problem
     from lemon_control_plane import ControlPlane, ControlPlaneOptions
     from lemon_core.config import ConfigError, load_config
+    from lemon_core.cwd import real_path
     from lemon_core.runtime_errors import AppHookError, RuntimeBootError
-    from lemon_runtime import Runtime
+    from lemon_runtime import DaemonWorkspace, Runtime
 
     try:
         loaded = load_config()
@@ -117,7 +118,9 @@ async def _hosted(err: Console, app_on: Callable[..., LemonTUI], cwd: str, who: 
         err.print(home_error(loaded.home, problem), markup=False)
         return 2
     options = ControlPlaneOptions(host="127.0.0.1", port=0, cwd=cwd)
-    runtime = Runtime(profile="daemon", config=loaded, options=[options])
+    # As `lemon serve`: one workspace for every ingress of this daemon (channels included).
+    workspace = DaemonWorkspace(path=real_path(cwd))
+    runtime = Runtime(profile="daemon", config=loaded, options=[options, workspace])
     try:
         await runtime.start()
     except (RuntimeBootError, AppHookError, OSError) as exc:

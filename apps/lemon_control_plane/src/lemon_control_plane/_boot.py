@@ -27,7 +27,7 @@ from lemon_core.config import DefaultsConfig
 from lemon_core.home import Home
 from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
-from lemon_runtime import AppSpec, Runtime
+from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
 
 __all__ = ["lemon_control_plane_app", "plane_config"]
 
@@ -36,6 +36,9 @@ def plane_config(runtime: Runtime) -> ControlPlaneConfig:
     """The control plane's record: its options over ``[control_plane]`` over the home's."""
     options = runtime.option(ControlPlaneOptions) or ControlPlaneOptions()
     values = options.values()
+    workspace = runtime.option(DaemonWorkspace)
+    if workspace is not None:  # the daemon's workspace, unless the plane names its own
+        values.setdefault("cwd", workspace.path)
     section = runtime.section(ControlPlaneSection)
     values.setdefault("local_auth", section.local_auth)
     for name, value in section.admission().items():
@@ -63,6 +66,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
         models=runtime.context.capabilities.get(MODEL_CATALOG),
         mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
         config_view=lambda: runtime.config.to_builtins(),
+        bus=runtime.bus,
     ) as plane:
         yield plane
 

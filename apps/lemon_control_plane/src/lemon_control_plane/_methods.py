@@ -83,6 +83,7 @@ from lemon_core.sessions import (
     SessionSummary,
     check_session_key,
 )
+from lemon_core.store import StoreError
 
 __all__ = ["LIMITS", "MAX_POSITION", "SCOPES", "Method", "Methods"]
 
@@ -430,6 +431,7 @@ class Methods:
             model=params.model,
             label=params.label,
             thinking_level=level,  # type: ignore[arg-type]  # checked above
+            workspace=params.workspace,
         )
         self._bridge.note_settings(params.session_key, settings.model, settings.thinking_level)
         return settings
@@ -442,6 +444,16 @@ class Methods:
         settings = await self._port.settings(session_key)
         self._bridge.note_settings(session_key, settings.model, settings.thinking_level)
         return settings
+
+    async def workspace(self, session_key: str) -> str:
+        """Where the session's runs start: its own workspace (``sessions.patch``, admin),
+        else the daemon's (``cwd``). A store that cannot be read leaves the daemon's: the run
+        then reports the store itself (as the router does for a session's model)."""
+        try:
+            settings = await self.settings(session_key)
+        except StoreError:
+            return self._cwd
+        return settings.workspace or self._cwd
 
     # -- chat (Lemon's dialect) ---------------------------------------------------------------
 
@@ -480,7 +492,7 @@ class Methods:
             prompt=prompt,
             agent_id=agent_id,
             queue_mode=mode,  # type: ignore[arg-type]  # checked against the modes above
-            cwd=self._cwd,
+            cwd=await self.workspace(key),
             tool_policy=ToolPolicy(require_approval=self._config.require_approval),
         )
         receipt = await self.submit(request)
@@ -585,6 +597,8 @@ class Methods:
             "modelOverride": settings.model,
             "thinkingLevel": settings.thinking_level,
             "label": settings.label,
+            "workspace": settings.workspace or self._cwd,
+            "workspaceSource": "session" if settings.workspace else "default",
             "engine": "lemon",
         }
         return SessionDetail(
@@ -606,14 +620,17 @@ class Methods:
         return next((m for m in self._models.models() if m.ref == ref), None)
 
     async def sessions_patch(self, conn: Connection, params: PatchParams) -> Any:
-        """``{sessionKey, model?, thinkingLevel?, label?}``: a key given sets the setting
-        (``null`` clears it); ``{success, sessionKey, summary: {patchedKeys}, session}``."""
+        """``{sessionKey, model?, thinkingLevel?, label?, workspace?}``: a key given sets the
+        setting (``null`` clears it); ``{success, sessionKey, summary: {patchedKeys}, session}``.
+        The method needs the admin scope (a workspace moves where the session's runs read and
+        write, for every ingress)."""
         changed = [
             wire
             for wire, value in (
                 ("label", params.label),
                 ("model", params.model),
                 ("thinkingLevel", params.thinking_level),
+                ("workspace", params.workspace),
             )
             if value is not msgspec.UNSET
         ]
@@ -621,7 +638,8 @@ class Methods:
             check_session_key(params.session_key)
             if all(v is msgspec.UNSET for v in (params.engine, params.engine_id, params.provider)):
                 raise WireError(
-                    "INVALID_REQUEST", "Missing required fields: one of model, thinkingLevel, label"
+                    "INVALID_REQUEST",
+                    "Missing required fields: one of model, thinkingLevel, label, workspace",
                 )
         settings = await self.patch(params)
         return SessionPatched(
@@ -731,7 +749,7 @@ class Methods:
                 f"daemon's agent is {self._config.agent_id!r})",
             )
         if request.cwd is None:
-            return replace(request, cwd=self._cwd)
+            return request  # the session's workspace (set by an admin), else the daemon's
         if not _inside(request.cwd, self._cwd):
             raise WireError(
                 "FORBIDDEN",
@@ -742,6 +760,8 @@ class Methods:
 
     async def port_submit(self, conn: Connection, params: SubmitParams) -> Any:
         request = self._authorised(conn, decode_request(params.request))
+        if request.cwd is None:
+            request = replace(request, cwd=await self.workspace(request.session_key))
         return encode_receipt(await self._port.submit(request))
 
     async def port_steer(self, conn: Connection, params: SteerParams) -> Any:
@@ -806,5 +826,6 @@ def _settings_view(s: SessionSettings) -> SettingsView:
         model=s.model,
         thinking_level=s.thinking_level,
         label=s.label,
+        workspace=s.workspace,
         updated_at_ms=s.updated_at_ms,
     )

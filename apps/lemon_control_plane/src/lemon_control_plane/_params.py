@@ -154,6 +154,7 @@ class PatchParams(Params):
     model: str | msgspec.UnsetType | None = msgspec.UNSET
     thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET
     label: str | msgspec.UnsetType | None = msgspec.UNSET
+    workspace: str | msgspec.UnsetType | None = msgspec.UNSET
     tool_policy: Any = msgspec.UNSET
     engine: Any = msgspec.UNSET
     engine_id: Any = msgspec.UNSET

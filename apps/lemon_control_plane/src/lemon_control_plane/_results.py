@@ -52,6 +52,7 @@ class SettingsView(_Result):
     model: str | None
     thinking_level: str | None
     label: str | None
+    workspace: str | None
     updated_at_ms: int
 
 

@@ -20,6 +20,28 @@ StreamOverflow    ``stream.resync`` carrying the session's snapshot (then watche
 A ``started`` is also sent before a run's first delta or card when no phase notice said so.
 Other session events (queue notices) are logged once per type and dropped.
 
+Given the runtime's bus, the bridge also subscribes (one bounded delivery, one pump task) to
+the topics of :data:`BUS_EVENTS`, the table of registered bus event types the wire carries
+(seed 003 §6), one row per type, each projected field by field and sent to every operator
+(no session subscription needed):
+
+=======================================================  ====================================
+bus event (topic)                                        wire event
+=======================================================  ====================================
+``channel_delivery`` (``channels``)                      ``channel.delivery``
+``cron_run_started`` / ``_completed``, ``cron_job_*``,   ``cron`` (``type``: ``run_started``,
+``cron_lifecycle_action`` (``cron``)                     ``run_completed``, ``job_created``...)
+``heartbeat_alert`` / ``_suppressed`` (``cron``)         ``heartbeat`` (``alert``, ``suppressed``)
+``cron_tick`` (``cron``)                                 ``tick``
+``goal_*`` (``goals``)                                   ``goal`` (``type``: ``set``, ``paused``...)
+=======================================================  ====================================
+
+A type registered later that operators should see is one row. Registered types with no row
+(``run_failed``, ``config_reloaded``, ``routing_feedback``...) are not subscribed to; a row's
+event whose payload is not (and cannot be coerced into) its record is logged once and dropped.
+These are observations with no snapshot behind them: after an overflow the bus handle is
+replaced and the lost ones are only counted (``resyncs``).
+
 A run the runtime retries streams under the run id it was submitted with (the id
 ``chat.send`` answered): the retry attempt's first phase notice names it (``retry_of``), and
 so does a snapshot; one ``started``, and delta ``seq`` keeps increasing across the attempts.
@@ -37,9 +59,9 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
 from lemon_control_plane._wire import (
@@ -51,7 +73,23 @@ from lemon_control_plane._wire import (
     usage_payload,
 )
 from lemon_control_plane.errors import WireError
-from lemon_core.events import RunPhase
+from lemon_core.bus import CHANNELS, CRON, GOALS, Bus, ConsumerClass, Delivery, Overflow, Tagged
+from lemon_core.errors import DeliveryClosedError
+from lemon_core.events import (
+    ChannelDelivery,
+    CronJobChanged,
+    CronLifecycleAction,
+    CronRunCompleted,
+    CronRunStarted,
+    CronTick,
+    Event,
+    GoalChanged,
+    HeartbeatAlert,
+    HeartbeatSuppressed,
+    RunPhase,
+    coerce,
+    payload_class,
+)
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -67,7 +105,7 @@ from lemon_core.sessions import (
     ToolCard,
 )
 
-__all__ = ["BridgeStatistics", "Broadcast", "EventBridge"]
+__all__ = ["BUS_EVENTS", "BUS_TOPICS", "BridgeStatistics", "Broadcast", "BusRow", "EventBridge"]
 
 _log = logging.getLogger(__name__)
 
@@ -119,13 +157,17 @@ class EventBridge:
         *,
         max_sessions: int = 256,
         default_model: str | None = None,
+        bus: Bus | None = None,
     ) -> None:
         self._provider, self._model = model_parts(default_model)
         self._port = port
+        self._bus = bus
+        self._bus_delivery: Delivery | None = None
         self._broadcast = broadcast
         self._max_sessions = max_sessions
         self._stream: SessionStream | None = None
         self._task: asyncio.Task[None] | None = None
+        self._bus_task: asyncio.Task[None] | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
@@ -149,6 +191,9 @@ class EventBridge:
         await self._tg.__aenter__()
         self._stream = self._port.watch_all()
         self._task = self._tg.create_task(self._pump())
+        if self._bus is not None:
+            self._bus_delivery = self._subscribe_bus(self._bus)
+            self._bus_task = self._tg.create_task(self._bus_pump())
         return self
 
     async def __aexit__(
@@ -160,8 +205,12 @@ class EventBridge:
         self._closing = True
         if self._stream is not None:
             self._stream.close()
+        if self._bus_delivery is not None:
+            self._bus_delivery.close()
         if self._task is not None:
             self._task.cancel()
+        if self._bus_task is not None:
+            self._bus_task.cancel()
         assert self._tg is not None
         await self._tg.__aexit__(None, None, None)
 
@@ -207,6 +256,58 @@ class EventBridge:
                 await self._recover(item.reason)
                 continue
             self._project(item)
+
+    # -- the bus rows -------------------------------------------------------------------------
+
+    @staticmethod
+    def _subscribe_bus(bus: Bus) -> Delivery:
+        delivery = Delivery.for_consumer(ConsumerClass.EVENT_BRIDGE)
+        for topic in BUS_TOPICS:
+            bus.subscribe(topic, delivery=delivery)
+        return delivery
+
+    async def _bus_pump(self) -> None:
+        """The registered events of :data:`BUS_EVENTS`' topics, one wire event each. These are
+        observations with no snapshot behind them: after an overflow the handle is replaced
+        (later events flow again) and the lost ones are counted in ``resyncs``."""
+        while True:
+            delivery = self._bus_delivery
+            assert delivery is not None
+            assert self._bus is not None
+            try:
+                item = await delivery.get()
+            except DeliveryClosedError:
+                if self._closing:
+                    return
+                self._bus_delivery = self._subscribe_bus(self._bus)
+                continue
+            if isinstance(item, Overflow):
+                _log.warning("the bridge's bus subscription overflowed; events were lost")
+                delivery.close()
+                self._resyncs += 1
+                self._bus_delivery = self._subscribe_bus(self._bus)
+                continue
+            if isinstance(item, Tagged):
+                if item.epoch != delivery.epoch:
+                    continue
+                item = item.item
+            if isinstance(item, Event):
+                self._in += 1
+                self._project_bus(item)
+
+    def _project_bus(self, event: Event) -> None:
+        row = BUS_EVENTS.get(event.type)
+        if row is None:
+            return  # another type on a followed topic: the wire has no event for it
+        payload = coerce(event.type, event.payload)
+        if not isinstance(payload, payload_class(event.type) or ()):
+            kind = f"{event.type} (malformed payload)"
+            if kind not in self._dropped_types:
+                self._dropped_types.add(kind)
+                _log.warning("a %s event carried %r; such events are dropped", event.type, payload)
+            return
+        # Every operator sees these (no session subscription needed), as the seed says.
+        self._emit(row.wire, row.project(payload), None)
 
     async def _recover(self, reason: str) -> None:
         """Watch again first (nothing is missed), then resync each session in flight."""
@@ -480,3 +581,166 @@ class EventBridge:
             active_runs=len(self._active),
             pending_approvals=len(self._approvals),
         )
+
+
+# -- bus rows: the registered events of the ``channels``, ``cron`` and ``goals`` topics ------------
+
+
+def _channel_delivery(p: Any) -> dict[str, Any]:
+    assert isinstance(p, ChannelDelivery)
+    return {
+        "intentId": p.intent_id,
+        "runId": p.run_id,
+        "sessionKey": p.session_key,
+        "channelId": p.channel_id,
+        "accountId": p.account_id,
+        "peerKind": p.peer_kind,
+        "peerId": p.peer_id,
+        "threadId": p.thread_id,
+        "kind": p.kind,
+        "textPreview": p.text_preview,
+        "ok": p.ok,
+        "error": p.error,
+        "durationMs": p.duration_ms,
+        "tsMs": p.ts_ms,
+    }
+
+
+def _cron_tick(p: Any) -> dict[str, Any]:
+    assert isinstance(p, CronTick)
+    return {"timestampMs": p.timestamp_ms}
+
+
+def _cron_run_started(p: Any) -> dict[str, Any]:
+    assert isinstance(p, CronRunStarted)
+    return {
+        "type": "run_started",
+        "cronRunId": p.cron_run_id,
+        "runId": p.router_run_id,
+        "jobId": p.job_id,
+        "jobName": p.job_name,
+        "agentId": p.agent_id,
+        "sessionKey": p.session_key,
+        "triggeredBy": p.triggered_by,
+        "startedAtMs": p.started_at_ms,
+    }
+
+
+def _cron_run_completed(p: Any) -> dict[str, Any]:
+    assert isinstance(p, CronRunCompleted)
+    return {
+        "type": "run_completed",
+        "cronRunId": p.cron_run_id,
+        "runId": p.router_run_id,
+        "jobId": p.job_id,
+        "agentId": p.agent_id,
+        "sessionKey": p.session_key,
+        "status": p.status,
+        "durationMs": p.duration_ms,
+        "output": None if p.output is None else p.output[:_MAX_ANSWER_CHARS],
+        "error": p.error,
+        "suppressed": p.suppressed,
+    }
+
+
+def _cron_job_changed(p: Any) -> dict[str, Any]:
+    assert isinstance(p, CronJobChanged)
+    return {
+        "type": f"job_{_name(p.action)}",
+        "jobId": p.job_id,
+        "name": p.name,
+        "agentId": p.agent_id,
+        "job": p.job,
+    }
+
+
+def _cron_lifecycle_action(p: Any) -> dict[str, Any]:
+    assert isinstance(p, CronLifecycleAction)
+    return {"type": "lifecycle_action", "audit": p.audit}
+
+
+def _heartbeat_alert(p: Any) -> dict[str, Any]:
+    assert isinstance(p, HeartbeatAlert)
+    return {
+        "type": "alert",
+        "agentId": p.agent_id,
+        "jobId": p.job_id,
+        "jobName": p.job_name,
+        "runId": p.run_id,
+        "response": p.response,
+        "severity": p.severity,
+    }
+
+
+def _heartbeat_suppressed(p: Any) -> dict[str, Any]:
+    assert isinstance(p, HeartbeatSuppressed)
+    return {
+        "type": "suppressed",
+        "agentId": p.agent_id,
+        "jobId": p.job_id,
+        "jobName": p.job_name,
+        "runId": p.run_id,
+    }
+
+
+def _goal(kind: str) -> Callable[[Any], dict[str, Any]]:
+    def project(p: Any) -> dict[str, Any]:
+        assert isinstance(p, GoalChanged)
+        return {
+            "type": kind,
+            "goalId": p.goal_id,
+            "agentId": p.agent_id,
+            "sessionKey": p.session_key,
+            "status": p.status,
+            "objectiveBytes": p.objective_bytes,
+            "continuationCount": p.continuation_count,
+            "lastRunId": p.last_run_id,
+            "loopVerdict": p.loop_verdict,
+            "loopStatus": p.loop_status,
+            "loopAutoEnabled": p.loop_auto_enabled,
+        }
+
+    return project
+
+
+@dataclass(frozen=True, slots=True)
+class BusRow:
+    """One registered bus event type on the wire: its topic, the wire event name, and the
+    field-by-field projection of its payload record (wire JSON is never derived from keys)."""
+
+    topic: str
+    wire: str
+    project: Callable[[Any], dict[str, Any]]
+
+
+_GOAL_KINDS: Final = (
+    "set",
+    "paused",
+    "resumed",
+    "completed",
+    "cleared",
+    "continuation_submitted",
+    "loop_verdict",
+    "loop_status",
+)
+
+#: Registered bus event type -> its wire row (seed 003 §6): one row per type, so an app that
+#: starts publishing a registered type needs no bridge change, and a new type is one row.
+BUS_EVENTS: Final[Mapping[str, BusRow]] = MappingProxyType(
+    {
+        "channel_delivery": BusRow(CHANNELS, "channel.delivery", _channel_delivery),
+        "cron_tick": BusRow(CRON, "tick", _cron_tick),
+        "cron_run_started": BusRow(CRON, "cron", _cron_run_started),
+        "cron_run_completed": BusRow(CRON, "cron", _cron_run_completed),
+        "cron_job_created": BusRow(CRON, "cron", _cron_job_changed),
+        "cron_job_updated": BusRow(CRON, "cron", _cron_job_changed),
+        "cron_job_deleted": BusRow(CRON, "cron", _cron_job_changed),
+        "cron_lifecycle_action": BusRow(CRON, "cron", _cron_lifecycle_action),
+        "heartbeat_alert": BusRow(CRON, "heartbeat", _heartbeat_alert),
+        "heartbeat_suppressed": BusRow(CRON, "heartbeat", _heartbeat_suppressed),
+        **{f"goal_{kind}": BusRow(GOALS, "goal", _goal(kind)) for kind in _GOAL_KINDS},
+    }
+)
+
+#: The topics the bridge subscribes to on the bus (every row's).
+BUS_TOPICS: Final = tuple(dict.fromkeys(row.topic for row in BUS_EVENTS.values()))

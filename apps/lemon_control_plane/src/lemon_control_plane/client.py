@@ -397,10 +397,15 @@ class WebSocketSessionPort:
         model: str | msgspec.UnsetType | None = msgspec.UNSET,
         label: str | msgspec.UnsetType | None = msgspec.UNSET,
         thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
+        workspace: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionSettings:
         check_session_key(session_key)
         params = PatchParams(
-            session_key=session_key, model=model, label=label, thinking_level=thinking_level
+            session_key=session_key,
+            model=model,
+            label=label,
+            thinking_level=thinking_level,
+            workspace=workspace,
         )
         return msgspec.convert(await self._call("port.patch", params), SessionSettings)
 

@@ -63,6 +63,7 @@ from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopba
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
 from lemon_control_plane.tokens import StoredToken, TokenStore
+from lemon_core.bus import Bus
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.mounts import RESERVED_PATHS, HttpMounts
 from lemon_core.sessions import SessionPort
@@ -76,10 +77,14 @@ SERVER_VERSION: Final = "lemon-py-0.1"
 #: The event names this server sends (``features.events``).
 EVENTS: Final = (
     "agent",
+    "channel.delivery",
     "chat",
+    "cron",
     "exec.approval.requested",
     "exec.approval.resolved",
+    "goal",
     "health",
+    "heartbeat",
     "port.event",
     "shutdown",
     "stream.resync",
@@ -160,6 +165,7 @@ class ControlPlane:
         mounts: HttpMounts | None = None,
         config_view: Callable[[], Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        bus: Bus | None = None,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -206,6 +212,7 @@ class ControlPlane:
             self._broadcast,
             max_sessions=self.config.max_sessions,
             default_model=self.config.default_model,
+            bus=bus,
         )
         self._methods = Methods(
             port, self.bridge, self.config, self._status, models, config_view=config_view

@@ -21,7 +21,7 @@ from lemon_router._config import RouterConfig
 from lemon_router._port import RouterSessionPort
 from lemon_router._router import Router
 from lemon_router._section import RouterSection
-from lemon_runtime import AppSpec, Runtime
+from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
 
 __all__ = ["lemon_router_app"]
 
@@ -38,7 +38,13 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[RouterSessionPort]:
         leases=runtime.leases,
         store=runtime.store if runtime.leases is not None else None,
     ) as router:
-        port = RouterSessionPort(router, store=runtime.store)
+        # The daemon's workspace (`lemon serve --cwd`): sessions without their own start there.
+        workspace = runtime.option(DaemonWorkspace)
+        port = RouterSessionPort(
+            router,
+            store=runtime.store,
+            default_workspace=None if workspace is None else workspace.path,
+        )
         runtime.context.capabilities.register(SESSION_PORT, port)
         try:
             yield port

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import msgspec
 
 from lemon_core.approvals import ExecApprovals, UnknownApprovalError
 from lemon_core.capabilities import APPROVALS, MODEL_CATALOG
+from lemon_core.cwd import CwdError, resolve_cwd
 from lemon_core.events import (
     ActionKind,
     ApprovalDecision,
@@ -88,7 +90,9 @@ def redact_secrets(text: str) -> str:
 class RouterSessionPort:
     """See the module docstring. ``store`` holds the session index and chat state; the
     approvals and the transcript reader are found on the router's runtime context unless
-    given."""
+    given. ``default_workspace`` is the daemon's workspace: where a run starts when neither
+    its request (``cwd``) nor its session (``patch(workspace=...)``) names one, whatever its
+    ingress (``None``: the gateway's ``default_cwd``)."""
 
     def __init__(
         self,
@@ -98,8 +102,10 @@ class RouterSessionPort:
         approvals: ExecApprovals | None = None,
         redact: Callable[[str], str] = redact_secrets,
         stream_max_entries: int | None = None,
+        default_workspace: str | None = None,
     ) -> None:
         self._router = router
+        self.default_workspace = default_workspace
         self._store = store
         self._approvals = approvals
         self._redact = redact
@@ -114,13 +120,17 @@ class RouterSessionPort:
     # -- commands ---------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
-        if request.model is None and self._store is not None:
-            # The session's model (sessions.patch) unless the request names one.
+        if (request.model is None or request.cwd is None) and self._store is not None:
+            # The session's model and workspace (sessions.patch) unless the request names them.
             check_session_key(request.session_key)
             with contextlib.suppress(StoreError):
                 found = await SessionSettingsStore(self._store).get(request.session_key)
-                if found is not None and found.model is not None:
+                if found is not None and found.model is not None and request.model is None:
                     request = replace(request, model=found.model)
+                if found is not None and found.workspace is not None and request.cwd is None:
+                    request = replace(request, cwd=found.workspace)
+        if request.cwd is None and self.default_workspace is not None:
+            request = replace(request, cwd=self.default_workspace)
         return await self._router.submit(request)
 
     async def steer(self, session_key: str, text: str) -> SteerResult:
@@ -474,6 +484,7 @@ class RouterSessionPort:
         model: str | msgspec.UnsetType | None = msgspec.UNSET,
         label: str | msgspec.UnsetType | None = msgspec.UNSET,
         thinking_level: str | msgspec.UnsetType | None = msgspec.UNSET,
+        workspace: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionSettings:
         _check_key(session_key)
         changes: dict[str, str | None] = {}
@@ -491,6 +502,8 @@ class RouterSessionPort:
                     + ", ".join(THINKING_LEVELS)
                 )
             changes["thinking_level"] = thinking_level
+        if not isinstance(workspace, msgspec.UnsetType):
+            changes["workspace"] = _checked_workspace(workspace)
         if self._store is None:
             raise RouterUsageError("this runtime keeps no sessions (it has no store)")
         store = SessionSettingsStore(self._store)
@@ -582,8 +595,26 @@ def _settings(session_key: str, found: Any) -> SessionSettings:
         model=found.model,
         label=found.label,
         thinking_level=level,
+        workspace=found.workspace,
         updated_at_ms=found.updated_at_ms,
     )
+
+
+def _checked_workspace(workspace: object) -> str | None:
+    """The real path of an absolute path to an existing directory (``None`` clears)."""
+    if workspace is None:
+        return None
+    if not isinstance(workspace, str) or not workspace.strip():
+        raise RouterUsageError("a workspace is the absolute path of an existing directory")
+    if not os.path.isabs(os.path.expanduser(workspace.strip())):
+        raise RouterUsageError(
+            f"a workspace is an absolute path (the daemon's current directory is not the "
+            f"client's), got {workspace!r}"
+        )
+    try:
+        return resolve_cwd(workspace.strip())
+    except CwdError as exc:
+        raise RouterUsageError(f"workspace {exc.path} {exc.problem}") from None
 
 
 def _redacted(entry: TranscriptEntry, redact: Callable[[str], str]) -> TranscriptEntry:

@@ -22,12 +22,14 @@ from lemon_runtime._backends import (
     shared_leases,
     store_path,
 )
+from lemon_runtime._options import DaemonWorkspace
 from lemon_runtime._runtime import AppState, Runtime, RuntimeStatistics
 
 __all__ = [
     "APPS_ENTRY_POINT_GROUP",
     "AppSpec",
     "AppState",
+    "DaemonWorkspace",
     "Lifespan",
     "Runtime",
     "RuntimeStatistics",

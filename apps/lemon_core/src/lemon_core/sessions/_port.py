@@ -172,6 +172,9 @@ class SessionSettings(msgspec.Struct, frozen=True, kw_only=True):
     """``"<provider>:<model>"``: the model the session's runs use unless a request names one."""
     label: str | None = None
     thinking_level: ThinkingLevel | None = None
+    workspace: str | None = None
+    """The real path of the session's own workspace: where its runs start (whatever their
+    ingress) unless a request names a cwd; ``None``: the daemon's workspace."""
     updated_at_ms: int = 0
 
 
@@ -362,10 +365,13 @@ class SessionPort(Protocol):
         model: str | msgspec.UnsetType | None = msgspec.UNSET,
         label: str | msgspec.UnsetType | None = msgspec.UNSET,
         thinking_level: ThinkingLevel | msgspec.UnsetType | None = msgspec.UNSET,
+        workspace: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionSettings:
         """Set (a value) or clear (``None``) the given settings; the others are kept. The
-        session's later runs use the model. A model the runtime does not know, a thinking
-        level outside :data:`THINKING_LEVELS` or a blank value raises ``ValueError``."""
+        session's later runs use the model and start in the workspace (an absolute path of an
+        existing directory, stored as its real path). A model the runtime does not know, a
+        thinking level outside :data:`THINKING_LEVELS`, a workspace that is not an existing
+        directory or a blank value raises ``ValueError``."""
         ...
 
     async def reset(self, session_key: str) -> SessionChange:

@@ -228,11 +228,12 @@ class SessionSettingsRecord(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     label: str | None = None
     thinking_level: str | None = None
+    workspace: str | None = None
     updated_at_ms: int = 0
 
 
 class SessionSettingsStore:
-    """Per-session settings (model, label, thinking level), by session key."""
+    """Per-session settings (model, label, thinking level, workspace), by session key."""
 
     TABLE: Final = "session_settings"
 
@@ -246,12 +247,17 @@ class SessionSettingsStore:
 
     async def update(self, session_key: str, **changes: str | None) -> SessionSettingsRecord:
         """Apply ``changes`` (a field set to a value or ``None``) to the session's record."""
-        unknown = set(changes) - {"model", "label", "thinking_level"}
+        unknown = set(changes) - {"model", "label", "thinking_level", "workspace"}
         if unknown:
             raise StoreValueError(f"unknown session settings: {sorted(unknown)}")
         previous = await self.get(session_key) or SessionSettingsRecord()
         record = msgspec.structs.replace(previous, **changes, updated_at_ms=self._clock.now_ms())
-        if record.model is None and record.label is None and record.thinking_level is None:
+        if (
+            record.model is None
+            and record.label is None
+            and record.thinking_level is None
+            and record.workspace is None
+        ):
             await self._store.delete(self.TABLE, session_key)
         else:
             await self._store.put(self.TABLE, session_key, record)
