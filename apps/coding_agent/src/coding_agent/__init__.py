@@ -41,6 +41,8 @@ from coding_agent.executor import (
     CodingExecutor,
     ExecutorSettings,
     ExecutorStatistics,
+    check_model,
+    known_providers,
     resolve_model,
 )
 from coding_agent.policy import (
@@ -122,6 +124,7 @@ __all__ = [
     "check_gate",
     "coding_tool_registry",
     "coding_tools",
+    "check_model",
     "config_secret_names",
     "context_budget",
     "edit_tool",
@@ -130,6 +133,7 @@ __all__ = [
     "gate_tools",
     "grep_tool",
     "is_secret_name",
+    "known_providers",
     "ls_tool",
     "project_instruction_files",
     "read_tool",
