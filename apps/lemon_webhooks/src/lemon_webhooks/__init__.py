@@ -12,6 +12,7 @@ from lemon_webhooks._boot import (
     Webhooks,
     lemon_webhooks_app,
     resolve_webhooks,
+    webhook_problems,
     webhook_ingress,
     webhooks_app,
 )
@@ -54,5 +55,6 @@ __all__ = [
     "verify_webhook",
     "webhook_ingress",
     "webhook_openapi",
+    "webhook_problems",
     "webhooks_app",
 ]
