@@ -51,3 +51,21 @@ async def test_model_takes_a_configured_providers_model_and_says_the_session_use
             lambda: "this session now uses slow:fake-model" in notes(app),
             "the note says the session's later chats use it",
         )
+
+
+async def test_ctrl_o_picks_a_configured_providers_model(configured: ControlPlane) -> None:
+    from lemon_tui._pickers import ModelPicker
+
+    from .test_tui_pickers import opened
+
+    app = app_for(configured)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        picker = await opened(pilot, app, "ctrl+o", ModelPicker)
+        await pilot.press(*"fake-model")
+        assert [m.ref for m in picker.shown] == ["slow:fake-model"]
+        await pilot.press("enter")
+        await until(pilot, lambda: app.model == "slow:fake-model", "taken")
+        await until(
+            pilot, lambda: "this session now uses slow:fake-model" in notes(app), "said so"
+        )
