@@ -93,7 +93,6 @@ def test_a_webhook_without_its_secret_is_reported_and_does_not_block_chat(
         assert chat.stdout.strip() == "still here"
 
 
-
 def test_a_one_shot_chat_says_which_model_it_used_when_not_the_default(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -124,11 +123,13 @@ def test_a_channel_without_its_token_is_a_warning_and_does_not_block_chat(
     _home(env, '[channels.telegram]\nenabled = true\ntoken_env = "TG_TOKEN_UNSET"\n')
     validate = run_lemon(env, "config", "validate", cwd=tmp_path)
     assert validate.returncode == 0, validate.stdout + validate.stderr
-    assert "warning" in validate.stdout and "TG_TOKEN_UNSET" in validate.stdout
+    assert "warning" in validate.stdout
+    assert "TG_TOKEN_UNSET" in validate.stdout
     doctor = run_lemon(env, "doctor", "--json", cwd=tmp_path)
     checks = json.loads(doctor.stdout)["checks"]
     [channel] = [c for c in checks if c["name"] == "channels"]
-    assert channel["status"] == "fail" and "TG_TOKEN_UNSET" in channel["detail"]
+    assert channel["status"] == "fail"
+    assert "TG_TOKEN_UNSET" in channel["detail"]
     chat = run_lemon(env, "chat", "/echo still here", cwd=tmp_path)
     assert chat.returncode == 0, chat.stdout + chat.stderr
     assert chat.stdout.strip() == "still here"

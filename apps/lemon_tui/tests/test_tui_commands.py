@@ -70,8 +70,9 @@ async def test_model_lists_sets_and_resets_the_model(daemon: ControlPlane) -> No
         await run(pilot, app, "/model anthropic:claude-sonnet-4-20250514")
         await until(pilot, lambda: app.model is not None, "set")
         assert "claude-sonnet-4" in status_text(app)
-        assert "this session now uses anthropic:claude-sonnet-4-20250514 (set on the session" in notes(
-            app
+        assert (
+            "this session now uses anthropic:claude-sonnet-4-20250514 (set on the session"
+            in notes(app)
         )  # sessions.patch
         sonnet = app.model
         app.switch("agent:default:main:sub:elsewhere")

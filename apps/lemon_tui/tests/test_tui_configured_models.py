@@ -66,6 +66,4 @@ async def test_ctrl_o_picks_a_configured_providers_model(configured: ControlPlan
         assert [m.ref for m in picker.shown] == ["slow:fake-model"]
         await pilot.press("enter")
         await until(pilot, lambda: app.model == "slow:fake-model", "taken")
-        await until(
-            pilot, lambda: "this session now uses slow:fake-model" in notes(app), "said so"
-        )
+        await until(pilot, lambda: "this session now uses slow:fake-model" in notes(app), "said so")

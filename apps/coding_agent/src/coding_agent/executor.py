@@ -183,9 +183,7 @@ def resolve_model(
     model, key, variable = model_for(config, override, environ=env)
     if model.api == "offline":
         return model, provider_for(model)
-    return model, provider_for(
-        model, api_key=key, environ=env, retry=retry, key_variable=variable
-    )
+    return model, provider_for(model, api_key=key, environ=env, retry=retry, key_variable=variable)
 
 
 def model_for(
@@ -201,7 +199,9 @@ def model_for(
     configured = config.providers.get(name)
     if configured is not None and configured.kind == "offline":
         # the reference is kept (``local:main`` stays what usage and the picker name)
-        model = replace(offline_model(), provider=name, id=model_id) if model_id else offline_model()
+        model = (
+            replace(offline_model(), provider=name, id=model_id) if model_id else offline_model()
+        )
         return model, None, None
     catalogue = default_catalogue()
     try:
@@ -246,7 +246,9 @@ def check_model(
     building a provider or connecting: raises ``UnknownModelError`` (naming the known
     providers) or ``AuthError`` (a hosted model whose key variable is not set)."""
     model, key, variable = model_for(config, override, environ=environ)
-    if model.requires_key and not (key or environ.get(variable or api_key_variable(model.provider))):
+    if model.requires_key and not (
+        key or environ.get(variable or api_key_variable(model.provider))
+    ):
         raise AuthError(missing_key(model, variable), provider=model.provider, retryable=False)
     return model
 

@@ -24,13 +24,16 @@ def surface_problems(config: Config, home: Path) -> list[tuple[str, str]]:
         for text in webhook_problems(config.section(WebhooksConfig), environ=os.environ, home=home)
     ]
     telegram = config.section(ChannelsConfig).telegram
-    if telegram is not None and telegram.enabled:
-        if not (os.environ.get(telegram.token_env) or read_secrets(home).get(telegram.token_env)):
-            found.append(
-                (
-                    "channels",
-                    f"channels.telegram: no bot token: {telegram.token_env} is not set "
-                    "(environment or $LEMON_HOME/secrets.env); the channel stays off",
-                )
+    if (
+        telegram is not None
+        and telegram.enabled
+        and not (os.environ.get(telegram.token_env) or read_secrets(home).get(telegram.token_env))
+    ):
+        found.append(
+            (
+                "channels",
+                f"channels.telegram: no bot token: {telegram.token_env} is not set "
+                "(environment or $LEMON_HOME/secrets.env); the channel stays off",
             )
+        )
     return found

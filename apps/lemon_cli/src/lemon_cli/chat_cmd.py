@@ -334,7 +334,8 @@ async def _run_chat(
                 if message is not None:
                     code = await client.run_once(message)
                     usage = client.ended.usage if client.ended else None
-                    note = used_model_note(usage and usage.model, loaded.config, options.model)
+                    used = usage.model if usage is not None else None
+                    note = used_model_note(used, loaded.config, options.model)
                     if note:
                         print(note, file=sys.stderr, flush=True)
                     if options.json_output:

@@ -12,8 +12,8 @@ from lemon_webhooks._boot import (
     Webhooks,
     lemon_webhooks_app,
     resolve_webhooks,
-    webhook_problems,
     webhook_ingress,
+    webhook_problems,
     webhooks_app,
 )
 from lemon_webhooks._ingress import (
