@@ -31,18 +31,21 @@ def api_key_for(
     return env.get(variable) or read_secrets(home).get(variable) or None
 
 
-def model_problem(config: Config, ref: str, home: Path) -> str | None:
-    """Why a chat on ``ref`` cannot start, said before anything connects (an unknown provider
-    or model, naming the built-in and configured providers; a hosted model whose key variable
-    is not set), else ``None``. The check is the run's own (coding_agent's ``check_model``)."""
+def model_problem(config: Config, ref: str, home: Path) -> tuple[str, str] | None:
+    """Why a chat on ``ref`` cannot start, said before anything connects: ``(error code,
+    sentence)`` for an unknown provider or model (``model_unavailable``, naming the built-in
+    and configured providers) or a hosted model whose key variable is not set
+    (``provider_auth``), else ``None``. The check is the run's own (``check_model``)."""
     from coding_agent import check_model
-    from lemon_ai import LemonAiError
+    from lemon_ai import AuthError, LemonAiError
 
     environ = {**read_secrets(home), **os.environ}
     try:
         check_model(config, ref, environ=environ)
+    except AuthError as exc:
+        return "provider_auth", str(exc)
     except LemonAiError as exc:
-        return str(exc)
+        return "model_unavailable", str(exc)
     return None
 
 

@@ -168,7 +168,9 @@ def chat(
         console.print("lemon chat: give --session or --new, not both")
         raise typer.Exit(2)
     if model and (problem := model_problem(loaded.config, model, loaded.home)):
-        typer.echo(f"lemon chat: --model {model}: {problem}", err=True)
+        if as_json:
+            print(json.dumps({"ok": False, "error": problem[1], "error_code": problem[0]}))
+        typer.echo(f"lemon chat: --model {model}: {problem[1]}", err=True)
         raise typer.Exit(2)
     cwd = resolve_cwd(None)  # lemon_core's one rule: the real current directory
     key = session or session_for(cwd)

@@ -63,7 +63,7 @@ def validate() -> None:
     A key read under a deprecated spelling is listed as a warning with its new spelling, and an
     optional surface that would start degraded (a webhook endpoint whose secret variable is
     unset, a channel without its token) as a warning naming the variable; neither fails
-    validation (``lemon doctor`` counts the second as a problem)."""
+    validation (lemon doctor counts the second as a problem)."""
     console = make_console(emoji=False)
     try:
         loaded = load_config(sections=installed_sections())
