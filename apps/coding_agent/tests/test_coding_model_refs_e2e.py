@@ -81,3 +81,27 @@ def test_offline_references_resolve_to_the_offline_wire_and_the_error_stays_hone
     listed = str(caught.value).split("known providers: ")[1].split(".")[0].split(", ")
     for provider in listed:
         assert catalogue.resolve(f"{provider}:anything").provider == provider
+
+
+async def test_a_hosted_model_without_its_key_fails_naming_the_variable(
+    runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    port = runtime.context.capabilities.require(SESSION_PORT)
+    ended = await _run(
+        port,
+        RunRequest(
+            origin="test",
+            session_key=SESSION,
+            prompt="hi",
+            model="openai:gpt-4o-mini",
+            cwd=str(tmp_path),
+            tool_policy=ToolPolicy(),
+        ),
+    )
+    assert not ended.ok
+    assert ended.error is not None
+    assert "OPENAI_API_KEY is not set" in ended.error
+    assert "cannot reach" not in ended.error  # nothing connected
+    assert ended.error_code is not None
+    assert ended.error_code.value == "provider_auth"

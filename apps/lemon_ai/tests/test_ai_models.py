@@ -66,3 +66,20 @@ async def test_provider_for_picks_the_wire_and_the_key_variable() -> None:
     assert isinstance(provider, AnthropicMessagesProvider)
     await provider.aclose()
     assert isinstance(provider_for(offline_model(), environ={}), OfflineProvider)
+
+
+async def test_a_hosted_model_without_its_key_is_refused_before_connecting() -> None:
+    from lemon_ai import AuthError
+
+    hosted = default_catalogue().resolve("openai:gpt-4o-mini")
+    assert hosted.requires_key
+    with pytest.raises(AuthError, match="OPENAI_API_KEY is not set"):
+        provider_for(hosted, environ={})
+    with pytest.raises(AuthError, match="MY_KEY is not set"):
+        provider_for(hosted, environ={}, key_variable="MY_KEY")
+    provider = provider_for(hosted, environ={"OPENAI_API_KEY": "sk"})
+    await provider.aclose()
+    local = default_catalogue().resolve("ollama:llama3.2")
+    assert not local.requires_key  # a local server needs none
+    provider = provider_for(local, environ={})
+    await provider.aclose()

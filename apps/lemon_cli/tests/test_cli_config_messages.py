@@ -208,6 +208,9 @@ BROKEN: dict[str, tuple[str, str | None, int, list[str]]] = {
             "webhooks.endpoints",
             "warning $HOME/config.toml: gateway.idempotency_ttl_s: deprecated, still read; use "
             "webhooks.idempotency_ttl_s",
+            "warning webhooks.endpoints[0] ('ci'): its secret variable S is not set; set it in "
+            "the environment or in $HOME/secrets.env to the webhook's Standard Webhooks secret "
+            "(whsec_<base64>), or remove the webhook (this surface starts degraded)",
             "config ok ($HOME/config.toml)",
         ],
     ),

@@ -59,7 +59,8 @@ def test_config_validate_warns_of_a_deprecated_key_with_its_new_spelling_and_pas
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # the console wraps long lines
-    assert text.count("warning ") == 2, result.output
+    assert text.count("warning ") == 3, result.output  # two keys, and the endpoint's secret
+    assert "its secret variable S is not set" in text
     assert "gateway.ingress_enabled: deprecated, still read; use webhooks.enabled" in text
     assert "gateway.webhooks: deprecated, still read; use webhooks.endpoints" in text
     assert "config ok" in text

@@ -67,9 +67,10 @@ def test_json_is_one_document_with_the_answer_and_its_accounting(tmp_path: Path)
     assert document["cost_usd"] == 0.0
 
 
-def test_json_of_a_failed_run_has_its_typed_code_and_exit_1(tmp_path: Path) -> None:
+def test_json_of_a_refused_model_has_its_typed_code_and_exit_2(tmp_path: Path) -> None:
+    # an unknown model is a usage error said before the run (exit 2), still as a document
     done = run(["chat", "--json", "--model", "nosuch:model", "hi"], tmp_path / "home")
-    assert done.returncode == 1
+    assert done.returncode == 2
     document = json.loads(done.stdout)
     assert (document["ok"], document["error_code"]) == (False, "model_unavailable")
     assert "nosuch" in document["error"]

@@ -70,7 +70,10 @@ async def test_model_lists_sets_and_resets_the_model(daemon: ControlPlane) -> No
         await run(pilot, app, "/model anthropic:claude-sonnet-4-20250514")
         await until(pilot, lambda: app.model is not None, "set")
         assert "claude-sonnet-4" in status_text(app)
-        assert "(set on the session)" in notes(app)  # sessions.patch
+        assert (
+            "this session now uses anthropic:claude-sonnet-4-20250514 (set on the session"
+            in notes(app)
+        )  # sessions.patch
         sonnet = app.model
         app.switch("agent:default:main:sub:elsewhere")
         await until(pilot, lambda: app.model is None and "elsewhere" in status_text(app), "away")

@@ -4,6 +4,7 @@ offline provider, control plane on 127.0.0.1:<ephemeral>), over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,6 @@ import pytest
 from lemon_control_plane import ControlPlaneOptions
 from lemon_core.config import load_config
 from lemon_core.execution import VANISHED_RUN_LISTENER
-from lemon_core.runtime_errors import AppHookError
 from lemon_core.sessions import SESSION_PORT, RunEnded
 from lemon_infra import SQLiteIdempotencyStore
 from lemon_runtime import Runtime
@@ -43,12 +43,23 @@ async def test_disabled_ingress_mounts_nothing_and_the_route_is_404(
         assert not idempotency_store_path(runtime.home).exists()
 
 
-async def test_startup_refuses_a_webhook_whose_secret_is_unset(
-    boot: Callable[..., Runtime],
+async def test_a_webhook_whose_secret_is_unset_is_degraded_and_the_daemon_starts(
+    boot: Callable[..., Runtime], sign: Any, body: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = boot(secret=False)
-    with pytest.raises(AppHookError, match="LEMON_TEST_HOOK_SECRET is not set"):
-        await runtime.start()
+    # A broken optional surface (one endpoint) degrades that surface, said and logged; it
+    # does not block the daemon (nor every chat of the home).
+    caplog.set_level(logging.WARNING, logger="lemon_webhooks")
+    async with boot(secret=False) as runtime:
+        handle = runtime.handle("lemon_webhooks")
+        assert isinstance(handle, Webhooks)
+        assert "LEMON_TEST_HOOK_SECRET is not set" in handle.degraded["ci"]
+        assert handle.ingress is not None
+        assert "ci" in handle.ingress.statistics()["degraded"]
+        assert "LEMON_TEST_HOOK_SECRET is not set" in caplog.text
+        async with httpx.AsyncClient(base_url=daemon_url(runtime)) as http:
+            payload = body()
+            response = await http.post("/webhooks/ci", content=payload, headers=sign(payload))
+        assert response.status_code == 404  # the degraded endpoint is not served
 
 
 async def test_a_signed_webhook_runs_once_with_its_fixed_run_id(

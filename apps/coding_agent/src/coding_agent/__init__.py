@@ -45,6 +45,8 @@ if TYPE_CHECKING:
         CodingExecutor,
         ExecutorSettings,
         ExecutorStatistics,
+        check_model,
+        known_providers,
         resolve_model,
     )
     from coding_agent.policy import (
@@ -115,6 +117,8 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "CodingExecutor": ("coding_agent.executor", "CodingExecutor"),
     "ExecutorSettings": ("coding_agent.executor", "ExecutorSettings"),
     "ExecutorStatistics": ("coding_agent.executor", "ExecutorStatistics"),
+    "check_model": ("coding_agent.executor", "check_model"),
+    "known_providers": ("coding_agent.executor", "known_providers"),
     "resolve_model": ("coding_agent.executor", "resolve_model"),
     "DEFAULT_TOOL_POLICY": ("coding_agent.policy", "DEFAULT_TOOL_POLICY"),
     "FILE_TOOLS": ("coding_agent.policy", "FILE_TOOLS"),
@@ -191,6 +195,7 @@ __all__ = [
     "bash_tool",
     "build_system_prompt",
     "check_gate",
+    "check_model",
     "coding_tool_registry",
     "coding_tools",
     "config_secret_names",
@@ -201,6 +206,7 @@ __all__ = [
     "gate_tools",
     "grep_tool",
     "is_secret_name",
+    "known_providers",
     "ls_tool",
     "project_instruction_files",
     "read_tool",

@@ -181,31 +181,49 @@ _COMPACTION_CODES: Final = {
 
 class ModelCatalogImpl:
     """The models a run of this runtime can use (``MODEL_CATALOG``): the configured default
-    first, then the configured providers' defaults, then lemon_ai's built-in catalogue."""
+    first, then each configured provider's ``models = [...]``, then lemon_ai's built-in
+    catalogue. A model whose hosted API needs a key that is not set is listed with
+    ``unavailable`` naming the variable (resolved as a run resolves it)."""
 
     def __init__(self, config: Config, environ: Mapping[str, str]) -> None:
         self._config = config
         self._environ = environ
 
     def models(self) -> list[ModelInfo]:
-        from coding_agent.executor import resolve_model
-        from lemon_ai import LemonAiError, default_catalogue
+        from lemon_ai import default_catalogue
 
         found: dict[str, ModelInfo] = {}
-        default_ref: str | None = None
-        try:
-            model, _provider = resolve_model(self._config, environ=self._environ)
-        except LemonAiError:
-            pass
+        default_ref = self._config.defaults.model
+        if default_ref:
+            self._add(found, default_ref, default=True)
         else:
-            default_ref = model.ref
-            found[model.ref] = _info(model, default=True)
+            self._add(found, "offline:offline", default=True)
+        for name, provider in self._config.providers.items():
+            for model_id in provider.models:
+                self._add(found, f"{name}:{model_id}", default=False)
         for model in default_catalogue().models():
-            found.setdefault(model.ref, _info(model, default=model.ref == default_ref))
+            self._add(found, model.ref, default=False)
         return list(found.values())
 
+    def _add(self, found: dict[str, ModelInfo], ref: str, *, default: bool) -> None:
+        from coding_agent.executor import check_model, model_for
+        from lemon_ai import AuthError, LemonAiError
 
-def _info(model: Model, *, default: bool) -> ModelInfo:
+        if ref in found:
+            return
+        try:
+            model, _key, _variable = model_for(self._config, ref, environ=self._environ)
+        except LemonAiError:
+            return
+        unavailable = ""
+        try:
+            check_model(self._config, ref, environ=self._environ)
+        except AuthError as exc:
+            unavailable = str(exc)
+        found[model.ref] = _info(model, default=default, unavailable=unavailable)
+
+
+def _info(model: Model, *, default: bool, unavailable: str = "") -> ModelInfo:
     return ModelInfo(
         ref=model.ref,
         provider=model.provider,
@@ -215,4 +233,5 @@ def _info(model: Model, *, default: bool) -> ModelInfo:
         max_output=model.max_tokens,
         reasoning=model.reasoning,
         default=default,
+        unavailable=unavailable,
     )

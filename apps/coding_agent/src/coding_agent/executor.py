@@ -58,6 +58,7 @@ from coding_agent.session import SessionStore, Transcript
 from coding_agent.transcript_mirror import TranscriptMirror
 from coding_agent.workspace import CodingLimits
 from lemon_ai import (
+    AuthError,
     ImageContent,
     InvalidImageError,
     LemonAiError,
@@ -66,9 +67,11 @@ from lemon_ai import (
     Provider,
     RetryPolicy,
     UnknownModelError,
+    api_key_variable,
     check_images,
     decode_image,
     default_catalogue,
+    missing_key,
     offline_model,
     provider_for,
 )
@@ -92,6 +95,9 @@ __all__ = [
     "CodingExecutor",
     "ExecutorSettings",
     "ExecutorStatistics",
+    "check_model",
+    "known_providers",
+    "model_for",
     "resolve_model",
 ]
 
@@ -169,36 +175,91 @@ def resolve_model(
     A provider configured in ``[providers.<name>]`` is reached with its ``kind`` and
     ``base_url`` and the key from its ``api_key_env``; the catalogue still supplies the context
     window and prices when it knows the model. Raises ``UnknownModelError`` for a reference
-    neither the configuration nor the catalogue knows.
+    neither the configuration nor the catalogue knows (naming the built-in and configured
+    providers), and ``AuthError`` naming the variable for a hosted model without its key
+    (before anything connects).
     """
     env = os.environ if environ is None else environ
+    model, key, variable = model_for(config, override, environ=env)
+    if model.api == "offline":
+        return model, provider_for(model)
+    return model, provider_for(model, api_key=key, environ=env, retry=retry, key_variable=variable)
+
+
+def model_for(
+    config: Config, override: str | None = None, *, environ: Mapping[str, str]
+) -> tuple[Model, str | None, str | None]:
+    """What :func:`resolve_model` resolves, without building the provider: the model, the key
+    of its configured ``api_key_env`` (``None`` when unset or not configured) and that
+    variable's name (``None``: ``<PROVIDER>_API_KEY``)."""
     ref = override or config.defaults.model
     if not ref:
-        model = offline_model()
-        return model, provider_for(model)
+        return offline_model(), None, None
     name, _, model_id = ref.partition(":")
     configured = config.providers.get(name)
     if configured is not None and configured.kind == "offline":
-        model = offline_model()
-        return model, provider_for(model)
-    try:
-        model = default_catalogue().resolve(ref)
-    except UnknownModelError:
-        if configured is None or not model_id:
-            raise
-        model = Model(
-            provider=name,
-            id=model_id,
-            name=model_id,
-            api=configured.kind,
-            base_url=configured.base_url or _DEFAULT_BASE_URL[configured.kind],
+        # the reference is kept (``local:main`` stays what usage and the picker name)
+        model = (
+            replace(offline_model(), provider=name, id=model_id) if model_id else offline_model()
         )
+        return model, None, None
+    catalogue = default_catalogue()
+    try:
+        model = catalogue.resolve(ref)
+    except UnknownModelError:
+        if configured is not None and model_id:
+            model = Model(
+                provider=name,
+                id=model_id,
+                name=model_id,
+                api=configured.kind,
+                base_url=configured.base_url or _DEFAULT_BASE_URL[configured.kind],
+            )
+        elif name and model_id:
+            raise UnknownModelError(
+                f"unknown provider {name!r} in model reference {ref!r}; known providers: "
+                f"{known_providers(config)}. Add [providers.{name}] to the config (kind, "
+                "base_url, models) or use one of those"
+            ) from None
+        else:
+            raise
     key: str | None = None
+    variable: str | None = None
     if configured is not None:
-        model = replace(model, api=configured.kind, base_url=configured.base_url or model.base_url)
+        moved = bool(configured.base_url) and configured.base_url != model.base_url
+        model = replace(
+            model,
+            api=configured.kind,
+            base_url=configured.base_url or model.base_url,
+            requires_key=model.requires_key and not moved,
+        )
         if configured.api_key_env:
-            key = env.get(configured.api_key_env) or None
-    return model, provider_for(model, api_key=key, environ=env, retry=retry)
+            variable = configured.api_key_env
+            key = environ.get(variable) or None
+    return model, key, variable
+
+
+def check_model(
+    config: Config, override: str | None = None, *, environ: Mapping[str, str]
+) -> Model:
+    """The model a run on ``override`` would use, checked as the run checks it, without
+    building a provider or connecting: raises ``UnknownModelError`` (naming the known
+    providers) or ``AuthError`` (a hosted model whose key variable is not set)."""
+    model, key, variable = model_for(config, override, environ=environ)
+    if model.requires_key and not (
+        key or environ.get(variable or api_key_variable(model.provider))
+    ):
+        raise AuthError(missing_key(model, variable), provider=model.provider, retryable=False)
+    return model
+
+
+def known_providers(config: Config) -> str:
+    """The providers a model reference may name, for messages: the built-in ones, then the
+    configured ones."""
+    builtin = default_catalogue().providers()
+    configured = sorted(set(config.providers) - set(builtin))
+    text = "built-in " + ", ".join(builtin)
+    return text + ("; configured " + ", ".join(configured) if configured else "")
 
 
 def _decode_images(raw: tuple[Mapping[str, Any], ...]) -> tuple[ImageContent, ...]:
@@ -558,6 +619,13 @@ class CodingExecution:
             )
         try:
             model, provider, owned = self._model(config)
+        except AuthError as exc:  # a hosted model without its key: named, nothing connected
+            return ExecutionResult(
+                ok=False,
+                error=f"provider_auth: {exc}",
+                error_code=ErrorCode.PROVIDER_AUTH,
+                resume=resume,
+            )
         except LemonAiError as exc:  # an unknown provider or model: a clear failed run
             return ExecutionResult(
                 ok=False,

@@ -35,7 +35,7 @@ from lemon_ai.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from lemon_ai.factory import api_key_variable, create_provider, provider_for
+from lemon_ai.factory import api_key_variable, create_provider, missing_key, provider_for
 from lemon_ai.images import (
     IMAGE_MIME_TYPES,
     ImageLimits,
@@ -152,6 +152,7 @@ __all__ = [
     "decode_image",
     "default_catalogue",
     "image_note",
+    "missing_key",
     "offline_model",
     "parse_retry_after",
     "provider_for",

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from lemon_ai.errors import LemonAiUsageError
+from lemon_ai.errors import AuthError, LemonAiUsageError
 from lemon_ai.models import Api, Model
 from lemon_ai.provider import Provider
 from lemon_ai.retry import RetryPolicy
@@ -14,7 +14,7 @@ from lemon_ai.retry import RetryPolicy
 if TYPE_CHECKING:  # the HTTP stack is imported by the providers that use it, when built
     import httpx
 
-__all__ = ["api_key_variable", "create_provider", "provider_for"]
+__all__ = ["api_key_variable", "create_provider", "missing_key", "provider_for"]
 
 
 def create_provider(
@@ -58,6 +58,16 @@ def api_key_variable(provider: str) -> str:
     return provider.upper().replace("-", "_") + "_API_KEY"
 
 
+def missing_key(model: Model, variable: str | None = None) -> str:
+    """What to say when ``model`` needs a key (``requires_key``) and none is set: the
+    variable (``variable``, default ``<PROVIDER>_API_KEY``) and where to set it."""
+    name = variable or api_key_variable(model.provider)
+    return (
+        f"{model.ref} needs an API key and {name} is not set: set it in the environment or in "
+        f"$LEMON_HOME/secrets.env (`lemon setup` writes it), or pick another model"
+    )
+
+
 def provider_for(
     model: Model,
     *,
@@ -65,9 +75,17 @@ def provider_for(
     environ: Mapping[str, str] | None = None,
     client: httpx.AsyncClient | None = None,
     retry: RetryPolicy | None = None,
+    key_variable: str | None = None,
 ) -> Provider:
-    """The provider for ``model``: the given ``api_key``, else ``<PROVIDER>_API_KEY`` from
-    ``environ`` (default ``os.environ``), else none (fine for local servers and offline)."""
+    """The provider for ``model``: the given ``api_key``, else the variable ``key_variable``
+    (default ``<PROVIDER>_API_KEY``) from ``environ`` (default ``os.environ``), else none
+    (fine for local servers and offline).
+
+    A model that ``requires_key`` (a hosted API) and has none raises :class:`AuthError`
+    naming the variable, before anything connects."""
+    variable = key_variable or api_key_variable(model.provider)
     if api_key is None:
-        api_key = (os.environ if environ is None else environ).get(api_key_variable(model.provider))
+        api_key = (os.environ if environ is None else environ).get(variable)
+    if model.requires_key and not api_key:
+        raise AuthError(missing_key(model, variable), provider=model.provider, retryable=False)
     return create_provider(model.api, api_key=api_key or None, client=client, retry=retry)

@@ -53,6 +53,10 @@ class Model:
     cache_read_price: float = 0.0
     cache_write_price: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    requires_key: bool = False
+    """A hosted API that answers nothing without a key (the catalogue's OpenAI and Anthropic
+    models): :func:`~lemon_ai.provider_for` refuses to build its provider without one, naming
+    the variable, instead of letting the request fail at the network. Local servers need none."""
 
     @property
     def ref(self) -> str:
@@ -79,6 +83,7 @@ class ProviderTemplate:
     context_window: int = 32_768
     max_tokens: int = 4_096
     image_input: bool | None = None
+    requires_key: bool = False
 
     def model(self, model_id: str) -> Model:
         """A model of this provider with the template's defaults and zero prices."""
@@ -91,6 +96,7 @@ class ProviderTemplate:
             context_window=self.context_window,
             max_tokens=self.max_tokens,
             image_input=self.image_input,
+            requires_key=self.requires_key,
         )
 
 
@@ -135,6 +141,7 @@ def _hosted(
         output_price=prices[1],
         cache_read_price=prices[2],
         cache_write_price=prices[3],
+        requires_key=True,
     )
 
 
@@ -161,11 +168,11 @@ _BUILTIN: tuple[Model, ...] = (
 _TEMPLATES: tuple[ProviderTemplate, ...] = (
     ProviderTemplate(
         provider="openai", api="openai_completions", base_url="https://api.openai.com/v1",
-        context_window=128_000, max_tokens=16_384,
+        context_window=128_000, max_tokens=16_384, requires_key=True,
     ),
     ProviderTemplate(
         provider="anthropic", api="anthropic_messages", base_url="https://api.anthropic.com",
-        context_window=200_000, max_tokens=8_192,
+        context_window=200_000, max_tokens=8_192, requires_key=True,
     ),
     ProviderTemplate(provider="ollama", api="openai_completions",
                      base_url="http://127.0.0.1:11434/v1"),

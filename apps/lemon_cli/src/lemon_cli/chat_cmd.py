@@ -143,6 +143,7 @@ def chat(
     import secrets
 
     from lemon_cli._chat import ChatOptions, preapproved_for, session_for
+    from lemon_cli._models import model_problem
     from lemon_core.cwd import resolve_cwd
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
@@ -165,6 +166,11 @@ def chat(
         raise typer.Exit(2)
     if new and session is not None:
         console.print("lemon chat: give --session or --new, not both")
+        raise typer.Exit(2)
+    if model and (problem := model_problem(loaded.config, model, loaded.home)):
+        if as_json:
+            print(json.dumps({"ok": False, "error": problem[1], "error_code": problem[0]}))
+        typer.echo(f"lemon chat: --model {model}: {problem[1]}", err=True)
         raise typer.Exit(2)
     cwd = resolve_cwd(None)  # lemon_core's one rule: the real current directory
     key = session or session_for(cwd)
@@ -312,6 +318,7 @@ async def _run_chat(
     compact: bool = False,
 ) -> int:
     from lemon_cli._chat import ChatClient
+    from lemon_cli._models import used_model_note
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     booted = await _booted(loaded, console)
@@ -328,6 +335,11 @@ async def _run_chat(
                     client.start_reader()
                 if message is not None:
                     code = await client.run_once(message)
+                    usage = client.ended.usage if client.ended else None
+                    used = usage.model if usage is not None else None
+                    note = used_model_note(used, loaded.config, options.model)
+                    if note:
+                        print(note, file=sys.stderr, flush=True)
                     if options.json_output:
                         document = client.result_document()
                         document["via"] = getattr(runtime, "via", "in-process")

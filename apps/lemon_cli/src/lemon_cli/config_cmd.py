@@ -60,8 +60,10 @@ def print_status(console: Console) -> LoadedConfig | None:
 def validate() -> None:
     """Validate every config layer; exit 1 listing each problem (file, key, what, how to fix).
 
-    A key read under a deprecated spelling is listed as a warning with its new spelling; it
-    does not fail validation."""
+    A key read under a deprecated spelling is listed as a warning with its new spelling, and an
+    optional surface that would start degraded (a webhook endpoint whose secret variable is
+    unset, a channel without its token) as a warning naming the variable; neither fails
+    validation (lemon doctor counts the second as a problem)."""
     console = make_console(emoji=False)
     try:
         loaded = load_config(sections=installed_sections())
@@ -71,6 +73,13 @@ def validate() -> None:
         raise typer.Exit(1) from None
     for deprecation in loaded.deprecations:
         console.print(f"[yellow]warning[/yellow] {escape(deprecation.render())}", highlight=False)
+    from lemon_cli._surfaces import surface_problems
+
+    for _surface, text in surface_problems(loaded.config, loaded.home):
+        console.print(
+            f"[yellow]warning[/yellow] {escape(text)} (this surface starts degraded)",
+            highlight=False,
+        )
     sources = ", ".join(loaded.sources) or "defaults only"
     console.print(f"config ok ({sources})", highlight=False)
 

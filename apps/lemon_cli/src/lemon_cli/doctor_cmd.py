@@ -257,6 +257,17 @@ async def run_checks(
 
         for level, detail in await channel_check_lines(loaded.config, home):
             checks.append(Check(name="channels", status=level, detail=detail))  # type: ignore[arg-type]  # levels are ok|warn|fail
+        from lemon_cli._surfaces import surface_problems
+
+        for surface, detail in surface_problems(loaded.config, home):
+            if surface == "webhooks":  # (the channels' lines above say theirs)
+                checks.append(
+                    Check(
+                        name="webhooks",
+                        status="fail",
+                        detail=f"{detail}; the daemon serves the other endpoints without it",
+                    )
+                )
     from lemon_cli._daemon import daemon_summary
 
     checks.append(Check(name="daemon", status="ok", detail=daemon_summary(home)))

@@ -372,8 +372,11 @@ class Methods:
 
     async def models_list(self, conn: Connection, params: NoParams) -> Any:
         """The wire's ``models.list``: ``{models: [{id, provider, name, contextWindow,
-        maxOutput, supportsThinking, supportsVision, supportsStreaming}], summary}``; ``id`` is
-        the ``provider:model`` reference ``chat.send``'s ``model`` takes."""
+        maxOutput, supportsThinking, supportsVision, supportsStreaming, available,
+        unavailableReason?}], summary}``; ``id`` is the ``provider:model`` reference
+        ``chat.send``'s ``model`` takes (every configured provider's models are listed); a
+        model that cannot run as configured has ``available: false`` and says why (the
+        missing key's variable)."""
         assert self._models is not None
         rows = [
             {
@@ -386,6 +389,8 @@ class Methods:
                 "supportsVision": False,
                 "supportsStreaming": True,
                 "default": m.default,
+                "available": not m.unavailable,
+                **({"unavailableReason": m.unavailable} if m.unavailable else {}),
             }
             for m in self._models.models()
         ]

@@ -58,6 +58,9 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     reasoning: bool = False
     default: bool = False
     """The configured default model."""
+    unavailable: str = ""
+    """Why a run on it cannot start as configured (e.g. ``OPENAI_API_KEY is not set``);
+    empty when it can."""
 
 
 @runtime_checkable

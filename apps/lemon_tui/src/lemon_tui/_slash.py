@@ -67,11 +67,14 @@ async def set_model(app: LemonTUI, ref: str | None) -> None:
     session is patched too, so other clients see it."""
     app.model = ref
     daemon = offered(app.port, "sessions.patch")
-    where = "sent with each message from here"
-    if daemon is not None:
+    shown = escape(ref or "the daemon default")
+    if daemon is None:
+        app.note(f"model: {shown} (sent with each message from here)")
+    else:
         await daemon.call("sessions.patch", {"sessionKey": app.session, "model": ref})
-        where = "set on the session"
-    app.note(f"model: {escape(ref or 'the daemon default')} ({where})")
+        # Stored on the session: later one-shot chats in this directory use it too.
+        later = "" if ref is None else "; later `lemon chat` runs here too (/model default resets)"
+        app.note(f"this session now uses {shown} (set on the session{later})")
     app.paint_status()
 
 

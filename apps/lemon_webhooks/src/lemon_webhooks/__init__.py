@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         lemon_webhooks_app,
         resolve_webhooks,
         webhook_ingress,
+        webhook_problems,
         webhooks_app,
     )
     from lemon_webhooks._ingress import (
@@ -42,6 +43,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "lemon_webhooks_app": ("lemon_webhooks._boot", "lemon_webhooks_app"),
     "resolve_webhooks": ("lemon_webhooks._boot", "resolve_webhooks"),
     "webhook_ingress": ("lemon_webhooks._boot", "webhook_ingress"),
+    "webhook_problems": ("lemon_webhooks._boot", "webhook_problems"),
     "webhooks_app": ("lemon_webhooks._boot", "webhooks_app"),
     "REPLAY_WINDOW_MS": ("lemon_webhooks._ingress", "REPLAY_WINDOW_MS"),
     "WEBHOOK_ID_GUARD_SUFFIX": ("lemon_webhooks._ingress", "WEBHOOK_ID_GUARD_SUFFIX"),
@@ -87,6 +89,7 @@ __all__ = [
     "verify_webhook",
     "webhook_ingress",
     "webhook_openapi",
+    "webhook_problems",
     "webhooks_app",
 ]
 

@@ -8,7 +8,12 @@ request is a 503 with nothing reserved.
 
 ``[webhooks] enabled`` off (the default): no store is opened, nothing is mounted, nothing is
 registered; ``/webhooks/...`` is the control plane's 404. On: start resolves every endpoint's
-secret (a missing or malformed one refuses startup, naming the variable), opens the
+secret; an endpoint whose secret is missing or malformed (or whose session keys are wrong) is
+left out, *degraded*: logged as a warning naming the variable, listed in
+:attr:`Webhooks.degraded` and the ingress's ``statistics()``, its path a 404 (the other
+endpoints, the daemon and every chat go on; ``lemon doctor`` and ``lemon config validate``
+name it the same way, see :func:`webhook_problems`). Two endpoints with one id still refuse
+startup. Then start opens the
 idempotency store (:mod:`lemon_webhooks._store`), mounts the application at ``/webhooks``,
 registers it as ``VANISHED_RUN_LISTENER`` and starts the expiry sweep; leaving the lifespan
 undoes all of that. The app owns the ``[webhooks]`` section
@@ -43,6 +48,7 @@ __all__ = [
     "lemon_webhooks_app",
     "resolve_webhooks",
     "webhook_ingress",
+    "webhook_problems",
     "webhooks_app",
 ]
 
@@ -57,6 +63,18 @@ def resolve_webhooks(
 ) -> dict[str, Webhook]:
     """Every endpoint with its secret (the environment wins over ``secrets.env``); raise
     :class:`WebhooksConfigError` for a reused id or the first unset or malformed secret."""
+    webhooks, problems = usable_webhooks(configs, environ=environ, home=home)
+    if problems:
+        raise WebhooksConfigError(next(iter(problems.values())))
+    return webhooks
+
+
+def usable_webhooks(
+    configs: tuple[WebhookEndpointConfig, ...], *, environ: Mapping[str, str], home: Path
+) -> tuple[dict[str, Webhook], dict[str, str]]:
+    """The endpoints that can serve (with their secrets) and, by id, why each other one
+    cannot (its secret variable unset or malformed, a session key that is not its agent's);
+    raise :class:`WebhooksConfigError` for a reused id."""
     ids = [config.id for config in configs]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
@@ -66,6 +84,7 @@ def resolve_webhooks(
         )
     secrets: dict[str, str] | None = None
     out: dict[str, Webhook] = {}
+    problems: dict[str, str] = {}
     for index, config in enumerate(configs):
         where = f"webhooks.endpoints[{index}] ({config.id!r})"
         value = environ.get(config.secret_env, "").strip()
@@ -74,15 +93,35 @@ def resolve_webhooks(
                 secrets = read_secrets(home)
             value = secrets.get(config.secret_env, "").strip()
         if not value:
-            raise WebhooksConfigError(
+            problems[config.id] = (
                 f"{where}: its secret variable {config.secret_env} is not set; set it in the "
                 f"environment or in {home / 'secrets.env'} to the webhook's Standard Webhooks "
                 "secret (whsec_<base64>), or remove the webhook"
             )
-        secret = WebhookSecret.parse(value, name=f"{where}: {config.secret_env}")
-        _check_session_keys(config, where)
+            continue
+        try:
+            secret = WebhookSecret.parse(value, name=f"{where}: {config.secret_env}")
+            _check_session_keys(config, where)
+        except WebhooksConfigError as exc:
+            problems[config.id] = str(exc)
+            continue
         out[config.id] = Webhook.from_config(config, secret)
-    return out
+    return out, problems
+
+
+def webhook_problems(
+    config: WebhooksConfig, *, environ: Mapping[str, str], home: Path
+) -> list[str]:
+    """What start would say of ``config`` (``lemon doctor``, ``lemon config validate``): one
+    sentence per endpoint that would be degraded, or the reused id that refuses start; empty
+    when the ingress is off or every endpoint can serve."""
+    if not config.enabled:
+        return []
+    try:
+        _usable, problems = usable_webhooks(config.endpoints, environ=environ, home=home)
+    except WebhooksConfigError as exc:
+        return [str(exc)]
+    return list(problems.values())
 
 
 def _check_session_keys(config: WebhookEndpointConfig, where: str) -> None:
@@ -114,7 +153,9 @@ async def webhook_ingress(
     look at ``enabled``). ``faults`` is for tests only."""
     config = runtime.section(WebhooksConfig)
     env = os.environ if environ is None else environ
-    webhooks = resolve_webhooks(config.endpoints, environ=env, home=runtime.home)
+    webhooks, degraded = usable_webhooks(config.endpoints, environ=env, home=runtime.home)
+    for detail in degraded.values():
+        log.warning("webhook endpoint degraded (not served): %s", detail)
     capabilities = runtime.context.capabilities
     mounts = capabilities.require(HTTP_MOUNTS)
     store = await open_idempotency_store(
@@ -130,6 +171,7 @@ async def webhook_ingress(
             submit_timeout_s=config.submit_timeout_s,
             prefix=WEBHOOK_PREFIX,
             faults=faults,
+            degraded=degraded,
         )
         mounts.mount(WEBHOOK_PREFIX, ingress, owner="lemon_webhooks", description="webhook ingress")
         # A run of a webhook whose process died mid-run: its key answers outcome_unknown.
@@ -156,6 +198,11 @@ class Webhooks:
     """The app's handle: the running ingress, or ``None`` when ``[webhooks] enabled`` is off."""
 
     ingress: WebhookIngress | None = None
+
+    @property
+    def degraded(self) -> dict[str, str]:
+        """The configured endpoints not served, by id, each with why (empty when none)."""
+        return {} if self.ingress is None else dict(self.ingress.degraded)
 
 
 def webhooks_app(*, faults: IngressFaults | None = None) -> AppSpec[Webhooks]:

@@ -255,8 +255,11 @@ class WebhookIngress:
         clock_ms: Callable[[], int] = system_clock_ms,
         prefix: str = "/webhooks",
         faults: IngressFaults | None = None,
+        degraded: Mapping[str, str] | None = None,
     ) -> None:
         self.webhooks = dict(webhooks)
+        # configured endpoints not served (their path is a 404), by id: why (said at start)
+        self.degraded = dict(degraded or {})
         self.store = store
         self.submitter = submitter
         self.max_body_bytes = max_body_bytes
@@ -280,7 +283,11 @@ class WebhookIngress:
 
     def statistics(self) -> dict[str, Any]:
         """Answers given so far, by outcome."""
-        return {"webhooks": sorted(self.webhooks), "answers": dict(self._counts)}
+        return {
+            "webhooks": sorted(self.webhooks),
+            "degraded": dict(self.degraded),
+            "answers": dict(self._counts),
+        }
 
     async def run_vanished(self, run: VanishedRun) -> None:
         """The runtime's ``VANISHED_RUN_LISTENER``: a webhook's run whose process died
