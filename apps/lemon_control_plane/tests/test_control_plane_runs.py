@@ -160,3 +160,31 @@ async def test_a_steer_answers_with_the_run_that_carries_it(client: Client) -> N
         done = await c.completed(steered["runId"])
     assert done["payload"]["runId"] == steered["runId"]
     assert steered["runId"] == first, "the running answer took the steer"
+
+
+async def test_exec_approvals_get_lists_the_standing_grants_apart_from_the_pending(
+    client: Client,
+) -> None:
+    # Lemon's /approvals prints approvals[] as the standing policy; its resync re-adds only the
+    # entries with an approvalId: a grant is listed with its tool, hash and scope, never an id.
+    async with client() as c:
+        run_id, ask = await _asked(c)
+        asking = await c.call("exec.approvals.get")
+        assert [p["approvalId"] for p in asking["pending"]] == [ask["approvalId"]]
+        assert asking["summary"] == {"pending": 1, "grants": 0}
+        await c.call(
+            "exec.approval.resolve",
+            {"approvalId": ask["approvalId"], "decision": "approve_global"},
+        )
+        assert (await c.completed(run_id))["payload"]["ok"] is True
+        listed = await c.call("exec.approvals.get")
+    assert listed["pending"] == []
+    assert listed["summary"] == {"pending": 0, "grants": 1}
+    [grant] = listed["approvals"]
+    assert grant["tool"] == "bash"
+    assert grant["scope"] == "global"
+    assert grant["approved"] is True
+    assert isinstance(grant["actionHash"], str)
+    assert grant["actionHash"]
+    assert isinstance(grant["approvedAtMs"], int)
+    assert not {"approvalId", "approval_id", "id"} & set(grant)

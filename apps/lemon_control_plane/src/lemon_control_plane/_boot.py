@@ -22,7 +22,7 @@ from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.local_token import local_token_path
 from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
-from lemon_core.capabilities import MODEL_CATALOG
+from lemon_core.capabilities import APPROVALS, MODEL_CATALOG
 from lemon_core.config import DefaultsConfig
 from lemon_core.home import Home
 from lemon_core.mounts import HTTP_MOUNTS
@@ -67,6 +67,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
         mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
         config_view=lambda: runtime.config.to_builtins(),
         bus=runtime.bus,
+        approvals=runtime.context.capabilities.get(APPROVALS),
     ) as plane:
         yield plane
 

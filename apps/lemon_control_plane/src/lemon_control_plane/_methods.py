@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -72,6 +73,7 @@ from lemon_control_plane._wire import history_message, model_parts, session_row,
 from lemon_control_plane.bridge import EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
+from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import ModelCatalog, ModelInfo
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
@@ -86,6 +88,8 @@ from lemon_core.sessions import (
 from lemon_core.store import StoreError
 
 __all__ = ["LIMITS", "MAX_POSITION", "SCOPES", "Method", "Methods"]
+
+_log = logging.getLogger(__name__)
 
 SCOPES: Final = ("admin", "read", "write", "approvals", "pairing")
 _DECISIONS: Final = {
@@ -200,8 +204,10 @@ class Methods:
         models: ModelCatalog | None = None,
         *,
         config_view: ConfigView | None = None,
+        approvals: ExecApprovals | None = None,
     ) -> None:
         self._config_view = config_view
+        self._approvals = approvals
         self._port = port
         self._models = models
         self._bridge = bridge
@@ -688,9 +694,40 @@ class Methods:
         )
 
     async def approvals_get(self, conn: Connection, params: NoParams) -> Any:
+        """The pending requests and the standing grants (the runtime's live set, read afresh:
+        what ``lemon approvals revoke`` removed is gone). The terminal client's resync reads
+        ``approvals[]`` entries with an ``approvalId`` (the pending ones); its ``/approvals``
+        prints the rest as the standing policy, so a grant carries no approval id."""
         pending = self._bridge.pending_approvals()
-        # The terminal client's resync reads `approvals[]` entries with an approvalId.
-        return {"policy": {}, "approvals": pending, "pending": pending}
+        standing: list[dict[str, Any]] = []
+        unreadable = False
+        try:
+            grants = await self._approvals.list_grants() if self._approvals is not None else ()
+        except StoreError:  # the pending requests still answer; the listing says why not
+            _log.warning("exec.approvals.get: the grant store cannot be read", exc_info=True)
+            grants, unreadable = (), True
+        if grants:
+            for grant in grants:
+                standing.append(
+                    {
+                        "tool": grant.tool,
+                        "actionHash": grant.key,
+                        "scope": grant.scope,
+                        "owner": grant.owner,
+                        "approved": True,
+                        "approvedAtMs": grant.granted_at_ms,
+                    }
+                )
+        return {
+            "policy": {},
+            "approvals": [*pending, *standing],
+            "pending": pending,
+            "summary": {
+                "pending": len(pending),
+                "grants": len(standing),
+                **({"grantsUnavailable": "the grant store cannot be read"} if unreadable else {}),
+            },
+        }
 
     # -- subscriptions ------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopba
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
 from lemon_control_plane.tokens import StoredToken, TokenStore
+from lemon_core.approvals import ExecApprovals
 from lemon_core.bus import Bus
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.mounts import RESERVED_PATHS, HttpMounts
@@ -166,6 +167,7 @@ class ControlPlane:
         config_view: Callable[[], Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         bus: Bus | None = None,
+        approvals: ExecApprovals | None = None,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -215,7 +217,13 @@ class ControlPlane:
             bus=bus,
         )
         self._methods = Methods(
-            port, self.bridge, self.config, self._status, models, config_view=config_view
+            port,
+            self.bridge,
+            self.config,
+            self._status,
+            models,
+            config_view=config_view,
+            approvals=approvals,
         )
         self._methods.table["auth.loginNonce"] = Method(
             "auth.loginNonce", "admin", NoParams, self._login_nonce
