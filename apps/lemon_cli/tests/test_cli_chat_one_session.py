@@ -34,15 +34,16 @@ def _chat(
 ) -> tuple[subprocess.Popen[str], Path, Path]:
     """``lemon chat --session s1 MESSAGE`` started, its stdout and stderr in two files."""
     stdout, stderr = out / f"{message}.out", out / f"{message}.err"
-    proc = subprocess.Popen(
-        [str(LEMON), "chat", "--session", "s1", message],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout.open("w"),
-        stderr=stderr.open("w"),
-        text=True,
-        cwd=cwd,
-    )
+    with stdout.open("w") as out_file, stderr.open("w") as err_file:
+        proc = subprocess.Popen(
+            [str(LEMON), "chat", "--session", "s1", message],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out_file,
+            stderr=err_file,
+            text=True,
+            cwd=cwd,
+        )
     return proc, stdout, stderr
 
 
