@@ -66,7 +66,9 @@ class SessionFileLock:
         """The session's lock, waiting while another process holds it; None when the lock
         file cannot be used (logged: the run goes on without cross-process exclusion)."""
         try:
-            handle = await asyncio.to_thread(_open, directory, session_key)
+            # Opened here, not in a thread: a cancellation while a thread opened it would
+            # leave the file open (a local directory and file: no waiting on a network).
+            handle = _open(directory, session_key)
         except OSError as exc:
             log.warning("cannot open the session lock in %s: %r", directory, exc)
             return None
