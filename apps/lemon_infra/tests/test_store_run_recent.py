@@ -100,3 +100,19 @@ async def test_the_session_index_forgets_a_conversation_and_a_session() -> None:
     assert await index.get("k") is None
     assert await index.recent() == []
     assert not await index.delete("k")
+
+
+async def test_a_retry_attempt_is_the_same_run_in_the_session_index() -> None:
+    store = MemoryStore()
+    runs = RunStore(store)
+    await runs.finalize(_run("run_1", 1000))
+    retried = _run("run_1b", 2000)
+    await runs.finalize(RunSummary.from_dict({**retried.to_dict(), "retry_of": "run_1"}))
+    entry = await SessionIndexStore(store).get("agent:a:main")
+    assert entry is not None
+    assert entry.runs == 1  # the failed attempt and its retry are one run
+    assert entry.updated_at_ms == 2000
+    await runs.finalize(_run("run_2", 3000))
+    entry = await SessionIndexStore(store).get("agent:a:main")
+    assert entry is not None
+    assert entry.runs == 2

@@ -51,12 +51,14 @@ from lemon_agent import (
     TurnStartEvent,
 )
 from lemon_ai import (
+    AssistantMessage,
     Cost,
     ImageContent,
     Message,
     Model,
     Provider,
     TextDeltaEvent,
+    ToolCall,
     Usage,
     UserMessage,
 )
@@ -241,9 +243,16 @@ class CodingRun:
         # The prompt goes in as the conversation's last message (images attached) and is
         # written to the transcript before the model is asked: a crash mid-answer leaves it in
         # the session. The agent continues from it (it starts with no prompt of its own).
-        asked = UserMessage(content=self._job.prompt, images=self._images)
-        await self._transcript.append([asked])
-        history = [*self._history, asked]
+        retried = _retried_prompt(self._history, self._job)
+        if retried is not None:
+            # A retry of a run that failed with no answer: its prompt is already the
+            # transcript's last message (then, at most, the failed attempt's empty error
+            # reply). It is recorded once; the model is asked from it again.
+            history = retried
+        else:
+            asked = UserMessage(content=self._job.prompt, images=self._images)
+            await self._transcript.append([asked])
+            history = [*self._history, asked]
         self._persisted = len(history)
         self._agent = Agent(self._agent_config, messages=history)
 
@@ -467,6 +476,26 @@ class CodingRun:
             resume=self._resume,
             usage=run_usage,
         )
+
+
+def _retried_prompt(history: list[Message], job: ExecutionJob) -> list[Message] | None:
+    """For a retry attempt (``job.retry_of``) whose prompt the failed attempt already wrote:
+    the conversation to continue from, ending with that prompt (the failed attempt's empty
+    error reply left out); None otherwise (the prompt is appended as usual)."""
+    if job.retry_of is None or not history:
+        return None
+    messages = list(history)
+    last = messages[-1]
+    if (
+        isinstance(last, AssistantMessage)
+        and last.stop_reason in ("error", "aborted")
+        and not last.text.strip()
+        and not any(isinstance(b, ToolCall) for b in last.content)
+    ):
+        messages.pop()
+    if messages and isinstance(messages[-1], UserMessage) and messages[-1].content == job.prompt:
+        return messages
+    return None
 
 
 def _usable_skills(catalog: SkillCatalog) -> list[SkillSummary]:

@@ -146,6 +146,10 @@ class ChatClient:
         self.last_ok = True
         # Runs this client submitted and has not seen end (logical run ids, from receipts).
         self.waiting_for: set[str] = set()
+        # The ids this client's runs stream under: each logical run id (its first attempt)
+        # and the attempts of its retries (``RunPhaseNotice.retry_of``). The session's stream
+        # carries every run of the session (another client's too): only these are shown.
+        self.mine: set[str] = set()
         # tool cards opened (``╭─``) and not yet closed, by action id; a run that ends with
         # cards open closes them. ``swept`` remembers cards closed that way so a late
         # ``completed`` does not close them twice. Both bounded, oldest forgotten first.
@@ -161,6 +165,7 @@ class ChatClient:
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks = Supervisor("lemon_chat")
         self._live: Any = None  # rich.live.Live while an answer or a spinner is shown
+        self._err: Console | None = None  # status lines when stdout is not a terminal
         self._answer = ""
         self._status: str | None = None
         # For --json: what the run did (tool calls by action id, the end, denials).
@@ -246,6 +251,23 @@ class ChatClient:
         self.console.print(markup, highlight=False)
         self.mid_line = False
 
+    def _note(self, markup: str) -> None:
+        """A status line (queued, steering, cancelling...): on the terminal with the rest;
+        piped, on stderr, so stdout is the answer alone (``x=$(lemon chat ...)``)."""
+        if self.options.json_output:
+            return
+        if self.console.is_terminal:
+            self._line(markup)
+            return
+        self._note_console().print(markup, highlight=False)
+
+    def _note_console(self) -> Console:
+        if self._err is None:
+            self._err = Console(
+                stderr=True, emoji=False, highlight=False, soft_wrap=True, no_color=True
+            )
+        return self._err
+
     def _text(self, text: str) -> None:
         """Answer text: streamed as it comes, or (on a terminal) rendered as Markdown live."""
         if self.options.json_output:
@@ -328,22 +350,44 @@ class ChatClient:
         receipt = await self.port.submit(request)
         if receipt.status == "rejected":
             self.last_ok = False
-            self._line(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
+            self._note(f"[red]not accepted:[/] {escape(receipt.reason or 'rejected')}")
             return
         self.waiting_for.add(receipt.run_id)
+        self.mine.add(receipt.run_id)
         if receipt.status == "started":
             self._spin("thinking…")
         if receipt.status == "queued":
-            self._line(f"[dim]queued (position {(receipt.position or 0) + 1})[/]")
+            self._note(f"[dim]queued (position {(receipt.position or 0) + 1})[/]")
         elif receipt.status == "dispatched_to_active":
-            self._line("[dim]steering the running answer…[/]")
+            self._note("[dim]steering the running answer…[/]")
 
     async def cancel(self) -> bool:
         """Cancel the session's running answer (messages queued behind it stay queued)."""
         result = await self.port.cancel(session_key=self.session, include_queued=False)
         return result.cancelled > 0
 
+    def _is_mine(self, event: SessionEvent) -> bool:
+        """Whether ``event`` belongs to a run this client submitted (a retry's first phase
+        names the run it retries: its attempt id is adopted). Approval ends, overflow markers
+        and an approval of no run pass (they are matched, or recovered, on their own)."""
+        if isinstance(event, RunPhaseNotice) and event.retry_of in self.mine:
+            self.mine.add(event.run_id)
+        if isinstance(event, QueueNotice) and event.run_id in self.mine:
+            if event.outcome is QueueOutcomeKind.MERGED and event.into_run_id:
+                # Merged into a queued run: that run's answer answers this message too.
+                self.mine.add(event.into_run_id)
+                if event.run_id in self.waiting_for:
+                    self.waiting_for.add(event.into_run_id)
+            return True
+        if isinstance(event, TextDelta | ToolCard | RunPhaseNotice | RunEnded):
+            return event.run_id in self.mine
+        if isinstance(event, ApprovalAsked):
+            return event.run_id is None or event.run_id in self.mine
+        return True
+
     async def handle_event(self, event: SessionEvent) -> None:
+        if not self._is_mine(event):
+            return  # another client's run of this session: not this message's answer
         if isinstance(event, TextDelta):
             if event.seq <= self.recovered_seq.get(event.run_id, 0):
                 return  # already shown from the snapshot
@@ -357,11 +401,11 @@ class ChatClient:
         elif isinstance(event, QueueNotice):
             outcome = event.outcome
             if outcome is QueueOutcomeKind.STEERED:
-                self._line("[dim]steer taken by the running answer[/]")
+                self._note("[dim]steer taken by the running answer[/]")
             elif outcome is QueueOutcomeKind.FALLBACK_QUEUED:
-                self._line("[dim]steer not taken; queued as the next message[/]")
+                self._note("[dim]steer not taken; queued as the next message[/]")
             elif outcome is QueueOutcomeKind.MERGED:
-                self._line("[dim]merged into the queued message[/]")
+                self._note("[dim]merged into the queued message[/]")
             if outcome in _SETTLED:
                 self.waiting_for.discard(event.run_id)
         elif isinstance(event, RunPhaseNotice):
@@ -485,7 +529,7 @@ class ChatClient:
             self._line("[yellow]the session is changing quickly; some output was not shown[/]")
             return
         active = snapshot.active
-        if active is not None:
+        if active is not None and active.run_id in self.mine:
             self.recovered_seq[active.attempt_id] = active.text_seq
             self._line("[dim]… (output fell behind; the answer so far:)[/]")
             self._write(active.text)
@@ -645,7 +689,7 @@ class ChatClient:
             elif kind == "sigint":
                 if not await self.cancel():
                     return 130
-                self._line("[yellow]cancelling…[/]")
+                self._note("[yellow]cancelling…[/]")
             elif kind == "eof" and self.pending_approval is not None:
                 await self.answer_approval("deny")
         self._pause()

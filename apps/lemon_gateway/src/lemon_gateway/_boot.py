@@ -35,12 +35,17 @@ from lemon_gateway._section import GatewayConfig
 from lemon_infra import SQLiteStore
 from lemon_runtime import AppSpec, Runtime
 
-__all__ = ["lemon_gateway_app", "run_owners_dir"]
+__all__ = ["lemon_gateway_app", "run_owners_dir", "session_locks_dir"]
 
 
 def run_owners_dir(home: Path) -> Path:
     """Where the gateways of ``home`` keep their run-owner locks (see ``_recovery``)."""
     return Home(root=home).run_owners
+
+
+def session_locks_dir(home: Path) -> Path:
+    """Where the gateways of ``home`` take their sessions' locks (see ``_session_locks``)."""
+    return Home(root=home).store_dir / "session-locks"
 
 
 def _forward_vanished(capabilities: CapabilityRegistry) -> Callable[[VanishedRun], Awaitable[None]]:
@@ -67,6 +72,10 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[Gateway]:
         leases=runtime.leases,  # shared engine lock / slots when the store is shared
         # The default SQLite store: runs recorded in flight, a dead process's completed once.
         owners_dir=run_owners_dir(runtime.home)
+        if runtime.leases is None and isinstance(runtime.store, SQLiteStore)
+        else None,
+        # ... and the processes of one home run a session one at a time.
+        session_locks_dir=session_locks_dir(runtime.home)
         if runtime.leases is None and isinstance(runtime.store, SQLiteStore)
         else None,
     )

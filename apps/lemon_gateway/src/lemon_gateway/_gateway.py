@@ -117,6 +117,7 @@ class Gateway:
         leases: Leases | None = None,
         owner: str | None = None,
         owners_dir: Path | None = None,
+        session_locks_dir: Path | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.bus = bus
@@ -140,6 +141,9 @@ class Gateway:
         )
         # A local store: runs are recorded in flight under this owner's lock (_recovery).
         self._owners_dir = owners_dir if leases is None else None
+        #: A local store other processes of the home share: runs take their session's lock
+        #: here (lemon_gateway._session_locks); shared leases do that job across daemons.
+        self.session_locks: Path | None = session_locks_dir if leases is None else None
         self._owner_lock: OwnerLock | None = None
         self._vanished_hooks: list[VanishedHook] = []
         self._vanished_hook_errors = 0
@@ -808,6 +812,10 @@ class _RunServices:
     @property
     def records_in_flight(self) -> bool:
         return self._gateway.records_in_flight
+
+    @property
+    def session_locks(self) -> Path | None:
+        return self._gateway.session_locks
 
     def cancel(self, run_id: str, reason: str) -> bool:
         return self._gateway.cancel(run_id, reason)

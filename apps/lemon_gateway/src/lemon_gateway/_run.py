@@ -77,9 +77,12 @@ from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import Scheduler, SlotGrant
 from lemon_gateway._section import GatewayConfig
+from lemon_gateway._session_locks import SessionFileLock
 from lemon_gateway._shared import IN_FLIGHT, SharedLeases, lease_name, owner_lost
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lemon_gateway._worker import ThreadWorker
 
 __all__ = ["Run", "RunState"]
@@ -180,6 +183,12 @@ class RunOwner(Protocol):
         """Whether runs are recorded in flight on a local store from their start."""
         ...
 
+    @property
+    def session_locks(self) -> Path | None:
+        """Where runs take their session's cross-process lock (a store the processes of one
+        home share), or None (see :mod:`lemon_gateway._session_locks`)."""
+        ...
+
     def cancel(self, run_id: str, reason: str) -> bool:
         """Cancel the live run ``run_id`` (loop-only; see :meth:`Gateway.cancel`)."""
         ...
@@ -233,6 +242,7 @@ class Run:
         "_in_flight_key",
         "_keeper",
         "_parts",
+        "_session_lock",
         "_shared",
         "_store_abandoned",
         "_store_cancel",
@@ -275,6 +285,7 @@ class Run:
         # Shared leases (several daemons): the engine lease fences the run's durable writes.
         self.shared_engine: Lease | None = None
         self._shared: list[Lease] = []
+        self._session_lock: SessionFileLock | None = None
         self._keeper: asyncio.Task[None] | None = None
         self.lease_lost: str | None = None
         self.shared_resume: ResumeToken | None = None
@@ -381,7 +392,12 @@ class Run:
                 # completion), so finalisation must not see a stale cancellation request.
                 while task.cancelling():
                     task.uncancel()
-        await self.finalize(outcome)
+        try:
+            await self.finalize(outcome)
+        finally:
+            if self._session_lock is not None:  # finalisation itself was cut short
+                self._session_lock.release()
+                self._session_lock = None
 
     def _cancelled_outcome(self) -> _Outcome:
         reason = self.cancel_reason or "cancelled"
@@ -436,6 +452,14 @@ class Run:
                 )
             except LockTimeoutError:
                 return timed_out
+            if shared is None and gw.session_locks is not None:
+                # Another process on this home may run this session: one at a time, and
+                # this run continues what the previous one wrote (its resume state).
+                self._session_lock = await SessionFileLock.acquire(
+                    gw.session_locks, req.session_key
+                )
+                if self._session_lock is not None:
+                    await self._refresh_resume()
             if shared is not None:
                 # Keyed by the session (whatever resume token the run carries), so runs of
                 # one session exclude each other on every daemon.
@@ -830,6 +854,10 @@ class Run:
                 log.warning("run %s: clearing the in-flight record failed: %r", self.run_id, exc)
         if self._shared:
             await self._release_shared()
+        if self._session_lock is not None:
+            # After the resume state and the history: the next run of the session reads them.
+            self._session_lock.release()
+            self._session_lock = None
         if self.grant is not None:
             gw.scheduler.release(self.grant)
         completion = self._publish_completion(completion, duration_ms)

@@ -167,11 +167,18 @@ class SessionIndexStore:
         self._store = store
 
     async def record(self, summary: RunSummary) -> SessionIndexEntry:
-        """Count ``summary`` in its session's entry and move the session to the front."""
+        """Count ``summary`` in its session's entry and move the session to the front. A
+        retry attempt (``retry_of``) of the run the entry counted last is the same run: it
+        replaces that run's figures and is not counted again."""
         previous = await self.get(summary.session_key)
+        same_run = (
+            previous is not None
+            and summary.retry_of is not None
+            and previous.last_run_id == summary.retry_of
+        )
         entry = SessionIndexEntry(
             session_key=summary.session_key,
-            runs=(previous.runs if previous else 0) + 1,
+            runs=(previous.runs if previous else 0) + (0 if same_run else 1),
             last_run_id=summary.run_id,
             last_ok=summary.ok,
             last_error_code=summary.error_code,
