@@ -72,7 +72,10 @@ def _in_flight(home: Path) -> int:
 def _turns(env: dict[str, str], cwd: Path) -> list[str]:
     shown = run_lemon(env, "sessions", "show", "s1", cwd=cwd)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    return [line for line in shown.stdout.splitlines() if line.strip()]
+    # The transcript's lines (the first line says the session's workspace).
+    lines = [line for line in shown.stdout.splitlines() if line.strip()]
+    assert lines[0].startswith("workspace: "), lines
+    return lines[1:]
 
 
 def test_two_in_process_chats_on_one_session_keep_both_turns(
