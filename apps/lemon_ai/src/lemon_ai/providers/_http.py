@@ -32,6 +32,7 @@ from lemon_ai.models import Api, Model
 from lemon_ai.provider import StreamOptions
 from lemon_ai.retry import RetryPolicy, parse_retry_after
 from lemon_ai.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder, SSEError
+from lemon_core.config import redact_text
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=60.0)
 """Connect 10 s; 300 s between two reads of a stream (a slow model may think that long)."""
@@ -232,12 +233,15 @@ class HttpProvider:
                 response = await self._client.send(request, stream=True)
             except httpx.TimeoutException as exc:
                 error = ProviderConnectionError(
-                    f"{self.api}: timed out reaching {url}: {exc!r}", provider=self.api
+                    redact_text(f"{self.api}: timed out reaching {url}: {exc!r}"),
+                    provider=self.api,
                 )
             except httpx.TransportError as exc:
                 error = ProviderConnectionError(
-                    f"{self.api}: cannot reach {url}: {exc!r} (is the server running and the "
-                    "base_url right?)",
+                    redact_text(
+                        f"{self.api}: cannot reach {url}: {exc!r} (is the server running and "
+                        "the base_url right?)"
+                    ),
                     provider=self.api,
                 )
             else:
@@ -248,8 +252,10 @@ class HttpProvider:
                     raw = (await response.aread())[:500].decode("utf-8", "replace")
                     await response.aclose()
                     raise ProtocolError(
-                        f"{self.api}: expected an event stream from {url}, got {content_type!r}: "
-                        f"{raw}",
+                        redact_text(
+                            f"{self.api}: expected an event stream from {url}, got "
+                            f"{content_type!r}: {raw}"
+                        ),
                         provider=self.api,
                     )
                 raw_body = await response.aread()
