@@ -26,7 +26,15 @@ headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was s
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
 first (the bytecode cache written, as after the first start on any machine). Goals (issue 13):
-first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls.
+first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls; issue 32 (over
+``--messages 2000``): every page of scroll <= 16 ms and first paint <= 300 ms, each met only if
+met in 3 consecutive runs (the goal lines at the end say which).
+
+The transcript is virtual (only the blocks near the view are mounted): the blocks are handed
+over with ``add_all`` (``mount_all`` on a transcript without it), and every wait after the fill
+and after each page also lasts until the transcript's window has ``settled`` (mounted and
+measured): what the virtual transcript does for a page is inside the figure. The child passes
+the daemon's token (every daemon asks for one; without it the child never got online).
 """
 
 from __future__ import annotations
@@ -196,6 +204,31 @@ def main() -> None:
             continue
         unit = 1000 * statistics.median(values)
         print(f"{key:14} median {unit:8.1f} ms  (runs: {len(values)})")
+    for key, what, limit in _GOALS:
+        if key in seen:
+            print(_goal(what, seen[key], limit))
+
+
+# Issue 32: each goal is met only if it is met in 3 consecutive runs of one invocation.
+_GOALS = (
+    ("paint", "first paint", 0.300),
+    ("scroll_worst", "every page of scroll (the worst)", 0.016),
+)
+
+
+def _goal(what: str, values: list[float], limit: float) -> str:
+    """``goal ...: met (runs 1-3 of 5)`` or ``MISSED``, with the runs that met it."""
+    ok = [v <= limit for v in values]
+    met = [i + 1 for i, good in enumerate(ok) if good]
+    figures = ", ".join(f"{1000 * v:.0f}" for v in values)
+    head = f"goal {what} <= {1000 * limit:.0f} ms: "
+    for i in range(len(ok) - 2):
+        if all(ok[i : i + 3]):
+            return f"{head}met (runs {i + 1}-{i + 3} of {len(ok)}; per run ms: {figures})"
+    return (
+        f"{head}MISSED (met in runs {met or 'none'} of {len(ok)}, 3 consecutive needed; "
+        f"per run ms: {figures})"
+    )
 
 
 if __name__ == "__main__":

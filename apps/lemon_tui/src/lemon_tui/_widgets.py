@@ -18,7 +18,9 @@ from lemon_core.events import ApprovalDecision
 from lemon_core.sessions import ApprovalAsked, approval_arguments, approval_command
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+    from rich.measure import Measurement
+    from rich.segment import Segment
 
     from lemon_tui._transcript import Transcript
 
@@ -59,6 +61,7 @@ class Entry:
         self.view: EntryView | None = None
         self.height: int | None = None
         self.height_at = 0
+        self._estimated: tuple[int, int] | None = None  # (width, estimate)
 
     def make_view(self) -> EntryView:
         raise NotImplementedError
@@ -68,9 +71,13 @@ class Entry:
         raise NotImplementedError
 
     def estimate(self, width: int) -> int:
-        return self.margin_top + max(1, self.lines(width))
+        """``lines`` plus the top margin, kept until the entry changes (or the width)."""
+        if self._estimated is None or self._estimated[0] != width:
+            self._estimated = (width, self.margin_top + max(1, self.lines(width)))
+        return self._estimated[1]
 
     def changed(self) -> None:
+        self._estimated = None
         view = self.view
         if view is not None:
             view.entry_changed()
@@ -167,6 +174,36 @@ class NoteLine(Static, EntryView):
         self.update(self.entry.markup)
 
 
+class _Drawn:
+    """A Rich renderable drawn once per width: Textual renders an answer to measure its
+    height, then again to paint it, and a widget made again for an answer shown before (the
+    virtual transcript) draws the lines it drew, without rendering the Markdown again."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+        self._key: tuple[object, ...] | None = None
+        self._lines: list[list[Segment]] = []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        key = (options.max_width, options.justify, options.overflow, options.no_wrap)
+        if key != self._key:
+            self._lines = console.render_lines(
+                self.renderable, options.update(height=None), pad=False, new_lines=False
+            )
+            self._key = key
+        new_line = Segment.line()
+        for line in self._lines:
+            yield from line
+            yield new_line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.renderable)
+
+
 class AnswerEntry(Entry):
     """One assistant answer: its Markdown text and how it ended (``sealed``)."""
 
@@ -213,9 +250,11 @@ class AnswerEntry(Entry):
                 self.text, code_theme=theme, inline_code_lexer="text", inline_code_theme=theme
             )
             if self._sealed not in (None, "ok"):
-                self._renderable = Group(body, Text(f"({self._sealed})", style="dim italic"))
+                self._renderable = _Drawn(
+                    Group(body, Text(f"({self._sealed})", style="dim italic"))
+                )
             else:
-                self._renderable = body
+                self._renderable = _Drawn(body)
             self._drawn = key
         return self._renderable
 
