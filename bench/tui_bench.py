@@ -22,6 +22,12 @@ headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was s
   (Pilot's idle wait over the mounted widgets), the floor of that figure. ``--compare`` also
   scrolls a child that skips ``settle_memory()`` (the garbage collector then walks the whole
   transcript now and then: the worst steps).
+- ``scroll_cpu``: the same pages, the process's CPU time from the scroll call to idle (median
+  and worst): the work a page costs (the window mounted, laid out, the frame rendered and
+  composed). Added because ``scroll`` cannot go below Pilot's idle detection: it sleeps in
+  20 ms slices until one passes without work (``settle``, the floor, is about 21 ms), so a
+  page that works for 5 ms still reads 40 ms there. The CPU figure is also what the load of
+  the other jobs on this machine changes least.
 
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
@@ -118,18 +124,22 @@ async def main():
                 await pilot.pause()
                 settle.append(time.perf_counter() - start)
             out["settle"] = statistics.median(settle)
-            steps = []
+            steps, cpu = [], []
             for i in range(40):
-                start = time.perf_counter()
+                start, work = time.perf_counter(), time.process_time()
                 if i < 20:
                     view.scroll_page_up(animate=False)
                 else:
                     view.scroll_page_down(animate=False)
                 await idle()
                 steps.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - work)
             out["scroll"] = statistics.median(steps)
             out["scroll_worst"] = max(steps)
             out["scroll_steps"] = [round(x * 1000) for x in steps]
+            out["scroll_cpu"] = statistics.median(cpu)
+            out["scroll_cpu_worst"] = max(cpu)
+            out["scroll_cpu_steps"] = [round(x * 1000) for x in cpu]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -196,7 +206,7 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen = asyncio.run(_run(args.runs, args.messages, env, compare=args.compare))
     for key, values in seen.items():
-        if key.startswith("scroll_steps"):
+        if key.startswith(("scroll_steps", "scroll_cpu_steps")):
             print(f"{key:14} ms, last run: {values[-1]}")
             continue
         if key == "lines":
@@ -212,7 +222,8 @@ def main() -> None:
 # Issue 32: each goal is met only if it is met in 3 consecutive runs of one invocation.
 _GOALS = (
     ("paint", "first paint", 0.300),
-    ("scroll_worst", "every page of scroll (the worst)", 0.016),
+    ("scroll_worst", "every page of scroll until idle (the worst)", 0.016),
+    ("scroll_cpu_worst", "every page of scroll, its work (the worst)", 0.016),
 )
 
 
