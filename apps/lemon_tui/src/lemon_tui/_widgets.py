@@ -174,6 +174,21 @@ class NoteLine(Static, EntryView):
         self.update(self.entry.markup)
 
 
+_LEXER: list[object] = []
+
+
+def _text_lexer() -> object:
+    """Pygments' plain-text lexer, made once: Rich's Markdown looks its name up again for
+    every inline code span (``get_lexer_by_name``, a quarter of an answer's drawing); Rich's
+    ``Syntax`` takes a lexer as well as a name, with the same result (it is the lexer
+    ``Syntax`` makes for the name)."""
+    if not _LEXER:
+        from rich.syntax import Syntax
+
+        _LEXER.append(Syntax("", "text").lexer)  # the lexer Rich makes for the name
+    return _LEXER[0]
+
+
 class _Drawn:
     """A Rich renderable drawn once per width: Textual renders an answer to measure its
     height, then again to paint it, and a widget made again for an answer shown before (the
@@ -247,7 +262,10 @@ class AnswerEntry(Entry):
 
             theme = "monokai" if dark else "friendly"  # code blocks and inline code alike
             body = Markdown(
-                self.text, code_theme=theme, inline_code_lexer="text", inline_code_theme=theme
+                self.text,
+                code_theme=theme,
+                inline_code_lexer=_text_lexer(),  # type: ignore[arg-type]  # Syntax takes one
+                inline_code_theme=theme,
             )
             if self._sealed not in (None, "ok"):
                 self._renderable = _Drawn(
