@@ -106,3 +106,13 @@ async def test_a_long_session_mounts_only_what_is_near_the_view() -> None:
         assert newest.text.endswith("the newest")
         assert in_view(app, newest.text)
         assert len(mounted(app)) <= BOUND
+
+
+def test_only_the_most_recently_drawn_answers_keep_their_lines() -> None:
+    from lemon_tui._widgets import _DRAWN, _DRAWN_KEPT
+
+    answers = [AnswerEntry(f"answer {i} with `code`") for i in range(_DRAWN_KEPT + 10)]
+    drawn = [a.renderable(dark=True) for a in answers]
+    assert len(_DRAWN) <= _DRAWN_KEPT
+    assert answers[-1].renderable(dark=True) is drawn[-1]  # kept: not parsed again
+    assert answers[0].renderable(dark=True) is not drawn[0]  # dropped, drawn again when shown

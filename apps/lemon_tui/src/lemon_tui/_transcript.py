@@ -133,11 +133,9 @@ class Transcript(VerticalScroll):
         """Scroll so that ``entry`` is in view (mounted first if it is not)."""
         if entry.owner is not self:
             return
-        at = self.entries.index(entry)
-        tops = self._tops(self._width())
-        self._at_end = False
-        self.scroll_to(y=tops[at], animate=False, immediate=True)
-        self._sync()
+        if entry.view is None:  # far from the view: go there (the window follows)
+            tops = self._tops(self._width())
+            self.scroll_to(y=tops[self._index(entry)], animate=False, immediate=True)
         self.call_after_refresh(self._reveal_view, entry)
 
     def _reveal_view(self, entry: Entry) -> None:

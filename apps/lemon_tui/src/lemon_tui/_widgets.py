@@ -175,6 +175,8 @@ class NoteLine(Static, EntryView):
 
 
 _LEXER: list[object] = []
+_DRAWN_KEPT: Final = 64  # answers whose drawn lines are kept (the most recently drawn)
+_DRAWN: dict[AnswerEntry, None] = {}
 
 
 def _text_lexer() -> object:
@@ -274,6 +276,13 @@ class AnswerEntry(Entry):
             else:
                 self._renderable = _Drawn(body)
             self._drawn = key
+        _DRAWN.pop(self, None)
+        _DRAWN[self] = None
+        while len(_DRAWN) > _DRAWN_KEPT:
+            oldest = next(iter(_DRAWN))
+            del _DRAWN[oldest]
+            if oldest.view is None:  # drawn again if it comes back into view
+                oldest._drawn, oldest._renderable = None, ""
         return self._renderable
 
     def make_view(self) -> AnswerBlock:
