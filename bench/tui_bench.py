@@ -22,11 +22,25 @@ headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was s
   (Pilot's idle wait over the mounted widgets), the floor of that figure. ``--compare`` also
   scrolls a child that skips ``settle_memory()`` (the garbage collector then walks the whole
   transcript now and then: the worst steps).
+- ``scroll_cpu``: the same pages, the process's CPU time from the scroll call to idle (median
+  and worst): the work a page costs (the window mounted, laid out, the frame rendered and
+  composed). Added because ``scroll`` cannot go below Pilot's idle detection: it sleeps in
+  20 ms slices until one passes without work (``settle``, the floor, is about 21 ms), so a
+  page that works for 5 ms still reads 40 ms there. The CPU figure is also what the load of
+  the other jobs on this machine changes least.
 
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
 first (the bytecode cache written, as after the first start on any machine). Goals (issue 13):
-first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls.
+first paint <= 400 ms, echo <= 16 ms, a long transcript scrolls without stalls; issue 32 (over
+``--messages 2000``): every page of scroll <= 16 ms and first paint <= 300 ms, each met only if
+met in 3 consecutive runs (the goal lines at the end say which).
+
+The transcript is virtual (only the blocks near the view are mounted): the blocks are handed
+over with ``add_all`` (``mount_all`` on a transcript without it), and every wait after the fill
+and after each page also lasts until the transcript's window has ``settled`` (mounted and
+measured): what the virtual transcript does for a page is inside the figure. The child passes
+the daemon's token (every daemon asks for one; without it the child never got online).
 """
 
 from __future__ import annotations
@@ -53,7 +67,8 @@ from lemon_tui import LemonTUI, websocket_connector
 
 async def main():
     from textual import events
-    app = LemonTUI(websocket_connector(sys.argv[1]), where=sys.argv[1])
+    url, token = sys.argv[1].split(" ", 1)  # every daemon asks for its token
+    app = LemonTUI(websocket_connector(url, token=token), where=url)
     async with app.run_test(size=(80, 24)) as pilot:
         while app.first_paint_at is None:
             await asyncio.sleep(0)
@@ -81,13 +96,23 @@ async def main():
                 block = AnswerBlock()
                 block.replace_text(answer)
                 blocks.append(block)
-            start = time.perf_counter()
-            await app.transcript.mount_all(blocks)
-            await pilot.pause()
-            out["fill"] = time.perf_counter() - start
             view = app.transcript
+
+            async def idle():
+                # Idle, and (a virtual transcript) its window mounted and measured.
+                await pilot.pause()
+                while not getattr(view, "settled", True):
+                    await pilot.pause()
+
+            start = time.perf_counter()
+            if hasattr(view, "add_all"):  # the virtual transcript: the same blocks handed over
+                view.add_all(blocks)
+            else:
+                await view.mount_all(blocks)
+            await idle()
+            out["fill"] = time.perf_counter() - start
             view.scroll_end(animate=False)
-            await pilot.pause()
+            await idle()
             if freeze:
                 start = time.perf_counter()
                 app.settle_memory()  # what the end of each run does in the app
@@ -99,18 +124,22 @@ async def main():
                 await pilot.pause()
                 settle.append(time.perf_counter() - start)
             out["settle"] = statistics.median(settle)
-            steps = []
+            steps, cpu = [], []
             for i in range(40):
-                start = time.perf_counter()
+                start, work = time.perf_counter(), time.process_time()
                 if i < 20:
                     view.scroll_page_up(animate=False)
                 else:
                     view.scroll_page_down(animate=False)
-                await pilot.pause()
+                await idle()
                 steps.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - work)
             out["scroll"] = statistics.median(steps)
             out["scroll_worst"] = max(steps)
             out["scroll_steps"] = [round(x * 1000) for x in steps]
+            out["scroll_cpu"] = statistics.median(cpu)
+            out["scroll_cpu_worst"] = max(cpu)
+            out["scroll_cpu_steps"] = [round(x * 1000) for x in cpu]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -149,7 +178,7 @@ async def _run(
         async with Runtime(profile="daemon", config=loaded, options=options) as runtime:
             plane = runtime.handle("lemon_control_plane")
             assert isinstance(plane, ControlPlane)
-            ui = [sys.executable, "-c", _CHILD, plane.ws_url]
+            ui = [sys.executable, "-c", _CHILD, f"{plane.ws_url} {plane.local_token}"]
             await _child([*ui, "0", "1"], env)  # a warm-up (the bytecode cache is written)
             for _ in range(runs):
                 took, _ = await _child([sys.executable, "-c", "pass"], env)
@@ -177,7 +206,7 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen = asyncio.run(_run(args.runs, args.messages, env, compare=args.compare))
     for key, values in seen.items():
-        if key.startswith("scroll_steps"):
+        if key.startswith(("scroll_steps", "scroll_cpu_steps")):
             print(f"{key:14} ms, last run: {values[-1]}")
             continue
         if key == "lines":
@@ -185,6 +214,32 @@ def main() -> None:
             continue
         unit = 1000 * statistics.median(values)
         print(f"{key:14} median {unit:8.1f} ms  (runs: {len(values)})")
+    for key, what, limit in _GOALS:
+        if key in seen:
+            print(_goal(what, seen[key], limit))
+
+
+# Issue 32: each goal is met only if it is met in 3 consecutive runs of one invocation.
+_GOALS = (
+    ("paint", "first paint", 0.300),
+    ("scroll_worst", "every page of scroll until idle (the worst)", 0.016),
+    ("scroll_cpu_worst", "every page of scroll, its work (the worst)", 0.016),
+)
+
+
+def _goal(what: str, values: list[float], limit: float) -> str:
+    """``goal ...: met (runs 1-3 of 5)`` or ``MISSED``, with the runs that met it."""
+    ok = [v <= limit for v in values]
+    met = [i + 1 for i, good in enumerate(ok) if good]
+    figures = ", ".join(f"{1000 * v:.0f}" for v in values)
+    head = f"goal {what} <= {1000 * limit:.0f} ms: "
+    for i in range(len(ok) - 2):
+        if all(ok[i : i + 3]):
+            return f"{head}met (runs {i + 1}-{i + 3} of {len(ok)}; per run ms: {figures})"
+    return (
+        f"{head}MISSED (met in runs {met or 'none'} of {len(ok)}, 3 consecutive needed; "
+        f"per run ms: {figures})"
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ uncertain prefix) and deltas the snapshot already holds (``seq <= text_seq``) ar
 A dropped connection is re-opened with backoff and recovered the same way.
 
 The editor is ``_editor``, the slash commands and pickers' work ``_slash`` (with
-``_pickers``), the blocks and cards ``_widgets``; what the app shows is in the app README.
+``_pickers``), the blocks and cards ``_widgets`` (entries and the widgets made from them),
+the virtual transcript that mounts only those near the view ``_transcript``; what the app
+shows is in the app README.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from typing import ClassVar, Final, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.widget import Widget
 from textual.widgets import Static
 
 from lemon_core.events import ApprovalDecision, ErrorCode, QueueOutcomeKind, RunPhase
@@ -59,15 +59,17 @@ from lemon_tui._slash import (
 )
 from lemon_tui._text import escape
 from lemon_tui._theme import THEMES, Shade, pick_shade
+from lemon_tui._transcript import Transcript
 from lemon_tui._widgets import (
-    AnswerBlock,
+    AnswerEntry,
     ApprovalPanel,
     Back,
-    NoteLine,
+    CardEntry,
+    Entry,
+    NoteEntry,
     Status,
     StatusLine,
-    ToolCardView,
-    UserBlock,
+    UserEntry,
     question,
 )
 
@@ -116,7 +118,7 @@ def _k(tokens: int) -> str:
     return str(tokens)
 
 
-def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
+def _same_call(card: CardEntry, asked: ApprovalAsked) -> bool:
     """Whether an open card is the call an approval is about (same tool; same path when
     both name one: the approval's is resolved to an absolute path)."""
     if not card.title.startswith(asked.tool):
@@ -126,12 +128,12 @@ def _same_call(card: ToolCardView, asked: ApprovalAsked) -> bool:
     return not isinstance(path, str) or not named or path.endswith(named)
 
 
-def _history_card(entry: TranscriptEntry) -> ToolCardView:
+def _history_card(entry: TranscriptEntry) -> CardEntry:
     """A tool call of the history, shown with its real outcome (ran ok / failed, or denied /
     expired / cancelled: it did not run or did not finish), as the transcript records it."""
     name = entry.tool or entry.text.split(":", 1)[0]
     body = entry.text.removeprefix(f"{name}:").strip() if entry.tool else entry.text
-    card = ToolCardView(f"history-{entry.index}", name)
+    card = CardEntry(f"history-{entry.index}", name)
     if entry.outcome in (None, "ok", "failed"):
         card.complete(entry.outcome != "failed", body)
     else:
@@ -205,13 +207,13 @@ class LemonTUI(App[int]):
         self.port: ClientPort | None = None
         self.status = Status(session=session)
         self.waiting_for: set[str] = set()
-        self.answer: AnswerBlock | None = None
+        self.answer: AnswerEntry | None = None
         # The run being shown and its last block (answer or card): what it says next goes
         # right after that, in its place, even when messages were sent below it meanwhile.
-        self.tail: Widget | None = None
+        self.tail: Entry | None = None
         self.tail_run: str | None = None
-        self.noted: dict[str, UserBlock] = {}  # run id -> its message with a note (bounded)
-        self.cards: dict[str, ToolCardView] = {}  # open cards by action id
+        self.noted: dict[str, UserEntry] = {}  # run id -> its message with a note (bounded)
+        self.cards: dict[str, CardEntry] = {}  # open cards by action id
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
         self.to_ask: deque[ApprovalAsked] = deque()
@@ -227,11 +229,13 @@ class LemonTUI(App[int]):
         self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
         self._stream: SessionStream | None = None
         self._switched = True  # the first watch shows the session's recent history
+        # Kept here, not queried: a worker may still add to it while the app shuts down.
+        self._transcript = Transcript(id="transcript")
 
     # -- layout ----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(id="transcript")
+        yield self._transcript
         hints = CommandHints(id="hints")
         yield hints
         editor = Editor(
@@ -255,26 +259,30 @@ class LemonTUI(App[int]):
         self.run_worker(self._follow_loop(), name="connection", exit_on_error=True)
 
     @property
-    def transcript(self) -> VerticalScroll:
-        return self.query_one("#transcript", VerticalScroll)
+    def transcript(self) -> Transcript:
+        """The virtual transcript (``_transcript``): every entry kept, widgets only near the
+        view."""
+        return self._transcript
 
-    def _add(self, widget: Widget) -> None:
-        self.transcript.mount(widget)
-        self._follow_end()
+    def _add(self, entry: Entry, *, follow: bool = False) -> None:
+        """At the end; ``follow``: what the person did (a message, a command's answer) brings
+        the view back to the end, other output only while the view is there."""
+        self.transcript.add(entry)
+        self.transcript.follow(force=follow)
 
     def _follow_end(self) -> None:
-        """Keep the newest output in view once the layout caught up (Markdown grows later)."""
-        self.call_after_refresh(self.transcript.scroll_end, animate=False)
+        """Keep the newest output in view, unless the person scrolled up."""
+        self.transcript.follow()
 
-    def _add_for_run(self, widget: Widget) -> None:
+    def _add_for_run(self, entry: Entry) -> None:
         """Show a block of the run being shown: after its last block, else at the end."""
         tail = self.tail
-        if tail is not None and tail.parent is self.transcript:
-            self.transcript.mount(widget, after=tail)
+        if tail is not None and self.transcript.holds(tail):
+            self.transcript.add(entry, after=tail)
             self._follow_end()
         else:
-            self._add(widget)
-        self.tail = widget
+            self._add(entry)
+        self.tail = entry
 
     def _run_seen(self, run_id: str) -> None:
         """An event of ``run_id``: a run other than the one shown starts a new place (at the
@@ -290,7 +298,7 @@ class LemonTUI(App[int]):
             block.set_note(note)
 
     def note(self, markup: str) -> None:
-        self._add(NoteLine(markup))
+        self._add(NoteEntry(markup), follow=True)
 
     async def _learn_models(self) -> None:
         """The catalogue, for the gauge's context window (quietly absent when not offered)."""
@@ -448,16 +456,18 @@ class LemonTUI(App[int]):
         if not history:
             self.recoveries += 1
         if history:
+            shown: list[Entry] = []
             for entry in snapshot.messages:
                 if entry.role == "user":
-                    self._add(UserBlock(entry.text))
+                    shown.append(UserEntry(entry.text))
                 elif entry.role == "assistant":
-                    block = AnswerBlock()
-                    block.replace_text(entry.text)
+                    block = AnswerEntry(entry.text)
                     block.sealed = "ok"
-                    self._add(block)
+                    shown.append(block)
                 elif entry.role == "tool":
-                    self._add(_history_card(entry))
+                    shown.append(_history_card(entry))
+            self.transcript.add_all(shown)
+            self.transcript.follow(force=True)
             self.call_after_refresh(self.settle_memory)
         active = snapshot.active
         if active is not None:
@@ -465,7 +475,7 @@ class LemonTUI(App[int]):
             self.recovered_seq[active.attempt_id] = active.text_seq
             self._run_seen(active.run_id)
             if self.answer is None:
-                self.answer = AnswerBlock()
+                self.answer = AnswerEntry()
                 self._add_for_run(self.answer)
             self.answer.replace_text(active.text)
         elif not history and self.answer is not None:
@@ -494,7 +504,7 @@ class LemonTUI(App[int]):
                 return  # the snapshot already held it
             self._run_seen(event.run_id)
             if self.answer is None:
-                self.answer = AnswerBlock()
+                self.answer = AnswerEntry()
                 self._add_for_run(self.answer)
             self.answer.append_text(event.text)
             self._follow_end()
@@ -527,7 +537,7 @@ class LemonTUI(App[int]):
             if event.action_id in self.sealed_cards:
                 return  # sealed when its run ended; a late phase changes nothing
             self._run_seen(event.run_id)
-            card = ToolCardView(event.action_id, event.title, event.detail)
+            card = CardEntry(event.action_id, event.title, event.detail)
             self.cards[event.action_id] = card
             self._add_for_run(card)
             if self.answer is not None:
@@ -560,8 +570,7 @@ class LemonTUI(App[int]):
         self._ran(event.run_id, "" if event.ok else label)
         shown = self.tail_run == event.run_id
         if self.answer is None and event.ok and event.answer and not self._shown_answer(shown):
-            self.answer = AnswerBlock()
-            self.answer.replace_text(event.answer)
+            self.answer = AnswerEntry(event.answer)
             if shown:
                 self._add_for_run(self.answer)
             else:
@@ -593,9 +602,8 @@ class LemonTUI(App[int]):
         """Whether the run's last block (``shown``: the run is the one shown), else the
         transcript's, is an answer (streamed, then sealed)."""
         if shown:
-            return isinstance(self.tail, AnswerBlock)
-        children = self.transcript.children
-        return bool(children) and isinstance(children[-1], AnswerBlock)
+            return isinstance(self.tail, AnswerEntry)
+        return isinstance(self.transcript.last, AnswerEntry)
 
     # -- approvals ---------------------------------------------------------------------------------
 
@@ -778,8 +786,8 @@ class LemonTUI(App[int]):
         note = {"queued": "queued", "dispatched_to_active": "steering"}.get(receipt.status, "")
         if mode == "interrupt" and receipt.status != "started":
             note = "interrupting"
-        block = UserBlock(text, note=note)
-        self._add(block)  # at the end; the running answer goes on in its own place
+        block = UserEntry(text, note=note)
+        self._add(block, follow=True)  # at the end; the running answer goes on in its own place
         if note:
             self.noted[receipt.run_id] = block
             while len(self.noted) > _REMEMBERED:
@@ -799,11 +807,11 @@ class LemonTUI(App[int]):
 
     def action_toggle_output(self) -> None:
         """Ctrl+T: unfold (or fold) the newest tool card that has more to show."""
-        for card in reversed(list(self.query(ToolCardView))):
-            if card.foldable:
+        for card in reversed(self.transcript.entries):
+            if isinstance(card, CardEntry) and card.foldable:
                 card.toggle()
                 if card.expanded:
-                    self.call_after_refresh(self.transcript.scroll_to_widget, card)
+                    self.transcript.reveal(card)
                 return
         self.note("no tool output to unfold")
 
@@ -911,7 +919,7 @@ class LemonTUI(App[int]):
         self.recovered_seq.clear()
         self.to_ask.clear()
         gc.unfreeze()  # the removed widgets may be collected (see settle_memory)
-        self.transcript.remove_children()
+        self.transcript.clear()
         self.note(f"session {escape(session)}")
         self._switched = True
         if self._stream is not None:

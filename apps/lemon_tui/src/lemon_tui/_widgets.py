@@ -18,7 +18,11 @@ from lemon_core.events import ApprovalDecision
 from lemon_core.sessions import ApprovalAsked, approval_arguments, approval_command
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+    from rich.measure import Measurement
+    from rich.segment import Segment
+
+    from lemon_tui._transcript import Transcript
 
 from lemon_tui._diff import diff_markup, diff_stat, tool_diff
 from lemon_tui._text import clip, escape
@@ -28,73 +32,230 @@ _ONE_LINE: Final = 200
 _OUTPUT_LINES: Final = 60
 _PANEL_DIFF: Final = 200
 
-__all__ = ["AnswerBlock", "ApprovalPanel", "NoteLine", "StatusLine", "ToolCardView", "UserBlock"]
+__all__ = [
+    "AnswerBlock",
+    "AnswerEntry",
+    "ApprovalPanel",
+    "CardEntry",
+    "Entry",
+    "EntryView",
+    "NoteEntry",
+    "NoteLine",
+    "StatusLine",
+    "ToolCardView",
+    "UserBlock",
+    "UserEntry",
+]
 
 
-class UserBlock(Static):
+class Entry:
+    """One message of the transcript: its state, kept whether a widget shows it or not (the
+    transcript mounts widgets only near the view, ``_transcript``). ``view`` is the widget
+    showing it now, if any; ``height`` its last measured height (lines, with its top margin)
+    at width ``height_at``."""
+
+    margin_top = 0
+
+    def __init__(self) -> None:
+        self.owner: Transcript | None = None
+        self.view: EntryView | None = None
+        self.height: int | None = None
+        self.height_at = 0
+        self._estimated: tuple[int, int] | None = None  # (width, estimate)
+
+    def make_view(self) -> EntryView:
+        raise NotImplementedError
+
+    def lines(self, width: int) -> int:
+        """An estimate of the content's height at ``width`` (until it is measured)."""
+        raise NotImplementedError
+
+    def estimate(self, width: int) -> int:
+        """``lines`` plus the top margin, kept until the entry changes (or the width)."""
+        if self._estimated is None or self._estimated[0] != width:
+            self._estimated = (width, self.margin_top + max(1, self.lines(width)))
+        return self._estimated[1]
+
+    def changed(self) -> None:
+        self._estimated = None
+        view = self.view
+        if view is not None:
+            view.entry_changed()
+        if self.owner is not None:
+            self.owner.entry_changed(self)
+
+
+def _wrapped(text: str, width: int) -> int:
+    width = max(1, width)
+    return sum(max(1, -(-len(line) // width)) for line in text.splitlines() or [""])
+
+
+class EntryView(Widget):
+    """A widget showing an entry (the base of the transcript's widgets below)."""
+
+    entry: Entry
+
+    def entry_changed(self) -> None:
+        raise NotImplementedError
+
+
+class UserEntry(Entry):
+    margin_top = 1
+
+    def __init__(self, text: str, note: str = "") -> None:
+        super().__init__()
+        self.text = text
+        self.note = note
+
+    def set_note(self, note: str) -> None:
+        self.note = note
+        self.changed()
+
+    def markup(self) -> str:
+        note = self.note
+        return escape(self.text) + (f" [dim]({escape(note)})[/]" if note else "")
+
+    def lines(self, width: int) -> int:
+        return _wrapped(self.text + f" ({self.note})" * bool(self.note), width - 3)
+
+    def make_view(self) -> UserBlock:
+        return UserBlock(entry=self)
+
+
+class UserBlock(Static, EntryView):
     """What the person typed."""
 
     DEFAULT_CSS = """
     UserBlock { margin: 1 0 0 0; padding: 0 1; border-left: thick $accent; }
     """
 
-    def __init__(self, text: str, *, note: str = "") -> None:
-        super().__init__()
-        self.text = text
-        self.note = note
-        self.set_note(note)
+    def __init__(self, text: str = "", *, note: str = "", entry: UserEntry | None = None) -> None:
+        self.entry: UserEntry = entry if entry is not None else UserEntry(text, note)
+        super().__init__(self.entry.markup())
+
+    @property
+    def text(self) -> str:
+        return self.entry.text
+
+    @property
+    def note(self) -> str:
+        return self.entry.note
 
     def set_note(self, note: str) -> None:
         """Say what became of the message (queued, steering, interrupting)."""
-        self.note = note
-        self.update(escape(self.text) + (f" [dim]({escape(note)})[/]" if note else ""))
+        self.entry.set_note(note)
+
+    def entry_changed(self) -> None:
+        self.update(self.entry.markup())
 
 
-class NoteLine(Static):
+class NoteEntry(Entry):
+    def __init__(self, markup: str) -> None:
+        super().__init__()
+        self.markup = markup
+
+    def lines(self, width: int) -> int:
+        return _wrapped(self.markup, width - 2)
+
+    def make_view(self) -> NoteLine:
+        return NoteLine(entry=self)
+
+
+class NoteLine(Static, EntryView):
     """A dim line from the client (a command's answer, a warning)."""
 
     DEFAULT_CSS = "NoteLine { color: $text-muted; padding: 0 1; }"
 
+    def __init__(self, markup: str = "", *, entry: NoteEntry | None = None) -> None:
+        self.entry: NoteEntry = entry if entry is not None else NoteEntry(markup)
+        super().__init__(self.entry.markup)
 
-class AnswerBlock(Widget):
-    """One assistant answer, rendered as Markdown (code highlighted) while it streams; sealed
-    at the run's end, with a word when it did not end well (cancelled, interrupted...).
+    def entry_changed(self) -> None:
+        self.update(self.entry.markup)
 
-    One widget per answer, drawn from Rich's Markdown renderable: parsed when a frame is
-    drawn, not on every delta (a burst of deltas costs one parse per frame), and cheap to keep
-    by the hundred in a long transcript (Textual's Markdown widget is a tree of widgets per
-    answer: 400 of them took 45 s to mount here)."""
 
-    DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; height: auto; }"
+_LEXER: list[object] = []
+_DRAWN_KEPT: Final = 64  # answers whose drawn lines are kept (the most recently drawn)
+_DRAWN: dict[AnswerEntry, None] = {}
 
-    def __init__(self) -> None:
+
+def _text_lexer() -> object:
+    """Pygments' plain-text lexer, made once: Rich's Markdown looks its name up again for
+    every inline code span (``get_lexer_by_name``, a quarter of an answer's drawing); Rich's
+    ``Syntax`` takes a lexer as well as a name, with the same result (it is the lexer
+    ``Syntax`` makes for the name)."""
+    if not _LEXER:
+        from rich.syntax import Syntax
+
+        _LEXER.append(Syntax("", "text").lexer)  # the lexer Rich makes for the name
+    return _LEXER[0]
+
+
+class _Drawn:
+    """A Rich renderable drawn once per width: Textual renders an answer to measure its
+    height, then again to paint it, and a widget made again for an answer shown before (the
+    virtual transcript) draws the lines it drew, without rendering the Markdown again."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+        self._key: tuple[object, ...] | None = None
+        self._lines: list[list[Segment]] = []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        key = (options.max_width, options.justify, options.overflow, options.no_wrap)
+        if key != self._key:
+            self._lines = console.render_lines(
+                self.renderable, options.update(height=None), pad=False, new_lines=False
+            )
+            self._key = key
+        new_line = Segment.line()
+        for line in self._lines:
+            yield from line
+            yield new_line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.renderable)
+
+
+class AnswerEntry(Entry):
+    """One assistant answer: its Markdown text and how it ended (``sealed``)."""
+
+    margin_top = 1
+
+    def __init__(self, text: str = "") -> None:
         super().__init__()
-        self.text = ""
+        self.text = text
         self._sealed: str | None = None
         self._drawn: tuple[str, str | None, bool] | None = None
         self._renderable: RenderableType = ""
 
     @property
     def sealed(self) -> str | None:
-        """None while streaming; else "ok", "cancelled", "failed", "interrupted"..."""
         return self._sealed
 
     @sealed.setter
     def sealed(self, state: str | None) -> None:
         self._sealed = state
-        self.refresh(layout=True)
+        self.changed()
 
     def append_text(self, piece: str) -> None:
         self.text += piece
-        self.refresh(layout=True)
+        self.changed()
 
     def replace_text(self, text: str) -> None:
-        """The authority's text (a snapshot): what was shown is replaced, never extended."""
         self.text = text
-        self.refresh(layout=True)
+        self.changed()
 
-    def render(self) -> RenderableType:
-        dark = self.app.current_theme.dark if self.is_attached else True
+    def lines(self, width: int) -> int:
+        extra = 1 if self._sealed not in (None, "ok") else 0
+        return _wrapped(self.text, width - 2) + extra
+
+    def renderable(self, dark: bool) -> RenderableType:
+        """Rich's Markdown of the text, parsed again only when the text (or shade) changed."""
         key = (self.text, self._sealed, dark)
         if key != self._drawn:
             from rich.console import Group
@@ -103,28 +264,79 @@ class AnswerBlock(Widget):
 
             theme = "monokai" if dark else "friendly"  # code blocks and inline code alike
             body = Markdown(
-                self.text, code_theme=theme, inline_code_lexer="text", inline_code_theme=theme
+                self.text,
+                code_theme=theme,
+                inline_code_lexer=_text_lexer(),  # type: ignore[arg-type]  # Syntax takes one
+                inline_code_theme=theme,
             )
             if self._sealed not in (None, "ok"):
-                self._renderable = Group(body, Text(f"({self._sealed})", style="dim italic"))
+                self._renderable = _Drawn(
+                    Group(body, Text(f"({self._sealed})", style="dim italic"))
+                )
             else:
-                self._renderable = body
+                self._renderable = _Drawn(body)
             self._drawn = key
+        _DRAWN.pop(self, None)
+        _DRAWN[self] = None
+        while len(_DRAWN) > _DRAWN_KEPT:
+            oldest = next(iter(_DRAWN))
+            del _DRAWN[oldest]
+            if oldest.view is None:  # drawn again if it comes back into view
+                oldest._drawn, oldest._renderable = None, ""
         return self._renderable
 
+    def make_view(self) -> AnswerBlock:
+        return AnswerBlock(entry=self)
 
-class ToolCardView(Static):
-    """A tool call keyed by its action id: started → (updated) → completed, with ✓ / ✗, the
-    exit code of a command and, folded, its output; ``edit``/``write`` carry a unified diff
-    of their arguments. Click it (or Ctrl+T for the newest) to unfold or fold it."""
 
-    DEFAULT_CSS = """
-    ToolCardView { margin: 0 0 0 2; padding: 0 1; border: round $secondary; height: auto; }
-    ToolCardView.-open { border: round $accent; }
-    """
+class AnswerBlock(EntryView):
+    """One assistant answer, rendered as Markdown (code highlighted) while it streams; sealed
+    at the run's end, with a word when it did not end well (cancelled, interrupted...).
+
+    One widget per answer, drawn from Rich's Markdown renderable: parsed when a frame is
+    drawn, not on every delta (a burst of deltas costs one parse per frame), and cheap to keep
+    by the hundred in a long transcript (Textual's Markdown widget is a tree of widgets per
+    answer: 400 of them took 45 s to mount here). The state is the ``AnswerEntry``'s."""
+
+    DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; height: auto; }"
+
+    def __init__(self, *, entry: AnswerEntry | None = None) -> None:
+        super().__init__()
+        self.entry: AnswerEntry = entry if entry is not None else AnswerEntry()
+
+    @property
+    def text(self) -> str:
+        return self.entry.text
+
+    @property
+    def sealed(self) -> str | None:
+        """None while streaming; else "ok", "cancelled", "failed", "interrupted"..."""
+        return self.entry.sealed
+
+    @sealed.setter
+    def sealed(self, state: str | None) -> None:
+        self.entry.sealed = state
+
+    def append_text(self, piece: str) -> None:
+        self.entry.append_text(piece)
+
+    def replace_text(self, text: str) -> None:
+        """The authority's text (a snapshot): what was shown is replaced, never extended."""
+        self.entry.replace_text(text)
+
+    def entry_changed(self) -> None:
+        self.refresh(layout=True)
+
+    def render(self) -> RenderableType:
+        dark = self.app.current_theme.dark if self.is_attached else True
+        return self.entry.renderable(dark)
+
+
+class CardEntry(Entry):
+    """A tool call keyed by its action id: started → (updated) → completed."""
 
     def __init__(self, action_id: str, title: str, detail: Mapping[str, Any] | None = None) -> None:
-        super().__init__(classes="card")
+        super().__init__()
         self.action_id = action_id
         self.title = title
         self.state = "running"  # running / ok / failed / cancelled / ...
@@ -132,7 +344,6 @@ class ToolCardView(Static):
         self.progress = ""
         self.diff = tool_diff(detail)
         self.expanded = False
-        self._paint()
 
     @property
     def exit_code(self) -> int | None:
@@ -147,31 +358,31 @@ class ToolCardView(Static):
     def updated(self, message: str | None) -> None:
         if self.state == "running" and message:
             self.progress = message
-            self._paint()
+            self.changed()
 
     def complete(self, ok: bool | None, message: str | None) -> None:
         self.state = "ok" if ok else "failed"
         self.message = message or ""
         self.progress = ""
-        self._paint()
+        self.changed()
 
     def seal(self, state: str) -> None:
         """The run ended with this card open: it is shown as ``state``, never spinning."""
         if self.state == "running":
             self.state = state
             self.progress = ""
-            self._paint()
+            self.changed()
 
     def toggle(self) -> None:
         self.expanded = not self.expanded
-        self.set_class(self.expanded, "-open")
-        self._paint()
+        self.changed()
 
-    def on_click(self) -> None:
-        if self.foldable:
-            self.toggle()
+    def lines(self, width: int) -> int:
+        if not self.expanded:
+            return 3 + (1 if self.progress or self.message else 0)
+        return 2 + self.markup().count("\n") + 1
 
-    def _paint(self) -> None:
+    def markup(self) -> str:
         mark = {
             "running": "[yellow]…[/]",
             "ok": "[green]✓[/]",
@@ -202,7 +413,70 @@ class ToolCardView(Static):
             lines.append(f"[dim]{escape(clip(self.progress, _ONE_LINE))}[/]")
         elif self.message:
             lines.append(f"[dim]{escape(clip(self.message, _ONE_LINE))}[/]")
-        self.update("\n".join(lines))
+        return "\n".join(lines)
+
+    def make_view(self) -> ToolCardView:
+        return ToolCardView(entry=self)
+
+
+class ToolCardView(Static, EntryView):
+    """A tool call keyed by its action id: started → (updated) → completed, with ✓ / ✗, the
+    exit code of a command and, folded, its output; ``edit``/``write`` carry a unified diff
+    of their arguments. Click it (or Ctrl+T for the newest) to unfold or fold it. The state
+    is the ``CardEntry``'s."""
+
+    DEFAULT_CSS = """
+    ToolCardView { margin: 0 0 0 2; padding: 0 1; border: round $secondary; height: auto; }
+    ToolCardView.-open { border: round $accent; }
+    """
+
+    def __init__(
+        self,
+        action_id: str = "",
+        title: str = "",
+        detail: Mapping[str, Any] | None = None,
+        *,
+        entry: CardEntry | None = None,
+    ) -> None:
+        self.entry: CardEntry = entry if entry is not None else CardEntry(action_id, title, detail)
+        super().__init__(self.entry.markup(), classes="card")
+        self.set_class(self.entry.expanded, "-open")
+
+    action_id = property(lambda self: self.entry.action_id)
+    title = property(lambda self: self.entry.title)
+    state = property(lambda self: self.entry.state)
+    message = property(lambda self: self.entry.message)
+    progress = property(lambda self: self.entry.progress)
+    diff = property(lambda self: self.entry.diff)
+    expanded = property(lambda self: self.entry.expanded)
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.entry.exit_code
+
+    @property
+    def foldable(self) -> bool:
+        return self.entry.foldable
+
+    def updated(self, message: str | None) -> None:
+        self.entry.updated(message)
+
+    def complete(self, ok: bool | None, message: str | None) -> None:
+        self.entry.complete(ok, message)
+
+    def seal(self, state: str) -> None:
+        self.entry.seal(state)
+
+    def toggle(self) -> None:
+        self.entry.toggle()
+
+    def on_click(self) -> None:
+        if self.foldable:
+            self.toggle()
+
+    def entry_changed(self) -> None:
+        self.set_class(self.entry.expanded, "-open")
+        self.update(self.entry.markup())
 
 
 def question(tool: str, action: dict[str, Any] | None) -> str:

@@ -1,0 +1,289 @@
+"""The virtual transcript: every message is kept as an entry, only those near the view are
+mounted as widgets.
+
+A long session (thousands of messages, tens of thousands of lines) as one widget per message
+made every frame walk them all (layout, Textual's idle wait, the garbage collector). Here the
+``Transcript`` keeps the entries (``_widgets``: ``UserEntry``, ``AnswerEntry``, ``CardEntry``,
+``NoteEntry``: the state the app changes) in order, and mounts a widget only for the entries
+within a few screens of the view; the rest are two spacers of their known height (measured
+once shown at this width, else estimated from the text). A widget removed when the view
+moves away is dropped; the entry stays, and a new widget is made from it when it comes back.
+
+- Following: while the view is at the end, new output keeps it there; once the person
+  scrolled up, output (a delta, a card) does not move the view until they scroll back down
+  (or send something: ``follow(force=True)``).
+- Heights that turn out other than estimated above the view shift nothing on screen: the
+  scroll offset is corrected by the difference (the entry at the top of the view stays put).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from itertools import accumulate
+from typing import Final
+
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+
+from lemon_tui._widgets import Entry, EntryView
+
+__all__ = ["Transcript"]
+
+_AHEAD: Final = 1.0  # screens mounted beyond each edge of the view
+_KEEP: Final = 2.0  # screens beyond which mounted widgets are dropped (hysteresis)
+
+
+class _Spacer(Widget):
+    """Stands in for the entries not mounted above (or below) the window."""
+
+    DEFAULT_CSS = "_Spacer { height: 0; }"
+
+
+class Transcript(VerticalScroll):
+    """See the module docstring. ``entries`` in order; ``[lo, hi)`` of them are mounted."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.entries: list[Entry] = []
+        self._lo = 0
+        self._hi = 0
+        self._top = _Spacer()
+        self._bottom = _Spacer()
+        self._at_end = True  # following the newest output
+        self._pending = False
+        self._syncing = False
+        self._anchor: tuple[Entry | None, int] = (None, 0)  # the entry at the view's top
+
+    def compose(self) -> Iterable[Widget]:
+        yield self._top
+        yield self._bottom
+
+    # -- what the app calls --------------------------------------------------------------------
+
+    @property
+    def mounted(self) -> list[Entry]:
+        """The entries shown by a widget now (the window)."""
+        return self.entries[self._lo : self._hi]
+
+    @property
+    def following(self) -> bool:
+        """Whether new output keeps the view at the end (the person did not scroll up)."""
+        return self._at_end
+
+    @property
+    def last(self) -> Entry | None:
+        return self.entries[-1] if self.entries else None
+
+    @property
+    def settled(self) -> bool:
+        """No window change waits (the bench waits for it as well as for idle)."""
+        return not self._pending
+
+    def holds(self, entry: Entry | None) -> bool:
+        return entry is not None and entry.owner is self
+
+    def add(self, item: Entry | EntryView, *, after: Entry | None = None) -> Entry:
+        """Add an entry (or a widget's entry) at the end, or right after ``after``."""
+        entry = item.entry if isinstance(item, EntryView) else item
+        view = item if isinstance(item, EntryView) else None
+        at = len(self.entries)
+        if after is not None and after.owner is self:
+            at = self.entries.index(after, max(0, self._lo - 1) if after.view else 0) + 1
+        self.entries.insert(at, entry)
+        entry.owner = self
+        if at < self._lo:
+            self._lo += 1
+            self._hi += 1
+        elif at <= self._hi and self.is_attached:
+            self._hi += 1
+            self._mount(entry, at, view)
+        self.schedule()
+        return entry
+
+    def add_all(self, items: Iterable[Entry | EntryView]) -> None:
+        """Add many at the end (a history): the window is mounted at the next sync."""
+        for item in items:
+            entry = item.entry if isinstance(item, EntryView) else item
+            entry.owner = self
+            self.entries.append(entry)
+        self.schedule()
+
+    def clear(self) -> None:
+        for entry in self.entries:
+            entry.owner = None
+            entry.view = None
+        self.entries.clear()
+        views = [c for c in self.children if not isinstance(c, _Spacer)]
+        if views and self.is_attached:
+            self.remove_children(views)
+        self._lo = self._hi = 0
+        self._anchor = (None, 0)
+        self._top.styles.height = 0
+        self._bottom.styles.height = 0
+        self._at_end = True
+
+    def follow(self, *, force: bool = False) -> None:
+        """New output: keep the end in view while following (``force``: follow again)."""
+        if force:
+            self._at_end = True
+        self.schedule()
+
+    def reveal(self, entry: Entry) -> None:
+        """Scroll so that ``entry`` is in view (mounted first if it is not)."""
+        if entry.owner is not self:
+            return
+        if entry.view is None:  # far from the view: go there (the window follows)
+            tops = self._tops(self._width())
+            self.scroll_to(y=tops[self._index(entry)], animate=False, immediate=True)
+        self.call_after_refresh(self._reveal_view, entry)
+
+    def _reveal_view(self, entry: Entry) -> None:
+        if entry.view is not None and entry.view.is_mounted:
+            self.scroll_to_widget(entry.view, animate=False)
+
+    def entry_changed(self, entry: Entry) -> None:
+        """An entry's content changed (its widget, if any, redrew itself)."""
+        if entry.view is None:
+            entry.height = None  # estimated again until shown
+        self.schedule()
+
+    def schedule(self) -> None:
+        """Sync the window once the layout caught up (one per frame, however many calls)."""
+        if not self._pending and self.is_attached:
+            self._pending = True
+            self.call_after_refresh(self._sync)
+
+    # -- the window ----------------------------------------------------------------------------
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._syncing:
+            return
+        self._at_end = new_value >= self.max_scroll_y
+        if round(old_value) != round(new_value):
+            self._sync(scrolled=True)
+
+    def on_resize(self) -> None:
+        self.schedule()
+
+    def _width(self) -> int:
+        return max(10, self.scrollable_content_region.width or self.app.size.width - 2)
+
+    def _tops(self, width: int) -> list[int]:
+        """The offset of each entry's top (and the total at the end)."""
+        heights = [
+            e.height if e.height_at == width and e.height is not None else e.estimate(width)
+            for e in self.entries
+        ]
+        return [0, *accumulate(heights)]
+
+    def _measure(self, width: int) -> None:
+        for entry in self.entries[self._lo : self._hi]:
+            view = entry.view
+            if view is not None and view.is_mounted and view.size.width:
+                entry.height = view.outer_size.height + view.styles.margin.top
+                entry.height_at = width
+
+    def _sync(self, *, scrolled: bool = False) -> None:
+        """Measure what is mounted, keep the view where it was (or at the end), and mount
+        the entries near it (dropping those far from it); ``scrolled``: the view was moved."""
+        self._pending = False
+        if not self.is_attached:
+            return
+        width = self._width()
+        view_h = self.scrollable_content_region.height or self.app.size.height
+        self._measure(width)
+        tops = self._tops(width)  # what the layout shows, the spacers standing in
+        total = tops[-1]
+        y = int(self.scroll_y)
+        anchor, off = self._anchor
+        if self._at_end:
+            y = max(0, total - view_h)
+        elif not scrolled and anchor is not None and anchor.owner is self:
+            # Heights above the view became known: the entry at its top stays put.
+            at = self._index(anchor)
+            y = max(0, min(tops[at] + off, total - view_h))
+            if y != int(self.scroll_y):
+                self._syncing = True
+                try:
+                    self.scroll_to(y=y, animate=False, immediate=True)
+                finally:
+                    self._syncing = False
+        n = len(self.entries)
+        lo_need = max(0, bisect.bisect_right(tops, y - _AHEAD * view_h) - 1)
+        hi_need = min(n, max(bisect.bisect_left(tops, y + view_h + _AHEAD * view_h), lo_need))
+        lo_keep = max(0, bisect.bisect_right(tops, y - _KEEP * view_h) - 1)
+        hi_keep = min(n, bisect.bisect_left(tops, y + view_h + _KEEP * view_h))
+        lo, hi = self._lo, self._hi
+        if lo_need < lo or hi_need > hi or lo < lo_keep or hi > hi_keep or lo >= hi:
+            if hi <= lo or hi_need <= lo or lo_need >= hi:  # no overlap: a fresh window
+                new_lo, new_hi = lo_need, hi_need
+            else:
+                new_lo = min(max(lo, lo_keep), lo_need)
+                new_hi = max(min(hi, hi_keep), hi_need)
+            self._rewindow(new_lo, new_hi)
+        self._top.styles.height = tops[self._lo]
+        self._bottom.styles.height = total - tops[self._hi]
+        if n:
+            at = max(0, min(n - 1, bisect.bisect_right(tops, y) - 1))
+            self._anchor = (self.entries[at], y - tops[at])
+        else:
+            self._anchor = (None, 0)
+        if self._at_end:
+            self._syncing = True
+            try:
+                self.scroll_end(animate=False)
+            finally:
+                self._syncing = False
+        if any(e.view is not None and not e.view.size.width for e in self.mounted):
+            self.schedule()  # measure what was just mounted once it is laid out
+
+    def _index(self, entry: Entry) -> int:
+        lo = self._lo
+        if lo < len(self.entries) and entry.view is not None:
+            return self.entries.index(entry, lo)
+        return self.entries.index(entry)
+
+    def _rewindow(self, lo: int, hi: int) -> None:
+        gone = [
+            e.view
+            for i, e in enumerate(self.entries[self._lo : self._hi], self._lo)
+            if (i < lo or i >= hi) and e.view is not None
+        ]
+        for i in range(self._lo, self._hi):
+            if i < lo or i >= hi:
+                self.entries[i].view = None
+        if gone:
+            self.remove_children(gone)
+        old_lo, old_hi = self._lo, self._hi
+        if old_hi <= lo or hi <= old_lo or old_lo >= old_hi:
+            self._lo = self._hi = lo
+            new = self.entries[lo:hi]
+            views = [e.make_view() for e in new]
+            for e, v in zip(new, views, strict=True):
+                e.view = v
+            if views:
+                self.mount_all(views, after=self._top)
+            self._hi = hi
+            return
+        # Overlapping: extend above, then below.
+        keep_lo, keep_hi = max(lo, old_lo), min(hi, old_hi)
+        above = self.entries[lo:keep_lo]
+        below = self.entries[keep_hi:hi]
+        for e in (*above, *below):
+            e.view = e.make_view()
+        if above:
+            self.mount_all([e.view for e in above if e.view], after=self._top)
+        if below:
+            self.mount_all([e.view for e in below if e.view], before=self._bottom)
+        self._lo, self._hi = lo, hi
+
+    def _mount(self, entry: Entry, at: int, view: EntryView | None) -> None:
+        made = view if view is not None and not view.is_attached else entry.make_view()
+        entry.view = made
+        prev = self.entries[at - 1].view if at - 1 >= self._lo else None
+        if prev is not None and prev.parent is self:
+            self.mount(made, after=prev)
+        else:
+            self.mount(made, after=self._top)
