@@ -133,6 +133,25 @@ def test_the_export_walker_wants_literal_sorted_exact_complete(
     assert finding.message.startswith(message), finding.message
 
 
+@pytest.mark.parametrize(
+    "loader",
+    [
+        "def __getattr__(name: str) -> object:\n    return name\n",
+        "__getattr__, __dir__ = make_loader()\n",
+    ],
+)
+def test_a_lazy_facade_may_list_names_its_loader_binds(workspace: Factory, loader: str) -> None:
+    # A module __getattr__ (defined, or bound from a helper as lemon_core.facade does) binds
+    # names on first use: __all__ may list them.
+    root = workspace(None)
+    (root / "apps/base/src/base/__init__.py").write_text(
+        "def make_loader() -> tuple[object, object]:\n    return (None, None)\n\n\n"
+        + loader
+        + '\n__all__ = ["Lazy", "make_loader"]\n'
+    )
+    assert _findings(root) == []
+
+
 def test_the_export_walker_ignores_private_modules_and_internal_imports(
     workspace: Factory,
 ) -> None:

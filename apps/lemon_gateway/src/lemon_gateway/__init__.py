@@ -6,8 +6,9 @@ The only submission boundary is :meth:`Gateway.submit_execution` with a
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
+
+from lemon_core.facade import lazy_exports
 
 if TYPE_CHECKING:
     from lemon_gateway._executor import (
@@ -138,18 +139,4 @@ __all__ = [
     "validate_executor",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Load a facade name on first use (PEP 562): importing one submodule of the package (its
-    config section, say) does not load the rest."""
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = where
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

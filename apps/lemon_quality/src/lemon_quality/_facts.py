@@ -49,7 +49,7 @@ Facts = tuple[
 ]
 
 # Bump when the facts format or meaning changes: it invalidates every cache entry.
-FACTS_VERSION = 3
+FACTS_VERSION = 4
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 
@@ -104,6 +104,8 @@ def _bindings(body: list[ast.stmt], out: list[tuple[str, str]], flags: list[bool
                 for sub in ast.walk(target):
                     if isinstance(sub, ast.Name):
                         out.append((sub.id, "assign"))
+                        if sub.id == "__getattr__":  # a lazy facade's loader, bound by a call
+                            flags.append(True)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 out.append((alias.asname or alias.name.partition(".")[0], "import"))
