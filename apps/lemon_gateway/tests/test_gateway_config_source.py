@@ -36,8 +36,7 @@ def _readme_keys() -> list[str]:
 
 def test_the_gateway_owns_its_section_and_takes_it_as_it_is() -> None:
     """One record for ``[gateway]``: the app's own section is what the gateway runs with."""
-    assert lemon_gateway_app.config is GatewayConfig
-    assert lemon_gateway_app.section == "gateway"
+    assert lemon_gateway_app.config_sections() == {"gateway": GatewayConfig}
     assert "gateway" not in msgspec.structs.fields(Config).__repr__()
 
 

@@ -22,8 +22,7 @@ def _loaded(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
 
 
 def test_the_router_declares_its_section_with_todays_default(tmp_path: Path) -> None:
-    assert lemon_router_app.config is RouterSection
-    assert lemon_router_app.section == "router"
+    assert lemon_router_app.config_sections() == {"router": RouterSection}
     assert _loaded(tmp_path, "").section(RouterSection).lease_ttl_s == 15.0
     loaded = _loaded(tmp_path, "[router]\nlease_ttl_s = 2.5\n[gateway]\nlease_ttl_s = 9\n")
     assert loaded.section(RouterSection).lease_ttl_s == 2.5

@@ -283,7 +283,7 @@ async def test_a_section_and_an_option_are_typed(tmp_path: Path) -> None:
         return rt.section(Knob).level, rt.option(Opt)
 
     spec = AppSpec(
-        name="k", lifespan=hooks(start), profiles=frozenset({"p"}), config=Knob, section="knob"
+        name="k", lifespan=hooks(start), profiles=frozenset({"p"}), sections={"knob": Knob}
     )
     home = tmp_path / "home"
     home.mkdir()

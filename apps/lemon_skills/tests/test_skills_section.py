@@ -10,7 +10,7 @@ from lemon_skills._boot import lemon_skills_app
 
 
 def test_the_section_is_read_and_the_environment_overrides_it(tmp_path: Path) -> None:
-    assert lemon_skills_app.config is SkillsSection
+    assert lemon_skills_app.config_sections() == {"skills": SkillsSection}
     assert lemon_skills_app.profiles == frozenset()  # it boots nothing
     (tmp_path / "config.toml").write_text(
         '[skills]\nregistry_url = "https://mirror.example"\nwell_known = ["https://a/{name}"]\n'

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Final
 
-from coding_agent._sections import FileAccessConfig, ToolsConfig
+from coding_agent._sections import SECTIONS
 from coding_agent._transcripts import (
     ModelCatalogImpl,
     SessionCompactorImpl,
@@ -106,8 +106,6 @@ coding_agent_app: Final = AppSpec(
     lifespan=_lifespan,
     profiles=frozenset({"execution-only", "full"}),
     description="the native agent (executor and approvals)",
-    config=FileAccessConfig,
-    section="file_access",
-    sections={"tools": ToolsConfig},
+    sections=SECTIONS,
     provides=(AGENT_RUNTIME, APPROVALS, MODEL_CATALOG),
 )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from lemon_channels._host import STATUS_TABLE, ChannelHost
-from lemon_channels._section import ChannelsConfig, ChannelsOptions, TelegramChannelConfig
+from lemon_channels._section import SECTIONS, ChannelsConfig, ChannelsOptions, TelegramChannelConfig
 from lemon_channels.telegram import TelegramPlugin
 from lemon_core.channels import ChannelState, ChannelStatus
 from lemon_core.config import read_secrets
@@ -151,6 +151,5 @@ lemon_channels_app: Final = AppSpec(
     requires=("lemon_router",),
     profiles=frozenset({"daemon"}),
     description="chat channels (Telegram) on the session port (daemon profile)",
-    config=ChannelsConfig,
-    section="channels",
+    sections=SECTIONS,
 )

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Final
 
-from lemon_control_plane._section import ControlPlaneOptions, ControlPlaneSection
+from lemon_control_plane._section import SECTIONS, ControlPlaneOptions, ControlPlaneSection
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.local_token import local_token_path
 from lemon_control_plane.server import ControlPlane
@@ -78,6 +78,5 @@ lemon_control_plane_app: Final = AppSpec(
     requires=("lemon_router",),
     profiles=frozenset({"daemon"}),
     description="the control plane: the session port on /ws (daemon profile)",
-    config=ControlPlaneSection,
-    section="control_plane",
+    sections=SECTIONS,
 )

@@ -75,6 +75,7 @@ from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import ModelCatalog, ModelInfo
+from lemon_core.cwd import is_within
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
 from lemon_core.sessions import (
@@ -148,11 +149,9 @@ def _missing(*fields: tuple[str, object]) -> None:
 
 
 def _inside(path: str, root: str) -> bool:
-    """Whether ``path`` (resolved, links followed) is ``root`` or below it."""
-    if not os.path.isabs(path):
-        return False
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+    """Whether ``path``, an absolute path (resolved, links followed), is ``root`` or below it
+    (:func:`lemon_core.cwd.is_within`; a relative or ``~`` path is refused)."""
+    return os.path.isabs(path) and is_within(path, root)
 
 
 def _limit(value: int | None, method: str) -> int:

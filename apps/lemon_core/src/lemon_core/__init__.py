@@ -10,8 +10,9 @@ test keeps the three equal). The backends live in lemon_infra, the runtime in le
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
+
+from lemon_core.facade import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from lemon_core.approvals import (
@@ -144,19 +145,6 @@ _LAZY: Final[dict[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lemon_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
-
 __all__ = [
     "ENGINE_RUNTIME",
     "ROUTER_BRIDGE",
@@ -211,3 +199,7 @@ __all__ = [
     "session_topic",
     "submit_via_bridge",
 ]
+
+__getattr__, __dir__ = _lazy_exports(
+    __name__, {name: (module, name) for name, module in _LAZY.items()}, __all__
+)

@@ -31,7 +31,7 @@ from lemon_core.execution import (
 )
 from lemon_core.home import Home
 from lemon_gateway._gateway import Gateway
-from lemon_gateway._section import GatewayConfig
+from lemon_gateway._section import SECTIONS, GatewayConfig
 from lemon_infra import SQLiteStore
 from lemon_runtime import AppSpec, Runtime
 
@@ -95,6 +95,5 @@ lemon_gateway_app: Final = AppSpec(
     provides=(ENGINE_RUNTIME,),
     profiles=frozenset({"execution-only", "full"}),
     description="execution slots and the run lifecycle (EngineRuntime)",
-    config=GatewayConfig,
-    section="gateway",
+    sections=SECTIONS,
 )

@@ -20,7 +20,7 @@ from lemon_core.store import ChatStateStore
 from lemon_router._config import RouterConfig
 from lemon_router._port import RouterSessionPort
 from lemon_router._router import Router
-from lemon_router._section import RouterSection
+from lemon_router._section import SECTIONS, RouterSection
 from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
 
 __all__ = ["lemon_router_app"]
@@ -58,6 +58,5 @@ lemon_router_app: Final = AppSpec(
     requires=("lemon_gateway",),
     profiles=frozenset({"full"}),
     description="sessions and queue modes (RouterBridge, SessionPort)",
-    config=RouterSection,
-    section="router",
+    sections=SECTIONS,
 )

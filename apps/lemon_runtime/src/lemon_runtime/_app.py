@@ -57,11 +57,11 @@ class AppSpec(Generic[H]):
     importing) the app that implements it (the gateway needs ``AGENT_RUNTIME``, whichever app
     provides it).
 
-    ``config`` is the record type of the config section the app owns and ``section`` its
-    name (``config=GatewayConfig, section="gateway"``); ``sections`` holds any further ones
-    (``{"tools": ToolsConfig}``). The loader assembles the schema from every installed app's
-    sections (:func:`lemon_core.config.installed_sections`); the runtime reads one with
-    :meth:`Runtime.section`.
+    ``sections`` maps each config section the app owns to its record type: the ``SECTIONS``
+    mapping of the app's section module (``{"gateway": GatewayConfig}``), the one the app's
+    ``lemon.config`` entry point names too, so the loader (which reads the entry points,
+    :func:`lemon_core.config.installed_sections`) and the runtime see one declaration; the
+    runtime reads a section with :meth:`Runtime.section`.
     """
 
     name: str
@@ -70,23 +70,13 @@ class AppSpec(Generic[H]):
     before: tuple[str, ...] = ()
     profiles: frozenset[str] = frozenset()
     description: str = ""
-    config: type[Section] | None = None
-    section: str | None = None
     sections: Mapping[str, type[Section]] = field(default_factory=dict)
     provides: tuple[Capability[Any], ...] = ()
     needs: tuple[Capability[Any], ...] = ()
 
-    def __post_init__(self) -> None:
-        if (self.config is None) != (self.section is None):
-            raise RuntimeBootError(
-                f"app {self.name!r}: config and section go together (the record type of the "
-                "section and its name)"
-            )
-
     def config_sections(self) -> dict[str, type[Section]]:
         """Every config section this app owns, by name."""
-        own = {self.section: self.config} if self.section and self.config else {}
-        return {**own, **self.sections}
+        return dict(self.sections)
 
 
 def discover_apps(group: str = APPS_ENTRY_POINT_GROUP) -> dict[str, AppSpec[Any]]:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from lemon_runtime import AppSpec, Runtime
-from lemon_skills._section import SkillsSection
+from lemon_skills._section import SECTIONS
 
 __all__ = ["lemon_skills_app"]
 
@@ -25,6 +25,5 @@ lemon_skills_app: Final = AppSpec(
     name="lemon_skills",
     lifespan=_lifespan,
     description="skills: sources, audit, installs (owns [skills]; boots nothing)",
-    config=SkillsSection,
-    section="skills",
+    sections=SECTIONS,
 )

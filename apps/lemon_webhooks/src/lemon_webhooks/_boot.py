@@ -37,7 +37,7 @@ from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import InvalidSessionKeyError, check_session_key
 from lemon_runtime import AppSpec, Runtime
 from lemon_webhooks._ingress import IngressFaults, SessionPortSubmitter, Webhook, WebhookIngress
-from lemon_webhooks._section import WebhookEndpointConfig, WebhooksConfig
+from lemon_webhooks._section import SECTIONS, WebhookEndpointConfig, WebhooksConfig
 from lemon_webhooks._signature import WebhookSecret
 from lemon_webhooks._store import open_idempotency_store, sweep_forever
 from lemon_webhooks.errors import WebhooksConfigError
@@ -226,8 +226,7 @@ def webhooks_app(*, faults: IngressFaults | None = None) -> AppSpec[Webhooks]:
         before=("lemon_gateway",),
         profiles=frozenset({"daemon", "execution-only", "full"}),
         description="webhook ingress on the session port (when [webhooks] enabled)",
-        config=WebhooksConfig,
-        section="webhooks",
+        sections=SECTIONS,
     )
 
 

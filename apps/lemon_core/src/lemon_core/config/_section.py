@@ -1,7 +1,7 @@
 """A config section an app owns: the record type of its ``[section]`` and its rules.
 
 An app declares its section in its own package (a :class:`Section` subclass) and names it on
-its ``AppSpec`` (``config=GatewaySection, section="gateway"``) and in the ``lemon.config``
+its ``AppSpec`` (``sections=SECTIONS``, ``{"gateway": GatewayConfig}``) and in the ``lemon.config``
 entry point group (a ``SECTIONS`` mapping in the section's module). The loader assembles the
 schema from the sections it is given (:func:`installed_sections`: those of the installed apps,
 from the ``lemon.config`` entry points, which import no app's runtime code), so ``lemon config
