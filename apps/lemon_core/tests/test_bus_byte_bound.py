@@ -94,3 +94,23 @@ async def test_a_large_private_value_is_charged_though_never_encoded() -> None:
     event = Event.new("approval_requested", ApprovalRequested(approval_id="a", pending=pending))
     assert measure(event) > 2 * BOUND
     assert not small_handle().offer(event)
+
+
+async def test_a_bare_record_takes_the_fast_path_and_still_pays_for_what_it_pins() -> None:
+    # Session events (a TextDelta, say) are offered to handles as bare records, not Events:
+    # the fast path that skips the walk for them must still see a view in any field.
+    from lemon_core.sessions import TextDelta
+
+    plain = TextDelta(session_key="agent:a:main", run_id="r", seq=1, text="tok ")
+    assert measure(plain) == len(msgspec.json.encode(plain))
+    backing = bytearray(PINNED)
+    hiding = TextDelta(session_key="agent:a:main", run_id="r", seq=1, text=memoryview(backing)[:8])  # type: ignore[arg-type]  # the bypass under test
+    assert measure(hiding) >= PINNED
+    assert not small_handle().offer(hiding)
+
+
+async def test_a_bare_record_with_private_fields_is_charged_them() -> None:
+    from lemon_core.events import ApprovalPending
+
+    pending = ApprovalPending(id="p", tool="bash", invocation_context_key="k" * (2 * BOUND))
+    assert measure(pending) > 2 * BOUND

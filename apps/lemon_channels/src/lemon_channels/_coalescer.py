@@ -328,6 +328,7 @@ class SessionPump:
 
     async def _consume(self, ingress: Delivery) -> None:
         """Take from the ingress until it overflows (then return for a resync)."""
+        epoch = ingress.epoch  # a handle's epoch never changes: tested inline on the hot path
         while True:
             try:
                 try:
@@ -343,12 +344,16 @@ class SessionPump:
                 continue
             except DeliveryClosedError:
                 return
-            if isinstance(item, Tagged):
-                if not ingress.accepts(item):
+            if type(item) is Tagged:
+                if item.epoch != epoch:
                     self._stale += 1
                     continue
                 event: SessionEvent = item.item
                 self._events += 1
+                if type(event) is TextDelta:  # the hot path: no coroutine per delta
+                    if self._take_delta(event):
+                        await self._flush_if_due()
+                    continue
                 if isinstance(event, StreamOverflow):
                     self._fence_all()
                     return
@@ -430,18 +435,25 @@ class SessionPump:
 
     # -- events ----------------------------------------------------------------------------
 
+    def _take_delta(self, event: TextDelta) -> bool:
+        """Add a delta to its run's answer; whether an edit may be due now (the interval since
+        the last edit has passed), so the caller flushes only then."""
+        run_id = event.run_id
+        if run_id in self._terminal:
+            self._late += 1
+            return False
+        answer = self._answers.get(run_id)
+        if answer is None:
+            answer = self._answers[run_id] = AnswerCoalescer(run_id)
+        if not answer.add(event):
+            self._late += 1
+            return False
+        return self._clock() >= self._last_edit + self._interval
+
     async def _handle(self, event: SessionEvent) -> None:
         if isinstance(event, TextDelta):
-            if event.run_id in self._terminal:
-                self._late += 1
-                return
-            answer = self._answers.get(event.run_id)
-            if answer is None:
-                answer = self._answers[event.run_id] = AnswerCoalescer(event.run_id)
-            if not answer.add(event):
-                self._late += 1
-                return
-            await self._flush_if_due()
+            if self._take_delta(event):
+                await self._flush_if_due()
         elif isinstance(event, ToolCard):
             if event.run_id in self._terminal:
                 self._late += 1

@@ -61,7 +61,8 @@ def _excess_backing(root: Any, encoded: int) -> int:
     # payload is a record of scalars (or of flat containers of scalars). Anything else, and
     # anything this path is not sure about, goes to the general walk.
     if type(root) is not Event:
-        return _walk(root, encoded)
+        # A bare record (a session event such as a text delta): the payload's fast path.
+        return _record_excess(root, encoded)
     for value in root.meta.values():
         if type(value) not in _LEAVES:
             return _walk(root, encoded)
@@ -71,8 +72,19 @@ def _excess_backing(root: Any, encoded: int) -> int:
         return 0
     if kind is dict:
         return _walk(payload, encoded) if _nested(payload.values()) else 0
+    return _record_excess(payload, encoded)
+
+
+def _record_excess(payload: Any, encoded: int) -> int:
+    # A gc-traversable record whose fields are scalars or flat containers of scalars pins
+    # nothing beyond its encoding; anything else (and anything not sure) takes the walk.
+    kind = type(payload)
     if kind not in _RECORDS:
-        if not isinstance(payload, msgspec.Struct) or not kind.__struct_config__.gc:
+        if (
+            not isinstance(payload, msgspec.Struct)
+            or not kind.__struct_config__.gc
+            or kind.__struct_config__.dict  # private fields: the walk charges them
+        ):
             return _walk(payload, encoded)
         _RECORDS.add(kind)
     for value in _get_referents(payload):  # every field, whatever its annotation
