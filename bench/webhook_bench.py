@@ -14,7 +14,9 @@ client never shares its event loop:
 
 Measured: accepted webhooks per second with fresh keys, replays per second (one key, the same
 body), each with ``--concurrency`` clients; and the replay p50 latency with one client.
-Goals (issue 15): fresh keys >= 0.5x the bare endpoint; replay p50 <= 2 ms.
+Goals (issue 15): fresh keys >= 0.5x the bare endpoint; replay p50 <= 2 ms. Issue 32 raises
+them to >= 0.6x in every run and a replay p50 <= 1 ms (the met/MISSED lines). Session keys
+are under the webhook's own namespace (the only keys a webhook may address since issue 25).
 """
 
 from __future__ import annotations
@@ -164,7 +166,11 @@ def _requests(count: int, *, replay: bool) -> list[tuple[bytes, dict[str, str]]]
     out = []
     for i in range(count):
         body = json.dumps(
-            {"prompt": "ping", "session_key": "agent:default:main" if replay else f"bench-{i}"}
+            {
+                "prompt": "ping",
+                # Keys under the webhook's own namespace (the only ones it may address).
+                "session_key": f"agent:default:webhook:bench:channel:{'main' if replay else i}",
+            }
         ).encode()
         now = int(time.time())
         msg_id = f"msg_{uuid.uuid4().hex}"  # unique per message, as Standard Webhooks requires
@@ -244,6 +250,11 @@ async def _bench(count: int, clients: int) -> None:
         f"ingress, replays (same key+body):  {replay_rps:8.0f} req/s   "
         f"{replay_rps / bare_rps:.2f}x bare; replay p50 {replay_p50:.2f} ms (goal <= 2 ms)"
     )
+    # The goals of issue 32 (met only in 3 of 3 consecutive runs: run the bench three times).
+    fresh_met = fresh_rps / bare_rps >= 0.6
+    replay_met = replay_p50 <= 1.0
+    print(f"goal fresh keys >= 0.6x bare: {'met' if fresh_met else 'MISSED'}")
+    print(f"goal replay p50 <= 1 ms: {'met' if replay_met else 'MISSED'}")
 
 
 def main() -> None:
