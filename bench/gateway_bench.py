@@ -219,8 +219,8 @@ async def idle_memory(conversations: int) -> dict[str, float]:
         gc.collect()
         idle = tracemalloc.take_snapshot()
         stats = gw.statistics()
-        assert stats["workers"] == 0, stats
-        assert stats["runs"]["live"] == 0, stats
+        assert stats.workers == 0, stats
+        assert stats.runs.live == 0, stats
         idle_bytes = sum(s.size_diff for s in idle.compare_to(before, "filename"))
         # The same conversations, each with one run queued behind a held slot.
         pending_cfg_runs = [

@@ -114,3 +114,24 @@ async def test_a_bare_record_with_private_fields_is_charged_them() -> None:
 
     pending = ApprovalPending(id="p", tool="bash", invocation_context_key="k" * (2 * BOUND))
     assert measure(pending) > 2 * BOUND
+
+
+async def test_a_view_in_a_nested_record_is_charged_though_the_fast_path_looks_two_deep() -> None:
+    class Inner(msgspec.Struct):
+        data: Any
+
+    class Middle(msgspec.Struct):
+        inner: Inner
+
+    class Outer(msgspec.Struct):
+        middle: Middle
+
+    backing = bytearray(PINNED)
+    plain = Outer(middle=Middle(inner=Inner(data="x")))
+    assert measure(plain) == len(msgspec.json.encode(plain))
+    for item in (
+        Inner(data=memoryview(backing)[:8]),
+        Middle(inner=Inner(data=memoryview(backing)[:8])),
+        Outer(middle=Middle(inner=Inner(data=memoryview(backing)[:8]))),
+    ):
+        assert measure(item) >= PINNED, item

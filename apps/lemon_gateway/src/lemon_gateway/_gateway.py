@@ -603,6 +603,8 @@ class Gateway:
     def _resolve_cwd(self, cwd: str | None) -> str:
         # lemon_core's one rule (real paths); unchecked here: the executor reports a missing
         # directory as the run's failure.
+        if cwd is None or not cwd.strip():
+            return self._default_cwd  # already a real path (resolved once, at construction)
         return resolve_cwd(cwd, workspace=self._default_cwd, check=False)
 
     async def _complete_orphan(

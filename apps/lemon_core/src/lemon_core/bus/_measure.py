@@ -76,30 +76,35 @@ def _excess_backing(root: Any, encoded: int) -> int:
 
 
 def _record_excess(payload: Any, encoded: int) -> int:
-    # A gc-traversable record whose fields are scalars or flat containers of scalars pins
-    # nothing beyond its encoding; anything else (and anything not sure) takes the walk.
-    kind = type(payload)
+    # A gc-traversable record whose fields are scalars, flat containers of scalars or (two
+    # levels deep) such records pins nothing beyond its encoding; anything else (and anything
+    # this path is not sure about) takes the walk.
+    return 0 if _plain_record(payload, 2) else _walk(payload, encoded)
+
+
+def _plain_record(record: Any, depth: int) -> bool:
+    kind = type(record)
     if kind not in _RECORDS:
         if (
-            not isinstance(payload, msgspec.Struct)
+            not isinstance(record, msgspec.Struct)
             or not kind.__struct_config__.gc
             or kind.__struct_config__.dict  # private fields: the walk charges them
         ):
-            return _walk(payload, encoded)
+            return False
         _RECORDS.add(kind)
-    for value in _get_referents(payload):  # every field, whatever its annotation
+    for value in _get_referents(record):  # every field, whatever its annotation
         field_kind = type(value)
         if field_kind in _LEAVES or value is kind:
             continue
         if field_kind is dict:
             if _nested(value.values()):
-                return _walk(payload, encoded)
+                return False
         elif field_kind is list or field_kind is tuple:
             if _nested(value):
-                return _walk(payload, encoded)
-        else:
-            return _walk(payload, encoded)
-    return 0
+                return False
+        elif not (depth and isinstance(value, msgspec.Struct) and _plain_record(value, depth - 1)):
+            return False
+    return True
 
 
 def _nested(values: Any) -> bool:
