@@ -1,0 +1,255 @@
+"""``lemon acp`` driven by the official ACP Python SDK (``agent-client-protocol``) as the
+editor: the streamed text, a bash call through a permission question, cancel (while the tool
+runs and while the question is pending), and load after a restart with the full history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+LEMON = str(Path(sys.executable).parent / "lemon")
+
+
+class Editor:
+    """The editor's side: records every update; answers permission questions with
+    ``answer`` (``None``: wait until told, for cancel-while-pending)."""
+
+    def __init__(self, answer: str | None = "allow_once") -> None:
+        self.answer = answer
+        self.updates: list[Any] = []
+        self.questions: list[Any] = []
+        self.asked = asyncio.Event()
+        self.tool_started = asyncio.Event()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
+    ) -> RequestPermissionResponse:
+        self.questions.append((tool_call, options))
+        self.asked.set()
+        if self.answer is None:
+            await asyncio.Event().wait()  # never answers: the agent must withdraw the question
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+        if (
+            getattr(update, "session_update", None) == "tool_call_update"
+            and update.status == "in_progress"
+        ):
+            self.tool_started.set()
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for u in self.updates]
+
+    def text(self, kind: str = "agent_message_chunk") -> str:
+        return "".join(u.content.text for u in self.updates if u.session_update == kind)
+
+
+@asynccontextmanager
+async def lemon_acp(
+    editor: Editor, env: dict[str, str], cwd: Path
+) -> AsyncIterator[ClientSideConnection]:
+    async with spawn_agent_process(editor, LEMON, "acp", env=env, cwd=cwd) as (conn, _process):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert init.protocol_version == 1
+        yield conn
+
+
+async def test_initialize_advertises_what_lemon_offers(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with spawn_agent_process(editor, LEMON, "acp", env=agent_env, cwd=workspace) as (conn, _):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        caps = init.agent_capabilities
+        assert caps is not None
+        assert caps.load_session is True
+        assert caps.prompt_capabilities.image is True
+        assert caps.prompt_capabilities.embedded_context is True
+        assert caps.mcp_capabilities.http is True
+        assert caps.mcp_capabilities.sse is False
+        assert init.agent_info is not None
+        assert init.agent_info.name == "lemon"
+        await conn.authenticate(method_id="none")
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert session.session_id.startswith("acp:")
+        assert session.modes is not None
+        assert [m.id for m in session.modes.available_modes] == ["default", "accept-edits", "plan"]
+
+
+async def test_a_prompt_streams_the_answer_and_ends_the_turn(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/echo hello from the editor")]
+        )
+    assert result.stop_reason == "end_turn"
+    assert editor.text() == "hello from the editor"
+    assert editor.kinds().count("agent_message_chunk") > 1  # streamed
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [LEMON, "sessions", "list"],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert session.session_id in listed.stdout, listed.stdout + listed.stderr
+
+
+async def test_bash_runs_through_the_editors_permission(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block('/tool bash {"command": "echo approved-$((40+2))"}')],
+        )
+    assert result.stop_reason == "end_turn"
+    assert len(editor.questions) == 1
+    tool_call, options = editor.questions[0]
+    assert [o.kind for o in options] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    announced = [u.tool_call_id for u in editor.updates if u.session_update == "tool_call"]
+    assert tool_call.tool_call_id in announced  # the question names a call already announced
+    starts = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert starts[0].kind == "execute"
+    finished = [
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    ]
+    assert finished
+    outputs = " ".join(
+        c.content.text for u in finished for c in (u.content or []) if hasattr(c, "content")
+    )
+    assert "approved-42" in outputs
+
+
+async def test_a_rejected_permission_does_not_run_the_command(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="reject_once")
+    marker = workspace / "ran"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+        )
+    assert result.stop_reason == "end_turn"
+    assert editor.questions
+    assert not marker.exists()
+
+
+async def test_cancel_stops_a_running_tool(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block('/tool bash {"command": "sleep 60"}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.asked.wait()
+        await conn.cancel(session_id=session.session_id)
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "cancelled"
+
+
+async def test_cancel_while_the_permission_is_pending_denies_it(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer=None)
+    marker = workspace / "ran"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.asked.wait()
+        await conn.cancel(session_id=session.session_id)
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "cancelled"
+    assert not marker.exists()
+
+
+async def test_load_after_a_restart_replays_the_whole_history(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    first = Editor()
+    async with lemon_acp(first, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("/echo remember me")])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("/echo and me")])
+    # A new agent process (and a new runtime on the same home): the editor loads the session.
+    second = Editor()
+    async with lemon_acp(second, agent_env, workspace) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+        replayed = [(u.session_update, u.content.text) for u in second.updates]
+        assert replayed == [
+            ("user_message_chunk", "/echo remember me"),
+            ("agent_message_chunk", "remember me"),
+            ("user_message_chunk", "/echo and me"),
+            ("agent_message_chunk", "and me"),
+        ]
+        second.updates.clear()
+        result = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/echo still here")]
+        )
+    assert result.stop_reason == "end_turn"
+    assert second.text() == "still here"
+
+
+async def test_modes_change_what_asks(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor(answer="reject_once")
+    target = workspace / "notes.txt"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="accept-edits")
+        assert "current_mode_update" in editor.kinds()
+        write = {"path": str(target), "content": "hello\n"}
+        await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f"/tool write {json.dumps(write)}")],
+        )
+        assert editor.questions == []  # accept-edits: the write did not ask
+        assert target.read_text() == "hello\n"
+        await conn.set_session_mode(session_id=session.session_id, mode_id="plan")
+        marker = workspace / "ran"
+        await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+        )
+    assert editor.questions == []  # plan: bash is not offered, so nothing asks
+    assert not marker.exists()
