@@ -253,3 +253,46 @@ async def test_modes_change_what_asks(agent_env: dict[str, str], workspace: Path
         )
     assert editor.questions == []  # plan: bash is not offered, so nothing asks
     assert not marker.exists()
+
+
+async def test_on_a_running_daemon_the_session_is_the_daemons(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+    from lemon_core.sessions import SESSION_PORT
+    from lemon_runtime import Runtime
+
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    options = ControlPlaneOptions(settings={"port": 0, "cwd": str(workspace)})
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert plane.local_token is not None
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: plane.local_token}
+        editor = Editor()
+        async with spawn_agent_process(
+            editor,
+            LEMON,
+            "acp",
+            "--url",
+            plane.ws_url,
+            "--session",
+            "acp:attached",
+            env=env,
+            cwd=workspace,
+        ) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            assert session.session_id == "acp:attached"
+            result = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("/echo over the websocket")]
+            )
+        assert result.stop_reason == "end_turn"
+        assert editor.text() == "over the websocket"
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        keys = [s.session_key for s in await port.sessions()]
+        assert "acp:attached" in keys
+        settings = await port.settings("acp:attached")
+        assert settings.workspace is not None
+        assert settings.workspace.endswith("/project")
