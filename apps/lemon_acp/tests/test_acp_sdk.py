@@ -133,7 +133,7 @@ async def test_bash_runs_through_the_editors_permission(
         "reject_always",
     ]
     announced = [u.tool_call_id for u in editor.updates if u.session_update == "tool_call"]
-    assert tool_call.tool_call_id in announced  # the question names a call already announced
+    assert announced == [tool_call.tool_call_id]  # the question names the announced call
     starts = [u for u in editor.updates if u.session_update == "tool_call"]
     assert starts[0].kind == "execute"
     finished = [
@@ -296,3 +296,39 @@ async def test_on_a_running_daemon_the_session_is_the_daemons(
         settings = await port.settings("acp:attached")
         assert settings.workspace is not None
         assert settings.workspace.endswith("/project")
+
+
+async def test_an_edit_shows_its_diff_and_a_todo_write_the_plan(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="allow_once")
+    target = workspace / "f.txt"
+    await asyncio.to_thread(target.write_text, "alpha\n")
+    edit = {"path": str(target), "old_text": "alpha", "new_text": "beta"}
+    todo = {
+        "action": "write",
+        "todos": [{"content": "one", "status": "in_progress"}, {"content": "two"}],
+    }
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block(f"/tool edit {json.dumps(edit)}")]
+        )
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block(f"/tool todo {json.dumps(todo)}")]
+        )
+    starts = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert starts[0].kind == "edit"
+    assert [loc.path for loc in starts[0].locations] == [str(target)]
+    done = next(
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    )
+    diffs = [c for c in done.content if c.type == "diff"]
+    assert [(d.path, d.old_text, d.new_text) for d in diffs] == [(str(target), "alpha", "beta")]
+    plans = [u for u in editor.updates if u.session_update == "plan"]
+    assert [(e.content, e.status) for e in plans[0].entries] == [
+        ("one", "in_progress"),
+        ("two", "pending"),
+    ]

@@ -35,6 +35,7 @@ from lemon_acp._content import (
     replay_updates,
     tool_call_of,
     tool_kind,
+    tool_name_of,
 )
 from lemon_acp._rpc import FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
@@ -105,7 +106,8 @@ class AcpSession:
     run_id: str | None = None
     cancelled: bool = False
     permission: asyncio.Future[Any] | None = field(default=None, repr=False)
-    announced: set[str] = field(default_factory=set)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """This prompt's announced tool calls by id: ``tool``, ``args``, ``open``, ``update``."""
 
 
 class AcpAgent:
@@ -306,7 +308,7 @@ class AcpAgent:
         request = self._run_request(session, text, images)
         stream = self._port.watch(session.key)
         session.cancelled = False
-        session.announced = set()
+        session.calls = {}
         try:
             receipt = await self._port.submit(request)
             session.run_id = receipt.run_id
@@ -366,22 +368,22 @@ class AcpAgent:
                     },
                 )
             return
-        todos = card.detail.get("todos")
-        if isinstance(todos, list):
-            entries = [
-                {
-                    "content": str(t.get("text") or t.get("content") or ""),
-                    "priority": "medium",
-                    "status": _plan_status(t.get("status")),
-                }
-                for t in todos
-                if isinstance(t, dict)
-            ]
-            await self._update(session, {"sessionUpdate": "plan", "entries": entries})
-        if card.action_id not in session.announced:
-            session.announced.add(card.action_id)
-            await self._update(session, tool_call_of(card))
+        plan = _plan_of(card)
+        if plan is not None:
+            await self._update(session, {"sessionUpdate": "plan", "entries": plan})
+        call = session.calls.get(card.action_id)
+        if call is None:
+            update_call = tool_call_of(card)
+            call = {
+                "tool": tool_name_of(card),
+                "args": update_call.get("rawInput", {}),
+                "open": True,
+                "update": update_call,
+            }
+            session.calls[card.action_id] = call
+            await self._update(session, update_call)
         if card.phase == "completed":
+            call["open"] = False
             update: dict[str, Any] = {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": card.action_id,
@@ -389,19 +391,9 @@ class AcpAgent:
             }
             output = card.message or card.detail.get("output")
             content: list[dict[str, Any]] = []
-            diff = card.detail.get("diff")
-            path = card.detail.get("path")
-            if isinstance(path, str) and isinstance(card.detail.get("new_text"), str):
-                content.append(
-                    {
-                        "type": "diff",
-                        "path": path,
-                        "oldText": card.detail.get("old_text"),
-                        "newText": card.detail["new_text"],
-                    }
-                )
-            elif isinstance(diff, str):
-                content.append({"type": "content", "content": {"type": "text", "text": diff}})
+            diff = _diff_of(card, call["tool"], call["args"])
+            if diff is not None:
+                content.append(diff)
             if isinstance(output, str) and output:
                 content.append({"type": "content", "content": {"type": "text", "text": output}})
             if content:
@@ -418,23 +410,40 @@ class AcpAgent:
             )
 
     async def _ask(self, session: AcpSession, asked: ApprovalAsked) -> None:
-        args = approval_arguments(asked.action)
-        call_id = str(
-            (asked.action or {}).get("tool_call_id")
-            or (asked.action or {}).get("id")
-            or f"approval-{asked.approval_id}"
-        )
-        command = approval_command(args)
-        title = f"{asked.tool}: {command}" if command else asked.tool
-        tool_call = {
-            "toolCallId": call_id,
-            "title": title,
-            "kind": tool_kind(asked.tool),
-            "status": "pending",
-            "rawInput": args,
-        }
-        if call_id not in session.announced:
-            session.announced.add(call_id)
+        # The question names the call the run announced for this tool (its card started
+        # before it asked); a tool that asks before its card starts is announced here.
+        open_calls = [
+            (call_id, call)
+            for call_id, call in session.calls.items()
+            if call["open"] and call["tool"] == asked.tool
+        ]
+        if open_calls:
+            call_id, call = open_calls[-1]
+            announced = call["update"]
+            tool_call = {
+                "toolCallId": call_id,
+                "title": announced["title"],
+                "kind": announced["kind"],
+                "status": "pending",
+                "rawInput": call["args"],
+            }
+        else:
+            args = approval_arguments(asked.action)
+            call_id = f"approval-{asked.approval_id}"
+            command = approval_command(args)
+            tool_call = {
+                "toolCallId": call_id,
+                "title": f"{asked.tool}: {command}" if command else asked.tool,
+                "kind": tool_kind(asked.tool),
+                "status": "pending",
+                "rawInput": args,
+            }
+            session.calls[call_id] = {
+                "tool": asked.tool,
+                "args": args,
+                "open": True,
+                "update": tool_call,
+            }
             await self._update(session, {"sessionUpdate": "tool_call", **tool_call})
         assert self._rpc is not None
         loop = asyncio.get_running_loop()
@@ -471,6 +480,39 @@ class AcpAgent:
         if session.cancelled:
             decision = ApprovalDecision.DENY
         await self._port.resolve_approval(asked.approval_id, decision)
+
+
+def _diff_of(card: ToolCard, tool: str, args: object) -> dict[str, Any] | None:
+    """The ``diff`` content of a finished write or edit (from its announced arguments)."""
+    if card.ok is False or not isinstance(args, Mapping) or not isinstance(args.get("path"), str):
+        return None
+    if tool == "edit" and isinstance(args.get("new_text"), str):
+        old = args.get("old_text")
+        return {"type": "diff", "path": args["path"], "oldText": old, "newText": args["new_text"]}
+    if tool == "write" and isinstance(args.get("content"), str):
+        return {"type": "diff", "path": args["path"], "oldText": None, "newText": args["content"]}
+    return None
+
+
+def _plan_of(card: ToolCard) -> list[dict[str, str]] | None:
+    """The ``plan`` entries a todo tool call wrote (``None``: not a todo write)."""
+    detail = card.detail
+    args = detail.get("arguments") or detail.get("args") or {}
+    tool = detail.get("tool") or detail.get("name") or card.title
+    if tool != "todo" or not isinstance(args, Mapping) or args.get("action") != "write":
+        return None
+    todos = args.get("todos")
+    if card.phase != "started" or not isinstance(todos, list):
+        return None
+    return [
+        {
+            "content": str(t.get("content") or ""),
+            "priority": str(t.get("priority") or "medium"),
+            "status": _plan_status(t.get("status")),
+        }
+        for t in todos
+        if isinstance(t, Mapping)
+    ]
 
 
 def _plan_status(value: object) -> str:

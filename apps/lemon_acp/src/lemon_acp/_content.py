@@ -62,10 +62,16 @@ def _locations(args: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [location]
 
 
+def tool_name_of(card: ToolCard) -> str:
+    """The tool a card is of (its detail's ``tool``/``name``, else its title's first word)."""
+    detail = card.detail
+    return str(detail.get("tool") or detail.get("name") or card.title.split(" ", 1)[0])
+
+
 def tool_call_of(card: ToolCard) -> dict[str, Any]:
     """The ``tool_call`` update announcing ``card`` (phase ``started``)."""
     detail = card.detail
-    tool = str(detail.get("tool") or detail.get("name") or card.title)
+    tool = tool_name_of(card)
     args = detail.get("arguments") or detail.get("args") or {}
     update: dict[str, Any] = {
         "sessionUpdate": "tool_call",
