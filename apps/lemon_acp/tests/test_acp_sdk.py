@@ -30,6 +30,7 @@ class Editor:
         self.questions: list[Any] = []
         self.asked = asyncio.Event()
         self.tool_started = asyncio.Event()
+        self.commands = asyncio.Event()
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
@@ -44,6 +45,8 @@ class Editor:
 
     async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
         self.updates.append(update)
+        if getattr(update, "session_update", None) == "available_commands_update":
+            self.commands.set()
         if (
             getattr(update, "session_update", None) == "tool_call_update"
             and update.status == "in_progress"
@@ -87,6 +90,16 @@ async def test_initialize_advertises_what_lemon_offers(
         assert session.session_id.startswith("acp:")
         assert session.modes is not None
         assert [m.id for m in session.modes.available_modes] == ["default", "accept-edits", "plan"]
+        async with asyncio.timeout(30):
+            await editor.commands.wait()
+        commands = next(
+            u for u in editor.updates if u.session_update == "available_commands_update"
+        )
+        assert [c.name for c in commands.available_commands] == ["compact"]
+        compacted = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/compact")]
+        )
+        assert compacted.stop_reason == "end_turn"
 
 
 async def test_a_prompt_streams_the_answer_and_ends_the_turn(
@@ -216,7 +229,11 @@ async def test_load_after_a_restart_replays_the_whole_history(
     second = Editor()
     async with lemon_acp(second, agent_env, workspace) as conn:
         await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
-        replayed = [(u.session_update, u.content.text) for u in second.updates]
+        replayed = [
+            (u.session_update, u.content.text)
+            for u in second.updates
+            if u.session_update in ("user_message_chunk", "agent_message_chunk")
+        ]
         assert replayed == [
             ("user_message_chunk", "/echo remember me"),
             ("agent_message_chunk", "remember me"),

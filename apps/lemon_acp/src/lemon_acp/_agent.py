@@ -37,7 +37,7 @@ from lemon_acp._content import (
     tool_kind,
     tool_name_of,
 )
-from lemon_acp._rpc import FrameReader, FrameWriter, RpcConnection
+from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import RunRequest, ToolPolicy
@@ -80,6 +80,10 @@ _MODE_IDS: Final = frozenset(m["id"] for m in MODES)
 _EDIT_TOOLS: Final = frozenset({"write", "edit"})
 _PLAN_DENY: Final = frozenset({"write", "edit", "bash"})
 _ORIGIN: Final = "acp"
+#: The slash commands the editor offers (``available_commands_update``).
+_COMMANDS: Final = (
+    {"name": "compact", "description": "Summarise the older part of this session's history"},
+)
 _PERMISSION_OPTIONS: Final = (
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -152,6 +156,7 @@ class AcpAgent:
             "session/load": self._load,
             "session/prompt": self._prompt,
             "session/set_mode": self._set_mode,
+            "session/set_model": self._set_model,
         }
         handler = handlers.get(method)
         if handler is None:
@@ -202,7 +207,7 @@ class AcpAgent:
             raise RpcError.bad_params("cwd", f"{cwd} is not a directory")
         return os.path.realpath(cwd)
 
-    async def _new(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _new(self, params: dict[str, Any]) -> AfterAnswer:
         cwd = self._cwd(params)
         servers = check_mcp_servers(params.get("mcpServers"))
         key = self._attach or f"acp:{uuid.uuid4()}"
@@ -210,9 +215,17 @@ class AcpAgent:
         session = AcpSession(key=key, cwd=cwd, mcp_servers=servers)
         await self._port.patch(key, workspace=cwd, label=f"ACP {os.path.basename(cwd) or cwd}")
         self._sessions[key] = session
-        return {"sessionId": key, "modes": self._modes(session)}
+        return AfterAnswer(
+            {"sessionId": key, "modes": self._modes(session)}, lambda: self._commands(session)
+        )
 
-    async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _commands(self, session: AcpSession) -> None:
+        await self._update(
+            session,
+            {"sessionUpdate": "available_commands_update", "availableCommands": list(_COMMANDS)},
+        )
+
+    async def _load(self, params: dict[str, Any]) -> AfterAnswer:
         key = params.get("sessionId")
         if not isinstance(key, str):
             raise RpcError.bad_params("sessionId", "must be a string")
@@ -231,7 +244,7 @@ class AcpAgent:
         self._sessions[key] = session
         for update in replay_updates(entries):
             await self._update(session, update)
-        return {"modes": self._modes(session)}
+        return AfterAnswer({"modes": self._modes(session)}, lambda: self._commands(session))
 
     async def _history(self, key: str) -> tuple[Any, ...]:
         pages: list[tuple[Any, ...]] = []
@@ -263,6 +276,15 @@ class AcpAgent:
         else:
             raise RpcError.bad_params("modeId", f"must be one of {', '.join(sorted(_MODE_IDS))}")
         await self._update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        return {}
+
+    async def _set_model(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/set_model`` (unstable in ACP v1): ``provider:model``, the session's own."""
+        session = self._session(params)
+        model = params.get("modelId")
+        if not isinstance(model, str) or ":" not in model.strip(":"):
+            raise RpcError.bad_params("modelId", "must be provider:model, e.g. openai:gpt-4o")
+        await self._port.patch(session.key, model=model)
         return {}
 
     async def _cancel(self, params: dict[str, Any]) -> None:
@@ -305,6 +327,8 @@ class AcpAgent:
             raise RpcError.bad_params(
                 "sessionId", "a prompt is already running in this session; cancel it or wait"
             )
+        if text.strip() == "/compact" and not images:
+            return await self._compact(session)
         request = self._run_request(session, text, images)
         stream = self._port.watch(session.key)
         session.cancelled = False
@@ -344,6 +368,23 @@ class AcpAgent:
         finally:
             stream.close()
             session.run_id = None
+
+    async def _compact(self, session: AcpSession) -> dict[str, Any]:
+        result = await self._port.compact(session.key)
+        if result.error:
+            note = f"Compaction failed: {result.error}"
+        elif not result.compacted:
+            note = result.note or "Nothing to compact."
+        else:
+            note = (
+                f"Compacted {result.messages_summarised} messages "
+                f"({result.tokens_before} -> {result.tokens_after} tokens)."
+            )
+        await self._update(
+            session,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": note}},
+        )
+        return {"stopReason": "end_turn"}
 
     def _stop_reason(self, session: AcpSession, end: RunEnded) -> str:
         code = str(end.error_code) if end.error_code is not None else None

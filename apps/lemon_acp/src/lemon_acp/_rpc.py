@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lemon_acp.errors import (
@@ -25,13 +26,22 @@ from lemon_acp.errors import (
     RpcError,
 )
 
-__all__ = ["FrameReader", "FrameWriter", "Handler", "RpcConnection"]
+__all__ = ["AfterAnswer", "FrameReader", "FrameWriter", "Handler", "RpcConnection"]
 
 log = logging.getLogger("lemon_acp.rpc")
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """``(method, params) -> result``; raises :class:`RpcError` (or ``LookupError`` for an unknown
 method: -32601)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AfterAnswer:
+    """A result, and what to do once it was sent (notifications that must follow the answer,
+    such as ``available_commands_update`` after ``session/new`` names the session)."""
+
+    result: Any
+    then: Callable[[], Awaitable[None]]
 
 
 class FrameReader(Protocol):
@@ -167,8 +177,13 @@ class RpcConnection:
             if is_request:
                 await self._error(rid, RpcError(INTERNAL_ERROR, f"{method} failed: {exc}"))
             return
+        then = None
+        if isinstance(result, AfterAnswer):
+            result, then = result.result, result.then
         if is_request:
             await self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        if then is not None:
+            await then()
 
     async def _error(self, rid: Any, error: RpcError) -> None:
         await self.send({"jsonrpc": "2.0", "id": rid, "error": error.wire()})
