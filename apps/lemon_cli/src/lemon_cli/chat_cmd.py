@@ -309,6 +309,12 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     return runtime, port
 
 
+async def booted_port(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionPort] | None:
+    """:func:`_booted` for another command of this CLI (``lemon acp``): the daemon's port, or
+    an in-process runtime's; what to ``stop()`` afterwards."""
+    return await _booted(loaded, console)
+
+
 async def _run_chat(
     loaded: LoadedConfig,
     options: ChatOptions,

@@ -10,6 +10,7 @@ from rich.markup import escape
 from typer.core import TyperCommand
 
 from lemon_cli._output import make_console
+from lemon_cli.acp_cmd import acp
 from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
@@ -56,6 +57,7 @@ app.add_typer(store_app, name="store")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
+app.command()(acp)
 app.command()(chat)
 app.command()(doctor)
 app.command()(serve)
@@ -75,7 +77,7 @@ class _Passthrough(TyperCommand):
 def _root(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
         if sys.stdin.isatty() and sys.stdout.isatty():
-            _ensure_daemon(ctx)
+            ensure_daemon(ctx)
             ctx.invoke(chat)
             return
         console = make_console(emoji=False)
@@ -85,7 +87,7 @@ def _root(ctx: typer.Context) -> None:
         _print_daemon(console)
 
 
-def _ensure_daemon(ctx: typer.Context) -> None:
+def ensure_daemon(ctx: typer.Context) -> None:
     """Bare ``lemon`` on a terminal: start this home's daemon in the background unless one
     runs (or ``LEMON_DAEMON=0``), so the chat that opens next is its client. A daemon that
     cannot start (the port is taken, say) is reported and the chat hosts the runtime itself."""

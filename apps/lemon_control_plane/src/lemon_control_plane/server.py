@@ -431,6 +431,19 @@ class ControlPlane:
         self.refresh_tokens()
         return self._authenticate(token) is not None
 
+    def token_scopes(self, token: object) -> frozenset[str] | None:
+        """The scopes ``token`` carries now (a configured, local or active stored token), else
+        ``None``; the store is re-read first if it changed. For an HTTP surface mounted on this
+        server that authenticates with ``Authorization: Bearer`` (the OpenAI-compatible API)."""
+        self.refresh_tokens()
+        found = self._authenticate(token)
+        return None if found is None else found[1]
+
+    def origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
+        """Whether a request with this ``Origin`` (``None``: not a browser) and ``Host`` may be
+        served: the rule the WebSocket upgrade applies, for the mounted HTTP surfaces."""
+        return self._origin_allowed(origin, host)
+
     def _grant_valid(self, grant: Grant) -> bool:
         """Whether the token a sign-in stands for is still accepted as it was."""
         if grant.token_id == _OPEN:

@@ -1,0 +1,565 @@
+"""The ACP agent: ACP v1's methods over one :class:`~lemon_core.sessions.SessionPort`.
+
+A client of the session port like the terminal UI (the daemon's WebSocket port, or an
+in-process runtime's with ``LEMON_DAEMON=0``): it never reaches the router, the gateway or the
+executor. Sessions are Lemon sessions, ``acp:<uuid>`` (or any key ``session/load`` names), so
+they show in ``lemon sessions list`` and resume after the editor and the daemon restart.
+
+One prompt at a time per session: a ``session/prompt`` while one runs in the same session is
+refused (-32602, said so) rather than queued behind it. ``session/cancel`` cancels the run
+through the port (its tools stop), answers a pending permission question ``cancelled`` (a deny),
+and the prompt returns ``cancelled``. Every approval the run asks goes to the editor as
+``session/request_permission`` naming the tool call already announced with ``tool_call``;
+no answer within ``permission_timeout_s``, or a cancelled question, is a deny.
+
+MCP servers given in ``session/new`` are validated and kept per session
+(:attr:`AcpSession.mcp_servers`); handing them to the session's runs is the seam the MCP client
+fills (nothing here starts them yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from lemon_acp._content import (
+    McpServer,
+    check_mcp_servers,
+    prompt_of,
+    replay_updates,
+    tool_call_of,
+    tool_kind,
+    tool_name_of,
+)
+from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
+from lemon_acp.errors import RpcError
+from lemon_core.events import ApprovalDecision
+from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.sessions import (
+    ApprovalAsked,
+    ApprovalEnded,
+    InvalidSessionKeyError,
+    QueueNotice,
+    RunEnded,
+    RunPhaseNotice,
+    SessionPort,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+    approval_arguments,
+    approval_command,
+    check_session_key,
+)
+
+__all__ = ["MODES", "PROTOCOL_VERSION", "AcpAgent", "AcpSession"]
+
+log = logging.getLogger("lemon_acp")
+
+PROTOCOL_VERSION: Final = 1
+ModeId = Literal["default", "accept-edits", "plan"]
+MODES: Final[tuple[dict[str, str], ...]] = (
+    {
+        "id": "default",
+        "name": "Default",
+        "description": "Ask before running tools that need approval",
+    },
+    {
+        "id": "accept-edits",
+        "name": "Accept edits",
+        "description": "Allow file writes and edits without asking",
+    },
+    {"id": "plan", "name": "Plan", "description": "Read-only: no writes, edits or commands"},
+)
+_MODE_IDS: Final = frozenset(m["id"] for m in MODES)
+_EDIT_TOOLS: Final = frozenset({"write", "edit"})
+_PLAN_DENY: Final = frozenset({"write", "edit", "bash"})
+_ORIGIN: Final = "acp"
+#: The slash commands the editor offers (``available_commands_update``).
+_COMMANDS: Final = (
+    {"name": "compact", "description": "Summarise the older part of this session's history"},
+)
+_PERMISSION_OPTIONS: Final = (
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
+)
+#: ACP's permission option -> our decision (always-reject is a deny: we keep no deny list).
+_DECISIONS: Final[Mapping[str, ApprovalDecision]] = {
+    "allow_once": ApprovalDecision.APPROVE_ONCE,
+    "allow_always": ApprovalDecision.APPROVE_SESSION,
+    "reject_once": ApprovalDecision.DENY,
+    "reject_always": ApprovalDecision.DENY,
+}
+
+
+@dataclass(kw_only=True, slots=True)
+class AcpSession:
+    """One editor session: its Lemon session key, workspace, mode and MCP servers."""
+
+    key: str
+    cwd: str
+    mode: ModeId = "default"
+    mcp_servers: tuple[McpServer, ...] = ()
+    run_id: str | None = None
+    cancelled: bool = False
+    permission: asyncio.Future[Any] | None = field(default=None, repr=False)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """This prompt's announced tool calls by id: ``tool``, ``args``, ``open``, ``update``."""
+
+
+class AcpAgent:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        port: SessionPort,
+        *,
+        version: str = "0.1.0",
+        agent_id: str = "default",
+        permission_timeout_s: float = 300.0,
+        attach: str | None = None,
+    ) -> None:
+        self._port = port
+        self._version = version
+        self._agent_id = agent_id
+        self._permission_timeout_s = permission_timeout_s
+        self._attach = attach
+        self._sessions: dict[str, AcpSession] = {}
+        self._client_capabilities: dict[str, Any] = {}
+        self._rpc: RpcConnection | None = None
+
+    async def serve(self, reader: FrameReader, writer: FrameWriter) -> None:
+        """Answer the editor until its input ends."""
+        self._rpc = RpcConnection(
+            reader, writer, requests=self._request, notifications=self._notification
+        )
+        await self._rpc.serve()
+
+    @property
+    def sessions(self) -> Mapping[str, AcpSession]:
+        return self._sessions
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    async def _request(self, method: str, params: dict[str, Any]) -> Any:
+        handlers = {
+            "initialize": self._initialize,
+            "authenticate": self._authenticate,
+            "session/new": self._new,
+            "session/load": self._load,
+            "session/prompt": self._prompt,
+            "session/set_mode": self._set_mode,
+            "session/set_model": self._set_model,
+        }
+        handler = handlers.get(method)
+        if handler is None:
+            raise LookupError(method)
+        return await handler(params)
+
+    async def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/cancel":
+            await self._cancel(params)
+        else:
+            log.debug("ignored notification %s", method)
+
+    async def _update(self, session: AcpSession, update: dict[str, Any]) -> None:
+        assert self._rpc is not None
+        await self._rpc.notify("session/update", {"sessionId": session.key, "update": update})
+
+    # -- methods --------------------------------------------------------------------------------
+
+    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        version = params.get("protocolVersion")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise RpcError.bad_params("protocolVersion", "must be an integer (ACP's major version)")
+        capabilities = params.get("clientCapabilities")
+        self._client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": True, "sse": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "lemon", "title": "Lemon", "version": self._version},
+        }
+
+    async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        # The connection to the daemon is authenticated already (this home's local token).
+        return {}
+
+    def _modes(self, session: AcpSession) -> dict[str, Any]:
+        return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
+
+    def _cwd(self, params: Mapping[str, Any]) -> str:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError.bad_params("cwd", "must be an absolute path (the session's workspace)")
+        if not os.path.isdir(cwd):
+            raise RpcError.bad_params("cwd", f"{cwd} is not a directory")
+        return os.path.realpath(cwd)
+
+    async def _new(self, params: dict[str, Any]) -> AfterAnswer:
+        cwd = self._cwd(params)
+        servers = check_mcp_servers(params.get("mcpServers"))
+        key = self._attach or f"acp:{uuid.uuid4()}"
+        self._attach = None
+        session = AcpSession(key=key, cwd=cwd, mcp_servers=servers)
+        await self._port.patch(key, workspace=cwd, label=f"ACP {os.path.basename(cwd) or cwd}")
+        self._sessions[key] = session
+        return AfterAnswer(
+            {"sessionId": key, "modes": self._modes(session)}, lambda: self._commands(session)
+        )
+
+    async def _commands(self, session: AcpSession) -> None:
+        await self._update(
+            session,
+            {"sessionUpdate": "available_commands_update", "availableCommands": list(_COMMANDS)},
+        )
+
+    async def _load(self, params: dict[str, Any]) -> AfterAnswer:
+        key = params.get("sessionId")
+        if not isinstance(key, str):
+            raise RpcError.bad_params("sessionId", "must be a string")
+        try:
+            check_session_key(key)
+        except InvalidSessionKeyError as exc:
+            raise RpcError.bad_params("sessionId", str(exc)) from None
+        cwd = self._cwd(params)
+        servers = check_mcp_servers(params.get("mcpServers"))
+        entries = await self._history(key)
+        settings = await self._port.settings(key)
+        if not entries and settings.updated_at_ms == 0:
+            raise RpcError.bad_params("sessionId", f"unknown session {key!r}")
+        session = self._sessions.get(key) or AcpSession(key=key, cwd=cwd)
+        session.cwd, session.mcp_servers = cwd, servers
+        self._sessions[key] = session
+        for update in replay_updates(entries):
+            await self._update(session, update)
+        return AfterAnswer({"modes": self._modes(session)}, lambda: self._commands(session))
+
+    async def _history(self, key: str) -> tuple[Any, ...]:
+        pages: list[tuple[Any, ...]] = []
+        before: int | None = None
+        while True:
+            page = await self._port.transcript(key, limit=200, before=before)
+            pages.append(page.entries)
+            if not page.more or not page.entries:
+                break
+            before = page.entries[0].index
+        return tuple(entry for entries in reversed(pages) for entry in entries)
+
+    def _session(self, params: Mapping[str, Any]) -> AcpSession:
+        key = params.get("sessionId")
+        if not isinstance(key, str):
+            raise RpcError.bad_params("sessionId", "must be a string")
+        session = self._sessions.get(key)
+        if session is None:
+            raise RpcError.bad_params(
+                "sessionId", f"unknown session {key!r} (session/new or session/load it first)"
+            )
+        return session
+
+    async def _set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        mode = params.get("modeId")
+        if mode == "default" or mode == "accept-edits" or mode == "plan":
+            session.mode = mode
+        else:
+            raise RpcError.bad_params("modeId", f"must be one of {', '.join(sorted(_MODE_IDS))}")
+        await self._update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        return {}
+
+    async def _set_model(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/set_model`` (unstable in ACP v1): ``provider:model``, the session's own."""
+        session = self._session(params)
+        model = params.get("modelId")
+        if not isinstance(model, str) or ":" not in model.strip(":"):
+            raise RpcError.bad_params("modelId", "must be provider:model, e.g. openai:gpt-4o")
+        await self._port.patch(session.key, model=model)
+        return {}
+
+    async def _cancel(self, params: dict[str, Any]) -> None:
+        key = params.get("sessionId")
+        session = self._sessions.get(key) if isinstance(key, str) else None
+        if session is None or session.run_id is None:
+            return
+        session.cancelled = True
+        if session.permission is not None and not session.permission.done():
+            session.permission.set_result({"outcome": {"outcome": "cancelled"}})
+        await self._port.cancel(run_id=session.run_id)
+
+    # -- prompt ---------------------------------------------------------------------------------
+
+    def _run_request(
+        self, session: AcpSession, text: str, images: tuple[Mapping[str, Any], ...]
+    ) -> RunRequest:
+        preapproved: frozenset[str] = frozenset()
+        policy = None
+        if session.mode == "accept-edits":
+            preapproved = _EDIT_TOOLS
+        elif session.mode == "plan":
+            policy = ToolPolicy(deny=_PLAN_DENY)
+        return RunRequest(
+            origin=_ORIGIN,
+            session_key=session.key,
+            prompt=text,
+            agent_id=self._agent_id,
+            queue_mode="followup",
+            images=images,
+            cwd=session.cwd,
+            tool_policy=policy,
+            preapproved=preapproved,
+        )
+
+    async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        text, images = prompt_of(params.get("prompt"))
+        if session.run_id is not None:
+            raise RpcError.bad_params(
+                "sessionId", "a prompt is already running in this session; cancel it or wait"
+            )
+        if text.strip() == "/compact" and not images:
+            return await self._compact(session)
+        request = self._run_request(session, text, images)
+        stream = self._port.watch(session.key)
+        session.cancelled = False
+        session.calls = {}
+        try:
+            receipt = await self._port.submit(request)
+            session.run_id = receipt.run_id
+            ids = {receipt.run_id}
+            while True:
+                event = await stream.get()
+                if isinstance(event, RunPhaseNotice) and event.retry_of in ids:
+                    ids.add(event.run_id)
+                elif isinstance(event, QueueNotice) and event.run_id in ids and event.into_run_id:
+                    ids.add(event.into_run_id)
+                elif isinstance(event, TextDelta) and event.run_id in ids:
+                    await self._update(
+                        session,
+                        {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": event.text},
+                        },
+                    )
+                elif isinstance(event, ToolCard) and event.run_id in ids:
+                    await self._tool_card(session, event)
+                elif isinstance(event, ApprovalAsked) and event.run_id in ids:
+                    await self._ask(session, event)
+                elif isinstance(event, ApprovalEnded):
+                    pass
+                elif isinstance(event, RunEnded) and event.run_id == receipt.run_id:
+                    return {"stopReason": self._stop_reason(session, event)}
+                elif isinstance(event, StreamOverflow):
+                    raise RpcError(-32603, f"lost the run's events: {event.reason}")
+        except asyncio.CancelledError:
+            if session.run_id is not None:
+                await asyncio.shield(self._port.cancel(run_id=session.run_id))
+            raise
+        finally:
+            stream.close()
+            session.run_id = None
+
+    async def _compact(self, session: AcpSession) -> dict[str, Any]:
+        result = await self._port.compact(session.key)
+        if result.error:
+            note = f"Compaction failed: {result.error}"
+        elif not result.compacted:
+            note = result.note or "Nothing to compact."
+        else:
+            note = (
+                f"Compacted {result.messages_summarised} messages "
+                f"({result.tokens_before} -> {result.tokens_after} tokens)."
+            )
+        await self._update(
+            session,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": note}},
+        )
+        return {"stopReason": "end_turn"}
+
+    def _stop_reason(self, session: AcpSession, end: RunEnded) -> str:
+        code = str(end.error_code) if end.error_code is not None else None
+        if session.cancelled or code == "cancelled":
+            return "cancelled"
+        if code == "max_turns":
+            return "max_turn_requests"
+        if code == "context_overflow":
+            return "max_tokens"
+        if not end.ok:
+            raise RpcError(-32603, end.error or f"the run failed ({code})", {"errorCode": code})
+        return "end_turn"
+
+    async def _tool_card(self, session: AcpSession, card: ToolCard) -> None:
+        if str(card.kind) == "reasoning":
+            if card.message:
+                await self._update(
+                    session,
+                    {
+                        "sessionUpdate": "agent_thought_chunk",
+                        "content": {"type": "text", "text": card.message},
+                    },
+                )
+            return
+        plan = _plan_of(card)
+        if plan is not None:
+            await self._update(session, {"sessionUpdate": "plan", "entries": plan})
+        call = session.calls.get(card.action_id)
+        if call is None:
+            update_call = tool_call_of(card)
+            call = {
+                "tool": tool_name_of(card),
+                "args": update_call.get("rawInput", {}),
+                "open": True,
+                "update": update_call,
+            }
+            session.calls[card.action_id] = call
+            await self._update(session, update_call)
+        if card.phase == "completed":
+            call["open"] = False
+            update: dict[str, Any] = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": card.action_id,
+                "status": "completed" if card.ok is not False else "failed",
+            }
+            output = card.message or card.detail.get("output")
+            content: list[dict[str, Any]] = []
+            diff = _diff_of(card, call["tool"], call["args"])
+            if diff is not None:
+                content.append(diff)
+            if isinstance(output, str) and output:
+                content.append({"type": "content", "content": {"type": "text", "text": output}})
+            if content:
+                update["content"] = content
+            await self._update(session, update)
+        elif card.phase == "updated":
+            await self._update(
+                session,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": card.action_id,
+                    "status": "in_progress",
+                },
+            )
+
+    async def _ask(self, session: AcpSession, asked: ApprovalAsked) -> None:
+        # The question names the call the run announced for this tool (its card started
+        # before it asked); a tool that asks before its card starts is announced here.
+        open_calls = [
+            (call_id, call)
+            for call_id, call in session.calls.items()
+            if call["open"] and call["tool"] == asked.tool
+        ]
+        if open_calls:
+            call_id, call = open_calls[-1]
+            announced = call["update"]
+            tool_call = {
+                "toolCallId": call_id,
+                "title": announced["title"],
+                "kind": announced["kind"],
+                "status": "pending",
+                "rawInput": call["args"],
+            }
+        else:
+            args = approval_arguments(asked.action)
+            call_id = f"approval-{asked.approval_id}"
+            command = approval_command(args)
+            tool_call = {
+                "toolCallId": call_id,
+                "title": f"{asked.tool}: {command}" if command else asked.tool,
+                "kind": tool_kind(asked.tool),
+                "status": "pending",
+                "rawInput": args,
+            }
+            session.calls[call_id] = {
+                "tool": asked.tool,
+                "args": args,
+                "open": True,
+                "update": tool_call,
+            }
+            await self._update(session, {"sessionUpdate": "tool_call", **tool_call})
+        assert self._rpc is not None
+        loop = asyncio.get_running_loop()
+        session.permission = loop.create_future()
+        ask = loop.create_task(
+            self._rpc.request(
+                "session/request_permission",
+                {
+                    "sessionId": session.key,
+                    "toolCall": tool_call,
+                    "options": [dict(o) for o in _PERMISSION_OPTIONS],
+                },
+            )
+        )
+        decision = ApprovalDecision.DENY
+        try:
+            done, _ = await asyncio.wait(
+                {ask, session.permission},
+                timeout=self._permission_timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if ask in done and ask.exception() is None:
+                outcome = (ask.result() or {}).get("outcome") or {}
+                if outcome.get("outcome") == "selected":
+                    decision = _DECISIONS.get(str(outcome.get("optionId")), ApprovalDecision.DENY)
+            elif ask in done:
+                log.warning("the permission question failed: %s", ask.exception())
+        finally:
+            session.permission = None
+            if not ask.done():
+                ask.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await ask
+        if session.cancelled:
+            decision = ApprovalDecision.DENY
+        await self._port.resolve_approval(asked.approval_id, decision)
+
+
+def _diff_of(card: ToolCard, tool: str, args: object) -> dict[str, Any] | None:
+    """The ``diff`` content of a finished write or edit (from its announced arguments)."""
+    if card.ok is False or not isinstance(args, Mapping) or not isinstance(args.get("path"), str):
+        return None
+    if tool == "edit" and isinstance(args.get("new_text"), str):
+        old = args.get("old_text")
+        return {"type": "diff", "path": args["path"], "oldText": old, "newText": args["new_text"]}
+    if tool == "write" and isinstance(args.get("content"), str):
+        return {"type": "diff", "path": args["path"], "oldText": None, "newText": args["content"]}
+    return None
+
+
+def _plan_of(card: ToolCard) -> list[dict[str, str]] | None:
+    """The ``plan`` entries a todo tool call wrote (``None``: not a todo write)."""
+    detail = card.detail
+    args = detail.get("arguments") or detail.get("args") or {}
+    tool = detail.get("tool") or detail.get("name") or card.title
+    if tool != "todo" or not isinstance(args, Mapping) or args.get("action") != "write":
+        return None
+    todos = args.get("todos")
+    if card.phase != "started" or not isinstance(todos, list):
+        return None
+    return [
+        {
+            "content": str(t.get("content") or ""),
+            "priority": str(t.get("priority") or "medium"),
+            "status": _plan_status(t.get("status")),
+        }
+        for t in todos
+        if isinstance(t, Mapping)
+    ]
+
+
+def _plan_status(value: object) -> str:
+    text = str(value or "pending")
+    return (
+        text
+        if text in ("pending", "in_progress", "completed")
+        else ("completed" if text == "done" else "pending")
+    )

@@ -1,0 +1,351 @@
+"""``lemon acp`` driven by the official ACP Python SDK (``agent-client-protocol``) as the
+editor: the streamed text, a bash call through a permission question, cancel (while the tool
+runs and while the question is pending), and load after a restart with the full history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+LEMON = str(Path(sys.executable).parent / "lemon")
+
+
+class Editor:
+    """The editor's side: records every update; answers permission questions with
+    ``answer`` (``None``: wait until told, for cancel-while-pending)."""
+
+    def __init__(self, answer: str | None = "allow_once") -> None:
+        self.answer = answer
+        self.updates: list[Any] = []
+        self.questions: list[Any] = []
+        self.asked = asyncio.Event()
+        self.tool_started = asyncio.Event()
+        self.commands = asyncio.Event()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
+    ) -> RequestPermissionResponse:
+        self.questions.append((tool_call, options))
+        self.asked.set()
+        if self.answer is None:
+            await asyncio.Event().wait()  # never answers: the agent must withdraw the question
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+        if getattr(update, "session_update", None) == "available_commands_update":
+            self.commands.set()
+        if (
+            getattr(update, "session_update", None) == "tool_call_update"
+            and update.status == "in_progress"
+        ):
+            self.tool_started.set()
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for u in self.updates]
+
+    def text(self, kind: str = "agent_message_chunk") -> str:
+        return "".join(u.content.text for u in self.updates if u.session_update == kind)
+
+
+@asynccontextmanager
+async def lemon_acp(
+    editor: Editor, env: dict[str, str], cwd: Path
+) -> AsyncIterator[ClientSideConnection]:
+    async with spawn_agent_process(editor, LEMON, "acp", env=env, cwd=cwd) as (conn, _process):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert init.protocol_version == 1
+        yield conn
+
+
+async def test_initialize_advertises_what_lemon_offers(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with spawn_agent_process(editor, LEMON, "acp", env=agent_env, cwd=workspace) as (conn, _):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        caps = init.agent_capabilities
+        assert caps is not None
+        assert caps.load_session is True
+        assert caps.prompt_capabilities.image is True
+        assert caps.prompt_capabilities.embedded_context is True
+        assert caps.mcp_capabilities.http is True
+        assert caps.mcp_capabilities.sse is False
+        assert init.agent_info is not None
+        assert init.agent_info.name == "lemon"
+        await conn.authenticate(method_id="none")
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert session.session_id.startswith("acp:")
+        assert session.modes is not None
+        assert [m.id for m in session.modes.available_modes] == ["default", "accept-edits", "plan"]
+        async with asyncio.timeout(30):
+            await editor.commands.wait()
+        commands = next(
+            u for u in editor.updates if u.session_update == "available_commands_update"
+        )
+        assert [c.name for c in commands.available_commands] == ["compact"]
+        compacted = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/compact")]
+        )
+        assert compacted.stop_reason == "end_turn"
+
+
+async def test_a_prompt_streams_the_answer_and_ends_the_turn(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/echo hello from the editor")]
+        )
+    assert result.stop_reason == "end_turn"
+    assert editor.text() == "hello from the editor"
+    assert editor.kinds().count("agent_message_chunk") > 1  # streamed
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [LEMON, "sessions", "list"],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert session.session_id in listed.stdout, listed.stdout + listed.stderr
+
+
+async def test_bash_runs_through_the_editors_permission(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block('/tool bash {"command": "echo approved-$((40+2))"}')],
+        )
+    assert result.stop_reason == "end_turn"
+    assert len(editor.questions) == 1
+    tool_call, options = editor.questions[0]
+    assert [o.kind for o in options] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    announced = [u.tool_call_id for u in editor.updates if u.session_update == "tool_call"]
+    assert announced == [tool_call.tool_call_id]  # the question names the announced call
+    starts = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert starts[0].kind == "execute"
+    finished = [
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    ]
+    assert finished
+    outputs = " ".join(
+        c.content.text for u in finished for c in (u.content or []) if hasattr(c, "content")
+    )
+    assert "approved-42" in outputs
+
+
+async def test_a_rejected_permission_does_not_run_the_command(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="reject_once")
+    marker = workspace / "ran"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+        )
+    assert result.stop_reason == "end_turn"
+    assert editor.questions
+    assert not marker.exists()
+
+
+async def test_cancel_stops_a_running_tool(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block('/tool bash {"command": "sleep 60"}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.asked.wait()
+        await conn.cancel(session_id=session.session_id)
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "cancelled"
+
+
+async def test_cancel_while_the_permission_is_pending_denies_it(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer=None)
+    marker = workspace / "ran"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.asked.wait()
+        await conn.cancel(session_id=session.session_id)
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "cancelled"
+    assert not marker.exists()
+
+
+async def test_load_after_a_restart_replays_the_whole_history(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    first = Editor()
+    async with lemon_acp(first, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("/echo remember me")])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("/echo and me")])
+    # A new agent process (and a new runtime on the same home): the editor loads the session.
+    second = Editor()
+    async with lemon_acp(second, agent_env, workspace) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+        replayed = [
+            (u.session_update, u.content.text)
+            for u in second.updates
+            if u.session_update in ("user_message_chunk", "agent_message_chunk")
+        ]
+        assert replayed == [
+            ("user_message_chunk", "/echo remember me"),
+            ("agent_message_chunk", "remember me"),
+            ("user_message_chunk", "/echo and me"),
+            ("agent_message_chunk", "and me"),
+        ]
+        second.updates.clear()
+        result = await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/echo still here")]
+        )
+    assert result.stop_reason == "end_turn"
+    assert second.text() == "still here"
+
+
+async def test_modes_change_what_asks(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor(answer="reject_once")
+    target = workspace / "notes.txt"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="accept-edits")
+        assert "current_mode_update" in editor.kinds()
+        write = {"path": str(target), "content": "hello\n"}
+        await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f"/tool write {json.dumps(write)}")],
+        )
+        assert editor.questions == []  # accept-edits: the write did not ask
+        assert target.read_text() == "hello\n"
+        await conn.set_session_mode(session_id=session.session_id, mode_id="plan")
+        marker = workspace / "ran"
+        await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f'/tool bash {{"command": "touch {marker}"}}')],
+        )
+    assert editor.questions == []  # plan: bash is not offered, so nothing asks
+    assert not marker.exists()
+
+
+async def test_on_a_running_daemon_the_session_is_the_daemons(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+    from lemon_core.sessions import SESSION_PORT
+    from lemon_runtime import Runtime
+
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    options = ControlPlaneOptions(settings={"port": 0, "cwd": str(workspace)})
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert plane.local_token is not None
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: plane.local_token}
+        editor = Editor()
+        async with spawn_agent_process(
+            editor,
+            LEMON,
+            "acp",
+            "--url",
+            plane.ws_url,
+            "--session",
+            "acp:attached",
+            env=env,
+            cwd=workspace,
+        ) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            assert session.session_id == "acp:attached"
+            result = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("/echo over the websocket")]
+            )
+        assert result.stop_reason == "end_turn"
+        assert editor.text() == "over the websocket"
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        keys = [s.session_key for s in await port.sessions()]
+        assert "acp:attached" in keys
+        settings = await port.settings("acp:attached")
+        assert settings.workspace is not None
+        assert settings.workspace.endswith("/project")
+
+
+async def test_an_edit_shows_its_diff_and_a_todo_write_the_plan(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="allow_once")
+    target = workspace / "f.txt"
+    await asyncio.to_thread(target.write_text, "alpha\n")
+    edit = {"path": str(target), "old_text": "alpha", "new_text": "beta"}
+    todo = {
+        "action": "write",
+        "todos": [{"content": "one", "status": "in_progress"}, {"content": "two"}],
+    }
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block(f"/tool edit {json.dumps(edit)}")]
+        )
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block(f"/tool todo {json.dumps(todo)}")]
+        )
+    starts = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert starts[0].kind == "edit"
+    assert [loc.path for loc in starts[0].locations] == [str(target)]
+    done = next(
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    )
+    diffs = [c for c in done.content if c.type == "diff"]
+    assert [(d.path, d.old_text, d.new_text) for d in diffs] == [(str(target), "alpha", "beta")]
+    plans = [u for u in editor.updates if u.session_update == "plan"]
+    assert [(e.content, e.status) for e in plans[0].entries] == [
+        ("one", "in_progress"),
+        ("two", "pending"),
+    ]

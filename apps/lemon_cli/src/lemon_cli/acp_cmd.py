@@ -1,0 +1,101 @@
+"""``lemon acp``: Lemon as an Agent Client Protocol agent for an editor (the ``lemon_acp`` app).
+
+The editor starts ``lemon acp`` and speaks ACP on its stdin/stdout; stdout carries only
+JSON-RPC frames (every log line goes to stderr). The agent is a client of this home's daemon
+over its WebSocket session port, started like bare ``lemon`` does when none runs; with
+``LEMON_DAEMON=0`` (or a daemon that cannot start) the runtime is hosted in this process for as
+long as the editor keeps the agent. ``--url`` names another daemon's WebSocket (it gets only
+``LEMON_CONTROL_PLANE_TOKEN``); ``--session KEY`` attaches the first ``session/new`` to an
+existing session instead of a new ``acp:<uuid>``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["acp"]
+
+
+def acp(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(help="The daemon's WebSocket, ws://HOST:PORT/ws (default: this home's)."),
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(help="Attach the editor's first new session to this session key."),
+    ] = None,
+) -> None:
+    """Speak the Agent Client Protocol on stdin/stdout (for Zed, JetBrains and other editors)."""
+    import asyncio
+    import logging
+    import sys
+
+    from lemon_acp import claim_stdout
+    from lemon_cli._output import make_console
+
+    frames = claim_stdout()  # from here on, fd 1 is stderr: only frames reach the editor
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    err = make_console(emoji=False, stderr=True, highlight=False)
+    if session is not None:
+        from lemon_core.sessions import check_session_key
+
+        try:
+            check_session_key(session)
+        except ValueError as exc:
+            err.print(f"lemon acp: --session: {exc}", markup=False)
+            raise typer.Exit(2) from None
+    if url is not None and not url.startswith(("ws://", "wss://")):
+        err.print(f"lemon acp: --url must be ws://HOST:PORT/ws, not {url!r}", markup=False)
+        raise typer.Exit(2)
+    if url is None:
+        from lemon_cli.main import ensure_daemon
+
+        ensure_daemon(ctx)
+    raise typer.Exit(asyncio.run(_serve(err, frames, url, session)))
+
+
+async def _serve(err: Any, frames: Any, url: str | None, session: str | None) -> int:
+    from importlib.metadata import version
+
+    from lemon_acp import AcpAgent, serve_stdio
+    from lemon_core.config import ConfigError, load_config
+
+    stop: Any = None
+    if url is not None:
+        import os
+
+        from lemon_control_plane.client import WebSocketSessionPort
+        from lemon_control_plane.config import TOKEN_ENV
+        from lemon_control_plane.errors import ControlPlaneError, WireError
+
+        remote = WebSocketSessionPort(url, token=os.environ.get(TOKEN_ENV) or None)
+        try:
+            port: Any = await remote.__aenter__()
+        except (ControlPlaneError, WireError, OSError) as exc:
+            err.print(f"lemon acp: cannot connect to {url}: {exc}", markup=False)
+            return 1
+        stop = remote.aclose
+    else:
+        from lemon_cli.chat_cmd import booted_port
+
+        try:
+            loaded = load_config()
+        except ConfigError as exc:
+            for issue in exc.issues:
+                err.print(f"error {issue.render()}", markup=False)
+            return 2
+        booted = await booted_port(loaded, err)
+        if booted is None:
+            return 2
+        owner, port = booted
+        stop = owner.stop
+    try:
+        agent = AcpAgent(port, version=version("lemon_acp"), attach=session)
+        await serve_stdio(agent, frames)
+    finally:
+        await stop()
+    return 0
