@@ -27,6 +27,7 @@ from lemon_core.config import DefaultsConfig
 from lemon_core.home import Home
 from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
+from lemon_core.wire_methods import WIRE_METHODS
 from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
 
 __all__ = ["lemon_control_plane_app", "plane_config"]
@@ -65,6 +66,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
         config,
         models=runtime.context.capabilities.get(MODEL_CATALOG),
         mounts=runtime.context.capabilities.get(HTTP_MOUNTS),
+        wire_methods=runtime.context.capabilities.get(WIRE_METHODS),
         config_view=lambda: runtime.config.to_builtins(),
         bus=runtime.bus,
         approvals=runtime.context.capabilities.get(APPROVALS),

@@ -68,6 +68,7 @@ from lemon_core.bus import Bus
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.mounts import RESERVED_PATHS, HttpMounts
 from lemon_core.sessions import SessionPort
+from lemon_core.wire_methods import WireCall, WireMethod, WireMethods
 
 __all__ = ["AUTH_COOKIE", "EVENTS", "PROTOCOL_VERSION", "SERVER_VERSION", "ControlPlane"]
 
@@ -164,6 +165,7 @@ class ControlPlane:
         *,
         models: ModelCatalog | None = None,
         mounts: HttpMounts | None = None,
+        wire_methods: WireMethods | None = None,
         config_view: Callable[[], Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         bus: Bus | None = None,
@@ -172,6 +174,8 @@ class ControlPlane:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
         """Other apps' ASGI applications, served for every path the plane does not answer."""
+        self.wire_methods = wire_methods if wire_methods is not None else WireMethods()
+        """Other apps' methods, answered when the plane's own table has no such name."""
         self.tokens = TokenStore(Path(self.config.token_file)) if self.config.token_file else None
         self._stored: dict[str, StoredToken] = {}  # hash -> active stored token
         self._token_signature: tuple[int, int, int] | None = None
@@ -280,8 +284,9 @@ class ControlPlane:
     @property
     def methods(self) -> tuple[str, ...]:
         """The method names advertised in ``hello-ok.features.methods`` (sorted): exactly
-        the dispatch table (the methods answered ``NOT_IMPLEMENTED`` are not in it)."""
-        return tuple(sorted(self._methods.table))
+        the dispatch table and the apps' registered methods (the methods answered
+        ``NOT_IMPLEMENTED`` are not in it)."""
+        return tuple(sorted({*self._methods.table, *self.wire_methods.names()}))
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -889,6 +894,9 @@ class ControlPlane:
 
     async def _dispatch(self, conn: Connection, request: Request) -> None:
         method = self._methods.table.get(request.method)
+        if method is None and (extension := self.wire_methods.get(request.method)) is not None:
+            await self._dispatch_extension(conn, request, extension)
+            return
         unsupported = UNSUPPORTED.get(request.method)
         if method is None and unsupported is not None:
             conn.push_text(error_frame(request.id, WireError("NOT_IMPLEMENTED", unsupported)))
@@ -917,3 +925,28 @@ class ControlPlane:
             except Exception as exc:  # mapped once, by class: see _error_map
                 frame = error_frame(request.id, wire_error(exc, method.name))
             conn.push_text(frame)
+
+    async def _dispatch_extension(
+        self, conn: Connection, request: Request, method: WireMethod
+    ) -> None:
+        """An app's method (:mod:`lemon_core.wire_methods`): the same scope check and error
+        mapping as the plane's own; its handler gets the params as decoded JSON."""
+        if method.scope is not None and method.scope not in conn.scopes:
+            conn.push_text(
+                error_frame(
+                    request.id,
+                    WireError("FORBIDDEN", f"Insufficient permissions for {method.name}"),
+                )
+            )
+            return
+        call = WireCall(
+            method=method.name,
+            params=request.params,
+            scopes=conn.scopes,
+            token_id=conn.token_id,
+        )
+        try:
+            frame = ok_frame(request.id, await method.handler(call))
+        except Exception as exc:  # mapped once, by class: see _error_map
+            frame = error_frame(request.id, wire_error(exc, method.name))
+        conn.push_text(frame)

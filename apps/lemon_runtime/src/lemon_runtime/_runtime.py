@@ -25,6 +25,7 @@ from lemon_core.leases import Leases
 from lemon_core.mounts import HTTP_MOUNTS, HttpMounts
 from lemon_core.runtime_errors import AppHookError, RuntimeBootError, RuntimeUsageError
 from lemon_core.store import Store, StoreCorruptError, StoreUnavailableError
+from lemon_core.wire_methods import WIRE_METHODS, WireMethods
 from lemon_runtime._app import AppSpec, discover_apps, resolve_profile
 from lemon_runtime._backends import (
     open_configured_bus,
@@ -108,6 +109,8 @@ class Runtime:
         self.context = RuntimeContext(name=name)
         self.mounts = HttpMounts()
         """The HTTP mounts of this runtime (the :data:`HTTP_MOUNTS` capability while it runs)."""
+        self.wire_methods = WireMethods()
+        """The apps' control-plane methods (the :data:`WIRE_METHODS` capability while it runs)."""
         self._leases: Leases | None = None
         self._started: list[AppState] = []
         self._stack = AsyncExitStack()
@@ -213,6 +216,7 @@ class Runtime:
             raise RuntimeBootError(str(exc)) from exc
         self._leases = shared_leases(self._store)
         self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
+        self.context.capabilities.register(WIRE_METHODS, self.wire_methods)
         for spec in self._order:
             app_stack = AsyncExitStack()
             try:
@@ -272,6 +276,7 @@ class Runtime:
 
     async def _close_owned(self) -> None:
         self.context.capabilities.unregister(HTTP_MOUNTS, self.mounts)
+        self.context.capabilities.unregister(WIRE_METHODS, self.wire_methods)
         if (
             self._store_arg is None or isinstance(self._store_arg, str)
         ) and self._store is not None:
