@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the fixture's class, from this folder's conftest
     from lemon_core.clock import ManualClock
@@ -116,3 +116,56 @@ async def test_a_retry_attempt_is_the_same_run_in_the_session_index() -> None:
     entry = await SessionIndexStore(store).get("agent:a:main")
     assert entry is not None
     assert entry.runs == 2
+
+
+class _CountingStore(MemoryStore):
+    """A memory store counting the reads (gets and scans) made through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def get(self, table: str, key: str) -> Any:
+        self.reads += 1
+        return await super().get(table, key)
+
+    async def scan(self, table: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        self.reads += 1
+        return await super().scan(table, **kwargs)
+
+
+async def test_listing_sessions_is_one_read_with_their_settings() -> None:
+    store = _CountingStore()
+    runs, settings = RunStore(store), SessionSettingsStore(store)
+    await settings.update("agent:a:s00", model="p:before-first-run")
+    for n in range(20):
+        await runs.finalize(_run(f"r{n}", 1000 + n, session=f"agent:a:s{n:02d}"))
+    await settings.update("agent:a:s03", label="work")
+    await settings.update("agent:a:s04", model="p:m", label="x")
+    await settings.update("agent:a:s04", label=None)
+    await runs.finalize(_run("r-again", 5000, session="agent:a:s03"))
+    store.reads = 0
+    listed = await SessionIndexStore(store).recent(limit=50)
+    assert store.reads == 1
+    assert [e.session_key for e in listed[:2]] == ["agent:a:s03", "agent:a:s19"]
+    by_key = {e.session_key: e for e in listed}
+    assert len(by_key) == 20
+    assert (by_key["agent:a:s00"].model, by_key["agent:a:s00"].label) == (
+        "p:before-first-run",
+        None,
+    )
+    assert (by_key["agent:a:s03"].label, by_key["agent:a:s03"].runs) == ("work", 2)
+    assert (by_key["agent:a:s04"].model, by_key["agent:a:s04"].label) == ("p:m", None)
+    await settings.delete("agent:a:s04")
+    again = {e.session_key: e for e in await SessionIndexStore(store).recent(limit=50)}
+    assert again["agent:a:s04"].model is None
+
+
+async def test_an_older_recency_row_holding_only_the_key_still_lists() -> None:
+    store = MemoryStore()
+    await RunStore(store).finalize(_run("r", 10, session="agent:a:old"))
+    rows = await store.scan(SessionIndexStore.RECENT, limit=10)
+    assert len(rows) == 1
+    await store.put(SessionIndexStore.RECENT, rows[0][0], "agent:a:old")  # the old shape
+    listed = await SessionIndexStore(store).recent()
+    assert [e.session_key for e in listed] == ["agent:a:old"]

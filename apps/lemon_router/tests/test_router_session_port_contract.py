@@ -243,8 +243,14 @@ class WitnessStore:
 
     async def put_many(self, entries: Sequence[tuple[str, str, Any, int | None]]) -> None:
         assert self.inner is not None
-        assert all(table != SessionIndexStore.INDEX for table, _, _, _ in entries)
+        indexed = [value for table, _, value, _ in entries if table == SessionIndexStore.INDEX]
+        for value in indexed:
+            run_id = getattr(value, "last_run_id", None)
+            if isinstance(run_id, str) and self.delivery is not None:
+                self.end_published_first[run_id] = self._ended(run_id)
         await self.inner.put_many(entries)
+        if indexed:
+            self.indexed.set()
 
     async def delete(self, table: str, key: str) -> bool:
         assert self.inner is not None

@@ -62,7 +62,9 @@ from lemon_core.sessions import (
 from lemon_core.store import (
     ChatStateStore,
     RunStore,
+    SessionIndexEntry,
     SessionIndexStore,
+    SessionSettingsRecord,
     SessionSettingsStore,
     Store,
     StoreError,
@@ -378,9 +380,11 @@ class RouterSessionPort:
         settings = SessionSettingsStore(self._store)
         found = []
         for e in entries:
-            own = None
-            with contextlib.suppress(StoreError):
-                own = await settings.get(e.session_key)
+            own: SessionSettingsRecord | SessionIndexEntry | None = e
+            if not e.settings_mirrored:  # an entry from before the mirror: read the settings
+                own = None
+                with contextlib.suppress(StoreError):
+                    own = await settings.get(e.session_key)
             found.append(
                 SessionSummary(
                     session_key=e.session_key,

@@ -151,13 +151,25 @@ class SessionIndexEntry(msgspec.Struct, frozen=True, kw_only=True):
     last_answer_preview: str = ""
     updated_at_ms: int = 0
     native_session_id: str | None = None
+    model: str | None = None
+    """The session's own model (:class:`SessionSettingsStore`), mirrored for the listing."""
+    label: str | None = None
+    """The session's label (:class:`SessionSettingsStore`), mirrored for the listing."""
+    settings_mirrored: bool = False
+    """Whether ``model`` and ``label`` mirror the settings (``False`` on an entry written
+    before the mirror existed: the listing reads the settings for it)."""
 
 
 class SessionIndexStore:
-    """The session index: one row per session and a recency table, so listing the most
-    recent sessions reads ``limit`` rows, never the run history.
+    """The session index: one row per session and a recency table whose rows hold the whole
+    entry, so listing the most recent sessions is one scan of ``limit`` rows: never the run
+    history, never a read per session.
 
-    Written by :class:`RunStore.finalize` (the writer of run history), in the same order.
+    Written by :class:`RunStore.finalize` (the writer of run history), in the same order, and
+    by :class:`SessionSettingsStore` (the mirrored ``model`` and ``label``). A settings change
+    racing the session's finalize (another client patching while a run ends) can leave the
+    listing's mirror one change behind until the next run or patch of the session; the
+    settings themselves are never lost.
     """
 
     INDEX: Final = "session_index"
@@ -171,6 +183,11 @@ class SessionIndexStore:
         retry attempt (``retry_of``) of the run the entry counted last is the same run: it
         replaces that run's figures and is not counted again."""
         previous = await self.get(summary.session_key)
+        if previous is not None and previous.settings_mirrored:
+            model, label = previous.model, previous.label
+        else:  # the session's first run (or an entry from before the mirror)
+            own = await SessionSettingsStore(self._store).get(summary.session_key)
+            model, label = (own.model, own.label) if own is not None else (None, None)
         same_run = (
             previous is not None
             and summary.retry_of is not None
@@ -189,12 +206,36 @@ class SessionIndexStore:
                 if summary.resume is not None and summary.resume.is_native
                 else (previous.native_session_id if previous else None)
             ),
+            model=model,
+            label=label,
+            settings_mirrored=True,
         )
-        await self._store.put(self.INDEX, summary.session_key, entry)
+        await self._write(entry, previous)
+        return entry
+
+    async def _write(self, entry: SessionIndexEntry, previous: SessionIndexEntry | None) -> None:
+        """The entry and its recency row in one batch (all or nothing); a moved session's old
+        recency row is deleted after."""
+        await self._store.put_many(
+            [
+                (self.INDEX, entry.session_key, entry, None),
+                (self.RECENT, _recent_key(entry), entry, None),
+            ]
+        )
         if previous is not None and previous.updated_at_ms != entry.updated_at_ms:
             await self._store.delete(self.RECENT, _recent_key(previous))
-        await self._store.put(self.RECENT, _recent_key(entry), entry.session_key)
-        return entry
+
+    async def mirror_settings(
+        self, session_key: str, *, model: str | None, label: str | None
+    ) -> bool:
+        """Copy the session's settings into its entry (``False``: the session has no entry
+        yet; its first run copies them)."""
+        previous = await self.get(session_key)
+        if previous is None:
+            return False
+        entry = msgspec.structs.replace(previous, model=model, label=label, settings_mirrored=True)
+        await self._write(entry, previous)
+        return True
 
     async def get(self, session_key: str) -> SessionIndexEntry | None:
         data = await self._store.get(self.INDEX, session_key)
@@ -213,17 +254,20 @@ class SessionIndexStore:
         previous = await self.get(session_key)
         if previous is None or previous.native_session_id is None:
             return False
-        await self._store.put(
-            self.INDEX, session_key, msgspec.structs.replace(previous, native_session_id=None)
-        )
+        await self._write(msgspec.structs.replace(previous, native_session_id=None), previous)
         return True
 
     async def recent(self, *, limit: int = 50) -> list[SessionIndexEntry]:
-        """The most recently active sessions, newest first (reads at most ``2 * limit`` rows)."""
+        """The most recently active sessions, newest first: one scan of ``limit`` rows (a row
+        written before the rows held the entry costs one more read)."""
         rows = await self._store.scan(self.RECENT, limit=limit)
         found: list[SessionIndexEntry] = []
-        for _, session_key in rows:
-            entry = await self.get(str(session_key))
+        for _, value in rows:
+            entry: SessionIndexEntry | None
+            if isinstance(value, dict):
+                entry = msgspec.convert(value, SessionIndexEntry)
+            else:  # an older row: the session key only
+                entry = await self.get(str(value))
             if entry is not None:
                 found.append(entry)
         return found
@@ -268,9 +312,14 @@ class SessionSettingsStore:
             await self._store.delete(self.TABLE, session_key)
         else:
             await self._store.put(self.TABLE, session_key, record)
+        if (record.model, record.label) != (previous.model, previous.label):
+            await SessionIndexStore(self._store).mirror_settings(
+                session_key, model=record.model, label=record.label
+            )
         return record
 
     async def delete(self, session_key: str) -> bool:
+        await SessionIndexStore(self._store).mirror_settings(session_key, model=None, label=None)
         return await self._store.delete(self.TABLE, session_key)
 
 
