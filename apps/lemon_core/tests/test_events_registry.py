@@ -39,6 +39,7 @@ from lemon_core.events import (
     RunStarted,
     RunUsage,
     SecretChanged,
+    StoreBackendChanged,
     TalkModeChanged,
     is_registered,
     nested_payload_classes,
@@ -72,6 +73,7 @@ EXPECTED = {
     "secret_changed": SecretChanged,
     "talk_mode_changed": TalkModeChanged,
     "bus_backend_changed": BusBackendChanged,
+    "store_backend_changed": StoreBackendChanged,
     "goal_set": GoalChanged,
     "goal_paused": GoalChanged,
     "goal_resumed": GoalChanged,
@@ -191,7 +193,7 @@ def test_registry_is_read_only() -> None:
 
 def test_payload_classes_include_the_nested_ones_once_each() -> None:
     classes = payload_classes()
-    assert len(classes) == len(set(classes)) == 29
+    assert len(classes) == len(set(classes)) == 30
     assert nested_payload_classes() == (Completion, RunUsage, Action, ApprovalPending)
     assert set(nested_payload_classes()) <= set(classes)
 

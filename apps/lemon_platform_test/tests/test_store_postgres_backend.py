@@ -157,3 +157,101 @@ async def _gone(conn: psycopg.AsyncConnection[Any], pid: int) -> None:
             return
         await asyncio.sleep(0.01)
     pytest.fail(f"backend {pid} of the cut connection never ended")
+
+
+class _Clock:
+    """A monotonic clock the test moves (when the breaker's next probe is due)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_server_that_stops_answering_fails_fast_until_a_probe_reaches_it(
+    schema: str,
+) -> None:
+    clock = _Clock()
+    changes: list[tuple[bool, str]] = []
+    with TcpProxy("127.0.0.1", 5432) as proxy:
+        store = await PostgresStore.open(
+            proxied(proxy),
+            schema=schema,
+            min_connections=1,
+            max_connections=1,
+            timeout_s=0.5,
+            probe_interval_s=1.0,
+            monotonic=clock,
+        )
+        store.watch(lambda running, reason: changes.append((running, reason)))
+        try:
+            await store.put("t", "before", 1)
+            proxy.cut()
+            # The first calls find the server gone the slow way (the pool's timeout)...
+            for _ in range(20):
+                with pytest.raises(StoreUnavailableError) as first:
+                    await store.get("t", "before")
+                if not store.available:
+                    break
+            assert "PoolTimeout" in str(first.value)
+            assert changes == [(False, changes[0][1])]
+            assert "PoolTimeout" in changes[0][1]
+            # ... and from then on every call fails at once, without touching the pool.
+            waiting_before = store.statistics()["fast_failures"]
+            for _ in range(5):
+                with pytest.raises(StoreUnavailableError, match="failing fast until a probe"):
+                    await store.put("t", "during", 2)
+            assert store.statistics()["fast_failures"] == waiting_before + 5
+            assert store.statistics()["available"] is False
+            proxy.restore()
+            clock.now += 0.5  # no probe is due yet: still failing fast
+            with pytest.raises(StoreUnavailableError, match="failing fast"):
+                await store.get("t", "before")
+            # The probe is due: it waits as before, and the first success closes the breaker
+            # (the pool may need a moment to reconnect: a bounded number of probes).
+            for _ in range(40):
+                clock.now += 1.0
+                try:
+                    got = await store.get("t", "before")
+                    break
+                except StoreUnavailableError:
+                    await asyncio.sleep(0.05)
+            else:
+                pytest.fail("no probe ever reached the restored server")
+            assert got == 1
+            assert store.available
+            assert changes[1:] == [(True, "")]  # one report each way
+            await store.put("t", "after", 3)
+            assert await store.get("t", "during") is None
+            assert len(changes) == 2
+        finally:
+            await store.close()
+
+
+async def test_a_pool_busy_with_slow_calls_of_a_live_server_does_not_trip_the_breaker(
+    schema: str,
+) -> None:
+    store = await PostgresStore.open(
+        DSN, schema=schema, min_connections=1, max_connections=1, timeout_s=0.3
+    )
+    try:
+        await store.put("t", "k", 1)
+        held = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold(conn: Any) -> None:
+            held.set()
+            await release.wait()
+
+        holder = asyncio.create_task(store.run(hold))
+        await held.wait()
+        with pytest.raises(StoreUnavailableError, match="PoolTimeout"):
+            await store.get("t", "k")  # the only connection is busy: a plain timeout
+        assert store.available
+        release.set()
+        await holder
+        assert await store.get("t", "k") == 1
+        assert store.statistics()["fast_failures"] == 0
+    finally:
+        await store.close()

@@ -113,3 +113,58 @@ def test_the_default_runtime_imports_neither_psycopg_nor_redis() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_postgres_server_that_stops_answering_is_one_status_event_each_way(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from lemon_core import Delivery
+    from lemon_core.bus import SYSTEM
+    from lemon_core.events import StoreBackendChanged
+    from lemon_core.store import StoreUnavailableError
+    from lemon_infra import drop_schema
+    from lemon_platform_test.proxy import TcpProxy
+
+    schema = f"rt_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with TcpProxy("127.0.0.1", 5432) as proxy:
+        dsn = f"postgresql://postgres@127.0.0.1:{proxy.port}/test"
+        loaded = configured(
+            tmp_path,
+            f'[store]\nbackend = "postgres"\ndsn_env = "TEST_PG"\nschema = "{schema}"\n'
+            "timeout_s = 0.5\n",
+        )
+        try:
+            runtime = Runtime(config=loaded, apps=probe_app({}), environ={"TEST_PG": dsn})
+            async with runtime:
+                system = Delivery(bind_current_task=False)
+                runtime.bus.subscribe(SYSTEM, delivery=system)
+                proxy.cut()
+                for _ in range(20):
+                    with pytest.raises(StoreUnavailableError):
+                        await runtime.store.get("probe", "k")
+                    if not runtime.store.statistics()["available"]:
+                        break
+                with pytest.raises(StoreUnavailableError, match="failing fast"):
+                    await runtime.store.get("probe", "k")
+                down = system.get_nowait()
+                assert down.type == "store_backend_changed"
+                assert isinstance(down.payload, StoreBackendChanged)
+                assert (down.payload.backend, down.payload.running) == ("postgres", False)
+                assert "127.0.0.1" not in down.payload.reason  # no address on the bus
+                proxy.restore()
+                for _ in range(100):  # the probe is due each second (the store's default)
+                    try:
+                        assert await runtime.store.get("probe", "k") == {"v": 1}
+                        break
+                    except StoreUnavailableError:
+                        await asyncio.sleep(0.05)
+                else:
+                    pytest.fail("the store never answered again")
+                up = system.get_nowait()
+                assert up.payload == StoreBackendChanged(backend="postgres", running=True)
+                with pytest.raises(asyncio.QueueEmpty):
+                    system.get_nowait()  # one report each way
+        finally:
+            await drop_schema(PG, schema)

@@ -18,11 +18,21 @@ Failures: a lost connection, a server that refuses, a pool with no connection fr
 server (password redacted); the statement did not commit, and the broken connection is dropped
 from the pool, so the next call reconnects. ``statistics()`` shows the pool.
 
+A server that stops answering (every call waits the pool's whole ``timeout_s`` and then fails)
+trips a breaker: from the first such timeout on, every call fails at once (no wait) with
+:class:`~lemon_core.store.errors.StoreUnavailableError` saying so, except one probe call every
+``probe_interval_s``, which waits as before; the first call that succeeds closes the breaker.
+Each change is reported once to the callbacks of :meth:`PostgresStore.watch` (the runtime
+publishes ``store_backend_changed`` on ``system``). A refused or dropped connection fails fast
+on its own and does not trip it.
+
 This module imports psycopg: it is imported only when a PostgreSQL store is configured.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, TypeVar, cast
 
@@ -92,6 +102,9 @@ MIGRATIONS: Final[tuple[tuple[int, str, tuple[LiteralString, ...]], ...]] = (
 _MIGRATION_LOCK: Final = "lemon_infra._postgres_store migrations"
 
 
+_log = logging.getLogger("lemon_infra.postgres")
+
+
 def _q(template: LiteralString, schema: str) -> str:
     return sql.SQL(template).format(schema=sql.Identifier(schema)).as_string(None)
 
@@ -110,6 +123,8 @@ class PostgresStore:
         max_connections: int = 8,
         timeout_s: float = 5.0,
         statement_timeout_ms: int = 10_000,
+        probe_interval_s: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dsn = dsn
         self._where = redact_url(dsn)
@@ -134,6 +149,13 @@ class PostgresStore:
         self._closed = False
         self._ops = 0
         self._errors = 0
+        self._probe_interval_s = probe_interval_s
+        self._monotonic = monotonic
+        self._down: str | None = None  # the breaker: why the server is taken as gone
+        self._next_probe = 0.0
+        self._fast_failures = 0
+        self._connect_errors_seen = 0
+        self._watchers: list[Callable[[bool, str], None]] = []
         self._get = _q(
             "SELECT value FROM {schema}.lemon_kv WHERE tbl = %s AND key = %s "
             "AND (expires_at_ms IS NULL OR expires_at_ms > %s)",
@@ -259,22 +281,79 @@ class PostgresStore:
 
         return await self._call(op)
 
+    def watch(self, callback: Callable[[bool, str], None]) -> None:
+        """Call ``callback(running, reason)`` once each time the breaker opens (``False``,
+        the reason) or closes (``True``, ``""``); from the calling task, never blocking."""
+        self._watchers.append(callback)
+
+    @property
+    def available(self) -> bool:
+        """Whether the breaker is closed (the last calls reached the server)."""
+        return self._down is None
+
+    def _report(self, running: bool, reason: str) -> None:
+        for callback in tuple(self._watchers):
+            try:
+                callback(running, reason)
+            except Exception:  # a watcher's bug never fails a store call
+                _log.exception("a store status watcher failed")
+
+    def _server_gone(self) -> bool:
+        """After a pool timeout: whether the server is gone (no connection was busy, so none
+        could be made, or new connection attempts failed since the last look) rather than the
+        pool being busy with slow calls of a live server (those must not trip the breaker)."""
+        stats = self._pool.get_stats()
+        busy = stats.get("pool_size", 0) - stats.get("pool_available", 0)
+        errors = stats.get("connections_errors", 0)
+        failed_to_connect = errors > self._connect_errors_seen
+        self._connect_errors_seen = errors
+        return busy <= 0 or failed_to_connect
+
     async def _call(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         if self._closed:
             raise StoreClosedError(f"PostgresStore {self._where} ({self._schema}) is closed")
         self._ops += 1
+        if self._down is not None:
+            now = self._monotonic()
+            if now < self._next_probe:  # not this call's turn to probe: fail at once
+                self._errors += 1
+                self._fast_failures += 1
+                raise StoreUnavailableError(
+                    f"PostgreSQL store {self._where} ({self._schema}) is not answering "
+                    f"({self._down}); failing fast until a probe reaches it"
+                )
+            self._next_probe = now + self._probe_interval_s  # this call is the probe
         try:
             async with self._pool.connection() as conn:
-                return await fn(conn)
+                result = await fn(conn)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             self._errors += 1
             if self._closed:
                 raise StoreClosedError(
                     f"PostgresStore {self._where} ({self._schema}) is closed"
                 ) from exc
+            reason = _reason(exc)
+            if isinstance(exc, psycopg_pool.PoolTimeout) and self._server_gone():
+                self._next_probe = self._monotonic() + self._probe_interval_s
+                if self._down is None:
+                    self._down = reason
+                    _log.warning(
+                        "PostgreSQL store %s (%s) is not answering (%s): store calls fail "
+                        "fast until a probe every %.1f s reaches it",
+                        self._where,
+                        self._schema,
+                        reason,
+                        self._probe_interval_s,
+                    )
+                    self._report(False, reason)
             raise StoreUnavailableError(
-                f"PostgreSQL store {self._where} ({self._schema}): {_reason(exc)}"
+                f"PostgreSQL store {self._where} ({self._schema}): {reason}"
             ) from exc
+        if self._down is not None:
+            self._down = None
+            _log.warning("PostgreSQL store %s (%s) answers again", self._where, self._schema)
+            self._report(True, "")
+        return result
 
     async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Run ``fn(connection)`` on a pooled connection of this store, with this store's error
@@ -455,6 +534,8 @@ class PostgresStore:
             "max_value_bytes": self._max_value_bytes,
             "ops": self._ops,
             "errors": self._errors,
+            "available": self._down is None,
+            "fast_failures": self._fast_failures,
             "pool_size": pool.get("pool_size", 0),
             "pool_available": pool.get("pool_available", 0),
             "requests_waiting": pool.get("requests_waiting", 0),

@@ -36,6 +36,7 @@ from lemon_core.events import (
     RunPhaseChanged,
     RunStarted,
     SecretChanged,
+    StoreBackendChanged,
     TalkModeChanged,
 )
 
@@ -66,6 +67,7 @@ __all__ = [
     "run_phase_changed",
     "run_started",
     "secret_changed",
+    "store_backend_changed",
     "talk_mode_changed",
 ]
 
@@ -213,6 +215,12 @@ def bus_backend_changed(**overrides: Any) -> BusBackendChanged:
     """The redis backend came back after an outage (subscribers were told to resync)."""
     defaults = {"backend": "redis", "running": True, "resync": True, "reason": "reconnected"}
     return BusBackendChanged.new(**_merge(defaults, overrides))
+
+
+def store_backend_changed(**overrides: Any) -> StoreBackendChanged:
+    """The postgres store stopped answering (store calls fail fast until a probe succeeds)."""
+    defaults = {"backend": "postgres", "running": False, "reason": "PoolTimeout"}
+    return StoreBackendChanged.new(**_merge(defaults, overrides))
 
 
 def talk_mode_changed(**overrides: Any) -> TalkModeChanged:

@@ -13,14 +13,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from lemon_core.bus import Bus
+from lemon_core.bus import SYSTEM, Bus
 from lemon_core.config import Config, resolve_bus_url, resolve_store_dsn
+from lemon_core.events import StoreBackendChanged
 from lemon_core.home import Home
 from lemon_core.leases import Leases
 from lemon_core.store import Store
 from lemon_infra import MemoryStore, open_default_store
 
-__all__ = ["open_configured_bus", "open_configured_store", "shared_leases", "store_path"]
+__all__ = [
+    "open_configured_bus",
+    "open_configured_store",
+    "shared_leases",
+    "store_path",
+    "watch_store",
+]
 
 
 def store_path(home: Path) -> Path:
@@ -75,3 +82,19 @@ def shared_leases(store: Store) -> Leases | None:
         leases: Leases = postgres.PostgresLeases(store)
         return leases
     return None
+
+
+def watch_store(store: Store, bus: Bus) -> bool:
+    """Publish ``store_backend_changed`` on ``system`` (to this process's subscribers) each
+    time a shared store's server stops answering or answers again; ``False`` for a store that
+    has no server to lose (SQLite, memory)."""
+    postgres = sys.modules.get("lemon_infra._postgres_store")  # loaded only if it was opened
+    if postgres is None or not isinstance(store, postgres.PostgresStore):
+        return False
+
+    def report(running: bool, reason: str) -> None:
+        payload = StoreBackendChanged(backend="postgres", running=running, reason=reason)
+        bus.broadcast_local_event(SYSTEM, StoreBackendChanged.event_type, payload)
+
+    store.watch(report)
+    return True

@@ -32,6 +32,7 @@ from lemon_runtime._backends import (
     open_configured_store,
     shared_leases,
     store_path,
+    watch_store,
 )
 
 __all__ = ["AppState", "Runtime", "RuntimeStatistics", "store_path"]
@@ -215,6 +216,7 @@ class Runtime:
             self._state = "failed"
             raise RuntimeBootError(str(exc)) from exc
         self._leases = shared_leases(self._store)
+        watch_store(self._store, self._bus)
         self.context.capabilities.register(HTTP_MOUNTS, self.mounts)
         self.context.capabilities.register(WIRE_METHODS, self.wire_methods)
         for spec in self._order:

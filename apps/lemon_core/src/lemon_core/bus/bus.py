@@ -336,6 +336,22 @@ class Bus:
             self._deliver(topic, event, size)
         return event
 
+    def broadcast_local_event(self, topic: str, type: str, payload: Any = None) -> Event | None:
+        """Like :meth:`broadcast_event`, to this process's subscribers only (never over the
+        backend): for what one process reports about itself (its store's server went away).
+        ``None`` when the bus is closed (a report after shutdown is dropped, never raised)."""
+        if self._closed:
+            return None
+        check_topic(topic)
+        event = Event(
+            type=type,
+            ts_ms=_time_ns() // 1_000_000,
+            meta={},
+            payload=self._validated(type, payload),
+        )
+        self._deliver(topic, event, measure(event))
+        return event
+
     def broadcast_event_threadsafe(
         self,
         topic: str,

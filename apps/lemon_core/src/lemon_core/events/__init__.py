@@ -53,6 +53,7 @@ from lemon_core.events.run_phase_changed import RunPhase, RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
 from lemon_core.events.run_usage import RunUsage
 from lemon_core.events.secret_changed import SecretChanged
+from lemon_core.events.store_backend_changed import StoreBackendChanged
 from lemon_core.events.talk_mode_changed import TalkModeChanged
 
 __all__ = [
@@ -100,6 +101,7 @@ __all__ = [
     "RunStarted",
     "RunUsage",
     "SecretChanged",
+    "StoreBackendChanged",
     "TalkModeChanged",
     "cast",
     "coerce",

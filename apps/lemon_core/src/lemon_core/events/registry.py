@@ -44,6 +44,7 @@ from lemon_core.events.run_phase_changed import RunPhaseChanged
 from lemon_core.events.run_started import RunStarted
 from lemon_core.events.run_usage import RunUsage
 from lemon_core.events.secret_changed import SecretChanged
+from lemon_core.events.store_backend_changed import StoreBackendChanged
 from lemon_core.events.talk_mode_changed import TalkModeChanged
 
 __all__ = [
@@ -98,6 +99,7 @@ _ENTRIES: tuple[tuple[str, str, type[Payload]], ...] = (
     ("system", "secret_changed", SecretChanged),
     ("system", "talk_mode_changed", TalkModeChanged),
     ("system", "bus_backend_changed", BusBackendChanged),
+    ("system", "store_backend_changed", StoreBackendChanged),
     *(("goals", goal_type, GoalChanged) for goal_type in _GOAL_TYPES),
     ("routing_feedback", "routing_feedback", RoutingFeedback),
     ("channels", "channel_delivery", ChannelDelivery),
