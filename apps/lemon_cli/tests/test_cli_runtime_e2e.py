@@ -380,6 +380,7 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
             "ModelCatalog",
             "SessionCompactor",
             "TranscriptReader",
+            "WireMethods",
         }
     assert runtime.statistics().capabilities == {}
 
