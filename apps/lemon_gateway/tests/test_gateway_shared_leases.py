@@ -261,3 +261,44 @@ async def test_the_orphan_sweep_completes_a_dead_owners_run_once(daemons: Daemon
     assert [(r.run_id, r.error_code) for r in await RunStore(store_b).history(SESSION)] == [
         ("orphan", ErrorCode.VANISHED)
     ]
+
+
+async def test_a_shared_slot_wait_on_a_lost_store_ends_with_store_failed() -> None:
+    from lemon_platform_test.proxy import TcpProxy
+
+    schema = f"gw_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    executor = ScriptedExecutor()
+    executor.script_run("lost", Script().complete(answer="never"))
+    try:
+        with TcpProxy("127.0.0.1", 5432) as proxy:
+            store = await PostgresStore.open(
+                f"postgresql://postgres@127.0.0.1:{proxy.port}/test",
+                schema=schema,
+                timeout_s=0.3,
+                max_connections=1,
+            )
+            gateway = Gateway(
+                bus=Bus(),
+                executor=executor,
+                store=store,
+                config=GatewayConfig(
+                    max_concurrent_runs=1,
+                    shared_slots=True,
+                    engine_lock_timeout_s=0.5,
+                    store_timeout_s=0.5,
+                ),
+                leases=PostgresLeases(store),
+                owner="daemon-lost",
+            )
+            try:
+                async with gateway:
+                    proxy.cut()
+                    completion = await gateway.submit_execution(command("lost", session=SESSION))
+            finally:
+                await store.close()
+        assert not completion.ok
+        assert completion.error_code == ErrorCode.STORE_FAILED
+        assert "no shared run slot" in (completion.error or "")
+        assert "lost" not in executor.records  # nothing was executed
+    finally:
+        await drop_schema(DSN, schema)

@@ -435,7 +435,20 @@ class Run:
         cfg = gw.config
         shared = gw.shared
         if shared is not None and cfg.shared_slots:
-            self._shared.append(await shared.acquire_slot(cfg.max_concurrent_runs))
+            try:
+                slot = await shared.acquire_slot(
+                    cfg.max_concurrent_runs, store_wait_s=cfg.engine_lock_timeout_s
+                )
+            except StoreError as exc:
+                return _Outcome(
+                    ok=False,
+                    error=_truncate(
+                        "store_failed: the shared store cannot be reached, so no shared run "
+                        f"slot can be taken ({exc}); nothing was executed"
+                    ),
+                    code=ErrorCode.STORE_FAILED,
+                )
+            self._shared.append(slot)
         if cfg.require_engine_lock:
             self.state = _WAITING_LOCK
             lock_key = self._lock_key()

@@ -44,7 +44,9 @@ class GatewayConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     * ``store_sweep_interval_s``: how often expired store entries (chat state past its
       TTL) are removed; 0 turns the sweep off.
     * ``shared_slots``: with a shared store (PostgreSQL), ``max_concurrent_runs`` is one limit
-      for every daemon of the deployment (shared slot leases), not a limit per daemon.
+      for every daemon of the deployment (shared slot leases), not a limit per daemon. A run
+      waits for a shared slot as for a local one, but a store that keeps failing for
+      ``engine_lock_timeout_s`` ends the wait with ``store_failed`` (nothing executed).
     * ``lease_ttl_s``: how long a shared lease (engine lock, slot) outlives its last renewal
       (renewed every third of it): how soon another daemon takes over from a dead or paused
       one. Unused on one machine. (The router's session leases have their own,

@@ -116,11 +116,15 @@ class SharedLeases:
             await asyncio.sleep(delay)
             delay = min(_POLL_MAX_S, delay * 2)
 
-    async def acquire_slot(self, slots: int) -> Lease:
+    async def acquire_slot(self, slots: int, *, store_wait_s: float | None = None) -> Lease:
         """One of ``slots`` shared slot leases (``slot:0`` ... ``slot:<slots-1>``); waits
-        until one is free (cancellable)."""
+        until one is free (cancellable), as a run waits for a local slot. A store failure
+        counts as not free yet, but when every attempt has failed for ``store_wait_s``
+        seconds (None: no bound) the last ``StoreError`` is raised: the store, not the other
+        daemons' runs, keeps the slot from us. One warning per outage, not one per poll."""
         delay = _POLL_START_S
         order = list(range(slots))
+        failing_since: float | None = None
         while True:
             random.shuffle(order)  # spread daemons over the slots
             for index in order:
@@ -129,8 +133,15 @@ class SharedLeases:
                         f"slot:{index}", self.owner, ttl_ms=self.ttl_ms
                     )
                 except StoreError as exc:
-                    log.warning("shared slot: %s", exc)
+                    now = time.monotonic()
+                    if failing_since is None:
+                        failing_since = now
+                        log.warning("shared slot: %s", exc)
+                    if store_wait_s is not None and now - failing_since > store_wait_s:
+                        raise
                     lease = None
+                else:
+                    failing_since = None
                 if lease is not None:
                     self.acquired += 1
                     return lease
