@@ -17,6 +17,8 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
+from lemon_runtime import Runtime
+
 LEMON = str(Path(sys.executable).parent / "lemon")
 
 
@@ -24,8 +26,12 @@ class Editor:
     """The editor's side: records every update; answers permission questions with
     ``answer`` (``None``: wait until told, for cancel-while-pending)."""
 
-    def __init__(self, answer: str | None = "allow_once") -> None:
+    def __init__(
+        self, answer: str | None = "allow_once", *, hold: asyncio.Event | None = None
+    ) -> None:
         self.answer = answer
+        self.hold = hold
+        """Set: each answer waits until it is set."""
         self.updates: list[Any] = []
         self.questions: list[Any] = []
         self.asked = asyncio.Event()
@@ -39,6 +45,8 @@ class Editor:
         self.asked.set()
         if self.answer is None:
             await asyncio.Event().wait()  # never answers: the agent must withdraw the question
+        if self.hold is not None:
+            await self.hold.wait()
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
         )
@@ -349,3 +357,83 @@ async def test_an_edit_shows_its_diff_and_a_todo_write_the_plan(
         ("one", "in_progress"),
         ("two", "pending"),
     ]
+
+
+async def test_a_second_prompt_while_one_runs_is_queued_behind_it(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    """Deterministic: the first prompt holds at its permission question; the second is sent
+    then, and the daemon's own events say it is queued before the question is answered."""
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+    from lemon_core.events import RunPhase
+    from lemon_core.sessions import SESSION_PORT, RunPhaseNotice
+
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    options = ControlPlaneOptions(settings={"port": 0, "cwd": str(workspace)})
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert plane.local_token is not None
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        watch = port.watch("acp:queued")
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: plane.local_token}
+        hold = asyncio.Event()
+        editor = Editor(hold=hold)
+        async with spawn_agent_process(
+            editor,
+            LEMON,
+            "acp",
+            "--url",
+            plane.ws_url,
+            "--session",
+            "acp:queued",
+            env=env,
+            cwd=workspace,
+        ) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            first = asyncio.ensure_future(
+                conn.prompt(
+                    session_id=session.session_id,
+                    prompt=[text_block('/tool bash {"command": "echo first-$((1+1))"}')],
+                )
+            )
+            async with asyncio.timeout(60):
+                await editor.asked.wait()
+            second = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("/echo second")])
+            )
+            async with asyncio.timeout(60):
+                async for event in watch:
+                    if (
+                        isinstance(event, RunPhaseNotice)
+                        and event.phase == RunPhase.QUEUED_IN_SESSION
+                    ):
+                        break
+            assert not first.done()
+            assert not second.done()
+            hold.set()
+            async with asyncio.timeout(60):
+                one, two = await asyncio.gather(first, second)
+        watch.close()
+    assert one.stop_reason == "end_turn"
+    assert two.stop_reason == "end_turn"
+    text = editor.text()
+    assert "first-2" in text
+    assert text.endswith("]second")  # the second prompt's answer follows the first's
+    finished = [
+        i
+        for i, u in enumerate(editor.updates)
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    ]
+    answer = [
+        i
+        for i, u in enumerate(editor.updates)
+        if u.session_update == "agent_message_chunk" and u.content.text == "second"
+    ]
+    assert finished
+    assert answer
+    assert finished[0] < answer[0]  # the second ran after the first's tool call
+    assert two.usage is not None
+    assert two.usage.output_tokens >= 0

@@ -168,12 +168,18 @@ async def test_an_approval_is_denied_without_an_interactive_client(plane: Any) -
 
 
 async def test_a_client_disconnect_cancels_the_run(boot: Any) -> None:
-    from lemon_core.sessions import SESSION_PORT, RunEnded
+    """Deterministic: the client goes away only once the session's events say the bash call
+    runs (no timing), and the run must then end cancelled, counted as a disconnect."""
+    from lemon_core.sessions import SESSION_PORT, RunEnded, ToolCard
+    from lemon_openai import OpenAIApp
 
     config = '[openai_api]\nenabled = true\npreapprove = ["bash"]\n'
     async with boot(config) as runtime:
         plane = runtime.handle("lemon_control_plane")
         port = runtime.context.capabilities.require(SESSION_PORT)
+        app = runtime.handle("lemon_openai")
+        assert isinstance(app, OpenAIApp)
+        assert app.api is not None
         watch = port.watch("openai:slow")
         body = {
             "model": "lemon",
@@ -187,10 +193,12 @@ async def test_a_client_disconnect_cancels_the_run(boot: Any) -> None:
             http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response,
         ):
             assert response.status_code == 200
-            lines = response.aiter_lines()
-            first = await anext(lines)
-            assert first.startswith("data: ")
-        # the connection is closed: the run ends cancelled (bash does not finish its sleep)
+            async with asyncio.timeout(30):
+                async for event in watch:
+                    if isinstance(event, ToolCard) and event.phase == "started":
+                        break
+                    assert not isinstance(event, RunEnded), event
+        # the connection is closed while bash sleeps: the run ends cancelled
         async with asyncio.timeout(30):
             async for event in watch:
                 if isinstance(event, RunEnded):
@@ -198,3 +206,4 @@ async def test_a_client_disconnect_cancels_the_run(boot: Any) -> None:
         watch.close()
         assert not event.ok
         assert str(event.error_code) == "cancelled"
+        assert app.api.statistics()["cancelled_by_disconnect"] == 1

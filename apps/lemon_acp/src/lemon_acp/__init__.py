@@ -8,7 +8,7 @@ runtime's); it never reaches the router, the gateway or the executor.
 
 from __future__ import annotations
 
-from lemon_acp._agent import MODES, PROTOCOL_VERSION, AcpAgent, AcpSession
+from lemon_acp._agent import MODES, PROTOCOL_VERSION, AcpAgent, AcpSession, Turn
 from lemon_acp._rpc import FrameReader, FrameWriter, RpcConnection
 from lemon_acp._stdio import claim_stdout, serve_stdio
 from lemon_acp.errors import AcpError, RpcError
@@ -23,6 +23,7 @@ __all__ = [
     "FrameWriter",
     "RpcConnection",
     "RpcError",
+    "Turn",
     "claim_stdout",
     "serve_stdio",
 ]

@@ -5,10 +5,12 @@ in-process runtime's with ``LEMON_DAEMON=0``): it never reaches the router, the 
 executor. Sessions are Lemon sessions, ``acp:<uuid>`` (or any key ``session/load`` names), so
 they show in ``lemon sessions list`` and resume after the editor and the daemon restart.
 
-One prompt at a time per session: a ``session/prompt`` while one runs in the same session is
-refused (-32602, said so) rather than queued behind it. ``session/cancel`` cancels the run
-through the port (its tools stop), answers a pending permission question ``cancelled`` (a deny),
-and the prompt returns ``cancelled``. Every approval the run asks goes to the editor as
+A ``session/prompt`` while one runs in the same session is queued by the session's rules: it
+is submitted ``followup`` (its own run, after the running one; never merged into it), its
+updates stream once it runs, and it answers when its run ends. ``session/cancel`` cancels every
+run of the session's prompts through the port, the running one and the queued ones (tools
+stop), answers a pending permission question ``cancelled`` (a deny), and each prompt returns
+``cancelled``. Every approval the run asks goes to the editor as
 ``session/request_permission`` naming the tool call already announced with ``tool_call``;
 no answer within ``permission_timeout_s``, or a cancelled question, is a deny.
 
@@ -39,7 +41,7 @@ from lemon_acp._content import (
 )
 from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
-from lemon_core.events import ApprovalDecision
+from lemon_core.events import ApprovalDecision, RunUsage
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
@@ -57,7 +59,7 @@ from lemon_core.sessions import (
     check_session_key,
 )
 
-__all__ = ["MODES", "PROTOCOL_VERSION", "AcpAgent", "AcpSession"]
+__all__ = ["MODES", "PROTOCOL_VERSION", "AcpAgent", "AcpSession", "Turn"]
 
 log = logging.getLogger("lemon_acp")
 
@@ -100,18 +102,26 @@ _DECISIONS: Final[Mapping[str, ApprovalDecision]] = {
 
 
 @dataclass(kw_only=True, slots=True)
+class Turn:
+    """One ``session/prompt``: its run (once submitted) and its announced tool calls."""
+
+    run_id: str | None = None
+    cancelled: bool = False
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The announced tool calls by id: ``tool``, ``args``, ``open``, ``update``."""
+
+
+@dataclass(kw_only=True, slots=True)
 class AcpSession:
-    """One editor session: its Lemon session key, workspace, mode and MCP servers."""
+    """One editor session: its Lemon session key, workspace, mode and MCP servers, and the
+    prompts in flight (the running one first, then the queued ones)."""
 
     key: str
     cwd: str
     mode: ModeId = "default"
     mcp_servers: tuple[McpServer, ...] = ()
-    run_id: str | None = None
-    cancelled: bool = False
+    turns: list[Turn] = field(default_factory=list)
     permission: asyncio.Future[Any] | None = field(default=None, repr=False)
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """This prompt's announced tool calls by id: ``tool``, ``args``, ``open``, ``update``."""
 
 
 class AcpAgent:
@@ -290,12 +300,16 @@ class AcpAgent:
     async def _cancel(self, params: dict[str, Any]) -> None:
         key = params.get("sessionId")
         session = self._sessions.get(key) if isinstance(key, str) else None
-        if session is None or session.run_id is None:
+        if session is None or not session.turns:
             return
-        session.cancelled = True
+        turns = list(session.turns)
+        for turn in turns:
+            turn.cancelled = True
         if session.permission is not None and not session.permission.done():
             session.permission.set_result({"outcome": {"outcome": "cancelled"}})
-        await self._port.cancel(run_id=session.run_id)
+        for turn in turns:
+            if turn.run_id is not None:
+                await self._port.cancel(run_id=turn.run_id)
 
     # -- prompt ---------------------------------------------------------------------------------
 
@@ -323,19 +337,27 @@ class AcpAgent:
     async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         session = self._session(params)
         text, images = prompt_of(params.get("prompt"))
-        if session.run_id is not None:
-            raise RpcError.bad_params(
-                "sessionId", "a prompt is already running in this session; cancel it or wait"
-            )
         if text.strip() == "/compact" and not images:
+            if session.turns:
+                raise RpcError.bad_params(
+                    "prompt", "/compact waits for the running prompt: send it once that ends"
+                )
             return await self._compact(session)
         request = self._run_request(session, text, images)
         stream = self._port.watch(session.key)
-        session.cancelled = False
-        session.calls = {}
+        turn = Turn()
+        session.turns.append(turn)
         try:
             receipt = await self._port.submit(request)
-            session.run_id = receipt.run_id
+            if receipt.status == "rejected":
+                raise RpcError(
+                    -32603,
+                    f"the session refused the prompt: {receipt.reason or 'rejected'}",
+                    {"receipt": receipt.status},
+                )
+            turn.run_id = receipt.run_id
+            if turn.cancelled:  # cancelled while it was being submitted
+                await self._port.cancel(run_id=receipt.run_id)
             ids = {receipt.run_id}
             while True:
                 event = await stream.get()
@@ -352,22 +374,25 @@ class AcpAgent:
                         },
                     )
                 elif isinstance(event, ToolCard) and event.run_id in ids:
-                    await self._tool_card(session, event)
+                    await self._tool_card(session, turn, event)
                 elif isinstance(event, ApprovalAsked) and event.run_id in ids:
-                    await self._ask(session, event)
+                    await self._ask(session, turn, event)
                 elif isinstance(event, ApprovalEnded):
                     pass
                 elif isinstance(event, RunEnded) and event.run_id == receipt.run_id:
-                    return {"stopReason": self._stop_reason(session, event)}
+                    result: dict[str, Any] = {"stopReason": self._stop_reason(turn, event)}
+                    if event.usage is not None:
+                        result["usage"] = _usage_of(event.usage)
+                    return result
                 elif isinstance(event, StreamOverflow):
                     raise RpcError(-32603, f"lost the run's events: {event.reason}")
         except asyncio.CancelledError:
-            if session.run_id is not None:
-                await asyncio.shield(self._port.cancel(run_id=session.run_id))
+            if turn.run_id is not None:
+                await asyncio.shield(self._port.cancel(run_id=turn.run_id))
             raise
         finally:
             stream.close()
-            session.run_id = None
+            session.turns.remove(turn)
 
     async def _compact(self, session: AcpSession) -> dict[str, Any]:
         result = await self._port.compact(session.key)
@@ -386,9 +411,9 @@ class AcpAgent:
         )
         return {"stopReason": "end_turn"}
 
-    def _stop_reason(self, session: AcpSession, end: RunEnded) -> str:
+    def _stop_reason(self, turn: Turn, end: RunEnded) -> str:
         code = str(end.error_code) if end.error_code is not None else None
-        if session.cancelled or code == "cancelled":
+        if turn.cancelled or code == "cancelled":
             return "cancelled"
         if code == "max_turns":
             return "max_turn_requests"
@@ -398,7 +423,7 @@ class AcpAgent:
             raise RpcError(-32603, end.error or f"the run failed ({code})", {"errorCode": code})
         return "end_turn"
 
-    async def _tool_card(self, session: AcpSession, card: ToolCard) -> None:
+    async def _tool_card(self, session: AcpSession, turn: Turn, card: ToolCard) -> None:
         if str(card.kind) == "reasoning":
             if card.message:
                 await self._update(
@@ -412,7 +437,7 @@ class AcpAgent:
         plan = _plan_of(card)
         if plan is not None:
             await self._update(session, {"sessionUpdate": "plan", "entries": plan})
-        call = session.calls.get(card.action_id)
+        call = turn.calls.get(card.action_id)
         if call is None:
             update_call = tool_call_of(card)
             call = {
@@ -421,7 +446,7 @@ class AcpAgent:
                 "open": True,
                 "update": update_call,
             }
-            session.calls[card.action_id] = call
+            turn.calls[card.action_id] = call
             await self._update(session, update_call)
         if card.phase == "completed":
             call["open"] = False
@@ -450,12 +475,12 @@ class AcpAgent:
                 },
             )
 
-    async def _ask(self, session: AcpSession, asked: ApprovalAsked) -> None:
+    async def _ask(self, session: AcpSession, turn: Turn, asked: ApprovalAsked) -> None:
         # The question names the call the run announced for this tool (its card started
         # before it asked); a tool that asks before its card starts is announced here.
         open_calls = [
             (call_id, call)
-            for call_id, call in session.calls.items()
+            for call_id, call in turn.calls.items()
             if call["open"] and call["tool"] == asked.tool
         ]
         if open_calls:
@@ -479,7 +504,7 @@ class AcpAgent:
                 "status": "pending",
                 "rawInput": args,
             }
-            session.calls[call_id] = {
+            turn.calls[call_id] = {
                 "tool": asked.tool,
                 "args": args,
                 "open": True,
@@ -518,9 +543,21 @@ class AcpAgent:
                 ask.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await ask
-        if session.cancelled:
+        if turn.cancelled:
             decision = ApprovalDecision.DENY
         await self._port.resolve_approval(asked.approval_id, decision)
+
+
+def _usage_of(usage: RunUsage) -> dict[str, int]:
+    """A turn's token usage as ``PromptResponse.usage`` (unstable in ACP v1)."""
+    inputs = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    return {
+        "totalTokens": inputs + usage.output_tokens,
+        "inputTokens": inputs,
+        "outputTokens": usage.output_tokens,
+        "cachedReadTokens": usage.cache_read_tokens,
+        "cachedWriteTokens": usage.cache_write_tokens,
+    }
 
 
 def _diff_of(card: ToolCard, tool: str, args: object) -> dict[str, Any] | None:

@@ -406,7 +406,10 @@ class OpenAIApi:
         named = headers.get(_SESSION_HEADER) or chat.user
         param = "X-Lemon-Session" if headers.get(_SESSION_HEADER) else "user"
         key, is_named = self._session(named, param)
-        continuing = is_named and await self._continuing(port, key)
+        # Without an assistant message there is no earlier turn to leave out: the prompt is the
+        # same either way, so the session's transcript is not read (a first turn's latency).
+        replied = any(m.role == "assistant" for m in chat.messages)
+        continuing = is_named and replied and await self._continuing(port, key)
         prompt, images = render_prompt(chat.messages, continuing=continuing)
         if not prompt.strip() and not images:
             raise ApiError(
