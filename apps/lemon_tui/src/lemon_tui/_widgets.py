@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from rich.measure import Measurement
     from rich.segment import Segment
+    from textual.geometry import Size
+    from textual.strip import Strip
 
     from lemon_tui._transcript import Transcript
 
@@ -69,6 +71,13 @@ class Entry:
     def lines(self, width: int) -> int:
         """An estimate of the content's height at ``width`` (until it is measured)."""
         raise NotImplementedError
+
+    def drawn(self, options: ConsoleOptions, dark: bool) -> bool:
+        """Whether a widget made now would find the entry drawn (only answers take long)."""
+        return True
+
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> None:
+        """Draw what a widget made of the entry would draw (see ``AnswerEntry``)."""
 
     def estimate(self, width: int) -> int:
         """``lines`` plus the top margin, kept until the entry changes (or the width)."""
@@ -201,15 +210,24 @@ class _Drawn:
         self._key: tuple[object, ...] | None = None
         self._lines: list[list[Segment]] = []
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.segment import Segment
+    def drawn(self, options: ConsoleOptions) -> bool:
+        """Whether the lines for ``options`` are drawn (kept from the last draw)."""
+        return self._key == (options.max_width, options.justify, options.overflow, options.no_wrap)
 
+    def draw(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        """The lines at ``options`` (drawn now if they are not kept)."""
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         if key != self._key:
             self._lines = console.render_lines(
                 self.renderable, options.update(height=None), pad=False, new_lines=False
             )
             self._key = key
+        return self._lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        self.draw(console, options)
         new_line = Segment.line()
         for line in self._lines:
             yield from line
@@ -232,6 +250,11 @@ class AnswerEntry(Entry):
         self._sealed: str | None = None
         self._drawn: tuple[str, str | None, bool] | None = None
         self._renderable: RenderableType = ""
+        # What a widget made of it drew last (kept while the entry is among the answers
+        # drawn last, so a widget made again for it draws nothing): its content height at a
+        # width, and its lines (Textual strips) at a size and style.
+        self._height: tuple[tuple[object, ...], int] | None = None
+        self._strips: tuple[tuple[object, ...], list[Strip]] | None = None
 
     @property
     def sealed(self) -> str | None:
@@ -283,7 +306,25 @@ class AnswerEntry(Entry):
             del _DRAWN[oldest]
             if oldest.view is None:  # drawn again if it comes back into view
                 oldest._drawn, oldest._renderable = None, ""
+                oldest._height = oldest._strips = None
         return self._renderable
+
+    def drawn(self, options: ConsoleOptions, dark: bool) -> bool:
+        """Whether a widget made now would find this answer drawn at ``options``."""
+        drawn = self._renderable
+        return (
+            self._drawn == (self.text, self._sealed, dark)
+            and isinstance(drawn, _Drawn)
+            and drawn.drawn(options)
+        )
+
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> None:
+        """Draw the answer now (parse its Markdown, render its lines at ``options``), before
+        it comes into view: the transcript does it while idle, after a frame, so that the
+        frame bringing it into view does not wait for it."""
+        drawn = self.renderable(dark)
+        if isinstance(drawn, _Drawn):
+            drawn.draw(console, options)
 
     def make_view(self) -> AnswerBlock:
         return AnswerBlock(entry=self)
@@ -328,8 +369,42 @@ class AnswerBlock(EntryView):
         self.refresh(layout=True)
 
     def render(self) -> RenderableType:
-        dark = self.app.current_theme.dark if self.is_attached else True
-        return self.entry.renderable(dark)
+        return self.entry.renderable(self._dark())
+
+    def _dark(self) -> bool:
+        return self.app.current_theme.dark if self.is_attached else True
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """Textual's height of the content (its renderable drawn at ``width``), kept on the
+        entry: a widget made again for an answer drawn before does not draw it to measure."""
+        entry = self.entry
+        key = (entry.text, entry.sealed, self._dark(), width)
+        if entry._height is not None and entry._height[0] == key:
+            return entry._height[1]
+        height = super().get_content_height(container, viewport, width)
+        entry._height = (key, height)
+        return height
+
+    def render_line(self, y: int) -> Strip:
+        """The Line API: the lines Textual draws for this answer (``Visual.to_strips``, the
+        same call its default ``render_line`` makes), kept on the entry per size and style."""
+        from textual.strip import Strip
+        from textual.visual import Visual
+
+        entry = self.entry
+        width, height = self.size
+        style = self.visual_style
+        key = (entry.text, entry.sealed, self._dark(), width, height, style)
+        if self.text_selection is not None:  # a selection is drawn over: not kept
+            strips = Visual.to_strips(self, self._render(), width, height, style)
+        elif entry._strips is not None and entry._strips[0] == key:
+            strips = entry._strips[1]
+        else:
+            strips = Visual.to_strips(self, self._render(), width, height, style)
+            entry._strips = (key, strips)
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(width, style.rich_style)
 
 
 class CardEntry(Entry):
