@@ -280,10 +280,16 @@ class Transcript(VerticalScroll):
         if not self.is_attached:
             return
         options, dark = self._draw_options()
+        width = self._width()
         while self._ahead:
             entry = self._ahead.pop(0)
             if entry.owner is self and entry.view is None and not entry.drawn(options, dark):
-                entry.draw_ahead(self.app.console, options, dark)
+                height = entry.draw_ahead(self.app.console, options, dark)
+                if height is not None and (entry.height, entry.height_at) != (height, width):
+                    # Its height is known now, not estimated: the spacers take it (the view
+                    # kept where it is) before its widget comes.
+                    entry.height, entry.height_at = height, width
+                    self.schedule()
                 break
         if self._ahead:
             self._drawing = True

@@ -76,8 +76,10 @@ class Entry:
         """Whether a widget made now would find the entry drawn (only answers take long)."""
         return True
 
-    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> None:
-        """Draw what a widget made of the entry would draw (see ``AnswerEntry``)."""
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> int | None:
+        """Draw what a widget made of the entry would draw (see ``AnswerEntry``); the height
+        it will take (lines, with its top margin), if that is known from the drawing."""
+        return None
 
     def estimate(self, width: int) -> int:
         """``lines`` plus the top margin, kept until the entry changes (or the width)."""
@@ -318,13 +320,15 @@ class AnswerEntry(Entry):
             and drawn.drawn(options)
         )
 
-    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> None:
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> int | None:
         """Draw the answer now (parse its Markdown, render its lines at ``options``), before
         it comes into view: the transcript does it while idle, after a frame, so that the
-        frame bringing it into view does not wait for it."""
+        frame bringing it into view does not wait for it. Its widget is as tall as its lines
+        (``AnswerBlock`` has no vertical padding or border), below its top margin."""
         drawn = self.renderable(dark)
         if isinstance(drawn, _Drawn):
-            drawn.draw(console, options)
+            return self.margin_top + len(drawn.draw(console, options))
+        return None
 
     def make_view(self) -> AnswerBlock:
         return AnswerBlock(entry=self)
