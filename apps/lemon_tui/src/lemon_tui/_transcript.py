@@ -64,6 +64,7 @@ class Transcript(VerticalScroll):
         self._syncing = False
         self._anchor: tuple[Entry | None, int] = (None, 0)  # the entry at the view's top
         self._ahead: list[Entry] = []  # to draw while idle, nearest first
+        self._tops_at: tuple[int, list[int]] | None = None  # (width, tops) until one changes
         self._drawing = False
 
     def compose(self) -> Iterable[Widget]:
@@ -103,6 +104,7 @@ class Transcript(VerticalScroll):
             at = self.entries.index(after, max(0, self._lo - 1) if after.view else 0) + 1
         self.entries.insert(at, entry)
         entry.owner = self
+        self._tops_at = None
         if at < self._lo:
             self._lo += 1
             self._hi += 1
@@ -118,6 +120,7 @@ class Transcript(VerticalScroll):
             entry = item.entry if isinstance(item, EntryView) else item
             entry.owner = self
             self.entries.append(entry)
+        self._tops_at = None
         self.schedule()
 
     def clear(self) -> None:
@@ -125,6 +128,7 @@ class Transcript(VerticalScroll):
             entry.owner = None
             entry.view = None
         self.entries.clear()
+        self._tops_at = None
         views = [c for c in self.children if not isinstance(c, _Spacer)]
         if views and self.is_attached:
             self.remove_children(views)
@@ -157,6 +161,7 @@ class Transcript(VerticalScroll):
         """An entry's content changed (its widget, if any, redrew itself)."""
         if entry.view is None:
             entry.height = None  # estimated again until shown
+        self._tops_at = None
         self.schedule()
 
     def schedule(self) -> None:
@@ -182,19 +187,26 @@ class Transcript(VerticalScroll):
         return max(10, self.scrollable_content_region.width or self.app.size.width - 2)
 
     def _tops(self, width: int) -> list[int]:
-        """The offset of each entry's top (and the total at the end)."""
+        """The offset of each entry's top (and the total at the end); summed again only
+        when an entry, a height or the width changed (not on every page)."""
+        if self._tops_at is not None and self._tops_at[0] == width:
+            return self._tops_at[1]
         heights = [
             e.height if e.height_at == width and e.height is not None else e.estimate(width)
             for e in self.entries
         ]
-        return [0, *accumulate(heights)]
+        tops = [0, *accumulate(heights)]
+        self._tops_at = (width, tops)
+        return tops
 
     def _measure(self, width: int) -> None:
         for entry in self.entries[self._lo : self._hi]:
             view = entry.view
             if view is not None and view.is_mounted and view.size.width:
-                entry.height = view.outer_size.height + view.styles.margin.top
-                entry.height_at = width
+                height = view.outer_size.height + view.styles.margin.top
+                if (entry.height, entry.height_at) != (height, width):
+                    entry.height, entry.height_at = height, width
+                    self._tops_at = None
 
     def _sync(self, *, scrolled: bool = False) -> None:
         """Measure what is mounted, keep the view where it was (or at the end), and mount
@@ -289,6 +301,7 @@ class Transcript(VerticalScroll):
                     # Its height is known now, not estimated: the spacers take it (the view
                     # kept where it is) before its widget comes.
                     entry.height, entry.height_at = height, width
+                    self._tops_at = None
                     self.schedule()
                 break
         if self._ahead:

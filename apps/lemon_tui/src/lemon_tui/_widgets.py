@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from textual import events
 from textual.app import ComposeResult
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from rich.measure import Measurement
     from rich.segment import Segment
-    from textual.geometry import Size
+    from textual.geometry import Region, Size
     from textual.strip import Strip
 
     from lemon_tui._transcript import Transcript
@@ -346,6 +346,7 @@ class AnswerBlock(EntryView):
     DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; height: auto; }"
 
     def __init__(self, *, entry: AnswerEntry | None = None) -> None:
+        self._lines: tuple[Size, list[Strip]] | None = None
         super().__init__()
         self.entry: AnswerEntry = entry if entry is not None else AnswerEntry()
 
@@ -389,26 +390,46 @@ class AnswerBlock(EntryView):
         entry._height = (key, height)
         return height
 
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> Self:
+        """Whatever makes Textual draw the widget again (its entry, its size, a style, the
+        theme, a selection) comes through here: the lines it holds are looked up again."""
+        self._lines = None
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
     def render_line(self, y: int) -> Strip:
         """The Line API: the lines Textual draws for this answer (``Visual.to_strips``, the
-        same call its default ``render_line`` makes), kept on the entry per size and style."""
+        same call its default ``render_line`` makes), kept on the entry per size and style,
+        and held here until the next ``refresh`` (one lookup per frame, not per line)."""
         from textual.strip import Strip
+
+        size = self.size
+        if self._lines is None or self._lines[0] != size:
+            self._lines = (size, self._strips(size))
+        strips = self._lines[1]
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(size.width, self.visual_style.rich_style)
+
+    def _strips(self, size: Size) -> list[Strip]:
         from textual.visual import Visual
 
         entry = self.entry
-        width, height = self.size
+        width, height = size
         style = self.visual_style
         key = (entry.text, entry.sealed, self._dark(), width, height, style)
         if self.text_selection is not None:  # a selection is drawn over: not kept
-            strips = Visual.to_strips(self, self._render(), width, height, style)
-        elif entry._strips is not None and entry._strips[0] == key:
-            strips = entry._strips[1]
-        else:
-            strips = Visual.to_strips(self, self._render(), width, height, style)
-            entry._strips = (key, strips)
-        if y < len(strips):
-            return strips[y]
-        return Strip.blank(width, style.rich_style)
+            return Visual.to_strips(self, self._render(), width, height, style)
+        if entry._strips is not None and entry._strips[0] == key:
+            return entry._strips[1]
+        strips = Visual.to_strips(self, self._render(), width, height, style)
+        entry._strips = (key, strips)
+        return strips
 
 
 class CardEntry(Entry):
