@@ -118,14 +118,33 @@ async def main():
                 app.settle_memory()  # what the end of each run does in the app
                 out["settle_memory"] = time.perf_counter() - start
             out["lines"] = view.virtual_size.height
+            # Each frame handed to the terminal (the driver), with what the transcript shows in
+            # it: the widgets in view and their places on the screen. A page's ``frame`` is
+            # the time to the first frame that shows what the transcript shows once idle (a
+            # later frame that moves the offset and the spacers together, as a height learnt
+            # above the view does, changes nothing shown but the scroll bar).
+            frames = []
+            display = app._display
+
+            def shown():
+                screen = view.region
+                return tuple((id(w), w.region) for w in view.children if w.region.overlaps(screen))
+
+            def displayed(screen, update):
+                frames.append((time.perf_counter(), shown()))
+                return display(screen, update)
+
+            app._display = displayed
+            app.editor.cursor_blink = False  # a blink is a frame that is not the page's
             settle = []
             for i in range(20):  # the same wait with nothing to redraw: the floor
                 start = time.perf_counter()
                 await pilot.pause()
                 settle.append(time.perf_counter() - start)
             out["settle"] = statistics.median(settle)
-            steps, cpu = [], []
+            steps, cpu, frame, count = [], [], [], []
             for i in range(40):
+                frames.clear()
                 start, work = time.perf_counter(), time.process_time()
                 if i < 20:
                     view.scroll_page_up(animate=False)
@@ -134,6 +153,16 @@ async def main():
                 await idle()
                 steps.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - work)
+                final = shown()
+                first = next((at for at, seen in frames if seen == final), None)
+                if first is None:
+                    raise SystemExit("a page was never shown in a frame")
+                frame.append(first - start)
+                count.append(len(frames))
+            out["frame"] = statistics.median(frame)
+            out["frame_worst"] = max(frame)
+            out["frame_steps"] = [round(x * 1000, 1) for x in frame]
+            out["frames_per_page"] = max(count)
             out["scroll"] = statistics.median(steps)
             out["scroll_worst"] = max(steps)
             out["scroll_steps"] = [round(x * 1000) for x in steps]
@@ -206,11 +235,14 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen = asyncio.run(_run(args.runs, args.messages, env, compare=args.compare))
     for key, values in seen.items():
-        if key.startswith(("scroll_steps", "scroll_cpu_steps")):
+        if key.startswith(("scroll_steps", "scroll_cpu_steps", "frame_steps")):
             print(f"{key:14} ms, last run: {values[-1]}")
             continue
         if key == "lines":
             print(f"{'lines':14} {int(statistics.median(values)):,} in the transcript")
+            continue
+        if key == "frames_per_page":
+            print(f"{key:14} at most {max(values)} (frames written from a page to idle)")
             continue
         unit = 1000 * statistics.median(values)
         print(f"{key:14} median {unit:8.1f} ms  (runs: {len(values)})")
@@ -224,6 +256,7 @@ _GOALS = (
     ("paint", "first paint", 0.300),
     ("scroll_worst", "every page of scroll until idle (the worst)", 0.016),
     ("scroll_cpu_worst", "every page of scroll, its work (the worst)", 0.016),
+    ("frame_worst", "every page of scroll on screen (the worst frame)", 0.016),
 )
 
 

@@ -9,7 +9,8 @@ from textual.widget import Widget
 
 from lemon_core.sessions import TextDelta
 from lemon_tui import LemonTUI
-from lemon_tui._widgets import AnswerBlock, AnswerEntry, Entry, UserBlock, UserEntry
+from lemon_tui._transcript import Transcript
+from lemon_tui._widgets import AnswerBlock, AnswerEntry, Entry, UserBlock, UserEntry, _Drawn
 
 from .conftest import until
 from .test_tui_transcript_order import ScriptedPort
@@ -116,3 +117,75 @@ def test_only_the_most_recently_drawn_answers_keep_their_lines() -> None:
     assert len(_DRAWN) <= _DRAWN_KEPT
     assert answers[-1].renderable(dark=True) is drawn[-1]  # kept: not parsed again
     assert answers[0].renderable(dark=True) is not drawn[0]  # dropped, drawn again when shown
+
+
+async def test_answers_beyond_the_window_are_drawn_ahead_at_their_widgets_width() -> None:
+    port = ScriptedPort([])
+
+    async def connect() -> ScriptedPort:
+        return port
+
+    app = LemonTUI(connect, where="a scripted daemon")  # type: ignore[arg-type]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: port.stream is not None, "watching")
+        entries: list[Entry] = []
+        for i in range(200):
+            entries.append(UserEntry(f"question {i}"))
+            entries.append(AnswerEntry(f"answer {i}\n\n{ANSWER}"))
+        view = app.transcript
+        view.add_all(entries)
+        view.follow(force=True)
+        await settle(pilot, app)
+        options, dark = view._draw_options()
+        above = [e for e in view.entries[: view._lo] if isinstance(e, AnswerEntry)]
+        await until(pilot, lambda: above[-1].drawn(options, dark), "the nearest drawn ahead")
+        nearest = above[-1]
+        assert nearest.view is None
+        drawn = nearest.renderable(dark)
+        assert isinstance(drawn, _Drawn)
+        lines = drawn._lines
+        assert not above[0].drawn(options, dark)  # far from the view: not drawn
+
+        view.reveal(nearest)  # its widget comes: it lays out the lines drawn ahead
+        await settle(pilot, app)
+        assert nearest.view is not None
+        assert nearest.view.is_mounted
+        assert nearest.renderable(dark) is drawn
+        assert drawn._lines is lines
+        assert in_view(app, nearest.text)
+
+
+async def test_the_kept_offsets_are_the_sum_of_the_heights_after_every_change() -> None:
+    port = ScriptedPort([])
+
+    async def connect() -> ScriptedPort:
+        return port
+
+    def fresh(view: Transcript, width: int) -> list[int]:
+        total, tops = 0, [0]
+        for e in view.entries:
+            known = e.height_at == width and e.height is not None
+            total += e.height if known and e.height is not None else e.estimate(width)
+            tops.append(total)
+        return tops
+
+    app = LemonTUI(connect, where="a scripted daemon")  # type: ignore[arg-type]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: port.stream is not None, "watching")
+        view = app.transcript
+        users = [UserEntry(f"question {i}") for i in range(100)]
+        for user in users:
+            view.add(user)
+            view.add(AnswerEntry(f"answer\n\n{ANSWER}"))
+        await settle(pilot, app)
+        width = view._width()
+        assert view._tops(width) == fresh(view, width)
+        users[0].set_note("a long note " * 40)  # far above the view: estimated again
+        assert view._tops(width) == fresh(view, width)
+        view.add(UserEntry("in the middle " * 30), after=users[1])
+        assert view._tops(width) == fresh(view, width)
+        await settle(pilot, app)  # measured, drawn ahead
+        assert view._tops(width) == fresh(view, width)
+        view.scroll_home(animate=False)
+        await settle(pilot, app)
+        assert view._tops(width) == fresh(view, width)

@@ -14,24 +14,33 @@ moves away is dropped; the entry stays, and a new widget is made from it when it
   (or send something: ``follow(force=True)``).
 - Heights that turn out other than estimated above the view shift nothing on screen: the
   scroll offset is corrected by the difference (the entry at the top of the view stays put).
+- Drawn ahead: once a frame is out, the answers within a few screens beyond the window are
+  drawn (their Markdown parsed and rendered at the width their widget will have), one per
+  idle turn, nearest first; the frame that brings one into the window then only lays out
+  lines drawn before. What a widget draws is kept on its entry (``_widgets``), so coming
+  back to an answer drawn lately draws nothing either.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from itertools import accumulate
-from typing import Final
+from itertools import accumulate, zip_longest
+from typing import TYPE_CHECKING, Final
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 
 from lemon_tui._widgets import Entry, EntryView
 
+if TYPE_CHECKING:
+    from rich.console import ConsoleOptions
+
 __all__ = ["Transcript"]
 
 _AHEAD: Final = 1.0  # screens mounted beyond each edge of the view
 _KEEP: Final = 2.0  # screens beyond which mounted widgets are dropped (hysteresis)
+_DRAW: Final = 3.0  # screens beyond the mounted window whose answers are drawn ahead
 
 
 class _Spacer(Widget):
@@ -54,6 +63,9 @@ class Transcript(VerticalScroll):
         self._pending = False
         self._syncing = False
         self._anchor: tuple[Entry | None, int] = (None, 0)  # the entry at the view's top
+        self._ahead: list[Entry] = []  # to draw while idle, nearest first
+        self._tops_at: tuple[int, list[int]] | None = None  # (width, tops) until one changes
+        self._drawing = False
 
     def compose(self) -> Iterable[Widget]:
         yield self._top
@@ -92,6 +104,7 @@ class Transcript(VerticalScroll):
             at = self.entries.index(after, max(0, self._lo - 1) if after.view else 0) + 1
         self.entries.insert(at, entry)
         entry.owner = self
+        self._tops_at = None
         if at < self._lo:
             self._lo += 1
             self._hi += 1
@@ -107,6 +120,7 @@ class Transcript(VerticalScroll):
             entry = item.entry if isinstance(item, EntryView) else item
             entry.owner = self
             self.entries.append(entry)
+        self._tops_at = None
         self.schedule()
 
     def clear(self) -> None:
@@ -114,6 +128,7 @@ class Transcript(VerticalScroll):
             entry.owner = None
             entry.view = None
         self.entries.clear()
+        self._tops_at = None
         views = [c for c in self.children if not isinstance(c, _Spacer)]
         if views and self.is_attached:
             self.remove_children(views)
@@ -146,6 +161,7 @@ class Transcript(VerticalScroll):
         """An entry's content changed (its widget, if any, redrew itself)."""
         if entry.view is None:
             entry.height = None  # estimated again until shown
+        self._tops_at = None
         self.schedule()
 
     def schedule(self) -> None:
@@ -171,19 +187,26 @@ class Transcript(VerticalScroll):
         return max(10, self.scrollable_content_region.width or self.app.size.width - 2)
 
     def _tops(self, width: int) -> list[int]:
-        """The offset of each entry's top (and the total at the end)."""
+        """The offset of each entry's top (and the total at the end); summed again only
+        when an entry, a height or the width changed (not on every page)."""
+        if self._tops_at is not None and self._tops_at[0] == width:
+            return self._tops_at[1]
         heights = [
             e.height if e.height_at == width and e.height is not None else e.estimate(width)
             for e in self.entries
         ]
-        return [0, *accumulate(heights)]
+        tops = [0, *accumulate(heights)]
+        self._tops_at = (width, tops)
+        return tops
 
     def _measure(self, width: int) -> None:
         for entry in self.entries[self._lo : self._hi]:
             view = entry.view
             if view is not None and view.is_mounted and view.size.width:
-                entry.height = view.outer_size.height + view.styles.margin.top
-                entry.height_at = width
+                height = view.outer_size.height + view.styles.margin.top
+                if (entry.height, entry.height_at) != (height, width):
+                    entry.height, entry.height_at = height, width
+                    self._tops_at = None
 
     def _sync(self, *, scrolled: bool = False) -> None:
         """Measure what is mounted, keep the view where it was (or at the end), and mount
@@ -238,6 +261,52 @@ class Transcript(VerticalScroll):
                 self._syncing = False
         if any(e.view is not None and not e.view.size.width for e in self.mounted):
             self.schedule()  # measure what was just mounted once it is laid out
+        self._plan_ahead(tops, y, view_h)
+
+    def _plan_ahead(self, tops: list[int], y: int, view_h: int) -> None:
+        """The entries beyond the window, within ``_DRAW`` screens of it, nearest first."""
+        reach = (_AHEAD + _DRAW) * view_h
+        n = len(self.entries)
+        first = max(0, bisect.bisect_right(tops, y - reach) - 1)
+        last = min(n, bisect.bisect_left(tops, y + view_h + reach))
+        above = self.entries[first : self._lo][::-1]
+        below = self.entries[self._hi : last]
+        ahead = [e for pair in zip_longest(below, above) for e in pair if e is not None]
+        self._ahead = ahead
+        if ahead and not self._drawing:
+            self._drawing = True
+            self.call_after_refresh(self._draw_next)
+
+    def _draw_options(self) -> tuple[ConsoleOptions, bool]:
+        """The options an answer's widget draws at (its content: the width less its padding)."""
+        app = self.app
+        width = self._width() - 2
+        return app.console_options.update_width(width).update(
+            highlight=False
+        ), app.current_theme.dark
+
+    def _draw_next(self) -> None:
+        """Draw the nearest entry not drawn yet (one per turn: a key pressed meanwhile waits
+        for one answer at most), then give the loop back."""
+        self._drawing = False
+        if not self.is_attached:
+            return
+        options, dark = self._draw_options()
+        width = self._width()
+        while self._ahead:
+            entry = self._ahead.pop(0)
+            if entry.owner is self and entry.view is None and not entry.drawn(options, dark):
+                height = entry.draw_ahead(self.app.console, options, dark)
+                if height is not None and (entry.height, entry.height_at) != (height, width):
+                    # Its height is known now, not estimated: the spacers take it (the view
+                    # kept where it is) before its widget comes.
+                    entry.height, entry.height_at = height, width
+                    self._tops_at = None
+                    self.schedule()
+                break
+        if self._ahead:
+            self._drawing = True
+            self.call_after_refresh(self._draw_next)
 
     def _index(self, entry: Entry) -> int:
         lo = self._lo

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from textual import events
 from textual.app import ComposeResult
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from rich.measure import Measurement
     from rich.segment import Segment
+    from textual.geometry import Region, Size
+    from textual.strip import Strip
 
     from lemon_tui._transcript import Transcript
 
@@ -69,6 +71,15 @@ class Entry:
     def lines(self, width: int) -> int:
         """An estimate of the content's height at ``width`` (until it is measured)."""
         raise NotImplementedError
+
+    def drawn(self, options: ConsoleOptions, dark: bool) -> bool:
+        """Whether a widget made now would find the entry drawn (only answers take long)."""
+        return True
+
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> int | None:
+        """Draw what a widget made of the entry would draw (see ``AnswerEntry``); the height
+        it will take (lines, with its top margin), if that is known from the drawing."""
+        return None
 
     def estimate(self, width: int) -> int:
         """``lines`` plus the top margin, kept until the entry changes (or the width)."""
@@ -201,15 +212,24 @@ class _Drawn:
         self._key: tuple[object, ...] | None = None
         self._lines: list[list[Segment]] = []
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.segment import Segment
+    def drawn(self, options: ConsoleOptions) -> bool:
+        """Whether the lines for ``options`` are drawn (kept from the last draw)."""
+        return self._key == (options.max_width, options.justify, options.overflow, options.no_wrap)
 
+    def draw(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        """The lines at ``options`` (drawn now if they are not kept)."""
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         if key != self._key:
             self._lines = console.render_lines(
                 self.renderable, options.update(height=None), pad=False, new_lines=False
             )
             self._key = key
+        return self._lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        self.draw(console, options)
         new_line = Segment.line()
         for line in self._lines:
             yield from line
@@ -232,6 +252,11 @@ class AnswerEntry(Entry):
         self._sealed: str | None = None
         self._drawn: tuple[str, str | None, bool] | None = None
         self._renderable: RenderableType = ""
+        # What a widget made of it drew last (kept while the entry is among the answers
+        # drawn last, so a widget made again for it draws nothing): its content height at a
+        # width, and its lines (Textual strips) at a size and style.
+        self._height: tuple[tuple[object, ...], int] | None = None
+        self._strips: tuple[tuple[object, ...], list[Strip]] | None = None
 
     @property
     def sealed(self) -> str | None:
@@ -283,7 +308,27 @@ class AnswerEntry(Entry):
             del _DRAWN[oldest]
             if oldest.view is None:  # drawn again if it comes back into view
                 oldest._drawn, oldest._renderable = None, ""
+                oldest._height = oldest._strips = None
         return self._renderable
+
+    def drawn(self, options: ConsoleOptions, dark: bool) -> bool:
+        """Whether a widget made now would find this answer drawn at ``options``."""
+        drawn = self._renderable
+        return (
+            self._drawn == (self.text, self._sealed, dark)
+            and isinstance(drawn, _Drawn)
+            and drawn.drawn(options)
+        )
+
+    def draw_ahead(self, console: Console, options: ConsoleOptions, dark: bool) -> int | None:
+        """Draw the answer now (parse its Markdown, render its lines at ``options``), before
+        it comes into view: the transcript does it while idle, after a frame, so that the
+        frame bringing it into view does not wait for it. Its widget is as tall as its lines
+        (``AnswerBlock`` has no vertical padding or border), below its top margin."""
+        drawn = self.renderable(dark)
+        if isinstance(drawn, _Drawn):
+            return self.margin_top + len(drawn.draw(console, options))
+        return None
 
     def make_view(self) -> AnswerBlock:
         return AnswerBlock(entry=self)
@@ -301,6 +346,7 @@ class AnswerBlock(EntryView):
     DEFAULT_CSS = "AnswerBlock { margin: 1 0 0 0; padding: 0 1; height: auto; }"
 
     def __init__(self, *, entry: AnswerEntry | None = None) -> None:
+        self._lines: tuple[Size, list[Strip]] | None = None
         super().__init__()
         self.entry: AnswerEntry = entry if entry is not None else AnswerEntry()
 
@@ -328,8 +374,62 @@ class AnswerBlock(EntryView):
         self.refresh(layout=True)
 
     def render(self) -> RenderableType:
-        dark = self.app.current_theme.dark if self.is_attached else True
-        return self.entry.renderable(dark)
+        return self.entry.renderable(self._dark())
+
+    def _dark(self) -> bool:
+        return self.app.current_theme.dark if self.is_attached else True
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """Textual's height of the content (its renderable drawn at ``width``), kept on the
+        entry: a widget made again for an answer drawn before does not draw it to measure."""
+        entry = self.entry
+        key = (entry.text, entry.sealed, self._dark(), width)
+        if entry._height is not None and entry._height[0] == key:
+            return entry._height[1]
+        height = super().get_content_height(container, viewport, width)
+        entry._height = (key, height)
+        return height
+
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> Self:
+        """Whatever makes Textual draw the widget again (its entry, its size, a style, the
+        theme, a selection) comes through here: the lines it holds are looked up again."""
+        self._lines = None
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def render_line(self, y: int) -> Strip:
+        """The Line API: the lines Textual draws for this answer (``Visual.to_strips``, the
+        same call its default ``render_line`` makes), kept on the entry per size and style,
+        and held here until the next ``refresh`` (one lookup per frame, not per line)."""
+        from textual.strip import Strip
+
+        size = self.size
+        if self._lines is None or self._lines[0] != size:
+            self._lines = (size, self._strips(size))
+        strips = self._lines[1]
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(size.width, self.visual_style.rich_style)
+
+    def _strips(self, size: Size) -> list[Strip]:
+        from textual.visual import Visual
+
+        entry = self.entry
+        width, height = size
+        style = self.visual_style
+        key = (entry.text, entry.sealed, self._dark(), width, height, style)
+        if self.text_selection is not None:  # a selection is drawn over: not kept
+            return Visual.to_strips(self, self._render(), width, height, style)
+        if entry._strips is not None and entry._strips[0] == key:
+            return entry._strips[1]
+        strips = Visual.to_strips(self, self._render(), width, height, style)
+        entry._strips = (key, strips)
+        return strips
 
 
 class CardEntry(Entry):
