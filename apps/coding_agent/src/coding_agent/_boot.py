@@ -33,6 +33,7 @@ from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
 from lemon_core.config import read_secrets
 from lemon_core.execution import Executor
+from lemon_core.mcp import MCP_HUB
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
     TRANSCRIPT_READER,
@@ -71,8 +72,13 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     # With a shared store (several daemons), transcripts are mirrored into it: every daemon
     # reads and resumes what another wrote, without a shared filesystem.
     mirror = TranscriptMirror(runtime.store) if runtime.leases is not None else None
+    capabilities = runtime.context.capabilities
     impl = CodingExecutor(
-        home=runtime.home, approvals=approvals, environ=environ, transcript_mirror=mirror
+        home=runtime.home,
+        approvals=approvals,
+        environ=environ,
+        transcript_mirror=mirror,
+        mcp=lambda: capabilities.get(MCP_HUB),  # lemon_mcp's hub, when it booted
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
@@ -84,7 +90,6 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         compactor=compactor,
         catalog=catalog,
     )
-    capabilities = runtime.context.capabilities
     capabilities.register(APPROVALS, approvals)
     capabilities.register(AGENT_RUNTIME, agent)
     capabilities.register(TRANSCRIPT_READER, transcripts)

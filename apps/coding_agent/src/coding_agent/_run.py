@@ -32,6 +32,7 @@ from coding_agent.policy import ApprovalHooks, GateContext, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
 from coding_agent.tools import TodoList, coding_tools
+from coding_agent.tools.mcp import mcp_policy, mcp_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -43,6 +44,7 @@ from lemon_agent import (
     AgentRun,
     MessageUpdateEvent,
     QueueFullError,
+    Tool,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
@@ -73,6 +75,7 @@ from lemon_core.execution import (
     ResumeToken,
     ToolPolicy,
 )
+from lemon_core.mcp import McpHub
 from lemon_skills import SkillCatalog, SkillsError, SkillSummary, read_skill_tool
 
 __all__ = ["CodingRun", "RunSettings"]
@@ -110,6 +113,8 @@ class RunSettings:
     home: Path
     environ: Mapping[str, str] | None
     skills: SkillCatalog
+    mcp: McpHub | None = None
+    """The runtime's MCP hub (none: the run has no MCP tools)."""
 
 
 class CodingRun:
@@ -212,8 +217,13 @@ class CodingRun:
             env=env,
         )
         self.workspace = workspace
+        # MCP servers' tools, under the approval policy (a server down is a note, never a stop).
+        extra, mcp_approvals, mcp_note = await mcp_tools(s.mcp, self._config, workspace.cwd)
+        self._policy = mcp_policy(self._policy, mcp_approvals, self._job.preapproved)
+        if mcp_note:
+            self._note("mcp_unavailable", f"MCP servers not available: {mcp_note}")
         self.gate = self._gate(workspace)
-        self.tools = self._tool_registry(workspace, self.gate)
+        self.tools = self._tool_registry(workspace, self.gate, extra)
         skills = await asyncio.to_thread(_usable_skills, s.skills)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
@@ -256,6 +266,11 @@ class CodingRun:
         self._persisted = len(history)
         self._agent = Agent(self._agent_config, messages=history)
 
+    def _note(self, id: str, title: str) -> None:
+        self._sink.action(
+            id=id, kind=ActionKind.NOTE, title=title, phase="completed", ok=False, level="warning"
+        )
+
     def _note_images_not_sent(self) -> None:
         images = self._images
         if images and self._model.image_input is False:
@@ -288,11 +303,14 @@ class CodingRun:
             preapproved=job.preapproved,
         )
 
-    def _tool_registry(self, workspace: Workspace, gate: GateContext) -> ToolRegistry:
-        """This run's tools (its workspace, its todo list, the skills), each checked against
-        this run's gate before it runs."""
+    def _tool_registry(
+        self, workspace: Workspace, gate: GateContext, extra: list[Tool] | None = None
+    ) -> ToolRegistry:
+        """This run's tools (its workspace, its todo list, the skills, then ``extra``: the MCP
+        servers'), each checked against this run's gate before it runs."""
         todos = TodoList(self._settings.limits.max_todos)
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
+        tools += extra or []
         return gate_tools(ToolRegistry(tools), gate)
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:

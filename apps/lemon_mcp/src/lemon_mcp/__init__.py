@@ -1,0 +1,76 @@
+"""lemon_mcp: the agent uses the tools of MCP servers (stdio and Streamable HTTP).
+
+The ``[mcp]`` section names the servers; the app registers :data:`lemon_core.mcp.MCP_HUB`, a
+:class:`McpHubImpl` that starts each server on first use and shares it between runs; the coding
+agent asks it for a run's tools and calls them under the approval policy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from lemon_core.facade import lazy_exports
+
+if TYPE_CHECKING:
+    from lemon_mcp._approvals import ProjectApprovals, project_server_names
+    from lemon_mcp._boot import lemon_mcp_app
+    from lemon_mcp._client import McpClient, Transport
+    from lemon_mcp._hub import McpHubImpl, ServerState, ServerStatus
+    from lemon_mcp._naming import tool_names
+    from lemon_mcp._section import McpConfig, McpServerConfig, ToolOverride, definition_hash
+    from lemon_mcp._stdio import StdioTransport
+    from lemon_mcp.errors import (
+        McpConnectionError,
+        McpError,
+        McpProtocolError,
+        McpRemoteError,
+        McpTimeoutError,
+    )
+
+#: Where each facade name lives (the lazy loader reads it: loading the config imports the
+#: section module only, never a transport).
+_EXPORTS: Final[dict[str, tuple[str, str]]] = {
+    "ProjectApprovals": ("lemon_mcp._approvals", "ProjectApprovals"),
+    "project_server_names": ("lemon_mcp._approvals", "project_server_names"),
+    "lemon_mcp_app": ("lemon_mcp._boot", "lemon_mcp_app"),
+    "McpClient": ("lemon_mcp._client", "McpClient"),
+    "Transport": ("lemon_mcp._client", "Transport"),
+    "McpHubImpl": ("lemon_mcp._hub", "McpHubImpl"),
+    "ServerState": ("lemon_mcp._hub", "ServerState"),
+    "ServerStatus": ("lemon_mcp._hub", "ServerStatus"),
+    "tool_names": ("lemon_mcp._naming", "tool_names"),
+    "McpConfig": ("lemon_mcp._section", "McpConfig"),
+    "McpServerConfig": ("lemon_mcp._section", "McpServerConfig"),
+    "ToolOverride": ("lemon_mcp._section", "ToolOverride"),
+    "definition_hash": ("lemon_mcp._section", "definition_hash"),
+    "StdioTransport": ("lemon_mcp._stdio", "StdioTransport"),
+    "McpConnectionError": ("lemon_mcp.errors", "McpConnectionError"),
+    "McpError": ("lemon_mcp.errors", "McpError"),
+    "McpProtocolError": ("lemon_mcp.errors", "McpProtocolError"),
+    "McpRemoteError": ("lemon_mcp.errors", "McpRemoteError"),
+    "McpTimeoutError": ("lemon_mcp.errors", "McpTimeoutError"),
+}
+
+__all__ = [
+    "McpClient",
+    "McpConfig",
+    "McpConnectionError",
+    "McpError",
+    "McpHubImpl",
+    "McpProtocolError",
+    "McpRemoteError",
+    "McpServerConfig",
+    "McpTimeoutError",
+    "ProjectApprovals",
+    "ServerState",
+    "ServerStatus",
+    "StdioTransport",
+    "ToolOverride",
+    "Transport",
+    "definition_hash",
+    "lemon_mcp_app",
+    "project_server_names",
+    "tool_names",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

@@ -1,0 +1,44 @@
+"""lemon_mcp's ``lemon.apps`` hook: registers the runtime's :data:`~lemon_core.mcp.MCP_HUB`.
+
+Profiles ``execution-only`` and ``full`` (wherever the agent runs). Start starts no server:
+the hub starts each one on the first run that needs it. Leaving the lifespan unregisters the
+hub and ends every server it started (their process groups: TERM, then KILL after 2 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Final
+
+from lemon_core.config import read_secrets
+from lemon_core.mcp import MCP_HUB
+from lemon_mcp._hub import McpHubImpl
+from lemon_mcp._section import SECTIONS
+from lemon_runtime import AppSpec, Runtime
+
+__all__ = ["lemon_mcp_app"]
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[McpHubImpl]:
+    environ = {**read_secrets(runtime.home), **os.environ}
+    hub = McpHubImpl(home=runtime.home, environ=environ)
+    capabilities = runtime.context.capabilities
+    capabilities.register(MCP_HUB, hub)
+    try:
+        yield hub
+    finally:
+        capabilities.unregister(MCP_HUB, hub)
+        await hub.aclose()
+
+
+lemon_mcp_app: Final = AppSpec(
+    name="lemon_mcp",
+    lifespan=_lifespan,
+    profiles=frozenset({"execution-only", "full"}),
+    description="MCP servers' tools for the agent (started lazily)",
+    sections=SECTIONS,
+    provides=(MCP_HUB,),
+)

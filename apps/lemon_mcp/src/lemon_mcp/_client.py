@@ -1,0 +1,235 @@
+"""An MCP client session over one transport: ``initialize``, ``tools/list``, ``tools/call``.
+
+Requests are matched to responses by id; a response for an id we never sent (or already
+answered) is a protocol error that ends the connection, as does the transport losing it: every
+pending request then fails with the reason. Requests from the server are answered: ``ping``
+with an empty result, anything else with -32601 (this client offers no sampling, roots or
+elicitation). ``notifications/tools/list_changed`` marks the tool list stale (the hub lists
+again before the next run). A call that times out or is cancelled sends
+``notifications/cancelled`` for its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+import msgspec
+
+from lemon_core.backoff import Backoff
+from lemon_mcp._wire import (
+    LATEST_PROTOCOL,
+    SUPPORTED_PROTOCOLS,
+    Incoming,
+    decode,
+    encode_error,
+    encode_notification,
+    encode_request,
+    encode_result,
+)
+from lemon_mcp.errors import (
+    McpConnectionError,
+    McpError,
+    McpProtocolError,
+    McpRemoteError,
+    McpTimeoutError,
+)
+
+__all__ = ["CLIENT_INFO", "McpClient", "Transport"]
+
+log = logging.getLogger("lemon_mcp")
+
+CLIENT_INFO: Final = {"name": "lemon", "version": "0.1.0"}
+_MAX_PAGES: Final = 100
+_LIST_BACKOFF: Final = Backoff(initial=0.2, cap=2.0, max_attempts=3)
+
+
+class Transport(Protocol):
+    """How bytes reach the server and come back (stdio or Streamable HTTP)."""
+
+    async def start(
+        self, on_message: Callable[[bytes], None], on_close: Callable[[str], None]
+    ) -> None: ...
+
+    async def send(self, payload: bytes) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class McpClient:
+    """One session with one server (loop-only)."""
+
+    def __init__(self, transport: Transport, *, name: str) -> None:
+        self.name = name
+        self.transport = transport
+        self._ids = itertools.count(1)
+        self._pending: dict[int | str, asyncio.Future[Any]] = {}
+        self._closed_reason: str | None = None
+        self.protocol_version: str | None = None
+        self.server_info: Mapping[str, Any] = {}
+        self.instructions: str = ""
+        self.tools_stale = False
+        self.on_lost: Callable[[str], None] | None = None
+        self._replies: set[asyncio.Task[None]] = set()
+
+    @property
+    def closed_reason(self) -> str | None:
+        return self._closed_reason
+
+    async def start(self) -> None:
+        """Start the transport and run the ``initialize`` handshake."""
+        await self.transport.start(self._on_message, self._lost)
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": LATEST_PROTOCOL,
+                "capabilities": {},
+                "clientInfo": CLIENT_INFO,
+            },
+        )
+        version = result.get("protocolVersion") if isinstance(result, Mapping) else None
+        if version not in SUPPORTED_PROTOCOLS:
+            raise McpProtocolError(
+                f"the server speaks protocol {version!r}; this client speaks "
+                f"{', '.join(SUPPORTED_PROTOCOLS)}"
+            )
+        self.protocol_version = version
+        if hasattr(self.transport, "protocol_version"):
+            self.transport.protocol_version = version  # the HTTP transport sends it
+        self.server_info = result.get("serverInfo") or {}
+        self.instructions = str(result.get("instructions") or "")
+        await self.notify("notifications/initialized")
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, deadline_s: float | None = None
+    ) -> Any:
+        """Send a request and wait for its result (or raise what went wrong)."""
+        if self._closed_reason is not None:
+            raise McpConnectionError(self._closed_reason)
+        rid = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = future
+        try:
+            async with asyncio.timeout(deadline_s):
+                await self.transport.send(encode_request(rid, method, params))
+                return await future
+        except TimeoutError:
+            await self._cancel(rid, f"no answer within {deadline_s} s")
+            raise McpTimeoutError(f"{method}: no answer within {deadline_s:g} s") from None
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel(rid, "the run was aborted"))
+            raise
+        finally:
+            self._pending.pop(rid, None)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self.transport.send(encode_notification(method, params))
+
+    async def _cancel(self, rid: int, reason: str) -> None:
+        if self._closed_reason is None:
+            with contextlib.suppress(McpError, OSError):
+                await self.notify("notifications/cancelled", {"requestId": rid, "reason": reason})
+
+    async def list_tools(self) -> list[Mapping[str, Any]]:
+        """Every tool, following ``nextCursor`` (at most 100 pages), each page retried with
+        backoff on a timeout or a JSON-RPC error."""
+        tools: list[Mapping[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await self._list_page(cursor)
+            tools.extend(t for t in page.get("tools") or () if isinstance(t, Mapping))
+            nxt = page.get("nextCursor")
+            if not isinstance(nxt, str) or not nxt:
+                break
+            cursor = nxt
+        self.tools_stale = False
+        return tools
+
+    async def _list_page(self, cursor: str | None) -> Mapping[str, Any]:
+        attempt = 1
+        while True:
+            try:
+                result = await self.request(
+                    "tools/list", {"cursor": cursor} if cursor else None, deadline_s=30.0
+                )
+                return result if isinstance(result, Mapping) else {}
+            except (McpTimeoutError, McpRemoteError) as exc:
+                if _LIST_BACKOFF.exhausted(attempt):
+                    raise
+                log.info("mcp server %s: tools/list failed (%s), retrying", self.name, exc)
+                await asyncio.sleep(_LIST_BACKOFF.delay(attempt))
+                attempt += 1
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, deadline_s: float | None
+    ) -> Mapping[str, Any]:
+        result = await self.request(
+            "tools/call", {"name": name, "arguments": dict(arguments)}, deadline_s=deadline_s
+        )
+        return result if isinstance(result, Mapping) else {}
+
+    async def aclose(self) -> None:
+        self._lost("the client closed the connection")
+        await self.transport.aclose()
+
+    # -- incoming --------------------------------------------------------------------------
+
+    def _on_message(self, frame: bytes) -> None:
+        try:
+            message = decode(frame)
+        except McpProtocolError as exc:
+            self._protocol_fault(str(exc))
+            return
+        if message.is_response:
+            self._on_response(message)
+        elif message.method is not None and message.id is not None:
+            self._on_request(message)
+        elif message.method == "notifications/tools/list_changed":
+            self.tools_stale = True
+
+    def _on_response(self, message: Incoming) -> None:
+        assert message.id is not None
+        future = self._pending.get(message.id)
+        if future is None:
+            self._protocol_fault(f"a response for an unknown request id {message.id!r}")
+            return
+        if future.done():
+            return
+        if message.error is not None:
+            future.set_exception(McpRemoteError(message.error.code, message.error.message))
+        else:
+            result = message.result
+            future.set_result(None if result is msgspec.UNSET else result)
+
+    def _on_request(self, message: Incoming) -> None:
+        assert message.id is not None
+        assert message.method is not None
+        if message.method == "ping":
+            reply = encode_result(message.id, {})
+        else:
+            reply = encode_error(message.id, -32601, f"method not supported: {message.method}")
+        task = asyncio.get_running_loop().create_task(self._reply(reply))
+        self._replies.add(task)
+        task.add_done_callback(self._replies.discard)
+
+    async def _reply(self, payload: bytes) -> None:
+        with contextlib.suppress(McpError, OSError):
+            await self.transport.send(payload)
+
+    def _protocol_fault(self, reason: str) -> None:
+        log.warning("mcp server %s: %s; its connection is ended", self.name, reason)
+        self._lost(reason)
+
+    def _lost(self, reason: str) -> None:
+        if self._closed_reason is not None:
+            return
+        self._closed_reason = reason
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(McpConnectionError(reason))
+        if self.on_lost is not None:
+            self.on_lost(reason)

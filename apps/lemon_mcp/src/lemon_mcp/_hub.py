@@ -1,0 +1,336 @@
+"""The hub: the MCP servers of one runtime, started lazily and shared by its runs.
+
+:meth:`McpHubImpl.discover` takes a run's configuration (loaded for its working directory):
+for each enabled server (a project server only once approved, see :mod:`lemon_mcp._approvals`)
+it reuses the running session of the same definition, or starts one (``initialize`` then
+``tools/list``) bounded by ``startup_timeout_s``. Servers start concurrently; one that fails,
+hangs or is not approved is reported in ``unavailable`` and costs the run nothing more. A
+failed server is not retried before its backoff delay has passed (so a broken server does
+not slow every run), and a server whose definition changed is stopped and started anew.
+:meth:`McpHubImpl.call` is bounded by ``call_timeout_s``; its failures are error outputs the
+model reads ("server X is unavailable: <reason>").
+
+Secrets: ``env_from``, ``bearer_token_env`` and ``headers_env`` are read from the hub's
+environment when a server starts; their values go to the server only (never logged, never in
+an output, never in the tool list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from lemon_core.backoff import Backoff
+from lemon_core.config import Config
+from lemon_core.mcp import McpDiscovery, McpToolOutput, McpToolSpec
+from lemon_mcp._approvals import ProjectApprovals, project_server_names
+from lemon_mcp._client import McpClient, Transport
+from lemon_mcp._content import render_result
+from lemon_mcp._naming import tool_names
+from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
+from lemon_mcp._stdio import StdioTransport
+from lemon_mcp.errors import McpError
+
+__all__ = ["McpHubImpl", "ServerState", "ServerStatus"]
+
+log = logging.getLogger("lemon_mcp")
+
+_RESTART: Final = Backoff(initial=1.0, cap=60.0, jitter=0.0)
+_MAX_DESCRIPTION: Final = 2000
+
+
+class ServerState(enum.Enum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerStatus:
+    """What ``lemon mcp list`` shows of one server."""
+
+    name: str
+    transport: str
+    state: ServerState
+    tools: int
+    last_error: str | None
+
+
+@dataclass(kw_only=True, slots=True)
+class _Server:
+    name: str
+    config: McpServerConfig
+    digest: str
+    state: ServerState = ServerState.STOPPED
+    client: McpClient | None = None
+    tools: list[Mapping[str, Any]] = field(default_factory=list)
+    last_error: str | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class McpHubImpl:
+    """Implements :class:`lemon_core.mcp.McpHub` (loop-only); :meth:`aclose` ends every server."""
+
+    def __init__(self, *, home: Path, environ: Mapping[str, str]) -> None:
+        self._home = home
+        self._environ = dict(environ)
+        self._servers: dict[str, _Server] = {}
+        self._approvals = ProjectApprovals(home)
+        self._clock = time.monotonic
+
+    # -- discovery -------------------------------------------------------------------------
+
+    def configured(
+        self, config: Config, *, cwd: Path
+    ) -> tuple[dict[str, McpServerConfig], dict[str, str]]:
+        """The servers a run may start, and why each other configured server may not."""
+        section = config.section(McpConfig)
+        if not section.servers:
+            return {}, {}
+        project, from_project = project_server_names(cwd, self._home)
+        usable: dict[str, McpServerConfig] = {}
+        refused: dict[str, str] = {}
+        for name, server in section.servers.items():
+            if not server.enabled:
+                continue
+            digest = definition_hash(server)
+            if (
+                project is not None
+                and name in from_project
+                and not self._approvals.approved(project, name, digest)
+            ):
+                refused[name] = (
+                    f"defined in {project} and not approved (or changed since): run "
+                    f"`lemon mcp approve {name}` in this project to use it"
+                )
+                continue
+            usable[name] = server
+        return usable, refused
+
+    async def discover(self, config: Config, *, cwd: Path) -> McpDiscovery:
+        usable, unavailable = self.configured(config, cwd=cwd)
+        if not usable:
+            return McpDiscovery(unavailable=unavailable)
+        names = sorted(usable)
+        results = await asyncio.gather(*(self._ready(n, usable[n]) for n in names))
+        offered: list[tuple[str, McpServerConfig, Mapping[str, Any]]] = []
+        for name, error in zip(names, results, strict=True):
+            if error is not None:
+                unavailable[name] = error
+                continue
+            server = self._servers[name]
+            for tool in server.tools:
+                tool_name = tool.get("name")
+                if not isinstance(tool_name, str) or not server.config.offers(tool_name):
+                    continue
+                if server.config.approval_of(tool_name) == "deny":
+                    continue
+                offered.append((name, server.config, tool))
+        names_for = tool_names((n, str(t["name"])) for n, _, t in offered)
+        specs = tuple(
+            McpToolSpec(
+                name=names_for[(n, str(t["name"]))],
+                server=n,
+                tool=str(t["name"]),
+                description=_description(n, t),
+                parameters=_parameters(t.get("inputSchema")),
+                approval=cfg.approval_of(str(t["name"])),
+            )
+            for n, cfg, t in offered
+        )
+        return McpDiscovery(tools=specs, unavailable=unavailable)
+
+    async def _ready(self, name: str, config: McpServerConfig) -> str | None:
+        """``None`` once ``name`` is running with a fresh tool list, else why it is not."""
+        digest = definition_hash(config)
+        server = self._servers.get(name)
+        if server is not None and server.digest != digest:
+            await self._stop(server)
+            server = None
+        if server is None:
+            server = _Server(name=name, config=config, digest=digest)
+            self._servers[name] = server
+        async with server.lock:
+            client = server.client
+            if server.state is ServerState.READY and client is not None:
+                if client.closed_reason is None and not client.tools_stale:
+                    return None
+                if client.closed_reason is None:
+                    try:
+                        server.tools = await client.list_tools()
+                        return None
+                    except McpError as exc:
+                        await self._failed(server, f"tools/list failed: {exc}")
+                        return server.last_error
+                await self._failed(server, client.closed_reason or "the connection ended")
+            if server.state is ServerState.FAILED and self._clock() < server.retry_at:
+                return server.last_error
+            return await self._start(server)
+
+    async def _start(self, server: _Server) -> str | None:
+        server.state = ServerState.STARTING
+        config = server.config
+        began = self._clock()
+        try:
+            transport = self._transport(server.name, config)
+        except McpError as exc:
+            await self._failed(server, str(exc))
+            return server.last_error
+        client = McpClient(transport, name=server.name)
+        server.client = client
+        try:
+            async with asyncio.timeout(config.startup_timeout_s):
+                await client.start()
+                server.tools = await client.list_tools()
+        except TimeoutError:
+            await self._failed(
+                server, f"did not start within startup_timeout_s ({config.startup_timeout_s:g} s)"
+            )
+            return server.last_error
+        except McpError as exc:
+            await self._failed(server, str(exc))
+            return server.last_error
+        server.state = ServerState.READY
+        server.failures = 0
+        server.last_error = None
+        log.info(
+            "mcp server %s ready: %d tools in %.0f ms",
+            server.name,
+            len(server.tools),
+            (self._clock() - began) * 1000,
+        )
+        return None
+
+    async def _failed(self, server: _Server, reason: str) -> None:
+        server.failures += 1
+        server.state = ServerState.FAILED
+        server.last_error = reason
+        server.retry_at = self._clock() + _RESTART.delay(server.failures)
+        log.warning("mcp server %s unavailable: %s", server.name, reason)
+        client, server.client = server.client, None
+        if client is not None:
+            with contextlib.suppress(McpError, OSError):
+                await client.aclose()
+
+    def _transport(self, name: str, config: McpServerConfig) -> Transport:
+        if config.transport == "stdio":
+            env = dict(self._environ)
+            env.update(config.env)
+            missing = [v for v in config.env_from.values() if v not in self._environ]
+            if missing:
+                raise McpError(f"env_from names unset variable(s): {', '.join(sorted(missing))}")
+            env.update({k: self._environ[v] for k, v in config.env_from.items()})
+            return StdioTransport(
+                name=name,
+                command=config.command,
+                args=config.args,
+                env=env,
+                cwd=Path(config.cwd).expanduser() if config.cwd else None,
+            )
+        from lemon_mcp._http import HttpTransport  # httpx only when an HTTP server is used
+
+        headers: dict[str, str] = {}
+        wanted = dict(config.headers_env)
+        if config.bearer_token_env:
+            wanted["Authorization"] = config.bearer_token_env
+        missing = [v for v in wanted.values() if v not in self._environ]
+        if missing:
+            raise McpError(f"the server's secrets are unset: {', '.join(sorted(missing))}")
+        for header, var in wanted.items():
+            value = self._environ[var]
+            headers[header] = (
+                f"Bearer {value}"
+                if header == "Authorization" and (var == config.bearer_token_env)
+                else value
+            )
+        return HttpTransport(name=name, url=config.url, headers=headers)
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def call(self, tool: McpToolSpec, arguments: Mapping[str, Any]) -> McpToolOutput:
+        server = self._servers.get(tool.server)
+        client = server.client if server is not None else None
+        if server is None or client is None or server.state is not ServerState.READY:
+            reason = server.last_error if server is not None else None
+            return _unavailable(tool.server, reason or "it is not running")
+        try:
+            result = await client.call_tool(
+                tool.tool, arguments, deadline_s=server.config.call_timeout_s
+            )
+        except McpError as exc:
+            if client.closed_reason is not None:
+                async with server.lock:
+                    if server.client is client:
+                        await self._failed(server, client.closed_reason)
+            return McpToolOutput(
+                content=f"MCP tool {tool.tool!r} of server {tool.server!r} failed: {exc}",
+                is_error=True,
+            )
+        text, is_error = render_result(result)
+        return McpToolOutput(content=text, is_error=is_error)
+
+    # -- status and lifecycle --------------------------------------------------------------
+
+    def status(self) -> list[ServerStatus]:
+        return [
+            ServerStatus(
+                name=s.name,
+                transport=s.config.transport,
+                state=s.state,
+                tools=len(s.tools),
+                last_error=s.last_error,
+            )
+            for s in sorted(self._servers.values(), key=lambda s: s.name)
+        ]
+
+    def stderr_tail(self, name: str) -> str:
+        server = self._servers.get(name)
+        transport = server.client.transport if server and server.client else None
+        return transport.stderr_tail() if isinstance(transport, StdioTransport) else ""
+
+    async def _stop(self, server: _Server) -> None:
+        client, server.client = server.client, None
+        server.state = ServerState.STOPPED
+        if client is not None:
+            with contextlib.suppress(McpError, OSError):
+                await client.aclose()
+
+    async def aclose(self) -> None:
+        """Stop every server (their process groups ended)."""
+        servers, self._servers = list(self._servers.values()), {}
+        await asyncio.gather(*(self._stop(s) for s in servers))
+
+
+def _unavailable(server: str, reason: str) -> McpToolOutput:
+    return McpToolOutput(content=f"server {server} is unavailable: {reason}", is_error=True)
+
+
+def _description(server: str, tool: Mapping[str, Any]) -> str:
+    text = str(tool.get("description") or tool.get("title") or "").strip()
+    if len(text) > _MAX_DESCRIPTION:
+        text = text[:_MAX_DESCRIPTION] + "..."
+    return f"[MCP server {server}] {text}".strip()
+
+
+def _parameters(schema: object) -> dict[str, Any]:
+    """The tool's ``inputSchema`` as an object schema (a server that sends none, or something
+    else, gets the empty object schema)."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return {"type": "object", "properties": {}}
+    out = msgspec.json.decode(msgspec.json.encode(schema))
+    assert isinstance(out, dict)
+    out.pop("$schema", None)
+    out.setdefault("properties", {})
+    return out

@@ -1,0 +1,39 @@
+"""lemon_mcp's errors: one base, the protocol and transport failures under it."""
+
+from __future__ import annotations
+
+from lemon_core.errors import LemonCoreError
+
+__all__ = [
+    "McpConnectionError",
+    "McpError",
+    "McpProtocolError",
+    "McpRemoteError",
+    "McpTimeoutError",
+]
+
+
+class McpError(LemonCoreError):
+    """Base of every lemon_mcp error."""
+
+
+class McpConnectionError(McpError):
+    """The server could not be started or reached, or its connection ended (with the reason)."""
+
+
+class McpProtocolError(McpConnectionError):
+    """The server broke the protocol (garbage, an oversized frame, an unknown response id):
+    its connection is ended."""
+
+
+class McpTimeoutError(McpError, TimeoutError):
+    """The server did not answer in time (start-up or a call)."""
+
+
+class McpRemoteError(McpError):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{message} (JSON-RPC error {code})")
+        self.code = code
+        self.remote_message = message
