@@ -31,7 +31,9 @@ from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
+from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
+from coding_agent.tools.task import task_tool
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -110,6 +112,8 @@ class RunSettings:
     home: Path
     environ: Mapping[str, str] | None
     skills: SkillCatalog
+    subagents: Subagents | None = None
+    """Delegation (the ``task`` tool), when the daemon offers it."""
 
 
 class CodingRun:
@@ -293,7 +297,31 @@ class CodingRun:
         this run's gate before it runs."""
         todos = TodoList(self._settings.limits.max_todos)
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
+        subagents = self._settings.subagents
+        if subagents is not None and subagents.offers_task(self._depth()):
+            tools.append(task_tool(subagents, self._parent_run()))
         return gate_tools(ToolRegistry(tools), gate)
+
+    def _depth(self) -> int:
+        context = self._job.context
+        return context.depth if context is not None else 0
+
+    def _parent_run(self) -> ParentRun:
+        """This run as the parent of the children its ``task`` tool starts."""
+        job = self._job
+        context = job.context
+        return ParentRun(
+            run_id=job.run_id,
+            session_key=job.session_key,
+            root_run_id=context.root_run_id if context is not None else job.run_id,
+            depth=self._depth(),
+            policy=self._policy,
+            cwd=job.cwd,
+            agent_id=job.agent_id,
+            preapproved=job.preapproved,
+            model=job.model,
+            context_window=self._model.context_window,
+        )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
         self._sink.action(
