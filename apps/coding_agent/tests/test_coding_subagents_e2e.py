@@ -20,15 +20,16 @@ from lemon_core.bus import Delivery, run_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
 from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
-from lemon_core.sessions import SESSION_PORT, RunEnded, SessionPort
-from lemon_core.store import RunGraphStore
+from lemon_core.sessions import SESSION_PORT, RunEnded, SessionPort, ToolCard
+from lemon_core.store import RunGraphStore, TaskNode, TaskStatus
+from lemon_infra import SQLiteStore
 from lemon_platform_test.providers import (
     Gate,
     ScriptedProviderServer,
     ScriptedToolCall,
     ScriptedTurn,
 )
-from lemon_runtime import Runtime
+from lemon_runtime import Runtime, store_path
 
 SESSION = "agent:default:main"
 
@@ -346,3 +347,67 @@ async def test_a_sync_task_reports_a_failed_child_as_an_error_result(
     result = tool_results(scripted_provider.requests[2].body)["c1"]
     assert ": timeout" in result
     assert "partial output" in result
+
+
+async def test_a_childs_approval_request_reaches_the_parents_surface_and_is_decided_there(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(task_call("c1", prompt="make a file"),)),
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id="b1", name="bash",
+                                                  arguments={"command": "touch made"}),)),
+        ScriptedTurn(text="made it"),  # the child, after its approved bash call
+        ScriptedTurn(text="the child made it"),
+    )  # fmt: skip
+    async with boot() as runtime:
+        port = port_of(runtime)
+        stream = port.watch(SESSION)
+        # No grants: the child's bash call (approval required by default) asks a question.
+        receipt = await port.submit(
+            RunRequest(origin="test", session_key=SESSION, prompt="delegate", cwd=str(work))
+        )
+        approval_id: str | None = None
+        ended: RunEnded | None = None
+        while ended is None:
+            event = await asyncio.wait_for(stream.get(), 30)
+            if (
+                isinstance(event, ToolCard)
+                and event.run_id == receipt.run_id
+                and event.kind.value == "subagent"
+                and event.phase == "updated"
+                and "asks approval" in (event.message or "")
+            ):
+                # The parent's task card carries the child's question, with its id.
+                approval_id = (event.message or "").split("asks approval ")[1].split()[0]
+                decided = await port.resolve_approval(approval_id, "approve_once")
+                assert decided.resolved, decided
+            if isinstance(event, RunEnded) and event.run_id == receipt.run_id:
+                ended = event
+        stream.close()
+        assert approval_id is not None
+        assert ended.ok, ended
+        assert ended.answer == "the child made it"
+    assert (work / "made").exists()
+
+
+async def test_after_a_restart_the_tasks_left_running_are_unknown_and_never_rerun(
+    boot: Any, scripted_provider: ScriptedProviderServer, tmp_path: Path
+) -> None:
+    # What a killed daemon leaves: three children recorded running, one that had finished.
+    path = store_path(tmp_path / "home")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    async with await SQLiteStore.open(path) as store:
+        graph = RunGraphStore(store)
+        statuses: list[TaskStatus] = ["running", "running", "queued", "completed"]
+        for i, status in enumerate(statuses):
+            await graph.put(TaskNode(
+                task_id=f"t{i}", parent_run_id="run_p", parent_session_key=SESSION,
+                child_run_id=f"run_c{i}", session_key=f"{SESSION}:sub:t{i}",
+                root_run_id="run_p", depth=1, status=status, created_at_ms=i,
+            ))  # fmt: skip
+    async with boot() as runtime:
+        nodes = await graph_of(runtime).children("run_p")
+        assert [n.status for n in nodes] == ["unknown", "unknown", "unknown", "completed"]
+        assert all("unknown" in (n.reason or "") for n in nodes[:3])
+        assert await graph_of(runtime).active() == []
+    assert scripted_provider.requests == []  # nothing was executed again

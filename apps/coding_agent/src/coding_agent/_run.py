@@ -83,6 +83,7 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "bash": ActionKind.COMMAND,
     "write": ActionKind.FILE_CHANGE,
     "edit": ActionKind.FILE_CHANGE,
+    "task": ActionKind.SUBAGENT,
 }
 _MAX_ACTION_TEXT: Final = 2000
 _ERROR_CODES: Final[Mapping[str, ErrorCode]] = {

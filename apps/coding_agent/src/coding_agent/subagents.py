@@ -149,6 +149,7 @@ class _Live:
     partial_chars: int = 0
     last_action: str | None = None
     reported: bool = False  # the parent has seen the terminal node (wait / get)
+    notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -378,12 +379,16 @@ class Subagents:
         request: TaskRequest,
         *,
         abort: Callable[[], Awaitable[object]] | None = None,
+        notify: Callable[[str], Awaitable[None]] | None = None,
     ) -> TaskNode:
         """A sync task: start it and wait for its end. When ``abort`` (the parent's abort
         signal, awaited) fires or the caller is cancelled, the child is cancelled first: this
-        returns (``cancelled``) only once the child's end is recorded."""
+        returns (``cancelled``) only once the child's end is recorded. ``notify`` gets the
+        child's approval questions (the parent's pending call shows them as its progress, on
+        the parent's surface, with the approval id to decide them by)."""
         node = await self.start(parent, request)
         live = self._live[node.task_id]
+        live.notify = notify
         try:
             if abort is not None:
                 aborted: asyncio.Future[Any] = asyncio.ensure_future(abort())
@@ -515,6 +520,13 @@ class Subagents:
                 live.last_action = f"{event.title} ({event.phase})"
             elif isinstance(event, ApprovalAsked):
                 live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
+                if live.notify is not None:
+                    # The child's question reaches the parent's surface (never a hidden
+                    # prompt); it stays bounded by the child's approval deadline.
+                    await live.notify(
+                        f"child task {live.node.task_id} asks approval {event.approval_id} "
+                        f"to run {event.tool}: {event.rationale or ''}".rstrip(": ")
+                    )
             elif isinstance(event, StreamOverflow):
                 # Fell behind: watch again, then ask the run history whether it already ended.
                 stream.close()

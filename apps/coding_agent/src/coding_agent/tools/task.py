@@ -92,7 +92,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                     f"task_ids=[{json.dumps(node.task_id)}] to get its answer",
                     details=details([node]),
                 )
-            node = await subagents.run(parent, request, abort=ctx.signal.wait)
+            node = await subagents.run(parent, request, abort=ctx.signal.wait, notify=ctx.update)
             return ToolResult(
                 content=show(node), is_error=node.status != "completed", details=details([node])
             )
