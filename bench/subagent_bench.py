@@ -45,7 +45,8 @@ async def main(runs: int) -> None:
         async with Runtime(profile="full", config=loaded, store="sqlite") as rt:
             port = rt.context.capabilities.require(SESSION_PORT)
             agent = rt.handle("coding_agent")
-            assert isinstance(agent, CodingAgentRuntime) and agent.impl.subagents is not None
+            assert isinstance(agent, CodingAgentRuntime)
+            assert agent.impl.subagents is not None
             subagents = agent.impl.subagents
             parent = ParentRun(run_id="run_bench", session_key=SESSION, root_run_id="run_bench",
                                depth=0, policy=ToolPolicy(), cwd=str(work),
