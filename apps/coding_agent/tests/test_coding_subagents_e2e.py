@@ -411,3 +411,58 @@ async def test_after_a_restart_the_tasks_left_running_are_unknown_and_never_reru
         assert all("unknown" in (n.reason or "") for n in nodes[:3])
         assert await graph_of(runtime).active() == []
     assert scripted_provider.requests == []  # nothing was executed again
+
+
+async def test_a_spent_budget_stops_the_rest_of_the_tree_and_refuses_new_children(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="slow sibling", pause=held, pause_after=1),  # child A, held
+        ScriptedTurn(text="spender"),  # child B: 12 + 7 tokens, over the budget of 10
+    )
+    async with boot("[subagents]\nmax_tokens_per_tree = 10\n") as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        sibling = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
+        assert await held.wait_reached_async(30)
+        spender = await subagents.run(parent, TaskRequest(prompt="b"))
+        assert spender.status == "completed"
+        assert spender.usage is not None
+        assert spender.usage.total_tokens > 10
+        (stopped,) = await subagents.wait(parent, [sibling.task_id], timeout_s=30)
+        held.open()
+        assert stopped.status == "failed"
+        assert stopped.reason is not None
+        assert stopped.reason.startswith("budget_exceeded")
+        with pytest.raises(ToolError, match="budget_exceeded"):
+            await subagents.start(parent, TaskRequest(prompt="c"))
+
+
+async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detached_ones(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    attached_gate, detached_gate = Gate(), Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="attached", pause=attached_gate, pause_after=1),
+        ScriptedTurn(text="DETACHED-DONE", pause=detached_gate, pause_after=1),
+    )
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        attached = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
+        assert await attached_gate.wait_reached_async(30)
+        detached = await subagents.start(
+            parent, TaskRequest(prompt="d", mode="async", detached=True)
+        )
+        assert await detached_gate.wait_reached_async(30)
+        await subagents.parent_ended(parent.run_id)
+        (gone,) = await subagents.wait(parent, [attached.task_id], timeout_s=30)
+        assert gone.status == "cancelled"
+        assert gone.reason == "the parent run ended"
+        assert (await subagents.get(parent, detached.task_id)).status == "running"
+        detached_gate.open()
+        attached_gate.open()
+        (kept,) = await subagents.wait(parent, [detached.task_id], timeout_s=30)
+        assert kept.status == "completed"
+        assert kept.answer == "DETACHED-DONE"
