@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from coding_agent._sections import SECTIONS
+from coding_agent._subagents_section import SubagentsConfig
 from coding_agent._transcripts import (
     ModelCatalogImpl,
     SessionCompactorImpl,
     SessionTranscriptReader,
 )
 from coding_agent.executor import CodingExecutor
+from coding_agent.subagents import Subagents
 from coding_agent.transcript_mirror import TranscriptMirror
 from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
@@ -36,6 +38,7 @@ from lemon_core.execution import Executor
 from lemon_core.mcp import MCP_HUB
 from lemon_core.sessions import (
     SESSION_COMPACTOR,
+    SESSION_PORT,
     TRANSCRIPT_READER,
     SessionCompactor,
     TranscriptReader,
@@ -73,12 +76,22 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     # reads and resumes what another wrote, without a shared filesystem.
     mirror = TranscriptMirror(runtime.store) if runtime.leases is not None else None
     capabilities = runtime.context.capabilities
+    # Children are submitted through the session port, which the router registers after
+    # this app starts: looked up per task.
+    subagents = Subagents(
+        store=runtime.store,
+        port=lambda: capabilities.get(SESSION_PORT),
+        config=runtime.section(SubagentsConfig),
+        bus=runtime.bus,
+    )
+    await subagents.recover()  # tasks a previous process left running: unknown, not re-run
     impl = CodingExecutor(
         home=runtime.home,
         approvals=approvals,
         environ=environ,
         transcript_mirror=mirror,
         mcp=lambda: capabilities.get(MCP_HUB),  # lemon_mcp's hub, when it booted
+        subagents=subagents,
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
@@ -103,6 +116,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         capabilities.unregister(TRANSCRIPT_READER, transcripts)
         capabilities.unregister(AGENT_RUNTIME, agent)
         capabilities.unregister(APPROVALS, approvals)
+        await subagents.close()
         await approvals.drain()
 
 

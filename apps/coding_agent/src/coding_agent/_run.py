@@ -31,8 +31,10 @@ from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
+from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
+from coding_agent.tools.task import task_tool
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -84,6 +86,7 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "bash": ActionKind.COMMAND,
     "write": ActionKind.FILE_CHANGE,
     "edit": ActionKind.FILE_CHANGE,
+    "task": ActionKind.SUBAGENT,
 }
 _MAX_ACTION_TEXT: Final = 2000
 _ERROR_CODES: Final[Mapping[str, ErrorCode]] = {
@@ -115,6 +118,8 @@ class RunSettings:
     skills: SkillCatalog
     mcp: McpHub | None = None
     """The runtime's MCP hub (none: the run has no MCP tools)."""
+    subagents: Subagents | None = None
+    """Delegation (the ``task`` tool), when the daemon offers it."""
 
 
 class CodingRun:
@@ -311,7 +316,31 @@ class CodingRun:
         todos = TodoList(self._settings.limits.max_todos)
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
         tools += extra or []
+        subagents = self._settings.subagents
+        if subagents is not None and subagents.offers_task(self._depth()):
+            tools.append(task_tool(subagents, self._parent_run()))
         return gate_tools(ToolRegistry(tools), gate)
+
+    def _depth(self) -> int:
+        context = self._job.context
+        return context.depth if context is not None else 0
+
+    def _parent_run(self) -> ParentRun:
+        """This run as the parent of the children its ``task`` tool starts."""
+        job = self._job
+        context = job.context
+        return ParentRun(
+            run_id=job.run_id,
+            session_key=job.session_key,
+            root_run_id=context.root_run_id if context is not None else job.run_id,
+            depth=self._depth(),
+            policy=self._policy,
+            cwd=job.cwd,
+            agent_id=job.agent_id,
+            preapproved=job.preapproved,
+            model=job.model,
+            context_window=self._model.context_window,
+        )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
         self._sink.action(

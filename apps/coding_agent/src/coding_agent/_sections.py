@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar, Final
 
 import msgspec
 
+from coding_agent._subagents_section import SubagentsConfig
 from lemon_core.config import Section
 
 __all__ = ["BashToolConfig", "FileAccessConfig", "ToolsConfig"]
@@ -63,4 +64,5 @@ class ToolsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 SECTIONS: Final[Mapping[str, type[Section]]] = {
     "file_access": FileAccessConfig,
     "tools": ToolsConfig,
+    "subagents": SubagentsConfig,
 }

@@ -55,6 +55,7 @@ from coding_agent.errors import (
 from coding_agent.policy import DEFAULT_TOOL_POLICY
 from coding_agent.prompt import PromptLimits
 from coding_agent.session import SessionStore, Transcript
+from coding_agent.subagents import Subagents
 from coding_agent.transcript_mirror import TranscriptMirror
 from coding_agent.workspace import CodingLimits
 from lemon_ai import (
@@ -315,12 +316,14 @@ class CodingExecutor:
         environ: Mapping[str, str] | None = None,
         transcript_mirror: TranscriptMirror | None = None,
         mcp: Callable[[], McpHub | None] | None = None,
+        subagents: Subagents | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
         self._home = home
         self._transcript_mirror = transcript_mirror
         self._mcp = mcp  # the runtime's MCP hub, looked up per run
+        self.subagents = subagents
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -648,6 +651,8 @@ class CodingExecution:
                 del busy[transcript.session_id]
             if self._executor.approvals is not None:
                 self._executor.approvals.expire_owner(job.run_id)
+            if self._executor.subagents is not None:  # its async children end with it
+                await asyncio.shield(self._executor.subagents.parent_ended(job.run_id))
             if owned:
                 await asyncio.shield(provider.aclose())
 
@@ -681,6 +686,7 @@ class CodingExecution:
                 environ=ex._environ,
                 skills=ex.skills(),
                 mcp=ex._mcp() if ex._mcp is not None else None,
+                subagents=ex.subagents,
             ),
             counts=ex._counts,
             sink=sink,

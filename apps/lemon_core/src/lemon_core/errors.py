@@ -19,6 +19,7 @@ working::
     ├── StoreError                                  lemon_core.store.errors
     │   ├── InvalidStoreKeyError (ValueError)
     │   ├── StoreValueError (ValueError)
+    │   │   └── IllegalTaskTransitionError
     │   ├── StoreClosedError
     │   ├── StoreUnavailableError
     │   ├── StoreCorruptError

@@ -431,10 +431,16 @@ class Run:
             # A local store: recorded from here on, so a crash of this process leaves the run
             # to be completed (once, as vanished) by the next gateway on the store.
             await self._record_in_flight(gw.store, complete_orphans=False)
-        await self._acquire_slot()
         cfg = gw.config
         shared = gw.shared
-        if shared is not None and cfg.shared_slots:
+        # A delegated child (lane ``subagent``) takes no slot: its parent holds one while it
+        # waits for the child, so children sharing the slots would deadlock a tree deeper than
+        # the slots and starve the person's runs. Children are bounded by the delegating
+        # app's own cap ([subagents] max_concurrent) instead.
+        delegated = req.command.lane == "subagent"
+        if not delegated:
+            await self._acquire_slot()
+        if shared is not None and cfg.shared_slots and not delegated:
             try:
                 slot = await shared.acquire_slot(
                     cfg.max_concurrent_runs, store_wait_s=cfg.engine_lock_timeout_s

@@ -105,6 +105,9 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "tool_policy": request.tool_policy.to_dict() if request.tool_policy is not None else None,
         "preapproved": sorted(request.preapproved),
         "meta": dict(request.meta),
+        "parent_run_id": request.parent_run_id,
+        "root_run_id": request.root_run_id,
+        "depth": request.depth,
     }
 
 
@@ -125,6 +128,9 @@ def decode_request(data: dict[str, Any]) -> RunRequest:
         tool_policy=ToolPolicy.from_mapping(policy) if policy is not None else None,
         preapproved=frozenset(data.get("preapproved") or ()),
         meta=data.get("meta") or {},
+        parent_run_id=data.get("parent_run_id"),
+        root_run_id=data.get("root_run_id"),
+        depth=data.get("depth") or 0,
     )
 
 

@@ -321,6 +321,9 @@ class Router:
                 tool_policy=request.tool_policy,
                 preapproved=request.preapproved,
                 meta=dict(request.meta),
+                parent_run_id=request.parent_run_id,
+                root_run_id=request.root_run_id,
+                depth=request.depth,
             )
             submission = Submission(
                 run_id=run_id,

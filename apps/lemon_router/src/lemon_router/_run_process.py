@@ -78,6 +78,10 @@ class Prepared:
     tool_policy: ToolPolicy | None
     preapproved: frozenset[str] = frozenset()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    """Lineage of a delegated run (see :class:`~lemon_core.execution.RunRequest`)."""
+    root_run_id: str | None = None
+    depth: int = 0
 
 
 @dataclass(slots=True)
@@ -279,9 +283,13 @@ class RunProcess:
             resume_mode="auto" if automatic else "explicit",
             retry_of=None if run_id == self.run_id else self.run_id,
             merged_run_ids=self.merged_run_ids,
+            lane="subagent" if p.parent_run_id is not None else "main",
             # The run's authority, bound by the router: child runs may only narrow it.
             context=ExecutionContext(
                 run_id=run_id,
+                parent_run_id=p.parent_run_id,
+                root_run_id=p.root_run_id or "",
+                depth=p.depth,
                 principal=Principal(
                     kind="automation" if p.origin in _AUTOMATION_ORIGINS else "user",
                     id=p.session_key,

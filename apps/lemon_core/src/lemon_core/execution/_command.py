@@ -117,6 +117,20 @@ def _check_images(owner: ExecutionCommand | RunRequest) -> None:
             )
 
 
+def _check_lineage(owner: RunRequest) -> None:
+    for name in ("parent_run_id", "root_run_id"):
+        if getattr(owner, name) is not None:
+            _require_str(owner, name)
+    depth: object = owner.depth
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+        raise ExecutionContractError(f"RunRequest.depth must be an integer >= 0, got {depth!r}")
+    if (owner.parent_run_id is None) != (depth == 0):
+        raise ExecutionContractError(
+            "RunRequest lineage: a request with a parent_run_id has depth >= 1 and one "
+            f"without has depth 0, got parent_run_id={owner.parent_run_id!r} depth={depth!r}"
+        )
+
+
 def is_conversation_key(value: object) -> bool:
     """True for a non-empty tuple of non-empty strings."""
     return (
@@ -224,6 +238,14 @@ class RunRequest:
     tool_policy: ToolPolicy | None = None
     preapproved: frozenset[str] = frozenset()
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    parent_run_id: str | None = None
+    """Lineage of a delegated run: the run whose ``task`` tool submitted this one (``None``:
+    a top-level run). The router binds it into the run's :class:`ExecutionContext` and runs
+    it on the ``subagent`` lane."""
+    root_run_id: str | None = None
+    """The top-level run of the tree (``None``: ``parent_run_id``, or this run itself)."""
+    depth: int = 0
+    """How deep in the tree this run is (0: top-level; a child of a top-level run is 1)."""
 
     def __post_init__(self) -> None:
         _require_str(self, "origin")
@@ -245,3 +267,4 @@ class RunRequest:
             object.__setattr__(self, "tool_policy", ToolPolicy.from_mapping(policy))
         object.__setattr__(self, "preapproved", check_preapproved(self.preapproved))
         _frozen_meta(self, self.meta)
+        _check_lineage(self)

@@ -1,6 +1,6 @@
 """The Store: one async key-value interface (the Protocol), its errors, and the typed
 wrappers domains use (RunStore, ChatStateStore, ApprovalGrantStore, OutboxStore,
-SessionIndexStore, SessionSettingsStore), never raw tables.
+SessionIndexStore, SessionSettingsStore, RunGraphStore: the delegated tasks), never raw tables.
 
 The implementations (SQLite, the default; PostgreSQL; in memory), the SQLite file check,
 backup and restore live in lemon_infra. :mod:`lemon_core.store.protocol` holds the key,
@@ -16,6 +16,12 @@ from lemon_core.store._grants import (
     ApprovalGrantStore,
 )
 from lemon_core.store._outbox import DEFAULT_OUTBOX_DEDUPE_TTL_MS, OutboxEntry, OutboxStore
+from lemon_core.store._run_graph import (
+    TERMINAL_TASK_STATUSES,
+    RunGraphStore,
+    TaskNode,
+    TaskStatus,
+)
 from lemon_core.store._wrappers import (
     DEFAULT_CHAT_STATE_TTL_MS,
     ChatState,
@@ -28,6 +34,7 @@ from lemon_core.store._wrappers import (
     SessionSettingsStore,
 )
 from lemon_core.store.errors import (
+    IllegalTaskTransitionError,
     InvalidStoreKeyError,
     StaleLeaseError,
     StoreBackupError,
@@ -45,14 +52,17 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_OUTBOX_DEDUPE_TTL_MS",
     "PERSISTED_GRANT_SCOPES",
+    "TERMINAL_TASK_STATUSES",
     "ApprovalGrant",
     "ApprovalGrantStore",
     "ChatState",
     "ChatStateStore",
+    "IllegalTaskTransitionError",
     "InvalidStoreKeyError",
     "OutboxEntry",
     "OutboxStore",
     "PutEntry",
+    "RunGraphStore",
     "RunStore",
     "RunSummary",
     "SessionIndexEntry",
@@ -67,5 +77,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoreValueError",
+    "TaskNode",
+    "TaskStatus",
     "system_clock_ms",
 ]

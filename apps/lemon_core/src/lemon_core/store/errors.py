@@ -6,6 +6,7 @@
     └── StoreError
         ├── InvalidStoreKeyError (ValueError)    misuse: a bad table name or key
         ├── StoreValueError (ValueError)         misuse: a value that cannot be stored
+        │   └── IllegalTaskTransitionError       misuse: a terminal task asked to change
         ├── StoreClosedError                     the store was closed
         ├── StoreUnavailableError                the backend failed; the write did not happen
         ├── StoreCorruptError                    a store file is damaged; it was not opened
@@ -20,6 +21,7 @@ from pathlib import Path
 from lemon_core.errors import LemonCoreError
 
 __all__ = [
+    "IllegalTaskTransitionError",
     "InvalidStoreKeyError",
     "StaleLeaseError",
     "StoreBackupError",
@@ -41,6 +43,11 @@ class InvalidStoreKeyError(StoreError, ValueError):
 
 class StoreValueError(StoreError, ValueError):
     """Misuse: a value cannot be stored (not JSON-compatible, or too large)."""
+
+
+class IllegalTaskTransitionError(StoreValueError):
+    """Misuse: a run graph task asked to leave a terminal status (or to take a status that
+    does not exist)."""
 
 
 class StoreClosedError(StoreError):

@@ -1,0 +1,616 @@
+"""Subagents: a run delegates to child runs, each a node of the durable run graph.
+
+A child is submitted like any other client's run, through the session port
+(:data:`~lemon_core.sessions.SESSION_PORT`), into its own session
+``<parent session>:sub:<task_id>`` with its lineage on the request (``parent_run_id``,
+``root_run_id``, ``depth``): the router binds it into the child's execution context and the
+gateway runs it natively in-process on the ``subagent`` lane. The agent definition the child
+runs as (``general``, ``explore``) is task-only provenance on its graph node; it never selects
+the executor (seed 002).
+
+What this guarantees:
+
+* every child, sync or async, at any depth, is a :class:`~lemon_core.store.TaskNode` written
+  before it is submitted, and ends in exactly one terminal status;
+* the bounds of ``[subagents]`` hold: depth (a run at the cap is not offered ``task``, and a
+  request past it is refused), children per run, concurrent children per depth level (the
+  others wait ``queued``; one pool per level, so parents waiting for children never hold the
+  slots their children need; children take no gateway slot, so they never starve the
+  person's top-level runs), a deadline for every child (however busy its stream, it is
+  cancelled at the deadline and its parent gets ``timeout``, partial output flagged), and a
+  token budget per
+  top-level run (once spent the tree's running children stop: ``budget_exceeded``);
+* a child's authority is its parent's policy narrowed by the call's ``tools`` and the
+  definition's (never widened: a tool the parent lacks is absent in the child);
+* cancelling the parent's call cancels the child; a parent run that ends cancels its async
+  children unless they were started ``detached``;
+* after a restart every task that was not terminal is ``unknown`` (never re-run, never shown
+  running): :meth:`Subagents.recover`.
+
+Events (seed 003, untyped on purpose): ``task_started`` / ``task_completed`` / ``task_error``
+/ ``task_timeout`` / ``task_aborted`` and ``run_graph_changed`` on the child's and the
+parent's run topics (``run:<run_id>``).
+
+What it does not do (yet): count tokens per model call (a child's usage is counted when it
+ends, so a budget stops the *rest* of the tree, not the child that overspent), questions from
+a child to its parent (``ask_parent``), agent definitions from Markdown files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgspec
+
+from coding_agent._subagents_section import SubagentsConfig
+from lemon_agent import ToolError
+from lemon_core.bus import Bus, run_topic
+from lemon_core.clock import SYSTEM_CLOCK, Clock
+from lemon_core.events import RunUsage
+from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.sessions import (
+    ApprovalAsked,
+    RunEnded,
+    SessionPort,
+    SessionStream,
+    StreamOverflow,
+    TextDelta,
+    ToolCard,
+)
+from lemon_core.store import RunGraphStore, Store, TaskNode
+from lemon_core.tasks import Supervisor
+
+__all__ = [
+    "AGENT_DEFINITIONS",
+    "AgentDefinition",
+    "ParentRun",
+    "Subagents",
+    "TaskRequest",
+    "child_session_key",
+]
+
+_MAX_PARTIAL_CHARS: Final = 64_000
+_CANCEL_GRACE_S: Final = 10.0
+_ORIGIN: Final = "subagent"
+_READ_ONLY: Final = frozenset({"read", "ls", "find", "grep", "todo", "read_skill"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentDefinition:
+    """A named kind of child: a description for the model, the tools it may have at most
+    (``None``: whatever its parent has) and a preamble put before the prompt."""
+
+    name: str
+    description: str
+    tools: frozenset[str] | None = None
+    preamble: str = ""
+
+
+#: The built-in definitions (``general``: the parent's tools; ``explore``: read-only tools).
+AGENT_DEFINITIONS: Final[dict[str, AgentDefinition]] = {
+    "general": AgentDefinition(
+        name="general",
+        description="a general worker with the parent's tools (less task past the depth cap)",
+    ),
+    "explore": AgentDefinition(
+        name="explore",
+        description="a read-only explorer: read, ls, find, grep (it cannot write or run bash)",
+        tools=_READ_ONLY,
+        preamble="You are exploring: read and search only, then answer with what you found.",
+    ),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ParentRun:
+    """The run that delegates: its identity, lineage and authority."""
+
+    run_id: str
+    session_key: str
+    root_run_id: str
+    depth: int
+    policy: ToolPolicy
+    """The parent's effective tool policy (a child's is never wider)."""
+    cwd: str
+    agent_id: str = "default"
+    preapproved: frozenset[str] = frozenset()
+    model: str | None = None
+    context_window: int = 128_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskRequest:
+    """What the model asked for through ``task``."""
+
+    prompt: str
+    description: str = ""
+    agent: str = "general"
+    tools: tuple[str, ...] | None = None
+    timeout_s: float | None = None
+    mode: Literal["sync", "async"] = "sync"
+    detached: bool = False
+
+
+@dataclass(kw_only=True, slots=True)
+class _Live:
+    node: TaskNode
+    parent: ParentRun
+    done: asyncio.Future[TaskNode]
+    task: asyncio.Task[None] | None = None
+    submitted: bool = False
+    stop: tuple[str, str] | None = None  # (status, reason) asked for by cancel/budget
+    partial: list[str] = field(default_factory=list)
+    partial_chars: int = 0
+    last_action: str | None = None
+    reported: bool = False  # the parent has seen the terminal node (wait / get)
+    notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
+
+
+def child_session_key(parent_session_key: str, task_id: str) -> str:
+    """``<parent session>:sub:<task_id>``: a grandchild's session hangs off the root session
+    (a canonical key carries one ``sub``); the graph holds who is whose parent."""
+    base, sep, _sub = parent_session_key.partition(":sub:")
+    return f"{base if sep else parent_session_key}:sub:{task_id}"
+
+
+def _stop_of(live: _Live) -> tuple[str, str] | None:
+    """``live.stop`` read afresh (another task may set it while the driver awaits)."""
+    return live.stop
+
+
+def _now_ms(clock: Clock) -> int:
+    return clock.now_ms()
+
+
+class Subagents:
+    """Delegation for every run of one daemon (see the module docstring). Loop-only.
+
+    ``port`` returns the session port (the router registers it after this app starts, so it
+    is looked up per call); ``None``: delegation is unavailable and ``task`` says so.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        port: Callable[[], SessionPort | None],
+        config: SubagentsConfig | None = None,
+        bus: Bus | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.config = config or SubagentsConfig()
+        self.graph = RunGraphStore(store)
+        self._port = port
+        self._bus = bus
+        self._clock = clock
+        # One pool per depth: a child waiting for its own child never holds the slot the
+        # grandchild needs (the deepest level waits on nobody), so a full pool cannot deadlock.
+        self._slots = {
+            depth: asyncio.Semaphore(self.config.max_concurrent)
+            for depth in range(1, self.config.max_depth + 1)
+        }
+        self._supervisor = Supervisor("subagents")
+        self._live: dict[str, _Live] = {}
+        self._started: Counter[str] = Counter()  # parent run -> tasks started
+        self._spent: Counter[str] = Counter()  # root run -> tokens its children used
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def recover(self) -> list[TaskNode]:
+        """Mark every task a previous process left non-terminal ``unknown`` (at boot)."""
+        marked = await self.graph.recover(
+            now_ms=_now_ms(self._clock),
+            reason="the daemon stopped while the task ran: its outcome is unknown",
+        )
+        for node in marked:
+            self._publish(node, "task_error")
+            self._publish(node, "run_graph_changed")
+        return marked
+
+    async def close(self) -> None:
+        """Stop every live child (``cancelled``) and wait for their drivers."""
+        self._closed = True
+        for live in list(self._live.values()):
+            await self._request_stop(live, "cancelled", "the daemon is stopping")
+        await self._supervisor.close(grace_s=_CANCEL_GRACE_S)
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "live": len(self._live),
+            "queued": sum(1 for live in self._live.values() if live.node.status == "queued"),
+            "parents": len(self._started),
+        }
+
+    # -- what a run may do -----------------------------------------------------------------
+
+    def offers_task(self, depth: int) -> bool:
+        """Whether a run at ``depth`` is offered the ``task`` tool."""
+        return depth < self.config.max_depth
+
+    def child_policy(self, parent: ParentRun, request: TaskRequest) -> ToolPolicy:
+        """The parent's policy narrowed by the definition's tools and the call's ``tools``;
+        a name the parent does not have is refused (fail closed, never widened)."""
+        definition = AGENT_DEFINITIONS.get(request.agent)
+        if definition is None:
+            raise ToolError(
+                f"unknown agent definition {request.agent!r}; known: "
+                f"{', '.join(sorted(AGENT_DEFINITIONS))}"
+            )
+        policy = parent.policy
+        if definition.tools is not None:
+            policy = policy.intersect(ToolPolicy(allow=definition.tools))
+        if request.tools is not None:
+            missing = sorted(t for t in request.tools if not parent.policy.permits(t))
+            if missing:
+                raise ToolError(
+                    f"tools {missing} are not available to this run, so a child cannot have "
+                    "them; name tools this run may use"
+                )
+            policy = policy.intersect(ToolPolicy(allow=frozenset(request.tools)))
+        return policy
+
+    # -- starting --------------------------------------------------------------------------
+
+    async def start(self, parent: ParentRun, request: TaskRequest) -> TaskNode:
+        """Check the bounds, write the node (``queued``) and start the child; returns the node.
+
+        Raises :class:`~lemon_agent.ToolError` (the model sees why) when a bound refuses it.
+        """
+        cfg = self.config
+        if self._closed:
+            raise ToolError("delegation is stopping with the daemon; do the work yourself")
+        if not request.prompt.strip():
+            raise ToolError("task: 'prompt' is empty; say what the child should do")
+        if parent.depth + 1 > cfg.max_depth:
+            raise ToolError(
+                f"task refused: this run is at depth {parent.depth} and children may go at "
+                f"most {cfg.max_depth} deep ([subagents] max_depth); do the work yourself"
+            )
+        if self._started[parent.run_id] >= cfg.max_children_per_run:
+            raise ToolError(
+                f"task refused: this run already started {self._started[parent.run_id]} "
+                f"children, the most one run may start ([subagents] max_children_per_run = "
+                f"{cfg.max_children_per_run}); wait for them and use their answers"
+            )
+        if self._spent[parent.root_run_id] >= cfg.max_tokens_per_tree:
+            raise ToolError(
+                "task refused: budget_exceeded: the children of this conversation turn spent "
+                f"{self._spent[parent.root_run_id]} tokens of the "
+                f"{cfg.max_tokens_per_tree} allowed ([subagents] max_tokens_per_tree)"
+            )
+        timeout = request.timeout_s if request.timeout_s is not None else cfg.timeout_s
+        if not timeout > 0:
+            raise ToolError(f"task: timeout_s must be > 0 seconds, got {request.timeout_s!r}")
+        timeout = min(timeout, cfg.max_timeout_s)
+        policy = self.child_policy(parent, request)
+        port = self._port()
+        if port is None:
+            raise ToolError("task: delegation is unavailable (no session port in this daemon)")
+        self._started[parent.run_id] += 1
+        task_id = f"task_{uuid.uuid4().hex[:16]}"
+        node = TaskNode(
+            task_id=task_id,
+            parent_run_id=parent.run_id,
+            parent_session_key=parent.session_key,
+            child_run_id=f"run_{uuid.uuid4()}",
+            session_key=child_session_key(parent.session_key, task_id),
+            root_run_id=parent.root_run_id,
+            depth=parent.depth + 1,
+            agent=request.agent,
+            description=request.description[:200],
+            mode=request.mode,
+            detached=request.detached,
+            status="queued",
+            created_at_ms=_now_ms(self._clock),
+        )
+        await self.graph.put(node)
+        self._publish(node, "run_graph_changed")
+        loop = asyncio.get_running_loop()
+        live = _Live(node=node, parent=parent, done=loop.create_future())
+        self._live[task_id] = live
+        live.task = self._supervisor.spawn(
+            self._drive(live, port, request, policy, timeout), name=f"task {task_id}"
+        )
+        return node
+
+    # -- waiting, reading, cancelling ------------------------------------------------------
+
+    async def get(self, parent: ParentRun, task_id: str) -> TaskNode:
+        """The task as the graph knows it; a task of another session is not found."""
+        node = await self.graph.get(task_id)
+        if node is None or node.parent_session_key != parent.session_key:
+            raise ToolError(f"task {task_id!r} not found in this session")
+        live = self._live.get(task_id)
+        if live is not None and node.terminal:
+            live.reported = True
+        return node
+
+    async def wait(
+        self,
+        parent: ParentRun,
+        task_ids: Iterable[str],
+        *,
+        mode: Literal["wait_all", "wait_any"] = "wait_all",
+        timeout_s: float | None = None,
+    ) -> list[TaskNode]:
+        """Wait for the tasks (all, or the first to end) at most ``timeout_s``; returns their
+        nodes as they stand then (a task still running is returned running). Each ended task
+        is read from the graph, so one that ended before the call is returned at once."""
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            raise ToolError("task: name the task_ids to wait for")
+        nodes = [await self.get(parent, task_id) for task_id in ids]
+        pending = [
+            self._live[n.task_id].done for n in nodes if not n.terminal and n.task_id in self._live
+        ]
+        if mode == "wait_any" and any(n.terminal for n in nodes):
+            pending = []  # one has already ended: wait_any returns at once
+        if pending:
+            when = asyncio.FIRST_COMPLETED if mode == "wait_any" else asyncio.ALL_COMPLETED
+            await asyncio.wait(pending, timeout=timeout_s, return_when=when)
+        return [await self.get(parent, task_id) for task_id in ids]
+
+    async def cancel(self, parent: ParentRun, task_id: str) -> TaskNode:
+        node = await self.get(parent, task_id)
+        live = self._live.get(task_id)
+        if live is None or node.terminal:
+            return node
+        await self._request_stop(live, "cancelled", "cancelled by the parent")
+        return await live.done
+
+    async def parent_ended(self, run_id: str) -> None:
+        """The run ``run_id`` ended: its children still running stop (``cancelled``) unless
+        they were started ``detached``."""
+        for live in list(self._live.values()):
+            if live.node.parent_run_id == run_id and not live.node.detached:
+                await self._request_stop(live, "cancelled", "the parent run ended")
+        self._started.pop(run_id, None)
+
+    async def run(
+        self,
+        parent: ParentRun,
+        request: TaskRequest,
+        *,
+        abort: Callable[[], Awaitable[object]] | None = None,
+        notify: Callable[[str], Awaitable[None]] | None = None,
+    ) -> TaskNode:
+        """A sync task: start it and wait for its end. When ``abort`` (the parent's abort
+        signal, awaited) fires or the caller is cancelled, the child is cancelled first: this
+        returns (``cancelled``) only once the child's end is recorded. ``notify`` gets the
+        child's approval questions (the parent's pending call shows them as its progress, on
+        the parent's surface, with the approval id to decide them by)."""
+        node = await self.start(parent, request)
+        live = self._live[node.task_id]
+        live.notify = notify
+        try:
+            if abort is not None:
+                aborted: asyncio.Future[Any] = asyncio.ensure_future(abort())
+                either: list[asyncio.Future[Any]] = [live.done, aborted]
+                try:
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    aborted.cancel()
+                if not live.done.done():
+                    await self._request_stop(live, "cancelled", "the parent run was cancelled")
+            return await asyncio.shield(live.done)
+        except asyncio.CancelledError:
+            await self._request_stop(live, "cancelled", "the parent's call was cancelled")
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(live.done)
+            raise
+
+    def live_action(self, task_id: str) -> str | None:
+        live = self._live.get(task_id)
+        return None if live is None else live.last_action
+
+    # -- the driver ------------------------------------------------------------------------
+
+    async def _request_stop(self, live: _Live, status: str, reason: str) -> None:
+        if live.done.done() or live.stop is not None:
+            return
+        live.stop = (status, reason)
+        if not live.submitted:
+            if live.task is not None:
+                live.task.cancel()
+            return
+        port = self._port()
+        if port is not None:
+            await port.cancel(run_id=live.node.child_run_id)
+
+    async def _drive(
+        self,
+        live: _Live,
+        port: SessionPort,
+        request: TaskRequest,
+        policy: ToolPolicy,
+        timeout_s: float,
+    ) -> None:
+        node = live.node
+        parent = live.parent
+        definition = AGENT_DEFINITIONS[request.agent]
+        prompt = f"{definition.preamble}\n\n{request.prompt}" if definition.preamble else (
+            request.prompt
+        )  # fmt: skip
+        ended: RunEnded | None = None
+        status = "failed"
+        reason: str | None = None
+        try:
+            async with self._slots[node.depth]:
+                if live.stop is not None:
+                    raise asyncio.CancelledError
+                stream = port.watch(node.session_key)
+                try:
+                    receipt = await port.submit(
+                        RunRequest(
+                            origin=_ORIGIN,
+                            session_key=node.session_key,
+                            prompt=prompt,
+                            agent_id=parent.agent_id,
+                            run_id=node.child_run_id,
+                            cwd=parent.cwd,
+                            model=parent.model,
+                            tool_policy=policy,
+                            preapproved=parent.preapproved,
+                            parent_run_id=parent.run_id,
+                            root_run_id=parent.root_run_id,
+                            depth=node.depth,
+                            meta={"task_id": node.task_id, "agent": request.agent},
+                        )
+                    )
+                    if receipt.status == "rejected":
+                        reason = f"the child was refused: {receipt.reason}"
+                    else:
+                        live.submitted = True
+                        node = live.node = await self._put(
+                            node, status="running", started_at_ms=_now_ms(self._clock)
+                        )
+                        self._publish(node, "task_started")
+                        self._publish(node, "run_graph_changed")
+                        if _stop_of(live) is not None:  # asked to stop while it was submitted
+                            await port.cancel(run_id=node.child_run_id)
+                        try:
+                            async with asyncio.timeout(timeout_s):
+                                ended, stream = await self._until_end(live, port, stream)
+                        except TimeoutError:
+                            live.stop = _stop_of(live) or (
+                                "timeout",
+                                f"timeout: the child ran past its {timeout_s:g} s deadline",
+                            )
+                            await port.cancel(run_id=node.child_run_id)
+                            with contextlib.suppress(TimeoutError):
+                                async with asyncio.timeout(_CANCEL_GRACE_S):
+                                    ended, stream = await self._until_end(live, port, stream)
+                finally:
+                    stream.close()
+        except asyncio.CancelledError:
+            status, reason = live.stop or ("cancelled", "cancelled")
+            await self._finish(live, status, reason, None)
+            raise
+        except Exception as exc:  # a foreign failure of the port: the task failed, typed
+            await self._finish(live, "failed", f"{type(exc).__name__}: {exc}", None)
+            return
+        if ended is not None and ended.ok and live.stop is None:
+            status, reason = "completed", None
+        elif live.stop is not None:
+            status, reason = live.stop
+        elif ended is not None:
+            status = "failed"
+            reason = ended.error or (ended.error_code.value if ended.error_code else "failed")
+        await self._finish(live, status, reason, ended)
+
+    async def _until_end(
+        self, live: _Live, port: SessionPort, stream: SessionStream
+    ) -> tuple[RunEnded, SessionStream]:
+        run_id = live.node.child_run_id
+        while True:
+            event = await stream.get()
+            if isinstance(event, RunEnded) and event.run_id == run_id:
+                return event, stream
+            if isinstance(event, TextDelta) and live.partial_chars < _MAX_PARTIAL_CHARS:
+                live.partial.append(event.text)
+                live.partial_chars += len(event.text)
+            elif isinstance(event, ToolCard):
+                live.last_action = f"{event.title} ({event.phase})"
+            elif isinstance(event, ApprovalAsked):
+                live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
+                if live.notify is not None:
+                    # The child's question reaches the parent's surface (never a hidden
+                    # prompt); it stays bounded by the child's approval deadline.
+                    await live.notify(
+                        f"child task {live.node.task_id} asks approval {event.approval_id} "
+                        f"to run {event.tool}: {event.rationale or ''}".rstrip(": ")
+                    )
+            elif isinstance(event, StreamOverflow):
+                # Fell behind: watch again, then ask the run history whether it already ended.
+                stream.close()
+                stream = port.watch(live.node.session_key)
+                found = await self._ended_meanwhile(port, live)
+                if found is not None:
+                    return found, stream
+
+    async def _ended_meanwhile(self, port: SessionPort, live: _Live) -> RunEnded | None:
+        run_id = live.node.child_run_id
+        for record in await port.runs(limit=200):
+            if record.run_id == run_id:
+                page = await port.transcript(live.node.session_key, limit=1)
+                answer = page.entries[-1].text if page.entries else ""
+                return RunEnded(
+                    session_key=live.node.session_key,
+                    run_id=run_id,
+                    attempt_id=record.attempt_id or run_id,
+                    ok=record.ok,
+                    error_code=record.error_code,
+                    answer=answer,
+                    usage=record.usage,
+                )
+        return None
+
+    async def _finish(
+        self, live: _Live, status: str, reason: str | None, ended: RunEnded | None
+    ) -> None:
+        node = live.node
+        answer = ended.answer if ended is not None else ""
+        if status != "completed" and not answer and live.partial:
+            answer = "".join(live.partial)
+        usage: RunUsage | None = ended.usage if ended is not None else None
+        if usage is not None:
+            self._spent[node.root_run_id] += usage.total_tokens
+        final = await self._put(
+            node,
+            status=status,
+            finished_at_ms=_now_ms(self._clock),
+            usage=usage,
+            answer=answer[:_MAX_PARTIAL_CHARS],
+            reason=reason,
+            error=(ended.error if ended is not None else None) if status == "failed" else None,
+        )
+        live.node = final
+        self._live.pop(node.task_id, None)
+        if not live.done.done():
+            live.done.set_result(final)
+        event = {
+            "completed": "task_completed",
+            "timeout": "task_timeout",
+            "cancelled": "task_aborted",
+        }.get(status, "task_error")
+        self._publish(final, event)
+        self._publish(final, "run_graph_changed")
+        if self._spent[node.root_run_id] >= self.config.max_tokens_per_tree:
+            for other in list(self._live.values()):
+                if other.node.root_run_id == node.root_run_id:
+                    await self._request_stop(
+                        other,
+                        "failed",
+                        f"budget_exceeded: the tree spent {self._spent[node.root_run_id]} "
+                        f"tokens of {self.config.max_tokens_per_tree}",
+                    )
+
+    async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:
+        return await self.graph.put(msgspec.structs.replace(node, **changes))
+
+    def _publish(self, node: TaskNode, event_type: str) -> None:
+        if self._bus is None:
+            return
+        payload = {
+            "task_id": node.task_id,
+            "run_id": node.child_run_id,
+            "parent_run_id": node.parent_run_id,
+            "root_run_id": node.root_run_id,
+            "session_key": node.session_key,
+            "parent_session_key": node.parent_session_key,
+            "agent_id": node.agent,
+            "status": node.status,
+            "depth": node.depth,
+            "reason": node.reason,
+        }
+        meta = {"run_id": node.child_run_id, "task_id": node.task_id,
+                "parent_run_id": node.parent_run_id}  # fmt: skip
+        for topic in (run_topic(node.child_run_id), run_topic(node.parent_run_id)):
+            self._bus.broadcast_event(topic, event_type, payload, meta=meta)
