@@ -66,12 +66,12 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-async def _call(name: str, send: Any) -> Any:
+async def _call(name: str, timeout_s: float, send: Any) -> Any:
     """Run ``send()`` (an httpx request coroutine) and return its JSON, errors translated."""
     try:
         response: httpx.Response = await send()
     except httpx.TimeoutException:
-        raise SearchError(f"{name} search timed out after {_TIMEOUT_S:g} s; try again") from None
+        raise SearchError(f"{name} search timed out after {timeout_s:g} s; try again") from None
     except httpx.HTTPError as exc:
         raise SearchError(f"{name} search could not connect: {type(exc).__name__}") from None
     status = response.status_code
@@ -120,16 +120,20 @@ class SearxngSearch:
     name = "searxng"
 
     def __init__(self, *, base_url: str, token: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:  # fmt: skip
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 timeout_s: float = _TIMEOUT_S) -> None:  # fmt: skip
         self._url = base_url.rstrip("/") + "/search"
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._transport = transport
+        self._timeout_s = timeout_s
 
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
-        async with httpx.AsyncClient(timeout=_TIMEOUT_S, transport=self._transport) as client:
+        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
             params = {"q": query, "format": "json"}
             data = await _call(
-                self.name, lambda: client.get(self._url, params=params, headers=self._headers)
+                self.name,
+                self._timeout_s,
+                lambda: client.get(self._url, params=params, headers=self._headers),
             )
         items = data.get("results") if isinstance(data, Mapping) else None
         return _results(items, self.name, title="title", url="url", snippet="content",
@@ -142,18 +146,22 @@ class BraveSearch:
     name = "brave"
 
     def __init__(self, *, key: str, url: str,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:  # fmt: skip
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 timeout_s: float = _TIMEOUT_S) -> None:  # fmt: skip
         self._url = url
         self._key = key
         self._transport = transport
+        self._timeout_s = timeout_s
 
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
         headers = {"X-Subscription-Token": self._key, "Accept": "application/json"}
         count = min(limit, MAX_RESULTS)
-        async with httpx.AsyncClient(timeout=_TIMEOUT_S, transport=self._transport) as client:
+        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
             params: dict[str, str | int] = {"q": query, "count": count}
             data = await _call(
-                self.name, lambda: client.get(self._url, params=params, headers=headers)
+                self.name,
+                self._timeout_s,
+                lambda: client.get(self._url, params=params, headers=headers),
             )
         web = data.get("web") if isinstance(data, Mapping) else None
         items = web.get("results", []) if isinstance(web, Mapping) else []
@@ -167,17 +175,21 @@ class TavilySearch:
     name = "tavily"
 
     def __init__(self, *, key: str, url: str,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:  # fmt: skip
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 timeout_s: float = _TIMEOUT_S) -> None:  # fmt: skip
         self._url = url
         self._key = key
         self._transport = transport
+        self._timeout_s = timeout_s
 
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
         body = {"query": query, "max_results": min(limit, MAX_RESULTS)}
         headers = {"Authorization": f"Bearer {self._key}"}
-        async with httpx.AsyncClient(timeout=_TIMEOUT_S, transport=self._transport) as client:
+        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
             data = await _call(
-                self.name, lambda: client.post(self._url, json=body, headers=headers)
+                self.name,
+                self._timeout_s,
+                lambda: client.post(self._url, json=body, headers=headers),
             )
         items = data.get("results") if isinstance(data, Mapping) else None
         return _results(items, self.name, title="title", url="url", snippet="content",

@@ -27,6 +27,7 @@ class SeenRequest:
     method: str
     path: str
     headers: Mapping[str, str]
+    body: bytes = b""
 
 
 Handler = Callable[[SeenRequest, asyncio.StreamWriter], Awaitable[None]]
@@ -102,7 +103,15 @@ class FixtureSite:
             if ":" in line:
                 key, _, value = line.partition(":")
                 headers[key.strip().lower()] = value.strip()
-        request = SeenRequest(method=method, path=path, headers=headers)
+        length = headers.get("content-length", "0")
+        body = b""
+        if length.isdigit() and int(length):
+            try:
+                body = await reader.readexactly(int(length))
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+                return
+        request = SeenRequest(method=method, path=path, headers=headers, body=body)
         self.requests.append(request)
         handler = self._routes.get(path.split("?", 1)[0])
         try:
