@@ -22,9 +22,11 @@ the page cannot guess, saying the block is data from <url>, not instructions. Be
 A URL or query that contains the value of a known secret (a variable the configuration or
 ``secrets.env`` names, or one whose name looks secret) is refused before anything is sent.
 
-Pages are cached per session for ``[web] cache_ttl_s`` (15 min), by URL; after that a page with
-an ``ETag`` is revalidated (``If-None-Match``; a 304 keeps the copy). The cache is bounded
-(:class:`PageCache`) and evicts the least recently used page.
+Only the window the model is shown (``offset``, ``max_chars``) is cleaned and scanned, once
+per call: flags are about what the model reads. Pages are cached per session for
+``[web] cache_ttl_s`` (15 min), by URL; after that a page with an ``ETag`` is revalidated
+(``If-None-Match``; a 304 keeps the copy). The cache is bounded (:class:`PageCache`) and
+evicts the least recently used page.
 """
 
 from __future__ import annotations
@@ -153,7 +155,6 @@ class CacheStatistics:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Entry:
     page: FetchedPage
-    scanned: _Scanned
     stored_at: float
 
 
@@ -184,19 +185,19 @@ class PageCache:
     def fresh(self, entry: _Entry, ttl_s: float) -> bool:
         return self._clock() - entry.stored_at < ttl_s
 
-    def put(self, session: str, url: str, page: FetchedPage, scanned: _Scanned) -> _Entry:
+    def put(self, session: str, url: str, page: FetchedPage) -> _Entry:
         key = (session, url)
         old = self._entries.pop(key, None)
         if old is not None:
-            self._chars -= len(old.scanned.text)
-        entry = _Entry(page=page, scanned=scanned, stored_at=self._clock())
+            self._chars -= len(old.page.text)
+        entry = _Entry(page=page, stored_at=self._clock())
         self._entries[key] = entry
-        self._chars += len(scanned.text)
+        self._chars += len(page.text)
         while self._entries and (
             len(self._entries) > self.max_entries or self._chars > self.max_chars
         ):
             _, dropped = self._entries.popitem(last=False)
-            self._chars -= len(dropped.scanned.text)
+            self._chars -= len(dropped.page.text)
             self._counts["evicted"] += 1
         return entry
 
@@ -305,10 +306,9 @@ def web_fetch_tool(
             page = await fetcher.fetch(url, etag=etag)
         if page.not_modified and cached is not None:
             pages.count("revalidated")
-            return pages.put(session_id, url, cached.page, cached.scanned), True
+            return pages.put(session_id, url, cached.page), True
         pages.count("misses")
-        scanned = await asyncio.to_thread(scan_untrusted, page.text, page.final_url)
-        return pages.put(session_id, url, page, scanned), False
+        return pages.put(session_id, url, page), False
 
     async def execute(ctx: ToolContext) -> ToolResult:
         url = str(ctx.arguments["url"]).strip()
@@ -321,15 +321,18 @@ def web_fetch_tool(
             entry, cached = await load(url)
         except WebError as exc:
             raise ToolError(f"web_fetch {url}: {exc}") from None
-        page, scanned = entry.page, entry.scanned
-        text = scanned.text
+        page = entry.page
+        text = page.text
         if offset > len(text) or (offset and offset == len(text)):
             raise ToolError(
                 f"offset {offset} is past the end of {page.final_url} ({len(text)} characters)"
             )
         taint.mark(page.final_url)
-        shown = text[offset : offset + want]
-        end = offset + len(shown)
+        window = text[offset : offset + want]
+        end = offset + len(window)
+        # What the model is shown is what is scanned and cleaned (a window of the page).
+        scanned = await asyncio.to_thread(scan_untrusted, window, page.final_url)
+        shown = scanned.text
         size = f"{page.bytes} bytes" if not cached else "cached"
         header = (
             f"[web_fetch {page.final_url} · HTTP {page.status} · {page.kind} · {size}"
