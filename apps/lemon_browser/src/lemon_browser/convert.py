@@ -1,11 +1,12 @@
 """What a fetched body becomes for the model: HTML as Markdown, PDF as text, JSON indented.
 
-* HTML: scripts, styles, templates, frames and hidden elements (``hidden``, ``aria-hidden``,
-  ``display:none``, ``visibility:hidden``, zero font size or opacity) are removed first (text a
-  person never sees is where injected instructions hide; the count is reported); links are made
-  absolute; the main content is picked by readability-lxml (a port of Mozilla's Readability),
-  falling back to the whole body when it keeps too little (forum threads, link lists); and
-  markdownify writes Markdown with headings, lists, code blocks, tables and links.
+* HTML: comments, scripts, styles, templates, frames and hidden elements (``hidden``,
+  ``aria-hidden``, ``display:none``, ``visibility:hidden``, zero font size or opacity) are
+  removed first (text a person never sees is where injected instructions hide; the count is
+  reported); links are made absolute; the main content is picked by readability-lxml (a port
+  of Mozilla's Readability), falling back to the whole body when it keeps too little (forum
+  threads, link lists); and markdownify writes Markdown with headings, lists, code blocks,
+  tables and links.
 * PDF: pypdf's text of each page (at most ``max_pages``), pages separated by a rule.
 * JSON: parsed and indented (invalid JSON is shown as text, with a note).
 
@@ -45,7 +46,7 @@ _MIN_KEPT: Final = 0.4  # readability must keep this share of the body's text, e
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Converted:
     """A body as text: the text, the title (``""`` when none) and how many hidden elements
-    were removed."""
+    (comments included) were removed."""
 
     text: str
     title: str = ""
@@ -87,11 +88,12 @@ def html_to_markdown(html: str, base_url: str) -> Converted:
         return Converted(text="")
     title_el = root.find(".//title")
     title = " ".join((title_el.text_content() if title_el is not None else "").split())
+    comments = len(root.xpath("//comment()"))
     lxml.etree.strip_elements(root, lxml.etree.Comment, with_tail=False)
     for tag in _DROP_TAGS:
         for element in list(root.iter(tag)):
             element.drop_tree()
-    removed = _strip_hidden(root)
+    removed = comments + _strip_hidden(root)
     for img in root.iter("img"):
         if (img.get("src") or "").startswith("data:"):
             img.set("src", "")
