@@ -90,7 +90,7 @@ async def main(kib: int, repeat: int) -> None:
     print(f"baseline httpx.get + html_to_markdown: {base * 1000:8.2f} ms")
     print(f"web_fetch through the tool:            {tool_m * 1000:8.2f} ms")
     verdict = "met" if tool_m / base <= 1.3 else "MISSED"
-    print(f"ratio tool / baseline: {tool_m / base:.2f}x (target <= 1.3x: {verdict})")
+    print(f"ratio tool / baseline: {tool_m / base:.3f}x (target <= 1.3x: {verdict})")
 
 
 async def _no_update(text: str) -> None:
