@@ -5,6 +5,8 @@
   exact hosts);
 * :class:`Fetcher` GETs a URL through the guard on every redirect hop, bounded in size and
   time, and converts it (HTML to Markdown, PDF to text, JSON indented);
+* :class:`Browsers` drives Debian's Chromium through Playwright, a context per session, every
+  request through the guard;
 * :func:`search_provider` builds the ``[web] search`` provider (SearXNG, Brave, Tavily)
   behind :class:`SearchProvider`.
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
         TavilySearchConfig,
         WebConfig,
     )
+    from lemon_browser.browser import CHROMIUM, CHROMIUM_ARGS, Browsers, BrowserSession
     from lemon_browser.convert import Converted, html_to_markdown, json_to_text, pdf_to_text
     from lemon_browser.errors import (
         FetchFailed,
@@ -57,6 +60,10 @@ if TYPE_CHECKING:
 #: Where each facade name lives (loading the config imports the section module only).
 _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "lemon_browser_app": ("lemon_browser._boot", "lemon_browser_app"),
+    "CHROMIUM": ("lemon_browser.browser", "CHROMIUM"),
+    "CHROMIUM_ARGS": ("lemon_browser.browser", "CHROMIUM_ARGS"),
+    "BrowserSession": ("lemon_browser.browser", "BrowserSession"),
+    "Browsers": ("lemon_browser.browser", "Browsers"),
     "BraveSearchConfig": ("lemon_browser._section", "BraveSearchConfig"),
     "SearxngConfig": ("lemon_browser._section", "SearxngConfig"),
     "TavilySearchConfig": ("lemon_browser._section", "TavilySearchConfig"),
@@ -91,12 +98,16 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
 }
 
 __all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
     "MAX_RESULTS",
     "METADATA_ADDRESSES",
     "METADATA_HOSTS",
     "AddressGuard",
     "BraveSearch",
     "BraveSearchConfig",
+    "BrowserSession",
+    "Browsers",
     "Converted",
     "FetchFailed",
     "FetchLimits",
