@@ -235,6 +235,7 @@ def test_enums_have_the_catalog_members() -> None:
         "command",
         "file_change",
         "web_search",
+        "fetch",
         "subagent",
         "reasoning",
         "note",

@@ -28,13 +28,14 @@ from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
 from coding_agent.compaction import CompactionSettings, Compactor, run_limits, tool_result_cap
 from coding_agent.environment import tool_environment_for
-from coding_agent.policy import ApprovalHooks, GateContext, gate_tools
+from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
 from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
 from coding_agent.tools.task import task_tool
+from coding_agent.tools.web import web_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -87,7 +88,10 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "write": ActionKind.FILE_CHANGE,
     "edit": ActionKind.FILE_CHANGE,
     "task": ActionKind.SUBAGENT,
+    "web_fetch": ActionKind.FETCH,
+    "web_search": ActionKind.WEB_SEARCH,
 }
+_WEB_TOOLS: Final = frozenset({"web_fetch", "web_search"})
 _MAX_ACTION_TEXT: Final = 2000
 _ERROR_CODES: Final[Mapping[str, ErrorCode]] = {
     "auth": ErrorCode.PROVIDER_AUTH,
@@ -163,6 +167,8 @@ class CodingRun:
         self.workspace: Workspace | None = None
         self.gate: GateContext | None = None
         self.tools: ToolRegistry | None = None
+        self.taint = RunTaint()  # marked when web content reaches the model
+        self.web_cards: dict[str, dict[str, Any]] = {}  # web tool call id -> its card details
         self._compactor: Compactor | None = None
         self._agent_config: AgentConfig | None = None
         # The agent loop and its steering state:
@@ -306,6 +312,7 @@ class CodingRun:
                 requested=self._approval_requested, resolved=self._approval_resolved
             ),
             preapproved=job.preapproved,
+            taint=self.taint,
         )
 
     def _tool_registry(
@@ -319,6 +326,11 @@ class CodingRun:
         subagents = self._settings.subagents
         if subagents is not None and subagents.offers_task(self._depth()):
             tools.append(task_tool(subagents, self._parent_run()))
+        tools += web_tools(
+            config=self._config, taint=self.taint, session_id=self._transcript.session_id,
+            home=self._settings.home, environ=self._settings.environ,
+            max_chars=workspace.limits.max_output_chars, cards=self.web_cards,
+        )  # fmt: skip
         return gate_tools(ToolRegistry(tools), gate)
 
     def _depth(self) -> int:
@@ -433,7 +445,7 @@ class CodingRun:
             self._error = f"{event.kind}: {event.message}"
             self._error_code = _error_code(event.kind)
         else:
-            _forward(event, self._sink)
+            _forward(event, self._sink, self.web_cards)
 
     async def _abort(self, run: AgentRun) -> None:
         """The run ends: no more steering, its pending approvals expire, then the agent aborts
@@ -565,8 +577,12 @@ def _clip(text: str) -> str:
     return text[:_MAX_ACTION_TEXT] + f"... [{len(text) - _MAX_ACTION_TEXT} more characters]"
 
 
-def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
-    """Map one agent event to run events (text deltas and tool actions)."""
+def _forward(
+    event: AgentEvent, sink: ExecutionSink, cards: dict[str, dict[str, Any]] | None = None
+) -> None:
+    """Map one agent event to run events (text deltas and tool actions); ``cards`` are the web
+    tools' card details by tool call id (taken when the call's action completes)."""
+    cards = {} if cards is None else cards
     if isinstance(event, MessageUpdateEvent):
         inner = event.event
         if isinstance(inner, TextDeltaEvent) and inner.delta:
@@ -591,11 +607,15 @@ def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
         )
     elif isinstance(event, ToolExecutionEndEvent):
         result = event.result
+        detail: dict[str, Any] = {"tool": event.name, "duration_s": round(event.duration_s, 6)}
+        card = cards.pop(event.tool_call_id, None) if event.name in _WEB_TOOLS else None
+        if card is not None:  # the card: URL, status, size, time, flags
+            detail["web"] = card
         sink.action(
             id=event.tool_call_id,
             kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
             title=event.name,
-            detail={"tool": event.name, "duration_s": round(event.duration_s, 6)},
+            detail=detail,
             phase="completed",
             ok=not result.is_error,
             message=_clip(result.content),
@@ -605,6 +625,10 @@ def _forward(event: AgentEvent, sink: ExecutionSink) -> None:
 def _title(name: str, args: Mapping[str, Any]) -> str:
     if name == "bash":
         return f"$ {_clip(str(args.get('command', '')))}"
+    if name == "web_fetch":
+        return f"fetch {_clip(str(args.get('url', '')))}"
+    if name == "web_search":
+        return f"search {_clip(str(args.get('query', '')))}"
     path = args.get("path")
     if isinstance(path, str):
         return f"{name} {path}"

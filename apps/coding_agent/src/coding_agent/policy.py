@@ -23,6 +23,14 @@ the terminal, the full-screen UI and the web page show with the question.
 Approvals are keyed by the tool and its *action* (:func:`approval_action`): a file tool's
 resolved path, or a shell command as a whole (:func:`shell_action`), so approving ``ls`` never
 approves ``ls; rm -rf ~``.
+
+A run that has read web content (``web_fetch``, ``web_search``: :class:`RunTaint` is marked)
+is *tainted*: from then on every call of a tool outside :data:`TAINT_FREE` (``bash``,
+``write``, ``edit``, MCP tools, any tool added later) and every ``web_fetch`` of a URL that
+carries data (a query string over 100 characters) asks a person afresh, naming the page that
+came before: no remembered ``session`` / ``always`` grant, no ``preapproved`` name and no
+policy that lets the tool run without asking covers it (a denied tool stays denied). Without
+an approval channel such a call is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import asyncio
 import os
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,8 +53,10 @@ __all__ = [
     "DEFAULT_TOOL_POLICY",
     "FILE_TOOLS",
     "READ_ONLY_TOOLS",
+    "TAINT_FREE",
     "ApprovalHooks",
     "GateContext",
+    "RunTaint",
     "approval_action",
     "check_gate",
     "gate_tools",
@@ -60,6 +70,46 @@ READ_ONLY_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 """File tools that only read: free inside the workspace, asked for outside it."""
 FILE_TOOLS: Final = READ_ONLY_TOOLS | {"write", "edit"}
 """Tools whose ``path`` argument is checked (secret files are refused for all of them)."""
+
+TAINT_FREE: Final = frozenset({"read", "ls", "find", "grep", "todo", "read_skill", "web_search",
+                               "web_fetch"})  # fmt: skip
+"""Tools that keep running as the policy says after web content entered the run (they read,
+or only note; ``web_fetch`` only for a URL that carries no data). Every other tool asks afresh."""
+_DATA_QUERY_CHARS: Final = 100
+
+
+@dataclass(slots=True)
+class RunTaint:
+    """Whether web content has entered the run, and from where (loop-only, one per run)."""
+
+    sources: list[str] = field(default_factory=list)
+    """The URLs (or ``search: <query>``) whose content the model has read, oldest first."""
+
+    def mark(self, source: str) -> None:
+        """Record that content from ``source`` reached the model."""
+        if source not in self.sources:
+            self.sources.append(source)
+        del self.sources[:-16]  # bounded: the latest pages are the ones worth naming
+
+    @property
+    def latest(self) -> str | None:
+        return self.sources[-1] if self.sources else None
+
+
+def carries_data(url: object) -> bool:
+    """Whether a ``web_fetch`` URL carries data out: a query string over 100 characters."""
+    if not isinstance(url, str):
+        return False
+    _, _, query = url.partition("?")
+    return len(query.partition("#")[0]) > _DATA_QUERY_CHARS
+
+
+def taint_applies(name: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether a call of ``name`` must ask afresh in a tainted run."""
+    if name == "web_fetch":
+        return carries_data(arguments.get("url"))
+    return name not in TAINT_FREE
+
 
 # Characters that make a shell line more than one plain command: chaining (; & |), grouping
 # and subshells (( )), redirection (< >); shlex.split with punctuation_chars emits them as
@@ -148,6 +198,8 @@ class GateContext:
     preapproved: frozenset[str] = frozenset()
     """The run's ``preapproved`` tool names: a read-only tool named here reads outside the
     workspace without asking (only by name: ``ALL_TOOLS`` does not lift it)."""
+    taint: RunTaint = field(default_factory=RunTaint)
+    """Marked by the web tools when web content reaches the model (see the module docstring)."""
 
 
 def gate_tools(registry: ToolRegistry, gate: GateContext) -> ToolRegistry:
@@ -184,6 +236,10 @@ async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
         refusal, outside = await asyncio.to_thread(_file_target, name, ctx.arguments, gate)
         if refusal is not None:
             raise ToolError(refusal)
+    tainted_by = gate.taint.latest
+    if tainted_by is not None and taint_applies(name, ctx.arguments):
+        await _approve(ctx, gate, outside, after_web=tainted_by)
+        return
     # Outside the workspace a read-only tool asks unless the run's ``preapproved`` names it;
     # write and edit ask as the policy says, and when they ask, the question says the path is
     # outside (``outside`` is passed on).
@@ -213,19 +269,28 @@ def _file_target(
     return None, None
 
 
-async def _approve(ctx: ToolContext, gate: GateContext, outside: Path | None = None) -> None:
+async def _approve(
+    ctx: ToolContext, gate: GateContext, outside: Path | None = None, after_web: str | None = None
+) -> None:
     name = ctx.name
     where = (
         f" to reach {outside}, which is outside the workspace ({gate.workspace.cwd})"
         if outside is not None
         else ""
     )
+    if after_web is not None:
+        where += (
+            f" (web content from {after_web} entered this run: nothing a page says may make a "
+            "tool act without the person, so it asks afresh)"
+        )
     if gate.approvals is None:
         raise ToolError(
             f"Tool {name!r} needs an approval{where}, but this run has no approval channel "
             "(nobody to ask); it did not run. "
             + (
-                "Work inside the workspace, or ask the user to copy what you need into it."
+                "Tell the user what you would run and why; they can do it themselves."
+                if after_web is not None
+                else "Work inside the workspace, or ask the user to copy what you need into it."
                 if outside is not None and name in READ_ONLY_TOOLS
                 else "Work inside the workspace, or ask the user to make the change."
                 if outside is not None
@@ -252,9 +317,11 @@ async def _approve(ctx: ToolContext, gate: GateContext, outside: Path | None = N
             agent_id=gate.agent_id,
             tool_call_id=ctx.tool_call_id,
             rationale=f"{name} {_describe(action)}"
-            + (" (outside the workspace)" if outside is not None else ""),
+            + (" (outside the workspace)" if outside is not None else "")
+            + (f" (after reading {after_web})" if after_web is not None else ""),
             deadline_s=gate.approval_timeout_s,
             on_requested=requested,
+            use_grants=after_web is None,
         )
     except ApprovalCapacityError as exc:
         raise ToolError(f"Tool {name!r} did not run: {exc}") from None

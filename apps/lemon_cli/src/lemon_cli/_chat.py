@@ -96,9 +96,11 @@ _SAID: Final = {
 }
 _SHOWN_CHARS: Final = 200  # an approval question's command or arguments, then "…"
 _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
-#: The tools an agent run offers (the coding tools and ``read_skill``): what ``--approve`` names.
+#: The tools an agent run offers (the coding tools, ``read_skill``, the web tools): what
+#: ``--approve`` names.
 KNOWN_TOOLS: Final = frozenset(
     {"read", "write", "edit", "ls", "find", "grep", "bash", "todo", "read_skill"}
+    | {"web_fetch", "web_search"}
 )
 # How the coding executor's approval rationale ends for a path outside the workspace.
 _OUTSIDE: Final = "(outside the workspace)"

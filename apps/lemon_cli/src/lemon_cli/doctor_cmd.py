@@ -232,6 +232,28 @@ async def _check_provider(config: Config, home: Path) -> Check:
     return Check(name="provider", status="ok", detail=f"{ref}: {reach}")
 
 
+def _check_web(config: Config) -> Check:
+    """What the web tools offer: web_fetch, the search provider, whether Chromium is there."""
+    from lemon_browser import CHROMIUM, WebConfig, WebError, search_provider
+
+    web = config.section(WebConfig)
+    status: Status = "ok"
+    parts = ["web_fetch " + ("on" if web.enabled else "off ([web] enabled = false)")]
+    try:
+        provider = search_provider(web, os.environ)
+        parts.append(
+            f"web_search via {provider.name}" if provider else "web_search off ([web] search)"
+        )
+    except WebError as exc:
+        status = "warn"
+        parts.append(f"web_search not offered: {exc}")
+    if Path(CHROMIUM).exists():
+        parts.append(f"Chromium at {CHROMIUM}")
+    else:
+        parts.append(f"no Chromium at {CHROMIUM} (for the browser: apt-get install -y chromium)")
+    return Check(name="web", status=status, detail="; ".join(parts))
+
+
 async def run_checks(
     loaded: LoadedConfig | None, home: Path, config_error: str | None, home_exists: bool
 ) -> list[Check]:
@@ -268,6 +290,8 @@ async def run_checks(
                         detail=f"{detail}; the daemon serves the other endpoints without it",
                     )
                 )
+    if loaded is not None:
+        checks.append(_check_web(loaded.config))
     from lemon_cli._daemon import daemon_summary
 
     checks.append(Check(name="daemon", status="ok", detail=daemon_summary(home)))

@@ -382,8 +382,13 @@ class ExecApprovals:
         rationale: str | None = None,
         deadline_s: float | None = None,
         on_requested: Callable[[ApprovalPending], None] | None = None,
+        use_grants: bool = True,
     ) -> ApprovalOutcome:
         """Wait for a decision on one call of ``tool`` doing ``action``.
+
+        ``use_grants=False`` asks a person even when a remembered grant would cover the call
+        (a run that read untrusted web content asks afresh; the decision still records its
+        grant as usual).
 
         ``deadline_s`` (seconds, ``None``: no deadline) ends the wait with ``timeout``.
         Returns at once when a remembered grant covers it (nothing is published); the
@@ -394,7 +399,11 @@ class ExecApprovals:
         awaited).
         """
         await self._ensure_loaded()
-        scope = await self._granted_now(tool, action, session_key=session_key, agent_id=agent_id)
+        scope = (
+            await self._granted_now(tool, action, session_key=session_key, agent_id=agent_id)
+            if use_grants
+            else None
+        )
         if scope is not None:
             self._from_memory += 1
             return ApprovalOutcome(decision=_decision_of(scope), from_grant=scope)

@@ -19,6 +19,7 @@ class ActionKind(enum.StrEnum):
     COMMAND = "command"
     FILE_CHANGE = "file_change"
     WEB_SEARCH = "web_search"
+    FETCH = "fetch"
     SUBAGENT = "subagent"
     REASONING = "reasoning"
     NOTE = "note"

@@ -1,0 +1,266 @@
+"""A headless browser per session: Debian's Chromium driven by Playwright, every request
+through the address guard.
+
+:class:`Browsers` starts Chromium lazily (never a downloaded browser: ``executable_path`` is
+the system's, default ``/usr/bin/chromium``) and keeps one browser *context* per session
+(cookies and storage per session, never shared), each with one page. Every request a page
+makes (navigation, sub-resources, XHR, redirects) goes through a route handler that asks
+:meth:`AddressGuard.check`; a refused one is aborted and recorded (``blocked``).
+``file://``, ``ftp://`` and other schemes are refused; downloads are refused
+(``accept_downloads=False``). A context unused for ``idle_s`` is closed at the next call
+(:meth:`Browsers.sweep`); at most ``max_sessions`` contexts are open (the least recently used
+is closed first).
+
+:class:`BrowserSession` actions: :meth:`~BrowserSession.open`, :meth:`~BrowserSession.snapshot`
+(the page's headings, text and interactive elements, each element with a numbered ``ref``,
+bounded), :meth:`~BrowserSession.click`, :meth:`~BrowserSession.type`,
+:meth:`~BrowserSession.press`, :meth:`~BrowserSession.scroll`,
+:meth:`~BrowserSession.screenshot` (PNG bytes), :meth:`~BrowserSession.back`.
+
+What it does not do: the browser resolves names itself after the guard's check, so unlike
+:class:`~lemon_browser.Fetcher` it does not pin the checked address (a rebinding name can
+still change its answer between the check and Chromium's own lookup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from lemon_browser.errors import FetchFailed, FetchRefused, WebError, WebUsageError
+from lemon_browser.guard import AddressGuard
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright, Route
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "BrowserSession", "Browsers"]
+
+CHROMIUM: Final = "/usr/bin/chromium"
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+)  # fmt: skip
+_LOCAL_SCHEMES: Final = frozenset({"about", "data", "blob"})
+_SNAPSHOT_JS: Final = """(maxItems) => {
+  const out = [];
+  let ref = 0;
+  const interactive = 'a[href],button,input,textarea,select,[role=button],[role=link],[onclick]';
+  const seen = new Set();
+  const visible = (el) => {
+    const s = getComputedStyle(el);
+    const r = el.getBoundingClientRect();
+    return s.display !== 'none' && s.visibility !== 'hidden' && r.width > 0 && r.height > 0;
+  };
+  const walker = document.createTreeWalker(document.body || document.documentElement,
+                                           NodeFilter.SHOW_ELEMENT);
+  let el = walker.currentNode;
+  while (el && out.length < maxItems) {
+    if (el.matches && el.matches(interactive) && visible(el)) {
+      ref += 1;
+      el.setAttribute('data-lemon-ref', String(ref));
+      const tag = el.tagName.toLowerCase();
+      const kind = el.getAttribute('role') || (tag === 'a' ? 'link' : tag === 'input'
+        ? 'input[' + (el.type || 'text') + ']' : tag);
+      const label = (el.getAttribute('aria-label') || el.innerText || el.value ||
+                     el.getAttribute('placeholder') || el.name || '').trim().slice(0, 120);
+      out.push('[' + ref + '] ' + kind + ' "' + label.replace(/\\s+/g, ' ') + '"');
+      seen.add(el);
+    } else if (/^H[1-6]$/.test(el.tagName) && visible(el)) {
+      out.push('#'.repeat(Number(el.tagName[1])) + ' ' + el.innerText.trim().slice(0, 200));
+    } else if (el.tagName === 'P' && visible(el)) {
+      out.push(el.innerText.trim().slice(0, 500));
+    }
+    el = walker.nextNode();
+  }
+  return out;
+}"""
+
+
+@dataclass
+class BrowserSession:
+    """One session's browser context and page (loop-only; made by :class:`Browsers`)."""
+
+    context: BrowserContext
+    page: Page
+    guard: AddressGuard
+    timeout_s: float
+    max_snapshot_chars: int
+    blocked: list[str] = field(default_factory=list)
+    used_at: float = field(default_factory=time.monotonic)
+
+    async def open(self, url: str) -> str:
+        """Navigate to ``url`` (checked first); the snapshot of the page."""
+        self.used_at = time.monotonic()
+        await self.guard.check(url)  # a clear refusal before Chromium is involved
+        try:
+            await self.page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+        except Exception as exc:  # playwright's errors: translated at the edge
+            if self.blocked and self.blocked[-1] == url:
+                raise FetchRefused(f"navigation to {url} was refused", reason="address") from None
+            raise FetchFailed(f"could not open {url}: {_first_line(exc)}") from None
+        return await self.snapshot()
+
+    async def snapshot(self) -> str:
+        """The page's URL, title, headings, paragraphs and interactive elements (``[ref]``)."""
+        self.used_at = time.monotonic()
+        lines: list[str] = await self.page.evaluate(_SNAPSHOT_JS, 400)
+        text = f"{self.page.url}\n# {await self.page.title()}\n" + "\n".join(lines)
+        if len(text) > self.max_snapshot_chars:
+            cut = len(text) - self.max_snapshot_chars
+            text = text[: self.max_snapshot_chars] + f"\n[... {cut} more characters]"
+        return text
+
+    def _ref(self, ref: int) -> str:
+        return f'[data-lemon-ref="{int(ref)}"]'
+
+    async def _act(self, action: Any) -> str:
+        self.used_at = time.monotonic()
+        try:
+            await action
+        except Exception as exc:  # playwright's errors: translated at the edge
+            raise WebUsageError(f"{_first_line(exc)}; take a new snapshot for fresh refs") from None
+        await self.page.wait_for_load_state("load", timeout=self.timeout_s * 1000)
+        return await self.snapshot()
+
+    async def click(self, ref: int) -> str:
+        return await self._act(self.page.click(self._ref(ref), timeout=self.timeout_s * 1000))
+
+    async def type(self, ref: int, text: str) -> str:
+        return await self._act(self.page.fill(self._ref(ref), text, timeout=self.timeout_s * 1000))
+
+    async def press(self, key: str) -> str:
+        return await self._act(self.page.keyboard.press(key))
+
+    async def scroll(self, pixels: int = 800) -> str:
+        return await self._act(self.page.mouse.wheel(0, pixels))
+
+    async def back(self) -> str:
+        return await self._act(self.page.go_back(timeout=self.timeout_s * 1000))
+
+    async def screenshot(self) -> bytes:
+        self.used_at = time.monotonic()
+        return await self.page.screenshot(type="png")
+
+
+class Browsers:
+    """Chromium, started at the first use, and a context per session (see the module doc).
+    Use as an async context manager (leaving it closes every context and the browser)."""
+
+    def __init__(
+        self,
+        *,
+        guard: AddressGuard,
+        executable: str = CHROMIUM,
+        max_sessions: int = 8,
+        idle_s: float = 300.0,
+        timeout_s: float = 20.0,
+        max_snapshot_chars: int = 20_000,
+    ) -> None:
+        self.guard = guard
+        self._executable = executable
+        self._max_sessions = max_sessions
+        self._idle_s = idle_s
+        self._timeout_s = timeout_s
+        self._max_snapshot_chars = max_snapshot_chars
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._sessions: OrderedDict[str, BrowserSession] = OrderedDict()
+        self._starting = asyncio.Lock()
+
+    async def __aenter__(self) -> Browsers:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def open_sessions(self) -> tuple[str, ...]:
+        return tuple(self._sessions)
+
+    async def _ensure_browser(self) -> Browser:
+        async with self._starting:
+            if self._browser is None:
+                try:
+                    from playwright.async_api import async_playwright
+                except ImportError:
+                    raise WebError("the playwright package is not installed") from None
+                self._playwright = await async_playwright().start()
+                try:
+                    self._browser = await self._playwright.chromium.launch(
+                        executable_path=self._executable, args=list(CHROMIUM_ARGS)
+                    )
+                except Exception as exc:  # playwright's errors: translated at the edge
+                    await self._playwright.stop()
+                    self._playwright = None
+                    raise WebError(
+                        f"Chromium could not start from {self._executable} "
+                        f"({_first_line(exc)}); install it with: apt-get install -y chromium"
+                    ) from None
+            return self._browser
+
+    async def session(self, session_id: str) -> BrowserSession:
+        """``session_id``'s browser session, made on first use."""
+        await self.sweep()
+        existing = self._sessions.get(session_id)
+        if existing is not None:
+            self._sessions.move_to_end(session_id)
+            return existing
+        browser = await self._ensure_browser()
+        context = await browser.new_context(accept_downloads=False)
+        page = await context.new_page()
+        made = BrowserSession(context=context, page=page, guard=self.guard,
+                              timeout_s=self._timeout_s,
+                              max_snapshot_chars=self._max_snapshot_chars)  # fmt: skip
+
+        async def route(route: Route) -> None:
+            url = route.request.url
+            scheme = url.partition(":")[0].lower()
+            if scheme in _LOCAL_SCHEMES:
+                await route.continue_()
+                return
+            try:
+                await self.guard.check(url)
+            except WebError:
+                made.blocked.append(url)
+                await route.abort("blockedbyclient")
+                return
+            await route.continue_()
+
+        await context.route("**/*", route)
+        self._sessions[session_id] = made
+        while len(self._sessions) > self._max_sessions:
+            _, oldest = self._sessions.popitem(last=False)
+            await oldest.context.close()
+        return made
+
+    async def close_session(self, session_id: str) -> bool:
+        found = self._sessions.pop(session_id, None)
+        if found is None:
+            return False
+        await found.context.close()
+        return True
+
+    async def sweep(self) -> int:
+        """Close the contexts unused for ``idle_s``; how many were closed."""
+        now = time.monotonic()
+        idle = [k for k, s in self._sessions.items() if now - s.used_at >= self._idle_s]
+        for key in idle:
+            await self.close_session(key)
+        return len(idle)
+
+    async def aclose(self) -> None:
+        for key in list(self._sessions):
+            await self.close_session(key)
+        if self._browser is not None:
+            await self._browser.close()
+            self._browser = None
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,83 @@
+"""The browser (Debian's Chromium through Playwright) against fixture pages on 127.0.0.1:
+snapshot with refs, a click that changes the page, typing into a form, a screenshot, blocked
+navigation and sub-requests, cookies per session, idle close."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from lemon_browser import AddressGuard, FetchRefused
+from lemon_browser.browser import CHROMIUM, Browsers
+from lemon_browser.testing import FixtureSite
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="Debian's Chromium is not installed: apt-get install -y chromium",
+)
+
+PAGE = """<!doctype html><html><head><title>Form page</title></head><body>
+<h1>Sign up</h1><p>Fill in the form.</p>
+<input id="name" placeholder="your name">
+<button id="go" onclick="document.getElementById('out').innerText =
+  'Hello ' + document.getElementById('name').value; document.title = 'Done'">Greet</button>
+<p id="out">nobody greeted</p>
+<img src="http://169.254.169.254/latest/meta-data/pixel.png">
+</body></html>"""
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[FixtureSite]:
+    async with FixtureSite() as s:
+        s.page("/form", PAGE)
+        s.page("/set", "<p>cookie set</p>", headers={"Set-Cookie": "sid=abc; Path=/"})
+        s.page("/echo", "<p>echo</p>")
+        yield s
+
+
+async def test_open_snapshot_type_click_and_screenshot(site: FixtureSite) -> None:
+    async with Browsers(guard=AddressGuard(allow_hosts=[site.host_port])) as browsers:
+        session = await browsers.session("s1")
+        snap = await session.open(site.url("/form"))
+        assert "# Form page" in snap
+        assert "# Sign up" in snap
+        assert '[1] input[text] "your name"' in snap
+        assert '[2] button "Greet"' in snap
+        await session.type(1, "Ada")
+        after = await session.click(2)
+        assert "Hello Ada" in after
+        assert "# Done" in after
+        png = await session.screenshot()
+        assert png.startswith(b"\x89PNG")
+        # The metadata pixel was requested by the page and blocked by the guard.
+        assert any("169.254.169.254" in url for url in session.blocked)
+
+
+async def test_navigation_to_a_refused_address_is_blocked(site: FixtureSite) -> None:
+    async with Browsers(guard=AddressGuard()) as browsers:  # no allow_hosts: loopback refused
+        session = await browsers.session("s1")
+        with pytest.raises(FetchRefused, match="loopback"):
+            await session.open(site.url("/form"))
+        with pytest.raises(FetchRefused, match="only http and https"):
+            await session.open("file:///etc/passwd")
+    assert site.requests == []
+
+
+async def test_two_sessions_do_not_share_cookies_and_idle_ones_close(site: FixtureSite) -> None:
+    guard = AddressGuard(allow_hosts=[site.host_port])
+    async with Browsers(guard=guard, idle_s=3600) as browsers:
+        one = await browsers.session("one")
+        two = await browsers.session("two")
+        await one.open(site.url("/set"))
+        await one.open(site.url("/echo"))
+        await two.open(site.url("/echo"))
+        cookies = [r.headers.get("cookie") for r in site.requests if r.path == "/echo"]
+        assert cookies == ["sid=abc", None]
+        assert browsers.open_sessions == ("one", "two")
+        browsers._idle_s = 0  # every context is now idle: the next call closes them
+        assert await browsers.sweep() == 2
+        assert browsers.open_sessions == ()
