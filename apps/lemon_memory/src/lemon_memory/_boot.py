@@ -1,0 +1,99 @@
+"""lemon_memory's ``lemon.apps`` hook: the memory store on a booted runtime.
+
+Profiles ``daemon``, ``execution-only`` and ``full`` (before ``coding_agent``, whose runs
+find the store through :data:`~lemon_memory.MEMORY_STORE`). ``[memory] enabled`` off: nothing
+is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened (a corrupt file is logged, the
+capability is not registered, recall is unavailable and chat still works), registered as
+``MEMORY_STORE``, and swept of expired documents every ``sweep_interval_s`` (one bounded
+batch per pass, off the event loop). Leaving the lifespan stops the sweep, unregisters and
+closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final
+
+from lemon_core.home import Home
+from lemon_memory._section import SECTIONS, MemoryConfig
+from lemon_memory._sqlite import SqliteMemoryStore
+from lemon_memory.errors import MemoryStoreError
+from lemon_memory.store import MEMORY_STORE, MemoryStore
+from lemon_runtime import AppSpec, Runtime
+
+__all__ = ["MemoryApp", "lemon_memory_app", "memory_path"]
+
+log = logging.getLogger("lemon_memory")
+
+
+@dataclass(slots=True)
+class MemoryApp:
+    """The app's handle: the open store (``None`` when disabled or unavailable) and, when
+    unavailable, why."""
+
+    store: MemoryStore | None = None
+    unavailable: str | None = None
+
+
+def memory_path(home: Home) -> str:
+    return str(home.store_dir / "memory.sqlite3")
+
+
+def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
+    """The configured SQLite memory store of ``home`` (raises ``MemoryUnavailableError``)."""
+    return SqliteMemoryStore(
+        home.store_dir / "memory.sqlite3",
+        max_docs_per_scope=config.max_docs_per_scope,
+        max_bytes_per_scope=config.max_bytes_per_scope,
+        max_docs=config.max_docs,
+        max_bytes=config.max_bytes,
+        sweep_batch=config.sweep_batch,
+    )
+
+
+async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await store.sweep()
+        except MemoryStoreError as exc:
+            log.warning("memory sweep failed: %s", exc)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
+    config = runtime.section(MemoryConfig)
+    if not config.enabled:
+        yield MemoryApp()
+        return
+    try:
+        store = await asyncio.to_thread(open_store, config, Home(root=runtime.home))
+    except MemoryStoreError as exc:
+        log.error("memory unavailable: %s", exc)
+        yield MemoryApp(unavailable=str(exc))
+        return
+    capabilities = runtime.context.capabilities
+    capabilities.register(MEMORY_STORE, store)
+    sweeper = asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))
+    try:
+        yield MemoryApp(store=store)
+    finally:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
+        capabilities.unregister(MEMORY_STORE, store)
+        await store.close()
+
+
+lemon_memory_app: Final = AppSpec(
+    name="lemon_memory",
+    lifespan=_lifespan,
+    before=("coding_agent",),
+    profiles=frozenset({"daemon", "execution-only", "full"}),
+    description="durable scoped memory (MEMORY_STORE) and its retention sweep",
+    sections=SECTIONS,
+)
