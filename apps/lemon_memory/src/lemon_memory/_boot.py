@@ -5,7 +5,9 @@ find the store through :data:`~lemon_memory.MEMORY_STORE`). ``[memory] enabled``
 is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened (a corrupt file is logged, the
 capability is not registered, recall is unavailable and chat still works), registered as
 ``MEMORY_STORE``, and swept of expired documents every ``sweep_interval_s`` (one bounded
-batch per pass, off the event loop). Leaving the lifespan stops the sweep, unregisters and
+batch per pass, off the event loop). The goal store (:mod:`lemon_memory.goals`, on the runtime's
+Store and bus) and the ``goal.*`` / ``memory.*`` wire methods are registered on
+``WIRE_METHODS`` either way. Leaving the lifespan unregisters them, stops the sweep, unregisters and
 closes the store.
 """
 
@@ -19,9 +21,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from lemon_core.home import Home
+from lemon_core.wire_methods import WIRE_METHODS
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
+from lemon_memory._wire import registered
 from lemon_memory.errors import MemoryStoreError
+from lemon_memory.goals import GoalStore
 from lemon_memory.store import MEMORY_STORE, MemoryStore
 from lemon_runtime import AppSpec, Runtime
 
@@ -35,6 +40,7 @@ class MemoryApp:
     """The app's handle: the open store (``None`` when disabled or unavailable) and, when
     unavailable, why."""
 
+    goals: GoalStore
     store: MemoryStore | None = None
     unavailable: str | None = None
 
@@ -67,20 +73,25 @@ async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
 @contextlib.asynccontextmanager
 async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
     config = runtime.section(MemoryConfig)
+    goals = GoalStore(runtime.store, runtime.bus)
+    capabilities = runtime.context.capabilities
+    methods = capabilities.require(WIRE_METHODS)
     if not config.enabled:
-        yield MemoryApp()
+        with registered(methods, goals, None):
+            yield MemoryApp(goals=goals)
         return
     try:
         store = await asyncio.to_thread(open_store, config, Home(root=runtime.home))
     except MemoryStoreError as exc:
         log.error("memory unavailable: %s", exc)
-        yield MemoryApp(unavailable=str(exc))
+        with registered(methods, goals, None):
+            yield MemoryApp(goals=goals, unavailable=str(exc))
         return
-    capabilities = runtime.context.capabilities
     capabilities.register(MEMORY_STORE, store)
     sweeper = asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))
     try:
-        yield MemoryApp(store=store)
+        with registered(methods, goals, store):
+            yield MemoryApp(goals=goals, store=store)
     finally:
         sweeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
