@@ -40,6 +40,7 @@ from lemon_core.sessions import (
     TranscriptReader,
 )
 from lemon_core.store import ApprovalGrantStore
+from lemon_memory import MEMORY_STORE
 from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
@@ -71,8 +72,13 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     # With a shared store (several daemons), transcripts are mirrored into it: every daemon
     # reads and resumes what another wrote, without a shared filesystem.
     mirror = TranscriptMirror(runtime.store) if runtime.leases is not None else None
+    capabilities = runtime.context.capabilities
     impl = CodingExecutor(
-        home=runtime.home, approvals=approvals, environ=environ, transcript_mirror=mirror
+        home=runtime.home,
+        approvals=approvals,
+        environ=environ,
+        transcript_mirror=mirror,
+        memory=lambda: capabilities.get(MEMORY_STORE),  # looked up per run
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
@@ -84,7 +90,6 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         compactor=compactor,
         catalog=catalog,
     )
-    capabilities = runtime.context.capabilities
     capabilities.register(APPROVALS, approvals)
     capabilities.register(AGENT_RUNTIME, agent)
     capabilities.register(TRANSCRIPT_READER, transcripts)

@@ -63,7 +63,7 @@ from lemon_ai import (
     UserMessage,
 )
 from lemon_core import ExecApprovals
-from lemon_core.config import Config
+from lemon_core.config import Config, read_secrets
 from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
 from lemon_core.execution import (
     ActionKind,
@@ -73,7 +73,8 @@ from lemon_core.execution import (
     ResumeToken,
     ToolPolicy,
 )
-from lemon_skills import SkillCatalog, SkillsError, SkillSummary, read_skill_tool
+from lemon_memory import MemoryContext, MemoryStore
+from lemon_skills import SkillCatalog, SkillsError, SkillSummary, memory_tools, read_skill_tool
 
 __all__ = ["CodingRun", "RunSettings"]
 
@@ -110,6 +111,9 @@ class RunSettings:
     home: Path
     environ: Mapping[str, str] | None
     skills: SkillCatalog
+    memory: MemoryStore | None = None
+    """The runtime's memory store (lemon_memory's MEMORY_STORE): the run gets remember,
+    recall and forget over its own scopes; ``None``: no memory tools."""
 
 
 class CodingRun:
@@ -213,7 +217,8 @@ class CodingRun:
         )
         self.workspace = workspace
         self.gate = self._gate(workspace)
-        self.tools = self._tool_registry(workspace, self.gate)
+        known = await asyncio.to_thread(_known_secrets, s.home, s.environ)
+        self.tools = self._tool_registry(workspace, self.gate, known)
         skills = await asyncio.to_thread(_usable_skills, s.skills)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
@@ -288,11 +293,19 @@ class CodingRun:
             preapproved=job.preapproved,
         )
 
-    def _tool_registry(self, workspace: Workspace, gate: GateContext) -> ToolRegistry:
-        """This run's tools (its workspace, its todo list, the skills), each checked against
-        this run's gate before it runs."""
+    def _tool_registry(
+        self, workspace: Workspace, gate: GateContext, known_secrets: tuple[str, ...] = ()
+    ) -> ToolRegistry:
+        """This run's tools (its workspace, its todo list, the skills, memory over this run's
+        scopes), each checked against this run's gate before it runs."""
         todos = TodoList(self._settings.limits.max_todos)
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
+        store = self._settings.memory
+        if store is not None:
+            context = MemoryContext.for_run(
+                agent_id=self._agent_id, session_key=self._job.session_key, cwd=str(workspace.cwd)
+            )
+            tools += memory_tools(store, context, known_secrets=lambda: known_secrets)
         return gate_tools(ToolRegistry(tools), gate)
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
@@ -496,6 +509,16 @@ def _retried_prompt(history: list[Message], job: ExecutionJob) -> list[Message] 
     if messages and isinstance(messages[-1], UserMessage) and messages[-1].content == job.prompt:
         return messages
     return None
+
+
+def _known_secrets(home: Path, environ: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The secret values memory must never store: secrets.env's values and the environment's
+    API keys and tokens (8 characters or more)."""
+    values = list(read_secrets(home).values())
+    for name, value in (environ or {}).items():
+        if name.endswith(("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")):
+            values.append(value)
+    return tuple(dict.fromkeys(v for v in values if len(v) >= 8))
 
 
 def _usable_skills(catalog: SkillCatalog) -> list[SkillSummary]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -88,6 +88,7 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 from lemon_core.home import Home
+from lemon_memory import MemoryStore
 from lemon_skills import SkillCatalog, SkillsSettings
 
 __all__ = [
@@ -313,11 +314,13 @@ class CodingExecutor:
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         transcript_mirror: TranscriptMirror | None = None,
+        memory: Callable[[], MemoryStore | None] | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
         self._home = home
         self._transcript_mirror = transcript_mirror
+        self._memory = memory
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -677,6 +680,7 @@ class CodingExecution:
                 home=ex.home,
                 environ=ex._environ,
                 skills=ex.skills(),
+                memory=None if ex._memory is None else ex._memory(),
             ),
             counts=ex._counts,
             sink=sink,

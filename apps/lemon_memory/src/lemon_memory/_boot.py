@@ -20,13 +20,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Final
 
+from lemon_core.config import read_secrets
 from lemon_core.home import Home
+from lemon_core.store import RunStore
 from lemon_core.wire_methods import WIRE_METHODS
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
 from lemon_memory._wire import registered
 from lemon_memory.errors import MemoryStoreError
 from lemon_memory.goals import GoalStore
+from lemon_memory.ingest import RunIngester
 from lemon_memory.store import MEMORY_STORE, MemoryStore
 from lemon_runtime import AppSpec, Runtime
 
@@ -43,6 +46,7 @@ class MemoryApp:
     goals: GoalStore
     store: MemoryStore | None = None
     unavailable: str | None = None
+    ingester: RunIngester | None = None
 
 
 def memory_path(home: Home) -> str:
@@ -70,6 +74,15 @@ async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
             log.warning("memory sweep failed: %s", exc)
 
 
+async def _ingest_forever(ingester: RunIngester, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await ingester.poll_once()
+        except Exception as exc:  # a store failure is logged; the next poll tries again
+            log.warning("run-summary ingest failed: %s", exc)
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
     config = runtime.section(MemoryConfig)
@@ -88,14 +101,30 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
             yield MemoryApp(goals=goals, unavailable=str(exc))
         return
     capabilities.register(MEMORY_STORE, store)
-    sweeper = asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))
+    home = runtime.home
+    secrets = await asyncio.to_thread(lambda: tuple(read_secrets(home).values()))
+    ingester = (
+        RunIngester(
+            store,
+            RunStore(runtime.store),
+            days=config.run_summary_days,
+            known_secrets=lambda: secrets,
+        )
+        if config.ingest_runs
+        else None
+    )
+    tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
+    if ingester is not None:
+        tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
     try:
         with registered(methods, goals, store):
-            yield MemoryApp(goals=goals, store=store)
+            yield MemoryApp(goals=goals, store=store, ingester=ingester)
     finally:
-        sweeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sweeper
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         capabilities.unregister(MEMORY_STORE, store)
         await store.close()
 
