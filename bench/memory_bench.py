@@ -36,6 +36,11 @@ _WORD_TEXT = (
     "build release branch commit review test fixture server client protocol frame event"
 )
 WORDS = _WORD_TEXT.split()
+#: A larger vocabulary drawn Zipf-like (rank r with weight 1/r), as words in notes are: the
+#: default corpus; ``--small-vocab`` draws from WORDS only (every query then matches a third
+#: of the corpus: the worst case for a top-10).
+VOCAB = WORDS + [f"term{n}" for n in range(5000)]
+WEIGHTS = [1.0 / (r + 1) for r in range(len(VOCAB))]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -99,8 +104,17 @@ async def quality(tmp: Path) -> dict[str, EvalReport]:
     return reports
 
 
+SMALL = False
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    if SMALL:
+        return [rng.choice(WORDS) for _ in range(n)]
+    return rng.choices(VOCAB, weights=WEIGHTS, k=n)
+
+
 def _text(rng: random.Random, i: int) -> str:
-    return f"note {i}: " + " ".join(rng.choice(WORDS) for _ in range(12))
+    return f"note {i}: " + " ".join(_words(rng, 12))
 
 
 async def speed(tmp: Path, docs: int) -> dict[str, float]:
@@ -134,7 +148,7 @@ async def speed(tmp: Path, docs: int) -> dict[str, float]:
         raw.execute("COMMIT")
         raw_ms.append((time.perf_counter() - t0) * 1000)
     raw.close()
-    queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(300)]
+    queries = [" ".join(_words(rng, 3)) for _ in range(300)]
     rec_ms: list[float] = []
     for q in queries:
         t0 = time.perf_counter()
@@ -181,10 +195,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--size-writes", type=int, default=100_000)
+    parser.add_argument("--small-vocab", action="store_true")
     args = parser.parse_args()
+    global SMALL
+    SMALL = args.small_vocab
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        print(f"recall quality on {DATA.name}")
+        vocab = len(WORDS) if SMALL else len(VOCAB)
+        print(f"recall quality on {DATA.name}; speed corpus vocabulary: {vocab} words")
         print(f"{'method':<70} recall@5  MRR@10  forbidden  errors")
         for method, r in (await quality(tmp)).items():
             print(f"{method:<70} {r.recall_at_5:8.2f} {r.mrr_at_10:7.2f} "
