@@ -382,6 +382,7 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
             "AgentRuntime",
             "EngineRuntime",
             "ExecApprovals",
+            "GoalStore",
             "HttpMounts",
             "MemoryStore",
             "ModelCatalog",

@@ -40,7 +40,7 @@ from lemon_core.sessions import (
     TranscriptReader,
 )
 from lemon_core.store import ApprovalGrantStore
-from lemon_memory import MEMORY_STORE
+from lemon_memory import GOAL_STORE, MEMORY_STORE
 from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
@@ -79,6 +79,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         environ=environ,
         transcript_mirror=mirror,
         memory=lambda: capabilities.get(MEMORY_STORE),  # looked up per run
+        goals=lambda: capabilities.get(GOAL_STORE),
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)

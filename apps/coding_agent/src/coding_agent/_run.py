@@ -73,7 +73,7 @@ from lemon_core.execution import (
     ResumeToken,
     ToolPolicy,
 )
-from lemon_memory import MemoryContext, MemoryStore
+from lemon_memory import GoalStore, MemoryContext, MemoryStore
 from lemon_skills import SkillCatalog, SkillsError, SkillSummary, memory_tools, read_skill_tool
 
 __all__ = ["CodingRun", "RunSettings"]
@@ -114,6 +114,9 @@ class RunSettings:
     memory: MemoryStore | None = None
     """The runtime's memory store (lemon_memory's MEMORY_STORE): the run gets remember,
     recall and forget over its own scopes; ``None``: no memory tools."""
+    goals: GoalStore | None = None
+    """The runtime's goals: an active goal of the run's session goes into its system prompt,
+    fenced as data; a paused or cleared one does not."""
 
 
 class CodingRun:
@@ -228,6 +231,10 @@ class CodingRun:
             limits=s.prompt_limits,
             skills=skills,
         )
+        if s.goals is not None:
+            block = await s.goals.prompt_block(self._job.session_key)
+            if block is not None:
+                system_prompt = f"{system_prompt}\n\n{block}"
         self._compactor = Compactor(
             model=self._model,
             provider=self._provider,

@@ -88,7 +88,7 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 from lemon_core.home import Home
-from lemon_memory import MemoryStore
+from lemon_memory import GoalStore, MemoryStore
 from lemon_skills import SkillCatalog, SkillsSettings
 
 __all__ = [
@@ -315,12 +315,14 @@ class CodingExecutor:
         environ: Mapping[str, str] | None = None,
         transcript_mirror: TranscriptMirror | None = None,
         memory: Callable[[], MemoryStore | None] | None = None,
+        goals: Callable[[], GoalStore | None] | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
         self._home = home
         self._transcript_mirror = transcript_mirror
         self._memory = memory
+        self._goals = goals
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -681,6 +683,7 @@ class CodingExecution:
                 environ=ex._environ,
                 skills=ex.skills(),
                 memory=None if ex._memory is None else ex._memory(),
+                goals=None if ex._goals is None else ex._goals(),
             ),
             counts=ex._counts,
             sink=sink,

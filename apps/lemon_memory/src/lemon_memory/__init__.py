@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ScopeFullError,
         SecretRefusedError,
     )
+    from lemon_memory.goals import GOAL_STORE, GoalStore
     from lemon_memory.store import MEMORY_STORE, MemoryStore, Write, prepare
 
 #: Where each facade name lives (loading the config imports the section module only).
@@ -50,6 +51,8 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "ScopeError": ("lemon_memory.errors", "ScopeError"),
     "ScopeFullError": ("lemon_memory.errors", "ScopeFullError"),
     "SecretRefusedError": ("lemon_memory.errors", "SecretRefusedError"),
+    "GOAL_STORE": ("lemon_memory.goals", "GOAL_STORE"),
+    "GoalStore": ("lemon_memory.goals", "GoalStore"),
     "MEMORY_STORE": ("lemon_memory.store", "MEMORY_STORE"),
     "MemoryStore": ("lemon_memory.store", "MemoryStore"),
     "Write": ("lemon_memory.store", "Write"),
@@ -57,7 +60,9 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
 }
 
 __all__ = [
+    "GOAL_STORE",
     "MEMORY_STORE",
+    "GoalStore",
     "MemoryApp",
     "MemoryConfig",
     "MemoryContext",

@@ -23,12 +23,12 @@ from typing import Final
 from lemon_core.config import read_secrets
 from lemon_core.home import Home
 from lemon_core.store import RunStore
-from lemon_core.wire_methods import WIRE_METHODS
+from lemon_core.wire_methods import WIRE_METHODS, WireMethods
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
 from lemon_memory._wire import registered
 from lemon_memory.errors import MemoryStoreError
-from lemon_memory.goals import GoalStore
+from lemon_memory.goals import GOAL_STORE, GoalStore
 from lemon_memory.ingest import RunIngester
 from lemon_memory.store import MEMORY_STORE, MemoryStore
 from lemon_runtime import AppSpec, Runtime
@@ -89,6 +89,19 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
     goals = GoalStore(runtime.store, runtime.bus)
     capabilities = runtime.context.capabilities
     methods = capabilities.require(WIRE_METHODS)
+    capabilities.register(GOAL_STORE, goals)
+    try:
+        async with _with_memory(runtime, config, goals, methods) as app:
+            yield app
+    finally:
+        capabilities.unregister(GOAL_STORE, goals)
+
+
+@contextlib.asynccontextmanager
+async def _with_memory(
+    runtime: Runtime, config: MemoryConfig, goals: GoalStore, methods: WireMethods
+) -> AsyncIterator[MemoryApp]:
+    capabilities = runtime.context.capabilities
     if not config.enabled:
         with registered(methods, goals, None):
             yield MemoryApp(goals=goals)

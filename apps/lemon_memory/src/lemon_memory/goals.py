@@ -19,10 +19,11 @@ import msgspec
 from lemon_core.bus import Bus
 from lemon_core.bus.topics import GOALS, session_topic
 from lemon_core.events import GoalChanged
+from lemon_core.execution import Capability
 from lemon_core.store import Store
 from lemon_memory.errors import GoalNotFoundError, MemoryInputError
 
-__all__ = ["MAX_OBJECTIVE_BYTES", "Goal", "GoalStatus", "GoalStore"]
+__all__ = ["GOAL_STORE", "MAX_OBJECTIVE_BYTES", "Goal", "GoalStatus", "GoalStore"]
 
 GoalStatus = Literal["active", "paused", "completed"]
 MAX_OBJECTIVE_BYTES: Final = 4096
@@ -159,3 +160,8 @@ class GoalStore:
         )
         for topic in (GOALS, session_topic(goal.session_key)):
             self._bus.broadcast_event(topic, event_type, payload)
+
+
+#: The runtime's goals (registered by lemon_memory's lifespan; a run reads its session's
+#: active goal from it for the prompt).
+GOAL_STORE: Final[Capability[GoalStore]] = Capability("GoalStore", GoalStore)
