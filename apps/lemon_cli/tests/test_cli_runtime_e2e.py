@@ -162,6 +162,7 @@ async def test_a_chat_with_a_tool_call(
     async with boot(scripted_provider) as runtime:
         # lemon_webhooks boots wherever the gateway does, before it (disabled: it does nothing)
         assert runtime.apps == (
+            "lemon_memory",
             "coding_agent",
             "lemon_webhooks",
             "lemon_gateway",
@@ -376,14 +377,22 @@ async def test_profiles_boot_in_dependency_order_and_stop_in_reverse(
     write_config(home, None)
     loaded = load_config(home=home, cwd=tmp_path, environ={})
     async with Runtime(profile="execution-only", config=loaded) as runtime:
-        assert runtime.apps == ("coding_agent", "lemon_webhooks", "lemon_gateway", "lemon_mcp")
+        assert runtime.apps == (
+            "lemon_memory",
+            "coding_agent",
+            "lemon_webhooks",
+            "lemon_gateway",
+            "lemon_mcp",
+        )
         stats = runtime.statistics()
         assert set(stats.capabilities) == {
             "AgentRuntime",
             "EngineRuntime",
             "ExecApprovals",
+            "GoalStore",
             "HttpMounts",
             "McpHub",
+            "MemoryStore",
             "ModelCatalog",
             "SessionCompactor",
             "TranscriptReader",
@@ -397,6 +406,7 @@ def test_installed_apps_are_found_through_entry_points() -> None:
     assert {"coding_agent", "lemon_gateway", "lemon_router"} <= set(apps)
     assert "lemon_cli" not in apps  # one executor: the terminal has no fallback of its own
     assert [a.name for a in resolve_profile("full", apps)] == [
+        "lemon_memory",  # before the agent: its runs find MEMORY_STORE
         "coding_agent",
         "lemon_webhooks",  # before the gateway: its VANISHED_RUN_LISTENER must be registered
         "lemon_gateway",

@@ -104,8 +104,11 @@ async def test_other_wire_methods_through_the_port_client(port: WebSocketSession
     detail = await port.call("session.detail", {"sessionKey": "agent:default:main"})
     assert detail["session"]["modelOverride"] == pick
     with pytest.raises(WireError) as missing:
-        await port.call("goal.set", {"sessionKey": "agent:default:main"})
+        await port.call("nothing.here", {"sessionKey": "agent:default:main"})
     assert missing.value.code == "METHOD_NOT_FOUND"
+    with pytest.raises(WireError) as refused:  # goal.* are lemon_memory's: objective missing
+        await port.call("goal.set", {"sessionKey": "agent:default:main"})
+    assert refused.value.code == "INVALID_PARAMS"
     with pytest.raises(ValueError, match="sessionKey"):
         await port.call("session.detail", {})
 

@@ -1,6 +1,7 @@
 """The secondary methods: status, usage.status, usage.cost, runs.active.list,
-runs.recent.list, logs.tail, config.get; the unsupported ones (goal.*, config.set) are not
-advertised and answer NOT_IMPLEMENTED; what hello-ok advertises is exactly what dispatches."""
+runs.recent.list, logs.tail, config.get; the unsupported one (config.set) is not
+advertised and answers NOT_IMPLEMENTED (goal.* are lemon_memory's registered methods); what
+hello-ok advertises is exactly what dispatches."""
 
 from __future__ import annotations
 

@@ -60,17 +60,18 @@ async def test_a_registered_method_is_served_advertised_and_scoped(
 async def test_an_app_may_answer_an_unsupported_method_but_never_shadow_the_planes(
     daemon: ControlPlane, client: Client
 ) -> None:
-    async def goal(call: WireCall) -> dict[str, Any]:
-        return {"goal": None, "sessionKey": call.params.get("sessionKey")}
+    async def config_set(call: WireCall) -> dict[str, Any]:
+        return {"set": None, "sessionKey": call.params.get("sessionKey")}
 
     async def health(call: WireCall) -> str:
         return "shadowed"
 
-    daemon.wire_methods.register("goal.status", goal, scope="read", owner="test")
+    # config.set is one the plane answers NOT_IMPLEMENTED (goal.* are lemon_memory's now)
+    daemon.wire_methods.register("config.set", config_set, scope="read", owner="test")
     daemon.wire_methods.register("health", health, scope=None, owner="test")
     async with client() as c:
-        assert await c.call("goal.status", {"sessionKey": "s"}) == {
-            "goal": None,
+        assert await c.call("config.set", {"sessionKey": "s"}) == {
+            "set": None,
             "sessionKey": "s",
         }
         assert await c.call("health") != "shadowed"

@@ -44,6 +44,7 @@ from lemon_core.sessions import (
     TranscriptReader,
 )
 from lemon_core.store import ApprovalGrantStore
+from lemon_memory import GOAL_STORE, MEMORY_STORE
 from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["CodingAgentRuntime", "coding_agent_app"]
@@ -92,6 +93,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         transcript_mirror=mirror,
         mcp=lambda: capabilities.get(MCP_HUB),  # lemon_mcp's hub, when it booted
         subagents=subagents,
+        memory=lambda: capabilities.get(MEMORY_STORE),  # looked up per run
+        goals=lambda: capabilities.get(GOAL_STORE),
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)

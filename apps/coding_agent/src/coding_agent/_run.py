@@ -68,7 +68,7 @@ from lemon_ai import (
     UserMessage,
 )
 from lemon_core import ExecApprovals
-from lemon_core.config import Config
+from lemon_core.config import Config, read_secrets
 from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
 from lemon_core.execution import (
     ActionKind,
@@ -79,7 +79,8 @@ from lemon_core.execution import (
     ToolPolicy,
 )
 from lemon_core.mcp import McpHub
-from lemon_skills import SkillCatalog, SkillsError, SkillSummary, read_skill_tool
+from lemon_memory import GoalStore, MemoryContext, MemoryStore
+from lemon_skills import SkillCatalog, SkillsError, SkillSummary, memory_tools, read_skill_tool
 
 __all__ = ["CodingRun", "RunSettings"]
 
@@ -124,6 +125,12 @@ class RunSettings:
     """The runtime's MCP hub (none: the run has no MCP tools)."""
     subagents: Subagents | None = None
     """Delegation (the ``task`` tool), when the daemon offers it."""
+    memory: MemoryStore | None = None
+    """The runtime's memory store (lemon_memory's MEMORY_STORE): the run gets remember,
+    recall and forget over its own scopes; ``None``: no memory tools."""
+    goals: GoalStore | None = None
+    """The runtime's goals: an active goal of the run's session goes into its system prompt,
+    fenced as data; a paused or cleared one does not."""
 
 
 class CodingRun:
@@ -234,7 +241,8 @@ class CodingRun:
         if mcp_note:
             self._note("mcp_unavailable", f"MCP servers not available: {mcp_note}")
         self.gate = self._gate(workspace)
-        self.tools = self._tool_registry(workspace, self.gate, extra)
+        known = await asyncio.to_thread(_known_secrets, s.home, s.environ)
+        self.tools = self._tool_registry(workspace, self.gate, extra, known)
         skills = await asyncio.to_thread(_usable_skills, s.skills)
         system_prompt = await asyncio.to_thread(
             build_system_prompt,
@@ -244,6 +252,10 @@ class CodingRun:
             limits=s.prompt_limits,
             skills=skills,
         )
+        if s.goals is not None:
+            block = await s.goals.prompt_block(self._job.session_key)
+            if block is not None:
+                system_prompt = f"{system_prompt}\n\n{block}"
         self._compactor = Compactor(
             model=self._model,
             provider=self._provider,
@@ -316,12 +328,23 @@ class CodingRun:
         )
 
     def _tool_registry(
-        self, workspace: Workspace, gate: GateContext, extra: list[Tool] | None = None
+        self,
+        workspace: Workspace,
+        gate: GateContext,
+        extra: list[Tool] | None = None,
+        known_secrets: tuple[str, ...] = (),
     ) -> ToolRegistry:
-        """This run's tools (its workspace, its todo list, the skills, then ``extra``: the MCP
-        servers'), each checked against this run's gate before it runs."""
+        """This run's tools (its workspace, its todo list, the skills, memory over this run's
+        scopes, then ``extra``: the MCP servers'), each checked against this run's gate before
+        it runs."""
         todos = TodoList(self._settings.limits.max_todos)
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
+        store = self._settings.memory
+        if store is not None:
+            context = MemoryContext.for_run(
+                agent_id=self._agent_id, session_key=self._job.session_key, cwd=str(workspace.cwd)
+            )
+            tools += memory_tools(store, context, known_secrets=lambda: known_secrets)
         tools += extra or []
         subagents = self._settings.subagents
         if subagents is not None and subagents.offers_task(self._depth()):
@@ -555,6 +578,16 @@ def _retried_prompt(history: list[Message], job: ExecutionJob) -> list[Message] 
     if messages and isinstance(messages[-1], UserMessage) and messages[-1].content == job.prompt:
         return messages
     return None
+
+
+def _known_secrets(home: Path, environ: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The secret values memory must never store: secrets.env's values and the environment's
+    API keys and tokens (8 characters or more)."""
+    values = list(read_secrets(home).values())
+    for name, value in (environ or {}).items():
+        if name.endswith(("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")):
+            values.append(value)
+    return tuple(dict.fromkeys(v for v in values if len(v) >= 8))
 
 
 def _usable_skills(catalog: SkillCatalog) -> list[SkillSummary]:

@@ -90,6 +90,7 @@ from lemon_core.execution import (
 )
 from lemon_core.home import Home
 from lemon_core.mcp import McpHub
+from lemon_memory import GoalStore, MemoryStore
 from lemon_skills import SkillCatalog, SkillsSettings
 
 __all__ = [
@@ -317,6 +318,8 @@ class CodingExecutor:
         transcript_mirror: TranscriptMirror | None = None,
         mcp: Callable[[], McpHub | None] | None = None,
         subagents: Subagents | None = None,
+        memory: Callable[[], MemoryStore | None] | None = None,
+        goals: Callable[[], GoalStore | None] | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
@@ -324,6 +327,8 @@ class CodingExecutor:
         self._transcript_mirror = transcript_mirror
         self._mcp = mcp  # the runtime's MCP hub, looked up per run
         self.subagents = subagents
+        self._memory = memory
+        self._goals = goals
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -687,6 +692,8 @@ class CodingExecution:
                 skills=ex.skills(),
                 mcp=ex._mcp() if ex._mcp is not None else None,
                 subagents=ex.subagents,
+                memory=None if ex._memory is None else ex._memory(),
+                goals=None if ex._goals is None else ex._goals(),
             ),
             counts=ex._counts,
             sink=sink,

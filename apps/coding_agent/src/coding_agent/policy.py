@@ -63,7 +63,9 @@ __all__ = [
     "shell_action",
 ]
 
-DEFAULT_TOOL_POLICY: Final = ToolPolicy(require_approval=frozenset({"write", "edit", "bash"}))
+DEFAULT_TOOL_POLICY: Final = ToolPolicy(
+    require_approval=frozenset({"write", "edit", "bash", "remember", "forget"})
+)
 """read, ls, find, grep (inside the workspace), todo run; write, edit and bash need an approval."""
 
 READ_ONLY_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})

@@ -47,11 +47,6 @@ _LEVELS: Final = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 4
 #: Methods of the reference the daemon has no feature for: not advertised; a call is answered
 #: ``NOT_IMPLEMENTED`` with this reason.
 UNSUPPORTED: Final = {
-    "goal.set": "goals are not supported by this daemon yet",
-    "goal.status": "goals are not supported by this daemon yet",
-    "goal.pause": "goals are not supported by this daemon yet",
-    "goal.resume": "goals are not supported by this daemon yet",
-    "goal.clear": "goals are not supported by this daemon yet",
     "config.set": "the configuration is changed in config.toml (`lemon config`), not over the wire",
 }
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         read_manifest,
         valid_skill_name,
     )
+    from lemon_skills.memory_tools import MEMORY_TOOLS, format_recall, memory_tools
     from lemon_skills.settings import (
         DEFAULT_GITHUB_URL,
         DEFAULT_HERMES_URL,
@@ -136,6 +137,9 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "discover_well_known": ("lemon_skills.sources", "discover_well_known"),
     "SourceKind": ("lemon_skills.taxonomy", "SourceKind"),
     "TrustLevel": ("lemon_skills.taxonomy", "TrustLevel"),
+    "MEMORY_TOOLS": ("lemon_skills.memory_tools", "MEMORY_TOOLS"),
+    "format_recall": ("lemon_skills.memory_tools", "format_recall"),
+    "memory_tools": ("lemon_skills.memory_tools", "memory_tools"),
     "READ_SKILL": ("lemon_skills.tool", "READ_SKILL"),
     "read_skill_tool": ("lemon_skills.tool", "read_skill_tool"),
     "Decision": ("lemon_skills.trust", "Decision"),
@@ -152,6 +156,7 @@ __all__ = [
     "DEFAULT_WELL_KNOWN",
     "IDENTIFIER_FORMS",
     "MANIFEST_FILE",
+    "MEMORY_TOOLS",
     "READ_SKILL",
     "RULES",
     "ApprovalRequired",
@@ -199,6 +204,8 @@ __all__ = [
     "bundle_hash",
     "copy_bundle",
     "discover_well_known",
+    "format_recall",
+    "memory_tools",
     "parse_manifest",
     "prompt_safe",
     "read_manifest",

@@ -1,0 +1,152 @@
+"""lemon_memory's ``lemon.apps`` hook: the memory store on a booted runtime.
+
+Profiles ``daemon``, ``execution-only`` and ``full`` (before ``coding_agent``, whose runs
+find the store through :data:`~lemon_memory.MEMORY_STORE`). ``[memory] enabled`` off: nothing
+is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened (a corrupt file is logged, the
+capability is not registered, recall is unavailable and chat still works), registered as
+``MEMORY_STORE``, and swept of expired documents every ``sweep_interval_s`` (one bounded
+batch per pass, off the event loop). The goal store (:mod:`lemon_memory.goals`, on the runtime's
+Store and bus) and the ``goal.*`` / ``memory.*`` wire methods are registered on
+``WIRE_METHODS`` either way. Leaving the lifespan unregisters them, stops the sweep, unregisters and
+closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final
+
+from lemon_core.config import read_secrets
+from lemon_core.home import Home
+from lemon_core.store import RunStore
+from lemon_core.wire_methods import WIRE_METHODS, WireMethods
+from lemon_memory._section import SECTIONS, MemoryConfig
+from lemon_memory._sqlite import SqliteMemoryStore
+from lemon_memory._wire import registered
+from lemon_memory.errors import MemoryStoreError
+from lemon_memory.goals import GOAL_STORE, GoalStore
+from lemon_memory.ingest import RunIngester
+from lemon_memory.store import MEMORY_STORE, MemoryStore
+from lemon_runtime import AppSpec, Runtime
+
+__all__ = ["MemoryApp", "lemon_memory_app", "memory_path"]
+
+log = logging.getLogger("lemon_memory")
+
+
+@dataclass(slots=True)
+class MemoryApp:
+    """The app's handle: the open store (``None`` when disabled or unavailable) and, when
+    unavailable, why."""
+
+    goals: GoalStore
+    store: MemoryStore | None = None
+    unavailable: str | None = None
+    ingester: RunIngester | None = None
+
+
+def memory_path(home: Home) -> str:
+    return str(home.store_dir / "memory.sqlite3")
+
+
+def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
+    """The configured SQLite memory store of ``home`` (raises ``MemoryUnavailableError``)."""
+    return SqliteMemoryStore(
+        home.store_dir / "memory.sqlite3",
+        max_docs_per_scope=config.max_docs_per_scope,
+        max_bytes_per_scope=config.max_bytes_per_scope,
+        max_docs=config.max_docs,
+        max_bytes=config.max_bytes,
+        sweep_batch=config.sweep_batch,
+    )
+
+
+async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await store.sweep()
+        except MemoryStoreError as exc:
+            log.warning("memory sweep failed: %s", exc)
+
+
+async def _ingest_forever(ingester: RunIngester, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await ingester.poll_once()
+        except Exception as exc:  # a store failure is logged; the next poll tries again
+            log.warning("run-summary ingest failed: %s", exc)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(runtime: Runtime) -> AsyncIterator[MemoryApp]:
+    config = runtime.section(MemoryConfig)
+    goals = GoalStore(runtime.store, runtime.bus)
+    capabilities = runtime.context.capabilities
+    methods = capabilities.require(WIRE_METHODS)
+    capabilities.register(GOAL_STORE, goals)
+    try:
+        async with _with_memory(runtime, config, goals, methods) as app:
+            yield app
+    finally:
+        capabilities.unregister(GOAL_STORE, goals)
+
+
+@contextlib.asynccontextmanager
+async def _with_memory(
+    runtime: Runtime, config: MemoryConfig, goals: GoalStore, methods: WireMethods
+) -> AsyncIterator[MemoryApp]:
+    capabilities = runtime.context.capabilities
+    if not config.enabled:
+        with registered(methods, goals, None):
+            yield MemoryApp(goals=goals)
+        return
+    try:
+        store = await asyncio.to_thread(open_store, config, Home(root=runtime.home))
+    except MemoryStoreError as exc:
+        log.error("memory unavailable: %s", exc)
+        with registered(methods, goals, None):
+            yield MemoryApp(goals=goals, unavailable=str(exc))
+        return
+    capabilities.register(MEMORY_STORE, store)
+    home = runtime.home
+    secrets = await asyncio.to_thread(lambda: tuple(read_secrets(home).values()))
+    ingester = (
+        RunIngester(
+            store,
+            RunStore(runtime.store),
+            days=config.run_summary_days,
+            known_secrets=lambda: secrets,
+        )
+        if config.ingest_runs
+        else None
+    )
+    tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
+    if ingester is not None:
+        tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
+    try:
+        with registered(methods, goals, store):
+            yield MemoryApp(goals=goals, store=store, ingester=ingester)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        capabilities.unregister(MEMORY_STORE, store)
+        await store.close()
+
+
+lemon_memory_app: Final = AppSpec(
+    name="lemon_memory",
+    lifespan=_lifespan,
+    before=("coding_agent",),
+    profiles=frozenset({"daemon", "execution-only", "full"}),
+    description="durable scoped memory (MEMORY_STORE) and its retention sweep",
+    sections=SECTIONS,
+)

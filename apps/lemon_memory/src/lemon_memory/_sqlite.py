@@ -1,0 +1,477 @@
+"""The SQLite backend: ``$LEMON_HOME/store/memory.sqlite3`` (WAL), its own file.
+
+``memory_documents`` holds the documents; ``memory_fts`` is an FTS5 external-content index
+over title, tags and body (``porter unicode61 remove_diacritics 2``), kept by triggers in the
+same transaction as the row, so a forget or an eviction never leaves an FTS row behind.
+``memory_scopes`` and ``memory_totals`` (also trigger-kept) give each scope's and the
+store's count and bytes without a scan. A recall's scope rule is part of its SQL ``WHERE``
+clause: a row of another agent or another session is never read, so never returned.
+
+One connection, used from worker threads under a lock (every public method is a coroutine
+that runs its SQL off the event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from lemon_memory.documents import (
+    SCOPE_WEIGHTS,
+    MemoryContext,
+    MemoryDocument,
+    MemoryStatistics,
+    RecallHit,
+    RecallResult,
+)
+from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
+from lemon_memory.query import fts5_query
+from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
+
+__all__ = ["SqliteMemoryStore"]
+
+T = TypeVar("T")
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS memory_documents (
+    id INTEGER PRIMARY KEY,
+    doc_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    scope_key TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    last_recalled_at_ms INTEGER,
+    expires_at_ms INTEGER,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    supersedes TEXT NOT NULL DEFAULT '',
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS memory_documents_hash
+    ON memory_documents (agent_id, scope, scope_key, content_hash);
+CREATE INDEX IF NOT EXISTS memory_documents_scope
+    ON memory_documents (agent_id, scope, scope_key, pinned, kind, updated_at_ms);
+CREATE INDEX IF NOT EXISTS memory_documents_expiry
+    ON memory_documents (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    title, tags, body, content='memory_documents', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS memory_scopes (
+    agent_id TEXT NOT NULL, scope TEXT NOT NULL, scope_key TEXT NOT NULL,
+    docs INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, scope, scope_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_totals (
+    one INTEGER PRIMARY KEY CHECK (one = 1), docs INTEGER NOT NULL, bytes INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO memory_totals VALUES (1, 0, 0);
+CREATE TABLE IF NOT EXISTS memory_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS memory_documents_ai AFTER INSERT ON memory_documents BEGIN
+    INSERT INTO memory_fts (rowid, title, tags, body)
+        VALUES (new.id, new.title, new.tags, new.body);
+    INSERT INTO memory_scopes VALUES (new.agent_id, new.scope, new.scope_key, 1, new.size)
+        ON CONFLICT DO UPDATE SET docs = docs + 1, bytes = bytes + excluded.bytes;
+    UPDATE memory_totals SET docs = docs + 1, bytes = bytes + new.size;
+END;
+CREATE TRIGGER IF NOT EXISTS memory_documents_ad AFTER DELETE ON memory_documents BEGIN
+    INSERT INTO memory_fts (memory_fts, rowid, title, tags, body)
+        VALUES ('delete', old.id, old.title, old.tags, old.body);
+    UPDATE memory_scopes SET docs = docs - 1, bytes = bytes - old.size
+        WHERE agent_id = old.agent_id AND scope = old.scope AND scope_key = old.scope_key;
+    UPDATE memory_totals SET docs = docs - 1, bytes = bytes - old.size;
+END;
+"""
+_COLUMNS: Final = (
+    "doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created_at_ms, "
+    "updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash"
+)
+_CANDIDATES: Final = 40
+_PIN_BOOST: Final = 1.25
+_BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _document(row: tuple[Any, ...]) -> MemoryDocument:
+    (doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created, updated,
+     recalled, expires, pinned, supersedes, content_hash) = row  # fmt: skip
+    return MemoryDocument(
+        doc_id=doc_id,
+        kind=kind,
+        scope=scope,
+        scope_key=scope_key,
+        agent_id=agent_id,
+        title=title,
+        body=body,
+        tags=tuple(tags.split()) if tags else (),
+        source=source,
+        created_at_ms=created,
+        updated_at_ms=updated,
+        last_recalled_at_ms=recalled,
+        expires_at_ms=expires,
+        pinned=bool(pinned),
+        supersedes=tuple(supersedes.split()) if supersedes else (),
+        content_hash=content_hash,
+    )
+
+
+def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
+    """The SQL condition (on alias ``d``) confining a read to the context's scopes."""
+    keys = ctx.narrow(scope)
+    ors = " OR ".join("(d.scope = ? AND d.scope_key = ?)" for _ in keys)
+    params: list[Any] = [ctx.agent_id]
+    for name, key in keys.items():
+        params += [name, key]
+    return f"d.agent_id = ? AND ({ors})", params
+
+
+class SqliteMemoryStore:
+    """The default :class:`~lemon_memory.MemoryStore` (see the module docstring)."""
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_docs_per_scope: int = 500,
+        max_bytes_per_scope: int = 2 * 1024 * 1024,
+        max_docs: int = 50_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        sweep_batch: int = 1000,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.path = path
+        self._limits = (max_docs_per_scope, max_bytes_per_scope, max_docs, max_bytes)
+        self._sweep_batch = sweep_batch
+        self._clock = clock
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("PRAGMA quick_check(1)").fetchone()
+        except (sqlite3.Error, OSError) as exc:
+            raise MemoryUnavailableError(
+                f"the memory store {path} cannot be opened ({exc}); move it aside to start "
+                "afresh (recall is unavailable until then; chat still works)"
+            ) from None
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.to_thread(self._locked, fn)
+
+    def _locked(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            try:
+                return fn()
+            except sqlite3.Error as exc:
+                raise MemoryUnavailableError(f"the memory store failed: {exc}") from exc
+
+    def _bump(self, name: str, by: int = 1) -> None:
+        self._db.execute(
+            "INSERT INTO memory_counters VALUES (?, ?) "
+            "ON CONFLICT DO UPDATE SET value = value + excluded.value",
+            (name, by),
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def put(self, write: Write) -> MemoryDocument:
+        return await self._run(lambda: self._put(write))
+
+    def put_sync(self, write: Write) -> MemoryDocument:
+        """:meth:`put` in the calling thread (benchmarks)."""
+        return self._locked(lambda: self._put(write))
+
+    def _put(self, w: Write) -> MemoryDocument:
+        db = self._db
+        now = self._clock()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
+                "AND scope_key = ? AND content_hash = ?",
+                (w.agent_id, w.scope, w.scope_key, w.content_hash),
+            ).fetchone()
+            if row is not None:
+                db.execute(
+                    "UPDATE memory_documents SET updated_at_ms = ?, pinned = max(pinned, ?), "
+                    "expires_at_ms = ? WHERE doc_id = ?",
+                    (now, int(w.pinned), w.expires_at_ms, row[0]),
+                )
+                self._bump("deduplicated")
+                db.execute("COMMIT")
+                old = _document(row)
+                return msgspec.structs.replace(
+                    old,
+                    updated_at_ms=now,
+                    pinned=old.pinned or w.pinned,
+                    expires_at_ms=w.expires_at_ms,
+                )
+            self._make_room(w, now)
+            doc_id = new_doc_id()
+            db.execute(
+                "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, "
+                "body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned, "
+                "content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
+                 " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
+                 w.content_hash, w.size),
+            )  # fmt: skip
+            if w.redactions:
+                self._bump("redactions", w.redactions)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return MemoryDocument(
+            doc_id=doc_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
+            agent_id=w.agent_id, title=w.title, body=w.body, tags=w.tags, source=w.source,
+            created_at_ms=now, updated_at_ms=now, expires_at_ms=w.expires_at_ms,
+            pinned=w.pinned, content_hash=w.content_hash,
+        )  # fmt: skip
+
+    def _make_room(self, w: Write, now: int) -> None:
+        """Evict until ``w`` fits its scope's and the store's budgets: expired documents,
+        then unpinned run summaries oldest first, then unpinned explicit memories least
+        recently recalled; :class:`ScopeFullError` when only pinned ones are left."""
+        max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
+        db = self._db
+        scope_where = "agent_id = ? AND scope = ? AND scope_key = ?"
+        scope_params = (w.agent_id, w.scope, w.scope_key)
+        for where, params, limits, what in (
+            (scope_where, scope_params, (max_scope_docs, max_scope_bytes), "this scope"),
+            ("1 = 1", (), (max_docs, max_bytes), "the memory store"),
+        ):
+            while True:
+                if where == "1 = 1":
+                    docs, size = db.execute("SELECT docs, bytes FROM memory_totals").fetchone()
+                else:
+                    found = db.execute(
+                        f"SELECT docs, bytes FROM memory_scopes WHERE {scope_where}", scope_params
+                    ).fetchone()
+                    docs, size = found if found is not None else (0, 0)
+                if docs + 1 <= limits[0] and size + w.size <= limits[1]:
+                    break
+                if not self._evict_one(where, params, now):
+                    self._bump("refused_full")
+                    db.execute("COMMIT")  # keep the counter; nothing else was written
+                    db.execute("BEGIN IMMEDIATE")
+                    raise ScopeFullError(
+                        f"{what} is full ({docs} documents, {size} bytes) and every document "
+                        "in it is pinned: forget or unpin one (lemon memory list / forget) "
+                        "before remembering more"
+                    )
+
+    def _evict_one(self, where: str, params: tuple[Any, ...], now: int) -> bool:
+        db = self._db
+        for reason, sql, extra in (
+            ("expired", f"{where} AND expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT 1",
+             (now,)),
+            ("run_summary", f"{where} AND pinned = 0 AND kind = 'run_summary' "
+             "ORDER BY updated_at_ms LIMIT 1", ()),
+            ("explicit", f"{where} AND pinned = 0 "
+             "ORDER BY coalesce(last_recalled_at_ms, updated_at_ms) LIMIT 1", ()),
+        ):  # fmt: skip
+            row = db.execute(f"SELECT id FROM memory_documents WHERE {sql}", (*params, *extra))
+            found = row.fetchone()
+            if found is not None:
+                db.execute("DELETE FROM memory_documents WHERE id = ?", (found[0],))
+                self._bump(f"evicted_{reason}")
+                return True
+        return False
+
+    async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
+        def go() -> None:
+            where, params = _visible(ctx, None)
+            cur = self._db.execute(
+                f"DELETE FROM memory_documents AS d WHERE d.doc_id = ? AND {where}",
+                (doc_id, *params),
+            )
+            if cur.rowcount == 0:
+                raise ScopeError(
+                    f"no document {doc_id!r} in the scopes this run can see (session, "
+                    "project, agent, user of this run): recall first to find its id"
+                )
+
+        await self._run(go)
+
+    async def forget_any(self, doc_id: str) -> bool:
+        def go() -> bool:
+            cur = self._db.execute("DELETE FROM memory_documents WHERE doc_id = ?", (doc_id,))
+            return cur.rowcount > 0
+
+        return await self._run(go)
+
+    async def sweep(self, now_ms: int | None = None) -> int:
+        def go() -> int:
+            now = self._clock() if now_ms is None else now_ms
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            cur = db.execute(
+                "DELETE FROM memory_documents WHERE id IN (SELECT id FROM memory_documents "
+                "WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT ?)",
+                (now, self._sweep_batch),
+            )
+            if cur.rowcount:
+                self._bump("swept", cur.rowcount)
+            db.execute("COMMIT")
+            return cur.rowcount
+
+        return await self._run(go)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def recall(
+        self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
+    ) -> RecallResult:
+        where, params = _visible(ctx, scope)  # ScopeError here, before any SQL
+        return await self._run(lambda: self._search(query, where, params, limit, touch=True))
+
+    def recall_sync(
+        self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
+    ) -> RecallResult:
+        """:meth:`recall` in the calling thread (benchmarks)."""
+        where, params = _visible(ctx, scope)
+        return self._locked(lambda: self._search(query, where, params, limit, touch=True))
+
+    async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
+        return await self._run(lambda: self._search(query, "1 = 1", [], limit, touch=False))
+
+    def _search(
+        self, query: str, where: str, params: list[Any], limit: int, *, touch: bool
+    ) -> RecallResult:
+        match = fts5_query(query)
+        if match is None:
+            return RecallResult(empty_query=True)
+        limit = max(1, min(limit, MAX_RECALL))
+        now = self._clock()
+        cols = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
+        rows = self._db.execute(
+            f"SELECT {cols}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
+            f"ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? AND {where} "
+            "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
+            f"ORDER BY {_BM25} LIMIT ?",
+            (match, *params, now, max(_CANDIDATES, limit * 4)),
+        ).fetchall()
+        hits: list[RecallHit] = []
+        for row in rows:
+            doc = _document(row[:-1])
+            lexical = -float(row[-1])
+            weight = SCOPE_WEIGHTS[doc.scope]
+            fade = decay(now - doc.updated_at_ms)
+            score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
+            hits.append(
+                RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
+                          decay=fade)
+            )  # fmt: skip
+        hits.sort(key=lambda h: -h.score)
+        chosen = tuple(hits[:limit])
+        if touch and chosen:
+            self._db.executemany(
+                "UPDATE memory_documents SET last_recalled_at_ms = ? WHERE doc_id = ?",
+                [(now, h.document.doc_id) for h in chosen],
+            )
+        return RecallResult(hits=chosen)
+
+    async def get(self, doc_id: str) -> MemoryDocument | None:
+        def go() -> MemoryDocument | None:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE doc_id = ?", (doc_id,)
+            ).fetchone()
+            return None if row is None else _document(row)
+
+        return await self._run(go)
+
+    async def list_documents(
+        self, *, agent_id: str | None = None, scope: str | None = None, limit: int = 100
+    ) -> list[MemoryDocument]:
+        def go() -> list[MemoryDocument]:
+            conds, params = ["1 = 1"], []
+            if agent_id is not None:
+                conds.append("agent_id = ?")
+                params.append(agent_id)
+            if scope is not None:
+                conds.append("scope = ?")
+                params.append(scope)
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE {' AND '.join(conds)} "
+                "ORDER BY updated_at_ms DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+            return [_document(r) for r in rows]
+
+        return await self._run(go)
+
+    async def statistics(self) -> MemoryStatistics:
+        def go() -> MemoryStatistics:
+            db = self._db
+            docs, size = db.execute("SELECT docs, bytes FROM memory_totals").fetchone()
+            per_scope = dict(
+                db.execute("SELECT scope, sum(docs) FROM memory_scopes GROUP BY scope").fetchall()
+            )
+            counters = dict(db.execute("SELECT name, value FROM memory_counters").fetchall())
+            return _statistics(self.backend, docs, size, per_scope, counters, self._limits)
+
+        return await self._run(go)
+
+    def raw_fts_count(self) -> int:
+        """The FTS index's row count as FTS5 itself sees it (tests: no orphan rows)."""
+        with self._lock:
+            row = self._db.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+            return int(row[0])
+
+    async def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _statistics(
+    backend: str,
+    docs: int,
+    size: int,
+    per_scope: dict[str, int],
+    counters: dict[str, int],
+    limits: tuple[int, int, int, int],
+) -> MemoryStatistics:
+    return MemoryStatistics(
+        backend=backend,
+        documents=docs,
+        bytes=size,
+        per_scope={k: int(v) for k, v in per_scope.items() if v},
+        evictions={
+            k: counters.get(f"evicted_{k}", 0) for k in ("expired", "run_summary", "explicit")
+        },
+        refused={"full": counters.get("refused_full", 0)},
+        redactions=counters.get("redactions", 0),
+        swept=counters.get("swept", 0),
+        deduplicated=counters.get("deduplicated", 0),
+        max_docs=limits[2],
+        max_bytes=limits[3],
+    )
+
+
+def known_from(values: Iterable[str]) -> tuple[str, ...]:
+    """The known secret values worth matching (8 characters or more), deduplicated."""
+    return tuple(dict.fromkeys(v for v in values if len(v) >= 8))
