@@ -1,5 +1,5 @@
 """Lemon's backends: the SQLite, PostgreSQL and in-memory stores, the loopback and Redis
-bus backends, the lease implementations and the idempotency stores.
+bus backends, the lease and fire-ledger implementations and the idempotency stores.
 
 One private module per backend behind this one ``__all__``. The PostgreSQL and Redis
 names are imported on first use, so a runtime on the defaults (SQLite, in-process bus)
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from lemon_infra._bus_backends import BACKENDS, create_backend
 from lemon_infra._default_store import default_store_path, open_default_store
 from lemon_infra._loopback_bus import LoopbackBackend, decode_frame, encode_frame
+from lemon_infra._memory_fire_ledger import MemoryFireLedger
 from lemon_infra._memory_leases import FencedStore, MemoryLeases
 from lemon_infra._memory_store import MemoryStore
 from lemon_infra._shared_idempotency import open_shared_idempotency_store
@@ -24,6 +25,7 @@ from lemon_infra._sqlite_backup import (
     backup_target,
     restore_store,
 )
+from lemon_infra._sqlite_fire_ledger import SQLiteFireLedger
 from lemon_infra._sqlite_idempotency import (
     LEGACY_TABLE,
     SCHEMA_VERSION,
@@ -34,6 +36,7 @@ from lemon_infra._sqlite_integrity import check_store_file, corrupt_store_error,
 from lemon_infra._sqlite_store import SQLiteStore
 
 if TYPE_CHECKING:
+    from lemon_infra._postgres_fire_ledger import PostgresFireLedger
     from lemon_infra._postgres_idempotency import (
         PostgresIdempotencyStore,
         create_postgres_legacy_table,
@@ -46,6 +49,7 @@ _LAZY: Final[dict[str, str]] = {
     "PostgresIdempotencyStore": "lemon_infra._postgres_idempotency",
     "create_postgres_legacy_table": "lemon_infra._postgres_idempotency",
     "MIGRATIONS": "lemon_infra._postgres_store",
+    "PostgresFireLedger": "lemon_infra._postgres_fire_ledger",
     "PostgresLeases": "lemon_infra._postgres_store",
     "PostgresStore": "lemon_infra._postgres_store",
     "drop_schema": "lemon_infra._postgres_store",
@@ -71,13 +75,16 @@ __all__ = [
     "BackupReport",
     "FencedStore",
     "LoopbackBackend",
+    "MemoryFireLedger",
     "MemoryLeases",
     "MemoryStore",
+    "PostgresFireLedger",
     "PostgresIdempotencyStore",
     "PostgresLeases",
     "PostgresStore",
     "RedisBackend",
     "RestoreReport",
+    "SQLiteFireLedger",
     "SQLiteIdempotencyStore",
     "SQLiteStore",
     "StatusCallback",

@@ -97,6 +97,27 @@ MIGRATIONS: Final[tuple[tuple[int, str, tuple[LiteralString, ...]], ...]] = (
             """CREATE SEQUENCE {schema}.lemon_fencing_tokens""",
         ),
     ),
+    (
+        3,
+        "fire ledger: one claim per (job, due time), fenced",
+        (
+            """CREATE TABLE {schema}.lemon_fires (
+                job_id text COLLATE "C" NOT NULL,
+                due_at_ms bigint NOT NULL,
+                owner text NOT NULL,
+                fence bigint NOT NULL,
+                lease_until_ms bigint NOT NULL,
+                status text NOT NULL,
+                done boolean NOT NULL DEFAULT false,
+                run_id text,
+                outcome text,
+                claimed_at_ms bigint NOT NULL,
+                updated_at_ms bigint NOT NULL,
+                PRIMARY KEY (job_id, due_at_ms))""",
+            """CREATE INDEX lemon_fires_open ON {schema}.lemon_fires (lease_until_ms)
+                WHERE NOT done""",
+        ),
+    ),
 )
 
 _MIGRATION_LOCK: Final = "lemon_infra._postgres_store migrations"

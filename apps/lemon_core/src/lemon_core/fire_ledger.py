@@ -1,0 +1,134 @@
+"""The fire ledger: each due time of a scheduled job is claimed once, across every daemon.
+
+A *fire* is one due time of one job, identified by ``(job_id, due_at_ms)`` (the UTC instant
+before jitter). A daemon that wants to run it calls :meth:`FireLedger.claim`: an insert that
+succeeds only when the fire is absent, so of any number of daemons racing for the same due
+time exactly one gets a :class:`Fire` back and becomes its owner; the others get None.
+
+The owner holds a lease on the fire (``owner``, ``lease_until_ms``, ``fence``) and renews it
+while the fire is in flight (:meth:`FireLedger.renew`, every ``lease_ms / 3``). Every later
+write (:meth:`FireLedger.record`: submitted, completed, interrupted, ...) is matched on the
+owner's ``fence``; a write that matches nothing returns None: ownership was lost and the caller
+abandons the fire. When a lease expires without a terminal record (its owner died, was paused
+or partitioned), any daemon may take the fire over (:meth:`FireLedger.take_over_expired`), which
+increments ``fence`` (it only ever grows), so the former owner's late writes are refused. A live
+owner is never displaced; an expired fire nobody took over is still its owner's.
+
+Expiry is judged by the ledger keeper's clock: the PostgreSQL server's clock for the shared
+backend (as :mod:`lemon_core.leases`), an injectable clock for the memory and SQLite ones.
+
+Implementations, in lemon_infra: ``MemoryFireLedger`` (one process), ``SQLiteFireLedger``
+(one file, several processes; ``BEGIN IMMEDIATE`` + ``INSERT OR IGNORE``) and
+``PostgresFireLedger`` (several daemons on one schema; ``INSERT ... ON CONFLICT DO NOTHING
+RETURNING``, takeover scanned with ``FOR UPDATE SKIP LOCKED``). One contract kit
+(``lemon_platform_test.fire_ledger_kit``) runs over all three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Protocol, runtime_checkable
+
+from lemon_core.store.errors import StoreValueError
+
+__all__ = [
+    "IN_FLIGHT_STATUSES",
+    "TERMINAL_STATUSES",
+    "Fire",
+    "FireLedger",
+    "check_fire_key",
+    "check_lease_ms",
+    "check_status",
+]
+
+#: A fire whose status is one of these is in flight: its lease matters, it may be taken over.
+IN_FLIGHT_STATUSES: Final = frozenset({"claimed", "submitted"})
+#: The terminal statuses: a fire recorded with one of these is done (its lease is released and
+#: no later write changes it).
+TERMINAL_STATUSES: Final = frozenset(
+    {"completed", "failed", "interrupted", "timeout", "unknown", "skipped", "aborted"}
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fire:
+    """One due time of one job, as the ledger holds it."""
+
+    job_id: str
+    due_at_ms: int
+    owner: str
+    fence: int
+    lease_until_ms: int
+    status: str
+    run_id: str | None = None
+    outcome: str | None = None
+    claimed_at_ms: int = 0
+    updated_at_ms: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@runtime_checkable
+class FireLedger(Protocol):
+    """Claims of due times with fenced ownership (see the module docstring)."""
+
+    async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
+        """The new fire ``(job_id, due_at_ms)`` owned by ``owner`` (status ``claimed``, fence 1,
+        leased for ``lease_ms``) when no daemon claimed it before; None when one did."""
+        ...
+
+    async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
+        """Extend the lease of ``fire`` to ``lease_ms`` from now; None when ownership was lost
+        (another daemon took it over) or the fire is done."""
+        ...
+
+    async def record(
+        self,
+        fire: Fire,
+        *,
+        status: str,
+        run_id: str | None = None,
+        outcome: str | None = None,
+    ) -> Fire | None:
+        """A fenced write: set ``status`` (and ``run_id`` / ``outcome`` when given) only while
+        ``fire.fence`` still owns it and it is not done. A terminal status releases the lease.
+        None when the write matched nothing (ownership lost, or already done): nothing
+        changed."""
+        ...
+
+    async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
+        """Take over up to ``limit`` in-flight fires whose lease expired: each gets ``owner``,
+        ``fence + 1`` and a new lease. Racing daemons never take the same fire."""
+        ...
+
+    async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
+        """The fire now, or None when it was never claimed."""
+        ...
+
+    async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
+        """The fires of ``job_id``, newest due time first."""
+        ...
+
+
+def check_fire_key(job_id: object, due_at_ms: object) -> tuple[str, int]:
+    if not isinstance(job_id, str) or not job_id or len(job_id) > 512 or "\x00" in job_id:
+        raise StoreValueError(f"invalid fire job_id {job_id!r}: 1-512 characters, no NUL")
+    if not isinstance(due_at_ms, int) or isinstance(due_at_ms, bool) or due_at_ms < 0:
+        raise StoreValueError(f"fire due_at_ms must be a non-negative integer, got {due_at_ms!r}")
+    return job_id, due_at_ms
+
+
+def check_lease_ms(lease_ms: object) -> int:
+    if not isinstance(lease_ms, int) or isinstance(lease_ms, bool) or lease_ms <= 0:
+        raise StoreValueError(f"fire lease_ms must be a positive integer, got {lease_ms!r}")
+    return lease_ms
+
+
+def check_status(status: object) -> str:
+    if status not in IN_FLIGHT_STATUSES | TERMINAL_STATUSES or status == "claimed":
+        allowed = sorted((IN_FLIGHT_STATUSES | TERMINAL_STATUSES) - {"claimed"})
+        raise StoreValueError(f"invalid fire status {status!r}: one of {', '.join(allowed)}")
+    assert isinstance(status, str)
+    return status

@@ -1,0 +1,158 @@
+"""PostgresFireLedger: the fire ledger in the ``lemon_fires`` table of a PostgresStore's schema
+(migration 3), shared by every daemon on that schema.
+
+Each call is one statement, so it is atomic against every other daemon: a claim is
+``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the primary key ``(job_id, due_at_ms)``; a
+renewal and a record are ``UPDATE ... WHERE fence = :mine AND NOT done``; a takeover updates the
+expired rows a ``FOR UPDATE SKIP LOCKED`` scan picked (racing daemons never take the same one),
+incrementing ``fence``. Expiry is judged by the server's clock, as :mod:`lemon_core.leases`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import psycopg
+
+from lemon_core.fire_ledger import (
+    TERMINAL_STATUSES,
+    Fire,
+    check_fire_key,
+    check_lease_ms,
+    check_status,
+)
+from lemon_infra._postgres_store import _NOW_MS, PostgresStore, _check_pg_text, _q
+
+__all__ = ["PostgresFireLedger"]
+
+_COLUMNS: Final = (
+    "job_id, due_at_ms, owner, fence, lease_until_ms, status, run_id, outcome, "
+    "claimed_at_ms, updated_at_ms"
+)
+
+
+def _fire(row: tuple[Any, ...]) -> Fire:
+    return Fire(
+        job_id=str(row[0]),
+        due_at_ms=int(row[1]),
+        owner=str(row[2]),
+        fence=int(row[3]),
+        lease_until_ms=int(row[4]),
+        status=str(row[5]),
+        run_id=row[6],
+        outcome=row[7],
+        claimed_at_ms=int(row[8]),
+        updated_at_ms=int(row[9]),
+    )
+
+
+class PostgresFireLedger:
+    """Fires of a :class:`PostgresStore`'s schema (the store's pool; closing the store ends it)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        schema = store.schema
+        self._claim = _q(
+            "INSERT INTO {schema}.lemon_fires (job_id, due_at_ms, owner, fence, lease_until_ms, "
+            "status, claimed_at_ms, updated_at_ms) VALUES (%s, %s, %s, 1, "
+            + _NOW_MS
+            + " + %s, 'claimed', "
+            + _NOW_MS
+            + ", "
+            + _NOW_MS
+            + ") ON CONFLICT (job_id, due_at_ms) DO NOTHING RETURNING "
+            + _COLUMNS,
+            schema,
+        )
+        self._renew = _q(
+            "UPDATE {schema}.lemon_fires SET lease_until_ms = "
+            + _NOW_MS
+            + " + %s, updated_at_ms = "
+            + _NOW_MS
+            + " WHERE job_id = %s AND due_at_ms = %s AND fence = %s AND NOT done RETURNING "
+            + _COLUMNS,
+            schema,
+        )
+        self._record = _q(
+            "UPDATE {schema}.lemon_fires SET status = %s, done = %s, "
+            "run_id = COALESCE(%s, run_id), outcome = COALESCE(%s, outcome), "
+            "lease_until_ms = CASE WHEN %s THEN 0 ELSE lease_until_ms END, updated_at_ms = "
+            + _NOW_MS
+            + " WHERE job_id = %s AND due_at_ms = %s AND fence = %s AND NOT done RETURNING "
+            + _COLUMNS,
+            schema,
+        )
+        self._take_over = _q(
+            "UPDATE {schema}.lemon_fires AS f SET owner = %s, fence = f.fence + 1, "
+            "lease_until_ms = "
+            + _NOW_MS
+            + " + %s, updated_at_ms = "
+            + _NOW_MS
+            + " FROM (SELECT job_id, due_at_ms FROM {schema}.lemon_fires WHERE NOT done AND "
+            "lease_until_ms <= "
+            + _NOW_MS
+            + " ORDER BY lease_until_ms, job_id, due_at_ms LIMIT %s FOR UPDATE SKIP LOCKED) AS e "
+            "WHERE f.job_id = e.job_id AND f.due_at_ms = e.due_at_ms AND NOT f.done "
+            "AND f.lease_until_ms <= "
+            + _NOW_MS
+            + " RETURNING f.job_id, f.due_at_ms, f.owner, f.fence, f.lease_until_ms, f.status, "
+            "f.run_id, f.outcome, f.claimed_at_ms, f.updated_at_ms",
+            schema,
+        )
+        self._get = _q(
+            "SELECT "
+            + _COLUMNS
+            + " FROM {schema}.lemon_fires WHERE job_id = %s AND due_at_ms = %s",
+            schema,
+        )
+        self._fires = _q(
+            "SELECT "
+            + _COLUMNS
+            + " FROM {schema}.lemon_fires WHERE job_id = %s ORDER BY due_at_ms DESC LIMIT %s",
+            schema,
+        )
+
+    async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(query, params)
+            return list(await cur.fetchall())
+
+        return await self._store.run(op)
+
+    async def _one(self, query: str, params: tuple[Any, ...]) -> Fire | None:
+        rows = await self._rows(query, params)
+        return _fire(rows[0]) if rows else None
+
+    async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
+        check_fire_key(job_id, due_at_ms)
+        _check_pg_text(owner, "fire owner")
+        return await self._one(self._claim, (job_id, due_at_ms, owner, check_lease_ms(lease_ms)))
+
+    async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
+        params = (check_lease_ms(lease_ms), fire.job_id, fire.due_at_ms, fire.fence)
+        return await self._one(self._renew, params)
+
+    async def record(
+        self,
+        fire: Fire,
+        *,
+        status: str,
+        run_id: str | None = None,
+        outcome: str | None = None,
+    ) -> Fire | None:
+        done = check_status(status) in TERMINAL_STATUSES
+        params = (status, done, run_id, outcome, done, fire.job_id, fire.due_at_ms, fire.fence)
+        return await self._one(self._record, params)
+
+    async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
+        _check_pg_text(owner, "fire owner")
+        rows = await self._rows(self._take_over, (owner, check_lease_ms(lease_ms), max(0, limit)))
+        return sorted(
+            (_fire(r) for r in rows), key=lambda f: (f.lease_until_ms, f.job_id, f.due_at_ms)
+        )
+
+    async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
+        return await self._one(self._get, check_fire_key(job_id, due_at_ms))
+
+    async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
+        return [_fire(r) for r in await self._rows(self._fires, (job_id, max(0, limit)))]

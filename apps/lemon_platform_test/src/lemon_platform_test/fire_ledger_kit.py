@@ -1,0 +1,220 @@
+"""The fire ledger contract kit: every FireLedger backend must pass these checks.
+
+Subclass :class:`FireLedgerContract` in a test module (class name ``Test...``) and implement
+:meth:`FireLedgerContract.open_ledger` (a ledger on the shared data of this test: each call is
+"another daemon" on the same SQLite file or PostgreSQL schema; the memory backend returns the
+same instance) and :meth:`FireLedgerContract.expire` (make a fire's lease expired by the
+ledger keeper's clock)::
+
+    class TestPostgresFires(FireLedgerContract):
+        async def open_ledger(self):
+            return PostgresFireLedger(await PostgresStore.open(dsn, schema=self.schema))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+import pytest
+
+from lemon_core.fire_ledger import Fire, FireLedger
+from lemon_core.store.errors import StoreValueError
+
+__all__ = ["FireLedgerContract"]
+
+_DUE: Final = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+_LEASE: Final = 60_000
+
+
+class FireLedgerContract:
+    """Behaviour every fire ledger shares."""
+
+    async def open_ledger(self) -> FireLedger:
+        raise NotImplementedError("implement open_ledger() in the backend's contract test class")
+
+    async def expire(self, fire: Fire) -> None:
+        raise NotImplementedError("implement expire() in the backend's contract test class")
+
+    async def _open(self) -> FireLedger:
+        ledger = await self.open_ledger()
+        assert isinstance(ledger, FireLedger)
+        return ledger
+
+    async def test_a_due_time_is_claimed_once(self) -> None:
+        a, b = await self._open(), await self._open()
+        fire = await a.claim("job-1", _DUE, "daemon-a", lease_ms=_LEASE)
+        assert fire is not None
+        assert (fire.owner, fire.fence, fire.status, fire.done) == ("daemon-a", 1, "claimed", False)
+        assert fire.lease_until_ms > 0
+        assert await b.claim("job-1", _DUE, "daemon-b", lease_ms=_LEASE) is None
+        assert await a.claim("job-1", _DUE, "daemon-a", lease_ms=_LEASE) is None
+        other = await b.claim("job-1", _DUE + 1, "daemon-b", lease_ms=_LEASE)
+        assert other is not None
+        assert other.owner == "daemon-b"
+        seen = await b.get("job-1", _DUE)
+        assert seen is not None
+        assert (seen.owner, seen.fence) == ("daemon-a", 1)
+        assert await b.get("job-1", _DUE + 2) is None
+
+    async def test_racing_claimers_never_both_win(self) -> None:
+        ledgers = [await self._open() for _ in range(6)]
+        gate = asyncio.Event()
+
+        async def contend(i: int, ledger: FireLedger) -> Fire | None:
+            await gate.wait()
+            return await ledger.claim("job-race", _DUE, f"d{i}", lease_ms=_LEASE)
+
+        tasks = [asyncio.create_task(contend(i, x)) for i, x in enumerate(ledgers)]
+        await asyncio.sleep(0)
+        gate.set()
+        won = [f for f in await asyncio.gather(*tasks) if f is not None]
+        assert len(won) == 1
+        stored = await ledgers[0].get("job-race", _DUE)
+        assert stored is not None
+        assert stored.owner == won[0].owner
+
+    async def test_fenced_records_and_the_terminal_status_releases(self) -> None:
+        ledger = await self._open()
+        fire = await ledger.claim("job-1", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        submitted = await ledger.record(fire, status="submitted", run_id="run-1")
+        assert submitted is not None
+        assert (submitted.status, submitted.run_id) == ("submitted", "run-1")
+        done = await ledger.record(submitted, status="completed", outcome="ok")
+        assert done is not None
+        assert (done.status, done.run_id, done.outcome, done.done) == (
+            "completed",
+            "run-1",
+            "ok",
+            True,
+        )
+        assert done.lease_until_ms == 0
+        # A done fire is never written again, nor renewed, nor taken over.
+        assert await ledger.record(done, status="failed") is None
+        assert await ledger.renew(done, lease_ms=_LEASE) is None
+        await self.expire(done)
+        assert await ledger.take_over_expired("b", lease_ms=_LEASE) == []
+        again = await ledger.get("job-1", _DUE)
+        assert again is not None
+        assert again.status == "completed"
+
+    async def test_a_live_owner_renews_and_is_not_taken_over(self) -> None:
+        a, b = await self._open(), await self._open()
+        fire = await a.claim("job-1", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        renewed = await a.renew(fire, lease_ms=2 * _LEASE)
+        assert renewed is not None
+        assert renewed.fence == fire.fence
+        assert renewed.lease_until_ms >= fire.lease_until_ms
+        assert await b.take_over_expired("b", lease_ms=_LEASE) == []
+
+    async def test_takeover_after_expiry_fences_the_former_owner(self) -> None:
+        a, b = await self._open(), await self._open()
+        old = await a.claim("job-1", _DUE, "a", lease_ms=_LEASE)
+        assert old is not None
+        old = await a.record(old, status="submitted", run_id="run-1")
+        assert old is not None
+        await self.expire(old)  # the owner stopped renewing (paused, partitioned, dead)
+        taken = await b.take_over_expired("b", lease_ms=_LEASE)
+        assert [(f.job_id, f.due_at_ms, f.owner, f.fence) for f in taken] == [
+            ("job-1", _DUE, "b", old.fence + 1)
+        ]
+        assert taken[0].run_id == "run-1"  # the successor sees the run to re-submit or await
+        assert taken[0].status == "submitted"
+        # The former owner wakes: its renewal and its writes match nothing.
+        assert await a.renew(old, lease_ms=_LEASE) is None
+        assert await a.record(old, status="completed", outcome="late") is None
+        finished = await b.record(taken[0], status="interrupted", outcome="owner lost")
+        assert finished is not None
+        assert (finished.owner, finished.status, finished.outcome) == (
+            "b",
+            "interrupted",
+            "owner lost",
+        )
+        stored = await a.get("job-1", _DUE)
+        assert stored == finished
+
+    async def test_an_expired_fire_nobody_took_is_still_its_owners(self) -> None:
+        ledger = await self._open()
+        fire = await ledger.claim("job-1", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        await self.expire(fire)
+        assert await ledger.renew(fire, lease_ms=_LEASE) is not None
+        assert await ledger.record(fire, status="completed") is not None
+
+    async def test_a_takeover_races_a_late_renewal(self) -> None:
+        a, b = await self._open(), await self._open()
+        fire = await a.claim("job-1", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        await self.expire(fire)
+        gate = asyncio.Event()
+
+        async def renew() -> Fire | None:
+            await gate.wait()
+            return await a.renew(fire, lease_ms=_LEASE)
+
+        async def take() -> list[Fire]:
+            await gate.wait()
+            return await b.take_over_expired("b", lease_ms=_LEASE)
+
+        tasks = (asyncio.create_task(renew()), asyncio.create_task(take()))
+        await asyncio.sleep(0)
+        gate.set()
+        renewed, taken = await asyncio.gather(*tasks)
+        stored = await a.get("job-1", _DUE)
+        assert stored is not None
+        if taken:
+            # The takeover won: the renewal either came first (and then the takeover must not
+            # have seen an expired lease, impossible here) or was refused.
+            assert stored.owner == "b"
+            assert stored.fence == fire.fence + 1
+            assert renewed is None or renewed.fence == fire.fence
+            assert await a.record(fire, status="completed") is None
+        else:
+            assert renewed is not None
+            assert (stored.owner, stored.fence) == ("a", fire.fence)
+
+    async def test_racing_takeovers_never_take_the_same_fire(self) -> None:
+        first = await self._open()
+        for n in range(8):
+            fire = await first.claim(f"job-{n}", _DUE, "dead", lease_ms=_LEASE)
+            assert fire is not None
+            await self.expire(fire)
+        ledgers = [await self._open() for _ in range(4)]
+        gate = asyncio.Event()
+
+        async def take(i: int, ledger: FireLedger) -> list[Fire]:
+            await gate.wait()
+            return await ledger.take_over_expired(f"d{i}", lease_ms=_LEASE, limit=3)
+
+        tasks = [asyncio.create_task(take(i, x)) for i, x in enumerate(ledgers)]
+        await asyncio.sleep(0)
+        gate.set()
+        taken = [f for batch in await asyncio.gather(*tasks) for f in batch]
+        assert sorted(f.job_id for f in taken) == sorted(f"job-{n}" for n in range(8))
+        assert all(f.fence == 2 for f in taken)
+
+    async def test_fires_are_listed_newest_first(self) -> None:
+        ledger = await self._open()
+        for k in (3, 1, 2):
+            assert await ledger.claim("job-1", _DUE + k, "a", lease_ms=_LEASE) is not None
+        assert await ledger.claim("job-2", _DUE, "a", lease_ms=_LEASE) is not None
+        listed = await ledger.fires("job-1", limit=2)
+        assert [f.due_at_ms for f in listed] == [_DUE + 3, _DUE + 2]
+
+    async def test_bad_input_is_refused_with_what_to_fix(self) -> None:
+        ledger = await self._open()
+        with pytest.raises(StoreValueError, match="job_id"):
+            await ledger.claim("", _DUE, "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="due_at_ms"):
+            await ledger.claim("job", -1, "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="lease_ms"):
+            await ledger.claim("job", _DUE, "a", lease_ms=0)
+        fire = await ledger.claim("job", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        with pytest.raises(StoreValueError, match="status"):
+            await ledger.record(fire, status="bogus")
+        stored = await ledger.get("job", _DUE)
+        assert stored is not None
+        assert stored.status == "claimed"
