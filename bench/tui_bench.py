@@ -29,6 +29,13 @@ headless at 80x24 (Textual's ``run_test``) and reports, from the moment it was s
   page that works for 5 ms still reads 40 ms there. The CPU figure is also what the load of
   the other jobs on this machine changes least.
 
+- ``frame``: the same pages, the time from the scroll call to the first frame handed to the
+  driver (``App._display``, wrapped) that shows what the transcript shows once idle (the
+  widgets in view and their places on the screen; a later frame that moves the offset and
+  the spacers together changes only the scroll bar): the wait a person sees, without
+  Pilot's idle slices. The editor's cursor blink is off meanwhile (a blink is a frame that is
+  not the page's); ``frames_per_page``: the most frames one page wrote until idle.
+
 ``python -c pass`` is spawned and timed the same way in each run: the interpreter's own
 start-up. Measured as a person runs it: ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run
 first (the bytecode cache written, as after the first start on any machine). Goals (issue 13):
