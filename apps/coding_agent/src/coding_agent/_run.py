@@ -33,7 +33,7 @@ from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
 from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
-from coding_agent.tools.task import task_tool
+from coding_agent.tools.task import agent_tool, task_tool
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
     Agent,
@@ -300,7 +300,8 @@ class CodingRun:
         tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
         subagents = self._settings.subagents
         if subagents is not None and subagents.offers_task(self._depth()):
-            tools.append(task_tool(subagents, self._parent_run()))
+            parent = self._parent_run()
+            tools += [task_tool(subagents, parent), agent_tool(subagents, parent)]
         return gate_tools(ToolRegistry(tools), gate)
 
     def _depth(self) -> int:

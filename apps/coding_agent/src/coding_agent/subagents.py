@@ -365,6 +365,22 @@ class Subagents:
         await self._request_stop(live, "cancelled", "cancelled by the parent")
         return await live.done
 
+    async def followup(self, parent: ParentRun, task_id: str, text: str) -> str:
+        """Send ``text`` to a still-running child (offered to its running answer through the
+        session port's steer); returns what became of it, in words."""
+        node = await self.get(parent, task_id)
+        if node.terminal:
+            raise ToolError(f"task {task_id} already ended ({node.status}); start a new one")
+        if not text.strip():
+            raise ToolError("agent action=followup needs a non-empty 'message'")
+        port = self._port()
+        if port is None:
+            raise ToolError("delegation is unavailable (no session port in this daemon)")
+        result = await port.steer(node.session_key, text)
+        if result.status == "refused":
+            raise ToolError(f"task {task_id} did not take the message: {result.reason}")
+        return f"task {task_id}: message {result.status}"
+
     async def parent_ended(self, run_id: str) -> None:
         """The run ``run_id`` ended: its children still running stop (``cancelled``) unless
         they were started ``detached``."""
