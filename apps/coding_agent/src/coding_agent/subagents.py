@@ -148,7 +148,6 @@ class _Live:
     partial: list[str] = field(default_factory=list)
     partial_chars: int = 0
     last_action: str | None = None
-    reported: bool = False  # the parent has seen the terminal node (wait / get)
     notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
 
 
@@ -327,9 +326,6 @@ class Subagents:
         node = await self.graph.get(task_id)
         if node is None or node.parent_session_key != parent.session_key:
             raise ToolError(f"task {task_id!r} not found in this session")
-        live = self._live.get(task_id)
-        if live is not None and node.terminal:
-            live.reported = True
         return node
 
     async def wait(
@@ -388,6 +384,8 @@ class Subagents:
             if live.node.parent_run_id == run_id and not live.node.detached:
                 await self._request_stop(live, "cancelled", "the parent run ended")
         self._started.pop(run_id, None)
+        if not any(live.node.root_run_id == run_id for live in self._live.values()):
+            self._spent.pop(run_id, None)  # a top-level run's tree is done: forget its spend
 
     async def run(
         self,
