@@ -456,6 +456,7 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
             parent, TaskRequest(prompt="d", mode="async", detached=True)
         )
         assert await detached_gate.wait_reached_async(30)
+        assert subagents.statistics().live == 2
         await subagents.parent_ended(parent.run_id)
         (gone,) = await subagents.wait(parent, [attached.task_id], timeout_s=30)
         assert gone.status == "cancelled"
@@ -466,6 +467,7 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
         (kept,) = await subagents.wait(parent, [detached.task_id], timeout_s=30)
         assert kept.status == "completed"
         assert kept.answer == "DETACHED-DONE"
+        assert subagents.statistics().live == 0
 
 
 async def test_a_followup_reaches_a_running_child(

@@ -71,6 +71,7 @@ __all__ = [
     "AgentDefinition",
     "ParentRun",
     "Subagents",
+    "SubagentsStatistics",
     "TaskRequest",
     "child_session_key",
 ]
@@ -79,6 +80,16 @@ _MAX_PARTIAL_CHARS: Final = 64_000
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
 _READ_ONLY: Final = frozenset({"read", "ls", "find", "grep", "todo", "read_skill"})
+
+
+class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Children alive now (``queued`` of them waiting for a slot), runs that started children
+    and are still tracked, and top-level trees whose spend is tracked."""
+
+    live: int
+    queued: int
+    parents: int
+    trees: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -220,12 +231,13 @@ class Subagents:
             await self._request_stop(live, "cancelled", "the daemon is stopping")
         await self._supervisor.close(grace_s=_CANCEL_GRACE_S)
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "live": len(self._live),
-            "queued": sum(1 for live in self._live.values() if live.node.status == "queued"),
-            "parents": len(self._started),
-        }
+    def statistics(self) -> SubagentsStatistics:
+        return SubagentsStatistics(
+            live=len(self._live),
+            queued=sum(1 for live in self._live.values() if live.node.status == "queued"),
+            parents=len(self._started),
+            trees=len(self._spent),
+        )
 
     # -- what a run may do -----------------------------------------------------------------
 
