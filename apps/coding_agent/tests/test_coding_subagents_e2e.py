@@ -456,6 +456,7 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
             parent, TaskRequest(prompt="d", mode="async", detached=True)
         )
         assert await detached_gate.wait_reached_async(30)
+        assert subagents.statistics().live == 2
         await subagents.parent_ended(parent.run_id)
         (gone,) = await subagents.wait(parent, [attached.task_id], timeout_s=30)
         assert gone.status == "cancelled"
@@ -466,3 +467,30 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
         (kept,) = await subagents.wait(parent, [detached.task_id], timeout_s=30)
         assert kept.status == "completed"
         assert kept.answer == "DETACHED-DONE"
+        assert subagents.statistics().live == 0
+
+
+async def test_a_followup_reaches_a_running_child(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="first part", pause=held, pause_after=1),  # the child, held
+        ScriptedTurn(text="FOLLOWED"),  # the child again, with the followup
+    )
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        node = await subagents.start(parent, TaskRequest(prompt="start", mode="async"))
+        assert await held.wait_reached_async(30)
+        said = await subagents.followup(parent, node.task_id, "also check FOLLOWUP-77")
+        assert said == f"task {node.task_id}: message accepted"
+        held.open()
+        (done,) = await subagents.wait(parent, [node.task_id], timeout_s=30)
+        assert done.status == "completed"
+        assert done.answer.endswith("FOLLOWED")
+        with pytest.raises(ToolError, match="already ended"):
+            await subagents.followup(parent, node.task_id, "too late")
+    second = scripted_provider.requests[1].body
+    assert any("FOLLOWUP-77" in str(m["content"]) for m in second["messages"]
+               if m["role"] == "user")  # fmt: skip

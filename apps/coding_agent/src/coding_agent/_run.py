@@ -34,7 +34,7 @@ from coding_agent.session import Transcript
 from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
-from coding_agent.tools.task import task_tool
+from coding_agent.tools.task import agent_tool, task_tool
 from coding_agent.tools.web import web_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
@@ -348,7 +348,8 @@ class CodingRun:
         tools += extra or []
         subagents = self._settings.subagents
         if subagents is not None and subagents.offers_task(self._depth()):
-            tools.append(task_tool(subagents, self._parent_run()))
+            parent = self._parent_run()
+            tools += [task_tool(subagents, parent), agent_tool(subagents, parent)]
         tools += web_tools(
             config=self._config, taint=self.taint, session_id=self._transcript.session_id,
             home=self._settings.home, environ=self._settings.environ,

@@ -71,6 +71,7 @@ __all__ = [
     "AgentDefinition",
     "ParentRun",
     "Subagents",
+    "SubagentsStatistics",
     "TaskRequest",
     "child_session_key",
 ]
@@ -79,6 +80,16 @@ _MAX_PARTIAL_CHARS: Final = 64_000
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
 _READ_ONLY: Final = frozenset({"read", "ls", "find", "grep", "todo", "read_skill"})
+
+
+class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Children alive now (``queued`` of them waiting for a slot), runs that started children
+    and are still tracked, and top-level trees whose spend is tracked."""
+
+    live: int
+    queued: int
+    parents: int
+    trees: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,7 +159,6 @@ class _Live:
     partial: list[str] = field(default_factory=list)
     partial_chars: int = 0
     last_action: str | None = None
-    reported: bool = False  # the parent has seen the terminal node (wait / get)
     notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
 
 
@@ -221,12 +231,13 @@ class Subagents:
             await self._request_stop(live, "cancelled", "the daemon is stopping")
         await self._supervisor.close(grace_s=_CANCEL_GRACE_S)
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "live": len(self._live),
-            "queued": sum(1 for live in self._live.values() if live.node.status == "queued"),
-            "parents": len(self._started),
-        }
+    def statistics(self) -> SubagentsStatistics:
+        return SubagentsStatistics(
+            live=len(self._live),
+            queued=sum(1 for live in self._live.values() if live.node.status == "queued"),
+            parents=len(self._started),
+            trees=len(self._spent),
+        )
 
     # -- what a run may do -----------------------------------------------------------------
 
@@ -327,9 +338,6 @@ class Subagents:
         node = await self.graph.get(task_id)
         if node is None or node.parent_session_key != parent.session_key:
             raise ToolError(f"task {task_id!r} not found in this session")
-        live = self._live.get(task_id)
-        if live is not None and node.terminal:
-            live.reported = True
         return node
 
     async def wait(
@@ -365,6 +373,22 @@ class Subagents:
         await self._request_stop(live, "cancelled", "cancelled by the parent")
         return await live.done
 
+    async def followup(self, parent: ParentRun, task_id: str, text: str) -> str:
+        """Send ``text`` to a still-running child (offered to its running answer through the
+        session port's steer); returns what became of it, in words."""
+        node = await self.get(parent, task_id)
+        if node.terminal:
+            raise ToolError(f"task {task_id} already ended ({node.status}); start a new one")
+        if not text.strip():
+            raise ToolError("agent action=followup needs a non-empty 'message'")
+        port = self._port()
+        if port is None:
+            raise ToolError("delegation is unavailable (no session port in this daemon)")
+        result = await port.steer(node.session_key, text)
+        if result.status == "refused":
+            raise ToolError(f"task {task_id} did not take the message: {result.reason}")
+        return f"task {task_id}: message {result.status}"
+
     async def parent_ended(self, run_id: str) -> None:
         """The run ``run_id`` ended: its children still running stop (``cancelled``) unless
         they were started ``detached``."""
@@ -372,6 +396,8 @@ class Subagents:
             if live.node.parent_run_id == run_id and not live.node.detached:
                 await self._request_stop(live, "cancelled", "the parent run ended")
         self._started.pop(run_id, None)
+        if not any(live.node.root_run_id == run_id for live in self._live.values()):
+            self._spent.pop(run_id, None)  # a top-level run's tree is done: forget its spend
 
     async def run(
         self,

@@ -17,7 +17,7 @@ from coding_agent.subagents import AGENT_DEFINITIONS, ParentRun, Subagents, Task
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.store import TaskNode
 
-__all__ = ["render_task", "task_tool"]
+__all__ = ["agent_tool", "render_task", "task_tool"]
 
 _CHARS_PER_TOKEN: Final = 4
 
@@ -128,6 +128,56 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
                 "mode": {"enum": ["wait_all", "wait_any"]},
             },
+            "additionalProperties": False,
+        },
+    )
+
+
+def agent_tool(subagents: Subagents, parent: ParentRun) -> Tool:
+    """The ``agent`` tool of one run: follow the tasks ``task`` started (``wait``, ``status``,
+    ``cancel``, ``followup`` with a message to a still-running child)."""
+    max_chars = int(parent.context_window * subagents.config.answer_share * _CHARS_PER_TOKEN)
+
+    async def execute(ctx: ToolContext) -> ToolResult | str:
+        args = ctx.arguments
+        action = args["action"]
+        ids = [str(i) for i in args.get("task_ids") or ()]
+        if not ids:
+            raise ToolError(f"agent action={action} needs 'task_ids'")
+        if action == "followup":
+            return "\n".join(
+                [await subagents.followup(parent, i, str(args.get("message") or "")) for i in ids]
+            )
+        if action == "wait":
+            mode = cast(Literal["wait_all", "wait_any"], args.get("mode", "wait_all"))
+            nodes = await subagents.wait(parent, ids, mode=mode, timeout_s=args.get("timeout_s"))
+        elif action == "status":
+            nodes = [await subagents.get(parent, i) for i in ids]
+        else:
+            nodes = [await subagents.cancel(parent, i) for i in ids]
+        return "\n\n".join(
+            render_task(n, max_chars=max_chars, live_action=subagents.live_action(n.task_id))
+            for n in nodes
+        )
+
+    return Tool(
+        name="agent",
+        description=(
+            "Follow the child tasks started with task: action=wait (task_ids, mode wait_all or "
+            "wait_any, timeout_s) returns their answers; status reads them; cancel stops them; "
+            "followup sends 'message' to a still-running child."
+        ),
+        execute=execute,
+        parameters={
+            "type": "object",
+            "properties": {
+                "action": {"enum": ["wait", "status", "cancel", "followup"]},
+                "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
+                "mode": {"enum": ["wait_all", "wait_any"]},
+                "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+                "message": {"type": "string", "maxLength": 20000},
+            },
+            "required": ["action", "task_ids"],
             "additionalProperties": False,
         },
     )
