@@ -339,8 +339,19 @@ async def test_a_lost_postgres_connection_is_a_clear_error_with_nothing_half_wri
                 assert "the shared store cannot be reached" in failed["payload"]["error"]
                 assert "nothing was executed" in failed["payload"]["error"]
                 proxy.restore()
-                back = await on_a.call("chat.send", {"sessionKey": SESSION, "prompt": "/echo back"})
-                done = await on_a.completed(back["runId"])
+                # A's store fails fast until a probe reaches the server again (at most one
+                # probe a second): a message sent in that window is refused as the lost one
+                # was, with nothing executed; one sent after it runs (bounded retries, as a
+                # person would retry).
+                for _ in range(20):
+                    back = await on_a.call(
+                        "chat.send", {"sessionKey": SESSION, "prompt": "/echo back"}
+                    )
+                    done = await on_a.completed(back["runId"])
+                    if done["payload"]["ok"]:
+                        break
+                    assert "nothing was executed" in done["payload"]["error"], done
+                    await asyncio.sleep(0.25)
                 assert done["payload"]["ok"] is True, done
                 history = await on_b.call("chat.history", {"sessionKey": SESSION})
                 assert [(m["role"], m["content"]) for m in history["messages"]] == [
