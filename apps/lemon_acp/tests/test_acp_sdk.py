@@ -13,8 +13,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
+from acp.exceptions import RequestError
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
 from lemon_runtime import Runtime
@@ -437,3 +439,35 @@ async def test_a_second_prompt_while_one_runs_is_queued_behind_it(
     assert finished[0] < answer[0]  # the second ran after the first's tool call
     assert two.usage is not None
     assert two.usage.output_tokens >= 0
+
+
+async def test_the_mode_is_a_config_option_too(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor(answer="reject_once")
+    target = workspace / "via-config.txt"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert session.config_options is not None
+        mode = session.config_options[0]
+        assert (mode.id, mode.category, mode.current_value) == ("mode", "mode", "default")
+        changed = await conn.set_config_option(
+            config_id="mode", session_id=session.session_id, value="accept-edits"
+        )
+        assert changed.config_options[0].current_value == "accept-edits"
+        # session/set_model (unstable in ACP v1; this SDK version dropped its helper): the raw call
+        raw = conn._conn  # the SDK's JSON-RPC connection
+        answer = await raw.send_request(
+            "session/set_model", {"sessionId": session.session_id, "modelId": "offline:offline"}
+        )
+        assert answer == {}
+        with pytest.raises(RequestError) as bad:
+            await raw.send_request(
+                "session/set_model", {"sessionId": session.session_id, "modelId": "gpt"}
+            )
+        assert bad.value.code == -32602
+        write = {"path": str(target), "content": "hi\n"}
+        await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block(f"/tool write {json.dumps(write)}")],
+        )
+    assert editor.questions == []  # accept-edits: the write did not ask
+    assert target.read_text() == "hi\n"

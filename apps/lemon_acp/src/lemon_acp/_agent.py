@@ -166,6 +166,7 @@ class AcpAgent:
             "session/load": self._load,
             "session/prompt": self._prompt,
             "session/set_mode": self._set_mode,
+            "session/set_config_option": self._set_config_option,
             "session/set_model": self._set_model,
         }
         handler = handlers.get(method)
@@ -209,6 +210,22 @@ class AcpAgent:
     def _modes(self, session: AcpSession) -> dict[str, Any]:
         return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
 
+    def _config_options(self, session: AcpSession) -> list[dict[str, Any]]:
+        """The session's config options (ACP's successor of ``modes``): the mode, as a select."""
+        return [
+            {
+                "type": "select",
+                "id": "mode",
+                "name": "Mode",
+                "category": "mode",
+                "currentValue": session.mode,
+                "options": [
+                    {"value": m["id"], "name": m["name"], "description": m["description"]}
+                    for m in MODES
+                ],
+            }
+        ]
+
     def _cwd(self, params: Mapping[str, Any]) -> str:
         cwd = params.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
@@ -226,7 +243,12 @@ class AcpAgent:
         await self._port.patch(key, workspace=cwd, label=f"ACP {os.path.basename(cwd) or cwd}")
         self._sessions[key] = session
         return AfterAnswer(
-            {"sessionId": key, "modes": self._modes(session)}, lambda: self._commands(session)
+            {
+                "sessionId": key,
+                "modes": self._modes(session),
+                "configOptions": self._config_options(session),
+            },
+            lambda: self._commands(session),
         )
 
     async def _commands(self, session: AcpSession) -> None:
@@ -254,7 +276,10 @@ class AcpAgent:
         self._sessions[key] = session
         for update in replay_updates(entries):
             await self._update(session, update)
-        return AfterAnswer({"modes": self._modes(session)}, lambda: self._commands(session))
+        return AfterAnswer(
+            {"modes": self._modes(session), "configOptions": self._config_options(session)},
+            lambda: self._commands(session),
+        )
 
     async def _history(self, key: str) -> tuple[Any, ...]:
         pages: list[tuple[Any, ...]] = []
@@ -287,6 +312,17 @@ class AcpAgent:
             raise RpcError.bad_params("modeId", f"must be one of {', '.join(sorted(_MODE_IDS))}")
         await self._update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         return {}
+
+    async def _set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/set_config_option``: ``mode`` (the same as ``session/set_mode``)."""
+        session = self._session(params)
+        if params.get("configId") != "mode":
+            raise RpcError.bad_params("configId", "the only config option is 'mode'")
+        value = params.get("value")
+        if value not in _MODE_IDS:
+            raise RpcError.bad_params("value", f"must be one of {', '.join(sorted(_MODE_IDS))}")
+        await self._set_mode({"sessionId": session.key, "modeId": value})
+        return {"configOptions": self._config_options(session)}
 
     async def _set_model(self, params: dict[str, Any]) -> dict[str, Any]:
         """``session/set_model`` (unstable in ACP v1): ``provider:model``, the session's own."""

@@ -72,4 +72,12 @@ async def serve_stdio(agent: AcpAgent, frames: IO[bytes]) -> None:
         )
     except ValueError:  # stdin is a regular file
         reader = _ThreadLines(sys.stdin.buffer)
-    await agent.serve(reader, _FrameFile(frames))
+    writer: asyncio.StreamWriter | _FrameFile
+    try:  # a pipe or a socket (as editors run agents): written on the loop, no thread hop
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, frames
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    except ValueError:  # a regular file or a terminal: written off the loop
+        writer = _FrameFile(frames)
+    await agent.serve(reader, writer)

@@ -36,21 +36,12 @@ def acp(
 
     from lemon_acp import claim_stdout
     from lemon_cli._output import make_console
+    from lemon_cli.tui_cmd import check_client_options
 
     frames = claim_stdout()  # from here on, fd 1 is stderr: only frames reach the editor
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     err = make_console(emoji=False, stderr=True, highlight=False)
-    if session is not None:
-        from lemon_core.sessions import check_session_key
-
-        try:
-            check_session_key(session)
-        except ValueError as exc:
-            err.print(f"lemon acp: --session: {exc}", markup=False)
-            raise typer.Exit(2) from None
-    if url is not None and not url.startswith(("ws://", "wss://")):
-        err.print(f"lemon acp: --url must be ws://HOST:PORT/ws, not {url!r}", markup=False)
-        raise typer.Exit(2)
+    check_client_options(err, "lemon acp", url=url, session=session)
     if url is None:
         from lemon_cli.main import ensure_daemon
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from lemon_cli._daemon import DaemonState
     from lemon_tui import LemonTUI
 
-__all__ = ["open_tui", "tui"]
+__all__ = ["check_client_options", "open_tui", "tui"]
 
 
 def _running_daemon() -> DaemonState | None:
@@ -157,17 +157,7 @@ def tui(
 
     err = make_console(emoji=False, stderr=True, highlight=False)
     shade = _shade_or_exit(err, theme, "lemon tui")
-    if session is not None:
-        from lemon_core.sessions import check_session_key
-
-        try:
-            check_session_key(session)
-        except ValueError as exc:
-            err.print(f"lemon tui: {exc}", markup=False)
-            raise typer.Exit(2) from None
-    if url is not None and not url.startswith(("ws://", "wss://")):
-        err.print(f"lemon tui: --url must be ws://HOST:PORT/ws, not {url!r}", markup=False)
-        raise typer.Exit(2)
+    check_client_options(err, "lemon tui", url=url, session=session)
     from lemon_cli._chat import session_for
 
     raise typer.Exit(
@@ -193,3 +183,21 @@ def _shade_or_exit(err: Console, theme: str | None, who: str) -> Literal["light"
     except ValueError as exc:
         err.print(f"{who}: {exc} (--theme, or LEMON_TUI_THEME)", markup=False)
         raise typer.Exit(2) from None
+
+
+def check_client_options(
+    err: Console, command: str, *, url: str | None, session: str | None
+) -> None:
+    """A session-port client's ``--session`` and ``--url`` (``lemon tui``, ``lemon acp``): a
+    clear error on stderr and exit 2 for a bad session key or a URL that is not ``ws(s)://``."""
+    if session is not None:
+        from lemon_core.sessions import check_session_key
+
+        try:
+            check_session_key(session)
+        except ValueError as exc:
+            err.print(f"{command}: --session: {exc}", markup=False)
+            raise typer.Exit(2) from None
+    if url is not None and not url.startswith(("ws://", "wss://")):
+        err.print(f"{command}: --url must be ws://HOST:PORT/ws, not {url!r}", markup=False)
+        raise typer.Exit(2)

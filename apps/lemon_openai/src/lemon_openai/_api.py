@@ -31,7 +31,13 @@ from typing import Any, Final, Protocol
 
 from lemon_core.capabilities import ModelInfo
 from lemon_core.execution import Receipt, RouterUnavailableError, RunRequest
-from lemon_core.sessions import InvalidSessionKeyError, RunEnded, SessionPort, check_session_key
+from lemon_core.sessions import (
+    InvalidSessionKeyError,
+    RunEnded,
+    SessionPort,
+    ToolCard,
+    check_session_key,
+)
 from lemon_openai._runner import RunTimeoutError, run_pieces
 from lemon_openai._section import OpenAIApiConfig
 from lemon_openai._wire import (
@@ -348,7 +354,7 @@ class OpenAIApi:
 
     async def _pieces(
         self, port: SessionPort, request: RunRequest
-    ) -> AsyncIterator[Receipt | str | RunEnded]:
+    ) -> AsyncIterator[Receipt | str | ToolCard | RunEnded]:
         try:
             async for piece in run_pieces(port, request, timeout_s=self._config.run_timeout_s):
                 yield piece
@@ -363,6 +369,23 @@ class OpenAIApi:
             raise ApiError(400, str(exc), code="invalid_value") from None
         except RunTimeoutError as exc:
             raise ApiError(500, str(exc), type="server_error", code="timeout") from None
+
+    async def _collect(
+        self, port: SessionPort, request: RunRequest
+    ) -> tuple[list[str], list[ToolCard], RunEnded]:
+        """A non-streaming answer's pieces: the text deltas, the tool cards, the end."""
+        texts: list[str] = []
+        cards: list[ToolCard] = []
+        end: RunEnded | None = None
+        async for piece in self._pieces(port, request):
+            if isinstance(piece, RunEnded):
+                end = piece
+            elif isinstance(piece, ToolCard):
+                cards.append(piece)
+            elif isinstance(piece, str):
+                texts.append(piece)
+        assert end is not None  # the pieces end with the run's end or raise
+        return texts, cards, end
 
     async def _respond(
         self,
@@ -422,17 +445,15 @@ class OpenAIApi:
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if not chat.stream:
-            texts: list[str] = []
-            end: RunEnded | None = None
-            async for piece in self._pieces(port, request):
-                if isinstance(piece, RunEnded):
-                    end = piece
-                elif isinstance(piece, str):
-                    texts.append(piece)
-            assert end is not None
+            texts, cards, end = await self._collect(port, request)
             if not end.ok and str(end.error_code or "") != "max_turns":
                 raise _error_for_run(end)
-            text = end.answer or "".join(texts)
+            notes = "".join(n for n in map(_tool_note, cards) if n)
+            text = notes + (end.answer or "".join(texts))
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            if chat.lemon_tools:
+                begun = [c for c in cards if c.phase == "started"]
+                message["tool_calls"] = [_tool_call(c, i) for i, c in enumerate(begun)]
             body = {
                 "id": completion_id,
                 "object": "chat.completion",
@@ -442,7 +463,7 @@ class OpenAIApi:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": message,
                         "logprobs": None,
                         "finish_reason": _finish(end),
                     }
@@ -466,9 +487,18 @@ class OpenAIApi:
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
         started = False
+        calls = 0
         try:
             async for piece in self._pieces(port, request):
-                if isinstance(piece, Receipt):
+                if isinstance(piece, ToolCard):
+                    note = _tool_note(piece)
+                    if note:
+                        await _write(send, chunk({"content": note}, None))
+                    if chat.lemon_tools and piece.phase == "started":
+                        call = _tool_call(piece, calls)
+                        calls += 1
+                        await _write(send, chunk({"tool_calls": [call]}, None))
+                elif isinstance(piece, Receipt):
                     await self._start_sse(send, cors, key)
                     await _write(send, chunk({"role": "assistant", "content": ""}, None))
                     started = True
@@ -578,14 +608,7 @@ class OpenAIApi:
             }
 
         if not req.stream:
-            texts: list[str] = []
-            end: RunEnded | None = None
-            async for piece in self._pieces(port, request):
-                if isinstance(piece, RunEnded):
-                    end = piece
-                elif isinstance(piece, str):
-                    texts.append(piece)
-            assert end is not None
+            texts, _cards, end = await self._collect(port, request)
             if not end.ok:
                 raise _error_for_run(end)
             await self._respond(
@@ -624,7 +647,7 @@ class OpenAIApi:
         texts = []
         try:
             async for piece in self._pieces(port, request):
-                if isinstance(piece, Receipt):
+                if isinstance(piece, Receipt | ToolCard):
                     continue
                 if isinstance(piece, RunEnded):
                     if not piece.ok:
@@ -648,6 +671,31 @@ class OpenAIApi:
         except ApiError as exc:
             await event("error", {"code": exc.code, "message": exc.message, "param": exc.param})
         await _write(send, b"", more=False)
+
+
+def _tool_name(card: ToolCard) -> str:
+    return str(card.detail.get("tool") or card.detail.get("name") or card.title.split(" ", 1)[0])
+
+
+def _tool_note(card: ToolCard) -> str | None:
+    """Tool activity as the assistant's text: a line when a call starts, and when one fails."""
+    if card.phase == "started":
+        return f"\n[tool {card.title}]\n"
+    if card.phase == "completed" and card.ok is False:
+        reason = (card.message or "failed").strip().splitlines()
+        return f"\n[tool {_tool_name(card)} failed: {reason[0][:200] if reason else 'failed'}]\n"
+    return None
+
+
+def _tool_call(card: ToolCard, index: int) -> dict[str, Any]:
+    """A started call as a ``tool_calls`` entry (``x_lemon_tools``; the agent already ran it)."""
+    args = card.detail.get("arguments") or card.detail.get("args") or {}
+    return {
+        "index": index,
+        "id": card.action_id,
+        "type": "function",
+        "function": {"name": _tool_name(card), "arguments": json.dumps(args)},
+    }
 
 
 def _session_of_response(response_id: str) -> str:

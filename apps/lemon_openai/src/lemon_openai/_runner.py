@@ -2,8 +2,8 @@
 
 :func:`run_pieces` watches the session *before* it submits (so no event of the run is missed),
 submits with ``followup`` (a request never merges into another client's message), and yields
-its :class:`Receipt` once admitted, then the run's text deltas (its retries' too) and
-finally its :class:`RunEnded`. Approvals the run
+its :class:`Receipt` once admitted, then the run's text deltas and tool cards (its retries'
+too) and finally its :class:`RunEnded`. Approvals the run
 asks are denied at once (an HTTP client cannot answer one) unless the request pre-approved the
 tool. Leaving the iterator early (the client went away) cancels the run.
 """
@@ -23,6 +23,7 @@ from lemon_core.sessions import (
     SessionPort,
     StreamOverflow,
     TextDelta,
+    ToolCard,
 )
 
 __all__ = ["RunTimeoutError", "run_pieces"]
@@ -36,7 +37,7 @@ class RunTimeoutError(Exception):
 
 async def run_pieces(
     port: SessionPort, request: RunRequest, *, timeout_s: float
-) -> AsyncIterator[Receipt | str | RunEnded]:
+) -> AsyncIterator[Receipt | str | ToolCard | RunEnded]:
     """See the module docstring."""
     stream = port.watch(request.session_key)
     run_id: str | None = None
@@ -60,6 +61,9 @@ async def run_pieces(
                 ids.add(event.run_id)
             elif isinstance(event, TextDelta) and event.run_id in ids:
                 yield event.text
+            elif isinstance(event, ToolCard) and event.run_id in ids:
+                if str(event.kind) != "reasoning":
+                    yield event
             elif isinstance(event, ApprovalAsked) and event.run_id in ids:
                 log.info(
                     "denying approval %s (%s): no interactive client", event.approval_id, event.tool

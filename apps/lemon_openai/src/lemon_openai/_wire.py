@@ -2,7 +2,8 @@
 
 Chat Completions: ``model``, ``messages`` (system / developer / user / assistant / tool roles;
 content as text or parts: ``text`` and ``image_url`` with a ``data:`` URL), ``stream``,
-``stream_options.include_usage``, ``user``. Responses: ``model``, ``input`` (text or messages),
+``stream_options.include_usage``, ``user`` (a string, or an object with an ``id``: front ends
+forwarding their user), ``x_lemon_tools``. Responses: ``model``, ``input`` (text or messages),
 ``instructions``, ``stream``, ``previous_response_id``. Keys this API does not use
 (``temperature``, ``top_p``...) are accepted and ignored, as an agent chooses its own sampling;
 client-side ``tools`` are refused (the agent runs its own tools).
@@ -49,6 +50,8 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     user: str | None = None
+    lemon_tools: bool = False
+    """``x_lemon_tools``: tool activity also as ``tool_calls`` (already run by the agent)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,6 +185,8 @@ def parse_chat(body: object) -> ChatRequest:
     if not isinstance(include, bool):
         raise _bad("'stream_options.include_usage' must be true or false", "stream_options")
     user = body.get("user")
+    if isinstance(user, dict):  # front ends that forward their user as an object
+        user = user.get("id")
     if user is not None and (not isinstance(user, str) or not user.strip()):
         raise _bad("'user' must be a non-empty string (it names the session)", "user")
     return ChatRequest(
@@ -191,6 +196,7 @@ def parse_chat(body: object) -> ChatRequest:
         stream=_flag(body, "stream"),
         include_usage=include,
         user=user,
+        lemon_tools=_flag(body, "x_lemon_tools"),
     )
 
 
