@@ -29,6 +29,7 @@ from coding_agent._transcripts import (
 )
 from coding_agent.executor import CodingExecutor
 from coding_agent.transcript_mirror import TranscriptMirror
+from lemon_browser import AddressGuard, Browsers, WebConfig
 from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
 from lemon_core.config import read_secrets
@@ -71,9 +72,13 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     # With a shared store (several daemons), transcripts are mirrored into it: every daemon
     # reads and resumes what another wrote, without a shared filesystem.
     mirror = TranscriptMirror(runtime.store) if runtime.leases is not None else None
+    # The browser tool's Chromium ([web] browser): started at its first use, closed on leaving.
+    web = runtime.section(WebConfig)
+    browsers = Browsers(guard=AddressGuard(allow_hosts=web.allow_hosts)) if web.browser else None
     impl = CodingExecutor(
-        home=runtime.home, approvals=approvals, environ=environ, transcript_mirror=mirror
-    )
+        home=runtime.home, approvals=approvals, environ=environ, transcript_mirror=mirror,
+        browsers=browsers,
+    )  # fmt: skip
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
     catalog = ModelCatalogImpl(runtime.config, environ)
@@ -99,6 +104,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         capabilities.unregister(AGENT_RUNTIME, agent)
         capabilities.unregister(APPROVALS, approvals)
         await approvals.drain()
+        if browsers is not None:
+            await browsers.aclose()
 
 
 coding_agent_app: Final = AppSpec(

@@ -75,6 +75,7 @@ from lemon_ai import (
     offline_model,
     provider_for,
 )
+from lemon_browser import Browsers
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, ConfigError, lemon_home, load_config
 from lemon_core.events import ErrorCode
@@ -299,7 +300,9 @@ class CodingExecutor:
     ``home`` defaults to ``$LEMON_HOME`` (``~/.lemon``); ``model`` / ``provider`` override the
     configured model (tests, benchmarks; an injected provider is not closed by the executor);
     ``approvals`` is the approval channel (without it, tools that need approval are refused with
-    an error the model sees); ``retry`` is handed to providers the executor builds.
+    an error the model sees); ``retry`` is handed to providers the executor builds;
+    ``browsers`` (a started :class:`lemon_browser.Browsers`, owned by the caller) lets runs
+    offer the ``browser`` tool when ``[web] browser`` is on.
     """
 
     def __init__(
@@ -313,11 +316,13 @@ class CodingExecutor:
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         transcript_mirror: TranscriptMirror | None = None,
+        browsers: Browsers | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
         self._home = home
         self._transcript_mirror = transcript_mirror
+        self._browsers = browsers  # the browser tool's Chromium (owned by whoever made it)
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -677,6 +682,7 @@ class CodingExecution:
                 home=ex.home,
                 environ=ex._environ,
                 skills=ex.skills(),
+                browsers=ex._browsers,
             ),
             counts=ex._counts,
             sink=sink,
