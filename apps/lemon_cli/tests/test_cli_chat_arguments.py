@@ -97,6 +97,6 @@ def test_the_known_tools_are_the_tools_a_run_offers(tmp_path: Path) -> None:
     from coding_agent.workspace import Workspace
     from lemon_cli._chat import KNOWN_TOOLS
 
-    web = {"web_fetch", "web_search"}  # coding_agent.tools.web, offered as [web] says
+    web = {"web_fetch", "web_search", "browser"}  # coding_agent.tools.web, as [web] says
     offered = {t.name for t in coding_tools(Workspace(cwd=tmp_path))} | {"read_skill"} | web
     assert offered == KNOWN_TOOLS

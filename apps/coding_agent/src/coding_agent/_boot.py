@@ -31,6 +31,7 @@ from coding_agent._transcripts import (
 from coding_agent.executor import CodingExecutor
 from coding_agent.subagents import Subagents
 from coding_agent.transcript_mirror import TranscriptMirror
+from lemon_browser import AddressGuard, Browsers, WebConfig
 from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
 from lemon_core.config import read_secrets
@@ -86,6 +87,9 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         bus=runtime.bus,
     )
     await subagents.recover()  # tasks a previous process left running: unknown, not re-run
+    # The browser tool's Chromium ([web] browser): started at its first use, closed on leaving.
+    web = runtime.section(WebConfig)
+    browsers = Browsers(guard=AddressGuard(allow_hosts=web.allow_hosts)) if web.browser else None
     impl = CodingExecutor(
         home=runtime.home,
         approvals=approvals,
@@ -95,6 +99,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         subagents=subagents,
         memory=lambda: capabilities.get(MEMORY_STORE),  # looked up per run
         goals=lambda: capabilities.get(GOAL_STORE),
+        browsers=browsers,
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)
@@ -121,6 +126,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         capabilities.unregister(APPROVALS, approvals)
         await subagents.close()
         await approvals.drain()
+        if browsers is not None:
+            await browsers.aclose()
 
 
 coding_agent_app: Final = AppSpec(

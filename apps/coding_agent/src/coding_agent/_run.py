@@ -67,6 +67,7 @@ from lemon_ai import (
     Usage,
     UserMessage,
 )
+from lemon_browser import Browsers
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, read_secrets
 from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
@@ -91,8 +92,9 @@ _ACTION_KIND: Final[Mapping[str, ActionKind]] = {
     "task": ActionKind.SUBAGENT,
     "web_fetch": ActionKind.FETCH,
     "web_search": ActionKind.WEB_SEARCH,
+    "browser": ActionKind.FETCH,
 }
-_WEB_TOOLS: Final = frozenset({"web_fetch", "web_search"})
+_WEB_TOOLS: Final = frozenset({"web_fetch", "web_search", "browser"})
 _MAX_ACTION_TEXT: Final = 2000
 _ERROR_CODES: Final[Mapping[str, ErrorCode]] = {
     "auth": ErrorCode.PROVIDER_AUTH,
@@ -131,6 +133,8 @@ class RunSettings:
     goals: GoalStore | None = None
     """The runtime's goals: an active goal of the run's session goes into its system prompt,
     fenced as data; a paused or cleared one does not."""
+    browsers: Browsers | None = None
+    """The browser tool's Chromium, when the executor has one ([web] browser)."""
 
 
 class CodingRun:
@@ -354,6 +358,7 @@ class CodingRun:
             config=self._config, taint=self.taint, session_id=self._transcript.session_id,
             home=self._settings.home, environ=self._settings.environ,
             max_chars=workspace.limits.max_output_chars, cards=self.web_cards,
+            browsers=self._settings.browsers,
         )  # fmt: skip
         return gate_tools(ToolRegistry(tools), gate)
 
@@ -663,6 +668,8 @@ def _title(name: str, args: Mapping[str, Any]) -> str:
         return f"fetch {_clip(str(args.get('url', '')))}"
     if name == "web_search":
         return f"search {_clip(str(args.get('query', '')))}"
+    if name == "browser":
+        return f"browser {args.get('action', '')} {_clip(str(args.get('url', '')))}".rstrip()
     path = args.get("path")
     if isinstance(path, str):
         return f"{name} {path}"

@@ -76,6 +76,7 @@ from lemon_ai import (
     offline_model,
     provider_for,
 )
+from lemon_browser import Browsers
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, ConfigError, lemon_home, load_config
 from lemon_core.events import ErrorCode
@@ -302,7 +303,9 @@ class CodingExecutor:
     ``home`` defaults to ``$LEMON_HOME`` (``~/.lemon``); ``model`` / ``provider`` override the
     configured model (tests, benchmarks; an injected provider is not closed by the executor);
     ``approvals`` is the approval channel (without it, tools that need approval are refused with
-    an error the model sees); ``retry`` is handed to providers the executor builds.
+    an error the model sees); ``retry`` is handed to providers the executor builds;
+    ``browsers`` (a started :class:`lemon_browser.Browsers`, owned by the caller) lets runs
+    offer the ``browser`` tool when ``[web] browser`` is on.
     """
 
     def __init__(
@@ -320,6 +323,7 @@ class CodingExecutor:
         subagents: Subagents | None = None,
         memory: Callable[[], MemoryStore | None] | None = None,
         goals: Callable[[], GoalStore | None] | None = None,
+        browsers: Browsers | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
@@ -329,6 +333,7 @@ class CodingExecutor:
         self.subagents = subagents
         self._memory = memory
         self._goals = goals
+        self._browsers = browsers  # the browser tool's Chromium (owned by whoever made it)
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -694,6 +699,7 @@ class CodingExecution:
                 subagents=ex.subagents,
                 memory=None if ex._memory is None else ex._memory(),
                 goals=None if ex._goals is None else ex._goals(),
+                browsers=ex._browsers,
             ),
             counts=ex._counts,
             sink=sink,

@@ -26,8 +26,9 @@ approves ``ls; rm -rf ~``.
 
 A run that has read web content (``web_fetch``, ``web_search``: :class:`RunTaint` is marked)
 is *tainted*: from then on every call of a tool outside :data:`TAINT_FREE` (``bash``,
-``write``, ``edit``, MCP tools, any tool added later) and every ``web_fetch`` of a URL that
-carries data (a query string over 100 characters) asks a person afresh, naming the page that
+``write``, ``edit``, MCP tools, any tool added later), every ``web_fetch`` or ``browser``
+``open`` of a URL that carries data (a query string over 100 characters) and every ``browser``
+``type`` / ``press`` asks a person afresh, naming the page that
 came before: no remembered ``session`` / ``always`` grant, no ``preapproved`` name and no
 policy that lets the tool run without asking covers it (a denied tool stays denied). Without
 an approval channel such a call is refused.
@@ -110,6 +111,11 @@ def taint_applies(name: str, arguments: Mapping[str, Any]) -> bool:
     """Whether a call of ``name`` must ask afresh in a tainted run."""
     if name == "web_fetch":
         return carries_data(arguments.get("url"))
+    if name == "browser":  # typing into a page or pressing keys can send data out
+        action = arguments.get("action")
+        if action == "open":
+            return carries_data(arguments.get("url"))
+        return action in ("type", "press")
     return name not in TAINT_FREE
 
 

@@ -64,6 +64,8 @@ class WebConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_chars: Annotated[int, msgspec.Meta(ge=1000, le=1_000_000)] = 50_000
     """What one ``web_fetch`` call returns at most (the model pages on with ``offset``)."""
     cache_ttl_s: Annotated[float, msgspec.Meta(ge=0, le=86_400)] = 900.0
+    browser: bool = False
+    """Whether the daemon offers the ``browser`` tool (Debian's Chromium; off until set)."""
     search: Literal["", "searxng", "brave", "tavily"] = ""
     searxng: SearxngConfig = SearxngConfig()
     brave: BraveSearchConfig = BraveSearchConfig()

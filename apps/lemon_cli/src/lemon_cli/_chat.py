@@ -100,7 +100,7 @@ _READ_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 #: ``--approve`` names.
 KNOWN_TOOLS: Final = frozenset(
     {"read", "write", "edit", "ls", "find", "grep", "bash", "todo", "read_skill"}
-    | {"web_fetch", "web_search"}
+    | {"web_fetch", "web_search", "browser"}
 )
 # How the coding executor's approval rationale ends for a path outside the workspace.
 _OUTSIDE: Final = "(outside the workspace)"
