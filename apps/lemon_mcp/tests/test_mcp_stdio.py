@@ -238,3 +238,25 @@ async def test_env_from_passes_a_secret_to_the_server_only(config_for: ConfigFor
     found = await missing.discover(config, cwd=work)
     assert "OUR_TOKEN" in found.unavailable["e"]
     await missing.aclose()
+
+
+async def test_a_project_server_starts_only_once_approved(config_for: ConfigFor) -> None:
+    from lemon_mcp import McpConfig, ProjectApprovals, definition_hash
+
+    config, home, work = config_for("", scripted("p", "ok"))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        assert "lemon mcp approve p" in found.unavailable["p"]
+        assert hub.status() == []  # it was never started
+        server = config.section(McpConfig).servers["p"]
+        ProjectApprovals(home).approve(work / ".lemon" / "config.toml", "p", "0" * 64)
+        assert "not approved" in (await hub.discover(config, cwd=work)).unavailable["p"]
+        ProjectApprovals(home).approve(
+            work / ".lemon" / "config.toml", "p", definition_hash(server)
+        )
+        found = await hub.discover(config, cwd=work)
+        assert found.unavailable == {}
+        assert {t.tool for t in found.tools} == {"echo", "add"}
+    finally:
+        await hub.aclose()
