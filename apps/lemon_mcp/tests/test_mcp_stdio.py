@@ -260,3 +260,21 @@ async def test_a_project_server_starts_only_once_approved(config_for: ConfigFor)
         assert {t.tool for t in found.tools} == {"echo", "add"}
     finally:
         await hub.aclose()
+
+
+async def test_a_late_answer_after_a_timeout_is_dropped_not_a_fault(config_for: ConfigFor) -> None:
+    config, home, work = config_for(scripted("s", "ok", call_timeout_s=0.7))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        echo = next(t for t in found.tools if t.tool == "echo")
+        slow = await hub.call(echo, {"text": "slow"})
+        assert slow.is_error
+        assert "no answer within" in slow.content
+        # The server answers the slow call first (late), then this one: the late answer is
+        # dropped and the connection stays up.
+        fast = await hub.call(echo, {"text": "fast"})
+        assert (fast.content, fast.is_error) == ("fast", False)
+        assert hub.status()[0].state.value == "ready"
+    finally:
+        await hub.aclose()

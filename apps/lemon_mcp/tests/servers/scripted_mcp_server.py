@@ -84,6 +84,8 @@ def call(rid: object, params: dict) -> None:
     if MODE == "list_changed":
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if name == "echo":
+        if args.get("text") == "slow":
+            time.sleep(1.0)
         result(rid, {"content": [{"type": "text", "text": args.get("text", "")}]})
     elif name == "add":
         total = args.get("a", 0) + args.get("b", 0)
