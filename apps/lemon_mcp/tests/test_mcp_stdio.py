@@ -278,3 +278,24 @@ async def test_a_late_answer_after_a_timeout_is_dropped_not_a_fault(config_for: 
         assert hub.status()[0].state.value == "ready"
     finally:
         await hub.aclose()
+
+
+async def test_a_slow_server_goes_on_starting_and_is_offered_to_the_next_run(
+    config_for: ConfigFor,
+) -> None:
+    # hang_start never answers: it stands in for a slow `uvx` server; the run waits only
+    # discover_wait_s, and the start goes on in the background (ended by aclose).
+    config, home, work = config_for(
+        "[mcp]\ndiscover_wait_s = 0.3\n"
+        + scripted("slow", "hang_start", startup_timeout_s=60)
+        + scripted("ok", "ok")
+    )
+    hub = _hub(home)
+    began = time.monotonic()
+    found = await hub.discover(config, cwd=work)
+    assert time.monotonic() - began < 5
+    assert "still starting" in found.unavailable["slow"]
+    assert {t.server for t in found.tools} == {"ok"}
+    assert hub.status()[1].state.value == "starting"
+    await asyncio.wait_for(hub.aclose(), 10)  # the pending start is cancelled, its process ended
+    assert hub.status() == []

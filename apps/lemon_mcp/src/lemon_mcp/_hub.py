@@ -89,6 +89,8 @@ class McpHubImpl:
         self._servers: dict[str, _Server] = {}
         self._approvals = ProjectApprovals(home)
         self._clock = time.monotonic
+        # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
+        self._background: set[asyncio.Task[str | None]] = set()
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -124,9 +126,20 @@ class McpHubImpl:
         if not usable:
             return McpDiscovery(unavailable=unavailable)
         names = sorted(usable)
-        results = await asyncio.gather(*(self._ready(n, usable[n]) for n in names))
+        tasks = {n: asyncio.ensure_future(self._ready(n, usable[n])) for n in names}
+        wait_s = config.section(McpConfig).discover_wait_s
+        _done, pending = await asyncio.wait(tasks.values(), timeout=wait_s)
         offered: list[tuple[str, McpServerConfig, Mapping[str, Any]]] = []
-        for name, error in zip(names, results, strict=True):
+        for name, task in tasks.items():
+            if task in pending:
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+                unavailable[name] = (
+                    f"still starting after {wait_s:g} s (discover_wait_s); it will be offered "
+                    "to the next run once up"
+                )
+                continue
+            error = task.result()
             if error is not None:
                 unavailable[name] = error
                 continue
@@ -194,6 +207,9 @@ class McpHubImpl:
             async with asyncio.timeout(config.startup_timeout_s):
                 await client.start()
                 server.tools = await client.list_tools()
+        except asyncio.CancelledError:
+            await asyncio.shield(self._failed(server, "the start was cancelled"))
+            raise
         except TimeoutError:
             await self._failed(
                 server, f"did not start within startup_timeout_s ({config.startup_timeout_s:g} s)"
@@ -309,6 +325,11 @@ class McpHubImpl:
 
     async def aclose(self) -> None:
         """Stop every server (their process groups ended)."""
+        for task in list(self._background):
+            task.cancel()
+        for task in list(self._background):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(self._stop(s) for s in servers))
 
