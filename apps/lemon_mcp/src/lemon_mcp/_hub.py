@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-
 from lemon_core.backoff import Backoff
 from lemon_core.config import Config
 from lemon_core.mcp import McpDiscovery, McpToolOutput, McpToolSpec
@@ -36,6 +34,7 @@ from lemon_mcp._approvals import ProjectApprovals, project_server_names
 from lemon_mcp._client import McpClient, Transport
 from lemon_mcp._content import render_result
 from lemon_mcp._naming import tool_names
+from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
 from lemon_mcp._stdio import StdioTransport
 from lemon_mcp.errors import McpError
@@ -346,12 +345,4 @@ def _description(server: str, tool: Mapping[str, Any]) -> str:
 
 
 def _parameters(schema: object) -> dict[str, Any]:
-    """The tool's ``inputSchema`` as an object schema (a server that sends none, or something
-    else, gets the empty object schema)."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        return {"type": "object", "properties": {}}
-    out = msgspec.json.decode(msgspec.json.encode(schema))
-    assert isinstance(out, dict)
-    out.pop("$schema", None)
-    out.setdefault("properties", {})
-    return out
+    return normalise_schema(schema)
