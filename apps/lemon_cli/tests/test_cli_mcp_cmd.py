@@ -100,3 +100,13 @@ def test_a_bad_section_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "http:// or https://" in result.output
     assert "Traceback" not in result.output
+
+
+def test_test_starts_lists_pings_and_stops_with_timings(dirs: tuple[Path, Path]) -> None:
+    home, work = dirs
+    assert _lemon(home, work, "test", "proj").exit_code == 1  # not approved yet
+    _lemon(home, work, "approve", "proj")
+    result = _lemon(home, work, "test", "proj")
+    assert result.exit_code == 0, result.output
+    for step in ("start (initialize): ", "tools/list (2 tools): ", "ping: ", "stop: "):
+        assert step in result.output

@@ -1,11 +1,12 @@
-"""``lemon mcp list|approve|revoke|tools``: the configured MCP servers.
+"""``lemon mcp list|approve|revoke|tools|test``: the configured MCP servers.
 
 ``list`` shows each server of the configuration seen from the current directory (the home's
 and the project's ``.lemon/config.toml``): its transport, where it is defined, whether it may
 start (a project server needs ``approve``) and its approval. ``approve NAME`` approves a server
 the project defines, bound to a hash of its definition (any change lapses it); ``revoke NAME``
 withdraws that. ``tools NAME`` starts the server here, lists its tools as the model sees them
-(``mcp_<server>_<tool>``) and stops it. Secrets are never shown: only the variables naming them.
+(``mcp_<server>_<tool>``) and stops it; ``test NAME`` starts it, lists, pings and stops it,
+with the time of each step. Secrets are never shown: only the variables naming them.
 """
 
 from __future__ import annotations
@@ -162,3 +163,50 @@ def tools(name: Annotated[str, typer.Argument(help="the server's name")]) -> Non
         typer.echo(f"{tool_name}  approval={approval}  {description}")
     if not listed:
         typer.echo(f"server {name} offers no tools (check tools.allow / tools.deny)")
+
+
+@mcp_app.command("test")
+def test(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Start the server, list its tools, ping it and stop it, timing each step."""
+    import time
+
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpClient, McpConfig, McpError, McpHubImpl
+
+    config, home, cwd = _load()
+    server = config.section(McpConfig).servers.get(name)
+    if server is None:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    hub = McpHubImpl(home=home, environ={**read_secrets(home), **os.environ})
+    usable, refused = hub.configured(config, cwd=cwd)
+    if name in refused:
+        raise _fail(refused[name])
+    if name not in usable:
+        raise _fail(f"server {name} is disabled (enabled = false)")
+
+    async def steps() -> list[tuple[str, float]]:
+        timings: list[tuple[str, float]] = []
+        client = McpClient(hub.transport_for(name, server), name=name)
+        try:
+            began = time.perf_counter()
+            await asyncio.wait_for(client.start(), server.startup_timeout_s)
+            timings.append(("start (initialize)", time.perf_counter() - began))
+            began = time.perf_counter()
+            listed = await client.list_tools()
+            timings.append((f"tools/list ({len(listed)} tools)", time.perf_counter() - began))
+            began = time.perf_counter()
+            await client.ping()
+            timings.append(("ping", time.perf_counter() - began))
+        finally:
+            began = time.perf_counter()
+            await client.aclose()
+            timings.append(("stop", time.perf_counter() - began))
+        return timings
+
+    try:
+        timings = asyncio.run(steps())
+    except (McpError, TimeoutError) as exc:
+        raise _fail(f"server {name} failed: {str(exc) or 'timed out'}") from None
+    for step, seconds in timings:
+        typer.echo(f"{step}: {seconds * 1000:.1f} ms")
+    typer.echo(f"server {name} ok (protocol and tools as above)")

@@ -138,6 +138,10 @@ class McpClient:
             with contextlib.suppress(McpError, OSError):
                 await self.notify("notifications/cancelled", {"requestId": rid, "reason": reason})
 
+    async def ping(self, *, deadline_s: float | None = 10.0) -> None:
+        """Liveness: the server answers ``ping`` (or this raises)."""
+        await self.request("ping", deadline_s=deadline_s)
+
     async def list_tools(self) -> list[Mapping[str, Any]]:
         """Every tool, following ``nextCursor`` (at most 100 pages), each page retried with
         backoff on a timeout or a JSON-RPC error."""

@@ -239,6 +239,11 @@ class McpHubImpl:
             with contextlib.suppress(McpError, OSError):
                 await client.aclose()
 
+    def transport_for(self, name: str, config: McpServerConfig) -> Transport:
+        """A new, unstarted transport for ``config`` (its secrets read now); raises
+        :class:`~lemon_mcp.McpError` when a variable it names is unset."""
+        return self._transport(name, config)
+
     def _transport(self, name: str, config: McpServerConfig) -> Transport:
         if config.transport == "stdio":
             env = dict(self._environ)
