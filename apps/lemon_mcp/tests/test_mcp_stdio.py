@@ -4,6 +4,7 @@ faults, the official SDK's server for the happy path)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -299,3 +300,30 @@ async def test_a_slow_server_goes_on_starting_and_is_offered_to_the_next_run(
     assert hub.status()[1].state.value == "starting"
     await asyncio.wait_for(hub.aclose(), 10)  # the pending start is cancelled, its process ended
     assert hub.status() == []
+
+
+async def _stderr_says(hub: McpHubImpl, name: str, text: str) -> None:
+    for _ in range(500):
+        if text in hub.stderr_tail(name):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{text!r} not in {name}'s stderr: {hub.stderr_tail(name)!r}")
+
+
+async def test_an_aborted_call_sends_cancelled_and_keeps_the_connection(
+    config_for: ConfigFor,
+) -> None:
+    config, home, work = config_for(scripted("a", "hang_call"))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        echo = next(t for t in found.tools if t.tool == "echo")
+        call = asyncio.ensure_future(hub.call(echo, {"text": "x"}))
+        await _stderr_says(hub, "a", "call 3")  # the server has the request
+        call.cancel()  # what an aborted run does to its tool call
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        await _stderr_says(hub, "a", "cancelled 3")
+        assert hub.status()[0].state.value == "ready"
+    finally:
+        await hub.aclose()

@@ -66,6 +66,7 @@ def tools_page(params: dict | None) -> dict:
 def call(rid: object, params: dict) -> None:
     name, args = params["name"], params.get("arguments") or {}
     if MODE == "hang_call":
+        print(f"call {rid}", file=sys.stderr, flush=True)
         return
     if MODE == "big_frame":
         send(
