@@ -327,3 +327,18 @@ async def test_an_aborted_call_sends_cancelled_and_keeps_the_connection(
         assert hub.status()[0].state.value == "ready"
     finally:
         await hub.aclose()
+
+
+async def test_a_server_inherits_no_secret_but_its_env_from(config_for: ConfigFor) -> None:
+    from lemon_core.mcp import McpToolSpec
+
+    config, home, work = config_for(scripted("e", "ok", env_from='{ SERVER_TOKEN = "OUR_TOKEN" }'))
+    hub = _hub(home, OUR_TOKEN="s3cr3t", OPENAI_API_KEY="sk-x", OUR_PLAIN="1")
+    try:
+        await hub.discover(config, cwd=work)
+        out = await hub.call(McpToolSpec(name="mcp_e_env", server="e", tool="env"), {})
+        # the server got SERVER_TOKEN (from OUR_TOKEN) and OUR_PLAIN; no provider key, and
+        # not OUR_TOKEN itself (the config names it a secret)
+        assert out.content == "OUR_PLAIN SERVER_TOKEN"
+    finally:
+        await hub.aclose()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import fnmatch
 import logging
 import time
 from collections.abc import Mapping
@@ -44,6 +45,12 @@ __all__ = ["McpHubImpl", "ServerState", "ServerStatus"]
 log = logging.getLogger("lemon_mcp")
 
 _RESTART: Final = Backoff(initial=1.0, cap=60.0, jitter=0.0)
+# Never inherited by a server (it gets its own secrets through env_from only): the names the
+# configuration calls secrets, and names that look like one (the coding tools' rule).
+_SECRET_PATTERNS: Final = (
+    "*_KEY", "*_KEYS", "*_TOKEN", "*_TOKENS", "*SECRET*", "*PASSWORD*", "*PASSWD*",
+    "*_CREDENTIALS", "*_DSN", "LEMON_REDIS_URL",
+)  # fmt: skip
 _MAX_DESCRIPTION: Final = 2000
 
 
@@ -90,6 +97,7 @@ class McpHubImpl:
         self._clock = time.monotonic
         # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
+        self._config_secrets: frozenset[str] = frozenset()
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -121,6 +129,7 @@ class McpHubImpl:
         return usable, refused
 
     async def discover(self, config: Config, *, cwd: Path) -> McpDiscovery:
+        self._config_secrets = frozenset(config.secret_env_names())
         usable, unavailable = self.configured(config, cwd=cwd)
         if not usable:
             return McpDiscovery(unavailable=unavailable)
@@ -246,7 +255,12 @@ class McpHubImpl:
 
     def _transport(self, name: str, config: McpServerConfig) -> Transport:
         if config.transport == "stdio":
-            env = dict(self._environ)
+            env = {
+                k: v
+                for k, v in self._environ.items()
+                if k not in self._config_secrets
+                and not any(fnmatch.fnmatchcase(k.upper(), p) for p in _SECRET_PATTERNS)
+            }
             env.update(config.env)
             missing = [v for v in config.env_from.values() if v not in self._environ]
             if missing:

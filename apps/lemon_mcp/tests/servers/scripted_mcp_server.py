@@ -84,6 +84,14 @@ def call(rid: object, params: dict) -> None:
         return
     if MODE == "list_changed":
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    if name == "env":
+        import os
+
+        text = " ".join(
+            sorted(k for k in os.environ if k.startswith(("OUR_", "SERVER_", "OPENAI")))
+        )
+        result(rid, {"content": [{"type": "text", "text": text}]})
+        return
     if name == "echo":
         if args.get("text") == "slow":
             time.sleep(1.0)
