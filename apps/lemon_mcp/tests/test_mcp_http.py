@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -30,10 +29,13 @@ def _free_port() -> int:
 @pytest.fixture
 async def sdk_url() -> AsyncIterator[str]:
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, SDK, "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        SDK,
+        "http",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -45,7 +47,7 @@ async def sdk_url() -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
-        proc.wait(10)
+        await asyncio.wait_for(proc.wait(), 10)
 
 
 async def test_the_hub_lists_and_calls_tools_over_streamable_http(

@@ -4,6 +4,7 @@ faults, the official SDK's server for the happy path)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -238,3 +239,106 @@ async def test_env_from_passes_a_secret_to_the_server_only(config_for: ConfigFor
     found = await missing.discover(config, cwd=work)
     assert "OUR_TOKEN" in found.unavailable["e"]
     await missing.aclose()
+
+
+async def test_a_project_server_starts_only_once_approved(config_for: ConfigFor) -> None:
+    from lemon_mcp import McpConfig, ProjectApprovals, definition_hash
+
+    config, home, work = config_for("", scripted("p", "ok"))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        assert "lemon mcp approve p" in found.unavailable["p"]
+        assert hub.status() == []  # it was never started
+        server = config.section(McpConfig).servers["p"]
+        ProjectApprovals(home).approve(work / ".lemon" / "config.toml", "p", "0" * 64)
+        assert "not approved" in (await hub.discover(config, cwd=work)).unavailable["p"]
+        ProjectApprovals(home).approve(
+            work / ".lemon" / "config.toml", "p", definition_hash(server)
+        )
+        found = await hub.discover(config, cwd=work)
+        assert found.unavailable == {}
+        assert {t.tool for t in found.tools} == {"echo", "add"}
+    finally:
+        await hub.aclose()
+
+
+async def test_a_late_answer_after_a_timeout_is_dropped_not_a_fault(config_for: ConfigFor) -> None:
+    config, home, work = config_for(scripted("s", "ok", call_timeout_s=0.7))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        echo = next(t for t in found.tools if t.tool == "echo")
+        slow = await hub.call(echo, {"text": "slow"})
+        assert slow.is_error
+        assert "no answer within" in slow.content
+        # The server answers the slow call first (late), then this one: the late answer is
+        # dropped and the connection stays up.
+        fast = await hub.call(echo, {"text": "fast"})
+        assert (fast.content, fast.is_error) == ("fast", False)
+        assert hub.status()[0].state.value == "ready"
+    finally:
+        await hub.aclose()
+
+
+async def test_a_slow_server_goes_on_starting_and_is_offered_to_the_next_run(
+    config_for: ConfigFor,
+) -> None:
+    # hang_start never answers: it stands in for a slow `uvx` server; the run waits only
+    # discover_wait_s, and the start goes on in the background (ended by aclose).
+    config, home, work = config_for(
+        "[mcp]\ndiscover_wait_s = 0.3\n"
+        + scripted("slow", "hang_start", startup_timeout_s=60)
+        + scripted("ok", "ok")
+    )
+    hub = _hub(home)
+    began = time.monotonic()
+    found = await hub.discover(config, cwd=work)
+    assert time.monotonic() - began < 5
+    assert "still starting" in found.unavailable["slow"]
+    assert {t.server for t in found.tools} == {"ok"}
+    assert hub.status()[1].state.value == "starting"
+    await asyncio.wait_for(hub.aclose(), 10)  # the pending start is cancelled, its process ended
+    assert hub.status() == []
+
+
+async def _stderr_says(hub: McpHubImpl, name: str, text: str) -> None:
+    for _ in range(500):
+        if text in hub.stderr_tail(name):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{text!r} not in {name}'s stderr: {hub.stderr_tail(name)!r}")
+
+
+async def test_an_aborted_call_sends_cancelled_and_keeps_the_connection(
+    config_for: ConfigFor,
+) -> None:
+    config, home, work = config_for(scripted("a", "hang_call"))
+    hub = _hub(home)
+    try:
+        found = await hub.discover(config, cwd=work)
+        echo = next(t for t in found.tools if t.tool == "echo")
+        call = asyncio.ensure_future(hub.call(echo, {"text": "x"}))
+        await _stderr_says(hub, "a", "call 3")  # the server has the request
+        call.cancel()  # what an aborted run does to its tool call
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        await _stderr_says(hub, "a", "cancelled 3")
+        assert hub.status()[0].state.value == "ready"
+    finally:
+        await hub.aclose()
+
+
+async def test_a_server_inherits_no_secret_but_its_env_from(config_for: ConfigFor) -> None:
+    from lemon_core.mcp import McpToolSpec
+
+    config, home, work = config_for(scripted("e", "ok", env_from='{ SERVER_TOKEN = "OUR_TOKEN" }'))
+    hub = _hub(home, OUR_TOKEN="s3cr3t", OPENAI_API_KEY="sk-x", OUR_PLAIN="1")
+    try:
+        await hub.discover(config, cwd=work)
+        out = await hub.call(McpToolSpec(name="mcp_e_env", server="e", tool="env"), {})
+        # the server got SERVER_TOKEN (from OUR_TOKEN) and OUR_PLAIN; no provider key, and
+        # not OUR_TOKEN itself (the config names it a secret)
+        assert out.content == "OUR_PLAIN SERVER_TOKEN"
+    finally:
+        await hub.aclose()

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -75,6 +76,8 @@ class McpClient:
         self.tools_stale = False
         self.on_lost: Callable[[str], None] | None = None
         self._replies: set[asyncio.Task[None]] = set()
+        # Ids given up on (timed out, cancelled): a late answer to one is dropped, not a fault.
+        self._abandoned: deque[int | str] = deque(maxlen=256)
 
     @property
     def closed_reason(self) -> str | None:
@@ -130,9 +133,14 @@ class McpClient:
         await self.transport.send(encode_notification(method, params))
 
     async def _cancel(self, rid: int, reason: str) -> None:
+        self._abandoned.append(rid)
         if self._closed_reason is None:
             with contextlib.suppress(McpError, OSError):
                 await self.notify("notifications/cancelled", {"requestId": rid, "reason": reason})
+
+    async def ping(self, *, deadline_s: float | None = 10.0) -> None:
+        """Liveness: the server answers ``ping`` (or this raises)."""
+        await self.request("ping", deadline_s=deadline_s)
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
         """Every tool, following ``nextCursor`` (at most 100 pages), each page retried with
@@ -194,6 +202,8 @@ class McpClient:
     def _on_response(self, message: Incoming) -> None:
         assert message.id is not None
         future = self._pending.get(message.id)
+        if future is None and message.id in self._abandoned:
+            return
         if future is None:
             self._protocol_fault(f"a response for an unknown request id {message.id!r}")
             return

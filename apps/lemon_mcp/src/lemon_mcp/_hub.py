@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import fnmatch
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-
-import msgspec
 
 from lemon_core.backoff import Backoff
 from lemon_core.config import Config
@@ -36,6 +35,7 @@ from lemon_mcp._approvals import ProjectApprovals, project_server_names
 from lemon_mcp._client import McpClient, Transport
 from lemon_mcp._content import render_result
 from lemon_mcp._naming import tool_names
+from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
 from lemon_mcp._stdio import StdioTransport
 from lemon_mcp.errors import McpError
@@ -45,6 +45,12 @@ __all__ = ["McpHubImpl", "ServerState", "ServerStatus"]
 log = logging.getLogger("lemon_mcp")
 
 _RESTART: Final = Backoff(initial=1.0, cap=60.0, jitter=0.0)
+# Never inherited by a server (it gets its own secrets through env_from only): the names the
+# configuration calls secrets, and names that look like one (the coding tools' rule).
+_SECRET_PATTERNS: Final = (
+    "*_KEY", "*_KEYS", "*_TOKEN", "*_TOKENS", "*SECRET*", "*PASSWORD*", "*PASSWD*",
+    "*_CREDENTIALS", "*_DSN", "LEMON_REDIS_URL",
+)  # fmt: skip
 _MAX_DESCRIPTION: Final = 2000
 
 
@@ -89,6 +95,9 @@ class McpHubImpl:
         self._servers: dict[str, _Server] = {}
         self._approvals = ProjectApprovals(home)
         self._clock = time.monotonic
+        # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
+        self._background: set[asyncio.Task[str | None]] = set()
+        self._config_secrets: frozenset[str] = frozenset()
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -120,13 +129,25 @@ class McpHubImpl:
         return usable, refused
 
     async def discover(self, config: Config, *, cwd: Path) -> McpDiscovery:
+        self._config_secrets = frozenset(config.secret_env_names())
         usable, unavailable = self.configured(config, cwd=cwd)
         if not usable:
             return McpDiscovery(unavailable=unavailable)
         names = sorted(usable)
-        results = await asyncio.gather(*(self._ready(n, usable[n]) for n in names))
+        tasks = {n: asyncio.ensure_future(self._ready(n, usable[n])) for n in names}
+        wait_s = config.section(McpConfig).discover_wait_s
+        _done, pending = await asyncio.wait(tasks.values(), timeout=wait_s)
         offered: list[tuple[str, McpServerConfig, Mapping[str, Any]]] = []
-        for name, error in zip(names, results, strict=True):
+        for name, task in tasks.items():
+            if task in pending:
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+                unavailable[name] = (
+                    f"still starting after {wait_s:g} s (discover_wait_s); it will be offered "
+                    "to the next run once up"
+                )
+                continue
+            error = task.result()
             if error is not None:
                 unavailable[name] = error
                 continue
@@ -194,6 +215,9 @@ class McpHubImpl:
             async with asyncio.timeout(config.startup_timeout_s):
                 await client.start()
                 server.tools = await client.list_tools()
+        except asyncio.CancelledError:
+            await asyncio.shield(self._failed(server, "the start was cancelled"))
+            raise
         except TimeoutError:
             await self._failed(
                 server, f"did not start within startup_timeout_s ({config.startup_timeout_s:g} s)"
@@ -224,9 +248,19 @@ class McpHubImpl:
             with contextlib.suppress(McpError, OSError):
                 await client.aclose()
 
+    def transport_for(self, name: str, config: McpServerConfig) -> Transport:
+        """A new, unstarted transport for ``config`` (its secrets read now); raises
+        :class:`~lemon_mcp.McpError` when a variable it names is unset."""
+        return self._transport(name, config)
+
     def _transport(self, name: str, config: McpServerConfig) -> Transport:
         if config.transport == "stdio":
-            env = dict(self._environ)
+            env = {
+                k: v
+                for k, v in self._environ.items()
+                if k not in self._config_secrets
+                and not any(fnmatch.fnmatchcase(k.upper(), p) for p in _SECRET_PATTERNS)
+            }
             env.update(config.env)
             missing = [v for v in config.env_from.values() if v not in self._environ]
             if missing:
@@ -309,6 +343,11 @@ class McpHubImpl:
 
     async def aclose(self) -> None:
         """Stop every server (their process groups ended)."""
+        for task in list(self._background):
+            task.cancel()
+        for task in list(self._background):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(self._stop(s) for s in servers))
 
@@ -325,12 +364,4 @@ def _description(server: str, tool: Mapping[str, Any]) -> str:
 
 
 def _parameters(schema: object) -> dict[str, Any]:
-    """The tool's ``inputSchema`` as an object schema (a server that sends none, or something
-    else, gets the empty object schema)."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        return {"type": "object", "properties": {}}
-    out = msgspec.json.decode(msgspec.json.encode(schema))
-    assert isinstance(out, dict)
-    out.pop("$schema", None)
-    out.setdefault("properties", {})
-    return out
+    return normalise_schema(schema)

@@ -152,6 +152,9 @@ class McpConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
     servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
     max_servers: Annotated[int, msgspec.Meta(ge=1, le=256)] = 32
+    discover_wait_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = 10.0
+    """How long a run waits for servers still starting; one slower than this goes on starting
+    (up to its ``startup_timeout_s``) and is offered to the next run."""
 
     def check(self, name: str, ctx: CheckContext) -> Iterable[ConfigIssue]:
         home_file = str(ctx.home / "config.toml")

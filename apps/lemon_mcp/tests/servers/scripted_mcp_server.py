@@ -66,6 +66,7 @@ def tools_page(params: dict | None) -> dict:
 def call(rid: object, params: dict) -> None:
     name, args = params["name"], params.get("arguments") or {}
     if MODE == "hang_call":
+        print(f"call {rid}", file=sys.stderr, flush=True)
         return
     if MODE == "big_frame":
         send(
@@ -83,7 +84,17 @@ def call(rid: object, params: dict) -> None:
         return
     if MODE == "list_changed":
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    if name == "env":
+        import os
+
+        text = " ".join(
+            sorted(k for k in os.environ if k.startswith(("OUR_", "SERVER_", "OPENAI")))
+        )
+        result(rid, {"content": [{"type": "text", "text": text}]})
+        return
     if name == "echo":
+        if args.get("text") == "slow":
+            time.sleep(1.0)
         result(rid, {"content": [{"type": "text", "text": args.get("text", "")}]})
     elif name == "add":
         total = args.get("a", 0) + args.get("b", 0)

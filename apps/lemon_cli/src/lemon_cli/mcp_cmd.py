@@ -1,0 +1,212 @@
+"""``lemon mcp list|approve|revoke|tools|test``: the configured MCP servers.
+
+``list`` shows each server of the configuration seen from the current directory (the home's
+and the project's ``.lemon/config.toml``): its transport, where it is defined, whether it may
+start (a project server needs ``approve``) and its approval. ``approve NAME`` approves a server
+the project defines, bound to a hash of its definition (any change lapses it); ``revoke NAME``
+withdraws that. ``tools NAME`` starts the server here, lists its tools as the model sees them
+(``mcp_<server>_<tool>``) and stops it; ``test NAME`` starts it, lists, pings and stops it,
+with the time of each step. Secrets are never shown: only the variables naming them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from lemon_core.config import Config
+    from lemon_mcp import McpServerConfig
+
+__all__ = ["mcp_app"]
+
+mcp_app = typer.Typer(
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="List MCP servers, approve a project's servers, list a server's tools.",
+    no_args_is_help=True,
+)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _load() -> tuple[Config, Path, Path]:
+    from lemon_core.config import ConfigError, lemon_home, load_config
+
+    home, cwd = lemon_home(), Path.cwd()
+    try:
+        return load_config(cwd=cwd, home=home).config, home, cwd
+    except ConfigError as exc:
+        raise _fail(f"{exc}\n(fix it, then check with `lemon config validate`)", 2) from None
+
+
+def _what(server: McpServerConfig) -> str:
+    if server.transport == "stdio":
+        return " ".join([server.command, *server.args])
+    return server.url
+
+
+@mcp_app.command("list")
+def list_servers(
+    as_json: Annotated[bool, typer.Option("--json", help="versioned JSON")] = False,
+) -> None:
+    """Each configured server: transport, where it is defined, whether it may start."""
+    from lemon_mcp import McpConfig, ProjectApprovals, definition_hash, project_server_names
+
+    config, home, cwd = _load()
+    section = config.section(McpConfig)
+    project, from_project = project_server_names(cwd, home)
+    approvals = ProjectApprovals(home)
+    rows = []
+    for name, server in sorted(section.servers.items()):
+        in_project = project is not None and name in from_project
+        approved = not in_project or (
+            project is not None and approvals.approved(project, name, definition_hash(server))
+        )
+        state = (
+            "disabled"
+            if not server.enabled
+            else "ready to start"
+            if approved
+            else "needs approval (lemon mcp approve " + name + ")"
+        )
+        rows.append({
+            "name": name, "transport": server.transport, "runs": _what(server),
+            "defined_in": str(project) if in_project else "home", "state": state,
+            "approval": server.approval,
+        })  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps({"version": 1, "servers": rows}, indent=2))
+        return
+    if not rows:
+        typer.echo("no MCP servers configured ([mcp.servers.NAME] in config.toml)")
+        return
+    for row in rows:
+        typer.echo(
+            f"{row['name']}  {row['transport']}  {row['state']}  approval={row['approval']}\n"
+            f"    {row['runs']}  ({row['defined_in']})"
+        )
+
+
+def _project_server(name: str) -> tuple[Path, str, McpServerConfig, Path]:
+    from lemon_mcp import McpConfig, definition_hash, project_server_names
+
+    config, home, cwd = _load()
+    server = config.section(McpConfig).servers.get(name)
+    project, from_project = project_server_names(cwd, home)
+    if server is None:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    if project is None or name not in from_project:
+        raise _fail(
+            f"{name!r} is defined in the home config, which needs no approval; approve runs "
+            "in a project whose .lemon/config.toml defines the server"
+        )
+    return project, definition_hash(server), server, home
+
+
+@mcp_app.command("approve")
+def approve(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Approve a server this project defines (until its definition changes)."""
+    from lemon_mcp import ProjectApprovals
+
+    project, digest, server, home = _project_server(name)
+    ProjectApprovals(home).approve(project, name, digest)
+    typer.echo(f"approved {name} for {project}: it runs {_what(server)}")
+
+
+@mcp_app.command("revoke")
+def revoke(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Withdraw the approval of a server this project defines."""
+    from lemon_mcp import ProjectApprovals
+
+    project, _digest, _server, home = _project_server(name)
+    if not ProjectApprovals(home).revoke(project, name):
+        raise _fail(f"{name!r} was not approved for {project}")
+    typer.echo(f"revoked {name} for {project}")
+
+
+@mcp_app.command("tools")
+def tools(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Start the server, list its tools as the model sees them, stop it."""
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpConfig, McpHubImpl
+
+    config, home, cwd = _load()
+    if name not in config.section(McpConfig).servers:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    hub = McpHubImpl(home=home, environ={**read_secrets(home), **os.environ})
+
+    async def discover() -> tuple[list[tuple[str, str, str]], str | None]:
+        try:
+            found = await hub.discover(config, cwd=cwd)
+        finally:
+            await hub.aclose()
+        listed: list[tuple[str, str, str]] = [
+            (t.name, t.approval, t.description.splitlines()[0] if t.description else "")
+            for t in found.tools
+            if t.server == name
+        ]
+        return listed, found.unavailable.get(name)
+
+    listed, why = asyncio.run(discover())
+    if why is not None:
+        raise _fail(f"server {name} is unavailable: {why}")
+    for tool_name, approval, description in listed:
+        typer.echo(f"{tool_name}  approval={approval}  {description}")
+    if not listed:
+        typer.echo(f"server {name} offers no tools (check tools.allow / tools.deny)")
+
+
+@mcp_app.command("test")
+def test(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Start the server, list its tools, ping it and stop it, timing each step."""
+    import time
+
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpClient, McpConfig, McpError, McpHubImpl
+
+    config, home, cwd = _load()
+    server = config.section(McpConfig).servers.get(name)
+    if server is None:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    hub = McpHubImpl(home=home, environ={**read_secrets(home), **os.environ})
+    usable, refused = hub.configured(config, cwd=cwd)
+    if name in refused:
+        raise _fail(refused[name])
+    if name not in usable:
+        raise _fail(f"server {name} is disabled (enabled = false)")
+
+    async def steps() -> list[tuple[str, float]]:
+        timings: list[tuple[str, float]] = []
+        client = McpClient(hub.transport_for(name, server), name=name)
+        try:
+            began = time.perf_counter()
+            await asyncio.wait_for(client.start(), server.startup_timeout_s)
+            timings.append(("start (initialize)", time.perf_counter() - began))
+            began = time.perf_counter()
+            listed = await client.list_tools()
+            timings.append((f"tools/list ({len(listed)} tools)", time.perf_counter() - began))
+            began = time.perf_counter()
+            await client.ping()
+            timings.append(("ping", time.perf_counter() - began))
+        finally:
+            began = time.perf_counter()
+            await client.aclose()
+            timings.append(("stop", time.perf_counter() - began))
+        return timings
+
+    try:
+        timings = asyncio.run(steps())
+    except (McpError, TimeoutError) as exc:
+        raise _fail(f"server {name} failed: {str(exc) or 'timed out'}") from None
+    for step, seconds in timings:
+        typer.echo(f"{step}: {seconds * 1000:.1f} ms")
+    typer.echo(f"server {name} ok (protocol and tools as above)")
