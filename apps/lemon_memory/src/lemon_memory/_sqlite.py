@@ -64,6 +64,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS memory_documents_hash
     ON memory_documents (agent_id, scope, scope_key, content_hash);
 CREATE INDEX IF NOT EXISTS memory_documents_scope
     ON memory_documents (agent_id, scope, scope_key, pinned, kind, updated_at_ms);
+CREATE INDEX IF NOT EXISTS memory_documents_summaries
+    ON memory_documents (pinned, kind, updated_at_ms);
+CREATE INDEX IF NOT EXISTS memory_documents_recalled
+    ON memory_documents (pinned, coalesce(last_recalled_at_ms, updated_at_ms));
 CREATE INDEX IF NOT EXISTS memory_documents_expiry
     ON memory_documents (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
@@ -274,7 +278,7 @@ class SqliteMemoryStore:
                     docs, size = found if found is not None else (0, 0)
                 if docs + 1 <= limits[0] and size + w.size <= limits[1]:
                     break
-                if not self._evict_one(where, params, now):
+                if not self._evict_one(where, params, now, scoped=where != "1 = 1"):
                     self._bump("refused_full")
                     db.execute("COMMIT")  # keep the counter; nothing else was written
                     db.execute("BEGIN IMMEDIATE")
@@ -284,8 +288,13 @@ class SqliteMemoryStore:
                         "before remembering more"
                     )
 
-    def _evict_one(self, where: str, params: tuple[Any, ...], now: int) -> bool:
+    def _evict_one(self, where: str, params: tuple[Any, ...], now: int, *, scoped: bool) -> bool:
         db = self._db
+        # A scope's pass reads its own rows through the scope index (at most a scope's budget
+        # of them); the store-wide passes use the indexes on pinned.
+        table = (
+            "memory_documents INDEXED BY memory_documents_scope" if scoped else ("memory_documents")
+        )
         for reason, sql, extra in (
             ("expired", f"{where} AND expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT 1",
              (now,)),
@@ -294,7 +303,7 @@ class SqliteMemoryStore:
             ("explicit", f"{where} AND pinned = 0 "
              "ORDER BY coalesce(last_recalled_at_ms, updated_at_ms) LIMIT 1", ()),
         ):  # fmt: skip
-            row = db.execute(f"SELECT id FROM memory_documents WHERE {sql}", (*params, *extra))
+            row = db.execute(f"SELECT id FROM {table} WHERE {sql}", (*params, *extra))
             found = row.fetchone()
             if found is not None:
                 db.execute("DELETE FROM memory_documents WHERE id = ?", (found[0],))
