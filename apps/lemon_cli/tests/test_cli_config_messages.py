@@ -93,7 +93,7 @@ BROKEN: dict[str, tuple[str, str | None, int, list[str]]] = {
             # The one message that changed when the apps took their sections over: the base
             # sections come first, then the apps' (by app name); [router] and [skills] are new.
             "error $HOME/config.toml: gatway: unknown key (known keys here: defaults, providers, "
-            "runtime, profiles, logging, store, bus, file_access, tools, channels, "
+            "runtime, profiles, logging, store, bus, file_access, tools, automation, channels, "
             "control_plane, gateway, openai_api, router, skills, webhooks)"
         ],
     ),
