@@ -12,6 +12,7 @@ from lemon_core.facade import lazy_exports
 if TYPE_CHECKING:
     from lemon_automation._boot import AutomationApp, lemon_automation_app
     from lemon_automation._section import AutomationConfig
+    from lemon_automation.catch_up import CatchUp, Skip, plan_catch_up
     from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id, submit_fire
     from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
 
@@ -20,6 +21,9 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "AutomationApp": ("lemon_automation._boot", "AutomationApp"),
     "lemon_automation_app": ("lemon_automation._boot", "lemon_automation_app"),
     "AutomationConfig": ("lemon_automation._section", "AutomationConfig"),
+    "CatchUp": ("lemon_automation.catch_up", "CatchUp"),
+    "Skip": ("lemon_automation.catch_up", "Skip"),
+    "plan_catch_up": ("lemon_automation.catch_up", "plan_catch_up"),
     "FireResult": ("lemon_automation.fire", "FireResult"),
     "cron_run_id": ("lemon_automation.fire", "cron_run_id"),
     "fire_due": ("lemon_automation.fire", "fire_due"),
@@ -36,14 +40,17 @@ __all__ = [
     "At",
     "AutomationApp",
     "AutomationConfig",
+    "CatchUp",
     "Cron",
     "Every",
     "FireResult",
     "Schedule",
     "ScheduleError",
+    "Skip",
     "cron_run_id",
     "fire_due",
     "lemon_automation_app",
+    "plan_catch_up",
     "router_run_id",
     "submit_fire",
 ]
