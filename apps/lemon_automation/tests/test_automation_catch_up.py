@@ -51,7 +51,7 @@ def test_a_week_offline_lists_at_most_max_catch_up_plus_one_and_counts_the_rest(
             cron,
             watermark_ms=0,
             now_ms=week,
-            policy=policy,  # type: ignore[arg-type]
+            policy=policy,
             grace_ms=PERIOD,
             max_catch_up=10,
         )
