@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from lemon_automation._section import AutomationConfig
     from lemon_automation.catch_up import CatchUp, Skip, plan_catch_up
     from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id, submit_fire
+    from lemon_automation.jobs import Job, JobError, JobStore, jitter_ms
     from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
 
 #: Where each facade name lives (loading the config imports the section module only).
@@ -29,6 +30,10 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "fire_due": ("lemon_automation.fire", "fire_due"),
     "router_run_id": ("lemon_automation.fire", "router_run_id"),
     "submit_fire": ("lemon_automation.fire", "submit_fire"),
+    "Job": ("lemon_automation.jobs", "Job"),
+    "JobError": ("lemon_automation.jobs", "JobError"),
+    "JobStore": ("lemon_automation.jobs", "JobStore"),
+    "jitter_ms": ("lemon_automation.jobs", "jitter_ms"),
     "At": ("lemon_automation.schedule", "At"),
     "Cron": ("lemon_automation.schedule", "Cron"),
     "Every": ("lemon_automation.schedule", "Every"),
@@ -44,11 +49,15 @@ __all__ = [
     "Cron",
     "Every",
     "FireResult",
+    "Job",
+    "JobError",
+    "JobStore",
     "Schedule",
     "ScheduleError",
     "Skip",
     "cron_run_id",
     "fire_due",
+    "jitter_ms",
     "lemon_automation_app",
     "plan_catch_up",
     "router_run_id",
