@@ -140,3 +140,28 @@ async def test_a_backward_clock_step_never_fires_a_due_time_twice(store: Store) 
     report = await sched.step()
     assert len(port.started) == 1
     assert report.lost == [("j1", T0 + PERIOD)]
+
+
+async def test_a_takeover_submits_a_claimed_fire_once_and_ends_an_in_flight_one(
+    store: Store,
+) -> None:
+    clock = ManualClock(T0)
+    ledger, port = MemoryFireLedger(clock=clock), Port()
+    await JobStore(store).add(_job(), now_ms=T0)
+    # Daemon A claimed two due times and died: one before its submit, one during the run.
+    before = await ledger.claim("j1", T0 + PERIOD, "a", lease_ms=30_000)
+    during = await ledger.claim("j1", T0 + 2 * PERIOD, "a", lease_ms=30_000)
+    assert before is not None
+    assert during is not None
+    assert await ledger.record(during, status="submitted", run_id="run_x") is not None
+    b, _ = _scheduler(store, ledger, port, clock, "b")
+    assert (await b.recover()).fired == []  # live leases are left alone
+    clock.now += 30_000
+    report = await b.recover()
+    assert report.fired == [("j1", T0 + PERIOD)]
+    assert report.skipped == [("j1", T0 + 2 * PERIOD, "interrupted")]
+    assert [r.run_id for r in port.started] == [router_run_id("j1", T0 + PERIOD)]
+    late = await ledger.record(before, status="completed")
+    assert late is None  # the dead owner's late write is refused by the fence
+    again = await b.recover()
+    assert (again.fired, again.skipped) == ([], [])

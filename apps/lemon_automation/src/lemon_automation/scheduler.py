@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from lemon_automation.catch_up import plan_catch_up
-from lemon_automation.fire import FireResult, Submitter, fire_due
+from lemon_automation.fire import FireResult, Submitter, fire_due, submit_fire
 from lemon_automation.jobs import Job, JobStore, jitter_ms
 from lemon_automation.schedule import Every
 from lemon_core.execution import RunRequest
@@ -129,6 +129,28 @@ class Scheduler:
                 report.uncounted[job.id] = plan.uncounted
             if newest > watermark:
                 await self._jobs.advance(job, newest)
+        return report
+
+    async def recover(self) -> StepReport:
+        """Take over fires whose owner stopped renewing: one never submitted is submitted now
+        (the derived run id: if the dead owner's submission did land, the port answers its
+        receipt and nothing runs twice); one left in flight is ended ``interrupted`` and not
+        re-executed (retries are not built yet)."""
+        report = StepReport()
+        for fire in await self._ledger.take_over_expired(self._owner, lease_ms=self._lease_ms):
+            job = await self._jobs.get(fire.job_id)
+            if fire.status == "claimed" and job is not None:
+                result = await submit_fire(
+                    self._ledger, self._port, fire, self._request_for(job, fire.due_at_ms)
+                )
+                report.results.append(result)
+                if result.status == "submitted":
+                    report.fired.append((fire.job_id, fire.due_at_ms))
+                continue
+            why = "the owner stopped while the run was in flight" if job else "the job is gone"
+            ended = await self._ledger.record(fire, status="interrupted", outcome=why)
+            if ended is not None:
+                report.skipped.append((fire.job_id, fire.due_at_ms, "interrupted"))
         return report
 
     async def next_wake_ms(self) -> int:
