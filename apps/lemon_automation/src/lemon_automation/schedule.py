@@ -5,6 +5,7 @@ an unknown timezone is refused, never treated as UTC."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ def parse_duration_ms(text: str, *, field: str = "every") -> int:
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
+@functools.lru_cache(maxsize=256)
 def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name``; an unknown one is a ScheduleError (never UTC in its place)."""
     try:
@@ -105,8 +107,7 @@ class Cron:
         return cron
 
     def next_after(self, after_ms: int) -> int | None:
-        tz = zone(self.timezone)
-        start = datetime.fromtimestamp(after_ms / 1000, tz=UTC).astimezone(tz)
+        start = datetime.fromtimestamp(after_ms / 1000, tz=zone(self.timezone))
         for due in CronSim(self.expr, start):
             due_ms = int(due.timestamp() * 1000)
             if due_ms > after_ms:
