@@ -93,8 +93,9 @@ BROKEN: dict[str, tuple[str, str | None, int, list[str]]] = {
             # The one message that changed when the apps took their sections over: the base
             # sections come first, then the apps' (by app name); [router] and [skills] are new.
             "error $HOME/config.toml: gatway: unknown key (known keys here: defaults, providers, "
-            "runtime, profiles, logging, store, bus, file_access, tools, subagents, web, channels, "
-            "control_plane, gateway, mcp, memory, openai_api, router, skills, webhooks)"
+            "runtime, profiles, logging, store, bus, file_access, tools, subagents, automation, "
+            "web, channels, control_plane, gateway, mcp, memory, openai_api, router, skills, "
+            "webhooks)"
         ],
     ),
     "unknown-gateway-key": (

@@ -17,8 +17,9 @@ import contextlib
 import os
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, Final
 
 import msgspec
@@ -75,6 +76,12 @@ from lemon_router.errors import RouterUsageError
 __all__ = ["RouterSessionPort", "redact_secrets"]
 
 _SNAPSHOT_MESSAGES: Final = 50
+#: The durable table of accepted receipts by run id (what makes ``submit`` idempotent across a
+#: restart or another daemon on the same store), and how long a receipt is kept there.
+RECEIPTS_TABLE: Final = "port_receipts"
+_RECEIPT_TTL_MS: Final = 7 * 86_400_000
+#: Accepted receipts remembered in memory (the store answers for older ones).
+_RECEIPT_MEMORY: Final = 4096
 _STEER_ANSWER_S: Final = 30.0
 _SECRET_PATTERNS: Final = re.compile(
     r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
@@ -118,10 +125,85 @@ class RouterSessionPort:
         self._overflowed = 0
         self._snapshots = 0
         self._retries = 0
+        self._accepted: OrderedDict[str, Receipt] = OrderedDict()
+        self._submitting: dict[str, asyncio.Future[Receipt]] = {}
+        self.resubmissions = 0
 
     # -- commands ---------------------------------------------------------------------------
 
     async def submit(self, request: RunRequest) -> Receipt:
+        """Admit ``request``. Idempotent by ``run_id``: a request whose ``run_id`` was already
+        accepted (any status but ``rejected``) answers the receipt of the first acceptance and
+        starts nothing, whether the first submission is still being admitted (concurrent
+        callers wait for its answer), queued, running or finished, and after a restart or on
+        another daemon on the same store (the accepted receipts are kept in the store)."""
+        run_id = request.run_id
+        if run_id is None:
+            return await self._admit(request)
+        known = self._known_receipt(run_id)
+        if known is not None:
+            self.resubmissions += 1
+            return known
+        pending = self._submitting.get(run_id)
+        if pending is not None:
+            self.resubmissions += 1
+            receipt = await asyncio.shield(pending)
+            if receipt.status != "rejected":
+                return receipt
+            return await self.submit(request)
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        self._submitting[run_id] = future
+        try:
+            known = await self._stored_receipt(run_id)
+            if known is not None:
+                self.resubmissions += 1
+                receipt = known
+            else:
+                receipt = await self._admit(request)
+                if receipt.status != "rejected":
+                    await self._remember(receipt)
+            future.set_result(receipt)
+            return receipt
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a waiter re-raises it, nobody else must log it
+            raise
+        finally:
+            del self._submitting[run_id]
+
+    def _known_receipt(self, run_id: str) -> Receipt | None:
+        found = self._accepted.get(run_id)
+        if found is not None:
+            self._accepted.move_to_end(run_id)
+        return found
+
+    async def _stored_receipt(self, run_id: str) -> Receipt | None:
+        if self._store is None:
+            return None
+        with contextlib.suppress(StoreError):
+            raw = await self._store.get(RECEIPTS_TABLE, run_id)
+            if isinstance(raw, dict):
+                with contextlib.suppress(TypeError, ValueError):
+                    receipt = Receipt(**raw)
+                    self._keep(receipt)
+                    return receipt
+        return None
+
+    def _keep(self, receipt: Receipt) -> None:
+        self._accepted[receipt.run_id] = receipt
+        self._accepted.move_to_end(receipt.run_id)
+        while len(self._accepted) > _RECEIPT_MEMORY:
+            self._accepted.popitem(last=False)
+
+    async def _remember(self, receipt: Receipt) -> None:
+        self._keep(receipt)
+        if self._store is not None:
+            with contextlib.suppress(StoreError):
+                await self._store.put(
+                    RECEIPTS_TABLE, receipt.run_id, asdict(receipt), ttl_ms=_RECEIPT_TTL_MS
+                )
+
+    async def _admit(self, request: RunRequest) -> Receipt:
         if (request.model is None or request.cwd is None) and self._store is not None:
             # The session's model and workspace (sessions.patch) unless the request names them.
             check_session_key(request.session_key)

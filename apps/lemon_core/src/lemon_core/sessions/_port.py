@@ -296,7 +296,9 @@ class SessionPort(Protocol):
 
     async def submit(self, request: RunRequest) -> Receipt:
         """Admit a run request (bad input raises ``ValueError``; a stopped runtime raises
-        :class:`~lemon_core.execution.RouterUnavailableError`)."""
+        :class:`~lemon_core.execution.RouterUnavailableError`). Idempotent by
+        ``request.run_id``: re-submitting a run id already accepted answers the existing
+        receipt and never starts a second run (a retry or a takeover re-submits safely)."""
         ...
 
     async def steer(self, session_key: str, text: str) -> SteerResult:

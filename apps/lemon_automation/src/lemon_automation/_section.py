@@ -1,0 +1,30 @@
+"""``[automation]``: the scheduler's config section (this app's README documents each key)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Final
+
+import msgspec
+
+from lemon_core.config import Section
+
+__all__ = ["SECTIONS", "AutomationConfig"]
+
+
+class AutomationConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[automation]``: off unless enabled."""
+
+    enabled: bool = False
+    lease_ms: Annotated[int, msgspec.Meta(ge=2000, le=3_600_000)] = 30_000
+    """How long a fire's claim holds without renewal (renewed every ``lease_ms / 3``)."""
+    poll_ms: Annotated[int, msgspec.Meta(ge=50, le=60_000)] = 1000
+    """How soon job changes made by another daemon are picked up."""
+    daemon_id: str | None = None
+    """This daemon's name in the fire ledger (default ``host:pid``)."""
+    max_jobs_per_agent: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 50
+    history_keep_per_job: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
+
+
+#: The config sections this app owns, by name (the ``lemon.config`` entry point names it).
+SECTIONS: Final[Mapping[str, type[Section]]] = {"automation": AutomationConfig}

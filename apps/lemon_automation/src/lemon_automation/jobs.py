@@ -1,0 +1,161 @@
+"""Jobs and their durable store (a typed wrapper over the configured Store, table
+``automation_jobs``): add validates everything before anything is stored; update refuses
+unknown fields and the immutable ``agent_id`` / ``session_key``; a row that cannot be decoded
+is quarantined (listed apart, every other job still loads)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import msgspec
+
+from lemon_automation.catch_up import CatchUpPolicy
+from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
+from lemon_core.sessions import check_session_key
+from lemon_core.store import Store
+
+__all__ = ["JOBS_TABLE", "Job", "JobError", "JobStore", "jitter_ms"]
+
+JOBS_TABLE: Final = "automation_jobs"
+_MAX_PROMPT: Final = 32 * 1024
+_MUTABLE: Final = frozenset(
+    {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries"}
+)
+
+
+class JobError(ValueError):
+    """A job the caller must fix; the message names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    name: str
+    agent_id: str = "default"
+    kind: Literal["cron", "every", "at"]
+    expr: str
+    """The cron expression, the duration, or the ISO instant."""
+    timezone: str = "UTC"
+    anchor_ms: int = 0
+    prompt: str
+    session_key: str | None = None
+    enabled: bool = True
+    jitter_ms: int = 0
+    catch_up: CatchUpPolicy = "latest"
+    grace_ms: int | None = None
+    timeout_ms: int = 300_000
+    max_retries: int = 0
+    last_due_at_ms: int | None = None
+    """The watermark: the newest due time handled (fired or skipped)."""
+    created_at_ms: int = 0
+
+    def schedule(self) -> Schedule:
+        if self.kind == "cron":
+            return Cron.parse(self.expr, self.timezone)
+        if self.kind == "every":
+            return Every.parse(self.expr, anchor_ms=self.anchor_ms)
+        return At.parse(self.expr, now_ms=-1)
+
+
+def jitter_ms(job: Job, due_at_ms: int) -> int:
+    """The job's jitter for one due time: a hash of ``(job_id, due_at_ms)``, so every daemon
+    agrees on it."""
+    if job.jitter_ms <= 0:
+        return 0
+    digest = hashlib.sha256(f"{job.id}:{due_at_ms}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (job.jitter_ms + 1)
+
+
+def _validate(job: Job, *, now_ms: int) -> None:
+    try:
+        if job.kind == "at":
+            At.parse(job.expr, now_ms=now_ms)
+        schedule = job.schedule()
+    except ScheduleError as exc:
+        raise JobError(exc.field, str(exc).split(": ", 1)[1]) from exc
+    if not job.name.strip():
+        raise JobError("name", "empty; give the job a name")
+    if not job.prompt.strip():
+        raise JobError("prompt", "empty; say what the job should do")
+    if len(job.prompt.encode()) > _MAX_PROMPT:
+        raise JobError("prompt", f"over {_MAX_PROMPT // 1024} KiB; shorten it or point to a file")
+    if job.session_key is not None:
+        try:
+            check_session_key(job.session_key)
+        except ValueError as exc:
+            raise JobError("session_key", f"{job.session_key!r} does not parse: {exc}") from exc
+    if job.jitter_ms < 0:
+        raise JobError("jitter", "negative")
+    if isinstance(schedule, Every) and job.jitter_ms >= schedule.period_ms:
+        raise JobError("jitter", "larger than the period; make it smaller than the interval")
+    if job.max_retries < 0 or job.timeout_ms <= 0:
+        raise JobError("max_retries", "must be >= 0 (and timeout > 0)")
+
+
+class JobStore:
+    """Jobs in ``store`` (any backend: SQLite alone, PostgreSQL shared by daemons)."""
+
+    def __init__(self, store: Store, *, max_jobs_per_agent: int = 50) -> None:
+        self._store = store
+        self._max = max_jobs_per_agent
+
+    async def load(self) -> tuple[list[Job], list[tuple[str, str]]]:
+        """Every job, and the quarantined rows as ``(key, why)``."""
+        jobs: list[Job] = []
+        bad: list[tuple[str, str]] = []
+        for key, value in await self._store.scan(JOBS_TABLE, limit=100_000):
+            try:
+                jobs.append(msgspec.convert(value, Job))
+            except (msgspec.ValidationError, TypeError) as exc:
+                bad.append((key, f"cannot be decoded: {exc}"))
+        return jobs, bad
+
+    async def get(self, job_id: str) -> Job | None:
+        value = await self._store.get(JOBS_TABLE, job_id)
+        return None if value is None else msgspec.convert(value, Job)
+
+    async def add(self, job: Job, *, now_ms: int) -> Job:
+        _validate(job, now_ms=now_ms)
+        jobs, _ = await self.load()
+        mine = [j for j in jobs if j.agent_id == job.agent_id]
+        if any(j.name == job.name for j in mine):
+            raise JobError("name", f"{job.name!r} exists for agent {job.agent_id!r}; pick another")
+        if len(mine) >= self._max:
+            raise JobError(
+                "agent_id",
+                f"agent {job.agent_id!r} has {len(mine)} jobs, the maximum "
+                "([automation] max_jobs_per_agent); remove one first",
+            )
+        await self._store.put(JOBS_TABLE, job.id, msgspec.to_builtins(job))
+        return job
+
+    async def update(self, job_id: str, changes: Mapping[str, Any], *, now_ms: int) -> Job:
+        job = await self.get(job_id)
+        if job is None:
+            raise JobError("id", f"no job {job_id!r}; see lemon cron list")
+        for name in changes:
+            if name in ("agent_id", "session_key"):
+                raise JobError(name, "is immutable; remove the job and add a new one")
+            if name not in _MUTABLE:
+                raise JobError(name, f"unknown field; updatable: {', '.join(sorted(_MUTABLE))}")
+        updated = msgspec.structs.replace(job, **changes)
+        # An `at` job's instant was checked at creation: it may be past by now.
+        _validate(updated, now_ms=now_ms if updated.kind != "at" else -1)
+        await self._store.put(JOBS_TABLE, job_id, msgspec.to_builtins(updated))
+        return updated
+
+    async def advance(self, job: Job, due_at_ms: int) -> None:
+        """Move the watermark to ``due_at_ms`` (never backwards)."""
+        current = await self.get(job.id)
+        if current is None or (current.last_due_at_ms or -1) >= due_at_ms:
+            return
+        moved = msgspec.structs.replace(current, last_due_at_ms=due_at_ms)
+        await self._store.put(JOBS_TABLE, job.id, msgspec.to_builtins(moved))
+
+    async def remove(self, job_id: str) -> bool:
+        return await self._store.delete(JOBS_TABLE, job_id)

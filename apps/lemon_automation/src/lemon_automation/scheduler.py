@@ -1,0 +1,178 @@
+"""The scheduler's step and timer: no fixed tick. Each step lists, per enabled job, the due
+times in ``(watermark, now]``, applies the job's catch-up policy (so a restart or a stall never
+drops a due time silently), fires the planned ones (claim in the fire ledger, then submit
+through the session port with the derived run id) and records each skipped one in the ledger
+(claimed too, so one daemon records it once). Then it sleeps until the next due time of any job
+(plus its jitter), at most ``poll_ms`` (to pick up other daemons' job changes).
+
+The clock and the sleep are injected (tests drive them; no wall-clock sleeps)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from lemon_automation.catch_up import plan_catch_up
+from lemon_automation.fire import FireResult, Submitter, fire_due, submit_fire
+from lemon_automation.jobs import Job, JobStore, jitter_ms
+from lemon_automation.schedule import Every
+from lemon_core.execution import RunRequest
+from lemon_core.fire_ledger import FireLedger
+from lemon_core.store.protocol import Clock
+
+__all__ = ["Scheduler", "StepReport", "default_request"]
+
+_SIX_HOURS: Final = 6 * 3_600_000
+
+
+def default_request(job: Job, due_at_ms: int) -> RunRequest:
+    """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``."""
+    session = job.session_key or f"agent:{job.agent_id}:main:sub:cron_{job.id}"
+    return RunRequest(
+        origin="cron",
+        session_key=session,
+        prompt=job.prompt,
+        agent_id=job.agent_id,
+        queue_mode="followup",
+        meta={"cron_job_id": job.id, "due_at_ms": due_at_ms},
+    )
+
+
+@dataclass
+class StepReport:
+    fired: list[tuple[str, int]] = field(default_factory=list)
+    lost: list[tuple[str, int]] = field(default_factory=list)
+    skipped: list[tuple[str, int, str]] = field(default_factory=list)
+    uncounted: dict[str, int] = field(default_factory=dict)
+    results: list[FireResult] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        jobs: JobStore,
+        ledger: FireLedger,
+        port: Submitter,
+        *,
+        owner: str,
+        clock: Clock,
+        sleep: Callable[[float], Awaitable[None]],
+        lease_ms: int = 30_000,
+        poll_ms: int = 1000,
+        max_catch_up: int = 10,
+        request_for: Callable[[Job, int], RunRequest] = default_request,
+    ) -> None:
+        self._jobs = jobs
+        self._ledger = ledger
+        self._port = port
+        self._owner = owner
+        self._clock = clock
+        self._sleep = sleep
+        self._lease_ms = lease_ms
+        self._poll_ms = poll_ms
+        self._max_catch_up = max_catch_up
+        self._request_for = request_for
+
+    def _grace(self, job: Job) -> int:
+        if job.grace_ms is not None:
+            return job.grace_ms
+        schedule = job.schedule()
+        if isinstance(schedule, Every):
+            return min(schedule.period_ms, _SIX_HOURS)
+        first = schedule.next_after(self._clock.now_ms())
+        second = None if first is None else schedule.next_after(first)
+        return _SIX_HOURS if first is None or second is None else min(second - first, _SIX_HOURS)
+
+    async def step(self) -> StepReport:
+        """Fire or skip every due time that is due now (its jitter included)."""
+        report = StepReport()
+        loaded, _quarantined = await self._jobs.load()
+        for job in loaded:
+            if not job.enabled:
+                continue
+            now = self._clock.now_ms()
+            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+            plan = plan_catch_up(
+                job.schedule(),
+                watermark_ms=watermark,
+                now_ms=now - job.jitter_ms,
+                policy=job.catch_up,
+                grace_ms=self._grace(job),
+                max_catch_up=self._max_catch_up,
+            )
+            newest = watermark
+            for due in plan.fire:
+                if due + jitter_ms(job, due) > now:
+                    break  # its jittered instant is still ahead: the timer comes back for it
+                result = await fire_due(
+                    self._ledger,
+                    self._port,
+                    job_id=job.id,
+                    due_at_ms=due,
+                    owner=self._owner,
+                    lease_ms=self._lease_ms,
+                    request=self._request_for(job, due),
+                )
+                report.results.append(result)
+                (report.fired if result.status == "submitted" else report.lost).append(
+                    (job.id, due)
+                )
+                newest = max(newest, due)
+            for skip in plan.skipped:
+                fire = await self._ledger.claim(job.id, skip.due_at_ms, self._owner, lease_ms=1)
+                if fire is not None:
+                    await self._ledger.record(fire, status="skipped", outcome=skip.reason)
+                    report.skipped.append((job.id, skip.due_at_ms, skip.reason))
+                newest = max(newest, skip.due_at_ms)
+            if plan.uncounted:
+                report.uncounted[job.id] = plan.uncounted
+            if newest > watermark:
+                await self._jobs.advance(job, newest)
+        return report
+
+    async def recover(self) -> StepReport:
+        """Take over fires whose owner stopped renewing: one never submitted is submitted now
+        (the derived run id: if the dead owner's submission did land, the port answers its
+        receipt and nothing runs twice); one left in flight is ended ``interrupted`` and not
+        re-executed (retries are not built yet)."""
+        report = StepReport()
+        for fire in await self._ledger.take_over_expired(self._owner, lease_ms=self._lease_ms):
+            job = await self._jobs.get(fire.job_id)
+            if fire.status == "claimed" and job is not None:
+                result = await submit_fire(
+                    self._ledger, self._port, fire, self._request_for(job, fire.due_at_ms)
+                )
+                report.results.append(result)
+                if result.status == "submitted":
+                    report.fired.append((fire.job_id, fire.due_at_ms))
+                continue
+            why = "the owner stopped while the run was in flight" if job else "the job is gone"
+            ended = await self._ledger.record(fire, status="interrupted", outcome=why)
+            if ended is not None:
+                report.skipped.append((fire.job_id, fire.due_at_ms, "interrupted"))
+        return report
+
+    async def next_wake_ms(self) -> int:
+        """When the next step is needed: the earliest jittered due time of any job, at most
+        ``poll_ms`` from now."""
+        now = self._clock.now_ms()
+        wake = now + self._poll_ms
+        loaded, _ = await self._jobs.load()
+        for job in loaded:
+            if not job.enabled:
+                continue
+            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+            due = job.schedule().next_after(watermark)
+            if due is not None:
+                wake = min(wake, due + jitter_ms(job, due))
+        return max(now, wake)
+
+    async def run(self, *, steps: int | None = None) -> None:
+        """Step, then sleep until the next wake; forever, or ``steps`` times."""
+        done = 0
+        while steps is None or done < steps:
+            await self.step()
+            done += 1
+            delay_ms = await self.next_wake_ms() - self._clock.now_ms()
+            await self._sleep(max(0, delay_ms) / 1000)

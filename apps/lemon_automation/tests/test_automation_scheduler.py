@@ -1,0 +1,167 @@
+"""The scheduler with an injected clock and sleep (no wall-clock sleeps): it wakes at the next
+due time (not on a tick), catch-up after 3 missed due times under each policy, and two
+schedulers on one store and one ledger fire each due time once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from lemon_automation.fire import router_run_id
+from lemon_automation.jobs import Job, JobStore
+from lemon_automation.scheduler import Scheduler
+from lemon_core.clock import ManualClock
+from lemon_core.execution import Receipt, RunRequest
+from lemon_core.store import Store
+from lemon_infra import MemoryFireLedger, SQLiteStore
+
+T0 = 1_767_225_600_000
+PERIOD = 2_000
+
+
+class Port:
+    def __init__(self) -> None:
+        self.accepted: dict[str, Receipt] = {}
+        self.started: list[RunRequest] = []
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        assert request.run_id is not None
+        if request.run_id not in self.accepted:
+            self.started.append(request)
+            self.accepted[request.run_id] = Receipt(
+                run_id=request.run_id,
+                session_key=request.session_key,
+                requested_mode=request.queue_mode,
+                actual_mode=request.queue_mode,
+                status="started",
+                at_ms=0,
+            )
+        return self.accepted[request.run_id]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with await SQLiteStore.open(tmp_path / "lemon.sqlite3") as s:
+        yield s
+
+
+def _job(**over: object) -> Job:
+    fields: dict[str, object] = {
+        "id": "j1",
+        "name": "tick",
+        "kind": "every",
+        "expr": "2s",
+        "anchor_ms": T0,
+        "created_at_ms": T0,
+        "prompt": "tick",
+    }
+    fields.update(over)
+    return Job(**fields)  # type: ignore[arg-type]
+
+
+def _scheduler(
+    store: Store, ledger: MemoryFireLedger, port: Port, clock: ManualClock, owner: str
+) -> tuple[Scheduler, list[float]]:
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.now += round(seconds * 1000)
+
+    sched = Scheduler(
+        JobStore(store), ledger, port, owner=owner, clock=clock, sleep=sleep, poll_ms=60_000
+    )
+    return sched, sleeps
+
+
+async def test_the_timer_sleeps_to_the_next_due_time_and_fires_each_once(store: Store) -> None:
+    clock = ManualClock(T0)
+    ledger, port = MemoryFireLedger(clock=clock), Port()
+    await JobStore(store).add(_job(), now_ms=T0)
+    sched, sleeps = _scheduler(store, ledger, port, clock, "a")
+    await sched.run(steps=11)
+    assert sleeps[0] == pytest.approx(PERIOD / 1000)  # wakes at the due time, not a 60 s tick
+    dues = [r.meta["due_at_ms"] for r in port.started]
+    assert dues == [T0 + k * PERIOD for k in range(1, 11)]
+    assert [r.run_id for r in port.started] == [router_run_id("j1", d) for d in dues]
+    assert all(r.session_key == "agent:default:main:sub:cron_j1" for r in port.started)
+
+
+@pytest.mark.parametrize(
+    ("policy", "runs", "skipped"), [("latest", 1, 2), ("all", 3, 0), ("skip", 0, 3)]
+)
+async def test_catch_up_after_three_missed_due_times(
+    store: Store, policy: str, runs: int, skipped: int
+) -> None:
+    clock = ManualClock(T0 + 3 * PERIOD + 10)  # the daemon was down for three due times
+    ledger, port = MemoryFireLedger(clock=clock), Port()
+    await JobStore(store).add(_job(catch_up=policy), now_ms=T0)
+    sched, _ = _scheduler(store, ledger, port, clock, "a")
+    report = await sched.step()
+    assert len(port.started) == runs
+    assert len(report.skipped) == skipped
+    fires = await ledger.fires("j1")
+    assert len(fires) == 3  # every missed due time has a record: run or skipped, with a reason
+    assert sorted(f.status for f in fires) == sorted(["submitted"] * runs + ["skipped"] * skipped)
+    assert all(
+        f.outcome in ("coalesced", "missed_deadline") for f in fires if f.status == "skipped"
+    )
+    again = await sched.step()  # the watermark moved: nothing fires twice
+    assert (again.fired, again.skipped) == ([], [])
+
+
+async def test_two_schedulers_on_one_store_fire_each_due_time_once(store: Store) -> None:
+    clock = ManualClock(T0)
+    ledger, port_a, port_b = MemoryFireLedger(clock=clock), Port(), Port()
+    await JobStore(store).add(_job(), now_ms=T0)
+    a, _ = _scheduler(store, ledger, port_a, clock, "a")
+    b, _ = _scheduler(store, ledger, port_b, clock, "b")
+    for _ in range(10):
+        clock.now += PERIOD
+        await a.step()
+        await b.step()
+    dues = sorted(r.meta["due_at_ms"] for r in port_a.started + port_b.started)
+    assert dues == [T0 + k * PERIOD for k in range(1, 11)]
+
+
+async def test_a_backward_clock_step_never_fires_a_due_time_twice(store: Store) -> None:
+    clock = ManualClock(T0 + PERIOD)
+    ledger, port = MemoryFireLedger(clock=clock), Port()
+    jobs = JobStore(store)
+    await jobs.add(_job(), now_ms=T0)
+    sched, _ = _scheduler(store, ledger, port, clock, "a")
+    await sched.step()
+    # The watermark is lost (a restored backup, a clock stepped back): the ledger key holds.
+    await store.put("automation_jobs", "j1", msgspec.to_builtins(_job()))
+    clock.now = T0 + PERIOD
+    report = await sched.step()
+    assert len(port.started) == 1
+    assert report.lost == [("j1", T0 + PERIOD)]
+
+
+async def test_a_takeover_submits_a_claimed_fire_once_and_ends_an_in_flight_one(
+    store: Store,
+) -> None:
+    clock = ManualClock(T0)
+    ledger, port = MemoryFireLedger(clock=clock), Port()
+    await JobStore(store).add(_job(), now_ms=T0)
+    # Daemon A claimed two due times and died: one before its submit, one during the run.
+    before = await ledger.claim("j1", T0 + PERIOD, "a", lease_ms=30_000)
+    during = await ledger.claim("j1", T0 + 2 * PERIOD, "a", lease_ms=30_000)
+    assert before is not None
+    assert during is not None
+    assert await ledger.record(during, status="submitted", run_id="run_x") is not None
+    b, _ = _scheduler(store, ledger, port, clock, "b")
+    assert (await b.recover()).fired == []  # live leases are left alone
+    clock.now += 30_000
+    report = await b.recover()
+    assert report.fired == [("j1", T0 + PERIOD)]
+    assert report.skipped == [("j1", T0 + 2 * PERIOD, "interrupted")]
+    assert [r.run_id for r in port.started] == [router_run_id("j1", T0 + PERIOD)]
+    late = await ledger.record(before, status="completed")
+    assert late is None  # the dead owner's late write is refused by the fence
+    again = await b.recover()
+    assert (again.fired, again.skipped) == ([], [])
