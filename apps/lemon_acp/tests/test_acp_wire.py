@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 LEMON = str(Path(sys.executable).parent / "lemon")
 
 
@@ -118,3 +120,22 @@ async def test_modes_and_mcp_servers_are_kept_per_session(
     new = next(f for f in frames if f.get("id") == 2)
     assert new["result"]["sessionId"].startswith("acp:")
     assert new["result"]["modes"]["currentModeId"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("tool", "action_kind", "kind"),
+    [
+        ("web_fetch", "fetch", "fetch"),
+        ("web_search", "web_search", "fetch"),
+        ("browser", "fetch", "fetch"),
+        ("mcp_fs_read", "fetch", "fetch"),  # an unknown tool: by its action kind
+        ("task", "subagent", "other"),
+        ("bash", "command", "execute"),
+    ],
+)
+def test_a_tool_call_has_the_acp_kind_of_its_tool_or_action(
+    tool: str, action_kind: str, kind: str
+) -> None:
+    from lemon_acp._content import tool_kind
+
+    assert tool_kind(tool, action_kind) == kind

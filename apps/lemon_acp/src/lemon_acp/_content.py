@@ -35,6 +35,9 @@ _KINDS: Final[Mapping[str, str]] = {
     "glob": "search",
     "webfetch": "fetch",
     "websearch": "fetch",
+    "web_fetch": "fetch",
+    "web_search": "fetch",
+    "browser": "fetch",
     "think": "think",
 }
 McpServer = dict[str, Any]
@@ -47,6 +50,7 @@ def tool_kind(tool: str, action_kind: str | None = None) -> str:
         "command": "execute",
         "file_change": "edit",
         "web_search": "fetch",
+        "fetch": "fetch",
         "reasoning": "think",
     }.get(action_kind or "", "other")
 
