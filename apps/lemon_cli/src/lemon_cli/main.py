@@ -18,6 +18,7 @@ from lemon_cli.config_cmd import config_app, print_status
 from lemon_cli.cron_cmd import cron_app
 from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
+from lemon_cli.goal_cmd import goal_app
 from lemon_cli.mcp_cmd import mcp_app
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
@@ -61,6 +62,7 @@ app.add_typer(tokens_app, name="tokens")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(goal_app, name="goal")
 app.command()(acp)
 app.command()(chat)
 app.command()(doctor)
