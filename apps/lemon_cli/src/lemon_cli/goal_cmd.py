@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from lemon_cli._output import make_console
+from lemon_cli._wire_call import daemon_call
 
 __all__ = ["goal_app"]
 
@@ -28,59 +29,16 @@ SessionArg = Annotated[str, typer.Argument(help="The session key, e.g. agent:def
 
 
 def _call(method: str, params: dict[str, Any]) -> Any:
-    import asyncio
-
-    from lemon_cli._daemon import client_ssl, read_state, ws_url_of
-    from lemon_control_plane.client import WebSocketSessionPort
-    from lemon_control_plane.config import TOKEN_ENV
-    from lemon_control_plane.errors import ControlPlaneError, WireError, WireUsageError
-    from lemon_control_plane.local_token import client_token
-    from lemon_core.config import lemon_home
     from lemon_core.sessions import check_session_key
 
-    err = make_console(emoji=False, stderr=True, highlight=False)
     try:
         check_session_key(params["sessionKey"])
     except ValueError as exc:
-        err.print(f"lemon goal: {exc}", markup=False)
-        raise typer.Exit(2) from None
-    home = lemon_home()
-    state = read_state(home)
-    if state is None or not state.alive:
-        err.print(
-            f"lemon goal: no daemon runs for {home}; start one with `lemon daemon start`",
-            markup=False,
+        make_console(emoji=False, stderr=True, highlight=False).print(
+            f"lemon goal: {exc}", markup=False
         )
-        raise typer.Exit(1)
-
-    async def call() -> Any:
-        async with WebSocketSessionPort(
-            ws_url_of(state.url), token=client_token(home), ssl=client_ssl(state)
-        ) as port:
-            return await port.call(method, params)
-
-    try:
-        return asyncio.run(call())
-    except WireUsageError as exc:
-        err.print(f"lemon goal: {exc.message}", markup=False)
         raise typer.Exit(2) from None
-    except WireError as exc:
-        if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
-            err.print(
-                f"lemon goal: the daemon at {state.url} has no goals (is the lemon_memory app "
-                "installed? restart the daemon after installing it)",
-                markup=False,
-            )
-        else:
-            err.print(f"lemon goal: {exc.code}: {exc.message}", markup=False)
-        raise typer.Exit(1) from None
-    except (ControlPlaneError, OSError) as exc:
-        err.print(
-            f"lemon goal: the daemon at {state.url} refused the connection ({exc}); it takes "
-            f"this home's local token or a token in {TOKEN_ENV}",
-            markup=False,
-        )
-        raise typer.Exit(1) from None
+    return daemon_call("lemon goal", method, params, feature="goals")
 
 
 def _show(goal: Any, as_json: bool) -> None:

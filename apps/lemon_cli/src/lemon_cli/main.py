@@ -20,6 +20,7 @@ from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.goal_cmd import goal_app
 from lemon_cli.mcp_cmd import mcp_app
+from lemon_cli.memory_cmd import memory_app
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
@@ -63,6 +64,7 @@ app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(goal_app, name="goal")
+app.add_typer(memory_app, name="memory")
 app.command()(acp)
 app.command()(chat)
 app.command()(doctor)

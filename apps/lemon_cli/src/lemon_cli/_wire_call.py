@@ -1,0 +1,73 @@
+"""One control-plane method on this home's running daemon, for the commands that are clients
+of an app's wire methods (``lemon goal``, ``lemon memory``): find the daemon (its recorded URL),
+connect with this home's local token (or ``LEMON_CONTROL_PLANE_TOKEN``), call, and turn every
+failure into one line on stderr and an exit code (1: no daemon, no such feature, refused
+connection; 2: the daemon refused the input, in its own words)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from lemon_cli._output import make_console
+
+__all__ = ["daemon_call"]
+
+
+def daemon_call(command: str, method: str, params: dict[str, Any], *, feature: str) -> Any:
+    """``method``'s payload on the running daemon; ``feature`` names what a daemon without the
+    method lacks (``goals``, ``memory``)."""
+    import asyncio
+
+    from lemon_cli._daemon import client_ssl, read_state, ws_url_of
+    from lemon_control_plane.client import WebSocketSessionPort
+    from lemon_control_plane.config import TOKEN_ENV
+    from lemon_control_plane.errors import ControlPlaneError, WireError, WireUsageError
+    from lemon_control_plane.local_token import client_token
+    from lemon_core.config import lemon_home
+
+    err = make_console(emoji=False, stderr=True, highlight=False)
+    home = lemon_home()
+    state = read_state(home)
+    if state is None or not state.alive:
+        err.print(
+            f"{command}: no daemon runs for {home}; start one with `lemon daemon start`",
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+    async def call() -> Any:
+        async with WebSocketSessionPort(
+            ws_url_of(state.url), token=client_token(home), ssl=client_ssl(state)
+        ) as port:
+            return await port.call(method, params)
+
+    try:
+        return asyncio.run(call())
+    except WireUsageError as exc:
+        err.print(f"{command}: {exc.message}", markup=False)
+        raise typer.Exit(2) from None
+    except WireError as exc:
+        if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
+            err.print(
+                f"{command}: the daemon at {state.url} has no {feature} (is the lemon_memory "
+                "app installed? restart the daemon after installing it)",
+                markup=False,
+            )
+        elif exc.code == "FORBIDDEN":
+            err.print(
+                f"{command}: {exc.message} (it takes an admin token: this home's local token "
+                f"or one in {TOKEN_ENV})",
+                markup=False,
+            )
+        else:
+            err.print(f"{command}: {exc.code}: {exc.message}", markup=False)
+        raise typer.Exit(1) from None
+    except (ControlPlaneError, OSError) as exc:
+        err.print(
+            f"{command}: the daemon at {state.url} refused the connection ({exc}); it takes "
+            f"this home's local token or a token in {TOKEN_ENV}",
+            markup=False,
+        )
+        raise typer.Exit(1) from None
