@@ -93,7 +93,7 @@ def search(
 
 @memory_app.command("forget")
 def forget(
-    doc_id: Annotated[str, typer.Argument(help="A document id (see `lemon memory list`).")],
+    doc_id: Annotated[str, typer.Argument(help="A document id (see: lemon memory list).")],
 ) -> None:
     """Forget one document."""
     found = _call("memory.forget", {"docId": doc_id})
