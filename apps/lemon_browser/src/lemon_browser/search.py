@@ -66,10 +66,18 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-async def _call(name: str, timeout_s: float, send: Any) -> Any:
-    """Run ``send()`` (an httpx request coroutine) and return its JSON, errors translated."""
+async def _call(
+    name: str,
+    timeout_s: float,
+    transport: httpx.AsyncBaseTransport | None,
+    method: str,
+    url: str,
+    **request: Any,
+) -> Any:
+    """Send one request to ``name``'s API and return its JSON, errors translated."""
     try:
-        response: httpx.Response = await send()
+        async with httpx.AsyncClient(timeout=timeout_s, transport=transport) as client:
+            response = await client.request(method, url, **request)
     except httpx.TimeoutException:
         raise SearchError(f"{name} search timed out after {timeout_s:g} s; try again") from None
     except httpx.HTTPError as exc:
@@ -128,13 +136,9 @@ class SearxngSearch:
         self._timeout_s = timeout_s
 
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
-        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
-            params = {"q": query, "format": "json"}
-            data = await _call(
-                self.name,
-                self._timeout_s,
-                lambda: client.get(self._url, params=params, headers=self._headers),
-            )
+        params = {"q": query, "format": "json"}
+        data = await _call(self.name, self._timeout_s, self._transport, "GET", self._url,
+                           params=params, headers=self._headers)  # fmt: skip
         items = data.get("results") if isinstance(data, Mapping) else None
         return _results(items, self.name, title="title", url="url", snippet="content",
                         limit=limit)  # fmt: skip
@@ -156,13 +160,9 @@ class BraveSearch:
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
         headers = {"X-Subscription-Token": self._key, "Accept": "application/json"}
         count = min(limit, MAX_RESULTS)
-        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
-            params: dict[str, str | int] = {"q": query, "count": count}
-            data = await _call(
-                self.name,
-                self._timeout_s,
-                lambda: client.get(self._url, params=params, headers=headers),
-            )
+        params: dict[str, str | int] = {"q": query, "count": count}
+        data = await _call(self.name, self._timeout_s, self._transport, "GET", self._url,
+                           params=params, headers=headers)  # fmt: skip
         web = data.get("web") if isinstance(data, Mapping) else None
         items = web.get("results", []) if isinstance(web, Mapping) else []
         return _results(items, self.name, title="title", url="url", snippet="description",
@@ -185,12 +185,8 @@ class TavilySearch:
     async def search(self, query: str, *, limit: int = MAX_RESULTS) -> list[SearchResult]:
         body = {"query": query, "max_results": min(limit, MAX_RESULTS)}
         headers = {"Authorization": f"Bearer {self._key}"}
-        async with httpx.AsyncClient(timeout=self._timeout_s, transport=self._transport) as client:
-            data = await _call(
-                self.name,
-                self._timeout_s,
-                lambda: client.post(self._url, json=body, headers=headers),
-            )
+        data = await _call(self.name, self._timeout_s, self._transport, "POST", self._url,
+                           json=body, headers=headers)  # fmt: skip
         items = data.get("results") if isinstance(data, Mapping) else None
         return _results(items, self.name, title="title", url="url", snippet="content",
                         limit=limit)  # fmt: skip

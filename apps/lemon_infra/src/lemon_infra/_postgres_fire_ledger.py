@@ -10,7 +10,7 @@ incrementing ``fence``. Expiry is judged by the server's clock, as :mod:`lemon_c
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import psycopg
 
@@ -21,29 +21,10 @@ from lemon_core.fire_ledger import (
     check_lease_ms,
     check_status,
 )
+from lemon_infra._fire_rows import FIRE_COLUMNS, fire_of
 from lemon_infra._postgres_store import _NOW_MS, PostgresStore, _check_pg_text, _q
 
 __all__ = ["PostgresFireLedger"]
-
-_COLUMNS: Final = (
-    "job_id, due_at_ms, owner, fence, lease_until_ms, status, run_id, outcome, "
-    "claimed_at_ms, updated_at_ms"
-)
-
-
-def _fire(row: tuple[Any, ...]) -> Fire:
-    return Fire(
-        job_id=str(row[0]),
-        due_at_ms=int(row[1]),
-        owner=str(row[2]),
-        fence=int(row[3]),
-        lease_until_ms=int(row[4]),
-        status=str(row[5]),
-        run_id=row[6],
-        outcome=row[7],
-        claimed_at_ms=int(row[8]),
-        updated_at_ms=int(row[9]),
-    )
 
 
 class PostgresFireLedger:
@@ -61,7 +42,7 @@ class PostgresFireLedger:
             + ", "
             + _NOW_MS
             + ") ON CONFLICT (job_id, due_at_ms) DO NOTHING RETURNING "
-            + _COLUMNS,
+            + FIRE_COLUMNS,
             schema,
         )
         self._renew = _q(
@@ -70,7 +51,7 @@ class PostgresFireLedger:
             + " + %s, updated_at_ms = "
             + _NOW_MS
             + " WHERE job_id = %s AND due_at_ms = %s AND fence = %s AND NOT done RETURNING "
-            + _COLUMNS,
+            + FIRE_COLUMNS,
             schema,
         )
         self._record = _q(
@@ -79,7 +60,7 @@ class PostgresFireLedger:
             "lease_until_ms = CASE WHEN %s THEN 0 ELSE lease_until_ms END, updated_at_ms = "
             + _NOW_MS
             + " WHERE job_id = %s AND due_at_ms = %s AND fence = %s AND NOT done RETURNING "
-            + _COLUMNS,
+            + FIRE_COLUMNS,
             schema,
         )
         self._take_over = _q(
@@ -101,13 +82,13 @@ class PostgresFireLedger:
         )
         self._get = _q(
             "SELECT "
-            + _COLUMNS
+            + FIRE_COLUMNS
             + " FROM {schema}.lemon_fires WHERE job_id = %s AND due_at_ms = %s",
             schema,
         )
         self._fires = _q(
             "SELECT "
-            + _COLUMNS
+            + FIRE_COLUMNS
             + " FROM {schema}.lemon_fires WHERE job_id = %s ORDER BY due_at_ms DESC LIMIT %s",
             schema,
         )
@@ -121,7 +102,7 @@ class PostgresFireLedger:
 
     async def _one(self, query: str, params: tuple[Any, ...]) -> Fire | None:
         rows = await self._rows(query, params)
-        return _fire(rows[0]) if rows else None
+        return fire_of(rows[0]) if rows else None
 
     async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
         check_fire_key(job_id, due_at_ms)
@@ -148,11 +129,11 @@ class PostgresFireLedger:
         _check_pg_text(owner, "fire owner")
         rows = await self._rows(self._take_over, (owner, check_lease_ms(lease_ms), max(0, limit)))
         return sorted(
-            (_fire(r) for r in rows), key=lambda f: (f.lease_until_ms, f.job_id, f.due_at_ms)
+            (fire_of(r) for r in rows), key=lambda f: (f.lease_until_ms, f.job_id, f.due_at_ms)
         )
 
     async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
         return await self._one(self._get, check_fire_key(job_id, due_at_ms))
 
     async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
-        return [_fire(r) for r in await self._rows(self._fires, (job_id, max(0, limit)))]
+        return [fire_of(r) for r in await self._rows(self._fires, (job_id, max(0, limit)))]

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.fire_ledger import (
@@ -26,6 +26,7 @@ from lemon_core.fire_ledger import (
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
 from lemon_core.store.protocol import Clock
+from lemon_infra._fire_rows import FIRE_COLUMNS, fire_of
 
 __all__ = ["SQLiteFireLedger"]
 
@@ -48,26 +49,6 @@ CREATE TABLE IF NOT EXISTS lemon_fires (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lemon_fires_open ON lemon_fires (lease_until_ms) WHERE done = 0;
 """
-
-_COLUMNS: Final = (
-    "job_id, due_at_ms, owner, fence, lease_until_ms, status, run_id, outcome, "
-    "claimed_at_ms, updated_at_ms"
-)
-
-
-def _fire(row: tuple[Any, ...]) -> Fire:
-    return Fire(
-        job_id=str(row[0]),
-        due_at_ms=int(row[1]),
-        owner=str(row[2]),
-        fence=int(row[3]),
-        lease_until_ms=int(row[4]),
-        status=str(row[5]),
-        run_id=row[6],
-        outcome=row[7],
-        claimed_at_ms=int(row[8]),
-        updated_at_ms=int(row[9]),
-    )
 
 
 class SQLiteFireLedger:
@@ -152,10 +133,10 @@ class SQLiteFireLedger:
 
     def _select(self, conn: sqlite3.Connection, job_id: str, due_at_ms: int) -> Fire | None:
         row = conn.execute(
-            f"SELECT {_COLUMNS} FROM lemon_fires WHERE job_id = ? AND due_at_ms = ?",
+            f"SELECT {FIRE_COLUMNS} FROM lemon_fires WHERE job_id = ? AND due_at_ms = ?",
             (job_id, due_at_ms),
         ).fetchone()
-        return None if row is None else _fire(row)
+        return None if row is None else fire_of(row)
 
     async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
         check_lease_ms(lease_ms)
@@ -236,11 +217,11 @@ class SQLiteFireLedger:
     async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
         def op(conn: sqlite3.Connection) -> list[Fire]:
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM lemon_fires WHERE job_id = ? "
+                f"SELECT {FIRE_COLUMNS} FROM lemon_fires WHERE job_id = ? "
                 "ORDER BY due_at_ms DESC LIMIT ?",
                 (job_id, max(0, limit)),
             ).fetchall()
-            return [_fire(r) for r in rows]
+            return [fire_of(r) for r in rows]
 
         return await self._call(self._tx(op))
 
