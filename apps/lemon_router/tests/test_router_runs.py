@@ -711,15 +711,19 @@ async def test_a_crashed_task_never_cancels_another_sessions_run(bus: Bus) -> No
         assert done.payload.completed.ok
 
 
-async def test_a_failed_run_whose_tool_already_ran_is_not_retried(bus: Bus) -> None:
-    # Retrying would run the tool's side effects a second time.
+@pytest.mark.parametrize(
+    "kind", ["file_change", "command", "tool", "subagent", "web_search", "fetch"]
+)
+async def test_a_failed_run_whose_tool_already_ran_is_not_retried(bus: Bus, kind: str) -> None:
+    # Retrying would run the tool's side effects a second time (a fetched URL may carry data
+    # out or change something on the server, as much as a command can).
     context, engine = runtime(bus)
     watcher = Watcher(bus, SESSION)
     async with Router(bus=bus, context=context, config=FAST) as router:
         receipt = await router.submit(request("write the file"))
         command = await engine.next_command()
         engine.started(command.run_id)
-        engine.action(command.run_id, "call-1", kind="file_change", title="write x.txt")
+        engine.action(command.run_id, "call-1", kind=kind, title="the effect")
         engine.complete(command.run_id, ok=False, answer="", error="connection reset")
         await watcher.until("run_phase_changed", run_id=receipt.run_id, phase="failed")
         assert router.statistics().zero_answer_retries == 0

@@ -585,7 +585,9 @@ class RunProcess:
 #: a rate limit honouring its Retry-After hint; retrying again at once would hammer it.
 _NOT_RETRIED_HERE = frozenset({ErrorCode.RATE_LIMITED})
 _AUTOMATION_ORIGINS = frozenset({"cron", "heartbeat", "automation", "webhook"})
-_EFFECT_KINDS = frozenset({"tool", "command", "file_change", "subagent", "web_search"})
+#: Action kinds whose start means the world may have changed: a retry could repeat them. A
+#: ``fetch`` counts: a URL can carry data out or change something on the server.
+_EFFECT_KINDS = frozenset({"tool", "command", "file_change", "subagent", "web_search", "fetch"})
 
 
 def _workspace(cwd: str | None) -> str | None:
