@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from lemon_core.idempotency import (
     InvalidIdempotencyKeyError,
     hash_idempotency_key,
 )
+from lemon_core.idempotency.records import Reservation
 from lemon_infra import LEGACY_TABLE, SQLiteIdempotencyStore, create_legacy_table
 
 T0 = 1_700_000_000_000
@@ -115,3 +117,83 @@ async def test_two_connections_reserving_one_key_create_exactly_one_fence(db: Pa
     finally:
         for store in stores:
             await store.close()
+
+
+async def _held(store: SQLiteIdempotencyStore) -> tuple[asyncio.Future[None], threading.Event]:
+    """Occupy the store's thread until the returned event is set (writes pile up meanwhile)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        release.wait(10)
+
+    holding = asyncio.ensure_future(store._call(hold))
+    await asyncio.to_thread(entered.wait, 10)
+    return holding, release
+
+
+def _reserve(store: SQLiteIdempotencyStore, i: int) -> asyncio.Future[Reservation]:
+    return asyncio.ensure_future(
+        store.reserve(
+            key_hash=hash_idempotency_key("hook", f"key-{i}"),
+            integration="hook",
+            body_hash="b",
+            run_id=f"run-{i}",
+            session_key="s",
+            now_ms=T0,
+            ttl_ms=TTL,
+            lease_ms=1000,
+        )
+    )
+
+
+async def test_writes_that_wait_together_share_one_commit_and_each_is_durable(db: Path) -> None:
+    store = await SQLiteIdempotencyStore.open(db)
+    try:
+        holding, release = await _held(store)
+        writes = [_reserve(store, i) for i in range(20)]
+        await asyncio.sleep(0)
+        assert not any(w.done() for w in writes)  # nobody is answered before the commit
+        release.set()
+        await holding
+        results = await asyncio.gather(*writes)
+        assert all(r.created for r in results)
+        assert store.statistics()["write_batches"] == 1
+    finally:
+        await store.close()
+    # Durable: a new connection sees all twenty fences.
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM idem_fences").fetchone()[0] == 20
+    finally:
+        conn.close()
+
+
+async def test_a_write_that_fails_in_a_shared_commit_rolls_back_alone(db: Path) -> None:
+    store = await SQLiteIdempotencyStore.open(db)
+    try:
+        holding, release = await _held(store)
+        before = _reserve(store, 1)
+
+        def broken(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO idem_fences (key_hash, integration, state, run_id, created_at_ms, "
+                "updated_at_ms, expires_at_ms, lease_until_ms) "
+                f"VALUES ('half', 'hook', 'pending', 'run-half', 0, 0, {T0 + TTL}, 0)"
+            )  # written, then undone when the next statement fails
+            conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+        failing = asyncio.ensure_future(store._write(broken))
+        after = _reserve(store, 2)
+        release.set()
+        await holding
+        assert (await before).created
+        assert (await after).created
+        with pytest.raises(IdempotencyStoreError, match="no_such_table"):
+            await failing
+        assert store.statistics()["write_batches"] == 1
+        assert await store.lookup("half", now_ms=T0) is None
+        for i in (1, 2):
+            assert await store.lookup(hash_idempotency_key("hook", f"key-{i}"), now_ms=T0)
+    finally:
+        await store.close()

@@ -1,9 +1,16 @@
 """The SQLite idempotency store: fences and response snapshots in one file (WAL).
 
 Design: one connection owned by one dedicated thread (every call is shipped to it, so blocking
-I/O never runs on the event loop); every operation is one ``BEGIN IMMEDIATE`` transaction, so
+I/O never runs on the event loop); every write runs inside a ``BEGIN IMMEDIATE`` transaction, so
 a reservation is atomic against every other connection to the same file too, and a fence and
 its snapshot are written, and removed, together.
+
+Group commit: writes that arrive while the thread is busy (typically waiting for the previous
+commit's fsync) wait in a batch, and the next flush runs the whole batch in one transaction,
+each write inside its own ``SAVEPOINT`` (a write that fails rolls back alone and gets its own
+error). Every caller is answered only after the ``COMMIT`` that made its write durable, so the
+contract is that of one transaction per write, executed in arrival order; only the fsyncs are
+shared (one per batch rather than one per write).
 
 Schema versions (``idem_meta.schema_version``):
 
@@ -18,7 +25,9 @@ Schema versions (``idem_meta.schema_version``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -126,6 +135,11 @@ class SQLiteIdempotencyStore:
         self._closed = False
         self._ops = 0
         self._errors = 0
+        # Group commit (see the module docstring): writes waiting for the next flush.
+        self._batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._batch_lock = threading.Lock()
+        self._flush_queued = False
+        self._batches = 0
 
     @classmethod
     async def open(cls, path: str | Path, **options: Any) -> SQLiteIdempotencyStore:
@@ -236,6 +250,73 @@ class SQLiteIdempotencyStore:
         finally:
             self._ops += 1
 
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a transaction of its own (a savepoint in the next group commit) and
+        return its result once the commit is durable."""
+        if self._closed:
+            raise IdempotencyStoreError(f"the idempotency store {self._path} is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._batch_lock:
+            self._batch.append((fn, future))
+            queue = not self._flush_queued
+            self._flush_queued = True
+        if queue:
+            loop.run_in_executor(self._thread, self._flush, loop)
+        try:
+            return await future
+        except sqlite3.Error as exc:
+            raise IdempotencyStoreError(f"idempotency store {self._path}: {exc}") from exc
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Thread side: take every write that waits now and commit them together.
+        with self._batch_lock:
+            batch, self._batch = self._batch, []
+            self._flush_queued = False
+        if not batch:
+            return
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
+            done: list[tuple[asyncio.Future[Any], Any]] = []
+            for fn, future in batch:
+                conn.execute("SAVEPOINT lemon_write")
+                try:
+                    value = fn(conn)
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK TO lemon_write")
+                        conn.execute("RELEASE lemon_write")
+                        outcomes.append((future, None, exc))
+                        continue
+                    # SQLite ended the whole transaction: the writes before this one are gone
+                    # too; tell them so and go on with the rest in a new transaction.
+                    outcomes.extend((f, None, exc) for f, _ in done)
+                    outcomes.append((future, None, exc))
+                    done = []
+                    conn.execute("BEGIN IMMEDIATE")
+                    continue
+                conn.execute("RELEASE lemon_write")
+                done.append((future, value))
+            conn.execute("COMMIT")
+            outcomes.extend((f, value, None) for f, value in done)
+        except BaseException as exc:
+            conn = self._conn
+            if conn is not None and conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            # The batch's transaction is gone: every write in it failed (a write that had
+            # already failed keeps its own error).
+            failed = {id(f): e for f, _, e in outcomes if e is not None}
+            outcomes = [(f, None, failed.get(id(f), exc)) for _, f in batch]
+        self._batches += 1
+        self._ops += len(batch)
+        self._errors += sum(1 for _, _, exc in outcomes if isinstance(exc, sqlite3.Error))
+        # A loop closed while its writes were committed: nobody waits for the answers.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, outcomes)
+
     # -- the port ----------------------------------------------------------------------------
 
     async def reserve(
@@ -310,7 +391,7 @@ class SQLiteIdempotencyStore:
             assert record is not None
             return Reservation(created=True, record=record, bound=bound)
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
         def op() -> IdempotencyRecord | None:
@@ -339,7 +420,7 @@ class SQLiteIdempotencyStore:
             )
             return True
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def mark_unknown(self, *, key_hash: str, run_id: str, now_ms: int) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -350,7 +431,7 @@ class SQLiteIdempotencyStore:
             )
             return cur.rowcount == 1
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def mark_vanished(self, *, run_id: str, integration: str, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:
@@ -361,7 +442,7 @@ class SQLiteIdempotencyStore:
             )
             return cur.rowcount
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def release(self, *, key_hash: str, run_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -372,7 +453,7 @@ class SQLiteIdempotencyStore:
             )
             return cur.rowcount == 1
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def recover(self, *, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:
@@ -383,7 +464,7 @@ class SQLiteIdempotencyStore:
             )
             return cur.rowcount
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def sweep(self, *, now_ms: int) -> SweepReport:
         def op(conn: sqlite3.Connection) -> SweepReport:
@@ -408,7 +489,7 @@ class SQLiteIdempotencyStore:
                 watermark_ms=int(mark.fetchone()[0]),
             )
 
-        return await self._call(self._transaction(op))
+        return await self._write(op)
 
     async def watermark(self) -> int:
         def op() -> int:
@@ -480,6 +561,7 @@ class SQLiteIdempotencyStore:
             "path": str(self._path),
             "closed": self._closed,
             "ops": self._ops,
+            "write_batches": self._batches,
             "errors": self._errors,
         }
 
@@ -557,3 +639,13 @@ class SQLiteIdempotencyStore:
 def create_legacy_table(conn: sqlite3.Connection) -> None:
     """Create the schema-1 raw-key table (tests and imports of earlier data use it)."""
     conn.execute(_LEGACY_SCHEMA)
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, value, exc in outcomes:
+        if future.cancelled():
+            continue
+        if exc is None:
+            future.set_result(value)
+        else:
+            future.set_exception(exc)
