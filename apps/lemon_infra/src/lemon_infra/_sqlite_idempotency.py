@@ -302,10 +302,10 @@ class SQLiteIdempotencyStore:
             conn.execute("COMMIT")
             outcomes.extend((f, value, None) for f, value in done)
         except BaseException as exc:
-            conn = self._conn
-            if conn is not None and conn.in_transaction:
+            live = self._conn
+            if live is not None and live.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
+                    live.execute("ROLLBACK")
             # The batch's transaction is gone: every write in it failed (a write that had
             # already failed keeps its own error).
             failed = {id(f): e for f, _, e in outcomes if e is not None}
