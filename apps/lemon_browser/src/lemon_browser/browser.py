@@ -25,6 +25,7 @@ still change its answer between the check and Chromium's own lookup).
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -141,8 +142,27 @@ class BrowserSession:
         return await self._act(self.page.go_back(timeout=self.timeout_s * 1000))
 
     async def screenshot(self) -> bytes:
+        """The visible part of the page as PNG bytes."""
         self.used_at = time.monotonic()
         return await self.page.screenshot(type="png")
+
+    async def thumbnail(self, width: int = 320) -> bytes:
+        """The visible part of the page as a small PNG (``width`` pixels wide), drawn by
+        Chromium at that scale (DevTools ``Page.captureScreenshot`` with a scaled clip), for
+        a tool card."""
+        self.used_at = time.monotonic()
+        size = self.page.viewport_size or {"width": 1280, "height": 720}
+        scale = min(1.0, width / size["width"])
+        cdp = await self.context.new_cdp_session(self.page)
+        try:
+            shot = await cdp.send("Page.captureScreenshot", {
+                "format": "png",
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
+                         "scale": scale},
+            })  # fmt: skip
+        finally:
+            await cdp.detach()
+        return base64.b64decode(shot["data"])
 
 
 class Browsers:
