@@ -477,8 +477,11 @@ async def _screenshot(
     except InvalidImageError as exc:
         raise ToolError(f"browser screenshot: {exc}; use snapshot to read the page") from None
     taint.mark(where)
-    size = session.page.viewport_size or {}
-    details = {
+    viewport = session.page.viewport_size
+    size: dict[str, int] = (
+        {"width": viewport["width"], "height": viewport["height"]} if viewport else {}
+    )
+    details: dict[str, Any] = {
         "action": "screenshot", "url": where, "flagged": False, "flags": [],
         "blocked": list(session.blocked[-10:]),
         "screenshot": {"mime_type": image.mime_type, "bytes": image.size,
