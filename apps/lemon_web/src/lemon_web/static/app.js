@@ -371,6 +371,7 @@ function renderWebCard(card, web) {
     const rules = Array.isArray(web.flags) ? web.flags.filter((r) => typeof r === "string") : [];
     box.append(el("div", "tool-web-flag", `⚠ flagged as untrusted: ${rules.join(", ") || "suspicious content"}`));
   }
+  if (typeof web.hidden_removed === "number" && web.hidden_removed > 0) box.append(el("div", "tool-web-note", `${web.hidden_removed} hidden element(s) removed`));
   if (typeof web.thumbnail === "string" && PNG_DATA_URL.test(web.thumbnail)) {
     const img = el("img", "tool-thumb");
     img.alt = url ? `screenshot of ${url}` : "screenshot";
