@@ -95,7 +95,7 @@ async def test_a_browser_screenshot_card_shows_its_thumbnail(
     card = await _tool(page, "browser", {"action": "screenshot"})
     small = card.locator("summary img.tool-thumb-small")
     await small.wait_for(timeout=WAIT_MS)
-    assert "1280×720 PNG" in await card.locator(".tool-web-facts").inner_text()
+    assert "1280\u00d7720 PNG" in await card.locator(".tool-web-facts").inner_text()
     await card.locator("summary").click()
     thumb = card.locator(".tool-web img.tool-thumb")
     src = await thumb.get_attribute("src")
