@@ -107,7 +107,8 @@ class _Scanned:
 def scan_untrusted(text: str, source: str) -> _Scanned:
     """``text`` with invisible and control characters removed, and the audit's findings on
     it (counted on the text as it came, so hidden characters are flagged too)."""
-    findings = [f for f in audit_text(text, file=source) if f.rule in _FLAG_RULES]
+    # Only the rules a card flags are run (the destructive-command rule is about scripts).
+    findings = audit_text(text, file=source, rules=_FLAG_RULES)
     flags = tuple(WebFlag(rule=f.rule, line=f.line, excerpt=f.excerpt) for f in findings)
     cleaned, removed = _HIDDEN.subn("", text)
     return _Scanned(text=cleaned, flags=flags[:_MAX_FLAGS], invisible_removed=removed)
