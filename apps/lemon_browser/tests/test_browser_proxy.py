@@ -126,3 +126,34 @@ async def test_a_chunked_request_body_and_a_malformed_line_are_refused(
     assert chunked.startswith(b"HTTP/1.1 411 ")
     assert garbage.startswith(b"HTTP/1.1 400 ")
     assert site.requests == []
+
+
+class Stalled:
+    """A resolver that never answers (a DNS server that went away)."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        self.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_closing_ends_a_connection_waiting_on_a_lookup(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    resolver = Stalled()
+    proxy = PinningProxy(guard=AddressGuard(resolver=resolver))
+    await proxy.__aenter__()
+    port = int(proxy.server.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"CONNECT stalled.test:443 HTTP/1.1\r\n{_auth(proxy)}\r\n".encode())
+    await writer.drain()
+    await asyncio.wait_for(resolver.asked.wait(), 10)
+    assert proxy.statistics()["open"] == 1
+    await asyncio.wait_for(proxy.aclose(), 10)
+    assert proxy.statistics()["open"] == 0
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, nothing answered
+    writer.close()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -91,6 +91,8 @@ class PinningProxy:
         self.refusals: deque[ProxyRefusal] = deque(maxlen=max_refusals)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[object]] = set()  # the server's connection tasks
+        self._closing = False
         self._counts = {"connections": 0, "refused": 0, "tunnels": 0, "requests": 0, "busy": 0}
 
     @property
@@ -116,9 +118,14 @@ class PinningProxy:
         server, self._server = self._server, None
         if server is None:
             return
+        self._closing = True
         server.close()
         for writer in list(self._writers):
             writer.close()
+        handlers = list(self._handlers)
+        for task in handlers:  # a lookup or a relay still running: ended, awaited here
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
         await server.wait_closed()
 
     # -- one client connection -----------------------------------------------------------
@@ -130,13 +137,22 @@ class PinningProxy:
             await _answer(writer, 503, "the browser proxy is busy")
             return
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             await self._handle(reader, writer)
         except _Refused as refused:
             await _answer(writer, refused.status, refused.reason)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             pass  # the client went away or stalled: nothing to answer
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # aclose ended this connection: the server's callback must not see a cancellation
         finally:
+            if task is not None:
+                self._handlers.discard(task)
             self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(OSError):
