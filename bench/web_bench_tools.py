@@ -15,9 +15,10 @@ alternating, ``--repeat`` times each:
 Prints the medians and the ratio tool / baseline (target: <= 1.3x).
 
 Then, when Debian's Chromium is there (``/usr/bin/chromium``), the browser: the ``browser``
-tool's ``open`` (the guard, every request routed through it, the snapshot, the scan, the fence)
-of a fixture page next to raw Playwright doing the same on a plain context (``goto`` and the
-same snapshot script), ``--repeat`` times each, alternating (target: <= 1.5x).
+tool's ``open`` (the guard, every request routed through it and the pinning proxy, the
+snapshot, the scan, the fence) of a fixture page next to raw Playwright doing the same on a
+plain context (``goto`` and the same snapshot script), ``--repeat`` times each, alternating
+(target: <= 1.5x).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ that does whatever it reads), a real HTTP server on 127.0.0.1 serving booby-trap
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -297,6 +298,7 @@ async def test_the_browser_tool_opens_clicks_and_taints_the_run(
         scripted_provider.script(
             call("browser", "b1", action="open", url=site.url("/counter")),
             call("browser", "b2", action="click", ref=1),
+            call("browser", "b4", action="screenshot"),
             call("bash", "b3", command="echo hi"),
             ScriptedTurn(text="done"),
         )
@@ -314,8 +316,18 @@ async def test_the_browser_tool_opens_clicks_and_taints_the_run(
                 await provider.aclose()
     assert completion.ok
     assert "browser" in _tool_names(scripted_provider)
-    body = scripted_provider.requests[3].body
-    opened, clicked, bash = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    body = scripted_provider.requests[4].body
+    opened, clicked, shot, bash = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    # the screenshot reached the model as an image: a PNG data URL right after its tool message
+    assert "[browser screenshot · " in shot
+    assert "image(s) of this result follow" in shot
+    after = body["messages"].index(next(m for m in body["messages"]
+                                        if m.get("tool_call_id") == "b4")) + 1  # fmt: skip
+    parts = body["messages"][after]["content"]
+    assert body["messages"][after]["role"] == "user"
+    png = base64.b64decode(parts[1]["image_url"]["url"].removeprefix("data:image/png;base64,"))
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(png) > 1000
     assert "<<<untrusted-web-content " in opened
     assert '[1] button "Add one"' in opened
     assert "count 0" in opened

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -24,6 +25,7 @@ from lemon_agent import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
     ToolRegistry,
+    ToolResult,
     TurnEndEvent,
     TurnStartEvent,
 )
@@ -35,6 +37,7 @@ from lemon_ai import (
     RetryPolicy,
     ToolResultMessage,
     UserMessage,
+    decode_image,
     default_catalogue,
 )
 from lemon_ai import AssistantMessage as Assistant
@@ -214,6 +217,37 @@ async def test_tool_errors_are_returned_to_the_model(harness: Harness) -> None:
     second = harness.request_text(1)
     assert "no such file: nope.txt" in second
     assert "disk on fire" in second
+
+
+async def test_a_tools_image_reaches_the_model_over_both_wires(harness: Harness) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    image = decode_image(base64.b64encode(png).decode())
+
+    async def shoot(ctx: ToolContext) -> ToolResult:
+        return ToolResult(content="a screenshot", images=(image,))
+
+    harness.server.script(
+        ScriptedTurn(tool_calls=(ScriptedToolCall(name="shoot", arguments={"path": "x"}),)),
+        ScriptedTurn(text="I see it."),
+    )
+    result = await harness.agent(tool("shoot", shoot)).prompt("look")
+    assert result.outcome == "completed"
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert results[0].images == (image,)
+    second = harness.server.requests[1].body
+    if harness.model.api == "openai_completions":
+        parts = second["messages"][-1]["content"]
+        assert second["messages"][-1]["role"] == "user"
+        assert parts[1] == {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/png;base64,{image.data}"},
+        }
+    else:
+        block = second["messages"][-1]["content"][0]
+        assert block["type"] == "tool_result"
+        assert block["content"][1]["source"]["data"] == image.data
 
 
 async def test_invalid_tool_arguments_never_reach_the_tool(harness: Harness) -> None:

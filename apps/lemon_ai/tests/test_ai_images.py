@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lemon_ai import (
     AnthropicMessagesProvider,
+    AssistantMessage,
     Context,
     ImageContent,
     ImageLimits,
@@ -18,12 +19,15 @@ from lemon_ai import (
     OfflineProvider,
     OpenAICompletionsProvider,
     StreamOptions,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
     check_images,
     complete,
     decode_image,
     default_catalogue,
     offline_model,
+    tool_result_turn,
     user_turn,
 )
 
@@ -169,3 +173,68 @@ async def test_the_offline_model_says_it_cannot_look_at_images() -> None:
     message = await complete(OfflineProvider(), offline_model(), _context(image, text=""))
     assert "1 image" in message.text
     assert "offline" in message.text.lower()
+
+
+def _tool_context(*images: ImageContent) -> Context:
+    call = ToolCall(id="c1", name="browser", arguments={"action": "screenshot"})
+    return Context(messages=(
+        UserMessage(content="look at the page"),
+        AssistantMessage(content=(call,), stop_reason="tool_use"),
+        ToolResultMessage(tool_call_id="c1", tool_name="browser", content="screenshot of x",
+                          images=images),
+        UserMessage(content="and now?"),
+    ))  # fmt: skip
+
+
+def test_anthropic_sends_a_tool_results_image_inside_its_tool_result_block() -> None:
+    image = decode_image(_b64(PNG))
+    model = default_catalogue().resolve("anthropic:claude-sonnet-4-20250514")
+    _, _, body = AnthropicMessagesProvider().build_request(
+        model, _tool_context(image), StreamOptions()
+    )
+    result = body["messages"][2]["content"][0]
+    assert result["type"] == "tool_result"
+    assert result["content"] == [
+        {"type": "text", "text": "screenshot of x"},
+        {"type": "image",
+         "source": {"type": "base64", "media_type": "image/png", "data": image.data}},
+    ]  # fmt: skip
+    _, _, plain = AnthropicMessagesProvider().build_request(model, _tool_context(), StreamOptions())
+    assert plain["messages"][2]["content"][0]["content"] == "screenshot of x"
+
+
+def test_openai_sends_a_tool_results_image_as_a_user_message_after_the_tool_messages() -> None:
+    image = decode_image(_b64(PNG))
+    model = default_catalogue().resolve("openai:gpt-4o-mini")
+    _, _, body = OpenAICompletionsProvider().build_request(
+        model, _tool_context(image), StreamOptions()
+    )
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "assistant", "tool", "user", "user"]
+    tool, images = body["messages"][2], body["messages"][3]
+    assert tool["content"].startswith("screenshot of x\n[1 image(s) of this result follow")
+    assert images["content"] == [
+        {"type": "text", "text": "The image(s) returned by the browser call c1:"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image.data}"}},
+    ]
+    assert body["messages"][4] == {"role": "user", "content": "and now?"}
+
+
+def test_a_tool_image_is_a_note_for_a_blind_model_or_once_kept_as_a_reference() -> None:
+    image = decode_image(_b64(PNG))
+    blind = default_catalogue().resolve("openai:o3-mini")
+    message = ToolResultMessage(tool_call_id="c1", tool_name="browser", content="shot",
+                                images=(image,))  # fmt: skip
+    text, sent = tool_result_turn(message, blind)
+    assert sent == ()
+    assert "The tool returned an image (image/png" in text
+    _, _, body = OpenAICompletionsProvider().build_request(
+        blind, _tool_context(image), StreamOptions()
+    )
+    assert image.data not in str(body)
+    seeing = default_catalogue().resolve("openai:gpt-4o")
+    kept = ToolResultMessage(tool_call_id="c1", tool_name="browser", content="shot",
+                             images=(image.reference(),))  # fmt: skip
+    text, sent = tool_result_turn(kept, seeing)
+    assert sent == ()
+    assert "not kept in the session" in text

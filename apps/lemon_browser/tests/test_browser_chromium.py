@@ -81,3 +81,52 @@ async def test_two_sessions_do_not_share_cookies_and_idle_ones_close(site: Fixtu
         browsers._idle_s = 0  # every context is now idle: the next call closes them
         assert await browsers.sweep() == 2
         assert browsers.open_sessions == ()
+
+
+class Answers:
+    """A resolver stub: ``public`` lookups answer a public address, the rest loopback."""
+
+    def __init__(self, *, public: int) -> None:
+        self.public = public
+        self.calls = 0
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        self.calls += 1
+        return ["93.184.215.14"] if self.calls <= self.public else ["127.0.0.1"]
+
+
+class Fixed:
+    async def resolve(self, host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+
+async def test_chromium_connects_to_the_address_the_guard_checked(site: FixtureSite) -> None:
+    # No resolver but the guard's knows "pinned.test": the page loads only because the
+    # connection goes to the checked address, through the pinning proxy.
+    guard = AddressGuard(allow_hosts=[f"pinned.test:{site.port}"], resolver=Fixed())
+    async with Browsers(guard=guard) as browsers:
+        session = await browsers.session("s1")
+        snap = await session.open(f"http://pinned.test:{site.port}/form")
+        assert "# Sign up" in snap
+        assert browsers.proxy is not None
+        assert browsers.proxy.statistics()["requests"] >= 1
+    assert site.requests[0].headers["host"] == f"pinned.test:{site.port}"
+
+
+async def test_dns_rebinding_after_the_check_never_reaches_the_private_answer(
+    site: FixtureSite,
+) -> None:
+    # Chromium would resolve *.localhost to loopback itself; the two checks before Chromium
+    # connects (the tool's and the route handler's) are answered a public address, the proxy's
+    # (the one the connection uses) loopback: refused, and the loopback site sees nothing.
+    resolver = Answers(public=2)
+    async with Browsers(guard=AddressGuard(resolver=resolver)) as browsers:
+        session = await browsers.session("s1")
+        with pytest.raises(FetchRefused, match="loopback"):
+            await session.open(f"http://rebind.localhost:{site.port}/form")
+        assert browsers.proxy is not None
+        assert [r.target for r in browsers.proxy.refusals] == [
+            f"http://rebind.localhost:{site.port}/form"
+        ]
+    assert resolver.calls == 3
+    assert site.requests == []

@@ -64,7 +64,8 @@ def _entry(index: int, message: Message, timestamp_ms: int | None) -> Transcript
             return None
         role, text = "assistant", message.text
     else:
-        role, text = "tool", f"{message.tool_name}: {message.content}"
+        marks = [f"[image: {i.mime_type}, {i.size} bytes]" for i in message.images]
+        role, text = "tool", "\n".join((f"{message.tool_name}: {message.content}", *marks))
     truncated = len(text) > _MAX_ENTRY_CHARS
     if truncated:
         text = text[: _MAX_ENTRY_CHARS - 1] + "…"

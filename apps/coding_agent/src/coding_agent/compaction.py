@@ -169,7 +169,10 @@ def _chars(message: Message) -> int:
         )
         return len(message.content) + images + _MESSAGE_OVERHEAD_CHARS
     if isinstance(message, ToolResultMessage):
-        return len(message.content) + len(message.tool_name) + _MESSAGE_OVERHEAD_CHARS
+        images = sum(
+            _IMAGE_CHARS if image.available else _IMAGE_NOTE_CHARS for image in message.images
+        )
+        return len(message.content) + len(message.tool_name) + images + _MESSAGE_OVERHEAD_CHARS
     total = _MESSAGE_OVERHEAD_CHARS
     for block in message.content:
         if isinstance(block, TextContent):
@@ -268,9 +271,11 @@ def _serialise(messages: Sequence[Message], limit: int) -> str:
             parts.append("[user]\n" + message.content + notes)
         elif isinstance(message, ToolResultMessage):
             flag = " (error)" if message.is_error else ""
+            notes = "".join(f"\n{image_note(image, by='tool')}" for image in message.images)
             parts.append(
                 f"[tool result {message.tool_name}{flag}]\n"
                 + _clip(message.content, _MAX_SERIALISED_TOOL_RESULT)
+                + notes
             )
         else:
             lines = [message.text] if message.text else []

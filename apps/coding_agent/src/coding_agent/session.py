@@ -138,11 +138,19 @@ class _Assistant(msgspec.Struct, tag_field="role", tag="assistant", forbid_unkno
     error_message: str | None = None
 
 
-class _ToolResult(msgspec.Struct, tag_field="role", tag="tool_result", forbid_unknown_fields=True):
+class _ToolResult(
+    msgspec.Struct,
+    tag_field="role",
+    tag="tool_result",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+):
     tool_call_id: str
     tool_name: str
     content: str
     is_error: bool = False
+    images: list[_ImageRef] = []
+    """A tool's images (a screenshot) as references, like a user's: never the bytes."""
 
 
 class _Header(msgspec.Struct, tag_field="type", tag="session", forbid_unknown_fields=True):
@@ -203,6 +211,10 @@ def _to_wire(message: Message) -> _User | _Assistant | _ToolResult:
             tool_name=message.tool_name,
             content=message.content,
             is_error=message.is_error,
+            images=[
+                _ImageRef(mime_type=i.mime_type, size=i.size, sha256=i.sha256)
+                for i in message.images
+            ],
         )
     blocks: list[_Text | _Thinking | _ToolCall] = []
     for block in message.content:
@@ -254,6 +266,10 @@ def _from_wire(record: _User | _Assistant | _ToolResult) -> Message:
             tool_name=record.tool_name,
             content=record.content,
             is_error=record.is_error,
+            images=tuple(
+                ImageContent(mime_type=i.mime_type, size=i.size, sha256=i.sha256)
+                for i in record.images
+            ),
         )
     content: list[TextContent | ThinkingContent | ToolCall] = []
     for block in record.content:

@@ -661,5 +661,9 @@ class AgentRun:
                 f"characters of {len(result.content)}]"
             )
         return ToolResultMessage(
-            tool_call_id=call.id, tool_name=call.name, content=content, is_error=result.is_error
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=content,
+            is_error=result.is_error,
+            images=result.images,
         )

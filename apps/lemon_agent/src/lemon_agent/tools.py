@@ -23,7 +23,7 @@ from jsonschema.protocols import Validator
 
 from lemon_agent.abort import AbortSignal
 from lemon_agent.errors import AgentUsageError
-from lemon_ai import ToolSpec
+from lemon_ai import ImageContent, ToolSpec
 
 __all__ = ["Tool", "ToolContext", "ToolExecute", "ToolRegistry", "ToolResult"]
 
@@ -35,11 +35,14 @@ _checked_schemas: set[str] = set()
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResult:
-    """What a tool returns: text for the model, an error flag, optional structured details."""
+    """What a tool returns: text for the model, an error flag, optional structured details,
+    and images the model is shown with the text (a browser screenshot; checked images, as
+    :func:`lemon_ai.decode_image` makes them)."""
 
     content: str
     is_error: bool = False
     details: Mapping[str, Any] | None = None
+    images: tuple[ImageContent, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

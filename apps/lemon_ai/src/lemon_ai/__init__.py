@@ -42,6 +42,7 @@ from lemon_ai.images import (
     check_images,
     decode_image,
     image_note,
+    tool_result_turn,
     user_turn,
 )
 from lemon_ai.messages import (
@@ -156,5 +157,6 @@ __all__ = [
     "offline_model",
     "parse_retry_after",
     "provider_for",
+    "tool_result_turn",
     "user_turn",
 ]

@@ -15,7 +15,8 @@ with a sentence saying what is wrong and how to fix it. It guarantees:
 
 :func:`user_turn` is what the providers encode: the message's text (with a note in place of
 each image the model cannot be sent: a model whose catalogue entry says it takes no image input,
-or an image kept only as a reference) and the images to send.
+or an image kept only as a reference) and the images to send. :func:`tool_result_turn` is the
+same for a tool result that carries images (a browser screenshot).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lemon_ai.errors import InvalidImageError
-from lemon_ai.messages import ImageContent, UserMessage
+from lemon_ai.messages import ImageContent, ToolResultMessage, UserMessage
 from lemon_ai.models import Model
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "check_images",
     "decode_image",
     "image_note",
+    "tool_result_turn",
     "user_turn",
 ]
 
@@ -157,16 +159,18 @@ def _size(size: int) -> str:
     return f"{size / 1024:.1f} KiB"
 
 
-def image_note(image: ImageContent, model: Model | None = None) -> str:
-    """The text a model is given in place of an image it is not sent."""
+def image_note(image: ImageContent, model: Model | None = None, *, by: str = "user") -> str:
+    """The text a model is given in place of an image it is not sent (``by``: who gave it,
+    ``"user"`` or ``"tool"``)."""
     what = f"{image.mime_type}, {_size(image.size)}"
+    verb = "The user attached" if by == "user" else "The tool returned"
     if image.available and model is not None:
         return (
-            f"[The user attached an image ({what}), but this model ({model.ref}) does not "
+            f"[{verb} an image ({what}), but this model ({model.ref}) does not "
             "accept image input, so it was not sent. Say so if the image matters.]"
         )
     return (
-        f"[The user attached an image here ({what}); images are not kept in the session, "
+        f"[{verb} an image here ({what}); images are not kept in the session, "
         "so it cannot be shown again.]"
     )
 
@@ -183,5 +187,23 @@ def user_turn(message: UserMessage, model: Model) -> tuple[str, tuple[ImageConte
             sent.append(image)
         else:
             notes.append(image_note(image, model))
+    text = "\n\n".join(part for part in (message.content, *notes) if part)
+    return text, tuple(sent)
+
+
+def tool_result_turn(
+    message: ToolResultMessage, model: Model
+) -> tuple[str, tuple[ImageContent, ...]]:
+    """As :func:`user_turn`, for a tool result: its text (with a note in place of each image
+    not sent) and the images to send."""
+    if not message.images:
+        return message.content, ()
+    sent: list[ImageContent] = []
+    notes: list[str] = []
+    for image in message.images:
+        if image.available and model.image_input is not False:
+            sent.append(image)
+        else:
+            notes.append(image_note(image, model, by="tool"))
     text = "\n\n".join(part for part in (message.content, *notes) if part)
     return text, tuple(sent)

@@ -75,7 +75,7 @@ AssistantContent = TextContent | ThinkingContent | ToolCall
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ImageContent:
-    """An image attached to a user message.
+    """An image attached to a user message or returned by a tool (a browser screenshot).
 
     ``data`` is the base64 of the image's bytes (``size`` of them, hashing to ``sha256``), as
     :func:`lemon_ai.images.decode_image` checked it. An image whose ``data`` is empty is a
@@ -154,12 +154,15 @@ class AssistantMessage:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResultMessage:
-    """The result of one tool call, fed back to the model."""
+    """The result of one tool call, fed back to the model, with any images the tool returned
+    (sent as image parts to models that take image input; see
+    :func:`lemon_ai.images.tool_result_turn`)."""
 
     tool_call_id: str
     tool_name: str
     content: str
     is_error: bool = False
+    images: tuple[ImageContent, ...] = ()
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage

@@ -6,7 +6,8 @@
 * :class:`Fetcher` GETs a URL through the guard on every redirect hop, bounded in size and
   time, and converts it (HTML to Markdown, PDF to text, JSON indented);
 * :class:`Browsers` drives Debian's Chromium through Playwright, a context per session, every
-  request through the guard;
+  request through the guard and every connection through :class:`PinningProxy` (to the
+  checked address);
 * :func:`search_provider` builds the ``[web] search`` provider (SearXNG, Brave, Tavily)
   behind :class:`SearchProvider`.
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         Target,
         address_refusal,
     )
+    from lemon_browser.proxy import PinningProxy, ProxyRefusal
     from lemon_browser.search import (
         MAX_RESULTS,
         BraveSearch,
@@ -88,6 +90,8 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "SystemResolver": ("lemon_browser.guard", "SystemResolver"),
     "Target": ("lemon_browser.guard", "Target"),
     "address_refusal": ("lemon_browser.guard", "address_refusal"),
+    "PinningProxy": ("lemon_browser.proxy", "PinningProxy"),
+    "ProxyRefusal": ("lemon_browser.proxy", "ProxyRefusal"),
     "MAX_RESULTS": ("lemon_browser.search", "MAX_RESULTS"),
     "BraveSearch": ("lemon_browser.search", "BraveSearch"),
     "SearchProvider": ("lemon_browser.search", "SearchProvider"),
@@ -115,6 +119,8 @@ __all__ = [
     "FetchedPage",
     "Fetcher",
     "PageKind",
+    "PinningProxy",
+    "ProxyRefusal",
     "Resolver",
     "SearchError",
     "SearchProvider",

@@ -17,14 +17,17 @@ bounded), :meth:`~BrowserSession.click`, :meth:`~BrowserSession.type`,
 :meth:`~BrowserSession.press`, :meth:`~BrowserSession.scroll`,
 :meth:`~BrowserSession.screenshot` (PNG bytes), :meth:`~BrowserSession.back`.
 
-What it does not do: the browser resolves names itself after the guard's check, so unlike
-:class:`~lemon_browser.Fetcher` it does not pin the checked address (a rebinding name can
-still change its answer between the check and Chromium's own lookup).
+Pinned like :class:`~lemon_browser.Fetcher`: Chromium is launched with the
+:class:`~lemon_browser.proxy.PinningProxy` as its proxy, so it never resolves a name or
+connects to a server itself; the proxy checks each request with the same guard and connects
+to the checked address (a name that answers a public address to the route handler's check
+and a private one afterwards never reaches the private one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lemon_browser.errors import FetchFailed, FetchRefused, WebError, WebUsageError
 from lemon_browser.guard import AddressGuard
+from lemon_browser.proxy import PinningProxy
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright, Route
@@ -88,6 +92,7 @@ class BrowserSession:
     guard: AddressGuard
     timeout_s: float
     max_snapshot_chars: int
+    proxy: PinningProxy | None = None
     blocked: list[str] = field(default_factory=list)
     used_at: float = field(default_factory=time.monotonic)
 
@@ -96,12 +101,30 @@ class BrowserSession:
         self.used_at = time.monotonic()
         await self.guard.check(url)  # a clear refusal before Chromium is involved
         try:
-            await self.page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+            response = await self.page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
         except Exception as exc:  # playwright's errors: translated at the edge
             if self.blocked and self.blocked[-1] == url:
                 raise FetchRefused(f"navigation to {url} was refused", reason="address") from None
+            refused = self._refused_by_proxy(url)
+            if refused is not None:
+                raise FetchRefused(refused, reason="address") from None
             raise FetchFailed(f"could not open {url}: {_first_line(exc)}") from None
+        refused = response.headers.get("x-lemon-refused") if response is not None else None
+        if refused is not None:  # the pinning proxy's check refused what Chromium asked for
+            self.blocked.append(url)
+            raise FetchRefused(f"navigation to {url} was refused: {refused}", reason="address")
         return await self.snapshot()
+
+    def _refused_by_proxy(self, url: str) -> str | None:
+        """The pinning proxy's refusal of ``url``'s host (a failed HTTPS tunnel), if any."""
+        if self.proxy is None or not self.proxy.refusals:
+            return None
+        host = url.partition("://")[2].partition("/")[0].lower()
+        last = self.proxy.refusals[-1]
+        if host and host in last.target.lower():
+            self.blocked.append(url)
+            return f"navigation to {url} was refused: {last.reason}"
+        return None
 
     async def snapshot(self) -> str:
         """The page's URL, title, headings, paragraphs and interactive elements (``[ref]``)."""
@@ -141,8 +164,27 @@ class BrowserSession:
         return await self._act(self.page.go_back(timeout=self.timeout_s * 1000))
 
     async def screenshot(self) -> bytes:
+        """The visible part of the page as PNG bytes."""
         self.used_at = time.monotonic()
         return await self.page.screenshot(type="png")
+
+    async def thumbnail(self, width: int = 320) -> bytes:
+        """The visible part of the page as a small PNG (``width`` pixels wide), drawn by
+        Chromium at that scale (DevTools ``Page.captureScreenshot`` with a scaled clip), for
+        a tool card."""
+        self.used_at = time.monotonic()
+        size = self.page.viewport_size or {"width": 1280, "height": 720}
+        scale = min(1.0, width / size["width"])
+        cdp = await self.context.new_cdp_session(self.page)
+        try:
+            shot = await cdp.send("Page.captureScreenshot", {
+                "format": "png",
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
+                         "scale": scale},
+            })  # fmt: skip
+        finally:
+            await cdp.detach()
+        return base64.b64decode(shot["data"])
 
 
 class Browsers:
@@ -169,6 +211,8 @@ class Browsers:
         self._browser: Browser | None = None
         self._sessions: OrderedDict[str, BrowserSession] = OrderedDict()
         self._starting = asyncio.Lock()
+        self.proxy: PinningProxy | None = None
+        """The pinning proxy Chromium connects through (started with the browser)."""
 
     async def __aenter__(self) -> Browsers:
         return self
@@ -187,14 +231,26 @@ class Browsers:
                     from playwright.async_api import async_playwright
                 except ImportError:
                     raise WebError("the playwright package is not installed") from None
+                proxy = PinningProxy(guard=self.guard, timeout_s=self._timeout_s)
+                await proxy.__aenter__()
                 self._playwright = await async_playwright().start()
                 try:
                     self._browser = await self._playwright.chromium.launch(
-                        executable_path=self._executable, args=list(CHROMIUM_ARGS)
+                        executable_path=self._executable,
+                        args=list(CHROMIUM_ARGS),
+                        # Every connection through the pinning proxy (loopback too: Playwright
+                        # adds "<-loopback>" to the bypass list), never Chromium's own lookup.
+                        proxy={
+                            "server": proxy.server,
+                            "username": proxy.username,
+                            "password": proxy.password,
+                        },
                     )
+                    self.proxy = proxy
                 except Exception as exc:  # playwright's errors: translated at the edge
                     await self._playwright.stop()
                     self._playwright = None
+                    await proxy.aclose()
                     raise WebError(
                         f"Chromium could not start from {self._executable} "
                         f"({_first_line(exc)}); install it with: apt-get install -y chromium"
@@ -212,7 +268,7 @@ class Browsers:
         context = await browser.new_context(accept_downloads=False)
         page = await context.new_page()
         made = BrowserSession(context=context, page=page, guard=self.guard,
-                              timeout_s=self._timeout_s,
+                              timeout_s=self._timeout_s, proxy=self.proxy,
                               max_snapshot_chars=self._max_snapshot_chars)  # fmt: skip
 
         async def route(route: Route) -> None:
@@ -260,6 +316,9 @@ class Browsers:
         if self._playwright is not None:
             await self._playwright.stop()
             self._playwright = None
+        if self.proxy is not None:
+            await self.proxy.aclose()
+            self.proxy = None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import re
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -144,6 +146,14 @@ def _convert(kind: PageKind, data: bytes, charset: str | None, url: str) -> Conv
     return Converted(text=text)
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The verifying TLS context every fetcher shares: loading the CA bundle takes tens of
+    milliseconds (blocking), so it is done once per process, not per fetch. Certificates are
+    verified against the name, as httpx's default context does."""
+    return httpx.create_ssl_context()
+
+
 class Fetcher:
     """Fetches URLs under a guard and limits (see the module docstring). Use as an async
     context manager, or call :meth:`aclose`; a ``transport`` is for tests and benchmarks."""
@@ -163,6 +173,7 @@ class Fetcher:
             timeout=httpx.Timeout(self.limits.timeout_s),
             headers={"User-Agent": _USER_AGENT, "Accept-Encoding": "gzip, deflate"},
             transport=transport,
+            verify=_tls(),
         )
 
     async def __aenter__(self) -> Fetcher:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -105,7 +106,15 @@ from lemon_core.sessions import (
     ToolCard,
 )
 
-__all__ = ["BUS_EVENTS", "BUS_TOPICS", "BridgeStatistics", "Broadcast", "BusRow", "EventBridge"]
+__all__ = [
+    "BUS_EVENTS",
+    "BUS_TOPICS",
+    "BridgeStatistics",
+    "Broadcast",
+    "BusRow",
+    "EventBridge",
+    "web_card",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -119,6 +128,16 @@ _SNAPSHOT_TRIES: Final = 5
 #: Sessions clients touched lately: resynced too after an overflow (with a shared bus, a run
 #: of another daemon may have come and gone while this bridge's stream was fenced).
 _RECENT_SESSIONS: Final = 32
+#: The web tools' card fields the wire carries (``detail.web``), each with its JSON type.
+_WEB_CARD_FIELDS: Final[Mapping[str, tuple[type, ...]]] = MappingProxyType({
+    "url": (str,), "final_url": (str,), "status": (int,), "kind": (str,),
+    "content_type": (str,), "bytes": (int,), "title": (str,), "elapsed_s": (int, float),
+    "cached": (bool,), "flagged": (bool,), "action": (str,), "provider": (str,),
+    "query": (str,), "results": (int,), "hidden_removed": (int,), "invisible_removed": (int,),
+})  # fmt: skip
+_WEB_TEXT_CHARS: Final = 2048
+_MAX_THUMBNAIL_CHARS: Final = 160 * 1024
+_THUMBNAIL: Final = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]+={0,2}")
 _ENGINE_PHASES: Final = frozenset(
     {RunPhase.DISPATCHED_TO_GATEWAY, RunPhase.STARTING_ENGINE, RunPhase.STREAMING}
 )
@@ -483,6 +502,9 @@ class EventBridge:
         if card.phase == "completed":
             wire_detail["result"] = card.message
             wire_detail["isError"] = card.ok is False
+            web = web_card(detail.get("web"))
+            if web is not None:
+                wire_detail["web"] = web
         self._emit(
             "agent",
             {
@@ -744,3 +766,33 @@ BUS_EVENTS: Final[Mapping[str, BusRow]] = MappingProxyType(
 
 #: The topics the bridge subscribes to on the bus (every row's).
 BUS_TOPICS: Final = tuple(dict.fromkeys(row.topic for row in BUS_EVENTS.values()))
+
+
+def web_card(raw: object) -> dict[str, Any] | None:
+    """The wire form of a web tool's card (``detail.web``): the known fields with their
+    types only (text clipped), the flag rules, and the screenshot thumbnail only when it is a
+    ``data:image/png;base64`` URL (what the browser tool drew; never page or model text)."""
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, Any] = {}
+    for name, kinds in _WEB_CARD_FIELDS.items():
+        value = raw.get(name)
+        if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+            out[name] = value[:_WEB_TEXT_CHARS] if isinstance(value, str) else value
+    flags = raw.get("flags")
+    if isinstance(flags, list):
+        out["flags"] = [str(f.get("rule", ""))[:64] for f in flags[:10] if isinstance(f, Mapping)]
+    shot = raw.get("screenshot")
+    if isinstance(shot, Mapping):
+        out["screenshot"] = {
+            k: shot[k] for k in ("bytes", "width", "height")
+            if isinstance(shot.get(k), int) and not isinstance(shot.get(k), bool)
+        }  # fmt: skip
+    thumb = raw.get("thumbnail")
+    if (
+        isinstance(thumb, str)
+        and len(thumb) <= _MAX_THUMBNAIL_CHARS
+        and _THUMBNAIL.fullmatch(thumb)
+    ):
+        out["thumbnail"] = thumb
+    return out

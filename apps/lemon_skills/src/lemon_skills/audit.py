@@ -335,6 +335,71 @@ _TEXT_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ),
 )
 
+# What every match of each text rule's pattern contains (aligned with _TEXT_RULES): groups that
+# must all be present, each satisfied by any one of its literals, looked up (``in``) in the text
+# lowered the way the IGNORECASE patterns compare it (:func:`_haystack`). A pattern whose groups
+# are not all present cannot match and is not run: most text (a web page, a README) then costs a
+# few substring searches instead of a regex scan per rule. A pattern's needles may only ever be
+# loosened (a test checks every pattern's triggers, case-folded and look-alike variants too).
+_FETCH_WORDS: Final = ("curl", "wget", "iwr", "irm", "invoke-webrequest", "invoke-restmethod",
+                       "fetch")  # fmt: skip
+_INTERP_WORDS: Final = ("sh", "python", "perl", "ruby", "node", "php", "iex")  # bash, pwsh ...
+_Needles = tuple[tuple[str, ...], ...]
+_NEEDLES: Final[tuple[_Needles, ...]] = (
+    (_FETCH_WORDS, ("|",), _INTERP_WORDS),
+    (("<(",), _FETCH_WORDS),
+    (("$(",), _FETCH_WORDS),
+    (("eval",), _FETCH_WORDS),
+    (("iex", "invoke-expression"),
+     ("iwr", "irm", "invoke-webrequest", "invoke-restmethod", "downloadstring")),
+    (("exec",), ("urlopen", "requests.get", "httpx.get", "urllib.request")),
+    (("/.ssh", "/.aws", "/.gnupg", "/.netrc", "/.git-credentials", "/.pypirc", "/.docker/",
+      "/.kube/", "/.config/gh/", "/.lemon/secrets"),),
+    (("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".aws/credentials"),),
+    (("-----begin ", "putty-user-key-file", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+      "github_pat_", "xox", "sk-ant-", "sk-proj-", "glpat-"),),
+    ((".env",),),
+    (("security", "login.keychain", "library/keychains", "secret-tool", "keyring.get_password",
+      "kwallet-query", "cmdkey", "credread", "login data"),),
+    (("webhook.site", "requestbin.", "pipedream.net", "ngrok", "burpcollaborator.net",
+      "oastify.com", "interact.sh", ".oast.", "canarytokens.com", "hookbin.com",
+      "beeceptor.com", "transfer.sh", "pastebin.com/api", "0x0.st", "discord",
+      "api.telegram.org/bot", "hooks.slack.com/services"),),
+    (("://",),),
+    (("curl",), ("@",)),
+    (("curl",), ("-t", "--upload-file")),
+    (("wget",), ("--post-file",)),
+    (("nc", "netcat", "socat", "telnet"), ("<",)),
+    (("/dev/tcp/", "/dev/udp/", "nc", "netcat", "socat", "$(", "`"),),
+    (("base64",), ("|",), _INTERP_WORDS),
+    (("eval", "exec", "function"),
+     ("b64decode", "base64.decodebytes", "codecs.decode", "bytes.fromhex", "binascii.", "atob",
+      "buffer.from", "zlib.decompress", "marshal.loads", "__import__")),
+    (("eval",), ("$(",), ("base64", "xxd")),
+    (("|",), _INTERP_WORDS),
+    (("powershell",),),
+    (("ignore", "disregard", "forget", "override"),
+     ("instruction", "prompt", "rules", "direction", "guideline", "message")),
+    (("you",), ("mode",)),
+    (("user",), ("not", "don't", "never", "without")),
+    (("system", "bypass"),),
+    (("rm", "mkfs", "dd", "shred", ":(", "chmod"),),
+)  # fmt: skip
+if len(_NEEDLES) != len(_TEXT_RULES):  # pragma: no cover - a table edited without the other
+    raise RuntimeError("_NEEDLES must have one entry per _TEXT_RULES pattern")
+
+
+def _haystack(text: str) -> str:
+    """``text`` lowered as the IGNORECASE patterns compare it: ``str.lower`` plus the
+    equivalences of Python's regex engine that it does not give (dotless i and long s read as
+    ``i`` and ``s``; capital I with dot above lowers to ``i`` and a combining dot)."""
+    return text.lower().replace("\u0131", "i").replace("\u017f", "s").replace("i\u0307", "i")
+
+
+def _may_match(needles: _Needles, hay: str) -> bool:
+    return all(any(n in hay for n in group) for group in needles)
+
+
 # Download-then-run in two steps (``curl -o /tmp/i URL && sh /tmp/i``, ``wget -O f URL; bash f``,
 # the steps on one line or on later lines): a fetch that saves to a file, then that file run by
 # an interpreter, sourced, or executed as a command within the next _RUN_WINDOW characters.
@@ -368,6 +433,8 @@ _SAVES: Final[tuple[re.Pattern[str], ...]] = (
         rf"[^\n;&|]{{0,500}}?{_URL_NAME}"
     ),
 )
+_SAVE_NEEDLES: Final[_Needles] = (("curl", "wget", "iwr", "irm", "invoke-webrequest",
+                                    "invoke-restmethod"),)  # fmt: skip
 _RUN_WINDOW: Final = 1500
 
 
@@ -477,7 +544,9 @@ def _normalized(text: str) -> str | None:
     return "\n".join(line if i in keep else "" for i, line in enumerate(out))
 
 
-def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding]:
+def audit_text(
+    text: str, *, file: str, characters: bool = True, rules: frozenset[str] | None = None
+) -> list[Finding]:
     """The findings of the text rules in ``text`` (the content of ``file``), one per rule and
     line. Each pattern runs once over the whole text (every repetition in a pattern is bounded
     and unambiguous, so a long line costs linear time); a match is reported on the line it
@@ -485,7 +554,11 @@ def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding
     normalized is scanned a second time with invisible characters removed, shell quotes inside
     words dropped and compatibility forms folded (fullwidth ``ignore`` reads as ``ignore``).
     ``characters=False`` leaves out the invisible / control character checks (for the text
-    found in a binary file, where such bytes are ordinary)."""
+    found in a binary file, where such bytes are ordinary). ``rules`` runs only those rules
+    (``None``: all). A pattern runs only when the text holds the literals every match of it
+    contains (``_NEEDLES``): the findings are the same, found faster."""
+    if rules is not None and "hidden_unicode" not in rules:
+        characters = False
     lines = text.split("\n")
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
@@ -508,14 +581,19 @@ def audit_text(text: str, *, file: str, characters: bool = True) -> list[Finding
         def line_of(pos: int) -> int:
             return bisect.bisect_right(offsets, pos)
 
-        for rule, pattern in _TEXT_RULES:
+        hay = _haystack(variant)
+        for (rule, pattern), needles in zip(_TEXT_RULES, _NEEDLES, strict=True):
+            if (rules is not None and rule not in rules) or not _may_match(needles, hay):
+                continue
             for match in pattern.finditer(variant):
                 add(rule, line_of(match.start()))
-        for pattern in _SAVES:
+        saves = (rules is None or "remote_exec" in rules) and _may_match(_SAVE_NEEDLES, hay)
+        for pattern in _SAVES if saves else ():
             for match in pattern.finditer(variant):
                 if _runs_file(variant[match.end() :], match.group("file")):
                     add("remote_exec", line_of(match.start()))
-        for match in _BLOB.finditer(variant):
+        blobs = rules is None or "obfuscated_exec" in rules
+        for match in _BLOB.finditer(variant) if blobs else ():
             number = line_of(match.start())
             if _EXEC_WORD.search(vlines[number - 1]):
                 add("obfuscated_exec", number)

@@ -545,7 +545,7 @@ class LemonTUI(App[int]):
         if event.phase == "updated":
             card.updated(event.message)
         elif event.phase == "completed":
-            card.complete(event.ok, event.message)
+            card.complete(event.ok, event.message, event.detail)
             self.cards.pop(event.action_id, None)
 
     def _seal_answer(self, state: str) -> None:

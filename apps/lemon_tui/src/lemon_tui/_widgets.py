@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 from lemon_tui._diff import diff_markup, diff_stat, tool_diff
 from lemon_tui._text import clip, escape
+from lemon_tui._webcard import web_lines
 
 _EXIT: Final = re.compile(r"\[exit code (-?\d+)\]\s*$")
 _ONE_LINE: Final = 200
@@ -444,6 +445,7 @@ class CardEntry(Entry):
         self.progress = ""
         self.diff = tool_diff(detail)
         self.expanded = False
+        self.web: list[str] = []  # the web tools' lines (URL, status, size, time; screenshot)
 
     @property
     def exit_code(self) -> int | None:
@@ -460,9 +462,12 @@ class CardEntry(Entry):
             self.progress = message
             self.changed()
 
-    def complete(self, ok: bool | None, message: str | None) -> None:
+    def complete(
+        self, ok: bool | None, message: str | None, detail: Mapping[str, Any] | None = None
+    ) -> None:
         self.state = "ok" if ok else "failed"
         self.message = message or ""
+        self.web = web_lines(detail, _ONE_LINE)
         self.progress = ""
         self.changed()
 
@@ -479,7 +484,7 @@ class CardEntry(Entry):
 
     def lines(self, width: int) -> int:
         if not self.expanded:
-            return 3 + (1 if self.progress or self.message else 0)
+            return 3 + (1 if self.progress or self.message else 0) + len(self.web)
         return 2 + self.markup().count("\n") + 1
 
     def markup(self) -> str:
@@ -500,6 +505,7 @@ class CardEntry(Entry):
         if self.foldable:
             fold = " [dim]▾[/]" if self.expanded else " [dim]▸[/]"
         lines = [f"{mark} [b]{escape(clip(self.title, _ONE_LINE))}[/]{label}{fold}"]
+        lines += self.web
         if self.expanded:
             if self.diff:
                 lines.append(diff_markup(self.diff))
@@ -561,8 +567,10 @@ class ToolCardView(Static, EntryView):
     def updated(self, message: str | None) -> None:
         self.entry.updated(message)
 
-    def complete(self, ok: bool | None, message: str | None) -> None:
-        self.entry.complete(ok, message)
+    def complete(
+        self, ok: bool | None, message: str | None, detail: Mapping[str, Any] | None = None
+    ) -> None:
+        self.entry.complete(ok, message, detail)
 
     def seal(self, state: str) -> None:
         self.entry.seal(state)

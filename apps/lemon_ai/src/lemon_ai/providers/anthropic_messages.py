@@ -11,7 +11,9 @@ stream that ends cleanly after ``message_delta`` carried the stop reason is comp
 its ``message_stop`` is missing (proxies that close early) or lacks its blank line.
 
 A user message with images is sent as ``image`` blocks with base64 sources, then its text; see
-:func:`lemon_ai.images.user_turn` for images a model is not sent.
+:func:`lemon_ai.images.user_turn` for images a model is not sent. A tool result with images (a
+browser screenshot) carries them inside its ``tool_result`` block: its content is then a list,
+the text block first, then the ``image`` blocks (the Messages API takes both there).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any
 
 from lemon_ai._assembler import MessageAssembler
 from lemon_ai.events import DoneEvent, StreamEvent
-from lemon_ai.images import user_turn
+from lemon_ai.images import tool_result_turn, user_turn
 from lemon_ai.messages import (
     AssistantMessage,
     Context,
+    ImageContent,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -82,14 +85,26 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
 def _user_blocks(message: UserMessage, model: Model) -> list[dict[str, Any]]:
     """Image blocks (base64 sources) first, as Anthropic recommends, then the text."""
     text, images = user_turn(message, model)
-    blocks: list[dict[str, Any]] = [
-        {"type": "image",
-         "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
-        for image in images
-    ]  # fmt: skip
+    blocks: list[dict[str, Any]] = [_image_block(image) for image in images]
     if text or not images:  # the API rejects an empty text block next to an image
         blocks.append({"type": "text", "text": text})
     return blocks
+
+
+def _image_block(image: ImageContent) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.mime_type, "data": image.data}
+    return {"type": "image", "source": source}
+
+
+def _tool_result_block(message: ToolResultMessage, model: Model) -> dict[str, Any]:
+    """A ``tool_result`` block: its text, or (with images sent) a text block then the images."""
+    text, images = tool_result_turn(message, model)
+    content: str | list[dict[str, Any]] = text
+    if images:
+        content = [{"type": "text", "text": text}] if text else []
+        content += [_image_block(image) for image in images]
+    return {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content,
+            "is_error": message.is_error}  # fmt: skip
 
 
 def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
@@ -110,17 +125,7 @@ def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
         elif isinstance(message, AssistantMessage):
             add("assistant", _assistant_blocks(message))
         elif isinstance(message, ToolResultMessage):
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.tool_call_id,
-                        "content": message.content,
-                        "is_error": message.is_error,
-                    }
-                ],
-            )
+            add("user", [_tool_result_block(message, model)])
     return turns
 
 

@@ -21,7 +21,10 @@ What the translator accepts, because real servers send it:
 
 A user message with images is sent as content parts: its text, then one ``image_url`` part per
 image with a ``data:<type>;base64,...`` URL (what OpenAI, Gemini's compatible endpoint, Ollama
-and vLLM take); see :func:`lemon_ai.images.user_turn` for images a model is not sent.
+and vLLM take); see :func:`lemon_ai.images.user_turn` for images a model is not sent. A ``tool``
+message carries text only on this wire, so the images of tool results (a browser screenshot)
+follow the run of ``tool`` messages as one ``user`` message: a text part naming the tool call,
+then its ``image_url`` parts (the tool message says the image follows).
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import msgspec
 from lemon_ai._assembler import MessageAssembler
 from lemon_ai._think import ThinkTagSplitter
 from lemon_ai.events import DoneEvent, StreamEvent
-from lemon_ai.images import user_turn
+from lemon_ai.images import tool_result_turn, user_turn
 from lemon_ai.messages import (
     AssistantMessage,
     Context,
+    ImageContent,
     StopReason,
     ToolCall,
     ToolResultMessage,
@@ -155,18 +159,31 @@ def _user_content(message: UserMessage, model: Model) -> str | list[dict[str, An
     if not images:
         return text
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    parts += [
-        {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
-        for image in images
-    ]
+    parts += [_image_part(image) for image in images]
     return parts
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    url = f"data:{image.mime_type};base64,{image.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if context.system_prompt:
         out.append({"role": "system", "content": context.system_prompt})
+    # Images of the current run of tool messages: sent as one user message after it (a tool
+    # message cannot carry them, and nothing may come between a call's tool messages).
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": list(pending)})
+            pending.clear()
+
     for message in context.messages:
+        if not isinstance(message, ToolResultMessage):
+            flush()
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": _user_content(message, model)})
         elif isinstance(message, AssistantMessage):
@@ -178,8 +195,15 @@ def _messages(context: Context, model: Model) -> list[dict[str, Any]]:
                 continue  # an empty (aborted) answer carries nothing for the model
             out.append(entry)
         elif isinstance(message, ToolResultMessage):
-            content = f"Error: {message.content}" if message.is_error else message.content
+            text, images = tool_result_turn(message, model)
+            content = f"Error: {text}" if message.is_error else text
+            if images:
+                content += f"\n[{len(images)} image(s) of this result follow in the next message]"
+                pending.append({"type": "text", "text": f"The image(s) returned by the "
+                                f"{message.tool_name} call {message.tool_call_id}:"})  # fmt: skip
+                pending.extend(_image_part(image) for image in images)
             out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": content})
+    flush()
     return out
 
 

@@ -268,10 +268,11 @@ function toolCard(run, action) {
   const name = el("span", "tool-name");
   const title = el("code", "tool-title");
   const exit = el("span", "tool-exit");
-  summary.append(status, name, title, exit);
+  const facts = el("span", "tool-web-facts");
+  summary.append(status, name, title, facts, exit);
   const body = el("div", "tool-body");
   details.append(summary, body);
-  card = { kind: "tool", id: action.id, el: details, status, name, title, exit, body, phase: "started", args: null, result: null };
+  card = { kind: "tool", id: action.id, el: details, status, name, title, facts, exit, body, phase: "started", args: null, result: null, web: null };
   page.tools.set(action.id, card);
   run.body.append(details);
   run.blocks.push(card);
@@ -316,6 +317,7 @@ function updateTool(run, payload) {
     setToolPhase(card, "started");
   } else if (payload.phase !== "started") {
     card.result = detail.result ?? payload.message ?? card.result;
+    if (detail.web && typeof detail.web === "object") card.web = detail.web;
     setToolPhase(card, "completed", payload.ok);
     const code = /exit(?: code|ed with)?:?\s*(-?\d+)/i.exec(String(card.result ?? ""));
     card.exit.textContent = code ? `exit ${code[1]}` : payload.ok === false ? "failed" : "ok";
@@ -335,6 +337,55 @@ function renderToolBody(card, name) {
     parts.push(`<div class="tool-label">Output</div><pre class="output"><code>${escapeHtml(clipUtf8(String(card.result), LIVE_SEGMENT_BYTES))}</code></pre>`);
   }
   card.body.innerHTML = parts.join("");
+  if (card.web) renderWebCard(card, card.web);
+}
+
+// The web tools' card (detail.web, as the daemon's bridge passed it): the URL, status, size and
+// time of a fetch, the flag rules, and a browser screenshot's thumbnail. Built with DOM nodes
+// and textContent only (the URL and title come from the web); the thumbnail is shown only as a
+// PNG data URL (what the browser tool drew), never any other URL.
+const PNG_DATA_URL = /^data:image\/png;base64,[A-Za-z0-9+/]+={0,2}$/;
+
+function byteSize(n) {
+  if (n >= 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${n} B`;
+}
+
+function renderWebCard(card, web) {
+  const url = typeof web.final_url === "string" ? web.final_url : typeof web.url === "string" ? web.url : "";
+  const facts = [];
+  if (typeof web.status === "number") facts.push(`HTTP ${web.status}`);
+  if (web.cached === true) facts.push("cached");
+  else if (typeof web.bytes === "number") facts.push(byteSize(web.bytes));
+  const shot = web.screenshot && typeof web.screenshot === "object" ? web.screenshot : null;
+  if (shot && typeof shot.width === "number" && typeof shot.height === "number") facts.push(`${shot.width}×${shot.height} PNG`);
+  if (shot && typeof shot.bytes === "number") facts.push(byteSize(shot.bytes));
+  if (typeof web.elapsed_s === "number") facts.push(`${web.elapsed_s.toFixed(2)} s`);
+  if (typeof web.results === "number") facts.push(`${web.results} result(s)`);
+  card.facts.textContent = facts.join(" · ");
+  const box = el("div", "tool-web");
+  box.append(el("div", "tool-label", "Web"));
+  if (url) box.append(el("code", "tool-web-url", url));
+  if (web.flagged === true) {
+    const rules = Array.isArray(web.flags) ? web.flags.filter((r) => typeof r === "string") : [];
+    box.append(el("div", "tool-web-flag", `⚠ flagged as untrusted: ${rules.join(", ") || "suspicious content"}`));
+  }
+  if (typeof web.hidden_removed === "number" && web.hidden_removed > 0) box.append(el("div", "tool-web-note", `${web.hidden_removed} hidden element(s) removed`));
+  if (typeof web.thumbnail === "string" && PNG_DATA_URL.test(web.thumbnail)) {
+    const img = el("img", "tool-thumb");
+    img.alt = url ? `screenshot of ${url}` : "screenshot";
+    img.src = web.thumbnail;
+    box.append(img);
+    let small = card.el.querySelector("summary .tool-thumb-small");
+    if (!small) {
+      small = el("img", "tool-thumb-small");
+      small.alt = "";
+      card.facts.before(small);
+    }
+    small.src = web.thumbnail;
+  }
+  card.body.prepend(box);
 }
 
 // A tool call of the history, with its real outcome as the transcript records it (chat.history's
