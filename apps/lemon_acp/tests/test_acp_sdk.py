@@ -1,6 +1,7 @@
 """``lemon acp`` driven by the official ACP Python SDK (``agent-client-protocol``) as the
 editor: the streamed text, a bash call through a permission question, cancel (while the tool
-runs and while the question is pending), and load after a restart with the full history."""
+runs and while the question is pending), load after a restart with the full history, and an
+MCP server given in ``session/new`` used by that session only."""
 
 from __future__ import annotations
 
@@ -471,3 +472,75 @@ async def test_the_mode_is_a_config_option_too(agent_env: dict[str, str], worksp
         )
     assert editor.questions == []  # accept-edits: the write did not ask
     assert target.read_text() == "hi\n"
+
+
+# -- an MCP server the editor gives for one session ----------------------------------------
+
+SERVER = str(Path(__file__).parent / "servers" / "editor_mcp_server.py")
+
+
+def _outputs(editor: Editor, status: str) -> str:
+    return " ".join(
+        c.content.text
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == status
+        for c in (u.content or [])
+        if hasattr(c, "content")
+    )
+
+
+def _server(name: str = "editor", mark: str = "from-the-editor") -> dict[str, Any]:
+    return {
+        "name": name,
+        "command": sys.executable,
+        "args": [SERVER],
+        "env": [{"name": "ACP_TEST_MARK", "value": mark}],
+    }
+
+
+async def test_a_stdio_mcp_server_from_session_new_serves_that_session_only(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    from acp.schema import EnvVariable, McpServerStdio
+
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        spec = _server()
+        server = McpServerStdio(
+            name=spec["name"],
+            command=spec["command"],
+            args=spec["args"],
+            env=[EnvVariable(name="ACP_TEST_MARK", value="from-the-editor")],
+        )
+        mine = await conn.new_session(cwd=str(workspace), mcp_servers=[server])
+        result = await conn.prompt(
+            session_id=mine.session_id,
+            prompt=[text_block('/tool mcp_editor_echo {"text": "hello"}')],
+        )
+        assert result.stop_reason == "end_turn"
+        assert "editor-mcp:hello" in _outputs(editor, "completed")
+        # The call asked the editor first, naming the announced tool call.
+        assert len(editor.questions) == 1
+        asked, _options = editor.questions[0]
+        announced = [u for u in editor.updates if u.session_update == "tool_call"]
+        assert [u.tool_call_id for u in announced] == [asked.tool_call_id]
+        # The server got the env the editor gave (and runs on for the session's next prompt).
+        await conn.prompt(
+            session_id=mine.session_id, prompt=[text_block("/tool mcp_editor_mark {}")]
+        )
+        assert "from-the-editor" in _outputs(editor, "completed")
+
+        editor.updates.clear()
+        other = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(
+            session_id=other.session_id,
+            prompt=[text_block('/tool mcp_editor_echo {"text": "leak"}')],
+        )
+        assert "editor-mcp:leak" not in _outputs(editor, "completed")
+        assert "there is no tool 'mcp_editor_echo'" in editor.text()  # the model's tools lack it
+        editor.updates.clear()
+        await conn.prompt(session_id=other.session_id, prompt=[text_block("/tools")])
+        assert "mcp_editor" not in editor.text()
+        editor.updates.clear()
+        await conn.prompt(session_id=mine.session_id, prompt=[text_block("/tools")])
+        assert "mcp_editor_echo" in editor.text()

@@ -14,9 +14,10 @@ stop), answers a pending permission question ``cancelled`` (a deny), and each pr
 ``session/request_permission`` naming the tool call already announced with ``tool_call``;
 no answer within ``permission_timeout_s``, or a cancelled question, is a deny.
 
-MCP servers given in ``session/new`` are validated and kept per session
-(:attr:`AcpSession.mcp_servers`); handing them to the session's runs is the seam the MCP client
-fills (nothing here starts them yet).
+MCP servers given in ``session/new`` / ``session/load`` are checked and kept per session
+(:attr:`AcpSession.mcp_servers`) and carried on each of its run requests
+(``RunRequest.mcp_servers``): the daemon's MCP hub starts them for this session only and the
+agent offers their tools (each call asks, as a session server's tools do).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from lemon_acp._content import (
-    McpServer,
     check_mcp_servers,
     prompt_of,
     replay_updates,
@@ -42,7 +42,7 @@ from lemon_acp._content import (
 from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
 from lemon_core.events import ApprovalDecision, RunUsage
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import McpServerSpec, RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -119,7 +119,7 @@ class AcpSession:
     key: str
     cwd: str
     mode: ModeId = "default"
-    mcp_servers: tuple[McpServer, ...] = ()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     turns: list[Turn] = field(default_factory=list)
     permission: asyncio.Future[Any] | None = field(default=None, repr=False)
 
@@ -368,6 +368,7 @@ class AcpAgent:
             cwd=session.cwd,
             tool_policy=policy,
             preapproved=preapproved,
+            mcp_servers=session.mcp_servers,
         )
 
     async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
