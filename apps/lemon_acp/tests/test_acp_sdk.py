@@ -106,7 +106,8 @@ async def test_initialize_advertises_what_lemon_offers(
         commands = next(
             u for u in editor.updates if u.session_update == "available_commands_update"
         )
-        assert [c.name for c in commands.available_commands] == ["compact"]
+        # /compact, then the home's enabled skills (a fresh home has the built-in one).
+        assert [c.name for c in commands.available_commands] == ["compact", "skill-creator"]
         compacted = await conn.prompt(
             session_id=session.session_id, prompt=[text_block("/compact")]
         )
@@ -544,3 +545,80 @@ async def test_a_stdio_mcp_server_from_session_new_serves_that_session_only(
         editor.updates.clear()
         await conn.prompt(session_id=mine.session_id, prompt=[text_block("/tools")])
         assert "mcp_editor_echo" in editor.text()
+
+
+# -- the model as a config option, skills as commands, usage after each turn -----------------
+
+
+async def test_the_model_is_a_config_option_the_editor_can_set(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        options = {o.id: o for o in session.config_options or []}
+        assert set(options) == {"mode", "model"}
+        model = options["model"]
+        values = [c.value for c in model.options]
+        assert model.current_value in values
+        target = next((v for v in values if v != model.current_value), model.current_value)
+        changed = await conn.set_config_option(
+            config_id="model", session_id=session.session_id, value=target
+        )
+        after = {o.id: o for o in changed.config_options}
+        assert after["model"].current_value == target
+        with pytest.raises(RequestError) as refused:
+            await conn.set_config_option(
+                config_id="model", session_id=session.session_id, value="nope:never"
+            )
+        assert refused.value.code == -32602
+        # The port keeps it: a load in a new agent shows the session's model.
+    async with lemon_acp(Editor(), agent_env, workspace) as conn:
+        loaded = await conn.load_session(
+            cwd=str(workspace), session_id=session.session_id, mcp_servers=[]
+        )
+        again = {o.id: o for o in loaded.config_options or []}
+        assert again["model"].current_value == target
+
+
+async def test_a_skill_command_asks_the_agent_to_use_the_skill(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with asyncio.timeout(30):
+            await editor.commands.wait()
+        commands = next(
+            u for u in editor.updates if u.session_update == "available_commands_update"
+        )
+        skill = next(c for c in commands.available_commands if c.name == "skill-creator")
+        assert skill.description.startswith("Skill: ")
+        assert skill.input is not None
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/skill-creator make one")]
+        )
+    replay = Editor()
+    async with lemon_acp(replay, agent_env, workspace) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+    history = replay.text("user_message_chunk")
+    assert "Use the skill 'skill-creator'" in history
+    assert "make one" in history
+
+
+async def test_usage_is_told_after_each_turn(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        for word in ("one", "two"):
+            result = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block(f"/echo {word}")]
+            )
+            assert result.usage is not None
+    usages = [u for u in editor.updates if u.session_update == "usage_update"]
+    assert len(usages) == 2
+    assert all(u.size > 0 and u.used > 0 for u in usages)
+    last_chunk = max(
+        i for i, u in enumerate(editor.updates) if u.session_update == "agent_message_chunk"
+    )
+    assert editor.updates.index(usages[-1]) > last_chunk  # after the turn's text
