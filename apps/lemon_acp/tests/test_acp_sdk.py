@@ -312,13 +312,21 @@ async def test_on_a_running_daemon_the_session_is_the_daemons(
             cwd=workspace,
         ) as (conn, _):
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[_stdio_server()])
             assert session.session_id == "acp:attached"
+            # The daemon's catalogue (models.list) fills the model select.
+            assert "model" in {o.id for o in session.config_options or []}
             result = await conn.prompt(
                 session_id=session.session_id, prompt=[text_block("/echo over the websocket")]
             )
-        assert result.stop_reason == "end_turn"
-        assert editor.text() == "over the websocket"
+            assert result.stop_reason == "end_turn"
+            assert editor.text() == "over the websocket"
+            # The editor's MCP server crosses the WebSocket on the run request (port.submit).
+            await conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block('/tool mcp_editor_echo {"text": "via the daemon"}')],
+            )
+        assert "editor-mcp:via the daemon" in _outputs(editor, "completed"), editor.text()
         port = runtime.context.capabilities.require(SESSION_PORT)
         keys = [s.session_key for s in await port.sessions()]
         assert "acp:attached" in keys
@@ -499,21 +507,24 @@ def _server(name: str = "editor", mark: str = "from-the-editor") -> dict[str, An
     }
 
 
+def _stdio_server() -> Any:
+    from acp.schema import EnvVariable, McpServerStdio
+
+    spec = _server()
+    return McpServerStdio(
+        name=spec["name"],
+        command=spec["command"],
+        args=spec["args"],
+        env=[EnvVariable(name="ACP_TEST_MARK", value="from-the-editor")],
+    )
+
+
 async def test_a_stdio_mcp_server_from_session_new_serves_that_session_only(
     agent_env: dict[str, str], workspace: Path
 ) -> None:
-    from acp.schema import EnvVariable, McpServerStdio
-
     editor = Editor(answer="allow_once")
     async with lemon_acp(editor, agent_env, workspace) as conn:
-        spec = _server()
-        server = McpServerStdio(
-            name=spec["name"],
-            command=spec["command"],
-            args=spec["args"],
-            env=[EnvVariable(name="ACP_TEST_MARK", value="from-the-editor")],
-        )
-        mine = await conn.new_session(cwd=str(workspace), mcp_servers=[server])
+        mine = await conn.new_session(cwd=str(workspace), mcp_servers=[_stdio_server()])
         result = await conn.prompt(
             session_id=mine.session_id,
             prompt=[text_block('/tool mcp_editor_echo {"text": "hello"}')],
