@@ -27,7 +27,7 @@ _HEADER_RE: Final = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _URL_RE: Final = re.compile(r"^https?://[^/\s]+")
 
 
-class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
+class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One session's MCP server: ``stdio`` (``command``, ``args``, ``env``) or ``http``
     (``url``, ``headers``). ``name`` is ``[A-Za-z0-9_-]``, at most 64 characters."""
 
