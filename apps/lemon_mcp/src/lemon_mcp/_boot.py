@@ -1,8 +1,9 @@
 """lemon_mcp's ``lemon.apps`` hook: registers the runtime's :data:`~lemon_core.mcp.MCP_HUB`.
 
-Profiles ``daemon``, ``execution-only`` and ``full`` (wherever the agent runs). Start starts no server:
-the hub starts each one on the first run that needs it. Leaving the lifespan unregisters the
-hub and ends every server it started (their process groups: TERM, then KILL after 2 s).
+Profiles ``daemon``, ``execution-only`` and ``full`` (wherever the agent runs). Start starts
+no server: the hub starts each one on the first run that needs it. Leaving the lifespan
+unregisters the hub and ends every server it started (their process groups: TERM, then KILL
+after 2 s).
 """
 
 from __future__ import annotations
