@@ -290,25 +290,18 @@ class AcpAgent:
         return choices
 
     async def _refresh_catalogue(self) -> None:
-        """The models and skills, read again for each new or loaded session (a source that
-        fails leaves the previous list: the session works without the option)."""
+        """The models and skills, read again for each new or loaded session (each source
+        says what it could not read and answers what it has: the CLI's log their failures)."""
         if self._model_source is not None:
-            try:
-                self._models = tuple(await self._model_source())
-            except Exception as exc:  # a foreign source (the daemon's call): logged, not fatal
-                log.warning("could not list the models: %s", exc)
+            self._models = tuple(await self._model_source())
         if self._skill_source is not None:
-            try:
-                skills = await self._skill_source()
-            except Exception as exc:  # the home's skills directory: logged, not fatal
-                log.warning("could not list the skills: %s", exc)
-            else:
-                reserved = {c["name"] for c in _COMMANDS}
-                self._skills = {
-                    name: description
-                    for name, description in list(skills)[:_MAX_SKILL_COMMANDS]
-                    if name not in reserved and name and " " not in name
-                }
+            skills = await self._skill_source()
+            reserved = {c["name"] for c in _COMMANDS}
+            self._skills = {
+                name: description
+                for name, description in list(skills)[:_MAX_SKILL_COMMANDS]
+                if name not in reserved and name and " " not in name
+            }
 
     def _cwd(self, params: Mapping[str, Any]) -> str:
         cwd = params.get("cwd")

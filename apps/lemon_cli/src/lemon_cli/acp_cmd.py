@@ -122,9 +122,16 @@ def _model_source(runtime: Any, port: Any) -> Any:
         return None
 
     async def remote() -> Any:
+        from lemon_control_plane.errors import ControlPlaneError, WireError
         from lemon_core.capabilities import ModelInfo
 
-        payload = await call("models.list")
+        try:
+            payload = await call("models.list")
+        except (ControlPlaneError, WireError, OSError) as exc:
+            import logging
+
+            logging.getLogger("lemon_acp").warning("could not list the models: %s", exc)
+            return ()
         rows = payload.get("models") if isinstance(payload, dict) else None
         out = []
         for row in rows if isinstance(rows, list) else []:
@@ -166,10 +173,16 @@ def _skill_source(home: Any) -> Any:
     async def skills() -> list[tuple[str, str]]:
         import asyncio
 
-        from lemon_skills import SkillCatalog, SkillsSettings
+        from lemon_skills import SkillCatalog, SkillsError, SkillsSettings
 
         catalog = SkillCatalog(SkillsSettings(home=home))
-        found = await asyncio.to_thread(catalog.enabled)
+        try:
+            found = await asyncio.to_thread(catalog.enabled)
+        except (SkillsError, OSError) as exc:  # a corrupt lockfile, an unreadable home
+            import logging
+
+            logging.getLogger("lemon_acp").warning("could not list the skills: %s", exc)
+            return []
         return [(s.name, s.description) for s in found]
 
     return skills
