@@ -256,6 +256,8 @@ class AcpAgent:
         choices = self._model_choices(session)
         if choices:
             current = session.model or next((m.ref for m in self._models if m.default), None)
+            if current is not None and all(c["value"] != current for c in choices):
+                choices.insert(0, {"value": current, "name": current})  # e.g. no key for it
             options.append(
                 {
                     "type": "select",
@@ -410,11 +412,11 @@ class AcpAgent:
         session = self._session(params)
         config_id = params.get("configId")
         value = params.get("value")
-        ids = [o["id"] for o in self._config_options(session)]
-        if config_id not in ids:
-            raise RpcError.bad_params("configId", f"must be one of {', '.join(ids)}")
+        offered = {o["id"]: o for o in self._config_options(session)}
+        if config_id not in offered:
+            raise RpcError.bad_params("configId", f"must be one of {', '.join(offered)}")
         if config_id == "model":
-            values = [c["value"] for c in self._model_choices(session)]
+            values = [c["value"] for c in offered["model"]["options"]]
             if value not in values:
                 raise RpcError.bad_params("value", "not one of the model select's values")
             await self._set_model({"sessionId": session.key, "modelId": value})
