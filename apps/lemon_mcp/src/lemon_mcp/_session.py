@@ -10,9 +10,10 @@ of that name is an error output.
 
 Bounds: at most ``max_servers`` session servers run at once (the least recently used idle ones
 are stopped first to make room), and one unused for ``idle_s`` is stopped at the next
-discovery (an editor that went away leaves no process behind for long; the runtime's stop ends
-them all). A start is bounded by ``startup_timeout_s``; a run waits at most ``wait_s`` for it
-(a slower one goes on starting, owned here, and is offered to the next run). A failed server
+discovery of any session (there is no timer: a daemon that runs nothing more keeps an idle
+server until its stop, which ends them all). A start is bounded by ``startup_timeout_s``; a
+run waits at most ``wait_s`` for it (a slower one goes on starting, owned here, and is offered
+to the next run). A failed server
 is retried by the next run after ``retry_s``. A session server's tools all ask (approval
 ``ask``): the client chose the server, the person still approves each call.
 
