@@ -13,9 +13,9 @@ are stopped first to make room), and one unused for ``idle_s`` is stopped at the
 discovery of any session (there is no timer: a daemon that runs nothing more keeps an idle
 server until its stop, which ends them all). A start is bounded by ``startup_timeout_s``; a
 run waits at most ``wait_s`` for it (a slower one goes on starting, owned here, and is offered
-to the next run). A failed server
-is retried by the next run after ``retry_s``. A session server's tools all ask (approval
-``ask``): the client chose the server, the person still approves each call.
+to the next run). A failed server is retried by the next run after ``retry_s``. A session
+server's tools all ask (approval ``ask``): the client chose the server, the person still
+approves each call.
 
 A stdio server gets the hub's environment less its secrets (the hub's own rule, through
 ``stdio_transport``) plus the ``env`` the client gave; an HTTP server gets the client's
