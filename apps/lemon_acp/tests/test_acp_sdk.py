@@ -1,6 +1,7 @@
 """``lemon acp`` driven by the official ACP Python SDK (``agent-client-protocol``) as the
 editor: the streamed text, a bash call through a permission question, cancel (while the tool
-runs and while the question is pending), and load after a restart with the full history."""
+runs and while the question is pending), load after a restart with the full history, and an
+MCP server given in ``session/new`` used by that session only."""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ async def test_initialize_advertises_what_lemon_offers(
         commands = next(
             u for u in editor.updates if u.session_update == "available_commands_update"
         )
-        assert [c.name for c in commands.available_commands] == ["compact"]
+        # /compact, then the home's enabled skills (a fresh home has the built-in one).
+        assert [c.name for c in commands.available_commands] == ["compact", "skill-creator"]
         compacted = await conn.prompt(
             session_id=session.session_id, prompt=[text_block("/compact")]
         )
@@ -310,13 +312,21 @@ async def test_on_a_running_daemon_the_session_is_the_daemons(
             cwd=workspace,
         ) as (conn, _):
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
-            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[_stdio_server()])
             assert session.session_id == "acp:attached"
+            # The daemon's catalogue (models.list) fills the model select.
+            assert "model" in {o.id for o in session.config_options or []}
             result = await conn.prompt(
                 session_id=session.session_id, prompt=[text_block("/echo over the websocket")]
             )
-        assert result.stop_reason == "end_turn"
-        assert editor.text() == "over the websocket"
+            assert result.stop_reason == "end_turn"
+            assert editor.text() == "over the websocket"
+            # The editor's MCP server crosses the WebSocket on the run request (port.submit).
+            await conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block('/tool mcp_editor_echo {"text": "via the daemon"}')],
+            )
+        assert "editor-mcp:via the daemon" in _outputs(editor, "completed"), editor.text()
         port = runtime.context.capabilities.require(SESSION_PORT)
         keys = [s.session_key for s in await port.sessions()]
         assert "acp:attached" in keys
@@ -471,3 +481,155 @@ async def test_the_mode_is_a_config_option_too(agent_env: dict[str, str], worksp
         )
     assert editor.questions == []  # accept-edits: the write did not ask
     assert target.read_text() == "hi\n"
+
+
+# -- an MCP server the editor gives for one session ----------------------------------------
+
+SERVER = str(Path(__file__).parent / "servers" / "editor_mcp_server.py")
+
+
+def _outputs(editor: Editor, status: str) -> str:
+    return " ".join(
+        c.content.text
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == status
+        for c in (u.content or [])
+        if hasattr(c, "content")
+    )
+
+
+def _server(name: str = "editor", mark: str = "from-the-editor") -> dict[str, Any]:
+    return {
+        "name": name,
+        "command": sys.executable,
+        "args": [SERVER],
+        "env": [{"name": "ACP_TEST_MARK", "value": mark}],
+    }
+
+
+def _stdio_server() -> Any:
+    from acp.schema import EnvVariable, McpServerStdio
+
+    spec = _server()
+    return McpServerStdio(
+        name=spec["name"],
+        command=spec["command"],
+        args=spec["args"],
+        env=[EnvVariable(name="ACP_TEST_MARK", value="from-the-editor")],
+    )
+
+
+async def test_a_stdio_mcp_server_from_session_new_serves_that_session_only(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor(answer="allow_once")
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        mine = await conn.new_session(cwd=str(workspace), mcp_servers=[_stdio_server()])
+        result = await conn.prompt(
+            session_id=mine.session_id,
+            prompt=[text_block('/tool mcp_editor_echo {"text": "hello"}')],
+        )
+        assert result.stop_reason == "end_turn"
+        assert "editor-mcp:hello" in _outputs(editor, "completed")
+        # The call asked the editor first, naming the announced tool call.
+        assert len(editor.questions) == 1
+        asked, _options = editor.questions[0]
+        announced = [u for u in editor.updates if u.session_update == "tool_call"]
+        assert [u.tool_call_id for u in announced] == [asked.tool_call_id]
+        # The server got the env the editor gave (and runs on for the session's next prompt).
+        await conn.prompt(
+            session_id=mine.session_id, prompt=[text_block("/tool mcp_editor_mark {}")]
+        )
+        assert "from-the-editor" in _outputs(editor, "completed")
+
+        editor.updates.clear()
+        other = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.prompt(
+            session_id=other.session_id,
+            prompt=[text_block('/tool mcp_editor_echo {"text": "leak"}')],
+        )
+        assert "editor-mcp:leak" not in _outputs(editor, "completed")
+        assert "there is no tool 'mcp_editor_echo'" in editor.text()  # the model's tools lack it
+        editor.updates.clear()
+        await conn.prompt(session_id=other.session_id, prompt=[text_block("/tools")])
+        assert "mcp_editor" not in editor.text()
+        editor.updates.clear()
+        await conn.prompt(session_id=mine.session_id, prompt=[text_block("/tools")])
+        assert "mcp_editor_echo" in editor.text()
+
+
+# -- the model as a config option, skills as commands, usage after each turn -----------------
+
+
+async def test_the_model_is_a_config_option_the_editor_can_set(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        options = {o.id: o for o in session.config_options or []}
+        assert set(options) == {"mode", "model"}
+        model = options["model"]
+        values = [c.value for c in model.options]
+        assert model.current_value in values
+        target = next((v for v in values if v != model.current_value), model.current_value)
+        changed = await conn.set_config_option(
+            config_id="model", session_id=session.session_id, value=target
+        )
+        after = {o.id: o for o in changed.config_options}
+        assert after["model"].current_value == target
+        with pytest.raises(RequestError) as refused:
+            await conn.set_config_option(
+                config_id="model", session_id=session.session_id, value="nope:never"
+            )
+        assert refused.value.code == -32602
+        # The port keeps it: a load in a new agent shows the session's model.
+    async with lemon_acp(Editor(), agent_env, workspace) as conn:
+        loaded = await conn.load_session(
+            cwd=str(workspace), session_id=session.session_id, mcp_servers=[]
+        )
+        again = {o.id: o for o in loaded.config_options or []}
+        assert again["model"].current_value == target
+
+
+async def test_a_skill_command_asks_the_agent_to_use_the_skill(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with asyncio.timeout(30):
+            await editor.commands.wait()
+        commands = next(
+            u for u in editor.updates if u.session_update == "available_commands_update"
+        )
+        skill = next(c for c in commands.available_commands if c.name == "skill-creator")
+        assert skill.description.startswith("Skill: ")
+        assert skill.input is not None
+        await conn.prompt(
+            session_id=session.session_id, prompt=[text_block("/skill-creator make one")]
+        )
+    replay = Editor()
+    async with lemon_acp(replay, agent_env, workspace) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+    history = replay.text("user_message_chunk")
+    assert "Use the skill 'skill-creator'" in history
+    assert "make one" in history
+
+
+async def test_usage_is_told_after_each_turn(agent_env: dict[str, str], workspace: Path) -> None:
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        for word in ("one", "two"):
+            result = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block(f"/echo {word}")]
+            )
+            assert result.usage is not None
+    usages = [u for u in editor.updates if u.session_update == "usage_update"]
+    assert len(usages) == 2
+    assert all(u.size > 0 and u.used > 0 for u in usages)
+    last_chunk = max(
+        i for i, u in enumerate(editor.updates) if u.session_update == "agent_message_chunk"
+    )
+    assert editor.updates.index(usages[-1]) > last_chunk  # after the turn's text

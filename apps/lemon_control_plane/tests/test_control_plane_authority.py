@@ -147,3 +147,23 @@ async def test_a_bad_preapproved_value_is_a_clear_error(
         answer = await submit(plane, tokens["admin"], prompt="/echo hi", preapproved=bad)
         assert answer["error"]["code"] in ("INVALID_PARAMS", "INVALID_REQUEST"), bad
         assert "preapproved" in answer["error"]["message"]
+
+
+async def test_a_sessions_own_mcp_servers_need_the_admin_scope(
+    plane: ControlPlane, tokens: dict[str, str], work: Path
+) -> None:
+    marker = work / "started"
+    server = {"name": "editor", "command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
+    for scope in ("write", "approvals"):
+        refused = await submit(plane, tokens[scope], prompt="/echo hi", mcpServers=[server])
+        assert refused["error"]["code"] == "FORBIDDEN", scope
+        assert "admin" in refused["error"]["message"]
+    assert not marker.exists(), "a refused request started nothing"
+    for bad, field in (
+        ({"name": "a b", "command": "x"}, "name"),
+        ({"name": "web", "transport": "http", "url": "ftp://host"}, "url"),
+        ({"name": "x", "command": "x", "shell": True}, "mcpServers[0]"),
+    ):
+        answer = await submit(plane, tokens["admin"], prompt="/echo hi", mcpServers=[bad])
+        assert answer["error"]["code"] in ("INVALID_PARAMS", "INVALID_REQUEST"), bad
+        assert field in answer["error"]["message"], answer

@@ -157,3 +157,15 @@ async def test_an_owner_that_stops_reports_handed_off_messages_cancelled_and_for
     await a.router.__aexit__(None, None, None)
     assert await records(world.store) == []  # reported cancelled: no other daemon runs it
     assert await world.leases.holder(owner_lease(SESSION)) is None  # released
+
+
+def test_a_handed_off_request_keeps_its_sessions_mcp_servers() -> None:
+    from lemon_core.execution import McpServerSpec, RunRequest
+    from lemon_router._inbox import decode_request
+
+    servers = (
+        McpServerSpec(name="editor", command="python", args=("s.py",), env={"K": "v"}),
+        McpServerSpec(name="web", transport="http", url="http://127.0.0.1:9/mcp"),
+    )
+    request = RunRequest(origin="acp", session_key="acp:a", prompt="hi", mcp_servers=servers)
+    assert decode_request(encode_request(request)).mcp_servers == servers

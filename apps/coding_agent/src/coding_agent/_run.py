@@ -239,8 +239,15 @@ class CodingRun:
             env=env,
         )
         self.workspace = workspace
-        # MCP servers' tools, under the approval policy (a server down is a note, never a stop).
-        extra, mcp_approvals, mcp_note = await mcp_tools(s.mcp, self._config, workspace.cwd)
+        # MCP servers' tools, under the approval policy (a server down is a note, never a stop):
+        # the configured ones, and the session's own from the request (an editor's, over ACP).
+        extra, mcp_approvals, mcp_note = await mcp_tools(
+            s.mcp,
+            self._config,
+            workspace.cwd,
+            session_key=self._job.session_key,
+            servers=self._job.mcp_servers,
+        )
         self._policy = mcp_policy(self._policy, mcp_approvals, self._job.preapproved)
         if mcp_note:
             self._note("mcp_unavailable", f"MCP servers not available: {mcp_note}")

@@ -8,7 +8,15 @@ runtime's); it never reaches the router, the gateway or the executor.
 
 from __future__ import annotations
 
-from lemon_acp._agent import MODES, PROTOCOL_VERSION, AcpAgent, AcpSession, Turn
+from lemon_acp._agent import (
+    MODES,
+    PROTOCOL_VERSION,
+    AcpAgent,
+    AcpSession,
+    ModelSource,
+    SkillSource,
+    Turn,
+)
 from lemon_acp._rpc import FrameReader, FrameWriter, RpcConnection
 from lemon_acp._stdio import claim_stdout, serve_stdio
 from lemon_acp.errors import AcpError, RpcError
@@ -21,8 +29,10 @@ __all__ = [
     "AcpSession",
     "FrameReader",
     "FrameWriter",
+    "ModelSource",
     "RpcConnection",
     "RpcError",
+    "SkillSource",
     "Turn",
     "claim_stdout",
     "serve_stdio",

@@ -14,9 +14,10 @@ stop), answers a pending permission question ``cancelled`` (a deny), and each pr
 ``session/request_permission`` naming the tool call already announced with ``tool_call``;
 no answer within ``permission_timeout_s``, or a cancelled question, is a deny.
 
-MCP servers given in ``session/new`` are validated and kept per session
-(:attr:`AcpSession.mcp_servers`); handing them to the session's runs is the seam the MCP client
-fills (nothing here starts them yet).
+MCP servers given in ``session/new`` / ``session/load`` are checked and kept per session
+(:attr:`AcpSession.mcp_servers`) and carried on each of its run requests
+(``RunRequest.mcp_servers``): the daemon's MCP hub starts them for this session only and the
+agent offers their tools (each call asks, as a session server's tools do).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from lemon_acp._content import (
-    McpServer,
     check_mcp_servers,
     prompt_of,
     replay_updates,
@@ -41,8 +41,9 @@ from lemon_acp._content import (
 )
 from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
+from lemon_core.capabilities import ModelInfo
 from lemon_core.events import ApprovalDecision, RunUsage
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import McpServerSpec, RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -59,7 +60,20 @@ from lemon_core.sessions import (
     check_session_key,
 )
 
-__all__ = ["MODES", "PROTOCOL_VERSION", "AcpAgent", "AcpSession", "Turn"]
+__all__ = [
+    "MODES",
+    "PROTOCOL_VERSION",
+    "AcpAgent",
+    "AcpSession",
+    "ModelSource",
+    "SkillSource",
+    "Turn",
+]
+
+ModelSource = Callable[[], Awaitable[Sequence[ModelInfo]]]
+"""The models a session may pick (the daemon's ``models.list``, or the runtime's catalogue)."""
+SkillSource = Callable[[], Awaitable[Sequence[tuple[str, str]]]]
+"""The enabled skills as ``(name, description)`` (offered as ``/name`` commands)."""
 
 log = logging.getLogger("lemon_acp")
 
@@ -82,10 +96,13 @@ _MODE_IDS: Final = frozenset(m["id"] for m in MODES)
 _EDIT_TOOLS: Final = frozenset({"write", "edit"})
 _PLAN_DENY: Final = frozenset({"write", "edit", "bash"})
 _ORIGIN: Final = "acp"
-#: The slash commands the editor offers (``available_commands_update``).
+#: The slash commands the editor offers (``available_commands_update``), skills after them.
 _COMMANDS: Final = (
     {"name": "compact", "description": "Summarise the older part of this session's history"},
 )
+#: At most this many models in the model select (available ones first, then the session's).
+_MAX_MODEL_OPTIONS: Final = 100
+_MAX_SKILL_COMMANDS: Final = 100
 _PERMISSION_OPTIONS: Final = (
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -119,7 +136,11 @@ class AcpSession:
     key: str
     cwd: str
     mode: ModeId = "default"
-    mcp_servers: tuple[McpServer, ...] = ()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    model: str | None = None
+    """The session's own model (``provider:model``; ``None``: the daemon's default)."""
+    cost_usd: float = 0.0
+    """The cost of the turns run through this agent (``usage_update``'s cumulative cost)."""
     turns: list[Turn] = field(default_factory=list)
     permission: asyncio.Future[Any] | None = field(default=None, repr=False)
 
@@ -135,8 +156,14 @@ class AcpAgent:
         agent_id: str = "default",
         permission_timeout_s: float = 300.0,
         attach: str | None = None,
+        models: ModelSource | None = None,
+        skills: SkillSource | None = None,
     ) -> None:
         self._port = port
+        self._model_source = models
+        self._skill_source = skills
+        self._models: tuple[ModelInfo, ...] = ()
+        self._skills: dict[str, str] = {}
         self._version = version
         self._agent_id = agent_id
         self._permission_timeout_s = permission_timeout_s
@@ -211,8 +238,9 @@ class AcpAgent:
         return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
 
     def _config_options(self, session: AcpSession) -> list[dict[str, Any]]:
-        """The session's config options (ACP's successor of ``modes``): the mode, as a select."""
-        return [
+        """The session's config options (ACP's successor of ``modes``): the mode and, when
+        the models are known, the model, each a select."""
+        options: list[dict[str, Any]] = [
             {
                 "type": "select",
                 "id": "mode",
@@ -225,6 +253,57 @@ class AcpAgent:
                 ],
             }
         ]
+        choices = self._model_choices(session)
+        if choices:
+            current = session.model or next((m.ref for m in self._models if m.default), None)
+            if current is not None and all(c["value"] != current for c in choices):
+                choices.insert(0, {"value": current, "name": current})  # e.g. no key for it
+            options.append(
+                {
+                    "type": "select",
+                    "id": "model",
+                    "name": "Model",
+                    "category": "model",
+                    "currentValue": current or choices[0]["value"],
+                    "options": choices,
+                }
+            )
+        return options
+
+    def _model_choices(self, session: AcpSession) -> list[dict[str, str]]:
+        """The models offered: the available ones (default first), and the session's own
+        even when it is not available; at most ``_MAX_MODEL_OPTIONS``."""
+        usable = sorted(
+            (m for m in self._models if not m.unavailable or m.ref == session.model),
+            key=lambda m: (not m.default, m.ref != session.model, m.ref),
+        )[:_MAX_MODEL_OPTIONS]
+        choices = [
+            {
+                "value": m.ref,
+                "name": m.name or m.ref,
+                "description": m.ref
+                + (f", {m.context_window // 1000}k context" if m.context_window else "")
+                + (f" (unavailable: {m.unavailable})" if m.unavailable else ""),
+            }
+            for m in usable
+        ]
+        if session.model and all(c["value"] != session.model for c in choices):
+            choices.insert(0, {"value": session.model, "name": session.model})
+        return choices
+
+    async def _refresh_catalogue(self) -> None:
+        """The models and skills, read again for each new or loaded session (each source
+        says what it could not read and answers what it has: the CLI's log their failures)."""
+        if self._model_source is not None:
+            self._models = tuple(await self._model_source())
+        if self._skill_source is not None:
+            skills = await self._skill_source()
+            reserved = {c["name"] for c in _COMMANDS}
+            self._skills = {
+                name: description
+                for name, description in list(skills)[:_MAX_SKILL_COMMANDS]
+                if name not in reserved and name and " " not in name
+            }
 
     def _cwd(self, params: Mapping[str, Any]) -> str:
         cwd = params.get("cwd")
@@ -240,7 +319,11 @@ class AcpAgent:
         key = self._attach or f"acp:{uuid.uuid4()}"
         self._attach = None
         session = AcpSession(key=key, cwd=cwd, mcp_servers=servers)
-        await self._port.patch(key, workspace=cwd, label=f"ACP {os.path.basename(cwd) or cwd}")
+        settings = await self._port.patch(
+            key, workspace=cwd, label=f"ACP {os.path.basename(cwd) or cwd}"
+        )
+        session.model = settings.model
+        await self._refresh_catalogue()
         self._sessions[key] = session
         return AfterAnswer(
             {
@@ -252,9 +335,18 @@ class AcpAgent:
         )
 
     async def _commands(self, session: AcpSession) -> None:
+        commands: list[dict[str, Any]] = [dict(c) for c in _COMMANDS]
+        commands += [
+            {
+                "name": name,
+                "description": f"Skill: {description}" if description else "Skill",
+                "input": {"hint": "what to do with the skill (optional)"},
+            }
+            for name, description in sorted(self._skills.items())
+        ]
         await self._update(
             session,
-            {"sessionUpdate": "available_commands_update", "availableCommands": list(_COMMANDS)},
+            {"sessionUpdate": "available_commands_update", "availableCommands": commands},
         )
 
     async def _load(self, params: dict[str, Any]) -> AfterAnswer:
@@ -272,7 +364,8 @@ class AcpAgent:
         if not entries and settings.updated_at_ms == 0:
             raise RpcError.bad_params("sessionId", f"unknown session {key!r}")
         session = self._sessions.get(key) or AcpSession(key=key, cwd=cwd)
-        session.cwd, session.mcp_servers = cwd, servers
+        session.cwd, session.mcp_servers, session.model = cwd, servers, settings.model
+        await self._refresh_catalogue()
         self._sessions[key] = session
         for update in replay_updates(entries):
             await self._update(session, update)
@@ -314,14 +407,23 @@ class AcpAgent:
         return {}
 
     async def _set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``session/set_config_option``: ``mode`` (the same as ``session/set_mode``)."""
+        """``session/set_config_option``: ``mode`` (the same as ``session/set_mode``) or
+        ``model`` (one of the select's values: the session's own model)."""
         session = self._session(params)
-        if params.get("configId") != "mode":
-            raise RpcError.bad_params("configId", "the only config option is 'mode'")
+        config_id = params.get("configId")
         value = params.get("value")
-        if value not in _MODE_IDS:
-            raise RpcError.bad_params("value", f"must be one of {', '.join(sorted(_MODE_IDS))}")
-        await self._set_mode({"sessionId": session.key, "modeId": value})
+        offered = {o["id"]: o for o in self._config_options(session)}
+        if config_id not in offered:
+            raise RpcError.bad_params("configId", f"must be one of {', '.join(offered)}")
+        if config_id == "model":
+            values = [c["value"] for c in offered["model"]["options"]]
+            if value not in values:
+                raise RpcError.bad_params("value", "not one of the model select's values")
+            await self._set_model({"sessionId": session.key, "modelId": value})
+        else:
+            if value not in _MODE_IDS:
+                raise RpcError.bad_params("value", f"must be one of {', '.join(sorted(_MODE_IDS))}")
+            await self._set_mode({"sessionId": session.key, "modeId": value})
         return {"configOptions": self._config_options(session)}
 
     async def _set_model(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +432,8 @@ class AcpAgent:
         model = params.get("modelId")
         if not isinstance(model, str) or ":" not in model.strip(":"):
             raise RpcError.bad_params("modelId", "must be provider:model, e.g. openai:gpt-4o")
-        await self._port.patch(session.key, model=model)
+        settings = await self._port.patch(session.key, model=model)
+        session.model = settings.model or model
         return {}
 
     async def _cancel(self, params: dict[str, Any]) -> None:
@@ -368,6 +471,7 @@ class AcpAgent:
             cwd=session.cwd,
             tool_policy=policy,
             preapproved=preapproved,
+            mcp_servers=session.mcp_servers,
         )
 
     async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -379,6 +483,7 @@ class AcpAgent:
                     "prompt", "/compact waits for the running prompt: send it once that ends"
                 )
             return await self._compact(session)
+        text = self._skill_prompt(text)
         request = self._run_request(session, text, images)
         stream = self._port.watch(session.key)
         turn = Turn()
@@ -419,6 +524,7 @@ class AcpAgent:
                     result: dict[str, Any] = {"stopReason": self._stop_reason(turn, event)}
                     if event.usage is not None:
                         result["usage"] = _usage_of(event.usage)
+                        await self._usage_update(session, event.usage)
                     return result
                 elif isinstance(event, StreamOverflow):
                     raise RpcError(-32603, f"lost the run's events: {event.reason}")
@@ -429,6 +535,36 @@ class AcpAgent:
         finally:
             stream.close()
             session.turns.remove(turn)
+
+    def _skill_prompt(self, text: str) -> str:
+        """``/NAME rest`` for an offered skill: the prompt asking the agent to use it."""
+        stripped = text.strip()
+        if not stripped.startswith("/"):
+            return text
+        name, _, rest = stripped[1:].partition(" ")
+        if name not in self._skills:
+            return text
+        ask = f"Use the skill {name!r}: load it with the read_skill tool and follow it."
+        return f"{ask}\n\n{rest.strip()}" if rest.strip() else ask
+
+    async def _usage_update(self, session: AcpSession, usage: RunUsage) -> None:
+        """``usage_update`` after a turn: the tokens of the turn's prompt against the model's
+        context window, and the cost so far. Sent only when the window is known (a client
+        shows ``used / size``); ``used`` sums the prompts of every model call of the turn,
+        so for a turn with tool calls it is an upper bound of what is in context."""
+        session.cost_usd += usage.cost_usd
+        ref = usage.model or session.model
+        model = next((m for m in self._models if m.ref == ref or (ref is None and m.default)), None)
+        if model is None or model.context_window <= 0:
+            return
+        update: dict[str, Any] = {
+            "sessionUpdate": "usage_update",
+            "used": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            "size": model.context_window,
+        }
+        if session.cost_usd > 0:
+            update["cost"] = {"amount": round(session.cost_usd, 6), "currency": "USD"}
+        await self._update(session, update)
 
     async def _compact(self, session: AcpSession) -> dict[str, Any]:
         result = await self._port.compact(session.key)

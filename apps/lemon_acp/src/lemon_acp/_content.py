@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from lemon_acp.errors import RpcError
+from lemon_core.execution import MAX_SESSION_MCP_SERVERS, ExecutionContractError, McpServerSpec
 from lemon_core.sessions import ToolCard, TranscriptEntry
 
 __all__ = [
-    "McpServer",
     "check_mcp_servers",
     "prompt_of",
     "replay_updates",
@@ -40,7 +40,6 @@ _KINDS: Final[Mapping[str, str]] = {
     "browser": "fetch",
     "think": "think",
 }
-McpServer = dict[str, Any]
 
 
 def tool_kind(tool: str, action_kind: str | None = None) -> str:
@@ -141,35 +140,78 @@ def prompt_of(blocks: object) -> tuple[str, tuple[Mapping[str, Any], ...]]:
     return "\n\n".join(texts), tuple(images)
 
 
-def check_mcp_servers(value: object) -> tuple[McpServer, ...]:
-    """``session/new``'s ``mcpServers``: stdio (``command``, ``args``, ``env``) and ``http``
-    servers; ``sse`` is refused (not advertised)."""
+def check_mcp_servers(value: object) -> tuple[McpServerSpec, ...]:
+    """``session/new``'s ``mcpServers``: stdio (``command``, ``args``, ``env`` as
+    ``[{name, value}]``) and ``http`` (``url``, ``headers`` as ``[{name, value}]``) servers;
+    ``sse`` is refused (not advertised). -32602 names the field of a bad one."""
     if value is None:
         return ()
     if not isinstance(value, list):
         raise RpcError.bad_params("mcpServers", "must be a list")
-    servers: list[McpServer] = []
+    if len(value) > MAX_SESSION_MCP_SERVERS:
+        raise RpcError.bad_params(
+            "mcpServers", f"at most {MAX_SESSION_MCP_SERVERS} MCP servers per session"
+        )
+    servers: list[McpServerSpec] = []
     for index, server in enumerate(value):
         at = f"mcpServers[{index}]"
         if not isinstance(server, dict) or not isinstance(server.get("name"), str):
             raise RpcError.bad_params(at, "an MCP server is an object with a name")
         kind = server.get("type", "stdio")
-        if kind == "sse":
-            raise RpcError.bad_params(f"{at}.type", "sse MCP servers are not supported (http is)")
-        if kind == "http":
-            if not isinstance(server.get("url"), str):
-                raise RpcError.bad_params(f"{at}.url", "an http MCP server needs a url")
-        elif kind == "stdio":
-            if not isinstance(server.get("command"), str):
-                raise RpcError.bad_params(f"{at}.command", "a stdio MCP server needs a command")
-            if not isinstance(server.get("args", []), list):
-                raise RpcError.bad_params(f"{at}.args", "must be a list of strings")
-        else:
-            raise RpcError.bad_params(
-                f"{at}.type", f"{kind!r} is not an MCP transport (stdio, http)"
-            )
-        servers.append(dict(server))
+        try:
+            if kind == "sse":
+                raise RpcError.bad_params(
+                    f"{at}.type", "sse MCP servers are not supported (http is)"
+                )
+            if kind == "http":
+                if not isinstance(server.get("url"), str):
+                    raise RpcError.bad_params(f"{at}.url", "an http MCP server needs a url")
+                spec = McpServerSpec(
+                    name=server["name"],
+                    transport="http",
+                    url=server["url"],
+                    headers=_pairs(server.get("headers"), f"{at}.headers"),
+                )
+            elif kind == "stdio":
+                if not isinstance(server.get("command"), str):
+                    raise RpcError.bad_params(f"{at}.command", "a stdio MCP server needs a command")
+                args = server.get("args", [])
+                if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                    raise RpcError.bad_params(f"{at}.args", "must be a list of strings")
+                spec = McpServerSpec(
+                    name=server["name"],
+                    command=server["command"],
+                    args=tuple(args),
+                    env=_pairs(server.get("env"), f"{at}.env"),
+                )
+            else:
+                raise RpcError.bad_params(
+                    f"{at}.type", f"{kind!r} is not an MCP transport (stdio, http)"
+                )
+        except ExecutionContractError as exc:
+            raise RpcError.bad_params(at, str(exc)) from None
+        if any(s.name == spec.name for s in servers):
+            raise RpcError.bad_params(f"{at}.name", f"two MCP servers are named {spec.name!r}")
+        servers.append(spec)
     return tuple(servers)
+
+
+def _pairs(value: object, at: str) -> dict[str, str]:
+    """ACP's ``[{name, value}]`` (env variables, HTTP headers) as a mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise RpcError.bad_params(at, "must be a list of {name, value} objects")
+    out: dict[str, str] = {}
+    for index, pair in enumerate(value):
+        if (
+            not isinstance(pair, dict)
+            or not isinstance(pair.get("name"), str)
+            or not isinstance(pair.get("value"), str)
+        ):
+            raise RpcError.bad_params(f"{at}[{index}]", "must be {name, value} strings")
+        out[pair["name"]] = pair["value"]
+    return out
 
 
 def replay_updates(entries: tuple[TranscriptEntry, ...]) -> list[dict[str, Any]]:

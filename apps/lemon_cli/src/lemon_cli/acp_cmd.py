@@ -56,6 +56,8 @@ async def _serve(err: Any, frames: Any, url: str | None, session: str | None) ->
     from lemon_core.config import ConfigError, load_config
 
     stop: Any = None
+    loaded: Any = None
+    runtime: Any = None
     if url is not None:
         import os
 
@@ -84,9 +86,103 @@ async def _serve(err: Any, frames: Any, url: str | None, session: str | None) ->
             return 2
         owner, port = booted
         stop = owner.stop
+        if hasattr(owner, "context"):  # an in-process runtime: its own catalogue
+            runtime = owner
     try:
-        agent = AcpAgent(port, version=version("lemon_acp"), attach=session)
+        home = loaded.home if url is None else None
+        agent = AcpAgent(
+            port,
+            version=version("lemon_acp"),
+            attach=session,
+            models=_model_source(runtime, port),
+            skills=_skill_source(home),
+        )
         await serve_stdio(agent, frames)
     finally:
         await stop()
     return 0
+
+
+def _model_source(runtime: Any, port: Any) -> Any:
+    """The models for the model select: the in-process runtime's catalogue, or the daemon's
+    ``models.list`` (when it offers it); ``None`` when neither is at hand."""
+    if runtime is not None:
+        from lemon_core.capabilities import MODEL_CATALOG
+
+        catalogue = runtime.context.capabilities.get(MODEL_CATALOG)
+        if catalogue is None:
+            return None
+
+        async def local() -> Any:
+            return catalogue.models()
+
+        return local
+    call = getattr(port, "call", None)
+    if call is None or "models.list" not in _advertised(port):
+        return None
+
+    async def remote() -> Any:
+        from lemon_control_plane.errors import ControlPlaneError, WireError
+        from lemon_core.capabilities import ModelInfo
+
+        try:
+            payload = await call("models.list")
+        except (ControlPlaneError, WireError, OSError) as exc:
+            import logging
+
+            logging.getLogger("lemon_acp").warning("could not list the models: %s", exc)
+            return ()
+        rows = payload.get("models") if isinstance(payload, dict) else None
+        out = []
+        for row in rows if isinstance(rows, list) else []:
+            ref = row.get("id") if isinstance(row, dict) else None
+            if not isinstance(ref, str) or ":" not in ref:
+                continue
+            window = row.get("contextWindow")
+            out.append(
+                ModelInfo(
+                    ref=ref,
+                    provider=str(row.get("provider") or ref.split(":", 1)[0]),
+                    id=ref.split(":", 1)[1],
+                    name=str(row.get("name") or ref),
+                    context_window=window if isinstance(window, int) and window > 0 else 0,
+                    default=row.get("default") is True,
+                    unavailable=""
+                    if row.get("available", True)
+                    else str(row.get("unavailableReason") or "unavailable"),
+                )
+            )
+        return out
+
+    return remote
+
+
+def _advertised(port: Any) -> frozenset[str]:
+    hello = getattr(port, "hello", None)
+    features = hello.get("features") if isinstance(hello, dict) else None
+    methods = features.get("methods") if isinstance(features, dict) else None
+    return frozenset(m for m in methods or () if isinstance(m, str))
+
+
+def _skill_source(home: Any) -> Any:
+    """This home's enabled skills, read in a thread (``None`` for another daemon's ``--url``:
+    its skills are not this home's)."""
+    if home is None:
+        return None
+
+    async def skills() -> list[tuple[str, str]]:
+        import asyncio
+
+        from lemon_skills import SkillCatalog, SkillsError, SkillsSettings
+
+        catalog = SkillCatalog(SkillsSettings(home=home))
+        try:
+            found = await asyncio.to_thread(catalog.enabled)
+        except (SkillsError, OSError) as exc:  # a corrupt lockfile, an unreadable home
+            import logging
+
+            logging.getLogger("lemon_acp").warning("could not list the skills: %s", exc)
+            return []
+        return [(s.name, s.description) for s in found]
+
+    return skills

@@ -775,6 +775,12 @@ class Methods:
                 "skipping approval questions (preapproved) needs a token with the approvals "
                 "or admin scope",
             )
+        if request.mcp_servers and "admin" not in scopes:
+            raise WireError(
+                "FORBIDDEN",
+                "a session's own MCP servers (mcpServers) start a command or a connection on "
+                "the daemon: they need a token with the admin scope",
+            )
         if "admin" in scopes:
             return request
         if request.origin not in _CLIENT_ORIGINS:

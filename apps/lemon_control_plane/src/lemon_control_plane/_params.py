@@ -198,6 +198,9 @@ class RunRequestParams(Params):
     tool_policy: dict[str, Any] | None = None
     preapproved: list[str] | None = None
     meta: dict[str, Any] | None = None
+    mcp_servers: list[dict[str, Any]] | None = None
+    """The session's own MCP servers (:class:`~lemon_core.execution.McpServerSpec` fields),
+    checked by :func:`~lemon_control_plane._port_wire.decode_request`."""
 
 
 class SubmitParams(Params):

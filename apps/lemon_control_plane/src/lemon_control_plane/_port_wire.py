@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Final
 
@@ -24,7 +25,16 @@ from lemon_control_plane._connection import Connection
 from lemon_control_plane._frames import encode
 from lemon_control_plane._params import ResumeParams, RunRequestParams, wire_params
 from lemon_control_plane.errors import WireError
-from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy, check_preapproved
+from lemon_core.execution import (
+    ExecutionContractError,
+    McpServerSpec,
+    Receipt,
+    ResumeToken,
+    RunRequest,
+    ToolPolicy,
+    check_mcp_servers,
+    check_preapproved,
+)
 from lemon_core.sessions import (
     ALL_SESSIONS,
     SessionPort,
@@ -89,6 +99,7 @@ def request_params(r: RunRequest) -> RunRequestParams:
         },
         preapproved=sorted(r.preapproved),
         meta=dict(r.meta),
+        mcp_servers=[msgspec.to_builtins(s) for s in r.mcp_servers] or None,
     )
 
 
@@ -115,7 +126,20 @@ def decode_request(data: RunRequestParams) -> RunRequest:
         tool_policy=None if data.tool_policy is None else ToolPolicy.from_mapping(data.tool_policy),
         preapproved=check_preapproved(data.preapproved or ()),
         meta=dict(data.meta or {}),
+        mcp_servers=_mcp_servers(data.mcp_servers or ()),
     )
+
+
+def _mcp_servers(values: Sequence[Mapping[str, Any]]) -> tuple[McpServerSpec, ...]:
+    """``mcpServers`` as records; a bad definition raises ``ExecutionContractError`` naming
+    the server and the field (mapped to ``INVALID_PARAMS``)."""
+    out: list[McpServerSpec] = []
+    for index, value in enumerate(values):
+        try:
+            out.append(msgspec.convert(value, McpServerSpec))
+        except msgspec.ValidationError as exc:
+            raise ExecutionContractError(f"mcpServers[{index}]: {exc}") from None
+    return check_mcp_servers(out)
 
 
 def encode_receipt(r: Receipt) -> dict[str, Any]:

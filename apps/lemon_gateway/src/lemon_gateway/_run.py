@@ -660,6 +660,7 @@ class Run:
             resume_mode="auto" if self.shared_resume is not None else cmd.resume_mode,
             retry_of=cmd.retry_of,
             meta=cmd.meta,
+            mcp_servers=cmd.mcp_servers,
         )
 
     async def _launch(self) -> PreparedExecution | _Outcome:

@@ -1,8 +1,9 @@
 """lemon_mcp's ``lemon.apps`` hook: registers the runtime's :data:`~lemon_core.mcp.MCP_HUB`.
 
-Profiles ``execution-only`` and ``full`` (wherever the agent runs). Start starts no server:
-the hub starts each one on the first run that needs it. Leaving the lifespan unregisters the
-hub and ends every server it started (their process groups: TERM, then KILL after 2 s).
+Profiles ``daemon``, ``execution-only`` and ``full`` (wherever the agent runs). Start starts
+no server: the hub starts each one on the first run that needs it. Leaving the lifespan
+unregisters the hub and ends every server it started (their process groups: TERM, then KILL
+after 2 s).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[McpHubImpl]:
 lemon_mcp_app: Final = AppSpec(
     name="lemon_mcp",
     lifespan=_lifespan,
-    profiles=frozenset({"execution-only", "full"}),
+    # The daemon too: it runs the agent (lemon daemon / serve), so its runs reach the servers.
+    profiles=frozenset({"daemon", "execution-only", "full"}),
     description="MCP servers' tools for the agent (started lazily)",
     sections=SECTIONS,
     provides=(MCP_HUB,),

@@ -23,20 +23,21 @@ import enum
 import fnmatch
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from lemon_core.backoff import Backoff
 from lemon_core.config import Config
-from lemon_core.mcp import McpDiscovery, McpToolOutput, McpToolSpec
+from lemon_core.mcp import McpDiscovery, McpServerSpec, McpToolOutput, McpToolSpec
 from lemon_mcp._approvals import ProjectApprovals, project_server_names
 from lemon_mcp._client import McpClient, Transport
 from lemon_mcp._content import render_result
 from lemon_mcp._naming import tool_names
 from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
+from lemon_mcp._session import SessionServers
 from lemon_mcp._stdio import StdioTransport
 from lemon_mcp.errors import McpError
 
@@ -98,6 +99,8 @@ class McpHubImpl:
         # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
         self._config_secrets: frozenset[str] = frozenset()
+        # The servers a session's client gave (ACP's mcpServers): keyed by session.
+        self._sessions = SessionServers(stdio_transport=self.transport_for)
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -128,7 +131,26 @@ class McpHubImpl:
             usable[name] = server
         return usable, refused
 
-    async def discover(self, config: Config, *, cwd: Path) -> McpDiscovery:
+    async def discover(
+        self,
+        config: Config,
+        *,
+        cwd: Path,
+        session_key: str | None = None,
+        servers: Sequence[McpServerSpec] = (),
+    ) -> McpDiscovery:
+        found = await self._discover_configured(config, cwd=cwd)
+        if session_key is None or not servers:
+            return found
+        return await self._sessions.merge(
+            found,
+            session_key=session_key,
+            servers=servers,
+            cwd=cwd,
+            wait_s=config.section(McpConfig).discover_wait_s,
+        )
+
+    async def _discover_configured(self, config: Config, *, cwd: Path) -> McpDiscovery:
         self._config_secrets = frozenset(config.secret_env_names())
         usable, unavailable = self.configured(config, cwd=cwd)
         if not usable:
@@ -294,6 +316,8 @@ class McpHubImpl:
     # -- calls -----------------------------------------------------------------------------
 
     async def call(self, tool: McpToolSpec, arguments: Mapping[str, Any]) -> McpToolOutput:
+        if tool.session_key is not None:
+            return await self._sessions.call(tool, arguments)
         server = self._servers.get(tool.server)
         client = server.client if server is not None else None
         if server is None or client is None or server.state is not ServerState.READY:
@@ -349,7 +373,7 @@ class McpHubImpl:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         servers, self._servers = list(self._servers.values()), {}
-        await asyncio.gather(*(self._stop(s) for s in servers))
+        await asyncio.gather(*(self._stop(s) for s in servers), self._sessions.aclose())
 
 
 def _unavailable(server: str, reason: str) -> McpToolOutput:

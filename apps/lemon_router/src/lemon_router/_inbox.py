@@ -52,7 +52,7 @@ import msgspec
 
 from lemon_core.bus import Bus, Overflow
 from lemon_core.events import Event
-from lemon_core.execution import Receipt, ResumeToken, RunRequest, ToolPolicy
+from lemon_core.execution import McpServerSpec, Receipt, ResumeToken, RunRequest, ToolPolicy
 from lemon_core.leases import Lease, Leases
 from lemon_core.store import Store, StoreError
 from lemon_core.tasks import Supervisor
@@ -108,6 +108,7 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "parent_run_id": request.parent_run_id,
         "root_run_id": request.root_run_id,
         "depth": request.depth,
+        "mcp_servers": [msgspec.to_builtins(s) for s in request.mcp_servers],
     }
 
 
@@ -131,6 +132,7 @@ def decode_request(data: dict[str, Any]) -> RunRequest:
         parent_run_id=data.get("parent_run_id"),
         root_run_id=data.get("root_run_id"),
         depth=data.get("depth") or 0,
+        mcp_servers=tuple(msgspec.convert(s, McpServerSpec) for s in data.get("mcp_servers") or ()),
     )
 
 

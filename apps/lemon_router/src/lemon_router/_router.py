@@ -324,6 +324,7 @@ class Router:
                 parent_run_id=request.parent_run_id,
                 root_run_id=request.root_run_id,
                 depth=request.depth,
+                mcp_servers=request.mcp_servers,
             )
             submission = Submission(
                 run_id=run_id,

@@ -45,6 +45,7 @@ from lemon_core.execution import (
     ExecutionCommand,
     ExecutionContext,
     ExecutionContractError,
+    McpServerSpec,
     Principal,
     ResumeToken,
     RunIntrospection,
@@ -82,6 +83,8 @@ class Prepared:
     """Lineage of a delegated run (see :class:`~lemon_core.execution.RunRequest`)."""
     root_run_id: str | None = None
     depth: int = 0
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The session's own MCP servers, from the request (handed to the executor as is)."""
 
 
 @dataclass(slots=True)
@@ -275,6 +278,7 @@ class RunProcess:
             resume=resume,
             tool_policy=p.tool_policy,
             preapproved=p.preapproved,
+            mcp_servers=p.mcp_servers,
             origin=p.origin,
             agent_id=p.agent_id,
             model=p.model,

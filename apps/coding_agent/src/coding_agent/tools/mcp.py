@@ -11,14 +11,14 @@ tool (once / session / always / deny; refused without an approval channel).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from lemon_agent import Tool, ToolContext, ToolResult
 from lemon_core.config import Config
 from lemon_core.execution import ALL_TOOLS, ToolPolicy
-from lemon_core.mcp import McpDiscovery, McpHub, McpToolSpec
+from lemon_core.mcp import McpDiscovery, McpHub, McpServerSpec, McpToolSpec
 
 __all__ = ["mcp_policy", "mcp_tools"]
 
@@ -26,14 +26,27 @@ _MAX_NOTE: Final = 400
 
 
 async def mcp_tools(
-    hub: McpHub | None, config: Config, cwd: Path
+    hub: McpHub | None,
+    config: Config,
+    cwd: Path,
+    *,
+    session_key: str | None = None,
+    servers: Sequence[McpServerSpec] = (),
 ) -> tuple[list[Tool], dict[str, str], str]:
     """The run's MCP tools, each one's configured approval by name, and a note for the run's
     log naming the servers that offer none (empty when every configured server is up, or when
-    MCP is not configured)."""
+    MCP is not configured). ``servers`` are the run's session's own (``session_key``'s, from
+    the request): the hub starts them for that session only."""
     if hub is None:
+        if servers:
+            return [], {}, "the runtime has no MCP hub (lemon_mcp did not boot)"
         return [], {}, ""
-    found: McpDiscovery = await hub.discover(config, cwd=cwd)
+    if servers:
+        found: McpDiscovery = await hub.discover(
+            config, cwd=cwd, session_key=session_key, servers=servers
+        )
+    else:
+        found = await hub.discover(config, cwd=cwd)
     note = "; ".join(f"{name}: {why}" for name, why in sorted(found.unavailable.items()))
     approvals: dict[str, str] = {spec.name: spec.approval for spec in found.tools}
     return [_tool(hub, spec) for spec in found.tools], approvals, note[:_MAX_NOTE]

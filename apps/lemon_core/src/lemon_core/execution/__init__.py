@@ -43,6 +43,11 @@ from lemon_core.execution._executor import (
     SessionBindingSink,
     SteerableExecution,
 )
+from lemon_core.execution._mcp_server import (
+    MAX_SESSION_MCP_SERVERS,
+    McpServerSpec,
+    check_mcp_servers,
+)
 from lemon_core.execution._policy import ALL_TOOLS, ToolPolicy, check_preapproved
 from lemon_core.execution._readback import RESUME_READBACK, ResumeReadback
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
@@ -72,6 +77,7 @@ __all__ = [
     "ALL_TOOLS",
     "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
+    "MAX_SESSION_MCP_SERVERS",
     "NATIVE_ENGINE",
     "RESUME_READBACK",
     "ROUTER_BRIDGE",
@@ -94,6 +100,7 @@ __all__ = [
     "Executor",
     "InvalidToolPolicyError",
     "Lane",
+    "McpServerSpec",
     "PermissionEscalationError",
     "PreparedExecution",
     "Principal",
@@ -119,6 +126,7 @@ __all__ = [
     "Unavailable",
     "VanishedRun",
     "VanishedRunListener",
+    "check_mcp_servers",
     "check_preapproved",
     "is_conversation_key",
     "submit_via_bridge",

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._mcp_server import McpServerSpec, check_mcp_servers
 from lemon_core.execution._policy import ToolPolicy, check_preapproved
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
 from lemon_core.execution.errors import ExecutionContractError, require_text
@@ -166,8 +167,11 @@ class ExecutionCommand:
     retry_of: str | None = None
     merged_run_ids: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The session's MCP servers from the request (see :attr:`RunRequest.mcp_servers`)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "mcp_servers", check_mcp_servers(self.mcp_servers))
         _require_str(self, "run_id")
         _require_str(self, "agent_id")
         for name in ("origin", "model", "retry_of"):
@@ -246,6 +250,10 @@ class RunRequest:
     """The top-level run of the tree (``None``: ``parent_run_id``, or this run itself)."""
     depth: int = 0
     """How deep in the tree this run is (0: top-level; a child of a top-level run is 1)."""
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """MCP servers the submitting client gave for this session (ACP's ``mcpServers``): the
+    run's MCP hub starts them for this session only. A grant the submitting surface must
+    authorise (a stdio server is a command the daemon runs)."""
 
     def __post_init__(self) -> None:
         _require_str(self, "origin")
@@ -268,3 +276,4 @@ class RunRequest:
         object.__setattr__(self, "preapproved", check_preapproved(self.preapproved))
         _frozen_meta(self, self.meta)
         _check_lineage(self)
+        object.__setattr__(self, "mcp_servers", check_mcp_servers(self.mcp_servers))

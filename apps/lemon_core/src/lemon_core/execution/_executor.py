@@ -25,6 +25,7 @@ import msgspec
 from lemon_core.events import ActionKind, ErrorCode, RunUsage
 from lemon_core.execution._command import Lane, ResumeMode
 from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._mcp_server import McpServerSpec
 from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import ResumeToken
 
@@ -74,6 +75,8 @@ class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
     resume_mode: ResumeMode = "explicit"
     retry_of: str | None = None
     meta: Mapping[str, Any] = _EMPTY
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """MCP servers for this run's session only (the request's): hand them to the MCP hub."""
 
 
 class ExecutionResult(msgspec.Struct, frozen=True, kw_only=True):
