@@ -137,6 +137,25 @@ async def test_bounds_evict_in_order_and_count(backend: Backend) -> None:
     await store.close()
 
 
+async def test_a_recalled_memory_outlives_one_never_recalled(backend: Backend) -> None:
+    now = [NOW]
+    store = await backend.open(clock=lambda: now[0], max_docs_per_scope=3)
+    docs = []
+    for word in ("alpha", "bravo", "charlie"):
+        now[0] += 10
+        docs.append(await store.put(prepare(A1, text=f"{word} fact", now_ms=now[0])))
+    now[0] += 10
+    assert (await store.recall(A1, "alpha")).hits  # alpha is now the most recently used
+    now[0] += 10
+    await store.put(prepare(A1, text="delta fact", now_ms=now[0]))
+    kept = {d.body for d in await store.list_documents()}
+    assert kept == {"alpha fact", "charlie fact", "delta fact"}  # bravo: least recently used
+    alpha = await store.get(docs[0].doc_id)
+    assert alpha is not None
+    assert alpha.last_recalled_at_ms == NOW + 40
+    await store.close()
+
+
 async def test_a_pinned_full_scope_refuses_visibly(backend: Backend) -> None:
     store = await backend.open(clock=lambda: NOW, max_docs_per_scope=2)
     await remember(store, A1, "pinned one", pin=True)

@@ -30,7 +30,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
 
-import msgspec
 import psycopg
 from psycopg import sql
 
@@ -45,7 +44,7 @@ from lemon_memory.documents import (
 )
 from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
 from lemon_memory.query import tsquery
-from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
+from lemon_memory.store import HALF_LIFE_MS, MAX_RECALL, Write, new_doc_id
 
 __all__ = ["PgRunner", "PostgresMemoryStore"]
 
@@ -141,6 +140,119 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
     """CREATE OR REPLACE TRIGGER memory_documents_count
         AFTER INSERT OR DELETE ON {schema}.memory_documents
         FOR EACH ROW EXECUTE FUNCTION {schema}.memory_documents_count()""",
+    """CREATE OR REPLACE FUNCTION {schema}.memory_bump(p_name text, p_by bigint) RETURNS void
+        LANGUAGE sql AS $$
+        INSERT INTO {schema}.memory_counters VALUES (p_name, p_by) ON CONFLICT (name)
+            DO UPDATE SET value = {schema}.memory_counters.value + excluded.value
+        $$""",
+    # One eviction, in the bounds' order: expired, then unpinned run summaries oldest first,
+    # then unpinned explicit memories least recently recalled; NULL when only pinned ones are
+    # left. ``p_scoped``: within the writer's scope, else store-wide.
+    """CREATE OR REPLACE FUNCTION {schema}.memory_evict_one(
+            p_agent text, p_scope text, p_key text, p_now bigint, p_scoped boolean)
+        RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE v bigint; why text;
+        BEGIN
+            IF p_scoped THEN
+                SELECT d.id INTO v FROM {schema}.memory_documents d WHERE d.agent_id = p_agent
+                    AND d.scope = p_scope AND d.scope_key = p_key
+                    AND d.expires_at_ms IS NOT NULL AND d.expires_at_ms <= p_now LIMIT 1;
+                why := 'expired';
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                        AND NOT d.pinned AND d.kind = 'run_summary'
+                        ORDER BY d.updated_at_ms LIMIT 1;
+                    why := 'run_summary';
+                END IF;
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                        AND NOT d.pinned
+                        ORDER BY coalesce(d.last_recalled_at_ms, d.updated_at_ms) LIMIT 1;
+                    why := 'explicit';
+                END IF;
+            ELSE
+                SELECT d.id INTO v FROM {schema}.memory_documents d
+                    WHERE d.expires_at_ms IS NOT NULL AND d.expires_at_ms <= p_now LIMIT 1;
+                why := 'expired';
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE NOT d.pinned AND d.kind = 'run_summary'
+                        ORDER BY d.updated_at_ms LIMIT 1;
+                    why := 'run_summary';
+                END IF;
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d WHERE NOT d.pinned
+                        ORDER BY coalesce(d.last_recalled_at_ms, d.updated_at_ms) LIMIT 1;
+                    why := 'explicit';
+                END IF;
+            END IF;
+            IF v IS NOT NULL THEN
+                DELETE FROM {schema}.memory_documents d WHERE d.id = v;
+                PERFORM {schema}.memory_bump('evicted_' || why, 1);
+            END IF;
+            RETURN v;
+        END $$""",
+    # A whole remember in one call (one round trip, one transaction): the writers' lock, the
+    # upsert by content hash, the bounds with their evictions, the insert and its counters.
+    # o_outcome: inserted | deduplicated | scope_full | store_full (with o_docs, o_bytes).
+    """CREATE OR REPLACE FUNCTION {schema}.memory_put(
+            p_doc_id text, p_kind text, p_scope text, p_key text, p_agent text, p_title text,
+            p_body text, p_tags text, p_source text, p_now bigint, p_expires bigint,
+            p_pinned boolean, p_hash text, p_size integer, p_redactions integer,
+            p_scope_docs bigint, p_scope_bytes bigint, p_docs bigint, p_bytes bigint)
+        RETURNS TABLE (o_outcome text, o_doc_id text, o_created bigint, o_pinned boolean,
+            o_docs bigint, o_bytes bigint)
+        LANGUAGE plpgsql AS $$
+        DECLARE n bigint; b bigint; old record;
+        BEGIN
+            PERFORM 1 FROM {schema}.memory_totals t WHERE t.one = 1 FOR UPDATE;
+            SELECT d.doc_id, d.created_at_ms, d.pinned INTO old FROM {schema}.memory_documents d
+                WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                AND d.content_hash = p_hash;
+            IF FOUND THEN
+                UPDATE {schema}.memory_documents d SET updated_at_ms = p_now,
+                    pinned = d.pinned OR p_pinned, expires_at_ms = p_expires
+                    WHERE d.doc_id = old.doc_id;
+                PERFORM {schema}.memory_bump('deduplicated', 1);
+                RETURN QUERY SELECT 'deduplicated'::text, old.doc_id::text,
+                    old.created_at_ms::bigint, (old.pinned OR p_pinned)::boolean, 0::bigint,
+                    0::bigint;
+                RETURN;
+            END IF;
+            LOOP
+                SELECT s.docs, s.bytes INTO n, b FROM {schema}.memory_scopes s
+                    WHERE s.agent_id = p_agent AND s.scope = p_scope AND s.scope_key = p_key;
+                IF NOT FOUND THEN n := 0; b := 0; END IF;
+                EXIT WHEN n + 1 <= p_scope_docs AND b + p_size <= p_scope_bytes;
+                IF {schema}.memory_evict_one(p_agent, p_scope, p_key, p_now, true) IS NULL THEN
+                    PERFORM {schema}.memory_bump('refused_full', 1);
+                    RETURN QUERY SELECT 'scope_full'::text, NULL::text, NULL::bigint,
+                        NULL::boolean, n, b;
+                    RETURN;
+                END IF;
+            END LOOP;
+            LOOP
+                SELECT t.docs, t.bytes INTO n, b FROM {schema}.memory_totals t WHERE t.one = 1;
+                EXIT WHEN n + 1 <= p_docs AND b + p_size <= p_bytes;
+                IF {schema}.memory_evict_one(p_agent, p_scope, p_key, p_now, false) IS NULL THEN
+                    PERFORM {schema}.memory_bump('refused_full', 1);
+                    RETURN QUERY SELECT 'store_full'::text, NULL::text, NULL::bigint,
+                        NULL::boolean, n, b;
+                    RETURN;
+                END IF;
+            END LOOP;
+            INSERT INTO {schema}.memory_documents (doc_id, kind, scope, scope_key, agent_id,
+                title, body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned,
+                content_hash, size) VALUES (p_doc_id, p_kind, p_scope, p_key, p_agent, p_title,
+                p_body, p_tags, p_source, p_now, p_now, p_expires, p_pinned, p_hash, p_size);
+            IF p_redactions > 0 THEN
+                PERFORM {schema}.memory_bump('redactions', p_redactions);
+            END IF;
+            RETURN QUERY SELECT 'inserted'::text, p_doc_id, p_now, p_pinned, 0::bigint,
+                0::bigint;
+        END $$""",
     """CREATE TABLE IF NOT EXISTS {schema}.memory_meta (
         name text PRIMARY KEY, value text NOT NULL)""",
 )
@@ -150,11 +262,20 @@ _COLUMNS: Final = (
     "updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash"
 )
 _D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
-_CANDIDATES: Final = 40
 _PIN_BOOST: Final = 1.25
 #: ts_rank_cd weights {D, C, B, A}: body 1, tags 2, title 3 (the SQLite bm25 weights);
 #: normalization 1 divides by 1 + log(length), as bm25 favours the shorter of two matches.
-_RANK: Final = "ts_rank_cd(array[0.1, 0.33, 0.67, 1.0]::float4[], d.tsv, q.q, 1)"
+_RANK: Final = "ts_rank_cd(array[0.1, 0.33, 0.67, 1.0]::float4[], d.tsv, {query}, 1)"
+#: The scope weights and the recency decay of lemon_memory.store, in SQL (the ranking is
+#: done by the server, so a recall is one statement).
+_WEIGHT: Final = (
+    "(CASE d.scope "
+    + " ".join(f"WHEN '{k}' THEN {v}" for k, v in SCOPE_WEIGHTS.items())
+    + " ELSE 0 END)"
+)
+_DECAY: Final = (
+    f"(0.5 + 0.5 * power(0.5, greatest(0, %s - d.updated_at_ms)::float8 / {HALF_LIFE_MS}))"
+)
 
 
 def _now_ms() -> int:
@@ -246,7 +367,11 @@ class PostgresMemoryStore:
     def _q(self, template: str) -> str:
         return (
             sql.SQL(template)
-            .format(schema=sql.Identifier(self._schema), cfg=sql.Literal(self._cfg))
+            .format(
+                schema=sql.Identifier(self._schema),
+                cfg=sql.Literal(self._cfg),
+                query=sql.SQL("to_tsquery({}::regconfig, %s)").format(sql.Literal(self._cfg)),
+            )
             .as_string(None)
         )
 
@@ -254,47 +379,12 @@ class PostgresMemoryStore:
         q = self._q
         self._sql = {
             "lock": q("SELECT docs, bytes FROM {schema}.memory_totals WHERE one = 1 FOR UPDATE"),
-            "by_hash": q(
-                f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE agent_id = %s "
-                "AND scope = %s AND scope_key = %s AND content_hash = %s"
+            "put": q(
+                "SELECT * FROM {schema}.memory_put(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s, %s, %s, %s)"
             ),
-            "refresh": q(
-                "UPDATE {schema}.memory_documents SET updated_at_ms = %s, "
-                "pinned = pinned OR %s, expires_at_ms = %s WHERE doc_id = %s"
-            ),
-            "insert": q(
-                "INSERT INTO {schema}.memory_documents (doc_id, kind, scope, scope_key, "
-                "agent_id, title, body, tags, source, created_at_ms, updated_at_ms, "
-                "expires_at_ms, pinned, content_hash, size) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            ),
-            "scope_size": q(
-                "SELECT docs, bytes FROM {schema}.memory_scopes WHERE agent_id = %s "
-                "AND scope = %s AND scope_key = %s"
-            ),
-            "bump": q(
-                "INSERT INTO {schema}.memory_counters VALUES (%s, %s) ON CONFLICT (name) "
-                "DO UPDATE SET value = {schema}.memory_counters.value + excluded.value"
-            ),
-            "delete_id": q("DELETE FROM {schema}.memory_documents WHERE id = %s"),
-            "touch": q(
-                "UPDATE {schema}.memory_documents SET last_recalled_at_ms = %s WHERE id IN "
-                "(SELECT id FROM {schema}.memory_documents WHERE doc_id = ANY(%s) "
-                "ORDER BY id FOR UPDATE SKIP LOCKED)"
-            ),
+            "bump": q("SELECT {schema}.memory_bump(%s, %s)"),
         }
-        scoped = "agent_id = %s AND scope = %s AND scope_key = %s"
-        for prefix, where in (("scope", scoped), ("store", "true")):
-            for reason, cond in (
-                ("expired", "expires_at_ms IS NOT NULL AND expires_at_ms <= %s LIMIT 1"),
-                ("run_summary", "NOT pinned AND kind = 'run_summary' ORDER BY updated_at_ms "
-                 "LIMIT 1"),
-                ("explicit", "NOT pinned ORDER BY coalesce(last_recalled_at_ms, updated_at_ms) "
-                 "LIMIT 1"),
-            ):  # fmt: skip
-                self._sql[f"evict_{prefix}_{reason}"] = q(
-                    f"SELECT id FROM {{schema}}.memory_documents WHERE {where} AND {cond}"
-                )
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -373,97 +463,33 @@ class PostgresMemoryStore:
     # -- writes ------------------------------------------------------------------------------
 
     async def put(self, write: Write) -> MemoryDocument:
-        for value in (write.title, write.body, *write.tags):
+        w = write
+        for value in (w.title, w.body, *w.tags):
             _check_text(value)
         now = self._clock()
-        s = self._sql
-
-        async def op(conn: Conn) -> MemoryDocument:
-            try:
-                async with conn.transaction():
-                    return await self._put(conn, write, now)
-            except ScopeFullError:
-                await conn.execute(s["bump"], ("refused_full", 1))
-                raise
-
-        return await self._call(op)
-
-    async def _put(self, conn: Conn, w: Write, now: int) -> MemoryDocument:
-        s = self._sql
-        cur = await conn.execute(s["lock"])
-        totals = await cur.fetchone()
-        assert totals is not None
-        cur = await conn.execute(s["by_hash"], (w.agent_id, w.scope, w.scope_key, w.content_hash))
-        row = await cur.fetchone()
-        if row is not None:
-            await conn.execute(s["refresh"], (now, w.pinned, w.expires_at_ms, row[0]))
-            await conn.execute(s["bump"], ("deduplicated", 1))
-            old = _document(row)
-            return msgspec.structs.replace(
-                old, updated_at_ms=now, pinned=old.pinned or w.pinned, expires_at_ms=w.expires_at_ms
-            )
-        await self._make_room(conn, w, now, (int(totals[0]), int(totals[1])))
         doc_id = new_doc_id()
-        await conn.execute(
-            s["insert"],
-            (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
-             " ".join(w.tags), w.source, now, now, w.expires_at_ms, w.pinned,
-             w.content_hash, w.size),
-        )  # fmt: skip
-        if w.redactions:
-            await conn.execute(s["bump"], ("redactions", w.redactions))
+        args = (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
+                " ".join(w.tags), w.source, now, w.expires_at_ms, w.pinned, w.content_hash,
+                w.size, w.redactions, *self._limits)  # fmt: skip
+
+        async def op(conn: Conn) -> Any:
+            cur = await conn.execute(self._sql["put"], args)
+            return await cur.fetchone()
+
+        outcome, stored_id, created, pinned, docs, size = await self._call(op)
+        if outcome in ("scope_full", "store_full"):
+            what = "this scope" if outcome == "scope_full" else "the memory store"
+            raise ScopeFullError(
+                f"{what} is full ({docs} documents, {size} bytes) and every document in it is "
+                "pinned: forget or unpin one (lemon memory list / forget) before remembering "
+                "more"
+            )
         return MemoryDocument(
-            doc_id=doc_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
+            doc_id=stored_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
             agent_id=w.agent_id, title=w.title, body=w.body, tags=w.tags, source=w.source,
-            created_at_ms=now, updated_at_ms=now, expires_at_ms=w.expires_at_ms,
-            pinned=w.pinned, content_hash=w.content_hash,
+            created_at_ms=int(created), updated_at_ms=now, expires_at_ms=w.expires_at_ms,
+            pinned=bool(pinned), content_hash=w.content_hash,
         )  # fmt: skip
-
-    async def _make_room(self, conn: Conn, w: Write, now: int, totals: tuple[int, int]) -> None:
-        """Evict until ``w`` fits (the SQLite backend's order); ScopeFullError when only
-        pinned documents are left."""
-        max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
-        s = self._sql
-        scope_params = (w.agent_id, w.scope, w.scope_key)
-        for prefix, limits, what in (
-            ("scope", (max_scope_docs, max_scope_bytes), "this scope"),
-            ("store", (max_docs, max_bytes), "the memory store"),
-        ):
-            while True:
-                if prefix == "store":
-                    docs, size = totals
-                else:
-                    cur = await conn.execute(s["scope_size"], scope_params)
-                    found = await cur.fetchone()
-                    docs, size = (int(found[0]), int(found[1])) if found else (0, 0)
-                if docs + 1 <= limits[0] and size + w.size <= limits[1]:
-                    break
-                if not await self._evict_one(conn, prefix, scope_params, now):
-                    raise ScopeFullError(
-                        f"{what} is full ({docs} documents, {size} bytes) and every document "
-                        "in it is pinned: forget or unpin one (lemon memory list / forget) "
-                        "before remembering more"
-                    )
-                if prefix == "store":
-                    cur = await conn.execute(s["lock"])
-                    again = await cur.fetchone()
-                    assert again is not None
-                    totals = (int(again[0]), int(again[1]))
-
-    async def _evict_one(
-        self, conn: Conn, prefix: str, scope_params: tuple[str, str, str], now: int
-    ) -> bool:
-        s = self._sql
-        params: tuple[Any, ...] = scope_params if prefix == "scope" else ()
-        for reason in ("expired", "run_summary", "explicit"):
-            extra: tuple[Any, ...] = (now,) if reason == "expired" else ()
-            cur = await conn.execute(s[f"evict_{prefix}_{reason}"], (*params, *extra))
-            found = await cur.fetchone()
-            if found is not None:
-                await conn.execute(s["delete_id"], (found[0],))
-                await conn.execute(s["bump"], (f"evicted_{reason}", 1))
-                return True
-        return False
 
     async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
         where, params = _visible(ctx, None)
@@ -531,23 +557,50 @@ class PostgresMemoryStore:
             return RecallResult(empty_query=True)
         limit = max(1, min(limit, MAX_RECALL))
         now = self._clock()
+        # One statement, one round trip: the match within the visible scopes, ranked by
+        # ts_rank_cd x scope weight x recency decay x pinned boost, the top ``limit``, and their
+        # last-recalled stamp (rows another recall holds are skipped, never waited on).
         statement = self._q(
-            f"SELECT {_D_COLUMNS}, {_RANK} FROM {{schema}}.memory_documents AS d, "
-            "to_tsquery({cfg}::regconfig, %s) AS q(q) WHERE d.tsv @@ q.q "
-            f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s) "
-            f"ORDER BY {_RANK} DESC LIMIT %s"
+            f"WITH ranked AS (SELECT * FROM (SELECT {_D_COLUMNS}, d.id, {_RANK} AS lexical, "
+            f"{_WEIGHT} AS weight, {_DECAY} AS fade FROM {{schema}}.memory_documents AS d "
+            "WHERE d.tsv @@ {query} "
+            f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s)) AS m "
+            f"ORDER BY m.lexical * m.weight * m.fade * (CASE WHEN m.pinned THEN {_PIN_BOOST} "
+            "ELSE 1 END) DESC, m.id LIMIT %s)"
+            + (
+                ", locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE m.id IN "
+                "(SELECT id FROM ranked) ORDER BY m.id FOR UPDATE SKIP LOCKED), "
+                "touched AS (UPDATE {schema}.memory_documents t SET last_recalled_at_ms = %s "
+                "WHERE t.id IN (SELECT id FROM locked)) "
+                if touch
+                else " "
+            )
+            # The stamp is bookkeeping for eviction order: its commit need not wait for the
+            # WAL flush (a crash may lose the last stamps, never a document).
+            + (
+                "SELECT ranked.* FROM ranked, (SELECT set_config('synchronous_commit', 'off', "
+                "true)) AS nosync"
+                if touch
+                else "SELECT * FROM ranked"
+            )
         )
-        args = (expression, *params, now, max(_CANDIDATES, limit * 4))
+        args = (expression, now, expression, *params, now, limit, *((now,) if touch else ()))
 
         async def op(conn: Conn) -> list[Any]:
             cur = await conn.execute(statement, args)
-            rows = await cur.fetchall()
-            hits = _rank(rows, now)[:limit]
-            if touch and hits:
-                await conn.execute(self._sql["touch"], (now, [h.document.doc_id for h in hits]))
-            return hits
+            return await cur.fetchall()
 
-        return RecallResult(hits=tuple(await self._call(op)))
+        hits = []
+        for row in await self._call(op):
+            doc = _document(row[:16])
+            lexical, weight, fade = float(row[17]), float(row[18]), float(row[19])
+            score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
+            hits.append(
+                RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
+                          decay=fade)
+            )  # fmt: skip
+        hits.sort(key=lambda h: -h.score)
+        return RecallResult(hits=tuple(hits))
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         query = self._q(f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE doc_id = %s")
@@ -618,18 +671,3 @@ class PostgresMemoryStore:
 
     async def close(self) -> None:
         """Nothing of its own to close: the pool is the shared store's."""
-
-
-def _rank(rows: list[Any], now: int) -> list[RecallHit]:
-    hits: list[RecallHit] = []
-    for row in rows:
-        doc = _document(row[:-1])
-        lexical = float(row[-1])
-        weight = SCOPE_WEIGHTS[doc.scope]
-        fade = decay(now - doc.updated_at_ms)
-        score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
-        hits.append(
-            RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight, decay=fade)
-        )
-    hits.sort(key=lambda h: -h.score)
-    return hits
