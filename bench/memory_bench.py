@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lemon_memory import MemoryContext, SqliteMemoryStore, prepare
 from lemon_memory.query import fts5_query
-from lemon_memory.recall_eval import EvalReport, evaluate, load_set, seed
+from lemon_memory.recall_eval import EvalReport, evaluate, load_set, run_eval, seed
 
 PG_DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 DATA = Path(__file__).parent.parent / "apps/lemon_memory/tests/data/memory_recall_v1.json"
@@ -51,60 +51,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def _scope_sql(ctx: MemoryContext) -> tuple[str, list[str]]:
-    keys = ctx.scope_keys()
-    ors = " OR ".join("(scope = ? AND scope_key = ?)" for _ in keys)
-    params = [ctx.agent_id]
-    for k, v in keys.items():
-        params += [k, v]
-    return f"agent_id = ? AND ({ors})", params
-
-
 async def quality(tmp: Path) -> dict[str, EvalReport]:
-    data = load_set(DATA)
-    store = SqliteMemoryStore(tmp / "quality.sqlite3", clock=lambda: 1_000)
-    names = await seed(store, data, now_ms=1_000)
-    raw = sqlite3.connect(tmp / "quality.sqlite3")
-
-    async def ours(ctx: MemoryContext, q: str) -> list[str]:
-        return [names[h.document.doc_id] for h in (await store.recall(ctx, q, limit=10)).hits]
-
-    async def like(ctx: MemoryContext, q: str) -> list[str]:
-        where, params = _scope_sql(ctx)
-        words = [w for w in q.lower().split() if w]
-        scores: dict[str, int] = {}
-        for w in words:
-            for (doc_id,) in raw.execute(
-                f"SELECT doc_id FROM memory_documents WHERE {where} AND lower(body) LIKE ?",
-                (*params, f"%{w}%"),
-            ):
-                scores[doc_id] = scores.get(doc_id, 0) + 1
-        ranked = sorted(scores, key=lambda d: -scores[d])
-        return [names[d] for d in ranked[:10]]
-
-    async def lemon_rule(ctx: MemoryContext, q: str) -> list[str]:
-        cleaned = q.translate({ord(c): " " for c in '"*():.,!?;'})
-        match = " AND ".join(cleaned.split())
-        where, params = _scope_sql(ctx)
-        scoped = where.replace("agent_id", "d.agent_id")
-        rows = raw.execute(
-            "SELECT d.doc_id FROM memory_fts JOIN memory_documents AS d ON d.id = "
-            f"memory_fts.rowid WHERE memory_fts MATCH ? AND {scoped} "
-            "ORDER BY rank LIMIT 10",
-            (match, *params),
-        ).fetchall()
-        return [names[r[0]] for r in rows]
-
-    reports = {
-        "LIKE substring (OR of words, scoped)": await evaluate(data, like),
-        "Lemon's FTS5 rule, replayed": await evaluate(data, lemon_rule),
-        "lemon_memory recall (quoted-token OR, porter, bm25, scope weights)": await evaluate(
-            data, ours
-        ),
-    }
-    raw.close()
-    await store.close()
-    return reports
+    """The set on SQLite, next to the LIKE and Lemon-rule baselines (``lemon memory eval``)."""
+    return await run_eval(load_set(DATA))
 
 
 SMALL = False
