@@ -263,6 +263,7 @@ _COLUMNS: Final = (
 )
 _D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
 _PIN_BOOST: Final = 1.25
+_CANDIDATES: Final = 40
 #: ts_rank_cd weights {D, C, B, A}: body 1, tags 2, title 3 (the SQLite bm25 weights);
 #: normalization 1 divides by 1 + log(length), as bm25 favours the shorter of two matches.
 _RANK: Final = "ts_rank_cd(array[0.1, 0.33, 0.67, 1.0]::float4[], d.tsv, {query}, 1)"
@@ -557,16 +558,18 @@ class PostgresMemoryStore:
             return RecallResult(empty_query=True)
         limit = max(1, min(limit, MAX_RECALL))
         now = self._clock()
-        # One statement, one round trip: the match within the visible scopes, ranked by
-        # ts_rank_cd x scope weight x recency decay x pinned boost, the top ``limit``, and their
+        # One statement, one round trip: the best 40 matches by ts_rank_cd within the visible
+        # scopes (as SQLite takes 40 by bm25), re-ranked by ts_rank_cd x scope weight x recency
+        # decay x pinned boost, the top ``limit``, and their
         # last-recalled stamp (rows another recall holds are skipped, never waited on).
         statement = self._q(
-            f"WITH ranked AS (SELECT * FROM (SELECT {_D_COLUMNS}, d.id, {_RANK} AS lexical, "
-            f"{_WEIGHT} AS weight, {_DECAY} AS fade FROM {{schema}}.memory_documents AS d "
-            "WHERE d.tsv @@ {query} "
-            f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s)) AS m "
-            f"ORDER BY m.lexical * m.weight * m.fade * (CASE WHEN m.pinned THEN {_PIN_BOOST} "
-            "ELSE 1 END) DESC, m.id LIMIT %s)"
+            f"WITH cand AS (SELECT {_D_COLUMNS}, d.id, {_RANK} AS lexical "
+            "FROM {schema}.memory_documents AS d WHERE d.tsv @@ {query} "
+            f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s) "
+            "ORDER BY lexical DESC, d.id LIMIT %s), "
+            f"ranked AS (SELECT d.*, {_WEIGHT} AS weight, {_DECAY} AS fade FROM cand AS d "
+            f"ORDER BY d.lexical * {_WEIGHT} * {_DECAY} * (CASE WHEN d.pinned THEN "
+            f"{_PIN_BOOST} ELSE 1 END) DESC, d.id LIMIT %s)"
             + (
                 ", locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE m.id IN "
                 "(SELECT id FROM ranked) ORDER BY m.id FOR UPDATE SKIP LOCKED), "
@@ -584,7 +587,8 @@ class PostgresMemoryStore:
                 else "SELECT * FROM ranked"
             )
         )
-        args = (expression, now, expression, *params, now, limit, *((now,) if touch else ()))
+        args = (expression, expression, *params, now, max(_CANDIDATES, limit * 4), now, now, limit,
+                *((now,) if touch else ()))  # fmt: skip
 
         async def op(conn: Conn) -> list[Any]:
             cur = await conn.execute(statement, args)
