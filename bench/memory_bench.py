@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sqlite3
 import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from lemon_memory import MemoryContext, SqliteMemoryStore, prepare
 from lemon_memory.query import fts5_query
-from lemon_memory.recall_eval import EvalReport, evaluate, load_set, seed
+from lemon_memory.recall_eval import EvalReport, evaluate, load_set, run_eval, seed
 
+#: PostgreSQL remembers timed one by one (the rest of the recall corpus is bulk-loaded).
+PG_TIMED_PUTS = 3000
+PG_DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 DATA = Path(__file__).parent.parent / "apps/lemon_memory/tests/data/memory_recall_v1.json"
 _WORD_TEXT = (
     "parser queue session token deploy staging window lemon gateway router bench cache index "
@@ -48,60 +53,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def _scope_sql(ctx: MemoryContext) -> tuple[str, list[str]]:
-    keys = ctx.scope_keys()
-    ors = " OR ".join("(scope = ? AND scope_key = ?)" for _ in keys)
-    params = [ctx.agent_id]
-    for k, v in keys.items():
-        params += [k, v]
-    return f"agent_id = ? AND ({ors})", params
-
-
 async def quality(tmp: Path) -> dict[str, EvalReport]:
-    data = load_set(DATA)
-    store = SqliteMemoryStore(tmp / "quality.sqlite3", clock=lambda: 1_000)
-    names = await seed(store, data, now_ms=1_000)
-    raw = sqlite3.connect(tmp / "quality.sqlite3")
-
-    async def ours(ctx: MemoryContext, q: str) -> list[str]:
-        return [names[h.document.doc_id] for h in (await store.recall(ctx, q, limit=10)).hits]
-
-    async def like(ctx: MemoryContext, q: str) -> list[str]:
-        where, params = _scope_sql(ctx)
-        words = [w for w in q.lower().split() if w]
-        scores: dict[str, int] = {}
-        for w in words:
-            for (doc_id,) in raw.execute(
-                f"SELECT doc_id FROM memory_documents WHERE {where} AND lower(body) LIKE ?",
-                (*params, f"%{w}%"),
-            ):
-                scores[doc_id] = scores.get(doc_id, 0) + 1
-        ranked = sorted(scores, key=lambda d: -scores[d])
-        return [names[d] for d in ranked[:10]]
-
-    async def lemon_rule(ctx: MemoryContext, q: str) -> list[str]:
-        cleaned = q.translate({ord(c): " " for c in '"*():.,!?;'})
-        match = " AND ".join(cleaned.split())
-        where, params = _scope_sql(ctx)
-        scoped = where.replace("agent_id", "d.agent_id")
-        rows = raw.execute(
-            "SELECT d.doc_id FROM memory_fts JOIN memory_documents AS d ON d.id = "
-            f"memory_fts.rowid WHERE memory_fts MATCH ? AND {scoped} "
-            "ORDER BY rank LIMIT 10",
-            (match, *params),
-        ).fetchall()
-        return [names[r[0]] for r in rows]
-
-    reports = {
-        "LIKE substring (OR of words, scoped)": await evaluate(data, like),
-        "Lemon's FTS5 rule, replayed": await evaluate(data, lemon_rule),
-        "lemon_memory recall (quoted-token OR, porter, bm25, scope weights)": await evaluate(
-            data, ours
-        ),
-    }
-    raw.close()
-    await store.close()
-    return reports
+    """The set on SQLite, next to the LIKE and Lemon-rule baselines (``lemon memory eval``)."""
+    return await run_eval(load_set(DATA))
 
 
 SMALL = False
@@ -117,26 +71,26 @@ def _text(rng: random.Random, i: int) -> str:
     return f"note {i}: " + " ".join(_words(rng, 12))
 
 
-async def speed(tmp: Path, docs: int) -> dict[str, float]:
+async def speed(tmp: Path, docs: int, queries: list[str]) -> dict[str, float]:
+    """SQLite: ``remember`` and the raw INSERT interleaved, one each per step, into two files
+    that grow side by side to ``docs`` documents (the same index sizes, the same load); then
+    the recall queries on the full corpus, ours and the raw MATCH alternating."""
     rng = random.Random(7)
     ctx = MemoryContext(agent_id="bench", session_key="agent:bench:main", project="/p")
     store = SqliteMemoryStore(tmp / "speed.sqlite3", max_docs_per_scope=docs + 10,
                               max_bytes_per_scope=1 << 34)  # fmt: skip
-    put_ms: list[float] = []
-    for i in range(docs):
-        t0 = time.perf_counter()
-        store.put_sync(prepare(ctx, text=_text(rng, i), now_ms=1_000, scope="project"))
-        put_ms.append((time.perf_counter() - t0) * 1000)
-    # raw baseline: the same INSERT into the same tables (the triggers keep FTS) of a copy
-    raw_store = SqliteMemoryStore(tmp / "raw.sqlite3")
+    raw_store = SqliteMemoryStore(tmp / "raw.sqlite3")  # the same schema, triggers and indexes
     await raw_store.close()
     raw = sqlite3.connect(tmp / "raw.sqlite3", isolation_level=None)
     raw.execute("PRAGMA journal_mode=WAL")
     raw.execute("PRAGMA synchronous=NORMAL")
+    put_ms: list[float] = []
     raw_ms: list[float] = []
-    n_raw = min(docs, 5000)
-    for i in range(n_raw):
+    for i in range(docs):
         text = _text(rng, i)
+        t0 = time.perf_counter()
+        store.put_sync(prepare(ctx, text=text, now_ms=1_000, scope="project"))
+        put_ms.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
         raw.execute("BEGIN IMMEDIATE")
         raw.execute(
@@ -148,15 +102,13 @@ async def speed(tmp: Path, docs: int) -> dict[str, float]:
         raw.execute("COMMIT")
         raw_ms.append((time.perf_counter() - t0) * 1000)
     raw.close()
-    queries = [" ".join(_words(rng, 3)) for _ in range(300)]
+    db = sqlite3.connect(tmp / "speed.sqlite3")
     rec_ms: list[float] = []
+    raw_rec: list[float] = []
     for q in queries:
         t0 = time.perf_counter()
         store.recall_sync(ctx, q, scope="project", limit=10)
         rec_ms.append((time.perf_counter() - t0) * 1000)
-    db = sqlite3.connect(tmp / "speed.sqlite3")
-    raw_rec: list[float] = []
-    for q in queries:
         match = fts5_query(q)
         t0 = time.perf_counter()
         db.execute(
@@ -167,6 +119,12 @@ async def speed(tmp: Path, docs: int) -> dict[str, float]:
         raw_rec.append((time.perf_counter() - t0) * 1000)
     db.close()
     await store.close()
+    return _figures(put_ms, raw_ms, rec_ms, raw_rec)
+
+
+def _figures(
+    put_ms: list[float], raw_ms: list[float], rec_ms: list[float], raw_rec: list[float]
+) -> dict[str, float]:
     return {
         "put_p50": statistics.median(put_ms),
         "raw_put_p50": statistics.median(raw_ms),
@@ -175,6 +133,121 @@ async def speed(tmp: Path, docs: int) -> dict[str, float]:
         "raw_recall_p50": statistics.median(raw_rec),
         "raw_recall_p99": pct(raw_rec, 99),
     }
+
+
+async def _pg_pair(schema: str) -> tuple[object, object]:
+    from lemon_infra import PostgresStore
+    from lemon_memory._postgres import PostgresMemoryStore
+
+    shared = await PostgresStore.open(PG_DSN, schema=schema, max_connections=2)
+    return shared, await PostgresMemoryStore.open(shared, clock=lambda: 1_000)
+
+
+async def pg_quality() -> EvalReport:
+    data = load_set(DATA)
+    schema = f"membench_q_{uuid.uuid4().hex[:8]}"
+    shared, store = await _pg_pair(schema)
+    try:
+        names = await seed(store, data, now_ms=1_000)  # type: ignore[arg-type]
+
+        async def ours(ctx: MemoryContext, q: str) -> list[str]:
+            hits = (await store.recall(ctx, q, limit=10)).hits  # type: ignore[attr-defined]
+            return [names[h.document.doc_id] for h in hits]
+
+        return await evaluate(data, ours)
+    finally:
+        await shared.close()  # type: ignore[attr-defined]
+        await _drop(schema)
+
+
+async def _drop(schema: str) -> None:
+    from lemon_infra import drop_schema
+
+    await drop_schema(PG_DSN, schema)
+
+
+async def pg_speed(docs: int, queries: list[str]) -> dict[str, float]:
+    """PostgreSQL: ``remember`` next to a raw INSERT into a copy of the same table (same
+    generated tsvector, same indexes and triggers), interleaved, for the first
+    ``PG_TIMED_PUTS`` documents (the rest bulk-loaded); recall next to raw SQL with
+    ``ts_rank_cd`` (``tsv @@ q ORDER BY ts_rank_cd LIMIT 10``), alternating."""
+    import psycopg
+
+    from lemon_memory.query import tsquery
+
+    rng = random.Random(7)
+    ctx = MemoryContext(agent_id="bench", session_key="agent:bench:main", project="/p")
+    schema, raw_schema = (
+        f"membench_{uuid.uuid4().hex[:8]}",
+        f"membench_raw_{uuid.uuid4().hex[:8]}",
+    )
+    from lemon_infra import PostgresStore
+    from lemon_memory._postgres import PostgresMemoryStore
+
+    shared = await PostgresStore.open(PG_DSN, schema=schema, max_connections=2)
+    raw_shared = await PostgresStore.open(PG_DSN, schema=raw_schema, max_connections=1)
+    try:
+        store = await PostgresMemoryStore.open(shared, max_docs_per_scope=docs + 10,
+                                               max_bytes_per_scope=1 << 34)  # fmt: skip
+        await PostgresMemoryStore.open(raw_shared)  # the raw copy: same tables
+        raw = await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True)
+        insert = (
+            f'INSERT INTO "{raw_schema}".memory_documents (doc_id, kind, scope, scope_key, '
+            "agent_id, title, body, tags, source, created_at_ms, updated_at_ms, pinned, "
+            "content_hash, size) VALUES (%s, 'note', 'project', '/p', 'bench', '', %s, '', "
+            "'remember', 1, 1, false, %s, %s)"
+        )
+        put_ms: list[float] = []
+        raw_ms: list[float] = []
+        timed = min(docs, PG_TIMED_PUTS)
+        for i in range(timed):
+            text = _text(rng, i)
+            t0 = time.perf_counter()
+            await store.put(prepare(ctx, text=text, now_ms=1_000, scope="project"))
+            put_ms.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            await raw.execute(insert, (f"raw{i}", text, f"h{i}", len(text)))
+            raw_ms.append((time.perf_counter() - t0) * 1000)
+        # the rest of the recall corpus in bulk (same rows, same triggers: counts stay right)
+        bulk = insert.replace(f'"{raw_schema}"', f'"{schema}"')
+        rest = [(f"bulk{i}", _text(rng, i), f"b{i}", 100) for i in range(timed, docs)]
+        async with raw.cursor() as cur:
+            await cur.executemany(bulk, rest)
+            await cur.executemany(insert, rest)
+        await raw.execute(f'ANALYZE "{schema}".memory_documents')
+        await raw.execute(f'ANALYZE "{raw_schema}".memory_documents')
+        select = (
+            f'SELECT id FROM "{schema}".memory_documents, to_tsquery(\'"{schema}".memory_fts\', '
+            "%s) AS q(q) WHERE tsv @@ q.q ORDER BY ts_rank_cd(tsv, q.q) DESC LIMIT 10"
+        )
+        rec_ms: list[float] = []
+        raw_rec: list[float] = []
+        for q in queries:
+            t0 = time.perf_counter()
+            await store.recall(ctx, q, scope="project", limit=10)
+            rec_ms.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            cur = await raw.execute(select, (tsquery(q),))
+            await cur.fetchall()
+            raw_rec.append((time.perf_counter() - t0) * 1000)
+        await raw.close()
+    finally:
+        await shared.close()
+        await raw_shared.close()
+        await _drop(schema)
+        await _drop(raw_schema)
+    return _figures(put_ms, raw_ms, rec_ms, raw_rec)
+
+
+def _print_speed(label: str, raw_label: str, docs: int, s: dict[str, float]) -> None:
+    print(
+        f"{label} remember put p50: {s['put_p50']:.3f} ms; {raw_label} insert p50: "
+        f"{s['raw_put_p50']:.3f} ms; ratio {s['put_p50'] / s['raw_put_p50']:.2f}x"
+    )
+    print(f"{label} recall top-10 over {docs} docs in a scope: p50 {s['recall_p50']:.3f} ms, "
+          f"p99 {s['recall_p99']:.3f} ms; {raw_label} p50 {s['raw_recall_p50']:.3f} ms, "
+          f"p99 {s['raw_recall_p99']:.3f} ms; p50 ratio "
+          f"{s['recall_p50'] / s['raw_recall_p50']:.2f}x")  # fmt: skip
 
 
 async def size(tmp: Path, writes: int) -> tuple[int, int, int]:
@@ -194,28 +267,45 @@ async def size(tmp: Path, writes: int) -> tuple[int, int, int]:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=20_000)
+    parser.add_argument("--pg-docs", type=int, default=None, help="default: --docs")
     parser.add_argument("--size-writes", type=int, default=100_000)
     parser.add_argument("--small-vocab", action="store_true")
+    parser.add_argument(
+        "--queries",
+        choices=("zipf", "uniform"),
+        default="zipf",
+        help="query words drawn like the corpus (zipf: mostly common words) or uniformly "
+        "from the vocabulary (mostly rare ones)",
+    )
+    parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     global SMALL
     SMALL = args.small_vocab
+    qrng = random.Random(3)
+    vocab_words = WORDS if SMALL else VOCAB
+    queries = [
+        " ".join(_words(qrng, 3) if args.queries == "zipf" else qrng.choices(vocab_words, k=3))
+        for _ in range(300)
+    ]
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        vocab = len(WORDS) if SMALL else len(VOCAB)
-        print(f"recall quality on {DATA.name}; speed corpus vocabulary: {vocab} words")
+        pg = "off" if args.no_postgres else "on"
+        print(f"recall quality on {DATA.name}; speed corpus vocabulary: {len(vocab_words)} "
+              f"words, {args.queries} queries; PostgreSQL {pg}")  # fmt: skip
         print(f"{'method':<70} recall@5  MRR@10  forbidden  errors")
-        for method, r in (await quality(tmp)).items():
+        reports = await quality(tmp)
+        if not args.no_postgres:
+            reports["lemon_memory recall, PostgreSQL (quoted-token OR, english+unaccent, "
+                    "ts_rank_cd)"] = await pg_quality()  # fmt: skip
+        for method, r in reports.items():
             print(f"{method:<70} {r.recall_at_5:8.2f} {r.mrr_at_10:7.2f} "
                   f"{r.forbidden_returned:10d} {r.errors:7d}")  # fmt: skip
-        s = await speed(tmp, args.docs)
-        print(
-            f"\nremember put p50: {s['put_p50']:.3f} ms; raw sqlite3 insert p50: "
-            f"{s['raw_put_p50']:.3f} ms; ratio {s['put_p50'] / s['raw_put_p50']:.2f}x"
-        )
-        print(f"recall top-10 over {args.docs} docs in a scope: p50 {s['recall_p50']:.3f} ms, "
-              f"p99 {s['recall_p99']:.3f} ms; raw FTS5 MATCH+bm25: p50 "
-              f"{s['raw_recall_p50']:.3f} ms, p99 {s['raw_recall_p99']:.3f} ms; p50 ratio "
-              f"{s['recall_p50'] / s['raw_recall_p50']:.2f}x")  # fmt: skip
+            print(f"{'':<4}by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in r.by_kind.items()))
+        print()
+        _print_speed("SQLite", "raw sqlite3", args.docs, await speed(tmp, args.docs, queries))
+        if not args.no_postgres:
+            n = args.pg_docs or args.docs
+            _print_speed("PostgreSQL", "raw SQL", n, await pg_speed(n, queries))
         if args.size_writes:
             docs, nbytes, cap = await size(tmp, args.size_writes)
             print(f"\nsize after {args.size_writes} remembers (default bounds): {docs} documents, "

@@ -1,8 +1,12 @@
 """Fixtures: the booted ``daemon`` profile (real SQLite stores in a temporary home, the
-control plane on 127.0.0.1:<ephemeral>) and a WebSocket client that speaks the wire."""
+control plane on 127.0.0.1:<ephemeral>), a WebSocket client that speaks the wire, and the
+``backend`` of the store contract (SQLite file, PostgreSQL schema)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,7 @@ import pytest
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
+from lemon_memory import MemoryStore, SqliteMemoryStore
 from lemon_runtime import Runtime
 
 
@@ -43,3 +48,84 @@ def client(runtime: Runtime) -> ClientFactory:
     plane = runtime.handle("lemon_control_plane")
     assert isinstance(plane, ControlPlane)
     return plane_client(plane)
+
+
+# -- the memory store contract: one suite, both backends ---------------------------------------
+
+PG_DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+class Backend:
+    """Opens memory stores of one backend for one test: SQLite files under ``tmp_path``, or
+    PostgreSQL stores in one schema of its own (on lemon_infra's PostgresStore pool, the one
+    the runtime uses), dropped afterwards."""
+
+    def __init__(self, name: str, tmp_path: Path) -> None:
+        self.name = name
+        self.tmp_path = tmp_path
+        self.schema = f"mem_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        self._pg: list[Any] = []
+        self._stores: list[MemoryStore] = []
+        self._shared: MemoryStore | None = None
+
+    async def open(self, *, clock: Callable[[], int], **bounds: int) -> MemoryStore:
+        store: MemoryStore
+        if self.name == "sqlite":
+            store = SqliteMemoryStore(self.tmp_path / "memory.sqlite3", clock=clock, **bounds)
+        else:
+            from lemon_infra import PostgresStore
+            from lemon_memory._postgres import PostgresMemoryStore
+
+            shared = await PostgresStore.open(PG_DSN, schema=self.schema, max_connections=4)
+            self._pg.append(shared)
+            store = await PostgresMemoryStore.open(shared, clock=clock, **bounds)
+        self._stores.append(store)
+        return store
+
+    async def shared(self, *, clock: Callable[[], int]) -> MemoryStore:
+        """One store for the whole test (hypothesis: the examples of one test share it)."""
+        if self._shared is None:
+            self._shared = await self.open(clock=clock)
+        return self._shared
+
+    async def index_count(self, store: MemoryStore) -> int:
+        """Index entries as the index itself counts them (no orphan ever)."""
+        if isinstance(store, SqliteMemoryStore):
+            return store.raw_fts_count()
+        from lemon_memory._postgres import PostgresMemoryStore
+
+        assert isinstance(store, PostgresMemoryStore)
+        return await store.index_count()
+
+    async def raw_bytes(self) -> bytes:
+        """Everything the backend persisted: the SQLite file and its WAL, or ``pg_dump`` of
+        the schema."""
+        if self.name == "sqlite":
+            return b"".join(p.read_bytes() for p in sorted(self.tmp_path.glob("memory.sqlite3*")))
+        proc = await asyncio.create_subprocess_exec(
+            "pg_dump", "--schema", self.schema, PG_DSN,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        assert b"memory_documents" in out
+        return out
+
+    async def close(self) -> None:
+        for store in self._stores:
+            await store.close()
+        for shared in self._pg:
+            await shared.close()
+        if self._pg:
+            from lemon_infra import drop_schema
+
+            await drop_schema(PG_DSN, self.schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    made = Backend(request.param, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.close()

@@ -1,19 +1,20 @@
-"""Recall quality on the labelled set (tests/data/memory_recall_v1.json, unchanged): the
-lexical goals of the issue, no forbidden document, no query error."""
+"""Recall quality on the labelled set (tests/data/memory_recall_v1.json, unchanged), on both
+backends: the lexical goals of the issue, no forbidden document, no query error."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from lemon_memory import MemoryContext, SqliteMemoryStore
+from lemon_memory import MemoryContext
 from lemon_memory.recall_eval import evaluate, load_set, seed
 
 DATA = Path(__file__).parent / "data" / "memory_recall_v1.json"
 
 
-async def test_lexical_recall_meets_the_goals_and_never_leaks(tmp_path: Path) -> None:
+async def test_lexical_recall_meets_the_goals_and_never_leaks(backend: Any) -> None:
     data = load_set(DATA)
-    store = SqliteMemoryStore(tmp_path / "memory.sqlite3", clock=lambda: 1_000)
+    store = await backend.open(clock=lambda: 1_000)
     names = await seed(store, data, now_ms=1_000)
 
     async def search(ctx: MemoryContext, q: str) -> list[str]:
@@ -21,7 +22,6 @@ async def test_lexical_recall_meets_the_goals_and_never_leaks(tmp_path: Path) ->
         return [names[h.document.doc_id] for h in result.hits]
 
     report = await evaluate(data, search)
-    await store.close()
     assert report.errors == 0
     assert report.forbidden_returned == 0
     assert report.recall_at_5 >= 0.85, report

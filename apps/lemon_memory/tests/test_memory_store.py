@@ -1,9 +1,14 @@
-"""The SQLite memory store on a real file: writes, upserts, scopes, bounds, retention."""
+"""The memory store contract, run on both backends (``backend``: a SQLite file, and a
+PostgreSQL schema of its own on 127.0.0.1:5432): writes, upserts, scopes in the SQL, the secret
+screen down to the persisted bytes, bounds and the eviction order, retention, restart
+durability; on PostgreSQL, two daemons remembering at once."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +17,7 @@ from hypothesis import strategies as st
 from lemon_memory import (
     MemoryContext,
     MemoryInputError,
+    MemoryStore,
     ScopeError,
     ScopeFullError,
     SecretRefusedError,
@@ -25,18 +31,19 @@ A1 = MemoryContext(agent_id="a", session_key="agent:a:main:s1", project="/p/one"
 A2 = MemoryContext(agent_id="a", session_key="agent:a:main:s2", project="/p/one")
 B1 = MemoryContext(agent_id="b", session_key="agent:b:main:s1", project="/p/one")
 NOW = 1_000_000
+Backend = Any  # conftest.Backend (a fixture's type; tests cannot import conftest)
 
 
 def store_at(path: Path, **kw: int) -> SqliteMemoryStore:
     return SqliteMemoryStore(path / "memory.sqlite3", clock=lambda: NOW, **kw)
 
 
-async def remember(store: SqliteMemoryStore, ctx: MemoryContext, text: str, **kw: object):
+async def remember(store: MemoryStore, ctx: MemoryContext, text: str, **kw: object):
     return await store.put(prepare(ctx, text=text, now_ms=NOW, **kw))  # type: ignore[arg-type]
 
 
-async def test_put_recall_and_upsert_by_hash(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_put_recall_and_upsert_by_hash(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     doc = await remember(store, A1, "The staging database is on db-stage-3.", scope="project")
     again = await remember(store, A1, "The staging database is on db-stage-3.", scope="project")
     assert again.doc_id == doc.doc_id
@@ -48,8 +55,8 @@ async def test_put_recall_and_upsert_by_hash(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_session_and_agent_isolation_are_in_the_query(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_session_and_agent_isolation_are_in_the_query(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     await remember(store, A1, "renaming ConversationQueue to SessionQueue", scope="session")
     await remember(store, B1, "the GPU box is gpu01 with two A100 cards", scope="project")
     assert (await store.recall(A1, "ConversationQueue")).hits
@@ -61,20 +68,20 @@ async def test_session_and_agent_isolation_are_in_the_query(tmp_path: Path) -> N
     await store.close()
 
 
-async def test_forget_only_in_a_visible_scope_and_fts_rows_go_with_it(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_forget_only_in_a_visible_scope_and_fts_rows_go_with_it(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     doc = await remember(store, B1, "a note of agent b")
     with pytest.raises(ScopeError):
         await store.forget(A1, doc.doc_id)
-    assert store.raw_fts_count() == 1
+    assert await backend.index_count(store) == 1
     await store.forget(B1, doc.doc_id)
-    assert store.raw_fts_count() == 0
+    assert await backend.index_count(store) == 0
     assert await store.get(doc.doc_id) is None
     await store.close()
 
 
-async def test_bad_input_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_bad_input_is_refused_and_nothing_is_stored(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     for bad in (
         "",
         "   ",
@@ -95,8 +102,8 @@ async def test_bad_input_is_refused_and_nothing_is_stored(tmp_path: Path) -> Non
     await store.close()
 
 
-async def test_a_secret_is_refused_and_never_reaches_the_file(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_a_secret_is_refused_and_never_reaches_the_file(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     secret = "Zq8Lp2Vx9Tr4Wm7Ks1Nd6Hy3Bc5Fg0Ja"
     with pytest.raises(SecretRefusedError) as err:
         await store.put(
@@ -109,14 +116,13 @@ async def test_a_secret_is_refused_and_never_reaches_the_file(tmp_path: Path) ->
     )  # fmt: skip
     assert ingested.body == "deployed with key [REDACTED:known_secret] ok"
     await store.close()
-    for name in ("memory.sqlite3", "memory.sqlite3-wal"):
-        path = tmp_path / name
-        if path.exists():
-            assert secret.encode() not in path.read_bytes()
+    persisted = await backend.raw_bytes()
+    assert b"REDACTED:known_secret" in persisted or backend.name == "sqlite"
+    assert secret.encode() not in persisted
 
 
-async def test_bounds_evict_in_order_and_count(tmp_path: Path) -> None:
-    store = store_at(tmp_path, max_docs_per_scope=5)
+async def test_bounds_evict_in_order_and_count(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW, max_docs_per_scope=5)
     await remember(store, A1, "pinned fact zero", pin=True)
     summary = await store.put(
         prepare(A1, text="run summary one", now_ms=NOW, kind="run_summary", source="ingest")
@@ -131,8 +137,27 @@ async def test_bounds_evict_in_order_and_count(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_a_pinned_full_scope_refuses_visibly(tmp_path: Path) -> None:
-    store = store_at(tmp_path, max_docs_per_scope=2)
+async def test_a_recalled_memory_outlives_one_never_recalled(backend: Backend) -> None:
+    now = [NOW]
+    store = await backend.open(clock=lambda: now[0], max_docs_per_scope=3)
+    docs = []
+    for word in ("alpha", "bravo", "charlie"):
+        now[0] += 10
+        docs.append(await store.put(prepare(A1, text=f"{word} fact", now_ms=now[0])))
+    now[0] += 10
+    assert (await store.recall(A1, "alpha")).hits  # alpha is now the most recently used
+    now[0] += 10
+    await store.put(prepare(A1, text="delta fact", now_ms=now[0]))
+    kept = {d.body for d in await store.list_documents()}
+    assert kept == {"alpha fact", "charlie fact", "delta fact"}  # bravo: least recently used
+    alpha = await store.get(docs[0].doc_id)
+    assert alpha is not None
+    assert alpha.last_recalled_at_ms == NOW + 40
+    await store.close()
+
+
+async def test_a_pinned_full_scope_refuses_visibly(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW, max_docs_per_scope=2)
     await remember(store, A1, "pinned one", pin=True)
     await remember(store, A1, "pinned two", pin=True)
     with pytest.raises(ScopeFullError, match="pinned"):
@@ -141,31 +166,31 @@ async def test_a_pinned_full_scope_refuses_visibly(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_ten_thousand_remembers_stay_within_the_budget(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_ten_thousand_remembers_stay_within_the_budget(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     for i in range(10_000):
         await store.put(prepare(A1, text=f"note {i} about topic {i % 97}", now_ms=NOW))
     stats = await store.statistics()
     assert stats.documents == 500
     assert stats.evictions["explicit"] == 10_000 - 500
-    assert store.raw_fts_count() == 500
+    assert await backend.index_count(store) == 500
     await store.close()
 
 
-async def test_sweep_removes_expired_and_restart_keeps_the_rest(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_sweep_removes_expired_and_restart_keeps_the_rest(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     await remember(store, A1, "short lived", ttl_ms=10)
     kept = await remember(store, A1, "kept forever")
     assert await store.sweep(NOW + 11) == 1
     await store.close()
-    reopened = store_at(tmp_path)
+    reopened = await backend.open(clock=lambda: NOW)
     assert [d.doc_id for d in await reopened.list_documents()] == [kept.doc_id]
-    assert reopened.raw_fts_count() == 1
+    assert await backend.index_count(reopened) == 1
     await reopened.close()
 
 
-async def test_punctuation_queries_never_error_and_empty_is_typed(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
+async def test_punctuation_queries_never_error_and_empty_is_typed(backend: Backend) -> None:
+    store = await backend.open(clock=lambda: NOW)
     await remember(store, A1, "use gpt-4o for the lemon-cli docs, 50% of a/b at user@host")
     for q in ("lemon-cli", "gpt-4o", "NOT", "it's", "50%", "a/b", "user@host", '"*():'):
         await store.recall(A1, q)
@@ -173,7 +198,7 @@ async def test_punctuation_queries_never_error_and_empty_is_typed(tmp_path: Path
     await store.close()
 
 
-async def test_a_corrupt_file_is_unavailable_not_a_crash(tmp_path: Path) -> None:
+async def test_a_corrupt_file_is_unavailable_not_a_crash(tmp_path: Path) -> None:  # SQLite
     (tmp_path / "memory.sqlite3").write_bytes(b"not a database" * 100)
     with pytest.raises(MemoryUnavailableError, match="move it aside"):
         store_at(tmp_path)
@@ -197,12 +222,14 @@ _contexts = st.builds(
     scope=st.sampled_from([None, *SCOPES]),
 )
 async def test_every_recalled_document_is_visible_to_its_context(
-    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
     writes: list[tuple[MemoryContext, str]],
     reader: MemoryContext,
     scope: str | None,
 ) -> None:
-    store = store_at(tmp_path_factory.mktemp("prop"))
+    store = await backend.shared(clock=lambda: NOW)  # one store per test, not per example
+    for doc in await store.list_documents(limit=1000):  # each example starts empty
+        await store.forget_any(doc.doc_id)
     for i, (ctx, s) in enumerate(writes):
         if s in ctx.scope_keys():
             await remember(store, ctx, f"shared word zebra item {i}", scope=s)
@@ -211,17 +238,54 @@ async def test_every_recalled_document_is_visible_to_its_context(
     except ScopeError:
         assert scope is not None
         assert scope not in reader.scope_keys()
-        await store.close()
         return
     visible = reader.narrow(scope)
     for hit in result.hits:
         doc = hit.document
         assert doc.agent_id == reader.agent_id
         assert visible.get(doc.scope) == doc.scope_key
-    await store.close()
 
 
-async def test_the_file_is_wal(tmp_path: Path) -> None:
+async def test_two_daemons_remember_at_once_with_no_lost_write_and_no_duplicate(
+    backend: Backend,
+) -> None:
+    if backend.name != "postgres":
+        pytest.skip("two daemons share a store on PostgreSQL only")
+    a = await backend.open(clock=lambda: NOW)
+    b = await backend.open(clock=lambda: NOW)  # its own pool: another daemon
+
+    async def writes(store: MemoryStore, who: str) -> None:
+        for i in range(40):
+            await remember(store, A1, f"note {who} {i}")  # distinct per daemon
+            await remember(store, A1, f"shared note {i}")  # the same text from both
+
+    await asyncio.gather(writes(a, "a"), writes(b, "b"))
+    docs = await b.list_documents(limit=1000)
+    assert sorted(d.body for d in docs) == sorted(
+        [f"note {w} {i}" for w in "ab" for i in range(40)] + [f"shared note {i}" for i in range(40)]
+    )
+    stats = await a.statistics()
+    assert stats.documents == 120
+    assert stats.deduplicated == 40
+    assert await backend.index_count(a) == 120
+
+
+async def test_two_daemons_at_once_keep_the_bounds(backend: Backend) -> None:
+    if backend.name != "postgres":
+        pytest.skip("two daemons share a store on PostgreSQL only")
+    a = await backend.open(clock=lambda: NOW, max_docs_per_scope=60)
+    b = await backend.open(clock=lambda: NOW, max_docs_per_scope=60)
+    await asyncio.gather(
+        *(remember(a, B1, f"from a {i}") for i in range(50)),
+        *(remember(b, B1, f"from b {i}") for i in range(50)),
+    )
+    stats = await b.statistics()
+    assert stats.documents == len(await a.list_documents(limit=1000)) == 60
+    assert stats.evictions["explicit"] == 40
+    assert await backend.index_count(a) == 60
+
+
+async def test_the_file_is_wal(tmp_path: Path) -> None:  # SQLite
     store = store_at(tmp_path)
     db = sqlite3.connect(tmp_path / "memory.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -2,13 +2,14 @@
 
 Profiles ``daemon``, ``execution-only`` and ``full`` (before ``coding_agent``, whose runs
 find the store through :data:`~lemon_memory.MEMORY_STORE`). ``[memory] enabled`` off: nothing
-is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened (a corrupt file is logged, the
-capability is not registered, recall is unavailable and chat still works), registered as
-``MEMORY_STORE``, and swept of expired documents every ``sweep_interval_s`` (one bounded
-batch per pass, off the event loop). The goal store (:mod:`lemon_memory.goals`, on the runtime's
-Store and bus) and the ``goal.*`` / ``memory.*`` wire methods are registered on
-``WIRE_METHODS`` either way. Leaving the lifespan unregisters them, stops the sweep, unregisters and
-closes the store.
+is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened, or with ``[store] backend =
+"postgres"`` the memory tables in the shared store's schema, on its pool (a store that cannot
+be opened is logged, the capability is not registered, recall is unavailable and chat still
+works), registered as ``MEMORY_STORE``, and swept of expired documents every
+``sweep_interval_s`` (one bounded batch per pass, off the event loop). The goal store
+(:mod:`lemon_memory.goals`, on the runtime's Store and bus) and the ``goal.*`` / ``memory.*``
+wire methods are registered on ``WIRE_METHODS`` either way. Leaving the lifespan unregisters
+them, stops the sweep, unregisters and closes the store.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from lemon_core.config import read_secrets
 from lemon_core.home import Home
@@ -27,7 +28,7 @@ from lemon_core.wire_methods import WIRE_METHODS, WireMethods
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
 from lemon_memory._wire import registered
-from lemon_memory.errors import MemoryStoreError
+from lemon_memory.errors import MemoryStoreError, MemoryUnavailableError
 from lemon_memory.goals import GOAL_STORE, GoalStore
 from lemon_memory.ingest import RunIngester
 from lemon_memory.store import MEMORY_STORE, MemoryStore
@@ -53,16 +54,34 @@ def memory_path(home: Home) -> str:
     return str(home.store_dir / "memory.sqlite3")
 
 
+def _bounds(config: MemoryConfig) -> dict[str, Any]:
+    return {
+        "max_docs_per_scope": config.max_docs_per_scope,
+        "max_bytes_per_scope": config.max_bytes_per_scope,
+        "max_docs": config.max_docs,
+        "max_bytes": config.max_bytes,
+        "sweep_batch": config.sweep_batch,
+    }
+
+
 def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
     """The configured SQLite memory store of ``home`` (raises ``MemoryUnavailableError``)."""
-    return SqliteMemoryStore(
-        home.store_dir / "memory.sqlite3",
-        max_docs_per_scope=config.max_docs_per_scope,
-        max_bytes_per_scope=config.max_bytes_per_scope,
-        max_docs=config.max_docs,
-        max_bytes=config.max_bytes,
-        sweep_batch=config.sweep_batch,
-    )
+    return SqliteMemoryStore(home.store_dir / "memory.sqlite3", **_bounds(config))
+
+
+async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore:
+    """The memory store that follows ``[store]``: PostgreSQL full-text search in the shared
+    store's schema (on its pool) when ``backend = "postgres"``, else the SQLite file."""
+    if runtime.config.store.backend == "postgres":
+        from lemon_memory._postgres import PgRunner, PostgresMemoryStore
+
+        shared = runtime.store
+        if not isinstance(shared, PgRunner):
+            raise MemoryUnavailableError(
+                "[store] backend is postgres but the runtime's store has no PostgreSQL pool"
+            )
+        return await PostgresMemoryStore.open(shared, **_bounds(config))
+    return await asyncio.to_thread(open_store, config, Home(root=runtime.home))
 
 
 async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
@@ -107,7 +126,7 @@ async def _with_memory(
             yield MemoryApp(goals=goals)
         return
     try:
-        store = await asyncio.to_thread(open_store, config, Home(root=runtime.home))
+        store = await open_configured(runtime, config)
     except MemoryStoreError as exc:
         log.error("memory unavailable: %s", exc)
         with registered(methods, goals, None):

@@ -14,6 +14,7 @@ that runs its SQL off the event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -166,6 +167,7 @@ class SqliteMemoryStore:
         self._sweep_batch = sweep_batch
         self._clock = clock
         self._lock = threading.Lock()
+        self._touched: dict[str, int] = {}  # doc_id -> last recalled, not yet written
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -192,6 +194,17 @@ class SqliteMemoryStore:
             except sqlite3.Error as exc:
                 raise MemoryUnavailableError(f"the memory store failed: {exc}") from exc
 
+    def _flush_touches(self) -> None:
+        """Write the pending last-recalled stamps (inside the caller's transaction, or as one
+        statement of its own)."""
+        if self._touched:
+            self._db.executemany(
+                "UPDATE memory_documents SET last_recalled_at_ms = max(coalesce("
+                "last_recalled_at_ms, 0), ?) WHERE doc_id = ?",
+                [(at, doc_id) for doc_id, at in self._touched.items()],
+            )
+            self._touched.clear()
+
     def _bump(self, name: str, by: int = 1) -> None:
         self._db.execute(
             "INSERT INTO memory_counters VALUES (?, ?) "
@@ -213,6 +226,7 @@ class SqliteMemoryStore:
         now = self._clock()
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._flush_touches()
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
                 "AND scope_key = ? AND content_hash = ?",
@@ -314,6 +328,7 @@ class SqliteMemoryStore:
     async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
         def go() -> None:
             where, params = _visible(ctx, None)
+            self._flush_touches()
             cur = self._db.execute(
                 f"DELETE FROM memory_documents AS d WHERE d.doc_id = ? AND {where}",
                 (doc_id, *params),
@@ -328,6 +343,7 @@ class SqliteMemoryStore:
 
     async def forget_any(self, doc_id: str) -> bool:
         def go() -> bool:
+            self._flush_touches()
             cur = self._db.execute("DELETE FROM memory_documents WHERE doc_id = ?", (doc_id,))
             return cur.rowcount > 0
 
@@ -338,6 +354,7 @@ class SqliteMemoryStore:
             now = self._clock() if now_ms is None else now_ms
             db = self._db
             db.execute("BEGIN IMMEDIATE")
+            self._flush_touches()
             cur = db.execute(
                 "DELETE FROM memory_documents WHERE id IN (SELECT id FROM memory_documents "
                 "WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT ?)",
@@ -398,14 +415,15 @@ class SqliteMemoryStore:
         hits.sort(key=lambda h: -h.score)
         chosen = tuple(hits[:limit])
         if touch and chosen:
-            self._db.executemany(
-                "UPDATE memory_documents SET last_recalled_at_ms = ? WHERE doc_id = ?",
-                [(now, h.document.doc_id) for h in chosen],
-            )
+            # The stamps wait for the next write (or read of stamps), so a recall commits
+            # nothing; every eviction decision sees them (flushed first in its transaction).
+            for h in chosen:
+                self._touched[h.document.doc_id] = now
         return RecallResult(hits=chosen)
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         def go() -> MemoryDocument | None:
+            self._flush_touches()
             row = self._db.execute(
                 f"SELECT {_COLUMNS} FROM memory_documents WHERE doc_id = ?", (doc_id,)
             ).fetchone()
@@ -417,6 +435,7 @@ class SqliteMemoryStore:
         self, *, agent_id: str | None = None, scope: str | None = None, limit: int = 100
     ) -> list[MemoryDocument]:
         def go() -> list[MemoryDocument]:
+            self._flush_touches()
             conds, params = ["1 = 1"], []
             if agent_id is not None:
                 conds.append("agent_id = ?")
@@ -453,6 +472,8 @@ class SqliteMemoryStore:
 
     async def close(self) -> None:
         with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._flush_touches()
             self._db.close()
 
 

@@ -42,6 +42,14 @@ _PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         r"\b\s*[:=]\s*[\"']?(?P<v>[^\s\"',;]{4,})"
     )),
 )  # fmt: skip
+#: Every pattern at once (flags scoped, groups unnamed): one pass tells whether any of them can
+#: match, so a text with no secret (nearly every write) is scanned once, not 14 times.
+_ANY: Final = re.compile(
+    "|".join(
+        "(?:" + (f"(?i:{p.pattern[4:]})" if p.pattern.startswith("(?i)") else p.pattern) + ")"
+        for _, p in _PATTERNS
+    ).replace("(?P<v>", "(?:")
+)
 _RUN: Final = re.compile(r"[A-Za-z0-9+=_\-]{32,}")
 _ENTROPY_BITS: Final = 4.0
 _MIN_KNOWN: Final = 8
@@ -86,6 +94,8 @@ def _high_entropy(run: str) -> bool:
 
 def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
     """The secret-looking spans of ``text``, sorted, overlaps merged (the first kind wins)."""
+    if not text:
+        return []
     spans: list[SecretSpan] = []
     for value in known:
         if len(value) < _MIN_KNOWN:
@@ -94,7 +104,7 @@ def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
         while start >= 0:
             spans.append(SecretSpan("known_secret", start, start + len(value)))
             start = text.find(value, start + 1)
-    for kind, pattern in _PATTERNS:
+    for kind, pattern in _PATTERNS if _ANY.search(text) else ():
         for m in pattern.finditer(text):
             if "v" in pattern.groupindex and m.group("v") is not None:
                 spans.append(SecretSpan(kind, m.start("v"), m.end("v")))

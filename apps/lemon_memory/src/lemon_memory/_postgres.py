@@ -1,0 +1,677 @@
+"""The PostgreSQL backend (``[store] backend = "postgres"``): memory in the deployment's schema.
+
+It runs on the shared store's connection pool: anything with ``schema`` and ``run(fn)`` (the
+runtime's ``PostgresStore`` from lemon_infra is one; :class:`PgRunner`), so its statements get
+that store's timeouts, breaker and error translation, and several daemons on one schema share
+one memory.
+
+``memory_documents`` holds the documents, with a generated ``tsv`` column
+(``setweight`` A title, B tags, C body) and a GIN index on it. The text search configuration
+``memory_fts`` is English with stemming and, when the ``unaccent`` extension can be had,
+diacritics removed (the SQLite backend's ``porter unicode61 remove_diacritics 2``); the text
+is split on every non-alphanumeric character before parsing, as the query side splits it
+(:mod:`lemon_memory.query`), so ``lemon-cli``, paths and ``user@host`` match word by word.
+``memory_scopes`` / ``memory_totals`` (kept by triggers in the document's transaction) give
+each scope's and the store's count and bytes without a scan; a forget or an eviction is one
+``DELETE`` in one transaction, and the index entry goes with the row.
+
+Every write transaction first locks the ``memory_totals`` row: writes are serialized across
+daemons (as SQLite's ``BEGIN IMMEDIATE`` does), so the bounds hold and an upsert by content
+hash never duplicates, and no two writers can deadlock. A recall's scope rule is part of its
+SQL ``WHERE`` clause, exactly as in SQLite; ranking is ``ts_rank_cd`` times the scope weight,
+the recency decay and the pinned boost.
+
+This module imports psycopg: it is imported only when a PostgreSQL store is configured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
+
+import psycopg
+from psycopg import sql
+
+from lemon_core.store.errors import StoreError
+from lemon_memory.documents import (
+    SCOPE_WEIGHTS,
+    MemoryContext,
+    MemoryDocument,
+    MemoryStatistics,
+    RecallHit,
+    RecallResult,
+)
+from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
+from lemon_memory.query import tsquery
+from lemon_memory.store import HALF_LIFE_MS, MAX_RECALL, Write, new_doc_id
+
+__all__ = ["PgRunner", "PostgresMemoryStore"]
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[Any]
+
+
+@runtime_checkable
+class PgRunner(Protocol):
+    """A PostgreSQL schema and a way to run a function on one of its pooled connections
+    (lemon_infra's ``PostgresStore`` is one)."""
+
+    @property
+    def schema(self) -> str: ...
+
+    async def run(self, fn: Callable[[Conn], Awaitable[T]]) -> T: ...
+
+
+_VERSION: Final = 1
+_LOCK: Final = "lemon_memory._postgres migrations"
+_SPLIT: Final = r"'[^[:alnum:]]+', ' ', 'g'"
+
+_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_documents (
+        id bigserial PRIMARY KEY,
+        doc_id text NOT NULL UNIQUE,
+        kind text NOT NULL,
+        scope text NOT NULL,
+        scope_key text NOT NULL,
+        agent_id text NOT NULL,
+        title text NOT NULL,
+        body text NOT NULL,
+        tags text NOT NULL,
+        source text NOT NULL,
+        created_at_ms bigint NOT NULL,
+        updated_at_ms bigint NOT NULL,
+        last_recalled_at_ms bigint,
+        expires_at_ms bigint,
+        pinned boolean NOT NULL DEFAULT false,
+        supersedes text NOT NULL DEFAULT '',
+        content_hash text NOT NULL,
+        size integer NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (
+            setweight(to_tsvector({cfg}, regexp_replace(title, """
+    + _SPLIT
+    + """)), 'A') ||
+            setweight(to_tsvector({cfg}, regexp_replace(tags, """
+    + _SPLIT
+    + """)), 'B') ||
+            setweight(to_tsvector({cfg}, regexp_replace(body, """
+    + _SPLIT
+    + """)), 'C')
+        ) STORED)""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS memory_documents_hash
+        ON {schema}.memory_documents (agent_id, scope, scope_key, content_hash)""",
+    """CREATE INDEX IF NOT EXISTS memory_documents_scope
+        ON {schema}.memory_documents (agent_id, scope, scope_key, pinned, kind, updated_at_ms)""",
+    """CREATE INDEX IF NOT EXISTS memory_documents_summaries
+        ON {schema}.memory_documents (pinned, kind, updated_at_ms)""",
+    """CREATE INDEX IF NOT EXISTS memory_documents_recalled
+        ON {schema}.memory_documents (pinned, coalesce(last_recalled_at_ms, updated_at_ms))""",
+    """CREATE INDEX IF NOT EXISTS memory_documents_expiry
+        ON {schema}.memory_documents (expires_at_ms) WHERE expires_at_ms IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS memory_documents_tsv
+        ON {schema}.memory_documents USING gin (tsv)""",
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_scopes (
+        agent_id text NOT NULL, scope text NOT NULL, scope_key text NOT NULL,
+        docs bigint NOT NULL, bytes bigint NOT NULL,
+        PRIMARY KEY (agent_id, scope, scope_key))""",
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_totals (
+        one integer PRIMARY KEY CHECK (one = 1), docs bigint NOT NULL, bytes bigint NOT NULL)""",
+    """INSERT INTO {schema}.memory_totals VALUES (1, 0, 0) ON CONFLICT DO NOTHING""",
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_counters (
+        name text PRIMARY KEY, value bigint NOT NULL)""",
+    """CREATE OR REPLACE FUNCTION {schema}.memory_documents_count() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO {schema}.memory_scopes
+                    VALUES (NEW.agent_id, NEW.scope, NEW.scope_key, 1, NEW.size)
+                    ON CONFLICT (agent_id, scope, scope_key) DO UPDATE SET
+                    docs = {schema}.memory_scopes.docs + 1,
+                    bytes = {schema}.memory_scopes.bytes + excluded.bytes;
+                UPDATE {schema}.memory_totals SET docs = docs + 1, bytes = bytes + NEW.size;
+                RETURN NEW;
+            END IF;
+            UPDATE {schema}.memory_scopes SET docs = docs - 1, bytes = bytes - OLD.size
+                WHERE agent_id = OLD.agent_id AND scope = OLD.scope
+                AND scope_key = OLD.scope_key;
+            UPDATE {schema}.memory_totals SET docs = docs - 1, bytes = bytes - OLD.size;
+            RETURN OLD;
+        END $$""",
+    """CREATE OR REPLACE TRIGGER memory_documents_count
+        AFTER INSERT OR DELETE ON {schema}.memory_documents
+        FOR EACH ROW EXECUTE FUNCTION {schema}.memory_documents_count()""",
+    """CREATE OR REPLACE FUNCTION {schema}.memory_bump(p_name text, p_by bigint) RETURNS void
+        LANGUAGE sql AS $$
+        INSERT INTO {schema}.memory_counters VALUES (p_name, p_by) ON CONFLICT (name)
+            DO UPDATE SET value = {schema}.memory_counters.value + excluded.value
+        $$""",
+    # One eviction, in the bounds' order: expired, then unpinned run summaries oldest first,
+    # then unpinned explicit memories least recently recalled; NULL when only pinned ones are
+    # left. ``p_scoped``: within the writer's scope, else store-wide.
+    """CREATE OR REPLACE FUNCTION {schema}.memory_evict_one(
+            p_agent text, p_scope text, p_key text, p_now bigint, p_scoped boolean)
+        RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE v bigint; why text;
+        BEGIN
+            IF p_scoped THEN
+                SELECT d.id INTO v FROM {schema}.memory_documents d WHERE d.agent_id = p_agent
+                    AND d.scope = p_scope AND d.scope_key = p_key
+                    AND d.expires_at_ms IS NOT NULL AND d.expires_at_ms <= p_now LIMIT 1;
+                why := 'expired';
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                        AND NOT d.pinned AND d.kind = 'run_summary'
+                        ORDER BY d.updated_at_ms LIMIT 1;
+                    why := 'run_summary';
+                END IF;
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                        AND NOT d.pinned
+                        ORDER BY coalesce(d.last_recalled_at_ms, d.updated_at_ms) LIMIT 1;
+                    why := 'explicit';
+                END IF;
+            ELSE
+                SELECT d.id INTO v FROM {schema}.memory_documents d
+                    WHERE d.expires_at_ms IS NOT NULL AND d.expires_at_ms <= p_now LIMIT 1;
+                why := 'expired';
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d
+                        WHERE NOT d.pinned AND d.kind = 'run_summary'
+                        ORDER BY d.updated_at_ms LIMIT 1;
+                    why := 'run_summary';
+                END IF;
+                IF v IS NULL THEN
+                    SELECT d.id INTO v FROM {schema}.memory_documents d WHERE NOT d.pinned
+                        ORDER BY coalesce(d.last_recalled_at_ms, d.updated_at_ms) LIMIT 1;
+                    why := 'explicit';
+                END IF;
+            END IF;
+            IF v IS NOT NULL THEN
+                DELETE FROM {schema}.memory_documents d WHERE d.id = v;
+                PERFORM {schema}.memory_bump('evicted_' || why, 1);
+            END IF;
+            RETURN v;
+        END $$""",
+    # A whole remember in one call (one round trip, one transaction): the writers' lock, the
+    # upsert by content hash, the bounds with their evictions, the insert and its counters.
+    # o_outcome: inserted | deduplicated | scope_full | store_full (with o_docs, o_bytes).
+    """CREATE OR REPLACE FUNCTION {schema}.memory_put(
+            p_doc_id text, p_kind text, p_scope text, p_key text, p_agent text, p_title text,
+            p_body text, p_tags text, p_source text, p_now bigint, p_expires bigint,
+            p_pinned boolean, p_hash text, p_size integer, p_redactions integer,
+            p_scope_docs bigint, p_scope_bytes bigint, p_docs bigint, p_bytes bigint)
+        RETURNS TABLE (o_outcome text, o_doc_id text, o_created bigint, o_pinned boolean,
+            o_docs bigint, o_bytes bigint)
+        LANGUAGE plpgsql AS $$
+        DECLARE n bigint; b bigint; old record;
+        BEGIN
+            PERFORM 1 FROM {schema}.memory_totals t WHERE t.one = 1 FOR UPDATE;
+            SELECT d.doc_id, d.created_at_ms, d.pinned INTO old FROM {schema}.memory_documents d
+                WHERE d.agent_id = p_agent AND d.scope = p_scope AND d.scope_key = p_key
+                AND d.content_hash = p_hash;
+            IF FOUND THEN
+                UPDATE {schema}.memory_documents d SET updated_at_ms = p_now,
+                    pinned = d.pinned OR p_pinned, expires_at_ms = p_expires
+                    WHERE d.doc_id = old.doc_id;
+                PERFORM {schema}.memory_bump('deduplicated', 1);
+                RETURN QUERY SELECT 'deduplicated'::text, old.doc_id::text,
+                    old.created_at_ms::bigint, (old.pinned OR p_pinned)::boolean, 0::bigint,
+                    0::bigint;
+                RETURN;
+            END IF;
+            LOOP
+                SELECT s.docs, s.bytes INTO n, b FROM {schema}.memory_scopes s
+                    WHERE s.agent_id = p_agent AND s.scope = p_scope AND s.scope_key = p_key;
+                IF NOT FOUND THEN n := 0; b := 0; END IF;
+                EXIT WHEN n + 1 <= p_scope_docs AND b + p_size <= p_scope_bytes;
+                IF {schema}.memory_evict_one(p_agent, p_scope, p_key, p_now, true) IS NULL THEN
+                    PERFORM {schema}.memory_bump('refused_full', 1);
+                    RETURN QUERY SELECT 'scope_full'::text, NULL::text, NULL::bigint,
+                        NULL::boolean, n, b;
+                    RETURN;
+                END IF;
+            END LOOP;
+            LOOP
+                SELECT t.docs, t.bytes INTO n, b FROM {schema}.memory_totals t WHERE t.one = 1;
+                EXIT WHEN n + 1 <= p_docs AND b + p_size <= p_bytes;
+                IF {schema}.memory_evict_one(p_agent, p_scope, p_key, p_now, false) IS NULL THEN
+                    PERFORM {schema}.memory_bump('refused_full', 1);
+                    RETURN QUERY SELECT 'store_full'::text, NULL::text, NULL::bigint,
+                        NULL::boolean, n, b;
+                    RETURN;
+                END IF;
+            END LOOP;
+            INSERT INTO {schema}.memory_documents (doc_id, kind, scope, scope_key, agent_id,
+                title, body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned,
+                content_hash, size) VALUES (p_doc_id, p_kind, p_scope, p_key, p_agent, p_title,
+                p_body, p_tags, p_source, p_now, p_now, p_expires, p_pinned, p_hash, p_size);
+            IF p_redactions > 0 THEN
+                PERFORM {schema}.memory_bump('redactions', p_redactions);
+            END IF;
+            RETURN QUERY SELECT 'inserted'::text, p_doc_id, p_now, p_pinned, 0::bigint,
+                0::bigint;
+        END $$""",
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_meta (
+        name text PRIMARY KEY, value text NOT NULL)""",
+)
+
+_COLUMNS: Final = (
+    "doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created_at_ms, "
+    "updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash"
+)
+_D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
+_PIN_BOOST: Final = 1.25
+_CANDIDATES: Final = 40
+#: ts_rank_cd weights {D, C, B, A}: body 1, tags 2, title 3 (the SQLite bm25 weights);
+#: normalization 1 divides by 1 + log(length), as bm25 favours the shorter of two matches.
+_RANK: Final = "ts_rank_cd(array[0.1, 0.33, 0.67, 1.0]::float4[], d.tsv, {query}, 1)"
+#: The scope weights and the recency decay of lemon_memory.store, in SQL (the ranking is
+#: done by the server, so a recall is one statement).
+_WEIGHT: Final = (
+    "(CASE d.scope "
+    + " ".join(f"WHEN '{k}' THEN {v}" for k, v in SCOPE_WEIGHTS.items())
+    + " ELSE 0 END)"
+)
+_DECAY: Final = (
+    f"(0.5 + 0.5 * power(0.5, greatest(0, %s - d.updated_at_ms)::float8 / {HALF_LIFE_MS}))"
+)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _document(row: tuple[Any, ...] | Any) -> MemoryDocument:
+    (doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created, updated,
+     recalled, expires, pinned, supersedes, content_hash) = row  # fmt: skip
+    return MemoryDocument(
+        doc_id=doc_id,
+        kind=kind,
+        scope=scope,
+        scope_key=scope_key,
+        agent_id=agent_id,
+        title=title,
+        body=body,
+        tags=tuple(tags.split()) if tags else (),
+        source=source,
+        created_at_ms=created,
+        updated_at_ms=updated,
+        last_recalled_at_ms=recalled,
+        expires_at_ms=expires,
+        pinned=bool(pinned),
+        supersedes=tuple(supersedes.split()) if supersedes else (),
+        content_hash=content_hash,
+    )
+
+
+def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
+    """The SQL condition (on alias ``d``) confining a read to the context's scopes."""
+    keys = ctx.narrow(scope)
+    ors = " OR ".join("(d.scope = %s AND d.scope_key = %s)" for _ in keys)
+    params: list[Any] = [ctx.agent_id]
+    for name, key in keys.items():
+        params += [name, key]
+    return f"d.agent_id = %s AND ({ors})", params
+
+
+def _check_text(value: str) -> None:
+    if "\x00" in value:  # prepare() refuses NUL already; PostgreSQL text cannot hold one
+        raise MemoryUnavailableError("PostgreSQL text cannot hold NUL characters")
+
+
+class PostgresMemoryStore:
+    """The :class:`~lemon_memory.MemoryStore` of a shared PostgreSQL store (see the module
+    docstring). Open with ``await PostgresMemoryStore.open(runner)``."""
+
+    backend = "postgres"
+
+    def __init__(
+        self,
+        runner: PgRunner,
+        *,
+        max_docs_per_scope: int = 500,
+        max_bytes_per_scope: int = 2 * 1024 * 1024,
+        max_docs: int = 50_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        sweep_batch: int = 1000,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self._runner = runner
+        self._schema = runner.schema
+        self._limits = (max_docs_per_scope, max_bytes_per_scope, max_docs, max_bytes)
+        self._sweep_batch = sweep_batch
+        self._clock = clock
+        self._unaccent = False
+        self._cfg = ""
+        self._sql: dict[str, str] = {}
+
+    @classmethod
+    async def open(cls, runner: PgRunner, **options: Any) -> PostgresMemoryStore:
+        """Create the memory tables in ``runner``'s schema (idempotent, under an advisory
+        lock) and return the store; ``MemoryUnavailableError`` when the server fails."""
+        store = cls(runner, **options)
+        await store._call(store._migrate)
+        store._prepare_sql()
+        return store
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def unaccent(self) -> bool:
+        """Whether diacritics are removed (the ``unaccent`` extension was available)."""
+        return self._unaccent
+
+    def _q(self, template: str) -> str:
+        return (
+            sql.SQL(template)
+            .format(
+                schema=sql.Identifier(self._schema),
+                cfg=sql.Literal(self._cfg),
+                query=sql.SQL("to_tsquery({}::regconfig, %s)").format(sql.Literal(self._cfg)),
+            )
+            .as_string(None)
+        )
+
+    def _prepare_sql(self) -> None:
+        q = self._q
+        self._sql = {
+            "lock": q("SELECT docs, bytes FROM {schema}.memory_totals WHERE one = 1 FOR UPDATE"),
+            "put": q(
+                "SELECT * FROM {schema}.memory_put(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s, %s, %s, %s)"
+            ),
+            "bump": q("SELECT {schema}.memory_bump(%s, %s)"),
+        }
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        try:
+            return await self._runner.run(fn)
+        except (StoreError, psycopg.Error) as exc:
+            raise MemoryUnavailableError(f"the memory store failed: {exc}") from exc
+
+    async def _migrate(self, conn: Conn) -> None:
+        schema = self._schema
+        async with conn.transaction():
+            # One lock for every schema: CREATE EXTENSION is database-wide.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_LOCK,))
+            ident = sql.Identifier(schema)
+            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace "
+                "WHERE n.nspname = %s AND c.cfgname = 'memory_fts'",
+                (schema,),
+            )
+            if await cur.fetchone() is None:
+                dictionary = await self._unaccent_dictionary(conn)
+                await conn.execute(
+                    sql.SQL(
+                        "CREATE TEXT SEARCH CONFIGURATION {}.memory_fts (COPY = pg_catalog.english)"
+                    ).format(ident)
+                )
+                if dictionary is not None:
+                    await conn.execute(
+                        sql.SQL(
+                            "ALTER TEXT SEARCH CONFIGURATION {}.memory_fts ALTER MAPPING FOR "
+                            "hword, hword_part, word WITH {}, english_stem"
+                        ).format(ident, sql.Identifier(*dictionary))
+                    )
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_ts_config_map m JOIN pg_ts_config c ON c.oid = m.mapcfg "
+                "JOIN pg_namespace n ON n.oid = c.cfgnamespace JOIN pg_ts_dict d "
+                "ON d.oid = m.mapdict WHERE n.nspname = %s AND c.cfgname = 'memory_fts' "
+                "AND d.dictname = 'unaccent'",
+                (schema,),
+            )
+            self._unaccent = await cur.fetchone() is not None
+            cfg = sql.Literal(f"{sql.Identifier(schema).as_string(None)}.memory_fts")
+            self._cfg = sql.Identifier(schema).as_string(None) + ".memory_fts"
+            for statement in _SCHEMA:
+                await conn.execute(
+                    sql.SQL(statement).format(
+                        schema=ident, cfg=sql.SQL("{}::regconfig").format(cfg)
+                    )
+                )
+            await conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.memory_meta VALUES ('version', %s) "
+                    "ON CONFLICT (name) DO NOTHING"
+                ).format(ident),
+                (str(_VERSION),),
+            )
+
+    @staticmethod
+    async def _unaccent_dictionary(conn: Conn) -> tuple[str, str] | None:
+        """The ``unaccent`` dictionary (schema, name), creating the extension when allowed;
+        None when it cannot be had (diacritics then stay significant)."""
+        try:
+            async with conn.transaction():  # a savepoint: a refusal leaves the migration whole
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
+        except psycopg.Error:
+            pass
+        cur = await conn.execute(
+            "SELECT n.nspname FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "
+            "WHERE d.dictname = 'unaccent' LIMIT 1"
+        )
+        row = await cur.fetchone()
+        return None if row is None else (str(row[0]), "unaccent")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def put(self, write: Write) -> MemoryDocument:
+        w = write
+        for value in (w.title, w.body, *w.tags):
+            _check_text(value)
+        now = self._clock()
+        doc_id = new_doc_id()
+        args = (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
+                " ".join(w.tags), w.source, now, w.expires_at_ms, w.pinned, w.content_hash,
+                w.size, w.redactions, *self._limits)  # fmt: skip
+
+        async def op(conn: Conn) -> Any:
+            cur = await conn.execute(self._sql["put"], args)
+            return await cur.fetchone()
+
+        outcome, stored_id, created, pinned, docs, size = await self._call(op)
+        if outcome in ("scope_full", "store_full"):
+            what = "this scope" if outcome == "scope_full" else "the memory store"
+            raise ScopeFullError(
+                f"{what} is full ({docs} documents, {size} bytes) and every document in it is "
+                "pinned: forget or unpin one (lemon memory list / forget) before remembering "
+                "more"
+            )
+        return MemoryDocument(
+            doc_id=stored_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
+            agent_id=w.agent_id, title=w.title, body=w.body, tags=w.tags, source=w.source,
+            created_at_ms=int(created), updated_at_ms=now, expires_at_ms=w.expires_at_ms,
+            pinned=bool(pinned), content_hash=w.content_hash,
+        )  # fmt: skip
+
+    async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
+        where, params = _visible(ctx, None)
+        query = self._q(
+            f"DELETE FROM {{schema}}.memory_documents AS d WHERE d.doc_id = %s AND {where}"
+        )
+
+        async def op(conn: Conn) -> int:
+            async with conn.transaction():
+                await conn.execute(self._sql["lock"])
+                cur = await conn.execute(query, (doc_id, *params))
+                return cur.rowcount
+
+        if await self._call(op) == 0:
+            raise ScopeError(
+                f"no document {doc_id!r} in the scopes this run can see (session, "
+                "project, agent, user of this run): recall first to find its id"
+            )
+
+    async def forget_any(self, doc_id: str) -> bool:
+        query = self._q("DELETE FROM {schema}.memory_documents WHERE doc_id = %s")
+
+        async def op(conn: Conn) -> bool:
+            async with conn.transaction():
+                await conn.execute(self._sql["lock"])
+                cur = await conn.execute(query, (doc_id,))
+                return cur.rowcount > 0
+
+        return await self._call(op)
+
+    async def sweep(self, now_ms: int | None = None) -> int:
+        now = self._clock() if now_ms is None else now_ms
+        query = self._q(
+            "DELETE FROM {schema}.memory_documents WHERE id IN (SELECT id FROM "
+            "{schema}.memory_documents WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= %s "
+            "LIMIT %s)"
+        )
+
+        async def op(conn: Conn) -> int:
+            async with conn.transaction():
+                await conn.execute(self._sql["lock"])
+                cur = await conn.execute(query, (now, self._sweep_batch))
+                if cur.rowcount:
+                    await conn.execute(self._sql["bump"], ("swept", cur.rowcount))
+                return cur.rowcount
+
+        return await self._call(op)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def recall(
+        self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
+    ) -> RecallResult:
+        where, params = _visible(ctx, scope)  # ScopeError here, before any SQL
+        return await self._search(query, where, params, limit, touch=True)
+
+    async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
+        return await self._search(query, "true", [], limit, touch=False)
+
+    async def _search(
+        self, query: str, where: str, params: list[Any], limit: int, *, touch: bool
+    ) -> RecallResult:
+        expression = tsquery(query)
+        if expression is None:
+            return RecallResult(empty_query=True)
+        limit = max(1, min(limit, MAX_RECALL))
+        now = self._clock()
+        # One statement, one round trip: the best 40 matches by ts_rank_cd within the visible
+        # scopes (as SQLite takes 40 by bm25), re-ranked by ts_rank_cd x scope weight x recency
+        # decay x pinned boost, the top ``limit``, and their
+        # last-recalled stamp (rows another recall holds are skipped, never waited on).
+        statement = self._q(
+            f"WITH cand AS (SELECT {_D_COLUMNS}, d.id, {_RANK} AS lexical "
+            "FROM {schema}.memory_documents AS d WHERE d.tsv @@ {query} "
+            f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s) "
+            "ORDER BY lexical DESC, d.id LIMIT %s), "
+            f"ranked AS (SELECT d.*, {_WEIGHT} AS weight, {_DECAY} AS fade FROM cand AS d "
+            f"ORDER BY d.lexical * {_WEIGHT} * {_DECAY} * (CASE WHEN d.pinned THEN "
+            f"{_PIN_BOOST} ELSE 1 END) DESC, d.id LIMIT %s)"
+            + (
+                ", locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE m.id IN "
+                "(SELECT id FROM ranked) ORDER BY m.id FOR UPDATE SKIP LOCKED), "
+                "touched AS (UPDATE {schema}.memory_documents t SET last_recalled_at_ms = %s "
+                "WHERE t.id IN (SELECT id FROM locked)) "
+                if touch
+                else " "
+            )
+            # The stamp is bookkeeping for eviction order: its commit need not wait for the
+            # WAL flush (a crash may lose the last stamps, never a document).
+            + (
+                "SELECT ranked.* FROM ranked, (SELECT set_config('synchronous_commit', 'off', "
+                "true)) AS nosync"
+                if touch
+                else "SELECT * FROM ranked"
+            )
+        )
+        args = (expression, expression, *params, now, max(_CANDIDATES, limit * 4), now, now, limit,
+                *((now,) if touch else ()))  # fmt: skip
+
+        async def op(conn: Conn) -> list[Any]:
+            cur = await conn.execute(statement, args)
+            return await cur.fetchall()
+
+        hits = []
+        for row in await self._call(op):
+            doc = _document(row[:16])
+            lexical, weight, fade = float(row[17]), float(row[18]), float(row[19])
+            score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
+            hits.append(
+                RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
+                          decay=fade)
+            )  # fmt: skip
+        hits.sort(key=lambda h: -h.score)
+        return RecallResult(hits=tuple(hits))
+
+    async def get(self, doc_id: str) -> MemoryDocument | None:
+        query = self._q(f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE doc_id = %s")
+
+        async def op(conn: Conn) -> Any:
+            cur = await conn.execute(query, (doc_id,))
+            return await cur.fetchone()
+
+        row = await self._call(op)
+        return None if row is None else _document(row)
+
+    async def list_documents(
+        self, *, agent_id: str | None = None, scope: str | None = None, limit: int = 100
+    ) -> list[MemoryDocument]:
+        conds, params = ["true"], []
+        if agent_id is not None:
+            conds.append("agent_id = %s")
+            params.append(agent_id)
+        if scope is not None:
+            conds.append("scope = %s")
+            params.append(scope)
+        query = self._q(
+            f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE {' AND '.join(conds)} "
+            "ORDER BY updated_at_ms DESC, id DESC LIMIT %s"
+        )
+
+        async def op(conn: Conn) -> list[Any]:
+            cur = await conn.execute(query, (*params, limit))
+            return await cur.fetchall()
+
+        return [_document(r) for r in await self._call(op)]
+
+    async def statistics(self) -> MemoryStatistics:
+        from lemon_memory._sqlite import _statistics
+
+        totals = self._q("SELECT docs, bytes FROM {schema}.memory_totals WHERE one = 1")
+        scopes = self._q("SELECT scope, sum(docs) FROM {schema}.memory_scopes GROUP BY scope")
+        counters = self._q("SELECT name, value FROM {schema}.memory_counters")
+
+        async def op(conn: Conn) -> tuple[Any, list[Any], list[Any]]:
+            cur = await conn.execute(totals)
+            row = await cur.fetchone()
+            cur = await conn.execute(scopes)
+            per_scope = await cur.fetchall()
+            cur = await conn.execute(counters)
+            return row, per_scope, await cur.fetchall()
+
+        row, per_scope, names = await self._call(op)
+        return _statistics(
+            self.backend,
+            int(row[0]),
+            int(row[1]),
+            {str(k): int(v) for k, v in per_scope},
+            {str(k): int(v) for k, v in names},
+            self._limits,
+        )
+
+    async def index_count(self) -> int:
+        """Rows with an index entry (tests: no row without its ``tsv``, none left over)."""
+        query = self._q("SELECT count(*) FROM {schema}.memory_documents WHERE tsv IS NOT NULL")
+
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute(query)
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._call(op)
+
+    async def close(self) -> None:
+        """Nothing of its own to close: the pool is the shared store's."""
