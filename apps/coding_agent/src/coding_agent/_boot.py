@@ -85,6 +85,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         port=lambda: capabilities.get(SESSION_PORT),
         config=runtime.section(SubagentsConfig),
         bus=runtime.bus,
+        approvals=approvals,  # a top-level parent's questions reach its person this way
     )
     await subagents.recover()  # tasks a previous process left running: unknown, not re-run
     # The browser tool's Chromium ([web] browser): started at its first use, closed on leaving.

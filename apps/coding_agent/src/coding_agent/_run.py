@@ -34,7 +34,7 @@ from coding_agent.session import Transcript
 from coding_agent.subagents import ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
-from coding_agent.tools.task import agent_tool, task_tool
+from coding_agent.tools.task import agent_tool, ask_parent_tool, task_tool
 from coding_agent.tools.web import web_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
@@ -45,6 +45,7 @@ from lemon_agent import (
     AgentEvent,
     AgentResult,
     AgentRun,
+    MessageEndEvent,
     MessageUpdateEvent,
     QueueFullError,
     Tool,
@@ -315,6 +316,11 @@ class CodingRun:
 
     def _gate(self, workspace: Workspace) -> GateContext:
         job = self._job
+        approval_timeout_s = self._settings.approval_timeout_s
+        subagents = self._settings.subagents
+        left = subagents.time_left(job.run_id) if subagents is not None else None
+        if left is not None:  # a child's approval never outlives its deadline (then: denied)
+            approval_timeout_s = min(left, approval_timeout_s or left)
         return GateContext(
             policy=self._policy,
             workspace=workspace,
@@ -323,7 +329,7 @@ class CodingRun:
             session_id=self._transcript.session_id,
             session_key=job.session_key,
             agent_id=self._agent_id,
-            approval_timeout_s=self._settings.approval_timeout_s,
+            approval_timeout_s=approval_timeout_s,
             hooks=ApprovalHooks(
                 requested=self._approval_requested, resolved=self._approval_resolved
             ),
@@ -354,6 +360,8 @@ class CodingRun:
         if subagents is not None and subagents.offers_task(self._depth()):
             parent = self._parent_run()
             tools += [task_tool(subagents, parent), agent_tool(subagents, parent)]
+        if subagents is not None and self._depth() > 0:  # a child may ask its parent
+            tools.append(ask_parent_tool(subagents, self._job.run_id))
         tools += web_tools(
             config=self._config, taint=self.taint, session_id=self._transcript.session_id,
             home=self._settings.home, environ=self._settings.environ,
@@ -473,8 +481,23 @@ class CodingRun:
             self._accepting = False  # the run is failing
             self._error = f"{event.kind}: {event.message}"
             self._error_code = _error_code(event.kind)
+        elif isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+            self._charge(event.message)
         else:
             _forward(event, self._sink, self.web_cards)
+
+    def _charge(self, message: AssistantMessage) -> None:
+        """A child's model call counts against its tree's budget at once: over it, this run
+        stops before its next model call (the rest of the tree is stopped by Subagents)."""
+        subagents = self._settings.subagents
+        if subagents is None or self._depth() == 0:
+            return
+        final = not any(isinstance(block, ToolCall) for block in message.content)
+        reason = subagents.charge(self._job.run_id, message.usage.total_tokens, final=final)
+        agent = self._agent
+        if reason is not None and agent is not None and not final:
+            self._accepting = False
+            agent.abort(reason)
 
     async def _abort(self, run: AgentRun) -> None:
         """The run ends: no more steering, its pending approvals expire, then the agent aborts
