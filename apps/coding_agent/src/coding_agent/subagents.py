@@ -195,7 +195,8 @@ class _Live:
     notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
     deadline: float | None = None  # loop time the child is stopped at
     question: ParentQuestion | None = None  # the child's pending question to its parent
-    asked: asyncio.Event = field(default_factory=asyncio.Event)  # set while one is pending
+    # Set when a question is asked and not yet delivered to a blocked parent call.
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: int = 0  # parent calls blocked on this task now (sync task, join, wait)
     charged: int = 0  # tokens charged per model call so far
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
@@ -380,6 +381,10 @@ class Subagents:
 
     # -- waiting, reading, cancelling ------------------------------------------------------
 
+    async def children(self, parent: ParentRun) -> list[TaskNode]:
+        """The tasks ``parent`` started, oldest first."""
+        return await self.graph.children(parent.run_id)
+
     async def get(self, parent: ParentRun, task_id: str) -> TaskNode:
         """The task as the graph knows it; a task of another session is not found."""
         node = await self.graph.get(task_id)
@@ -423,6 +428,8 @@ class Subagents:
                         [*pending, *asks], return_when=asyncio.FIRST_COMPLETED
                     )
                     if finished & asks:
+                        for live in lives:  # delivered: a later wait waits for the end
+                            live.asked.clear()
                         return
                     pending -= finished
                     if mode == "wait_any":
@@ -500,6 +507,7 @@ class Subagents:
             if aborted is not None and aborted.done():
                 await self._request_stop(live, "cancelled", "the parent run was cancelled")
                 return await asyncio.shield(live.done)
+            live.asked.clear()  # delivered: a later wait waits for the end
             return live.node  # waiting_for_parent: the question is this call's result
         except asyncio.CancelledError:
             await self._request_stop(live, "cancelled", "the parent's call was cancelled")
@@ -618,9 +626,12 @@ class Subagents:
         )
         live.question = asked
         await self._set_status(live, "waiting_for_parent")
-        live.asked.set()  # wakes a parent blocked on this child
+        idle = live.watchers == 0  # no call of the parent is blocked on this child
+        if not idle:
+            live.asked.set()  # wakes the parent's call blocked on this child
         relay = self._supervisor.spawn(
-            self._relay_question(live, asked, wait), name=f"question {asked.question_id}"
+            self._relay_question(live, asked, wait, idle=idle),
+            name=f"question {asked.question_id}",
         )
         try:
             final = await self.questions.wait(asked.question_id, wait)
@@ -646,7 +657,20 @@ class Subagents:
         self, parent: ParentRun, question_id: str, text: str, *, by: str = "parent"
     ) -> ParentQuestion:
         """Answer a pending question of one of ``parent``'s session's tasks (first answer
-        wins; a question of another session is not found)."""
+        wins; a question of another session is not found). An empty ``question_id`` names
+        the one question ``parent``'s tasks are waiting on (refused when there are several)."""
+        if not question_id:
+            waiting = [
+                live.question.question_id
+                for live in self._live.values()
+                if live.question is not None and live.node.parent_run_id == parent.run_id
+            ]
+            if len(waiting) != 1:
+                raise ToolError(
+                    f"agent action=answer: name the question_id; {len(waiting)} questions "
+                    f"of this run's tasks are waiting: {waiting}"
+                )
+            question_id = waiting[0]
         asked = await self.questions.get(question_id)
         if asked is None or asked.parent_session_key != parent.session_key:
             raise ToolError(f"question {question_id!r} not found in this session")
@@ -662,14 +686,20 @@ class Subagents:
             raise ToolError(f"question {question_id} already ended ({final.status})")
         return final
 
-    async def _relay_question(self, live: _Live, asked: ParentQuestion, wait_s: float) -> None:
-        """Bring the question to whoever can answer: an idle parent run gets it steered in; a
-        top-level parent's person gets it through the parent's approval path."""
+    async def _relay_question(
+        self, live: _Live, asked: ParentQuestion, wait_s: float, *, idle: bool
+    ) -> None:
+        """Bring the question to whoever can answer: an ``idle`` parent run (no call blocked
+        on the child) gets it steered in; a top-level parent's person gets it through the
+        parent's approval path."""
         parent = live.parent
-        if live.watchers == 0:  # no call of the parent is blocked on this child
+        if idle:
             port = self._port()
-            if port is not None:
+            steered = port is not None and (
                 await port.steer(parent.session_key, _question_text(asked))
+            ).status in ("accepted", "queued")
+            if not steered:  # the parent is not running: its next wait gets the question
+                live.asked.set()
         if parent.depth != 0 or self._approvals is None:
             return
         yes = asked.options[0] if asked.options else "yes"
@@ -935,7 +965,7 @@ class Subagents:
             return
         live.relayed.add(asked.approval_id)
         pending = ApprovalPending(
-            id=asked.approval_id, run_id=asked.run_id, session_key=live.node.session_key,
+            id=asked.approval_id, run_id=asked.run_id, session_key=live.parent.session_key,
             tool=asked.tool, action=asked.action,
             rationale=f"child task {live.node.task_id}: {asked.rationale or asked.tool}",
             expires_at_ms=asked.expires_at_ms,

@@ -174,10 +174,15 @@ def agent_tool(subagents: Subagents, parent: ParentRun) -> Tool:
             question_id = str(args.get("question_id") or "")
             answered = await subagents.answer(parent, question_id, str(args.get("answer") or ""))
             return (
-                f"answered question {question_id} of task {answered.task_id}; use action=wait "
+                f"answered question {answered.question_id} of task {answered.task_id}; use "
+                "action=wait "
                 f"task_ids=[{json.dumps(answered.task_id)}] for its result"
             )
         ids = [str(i) for i in args.get("task_ids") or ()]
+        if not ids and action in ("wait", "status"):  # this run's tasks
+            ids = [n.task_id for n in await subagents.children(parent)]
+            if not ids:
+                return "this run has started no tasks"
         if not ids:
             raise ToolError(f"agent action={action} needs 'task_ids'")
         if action == "followup":
@@ -200,8 +205,9 @@ def agent_tool(subagents: Subagents, parent: ParentRun) -> Tool:
     return Tool(
         name="agent",
         description=(
-            "Follow the child tasks started with task: action=wait (task_ids, mode wait_all or "
-            "wait_any, timeout_s) returns their answers; status reads them; cancel stops them; "
+            "Follow the child tasks started with task: action=wait (task_ids, default all of "
+            "this run's; mode wait_all or wait_any, timeout_s) returns their answers; status "
+            "reads them; cancel stops them; "
             "followup sends 'message' to a still-running child; answer replies to a child's "
             "question (question_id, answer)."
         ),
