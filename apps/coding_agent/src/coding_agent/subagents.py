@@ -674,16 +674,28 @@ class Subagents:
         asked = await self.questions.get(question_id)
         if asked is None or asked.parent_session_key != parent.session_key:
             raise ToolError(f"question {question_id!r} not found in this session")
+        return await self._answer(asked, text, "person" if by == "person" else "parent")
+
+    async def answer_as_person(self, question_id: str, text: str) -> ParentQuestion:
+        """A person answers a pending question from a surface (``tasks.answer``): the
+        question's own options bound it; first answer wins."""
+        asked = await self.questions.get(question_id)
+        if asked is None:
+            raise ToolError(f"question {question_id!r} not found")
+        return await self._answer(asked, text, "person")
+
+    async def _answer(
+        self, asked: ParentQuestion, text: str, by: Literal["parent", "person"]
+    ) -> ParentQuestion:
         if not text.strip():
-            raise ToolError("agent action=answer needs a non-empty 'answer'")
+            raise ToolError("the answer is empty; say what the child should know")
         if asked.options and text not in asked.options:
-            raise ToolError(f"question {question_id} takes one of {list(asked.options)}")
+            raise ToolError(f"question {asked.question_id} takes one of {list(asked.options)}")
         final, won = await self.questions.resolve(
-            question_id, "answered", now_ms=_now_ms(self._clock), answer=text,
-            by="person" if by == "person" else "parent",
-        )  # fmt: skip
+            asked.question_id, "answered", now_ms=_now_ms(self._clock), answer=text, by=by
+        )
         if not won:
-            raise ToolError(f"question {question_id} already ended ({final.status})")
+            raise ToolError(f"question {asked.question_id} already ended ({final.status})")
         return final
 
     async def _relay_question(
