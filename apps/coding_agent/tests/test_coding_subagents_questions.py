@@ -355,3 +355,34 @@ async def test_an_answer_that_misses_the_output_schema_gets_one_correction(
     correction = bodies[1]["messages"][-1]["content"]
     assert "does not match the required output schema" in correction
     assert len(bodies) == 4
+
+
+async def test_the_session_snapshot_shows_the_active_runs_tasks(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(task_call("c1", description="SNAP-JOB", prompt="work"),)),
+        ScriptedTurn(text="child answer", pause=held, pause_after=1),  # the child, held
+        ScriptedTurn(text="parent done"),
+    )
+    async with boot() as runtime:
+        port = port_of(runtime)
+        stream = port.watch(SESSION)
+        receipt = await port.submit(request("delegate", work))
+        assert await held.wait_reached_async(30)
+        snapshot = await port.snapshot(SESSION)
+        while snapshot.status == "retry":  # the session moved while it was composed
+            snapshot = await port.snapshot(SESSION)
+        assert snapshot.active is not None
+        assert snapshot.active.run_id == receipt.run_id
+        (task,) = snapshot.tasks
+        assert (task.description, task.status, task.depth) == ("SNAP-JOB", "running", 1)
+        assert task.session_key.startswith(f"{SESSION}:sub:")
+        held.open()
+        while True:
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, RunEnded) and event.run_id == receipt.run_id:
+                break
+        stream.close()
+        assert (await port.snapshot(SESSION)).tasks == ()  # idle: no active run, no tasks

@@ -1,6 +1,7 @@
 """One control-plane method on this home's running daemon, for the commands that are clients
-of an app's wire methods (``lemon goal``, ``lemon memory``, ``lemon runs``): find the daemon (its recorded URL),
-connect with this home's local token (or ``LEMON_CONTROL_PLANE_TOKEN``), call, and turn every
+of an app's wire methods (``lemon goal``, ``lemon memory``, ``lemon runs``): find the daemon
+(its recorded URL), connect with this home's local token (or ``LEMON_CONTROL_PLANE_TOKEN``),
+call, and turn every
 failure into one line on stderr and an exit code (1: no daemon, no such feature, refused
 connection; 2: the daemon refused the input, in its own words)."""
 

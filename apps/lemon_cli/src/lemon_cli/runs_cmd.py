@@ -2,9 +2,10 @@
 this home's running daemon, from the run graph (coding_agent registers ``runs.tree`` on the
 control plane).
 
-Each task is one line, under its parent and indented by its depth: its id, status, agent definition, description,
-tokens and, when it did not complete, why; a task waiting for its parent shows the question
-on the next line. With no daemon, or a daemon without the run graph, it says what to do.
+Each task is one line, under its parent and indented by its depth: its id, status, agent
+definition, description, tokens and, when it did not complete, why; a task waiting for its
+parent shows the question on the next line. With no daemon, or a daemon without the run
+graph, it says what to do.
 """
 
 from __future__ import annotations
