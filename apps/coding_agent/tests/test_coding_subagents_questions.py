@@ -18,7 +18,7 @@ from lemon_agent import ToolError
 from lemon_core.bus import Delivery, run_topic
 from lemon_core.events import Event
 from lemon_core.execution import ToolPolicy
-from lemon_core.sessions import ApprovalAsked, ApprovalEnded, QueueNotice, RunEnded
+from lemon_core.sessions import ApprovalAsked, ApprovalEnded, QueueNotice, RunEnded, ToolCard
 from lemon_platform_test.providers import (
     Gate,
     ScriptedProviderServer,
@@ -75,10 +75,15 @@ async def test_a_parent_blocked_in_a_sync_task_gets_the_question_and_its_answer_
         stream = port.watch(SESSION)
         receipt = await port.submit(request("delegate a choice", work))
         sub = runtime.bus.subscribe(run_topic(receipt.run_id), delivery=events)
+        card_updates: list[str] = []
         while True:
             event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, ToolCard) and event.kind.value == "subagent":
+                card_updates.append(event.message or "")
             if isinstance(event, RunEnded) and event.run_id == receipt.run_id:
                 break
+        # The parent's task card followed the child's last action live.
+        assert any(m.endswith(": ask_parent") for m in card_updates), card_updates
         stream.close()
         assert event.ok, event
         assert event.answer == "the child picked blue"

@@ -707,9 +707,12 @@ class Subagents:
         parent = live.parent
         if idle:
             port = self._port()
-            steered = port is not None and (
-                await port.steer(parent.session_key, _question_text(asked))
-            ).status in ("accepted", "queued")
+            steered = False
+            # Only into the parent's own running answer: a later run of the person's in that
+            # session must not get the child's question as if the person had typed it.
+            if port is not None and await self._running(port, parent):
+                result = await port.steer(parent.session_key, _question_text(asked))
+                steered = result.status == "accepted"
             if not steered:  # the parent is not running: its next wait gets the question
                 live.asked.set()
         if parent.depth != 0 or self._approvals is None:
@@ -741,6 +744,15 @@ class Subagents:
             asked.question_id, "answered", now_ms=_now_ms(self._clock), answer=answer,
             by="person",
         )  # fmt: skip
+
+    @staticmethod
+    async def _running(port: SessionPort, parent: ParentRun) -> bool:
+        """Whether ``parent`` is its session's active run now."""
+        for _attempt in range(3):  # "retry": the session moved while it was read
+            snapshot = await port.snapshot(parent.session_key)
+            if snapshot.status == "ok":
+                return snapshot.active is not None and snapshot.active.run_id == parent.run_id
+        return False
 
     async def _set_status(self, live: _Live, status: str) -> None:
         live.node = await self._put(live.node, status=status)
@@ -897,6 +909,9 @@ class Subagents:
                 live.partial_chars += len(event.text)
             elif isinstance(event, ToolCard):
                 live.last_action = f"{event.title} ({event.phase})"
+                if event.phase == "started" and live.notify is not None:
+                    # The parent's task card follows the child: its last action, live.
+                    await live.notify(f"child task {live.node.task_id}: {event.title}")
             elif isinstance(event, ApprovalAsked):
                 live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
                 self._relay_approval(live, event)
