@@ -16,9 +16,11 @@ import pytest
 from coding_agent.subagents import ParentRun, TaskRequest
 from lemon_agent import ToolError
 from lemon_core.bus import Delivery, run_topic
+from lemon_core.errors import UsageError
 from lemon_core.events import Event
 from lemon_core.execution import ToolPolicy
 from lemon_core.sessions import ApprovalAsked, ApprovalEnded, QueueNotice, RunEnded, ToolCard
+from lemon_core.wire_methods import WIRE_METHODS, WireCall
 from lemon_platform_test.providers import (
     Gate,
     ScriptedProviderServer,
@@ -391,3 +393,39 @@ async def test_the_session_snapshot_shows_the_active_runs_tasks(
                 break
         stream.close()
         assert (await port.snapshot(SESSION)).tasks == ()  # idle: no active run, no tasks
+
+
+async def test_a_person_answers_through_tasks_answer_and_runs_tree_shows_the_question(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(call("q1", "ask_parent", question="PORT?"),)),
+        ScriptedTurn(text="using 8080"),
+    )
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        methods = runtime.context.capabilities.require(WIRE_METHODS)
+        tree, answer = methods.get("runs.tree"), methods.get("tasks.answer")
+        assert tree is not None
+        assert answer is not None
+        assert (tree.scope, answer.scope) == ("read", "approvals")
+        parent = parent_of(work)
+        node = await subagents.start(parent, TaskRequest(prompt="x", mode="async"))
+        (waiting,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
+        assert waiting.status == "waiting_for_parent"
+        shown = await tree.handler(WireCall(method="runs.tree", params={"runId": parent.run_id}))
+        (task,) = shown["tasks"]
+        assert task["status"] == "waiting_for_parent"
+        assert task["question"]["question"] == "PORT?"
+        with pytest.raises(UsageError, match="runId"):
+            await tree.handler(WireCall(method="runs.tree", params={}))
+        with pytest.raises(UsageError, match="not found"):
+            await answer.handler(
+                WireCall(method="tasks.answer", params={"questionId": "pq_x", "answer": "1"})
+            )
+        params = {"questionId": task["question"]["question_id"], "answer": "8080"}
+        done = await answer.handler(WireCall(method="tasks.answer", params=params))
+        assert done["question"]["answered_by"] == "person"
+        (finished,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
+        assert finished.status == "completed"
+    assert "person answered" in tool_results(scripted_provider.requests[1].body)["q1"]
