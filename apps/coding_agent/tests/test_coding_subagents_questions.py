@@ -419,6 +419,10 @@ async def test_a_person_answers_through_tasks_answer_and_runs_tree_shows_the_que
         assert task["question"]["question"] == "PORT?"
         with pytest.raises(UsageError, match="runId"):
             await tree.handler(WireCall(method="runs.tree", params={}))
+        listed = methods.get("tasks.list")
+        assert listed is not None
+        found = await listed.handler(WireCall(method="tasks.list", params={"sessionKey": SESSION}))
+        assert [t["task_id"] for t in found["tasks"]] == [node.task_id]
         with pytest.raises(UsageError, match="not found"):
             await answer.handler(
                 WireCall(method="tasks.answer", params={"questionId": "pq_x", "answer": "1"})
@@ -429,3 +433,25 @@ async def test_a_person_answers_through_tasks_answer_and_runs_tree_shows_the_que
         (finished,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
         assert finished.status == "completed"
     assert "person answered" in tool_results(scripted_provider.requests[1].body)["q1"]
+
+
+async def test_an_operator_cancels_a_running_task_through_tasks_cancel(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    scripted_provider.script(ScriptedTurn(text="never done", pause=held, pause_after=1))
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        cancel = runtime.context.capabilities.require(WIRE_METHODS).get("tasks.cancel")
+        assert cancel is not None
+        assert cancel.scope == "write"
+        node = await subagents.start(parent_of(work), TaskRequest(prompt="x", mode="async"))
+        assert await held.wait_reached_async(30)
+        done = await cancel.handler(
+            WireCall(method="tasks.cancel", params={"taskId": node.task_id})
+        )
+        held.open()
+        assert done["task"]["status"] == "cancelled"
+        assert done["task"]["reason"] == "cancelled by an operator"
+        with pytest.raises(UsageError, match="no task task_none"):
+            await cancel.handler(WireCall(method="tasks.cancel", params={"taskId": "task_none"}))

@@ -31,7 +31,7 @@ from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
-from coding_agent.subagents import ParentRun, Subagents
+from coding_agent.subagents import BudgetedProvider, ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
 from coding_agent.tools.task import agent_tool, ask_parent_tool, task_tool
@@ -45,7 +45,6 @@ from lemon_agent import (
     AgentEvent,
     AgentResult,
     AgentRun,
-    MessageEndEvent,
     MessageUpdateEvent,
     QueueFullError,
     Tool,
@@ -269,9 +268,13 @@ class CodingRun:
             sink=self._sink,
             flush=self.persist,
         )
+        # Compacts before a request that would overflow; a child's calls are also charged.
+        provider: Provider = self._compactor.provider
+        if s.subagents is not None and self._depth() > 0:
+            provider = BudgetedProvider(provider, s.subagents, self._job.run_id)
         self._agent_config = AgentConfig(
             model=self._model,
-            provider=self._compactor.provider,  # compacts before a request that would overflow
+            provider=provider,
             system_prompt=system_prompt,
             tools=self.tools,
             max_turns=s.max_turns,
@@ -481,23 +484,8 @@ class CodingRun:
             self._accepting = False  # the run is failing
             self._error = f"{event.kind}: {event.message}"
             self._error_code = _error_code(event.kind)
-        elif isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
-            self._charge(event.message)
         else:
             _forward(event, self._sink, self.web_cards)
-
-    def _charge(self, message: AssistantMessage) -> None:
-        """A child's model call counts against its tree's budget at once: over it, this run
-        stops before its next model call (the rest of the tree is stopped by Subagents)."""
-        subagents = self._settings.subagents
-        if subagents is None or self._depth() == 0:
-            return
-        final = not any(isinstance(block, ToolCall) for block in message.content)
-        reason = subagents.charge(self._job.run_id, message.usage.total_tokens, final=final)
-        agent = self._agent
-        if reason is not None and agent is not None and not final:
-            self._accepting = False
-            agent.abort(reason)
 
     async def _abort(self, run: AgentRun) -> None:
         """The run ends: no more steering, its pending approvals expire, then the agent aborts

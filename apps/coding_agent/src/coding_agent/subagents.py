@@ -32,9 +32,9 @@ Events (seed 003, untyped on purpose): ``task_started`` / ``task_completed`` / `
 parent's run topics (``run:<run_id>``).
 
 Budget: every model call of every descendant is charged as it ends (:meth:`Subagents.charge`,
-called by the child's run), so a child looping on tool calls is stopped mid-run, before its
-next model call, together with the rest of its tree (each stopped task ``failed`` with a
-reason starting ``budget_exceeded``).
+from the child run's :class:`BudgetedProvider`, in the agent loop's own path), so a child
+looping on tool calls is stopped mid-run, its next model call refused, together with the rest
+of its tree (each stopped task ``failed`` with a reason starting ``budget_exceeded``).
 
 Parent questions (``ask_parent``, :mod:`coding_agent._parent_questions`): the child's question
 is persisted and published; the task turns ``waiting_for_parent``; a parent blocked on the
@@ -61,7 +61,8 @@ import contextlib
 import json
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -71,6 +72,18 @@ from coding_agent._output_schema import check_schema, parse_answer, validate
 from coding_agent._parent_questions import ParentQuestion, ParentQuestionStore
 from coding_agent._subagents_section import SubagentsConfig
 from lemon_agent import ToolError
+from lemon_ai import (
+    AssistantMessage,
+    BadRequestError,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    Provider,
+    StreamEvent,
+    StreamOptions,
+    ToolCall,
+)
 from lemon_core import ExecApprovals
 from lemon_core.approvals import ApprovalError
 from lemon_core.bus import Bus, run_topic, session_topic
@@ -99,6 +112,7 @@ from lemon_core.tasks import Supervisor
 __all__ = [
     "AGENT_DEFINITIONS",
     "AgentDefinition",
+    "BudgetedProvider",
     "ParentQuestion",
     "ParentRun",
     "Subagents",
@@ -450,6 +464,17 @@ class Subagents:
         await self._request_stop(live, "cancelled", "cancelled by the parent")
         return await live.done
 
+    async def cancel_task(self, task_id: str, reason: str) -> TaskNode | None:
+        """Cancel a task by its id alone (an operator's ``tasks.cancel``); returns its node
+        once its end is recorded (as it stands when it had already ended), None when the
+        graph has no such task."""
+        node = await self.graph.get(task_id)
+        live = self._live.get(task_id)
+        if node is None or live is None or node.terminal:
+            return node
+        await self._request_stop(live, "cancelled", reason)
+        return await asyncio.shield(live.done)
+
     async def followup(self, parent: ParentRun, task_id: str, text: str) -> str:
         """Send ``text`` to a still-running child (offered to its running answer through the
         session port's steer); returns what became of it, in words."""
@@ -557,16 +582,26 @@ class Subagents:
         self._spent[live.node.root_run_id] += tokens
         return self._check_budget(live.node.root_run_id, caller=live, final=final)
 
+    def over_budget(self, run_id: str) -> str | None:
+        """Why the child run ``run_id`` may make no further model call (its tree's budget is
+        spent), or None (go on; also when ``run_id`` is not a child)."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        spent, limit = self._spent[live.node.root_run_id], self.config.max_tokens_per_tree
+        if spent < limit:
+            return None
+        if live.stop is None:
+            live.stop = ("failed", _budget_reason(spent, limit))
+        return _budget_reason(spent, limit)
+
     def _check_budget(
         self, root_run_id: str, *, caller: _Live | None = None, final: bool = False
     ) -> str | None:
         spent, limit = self._spent[root_run_id], self.config.max_tokens_per_tree
         if spent < limit:
             return None
-        reason = (
-            f"budget_exceeded: the tree spent {spent} tokens of the {limit} allowed "
-            "([subagents] max_tokens_per_tree)"
-        )
+        reason = _budget_reason(spent, limit)
         for other in list(self._live.values()):
             if other.node.root_run_id != root_run_id or other.done.done() or other.stop:
                 continue
@@ -1052,6 +1087,13 @@ class _Watch:
     stream: SessionStream
 
 
+def _budget_reason(spent: int, limit: int) -> str:
+    return (
+        f"budget_exceeded: the tree spent {spent} tokens of the {limit} allowed "
+        "([subagents] max_tokens_per_tree)"
+    )
+
+
 def _question_text(asked: ParentQuestion) -> str:
     options = f" Options: {', '.join(asked.options)}." if asked.options else ""
     return (
@@ -1086,3 +1128,38 @@ def _correction(problems: list[str], schema: Mapping[str, Any]) -> str:
         + ". Answer again. "
         + _schema_note(schema)
     )
+
+
+class BudgetedProvider:
+    """A child run's provider: each model call is charged to its tree as it ends (in the
+    agent loop's own path, before the call's tools run), and a call asked for once the tree's
+    budget is spent is refused (``budget_exceeded``) without reaching the model. So a looping
+    child stops after the call that spent the budget, however fast its loop turns."""
+
+    def __init__(self, inner: Provider, subagents: Subagents, run_id: str) -> None:
+        self._inner = inner
+        self._subagents = subagents
+        self._run_id = run_id
+
+    @property
+    def api(self) -> Any:
+        return self._inner.api
+
+    async def aclose(self) -> None:
+        """Nothing: the inner provider belongs to the run."""
+
+    async def stream(
+        self, model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        reason = self._subagents.over_budget(self._run_id)
+        if reason is not None:
+            error = BadRequestError(reason, provider="subagents", retryable=False)
+            yield ErrorEvent(error=error, partial=AssistantMessage(stop_reason="error"))
+            return
+        async with aclosing(self._inner.stream(model, context, options)) as events:
+            async for event in events:
+                if isinstance(event, DoneEvent):
+                    message = event.message
+                    final = not any(isinstance(b, ToolCall) for b in message.content)
+                    self._subagents.charge(self._run_id, message.usage.total_tokens, final=final)
+                yield event
