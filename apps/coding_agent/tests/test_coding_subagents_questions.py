@@ -455,3 +455,18 @@ async def test_an_operator_cancels_a_running_task_through_tasks_cancel(
         assert done["task"]["reason"] == "cancelled by an operator"
         with pytest.raises(UsageError, match="no task task_none"):
             await cancel.handler(WireCall(method="tasks.cancel", params={"taskId": "task_none"}))
+
+
+async def test_a_child_repeating_the_same_tool_call_is_stopped_as_a_loop(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    same = call("l", "ls", path=".")
+    # Five identical calls, then nothing scripted: a sixth request would fail the child with
+    # the server's error instead of the loop's reason.
+    scripted_provider.script(*(ScriptedTurn(tool_calls=(same,)) for _ in range(5)))
+    async with boot("[subagents]\nmax_repeated_calls = 5\n") as runtime:
+        node = await subagents_of(runtime).run(parent_of(work), TaskRequest(prompt="spin"))
+        assert node.status == "failed"
+        assert node.reason is not None
+        assert node.reason.startswith("loop: ls was called 5 times with the same arguments")
+    assert len(scripted_provider.requests) == 5

@@ -214,6 +214,7 @@ class _Live:
     watchers: int = 0  # parent calls blocked on this task now (sync task, join, wait)
     charged: int = 0  # tokens charged per model call so far
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
+    calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -582,18 +583,35 @@ class Subagents:
         self._spent[live.node.root_run_id] += tokens
         return self._check_budget(live.node.root_run_id, caller=live, final=final)
 
-    def over_budget(self, run_id: str) -> str | None:
+    def refusal(self, run_id: str) -> str | None:
         """Why the child run ``run_id`` may make no further model call (its tree's budget is
-        spent), or None (go on; also when ``run_id`` is not a child)."""
+        spent, it loops, it is being stopped), or None (go on; also when it is not a child)."""
         live = self._by_run(run_id)
         if live is None:
             return None
         spent, limit = self._spent[live.node.root_run_id], self.config.max_tokens_per_tree
-        if spent < limit:
-            return None
-        if live.stop is None:
+        if spent >= limit and live.stop is None:
             live.stop = ("failed", _budget_reason(spent, limit))
-        return _budget_reason(spent, limit)
+        return None if live.stop is None else live.stop[1]
+
+    def note_calls(self, run_id: str, calls: Iterable[tuple[str, str]]) -> str | None:
+        """The child run ``run_id`` asked for these tool calls (name, canonical arguments):
+        the same call asked ``max_repeated_calls`` times stops it before its next model call
+        (``loop``); returns that reason, or None."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        limit = self.config.max_repeated_calls
+        for name, arguments in calls:
+            key = f"{name}\x1f{arguments}"
+            live.calls[key] += 1
+            if live.calls[key] >= limit and live.stop is None:
+                live.stop = (
+                    "failed",
+                    f"loop: {name} was called {live.calls[key]} times with the same arguments "
+                    f"([subagents] max_repeated_calls = {limit})",
+                )
+        return None if live.stop is None else live.stop[1]
 
     def _check_budget(
         self, root_run_id: str, *, caller: _Live | None = None, final: bool = False
@@ -1132,9 +1150,10 @@ def _correction(problems: list[str], schema: Mapping[str, Any]) -> str:
 
 class BudgetedProvider:
     """A child run's provider: each model call is charged to its tree as it ends (in the
-    agent loop's own path, before the call's tools run), and a call asked for once the tree's
-    budget is spent is refused (``budget_exceeded``) without reaching the model. So a looping
-    child stops after the call that spent the budget, however fast its loop turns."""
+    agent loop's own path, before the call's tools run) and its tool calls counted; a call
+    asked for once the tree's budget is spent, or after the same tool call was asked
+    ``max_repeated_calls`` times, is refused (``budget_exceeded``, ``loop``) without reaching
+    the model. So a looping child stops at once, however fast its loop turns."""
 
     def __init__(self, inner: Provider, subagents: Subagents, run_id: str) -> None:
         self._inner = inner
@@ -1151,7 +1170,7 @@ class BudgetedProvider:
     async def stream(
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncGenerator[StreamEvent, None]:
-        reason = self._subagents.over_budget(self._run_id)
+        reason = self._subagents.refusal(self._run_id)
         if reason is not None:
             error = BadRequestError(reason, provider="subagents", retryable=False)
             yield ErrorEvent(error=error, partial=AssistantMessage(stop_reason="error"))
@@ -1160,6 +1179,13 @@ class BudgetedProvider:
             async for event in events:
                 if isinstance(event, DoneEvent):
                     message = event.message
-                    final = not any(isinstance(b, ToolCall) for b in message.content)
-                    self._subagents.charge(self._run_id, message.usage.total_tokens, final=final)
+                    calls = [b for b in message.content if isinstance(b, ToolCall)]
+                    self._subagents.charge(
+                        self._run_id, message.usage.total_tokens, final=not calls
+                    )
+                    self._subagents.note_calls(
+                        self._run_id,
+                        [(c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+                         for c in calls],
+                    )  # fmt: skip
                 yield event
