@@ -470,3 +470,38 @@ async def test_a_child_repeating_the_same_tool_call_is_stopped_as_a_loop(
         assert node.reason is not None
         assert node.reason.startswith("loop: ls was called 5 times with the same arguments")
     assert len(scripted_provider.requests) == 5
+
+
+async def test_a_running_parent_is_told_when_its_async_child_ends(
+    boot: Callable[..., Any],
+    scripted_provider: ScriptedProviderServer,
+    work: Path,
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "hold"
+    os.mkfifo(fifo)
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(task_call("c1", prompt="quick", **{"async": True}),
+                                 call("b1", "bash", command=f"cat {fifo}"))),
+        ScriptedTurn(text="CHILD-DONE"),  # the child, while the parent is busy in bash
+        ScriptedTurn(tool_calls=(call("w1", "agent", action="wait"),)),  # told: it waits
+        ScriptedTurn(text="parent done"),
+    )  # fmt: skip
+    async with boot() as runtime:
+        port = port_of(runtime)
+        stream = port.watch(SESSION)
+        ended_task = asyncio.ensure_future(run_to_end(port, request("go", work)))
+        while True:  # the child ended while nobody waited for it: the parent was steered
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, QueueNotice) and event.outcome.value == "steered":
+                break
+        stream.close()
+        await asyncio.to_thread(fifo.write_text, "released\n")
+        ended = await asyncio.wait_for(ended_task, 60)
+        assert ended.ok, ended
+    bodies = [r.body for r in scripted_provider.requests]
+    notice = [m for m in bodies[2]["messages"] if m["role"] == "user"][-1]
+    assert "ended: completed" in str(notice["content"])
+    assert "not the user's message" in str(notice["content"])
+    assert "CHILD-DONE" in tool_results(bodies[3])["w1"]
+    assert len(bodies) == 4

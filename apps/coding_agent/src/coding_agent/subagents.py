@@ -51,7 +51,12 @@ them where they are; a child's approval waits at most until the child's deadline
 ``output_schema``: a completed child's answer must be JSON matching the schema; one
 correction run in the child's session, then the task fails (``output_schema``).
 
-What it does not do (yet): agent definitions from Markdown files.
+An async child that ends while nobody waits for it (no ``join`` or ``agent wait`` pending)
+is announced to its parent's running answer by a steer (the child's notice, not the
+person's message).
+
+What it does not do (yet): agent definitions from Markdown files; a notice for a detached
+child that ends after its parent run.
 """
 
 from __future__ import annotations
@@ -1036,6 +1041,25 @@ class Subagents:
             self._announce_approval_end(live, approval_id, ApprovalDecision.EXPIRED)
         live.relayed.clear()
         self._check_budget(node.root_run_id)
+        if (
+            final.mode == "async"
+            and live.watchers == 0
+            and status != "cancelled"
+            and not self._closed
+        ):
+            # Nobody waits for it: the parent's running answer is told it ended.
+            self._supervisor.spawn(self._notify_end(live, final), name=f"notice {node.task_id}")
+
+    async def _notify_end(self, live: _Live, node: TaskNode) -> None:
+        port = self._port()
+        if port is None or not await self._running(port, live.parent):
+            return
+        await port.steer(
+            live.parent.session_key,
+            f"[task {node.task_id} ended: {node.status}; this is a notice of the child's end, "
+            f"not the user's message] Get its result with agent action=wait "
+            f"task_ids=[{json.dumps(node.task_id)}].",
+        )
 
     def _relay_approval(self, live: _Live, asked: ApprovalAsked) -> None:
         """A child's approval question, shown on the parent's session too (a person watching
