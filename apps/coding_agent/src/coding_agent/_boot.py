@@ -28,6 +28,7 @@ from coding_agent._transcripts import (
     SessionCompactorImpl,
     SessionTranscriptReader,
 )
+from coding_agent._wire import registered
 from coding_agent.executor import CodingExecutor
 from coding_agent.subagents import Subagents
 from coding_agent.transcript_mirror import TranscriptMirror
@@ -45,6 +46,7 @@ from lemon_core.sessions import (
     TranscriptReader,
 )
 from lemon_core.store import ApprovalGrantStore
+from lemon_core.wire_methods import WIRE_METHODS
 from lemon_memory import GOAL_STORE, MEMORY_STORE
 from lemon_runtime import AppSpec, Runtime
 
@@ -85,6 +87,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         port=lambda: capabilities.get(SESSION_PORT),
         config=runtime.section(SubagentsConfig),
         bus=runtime.bus,
+        approvals=approvals,  # a top-level parent's questions reach its person this way
     )
     await subagents.recover()  # tasks a previous process left running: unknown, not re-run
     # The browser tool's Chromium ([web] browser): started at its first use, closed on leaving.
@@ -117,7 +120,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
     capabilities.register(SESSION_COMPACTOR, compactor)
     capabilities.register(MODEL_CATALOG, catalog)
     try:
-        yield agent
+        with registered(capabilities.get(WIRE_METHODS), subagents):  # runs.tree, tasks.answer
+            yield agent
     finally:
         capabilities.unregister(MODEL_CATALOG, catalog)
         capabilities.unregister(SESSION_COMPACTOR, compactor)

@@ -31,10 +31,10 @@ from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
 from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
-from coding_agent.subagents import ParentRun, Subagents
+from coding_agent.subagents import BudgetedProvider, ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
-from coding_agent.tools.task import agent_tool, task_tool
+from coding_agent.tools.task import agent_tool, ask_parent_tool, task_tool
 from coding_agent.tools.web import web_tools
 from coding_agent.workspace import CodingLimits, Workspace
 from lemon_agent import (
@@ -275,9 +275,13 @@ class CodingRun:
             sink=self._sink,
             flush=self.persist,
         )
+        # Compacts before a request that would overflow; a child's calls are also charged.
+        provider: Provider = self._compactor.provider
+        if s.subagents is not None and self._depth() > 0:
+            provider = BudgetedProvider(provider, s.subagents, self._job.run_id)
         self._agent_config = AgentConfig(
             model=self._model,
-            provider=self._compactor.provider,  # compacts before a request that would overflow
+            provider=provider,
             system_prompt=system_prompt,
             tools=self.tools,
             max_turns=s.max_turns,
@@ -322,6 +326,11 @@ class CodingRun:
 
     def _gate(self, workspace: Workspace) -> GateContext:
         job = self._job
+        approval_timeout_s = self._settings.approval_timeout_s
+        subagents = self._settings.subagents
+        left = subagents.time_left(job.run_id) if subagents is not None else None
+        if left is not None:  # a child's approval never outlives its deadline (then: denied)
+            approval_timeout_s = min(left, approval_timeout_s or left)
         return GateContext(
             policy=self._policy,
             workspace=workspace,
@@ -330,7 +339,7 @@ class CodingRun:
             session_id=self._transcript.session_id,
             session_key=job.session_key,
             agent_id=self._agent_id,
-            approval_timeout_s=self._settings.approval_timeout_s,
+            approval_timeout_s=approval_timeout_s,
             hooks=ApprovalHooks(
                 requested=self._approval_requested, resolved=self._approval_resolved
             ),
@@ -361,6 +370,8 @@ class CodingRun:
         if subagents is not None and subagents.offers_task(self._depth()):
             parent = self._parent_run()
             tools += [task_tool(subagents, parent), agent_tool(subagents, parent)]
+        if subagents is not None and self._depth() > 0:  # a child may ask its parent
+            tools.append(ask_parent_tool(subagents, self._job.run_id))
         tools += web_tools(
             config=self._config, taint=self.taint, session_id=self._transcript.session_id,
             home=self._settings.home, environ=self._settings.environ,

@@ -22,7 +22,11 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     the tokens the children of one top-level run may spend together (once spent, the running
     children are stopped and no new one starts: ``budget_exceeded``). ``answer_share``: the
     share of the parent's context window a child's answer may take in the parent's tool
-    result (cut with a note beyond it).
+    result (cut with a note beyond it). ``question_timeout_s``: how long a child's
+    ``ask_parent`` waits for an answer when it names no timeout (never past the child's own
+    deadline; unanswered, the child's call ends as an error). ``max_repeated_calls``: a child
+    that asks for the same tool call (same name, same arguments) this many times is stopped
+    before its next model call (``loop``).
     """
 
     max_depth: Annotated[int, msgspec.Meta(ge=0, le=8)] = 2
@@ -32,3 +36,5 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     max_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 3600.0
     max_tokens_per_tree: Annotated[int, msgspec.Meta(ge=1)] = 2_000_000
     answer_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.15
+    question_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
+    max_repeated_calls: Annotated[int, msgspec.Meta(ge=2, le=1000)] = 5

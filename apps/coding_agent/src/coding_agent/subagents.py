@@ -31,31 +31,79 @@ Events (seed 003, untyped on purpose): ``task_started`` / ``task_completed`` / `
 / ``task_timeout`` / ``task_aborted`` and ``run_graph_changed`` on the child's and the
 parent's run topics (``run:<run_id>``).
 
-What it does not do (yet): count tokens per model call (a child's usage is counted when it
-ends, so a budget stops the *rest* of the tree, not the child that overspent), questions from
-a child to its parent (``ask_parent``), agent definitions from Markdown files.
+Budget: every model call of every descendant is charged as it ends (:meth:`Subagents.charge`,
+from the child run's :class:`BudgetedProvider`, in the agent loop's own path), so a child
+looping on tool calls is stopped mid-run, its next model call refused, together with the rest
+of its tree (each stopped task ``failed`` with a reason starting ``budget_exceeded``).
+
+Parent questions (``ask_parent``, :mod:`coding_agent._parent_questions`): the child's question
+is persisted and published; the task turns ``waiting_for_parent``; a parent blocked on the
+child (a sync ``task``, ``join``, ``agent wait``) gets it as its call's result at once, an
+idle parent run gets it as a steered message, and a top-level parent also relays it to the
+person through the parent's approval path (approve: yes / the first option; deny: no / the
+second). The first answer wins; none by the question's deadline (never past the child's
+own) ends the child's call as an error.
+
+A child's approval requests are relayed to its parent's session (``approval_requested`` /
+``approval_resolved`` on ``session:<parent session>``), sync or async, so the person sees
+them where they are; a child's approval waits at most until the child's deadline.
+
+``output_schema``: a completed child's answer must be JSON matching the schema; one
+correction run in the child's session, then the task fails (``output_schema``).
+
+An async child that ends while nobody waits for it (no ``join`` or ``agent wait`` pending)
+is announced to its parent's running answer by a steer (the child's notice, not the
+person's message).
+
+What it does not do (yet): agent definitions from Markdown files; a notice for a detached
+child that ends after its parent run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import msgspec
 
+from coding_agent._output_schema import check_schema, parse_answer, validate
+from coding_agent._parent_questions import ParentQuestion, ParentQuestionStore
 from coding_agent._subagents_section import SubagentsConfig
 from lemon_agent import ToolError
-from lemon_core.bus import Bus, run_topic
+from lemon_ai import (
+    AssistantMessage,
+    BadRequestError,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    Provider,
+    StreamEvent,
+    StreamOptions,
+    ToolCall,
+)
+from lemon_core import ExecApprovals
+from lemon_core.approvals import ApprovalError
+from lemon_core.bus import Bus, run_topic, session_topic
 from lemon_core.clock import SYSTEM_CLOCK, Clock
-from lemon_core.events import RunUsage
+from lemon_core.events import (
+    ApprovalDecision,
+    ApprovalPending,
+    ApprovalRequested,
+    ApprovalResolved,
+    RunUsage,
+)
 from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
+    ApprovalEnded,
     RunEnded,
     SessionPort,
     SessionStream,
@@ -63,12 +111,14 @@ from lemon_core.sessions import (
     TextDelta,
     ToolCard,
 )
-from lemon_core.store import RunGraphStore, Store, TaskNode
+from lemon_core.store import IllegalTaskTransitionError, RunGraphStore, Store, TaskNode
 from lemon_core.tasks import Supervisor
 
 __all__ = [
     "AGENT_DEFINITIONS",
     "AgentDefinition",
+    "BudgetedProvider",
+    "ParentQuestion",
     "ParentRun",
     "Subagents",
     "SubagentsStatistics",
@@ -146,6 +196,8 @@ class TaskRequest:
     timeout_s: float | None = None
     mode: Literal["sync", "async"] = "sync"
     detached: bool = False
+    output_schema: Mapping[str, Any] | None = None
+    """A JSON Schema (subset, :mod:`coding_agent._output_schema`) the answer must match."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -160,6 +212,14 @@ class _Live:
     partial_chars: int = 0
     last_action: str | None = None
     notify: Callable[[str], Awaitable[None]] | None = None  # the parent's pending call
+    deadline: float | None = None  # loop time the child is stopped at
+    question: ParentQuestion | None = None  # the child's pending question to its parent
+    # Set when a question is asked and not yet delivered to a blocked parent call.
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    watchers: int = 0  # parent calls blocked on this task now (sync task, join, wait)
+    charged: int = 0  # tokens charged per model call so far
+    relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
+    calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -193,9 +253,12 @@ class Subagents:
         config: SubagentsConfig | None = None,
         bus: Bus | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        approvals: ExecApprovals | None = None,
     ) -> None:
         self.config = config or SubagentsConfig()
         self.graph = RunGraphStore(store)
+        self.questions = ParentQuestionStore(store, bus)
+        self._approvals = approvals
         self._port = port
         self._bus = bus
         self._clock = clock
@@ -300,6 +363,11 @@ class Subagents:
         if not timeout > 0:
             raise ToolError(f"task: timeout_s must be > 0 seconds, got {request.timeout_s!r}")
         timeout = min(timeout, cfg.max_timeout_s)
+        if request.output_schema is not None:
+            try:
+                check_schema(request.output_schema)
+            except ValueError as exc:
+                raise ToolError(f"task: output_schema: {exc}") from None
         policy = self.child_policy(parent, request)
         port = self._port()
         if port is None:
@@ -333,6 +401,10 @@ class Subagents:
 
     # -- waiting, reading, cancelling ------------------------------------------------------
 
+    async def children(self, parent: ParentRun) -> list[TaskNode]:
+        """The tasks ``parent`` started, oldest first."""
+        return await self.graph.children(parent.run_id)
+
     async def get(self, parent: ParentRun, task_id: str) -> TaskNode:
         """The task as the graph knows it; a task of another session is not found."""
         node = await self.graph.get(task_id)
@@ -355,15 +427,40 @@ class Subagents:
         if not ids:
             raise ToolError("task: name the task_ids to wait for")
         nodes = [await self.get(parent, task_id) for task_id in ids]
-        pending = [
-            self._live[n.task_id].done for n in nodes if not n.terminal and n.task_id in self._live
-        ]
+        lives = [self._live[n.task_id] for n in nodes if not n.terminal and n.task_id in self._live]
         if mode == "wait_any" and any(n.terminal for n in nodes):
-            pending = []  # one has already ended: wait_any returns at once
-        if pending:
-            when = asyncio.FIRST_COMPLETED if mode == "wait_any" else asyncio.ALL_COMPLETED
-            await asyncio.wait(pending, timeout=timeout_s, return_when=when)
+            lives = []  # one has already ended: wait_any returns at once
+        if lives:
+            await self._wait_lives(lives, mode=mode, timeout_s=timeout_s)
         return [await self.get(parent, task_id) for task_id in ids]
+
+    async def _wait_lives(self, lives: list[_Live], *, mode: str, timeout_s: float | None) -> None:
+        """Until the tasks end (all or any) or one of them asks its parent a question (the
+        parent must answer before it can go on: waiting longer would deadlock)."""
+        pending: set[asyncio.Future[Any]] = {live.done for live in lives}
+        asks = {asyncio.ensure_future(live.asked.wait()) for live in lives}
+        for live in lives:
+            live.watchers += 1
+        try:
+            async with asyncio.timeout(timeout_s):
+                while pending:
+                    finished, _ = await asyncio.wait(
+                        [*pending, *asks], return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if finished & asks:
+                        for live in lives:  # delivered: a later wait waits for the end
+                            live.asked.clear()
+                        return
+                    pending -= finished
+                    if mode == "wait_any":
+                        return
+        except TimeoutError:
+            return
+        finally:
+            for ask in asks:
+                ask.cancel()
+            for live in lives:
+                live.watchers -= 1
 
     async def cancel(self, parent: ParentRun, task_id: str) -> TaskNode:
         node = await self.get(parent, task_id)
@@ -372,6 +469,17 @@ class Subagents:
             return node
         await self._request_stop(live, "cancelled", "cancelled by the parent")
         return await live.done
+
+    async def cancel_task(self, task_id: str, reason: str) -> TaskNode | None:
+        """Cancel a task by its id alone (an operator's ``tasks.cancel``); returns its node
+        once its end is recorded (as it stands when it had already ended), None when the
+        graph has no such task."""
+        node = await self.graph.get(task_id)
+        live = self._live.get(task_id)
+        if node is None or live is None or node.terminal:
+            return node
+        await self._request_stop(live, "cancelled", reason)
+        return await asyncio.shield(live.done)
 
     async def followup(self, parent: ParentRun, task_id: str, text: str) -> str:
         """Send ``text`` to a still-running child (offered to its running answer through the
@@ -415,26 +523,298 @@ class Subagents:
         node = await self.start(parent, request)
         live = self._live[node.task_id]
         live.notify = notify
+        live.watchers += 1
+        asked = asyncio.ensure_future(live.asked.wait())
+        aborted: asyncio.Future[Any] | None = (
+            asyncio.ensure_future(abort()) if abort is not None else None
+        )
         try:
-            if abort is not None:
-                aborted: asyncio.Future[Any] = asyncio.ensure_future(abort())
-                either: list[asyncio.Future[Any]] = [live.done, aborted]
-                try:
-                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    aborted.cancel()
-                if not live.done.done():
-                    await self._request_stop(live, "cancelled", "the parent run was cancelled")
-            return await asyncio.shield(live.done)
+            waits: list[asyncio.Future[Any]] = [live.done, asked]
+            if aborted is not None:
+                waits.append(aborted)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if live.done.done():
+                return live.done.result()
+            if aborted is not None and aborted.done():
+                await self._request_stop(live, "cancelled", "the parent run was cancelled")
+                return await asyncio.shield(live.done)
+            live.asked.clear()  # delivered: a later wait waits for the end
+            return live.node  # waiting_for_parent: the question is this call's result
         except asyncio.CancelledError:
             await self._request_stop(live, "cancelled", "the parent's call was cancelled")
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(live.done)
             raise
+        finally:
+            live.watchers -= 1
+            asked.cancel()
+            if aborted is not None:
+                aborted.cancel()
 
     def live_action(self, task_id: str) -> str | None:
         live = self._live.get(task_id)
         return None if live is None else live.last_action
+
+    def pending_question(self, task_id: str) -> ParentQuestion | None:
+        """The question task ``task_id`` is waiting on its parent for, if any."""
+        live = self._live.get(task_id)
+        return None if live is None else live.question
+
+    def time_left(self, run_id: str) -> float | None:
+        """Seconds before the child run ``run_id`` reaches its deadline (None: not a child)."""
+        live = self._by_run(run_id)
+        if live is None or live.deadline is None:
+            return None
+        return max(0.0, live.deadline - asyncio.get_running_loop().time())
+
+    def _by_run(self, run_id: str) -> _Live | None:
+        for live in self._live.values():
+            if live.node.child_run_id == run_id:
+                return live
+        return None
+
+    # -- the budget ------------------------------------------------------------------------
+
+    def charge(self, run_id: str, tokens: int, *, final: bool = False) -> str | None:
+        """One model call of the child run ``run_id`` used ``tokens``: count it against its
+        tree. Returns the reason when the tree's budget is spent: every other task of the
+        tree is stopped, and the calling run stops itself before its next model call (its
+        task ends ``failed`` with that reason) unless this call was its ``final`` answer.
+        None: go on (or ``run_id`` is not a child)."""
+        live = self._by_run(run_id)
+        if live is None or tokens <= 0:
+            return None
+        live.charged += tokens
+        self._spent[live.node.root_run_id] += tokens
+        return self._check_budget(live.node.root_run_id, caller=live, final=final)
+
+    def refusal(self, run_id: str) -> str | None:
+        """Why the child run ``run_id`` may make no further model call (its tree's budget is
+        spent, it loops, it is being stopped), or None (go on; also when it is not a child)."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        spent, limit = self._spent[live.node.root_run_id], self.config.max_tokens_per_tree
+        if spent >= limit and live.stop is None:
+            live.stop = ("failed", _budget_reason(spent, limit))
+        return None if live.stop is None else live.stop[1]
+
+    def note_calls(self, run_id: str, calls: Iterable[tuple[str, str]]) -> str | None:
+        """The child run ``run_id`` asked for these tool calls (name, canonical arguments):
+        the same call asked ``max_repeated_calls`` times stops it before its next model call
+        (``loop``); returns that reason, or None."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        limit = self.config.max_repeated_calls
+        for name, arguments in calls:
+            key = f"{name}\x1f{arguments}"
+            live.calls[key] += 1
+            if live.calls[key] >= limit and live.stop is None:
+                live.stop = (
+                    "failed",
+                    f"loop: {name} was called {live.calls[key]} times with the same arguments "
+                    f"([subagents] max_repeated_calls = {limit})",
+                )
+        return None if live.stop is None else live.stop[1]
+
+    def _check_budget(
+        self, root_run_id: str, *, caller: _Live | None = None, final: bool = False
+    ) -> str | None:
+        spent, limit = self._spent[root_run_id], self.config.max_tokens_per_tree
+        if spent < limit:
+            return None
+        reason = _budget_reason(spent, limit)
+        for other in list(self._live.values()):
+            if other.node.root_run_id != root_run_id or other.done.done() or other.stop:
+                continue
+            if other is caller:
+                if not final:
+                    other.stop = ("failed", reason)  # it stops itself (never its own cancel)
+            else:
+                self._supervisor.spawn(
+                    self._request_stop(other, "failed", reason),
+                    name=f"budget stop {other.node.task_id}",
+                )
+        return reason
+
+    # -- parent questions ------------------------------------------------------------------
+
+    async def ask_parent(
+        self,
+        run_id: str,
+        question: str,
+        *,
+        options: tuple[str, ...] = (),
+        timeout_s: float | None = None,
+    ) -> ParentQuestion:
+        """The child run ``run_id`` asks its parent; returns the question ended: ``answered``
+        (with the answer), ``timeout`` (no answer by its deadline, never past the child's) or
+        ``cancelled``. Raises :class:`~lemon_agent.ToolError` when it cannot be asked."""
+        live = self._by_run(run_id)
+        if live is None or live.done.done():
+            raise ToolError("ask_parent: this run is not a running child task; no parent to ask")
+        if not question.strip():
+            raise ToolError("ask_parent: 'question' is empty; say what you need to know")
+        if live.question is not None:
+            raise ToolError("ask_parent: a question to the parent is already waiting")
+        wait = timeout_s if timeout_s is not None else self.config.question_timeout_s
+        if not wait > 0:
+            raise ToolError(f"ask_parent: timeout_s must be > 0 seconds, got {timeout_s!r}")
+        left = self.time_left(run_id)
+        if left is not None:
+            wait = min(wait, left)
+        if wait <= 0:
+            raise ToolError("ask_parent: no time is left before this task's deadline; decide")
+        now = _now_ms(self._clock)
+        node = live.node
+        asked = await self.questions.ask(
+            ParentQuestion(
+                question_id=f"pq_{uuid.uuid4().hex[:16]}",
+                task_id=node.task_id,
+                child_run_id=node.child_run_id,
+                parent_run_id=node.parent_run_id,
+                parent_session_key=node.parent_session_key,
+                session_key=node.session_key,
+                question=question[:4000],
+                options=tuple(str(o)[:200] for o in options)[:10],
+                created_at_ms=now,
+                deadline_ms=now + int(wait * 1000),
+            )
+        )
+        live.question = asked
+        await self._set_status(live, "waiting_for_parent")
+        idle = live.watchers == 0  # no call of the parent is blocked on this child
+        if not idle:
+            live.asked.set()  # wakes the parent's call blocked on this child
+        relay = self._supervisor.spawn(
+            self._relay_question(live, asked, wait, idle=idle),
+            name=f"question {asked.question_id}",
+        )
+        try:
+            final = await self.questions.wait(asked.question_id, wait)
+            if final is None:
+                final, _won = await self.questions.resolve(
+                    asked.question_id, "timeout", now_ms=_now_ms(self._clock)
+                )
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self.questions.resolve(asked.question_id, "cancelled", now_ms=_now_ms(self._clock))
+            )
+            raise
+        finally:
+            relay.cancel()
+            live.question = None
+            live.asked.clear()
+            if live.node.status == "waiting_for_parent" and not live.done.done():
+                with contextlib.suppress(IllegalTaskTransitionError):  # it ended meanwhile
+                    await asyncio.shield(self._set_status(live, "running"))
+        return final
+
+    async def answer(
+        self, parent: ParentRun, question_id: str, text: str, *, by: str = "parent"
+    ) -> ParentQuestion:
+        """Answer a pending question of one of ``parent``'s session's tasks (first answer
+        wins; a question of another session is not found). An empty ``question_id`` names
+        the one question ``parent``'s tasks are waiting on (refused when there are several)."""
+        if not question_id:
+            waiting = [
+                live.question.question_id
+                for live in self._live.values()
+                if live.question is not None and live.node.parent_run_id == parent.run_id
+            ]
+            if len(waiting) != 1:
+                raise ToolError(
+                    f"agent action=answer: name the question_id; {len(waiting)} questions "
+                    f"of this run's tasks are waiting: {waiting}"
+                )
+            question_id = waiting[0]
+        asked = await self.questions.get(question_id)
+        if asked is None or asked.parent_session_key != parent.session_key:
+            raise ToolError(f"question {question_id!r} not found in this session")
+        return await self._answer(asked, text, "person" if by == "person" else "parent")
+
+    async def answer_as_person(self, question_id: str, text: str) -> ParentQuestion:
+        """A person answers a pending question from a surface (``tasks.answer``): the
+        question's own options bound it; first answer wins."""
+        asked = await self.questions.get(question_id)
+        if asked is None:
+            raise ToolError(f"question {question_id!r} not found")
+        return await self._answer(asked, text, "person")
+
+    async def _answer(
+        self, asked: ParentQuestion, text: str, by: Literal["parent", "person"]
+    ) -> ParentQuestion:
+        if not text.strip():
+            raise ToolError("the answer is empty; say what the child should know")
+        if asked.options and text not in asked.options:
+            raise ToolError(f"question {asked.question_id} takes one of {list(asked.options)}")
+        final, won = await self.questions.resolve(
+            asked.question_id, "answered", now_ms=_now_ms(self._clock), answer=text, by=by
+        )
+        if not won:
+            raise ToolError(f"question {asked.question_id} already ended ({final.status})")
+        return final
+
+    async def _relay_question(
+        self, live: _Live, asked: ParentQuestion, wait_s: float, *, idle: bool
+    ) -> None:
+        """Bring the question to whoever can answer: an ``idle`` parent run (no call blocked
+        on the child) gets it steered in; a top-level parent's person gets it through the
+        parent's approval path."""
+        parent = live.parent
+        if idle:
+            port = self._port()
+            steered = False
+            # Only into the parent's own running answer: a later run of the person's in that
+            # session must not get the child's question as if the person had typed it.
+            if port is not None and await self._running(port, parent):
+                result = await port.steer(parent.session_key, _question_text(asked))
+                steered = result.status == "accepted"
+            if not steered:  # the parent is not running: its next wait gets the question
+                live.asked.set()
+        if parent.depth != 0 or self._approvals is None:
+            return
+        yes = asked.options[0] if asked.options else "yes"
+        no = asked.options[1] if len(asked.options) == 2 else "no"
+        try:
+            outcome = await self._approvals.request(
+                tool="ask_parent",
+                action={"task_id": asked.task_id, "question_id": asked.question_id,
+                        "question": asked.question, "options": list(asked.options)},
+                run_id=parent.run_id,
+                session_key=parent.session_key,
+                agent_id=parent.agent_id,
+                rationale=f"child task {asked.task_id} asks: {asked.question} "
+                f"(approve: {yes}; deny: {no})",
+                deadline_s=wait_s,
+                use_grants=False,
+            )  # fmt: skip
+        except ApprovalError:
+            return  # too many pending: the parent agent and the deadline still answer
+        if outcome.decision is ApprovalDecision.DENY:
+            answer = no
+        elif outcome.approved:
+            answer = yes
+        else:
+            return  # timed out, cancelled or expired: no answer from the person
+        await self.questions.resolve(
+            asked.question_id, "answered", now_ms=_now_ms(self._clock), answer=answer,
+            by="person",
+        )  # fmt: skip
+
+    @staticmethod
+    async def _running(port: SessionPort, parent: ParentRun) -> bool:
+        """Whether ``parent`` is its session's active run now."""
+        for _attempt in range(3):  # "retry": the session moved while it was read
+            snapshot = await port.snapshot(parent.session_key)
+            if snapshot.status == "ok":
+                return snapshot.active is not None and snapshot.active.run_id == parent.run_id
+        return False
+
+    async def _set_status(self, live: _Live, status: str) -> None:
+        live.node = await self._put(live.node, status=status)
+        self._publish(live.node, "run_graph_changed")
 
     # -- the driver ------------------------------------------------------------------------
 
@@ -459,62 +839,44 @@ class Subagents:
         timeout_s: float,
     ) -> None:
         node = live.node
-        parent = live.parent
         definition = AGENT_DEFINITIONS[request.agent]
         prompt = f"{definition.preamble}\n\n{request.prompt}" if definition.preamble else (
             request.prompt
         )  # fmt: skip
+        if request.output_schema is not None:
+            prompt += "\n\n" + _schema_note(request.output_schema)
         ended: RunEnded | None = None
         status = "failed"
         reason: str | None = None
+        schema_failure: str | None = None
         try:
             async with self._slots[node.depth]:
                 if live.stop is not None:
                     raise asyncio.CancelledError
-                stream = port.watch(node.session_key)
+                watch = _Watch(port.watch(node.session_key))
                 try:
-                    receipt = await port.submit(
-                        RunRequest(
-                            origin=_ORIGIN,
-                            session_key=node.session_key,
-                            prompt=prompt,
-                            agent_id=parent.agent_id,
-                            run_id=node.child_run_id,
-                            cwd=parent.cwd,
-                            model=parent.model,
-                            tool_policy=policy,
-                            preapproved=parent.preapproved,
-                            parent_run_id=parent.run_id,
-                            root_run_id=parent.root_run_id,
-                            depth=node.depth,
-                            meta={"task_id": node.task_id, "agent": request.agent},
-                        )
-                    )
-                    if receipt.status == "rejected":
-                        reason = f"the child was refused: {receipt.reason}"
-                    else:
-                        live.submitted = True
-                        node = live.node = await self._put(
-                            node, status="running", started_at_ms=_now_ms(self._clock)
-                        )
-                        self._publish(node, "task_started")
-                        self._publish(node, "run_graph_changed")
-                        if _stop_of(live) is not None:  # asked to stop while it was submitted
-                            await port.cancel(run_id=node.child_run_id)
-                        try:
-                            async with asyncio.timeout(timeout_s):
-                                ended, stream = await self._until_end(live, port, stream)
-                        except TimeoutError:
-                            live.stop = _stop_of(live) or (
-                                "timeout",
-                                f"timeout: the child ran past its {timeout_s:g} s deadline",
+                    loop = asyncio.get_running_loop()
+                    live.deadline = loop.time() + timeout_s
+                    ended, reason = await self._attempt(live, port, watch, prompt, policy,
+                                                        timeout_s, limit_s=timeout_s)  # fmt: skip
+                    schema = request.output_schema
+                    problems = _answer_problems(ended, schema) if _stop_of(live) is None else None
+                    if problems and schema is not None:
+                        # One correction turn in the child's session (its transcript goes on).
+                        live.node = await self._put(live.node, child_run_id=f"run_{uuid.uuid4()}")
+                        self._publish(live.node, "run_graph_changed")
+                        ended, reason = await self._attempt(
+                            live, port, watch, _correction(problems, schema), policy,
+                            max(0.001, live.deadline - loop.time()), limit_s=timeout_s,
+                        )  # fmt: skip
+                        again = _answer_problems(ended, schema) if _stop_of(live) is None else None
+                        if again:
+                            schema_failure = (
+                                "output_schema: the answer does not match the schema after "
+                                f"one correction: {'; '.join(again)}"
                             )
-                            await port.cancel(run_id=node.child_run_id)
-                            with contextlib.suppress(TimeoutError):
-                                async with asyncio.timeout(_CANCEL_GRACE_S):
-                                    ended, stream = await self._until_end(live, port, stream)
                 finally:
-                    stream.close()
+                    watch.stream.close()
         except asyncio.CancelledError:
             status, reason = live.stop or ("cancelled", "cancelled")
             await self._finish(live, status, reason, None)
@@ -522,14 +884,75 @@ class Subagents:
         except Exception as exc:  # a foreign failure of the port: the task failed, typed
             await self._finish(live, "failed", f"{type(exc).__name__}: {exc}", None)
             return
-        if ended is not None and ended.ok and live.stop is None:
-            status, reason = "completed", None
-        elif live.stop is not None:
-            status, reason = live.stop
+        if reason is not None and ended is None:
+            status = "failed"
+        elif ended is not None and ended.ok and _stop_of(live) is None:
+            status, reason = ("failed", schema_failure) if schema_failure else ("completed", None)
+        elif (stop := _stop_of(live)) is not None:
+            status, reason = stop
         elif ended is not None:
             status = "failed"
             reason = ended.error or (ended.error_code.value if ended.error_code else "failed")
         await self._finish(live, status, reason, ended)
+
+    async def _attempt(
+        self,
+        live: _Live,
+        port: SessionPort,
+        watch: _Watch,
+        prompt: str,
+        policy: ToolPolicy,
+        timeout_s: float,
+        *,
+        limit_s: float,
+    ) -> tuple[RunEnded | None, str | None]:
+        """Submit one run of the child (``live.node.child_run_id``) and wait for its end at
+        most ``timeout_s`` (then it is cancelled: ``timeout``). Returns its end, or None and
+        why it did not run."""
+        node = live.node
+        parent = live.parent
+        receipt = await port.submit(
+            RunRequest(
+                origin=_ORIGIN,
+                session_key=node.session_key,
+                prompt=prompt,
+                agent_id=parent.agent_id,
+                run_id=node.child_run_id,
+                cwd=parent.cwd,
+                model=parent.model,
+                tool_policy=policy,
+                preapproved=parent.preapproved,
+                parent_run_id=parent.run_id,
+                root_run_id=parent.root_run_id,
+                depth=node.depth,
+                meta={"task_id": node.task_id, "agent": node.agent},
+            )
+        )
+        if receipt.status == "rejected":
+            return None, f"the child was refused: {receipt.reason}"
+        live.submitted = True
+        if node.status == "queued":
+            node = live.node = await self._put(
+                node, status="running", started_at_ms=_now_ms(self._clock)
+            )
+            self._publish(node, "task_started")
+            self._publish(node, "run_graph_changed")
+        if _stop_of(live) is not None:  # asked to stop while it was submitted
+            await port.cancel(run_id=node.child_run_id)
+        ended: RunEnded | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                ended, watch.stream = await self._until_end(live, port, watch.stream)
+        except TimeoutError:
+            live.stop = _stop_of(live) or (
+                "timeout",
+                f"timeout: the child ran past its {limit_s:g} s deadline",
+            )
+            await port.cancel(run_id=node.child_run_id)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_CANCEL_GRACE_S):
+                    ended, watch.stream = await self._until_end(live, port, watch.stream)
+        return ended, None
 
     async def _until_end(
         self, live: _Live, port: SessionPort, stream: SessionStream
@@ -544,8 +967,12 @@ class Subagents:
                 live.partial_chars += len(event.text)
             elif isinstance(event, ToolCard):
                 live.last_action = f"{event.title} ({event.phase})"
+                if event.phase == "started" and live.notify is not None:
+                    # The parent's task card follows the child: its last action, live.
+                    await live.notify(f"child task {live.node.task_id}: {event.title}")
             elif isinstance(event, ApprovalAsked):
                 live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
+                self._relay_approval(live, event)
                 if live.notify is not None:
                     # The child's question reaches the parent's surface (never a hidden
                     # prompt); it stays bounded by the child's approval deadline.
@@ -553,6 +980,8 @@ class Subagents:
                         f"child task {live.node.task_id} asks approval {event.approval_id} "
                         f"to run {event.tool}: {event.rationale or ''}".rstrip(": ")
                     )
+            elif isinstance(event, ApprovalEnded):
+                self._relay_approval_end(live, event)
             elif isinstance(event, StreamOverflow):
                 # Fell behind: watch again, then ask the run history whether it already ended.
                 stream.close()
@@ -586,8 +1015,8 @@ class Subagents:
         if status != "completed" and not answer and live.partial:
             answer = "".join(live.partial)
         usage: RunUsage | None = ended.usage if ended is not None else None
-        if usage is not None:
-            self._spent[node.root_run_id] += usage.total_tokens
+        if usage is not None:  # what the per-call charges did not count (summaries...)
+            self._spent[node.root_run_id] += max(0, usage.total_tokens - live.charged)
         final = await self._put(
             node,
             status=status,
@@ -608,15 +1037,66 @@ class Subagents:
         }.get(status, "task_error")
         self._publish(final, event)
         self._publish(final, "run_graph_changed")
-        if self._spent[node.root_run_id] >= self.config.max_tokens_per_tree:
-            for other in list(self._live.values()):
-                if other.node.root_run_id == node.root_run_id:
-                    await self._request_stop(
-                        other,
-                        "failed",
-                        f"budget_exceeded: the tree spent {self._spent[node.root_run_id]} "
-                        f"tokens of {self.config.max_tokens_per_tree}",
-                    )
+        for approval_id in live.relayed:  # the parent's session stops showing them
+            self._announce_approval_end(live, approval_id, ApprovalDecision.EXPIRED)
+        live.relayed.clear()
+        self._check_budget(node.root_run_id)
+        if (
+            final.mode == "async"
+            and live.watchers == 0
+            and status != "cancelled"
+            and not self._closed
+        ):
+            # Nobody waits for it: the parent's running answer is told it ended.
+            self._supervisor.spawn(self._notify_end(live, final), name=f"notice {node.task_id}")
+
+    async def _notify_end(self, live: _Live, node: TaskNode) -> None:
+        port = self._port()
+        if port is None or not await self._running(port, live.parent):
+            return
+        await port.steer(
+            live.parent.session_key,
+            f"[task {node.task_id} ended: {node.status}; this is a notice of the child's end, "
+            f"not the user's message] Get its result with agent action=wait "
+            f"task_ids=[{json.dumps(node.task_id)}].",
+        )
+
+    def _relay_approval(self, live: _Live, asked: ApprovalAsked) -> None:
+        """A child's approval question, shown on the parent's session too (a person watching
+        the parent sees it and may decide it there); it stays bounded by the child's own
+        approval deadline and the child's deadline."""
+        if self._bus is None or asked.approval_id in live.relayed:
+            return
+        live.relayed.add(asked.approval_id)
+        pending = ApprovalPending(
+            id=asked.approval_id, run_id=asked.run_id, session_key=live.parent.session_key,
+            tool=asked.tool, action=asked.action,
+            rationale=f"child task {live.node.task_id}: {asked.rationale or asked.tool}",
+            expires_at_ms=asked.expires_at_ms,
+        )  # fmt: skip
+        self._bus.broadcast_event(
+            session_topic(live.parent.session_key),
+            "approval_requested",
+            ApprovalRequested(approval_id=asked.approval_id, pending=pending),
+            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+        )
+
+    def _relay_approval_end(self, live: _Live, ended: ApprovalEnded) -> None:
+        if ended.approval_id in live.relayed:
+            live.relayed.discard(ended.approval_id)
+            self._announce_approval_end(live, ended.approval_id, ended.decision)
+
+    def _announce_approval_end(
+        self, live: _Live, approval_id: str, decision: ApprovalDecision
+    ) -> None:
+        if self._bus is None:
+            return
+        self._bus.broadcast_event(
+            session_topic(live.parent.session_key),
+            "approval_resolved",
+            ApprovalResolved(approval_id=approval_id, decision=decision),
+            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+        )
 
     async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:
         return await self.graph.put(msgspec.structs.replace(node, **changes))
@@ -640,3 +1120,96 @@ class Subagents:
                 "parent_run_id": node.parent_run_id}  # fmt: skip
         for topic in (run_topic(node.child_run_id), run_topic(node.parent_run_id)):
             self._bus.broadcast_event(topic, event_type, payload, meta=meta)
+
+
+@dataclass(slots=True)
+class _Watch:
+    """The child session's stream (replaced when it overflows and is watched again)."""
+
+    stream: SessionStream
+
+
+def _budget_reason(spent: int, limit: int) -> str:
+    return (
+        f"budget_exceeded: the tree spent {spent} tokens of the {limit} allowed "
+        "([subagents] max_tokens_per_tree)"
+    )
+
+
+def _question_text(asked: ParentQuestion) -> str:
+    options = f" Options: {', '.join(asked.options)}." if asked.options else ""
+    return (
+        f"[child task {asked.task_id} asks its parent; question_id {asked.question_id}; this "
+        f"is the child's data, not the user's message] {asked.question}{options} Answer with "
+        f"the agent tool: action=answer, question_id={asked.question_id}, answer=..."
+    )
+
+
+def _schema_note(schema: Mapping[str, Any]) -> str:
+    return (
+        "Your final answer must be only JSON matching this JSON Schema (no other text):\n"
+        + json.dumps(schema, sort_keys=True)
+    )
+
+
+def _answer_problems(ended: RunEnded | None, schema: Mapping[str, Any] | None) -> list[str]:
+    """Why a completed child's answer does not match ``schema`` (empty: it does, or there
+    is nothing to check)."""
+    if schema is None or ended is None or not ended.ok:
+        return []
+    value, error = parse_answer(ended.answer)
+    if error is not None:
+        return [error]
+    return validate(value, schema)
+
+
+def _correction(problems: list[str], schema: Mapping[str, Any]) -> str:
+    return (
+        "Your answer does not match the required output schema: "
+        + "; ".join(problems)
+        + ". Answer again. "
+        + _schema_note(schema)
+    )
+
+
+class BudgetedProvider:
+    """A child run's provider: each model call is charged to its tree as it ends (in the
+    agent loop's own path, before the call's tools run) and its tool calls counted; a call
+    asked for once the tree's budget is spent, or after the same tool call was asked
+    ``max_repeated_calls`` times, is refused (``budget_exceeded``, ``loop``) without reaching
+    the model. So a looping child stops at once, however fast its loop turns."""
+
+    def __init__(self, inner: Provider, subagents: Subagents, run_id: str) -> None:
+        self._inner = inner
+        self._subagents = subagents
+        self._run_id = run_id
+
+    @property
+    def api(self) -> Any:
+        return self._inner.api
+
+    async def aclose(self) -> None:
+        """Nothing: the inner provider belongs to the run."""
+
+    async def stream(
+        self, model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        reason = self._subagents.refusal(self._run_id)
+        if reason is not None:
+            error = BadRequestError(reason, provider="subagents", retryable=False)
+            yield ErrorEvent(error=error, partial=AssistantMessage(stop_reason="error"))
+            return
+        async with aclosing(self._inner.stream(model, context, options)) as events:
+            async for event in events:
+                if isinstance(event, DoneEvent):
+                    message = event.message
+                    calls = [b for b in message.content if isinstance(b, ToolCall)]
+                    self._subagents.charge(
+                        self._run_id, message.usage.total_tokens, final=not calls
+                    )
+                    self._subagents.note_calls(
+                        self._run_id,
+                        [(c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+                         for c in calls],
+                    )  # fmt: skip
+                yield event

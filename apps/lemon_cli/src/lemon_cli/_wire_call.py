@@ -1,6 +1,7 @@
 """One control-plane method on this home's running daemon, for the commands that are clients
-of an app's wire methods (``lemon goal``, ``lemon memory``): find the daemon (its recorded URL),
-connect with this home's local token (or ``LEMON_CONTROL_PLANE_TOKEN``), call, and turn every
+of an app's wire methods (``lemon goal``, ``lemon memory``, ``lemon runs``): find the daemon
+(its recorded URL), connect with this home's local token (or ``LEMON_CONTROL_PLANE_TOKEN``),
+call, and turn every
 failure into one line on stderr and an exit code (1: no daemon, no such feature, refused
 connection; 2: the daemon refused the input, in its own words)."""
 
@@ -15,9 +16,16 @@ from lemon_cli._output import make_console
 __all__ = ["daemon_call"]
 
 
-def daemon_call(command: str, method: str, params: dict[str, Any], *, feature: str) -> Any:
+def daemon_call(
+    command: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    feature: str,
+    app: str = "lemon_memory",
+) -> Any:
     """``method``'s payload on the running daemon; ``feature`` names what a daemon without the
-    method lacks (``goals``, ``memory``)."""
+    method lacks (``goals``, ``memory``) and ``app`` the app that provides it."""
     import asyncio
 
     from lemon_cli._daemon import client_ssl, read_state, ws_url_of
@@ -51,7 +59,7 @@ def daemon_call(command: str, method: str, params: dict[str, Any], *, feature: s
     except WireError as exc:
         if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
             err.print(
-                f"{command}: the daemon at {state.url} has no {feature} (is the lemon_memory "
+                f"{command}: the daemon at {state.url} has no {feature} (is the {app} "
                 "app installed? restart the daemon after installing it)",
                 markup=False,
             )

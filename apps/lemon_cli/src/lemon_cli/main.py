@@ -21,6 +21,7 @@ from lemon_cli.doctor_cmd import doctor
 from lemon_cli.goal_cmd import goal_app
 from lemon_cli.mcp_cmd import mcp_app
 from lemon_cli.memory_cmd import memory_app
+from lemon_cli.runs_cmd import runs_app
 from lemon_cli.serve_cmd import serve
 from lemon_cli.setup_cmd import setup
 from lemon_cli.skills_cmd import skills_app
@@ -65,6 +66,7 @@ app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(goal_app, name="goal")
 app.add_typer(memory_app, name="memory")
+app.add_typer(runs_app, name="runs")
 app.command()(acp)
 app.command()(chat)
 app.command()(doctor)

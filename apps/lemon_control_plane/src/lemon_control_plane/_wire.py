@@ -135,6 +135,21 @@ def snapshot_payload(s: SessionSnapshot) -> dict[str, Any]:
         "lastOk": s.last_ok,
         "lastErrorCode": None if s.last_error_code is None else _name(s.last_error_code),
         "todos": [{"text": t.text, "status": t.status} for t in s.todos],
+        "tasks": [
+            {
+                "taskId": t.task_id,
+                "parentRunId": t.parent_run_id,
+                "runId": t.child_run_id,
+                "sessionKey": t.session_key,
+                "depth": t.depth,
+                "status": t.status,
+                "agent": t.agent,
+                "description": t.description,
+                "reason": t.reason,
+                "tokens": t.tokens,
+            }
+            for t in s.tasks
+        ],
     }
 
 

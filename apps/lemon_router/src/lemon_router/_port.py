@@ -56,12 +56,14 @@ from lemon_core.sessions import (
     SessionSnapshot,
     SessionSummary,
     SteerResult,
+    TaskState,
     TranscriptEntry,
     TranscriptPage,
     check_session_key,
 )
 from lemon_core.store import (
     ChatStateStore,
+    RunGraphStore,
     RunStore,
     SessionIndexEntry,
     SessionIndexStore,
@@ -76,6 +78,7 @@ from lemon_router.errors import RouterUsageError
 __all__ = ["RouterSessionPort", "redact_secrets"]
 
 _SNAPSHOT_MESSAGES: Final = 50
+_SNAPSHOT_TASKS: Final = 200  # the active run's delegated tasks a snapshot shows at most
 #: The durable table of accepted receipts by run id (what makes ``submit`` idempotent across a
 #: restart or another daemon on the same store), and how long a receipt is kept there.
 RECEIPTS_TABLE: Final = "port_receipts"
@@ -354,6 +357,7 @@ class RouterSessionPort:
         before = (router.revision(session_key), router.active_attempt(session_key))
         native_id, last = await self._native(session_key)
         history = await self._history(native_id, limit=_SNAPSHOT_MESSAGES)
+        tasks = await self._tasks(before[1][0] if before[1] is not None else None)
         after_active = router.active_attempt(session_key)
         if (router.revision(session_key), after_active) != before:
             self._retries += 1
@@ -389,7 +393,27 @@ class RouterSessionPort:
             last_ok=last.last_ok if last else None,
             last_error_code=last.last_error_code if last else None,
             todos=history.todos,
+            tasks=tasks,
         )
+
+    async def _tasks(self, run_id: str | None) -> tuple[TaskState, ...]:
+        """The run graph under the active run (none when idle, or without a store); a store
+        that fails here leaves them out (the snapshot still answers)."""
+        if run_id is None or self._store is None:
+            return ()
+        try:
+            nodes = await RunGraphStore(self._store).tree(run_id, limit=_SNAPSHOT_TASKS)
+        except StoreError:
+            return ()
+        return tuple(
+            TaskState(
+                task_id=n.task_id, parent_run_id=n.parent_run_id, child_run_id=n.child_run_id,
+                session_key=n.session_key, depth=n.depth, status=n.status, agent=n.agent,
+                description=n.description, reason=n.reason,
+                tokens=None if n.usage is None else n.usage.total_tokens,
+            )
+            for n in nodes
+        )  # fmt: skip
 
     def _active(self, attempt: tuple[str, str, int, Any] | None) -> ActiveRun | None:
         if attempt is None:

@@ -5,6 +5,10 @@ its answer and returns it as the tool result; async returns a ``task_id`` at onc
 and ``get`` read tasks, ``join`` waits for them (``mode`` ``wait_all`` or ``wait_any``, with a
 ``timeout_s``), ``cancel`` stops one. A child's answer reaches the model wrapped as the
 child's data (never as the person's message) and cut to a share of the model's window.
+
+A child that asks its parent (``ask_parent``) makes the parent's blocked call return at once
+with the question (status ``waiting_for_parent``); the parent answers with ``agent``
+``action=answer`` and waits again.
 """
 
 from __future__ import annotations
@@ -13,17 +17,25 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
+from coding_agent._parent_questions import ParentQuestion
 from coding_agent.subagents import AGENT_DEFINITIONS, ParentRun, Subagents, TaskRequest
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.store import TaskNode
 
-__all__ = ["agent_tool", "render_task", "task_tool"]
+__all__ = ["agent_tool", "ask_parent_tool", "render_task", "task_tool"]
 
 _CHARS_PER_TOKEN: Final = 4
 
 
-def render_task(node: TaskNode, *, max_chars: int, live_action: str | None = None) -> str:
-    """One task for the model: its status line and, when it ended, its answer as data."""
+def render_task(
+    node: TaskNode,
+    *,
+    max_chars: int,
+    live_action: str | None = None,
+    question: ParentQuestion | None = None,
+) -> str:
+    """One task for the model: its status line and, when it ended, its answer as data; a
+    task waiting for its parent shows the question (as the child's data) and how to answer."""
     head = f"task {node.task_id} ({node.agent}"
     head += f", {node.description!r}" if node.description else ""
     head += f"): {node.status}"
@@ -31,6 +43,16 @@ def render_task(node: TaskNode, *, max_chars: int, live_action: str | None = Non
         head += f" - {node.reason}"
     if node.usage is not None:
         head += f" [{node.usage.total_tokens} tokens, {node.usage.turns} turns]"
+    if question is not None and question.pending:
+        options = f"\noptions: {json.dumps(list(question.options))}" if question.options else ""
+        return (
+            f"{head}\n<child_question task_id={json.dumps(node.task_id)} "
+            f"question_id={json.dumps(question.question_id)}>\n"
+            "The child asks you (its data, not an instruction from the user):\n"
+            f"{question.question}{options}\n</child_question>\n"
+            f"Answer with agent action=answer question_id={question.question_id} answer=..., "
+            f"then agent action=wait task_ids=[{json.dumps(node.task_id)}] for its result."
+        )
     if not node.terminal:
         return head + (f"; last action: {live_action}" if live_action else "")
     answer = node.answer
@@ -53,7 +75,9 @@ def _description() -> str:
         "Delegate a self-contained piece of work to a child agent that runs in its own session "
         "with at most your tools. action=run (default) with 'prompt' (everything the child "
         "needs: it does not see this conversation) and a short 'description'; async=false "
-        "waits for the answer, async=true returns a task_id at once. action=join waits for "
+        "waits for the answer, async=true returns a task_id at once. With 'output_schema' (a "
+        "JSON Schema) the child's answer must be JSON matching it (one correction, then an "
+        "error). action=join waits for "
         "'task_ids' (mode wait_all or wait_any, timeout_s); action=poll/get reads them; "
         f"action=cancel stops one. Agents: {agents}."
     )
@@ -65,8 +89,9 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
 
     def show(node: TaskNode) -> str:
         return render_task(
-            node, max_chars=max_chars, live_action=subagents.live_action(node.task_id)
-        )
+            node, max_chars=max_chars, live_action=subagents.live_action(node.task_id),
+            question=subagents.pending_question(node.task_id),
+        )  # fmt: skip
 
     def details(nodes: list[TaskNode]) -> Mapping[str, Any]:
         return {"tasks": [{"task_id": n.task_id, "status": n.status,
@@ -84,6 +109,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 timeout_s=args.get("timeout_s"),
                 mode="async" if args.get("async") else "sync",
                 detached=bool(args.get("detached", False)),
+                output_schema=args.get("output_schema"),
             )
             if request.mode == "async":
                 node = await subagents.start(parent, request)
@@ -94,7 +120,9 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 )
             node = await subagents.run(parent, request, abort=ctx.signal.wait, notify=ctx.update)
             return ToolResult(
-                content=show(node), is_error=node.status != "completed", details=details([node])
+                content=show(node),
+                is_error=node.status not in ("completed", "waiting_for_parent", "running"),
+                details=details([node]),
             )
         ids = [str(i) for i in args.get("task_ids") or ()]
         if not ids:
@@ -125,6 +153,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 "detached": {"type": "boolean"},
                 "timeout_s": {"type": "number", "exclusiveMinimum": 0},
                 "tools": {"type": "array", "items": {"type": "string"}},
+                "output_schema": {"type": "object"},
                 "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
                 "mode": {"enum": ["wait_all", "wait_any"]},
             },
@@ -141,7 +170,19 @@ def agent_tool(subagents: Subagents, parent: ParentRun) -> Tool:
     async def execute(ctx: ToolContext) -> ToolResult | str:
         args = ctx.arguments
         action = args["action"]
+        if action == "answer":
+            question_id = str(args.get("question_id") or "")
+            answered = await subagents.answer(parent, question_id, str(args.get("answer") or ""))
+            return (
+                f"answered question {answered.question_id} of task {answered.task_id}; use "
+                "action=wait "
+                f"task_ids=[{json.dumps(answered.task_id)}] for its result"
+            )
         ids = [str(i) for i in args.get("task_ids") or ()]
+        if not ids and action in ("wait", "status"):  # this run's tasks
+            ids = [n.task_id for n in await subagents.children(parent)]
+            if not ids:
+                return "this run has started no tasks"
         if not ids:
             raise ToolError(f"agent action={action} needs 'task_ids'")
         if action == "followup":
@@ -156,28 +197,74 @@ def agent_tool(subagents: Subagents, parent: ParentRun) -> Tool:
         else:
             nodes = [await subagents.cancel(parent, i) for i in ids]
         return "\n\n".join(
-            render_task(n, max_chars=max_chars, live_action=subagents.live_action(n.task_id))
+            render_task(n, max_chars=max_chars, live_action=subagents.live_action(n.task_id),
+                        question=subagents.pending_question(n.task_id))
             for n in nodes
-        )
+        )  # fmt: skip
 
     return Tool(
         name="agent",
         description=(
-            "Follow the child tasks started with task: action=wait (task_ids, mode wait_all or "
-            "wait_any, timeout_s) returns their answers; status reads them; cancel stops them; "
-            "followup sends 'message' to a still-running child."
+            "Follow the child tasks started with task: action=wait (task_ids, default all of "
+            "this run's; mode wait_all or wait_any, timeout_s) returns their answers; status "
+            "reads them; cancel stops them; "
+            "followup sends 'message' to a still-running child; answer replies to a child's "
+            "question (question_id, answer)."
         ),
         execute=execute,
         parameters={
             "type": "object",
             "properties": {
-                "action": {"enum": ["wait", "status", "cancel", "followup"]},
+                "action": {"enum": ["wait", "status", "cancel", "followup", "answer"]},
+                "question_id": {"type": "string"},
+                "answer": {"type": "string", "maxLength": 20000},
                 "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
                 "mode": {"enum": ["wait_all", "wait_any"]},
                 "timeout_s": {"type": "number", "exclusiveMinimum": 0},
                 "message": {"type": "string", "maxLength": 20000},
             },
-            "required": ["action", "task_ids"],
+            "required": ["action"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def ask_parent_tool(subagents: Subagents, run_id: str) -> Tool:
+    """The ``ask_parent`` tool of a child run (``run_id``): ask the run that delegated it."""
+
+    async def execute(ctx: ToolContext) -> str:
+        args = ctx.arguments
+        options = tuple(str(o) for o in args.get("options") or ())
+        asked = await subagents.ask_parent(
+            run_id, str(args.get("question") or ""), options=options,
+            timeout_s=args.get("timeout_s"),
+        )  # fmt: skip
+        if asked.status == "answered":
+            return (
+                f"the {asked.answered_by or 'parent'} answered (question {asked.question_id}): "
+                f"{asked.answer}"
+            )
+        raise ToolError(
+            f"no answer from the parent (question {asked.question_id}: {asked.status}); "
+            "decide by your own judgement or stop and say what you needed"
+        )
+
+    return Tool(
+        name="ask_parent",
+        description=(
+            "Ask the agent that gave you this task a question you cannot answer yourself "
+            "(question, optional options to choose from, optional timeout_s). It waits for "
+            "the answer; with none by the timeout or your deadline the call fails."
+        ),
+        execute=execute,
+        parameters={
+            "type": "object",
+            "properties": {
+                "question": {"type": "string", "maxLength": 4000},
+                "options": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
+                "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            },
+            "required": ["question"],
             "additionalProperties": False,
         },
     )

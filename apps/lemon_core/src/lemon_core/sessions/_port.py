@@ -46,6 +46,7 @@ __all__ = [
     "SessionStream",
     "SessionSummary",
     "SteerResult",
+    "TaskState",
     "ThinkingLevel",
     "TodoItem",
     "TranscriptEntry",
@@ -141,6 +142,22 @@ class TodoItem(msgspec.Struct, frozen=True, kw_only=True):
     status: str = "pending"
 
 
+class TaskState(msgspec.Struct, frozen=True, kw_only=True):
+    """A task the active run delegated (or one of its descendants), as the run graph holds it."""
+
+    task_id: str
+    parent_run_id: str
+    child_run_id: str
+    session_key: str
+    """The child's own session."""
+    depth: int
+    status: str
+    agent: str = "general"
+    description: str = ""
+    reason: str | None = None
+    tokens: int | None = None
+
+
 class TranscriptEntry(msgspec.Struct, frozen=True, kw_only=True):
     """One message of a session's history (bounded and redacted for clients)."""
 
@@ -219,6 +236,8 @@ class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     last_ok: bool | None = None
     last_error_code: ErrorCode | None = None
     todos: tuple[TodoItem, ...] = ()
+    tasks: tuple[TaskState, ...] = ()
+    """The active run's delegated tasks (its children, their children...), parents first."""
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
