@@ -15,13 +15,23 @@ if TYPE_CHECKING:
     from lemon_mcp._approvals import ProjectApprovals, project_server_names
     from lemon_mcp._boot import lemon_mcp_app
     from lemon_mcp._client import McpClient, Transport
+    from lemon_mcp._http import HttpAuth, HttpTransport, SseTransport
     from lemon_mcp._hub import McpHubImpl, ServerState, ServerStatus
     from lemon_mcp._naming import tool_names
-    from lemon_mcp._section import McpConfig, McpServerConfig, ToolOverride, definition_hash
+    from lemon_mcp._oauth import OAuthClient, StoredToken, TokenStore
+    from lemon_mcp._section import (
+        McpConfig,
+        McpServerConfig,
+        OAuthSettings,
+        ToolOverride,
+        definition_hash,
+    )
     from lemon_mcp._stdio import StdioTransport
     from lemon_mcp.errors import (
+        McpAuthError,
         McpConnectionError,
         McpError,
+        McpHttpStatusError,
         McpProtocolError,
         McpRemoteError,
         McpTimeoutError,
@@ -39,6 +49,15 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "ServerState": ("lemon_mcp._hub", "ServerState"),
     "ServerStatus": ("lemon_mcp._hub", "ServerStatus"),
     "tool_names": ("lemon_mcp._naming", "tool_names"),
+    "OAuthClient": ("lemon_mcp._oauth", "OAuthClient"),
+    "StoredToken": ("lemon_mcp._oauth", "StoredToken"),
+    "TokenStore": ("lemon_mcp._oauth", "TokenStore"),
+    "OAuthSettings": ("lemon_mcp._section", "OAuthSettings"),
+    "HttpAuth": ("lemon_mcp._http", "HttpAuth"),
+    "HttpTransport": ("lemon_mcp._http", "HttpTransport"),
+    "SseTransport": ("lemon_mcp._http", "SseTransport"),
+    "McpAuthError": ("lemon_mcp.errors", "McpAuthError"),
+    "McpHttpStatusError": ("lemon_mcp.errors", "McpHttpStatusError"),
     "McpConfig": ("lemon_mcp._section", "McpConfig"),
     "McpServerConfig": ("lemon_mcp._section", "McpServerConfig"),
     "ToolOverride": ("lemon_mcp._section", "ToolOverride"),
@@ -52,19 +71,28 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
 }
 
 __all__ = [
+    "HttpAuth",
+    "HttpTransport",
+    "McpAuthError",
     "McpClient",
     "McpConfig",
     "McpConnectionError",
     "McpError",
+    "McpHttpStatusError",
     "McpHubImpl",
     "McpProtocolError",
     "McpRemoteError",
     "McpServerConfig",
     "McpTimeoutError",
+    "OAuthClient",
+    "OAuthSettings",
     "ProjectApprovals",
     "ServerState",
     "ServerStatus",
+    "SseTransport",
     "StdioTransport",
+    "StoredToken",
+    "TokenStore",
     "ToolOverride",
     "Transport",
     "definition_hash",
