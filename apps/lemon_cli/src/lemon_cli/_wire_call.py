@@ -15,9 +15,11 @@ from lemon_cli._output import make_console
 __all__ = ["daemon_call"]
 
 
-def daemon_call(command: str, method: str, params: dict[str, Any], *, feature: str) -> Any:
+def daemon_call(
+    command: str, method: str, params: dict[str, Any], *, feature: str, app: str = "lemon_memory"
+) -> Any:
     """``method``'s payload on the running daemon; ``feature`` names what a daemon without the
-    method lacks (``goals``, ``memory``)."""
+    method lacks (``goals``, ``memory``), ``app`` the app that would offer it."""
     import asyncio
 
     from lemon_cli._daemon import client_ssl, read_state, ws_url_of
@@ -51,7 +53,7 @@ def daemon_call(command: str, method: str, params: dict[str, Any], *, feature: s
     except WireError as exc:
         if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
             err.print(
-                f"{command}: the daemon at {state.url} has no {feature} (is the lemon_memory "
+                f"{command}: the daemon at {state.url} has no {feature} (is the {app} "
                 "app installed? restart the daemon after installing it)",
                 markup=False,
             )

@@ -26,6 +26,14 @@ if TYPE_CHECKING:
         ToolOverride,
         definition_hash,
     )
+    from lemon_mcp._server import (
+        ClientPeer,
+        ServedResult,
+        ServedTool,
+        ToolHost,
+        serve_stdio,
+        serve_streams,
+    )
     from lemon_mcp._stdio import StdioTransport
     from lemon_mcp.errors import (
         McpAuthError,
@@ -63,6 +71,12 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "ToolOverride": ("lemon_mcp._section", "ToolOverride"),
     "definition_hash": ("lemon_mcp._section", "definition_hash"),
     "StdioTransport": ("lemon_mcp._stdio", "StdioTransport"),
+    "ClientPeer": ("lemon_mcp._server", "ClientPeer"),
+    "ServedResult": ("lemon_mcp._server", "ServedResult"),
+    "ServedTool": ("lemon_mcp._server", "ServedTool"),
+    "ToolHost": ("lemon_mcp._server", "ToolHost"),
+    "serve_stdio": ("lemon_mcp._server", "serve_stdio"),
+    "serve_streams": ("lemon_mcp._server", "serve_streams"),
     "McpConnectionError": ("lemon_mcp.errors", "McpConnectionError"),
     "McpError": ("lemon_mcp.errors", "McpError"),
     "McpProtocolError": ("lemon_mcp.errors", "McpProtocolError"),
@@ -71,6 +85,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
 }
 
 __all__ = [
+    "ClientPeer",
     "HttpAuth",
     "HttpTransport",
     "McpAuthError",
@@ -87,17 +102,22 @@ __all__ = [
     "OAuthClient",
     "OAuthSettings",
     "ProjectApprovals",
+    "ServedResult",
+    "ServedTool",
     "ServerState",
     "ServerStatus",
     "SseTransport",
     "StdioTransport",
     "StoredToken",
     "TokenStore",
+    "ToolHost",
     "ToolOverride",
     "Transport",
     "definition_hash",
     "lemon_mcp_app",
     "project_server_names",
+    "serve_stdio",
+    "serve_streams",
     "tool_names",
 ]
 
