@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from lemon_mcp._approvals import ProjectApprovals, project_server_names
     from lemon_mcp._boot import lemon_mcp_app
     from lemon_mcp._client import McpClient, Transport
+    from lemon_mcp._diagnose import diagnose
     from lemon_mcp._http import HttpAuth, HttpTransport, SseTransport
     from lemon_mcp._hub import McpHubImpl, ServerState, ServerStatus
     from lemon_mcp._naming import tool_names
@@ -53,6 +54,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "lemon_mcp_app": ("lemon_mcp._boot", "lemon_mcp_app"),
     "McpClient": ("lemon_mcp._client", "McpClient"),
     "Transport": ("lemon_mcp._client", "Transport"),
+    "diagnose": ("lemon_mcp._diagnose", "diagnose"),
     "McpHubImpl": ("lemon_mcp._hub", "McpHubImpl"),
     "ServerState": ("lemon_mcp._hub", "ServerState"),
     "ServerStatus": ("lemon_mcp._hub", "ServerStatus"),
@@ -114,6 +116,7 @@ __all__ = [
     "ToolOverride",
     "Transport",
     "definition_hash",
+    "diagnose",
     "lemon_mcp_app",
     "project_server_names",
     "serve_stdio",
