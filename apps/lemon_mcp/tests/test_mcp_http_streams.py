@@ -98,6 +98,8 @@ async def test_the_get_stream_is_open_after_initialization(http_port: int) -> No
     await client.start()
     try:
         assert transport.get_stream_state == "open"
+        assert client.protocol_version == "2025-11-25"  # the newest initialize-era version
+        assert transport.protocol_version == "2025-11-25"
         assert {r["name"] for r in await client.list_resources()} == {"readme"}
         assert {p["name"] for p in await client.list_prompts()} == {"greet"}
     finally:
