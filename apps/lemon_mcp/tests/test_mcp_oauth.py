@@ -279,3 +279,29 @@ def test_an_http_issuer_off_loopback_is_refused() -> None:
         _check_url("http://auth.example.com/", "issuer")
     assert _check_url("https://auth.example.com/", "issuer")
     assert json.dumps(_check_url("http://127.0.0.1:9/", "issuer"))
+
+
+async def test_a_device_code_login_polls_until_the_person_entered_the_code(
+    base: str, config_for: ConfigFor
+) -> None:
+    config, home, work = config_for(_oauth_config(base))
+    shown: list[tuple[str, str]] = []
+
+    async def person(uri: str, user_code: str) -> None:
+        shown.append((uri, user_code))
+        async with httpx.AsyncClient() as http:  # they enter the code on another device
+            r = await http.post(f"{base}/device/verify", data={"user_code": user_code})
+            assert r.status_code == 200
+
+    client = OAuthClient(name="web", server_url=f"{base}/mcp", settings=OAuthSettings(),
+                         home=home, environ={})  # fmt: skip
+    token = await client.login_device(person, timeout_s=30)
+    assert shown[0][0] == f"{base}/device/verify"
+    assert token.issuer == base
+    assert (await _stats(base))["grants"] == ["device_code"]  # after one pending poll
+    hub = McpHubImpl(home=home, environ={})
+    try:
+        found = await hub.discover(config, cwd=work)
+        assert found.unavailable == {}
+    finally:
+        await hub.aclose()

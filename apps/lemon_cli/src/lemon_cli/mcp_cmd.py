@@ -290,6 +290,9 @@ def login(
         bool, typer.Option("--no-browser", help="print the URL only (open it elsewhere)")
     ] = False,
     timeout: Annotated[float, typer.Option(min=1, max=3600, help="seconds to wait")] = 300,
+    device: Annotated[
+        bool, typer.Option("--device", help="a device code to enter elsewhere (no browser here)")
+    ] = False,
 ) -> None:
     """Log in to an OAuth server: open its login page, wait for the loopback redirect."""
     from lemon_mcp import McpError
@@ -303,8 +306,15 @@ def login(
 
             webbrowser.open(url)
 
+    def show_code(uri: str, code: str) -> None:
+        typer.echo(f"To log in to {name}, open {uri} and enter the code {code}", err=True)
+
     try:
-        token = asyncio.run(client.login(show, timeout_s=timeout))
+        token = asyncio.run(
+            client.login_device(show_code, timeout_s=timeout)
+            if device
+            else client.login(show, timeout_s=timeout)
+        )
     except McpError as exc:
         raise _fail(f"login to {name} failed: {exc}") from None
     typer.echo(f"logged in to {name} (issuer {token.issuer}); the token is kept in the home")

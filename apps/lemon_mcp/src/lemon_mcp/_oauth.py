@@ -132,6 +132,7 @@ class _Endpoints(msgspec.Struct, frozen=True, kw_only=True):
     authorization_endpoint: str = ""
     token_endpoint: str
     registration_endpoint: str = ""
+    device_endpoint: str = ""
     auth_methods: tuple[str, ...] = ("client_secret_basic",)
     scopes: tuple[str, ...] = ()
 
@@ -369,6 +370,7 @@ class OAuthClient:
                                               "authorization endpoint"),
             token_endpoint=_check_url(token, "token endpoint"),
             registration_endpoint=str(meta.get("registration_endpoint") or ""),
+            device_endpoint=str(meta.get("device_authorization_endpoint") or ""),
             auth_methods=tuple(methods) if isinstance(methods, list) else ("client_secret_basic",),
             scopes=scopes,
         )  # fmt: skip
@@ -510,7 +512,65 @@ class OAuthClient:
         self._token = token
         return token
 
-    async def _client_for(self, endpoints: _Endpoints, redirect_uri: str) -> tuple[str, str]:
+    async def login_device(
+        self, show: Callable[[str, str], Awaitable[None] | None], *, timeout_s: float = 600.0
+    ) -> StoredToken:
+        """The device authorization grant (RFC 8628) for a machine without a browser:
+        ``show(verification_uri, user_code)`` tells the person where to enter the code; the
+        token endpoint is polled at the server's interval (``slow_down`` adds 5 s)."""
+        endpoints = await self.endpoints()
+        if not endpoints.device_endpoint:
+            raise McpAuthError(
+                f"{endpoints.issuer} offers no device code login; use `lemon mcp login "
+                f"{self.name}` on a machine with a browser"
+            )
+        client_id, client_secret = await self._client_for(endpoints, None)
+        form = {"client_id": client_id, "resource": endpoints.resource}
+        if endpoints.scopes:
+            form["scope"] = " ".join(endpoints.scopes)
+        grant = await self._post(
+            _check_url(endpoints.device_endpoint, "device authorization endpoint"), form, {}
+        )
+        device_code = str(grant.get("device_code") or "")
+        user_code = str(grant.get("user_code") or "")
+        uri = str(grant.get("verification_uri_complete") or grant.get("verification_uri") or "")
+        if not (device_code and user_code and uri):
+            raise McpAuthError("the device authorization answer lacks its codes")
+        shown = show(uri, user_code)
+        if shown is not None:
+            await shown
+        interval = float(grant.get("interval") or 5)
+        deadline = time.monotonic() + min(timeout_s, float(grant.get("expires_in") or timeout_s))
+        seed = StoredToken(
+            issuer=endpoints.issuer,
+            resource=endpoints.resource,
+            client_id=client_id,
+            client_secret=client_secret,
+            access_token="",
+        )
+        while True:
+            try:
+                token = await self._token_request(
+                    endpoints,
+                    {"grant_type": "urn:ietf:params:oauth:grant-type:device_code",
+                     "device_code": device_code},
+                    client_id=client_id, client_secret=client_secret, previous=seed,
+                )  # fmt: skip
+                break
+            except McpAuthError as exc:
+                if "(slow_down)" in str(exc):
+                    interval += 5
+                elif "(authorization_pending)" not in str(exc):
+                    raise
+            if time.monotonic() + interval > deadline:
+                raise McpAuthError(f"no login within {timeout_s:g} s") from None
+            await asyncio.sleep(interval)  # the protocol's polling interval
+        async with self.store.locked(self.name):
+            self.store.save(self.name, token)
+        self._token = token
+        return token
+
+    async def _client_for(self, endpoints: _Endpoints, redirect_uri: str | None) -> tuple[str, str]:
         if self.settings.client_id:
             return self.settings.client_id, self._configured_secret()
         if not endpoints.registration_endpoint:
@@ -523,9 +583,13 @@ class OAuthClient:
                     _check_url(endpoints.registration_endpoint, "registration endpoint"),
                     json={
                         "client_name": "Lemon",
-                        "redirect_uris": [redirect_uri],
-                        "grant_types": ["authorization_code", "refresh_token"],
-                        "response_types": ["code"],
+                        "redirect_uris": [redirect_uri] if redirect_uri else [],
+                        "grant_types": (
+                            ["authorization_code", "refresh_token"]
+                            if redirect_uri
+                            else ["urn:ietf:params:oauth:grant-type:device_code", "refresh_token"]
+                        ),
+                        "response_types": ["code"] if redirect_uri else [],
                         "token_endpoint_auth_method": "none",
                     },
                 )

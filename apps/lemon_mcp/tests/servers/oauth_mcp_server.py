@@ -82,6 +82,7 @@ async def metadata(request: Request) -> Response:
             "authorization_endpoint": f"{BASE}/authorize",
             "token_endpoint": f"{BASE}/token",
             "registration_endpoint": f"{BASE}/register",
+            "device_authorization_endpoint": f"{BASE}/device",
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "code_challenge_methods_supported": ["S256"],
@@ -98,7 +99,8 @@ async def metadata(request: Request) -> Response:
 async def register(request: Request) -> Response:
     body = await request.json()
     uris = body.get("redirect_uris") or []
-    if not uris or body.get("token_endpoint_auth_method") != "none":
+    device = "urn:ietf:params:oauth:grant-type:device_code" in (body.get("grant_types") or [])
+    if not (uris or device) or body.get("token_endpoint_auth_method") != "none":
         return _error("invalid_client_metadata")
     client_id = "dyn-" + secrets.token_hex(4)
     clients[client_id] = {"secret": None, "redirect_uris": uris}
@@ -185,12 +187,60 @@ async def token(request: Request) -> Response:
             return _error("invalid_grant")
         stats["grants"].append("refresh_token")
         return JSONResponse(_issue(client_id, entry["scope"], resource))
+    if grant == "urn:ietf:params:oauth:grant-type:device_code":
+        entry = devices.get(str(form.get("device_code")))
+        if entry is None or entry["client_id"] != client_id:
+            return _error("invalid_grant")
+        entry["polls"] += 1
+        if not entry["approved"] or entry["polls"] == 1:  # the first poll is always pending
+            return _error("authorization_pending")
+        del devices[str(form.get("device_code"))]
+        stats["grants"].append("device_code")
+        return JSONResponse(_issue(client_id, entry["scope"], resource))
     if grant == "client_credentials" and client["secret"] is not None:
         stats["grants"].append(
             "client_credentials:" + ("basic" if request.headers.get("authorization") else "post")
         )
         return JSONResponse(_issue(client_id, str(form.get("scope") or "mcp"), resource))
     return _error("unsupported_grant_type")
+
+
+devices: dict[str, dict[str, Any]] = {}
+
+
+@server.custom_route("/device", methods=["POST"])
+async def device(request: Request) -> Response:
+    form = await request.form()
+    if str(form.get("client_id")) not in clients:
+        return _error("invalid_client", 401)
+    code, user = "dc-" + secrets.token_hex(8), secrets.token_hex(3).upper()
+    devices[code] = {
+        "client_id": form["client_id"],
+        "user_code": user,
+        "approved": False,
+        "polls": 0,
+        "scope": str(form.get("scope") or ""),
+    }
+    return JSONResponse(
+        {
+            "device_code": code,
+            "user_code": user,
+            "interval": 1,
+            "verification_uri": f"{BASE}/device/verify",
+            "expires_in": 60,
+        }
+    )
+
+
+@server.custom_route("/device/verify", methods=["POST"])
+async def device_verify(request: Request) -> Response:
+    """The person enters the user code (the test stands in for them)."""
+    user = (await request.form()).get("user_code")
+    for entry in devices.values():
+        if entry["user_code"] == user:
+            entry["approved"] = True
+            return JSONResponse({"ok": True})
+    return _error("invalid_user_code", 404)
 
 
 @server.custom_route("/test/stats", methods=["GET"])
