@@ -170,10 +170,11 @@ def test_logs_without_a_daemon_is_one_clear_line(tmp_path: Path) -> None:
     home.mkdir()
     work.mkdir()
     (home / "config.toml").write_text(_server(), encoding="utf-8")
-    result = _lemon(home, work, "logs", "proj")
-    assert result.exit_code == 1
-    assert "no daemon runs" in result.output
-    assert "Traceback" not in result.output
+    for args in (("logs", "proj"), ("status",)):
+        result = _lemon(home, work, *args)
+        assert result.exit_code == 1
+        assert "no daemon runs" in result.output
+        assert "Traceback" not in result.output
 
 
 def test_login_and_logout_against_a_loopback_authorization_server(tmp_path: Path) -> None:

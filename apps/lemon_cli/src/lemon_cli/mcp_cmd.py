@@ -1,4 +1,4 @@
-"""``lemon mcp list|approve|revoke|tools|test|login|logout|logs|serve``: MCP servers.
+"""``lemon mcp list|approve|revoke|tools|test|login|logout|status|logs|serve``: MCP servers.
 
 ``list`` shows each server of the configuration seen from the current directory (the home's
 and the project's ``.lemon/config.toml``): its transport, where it is defined, whether it may
@@ -8,9 +8,10 @@ withdraws that. ``tools NAME`` starts the server here, lists its tools as the mo
 (``mcp_<server>_<tool>``) and stops it; ``test NAME`` starts it, lists, pings and stops it,
 with the time of each step. ``login NAME`` runs an OAuth server's login (authorization code
 with PKCE and a loopback redirect; the URL is printed and opened in a browser), ``logout NAME``
-forgets its token; ``logs NAME`` shows the running daemon's stderr ring of a stdio server
-(``mcp.logs``). ``serve`` is the other direction: Lemon's coding tools as an MCP server on
-stdio. Secrets are never shown: only the variables naming them.
+forgets its token; ``status`` shows the running daemon's servers (``mcp.status``), ``logs
+NAME`` its stderr ring of a stdio server (``mcp.logs``). ``serve`` is the other direction:
+Lemon's coding tools as an MCP server on stdio. Secrets are never shown: only the variables
+naming them.
 """
 
 from __future__ import annotations
@@ -327,6 +328,26 @@ def logout(name: Annotated[str, typer.Argument(help="the server's name")]) -> No
     if not client.logout():
         raise _fail(f"no token kept for {name}")
     typer.echo(f"logged out of {name}")
+
+
+@mcp_app.command("status")
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="the daemon's answer as JSON")] = False,
+) -> None:
+    """The running daemon's servers: state, transport, tools, last error (mcp.status)."""
+    from lemon_cli._wire_call import daemon_call
+
+    found = daemon_call("lemon mcp status", "mcp.status", {}, feature="MCP", app="lemon_mcp")
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    rows = found.get("servers", []) if isinstance(found, dict) else []
+    if not rows:
+        typer.echo("the daemon has no MCP servers configured")
+    for row in rows:
+        how = row.get("detail") or row.get("transport")
+        error = f"  last error: {row['last_error']}" if row.get("last_error") else ""
+        typer.echo(f"{row.get('name')}  {how}  {row.get('state')}  tools={row.get('tools')}{error}")
 
 
 @mcp_app.command("logs")
