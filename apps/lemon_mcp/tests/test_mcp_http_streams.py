@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -176,6 +177,77 @@ async def test_a_legacy_endpoint_on_another_origin_is_refused() -> None:
     try:
         with pytest.raises(McpConnectionError, match="another origin"):
             await asyncio.wait_for(client.start(), 10)
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+class _ResumingServer:
+    """A scripted Streamable HTTP server: its first GET stream sends an event with an id and a
+    retry, then ends; the second must carry ``Last-Event-ID`` and gets ``list_changed``."""
+
+    def __init__(self) -> None:
+        self.gets: list[dict[str, str]] = []
+        self.second_get = asyncio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        method = head.split(" ", 1)[0]
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (line.partition(":") for line in head.split("\r\n")[1:] if line)
+        }
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "POST":
+            message = json.loads(body)
+            if "id" not in message:
+                writer.write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+            else:
+                result = {"protocolVersion": message["params"]["protocolVersion"],
+                          "capabilities": {"tools": {"listChanged": True}},
+                          "serverInfo": {"name": "resuming", "version": "1"}}  # fmt: skip
+                payload = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s1\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(payload), payload.encode())
+                )
+            await writer.drain()
+            writer.close()
+            return
+        self.gets.append(headers)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        if len(self.gets) == 1:
+            writer.write(
+                b'id: 7\nretry: 50\ndata: {"jsonrpc":"2.0","method":"notifications/x"}\n\n'
+            )
+            await writer.drain()
+            writer.close()  # the stream ends: the client reopens it
+            return
+        note = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+        writer.write(b"id: 8\ndata: " + note + b"\n\n")
+        await writer.drain()
+        self.second_get.set()
+        with contextlib.suppress(ConnectionError):
+            await reader.read()  # held open until the client leaves
+        writer.close()
+
+
+async def test_the_get_stream_is_reopened_with_last_event_id() -> None:
+    scripted = _ResumingServer()
+    server = await asyncio.start_server(scripted.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = HttpTransport(name="r", url=f"http://127.0.0.1:{port}/mcp")
+    client = McpClient(transport, name="r")
+    changed = asyncio.Event()
+    client.on_tools_changed = changed.set
+    try:
+        await client.start()
+        await asyncio.wait_for(changed.wait(), 10)
+        assert len(scripted.gets) == 2
+        assert "last-event-id" not in scripted.gets[0]
+        assert scripted.gets[1]["last-event-id"] == "7"
+        assert scripted.gets[1]["mcp-session-id"] == "s1"
     finally:
         await client.aclose()
         server.close()
