@@ -34,11 +34,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def base() -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def _auth_server(*mode: str) -> AsyncIterator[str]:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, AUTH_SERVER, str(port),
+        sys.executable, AUTH_SERVER, str(port), *mode,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
@@ -52,6 +52,12 @@ async def base() -> AsyncIterator[str]:
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)
+
+
+@pytest.fixture
+async def base() -> AsyncIterator[str]:
+    async with _auth_server() as url:
+        yield url
 
 
 async def _browser(url: str) -> None:
@@ -305,3 +311,22 @@ async def test_a_device_code_login_polls_until_the_person_entered_the_code(
         assert found.unavailable == {}
     finally:
         await hub.aclose()
+
+
+async def test_client_credentials_over_the_legacy_sse_transport(config_for: ConfigFor) -> None:
+    async with _auth_server("sse") as base:
+        config, home, work = config_for(
+            f'[mcp.servers.web]\nurl = "{base}/sse"\nauth = "oauth"\napproval = "allow"\n'
+            '[mcp.servers.web.oauth]\ngrant = "client_credentials"\nclient_id = "svc"\n'
+            'client_secret_env = "SVC_SECRET"\n'
+        )
+        hub = McpHubImpl(home=home, environ={"SVC_SECRET": "svc-secret"})
+        try:
+            found = await hub.discover(config, cwd=work)
+            assert found.unavailable == {}
+            [whoami] = [t for t in found.tools if t.tool == "whoami"]
+            assert (await hub.call(whoami, {})).content == "hello from behind oauth"
+            [status] = hub.status()
+            assert status.detail == "sse (legacy)"
+        finally:
+            await hub.aclose()

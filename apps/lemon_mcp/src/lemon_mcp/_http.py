@@ -324,31 +324,44 @@ class SseTransport(_HttpBase):
         assert ready is not None
         reason = "the SSE stream ended"
         try:
-            headers = await self._auth_headers({**self._headers, "Accept": "text/event-stream"})
-            timeout = httpx.Timeout(None, connect=self._timeout.connect)
-            async with self._http().stream("GET", self.url, headers=headers, timeout=timeout) as r:
-                self._check_status(r)
-                kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
-                if kind != "text/event-stream":
-                    raise McpProtocolError(f"the SSE endpoint answered {kind!r}")
-                async for event in sse_events(r.aiter_bytes(), max_bytes=self._max_frame):
-                    if event.event == "endpoint" and not ready.done():
-                        ready.set_result(self._resolve(event.data.decode("utf-8", "replace")))
-                    elif event.event == "message" and ready.done():
-                        self._deliver(event.data)
+            await self._read_stream(ready)
         except (McpConnectionError, httpx.HTTPError) as exc:
-            reason = (
-                str(exc)
+            failure = (
+                exc
                 if isinstance(exc, McpConnectionError)
-                else f"HTTP error: {type(exc).__name__}"
+                else McpConnectionError(f"HTTP error: {type(exc).__name__}")
             )
+            reason = str(failure)
             if not ready.done():
-                ready.set_exception(
-                    exc if isinstance(exc, McpConnectionError) else McpConnectionError(reason)
-                )
-        if not ready.done():
-            ready.set_exception(McpConnectionError("the SSE stream ended before its endpoint"))
+                ready.set_exception(failure)
+        finally:  # whatever ended the stream, start() never waits on a stream that is gone
+            if not ready.done():
+                ready.set_exception(McpConnectionError("the SSE stream ended before its endpoint"))
         self._lost(reason)
+
+    async def _read_stream(self, ready: asyncio.Future[str]) -> None:
+        timeout = httpx.Timeout(None, connect=self._timeout.connect)
+        http = self._http()
+        for attempt in (1, 2):
+            headers = await self._auth_headers({**self._headers, "Accept": "text/event-stream"})
+            r = await http.send(
+                http.build_request("GET", self.url, headers=headers, timeout=timeout), stream=True
+            )
+            if not await self._retry_401(r, attempt):
+                break
+            await r.aclose()
+        try:
+            self._check_status(r)
+            kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "text/event-stream":
+                raise McpProtocolError(f"the SSE endpoint answered {kind!r}")
+            async for event in sse_events(r.aiter_bytes(), max_bytes=self._max_frame):
+                if event.event == "endpoint" and not ready.done():
+                    ready.set_result(self._resolve(event.data.decode("utf-8", "replace")))
+                elif event.event == "message" and ready.done():
+                    self._deliver(event.data)
+        finally:
+            await r.aclose()
 
     def _resolve(self, endpoint: str) -> str:
         target = urljoin(self.url, endpoint.strip())

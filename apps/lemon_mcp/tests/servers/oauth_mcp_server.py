@@ -1,6 +1,7 @@
 """An MCP server on the official SDK behind OAuth, with a small authorization server in the
 same process (the tests' stand-in, speaking the real wire format): ``python
-oauth_mcp_server.py PORT [TOKEN_TTL_S]``.
+oauth_mcp_server.py PORT [sse]`` (``sse``: the legacy transport at ``/sse`` instead of
+Streamable HTTP at ``/mcp``).
 
 The SDK serves ``/mcp`` (Streamable HTTP, bearer tokens checked by the verifier below, scope
 ``mcp`` required) and its protected-resource metadata; the routes here are the authorization
@@ -28,8 +29,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 PORT = int(sys.argv[1])
-TTL = int(sys.argv[2]) if len(sys.argv) > 2 else 3600
+TTL = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 3600
 BASE = f"http://127.0.0.1:{PORT}"
+RESOURCE = f"{BASE}/sse" if sys.argv[-1] == "sse" else f"{BASE}/mcp"
 clients: dict[str, dict[str, Any]] = {"svc": {"secret": "svc-secret", "redirect_uris": []}}
 codes: dict[str, dict[str, Any]] = {}
 tokens: dict[str, dict[str, Any]] = {}
@@ -56,7 +58,7 @@ server = MCPServer(
     token_verifier=Verifier(),
     auth=AuthSettings(
         issuer_url=BASE,
-        resource_server_url=f"{BASE}/mcp",
+        resource_server_url=RESOURCE,
         required_scopes=["mcp"],
         validate_token_resource=False,
     ),
@@ -166,7 +168,7 @@ async def token(request: Request) -> Response:
     if client is None or (client["secret"] is not None and client["secret"] != secret):
         return _error("invalid_client", 401)
     resource = form.get("resource")
-    if resource != f"{BASE}/mcp":
+    if resource != RESOURCE:
         return _error("invalid_target")
     if grant == "authorization_code":
         entry = codes.pop(str(form.get("code")), None)  # single use
@@ -256,4 +258,7 @@ async def test_expire(request: Request) -> Response:
 
 
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=PORT)
+    if sys.argv[-1] == "sse":  # the legacy transport at /sse, behind the same OAuth
+        server.run("sse", host="127.0.0.1", port=PORT)
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=PORT)
