@@ -34,7 +34,15 @@ from lemon_mcp._wire import (
 )
 from lemon_mcp.errors import McpError, McpProtocolError
 
-__all__ = ["ClientPeer", "ServedResult", "ServedTool", "ToolHost", "serve_stdio", "serve_streams"]
+__all__ = [
+    "ClientPeer",
+    "ServedResult",
+    "ServedTool",
+    "ToolHost",
+    "Writer",
+    "serve_stdio",
+    "serve_streams",
+]
 
 log = logging.getLogger("lemon_mcp")
 
@@ -75,10 +83,16 @@ class ToolHost(Protocol):
     ) -> ServedResult: ...
 
 
+class Writer(Protocol):
+    """Where the server's lines go (an ``asyncio.StreamWriter`` or stdout)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
 class _Session:
-    def __init__(
-        self, host: ToolHost, writer: asyncio.StreamWriter | _StdoutWriter, max_concurrent: int
-    ) -> None:
+    def __init__(self, host: ToolHost, writer: Writer, max_concurrent: int) -> None:
         self._host = host
         self._writer = writer
         self._calls: dict[int | str, asyncio.Task[None]] = {}
@@ -222,12 +236,13 @@ class _StdoutWriter:
 
     def __init__(self) -> None:
         self._out = sys.stdout.buffer
+        self._pending = bytearray()
 
     def write(self, data: bytes) -> None:
-        self._pending = data
+        self._pending += data
 
     async def drain(self) -> None:
-        data = self._pending
+        data, self._pending = bytes(self._pending), bytearray()
         await asyncio.to_thread(self._flush, data)
 
     def _flush(self, data: bytes) -> None:
@@ -238,7 +253,7 @@ class _StdoutWriter:
 async def serve_streams(
     host: ToolHost,
     reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter | _StdoutWriter,
+    writer: Writer,
     *,
     max_concurrent: int = 8,
 ) -> None:
