@@ -43,7 +43,7 @@ async def _auth_server(*mode: str) -> AsyncIterator[str]:
         start_new_session=True,
     )  # fmt: skip
     try:
-        for _ in range(300):  # ready when it accepts connections (bounded: 30 s)
+        for _ in range(600):  # ready when it accepts connections (bounded: 60 s)
             with contextlib.suppress(OSError):
                 socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
                 break

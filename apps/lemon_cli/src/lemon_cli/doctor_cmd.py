@@ -257,9 +257,15 @@ def _check_web(config: Config) -> Check:
 def _check_mcp(config: Config, home: Path) -> list[Check]:
     """Each configured MCP server (none started: they start lazily), one line each."""
     from lemon_core.config import read_secrets
-    from lemon_mcp import diagnose
+    from lemon_mcp import McpConfig, diagnose
 
-    environ = {**read_secrets(home), **os.environ}
+    if not config.section(McpConfig).servers:
+        return []
+    try:
+        secrets = read_secrets(home)
+    except OSError:  # an unusable home: the store check says why
+        secrets = {}
+    environ = {**secrets, **os.environ}
     return [
         Check(name="mcp", status=level, detail=f"{name}: {detail}")
         for name, level, detail in diagnose(config, home=home, cwd=Path.cwd(), environ=environ)
