@@ -158,7 +158,23 @@ async def test_the_legacy_client_lists_and_its_stream_ending_ends_the_connection
         await client.ping()
 
 
+_handlers: set[asyncio.Task[object]] = set()
+
+
+async def _handlers_done() -> None:
+    """Wait for the scripted servers' connection handlers (no writer outlives its loop)."""
+    pending = [t for t in _handlers if not t.done()]
+    await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 10)
+    _handlers.clear()
+
+
+def _tracked(task: asyncio.Task[object] | None) -> None:
+    if task is not None:
+        _handlers.add(task)
+
+
 async def _endpoint_elsewhere(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    _tracked(asyncio.current_task())
     await reader.readuntil(b"\r\n\r\n")
     writer.write(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
@@ -181,6 +197,7 @@ async def test_a_legacy_endpoint_on_another_origin_is_refused() -> None:
         await client.aclose()
         server.close()
         await server.wait_closed()
+        await _handlers_done()
 
 
 class _ResumingServer:
@@ -192,6 +209,7 @@ class _ResumingServer:
         self.second_get = asyncio.Event()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _tracked(asyncio.current_task())
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
         method = head.split(" ", 1)[0]
         headers = {
@@ -252,3 +270,4 @@ async def test_the_get_stream_is_reopened_with_last_event_id() -> None:
         await client.aclose()
         server.close()
         await server.wait_closed()
+        await _handlers_done()

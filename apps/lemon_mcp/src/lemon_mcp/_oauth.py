@@ -441,8 +441,12 @@ class OAuthClient:
             self._token = token
             return token
         got: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+        handlers: set[asyncio.Task[Any]] = set()
 
         async def on_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                handlers.add(task)
             with contextlib.suppress(OSError, asyncio.IncompleteReadError, ValueError):
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
                 target = head.split(b" ", 2)[1].decode("ascii", "replace")
@@ -459,6 +463,8 @@ class OAuthClient:
                 )
                 await writer.drain()
             writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
         listener = await asyncio.start_server(on_request, "127.0.0.1", self.settings.redirect_port)
         try:
@@ -490,6 +496,8 @@ class OAuthClient:
         finally:
             listener.close()
             await listener.wait_closed()
+            if handlers:  # each answers and closes its connection within its own bound
+                await asyncio.wait(handlers, timeout=15)
         if answer.get("state") != state:
             raise McpAuthError("the login answer's state does not match; refused")
         if "error" in answer:
