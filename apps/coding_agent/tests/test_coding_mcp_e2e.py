@@ -138,3 +138,19 @@ async def test_a_preapproved_mcp_tool_runs_without_asking(env: Env) -> None:
     )
     assert completion.ok
     assert env.tool_results(1) == ["pre"]
+
+
+async def test_a_glob_preapproves_every_tool_of_a_server_and_no_other(env: Env) -> None:
+    from coding_agent.tools.mcp import mcp_policy
+    from lemon_core.execution import ToolPolicy
+
+    env.server.script(
+        ScriptedTurn(tool_calls=(_call("c1", "mcp_sdk_echo", text="globbed"),)),
+        ScriptedTurn(text="ok"),
+    )
+    completion: Completion = await asyncio.wait_for(env.submit("r4", frozenset({"mcp_sdk_*"})), 60)
+    assert completion.ok
+    assert env.tool_results(1) == ["globbed"]
+    specs = {"mcp_sdk_echo": "ask", "mcp_other_echo": "ask"}
+    policy = mcp_policy(ToolPolicy(), specs, frozenset({"mcp_sdk_*"}))
+    assert policy.require_approval == {"mcp_other_echo"}

@@ -100,3 +100,15 @@ def test_the_known_tools_are_the_tools_a_run_offers(tmp_path: Path) -> None:
     web = {"web_fetch", "web_search", "browser"}  # coding_agent.tools.web, as [web] says
     offered = {t.name for t in coding_tools(Workspace(cwd=tmp_path))} | {"read_skill"} | web
     assert offered == KNOWN_TOOLS
+
+
+def test_approve_takes_mcp_tool_names_and_globs_but_not_other_typos(tmp_path: Path) -> None:
+    from lemon_cli.chat_cmd import _approvals
+
+    assert _approvals(["mcp_fs_read_text_file,mcp_web_*"]) == {
+        "mcp_fs_read_text_file",
+        "mcp_web_*",
+    }
+    refused = _lemon(tmp_path, "--approve", "mcp fs", "/echo hi")
+    assert refused.returncode == 2
+    assert "mcp_fs_*" in refused.stdout + refused.stderr

@@ -110,3 +110,125 @@ def test_test_starts_lists_pings_and_stops_with_timings(dirs: tuple[Path, Path])
     assert result.exit_code == 0, result.output
     for step in ("start (initialize): ", "tools/list (2 tools): ", "ping: ", "stop: "):
         assert step in result.output
+
+
+SDK = Path(__file__).parents[2] / "lemon_mcp" / "tests" / "servers" / "sdk_mcp_server.py"
+OAUTH = Path(__file__).parents[2] / "lemon_mcp" / "tests" / "servers" / "oauth_mcp_server.py"
+
+
+def _root(home: Path, cwd: Path, *args: str) -> Result:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(app, list(args), env={"LEMON_HOME": str(home)})
+    finally:
+        os.chdir(old)
+
+
+def test_tools_all_lists_resources_and_prompts_too(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'[mcp.servers.sdk]\ncommand = "{sys.executable}"\nargs = ["{SDK}", "stdio", "extras"]\n',
+        encoding="utf-8",
+    )
+    result = _lemon(home, work, "tools", "sdk", "--all")
+    assert result.exit_code == 0, result.output
+    assert "tool echo: Echo the text back." in result.output
+    assert "resource note://readme (readme): A short note." in result.output
+    assert "prompt greet: Greet someone." in result.output
+
+
+def test_doctor_reports_each_mcp_server_without_starting_it(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'[mcp.servers.ok]\ncommand = "{sys.executable}"\nargs = ["{SCRIPTED}"]\n'
+        '[mcp.servers.gone]\ncommand = "no-such-mcp-server-here"\n'
+        '[mcp.servers.env]\ncommand = "true"\nenv_from = { T = "MCP_TEST_UNSET_VAR" }\n'
+        '[mcp.servers.web]\nurl = "https://example.com/mcp"\nauth = "oauth"\n',
+        encoding="utf-8",
+    )
+    result = _root(home, work, "doctor", "--json")
+    lines = {
+        c["detail"].split(":")[0]: c
+        for c in json.loads(result.output)["checks"]
+        if c["name"] == "mcp"
+    }
+    assert lines["ok"]["status"] == "ok"
+    assert "ready (starts on first use)" in lines["ok"]["detail"]
+    assert lines["gone"]["status"] == "warn"
+    assert "command 'no-such-mcp-server-here' not found" in lines["gone"]["detail"]
+    assert "unset variable(s): MCP_TEST_UNSET_VAR" in lines["env"]["detail"]
+    assert "run `lemon mcp login web`" in lines["web"]["detail"]
+
+
+def test_logs_without_a_daemon_is_one_clear_line(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(_server(), encoding="utf-8")
+    for args in (("logs", "proj"), ("status",)):
+        result = _lemon(home, work, *args)
+        assert result.exit_code == 1
+        assert "no daemon runs" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_login_and_logout_against_a_loopback_authorization_server(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    (home / "config.toml").write_text(
+        f'[mcp.servers.web]\nurl = "{base}/mcp"\nauth = "oauth"\n', encoding="utf-8"
+    )
+    server = subprocess.Popen(
+        [sys.executable, str(OAUTH), str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        login = subprocess.Popen(
+            [str(Path(sys.executable).with_name("lemon")), "mcp", "login", "web", "--no-browser",
+             "--timeout", "60"],
+            cwd=work, env={**os.environ, "LEMON_HOME": str(home)}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert login.stderr is not None
+        url = ""
+        for line in login.stderr:  # "Open this URL to log in to web:" then the URL
+            if line.startswith(f"{base}/authorize?"):
+                url = line.strip()
+                break
+        assert url, "the login URL was not printed"
+        with httpx.Client(follow_redirects=False) as http:  # the person's browser
+            landed = http.get(http.get(url).headers["location"])
+            assert "login is done" in landed.text
+        out, _ = login.communicate(timeout=60)
+        assert login.returncode == 0
+        assert f"logged in to web (issuer {base})" in out
+        assert (home / "mcp" / "tokens" / "web.json").stat().st_mode & 0o777 == 0o600
+        logged_out = _lemon(home, work, "logout", "web")
+        assert logged_out.exit_code == 0
+        assert not (home / "mcp" / "tokens" / "web.json").exists()
+        assert _lemon(home, work, "logout", "web").exit_code == 1
+    finally:
+        server.terminate()
+        server.wait(10)

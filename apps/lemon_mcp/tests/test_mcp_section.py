@@ -108,3 +108,43 @@ def test_the_definition_hash_changes_with_the_definition(tmp_path: Path) -> None
     a = _load(tmp_path, '[mcp.servers.a]\ncommand = "x"\n').servers["a"]
     b = _load(tmp_path, '[mcp.servers.a]\ncommand = "x"\nargs = ["--evil"]\n').servers["a"]
     assert definition_hash(a) == definition_hash(a) != definition_hash(b)
+
+
+def test_oauth_and_transport_keys_load_and_mistakes_are_clear(tmp_path: Path) -> None:
+    section = _load(
+        tmp_path,
+        '[mcp.servers.web]\nurl = "https://example.com/mcp"\nauth = "oauth"\n'
+        'http_transport = "sse"\n[mcp.servers.web.oauth]\nscopes = ["mcp"]\nredirect_port = 8765\n',
+    )
+    web = section.servers["web"]
+    assert (web.auth, web.http_transport, web.oauth.scopes) == ("oauth", "sse", ("mcp",))
+    said = _issues(
+        tmp_path,
+        '[mcp.servers.a]\ncommand = "x"\nauth = "oauth"\n'
+        '[mcp.servers.b]\nurl = "https://b.example"\nauth = "oauth"\nbearer_token_env = "T"\n'
+        '[mcp.servers.c]\nurl = "https://c.example"\nauth = "oauth"\n'
+        '[mcp.servers.c.oauth]\ngrant = "client_credentials"\n'
+        '[mcp.servers.d]\nurl = "https://d.example"\n[mcp.servers.d.oauth]\nclient_id = "x"\n',
+    )
+    assert "`auth` and `http_transport` are for HTTP servers only" in said
+    assert 'either `auth = "oauth"` or `bearer_token_env`' in said
+    assert "needs `client_id` and `client_secret_env`" in said
+    assert '`[...oauth]` is read only with `auth = "oauth"`' in said
+
+
+def test_the_new_keys_at_their_defaults_do_not_change_the_definition_hash() -> None:
+    """Approvals recorded before ``http_transport`` / ``auth`` / ``oauth`` existed still hold."""
+    import hashlib
+
+    import msgspec
+
+    from lemon_mcp import McpServerConfig
+
+    server = McpServerConfig(command="npx", args=("-y", "pkg"))
+    old = {k: v for k, v in msgspec.to_builtins(server).items()
+           if k not in ("http_transport", "auth", "oauth")}  # fmt: skip
+    expected = hashlib.sha256(msgspec.json.encode(old, order="sorted")).hexdigest()
+    assert definition_hash(server) == expected
+    assert definition_hash(McpServerConfig(url="https://x.example", auth="oauth")) != (
+        definition_hash(McpServerConfig(url="https://x.example"))
+    )

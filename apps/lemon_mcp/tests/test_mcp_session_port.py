@@ -9,6 +9,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from lemon_core.config import load_config
 from lemon_core.execution import RunRequest
 from lemon_core.mcp import MCP_HUB
@@ -73,3 +75,42 @@ async def test_a_denied_mcp_call_is_not_run(tmp_path: Path) -> None:
     card = next(c for c in cards if c.detail.get("tool") == "mcp_sdk_echo")
     assert card.ok is False
     assert "not approved" in (card.message or "")
+
+
+async def test_mcp_status_and_logs_are_wire_methods_of_the_booted_runtime(tmp_path: Path) -> None:
+    from lemon_core.errors import UsageError
+    from lemon_core.wire_methods import WIRE_METHODS, WireCall
+
+    scripted = str(Path(__file__).parent / "servers" / "scripted_mcp_server.py")
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'[mcp.servers.s]\ncommand = "{sys.executable}"\nargs = ["{scripted}", "ok"]\n'
+        '[mcp.servers.idle]\ncommand = "never-started"\n',
+        encoding="utf-8",
+    )
+    loaded = load_config(home=home, cwd=work, environ={})
+    async with Runtime(profile="full", config=loaded) as runtime:
+        methods = runtime.context.capabilities.require(WIRE_METHODS)
+        status_method, logs_method = methods.get("mcp.status"), methods.get("mcp.logs")
+        assert status_method is not None
+        assert logs_method is not None
+        assert (status_method.scope, logs_method.scope) == ("admin", "admin")
+        before = await status_method.handler(WireCall(method="mcp.status", params={}))
+        assert [(s["name"], s["state"]) for s in before["servers"]] == [
+            ("idle", "stopped"), ("s", "stopped"),
+        ]  # fmt: skip
+        hub = runtime.context.capabilities.require(MCP_HUB)
+        await hub.discover(loaded.config, cwd=work)  # as a run does: both start
+        after = await status_method.handler(WireCall(method="mcp.status", params={}))
+        rows = {s["name"]: s for s in after["servers"]}
+        ready = rows["s"]
+        assert (ready["state"], ready["tools"], ready["detail"]) == ("ready", 2, "stdio")
+        assert rows["idle"]["state"] == "failed"
+        assert "never-started" in rows["idle"]["last_error"]
+        logs = await logs_method.handler(WireCall(method="mcp.logs", params={"name": "s"}))
+        assert "a banner on stderr" in logs["stderr"]
+        with pytest.raises(UsageError, match="no MCP server named 'nope'"):
+            await logs_method.handler(WireCall(method="mcp.logs", params={"name": "nope"}))
+    assert methods.get("mcp.status") is None  # unregistered when the app stopped

@@ -53,15 +53,21 @@ def _config_or_exit(console: Console) -> LoadedConfig:
 
 def _approvals(values: list[str]) -> frozenset[str]:
     """The ``--approve`` names; an unknown one (a typo such as ``bsh``) is a usage error
-    (exit 2) naming the known tools, never silently ignored."""
+    (exit 2) naming the known tools, never silently ignored. MCP tools (``mcp_<server>_<tool>``,
+    or a glob such as ``mcp_fs_*``) are taken as given: their servers start only when a run
+    needs them."""
+    import re
+
     from lemon_cli._chat import KNOWN_TOOLS
 
     names = frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
-    unknown = sorted(names - KNOWN_TOOLS - {"all"})
+    mcp = {n for n in names if re.fullmatch(r"mcp_[A-Za-z0-9_*?-]+", n)}
+    unknown = sorted(names - KNOWN_TOOLS - {"all"} - mcp)
     if unknown:
         typer.echo(
             f"lemon chat: --approve: unknown tool {', '.join(map(repr, unknown))}; the tools "
-            f"are {', '.join(sorted(KNOWN_TOOLS))} (comma separated), or all",
+            f"are {', '.join(sorted(KNOWN_TOOLS))} (comma separated), an MCP tool "
+            "mcp_<server>_<tool> (globs allowed: mcp_fs_*), or all",
             err=True,
         )
         raise typer.Exit(2)

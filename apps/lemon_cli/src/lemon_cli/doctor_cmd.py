@@ -254,6 +254,24 @@ def _check_web(config: Config) -> Check:
     return Check(name="web", status=status, detail="; ".join(parts))
 
 
+def _check_mcp(config: Config, home: Path) -> list[Check]:
+    """Each configured MCP server (none started: they start lazily), one line each."""
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpConfig, diagnose
+
+    if not config.section(McpConfig).servers:
+        return []
+    try:
+        secrets = read_secrets(home)
+    except OSError:  # an unusable home: the store check says why
+        secrets = {}
+    environ = {**secrets, **os.environ}
+    return [
+        Check(name="mcp", status=level, detail=f"{name}: {detail}")
+        for name, level, detail in diagnose(config, home=home, cwd=Path.cwd(), environ=environ)
+    ]
+
+
 async def run_checks(
     loaded: LoadedConfig | None, home: Path, config_error: str | None, home_exists: bool
 ) -> list[Check]:
@@ -292,6 +310,7 @@ async def run_checks(
                 )
     if loaded is not None:
         checks.append(_check_web(loaded.config))
+        checks.extend(_check_mcp(loaded.config, home))
     from lemon_cli._daemon import daemon_summary
 
     checks.append(Check(name="daemon", status="ok", detail=daemon_summary(home)))

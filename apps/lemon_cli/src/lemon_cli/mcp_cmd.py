@@ -1,4 +1,4 @@
-"""``lemon mcp list|approve|revoke|tools|test``: the configured MCP servers.
+"""``lemon mcp list|approve|revoke|tools|test|login|logout|status|logs|serve``: MCP servers.
 
 ``list`` shows each server of the configuration seen from the current directory (the home's
 and the project's ``.lemon/config.toml``): its transport, where it is defined, whether it may
@@ -6,7 +6,12 @@ start (a project server needs ``approve``) and its approval. ``approve NAME`` ap
 the project defines, bound to a hash of its definition (any change lapses it); ``revoke NAME``
 withdraws that. ``tools NAME`` starts the server here, lists its tools as the model sees them
 (``mcp_<server>_<tool>``) and stops it; ``test NAME`` starts it, lists, pings and stops it,
-with the time of each step. Secrets are never shown: only the variables naming them.
+with the time of each step. ``login NAME`` runs an OAuth server's login (authorization code
+with PKCE and a loopback redirect; the URL is printed and opened in a browser), ``logout NAME``
+forgets its token; ``status`` shows the running daemon's servers (``mcp.status``), ``logs
+NAME`` its stderr ring of a stdio server (``mcp.logs``). ``serve`` is the other direction:
+Lemon's coding tools as an MCP server on stdio. Secrets are never shown: only the variables
+naming them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import typer
 
 if TYPE_CHECKING:
     from lemon_core.config import Config
-    from lemon_mcp import McpServerConfig
+    from lemon_mcp import McpServerConfig, OAuthClient
 
 __all__ = ["mcp_app"]
 
@@ -134,8 +139,16 @@ def revoke(name: Annotated[str, typer.Argument(help="the server's name")]) -> No
 
 
 @mcp_app.command("tools")
-def tools(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+def tools(
+    name: Annotated[str, typer.Argument(help="the server's name")],
+    everything: Annotated[
+        bool, typer.Option("--all", help="also list its resources and prompts")
+    ] = False,
+) -> None:
     """Start the server, list its tools as the model sees them, stop it."""
+    if everything:
+        _list_everything(name)
+        return
     from lemon_core.config import read_secrets
     from lemon_mcp import McpConfig, McpHubImpl
 
@@ -210,3 +223,189 @@ def test(name: Annotated[str, typer.Argument(help="the server's name")]) -> None
     for step, seconds in timings:
         typer.echo(f"{step}: {seconds * 1000:.1f} ms")
     typer.echo(f"server {name} ok (protocol and tools as above)")
+
+
+def _list_everything(name: str) -> None:
+    """Tools (by the server's names), resources and prompts of one server."""
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpClient, McpConfig, McpError, McpHubImpl
+
+    config, home, cwd = _load()
+    server = config.section(McpConfig).servers.get(name)
+    if server is None:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    hub = McpHubImpl(home=home, environ={**read_secrets(home), **os.environ})
+    _usable, refused = hub.configured(config, cwd=cwd)
+    if name in refused:
+        raise _fail(refused[name])
+
+    async def listing() -> list[str]:
+        client = McpClient(hub.transport_for(name, server), name=name)
+        try:
+            await asyncio.wait_for(client.start(), server.startup_timeout_s)
+            lines = [f"tool {t.get('name')}: {_first_line(t)}" for t in await client.list_tools()]
+            lines += [
+                f"resource {r.get('uri')} ({r.get('name')}): {_first_line(r)}"
+                for r in await client.list_resources()
+            ]
+            lines += [
+                f"prompt {p.get('name')}: {_first_line(p)}" for p in await client.list_prompts()
+            ]
+            return lines
+        finally:
+            await client.aclose()
+
+    try:
+        lines = asyncio.run(listing())
+    except (McpError, TimeoutError) as exc:
+        raise _fail(f"server {name} failed: {str(exc) or 'timed out'}") from None
+    for line in lines:
+        typer.echo(line)
+
+
+def _first_line(item: object) -> str:
+    text = str(getattr(item, "get", lambda _k: "")("description") or "")
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _oauth_client(name: str) -> OAuthClient:
+    from lemon_core.config import read_secrets
+    from lemon_mcp import McpConfig, OAuthClient
+
+    config, home, _cwd = _load()
+    server = config.section(McpConfig).servers.get(name)
+    if server is None:
+        raise _fail(f"no MCP server named {name!r} (see `lemon mcp list`)")
+    if server.auth != "oauth":
+        raise _fail(f'server {name} does not use OAuth (set auth = "oauth" in its section)')
+    return OAuthClient(
+        name=name, server_url=server.url, settings=server.oauth, home=home,
+        environ={**read_secrets(home), **os.environ},
+    )  # fmt: skip
+
+
+@mcp_app.command("login")
+def login(
+    name: Annotated[str, typer.Argument(help="the server's name")],
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="print the URL only (open it elsewhere)")
+    ] = False,
+    timeout: Annotated[float, typer.Option(min=1, max=3600, help="seconds to wait")] = 300,
+    device: Annotated[
+        bool, typer.Option("--device", help="a device code to enter elsewhere (no browser here)")
+    ] = False,
+) -> None:
+    """Log in to an OAuth server: open its login page, wait for the loopback redirect."""
+    from lemon_mcp import McpError
+
+    client = _oauth_client(name)
+
+    def show(url: str) -> None:
+        typer.echo(f"Open this URL to log in to {name}:\n{url}", err=True)
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    def show_code(uri: str, code: str) -> None:
+        typer.echo(f"To log in to {name}, open {uri} and enter the code {code}", err=True)
+
+    try:
+        token = asyncio.run(
+            client.login_device(show_code, timeout_s=timeout)
+            if device
+            else client.login(show, timeout_s=timeout)
+        )
+    except McpError as exc:
+        raise _fail(f"login to {name} failed: {exc}") from None
+    typer.echo(f"logged in to {name} (issuer {token.issuer}); the token is kept in the home")
+
+
+@mcp_app.command("logout")
+def logout(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """Forget the OAuth token of a server."""
+    client = _oauth_client(name)
+    if not client.logout():
+        raise _fail(f"no token kept for {name}")
+    typer.echo(f"logged out of {name}")
+
+
+@mcp_app.command("status")
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="the daemon's answer as JSON")] = False,
+) -> None:
+    """The running daemon's servers: state, transport, tools, last error (mcp.status)."""
+    from lemon_cli._wire_call import daemon_call
+
+    found = daemon_call("lemon mcp status", "mcp.status", {}, feature="MCP", app="lemon_mcp")
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    rows = found.get("servers", []) if isinstance(found, dict) else []
+    if not rows:
+        typer.echo("the daemon has no MCP servers configured")
+    for row in rows:
+        how = row.get("detail") or row.get("transport")
+        error = f"  last error: {row['last_error']}" if row.get("last_error") else ""
+        typer.echo(f"{row.get('name')}  {how}  {row.get('state')}  tools={row.get('tools')}{error}")
+
+
+@mcp_app.command("logs")
+def logs(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
+    """The running daemon's stderr ring of a stdio server (its last 64 KiB)."""
+    from lemon_cli._wire_call import daemon_call
+
+    found = daemon_call("lemon mcp logs", "mcp.logs", {"name": name}, feature="MCP",
+                        app="lemon_mcp")  # fmt: skip
+    text = str(found.get("stderr") or "") if isinstance(found, dict) else ""
+    if not text:
+        typer.echo(f"no stderr kept for {name} ({found.get('state', 'not started')})")
+        return
+    typer.echo(text, nl=not text.endswith("\n"))
+
+
+@mcp_app.command("serve")
+def serve(
+    allow_write: Annotated[
+        bool,
+        typer.Option(
+            "--allow-write",
+            help="also offer write, edit and bash (each call "
+            "still asks, as the approval policy says)",
+        ),
+    ] = False,
+) -> None:
+    """Serve Lemon's coding tools (read, ls, find, grep) to an MCP client on stdio."""
+    import logging
+    import sqlite3
+    import sys
+
+    from lemon_core import ExecApprovals
+    from lemon_core.bus import Bus
+    from lemon_core.store import ApprovalGrantStore, StoreError
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    config, home, cwd = _load()
+
+    async def run() -> None:
+        from coding_agent.tools.mcp_serve import CodingToolHost
+        from lemon_mcp import serve_stdio
+        from lemon_runtime import open_configured_store
+
+        try:
+            store = await open_configured_store(config, home)
+        except (StoreError, OSError, sqlite3.Error) as exc:
+            raise _fail(f"cannot open the home's store for its approval grants: {exc}") from None
+        try:
+            approvals = ExecApprovals(Bus(), grant_store=ApprovalGrantStore(store))
+            host = CodingToolHost(
+                cwd=cwd, home=home, config=config, approvals=approvals, allow_write=allow_write,
+            )  # fmt: skip
+            try:
+                await serve_stdio(host)
+            finally:
+                await host.aclose()
+        finally:
+            await store.close()
+
+    asyncio.run(run())

@@ -1,9 +1,10 @@
 """lemon_mcp's ``lemon.apps`` hook: registers the runtime's :data:`~lemon_core.mcp.MCP_HUB`.
 
 Profiles ``daemon``, ``execution-only`` and ``full`` (wherever the agent runs). Start starts
-no server: the hub starts each one on the first run that needs it. Leaving the lifespan
-unregisters the hub and ends every server it started (their process groups: TERM, then KILL
-after 2 s).
+no server: the hub starts each one on the first run that needs it. It registers ``mcp.status``
+and ``mcp.logs`` on the runtime's wire methods (:mod:`lemon_mcp._wire_methods`). Leaving the
+lifespan unregisters them and the hub, and ends every server it started (their process
+groups: TERM, then KILL after 2 s).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Final
 
 from lemon_core.config import read_secrets
 from lemon_core.mcp import MCP_HUB
+from lemon_core.wire_methods import WIRE_METHODS
 from lemon_mcp._hub import McpHubImpl
-from lemon_mcp._section import SECTIONS
+from lemon_mcp._section import SECTIONS, McpConfig
+from lemon_mcp._wire_methods import registered
 from lemon_runtime import AppSpec, Runtime
 
 __all__ = ["lemon_mcp_app"]
@@ -29,7 +32,12 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[McpHubImpl]:
     capabilities = runtime.context.capabilities
     capabilities.register(MCP_HUB, hub)
     try:
-        yield hub
+        methods = capabilities.get(WIRE_METHODS)
+        if methods is None:
+            yield hub
+        else:
+            with registered(methods, hub, runtime.section(McpConfig)):
+                yield hub
     finally:
         capabilities.unregister(MCP_HUB, hub)
         await hub.aclose()

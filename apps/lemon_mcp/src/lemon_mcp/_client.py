@@ -75,6 +75,9 @@ class McpClient:
         self.instructions: str = ""
         self.tools_stale = False
         self.on_lost: Callable[[str], None] | None = None
+        self.on_tools_changed: Callable[[], None] | None = None
+        """Called on ``notifications/tools/list_changed`` (the hub refreshes its list)."""
+        self.capabilities: Mapping[str, Any] = {}
         self._replies: set[asyncio.Task[None]] = set()
         # Ids given up on (timed out, cancelled): a late answer to one is dropped, not a fault.
         self._abandoned: deque[int | str] = deque(maxlen=256)
@@ -104,8 +107,13 @@ class McpClient:
         if hasattr(self.transport, "protocol_version"):
             self.transport.protocol_version = version  # the HTTP transport sends it
         self.server_info = result.get("serverInfo") or {}
+        caps = result.get("capabilities")
+        self.capabilities = caps if isinstance(caps, Mapping) else {}
         self.instructions = str(result.get("instructions") or "")
         await self.notify("notifications/initialized")
+        listen = getattr(self.transport, "listen", None)
+        if callable(listen):
+            listen()  # Streamable HTTP: the GET stream for server-initiated messages
 
     async def request(
         self, method: str, params: dict[str, Any] | None = None, *, deadline_s: float | None = None
@@ -145,30 +153,45 @@ class McpClient:
     async def list_tools(self) -> list[Mapping[str, Any]]:
         """Every tool, following ``nextCursor`` (at most 100 pages), each page retried with
         backoff on a timeout or a JSON-RPC error."""
-        tools: list[Mapping[str, Any]] = []
+        self.tools_stale = False  # a change announced while listing marks it stale again
+        return await self._list_all("tools/list", "tools")
+
+    async def list_resources(self) -> list[Mapping[str, Any]]:
+        """Every resource (``resources/list``, paginated); empty when the server has none."""
+        if "resources" not in self.capabilities:
+            return []
+        return await self._list_all("resources/list", "resources")
+
+    async def list_prompts(self) -> list[Mapping[str, Any]]:
+        """Every prompt (``prompts/list``, paginated); empty when the server has none."""
+        if "prompts" not in self.capabilities:
+            return []
+        return await self._list_all("prompts/list", "prompts")
+
+    async def _list_all(self, method: str, key: str) -> list[Mapping[str, Any]]:
+        items: list[Mapping[str, Any]] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
-            page = await self._list_page(cursor)
-            tools.extend(t for t in page.get("tools") or () if isinstance(t, Mapping))
+            page = await self._list_page(method, cursor)
+            items.extend(t for t in page.get(key) or () if isinstance(t, Mapping))
             nxt = page.get("nextCursor")
             if not isinstance(nxt, str) or not nxt:
                 break
             cursor = nxt
-        self.tools_stale = False
-        return tools
+        return items
 
-    async def _list_page(self, cursor: str | None) -> Mapping[str, Any]:
+    async def _list_page(self, method: str, cursor: str | None) -> Mapping[str, Any]:
         attempt = 1
         while True:
             try:
                 result = await self.request(
-                    "tools/list", {"cursor": cursor} if cursor else None, deadline_s=30.0
+                    method, {"cursor": cursor} if cursor else None, deadline_s=30.0
                 )
                 return result if isinstance(result, Mapping) else {}
             except (McpTimeoutError, McpRemoteError) as exc:
                 if _LIST_BACKOFF.exhausted(attempt):
                     raise
-                log.info("mcp server %s: tools/list failed (%s), retrying", self.name, exc)
+                log.info("mcp server %s: %s failed (%s), retrying", self.name, method, exc)
                 await asyncio.sleep(_LIST_BACKOFF.delay(attempt))
                 attempt += 1
 
@@ -198,6 +221,8 @@ class McpClient:
             self._on_request(message)
         elif message.method == "notifications/tools/list_changed":
             self.tools_stale = True
+            if self.on_tools_changed is not None:
+                self.on_tools_changed()
 
     def _on_response(self, message: Incoming) -> None:
         assert message.id is not None

@@ -1,30 +1,139 @@
-"""The Streamable HTTP transport: each message is a POST; the answer is JSON or an SSE stream.
+"""The HTTP transports: Streamable HTTP (each message a POST, the answer JSON or an SSE
+stream, plus the GET stream for server-initiated messages) and the legacy HTTP+SSE transport
+of protocol 2024-11-05 (a GET ``/sse`` stream whose ``endpoint`` event names where to POST).
 
 ``Mcp-Session-Id`` from the ``initialize`` answer is sent on every later request, as is
-``MCP-Protocol-Version`` once negotiated; :meth:`aclose` ends the session with a DELETE.
+``MCP-Protocol-Version`` once negotiated; :meth:`HttpTransport.aclose` ends the session with a
+DELETE. After ``notifications/initialized`` the client calls :meth:`HttpTransport.listen`,
+which opens the GET stream (a server answering 405 offers none); when it ends it is reopened
+with ``Last-Event-ID`` after the server's ``retry`` (or a backoff), at most
+``_GET_RETRIES`` times in a row, and a POST keeps working meanwhile.
+
 Bounds: a body or an SSE event over ``max_frame_bytes`` (16 MiB) ends the connection; connect
 and read have timeouts (a call's own deadline is the client's); redirects are refused (a
-server must not send our headers elsewhere); TLS is verified. Header values (secrets read from
-variables by the hub) are sent to this server only and never logged.
+server must not send our headers elsewhere), and a legacy ``endpoint`` on another origin is
+refused for the same reason; TLS is verified. Header values (secrets read from variables by
+the hub, or an OAuth token from :class:`HttpAuth`) go to this server only and are never logged.
+A 401 asks :class:`HttpAuth` once for a fresh token and retries the request once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
-from typing import Final
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final, Protocol
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from lemon_core.backoff import Backoff
+from lemon_mcp._sse import sse_events
 from lemon_mcp._stdio import MAX_FRAME_BYTES
-from lemon_mcp.errors import McpConnectionError, McpProtocolError
+from lemon_mcp.errors import McpConnectionError, McpHttpStatusError, McpProtocolError
 
-__all__ = ["HttpTransport"]
+__all__ = ["HttpAuth", "HttpTransport", "SseTransport"]
+
+log = logging.getLogger("lemon_mcp")
 
 _SESSION: Final = "mcp-session-id"
+_GET_RETRIES: Final = 5
+_GET_BACKOFF: Final = Backoff(initial=1.0, cap=30.0, jitter=0.0)
 
 
-class HttpTransport:
+class HttpAuth(Protocol):
+    """Where an HTTP transport gets its ``Authorization`` header (OAuth)."""
+
+    async def authorization(self) -> str | None:
+        """The header value to send (``Bearer ...``), refreshed if it is about to expire."""
+        ...
+
+    async def unauthorized(self, www_authenticate: str | None) -> bool:
+        """The server answered 401: True when a new token was obtained (retry once)."""
+        ...
+
+
+class _HttpBase:
+    def __init__(
+        self,
+        *,
+        name: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        auth: HttpAuth | None,
+        max_frame_bytes: int,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self._headers = dict(headers or {})
+        self._auth = auth
+        self._max_frame = max_frame_bytes
+        self._timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
+        self._client: httpx.AsyncClient | None = None
+        self._on_message: Callable[[bytes], None] | None = None
+        self._on_close: Callable[[str], None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _open(self, on_message: Callable[[bytes], None], on_close: Callable[[str], None]) -> None:
+        self._on_message = on_message
+        self._on_close = on_close
+        self._client = httpx.AsyncClient(
+            timeout=self._timeout, follow_redirects=False, verify=True, trust_env=False
+        )
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise McpConnectionError("the server's connection is closed")
+        return self._client
+
+    async def _auth_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        if self._auth is not None:
+            value = await self._auth.authorization()
+            if value:
+                headers["Authorization"] = value
+        return headers
+
+    async def _retry_401(self, response: httpx.Response, attempt: int) -> bool:
+        """A first 401 with OAuth configured: True once a new token was obtained."""
+        if response.status_code != 401 or attempt != 1 or self._auth is None:
+            return False
+        return await self._auth.unauthorized(response.headers.get("www-authenticate"))
+
+    def _check_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if 300 <= status < 400:
+            raise McpConnectionError(
+                f"the server redirected (HTTP {status}); redirects are refused"
+            )
+        if status >= 400:
+            raise McpHttpStatusError(status, f"the server answered HTTP {status}")
+
+    def _deliver(self, frame: bytes) -> None:
+        if frame.strip() and self._on_message is not None:
+            self._on_message(frame)
+
+    def _lost(self, reason: str) -> None:
+        if self._on_close is not None:
+            self._on_close(reason)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _close_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class HttpTransport(_HttpBase):
     """One MCP server over Streamable HTTP (loop-only)."""
 
     def __init__(
@@ -33,36 +142,30 @@ class HttpTransport:
         name: str,
         url: str,
         headers: Mapping[str, str] | None = None,
+        auth: HttpAuth | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
     ) -> None:
-        self.name = name
-        self.url = url
-        self._headers = dict(headers or {})
-        self._max_frame = max_frame_bytes
-        self._timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
-        self._client: httpx.AsyncClient | None = None
-        self._on_message: Callable[[bytes], None] | None = None
-        self._on_close: Callable[[str], None] | None = None
+        super().__init__(
+            name=name, url=url, headers=headers, auth=auth, max_frame_bytes=max_frame_bytes,
+            connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
+        )  # fmt: skip
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.get_stream_state = "closed"
+        """``closed`` | ``open`` | ``not offered`` (405) | ``gave up`` (the GET stream)."""
+        self._last_event_id: str | None = None
 
     async def start(
         self, on_message: Callable[[bytes], None], on_close: Callable[[str], None]
     ) -> None:
-        self._on_message = on_message
-        self._on_close = on_close
-        self._client = httpx.AsyncClient(
-            timeout=self._timeout, follow_redirects=False, verify=True, trust_env=False
-        )
+        self._open(on_message, on_close)
 
-    def _request_headers(self) -> dict[str, str]:
-        headers = {
-            **self._headers,
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        }
+    def _request_headers(
+        self, accept: str = "application/json, text/event-stream"
+    ) -> dict[str, str]:
+        headers = {**self._headers, "Content-Type": "application/json", "Accept": accept}
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version is not None:
@@ -70,34 +173,29 @@ class HttpTransport:
         return headers
 
     async def send(self, payload: bytes) -> None:
-        client = self._client
-        if client is None:
-            raise McpConnectionError("the server's connection is closed")
-        try:
-            async with client.stream(
-                "POST", self.url, content=payload, headers=self._request_headers()
-            ) as response:
-                await self._answer(response)
-        except httpx.TimeoutException as exc:
-            raise McpConnectionError(f"HTTP timeout: {type(exc).__name__}") from None
-        except httpx.HTTPError as exc:
-            raise McpConnectionError(f"HTTP error: {type(exc).__name__}: {exc}") from None
+        client = self._http()
+        for attempt in (1, 2):
+            try:
+                headers = await self._auth_headers(self._request_headers())
+                async with client.stream("POST", self.url, content=payload, headers=headers) as r:
+                    if await self._retry_401(r, attempt):
+                        continue
+                    await self._answer(r)
+                    return
+            except httpx.TimeoutException as exc:
+                raise McpConnectionError(f"HTTP timeout: {type(exc).__name__}") from None
+            except httpx.HTTPError as exc:
+                raise McpConnectionError(f"HTTP error: {type(exc).__name__}: {exc}") from None
 
     async def _answer(self, response: httpx.Response) -> None:
         session = response.headers.get(_SESSION)
         if session:
             self.session_id = session
-        status = response.status_code
-        if 300 <= status < 400:
-            raise McpConnectionError(
-                f"the server redirected (HTTP {status}); redirects are refused"
-            )
-        if status == 404 and self.session_id is not None:
+        if response.status_code == 404 and self.session_id is not None:
             self._lost("the server ended the session (HTTP 404)")
             raise McpConnectionError("the server ended the session (HTTP 404)")
-        if status >= 400:
-            raise McpConnectionError(f"the server answered HTTP {status}")
-        if status == 202 or status == 204:
+        self._check_status(response)
+        if response.status_code in (202, 204):
             return
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
@@ -114,46 +212,187 @@ class HttpTransport:
 
     async def _events(self, response: httpx.Response) -> None:
         """Dispatch each SSE event's ``data`` (bounded) as one message."""
-        buffer = bytearray()
-        data: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            buffer += chunk
-            if len(buffer) > self._max_frame:
-                self._fault(f"an SSE line over {self._max_frame} bytes")
-            while (cut := buffer.find(b"\n")) >= 0:
-                line = bytes(buffer[:cut]).rstrip(b"\r")
-                del buffer[: cut + 1]
-                if not line:
-                    if data:
-                        self._deliver(b"\n".join(data))
-                    data, size = [], 0
-                elif line.startswith(b"data:"):
-                    value = line[5:].removeprefix(b" ")
-                    size += len(value)
-                    if size > self._max_frame:
-                        self._fault(f"an SSE event over {self._max_frame} bytes")
-                    data.append(value)
-        if data:
-            self._deliver(b"\n".join(data))
-
-    def _deliver(self, frame: bytes) -> None:
-        if frame.strip() and self._on_message is not None:
-            self._on_message(frame)
+        try:
+            async for event in sse_events(response.aiter_bytes(), max_bytes=self._max_frame):
+                if event.id is not None:
+                    self._last_event_id = event.id
+                if event.event == "message":
+                    self._deliver(event.data)
+        except McpProtocolError as exc:
+            self._fault(str(exc))
 
     def _fault(self, reason: str) -> None:
         self._lost(reason)
         raise McpProtocolError(reason)
 
-    def _lost(self, reason: str) -> None:
-        if self._on_close is not None:
-            self._on_close(reason)
+    # -- the GET stream ----------------------------------------------------------------------
+
+    def listen(self) -> None:
+        """Open the GET stream for server-initiated messages (once, after initialization)."""
+        if self._client is not None and self.get_stream_state == "closed":
+            self.get_stream_state = "open"
+            self._spawn(self._get_stream())
+
+    async def _get_stream(self) -> None:
+        failures = 0
+        delay_ms: int | None = None
+        while self._client is not None:
+            headers = self._request_headers(accept="text/event-stream")
+            headers.pop("Content-Type")
+            if self._last_event_id is not None:
+                headers["Last-Event-ID"] = self._last_event_id
+            try:
+                headers = await self._auth_headers(headers)
+                timeout = httpx.Timeout(None, connect=self._timeout.connect)
+                async with self._http().stream(
+                    "GET", self.url, headers=headers, timeout=timeout
+                ) as r:
+                    if r.status_code == 405:
+                        self.get_stream_state = "not offered"
+                        return
+                    if r.status_code == 404 and self.session_id is not None:
+                        self._lost("the server ended the session (HTTP 404)")
+                        return
+                    self._check_status(r)
+                    failures = 0
+                    async for event in sse_events(r.aiter_bytes(), max_bytes=self._max_frame):
+                        if event.id is not None:
+                            self._last_event_id = event.id
+                        if event.retry_ms is not None:
+                            delay_ms = event.retry_ms
+                        if event.event == "message":
+                            self._deliver(event.data)
+            except McpProtocolError as exc:
+                self._lost(str(exc))
+                return
+            except (McpConnectionError, httpx.HTTPError) as exc:
+                failures += 1
+                log.info("mcp server %s: GET stream failed: %s", self.name, type(exc).__name__)
+            else:
+                failures += 1  # the server ended the stream: reopen it (resuming)
+            if failures > _GET_RETRIES:
+                self.get_stream_state = "gave up"
+                log.warning("mcp server %s: the GET stream keeps failing; not reopened", self.name)
+                return
+            wait = delay_ms / 1000 if delay_ms is not None else _GET_BACKOFF.delay(failures)
+            await asyncio.sleep(wait)
 
     async def aclose(self) -> None:
+        await self._close_tasks()
         client, self._client = self._client, None
         if client is None:
             return
         if self.session_id is not None:
-            with contextlib.suppress(httpx.HTTPError):
-                await client.delete(self.url, headers=self._request_headers(), timeout=2.0)
+            with contextlib.suppress(httpx.HTTPError, McpConnectionError):
+                headers = await self._auth_headers(self._request_headers())
+                await client.delete(self.url, headers=headers, timeout=2.0)
         await client.aclose()
+
+
+class SseTransport(_HttpBase):
+    """One MCP server over the legacy HTTP+SSE transport (protocol 2024-11-05; loop-only)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        auth: HttpAuth | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        connect_timeout_s: float = 30.0,
+        read_timeout_s: float = 300.0,
+    ) -> None:
+        super().__init__(
+            name=name, url=url, headers=headers, auth=auth, max_frame_bytes=max_frame_bytes,
+            connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
+        )  # fmt: skip
+        self.endpoint: str | None = None
+        self._endpoint_ready: asyncio.Future[str] | None = None
+
+    async def start(
+        self, on_message: Callable[[bytes], None], on_close: Callable[[str], None]
+    ) -> None:
+        """Open the GET stream and wait for its ``endpoint`` event (the caller bounds it)."""
+        self._open(on_message, on_close)
+        self._endpoint_ready = asyncio.get_running_loop().create_future()
+        self._spawn(self._stream())
+        self.endpoint = await self._endpoint_ready
+
+    async def _stream(self) -> None:
+        ready = self._endpoint_ready
+        assert ready is not None
+        reason = "the SSE stream ended"
+        try:
+            await self._read_stream(ready)
+        except (McpConnectionError, httpx.HTTPError) as exc:
+            failure = (
+                exc
+                if isinstance(exc, McpConnectionError)
+                else McpConnectionError(f"HTTP error: {type(exc).__name__}")
+            )
+            reason = str(failure)
+            if not ready.done():
+                ready.set_exception(failure)
+        finally:  # whatever ended the stream, start() never waits on a stream that is gone
+            if not ready.done():
+                ready.set_exception(McpConnectionError("the SSE stream ended before its endpoint"))
+        self._lost(reason)
+
+    async def _read_stream(self, ready: asyncio.Future[str]) -> None:
+        timeout = httpx.Timeout(None, connect=self._timeout.connect)
+        http = self._http()
+        for attempt in (1, 2):
+            headers = await self._auth_headers({**self._headers, "Accept": "text/event-stream"})
+            r = await http.send(
+                http.build_request("GET", self.url, headers=headers, timeout=timeout), stream=True
+            )
+            if not await self._retry_401(r, attempt):
+                break
+            await r.aclose()
+        try:
+            self._check_status(r)
+            kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "text/event-stream":
+                raise McpProtocolError(f"the SSE endpoint answered {kind!r}")
+            async for event in sse_events(r.aiter_bytes(), max_bytes=self._max_frame):
+                if event.event == "endpoint" and not ready.done():
+                    ready.set_result(self._resolve(event.data.decode("utf-8", "replace")))
+                elif event.event == "message" and ready.done():
+                    self._deliver(event.data)
+        finally:
+            await r.aclose()
+
+    def _resolve(self, endpoint: str) -> str:
+        target = urljoin(self.url, endpoint.strip())
+        ours, theirs = urlsplit(self.url), urlsplit(target)
+        if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):
+            raise McpProtocolError(
+                f"the SSE endpoint is on another origin ({theirs.scheme}://{theirs.netloc}); "
+                "refused"
+            )
+        return target
+
+    async def send(self, payload: bytes) -> None:
+        if self.endpoint is None:
+            raise McpConnectionError("the SSE endpoint is not known yet")
+        headers = {**self._headers, "Content-Type": "application/json"}
+        try:
+            for attempt in (1, 2):
+                r = await self._http().post(
+                    self.endpoint, content=payload, headers=await self._auth_headers(headers)
+                )
+                if await self._retry_401(r, attempt):
+                    continue
+                self._check_status(r)
+                return
+        except httpx.TimeoutException as exc:
+            raise McpConnectionError(f"HTTP timeout: {type(exc).__name__}") from None
+        except httpx.HTTPError as exc:
+            raise McpConnectionError(f"HTTP error: {type(exc).__name__}: {exc}") from None
+
+    async def aclose(self) -> None:
+        await self._close_tasks()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()

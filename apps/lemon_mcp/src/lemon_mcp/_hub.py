@@ -23,7 +23,7 @@ import enum
 import fnmatch
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +39,7 @@ from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
 from lemon_mcp._session import SessionServers
 from lemon_mcp._stdio import StdioTransport
-from lemon_mcp.errors import McpError
+from lemon_mcp.errors import McpError, McpHttpStatusError
 
 __all__ = ["McpHubImpl", "ServerState", "ServerStatus"]
 
@@ -71,6 +71,8 @@ class ServerStatus:
     state: ServerState
     tools: int
     last_error: str | None
+    detail: str = ""
+    """How it is reached once started (``streamable-http``, ``sse (legacy)``, ``stdio``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,6 +87,10 @@ class _Server:
     failures: int = 0
     retry_at: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    detail: str = ""
+    stderr: str = ""
+    """The stderr ring of the last process that ended (``lemon mcp logs`` after a crash)."""
+    refreshing: bool = False
 
 
 class McpHubImpl:
@@ -101,6 +107,20 @@ class McpHubImpl:
         self._config_secrets: frozenset[str] = frozenset()
         # The servers a session's client gave (ACP's mcpServers): keyed by session.
         self._sessions = SessionServers(stdio_transport=self.transport_for)
+        self._listeners: list[Callable[[str, str], None]] = []
+
+    def subscribe(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+        """Call ``listener(server, change)`` on each state change (``starting``, ``ready``,
+        ``failed``, ``stopped``, ``tools_changed``); returns what unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self, name: str, change: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(name, change)
+            except Exception:  # a listener's fault is its own: never stop the hub
+                log.exception("mcp status listener failed")
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -224,6 +244,7 @@ class McpHubImpl:
 
     async def _start(self, server: _Server) -> str | None:
         server.state = ServerState.STARTING
+        self._changed(server.name, "starting")
         config = server.config
         began = self._clock()
         try:
@@ -235,7 +256,21 @@ class McpHubImpl:
         server.client = client
         try:
             async with asyncio.timeout(config.startup_timeout_s):
-                await client.start()
+                try:
+                    await client.start()
+                except McpHttpStatusError as exc:
+                    if config.http_transport != "auto" or exc.status not in (400, 404, 405):
+                        raise
+                    # An older server: the legacy HTTP+SSE transport at the same URL.
+                    log.info("mcp server %s: HTTP %d to initialize, trying legacy SSE",
+                             server.name, exc.status)  # fmt: skip
+                    with contextlib.suppress(McpError, OSError):
+                        await client.aclose()
+                    client = McpClient(
+                        self._transport(server.name, config, legacy=True), name=server.name
+                    )
+                    server.client = client
+                    await client.start()
                 server.tools = await client.list_tools()
         except asyncio.CancelledError:
             await asyncio.shield(self._failed(server, "the start was cancelled"))
@@ -251,6 +286,9 @@ class McpHubImpl:
         server.state = ServerState.READY
         server.failures = 0
         server.last_error = None
+        server.detail = _detail(client.transport)
+        client.on_tools_changed = lambda: self._tools_changed(server, client)
+        self._changed(server.name, "ready")
         log.info(
             "mcp server %s ready: %d tools in %.0f ms",
             server.name,
@@ -265,17 +303,54 @@ class McpHubImpl:
         server.last_error = reason
         server.retry_at = self._clock() + _RESTART.delay(server.failures)
         log.warning("mcp server %s unavailable: %s", server.name, reason)
+        self._changed(server.name, "failed")
         client, server.client = server.client, None
         if client is not None:
             with contextlib.suppress(McpError, OSError):
                 await client.aclose()
+            if isinstance(client.transport, StdioTransport):
+                server.stderr = client.transport.stderr_tail()
+
+    def _tools_changed(self, server: _Server, client: McpClient) -> None:
+        """``notifications/tools/list_changed``: list again in the background (one refresh at
+        a time; a change announced meanwhile is picked up by the next run's check)."""
+        if server.refreshing or server.client is not client:
+            return
+        server.refreshing = True
+        task = asyncio.get_running_loop().create_task(self._refresh(server, client))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _refresh(self, server: _Server, client: McpClient) -> str | None:
+        try:
+            async with server.lock:
+                if server.client is not client or client.closed_reason is not None:
+                    return None
+                before = {str(t.get("name")) for t in server.tools}
+                try:
+                    server.tools = await client.list_tools()
+                except McpError as exc:
+                    log.info("mcp server %s: refreshing its tools failed: %s", server.name, exc)
+                    return str(exc)
+                after = {str(t.get("name")) for t in server.tools}
+                # Only the difference is told, never every tool again.
+                log.info(
+                    "mcp server %s: tools changed (+%s -%s)",
+                    server.name,
+                    ",".join(sorted(after - before)) or "none",
+                    ",".join(sorted(before - after)) or "none",
+                )
+                self._changed(server.name, "tools_changed")
+                return None
+        finally:
+            server.refreshing = False
 
     def transport_for(self, name: str, config: McpServerConfig) -> Transport:
         """A new, unstarted transport for ``config`` (its secrets read now); raises
         :class:`~lemon_mcp.McpError` when a variable it names is unset."""
         return self._transport(name, config)
 
-    def _transport(self, name: str, config: McpServerConfig) -> Transport:
+    def _transport(self, name: str, config: McpServerConfig, *, legacy: bool = False) -> Transport:
         if config.transport == "stdio":
             env = {
                 k: v
@@ -295,7 +370,8 @@ class McpHubImpl:
                 env=env,
                 cwd=Path(config.cwd).expanduser() if config.cwd else None,
             )
-        from lemon_mcp._http import HttpTransport  # httpx only when an HTTP server is used
+        # httpx only when an HTTP server is used
+        from lemon_mcp._http import HttpAuth, HttpTransport, SseTransport
 
         headers: dict[str, str] = {}
         wanted = dict(config.headers_env)
@@ -311,7 +387,17 @@ class McpHubImpl:
                 if header == "Authorization" and (var == config.bearer_token_env)
                 else value
             )
-        return HttpTransport(name=name, url=config.url, headers=headers)
+        auth: HttpAuth | None = None
+        if config.auth == "oauth":
+            from lemon_mcp._oauth import OAuthClient
+
+            auth = OAuthClient(
+                name=name, server_url=config.url, settings=config.oauth, home=self._home,
+                environ=self._environ,
+            )  # fmt: skip
+        if legacy or config.http_transport == "sse":
+            return SseTransport(name=name, url=config.url, headers=headers, auth=auth)
+        return HttpTransport(name=name, url=config.url, headers=headers, auth=auth)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -349,6 +435,7 @@ class McpHubImpl:
                 state=s.state,
                 tools=len(s.tools),
                 last_error=s.last_error,
+                detail=s.detail,
             )
             for s in sorted(self._servers.values(), key=lambda s: s.name)
         ]
@@ -356,11 +443,14 @@ class McpHubImpl:
     def stderr_tail(self, name: str) -> str:
         server = self._servers.get(name)
         transport = server.client.transport if server and server.client else None
-        return transport.stderr_tail() if isinstance(transport, StdioTransport) else ""
+        if isinstance(transport, StdioTransport):
+            return transport.stderr_tail()
+        return server.stderr if server is not None else ""
 
     async def _stop(self, server: _Server) -> None:
         client, server.client = server.client, None
         server.state = ServerState.STOPPED
+        self._changed(server.name, "stopped")
         if client is not None:
             with contextlib.suppress(McpError, OSError):
                 await client.aclose()
@@ -374,6 +464,12 @@ class McpHubImpl:
                 await task
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(self._stop(s) for s in servers), self._sessions.aclose())
+
+
+def _detail(transport: Transport) -> str:
+    if isinstance(transport, StdioTransport):
+        return "stdio"
+    return "sse (legacy)" if type(transport).__name__ == "SseTransport" else "streamable-http"
 
 
 def _unavailable(server: str, reason: str) -> McpToolOutput:

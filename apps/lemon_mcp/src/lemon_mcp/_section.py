@@ -24,7 +24,14 @@ import msgspec
 
 from lemon_core.config import CheckContext, ConfigIssue, Section
 
-__all__ = ["SECTIONS", "McpConfig", "McpServerConfig", "ToolOverride", "definition_hash"]
+__all__ = [
+    "SECTIONS",
+    "McpConfig",
+    "McpServerConfig",
+    "OAuthSettings",
+    "ToolOverride",
+    "definition_hash",
+]
 
 SERVER_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -38,6 +45,20 @@ class ToolOverride(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """``[mcp.servers.NAME.tools.TOOL]``: one tool's own approval."""
 
     approval: Approval = "ask"
+
+
+class OAuthSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[mcp.servers.NAME.oauth]`` (with ``auth = "oauth"``): how to get a token. Endpoints
+    are discovered (protected-resource, then authorization-server metadata); a client is
+    registered dynamically unless ``client_id`` is set. Never a secret in the file."""
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str = ""
+    client_secret_env: str = ""
+    """The variable holding the client secret (client credentials, or a confidential client)."""
+    scopes: tuple[str, ...] = ()
+    redirect_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
+    """The loopback port ``lemon mcp login`` listens on (0: any free port)."""
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -54,6 +75,11 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     headers_env: dict[str, str] = msgspec.field(default_factory=dict)
     """``{"X-Api-Key" = "OUR_VAR"}``: each header's value is read from a variable."""
     bearer_token_env: str = ""
+    http_transport: Literal["auto", "streamable-http", "sse"] = "auto"
+    """``auto``: Streamable HTTP, falling back to the legacy HTTP+SSE transport when the
+    server answers ``initialize`` with 400, 404 or 405."""
+    auth: Literal["none", "oauth"] = "none"
+    oauth: OAuthSettings = msgspec.field(default_factory=OAuthSettings)
     startup_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
     call_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
     enabled: bool = True
@@ -73,8 +99,27 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
                 out.append(f"`url` must be an http:// or https:// URL, got {self.url!r}")
             if self.args or self.env or self.env_from or self.cwd:
                 out.append("`args`, `env`, `env_from` and `cwd` are for stdio servers only")
-        elif self.headers_env or self.bearer_token_env:
-            out.append("`headers_env` and `bearer_token_env` are for HTTP servers only")
+        elif (
+            self.headers_env
+            or self.bearer_token_env
+            or self.auth != "none"
+            or self.http_transport != "auto"
+        ):
+            out.append(
+                "`headers_env`, `bearer_token_env`, `auth` and `http_transport` are for HTTP "
+                "servers only"
+            )
+        if self.auth == "oauth" and self.bearer_token_env:
+            out.append('set either `auth = "oauth"` or `bearer_token_env`, not both')
+        if self.oauth != OAuthSettings() and self.auth != "oauth":
+            out.append('`[...oauth]` is read only with `auth = "oauth"`')
+        secret = self.oauth.client_secret_env
+        if secret and not _ENV_NAME_RE.match(secret):
+            out.append(f"oauth.client_secret_env: {secret!r} is not a variable name")
+        if self.oauth.grant == "client_credentials" and not (self.oauth.client_id and secret):
+            out.append(
+                'oauth.grant = "client_credentials" needs `client_id` and `client_secret_env`'
+            )
         for var in [*self.env, *self.env_from, *self.env_from.values()]:
             if not _ENV_NAME_RE.match(var):
                 out.append(f"{var!r} is not an environment variable name")
@@ -141,9 +186,22 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         return self.approval
 
 
+#: Keys added after approvals were first recorded: left out of the hash while at their
+#: default, so adding them did not lapse every approval.
+_LATER_KEYS: Final = {
+    "http_transport": "auto",
+    "auth": "none",
+    "oauth": msgspec.to_builtins(OAuthSettings()),
+}
+
+
 def definition_hash(server: McpServerConfig) -> str:
     """A stable hash of everything that decides what the server runs and may do."""
-    encoded = msgspec.json.encode(msgspec.to_builtins(server), order="sorted")
+    raw = msgspec.to_builtins(server)
+    for key, default in _LATER_KEYS.items():
+        if raw.get(key) == default:
+            raw.pop(key, None)
+    encoded = msgspec.json.encode(raw, order="sorted")
     return hashlib.sha256(encoded).hexdigest()
 
 
@@ -182,6 +240,7 @@ class McpConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
             yield from server.env_from.values()
             yield from server.headers_env.values()
             yield server.bearer_token_env or None
+            yield server.oauth.client_secret_env or None
 
 
 def _widening(

@@ -26,7 +26,7 @@ __all__ = [
 
 #: The versions we speak, newest first (``initialize`` offers the first; the server may
 #: answer any of these).
-SUPPORTED_PROTOCOLS: Final = ("2025-06-18", "2025-03-26", "2024-11-05")
+SUPPORTED_PROTOCOLS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL: Final = SUPPORTED_PROTOCOLS[0]
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from lemon_core.errors import LemonCoreError
 
 __all__ = [
+    "McpAuthError",
     "McpConnectionError",
     "McpError",
+    "McpHttpStatusError",
     "McpProtocolError",
     "McpRemoteError",
     "McpTimeoutError",
@@ -19,6 +21,19 @@ class McpError(LemonCoreError):
 
 class McpConnectionError(McpError):
     """The server could not be started or reached, or its connection ended (with the reason)."""
+
+
+class McpHttpStatusError(McpConnectionError):
+    """The HTTP server answered an error status (``status``: 401 needs a login, 400/404/405
+    on ``initialize`` means an older transport)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class McpAuthError(McpConnectionError):
+    """OAuth failed or is needed (``lemon mcp login NAME``); never carries a token."""
 
 
 class McpProtocolError(McpConnectionError):

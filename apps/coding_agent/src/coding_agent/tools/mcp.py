@@ -11,6 +11,7 @@ tool (once / session / always / deny; refused without an approval channel).
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -70,11 +71,14 @@ def mcp_policy(
     policy: ToolPolicy, specs: Mapping[str, str], preapproved: frozenset[str]
 ) -> ToolPolicy:
     """``policy`` with the MCP tools' questions added: ``specs`` maps each tool to its
-    configured approval (``ask`` or ``allow``)."""
+    configured approval (``ask`` or ``allow``). ``preapproved`` names tools or globs over
+    them (``mcp_fs_*``) whose question is skipped."""
+    if ALL_TOOLS in preapproved:
+        return policy
     asked = {
         name
         for name, approval in specs.items()
-        if approval == "ask" and name not in preapproved and ALL_TOOLS not in preapproved
+        if approval == "ask" and not any(fnmatch.fnmatchcase(name, p) for p in preapproved)
     }
     if not asked:
         return policy

@@ -30,6 +30,9 @@ ALL_TOOLS: Final = "*"
 
 _TOOL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 _KEYS: Final = frozenset({"allow", "deny", "require_approval"})
+# In ``preapproved`` only: a glob over MCP tools (``mcp_fs_*``), whose names are known only
+# once their server has started.
+_MCP_GLOB_RE: Final = re.compile(r"^mcp_[A-Za-z0-9_.:*?-]{1,124}$")
 
 
 def _names(key: str, value: object) -> frozenset[str]:
@@ -159,12 +162,20 @@ class ToolPolicy:
 
 
 def check_preapproved(value: object) -> frozenset[str]:
-    """A ``preapproved`` set, strictly validated (tool names or :data:`ALL_TOOLS`)."""
+    """A ``preapproved`` set, strictly validated (tool names, :data:`ALL_TOOLS`, or a glob
+    over MCP tools such as ``mcp_fs_*``)."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise InvalidToolPolicyError(
             f"preapproved must be a list of tool names (or {ALL_TOOLS!r}), "
             f"got {type(value).__name__}"
         )
     items = list(value)
-    names = _names("preapproved", [v for v in items if v != ALL_TOOLS])
+    globs = {
+        v
+        for v in items
+        if isinstance(v, str) and v != ALL_TOOLS and ("*" in v or "?" in v)
+        and _MCP_GLOB_RE.match(v)
+    }  # fmt: skip
+    names = _names("preapproved", [v for v in items if v != ALL_TOOLS and v not in globs])
+    names |= globs
     return names | {ALL_TOOLS} if ALL_TOOLS in items else names
