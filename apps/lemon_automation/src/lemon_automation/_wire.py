@@ -36,7 +36,7 @@ from lemon_automation.service import AutomationService, JobSpec, job_view
 from lemon_core.errors import UsageError
 from lemon_core.wire_methods import WireCall, WireHandler, WireMethods
 
-__all__ = ["camel", "registered", "snake"]
+__all__ = ["camel", "methods_of", "registered", "snake"]
 
 _OWNER: Final = "lemon_automation"
 _UPPER: Final = re.compile(r"([A-Z])")
@@ -75,6 +75,14 @@ def snake(value: Any) -> Any:
     if isinstance(value, list):
         return [snake(v) for v in value]
     return value
+
+
+def _duration(ms: int) -> str:
+    """``ms`` in the largest unit that divides it (``30m``, ``90s``, ``1500ms``)."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _run_view(run: CronRun) -> dict[str, Any]:
@@ -116,7 +124,7 @@ def _id(params: Any) -> str:
     return value
 
 
-def _methods(service: AutomationService) -> dict[str, tuple[WireHandler, str]]:
+def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]:
     async def guarded(op: Any) -> Any:
         try:
             return await op
@@ -126,8 +134,14 @@ def _methods(service: AutomationService) -> dict[str, tuple[WireHandler, str]]:
     async def list_jobs(call: WireCall) -> dict[str, Any]:
         agent = _str(call.params, "agentId")
         jobs, bad = await service.all_jobs()
+        views = []
+        for job in jobs:
+            if agent is not None and job.agent_id != agent:
+                continue
+            last = await service.last_run(job.id)
+            views.append(camel({**job_view(job), "last_status": last and last.status}))
         return {
-            "jobs": [camel(job_view(j)) for j in jobs if agent is None or j.agent_id == agent],
+            "jobs": views,
             "quarantined": [{"id": key, "reason": why} for key, why in bad],
         }
 
@@ -266,7 +280,7 @@ def _methods(service: AutomationService) -> dict[str, tuple[WireHandler, str]]:
             service.set_heartbeat(
                 _str(p, "agentId", default="default"),
                 enabled=enabled,
-                every=None if interval is None else f"{int(interval)}ms",
+                every=None if interval is None else _duration(int(interval)),
                 prompt=_str(p, "prompt"),
                 channel=_str(p, "channel"),
             )
@@ -304,7 +318,7 @@ def registered(methods: WireMethods, service: AutomationService) -> Iterator[tup
     """Register the methods while the block runs (unregistered when it ends)."""
     done: list[str] = []
     try:
-        for name, (handler, scope) in _methods(service).items():
+        for name, (handler, scope) in methods_of(service).items():
             methods.register(name, handler, scope=scope, owner=_OWNER)
             done.append(name)
         yield tuple(done)

@@ -229,6 +229,16 @@ def heartbeat_id(agent_id: str) -> str:
     return f"heartbeat_{agent_id}"
 
 
+_NO_DAEMON: Final = "running a job needs the daemon: start it with lemon daemon start"
+
+
+class _NoDaemon:
+    """The submitter of a service opened without a daemon (the CLI on the store): it refuses."""
+
+    async def submit(self, request: RunRequest) -> Any:
+        raise JobError("id", _NO_DAEMON)
+
+
 class _Completions:
     """Run ends seen on the port's ``watch_all`` stream, by run id (one stream for every
     fire; an end that arrives before its waiter is kept, bounded)."""
@@ -303,7 +313,7 @@ class AutomationService(SchedulerHooks):
         jobs: JobStore,
         runs: CronRunStore,
         ledger: FireLedger,
-        port: SessionPort,
+        port: SessionPort | None,
         bus: Bus,
         owner: str,
         home: Path,
@@ -324,14 +334,14 @@ class AutomationService(SchedulerHooks):
         self.tick_s = tick_s
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._wake = asyncio.Event()
-        self._completions = _Completions(port)
+        self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
         self._done: dict[str, asyncio.Future[CronRun]] = {}
         self.counters = _Counters()
         self.scheduler = Scheduler(
             jobs,
             ledger,
-            port,
+            port if port is not None else _NoDaemon(),
             owner=owner,
             clock=SYSTEM_CLOCK,
             sleep=asyncio.sleep,
@@ -340,6 +350,16 @@ class AutomationService(SchedulerHooks):
             request_for=self._request_for,
             hooks=self,
         )
+
+    def _port(self) -> SessionPort:
+        if self.port is None:
+            raise JobError("id", _NO_DAEMON)
+        return self.port
+
+    def _waits(self) -> _Completions:
+        if self._completions is None:
+            raise JobError("id", _NO_DAEMON)
+        return self._completions
 
     # -- events -----------------------------------------------------------------------------
 
@@ -508,7 +528,7 @@ class AutomationService(SchedulerHooks):
             return "empty_checklist"
         if job.skip_when_busy:
             try:
-                snap = await self.port.snapshot(f"agent:{job.agent_id}:main")
+                snap = await self._port().snapshot(f"agent:{job.agent_id}:main")
             except Exception:  # no such session yet: not busy
                 return None
             if snap.active is not None:
@@ -616,7 +636,7 @@ class AutomationService(SchedulerHooks):
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(fire, lost))
         lost_wait = asyncio.create_task(lost.wait())
-        ended_task = asyncio.create_task(self._completions.wait(run_id, job.timeout_ms / 1000))
+        ended_task = asyncio.create_task(self._waits().wait(run_id, job.timeout_ms / 1000))
         try:
             await asyncio.wait({ended_task, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
             if lost.is_set():
@@ -628,7 +648,7 @@ class AutomationService(SchedulerHooks):
                 self.counters.lost += 1
                 ended_task.cancel()
                 with contextlib.suppress(Exception):
-                    await self.port.cancel(run_id=run_id)
+                    await self._port().cancel(run_id=run_id)
                 return
             ended = ended_task.result()
             status = "completed" if ended is not None and ended.ok else "failed"
@@ -642,11 +662,11 @@ class AutomationService(SchedulerHooks):
     async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
         """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not."""
         try:
-            await self.port.cancel(run_id=run_id)
+            await self._port().cancel(run_id=run_id)
         except Exception as exc:
             log.warning("automation could not cancel timed-out run %s: %s", run_id, exc)
             return None, "unknown"
-        ended = await self._completions.wait(run_id, min(30.0, max(1.0, job.timeout_ms / 1000)))
+        ended = await self._waits().wait(run_id, min(30.0, max(1.0, job.timeout_ms / 1000)))
         return ended, "timeout" if ended is not None else "unknown"
 
     async def _terminalize(
@@ -795,10 +815,10 @@ class AutomationService(SchedulerHooks):
             )
             return job, cid, waiter
         self._done[cid] = waiter
-        await self._completions.ready()
+        await self._waits().ready()
         result = await fire_due(
             self.ledger,
-            self.port,
+            self._port(),
             job_id=job.id,
             due_at_ms=due,
             owner=self.owner,
@@ -844,11 +864,11 @@ class AutomationService(SchedulerHooks):
     async def run(self) -> None:
         """The service's loops (cancel to stop); every followed fire is cancelled with it."""
         tasks = [
-            asyncio.create_task(self._completions.pump()),
+            asyncio.create_task(self._waits().pump()),
             asyncio.create_task(self._tick_forever()),
         ]
         try:
-            await self._completions.ready()
+            await self._waits().ready()
             await self._schedule_forever()
         finally:
             for task in [*tasks, *self._follows]:
