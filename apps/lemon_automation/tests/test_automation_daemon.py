@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lemon_automation import AutomationApp
-from lemon_automation.service import FORWARD_CAP_BYTES, AutomationService, cap_bytes
+from lemon_automation.service import (
+    FORWARD_CAP_BYTES,
+    AutomationService,
+    cap_bytes,
+    checklist_is_empty,
+    is_suppressed,
+)
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.bus import Subscription
@@ -260,3 +269,91 @@ async def test_disabled_in_the_daemon_advertises_no_cron_method(
             methods = c.frames[0]["features"]["methods"]
             for name in ("cron.list", "cron.add", "wake", "set-heartbeats", "last-heartbeat"):
                 assert name in methods
+
+
+@pytest.mark.parametrize(
+    ("answer", "suppressed"),
+    [
+        ("HEARTBEAT_OK", True),
+        ("  HEARTBEAT_OK\n", True),
+        ("HEARTBEAT_OK extra", False),
+        ("Status: OK", False),
+        ("heartbeat_ok", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_suppressed_exactly_when_the_answer_trims_to_heartbeat_ok(
+    answer: str | None, suppressed: bool
+) -> None:
+    assert is_suppressed(answer) is suppressed
+
+
+@pytest.mark.parametrize(
+    ("text", "empty"),
+    [
+        ("", True),
+        ("# Heartbeat\n\n## Daily\n", True),
+        ("<!--\n- check the build\n-->\n# Tasks\n- [ ]\n", True),
+        ("# Tasks\n- check the build\n", False),
+        ("check mail", False),
+    ],
+)
+def test_an_empty_checklist_is_judged_on_the_files_content(text: str, empty: bool) -> None:
+    assert checklist_is_empty(text) is empty
+
+
+async def test_an_empty_heartbeat_answer_is_an_alert_never_an_empty_message(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    main = runtime.bus.subscribe(session_topic(MAIN))
+    async with client() as c:
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo"})
+        await c.call("wake", {})
+        completed = await next_of(cron, "cron_run_completed")
+        assert completed.payload.suppressed is False
+        alert = await next_of(cron, "heartbeat_alert")
+        assert alert.payload.response == "the heartbeat produced no answer"
+        forwarded = await next_of(main, "run_completed")
+        assert forwarded.payload.completed.answer == "the heartbeat produced no answer"
+    cron.cancel()
+    main.cancel()
+
+
+async def test_a_run_past_its_timeout_is_cancelled_then_recorded_timeout(
+    client: ClientFactory,
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "slow", "schedule": "every 1h", "prompt": hold, "timeoutSec": 1},
+            )
+        )["job"]
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True, "timeoutSec": 30})
+        assert ran["status"] == "timeout"
+        assert "did not end within 1 s" in ran["error"]
+        (record,) = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+        assert record["status"] == "timeout"
+
+
+async def test_an_at_job_fires_once_and_then_ends_itself(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    when = datetime.now(UTC) + timedelta(seconds=1)
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "once", "schedule": f"at {when.isoformat()}", "prompt": "/echo once"},
+            )
+        )["job"]
+        done = await next_of(cron, "cron_run_completed", job_id=job["id"])
+        assert done.payload.output == "once"
+        (listed,) = (await c.call("cron.list"))["jobs"]
+        assert listed["enabled"] is False
+        assert listed["nextDueAtMs"] is None
+    cron.cancel()
