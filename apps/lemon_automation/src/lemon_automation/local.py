@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lemon_automation._section import AutomationConfig
-from lemon_automation._wire import methods_of
+from lemon_automation._wire import methods_of, snake
 from lemon_automation.jobs import JobStore
 from lemon_automation.runs import CronRunStore
 from lemon_automation.service import AutomationService, default_daemon_id
@@ -20,7 +20,7 @@ from lemon_core.errors import UsageError
 from lemon_core.wire_methods import WireCall
 from lemon_runtime import open_configured_store, open_fire_ledger
 
-__all__ = ["call_on_store"]
+__all__ = ["call_on_store", "snake"]
 
 
 async def call_on_store(loaded: LoadedConfig, method: str, params: Mapping[str, Any]) -> Any:

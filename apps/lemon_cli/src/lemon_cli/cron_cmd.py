@@ -94,7 +94,7 @@ def _fail(command: str, message: str, code: int) -> typer.Exit:
 def call(command: str, method: str, params: dict[str, Any]) -> Any:
     """``method`` on the running daemon, else on the store directly; the payload with
     snake-case keys."""
-    from lemon_automation._wire import snake
+    from lemon_automation.local import snake
 
     if daemon_runs():
         payload = daemon_call(
