@@ -183,7 +183,7 @@ class Scheduler:
                 if result.status == "submitted":
                     report.fired.append((fire.job_id, fire.due_at_ms))
                 if result.status in ("submitted", "rejected"):
-                    await self._hooks.fired(job, result, "takeover")
+                    await self._hooks.fired(job, result, "schedule")
                 continue
             why = "the owner stopped while the run was in flight" if job else "the job is gone"
             ended = await self._ledger.record(fire, status="interrupted", outcome=why)

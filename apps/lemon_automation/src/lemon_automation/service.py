@@ -89,6 +89,8 @@ HEARTBEAT_PROMPT: Final = (
 _NO_ANSWER: Final = "the heartbeat produced no answer"
 _COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 _ENDED_KEEP: Final = 2048
+#: The prefix of every fire's derived router run id (``router_run_id``).
+_FIRE_RUNS: Final = "run_cron_"
 
 
 def default_daemon_id() -> str:
@@ -255,7 +257,7 @@ class _Completions:
             self._ready.set()
             try:
                 async for event in stream:
-                    if isinstance(event, RunEnded):
+                    if isinstance(event, RunEnded) and event.run_id.startswith(_FIRE_RUNS):
                         self._end(event)
                     elif isinstance(event, StreamOverflow):
                         log.warning("automation lost run events (%s); watching again", event.reason)
