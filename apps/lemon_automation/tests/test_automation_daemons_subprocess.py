@@ -2,13 +2,15 @@
 local bus (nothing but the store connects them): an ``every 1s`` job fires each due time exactly
 once between them (one start, one completion, one run), and a daemon killed with SIGKILL while
 its fire's run is in flight is taken over by the other, which ends the fire ``interrupted`` once
-and does not run it again."""
+and does not run it again; one paused (SIGSTOP) past its lease loses the fire the same way, and
+when it resumes the fence refuses its late writes (no second completion)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -175,3 +177,39 @@ async def test_a_daemon_killed_mid_run_is_taken_over_and_the_fire_ends_interrupt
     assert record["status"] == "interrupted"
     assert record["owner"] == "b"
     assert record["triggeredBy"] == "manual"
+
+
+async def test_a_paused_owner_loses_its_fire_and_its_late_completion_is_refused_by_the_fence(
+    tmp_path: Path, schema: str
+) -> None:
+    with two_daemons(tmp_path, schema) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_a.call(
+                    "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                )
+            )["job"]
+            ran = await on_a.call("cron.run", {"id": job["id"]})
+            await on_a.event("exec.approval.requested")  # A's run is in flight
+            a.proc.send_signal(signal.SIGSTOP)  # longer than lease_ms (2 s): B takes over
+            try:
+                ended = await asyncio.wait_for(
+                    on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+                )
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            assert ended["payload"]["status"] == "interrupted"
+            # A wakes, its renewal is refused by the fence: it abandons the fire (cancels its
+            # run) and publishes no completion of its own.
+            await asyncio.gather(pump(on_a, 4.0), pump(on_b, 2.0))
+            assert not [
+                d for d in cron_events(on_a, "run_completed") if d["cronRunId"] == ran["cronRunId"]
+            ]
+            status = await on_a.call("cron.status")
+            assert status["lost"] == 1
+            (record,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+    assert record["status"] == "interrupted"
+    assert record["owner"] == "b"
