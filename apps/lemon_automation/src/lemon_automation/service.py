@@ -662,7 +662,20 @@ class AutomationService(SchedulerHooks):
         await self._terminalize(job, fire, record, run_id, ended, status)
 
     async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
-        """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not."""
+        """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not. A run
+        the run history shows finished (its end was lost with an overflowed stream) is taken as
+        it ended, with no answer."""
+        with contextlib.suppress(Exception):
+            for done in await self._port().runs(limit=200):
+                if done.run_id == run_id:
+                    found = RunEnded(
+                        session_key=done.session_key,
+                        run_id=run_id,
+                        attempt_id=done.attempt_id or run_id,
+                        ok=done.ok,
+                        error_code=done.error_code,
+                    )
+                    return found, "completed" if done.ok else "failed"
         try:
             await self._port().cancel(run_id=run_id)
         except Exception as exc:
