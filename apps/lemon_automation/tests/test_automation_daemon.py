@@ -357,3 +357,19 @@ async def test_an_at_job_fires_once_and_then_ends_itself(
         assert listed["enabled"] is False
         assert listed["nextDueAtMs"] is None
     cron.cancel()
+
+
+async def test_a_heartbeat_while_the_users_run_is_active_is_skipped_busy(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    async with client() as c:
+        held = await c.call("chat.send", {"sessionKey": MAIN, "prompt": hold})
+        await c.event("exec.approval.requested", runId=held["runId"])
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo HEARTBEAT_OK"})
+        await c.call("wake", {})
+        last = (await c.call("last-heartbeat", {}))["last"]
+        assert last["status"] == "skipped"
+        assert last["reason"] == "busy"
+        assert service.counters.fired == 0
+        await c.call("chat.abort", {"sessionKey": MAIN})
