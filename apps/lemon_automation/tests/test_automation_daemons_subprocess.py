@@ -8,7 +8,7 @@ when it resumes the fence refuses its late writes (no second completion)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -92,11 +92,18 @@ def cron_events(client: WireClient, kind: str) -> list[dict[str, Any]]:
 
 
 async def pump(client: WireClient, seconds: float) -> None:
-    """Read the client's frames for ``seconds`` (they are recorded)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            while True:
-                await client.next_frame()
+    """Record the client's frames for ``seconds``. A deadline, not an outer cancellation: on
+    Python 3.11 ``wait_for`` can swallow a cancel that lands as a frame arrives (and frames
+    arrive every second here)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while (left := end - loop.time()) > 0:
+        try:
+            raw = await asyncio.wait_for(client.ws.recv(), left)
+        except TimeoutError:
+            return
+        assert isinstance(raw, str)
+        client.frames.append(json.loads(raw))
 
 
 async def test_each_due_time_fires_exactly_once_across_two_daemons_with_local_buses(
@@ -112,10 +119,10 @@ async def test_each_due_time_fires_exactly_once_across_two_daemons_with_local_bu
                     "cron.add", {"name": "tick", "schedule": "every 1s", "prompt": "/echo tick"}
                 )
             )["job"]
-            listed = await on_b.call("cron.list")  # added on A, seen by B (the store)
+            listed = await asyncio.wait_for(on_b.call("cron.list"), 30)  # A's job, seen by B
             assert [j["id"] for j in listed["jobs"]] == [job["id"]]
             await asyncio.gather(pump(on_a, 8.0), pump(on_b, 8.0))
-            await on_b.call("cron.pause", {"id": job["id"]})
+            await asyncio.wait_for(on_b.call("cron.pause", {"id": job["id"]}), 30)
             await asyncio.gather(pump(on_a, 3.0), pump(on_b, 3.0))
             started = cron_events(on_a, "run_started") + cron_events(on_b, "run_started")
             done = cron_events(on_a, "run_completed") + cron_events(on_b, "run_completed")
