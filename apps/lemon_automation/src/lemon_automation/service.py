@@ -283,7 +283,8 @@ class _Completions:
         waiter: asyncio.Future[RunEnded] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(run_id, []).append(waiter)
         try:
-            return await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await waiter
         except TimeoutError:
             return None
         finally:
@@ -873,8 +874,10 @@ class AutomationService(SchedulerHooks):
                 failing = True
                 delay_ms = self.poll_ms
             delay_ms = min(max(0, delay_ms), self.poll_ms, self.lease_ms // 3)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the stop's cancel
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
+                async with asyncio.timeout(delay_ms / 1000):
+                    await self._wake.wait()
 
     async def run(self) -> None:
         """The service's loops (cancel to stop); every followed fire is cancelled with it."""
