@@ -160,14 +160,16 @@ async def test_a_chat_with_a_tool_call(
         ScriptedTurn(text="The file says hi."),
     )
     async with boot(scripted_provider) as runtime:
-        # lemon_webhooks boots wherever the gateway does, before it (disabled: it does nothing)
+        # lemon_webhooks boots wherever the gateway does, before it (disabled: it does nothing);
+        # lemon_automation after the router (in this profile it schedules nothing by default)
         assert runtime.apps == (
             "lemon_memory",
             "coding_agent",
             "lemon_webhooks",
             "lemon_gateway",
-            "lemon_mcp",
             "lemon_router",
+            "lemon_automation",
+            "lemon_mcp",
         )
         watch = Watch(runtime)
         receipt = await router_of(runtime).submit(request("what does hello.txt say?", work))
@@ -410,6 +412,7 @@ def test_installed_apps_are_found_through_entry_points() -> None:
         "coding_agent",
         "lemon_webhooks",  # before the gateway: its VANISHED_RUN_LISTENER must be registered
         "lemon_gateway",
-        "lemon_mcp",
         "lemon_router",
+        "lemon_automation",  # after the router: it submits through SESSION_PORT
+        "lemon_mcp",
     ]

@@ -14,7 +14,14 @@ from lemon_control_plane.bridge import BUS_EVENTS
 from lemon_control_plane.server import EVENTS
 from lemon_control_plane.testing import plane_client
 from lemon_core.bus import CHANNELS, CRON, GOALS
-from lemon_core.events import TOPIC_OF_TYPE, HeartbeatSuppressed, registry
+from lemon_core.events import (
+    TOPIC_OF_TYPE,
+    CronJobAction,
+    CronJobChanged,
+    CronLifecycleAction,
+    HeartbeatSuppressed,
+    registry,
+)
 from lemon_platform_test import events_fixtures
 from lemon_runtime import Runtime
 
@@ -84,15 +91,32 @@ EXAMPLES: list[tuple[str, Any, str, dict[str, Any]]] = [
     ),
     (
         "cron_job_created",
-        events_fixtures.cron_job_changed(job_id="job_3"),
-        "cron",
-        {"type": "job_created", "jobId": "job_3"},
+        events_fixtures.cron_job_changed(
+            job_id="job_3",
+            job={"id": "job_3", "name": "n", "schedule": "every 1s", "next_run_at_ms": 7},
+        ),
+        "cron.job",
+        {"type": "created", "jobId": "job_3", "schedule": "every 1s", "nextRunAtMs": 7},
+    ),
+    (
+        "cron_job_deleted",
+        CronJobChanged(action=CronJobAction.DELETED, job_id="job_3", name="n"),
+        "cron.job",
+        {"type": "deleted", "jobId": "job_3"},
+    ),
+    (
+        "cron_lifecycle_action",
+        CronLifecycleAction(
+            audit={"action": "run_skipped", "id": "a1", "job_id": "job_3", "reason": "busy"}
+        ),
+        "cron.audit",
+        {"type": "run_skipped", "auditId": "a1", "jobId": "job_3", "changedFields": []},
     ),
     (
         "heartbeat_alert",
         events_fixtures.heartbeat_alert(agent_id="default", response="disk full"),
         "heartbeat",
-        {"type": "alert", "agentId": "default", "response": "disk full"},
+        {"type": "alert", "status": "alert", "agentId": "default", "response": "disk full"},
     ),
     (
         "heartbeat_suppressed",
@@ -118,6 +142,10 @@ async def test_cron_heartbeat_tick_and_goal_events_reach_the_wire(
         runtime.bus.broadcast_event(TOPIC_OF_TYPE[event_type], event_type, payload)
         frame = await c.event(wire, **fields)
     assert frame["event"] == wire
+    state = frame["stateVersion"]
+    assert set(state) == {"presence", "health", "cron"}
+    if event_type.startswith("cron_"):  # (the daemon's own scheduler may have ticked too)
+        assert state["cron"] >= 1
 
 
 def test_every_registered_type_of_the_seed_mapped_topics_has_one_row_and_is_advertised() -> None:

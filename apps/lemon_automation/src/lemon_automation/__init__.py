@@ -1,7 +1,8 @@
 """lemon_automation: cron jobs and heartbeats; every due time fires exactly once, on any number
 of daemons (claimed in the fire ledger, submitted through ``SESSION_PORT`` with a run id derived
-from the due time). Not yet: the scheduler's lifespan, heartbeats, wire methods and CLI (see the
-README)."""
+from the due time). The daemon's lifespan runs :class:`AutomationService` (the timer, the fires'
+runs, heartbeats, the ``cron`` events) and registers the ``cron.*`` / ``wake`` /
+``set-heartbeats`` / ``last-heartbeat`` wire methods (see the README)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id, submit_fire
     from lemon_automation.jobs import Job, JobError, JobStore, jitter_ms
     from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
+    from lemon_automation.service import AutomationService, JobSpec
 
 #: Where each facade name lives (loading the config imports the section module only).
 _EXPORTS: Final[dict[str, tuple[str, str]]] = {
@@ -39,18 +41,22 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "Every": ("lemon_automation.schedule", "Every"),
     "Schedule": ("lemon_automation.schedule", "Schedule"),
     "ScheduleError": ("lemon_automation.schedule", "ScheduleError"),
+    "AutomationService": ("lemon_automation.service", "AutomationService"),
+    "JobSpec": ("lemon_automation.service", "JobSpec"),
 }
 
 __all__ = [
     "At",
     "AutomationApp",
     "AutomationConfig",
+    "AutomationService",
     "CatchUp",
     "Cron",
     "Every",
     "FireResult",
     "Job",
     "JobError",
+    "JobSpec",
     "JobStore",
     "Schedule",
     "ScheduleError",

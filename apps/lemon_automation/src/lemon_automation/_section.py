@@ -13,9 +13,11 @@ __all__ = ["SECTIONS", "AutomationConfig"]
 
 
 class AutomationConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[automation]``: off unless enabled."""
+    """``[automation]``: the scheduler runs in the daemon unless ``enabled = false``."""
 
-    enabled: bool = False
+    enabled: bool | None = None
+    """Unset: on in the daemon, off elsewhere (``lemon chat``); true: wherever the app boots;
+    false: nowhere."""
     lease_ms: Annotated[int, msgspec.Meta(ge=2000, le=3_600_000)] = 30_000
     """How long a fire's claim holds without renewal (renewed every ``lease_ms / 3``)."""
     poll_ms: Annotated[int, msgspec.Meta(ge=50, le=60_000)] = 1000

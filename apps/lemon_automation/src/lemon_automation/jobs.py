@@ -38,6 +38,12 @@ class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     name: str
     agent_id: str = "default"
     kind: Literal["cron", "every", "at"]
+    purpose: Literal["cron", "heartbeat"] = "cron"
+    """A heartbeat's answer ``HEARTBEAT_OK`` is suppressed; anything else is an alert."""
+    skip_when_busy: bool = True
+    """Heartbeats: a due time while the agent's main session runs is ``skipped: busy``."""
+    channel: str | None = None
+    """Heartbeats: where an alert goes (``None``: the agent's main session)."""
     expr: str
     """The cron expression, the duration, or the ISO instant."""
     timezone: str = "UTC"

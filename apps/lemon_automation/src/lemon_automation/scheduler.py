@@ -21,14 +21,35 @@ from lemon_core.execution import RunRequest
 from lemon_core.fire_ledger import FireLedger
 from lemon_core.store.protocol import Clock
 
-__all__ = ["Scheduler", "StepReport", "default_request"]
+__all__ = ["Scheduler", "SchedulerHooks", "StepReport", "default_request"]
 
 _SIX_HOURS: Final = 6 * 3_600_000
 
 
+class SchedulerHooks:
+    """What the daemon does around the scheduler's fires (the defaults do nothing): a
+    ``preflight`` reason skips a due time with no model call; ``fired`` sees each fire this
+    scheduler submitted (and recorded ``submitted``); ``skipped`` each due time it recorded as
+    skipped."""
+
+    async def preflight(self, job: Job, due_at_ms: int) -> str | None:
+        return None
+
+    async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
+        return None
+
+    async def skipped(self, job: Job, due_at_ms: int, reason: str) -> None:
+        return None
+
+
+def run_session(job: Job) -> str:
+    """Where a fire of ``job`` runs: its session, or the sub-session ``<base>:sub:cron_<id>``."""
+    return job.session_key or f"agent:{job.agent_id}:main:sub:cron_{job.id}"
+
+
 def default_request(job: Job, due_at_ms: int) -> RunRequest:
     """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``."""
-    session = job.session_key or f"agent:{job.agent_id}:main:sub:cron_{job.id}"
+    session = run_session(job)
     return RunRequest(
         origin="cron",
         session_key=session,
@@ -62,7 +83,9 @@ class Scheduler:
         poll_ms: int = 1000,
         max_catch_up: int = 10,
         request_for: Callable[[Job, int], RunRequest] = default_request,
+        hooks: SchedulerHooks | None = None,
     ) -> None:
+        self._hooks = hooks or SchedulerHooks()
         self._jobs = jobs
         self._ledger = ledger
         self._port = port
@@ -105,6 +128,11 @@ class Scheduler:
             for due in plan.fire:
                 if due + jitter_ms(job, due) > now:
                     break  # its jittered instant is still ahead: the timer comes back for it
+                reason = await self._hooks.preflight(job, due)
+                if reason is not None:
+                    await self._skip(job, due, reason, report)
+                    newest = max(newest, due)
+                    continue
                 result = await fire_due(
                     self._ledger,
                     self._port,
@@ -118,18 +146,26 @@ class Scheduler:
                 (report.fired if result.status == "submitted" else report.lost).append(
                     (job.id, due)
                 )
+                if result.status in ("submitted", "rejected"):
+                    await self._hooks.fired(job, result, "schedule")
                 newest = max(newest, due)
             for skip in plan.skipped:
-                fire = await self._ledger.claim(job.id, skip.due_at_ms, self._owner, lease_ms=1)
-                if fire is not None:
-                    await self._ledger.record(fire, status="skipped", outcome=skip.reason)
-                    report.skipped.append((job.id, skip.due_at_ms, skip.reason))
+                await self._skip(job, skip.due_at_ms, skip.reason, report)
                 newest = max(newest, skip.due_at_ms)
             if plan.uncounted:
                 report.uncounted[job.id] = plan.uncounted
             if newest > watermark:
                 await self._jobs.advance(job, newest)
         return report
+
+    async def _skip(self, job: Job, due_at_ms: int, reason: str, report: StepReport) -> None:
+        """Record ``due_at_ms`` as skipped (claimed first: one daemon records it once)."""
+        fire = await self._ledger.claim(job.id, due_at_ms, self._owner, lease_ms=1)
+        if fire is None:
+            return
+        if await self._ledger.record(fire, status="skipped", outcome=reason) is not None:
+            report.skipped.append((job.id, due_at_ms, reason))
+            await self._hooks.skipped(job, due_at_ms, reason)
 
     async def recover(self) -> StepReport:
         """Take over fires whose owner stopped renewing: one never submitted is submitted now
@@ -146,11 +182,15 @@ class Scheduler:
                 report.results.append(result)
                 if result.status == "submitted":
                     report.fired.append((fire.job_id, fire.due_at_ms))
+                if result.status in ("submitted", "rejected"):
+                    await self._hooks.fired(job, result, "schedule")
                 continue
             why = "the owner stopped while the run was in flight" if job else "the job is gone"
             ended = await self._ledger.record(fire, status="interrupted", outcome=why)
             if ended is not None:
                 report.skipped.append((fire.job_id, fire.due_at_ms, "interrupted"))
+                if job is not None:
+                    await self._hooks.skipped(job, fire.due_at_ms, "interrupted")
         return report
 
     async def next_wake_ms(self) -> int:

@@ -13,7 +13,16 @@ import typer
 
 from lemon_cli._output import make_console
 
-__all__ = ["daemon_call"]
+__all__ = ["daemon_call", "daemon_runs"]
+
+
+def daemon_runs() -> bool:
+    """Whether a daemon runs for this home (its recorded state names a live process)."""
+    from lemon_cli._daemon import read_state
+    from lemon_core.config import lemon_home
+
+    state = read_state(lemon_home())
+    return state is not None and state.alive
 
 
 def daemon_call(
@@ -23,9 +32,10 @@ def daemon_call(
     *,
     feature: str,
     app: str = "lemon_memory",
+    hint: str = "is the {app} app installed? restart the daemon after installing it",
 ) -> Any:
     """``method``'s payload on the running daemon; ``feature`` names what a daemon without the
-    method lacks (``goals``, ``memory``) and ``app`` the app that provides it."""
+    method lacks (``goals``, ``memory``), ``hint`` what to do about it."""
     import asyncio
 
     from lemon_cli._daemon import client_ssl, read_state, ws_url_of
@@ -59,8 +69,7 @@ def daemon_call(
     except WireError as exc:
         if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
             err.print(
-                f"{command}: the daemon at {state.url} has no {feature} (is the {app} "
-                "app installed? restart the daemon after installing it)",
+                f"{command}: the daemon at {state.url} has no {feature} ({hint.format(app=app)})",
                 markup=False,
             )
         elif exc.code == "FORBIDDEN":

@@ -15,7 +15,7 @@ from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
 from lemon_cli.config_cmd import config_app, print_status
-from lemon_cli.cron_cmd import cron_app
+from lemon_cli.cron_cmd import cron_app, heartbeat_app
 from lemon_cli.daemon_cmd import daemon_app
 from lemon_cli.doctor_cmd import doctor
 from lemon_cli.goal_cmd import goal_app
@@ -50,6 +50,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(channels_app, name="channels")
 app.add_typer(config_app, name="config")
 app.add_typer(cron_app, name="cron")
+app.add_typer(heartbeat_app, name="heartbeat")
 app.add_typer(daemon_app, name="daemon")
 events_app = typer.Typer(
     rich_markup_mode=None,

@@ -78,8 +78,11 @@ class Connection:
         close: Callable[[int, str], Coroutine[Any, Any, None]],
         max_entries: int = 256,
         max_event_bytes: int = 1024 * 1024,
+        state_version: Callable[[], bytes] | None = None,
     ) -> None:
         self.conn_id = conn_id
+        #: The ``stateVersion`` map each event frame carries (its counters when it is sent).
+        self._state_version = state_version
         self.online = False
         self.token_hash: str | None = None
         self.token_id: str | None = None
@@ -205,7 +208,8 @@ class Connection:
             return item
         self._events -= 1
         self._seq += 1
-        return encode_event(item[0], self._seq, item[1])
+        state = None if self._state_version is None else self._state_version()
+        return encode_event(item[0], self._seq, item[1], state)
 
     def _flush(self) -> None:
         """Hand queued frames to the socket until one send has to wait (then a task continues

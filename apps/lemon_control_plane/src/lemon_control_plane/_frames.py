@@ -144,8 +144,12 @@ def error_frame(request_id: str, error: WireError) -> str:
     return encode({"type": "res", "id": request_id, "ok": False, "error": error.body()}).decode()
 
 
-def encode_event(name_json: bytes, seq: int, payload_json: bytes) -> str:
-    """An ``event`` frame from its pre-encoded name and payload and this connection's seq."""
+def encode_event(
+    name_json: bytes, seq: int, payload_json: bytes, state_json: bytes | None = None
+) -> str:
+    """An ``event`` frame from its pre-encoded name and payload and this connection's seq
+    (and, when given, the pre-encoded ``stateVersion`` map)."""
+    state = b"" if state_json is None else b',"stateVersion":' + state_json
     return (
         b'{"type":"event","event":'
         + name_json
@@ -153,5 +157,6 @@ def encode_event(name_json: bytes, seq: int, payload_json: bytes) -> str:
         + str(seq).encode()
         + b',"payload":'
         + payload_json
+        + state
         + b"}"
     ).decode()

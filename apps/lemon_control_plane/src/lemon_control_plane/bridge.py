@@ -29,8 +29,10 @@ the topics of :data:`BUS_EVENTS`, the table of registered bus event types the wi
 bus event (topic)                                        wire event
 =======================================================  ====================================
 ``channel_delivery`` (``channels``)                      ``channel.delivery``
-``cron_run_started`` / ``_completed``, ``cron_job_*``,   ``cron`` (``type``: ``run_started``,
-``cron_lifecycle_action`` (``cron``)                     ``run_completed``, ``job_created``...)
+``cron_run_started`` / ``_completed`` (``cron``)         ``cron`` (``type``: ``run_started``,
+                                                         ``run_completed``)
+``cron_job_*`` (``cron``)                                ``cron.job`` (``created``...)
+``cron_lifecycle_action`` (``cron``)                     ``cron.audit``
 ``heartbeat_alert`` / ``_suppressed`` (``cron``)         ``heartbeat`` (``alert``, ``suppressed``)
 ``cron_tick`` (``cron``)                                 ``tick``
 ``goal_*`` (``goals``)                                   ``goal`` (``type``: ``set``, ``paused``...)
@@ -64,6 +66,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
+
+import msgspec
 
 from lemon_control_plane._wire import (
     _name,
@@ -121,6 +125,10 @@ _log = logging.getLogger(__name__)
 Broadcast = Callable[[str, dict[str, Any], "str | None"], None]
 """``broadcast(event_name, payload, session_key)``: hand one wire event to the connections."""
 
+#: The bus event types that bump ``stateVersion.cron`` (and every ``cron_job_*``).
+_CRON_VERSIONED: Final = frozenset(
+    {"cron_tick", "cron_run_started", "cron_run_completed", "cron_lifecycle_action"}
+)
 _REMEMBERED_RUNS: Final = 1024
 _REMEMBERED_APPROVALS: Final = 1024
 _MAX_ANSWER_CHARS: Final = 256 * 1024
@@ -183,6 +191,8 @@ class EventBridge:
         self._bus = bus
         self._bus_delivery: Delivery | None = None
         self._broadcast = broadcast
+        self._state: dict[str, int] = {"presence": 0, "health": 0, "cron": 0}
+        self._state_json: bytes | None = None
         self._max_sessions = max_sessions
         self._stream: SessionStream | None = None
         self._task: asyncio.Task[None] | None = None
@@ -314,7 +324,20 @@ class EventBridge:
                 self._in += 1
                 self._project_bus(item)
 
+    def state_version(self) -> dict[str, int]:
+        """The counters every event frame carries as ``stateVersion`` (seed 003 §4.2)."""
+        return dict(self._state)
+
+    def state_version_json(self) -> bytes:
+        if self._state_json is None:
+            self._state_json = msgspec.json.encode(self._state)
+        return self._state_json
+
     def _project_bus(self, event: Event) -> None:
+        if event.type in _CRON_VERSIONED or event.type.startswith("cron_job_"):
+            # bumped before mapping, even when the event is then dropped
+            self._state["cron"] += 1
+            self._state_json = None
         row = BUS_EVENTS.get(event.type)
         if row is None:
             return  # another type on a followed topic: the wire has no event for it
@@ -667,24 +690,46 @@ def _cron_run_completed(p: Any) -> dict[str, Any]:
 
 def _cron_job_changed(p: Any) -> dict[str, Any]:
     assert isinstance(p, CronJobChanged)
+    action = _name(p.action)
+    if p.job is None:
+        return {"type": action, "jobId": p.job_id, "name": p.name}
+    job = p.job
     return {
-        "type": f"job_{_name(p.action)}",
-        "jobId": p.job_id,
-        "name": p.name,
-        "agentId": p.agent_id,
-        "job": p.job,
+        "type": action,
+        "jobId": job.get("id") or p.job_id,
+        "name": job.get("name"),
+        "schedule": job.get("schedule"),
+        "enabled": job.get("enabled"),
+        "agentId": job.get("agent_id"),
+        "sessionKey": job.get("session_key"),
+        "nextRunAtMs": job.get("next_run_at_ms"),
     }
 
 
 def _cron_lifecycle_action(p: Any) -> dict[str, Any]:
     assert isinstance(p, CronLifecycleAction)
-    return {"type": "lifecycle_action", "audit": p.audit}
+    a = p.audit
+    return {
+        "type": a.get("action"),
+        "auditId": a.get("id"),
+        "jobId": a.get("job_id"),
+        "cronRunId": a.get("run_id"),
+        "runId": a.get("router_run_id") or a.get("run_id"),
+        "source": a.get("source"),
+        "status": a.get("status"),
+        "triggeredBy": a.get("triggered_by"),
+        "reason": a.get("reason"),
+        "changedFields": a.get("changed_fields") or [],
+        "tsMs": a.get("ts_ms"),
+    }
 
 
 def _heartbeat_alert(p: Any) -> dict[str, Any]:
     assert isinstance(p, HeartbeatAlert)
     return {
         "type": "alert",
+        "status": "alert",
+        "timestampMs": time.time_ns() // 1_000_000,
         "agentId": p.agent_id,
         "jobId": p.job_id,
         "jobName": p.job_name,
@@ -698,6 +743,8 @@ def _heartbeat_suppressed(p: Any) -> dict[str, Any]:
     assert isinstance(p, HeartbeatSuppressed)
     return {
         "type": "suppressed",
+        "status": "suppressed",
+        "timestampMs": time.time_ns() // 1_000_000,
         "agentId": p.agent_id,
         "jobId": p.job_id,
         "jobName": p.job_name,
@@ -754,10 +801,10 @@ BUS_EVENTS: Final[Mapping[str, BusRow]] = MappingProxyType(
         "cron_tick": BusRow(CRON, "tick", _cron_tick),
         "cron_run_started": BusRow(CRON, "cron", _cron_run_started),
         "cron_run_completed": BusRow(CRON, "cron", _cron_run_completed),
-        "cron_job_created": BusRow(CRON, "cron", _cron_job_changed),
-        "cron_job_updated": BusRow(CRON, "cron", _cron_job_changed),
-        "cron_job_deleted": BusRow(CRON, "cron", _cron_job_changed),
-        "cron_lifecycle_action": BusRow(CRON, "cron", _cron_lifecycle_action),
+        "cron_job_created": BusRow(CRON, "cron.job", _cron_job_changed),
+        "cron_job_updated": BusRow(CRON, "cron.job", _cron_job_changed),
+        "cron_job_deleted": BusRow(CRON, "cron.job", _cron_job_changed),
+        "cron_lifecycle_action": BusRow(CRON, "cron.audit", _cron_lifecycle_action),
         "heartbeat_alert": BusRow(CRON, "heartbeat", _heartbeat_alert),
         "heartbeat_suppressed": BusRow(CRON, "heartbeat", _heartbeat_suppressed),
         **{f"goal_{kind}": BusRow(GOALS, "goal", _goal(kind)) for kind in _GOAL_KINDS},

@@ -82,6 +82,8 @@ EVENTS: Final = (
     "channel.delivery",
     "chat",
     "cron",
+    "cron.audit",
+    "cron.job",
     "exec.approval.requested",
     "exec.approval.resolved",
     "goal",
@@ -690,6 +692,7 @@ class ControlPlane:
             close=close,
             max_entries=self.config.connection_queue,
             max_event_bytes=self.config.max_payload,
+            state_version=self.bridge.state_version_json,
         )
         conn.cookie_session = websocket.cookies.get(AUTH_COOKIE) or None
         conn.client_address = websocket.client.host if websocket.client else None

@@ -19,6 +19,7 @@ from lemon_runtime._app import (
 from lemon_runtime._backends import (
     open_configured_bus,
     open_configured_store,
+    open_fire_ledger,
     shared_leases,
     store_path,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "known_profiles",
     "open_configured_bus",
     "open_configured_store",
+    "open_fire_ledger",
     "resolve_profile",
     "shared_leases",
     "store_path",

@@ -16,6 +16,7 @@ from typing import Literal
 from lemon_core.bus import SYSTEM, Bus
 from lemon_core.config import Config, resolve_bus_url, resolve_store_dsn
 from lemon_core.events import StoreBackendChanged
+from lemon_core.fire_ledger import FireLedger
 from lemon_core.home import Home
 from lemon_core.leases import Leases
 from lemon_core.store import Store
@@ -24,6 +25,7 @@ from lemon_infra import MemoryStore, open_default_store
 __all__ = [
     "open_configured_bus",
     "open_configured_store",
+    "open_fire_ledger",
     "shared_leases",
     "store_path",
     "watch_store",
@@ -82,6 +84,25 @@ def shared_leases(store: Store) -> Leases | None:
         leases: Leases = postgres.PostgresLeases(store)
         return leases
     return None
+
+
+async def open_fire_ledger(store: Store, home: Path) -> tuple[FireLedger, bool]:
+    """The fire ledger that goes with ``store``: on PostgreSQL the same schema (every daemon on
+    it shares the claims), on SQLite the file ``<home>/store/fires.sqlite3`` (every process of
+    this home shares it), else in memory. The flag says whether the caller must close it."""
+    postgres = sys.modules.get("lemon_infra._postgres_store")  # loaded only if it was opened
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        from lemon_infra import PostgresFireLedger
+
+        return PostgresFireLedger(store), False
+    if isinstance(store, MemoryStore):
+        from lemon_infra import MemoryFireLedger
+
+        return MemoryFireLedger(), False
+    from lemon_infra import SQLiteFireLedger
+
+    ledger = await SQLiteFireLedger.open(Home(root=home).store_dir / "fires.sqlite3")
+    return ledger, True
 
 
 def watch_store(store: Store, bus: Bus) -> bool:

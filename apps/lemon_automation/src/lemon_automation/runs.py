@@ -1,0 +1,112 @@
+"""Cron run records (a typed wrapper over the configured Store, table ``automation_runs``) and
+the history a ``lemon cron history`` / ``cron.runs`` shows: the fire ledger is the authority
+for which due times were claimed, by whom and how they ended; the run record adds what the
+ledger does not hold (who triggered it, the answer's preview, whether a heartbeat answer was
+suppressed, when it started and finished)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from lemon_core.fire_ledger import Fire, FireLedger
+from lemon_core.store import Store
+
+__all__ = ["RUNS_TABLE", "CronRun", "CronRunStore", "history"]
+
+RUNS_TABLE: Final = "automation_runs"
+_PREVIEW: Final = 1000
+
+
+class CronRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One fire's run, as ``cron.runs`` shows it (the issue's history shape)."""
+
+    cron_run_id: str
+    job_id: str
+    due_at_ms: int
+    status: str
+    triggered_by: str = "schedule"
+    router_run_id: str | None = None
+    owner: str | None = None
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    suppressed: bool = False
+    reason: str | None = None
+    error: str | None = None
+    output: str | None = None
+    """The first 1,000 characters of the answer."""
+
+
+def preview(text: str | None) -> str | None:
+    return None if text is None else text[:_PREVIEW]
+
+
+class CronRunStore:
+    """Run records by ``cron_run_id`` in ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def put(self, run: CronRun) -> None:
+        await self._store.put(RUNS_TABLE, run.cron_run_id, msgspec.to_builtins(run))
+
+    async def get(self, cron_run_id: str) -> CronRun | None:
+        value = await self._store.get(RUNS_TABLE, cron_run_id)
+        if value is None:
+            return None
+        try:
+            return msgspec.convert(value, CronRun)
+        except (msgspec.ValidationError, TypeError):
+            return None
+
+    async def delete(self, cron_run_id: str) -> bool:
+        return await self._store.delete(RUNS_TABLE, cron_run_id)
+
+
+def _from_fire(fire: Fire, record: CronRun | None, cron_run_id: str) -> CronRun:
+    status = fire.status
+    reason = fire.outcome if status in ("skipped", "interrupted") else None
+    error = fire.outcome if status in ("failed", "timeout", "unknown") else None
+    if record is None:
+        return CronRun(
+            cron_run_id=cron_run_id,
+            job_id=fire.job_id,
+            due_at_ms=fire.due_at_ms,
+            status=status,
+            router_run_id=fire.run_id,
+            owner=fire.owner,
+            started_at_ms=fire.claimed_at_ms or None,
+            finished_at_ms=fire.updated_at_ms if fire.done else None,
+            reason=reason,
+            error=error,
+        )
+    return msgspec.structs.replace(
+        record,
+        status=status,
+        owner=fire.owner,
+        router_run_id=fire.run_id or record.router_run_id,
+        reason=record.reason or reason,
+        error=record.error or error,
+        finished_at_ms=record.finished_at_ms or (fire.updated_at_ms if fire.done else None),
+    )
+
+
+async def history(
+    ledger: FireLedger,
+    runs: CronRunStore,
+    job_ids: list[str],
+    *,
+    limit: int,
+    cron_run_id_of: Any,
+) -> list[CronRun]:
+    """The newest ``limit`` fires of ``job_ids``, newest due time first."""
+    fires: list[Fire] = []
+    for job_id in job_ids:
+        fires.extend(await ledger.fires(job_id, limit=limit))
+    fires.sort(key=lambda f: (f.due_at_ms, f.job_id), reverse=True)
+    out: list[CronRun] = []
+    for fire in fires[:limit]:
+        cid = cron_run_id_of(fire.job_id, fire.due_at_ms)
+        out.append(_from_fire(fire, await runs.get(cid), cid))
+    return out

@@ -1,0 +1,911 @@
+"""The automation service: what the daemon's lifespan runs.
+
+- **Jobs** (:class:`~lemon_automation.jobs.JobStore`) and **run records**
+  (:class:`~lemon_automation.runs.CronRunStore`) on the runtime's Store; add / update / pause /
+  resume / remove publish ``cron_job_created`` / ``_updated`` / ``_deleted`` on ``cron``.
+- **The timer loop**: the :class:`~lemon_automation.scheduler.Scheduler` steps at the next due
+  time of any job (at most ``poll_ms`` later, or at once after a local job change), and takes
+  over fires whose lease expired every ``lease_ms / 3``. ``cron_tick`` is published every
+  ``tick_s`` (60 s) for the wire.
+- **A fire's run**: submitted through the session port only. Once the fenced ``submitted`` write
+  held, ``cron_run_started`` is published (so at most one per fire, across daemons); the run is
+  followed to its end while the lease is renewed every ``lease_ms / 3`` (a renewal refused by the
+  fence abandons the fire and cancels the local run); the fenced terminal write decides who
+  publishes the one ``cron_run_completed``. A timeout cancels the run first: ``timeout`` once
+  the cancel is confirmed (the run ended), ``unknown`` otherwise.
+- **Terminalization**: a heartbeat's answer is checked synchronously before anything is
+  recorded, published or delivered: exactly ``HEARTBEAT_OK`` (trimmed) is suppressed
+  (``heartbeat_suppressed``, nothing forwarded); anything else, an empty answer included, is a
+  ``heartbeat_alert`` forwarded to the agent's main session. A cron job's answer is forwarded to
+  its base session as a ``run_completed`` on ``session:<base>`` with origin ``cron``, capped at
+  12,000 bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import re
+import socket
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id
+from lemon_automation.jobs import Job, JobError, JobStore
+from lemon_automation.runs import CronRun, CronRunStore, history, preview
+from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms
+from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
+from lemon_core.bus import Bus
+from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.events import (
+    Completion,
+    CronJobAction,
+    CronJobChanged,
+    CronLifecycleAction,
+    CronRunCompleted,
+    CronRunStarted,
+    CronTick,
+    ErrorCode,
+    HeartbeatAlert,
+    HeartbeatSuppressed,
+    RunCompleted,
+)
+from lemon_core.execution import RunRequest
+from lemon_core.fire_ledger import Fire, FireLedger
+from lemon_core.sessions import RunEnded, SessionPort, StreamOverflow
+
+__all__ = [
+    "FORWARD_CAP_BYTES",
+    "HEARTBEAT_OK",
+    "HEARTBEAT_PROMPT",
+    "AutomationService",
+    "JobSpec",
+    "cap_bytes",
+    "checklist_is_empty",
+    "default_daemon_id",
+    "is_suppressed",
+    "job_view",
+]
+
+log = logging.getLogger("lemon_automation")
+
+CRON: Final = "cron"
+FORWARD_CAP_BYTES: Final = 12_000
+HEARTBEAT_OK: Final = "HEARTBEAT_OK"
+HEARTBEAT_PROMPT: Final = (
+    "Read HEARTBEAT.md if it exists. Follow it strictly. Do not repeat old tasks from earlier "
+    "chats. If nothing needs attention, reply HEARTBEAT_OK."
+)
+_NO_ANSWER: Final = "the heartbeat produced no answer"
+_COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
+_ENDED_KEEP: Final = 2048
+#: The prefix of every fire's derived router run id (``router_run_id``).
+_FIRE_RUNS: Final = "run_cron_"
+
+
+def default_daemon_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def local_timezone() -> str:
+    """The machine's IANA zone name (``TZ``, ``/etc/timezone``, the ``/etc/localtime`` link),
+    ``UTC`` when none can be read."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and "/" in tz:
+        return tz
+    with contextlib.suppress(OSError):
+        text = Path("/etc/timezone").read_text().strip()
+        if text:
+            return text
+    with contextlib.suppress(OSError):
+        target = os.readlink("/etc/localtime")
+        if "zoneinfo/" in target:
+            return target.split("zoneinfo/", 1)[1]
+    return "UTC"
+
+
+def cap_bytes(text: str, cap: int = FORWARD_CAP_BYTES) -> str:
+    """``text`` cut to at most ``cap`` UTF-8 bytes (never inside a character)."""
+    data = text.encode()
+    if len(data) <= cap:
+        return text
+    return data[:cap].decode(errors="ignore")
+
+
+def is_suppressed(answer: str | None) -> bool:
+    """A heartbeat answer is suppressed exactly when it trims to ``HEARTBEAT_OK``."""
+    return answer is not None and answer.strip() == HEARTBEAT_OK
+
+
+def checklist_is_empty(text: str) -> bool:
+    """HEARTBEAT.md holds only headings, comments, empty list items and blank lines."""
+    for line in _COMMENT.sub("", text).splitlines():
+        item = line.strip()
+        if not item or item.startswith("#"):
+            continue
+        if item in ("-", "*", "+", "- [ ]", "* [ ]", "- [x]"):
+            continue
+        return False
+    return True
+
+
+def schedule_text(job: Job) -> str:
+    if job.kind == "every":
+        return f"every {job.expr}"
+    if job.kind == "at":
+        return f"at {job.expr}"
+    return job.expr
+
+
+def next_due_ms(job: Job) -> int | None:
+    if not job.enabled:
+        return None
+    watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+    try:
+        return job.schedule().next_after(watermark)
+    except ScheduleError:
+        return None
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """A job as the CLI's ``--json`` and the wire show it (snake case; the wire camel-cases)."""
+    view: dict[str, Any] = msgspec.to_builtins(job)
+    view["schedule"] = schedule_text(job)
+    view["next_due_at_ms"] = next_due_ms(job)
+    return view
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobSpec:
+    """What ``cron.add`` / ``lemon cron add`` give: one schedule (``schedule`` text such as
+    ``every 10s``, ``at 2026-...``, five cron fields or a macro)."""
+
+    name: str
+    schedule: str
+    prompt: str
+    agent_id: str = "default"
+    session_key: str | None = None
+    timezone: str | None = None
+    jitter_ms: int = 0
+    enabled: bool = True
+    catch_up: str = "latest"
+    grace_ms: int | None = None
+    timeout_ms: int = 300_000
+    max_retries: int = 0
+
+
+def parse_schedule(text: str) -> tuple[str, str]:
+    """``(kind, expr)`` of a schedule text."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered.startswith("every "):
+        return "every", stripped[6:].strip()
+    if lowered.startswith("at "):
+        return "at", stripped[3:].strip()
+    return "cron", stripped
+
+
+def build_job(spec: JobSpec, *, now_ms: int) -> Job:
+    """A new job from ``spec`` (validated by :meth:`JobStore.add`)."""
+    if not spec.schedule.strip():
+        raise JobError("schedule", "required: every DUR, at TIME, five cron fields or @daily")
+    kind, expr = parse_schedule(spec.schedule)
+    if spec.catch_up not in ("latest", "all", "skip"):
+        raise JobError("catch_up", f"{spec.catch_up!r} is not one of latest, all, skip")
+    if kind == "every":
+        try:
+            parse_duration_ms(expr)
+        except ScheduleError as exc:
+            raise JobError("every", str(exc).split(": ", 1)[1]) from exc
+    return Job(
+        id=f"job_{uuid.uuid4().hex[:16]}",
+        name=spec.name,
+        agent_id=spec.agent_id,
+        kind=kind,  # type: ignore[arg-type]  # one of the three by parse_schedule
+        expr=expr,
+        timezone=spec.timezone or (local_timezone() if kind == "cron" else "UTC"),
+        anchor_ms=now_ms,
+        prompt=spec.prompt,
+        session_key=spec.session_key,
+        enabled=spec.enabled,
+        jitter_ms=spec.jitter_ms,
+        catch_up=spec.catch_up,  # type: ignore[arg-type]  # checked above
+        grace_ms=spec.grace_ms,
+        timeout_ms=spec.timeout_ms,
+        max_retries=spec.max_retries,
+        created_at_ms=now_ms,
+    )
+
+
+def heartbeat_id(agent_id: str) -> str:
+    return f"heartbeat_{agent_id}"
+
+
+_NO_DAEMON: Final = "running a job needs the daemon: start it with lemon daemon start"
+
+
+class _NoDaemon:
+    """The submitter of a service opened without a daemon (the CLI on the store): it refuses."""
+
+    async def submit(self, request: RunRequest) -> Any:
+        raise JobError("id", _NO_DAEMON)
+
+
+class _Completions:
+    """Run ends seen on the port's ``watch_all`` stream, by run id (one stream for every
+    fire; an end that arrives before its waiter is kept, bounded)."""
+
+    def __init__(self, port: SessionPort) -> None:
+        self._port = port
+        self._ended: OrderedDict[str, RunEnded] = OrderedDict()
+        self._waiters: dict[str, list[asyncio.Future[RunEnded]]] = {}
+        self._ready = asyncio.Event()
+
+    async def pump(self) -> None:
+        while True:
+            stream = self._port.watch_all()
+            self._ready.set()
+            try:
+                async for event in stream:
+                    if isinstance(event, RunEnded) and event.run_id.startswith(_FIRE_RUNS):
+                        self._end(event)
+                    elif isinstance(event, StreamOverflow):
+                        log.warning("automation lost run events (%s); watching again", event.reason)
+                        break
+            finally:
+                stream.close()
+
+    async def ready(self) -> None:
+        await self._ready.wait()
+
+    def _end(self, event: RunEnded) -> None:
+        self._ended[event.run_id] = event
+        while len(self._ended) > _ENDED_KEEP:
+            self._ended.popitem(last=False)
+        for waiter in self._waiters.pop(event.run_id, []):
+            if not waiter.done():
+                waiter.set_result(event)
+
+    async def wait(self, run_id: str, timeout_s: float) -> RunEnded | None:
+        found = self._ended.get(run_id)
+        if found is not None:
+            return found
+        waiter: asyncio.Future[RunEnded] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(run_id, []).append(waiter)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await waiter
+        except TimeoutError:
+            return None
+        finally:
+            waiters = self._waiters.get(run_id)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[run_id]
+
+
+@dataclass
+class _Counters:
+    fired: int = 0
+    completed: int = 0
+    skipped: int = 0
+    lost: int = 0
+    suppressed: int = 0
+    alerts: int = 0
+    last_tick_ms: int | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class AutomationService(SchedulerHooks):
+    """See the module docstring. Start with :meth:`run` (a task); stop by cancelling it."""
+
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        runs: CronRunStore,
+        ledger: FireLedger,
+        port: SessionPort | None,
+        bus: Bus,
+        owner: str,
+        home: Path,
+        lease_ms: int = 30_000,
+        poll_ms: int = 1000,
+        tick_s: float = 60.0,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.runs = runs
+        self.ledger = ledger
+        self.port = port
+        self.bus = bus
+        self.owner = owner
+        self.home = home
+        self.lease_ms = lease_ms
+        self.poll_ms = poll_ms
+        self.tick_s = tick_s
+        self._now = clock_ms or SYSTEM_CLOCK.now_ms
+        self._wake = asyncio.Event()
+        self._completions = _Completions(port) if port is not None else None
+        self._follows: set[asyncio.Task[None]] = set()
+        self._done: dict[str, asyncio.Future[CronRun]] = {}
+        self.counters = _Counters()
+        self.scheduler = Scheduler(
+            jobs,
+            ledger,
+            port if port is not None else _NoDaemon(),
+            owner=owner,
+            clock=SYSTEM_CLOCK,
+            sleep=asyncio.sleep,
+            lease_ms=lease_ms,
+            poll_ms=poll_ms,
+            request_for=self._request_for,
+            hooks=self,
+        )
+
+    def _port(self) -> SessionPort:
+        if self.port is None:
+            raise JobError("id", _NO_DAEMON)
+        return self.port
+
+    def _waits(self) -> _Completions:
+        if self._completions is None:
+            raise JobError("id", _NO_DAEMON)
+        return self._completions
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _publish(self, type_: str, payload: Any, meta: Mapping[str, Any] | None = None) -> None:
+        try:
+            self.bus.broadcast_event(CRON, type_, payload, meta)
+        except Exception as exc:  # a closed bus at shutdown: the record is in the store
+            log.warning("automation could not publish %s: %s", type_, exc)
+
+    def _audit(self, action: str, job_id: str, **fields: Any) -> None:
+        audit = {
+            "action": action,
+            "id": f"audit_{uuid.uuid4().hex[:16]}",
+            "job_id": job_id,
+            "source": self.owner,
+            "ts_ms": self._now(),
+            **{k: v for k, v in fields.items() if v is not None},
+        }
+        self._publish("cron_lifecycle_action", CronLifecycleAction(audit=audit))
+
+    def _job_changed(self, action: CronJobAction, job: Job, *, deleted: bool = False) -> None:
+        type_ = f"cron_job_{action.value}"
+        payload = CronJobChanged(
+            action=action,
+            job_id=job.id,
+            name=job.name,
+            agent_id=job.agent_id,
+            job=None if deleted else _wire_job(job),
+        )
+        self._publish(type_, payload)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    async def add(self, spec: JobSpec) -> Job:
+        now = self._now()
+        job = await self.jobs.add(build_job(spec, now_ms=now), now_ms=now)
+        self._job_changed(CronJobAction.CREATED, job)
+        self._audit("job_created", job.id)
+        self._wake.set()
+        return job
+
+    async def update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
+        job = await self.jobs.update(job_id, changes, now_ms=self._now())
+        self._job_changed(CronJobAction.UPDATED, job)
+        self._audit("job_updated", job.id, changed_fields=sorted(changes))
+        self._wake.set()
+        return job
+
+    async def get(self, job_id: str) -> Job:
+        job = await self.jobs.get(job_id)
+        if job is None:
+            raise JobError("id", f"no job {job_id!r}; see lemon cron list")
+        return job
+
+    async def remove(self, job_id: str) -> Job:
+        job = await self.get(job_id)
+        await self.jobs.remove(job_id)
+        self._job_changed(CronJobAction.DELETED, job, deleted=True)
+        self._audit("job_deleted", job.id)
+        return job
+
+    async def all_jobs(self) -> tuple[list[Job], list[tuple[str, str]]]:
+        jobs, bad = await self.jobs.load()
+        jobs.sort(key=lambda j: (j.created_at_ms, j.id))
+        return jobs, bad
+
+    async def history(self, job_id: str | None, *, limit: int) -> list[CronRun]:
+        ids = [job_id] if job_id is not None else [j.id for j in (await self.jobs.load())[0]]
+        return await history(self.ledger, self.runs, ids, limit=limit, cron_run_id_of=cron_run_id)
+
+    async def last_run(self, job_id: str) -> CronRun | None:
+        found = await self.history(job_id, limit=1)
+        return found[0] if found else None
+
+    # -- heartbeats -------------------------------------------------------------------------
+
+    async def set_heartbeat(
+        self,
+        agent_id: str,
+        *,
+        enabled: bool,
+        every: str | None = None,
+        prompt: str | None = None,
+        channel: str | None = None,
+    ) -> Job | None:
+        """Create, change or (``enabled`` false) remove the agent's heartbeat job."""
+        hid = heartbeat_id(agent_id)
+        current = await self.jobs.get(hid)
+        if not enabled:
+            if current is not None:
+                await self.remove(hid)
+            return None
+        if every is not None:
+            try:
+                Every.parse(every, anchor_ms=0)
+            except ScheduleError as exc:
+                raise JobError("every", str(exc).split(": ", 1)[1]) from exc
+        if current is None:
+            now = self._now()
+            job = Job(
+                id=hid,
+                name="heartbeat",
+                agent_id=agent_id,
+                kind="every",
+                expr=every or "30m",
+                anchor_ms=now,
+                created_at_ms=now,
+                prompt=prompt or HEARTBEAT_PROMPT,
+                session_key=f"agent:{agent_id}:main:sub:heartbeat",
+                purpose="heartbeat",
+                catch_up="latest",
+                channel=channel,
+            )
+            job = await self.jobs.add(job, now_ms=now)
+            self._job_changed(CronJobAction.CREATED, job)
+            self._audit("heartbeat_set", job.id)
+            self._wake.set()
+            return job
+        changes: dict[str, Any] = {"enabled": True}
+        if prompt is not None:
+            changes["prompt"] = prompt
+        if every is not None and every != current.expr:
+            # a new period restarts the anchor: remove and add (the id stays the agent's)
+            await self.jobs.remove(hid)
+            now = self._now()
+            fresh = msgspec.structs.replace(
+                current, expr=every, anchor_ms=now, created_at_ms=now, last_due_at_ms=None
+            )
+            if prompt is not None:
+                fresh = msgspec.structs.replace(fresh, prompt=prompt)
+            if channel is not None:
+                fresh = msgspec.structs.replace(fresh, channel=channel)
+            job = await self.jobs.add(fresh, now_ms=now)
+            self._job_changed(CronJobAction.UPDATED, job)
+            self._wake.set()
+            return job
+        if channel is not None and channel != current.channel:
+            fresh = msgspec.structs.replace(current, channel=channel)
+            await self.jobs.remove(hid)
+            await self.jobs.add(fresh, now_ms=self._now())
+        return await self.update(hid, changes)
+
+    async def heartbeat(self, agent_id: str) -> Job | None:
+        return await self.jobs.get(heartbeat_id(agent_id))
+
+    # -- fires ------------------------------------------------------------------------------
+
+    def _request_for(self, job: Job, due_at_ms: int) -> RunRequest:
+        request = default_request(job, due_at_ms)
+        meta = {**request.meta, "cron_run_id": cron_run_id(job.id, due_at_ms)}
+        if job.purpose == "heartbeat":
+            meta["heartbeat"] = True
+        return dataclasses.replace(request, meta=meta)
+
+    async def preflight(self, job: Job, due_at_ms: int) -> str | None:
+        if job.purpose != "heartbeat":
+            return None
+        checklist = self.home / "agent" / "workspace" / "HEARTBEAT.md"
+        try:
+            text = await asyncio.to_thread(checklist.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            text = None
+        except OSError as exc:
+            return f"preflight: HEARTBEAT.md cannot be read ({exc})"
+        if text is not None and checklist_is_empty(text):
+            return "empty_checklist"
+        if job.skip_when_busy:
+            try:
+                snap = await self._port().snapshot(f"agent:{job.agent_id}:main")
+            except Exception:  # no such session yet: not busy
+                return None
+            if snap.active is not None:
+                return "busy"
+        return None
+
+    async def skipped(self, job: Job, due_at_ms: int, reason: str) -> None:
+        self.counters.skipped += 1
+        cid = cron_run_id(job.id, due_at_ms)
+        if reason == "interrupted":
+            # a fire left in flight by a dead owner: its one completion is published here
+            self._publish(
+                "cron_run_completed",
+                CronRunCompleted(
+                    cron_run_id=cid,
+                    router_run_id=router_run_id(job.id, due_at_ms),
+                    job_id=job.id,
+                    agent_id=job.agent_id,
+                    session_key=run_session(job),
+                    status="interrupted",
+                    error="the owner stopped while the run was in flight",
+                ),
+            )
+        self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+
+    async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
+        fire = result.fire
+        if fire is None:
+            return
+        self.counters.fired += 1
+        if job.kind == "at" and triggered_by == "schedule":
+            with contextlib.suppress(JobError):
+                await self.jobs.update(job.id, {"enabled": False}, now_ms=self._now())
+        cid = cron_run_id(job.id, fire.due_at_ms)
+        started = self._now()
+        record = CronRun(
+            cron_run_id=cid,
+            job_id=job.id,
+            due_at_ms=fire.due_at_ms,
+            status=fire.status,
+            triggered_by=triggered_by,
+            router_run_id=fire.run_id,
+            owner=self.owner,
+            started_at_ms=started,
+        )
+        if result.status == "rejected":
+            reason = result.receipt.reason if result.receipt is not None else None
+            done = msgspec.structs.replace(
+                record, status="failed", error=reason, finished_at_ms=started
+            )
+            await self.runs.put(done)
+            self._publish(
+                "cron_run_completed",
+                CronRunCompleted(
+                    cron_run_id=cid,
+                    router_run_id=fire.run_id,
+                    job_id=job.id,
+                    agent_id=job.agent_id,
+                    session_key=run_session(job),
+                    status="failed",
+                    error=reason,
+                ),
+            )
+            self._resolve(cid, done)
+            return
+        await self.runs.put(record)
+        self._publish(
+            "cron_run_started",
+            CronRunStarted(
+                cron_run_id=cid,
+                router_run_id=fire.run_id,
+                job_id=job.id,
+                job_name=job.name,
+                agent_id=job.agent_id,
+                session_key=run_session(job),
+                triggered_by=triggered_by,
+                started_at_ms=started,
+            ),
+            {"run_id": fire.run_id, "origin": "cron"},
+        )
+        task = asyncio.create_task(self._follow(job, fire, record))
+        self._follows.add(task)
+        task.add_done_callback(self._follows.discard)
+
+    def _resolve(self, cid: str, run: CronRun) -> None:
+        waiter = self._done.pop(cid, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(run)
+
+    async def _renew(self, fire: Fire, lost: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                renewed = await self.ledger.renew(fire, lease_ms=self.lease_ms)
+            except Exception as exc:  # the store is down: the next renewal tries again
+                log.warning("automation could not renew fire %s: %s", fire.job_id, exc)
+                continue
+            if renewed is None:
+                lost.set()
+                return
+            fire = renewed
+
+    async def _follow(self, job: Job, fire: Fire, record: CronRun) -> None:
+        run_id = fire.run_id or router_run_id(job.id, fire.due_at_ms)
+        lost = asyncio.Event()
+        renewer = asyncio.create_task(self._renew(fire, lost))
+        lost_wait = asyncio.create_task(lost.wait())
+        ended_task = asyncio.create_task(self._waits().wait(run_id, job.timeout_ms / 1000))
+        try:
+            await asyncio.wait({ended_task, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if lost.is_set():
+                log.warning(
+                    "automation lost fire %s@%d to another daemon; abandoning it",
+                    job.id,
+                    fire.due_at_ms,
+                )
+                self.counters.lost += 1
+                ended_task.cancel()
+                with contextlib.suppress(Exception):
+                    await self._port().cancel(run_id=run_id)
+                return
+            ended = ended_task.result()
+            status = "completed" if ended is not None and ended.ok else "failed"
+            if ended is None:
+                ended, status = await self._time_out(run_id, job)
+        finally:
+            renewer.cancel()
+            lost_wait.cancel()
+        await self._terminalize(job, fire, record, run_id, ended, status)
+
+    async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
+        """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not. A run
+        the run history shows finished (its end was lost with an overflowed stream) is taken as
+        it ended, with no answer."""
+        with contextlib.suppress(Exception):
+            for done in await self._port().runs(limit=200):
+                if done.run_id == run_id:
+                    found = RunEnded(
+                        session_key=done.session_key,
+                        run_id=run_id,
+                        attempt_id=done.attempt_id or run_id,
+                        ok=done.ok,
+                        error_code=done.error_code,
+                    )
+                    return found, "completed" if done.ok else "failed"
+        try:
+            await self._port().cancel(run_id=run_id)
+        except Exception as exc:
+            log.warning("automation could not cancel timed-out run %s: %s", run_id, exc)
+            return None, "unknown"
+        ended = await self._waits().wait(run_id, min(30.0, max(1.0, job.timeout_ms / 1000)))
+        return ended, "timeout" if ended is not None else "unknown"
+
+    async def _terminalize(
+        self,
+        job: Job,
+        fire: Fire,
+        record: CronRun,
+        run_id: str,
+        ended: RunEnded | None,
+        status: str,
+    ) -> None:
+        answer = ended.answer if ended is not None else None
+        heartbeat = job.purpose == "heartbeat"
+        # Suppression is decided here, before anything is recorded, published or delivered.
+        suppressed = heartbeat and status == "completed" and is_suppressed(answer)
+        error = None
+        if status == "timeout":
+            error = f"the run did not end within {job.timeout_ms // 1000} s (cancelled)"
+        elif status == "unknown":
+            error = "the run timed out and its cancel could not be confirmed"
+        elif ended is not None and not ended.ok:
+            error = ended.error or (str(ended.error_code) if ended.error_code else "failed")
+        written = await self.ledger.record(
+            fire,
+            status=status,
+            run_id=run_id,
+            outcome="suppressed" if suppressed else error,
+        )
+        if written is None:
+            log.warning(
+                "automation: fire %s@%d was taken over; its late end is not recorded",
+                job.id,
+                fire.due_at_ms,
+            )
+            self.counters.lost += 1
+            return
+        finished = self._now()
+        done = msgspec.structs.replace(
+            record,
+            status=status,
+            router_run_id=run_id,
+            finished_at_ms=finished,
+            suppressed=suppressed,
+            error=error,
+            output=preview(answer),
+        )
+        await self.runs.put(done)
+        self.counters.completed += 1
+        session = run_session(job)
+        self._publish(
+            "cron_run_completed",
+            CronRunCompleted(
+                cron_run_id=record.cron_run_id,
+                router_run_id=run_id,
+                job_id=job.id,
+                agent_id=job.agent_id,
+                session_key=session,
+                status=status,
+                duration_ms=finished - (record.started_at_ms or finished),
+                output=preview(answer),
+                error=error,
+                suppressed=suppressed,
+            ),
+            {"run_id": run_id, "origin": "cron"},
+        )
+        if heartbeat:
+            if suppressed:
+                self.counters.suppressed += 1
+                self._publish(
+                    "heartbeat_suppressed",
+                    HeartbeatSuppressed(
+                        agent_id=job.agent_id, job_id=job.id, job_name=job.name, run_id=run_id
+                    ),
+                )
+            else:
+                self.counters.alerts += 1
+                text = (answer or "").strip() or error or _NO_ANSWER
+                self._publish(
+                    "heartbeat_alert",
+                    HeartbeatAlert(
+                        agent_id=job.agent_id,
+                        job_id=job.id,
+                        job_name=job.name,
+                        run_id=run_id,
+                        response=text,
+                        severity="warning",
+                    ),
+                )
+                self._forward(job, run_id, ok=True, text=text)
+        elif job.session_key is None:
+            self._forward(job, run_id, ok=status == "completed", text=answer or error or "")
+        self._resolve(record.cron_run_id, done)
+
+    def _forward(self, job: Job, run_id: str, *, ok: bool, text: str) -> None:
+        """The summary on the base session: a ``run_completed`` with origin cron."""
+        base = f"agent:{job.agent_id}:main"
+        completion = Completion(
+            ok=ok,
+            answer=cap_bytes(text) if ok else None,
+            error=None if ok else cap_bytes(text) or "failed",
+            error_code=None if ok else ErrorCode.PROVIDER_ERROR,
+            run_id=run_id,
+            session_key=base,
+            meta={"origin": "cron", "cron_job_id": job.id, "job_name": job.name},
+        )
+        try:
+            self.bus.broadcast_event(
+                f"session:{base}",
+                "run_completed",
+                RunCompleted(completed=completion),
+                {"run_id": run_id, "session_key": base, "origin": "cron"},
+            )
+        except Exception as exc:
+            log.warning("automation could not forward run %s: %s", run_id, exc)
+
+    async def run_now(
+        self, job_id: str, *, triggered_by: str = "manual", prompt: str | None = None
+    ) -> tuple[Job, str, asyncio.Future[CronRun]]:
+        """Fire ``job_id`` now through the same ledger (due time: now). Returns the job, the
+        fire's ``cron_run_id`` and a future of its final record."""
+        job = await self.get(job_id)
+        if prompt is not None:
+            job = msgspec.structs.replace(job, prompt=prompt)
+        due = self._now()
+        cid = cron_run_id(job.id, due)
+        waiter: asyncio.Future[CronRun] = asyncio.get_running_loop().create_future()
+        reason = await self.preflight(job, due)
+        if reason is not None:
+            fire = await self.ledger.claim(job.id, due, self.owner, lease_ms=1)
+            if (
+                fire is None
+                or await self.ledger.record(fire, status="skipped", outcome=reason) is None
+            ):
+                raise JobError("id", "this instant was already claimed; try again")
+            await self.skipped(job, due, reason)
+            waiter.set_result(
+                CronRun(
+                    cron_run_id=cid,
+                    job_id=job.id,
+                    due_at_ms=due,
+                    status="skipped",
+                    triggered_by=triggered_by,
+                    owner=self.owner,
+                    reason=reason,
+                )
+            )
+            return job, cid, waiter
+        self._done[cid] = waiter
+        await self._waits().ready()
+        result = await fire_due(
+            self.ledger,
+            self._port(),
+            job_id=job.id,
+            due_at_ms=due,
+            owner=self.owner,
+            lease_ms=self.lease_ms,
+            request=self._request_for(job, due),
+        )
+        if result.status == "lost":
+            self._done.pop(cid, None)
+            raise JobError("id", "this instant was already claimed; try again")
+        await self.fired(job, result, triggered_by)
+        return job, cid, waiter
+
+    # -- loops ------------------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        while True:
+            now = self._now()
+            self.counters.last_tick_ms = now
+            self._publish("cron_tick", CronTick(timestamp_ms=now))
+            await asyncio.sleep(self.tick_s)
+
+    async def _schedule_forever(self) -> None:
+        last_recover = 0.0
+        failing = False
+        while True:
+            self._wake.clear()
+            try:
+                await self.scheduler.step()
+                if time.monotonic() - last_recover >= self.lease_ms / 3000:
+                    last_recover = time.monotonic()
+                    await self.scheduler.recover()
+                delay_ms = await self.scheduler.next_wake_ms() - self._now()
+                failing = False
+            except Exception as exc:  # the store is down: log once, keep polling
+                if not failing:
+                    log.warning("automation scheduler step failed: %s", exc)
+                failing = True
+                delay_ms = self.poll_ms
+            delay_ms = min(max(0, delay_ms), self.poll_ms, self.lease_ms // 3)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the stop's cancel
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay_ms / 1000):
+                    await self._wake.wait()
+
+    async def run(self) -> None:
+        """The service's loops (cancel to stop); every followed fire is cancelled with it."""
+        tasks = [
+            asyncio.create_task(self._waits().pump()),
+            asyncio.create_task(self._tick_forever()),
+        ]
+        try:
+            await self._waits().ready()
+            await self._schedule_forever()
+        finally:
+            for task in [*tasks, *self._follows]:
+                task.cancel()
+            for task in [*tasks, *list(self._follows)]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+
+def _wire_job(job: Job) -> dict[str, Any]:
+    """The ``job`` map of ``cron_job_*`` (the bridge reads these names)."""
+    return {
+        "id": job.id,
+        "name": job.name,
+        "schedule": schedule_text(job),
+        "enabled": job.enabled,
+        "agent_id": job.agent_id,
+        "session_key": job.session_key,
+        "next_run_at_ms": next_due_ms(job),
+        "timezone": job.timezone,
+        "kind": job.purpose,
+    }

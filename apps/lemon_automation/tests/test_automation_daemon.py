@@ -1,0 +1,375 @@
+"""The scheduler in a real daemon: jobs added over the wire fire on the timer through the session
+port (the scripted model answers), each fire publishes one ``cron_run_started`` and one
+``cron_run_completed`` on ``cron``, the summary reaches the base session as a ``run_completed``
+with origin cron, the EventBridge carries the events to operators, heartbeats suppress
+``HEARTBEAT_OK`` in terminalization, and the methods exist only while the scheduler runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon_automation import AutomationApp
+from lemon_automation.service import (
+    FORWARD_CAP_BYTES,
+    AutomationService,
+    cap_bytes,
+    checklist_is_empty,
+    is_suppressed,
+)
+from lemon_control_plane import ControlPlane
+from lemon_control_plane.testing import ClientFactory, plane_client
+from lemon_core.bus import Subscription
+from lemon_core.bus.topics import session_topic
+from lemon_core.wire_methods import WIRE_METHODS
+from lemon_runtime import Runtime
+
+MAIN = "agent:default:main"
+WAIT_S = 20.0
+
+
+async def next_of(sub: Subscription, *types: str, **fields: Any) -> Any:
+    """The next event on ``sub`` of one of ``types`` whose payload has ``fields``."""
+
+    async with asyncio.timeout(WAIT_S):  # read in this task: it owns the delivery
+        while True:
+            event = await sub.get()
+            if event.type in types and all(
+                getattr(event.payload, k, None) == v for k, v in fields.items()
+            ):
+                return event
+
+
+async def test_an_every_job_fires_on_the_timer_with_one_start_and_one_completion(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    main = runtime.bus.subscribe(session_topic(MAIN))
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "hello", "schedule": "every 1s", "prompt": "/echo hello from cron"},
+            )
+        )["job"]
+        assert job["schedule"] == "every 1s"
+        assert job["nextDueAtMs"] == job["anchorMs"] + 1000
+        created = await next_of(cron, "cron_job_created")
+        assert created.payload.job_id == job["id"]
+        assert created.payload.job["next_run_at_ms"] == job["nextDueAtMs"]
+
+        started = await next_of(cron, "cron_run_started", job_id=job["id"])
+        completed = await next_of(cron, "cron_run_completed", job_id=job["id"])
+        assert completed.payload.cron_run_id == started.payload.cron_run_id
+        assert completed.payload.router_run_id == started.payload.router_run_id
+        assert completed.payload.status == "completed"
+        assert completed.payload.output == "hello from cron"
+        assert completed.payload.suppressed is False
+        assert started.payload.triggered_by == "schedule"
+        assert started.payload.session_key == f"{MAIN}:sub:cron_{job['id']}"
+
+        forwarded = await next_of(main, "run_completed")
+        assert forwarded.meta["origin"] == "cron"
+        assert forwarded.payload.completed.answer == "hello from cron"
+        assert forwarded.payload.completed.run_id == completed.payload.router_run_id
+
+        # the bridge carries them to operators (cron, cron.job, tick)
+        wire_done = await c.event("cron", type="run_completed", jobId=job["id"])
+        assert wire_done["payload"]["cronRunId"] == completed.payload.cron_run_id
+        assert wire_done["stateVersion"]["cron"] >= 1
+        tick = await c.event("tick")
+        assert isinstance(tick["payload"]["timestampMs"], int)
+
+        await c.call("cron.pause", {"id": job["id"]})
+        runs = (await c.call("cron.runs", {"id": job["id"], "limit": 5}))["runs"]
+        assert runs, runs
+        first = runs[-1]
+        assert first["status"] == "completed"
+        assert first["triggeredBy"] == "schedule"
+        assert first["owner"] == service.owner
+        assert first["output"] == "hello from cron"
+        dues = [r["dueAtMs"] for r in runs]
+        assert dues == sorted(dues, reverse=True)
+        assert len(set(dues)) == len(dues)
+        removed = await c.call("cron.remove", {"id": job["id"]})
+        assert removed["removed"] is True
+        deleted = await next_of(cron, "cron_job_deleted")
+        assert deleted.payload.job is None
+        assert (await c.call("cron.list"))["jobs"] == []
+    cron.cancel()
+    main.cancel()
+
+
+async def test_each_fire_is_started_and_completed_once(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    async with client() as c:
+        job = (
+            await c.call("cron.add", {"name": "n", "schedule": "every 1s", "prompt": "/echo n"})
+        )["job"]
+        done: list[Any] = []
+        starts: dict[str, int] = {}
+        while len(done) < 3:
+            event = await next_of(cron, "cron_run_started", "cron_run_completed", job_id=job["id"])
+            if event.type == "cron_run_started":
+                starts[event.payload.cron_run_id] = starts.get(event.payload.cron_run_id, 0) + 1
+            else:
+                done.append(event.payload.cron_run_id)
+        await c.call("cron.remove", {"id": job["id"]})
+    assert len(set(done)) == 3
+    assert all(starts.get(cid) == 1 for cid in done)
+    cron.cancel()
+
+
+async def test_cron_run_wait_answers_and_bad_input_is_invalid_params(
+    client: ClientFactory,
+) -> None:
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add", {"name": "manual", "schedule": "0 9 * * *", "prompt": "/echo now"}
+            )
+        )["job"]
+        assert job["timezone"]  # stored explicitly
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True})
+        assert ran["status"] == "completed"
+        assert ran["output"] == "now"
+        assert ran["triggeredBy"] == "manual"
+        status = await c.call("cron.status")
+        assert status["enabled"] is True
+        assert status["jobs"] == 1
+        for method, params, needle in (
+            ("cron.add", {"name": "x", "schedule": "61 * * * *", "prompt": "p"}, "cron"),
+            (
+                "cron.add",
+                {"name": "x", "schedule": "0 9 * * *", "prompt": "p", "timezone": "Mars/Base"},
+                "Mars/Base",
+            ),
+            ("cron.add", {"name": "x", "schedule": "every 0s", "prompt": "p"}, "every"),
+            ("cron.add", {"name": "manual", "schedule": "every 5s", "prompt": "p"}, "exists"),
+            ("cron.add", {"name": "x", "schedule": "every 5s", "prompt": " "}, "prompt"),
+            ("cron.add", {"name": "x", "schedule": "every 5s", "command": "ls"}, "command"),
+            ("cron.update", {"id": job["id"], "agentId": "other"}, "immutable"),
+            ("cron.update", {"id": job["id"], "colour": "red"}, "unknown field"),
+            ("cron.remove", {"id": "job_nope"}, "no job"),
+            ("set-heartbeats", {}, "enabled is required"),
+        ):
+            res = await c.request(method, params)
+            assert res["error"]["code"] == "INVALID_PARAMS", (method, params, res)
+            assert needle in res["error"]["message"], (needle, res)
+        assert len((await c.call("cron.list"))["jobs"]) == 1
+
+
+async def test_heartbeat_ok_is_suppressed_before_anything_is_published_or_forwarded(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    main = runtime.bus.subscribe(session_topic(MAIN))
+    async with client() as c:
+        hb = await c.call(
+            "set-heartbeats",
+            {"enabled": True, "intervalMs": 3_600_000, "prompt": "/echo   HEARTBEAT_OK  "},
+        )
+        assert hb["heartbeat"]["purpose"] == "heartbeat"
+        assert hb["heartbeat"]["sessionKey"] == "agent:default:main:sub:heartbeat"
+        await c.call("wake", {"agentId": "default"})
+        completed = await next_of(cron, "cron_run_completed")
+        assert completed.payload.suppressed is True
+        assert completed.payload.status == "completed"
+        suppressed = await next_of(cron, "heartbeat_suppressed")
+        assert suppressed.payload.run_id == completed.payload.router_run_id
+        wire = await c.event("heartbeat", type="suppressed")
+        assert wire["payload"]["agentId"] == "default"
+        last = await c.call("last-heartbeat", {"agentId": "default"})
+        assert last["last"]["suppressed"] is True
+
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo Status: OK"})
+        await c.call("wake", {})
+        alert = await next_of(cron, "heartbeat_alert")
+        assert alert.payload.response == "Status: OK"
+        assert alert.payload.severity == "warning"
+        forwarded = await next_of(main, "run_completed")
+        assert forwarded.payload.completed.answer == "Status: OK"
+        assert forwarded.meta["origin"] == "cron"
+
+        await c.call("set-heartbeats", {"enabled": False})
+        assert (await c.call("last-heartbeat", {}))["heartbeat"] is None
+    cron.cancel()
+    main.cancel()
+
+
+async def test_an_empty_checklist_skips_the_heartbeat_with_no_model_call(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    workspace = Path(runtime.home) / "agent" / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "HEARTBEAT.md").write_text(
+        "# Heartbeat checklist\n\n<!-- add tasks below -->\n## Later\n- \n", encoding="utf-8"
+    )
+    cron = runtime.bus.subscribe("cron")
+    async with client() as c:
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo should not run"})
+        await c.call("wake", {})
+        audit = await next_of(cron, "cron_lifecycle_action")
+        while audit.payload.audit.get("action") != "run_skipped":
+            audit = await next_of(cron, "cron_lifecycle_action")
+        assert audit.payload.audit["reason"] == "empty_checklist"
+        last = (await c.call("last-heartbeat", {}))["last"]
+        assert last["status"] == "skipped"
+        assert last["reason"] == "empty_checklist"
+    assert service.counters.fired == 0
+    assert await service.port.runs(limit=5) == []
+    cron.cancel()
+
+
+def test_the_forwarded_summary_is_capped_at_12000_bytes_on_a_character_boundary() -> None:
+    text = "é" * 7000  # 14,000 bytes
+    capped = cap_bytes(text)
+    assert len(capped.encode()) <= FORWARD_CAP_BYTES
+    assert capped == "é" * 6000
+
+
+async def test_nothing_starts_in_the_chat_runtime_unless_enabled(
+    boot: Callable[..., Runtime],
+) -> None:
+    async with boot(profile="full") as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is None
+        assert not [n for n in rt.context.capabilities.require(WIRE_METHODS).names() if "cron" in n]
+    async with boot("[automation]\nenabled = true\n", profile="full") as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        assert "cron.list" in rt.context.capabilities.require(WIRE_METHODS).names()
+
+
+async def test_disabled_in_the_daemon_advertises_no_cron_method(
+    boot: Callable[..., Runtime],
+) -> None:
+    async with boot("[automation]\nenabled = false\n") as rt:
+        plane = rt.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        async with plane_client(plane)() as c:
+            res = await c.request("cron.list", {})
+            assert res["ok"] is False
+            hello = c.frames[0]
+            methods = hello["features"]["methods"]
+            assert "cron.list" not in methods
+    async with boot() as rt:
+        plane = rt.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        async with plane_client(plane)() as c:
+            methods = c.frames[0]["features"]["methods"]
+            for name in ("cron.list", "cron.add", "wake", "set-heartbeats", "last-heartbeat"):
+                assert name in methods
+
+
+@pytest.mark.parametrize(
+    ("answer", "suppressed"),
+    [
+        ("HEARTBEAT_OK", True),
+        ("  HEARTBEAT_OK\n", True),
+        ("HEARTBEAT_OK extra", False),
+        ("Status: OK", False),
+        ("heartbeat_ok", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_suppressed_exactly_when_the_answer_trims_to_heartbeat_ok(
+    answer: str | None, suppressed: bool
+) -> None:
+    assert is_suppressed(answer) is suppressed
+
+
+@pytest.mark.parametrize(
+    ("text", "empty"),
+    [
+        ("", True),
+        ("# Heartbeat\n\n## Daily\n", True),
+        ("<!--\n- check the build\n-->\n# Tasks\n- [ ]\n", True),
+        ("# Tasks\n- check the build\n", False),
+        ("check mail", False),
+    ],
+)
+def test_an_empty_checklist_is_judged_on_the_files_content(text: str, empty: bool) -> None:
+    assert checklist_is_empty(text) is empty
+
+
+async def test_an_empty_heartbeat_answer_is_an_alert_never_an_empty_message(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    main = runtime.bus.subscribe(session_topic(MAIN))
+    async with client() as c:
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo"})
+        await c.call("wake", {})
+        completed = await next_of(cron, "cron_run_completed")
+        assert completed.payload.suppressed is False
+        alert = await next_of(cron, "heartbeat_alert")
+        assert alert.payload.response == "the heartbeat produced no answer"
+        forwarded = await next_of(main, "run_completed")
+        assert forwarded.payload.completed.answer == "the heartbeat produced no answer"
+    cron.cancel()
+    main.cancel()
+
+
+async def test_a_run_past_its_timeout_is_cancelled_then_recorded_timeout(
+    client: ClientFactory,
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "slow", "schedule": "every 1h", "prompt": hold, "timeoutSec": 1},
+            )
+        )["job"]
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True, "timeoutSec": 30})
+        assert ran["status"] == "timeout"
+        assert "did not end within 1 s" in ran["error"]
+        (record,) = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+        assert record["status"] == "timeout"
+
+
+async def test_an_at_job_fires_once_and_then_ends_itself(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    when = datetime.now(UTC) + timedelta(seconds=1)
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "once", "schedule": f"at {when.isoformat()}", "prompt": "/echo once"},
+            )
+        )["job"]
+        done = await next_of(cron, "cron_run_completed", job_id=job["id"])
+        assert done.payload.output == "once"
+        (listed,) = (await c.call("cron.list"))["jobs"]
+        assert listed["enabled"] is False
+        assert listed["nextDueAtMs"] is None
+    cron.cancel()
+
+
+async def test_a_heartbeat_while_the_users_run_is_active_is_skipped_busy(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    async with client() as c:
+        held = await c.call("chat.send", {"sessionKey": MAIN, "prompt": hold})
+        await c.event("exec.approval.requested", runId=held["runId"])
+        await c.call("set-heartbeats", {"enabled": True, "prompt": "/echo HEARTBEAT_OK"})
+        await c.call("wake", {})
+        last = (await c.call("last-heartbeat", {}))["last"]
+        assert last["status"] == "skipped"
+        assert last["reason"] == "busy"
+        assert service.counters.fired == 0
+        await c.call("chat.abort", {"sessionKey": MAIN})

@@ -1,0 +1,222 @@
+"""Two real daemons (``lemon serve`` subprocesses) on one PostgreSQL schema, each with only its
+local bus (nothing but the store connects them): an ``every 1s`` job fires each due time exactly
+once between them (one start, one completion, one run), and a daemon killed with SIGKILL while
+its fire's run is in flight is taken over by the other, which ends the fire ``interrupted`` once
+and does not run it again; one paused (SIGSTOP) past its lease loses the fire the same way, and
+when it resumes the fence refuses its late writes (no second completion)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from lemon_control_plane.local_token import read_local_token
+from lemon_control_plane.testing import WireClient, wire_client
+from lemon_infra import PostgresFireLedger, PostgresStore
+from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
+
+PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+HOLD = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+WAIT_S = 60.0
+
+
+@dataclass
+class Daemon:
+    name: str
+    proc: subprocess.Popen[str]
+    url: str
+    token: str | None
+
+    @property
+    def ws(self) -> str:
+        return self.url.replace("http://", "ws://") + "/ws"
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = f"cron2_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def start(tmp_path: Path, name: str, schema: str) -> Daemon:
+    home = tmp_path / name
+    (home / "agent").mkdir(parents=True)
+    (home / "config.toml").write_text(
+        f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
+        "[router]\nlease_ttl_s = 2.0\n[gateway]\nlease_ttl_s = 2.0\n"
+        f'[automation]\nlease_ms = 2000\npoll_ms = 200\ndaemon_id = "{name}"\n',
+        encoding="utf-8",
+    )
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = lemon_env(tmp_path, home=home, LEMON_TEST_DSN=PG)
+    log = (tmp_path / f"{name}.log").open("w")  # a pipe nobody reads would fill and block
+    proc, url = start_serve(env, work, stderr=log.fileno())
+    log.close()
+    return Daemon(name, proc, url, read_local_token(home))
+
+
+@contextmanager
+def two_daemons(tmp_path: Path, schema: str) -> Iterator[tuple[Daemon, Daemon]]:
+    a = start(tmp_path, "a", schema)
+    try:
+        b = start(tmp_path, "b", schema)
+    except BaseException:
+        stop_serve(a.proc)
+        raise
+    try:
+        yield a, b
+    finally:
+        stop_serve(a.proc, graceful=True)
+        stop_serve(b.proc, graceful=True)
+
+
+def cron_events(client: WireClient, kind: str) -> list[dict[str, Any]]:
+    return [f["payload"] for f in client.events("cron") if f["payload"].get("type") == kind]
+
+
+async def pump(client: WireClient, seconds: float) -> None:
+    """Record the client's frames for ``seconds``. A deadline, not an outer cancellation: on
+    Python 3.11 ``wait_for`` can swallow a cancel that lands as a frame arrives (and frames
+    arrive every second here)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while (left := end - loop.time()) > 0:
+        try:
+            raw = await asyncio.wait_for(client.ws.recv(), left)
+        except TimeoutError:
+            return
+        assert isinstance(raw, str)
+        client.frames.append(json.loads(raw))
+
+
+async def test_each_due_time_fires_exactly_once_across_two_daemons_with_local_buses(
+    tmp_path: Path, schema: str
+) -> None:
+    with two_daemons(tmp_path, schema) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_a.call(
+                    "cron.add", {"name": "tick", "schedule": "every 1s", "prompt": "/echo tick"}
+                )
+            )["job"]
+            listed = await asyncio.wait_for(on_b.call("cron.list"), 30)  # A's job, seen by B
+            assert [j["id"] for j in listed["jobs"]] == [job["id"]]
+            await asyncio.gather(pump(on_a, 8.0), pump(on_b, 8.0))
+            await asyncio.wait_for(on_b.call("cron.pause", {"id": job["id"]}), 30)
+            await asyncio.gather(pump(on_a, 3.0), pump(on_b, 3.0))
+            started = cron_events(on_a, "run_started") + cron_events(on_b, "run_started")
+            done = cron_events(on_a, "run_completed") + cron_events(on_b, "run_completed")
+    store = await PostgresStore.open(PG, schema=schema, max_connections=2)
+    try:
+        fires = await PostgresFireLedger(store).fires(job["id"], limit=1000)
+    finally:
+        await store.close()
+    dues = sorted(f.due_at_ms for f in fires)
+    anchor = job["anchorMs"]
+    assert len(dues) >= 5, fires
+    # every due time from the first on, once each, with no gap: anchor + k * 1 s
+    assert dues == [anchor + 1000 * k for k in range(1, len(dues) + 1)]
+    assert {f.status for f in fires} == {"completed"}, fires
+    assert {f.owner for f in fires} <= {"a", "b"}
+    completed_ids = [d["cronRunId"] for d in done]
+    assert sorted(completed_ids) == sorted(set(completed_ids))  # one completion per fire
+    assert len(completed_ids) == len(fires)
+    started_ids = [s["cronRunId"] for s in started]
+    assert sorted(started_ids) == sorted(set(started_ids))  # at most one start per fire
+    assert set(started_ids) == set(completed_ids)
+    runs = [d["runId"] for d in done]
+    assert len(set(runs)) == len(runs)  # one router run per due time
+
+
+async def test_a_daemon_killed_mid_run_is_taken_over_and_the_fire_ends_interrupted_once(
+    tmp_path: Path, schema: str
+) -> None:
+    with two_daemons(tmp_path, schema) as (a, b):
+        async with wire_client(b.ws, token=b.token)() as on_b:
+            async with wire_client(a.ws, token=a.token)() as on_a:
+                job = (
+                    await on_a.call(
+                        "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                    )
+                )["job"]
+                ran = await on_a.call("cron.run", {"id": job["id"]})
+                await on_a.event("exec.approval.requested")  # A's run is in flight
+            a.proc.kill()  # SIGKILL: no goodbye, the fire's lease is left to expire
+            await asyncio.to_thread(a.proc.wait, 30)
+            ended = await asyncio.wait_for(
+                on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+            )
+            assert ended["payload"]["status"] == "interrupted"
+            await pump(on_b, 3.0)  # B's recovery passes again: nothing more for this fire
+            assert (
+                len(
+                    [
+                        d
+                        for d in cron_events(on_b, "run_completed")
+                        if d["cronRunId"] == ran["cronRunId"]
+                    ]
+                )
+                == 1
+            )
+            assert not on_b.events("exec.approval.requested")  # never executed again on B
+            history = (await on_b.call("cron.runs", {"id": job["id"]}))["runs"]
+    (record,) = history
+    assert record["status"] == "interrupted"
+    assert record["owner"] == "b"
+    assert record["triggeredBy"] == "manual"
+
+
+async def test_a_paused_owner_loses_its_fire_and_its_late_completion_is_refused_by_the_fence(
+    tmp_path: Path, schema: str
+) -> None:
+    with two_daemons(tmp_path, schema) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_a.call(
+                    "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                )
+            )["job"]
+            ran = await on_a.call("cron.run", {"id": job["id"]})
+            await on_a.event("exec.approval.requested")  # A's run is in flight
+            a.proc.send_signal(signal.SIGSTOP)  # longer than lease_ms (2 s): B takes over
+            try:
+                ended = await asyncio.wait_for(
+                    on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+                )
+            finally:
+                a.proc.send_signal(signal.SIGCONT)
+            assert ended["payload"]["status"] == "interrupted"
+            # A wakes, its renewal is refused by the fence: it abandons the fire (cancels its
+            # run) and publishes no completion of its own.
+            await asyncio.gather(pump(on_a, 4.0), pump(on_b, 2.0))
+            assert not [
+                d for d in cron_events(on_a, "run_completed") if d["cronRunId"] == ran["cronRunId"]
+            ]
+            status = await on_a.call("cron.status")
+            assert status["lost"] == 1
+            (record,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+    assert record["status"] == "interrupted"
+    assert record["owner"] == "b"

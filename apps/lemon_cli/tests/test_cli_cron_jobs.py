@@ -1,0 +1,142 @@
+"""``lemon cron`` and ``lemon heartbeat`` as real subprocesses: on the store directly when no
+daemon runs (a daemon started after it runs the job), and against a running daemon (``lemon
+daemon start``); every command's ``--json`` shape, and bad input as one line naming the field
+with exit 2 and nothing stored."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from lemon_platform_test.lemon_process import run_lemon
+
+JOB_KEYS = {"id", "name", "schedule", "timezone", "next_due_at_ms", "enabled", "agent_id"}
+RUN_KEYS = {
+    "cron_run_id",
+    "job_id",
+    "due_at_ms",
+    "status",
+    "triggered_by",
+    "router_run_id",
+    "owner",
+    "started_at_ms",
+    "finished_at_ms",
+    "suppressed",
+    "reason",
+    "error",
+}
+
+
+def lemon_json(env: dict[str, str], *args: str) -> object:
+    proc = run_lemon(env, *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--cron", "61 * * * *"], "cron:"),
+        (["--cron", "*/0 * * * *"], "cron:"),
+        (["--cron", "0 0 31 2 *"], "cron:"),
+        (["--cron", "0 9 * *"], "cron:"),
+        (["--cron", "0 9 * * *", "--tz", "Mars/Base"], "timezone:"),
+        (["--every", "500ms"], "every:"),
+        (["--every", "soon"], "every:"),
+        (["--at", "2020-01-01T00:00:00+00:00"], "at:"),
+        (["--every", "10s", "--jitter", "20s"], "jitter:"),
+        (["--every", "10s", "--session", "agent:x"], "session_key:"),
+        ([], "schedule:"),
+        (["--every", "10s", "--cron", "* * * * *"], "schedule:"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_field_exit_2_and_nothing_stored(
+    env: dict[str, str], args: list[str], field: str
+) -> None:
+    proc = run_lemon(env, "cron", "add", "j", "--prompt", "p", *args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert field in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+    assert lemon_json(env, "cron", "list") == {"jobs": [], "quarantined": []}
+
+
+def test_on_the_store_without_a_daemon(env: dict[str, str]) -> None:
+    job = lemon_json(env, "cron", "add", "nightly", "--cron", "30 2 * * *", "--tz",
+                     "America/New_York", "--prompt", "/echo night")  # fmt: skip
+    assert isinstance(job, dict)
+    assert set(job) >= JOB_KEYS
+    assert (job["schedule"], job["timezone"]) == ("30 2 * * *", "America/New_York")
+    dup = run_lemon(env, "cron", "add", "nightly", "--every", "1h", "--prompt", "x")
+    assert dup.returncode == 2
+    assert "exists" in dup.stderr
+    listed = lemon_json(env, "cron", "list")
+    assert isinstance(listed, dict)
+    assert [j["id"] for j in listed["jobs"]] == [job["id"]]
+    paused = lemon_json(env, "cron", "pause", job["id"])
+    assert isinstance(paused, dict)
+    assert paused["job"]["enabled"] is False
+    assert paused["job"]["next_due_at_ms"] is None
+    resumed = lemon_json(env, "cron", "resume", job["id"])
+    assert isinstance(resumed, dict)
+    assert resumed["job"]["enabled"] is True
+    assert lemon_json(env, "cron", "history") == {"runs": []}
+    run = run_lemon(env, "cron", "run", job["id"])
+    assert run.returncode == 2
+    assert "needs the daemon" in run.stderr
+    hb = lemon_json(env, "heartbeat", "set", "--every", "30m")
+    assert isinstance(hb, dict)
+    assert hb["heartbeat"]["schedule"] == "every 30m"
+    assert hb["heartbeat"]["purpose"] == "heartbeat"
+    assert lemon_json(env, "heartbeat", "off") == {"ok": True, "heartbeat": None}
+    shown = lemon_json(env, "heartbeat", "show")
+    assert isinstance(shown, dict)
+    assert shown["heartbeat"] is None
+    removed = lemon_json(env, "cron", "remove", job["id"])
+    assert removed == {"removed": True, "id": job["id"], "name": "nightly"}
+    missing = run_lemon(env, "cron", "remove", job["id"])
+    assert missing.returncode == 2
+    assert "no job" in missing.stderr
+
+
+def test_against_the_running_daemon(env: dict[str, str], started: str) -> None:
+    job = lemon_json(env, "cron", "add", "hello", "--every", "1h", "--prompt", "/echo hi there")
+    assert isinstance(job, dict)
+    ran = lemon_json(env, "cron", "run", job["id"], "--wait")
+    assert isinstance(ran, dict)
+    assert ran["status"] == "completed"
+    assert ran["output"] == "hi there"
+    plain = run_lemon(env, "cron", "run", job["id"], "--wait")
+    assert plain.stdout.strip() == "hi there"
+    history = lemon_json(env, "cron", "history", job["id"], "--limit", "5")
+    assert isinstance(history, dict)
+    runs = history["runs"]
+    assert len(runs) == 2
+    assert set(runs[0]) >= RUN_KEYS
+    assert runs[0]["due_at_ms"] > runs[1]["due_at_ms"]  # newest first
+    assert {r["triggered_by"] for r in runs} == {"manual"}
+    listed = lemon_json(env, "cron", "list")
+    assert isinstance(listed, dict)
+    assert listed["jobs"][0]["last_status"] == "completed"
+    # a job added on the store while the daemon runs is the daemon's within poll_ms: here
+    # through the daemon itself, a timer job fires on its own
+    tick = lemon_json(env, "cron", "add", "tick", "--every", "1s", "--prompt", "/echo tock")
+    assert isinstance(tick, dict)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen = lemon_json(env, "cron", "history", tick["id"])
+        assert isinstance(seen, dict)
+        if any(r["status"] == "completed" for r in seen["runs"]):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the every-1s job never completed on the daemon")
+    assert {r["triggered_by"] for r in seen["runs"]} == {"schedule"}
+    lemon_json(env, "cron", "remove", tick["id"])
+    bad = run_lemon(env, "cron", "add", "x", "--cron", "61 * * * *", "--prompt", "p")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("lemon cron add: ")
+    assert "Traceback" not in bad.stderr
