@@ -130,3 +130,26 @@ async def test_dns_rebinding_after_the_check_never_reaches_the_private_answer(
         ]
     assert resolver.calls == 3
     assert site.requests == []
+
+
+POPUPS = """<!doctype html><html><head><title>Popups</title></head><body>
+<a id="new" href="/echo" target="_blank">open in a new tab</a>
+<button id="spam" onclick="for (let i = 0; i < 5; i++) window.open('/echo?' + i)">spam</button>
+</body></html>"""
+
+
+async def test_a_page_cannot_open_more_pages(site: FixtureSite) -> None:
+    # One page per session: a link to a new tab and window.open are closed at once (a page's
+    # script could otherwise open pages without bound).
+    site.page("/popups", POPUPS)
+    async with Browsers(guard=AddressGuard(allow_hosts=[site.host_port])) as browsers:
+        session = await browsers.session("s1")
+        snap = await session.open(site.url("/popups"))
+        assert '"open in a new tab"' in snap
+        await session.click(1)
+        await session.click(2)
+        await session.popups_settled(6)
+        assert session.context.pages == [session.page]
+        assert session.popups_closed == 6
+        # The session's own page still works.
+        assert "# Popups" in await session.snapshot()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -95,6 +96,26 @@ class BrowserSession:
     proxy: PinningProxy | None = None
     blocked: list[str] = field(default_factory=list)
     used_at: float = field(default_factory=time.monotonic)
+    popups_closed: int = 0
+    """Pages the page tried to open (``target=_blank``, ``window.open``): each is closed at
+    once, so a session never holds more than its one page."""
+    _popup_seen: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def _close_popup(self, popup: Page) -> None:
+        if popup is self.page:
+            return
+        with contextlib.suppress(Exception):  # it may have closed itself already
+            await popup.close()
+        self.popups_closed += 1
+        self._popup_seen.set()
+
+    async def popups_settled(self, count: int, timeout_s: float = 10.0) -> None:
+        """Wait until ``count`` pages opened by the page have been closed (for tests and
+        callers that just clicked something that opens windows)."""
+        async with asyncio.timeout(timeout_s):
+            while self.popups_closed < count:
+                self._popup_seen.clear()
+                await self._popup_seen.wait()
 
     async def open(self, url: str) -> str:
         """Navigate to ``url`` (checked first); the snapshot of the page."""
@@ -286,6 +307,7 @@ class Browsers:
             await route.continue_()
 
         await context.route("**/*", route)
+        context.on("page", made._close_popup)
         self._sessions[session_id] = made
         while len(self._sessions) > self._max_sessions:
             _, oldest = self._sessions.popitem(last=False)
