@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from lemon_automation import AutomationApp
+from lemon_automation.fire import cron_run_id, router_run_id
+from lemon_automation.runs import CronRun
 from lemon_automation.service import (
     FORWARD_CAP_BYTES,
     AutomationService,
+    JobSpec,
     cap_bytes,
     checklist_is_empty,
     is_suppressed,
@@ -373,3 +376,124 @@ async def test_a_heartbeat_while_the_users_run_is_active_is_skipped_busy(
         assert last["reason"] == "busy"
         assert service.counters.fired == 0
         await c.call("chat.abort", {"sessionKey": MAIN})
+
+
+async def test_a_failed_fire_is_retried_max_retries_times_and_a_manual_run_never(
+    boot: Callable[..., Runtime],
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    config = "[automation]\nretry_backoff_ms = 100\n"
+    async with boot(config, tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        plane = rt.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        cron = rt.bus.subscribe("cron")
+        when = datetime.now(UTC) + timedelta(seconds=1)
+        async with plane_client(plane)() as c:
+            job = (
+                await c.call(
+                    "cron.add",
+                    {
+                        "name": "flaky",
+                        "schedule": f"at {when.isoformat()}",
+                        "prompt": hold,
+                        "timeoutSec": 1,
+                        "maxRetries": 1,
+                    },
+                )
+            )["job"]
+            first = await next_of(cron, "cron_run_completed", job_id=job["id"])
+            assert first.payload.status == "timeout"
+            retry_start = await next_of(cron, "cron_run_started", job_id=job["id"])
+            assert retry_start.payload.triggered_by == "retry"
+            assert retry_start.payload.cron_run_id != first.payload.cron_run_id
+            second = await next_of(cron, "cron_run_completed", job_id=job["id"])
+            assert second.payload.cron_run_id == retry_start.payload.cron_run_id
+            assert second.payload.status == "timeout"
+            # the retry's end was the last attempt: nothing more is planned
+            assert await service.runs.retries() == []
+            runs = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+            assert [r["triggeredBy"] for r in runs] == ["retry", "schedule"]
+            assert runs[0]["attempt"] == 1
+            assert runs[0]["retryOf"] == first.payload.cron_run_id
+            assert runs[1]["attempt"] == 0
+            assert service.counters.errors == []
+
+            # a manual run that fails is never retried
+            manual = (
+                await c.call(
+                    "cron.add",
+                    {
+                        "name": "manual",
+                        "schedule": "every 1h",
+                        "prompt": hold,
+                        "timeoutSec": 1,
+                        "maxRetries": 3,
+                    },
+                )
+            )["job"]
+            ran = await c.call("cron.run", {"id": manual["id"], "wait": True, "timeoutSec": 30})
+            assert ran["status"] == "timeout"
+            assert await service.runs.retries() == []
+            assert len((await c.call("cron.runs", {"id": manual["id"]}))["runs"]) == 1
+            bad = await c.request(
+                "cron.add",
+                {"name": "x", "schedule": "every 1h", "prompt": "/echo x", "maxRetries": 11},
+            )
+            assert bad["error"]["code"] == "INVALID_PARAMS"
+            assert (
+                "max_retries" in bad["error"]["message"] or "maxRetries" in bad["error"]["message"]
+            )
+        cron.cancel()
+
+
+async def test_a_fire_a_dead_owner_left_in_flight_is_interrupted_then_retried(
+    boot: Callable[..., Runtime],
+) -> None:
+    config = "[automation]\nretry_backoff_ms = 100\nlease_ms = 2000\n"
+    async with boot(config, tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        cron = rt.bus.subscribe("cron")
+        job = await service.add(
+            JobSpec(name="r", schedule="every 1h", prompt="/echo recovered", max_retries=1)
+        )
+        # a dead daemon claimed a due time, submitted it and stopped renewing
+        due = job.created_at_ms + 7
+        dead = await service.ledger.claim(job.id, due, "dead:1", lease_ms=60_000)
+        assert dead is not None
+        submitted = await service.ledger.record(
+            dead, status="submitted", run_id=router_run_id(job.id, due)
+        )
+        assert submitted is not None
+        await service.runs.put(
+            CronRun(
+                cron_run_id=cron_run_id(job.id, due),
+                job_id=job.id,
+                due_at_ms=due,
+                status="submitted",
+                owner="dead:1",
+            )
+        )
+        assert await service.ledger.renew(submitted, lease_ms=1) is not None  # then it died
+        interrupted = await next_of(cron, "cron_run_completed", job_id=job.id)
+        assert interrupted.payload.status == "interrupted"
+        assert interrupted.payload.cron_run_id == cron_run_id(job.id, due)
+        started = await next_of(cron, "cron_run_started", job_id=job.id)
+        assert started.payload.triggered_by == "retry"
+        assert started.payload.cron_run_id == cron_run_id(job.id, due + 1)
+        done = await next_of(cron, "cron_run_completed", job_id=job.id)
+        assert done.payload.cron_run_id == started.payload.cron_run_id
+        assert done.payload.status == "completed"
+        assert done.payload.output == "recovered"
+        assert await service.runs.retries() == []
+        # the interrupted fire itself was never re-executed: one router run, the retry's
+        ended = await service.ledger.get(job.id, due)
+        assert ended is not None
+        assert ended.status == "interrupted"
+        cron.cancel()

@@ -16,10 +16,12 @@ from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
 from lemon_core.sessions import check_session_key
 from lemon_core.store import Store
 
-__all__ = ["JOBS_TABLE", "Job", "JobError", "JobStore", "jitter_ms"]
+__all__ = ["JOBS_TABLE", "MAX_RETRIES", "Job", "JobError", "JobStore", "jitter_ms"]
 
 JOBS_TABLE: Final = "automation_jobs"
 _MAX_PROMPT: Final = 32 * 1024
+#: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
+MAX_RETRIES: Final = 10
 _MUTABLE: Final = frozenset(
     {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries"}
 )
@@ -101,6 +103,8 @@ def _validate(job: Job, *, now_ms: int) -> None:
         raise JobError("jitter", "larger than the period; make it smaller than the interval")
     if job.max_retries < 0 or job.timeout_ms <= 0:
         raise JobError("max_retries", "must be >= 0 (and timeout > 0)")
+    if job.max_retries > MAX_RETRIES:
+        raise JobError("max_retries", f"at most {MAX_RETRIES}")
 
 
 class JobStore:

@@ -13,9 +13,10 @@ import msgspec
 from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.store import Store
 
-__all__ = ["RUNS_TABLE", "CronRun", "CronRunStore", "history"]
+__all__ = ["RETRIES_TABLE", "RUNS_TABLE", "CronRun", "CronRunStore", "PendingRetry", "history"]
 
 RUNS_TABLE: Final = "automation_runs"
+RETRIES_TABLE: Final = "automation_retries"
 _PREVIEW: Final = 1000
 
 
@@ -36,6 +37,23 @@ class CronRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     error: str | None = None
     output: str | None = None
     """The first 1,000 characters of the answer."""
+    attempt: int = 0
+    """0 for the first fire of a due time; n for its n-th retry."""
+    retry_of: str | None = None
+    """A retry: the ``cron_run_id`` of the fire it retries."""
+
+
+class PendingRetry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A retry planned by the daemon that recorded the failed fire's end (the fenced terminal
+    write: one daemon), run by whichever daemon claims its ledger fire first."""
+
+    cron_run_id: str
+    job_id: str
+    due_at_ms: int
+    """The retry's own fire key: the original due time plus ``attempt`` milliseconds."""
+    attempt: int
+    retry_of: str
+    not_before_ms: int
 
 
 def preview(text: str | None) -> str | None:
@@ -62,6 +80,28 @@ class CronRunStore:
 
     async def delete(self, cron_run_id: str) -> bool:
         return await self._store.delete(RUNS_TABLE, cron_run_id)
+
+    async def put_retry(self, retry: PendingRetry) -> None:
+        await self._store.put(RETRIES_TABLE, retry.cron_run_id, msgspec.to_builtins(retry))
+
+    async def get_retry(self, cron_run_id: str) -> PendingRetry | None:
+        value = await self._store.get(RETRIES_TABLE, cron_run_id)
+        try:
+            return None if value is None else msgspec.convert(value, PendingRetry)
+        except (msgspec.ValidationError, TypeError):
+            return None
+
+    async def retries(self, *, limit: int = 1000) -> list[PendingRetry]:
+        out: list[PendingRetry] = []
+        for _key, value in await self._store.scan(RETRIES_TABLE, limit=limit):
+            try:
+                out.append(msgspec.convert(value, PendingRetry))
+            except (msgspec.ValidationError, TypeError):
+                continue
+        return out
+
+    async def drop_retry(self, cron_run_id: str) -> None:
+        await self._store.delete(RETRIES_TABLE, cron_run_id)
 
 
 def _from_fire(fire: Fire, record: CronRun | None, cron_run_id: str) -> CronRun:

@@ -41,8 +41,8 @@ from typing import Any, Final
 import msgspec
 
 from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id
-from lemon_automation.jobs import Job, JobError, JobStore
-from lemon_automation.runs import CronRun, CronRunStore, history, preview
+from lemon_automation.jobs import MAX_RETRIES, Job, JobError, JobStore
+from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, preview
 from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
@@ -87,6 +87,10 @@ HEARTBEAT_PROMPT: Final = (
     "chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 _NO_ANSWER: Final = "the heartbeat produced no answer"
+#: The first retry's backoff (each later one doubles it); ``[automation] retry_backoff_ms``.
+RETRY_BACKOFF_MS: Final = 30_000
+#: The ends a retry follows (never ``unknown``: the run may still be going).
+RETRY_STATUSES: Final = frozenset({"failed", "timeout", "interrupted"})
 _COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 _ENDED_KEEP: Final = 2048
 #: The prefix of every fire's derived router run id (``router_run_id``).
@@ -323,6 +327,7 @@ class AutomationService(SchedulerHooks):
         lease_ms: int = 30_000,
         poll_ms: int = 1000,
         tick_s: float = 60.0,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.jobs = jobs
@@ -335,6 +340,7 @@ class AutomationService(SchedulerHooks):
         self.lease_ms = lease_ms
         self.poll_ms = poll_ms
         self.tick_s = tick_s
+        self.retry_backoff_ms = retry_backoff_ms
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
@@ -542,6 +548,13 @@ class AutomationService(SchedulerHooks):
         self.counters.skipped += 1
         cid = cron_run_id(job.id, due_at_ms)
         if reason == "interrupted":
+            record = await self.runs.get(cid)
+            if record is not None:
+                record = msgspec.structs.replace(
+                    record, status="interrupted", finished_at_ms=self._now()
+                )
+                await self.runs.put(record)
+                await self._plan_retry(job, record)
             # a fire left in flight by a dead owner: its one completion is published here
             self._publish(
                 "cron_run_completed",
@@ -567,6 +580,9 @@ class AutomationService(SchedulerHooks):
                 await self.jobs.update(job.id, {"enabled": False}, now_ms=self._now())
         cid = cron_run_id(job.id, fire.due_at_ms)
         started = self._now()
+        pending = await self.runs.get_retry(cid)  # also for a retry a takeover submitted
+        if pending is not None:
+            triggered_by = "retry"
         record = CronRun(
             cron_run_id=cid,
             job_id=job.id,
@@ -576,6 +592,8 @@ class AutomationService(SchedulerHooks):
             router_run_id=fire.run_id,
             owner=self.owner,
             started_at_ms=started,
+            attempt=pending.attempt if pending is not None else 0,
+            retry_of=pending.retry_of if pending is not None else None,
         )
         if result.status == "rejected":
             reason = result.receipt.reason if result.receipt is not None else None
@@ -583,6 +601,8 @@ class AutomationService(SchedulerHooks):
                 record, status="failed", error=reason, finished_at_ms=started
             )
             await self.runs.put(done)
+            if pending is not None:
+                await self.runs.drop_retry(cid)
             self._publish(
                 "cron_run_completed",
                 CronRunCompleted(
@@ -595,9 +615,12 @@ class AutomationService(SchedulerHooks):
                     error=reason,
                 ),
             )
+            await self._plan_retry(job, done)
             self._resolve(cid, done)
             return
         await self.runs.put(record)
+        if pending is not None:
+            await self.runs.drop_retry(cid)
         self._publish(
             "cron_run_started",
             CronRunStarted(
@@ -615,6 +638,72 @@ class AutomationService(SchedulerHooks):
         task = asyncio.create_task(self._follow(job, fire, record))
         self._follows.add(task)
         task.add_done_callback(self._follows.discard)
+
+    async def _plan_retry(self, job: Job, run: CronRun) -> None:
+        """After the fenced terminal write of ``run`` (so one daemon plans it): a scheduled fire
+        (or a retry) that ended ``failed``, ``timeout`` or ``interrupted`` is retried while
+        ``job.max_retries`` allows, as a new fire ``(job, original due + attempt ms)`` (a new
+        ``cron_run_id``), no sooner than ``retry_backoff_ms * 2**(attempt-1)`` from now. Never
+        for ``unknown`` (the run may still be going), never for manual or wake runs."""
+        if run.status not in RETRY_STATUSES or run.triggered_by not in ("schedule", "retry"):
+            return
+        attempt = run.attempt + 1
+        if attempt > min(job.max_retries, MAX_RETRIES):
+            return
+        due = run.due_at_ms - run.attempt + attempt
+        cid = cron_run_id(job.id, due)
+        retry = PendingRetry(
+            cron_run_id=cid,
+            job_id=job.id,
+            due_at_ms=due,
+            attempt=attempt,
+            retry_of=run.cron_run_id,
+            not_before_ms=self._now() + self.retry_backoff_ms * 2 ** (attempt - 1),
+        )
+        try:
+            await self.runs.put_retry(retry)
+        except Exception as exc:
+            log.warning("automation could not plan retry %d of %s: %s", attempt, job.id, exc)
+            return
+        self._audit(
+            "retry_scheduled",
+            job.id,
+            run_id=cid,
+            status=run.status,
+            reason=f"attempt {attempt} of {job.max_retries}, retrying {run.cron_run_id}",
+        )
+        self._wake.set()
+
+    async def run_retries(self) -> int:
+        """Fire each planned retry whose backoff has passed (claimed in the ledger: of any number
+        of daemons one runs it). Returns how many this daemon submitted."""
+        now = self._now()
+        count = 0
+        for retry in await self.runs.retries():
+            if retry.not_before_ms > now:
+                continue
+            job = await self.jobs.get(retry.job_id)
+            if job is None or not (job.enabled or job.kind == "at"):
+                await self.runs.drop_retry(retry.cron_run_id)
+                continue
+            result = await fire_due(
+                self.ledger,
+                self._port(),
+                job_id=job.id,
+                due_at_ms=retry.due_at_ms,
+                owner=self.owner,
+                lease_ms=self.lease_ms,
+                request=self._request_for(job, retry.due_at_ms),
+            )
+            if result.status == "lost":
+                existing = await self.ledger.get(job.id, retry.due_at_ms)
+                if existing is not None and not existing.done:
+                    continue  # in flight: its claimer (or a takeover) drops the plan
+                await self.runs.drop_retry(retry.cron_run_id)
+                continue
+            await self.fired(job, result, "retry")
+            count += 1
+        return count
 
     def _resolve(self, cid: str, run: CronRun) -> None:
         waiter = self._done.pop(cid, None)
@@ -731,6 +820,7 @@ class AutomationService(SchedulerHooks):
         )
         await self.runs.put(done)
         self.counters.completed += 1
+        await self._plan_retry(job, done)
         session = run_session(job)
         self._publish(
             "cron_run_completed",
@@ -863,6 +953,7 @@ class AutomationService(SchedulerHooks):
             self._wake.clear()
             try:
                 await self.scheduler.step()
+                await self.run_retries()
                 if time.monotonic() - last_recover >= self.lease_ms / 3000:
                     last_recover = time.monotonic()
                     await self.scheduler.recover()
