@@ -497,3 +497,24 @@ async def test_a_fire_a_dead_owner_left_in_flight_is_interrupted_then_retried(
         assert ended is not None
         assert ended.status == "interrupted"
         cron.cancel()
+
+
+async def test_cron_and_heartbeat_runs_are_denied_the_cron_tool_by_their_tool_policy(
+    runtime: Runtime, service: AutomationService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = await service.add(JobSpec(name="t", schedule="every 1h", prompt="/tools"))
+    request = service._request_for(job, job.created_at_ms)
+    assert request.tool_policy is not None
+    assert "cron" in request.tool_policy.deny
+    assert not request.tool_policy.permits("cron")
+    hb = await service.set_heartbeat("default", enabled=True, every="30m")
+    assert hb is not None
+    hb_policy = service._request_for(hb, 0).tool_policy
+    assert hb_policy is not None
+    assert "cron" in hb_policy.deny
+    # the policy reaches the executor: with bash in the blocked set, a call of it is refused
+    monkeypatch.setattr("lemon_automation.service.CRON_BLOCKED_TOOLS", {"cron", "bash"})
+    _, _, after = await service.run_now(job.id, prompt='/tool bash {"command": "echo hi"}')
+    refused = await asyncio.wait_for(after, WAIT_S)
+    assert refused.status == "completed", refused  # refused at once, no approval wait
+    assert "denied by this run's tool policy" in (refused.output or "")

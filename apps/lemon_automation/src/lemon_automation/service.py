@@ -60,7 +60,7 @@ from lemon_core.events import (
     HeartbeatSuppressed,
     RunCompleted,
 )
-from lemon_core.execution import RunRequest
+from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.sessions import RunEnded, SessionPort, StreamOverflow
 
@@ -87,6 +87,10 @@ HEARTBEAT_PROMPT: Final = (
     "chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 _NO_ANSWER: Final = "the heartbeat produced no answer"
+#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the ones that
+#: manage cron jobs and heartbeats (no such model-facing tool is registered yet; the name is
+#: reserved so one added later is blocked inside cron runs from the start).
+CRON_BLOCKED_TOOLS: set[str] = {"cron"}
 #: The first retry's backoff (each later one doubles it); ``[automation] retry_backoff_ms``.
 RETRY_BACKOFF_MS: Final = 30_000
 #: The ends a retry follows (never ``unknown``: the run may still be going).
@@ -521,7 +525,9 @@ class AutomationService(SchedulerHooks):
         meta = {**request.meta, "cron_run_id": cron_run_id(job.id, due_at_ms)}
         if job.purpose == "heartbeat":
             meta["heartbeat"] = True
-        return dataclasses.replace(request, meta=meta)
+        # a cron or heartbeat run never manages cron itself (the policy only narrows)
+        policy = ToolPolicy(deny=frozenset(CRON_BLOCKED_TOOLS))
+        return dataclasses.replace(request, meta=meta, tool_policy=policy)
 
     async def preflight(self, job: Job, due_at_ms: int) -> str | None:
         if job.purpose != "heartbeat":
