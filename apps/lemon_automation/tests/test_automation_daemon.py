@@ -518,3 +518,35 @@ async def test_cron_and_heartbeat_runs_are_denied_the_cron_tool_by_their_tool_po
     refused = await asyncio.wait_for(after, WAIT_S)
     assert refused.status == "completed", refused  # refused at once, no approval wait
     assert "denied by this run's tool policy" in (refused.output or "")
+
+
+async def test_cron_abort_cancels_an_active_fire_and_records_it_aborted(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    cron = runtime.bus.subscribe("cron")
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "long", "schedule": "every 1h", "prompt": hold, "maxRetries": 2},
+            )
+        )["job"]
+        cid = (await c.call("cron.run", {"id": job["id"]}))["cronRunId"]
+        await next_of(cron, "cron_run_started", cron_run_id=cid)
+        aborted = await c.call("cron.abort", {"runId": cid})
+        assert aborted["aborted"] is True
+        assert aborted["runId"] == cid
+        assert aborted["jobId"] == job["id"]
+        assert aborted["status"] == "aborted"
+        done = await next_of(cron, "cron_run_completed", cron_run_id=cid)
+        assert done.payload.status == "aborted"
+        (record,) = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+        assert record["status"] == "aborted"
+        again = await c.request("cron.abort", {"runId": cid})
+        assert again["error"]["code"] == "INVALID_PARAMS"
+        assert "not active" in again["error"]["message"]
+        for params in ({}, {"runId": "cron_nope"}):
+            res = await c.request("cron.abort", params)
+            assert res["error"]["code"] == "INVALID_PARAMS", res
+    cron.cancel()

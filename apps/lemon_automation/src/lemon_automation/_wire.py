@@ -8,6 +8,8 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
   refused (only agent prompts run).
 - ``cron.update {id, name?, prompt?, enabled?, jitterSec?, catchUp?, graceSec?, timeoutSec?,
   maxRetries?}``, ``cron.pause {id}``, ``cron.resume {id}``, ``cron.remove {id}`` (admin).
+- ``cron.abort {runId}`` (admin): abort the active fire ``runId`` (a ``cronRunId``) its owning
+  daemon follows; ``{aborted, runId, jobId, status, routerRunId}`` (status ``aborted``).
 - ``cron.run {id, wait?, timeoutSec?}`` (admin): fire now through the ledger (``triggered_by``
   manual); with ``wait`` the final record (its ``output``).
 - ``cron.runs {id?, limit?}`` (read): ``{runs}``, newest first. ``cron.status`` (read).
@@ -230,6 +232,19 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             out.update(_run_view(record))
         return out
 
+    async def abort(call: WireCall) -> dict[str, Any]:
+        cid = _str(call.params, "runId")
+        if not cid:
+            raise UsageError("runId is required (a cronRunId)")
+        record = await guarded(service.abort(cid))
+        return {
+            "aborted": True,
+            "runId": record.cron_run_id,
+            "jobId": record.job_id,
+            "status": record.status,
+            "routerRunId": record.router_run_id,
+        }
+
     async def runs(call: WireCall) -> dict[str, Any]:
         p = call.params
         job_id = p.get("id", p.get("jobId"))
@@ -306,6 +321,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
         "cron.remove": (remove, "admin"),
         "cron.run": (run, "admin"),
         "cron.runs": (runs, "read"),
+        "cron.abort": (abort, "admin"),
         "cron.status": (status, "read"),
         "wake": (wake, "write"),
         "set-heartbeats": (set_heartbeats, "write"),

@@ -350,6 +350,8 @@ class AutomationService(SchedulerHooks):
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
         self._done: dict[str, asyncio.Future[CronRun]] = {}
+        self._active: dict[str, str] = {}  # cron_run_id -> router run id, fires followed here
+        self._aborting: set[str] = set()
         self.counters = _Counters()
         self.scheduler = Scheduler(
             jobs,
@@ -731,6 +733,7 @@ class AutomationService(SchedulerHooks):
 
     async def _follow(self, job: Job, fire: Fire, record: CronRun) -> None:
         run_id = fire.run_id or router_run_id(job.id, fire.due_at_ms)
+        self._active[record.cron_run_id] = run_id
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(fire, lost))
         lost_wait = asyncio.create_task(lost.wait())
@@ -752,9 +755,13 @@ class AutomationService(SchedulerHooks):
             status = "completed" if ended is not None and ended.ok else "failed"
             if ended is None:
                 ended, status = await self._time_out(run_id, job)
+            if record.cron_run_id in self._aborting and status != "completed":
+                status = "aborted"
         finally:
             renewer.cancel()
             lost_wait.cancel()
+            self._active.pop(record.cron_run_id, None)
+            self._aborting.discard(record.cron_run_id)
         await self._terminalize(job, fire, record, run_id, ended, status)
 
     async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
@@ -794,7 +801,9 @@ class AutomationService(SchedulerHooks):
         # Suppression is decided here, before anything is recorded, published or delivered.
         suppressed = heartbeat and status == "completed" and is_suppressed(answer)
         error = None
-        if status == "timeout":
+        if status == "aborted":
+            error = "aborted by an operator"
+        elif status == "timeout":
             error = f"the run did not end within {job.timeout_ms // 1000} s (cancelled)"
         elif status == "unknown":
             error = "the run timed out and its cancel could not be confirmed"
@@ -893,6 +902,33 @@ class AutomationService(SchedulerHooks):
             )
         except Exception as exc:
             log.warning("automation could not forward run %s: %s", run_id, exc)
+
+    async def abort(self, cron_run_id: str, *, timeout_s: float = 10.0) -> CronRun:
+        """Abort the active fire ``cron_run_id`` this daemon follows: its router run is
+        cancelled and the fire recorded ``aborted`` (never retried). Returns its record (still
+        ``submitted`` when the cancel was not confirmed within ``timeout_s``)."""
+        record = await self.runs.get(cron_run_id)
+        if record is None:
+            raise JobError("runId", f"no cron run {cron_run_id!r}")
+        if record.status not in ("claimed", "submitted"):
+            raise JobError("runId", f"cron run {cron_run_id!r} is not active ({record.status})")
+        run_id = self._active.get(cron_run_id)
+        if run_id is None:
+            raise JobError(
+                "runId", f"cron run {cron_run_id!r} is owned by {record.owner}; abort it there"
+            )
+        waiter = self._done.get(cron_run_id)
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._done[cron_run_id] = waiter
+        self._aborting.add(cron_run_id)
+        await self._port().cancel(run_id=run_id)
+        self._audit("run_aborted", record.job_id, run_id=cron_run_id, status="aborted")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(waiter)
+        except TimeoutError:
+            return record
 
     async def run_now(
         self, job_id: str, *, triggered_by: str = "manual", prompt: str | None = None
