@@ -549,4 +549,20 @@ async def test_cron_abort_cancels_an_active_fire_and_records_it_aborted(
         for params in ({}, {"runId": "cron_nope"}):
             res = await c.request("cron.abort", params)
             assert res["error"]["code"] == "INVALID_PARAMS", res
+
+        # cron.audit: the durable lifecycle entries, newest first, filtered
+        audit = await c.call("cron.audit", {"jobId": job["id"]})
+        actions = [e["action"] for e in audit["events"]]
+        assert actions[0] == "run_aborted"
+        assert actions[-1] == "job_created"
+        assert audit["total"] == len(actions)
+        assert audit["filters"]["jobId"] == job["id"]
+        assert audit["events"][0]["runId"] == cid
+        only = await c.call("cron.audit", {"action": "run_aborted", "limit": 5})
+        assert [e["runId"] for e in only["events"]] == [cid]
+        assert only["summary"]["actionCounts"] == {"run_aborted": 1}
+        late = await c.call("cron.audit", {"sinceMs": audit["events"][0]["tsMs"] + 1})
+        assert late["events"] == []
+        bad = await c.request("cron.audit", {"limit": "many"})
+        assert bad["error"]["code"] == "INVALID_PARAMS"
     cron.cancel()

@@ -13,10 +13,19 @@ import msgspec
 from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.store import Store
 
-__all__ = ["RETRIES_TABLE", "RUNS_TABLE", "CronRun", "CronRunStore", "PendingRetry", "history"]
+__all__ = [
+    "AUDIT_TABLE",
+    "RETRIES_TABLE",
+    "RUNS_TABLE",
+    "CronRun",
+    "CronRunStore",
+    "PendingRetry",
+    "history",
+]
 
 RUNS_TABLE: Final = "automation_runs"
 RETRIES_TABLE: Final = "automation_retries"
+AUDIT_TABLE: Final = "automation_audit"
 _PREVIEW: Final = 1000
 
 
@@ -99,6 +108,15 @@ class CronRunStore:
             except (msgspec.ValidationError, TypeError):
                 continue
         return out
+
+    async def put_audit(self, audit: dict[str, Any]) -> None:
+        """One ``cron_lifecycle_action`` entry, keyed by time (a scan reads them in order)."""
+        await self._store.put(AUDIT_TABLE, f"{int(audit['ts_ms']):015d}:{audit['id']}", audit)
+
+    async def audits(self, *, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit entries, newest first."""
+        rows = await self._store.scan(AUDIT_TABLE, limit=limit, reverse=True)
+        return [value for _key, value in rows if isinstance(value, dict)]
 
     async def drop_retry(self, cron_run_id: str) -> None:
         await self._store.delete(RETRIES_TABLE, cron_run_id)

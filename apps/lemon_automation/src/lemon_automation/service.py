@@ -91,6 +91,8 @@ _NO_ANSWER: Final = "the heartbeat produced no answer"
 #: manage cron jobs and heartbeats (no such model-facing tool is registered yet; the name is
 #: reserved so one added later is blocked inside cron runs from the start).
 CRON_BLOCKED_TOOLS: set[str] = {"cron"}
+#: How many of the newest audit entries ``cron.audit`` filters.
+AUDIT_SCAN: Final = 5000
 #: The first retry's backoff (each later one doubles it); ``[automation] retry_backoff_ms``.
 RETRY_BACKOFF_MS: Final = 30_000
 #: The ends a retry follows (never ``unknown``: the run may still be going).
@@ -384,7 +386,7 @@ class AutomationService(SchedulerHooks):
         except Exception as exc:  # a closed bus at shutdown: the record is in the store
             log.warning("automation could not publish %s: %s", type_, exc)
 
-    def _audit(self, action: str, job_id: str, **fields: Any) -> None:
+    async def _audit(self, action: str, job_id: str, **fields: Any) -> None:
         audit = {
             "action": action,
             "id": f"audit_{uuid.uuid4().hex[:16]}",
@@ -393,6 +395,10 @@ class AutomationService(SchedulerHooks):
             "ts_ms": self._now(),
             **{k: v for k, v in fields.items() if v is not None},
         }
+        try:  # durable first (cron.audit reads it), then published
+            await self.runs.put_audit(audit)
+        except Exception as exc:
+            log.warning("automation could not store audit %s: %s", action, exc)
         self._publish("cron_lifecycle_action", CronLifecycleAction(audit=audit))
 
     def _job_changed(self, action: CronJobAction, job: Job, *, deleted: bool = False) -> None:
@@ -412,14 +418,14 @@ class AutomationService(SchedulerHooks):
         now = self._now()
         job = await self.jobs.add(build_job(spec, now_ms=now), now_ms=now)
         self._job_changed(CronJobAction.CREATED, job)
-        self._audit("job_created", job.id)
+        await self._audit("job_created", job.id)
         self._wake.set()
         return job
 
     async def update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
         job = await self.jobs.update(job_id, changes, now_ms=self._now())
         self._job_changed(CronJobAction.UPDATED, job)
-        self._audit("job_updated", job.id, changed_fields=sorted(changes))
+        await self._audit("job_updated", job.id, changed_fields=sorted(changes))
         self._wake.set()
         return job
 
@@ -433,7 +439,7 @@ class AutomationService(SchedulerHooks):
         job = await self.get(job_id)
         await self.jobs.remove(job_id)
         self._job_changed(CronJobAction.DELETED, job, deleted=True)
-        self._audit("job_deleted", job.id)
+        await self._audit("job_deleted", job.id)
         return job
 
     async def all_jobs(self) -> tuple[list[Job], list[tuple[str, str]]]:
@@ -490,7 +496,7 @@ class AutomationService(SchedulerHooks):
             )
             job = await self.jobs.add(job, now_ms=now)
             self._job_changed(CronJobAction.CREATED, job)
-            self._audit("heartbeat_set", job.id)
+            await self._audit("heartbeat_set", job.id)
             self._wake.set()
             return job
         changes: dict[str, Any] = {"enabled": True}
@@ -576,7 +582,7 @@ class AutomationService(SchedulerHooks):
                     error="the owner stopped while the run was in flight",
                 ),
             )
-        self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
 
     async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
         fire = result.fire
@@ -673,7 +679,7 @@ class AutomationService(SchedulerHooks):
         except Exception as exc:
             log.warning("automation could not plan retry %d of %s: %s", attempt, job.id, exc)
             return
-        self._audit(
+        await self._audit(
             "retry_scheduled",
             job.id,
             run_id=cid,
@@ -903,6 +909,31 @@ class AutomationService(SchedulerHooks):
         except Exception as exc:
             log.warning("automation could not forward run %s: %s", run_id, exc)
 
+    async def audit(
+        self,
+        *,
+        limit: int,
+        job_id: str | None = None,
+        run_id: str | None = None,
+        action: str | None = None,
+        since_ms: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit entries matching every filter given, newest first."""
+        out = []
+        for entry in await self.runs.audits(limit=AUDIT_SCAN):
+            if job_id is not None and entry.get("job_id") != job_id:
+                continue
+            if run_id is not None and entry.get("run_id") != run_id:
+                continue
+            if action is not None and entry.get("action") != action:
+                continue
+            if since_ms is not None and int(entry.get("ts_ms", 0)) < since_ms:
+                continue
+            out.append(entry)
+            if len(out) >= limit:
+                break
+        return out
+
     async def abort(self, cron_run_id: str, *, timeout_s: float = 10.0) -> CronRun:
         """Abort the active fire ``cron_run_id`` this daemon follows: its router run is
         cancelled and the fire recorded ``aborted`` (never retried). Returns its record (still
@@ -923,7 +954,7 @@ class AutomationService(SchedulerHooks):
             self._done[cron_run_id] = waiter
         self._aborting.add(cron_run_id)
         await self._port().cancel(run_id=run_id)
-        self._audit("run_aborted", record.job_id, run_id=cron_run_id, status="aborted")
+        await self._audit("run_aborted", record.job_id, run_id=cron_run_id, status="aborted")
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(waiter)
