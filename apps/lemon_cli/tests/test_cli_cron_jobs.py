@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
-from lemon_platform_test.lemon_process import run_lemon
+from lemon_platform_test.lemon_process import lemon_env, run_lemon
 
 JOB_KEYS = {"id", "name", "schedule", "timezone", "next_due_at_ms", "enabled", "agent_id"}
 RUN_KEYS = {
@@ -140,3 +141,43 @@ def test_against_the_running_daemon(env: dict[str, str], started: str) -> None:
     assert bad.returncode == 2
     assert bad.stderr.startswith("lemon cron add: ")
     assert "Traceback" not in bad.stderr
+
+
+def test_url_names_the_daemon_which_gets_only_the_token_env(
+    env: dict[str, str], started: str, tmp_path: Path
+) -> None:
+    from lemon_control_plane.local_token import read_local_token
+
+    job = lemon_json(env, "cron", "add", "far", "--every", "1h", "--prompt", "/echo far away")
+    assert isinstance(job, dict)
+    ws = started.replace("http://", "ws://") + "/ws"
+    # another home entirely: only --url leads to the daemon (and its store)
+    other = lemon_env(tmp_path / "elsewhere")
+    refused = run_lemon(other, "cron", "--url", ws, "list")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert "Traceback" not in refused.stderr
+    token = read_local_token(Path(env["LEMON_HOME"]))
+    assert token
+    other["LEMON_CONTROL_PLANE_TOKEN"] = token
+    listed = lemon_json(other, "cron", "--url", ws, "list")
+    assert isinstance(listed, dict)
+    assert [j["id"] for j in listed["jobs"]] == [job["id"]]
+    ran = lemon_json(other, "cron", "--url", ws, "run", job["id"], "--wait")
+    assert isinstance(ran, dict)
+    assert ran["output"] == "far away"
+    audit = lemon_json(other, "cron", "--url", ws, "audit", "--job", job["id"])
+    assert isinstance(audit, dict)
+    assert "job_created" in [e["action"] for e in audit["events"]]
+    shown = lemon_json(other, "heartbeat", "--url", ws, "show")
+    assert isinstance(shown, dict)
+    assert shown["heartbeat"] is None
+    gone = run_lemon(other, "cron", "abort", "cron_nope", "--url", ws)
+    assert gone.returncode == 2  # the option belongs to the group: lemon cron --url URL ...
+    missing = run_lemon(other, "cron", "--url", ws, "abort", "cron_nope")
+    assert missing.returncode == 2
+    assert "no cron run" in missing.stderr
+    for bad_url, code in (("http://127.0.0.1:1/ws", 2), ("ws://127.0.0.1:1/ws", 1)):
+        proc = run_lemon(other, "cron", "--url", bad_url, "list")
+        assert proc.returncode == code, (bad_url, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
