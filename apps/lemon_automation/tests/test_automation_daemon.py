@@ -566,3 +566,28 @@ async def test_cron_abort_cancels_an_active_fire_and_records_it_aborted(
         bad = await c.request("cron.audit", {"limit": "many"})
         assert bad["error"]["code"] == "INVALID_PARAMS"
     cron.cancel()
+
+
+async def test_history_keep_per_job_prunes_older_fires_and_their_records(
+    boot: Callable[..., Runtime],
+) -> None:
+    async with boot("[automation]\nhistory_keep_per_job = 3\n", tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        job = await service.add(JobSpec(name="k", schedule="every 1h", prompt="/echo kept"))
+        other = await service.add(JobSpec(name="o", schedule="every 1h", prompt="/echo other"))
+        _, _, first = await service.run_now(other.id)
+        assert (await asyncio.wait_for(first, WAIT_S)).status == "completed"
+        cids = []
+        for _ in range(5):
+            _, cid, done = await service.run_now(job.id)
+            assert (await asyncio.wait_for(done, WAIT_S)).status == "completed"
+            cids.append(cid)
+        kept = await service.history(job.id, limit=100)
+        assert [r.cron_run_id for r in kept] == cids[:-4:-1]  # the newest three
+        assert len(await service.ledger.fires(job.id)) == 3
+        for old in cids[:2]:
+            assert await service.runs.get(old) is None
+        assert len(await service.history(other.id, limit=100)) == 1  # per job

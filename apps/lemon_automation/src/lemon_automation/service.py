@@ -93,6 +93,8 @@ _NO_ANSWER: Final = "the heartbeat produced no answer"
 CRON_BLOCKED_TOOLS: set[str] = {"cron"}
 #: How many of the newest audit entries ``cron.audit`` filters.
 AUDIT_SCAN: Final = 5000
+#: How many old fires one prune deletes at most (one prune follows each terminal record).
+PRUNE_BATCH: Final = 100
 #: The first retry's backoff (each later one doubles it); ``[automation] retry_backoff_ms``.
 RETRY_BACKOFF_MS: Final = 30_000
 #: The ends a retry follows (never ``unknown``: the run may still be going).
@@ -334,6 +336,7 @@ class AutomationService(SchedulerHooks):
         poll_ms: int = 1000,
         tick_s: float = 60.0,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        history_keep_per_job: int = 200,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.jobs = jobs
@@ -347,6 +350,7 @@ class AutomationService(SchedulerHooks):
         self.poll_ms = poll_ms
         self.tick_s = tick_s
         self.retry_backoff_ms = retry_backoff_ms
+        self.history_keep_per_job = history_keep_per_job
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
@@ -583,6 +587,7 @@ class AutomationService(SchedulerHooks):
                 ),
             )
         await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        await self.prune(job.id)
 
     async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
         fire = result.fire
@@ -630,6 +635,7 @@ class AutomationService(SchedulerHooks):
                 ),
             )
             await self._plan_retry(job, done)
+            await self.prune(job.id)
             self._resolve(cid, done)
             return
         await self.runs.put(record)
@@ -652,6 +658,22 @@ class AutomationService(SchedulerHooks):
         task = asyncio.create_task(self._follow(job, fire, record))
         self._follows.add(task)
         task.add_done_callback(self._follows.discard)
+
+    async def prune(self, job_id: str) -> int:
+        """Keep the newest ``history_keep_per_job`` fires of ``job_id``: delete one bounded batch
+        (``PRUNE_BATCH``) of older done fires and their run records. Run after each terminal
+        record, so a job converges to its bound however long it ran. A pruned due time is
+        behind the job's watermark: it is never planned again."""
+        try:
+            dues = await self.ledger.prune(
+                job_id, keep=self.history_keep_per_job, limit=PRUNE_BATCH
+            )
+            for due in dues:
+                await self.runs.delete(cron_run_id(job_id, due))
+        except Exception as exc:  # the next terminal record tries again
+            log.warning("automation could not prune the history of %s: %s", job_id, exc)
+            return 0
+        return len(dues)
 
     async def _plan_retry(self, job: Job, run: CronRun) -> None:
         """After the fenced terminal write of ``run`` (so one daemon plans it): a scheduled fire
@@ -842,6 +864,7 @@ class AutomationService(SchedulerHooks):
         await self.runs.put(done)
         self.counters.completed += 1
         await self._plan_retry(job, done)
+        await self.prune(job.id)
         session = run_session(job)
         self._publish(
             "cron_run_completed",
