@@ -181,3 +181,48 @@ def test_url_names_the_daemon_which_gets_only_the_token_env(
         assert proc.returncode == code, (bad_url, proc.stdout, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
         assert "Traceback" not in proc.stderr
+
+
+def test_doctor_reports_jobs_next_due_stale_leases_and_skipped_fires(
+    env: dict[str, str],
+) -> None:
+    import asyncio
+
+    from lemon_infra import SQLiteFireLedger
+
+    def automation(checks: object) -> list[dict[str, str]]:
+        assert isinstance(checks, dict)
+        return [c for c in checks["checks"] if c["name"] == "automation"]
+
+    assert automation(json.loads(run_lemon(env, "doctor", "--json").stdout)) == []  # no job
+    job = lemon_json(env, "cron", "add", "nightly", "--cron", "30 2 * * *", "--prompt", "p")
+    assert isinstance(job, dict)
+
+    async def seed() -> None:  # a dead daemon's fire in flight, and two skipped due times
+        path = Path(env["LEMON_HOME"]) / "store" / "fires.sqlite3"
+        ledger = await SQLiteFireLedger.open(path)
+        try:
+            dead = await ledger.claim(job["id"], 1_000, "gone:1", lease_ms=1)
+            assert dead is not None
+            assert await ledger.record(dead, status="submitted", run_id="run_x") is not None
+            for due, why in ((2_000, "coalesced"), (3_000, "coalesced")):
+                fire = await ledger.claim(job["id"], due, "d", lease_ms=1)
+                assert fire is not None
+                assert await ledger.record(fire, status="skipped", outcome=why) is not None
+        finally:
+            await ledger.close()
+
+    asyncio.run(seed())
+    proc = run_lemon(env, "doctor", "--json")
+    assert "Traceback" not in proc.stderr
+    lines = automation(json.loads(proc.stdout))
+    head, stale, skipped = lines
+    assert head["status"] == "ok"
+    assert head["detail"].startswith("1 jobs (1 enabled), scheduler on; next due ")
+    assert "(nightly)" in head["detail"]
+    assert stale["status"] == "warn"
+    assert "stale lease: nightly" in stale["detail"]
+    assert "held by gone:1 (submitted" in stale["detail"]
+    assert skipped["detail"] == "skipped fires (newest 200 per job): 2 coalesced"
+    text = run_lemon(env, "doctor")
+    assert "automation" in text.stdout
