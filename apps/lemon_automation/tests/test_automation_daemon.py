@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from lemon_automation import AutomationApp
@@ -591,3 +592,74 @@ async def test_history_keep_per_job_prunes_older_fires_and_their_records(
         for old in cids[:2]:
             assert await service.runs.get(old) is None
         assert len(await service.history(other.id, limit=100)) == 1  # per job
+
+
+async def test_a_heartbeat_outside_its_active_hours_is_skipped_and_a_wake_still_runs(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    now = datetime.now(UTC)
+    start = (now + timedelta(hours=2)).strftime("%H:%M")
+    end = (now + timedelta(hours=3)).strftime("%H:%M")
+    async with client() as c:
+        hb = (
+            await c.call(
+                "set-heartbeats",
+                {
+                    "enabled": True,
+                    "intervalMs": 1000,
+                    "activeHours": {"start": start, "end": end},
+                    "timezone": "UTC",
+                },
+            )
+        )["heartbeat"]
+        assert hb["activeHours"] == f"{start}-{end}"
+        assert hb["timezone"] == "UTC"
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                event = await next_of(cron, "cron_lifecycle_action", "cron_run_started")
+                assert event.type == "cron_lifecycle_action", "a heartbeat ran outside its hours"
+                if event.payload.audit.get("reason") == "outside_active_hours":
+                    break
+        runs = (await c.call("cron.runs", {"id": hb["id"]}))["runs"]
+        assert runs
+        assert {(r["status"], r["reason"]) for r in runs} == {("skipped", "outside_active_hours")}
+        # an explicit wake is not held to the active hours
+        woke = await c.call("wake", {"message": "/echo HEARTBEAT_OK"})
+        started = await next_of(cron, "cron_run_started", cron_run_id=woke["cronRunId"])
+        assert started.payload.triggered_by == "wake"
+        # {} clears them
+        cleared = await c.call("set-heartbeats", {"enabled": True, "activeHours": {}})
+        assert cleared["heartbeat"]["activeHours"] is None
+        for bad in ("25:00-26:00", "09:00-09:00", "9-5", {"start": "09:00"}):
+            res = await c.request("set-heartbeats", {"enabled": True, "activeHours": bad})
+            assert res["error"]["code"] == "INVALID_PARAMS", (bad, res)
+            assert "ctive" in res["error"]["message"], res
+        res = await c.request("set-heartbeats", {"enabled": True, "timezone": "Mars/Base"})
+        assert res["error"]["code"] == "INVALID_PARAMS"
+        await c.call("set-heartbeats", {"enabled": False})
+    cron.cancel()
+
+
+@pytest.mark.parametrize(
+    ("hours", "tz", "instant", "inside"),
+    [
+        ("09:00-18:00", "UTC", "2026-03-02T09:00:00+00:00", True),
+        ("09:00-18:00", "UTC", "2026-03-02T18:00:00+00:00", False),  # the end is excluded
+        ("22:00-06:00", "UTC", "2026-03-02T23:30:00+00:00", True),  # spans midnight
+        ("22:00-06:00", "UTC", "2026-03-02T05:59:00+00:00", True),
+        ("22:00-06:00", "UTC", "2026-03-02T12:00:00+00:00", False),
+        ("09:00-18:00", "America/New_York", "2026-03-02T13:30:00+00:00", False),  # 08:30 EST
+        ("09:00-18:00", "America/New_York", "2026-03-02T14:30:00+00:00", True),  # 09:30 EST
+        ("09:00-24:00", "UTC", "2026-03-02T23:59:00+00:00", True),
+    ],
+)
+def test_active_hours_are_judged_in_the_jobs_timezone(
+    hours: str, tz: str, instant: str, inside: bool
+) -> None:
+    from lemon_automation.jobs import Job, in_active_hours
+
+    job = Job(id="h", name="h", kind="every", expr="30m", prompt="p", timezone=tz)
+    job = msgspec.structs.replace(job, active_hours=hours)
+    at_ms = int(datetime.fromisoformat(instant).timestamp() * 1000)
+    assert in_active_hours(job, at_ms) is inside

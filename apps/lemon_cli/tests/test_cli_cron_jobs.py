@@ -226,3 +226,25 @@ def test_doctor_reports_jobs_next_due_stale_leases_and_skipped_fires(
     assert skipped["detail"] == "skipped fires (newest 200 per job): 2 coalesced"
     text = run_lemon(env, "doctor")
     assert "automation" in text.stdout
+
+
+def test_heartbeat_active_hours_on_the_store(env: dict[str, str]) -> None:
+    shown = lemon_json(env, "heartbeat", "set", "--active-hours", "09:00-17:30", "--tz",
+                       "Europe/Paris", "--every", "15m")  # fmt: skip
+    assert isinstance(shown, dict)
+    assert shown["heartbeat"]["active_hours"] == "09:00-17:30"
+    assert shown["heartbeat"]["timezone"] == "Europe/Paris"
+    text = run_lemon(env, "heartbeat", "show")
+    assert "active hours: 09:00-17:30 (Europe/Paris)" in text.stdout
+    for args, needle in ((["--active-hours", "9-5"], "active_hours"),
+                         (["--tz", "Mars/Base"], "timezone")):  # fmt: skip
+        bad = run_lemon(env, "heartbeat", "set", *args)
+        assert bad.returncode == 2, (bad.stdout, bad.stderr)
+        assert needle in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    kept = lemon_json(env, "heartbeat", "show")
+    assert isinstance(kept, dict)
+    assert kept["heartbeat"]["active_hours"] == "09:00-17:30"  # nothing stored by bad input
+    cleared = lemon_json(env, "heartbeat", "set", "--active-hours", "none")
+    assert isinstance(cleared, dict)
+    assert cleared["heartbeat"]["active_hours"] is None

@@ -16,7 +16,8 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
   manual); with ``wait`` the final record (its ``output``).
 - ``cron.runs {id?, limit?}`` (read): ``{runs}``, newest first. ``cron.status`` (read).
 - ``wake {agentId?, message?}`` (write): the agent's heartbeat now (``triggered_by`` wake).
-- ``set-heartbeats {enabled, agentId?, intervalMs?, prompt?, channel?}`` (write).
+- ``set-heartbeats {enabled, agentId?, intervalMs?, prompt?, channel?, activeHours?
+  {start, end}, timezone?}`` (write).
 - ``last-heartbeat {agentId?}`` (read): ``{heartbeat, last}``.
 
 Job and run views are the CLI's ``--json`` shapes with camel-case keys. ``jobId`` is accepted
@@ -87,6 +88,21 @@ def _duration(ms: int) -> str:
         if ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+def _active_hours(params: Any) -> str | None:
+    """``activeHours``: ``{start, end}`` (``HH:MM``), ``"HH:MM-HH:MM"``, or null (unchanged);
+    ``""`` or ``{}`` clears them."""
+    value = params.get("activeHours")
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if not value:
+            return ""
+        start, end = value.get("start"), value.get("end")
+        if isinstance(start, str) and isinstance(end, str):
+            return f"{start}-{end}"
+    raise UsageError('activeHours must be {"start": "HH:MM", "end": "HH:MM"}')
 
 
 def _audit_view(entry: dict[str, Any]) -> dict[str, Any]:
@@ -346,6 +362,8 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
                 every=None if interval is None else _duration(int(interval)),
                 prompt=_str(p, "prompt"),
                 channel=_str(p, "channel"),
+                active_hours=_active_hours(p),
+                timezone=_str(p, "timezone"),
             )
         )
         return {"ok": True, "heartbeat": None if job is None else camel(job_view(job))}

@@ -41,9 +41,16 @@ from typing import Any, Final
 import msgspec
 
 from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id
-from lemon_automation.jobs import MAX_RETRIES, Job, JobError, JobStore
+from lemon_automation.jobs import (
+    MAX_RETRIES,
+    Job,
+    JobError,
+    JobStore,
+    in_active_hours,
+    parse_active_hours,
+)
 from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, preview
-from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms
+from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, zone
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
 from lemon_core.clock import SYSTEM_CLOCK
@@ -469,14 +476,24 @@ class AutomationService(SchedulerHooks):
         every: str | None = None,
         prompt: str | None = None,
         channel: str | None = None,
+        active_hours: str | None = None,
+        timezone: str | None = None,
     ) -> Job | None:
-        """Create, change or (``enabled`` false) remove the agent's heartbeat job."""
+        """Create, change or (``enabled`` false) remove the agent's heartbeat job.
+        ``active_hours`` ``""`` clears them."""
         hid = heartbeat_id(agent_id)
         current = await self.jobs.get(hid)
         if not enabled:
             if current is not None:
                 await self.remove(hid)
             return None
+        if active_hours:
+            parse_active_hours(active_hours)
+        if timezone is not None:
+            try:
+                zone(timezone)
+            except ScheduleError as exc:
+                raise JobError("timezone", str(exc).split(": ", 1)[1]) from exc
         if every is not None:
             try:
                 Every.parse(every, anchor_ms=0)
@@ -497,6 +514,8 @@ class AutomationService(SchedulerHooks):
                 purpose="heartbeat",
                 catch_up="latest",
                 channel=channel,
+                active_hours=active_hours or None,
+                timezone=timezone or local_timezone(),
             )
             job = await self.jobs.add(job, now_ms=now)
             self._job_changed(CronJobAction.CREATED, job)
@@ -521,8 +540,15 @@ class AutomationService(SchedulerHooks):
             self._job_changed(CronJobAction.UPDATED, job)
             self._wake.set()
             return job
+        fields: dict[str, Any] = {}
         if channel is not None and channel != current.channel:
-            fresh = msgspec.structs.replace(current, channel=channel)
+            fields["channel"] = channel
+        if active_hours is not None and (active_hours or None) != current.active_hours:
+            fields["active_hours"] = active_hours or None
+        if timezone is not None and timezone != current.timezone:
+            fields["timezone"] = timezone
+        if fields:  # not updatable through cron.update: the heartbeat row is replaced
+            fresh = msgspec.structs.replace(current, **fields)
             await self.jobs.remove(hid)
             await self.jobs.add(fresh, now_ms=self._now())
         return await self.update(hid, changes)
@@ -541,9 +567,13 @@ class AutomationService(SchedulerHooks):
         policy = ToolPolicy(deny=frozenset(CRON_BLOCKED_TOOLS))
         return dataclasses.replace(request, meta=meta, tool_policy=policy)
 
-    async def preflight(self, job: Job, due_at_ms: int) -> str | None:
+    async def preflight(self, job: Job, due_at_ms: int, *, manual: bool = False) -> str | None:
+        """Why ``due_at_ms`` of ``job`` is skipped with no model call (None: it runs). A manual
+        run or a wake is not held to the heartbeat's active hours."""
         if job.purpose != "heartbeat":
             return None
+        if not manual and not in_active_hours(job, due_at_ms):
+            return "outside_active_hours"
         checklist = self.home / "agent" / "workspace" / "HEARTBEAT.md"
         try:
             text = await asyncio.to_thread(checklist.read_text, encoding="utf-8")
@@ -995,7 +1025,7 @@ class AutomationService(SchedulerHooks):
         due = self._now()
         cid = cron_run_id(job.id, due)
         waiter: asyncio.Future[CronRun] = asyncio.get_running_loop().create_future()
-        reason = await self.preflight(job, due)
+        reason = await self.preflight(job, due, manual=True)
         if reason is not None:
             fire = await self.ledger.claim(job.id, due, self.owner, lease_ms=1)
             if (

@@ -8,7 +8,8 @@
   [--wait]``, ``history [ID] [--limit N]``, ``abort RUN_ID``, ``audit [--job ID] [--action A]``.
 - ``lemon cron --url ws://HOST:PORT/ws ...`` (and ``lemon heartbeat --url ...``) talks to that
   daemon only (given ``LEMON_CONTROL_PLANE_TOKEN``, never this home's local token).
-- ``lemon heartbeat set|show|off [--agent ID] [--every DUR] [--prompt TEXT] [--channel T]``.
+- ``lemon heartbeat set|show|off [--agent ID] [--every DUR] [--prompt TEXT] [--channel T]
+  [--active-hours HH:MM-HH:MM|none] [--tz ZONE]``.
 
 Each works against this home's running daemon (its ``cron.*`` / ``set-heartbeats`` /
 ``last-heartbeat`` wire methods) and, when none runs, against the configured store directly
@@ -386,6 +387,8 @@ def _show_heartbeat(payload: dict[str, Any], as_json: bool) -> None:
         typer.echo("no heartbeat")
         return
     typer.echo(_job_line(job))
+    if job.get("active_hours"):
+        typer.echo(f"active hours: {job['active_hours']} ({job.get('timezone')})")
     last = payload.get("last")
     if last:
         mark = " (suppressed)" if last.get("suppressed") else ""
@@ -398,6 +401,11 @@ def heartbeat_set(
     every: Annotated[str | None, typer.Option("--every", help="Period (default 30m).")] = None,
     prompt: Annotated[str | None, typer.Option("--prompt", help="Replaces the default.")] = None,
     channel: Annotated[str | None, typer.Option("--channel", help="Where alerts go.")] = None,
+    active_hours: Annotated[
+        str | None,
+        typer.Option("--active-hours", help="HH:MM-HH:MM when it may run; none clears them."),
+    ] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA timezone of --active-hours.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Turn the agent's heartbeat on (or change it)."""
@@ -410,6 +418,10 @@ def heartbeat_set(
         params["prompt"] = prompt
     if channel is not None:
         params["channel"] = channel
+    if active_hours is not None:
+        params["activeHours"] = "" if active_hours.strip().lower() == "none" else active_hours
+    if tz is not None:
+        params["timezone"] = tz
     call(command, "set-heartbeats", params)
     _show_heartbeat(call(command, "last-heartbeat", {"agentId": agent}), as_json)
 
