@@ -12,12 +12,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from lemon_automation import AutomationApp
+from lemon_automation.fire import cron_run_id, router_run_id
+from lemon_automation.runs import CronRun
 from lemon_automation.service import (
     FORWARD_CAP_BYTES,
     AutomationService,
+    JobSpec,
     cap_bytes,
     checklist_is_empty,
     is_suppressed,
@@ -373,3 +377,289 @@ async def test_a_heartbeat_while_the_users_run_is_active_is_skipped_busy(
         assert last["reason"] == "busy"
         assert service.counters.fired == 0
         await c.call("chat.abort", {"sessionKey": MAIN})
+
+
+async def test_a_failed_fire_is_retried_max_retries_times_and_a_manual_run_never(
+    boot: Callable[..., Runtime],
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    config = "[automation]\nretry_backoff_ms = 100\n"
+    async with boot(config, tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        plane = rt.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        cron = rt.bus.subscribe("cron")
+        when = datetime.now(UTC) + timedelta(seconds=1)
+        async with plane_client(plane)() as c:
+            job = (
+                await c.call(
+                    "cron.add",
+                    {
+                        "name": "flaky",
+                        "schedule": f"at {when.isoformat()}",
+                        "prompt": hold,
+                        "timeoutSec": 1,
+                        "maxRetries": 1,
+                    },
+                )
+            )["job"]
+            first = await next_of(cron, "cron_run_completed", job_id=job["id"])
+            assert first.payload.status == "timeout"
+            retry_start = await next_of(cron, "cron_run_started", job_id=job["id"])
+            assert retry_start.payload.triggered_by == "retry"
+            assert retry_start.payload.cron_run_id != first.payload.cron_run_id
+            second = await next_of(cron, "cron_run_completed", job_id=job["id"])
+            assert second.payload.cron_run_id == retry_start.payload.cron_run_id
+            assert second.payload.status == "timeout"
+            # the retry's end was the last attempt: nothing more is planned
+            assert await service.runs.retries() == []
+            runs = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+            assert [r["triggeredBy"] for r in runs] == ["retry", "schedule"]
+            assert runs[0]["attempt"] == 1
+            assert runs[0]["retryOf"] == first.payload.cron_run_id
+            assert runs[1]["attempt"] == 0
+            assert service.counters.errors == []
+
+            # a manual run that fails is never retried
+            manual = (
+                await c.call(
+                    "cron.add",
+                    {
+                        "name": "manual",
+                        "schedule": "every 1h",
+                        "prompt": hold,
+                        "timeoutSec": 1,
+                        "maxRetries": 3,
+                    },
+                )
+            )["job"]
+            ran = await c.call("cron.run", {"id": manual["id"], "wait": True, "timeoutSec": 30})
+            assert ran["status"] == "timeout"
+            assert await service.runs.retries() == []
+            assert len((await c.call("cron.runs", {"id": manual["id"]}))["runs"]) == 1
+            bad = await c.request(
+                "cron.add",
+                {"name": "x", "schedule": "every 1h", "prompt": "/echo x", "maxRetries": 11},
+            )
+            assert bad["error"]["code"] == "INVALID_PARAMS"
+            assert (
+                "max_retries" in bad["error"]["message"] or "maxRetries" in bad["error"]["message"]
+            )
+        cron.cancel()
+
+
+async def test_a_fire_a_dead_owner_left_in_flight_is_interrupted_then_retried(
+    boot: Callable[..., Runtime],
+) -> None:
+    config = "[automation]\nretry_backoff_ms = 100\nlease_ms = 2000\n"
+    async with boot(config, tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        cron = rt.bus.subscribe("cron")
+        job = await service.add(
+            JobSpec(name="r", schedule="every 1h", prompt="/echo recovered", max_retries=1)
+        )
+        # a dead daemon claimed a due time, submitted it and stopped renewing
+        due = job.created_at_ms + 7
+        dead = await service.ledger.claim(job.id, due, "dead:1", lease_ms=60_000)
+        assert dead is not None
+        submitted = await service.ledger.record(
+            dead, status="submitted", run_id=router_run_id(job.id, due)
+        )
+        assert submitted is not None
+        await service.runs.put(
+            CronRun(
+                cron_run_id=cron_run_id(job.id, due),
+                job_id=job.id,
+                due_at_ms=due,
+                status="submitted",
+                owner="dead:1",
+            )
+        )
+        assert await service.ledger.renew(submitted, lease_ms=1) is not None  # then it died
+        interrupted = await next_of(cron, "cron_run_completed", job_id=job.id)
+        assert interrupted.payload.status == "interrupted"
+        assert interrupted.payload.cron_run_id == cron_run_id(job.id, due)
+        started = await next_of(cron, "cron_run_started", job_id=job.id)
+        assert started.payload.triggered_by == "retry"
+        assert started.payload.cron_run_id == cron_run_id(job.id, due + 1)
+        done = await next_of(cron, "cron_run_completed", job_id=job.id)
+        assert done.payload.cron_run_id == started.payload.cron_run_id
+        assert done.payload.status == "completed"
+        assert done.payload.output == "recovered"
+        assert await service.runs.retries() == []
+        # the interrupted fire itself was never re-executed: one router run, the retry's
+        ended = await service.ledger.get(job.id, due)
+        assert ended is not None
+        assert ended.status == "interrupted"
+        cron.cancel()
+
+
+async def test_cron_and_heartbeat_runs_are_denied_the_cron_tool_by_their_tool_policy(
+    runtime: Runtime, service: AutomationService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = await service.add(JobSpec(name="t", schedule="every 1h", prompt="/tools"))
+    request = service._request_for(job, job.created_at_ms)
+    assert request.tool_policy is not None
+    assert "cron" in request.tool_policy.deny
+    assert not request.tool_policy.permits("cron")
+    hb = await service.set_heartbeat("default", enabled=True, every="30m")
+    assert hb is not None
+    hb_policy = service._request_for(hb, 0).tool_policy
+    assert hb_policy is not None
+    assert "cron" in hb_policy.deny
+    # the policy reaches the executor: with bash in the blocked set, a call of it is refused
+    monkeypatch.setattr("lemon_automation.service.CRON_BLOCKED_TOOLS", {"cron", "bash"})
+    _, _, after = await service.run_now(job.id, prompt='/tool bash {"command": "echo hi"}')
+    refused = await asyncio.wait_for(after, WAIT_S)
+    assert refused.status == "completed", refused  # refused at once, no approval wait
+    assert "denied by this run's tool policy" in (refused.output or "")
+
+
+async def test_cron_abort_cancels_an_active_fire_and_records_it_aborted(
+    runtime: Runtime, client: ClientFactory
+) -> None:
+    hold = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
+    cron = runtime.bus.subscribe("cron")
+    async with client() as c:
+        job = (
+            await c.call(
+                "cron.add",
+                {"name": "long", "schedule": "every 1h", "prompt": hold, "maxRetries": 2},
+            )
+        )["job"]
+        cid = (await c.call("cron.run", {"id": job["id"]}))["cronRunId"]
+        await next_of(cron, "cron_run_started", cron_run_id=cid)
+        aborted = await c.call("cron.abort", {"runId": cid})
+        assert aborted["aborted"] is True
+        assert aborted["runId"] == cid
+        assert aborted["jobId"] == job["id"]
+        assert aborted["status"] == "aborted"
+        done = await next_of(cron, "cron_run_completed", cron_run_id=cid)
+        assert done.payload.status == "aborted"
+        (record,) = (await c.call("cron.runs", {"id": job["id"]}))["runs"]
+        assert record["status"] == "aborted"
+        again = await c.request("cron.abort", {"runId": cid})
+        assert again["error"]["code"] == "INVALID_PARAMS"
+        assert "not active" in again["error"]["message"]
+        for params in ({}, {"runId": "cron_nope"}):
+            res = await c.request("cron.abort", params)
+            assert res["error"]["code"] == "INVALID_PARAMS", res
+
+        # cron.audit: the durable lifecycle entries, newest first, filtered
+        audit = await c.call("cron.audit", {"jobId": job["id"]})
+        actions = [e["action"] for e in audit["events"]]
+        assert actions[0] == "run_aborted"
+        assert actions[-1] == "job_created"
+        assert audit["total"] == len(actions)
+        assert audit["filters"]["jobId"] == job["id"]
+        assert audit["events"][0]["runId"] == cid
+        only = await c.call("cron.audit", {"action": "run_aborted", "limit": 5})
+        assert [e["runId"] for e in only["events"]] == [cid]
+        assert only["summary"]["actionCounts"] == {"run_aborted": 1}
+        late = await c.call("cron.audit", {"sinceMs": audit["events"][0]["tsMs"] + 1})
+        assert late["events"] == []
+        bad = await c.request("cron.audit", {"limit": "many"})
+        assert bad["error"]["code"] == "INVALID_PARAMS"
+    cron.cancel()
+
+
+async def test_history_keep_per_job_prunes_older_fires_and_their_records(
+    boot: Callable[..., Runtime],
+) -> None:
+    async with boot("[automation]\nhistory_keep_per_job = 3\n", tick_s=0.2) as rt:
+        app = rt.handle("lemon_automation")
+        assert isinstance(app, AutomationApp)
+        assert app.service is not None
+        service = app.service
+        job = await service.add(JobSpec(name="k", schedule="every 1h", prompt="/echo kept"))
+        other = await service.add(JobSpec(name="o", schedule="every 1h", prompt="/echo other"))
+        _, _, first = await service.run_now(other.id)
+        assert (await asyncio.wait_for(first, WAIT_S)).status == "completed"
+        cids = []
+        for _ in range(5):
+            _, cid, done = await service.run_now(job.id)
+            assert (await asyncio.wait_for(done, WAIT_S)).status == "completed"
+            cids.append(cid)
+        kept = await service.history(job.id, limit=100)
+        assert [r.cron_run_id for r in kept] == cids[:-4:-1]  # the newest three
+        assert len(await service.ledger.fires(job.id)) == 3
+        for old in cids[:2]:
+            assert await service.runs.get(old) is None
+        assert len(await service.history(other.id, limit=100)) == 1  # per job
+
+
+async def test_a_heartbeat_outside_its_active_hours_is_skipped_and_a_wake_still_runs(
+    runtime: Runtime, client: ClientFactory, service: AutomationService
+) -> None:
+    cron = runtime.bus.subscribe("cron")
+    now = datetime.now(UTC)
+    start = (now + timedelta(hours=2)).strftime("%H:%M")
+    end = (now + timedelta(hours=3)).strftime("%H:%M")
+    async with client() as c:
+        hb = (
+            await c.call(
+                "set-heartbeats",
+                {
+                    "enabled": True,
+                    "intervalMs": 1000,
+                    "activeHours": {"start": start, "end": end},
+                    "timezone": "UTC",
+                },
+            )
+        )["heartbeat"]
+        assert hb["activeHours"] == f"{start}-{end}"
+        assert hb["timezone"] == "UTC"
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                event = await next_of(cron, "cron_lifecycle_action", "cron_run_started")
+                assert event.type == "cron_lifecycle_action", "a heartbeat ran outside its hours"
+                if event.payload.audit.get("reason") == "outside_active_hours":
+                    break
+        runs = (await c.call("cron.runs", {"id": hb["id"]}))["runs"]
+        assert runs
+        assert {(r["status"], r["reason"]) for r in runs} == {("skipped", "outside_active_hours")}
+        # an explicit wake is not held to the active hours
+        woke = await c.call("wake", {"message": "/echo HEARTBEAT_OK"})
+        started = await next_of(cron, "cron_run_started", cron_run_id=woke["cronRunId"])
+        assert started.payload.triggered_by == "wake"
+        # {} clears them
+        cleared = await c.call("set-heartbeats", {"enabled": True, "activeHours": {}})
+        assert cleared["heartbeat"]["activeHours"] is None
+        for bad in ("25:00-26:00", "09:00-09:00", "9-5", {"start": "09:00"}):
+            res = await c.request("set-heartbeats", {"enabled": True, "activeHours": bad})
+            assert res["error"]["code"] == "INVALID_PARAMS", (bad, res)
+            assert "ctive" in res["error"]["message"], res
+        res = await c.request("set-heartbeats", {"enabled": True, "timezone": "Mars/Base"})
+        assert res["error"]["code"] == "INVALID_PARAMS"
+        await c.call("set-heartbeats", {"enabled": False})
+    cron.cancel()
+
+
+@pytest.mark.parametrize(
+    ("hours", "tz", "instant", "inside"),
+    [
+        ("09:00-18:00", "UTC", "2026-03-02T09:00:00+00:00", True),
+        ("09:00-18:00", "UTC", "2026-03-02T18:00:00+00:00", False),  # the end is excluded
+        ("22:00-06:00", "UTC", "2026-03-02T23:30:00+00:00", True),  # spans midnight
+        ("22:00-06:00", "UTC", "2026-03-02T05:59:00+00:00", True),
+        ("22:00-06:00", "UTC", "2026-03-02T12:00:00+00:00", False),
+        ("09:00-18:00", "America/New_York", "2026-03-02T13:30:00+00:00", False),  # 08:30 EST
+        ("09:00-18:00", "America/New_York", "2026-03-02T14:30:00+00:00", True),  # 09:30 EST
+        ("09:00-24:00", "UTC", "2026-03-02T23:59:00+00:00", True),
+    ],
+)
+def test_active_hours_are_judged_in_the_jobs_timezone(
+    hours: str, tz: str, instant: str, inside: bool
+) -> None:
+    from lemon_automation.jobs import Job, in_active_hours
+
+    job = Job(id="h", name="h", kind="every", expr="30m", prompt="p", timezone=tz)
+    job = msgspec.structs.replace(job, active_hours=hours)
+    at_ms = int(datetime.fromisoformat(instant).timestamp() * 1000)
+    assert in_active_hours(job, at_ms) is inside

@@ -3,7 +3,8 @@ local bus (nothing but the store connects them): an ``every 1s`` job fires each 
 once between them (one start, one completion, one run), and a daemon killed with SIGKILL while
 its fire's run is in flight is taken over by the other, which ends the fire ``interrupted`` once
 and does not run it again; one paused (SIGSTOP) past its lease loses the fire the same way, and
-when it resumes the fence refuses its late writes (no second completion)."""
+when it resumes the fence refuses its late writes (no second completion); a scheduled fire
+killed mid-run with ``max_retries = 1`` is retried exactly once by the survivor."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,8 @@ def start(tmp_path: Path, name: str, schema: str) -> Daemon:
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         "[router]\nlease_ttl_s = 2.0\n[gateway]\nlease_ttl_s = 2.0\n"
-        f'[automation]\nlease_ms = 2000\npoll_ms = 200\ndaemon_id = "{name}"\n',
+        "[automation]\nlease_ms = 2000\npoll_ms = 200\nretry_backoff_ms = 200\n"
+        f'daemon_id = "{name}"\n',
         encoding="utf-8",
     )
     work = tmp_path / "work"
@@ -220,3 +223,66 @@ async def test_a_paused_owner_loses_its_fire_and_its_late_completion_is_refused_
             (record,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
     assert record["status"] == "interrupted"
     assert record["owner"] == "b"
+
+
+async def test_a_scheduled_fire_killed_mid_run_is_retried_once_by_the_other_daemon(
+    tmp_path: Path, schema: str
+) -> None:
+    with two_daemons(tmp_path, schema) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            when = datetime.now(UTC) + timedelta(seconds=2)
+            job = (
+                await on_a.call(
+                    "cron.add",
+                    {
+                        "name": "flaky",
+                        "schedule": f"at {when.isoformat()}",
+                        "prompt": HOLD,
+                        "maxRetries": 1,
+                        "timeoutSec": 5,
+                    },
+                )
+            )["job"]
+            clients = {"a": on_a, "b": on_b}
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            owner = None
+            while owner is None:  # whichever daemon claimed the due time runs it
+                assert loop.time() < deadline, "the at job never ran"
+                await asyncio.gather(pump(on_a, 0.3), pump(on_b, 0.3))
+                owner = next(
+                    (n for n, c in clients.items() if c.events("exec.approval.requested")), None
+                )
+            dead, alive = (a, b) if owner == "a" else (b, a)
+            on_alive = clients[alive.name]
+            first = cron_events(clients[owner], "run_started")[0]
+            dead.proc.kill()  # SIGKILL while the scheduled fire is in flight
+            await asyncio.to_thread(dead.proc.wait, 30)
+            ended = await asyncio.wait_for(
+                on_alive.event("cron", type="run_completed", cronRunId=first["cronRunId"]), WAIT_S
+            )
+            assert ended["payload"]["status"] == "interrupted"
+            retry = await asyncio.wait_for(
+                on_alive.event("cron", type="run_started", triggeredBy="retry"), WAIT_S
+            )
+            assert retry["payload"]["cronRunId"] != first["cronRunId"]
+            done = await asyncio.wait_for(
+                on_alive.event(
+                    "cron", type="run_completed", cronRunId=retry["payload"]["cronRunId"]
+                ),
+                WAIT_S,
+            )
+            assert done["payload"]["status"] == "timeout"  # the retry ran (and timed out)
+            await pump(on_alive, 3.0)  # max_retries = 1: no second retry
+            starts = [s for s in cron_events(on_alive, "run_started") if s["jobId"] == job["id"]]
+            history = (await on_alive.call("cron.runs", {"id": job["id"]}))["runs"]
+    assert [s["triggeredBy"] for s in starts] == ["retry"]  # its local bus: the retry only
+    assert [(r["triggeredBy"], r["status"], r["attempt"]) for r in history] == [
+        ("retry", "timeout", 1),
+        ("schedule", "interrupted", 0),
+    ]
+    assert history[0]["owner"] == alive.name
+    assert history[0]["retryOf"] == history[1]["cronRunId"]

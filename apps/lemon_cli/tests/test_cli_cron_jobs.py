@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
-from lemon_platform_test.lemon_process import run_lemon
+from lemon_platform_test.lemon_process import lemon_env, run_lemon
 
 JOB_KEYS = {"id", "name", "schedule", "timezone", "next_due_at_ms", "enabled", "agent_id"}
 RUN_KEYS = {
@@ -140,3 +141,110 @@ def test_against_the_running_daemon(env: dict[str, str], started: str) -> None:
     assert bad.returncode == 2
     assert bad.stderr.startswith("lemon cron add: ")
     assert "Traceback" not in bad.stderr
+
+
+def test_url_names_the_daemon_which_gets_only_the_token_env(
+    env: dict[str, str], started: str, tmp_path: Path
+) -> None:
+    from lemon_control_plane.local_token import read_local_token
+
+    job = lemon_json(env, "cron", "add", "far", "--every", "1h", "--prompt", "/echo far away")
+    assert isinstance(job, dict)
+    ws = started.replace("http://", "ws://") + "/ws"
+    # another home entirely: only --url leads to the daemon (and its store)
+    other = lemon_env(tmp_path / "elsewhere")
+    refused = run_lemon(other, "cron", "--url", ws, "list")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert "Traceback" not in refused.stderr
+    token = read_local_token(Path(env["LEMON_HOME"]))
+    assert token
+    other["LEMON_CONTROL_PLANE_TOKEN"] = token
+    listed = lemon_json(other, "cron", "--url", ws, "list")
+    assert isinstance(listed, dict)
+    assert [j["id"] for j in listed["jobs"]] == [job["id"]]
+    ran = lemon_json(other, "cron", "--url", ws, "run", job["id"], "--wait")
+    assert isinstance(ran, dict)
+    assert ran["output"] == "far away"
+    audit = lemon_json(other, "cron", "--url", ws, "audit", "--job", job["id"])
+    assert isinstance(audit, dict)
+    assert "job_created" in [e["action"] for e in audit["events"]]
+    shown = lemon_json(other, "heartbeat", "--url", ws, "show")
+    assert isinstance(shown, dict)
+    assert shown["heartbeat"] is None
+    gone = run_lemon(other, "cron", "abort", "cron_nope", "--url", ws)
+    assert gone.returncode == 2  # the option belongs to the group: lemon cron --url URL ...
+    missing = run_lemon(other, "cron", "--url", ws, "abort", "cron_nope")
+    assert missing.returncode == 2
+    assert "no cron run" in missing.stderr
+    for bad_url, code in (("http://127.0.0.1:1/ws", 2), ("ws://127.0.0.1:1/ws", 1)):
+        proc = run_lemon(other, "cron", "--url", bad_url, "list")
+        assert proc.returncode == code, (bad_url, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
+
+
+def test_doctor_reports_jobs_next_due_stale_leases_and_skipped_fires(
+    env: dict[str, str],
+) -> None:
+    import asyncio
+
+    from lemon_infra import SQLiteFireLedger
+
+    def automation(checks: object) -> list[dict[str, str]]:
+        assert isinstance(checks, dict)
+        return [c for c in checks["checks"] if c["name"] == "automation"]
+
+    assert automation(json.loads(run_lemon(env, "doctor", "--json").stdout)) == []  # no job
+    job = lemon_json(env, "cron", "add", "nightly", "--cron", "30 2 * * *", "--prompt", "p")
+    assert isinstance(job, dict)
+
+    async def seed() -> None:  # a dead daemon's fire in flight, and two skipped due times
+        path = Path(env["LEMON_HOME"]) / "store" / "fires.sqlite3"
+        ledger = await SQLiteFireLedger.open(path)
+        try:
+            dead = await ledger.claim(job["id"], 1_000, "gone:1", lease_ms=1)
+            assert dead is not None
+            assert await ledger.record(dead, status="submitted", run_id="run_x") is not None
+            for due, why in ((2_000, "coalesced"), (3_000, "coalesced")):
+                fire = await ledger.claim(job["id"], due, "d", lease_ms=1)
+                assert fire is not None
+                assert await ledger.record(fire, status="skipped", outcome=why) is not None
+        finally:
+            await ledger.close()
+
+    asyncio.run(seed())
+    proc = run_lemon(env, "doctor", "--json")
+    assert "Traceback" not in proc.stderr
+    lines = automation(json.loads(proc.stdout))
+    head, stale, skipped = lines
+    assert head["status"] == "ok"
+    assert head["detail"].startswith("1 jobs (1 enabled), scheduler on; next due ")
+    assert "(nightly)" in head["detail"]
+    assert stale["status"] == "warn"
+    assert "stale lease: nightly" in stale["detail"]
+    assert "held by gone:1 (submitted" in stale["detail"]
+    assert skipped["detail"] == "skipped fires (newest 200 per job): 2 coalesced"
+    text = run_lemon(env, "doctor")
+    assert "automation" in text.stdout
+
+
+def test_heartbeat_active_hours_on_the_store(env: dict[str, str]) -> None:
+    shown = lemon_json(env, "heartbeat", "set", "--active-hours", "09:00-17:30", "--tz",
+                       "Europe/Paris", "--every", "15m")  # fmt: skip
+    assert isinstance(shown, dict)
+    assert shown["heartbeat"]["active_hours"] == "09:00-17:30"
+    assert shown["heartbeat"]["timezone"] == "Europe/Paris"
+    text = run_lemon(env, "heartbeat", "show")
+    assert "active hours: 09:00-17:30 (Europe/Paris)" in text.stdout
+    for args, needle in ((["--active-hours", "9-5"], "active_hours"),
+                         (["--tz", "Mars/Base"], "timezone")):  # fmt: skip
+        bad = run_lemon(env, "heartbeat", "set", *args)
+        assert bad.returncode == 2, (bad.stdout, bad.stderr)
+        assert needle in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    kept = lemon_json(env, "heartbeat", "show")
+    assert isinstance(kept, dict)
+    assert kept["heartbeat"]["active_hours"] == "09:00-17:30"  # nothing stored by bad input
+    cleared = lemon_json(env, "heartbeat", "set", "--active-hours", "none")
+    assert isinstance(cleared, dict)
+    assert cleared["heartbeat"]["active_hours"] is None

@@ -78,6 +78,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         lease_ms=config.lease_ms,
         poll_ms=config.poll_ms,
         tick_s=options.tick_s,
+        retry_backoff_ms=config.retry_backoff_ms,
+        history_keep_per_job=config.history_keep_per_job,
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)

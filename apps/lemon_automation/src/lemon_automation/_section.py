@@ -26,6 +26,8 @@ class AutomationConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields
     """This daemon's name in the fire ledger (default ``host:pid``)."""
     max_jobs_per_agent: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 50
     history_keep_per_job: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
+    retry_backoff_ms: Annotated[int, msgspec.Meta(ge=10, le=86_400_000)] = 30_000
+    """The first retry's backoff after a failed fire (each later retry doubles it)."""
 
 
 #: The config sections this app owns, by name (the ``lemon.config`` entry point names it).

@@ -8,11 +8,16 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
   refused (only agent prompts run).
 - ``cron.update {id, name?, prompt?, enabled?, jitterSec?, catchUp?, graceSec?, timeoutSec?,
   maxRetries?}``, ``cron.pause {id}``, ``cron.resume {id}``, ``cron.remove {id}`` (admin).
+- ``cron.abort {runId}`` (admin): abort the active fire ``runId`` (a ``cronRunId``) its owning
+  daemon follows; ``{aborted, runId, jobId, status, routerRunId}`` (status ``aborted``).
+- ``cron.audit {limit?, jobId?, runId?, action?, sinceMs?}`` (read): the durable
+  ``cron_lifecycle_action`` entries, newest first: ``{events, total, filters, summary}``.
 - ``cron.run {id, wait?, timeoutSec?}`` (admin): fire now through the ledger (``triggered_by``
   manual); with ``wait`` the final record (its ``output``).
 - ``cron.runs {id?, limit?}`` (read): ``{runs}``, newest first. ``cron.status`` (read).
 - ``wake {agentId?, message?}`` (write): the agent's heartbeat now (``triggered_by`` wake).
-- ``set-heartbeats {enabled, agentId?, intervalMs?, prompt?, channel?}`` (write).
+- ``set-heartbeats {enabled, agentId?, intervalMs?, prompt?, channel?, activeHours?
+  {start, end}, timezone?}`` (write).
 - ``last-heartbeat {agentId?}`` (read): ``{heartbeat, last}``.
 
 Job and run views are the CLI's ``--json`` shapes with camel-case keys. ``jobId`` is accepted
@@ -83,6 +88,38 @@ def _duration(ms: int) -> str:
         if ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+def _active_hours(params: Any) -> str | None:
+    """``activeHours``: ``{start, end}`` (``HH:MM``), ``"HH:MM-HH:MM"``, or null (unchanged);
+    ``""`` or ``{}`` clears them."""
+    value = params.get("activeHours")
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if not value:
+            return ""
+        start, end = value.get("start"), value.get("end")
+        if isinstance(start, str) and isinstance(end, str):
+            return f"{start}-{end}"
+    raise UsageError('activeHours must be {"start": "HH:MM", "end": "HH:MM"}')
+
+
+def _audit_view(entry: dict[str, Any]) -> dict[str, Any]:
+    """One audit entry as ``cron.audit`` shows it (Lemon's names)."""
+    return {
+        "id": entry.get("id"),
+        "action": entry.get("action"),
+        "tsMs": entry.get("ts_ms"),
+        "jobId": entry.get("job_id"),
+        "runId": entry.get("run_id"),
+        "routerRunId": entry.get("router_run_id"),
+        "source": entry.get("source"),
+        "status": entry.get("status"),
+        "triggeredBy": entry.get("triggered_by"),
+        "reason": entry.get("reason"),
+        "changedFields": entry.get("changed_fields", []),
+    }
 
 
 def _run_view(run: CronRun) -> dict[str, Any]:
@@ -230,6 +267,48 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             out.update(_run_view(record))
         return out
 
+    async def abort(call: WireCall) -> dict[str, Any]:
+        cid = _str(call.params, "runId")
+        if not cid:
+            raise UsageError("runId is required (a cronRunId)")
+        record = await guarded(service.abort(cid))
+        return {
+            "aborted": True,
+            "runId": record.cron_run_id,
+            "jobId": record.job_id,
+            "status": record.status,
+            "routerRunId": record.router_run_id,
+        }
+
+    async def audit(call: WireCall) -> dict[str, Any]:
+        p = call.params
+        limit = int(_int(p, "limit", default=100, low=1) or 100)
+        limit = min(limit, 1000)
+        filters = {
+            "limit": limit,
+            "jobId": _str(p, "jobId"),
+            "runId": _str(p, "runId"),
+            "action": _str(p, "action"),
+            "sinceMs": _int(p, "sinceMs", low=0),
+        }
+        found = await service.audit(
+            limit=limit,
+            job_id=filters["jobId"],
+            run_id=filters["runId"],
+            action=filters["action"],
+            since_ms=filters["sinceMs"],
+        )
+        events = [_audit_view(e) for e in found]
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e["action"]] = counts.get(e["action"], 0) + 1
+        return {
+            "events": events,
+            "total": len(events),
+            "filters": filters,
+            "summary": {"eventCount": len(events), "actionCounts": counts},
+        }
+
     async def runs(call: WireCall) -> dict[str, Any]:
         p = call.params
         job_id = p.get("id", p.get("jobId"))
@@ -283,6 +362,8 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
                 every=None if interval is None else _duration(int(interval)),
                 prompt=_str(p, "prompt"),
                 channel=_str(p, "channel"),
+                active_hours=_active_hours(p),
+                timezone=_str(p, "timezone"),
             )
         )
         return {"ok": True, "heartbeat": None if job is None else camel(job_view(job))}
@@ -306,6 +387,8 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
         "cron.remove": (remove, "admin"),
         "cron.run": (run, "admin"),
         "cron.runs": (runs, "read"),
+        "cron.abort": (abort, "admin"),
+        "cron.audit": (audit, "read"),
         "cron.status": (status, "read"),
         "wake": (wake, "write"),
         "set-heartbeats": (set_heartbeats, "write"),

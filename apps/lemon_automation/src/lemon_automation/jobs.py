@@ -6,20 +6,33 @@ is quarantined (listed apart, every other job still loads)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import msgspec
 
 from lemon_automation.catch_up import CatchUpPolicy
-from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError
+from lemon_automation.schedule import At, Cron, Every, Schedule, ScheduleError, zone
 from lemon_core.sessions import check_session_key
 from lemon_core.store import Store
 
-__all__ = ["JOBS_TABLE", "Job", "JobError", "JobStore", "jitter_ms"]
+__all__ = [
+    "JOBS_TABLE",
+    "MAX_RETRIES",
+    "Job",
+    "JobError",
+    "JobStore",
+    "in_active_hours",
+    "jitter_ms",
+    "parse_active_hours",
+]
 
 JOBS_TABLE: Final = "automation_jobs"
 _MAX_PROMPT: Final = 32 * 1024
+#: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
+MAX_RETRIES: Final = 10
 _MUTABLE: Final = frozenset(
     {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries"}
 )
@@ -44,6 +57,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     """Heartbeats: a due time while the agent's main session runs is ``skipped: busy``."""
     channel: str | None = None
     """Heartbeats: where an alert goes (``None``: the agent's main session)."""
+    active_hours: str | None = None
+    """Heartbeats: ``HH:MM-HH:MM`` in ``timezone`` (the end excluded; an end before the start
+    spans midnight). A due time outside is ``skipped: outside_active_hours``."""
     expr: str
     """The cron expression, the duration, or the ISO instant."""
     timezone: str = "UTC"
@@ -77,6 +93,35 @@ def jitter_ms(job: Job, due_at_ms: int) -> int:
     return int.from_bytes(digest[:8], "big") % (job.jitter_ms + 1)
 
 
+_HOURS: Final = re.compile(r"^(\d{2}):(\d{2})-(\d{2}):(\d{2})$")
+
+
+def parse_active_hours(text: str) -> tuple[int, int]:
+    """``HH:MM-HH:MM`` as minutes of the day ``(start, end)``; the end may be ``24:00``."""
+    match = _HOURS.match(text.strip())
+    if match is None:
+        raise JobError("active_hours", f"{text!r} is not HH:MM-HH:MM (for example 09:00-18:00)")
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    start, end = h1 * 60 + m1, h2 * 60 + m2
+    if h1 > 23 or m1 > 59 or m2 > 59 or end > 24 * 60:
+        raise JobError(
+            "active_hours", f"{text!r}: hours 00-23 (the end may be 24:00), minutes 00-59"
+        )
+    if start == end:
+        raise JobError("active_hours", f"{text!r}: the start and the end are the same")
+    return start, end
+
+
+def in_active_hours(job: Job, at_ms: int) -> bool:
+    """Whether ``at_ms`` falls in the job's active hours (always, when it has none)."""
+    if job.active_hours is None:
+        return True
+    start, end = parse_active_hours(job.active_hours)
+    local = datetime.fromtimestamp(at_ms / 1000, tz=UTC).astimezone(zone(job.timezone))
+    minute = local.hour * 60 + local.minute
+    return start <= minute < end if start < end else minute >= start or minute < end
+
+
 def _validate(job: Job, *, now_ms: int) -> None:
     try:
         if job.kind == "at":
@@ -101,6 +146,10 @@ def _validate(job: Job, *, now_ms: int) -> None:
         raise JobError("jitter", "larger than the period; make it smaller than the interval")
     if job.max_retries < 0 or job.timeout_ms <= 0:
         raise JobError("max_retries", "must be >= 0 (and timeout > 0)")
+    if job.active_hours is not None:
+        parse_active_hours(job.active_hours)
+    if job.max_retries > MAX_RETRIES:
+        raise JobError("max_retries", f"at most {MAX_RETRIES}")
 
 
 class JobStore:

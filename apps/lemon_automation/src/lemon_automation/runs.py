@@ -13,9 +13,19 @@ import msgspec
 from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.store import Store
 
-__all__ = ["RUNS_TABLE", "CronRun", "CronRunStore", "history"]
+__all__ = [
+    "AUDIT_TABLE",
+    "RETRIES_TABLE",
+    "RUNS_TABLE",
+    "CronRun",
+    "CronRunStore",
+    "PendingRetry",
+    "history",
+]
 
 RUNS_TABLE: Final = "automation_runs"
+RETRIES_TABLE: Final = "automation_retries"
+AUDIT_TABLE: Final = "automation_audit"
 _PREVIEW: Final = 1000
 
 
@@ -36,6 +46,23 @@ class CronRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     error: str | None = None
     output: str | None = None
     """The first 1,000 characters of the answer."""
+    attempt: int = 0
+    """0 for the first fire of a due time; n for its n-th retry."""
+    retry_of: str | None = None
+    """A retry: the ``cron_run_id`` of the fire it retries."""
+
+
+class PendingRetry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A retry planned by the daemon that recorded the failed fire's end (the fenced terminal
+    write: one daemon), run by whichever daemon claims its ledger fire first."""
+
+    cron_run_id: str
+    job_id: str
+    due_at_ms: int
+    """The retry's own fire key: the original due time plus ``attempt`` milliseconds."""
+    attempt: int
+    retry_of: str
+    not_before_ms: int
 
 
 def preview(text: str | None) -> str | None:
@@ -62,6 +89,37 @@ class CronRunStore:
 
     async def delete(self, cron_run_id: str) -> bool:
         return await self._store.delete(RUNS_TABLE, cron_run_id)
+
+    async def put_retry(self, retry: PendingRetry) -> None:
+        await self._store.put(RETRIES_TABLE, retry.cron_run_id, msgspec.to_builtins(retry))
+
+    async def get_retry(self, cron_run_id: str) -> PendingRetry | None:
+        value = await self._store.get(RETRIES_TABLE, cron_run_id)
+        try:
+            return None if value is None else msgspec.convert(value, PendingRetry)
+        except (msgspec.ValidationError, TypeError):
+            return None
+
+    async def retries(self, *, limit: int = 1000) -> list[PendingRetry]:
+        out: list[PendingRetry] = []
+        for _key, value in await self._store.scan(RETRIES_TABLE, limit=limit):
+            try:
+                out.append(msgspec.convert(value, PendingRetry))
+            except (msgspec.ValidationError, TypeError):
+                continue
+        return out
+
+    async def put_audit(self, audit: dict[str, Any]) -> None:
+        """One ``cron_lifecycle_action`` entry, keyed by time (a scan reads them in order)."""
+        await self._store.put(AUDIT_TABLE, f"{int(audit['ts_ms']):015d}:{audit['id']}", audit)
+
+    async def audits(self, *, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit entries, newest first."""
+        rows = await self._store.scan(AUDIT_TABLE, limit=limit, reverse=True)
+        return [value for _key, value in rows if isinstance(value, dict)]
+
+    async def drop_retry(self, cron_run_id: str) -> None:
+        await self._store.delete(RETRIES_TABLE, cron_run_id)
 
 
 def _from_fire(fire: Fire, record: CronRun | None, cron_run_id: str) -> CronRun:

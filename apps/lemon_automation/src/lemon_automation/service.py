@@ -41,9 +41,16 @@ from typing import Any, Final
 import msgspec
 
 from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id
-from lemon_automation.jobs import Job, JobError, JobStore
-from lemon_automation.runs import CronRun, CronRunStore, history, preview
-from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms
+from lemon_automation.jobs import (
+    MAX_RETRIES,
+    Job,
+    JobError,
+    JobStore,
+    in_active_hours,
+    parse_active_hours,
+)
+from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, preview
+from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, zone
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
 from lemon_core.clock import SYSTEM_CLOCK
@@ -60,7 +67,7 @@ from lemon_core.events import (
     HeartbeatSuppressed,
     RunCompleted,
 )
-from lemon_core.execution import RunRequest
+from lemon_core.execution import RunRequest, ToolPolicy
 from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.sessions import RunEnded, SessionPort, StreamOverflow
 
@@ -87,6 +94,18 @@ HEARTBEAT_PROMPT: Final = (
     "chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 _NO_ANSWER: Final = "the heartbeat produced no answer"
+#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the ones that
+#: manage cron jobs and heartbeats (no such model-facing tool is registered yet; the name is
+#: reserved so one added later is blocked inside cron runs from the start).
+CRON_BLOCKED_TOOLS: set[str] = {"cron"}
+#: How many of the newest audit entries ``cron.audit`` filters.
+AUDIT_SCAN: Final = 5000
+#: How many old fires one prune deletes at most (one prune follows each terminal record).
+PRUNE_BATCH: Final = 100
+#: The first retry's backoff (each later one doubles it); ``[automation] retry_backoff_ms``.
+RETRY_BACKOFF_MS: Final = 30_000
+#: The ends a retry follows (never ``unknown``: the run may still be going).
+RETRY_STATUSES: Final = frozenset({"failed", "timeout", "interrupted"})
 _COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 _ENDED_KEEP: Final = 2048
 #: The prefix of every fire's derived router run id (``router_run_id``).
@@ -323,6 +342,8 @@ class AutomationService(SchedulerHooks):
         lease_ms: int = 30_000,
         poll_ms: int = 1000,
         tick_s: float = 60.0,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        history_keep_per_job: int = 200,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.jobs = jobs
@@ -335,11 +356,15 @@ class AutomationService(SchedulerHooks):
         self.lease_ms = lease_ms
         self.poll_ms = poll_ms
         self.tick_s = tick_s
+        self.retry_backoff_ms = retry_backoff_ms
+        self.history_keep_per_job = history_keep_per_job
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
         self._done: dict[str, asyncio.Future[CronRun]] = {}
+        self._active: dict[str, str] = {}  # cron_run_id -> router run id, fires followed here
+        self._aborting: set[str] = set()
         self.counters = _Counters()
         self.scheduler = Scheduler(
             jobs,
@@ -372,7 +397,7 @@ class AutomationService(SchedulerHooks):
         except Exception as exc:  # a closed bus at shutdown: the record is in the store
             log.warning("automation could not publish %s: %s", type_, exc)
 
-    def _audit(self, action: str, job_id: str, **fields: Any) -> None:
+    async def _audit(self, action: str, job_id: str, **fields: Any) -> None:
         audit = {
             "action": action,
             "id": f"audit_{uuid.uuid4().hex[:16]}",
@@ -381,6 +406,10 @@ class AutomationService(SchedulerHooks):
             "ts_ms": self._now(),
             **{k: v for k, v in fields.items() if v is not None},
         }
+        try:  # durable first (cron.audit reads it), then published
+            await self.runs.put_audit(audit)
+        except Exception as exc:
+            log.warning("automation could not store audit %s: %s", action, exc)
         self._publish("cron_lifecycle_action", CronLifecycleAction(audit=audit))
 
     def _job_changed(self, action: CronJobAction, job: Job, *, deleted: bool = False) -> None:
@@ -400,14 +429,14 @@ class AutomationService(SchedulerHooks):
         now = self._now()
         job = await self.jobs.add(build_job(spec, now_ms=now), now_ms=now)
         self._job_changed(CronJobAction.CREATED, job)
-        self._audit("job_created", job.id)
+        await self._audit("job_created", job.id)
         self._wake.set()
         return job
 
     async def update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
         job = await self.jobs.update(job_id, changes, now_ms=self._now())
         self._job_changed(CronJobAction.UPDATED, job)
-        self._audit("job_updated", job.id, changed_fields=sorted(changes))
+        await self._audit("job_updated", job.id, changed_fields=sorted(changes))
         self._wake.set()
         return job
 
@@ -421,7 +450,7 @@ class AutomationService(SchedulerHooks):
         job = await self.get(job_id)
         await self.jobs.remove(job_id)
         self._job_changed(CronJobAction.DELETED, job, deleted=True)
-        self._audit("job_deleted", job.id)
+        await self._audit("job_deleted", job.id)
         return job
 
     async def all_jobs(self) -> tuple[list[Job], list[tuple[str, str]]]:
@@ -447,14 +476,24 @@ class AutomationService(SchedulerHooks):
         every: str | None = None,
         prompt: str | None = None,
         channel: str | None = None,
+        active_hours: str | None = None,
+        timezone: str | None = None,
     ) -> Job | None:
-        """Create, change or (``enabled`` false) remove the agent's heartbeat job."""
+        """Create, change or (``enabled`` false) remove the agent's heartbeat job.
+        ``active_hours`` ``""`` clears them."""
         hid = heartbeat_id(agent_id)
         current = await self.jobs.get(hid)
         if not enabled:
             if current is not None:
                 await self.remove(hid)
             return None
+        if active_hours:
+            parse_active_hours(active_hours)
+        if timezone is not None:
+            try:
+                zone(timezone)
+            except ScheduleError as exc:
+                raise JobError("timezone", str(exc).split(": ", 1)[1]) from exc
         if every is not None:
             try:
                 Every.parse(every, anchor_ms=0)
@@ -475,10 +514,12 @@ class AutomationService(SchedulerHooks):
                 purpose="heartbeat",
                 catch_up="latest",
                 channel=channel,
+                active_hours=active_hours or None,
+                timezone=timezone or local_timezone(),
             )
             job = await self.jobs.add(job, now_ms=now)
             self._job_changed(CronJobAction.CREATED, job)
-            self._audit("heartbeat_set", job.id)
+            await self._audit("heartbeat_set", job.id)
             self._wake.set()
             return job
         changes: dict[str, Any] = {"enabled": True}
@@ -499,8 +540,15 @@ class AutomationService(SchedulerHooks):
             self._job_changed(CronJobAction.UPDATED, job)
             self._wake.set()
             return job
+        fields: dict[str, Any] = {}
         if channel is not None and channel != current.channel:
-            fresh = msgspec.structs.replace(current, channel=channel)
+            fields["channel"] = channel
+        if active_hours is not None and (active_hours or None) != current.active_hours:
+            fields["active_hours"] = active_hours or None
+        if timezone is not None and timezone != current.timezone:
+            fields["timezone"] = timezone
+        if fields:  # not updatable through cron.update: the heartbeat row is replaced
+            fresh = msgspec.structs.replace(current, **fields)
             await self.jobs.remove(hid)
             await self.jobs.add(fresh, now_ms=self._now())
         return await self.update(hid, changes)
@@ -515,11 +563,17 @@ class AutomationService(SchedulerHooks):
         meta = {**request.meta, "cron_run_id": cron_run_id(job.id, due_at_ms)}
         if job.purpose == "heartbeat":
             meta["heartbeat"] = True
-        return dataclasses.replace(request, meta=meta)
+        # a cron or heartbeat run never manages cron itself (the policy only narrows)
+        policy = ToolPolicy(deny=frozenset(CRON_BLOCKED_TOOLS))
+        return dataclasses.replace(request, meta=meta, tool_policy=policy)
 
-    async def preflight(self, job: Job, due_at_ms: int) -> str | None:
+    async def preflight(self, job: Job, due_at_ms: int, *, manual: bool = False) -> str | None:
+        """Why ``due_at_ms`` of ``job`` is skipped with no model call (None: it runs). A manual
+        run or a wake is not held to the heartbeat's active hours."""
         if job.purpose != "heartbeat":
             return None
+        if not manual and not in_active_hours(job, due_at_ms):
+            return "outside_active_hours"
         checklist = self.home / "agent" / "workspace" / "HEARTBEAT.md"
         try:
             text = await asyncio.to_thread(checklist.read_text, encoding="utf-8")
@@ -542,6 +596,13 @@ class AutomationService(SchedulerHooks):
         self.counters.skipped += 1
         cid = cron_run_id(job.id, due_at_ms)
         if reason == "interrupted":
+            record = await self.runs.get(cid)
+            if record is not None:
+                record = msgspec.structs.replace(
+                    record, status="interrupted", finished_at_ms=self._now()
+                )
+                await self.runs.put(record)
+                await self._plan_retry(job, record)
             # a fire left in flight by a dead owner: its one completion is published here
             self._publish(
                 "cron_run_completed",
@@ -555,7 +616,8 @@ class AutomationService(SchedulerHooks):
                     error="the owner stopped while the run was in flight",
                 ),
             )
-        self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        await self.prune(job.id)
 
     async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
         fire = result.fire
@@ -567,6 +629,9 @@ class AutomationService(SchedulerHooks):
                 await self.jobs.update(job.id, {"enabled": False}, now_ms=self._now())
         cid = cron_run_id(job.id, fire.due_at_ms)
         started = self._now()
+        pending = await self.runs.get_retry(cid)  # also for a retry a takeover submitted
+        if pending is not None:
+            triggered_by = "retry"
         record = CronRun(
             cron_run_id=cid,
             job_id=job.id,
@@ -576,6 +641,8 @@ class AutomationService(SchedulerHooks):
             router_run_id=fire.run_id,
             owner=self.owner,
             started_at_ms=started,
+            attempt=pending.attempt if pending is not None else 0,
+            retry_of=pending.retry_of if pending is not None else None,
         )
         if result.status == "rejected":
             reason = result.receipt.reason if result.receipt is not None else None
@@ -583,6 +650,8 @@ class AutomationService(SchedulerHooks):
                 record, status="failed", error=reason, finished_at_ms=started
             )
             await self.runs.put(done)
+            if pending is not None:
+                await self.runs.drop_retry(cid)
             self._publish(
                 "cron_run_completed",
                 CronRunCompleted(
@@ -595,9 +664,13 @@ class AutomationService(SchedulerHooks):
                     error=reason,
                 ),
             )
+            await self._plan_retry(job, done)
+            await self.prune(job.id)
             self._resolve(cid, done)
             return
         await self.runs.put(record)
+        if pending is not None:
+            await self.runs.drop_retry(cid)
         self._publish(
             "cron_run_started",
             CronRunStarted(
@@ -615,6 +688,88 @@ class AutomationService(SchedulerHooks):
         task = asyncio.create_task(self._follow(job, fire, record))
         self._follows.add(task)
         task.add_done_callback(self._follows.discard)
+
+    async def prune(self, job_id: str) -> int:
+        """Keep the newest ``history_keep_per_job`` fires of ``job_id``: delete one bounded batch
+        (``PRUNE_BATCH``) of older done fires and their run records. Run after each terminal
+        record, so a job converges to its bound however long it ran. A pruned due time is
+        behind the job's watermark: it is never planned again."""
+        try:
+            dues = await self.ledger.prune(
+                job_id, keep=self.history_keep_per_job, limit=PRUNE_BATCH
+            )
+            for due in dues:
+                await self.runs.delete(cron_run_id(job_id, due))
+        except Exception as exc:  # the next terminal record tries again
+            log.warning("automation could not prune the history of %s: %s", job_id, exc)
+            return 0
+        return len(dues)
+
+    async def _plan_retry(self, job: Job, run: CronRun) -> None:
+        """After the fenced terminal write of ``run`` (so one daemon plans it): a scheduled fire
+        (or a retry) that ended ``failed``, ``timeout`` or ``interrupted`` is retried while
+        ``job.max_retries`` allows, as a new fire ``(job, original due + attempt ms)`` (a new
+        ``cron_run_id``), no sooner than ``retry_backoff_ms * 2**(attempt-1)`` from now. Never
+        for ``unknown`` (the run may still be going), never for manual or wake runs."""
+        if run.status not in RETRY_STATUSES or run.triggered_by not in ("schedule", "retry"):
+            return
+        attempt = run.attempt + 1
+        if attempt > min(job.max_retries, MAX_RETRIES):
+            return
+        due = run.due_at_ms - run.attempt + attempt
+        cid = cron_run_id(job.id, due)
+        retry = PendingRetry(
+            cron_run_id=cid,
+            job_id=job.id,
+            due_at_ms=due,
+            attempt=attempt,
+            retry_of=run.cron_run_id,
+            not_before_ms=self._now() + self.retry_backoff_ms * 2 ** (attempt - 1),
+        )
+        try:
+            await self.runs.put_retry(retry)
+        except Exception as exc:
+            log.warning("automation could not plan retry %d of %s: %s", attempt, job.id, exc)
+            return
+        await self._audit(
+            "retry_scheduled",
+            job.id,
+            run_id=cid,
+            status=run.status,
+            reason=f"attempt {attempt} of {job.max_retries}, retrying {run.cron_run_id}",
+        )
+        self._wake.set()
+
+    async def run_retries(self) -> int:
+        """Fire each planned retry whose backoff has passed (claimed in the ledger: of any number
+        of daemons one runs it). Returns how many this daemon submitted."""
+        now = self._now()
+        count = 0
+        for retry in await self.runs.retries():
+            if retry.not_before_ms > now:
+                continue
+            job = await self.jobs.get(retry.job_id)
+            if job is None or not (job.enabled or job.kind == "at"):
+                await self.runs.drop_retry(retry.cron_run_id)
+                continue
+            result = await fire_due(
+                self.ledger,
+                self._port(),
+                job_id=job.id,
+                due_at_ms=retry.due_at_ms,
+                owner=self.owner,
+                lease_ms=self.lease_ms,
+                request=self._request_for(job, retry.due_at_ms),
+            )
+            if result.status == "lost":
+                existing = await self.ledger.get(job.id, retry.due_at_ms)
+                if existing is not None and not existing.done:
+                    continue  # in flight: its claimer (or a takeover) drops the plan
+                await self.runs.drop_retry(retry.cron_run_id)
+                continue
+            await self.fired(job, result, "retry")
+            count += 1
+        return count
 
     def _resolve(self, cid: str, run: CronRun) -> None:
         waiter = self._done.pop(cid, None)
@@ -636,6 +791,7 @@ class AutomationService(SchedulerHooks):
 
     async def _follow(self, job: Job, fire: Fire, record: CronRun) -> None:
         run_id = fire.run_id or router_run_id(job.id, fire.due_at_ms)
+        self._active[record.cron_run_id] = run_id
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(fire, lost))
         lost_wait = asyncio.create_task(lost.wait())
@@ -657,9 +813,13 @@ class AutomationService(SchedulerHooks):
             status = "completed" if ended is not None and ended.ok else "failed"
             if ended is None:
                 ended, status = await self._time_out(run_id, job)
+            if record.cron_run_id in self._aborting and status != "completed":
+                status = "aborted"
         finally:
             renewer.cancel()
             lost_wait.cancel()
+            self._active.pop(record.cron_run_id, None)
+            self._aborting.discard(record.cron_run_id)
         await self._terminalize(job, fire, record, run_id, ended, status)
 
     async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
@@ -699,7 +859,9 @@ class AutomationService(SchedulerHooks):
         # Suppression is decided here, before anything is recorded, published or delivered.
         suppressed = heartbeat and status == "completed" and is_suppressed(answer)
         error = None
-        if status == "timeout":
+        if status == "aborted":
+            error = "aborted by an operator"
+        elif status == "timeout":
             error = f"the run did not end within {job.timeout_ms // 1000} s (cancelled)"
         elif status == "unknown":
             error = "the run timed out and its cancel could not be confirmed"
@@ -731,6 +893,8 @@ class AutomationService(SchedulerHooks):
         )
         await self.runs.put(done)
         self.counters.completed += 1
+        await self._plan_retry(job, done)
+        await self.prune(job.id)
         session = run_session(job)
         self._publish(
             "cron_run_completed",
@@ -798,6 +962,58 @@ class AutomationService(SchedulerHooks):
         except Exception as exc:
             log.warning("automation could not forward run %s: %s", run_id, exc)
 
+    async def audit(
+        self,
+        *,
+        limit: int,
+        job_id: str | None = None,
+        run_id: str | None = None,
+        action: str | None = None,
+        since_ms: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit entries matching every filter given, newest first."""
+        out = []
+        for entry in await self.runs.audits(limit=AUDIT_SCAN):
+            if job_id is not None and entry.get("job_id") != job_id:
+                continue
+            if run_id is not None and entry.get("run_id") != run_id:
+                continue
+            if action is not None and entry.get("action") != action:
+                continue
+            if since_ms is not None and int(entry.get("ts_ms", 0)) < since_ms:
+                continue
+            out.append(entry)
+            if len(out) >= limit:
+                break
+        return out
+
+    async def abort(self, cron_run_id: str, *, timeout_s: float = 10.0) -> CronRun:
+        """Abort the active fire ``cron_run_id`` this daemon follows: its router run is
+        cancelled and the fire recorded ``aborted`` (never retried). Returns its record (still
+        ``submitted`` when the cancel was not confirmed within ``timeout_s``)."""
+        record = await self.runs.get(cron_run_id)
+        if record is None:
+            raise JobError("runId", f"no cron run {cron_run_id!r}")
+        if record.status not in ("claimed", "submitted"):
+            raise JobError("runId", f"cron run {cron_run_id!r} is not active ({record.status})")
+        run_id = self._active.get(cron_run_id)
+        if run_id is None:
+            raise JobError(
+                "runId", f"cron run {cron_run_id!r} is owned by {record.owner}; abort it there"
+            )
+        waiter = self._done.get(cron_run_id)
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._done[cron_run_id] = waiter
+        self._aborting.add(cron_run_id)
+        await self._port().cancel(run_id=run_id)
+        await self._audit("run_aborted", record.job_id, run_id=cron_run_id, status="aborted")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(waiter)
+        except TimeoutError:
+            return record
+
     async def run_now(
         self, job_id: str, *, triggered_by: str = "manual", prompt: str | None = None
     ) -> tuple[Job, str, asyncio.Future[CronRun]]:
@@ -809,7 +1025,7 @@ class AutomationService(SchedulerHooks):
         due = self._now()
         cid = cron_run_id(job.id, due)
         waiter: asyncio.Future[CronRun] = asyncio.get_running_loop().create_future()
-        reason = await self.preflight(job, due)
+        reason = await self.preflight(job, due, manual=True)
         if reason is not None:
             fire = await self.ledger.claim(job.id, due, self.owner, lease_ms=1)
             if (
@@ -863,6 +1079,7 @@ class AutomationService(SchedulerHooks):
             self._wake.clear()
             try:
                 await self.scheduler.step()
+                await self.run_retries()
                 if time.monotonic() - last_recover >= self.lease_ms / 3000:
                     last_recover = time.monotonic()
                     await self.scheduler.recover()

@@ -33,10 +33,14 @@ def daemon_call(
     feature: str,
     app: str = "lemon_memory",
     hint: str = "is the {app} app installed? restart the daemon after installing it",
+    url: str | None = None,
 ) -> Any:
-    """``method``'s payload on the running daemon; ``feature`` names what a daemon without the
-    method lacks (``goals``, ``memory``), ``hint`` what to do about it."""
+    """``method``'s payload on the running daemon (or the daemon at the WebSocket ``url``,
+    which is given only ``LEMON_CONTROL_PLANE_TOKEN``, never this home's local token);
+    ``feature`` names what a daemon without the method lacks (``goals``, ``memory``), ``hint``
+    what to do about it."""
     import asyncio
+    import os
 
     from lemon_cli._daemon import client_ssl, read_state, ws_url_of
     from lemon_control_plane.client import WebSocketSessionPort
@@ -47,18 +51,22 @@ def daemon_call(
 
     err = make_console(emoji=False, stderr=True, highlight=False)
     home = lemon_home()
-    state = read_state(home)
-    if state is None or not state.alive:
+    state = None if url is not None else read_state(home)
+    if url is None and (state is None or not state.alive):
         err.print(
             f"{command}: no daemon runs for {home}; start one with `lemon daemon start`",
             markup=False,
         )
         raise typer.Exit(1)
+    where = url if url is not None else state.url if state is not None else ""
 
     async def call() -> Any:
-        async with WebSocketSessionPort(
-            ws_url_of(state.url), token=client_token(home), ssl=client_ssl(state)
-        ) as port:
+        if url is not None:
+            target, token, trust = url, os.environ.get(TOKEN_ENV) or None, None
+        else:
+            assert state is not None
+            target, token, trust = ws_url_of(state.url), client_token(home), client_ssl(state)
+        async with WebSocketSessionPort(target, token=token, ssl=trust) as port:
             return await port.call(method, params)
 
     try:
@@ -69,7 +77,7 @@ def daemon_call(
     except WireError as exc:
         if exc.code in ("METHOD_NOT_FOUND", "NOT_IMPLEMENTED"):
             err.print(
-                f"{command}: the daemon at {state.url} has no {feature} ({hint.format(app=app)})",
+                f"{command}: the daemon at {where} has no {feature} ({hint.format(app=app)})",
                 markup=False,
             )
         elif exc.code == "FORBIDDEN":
@@ -83,7 +91,7 @@ def daemon_call(
         raise typer.Exit(1) from None
     except (ControlPlaneError, OSError) as exc:
         err.print(
-            f"{command}: the daemon at {state.url} refused the connection ({exc}); it takes "
+            f"{command}: the daemon at {where} refused the connection ({exc}); it takes "
             f"this home's local token or a token in {TOKEN_ENV}",
             markup=False,
         )

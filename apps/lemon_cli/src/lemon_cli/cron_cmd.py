@@ -5,8 +5,11 @@
 - ``add NAME (--cron EXPR [--tz ZONE] | --every DUR | --at TIME) --prompt TEXT [--agent ID]
   [--session KEY] [--jitter DUR] [--catch-up latest|all|skip] [--grace DUR] [--timeout DUR]
   [--max-retries N]``, ``list``, ``remove ID``, ``pause ID``, ``resume ID``, ``run ID
-  [--wait]``, ``history [ID] [--limit N]``.
-- ``lemon heartbeat set|show|off [--agent ID] [--every DUR] [--prompt TEXT] [--channel T]``.
+  [--wait]``, ``history [ID] [--limit N]``, ``abort RUN_ID``, ``audit [--job ID] [--action A]``.
+- ``lemon cron --url ws://HOST:PORT/ws ...`` (and ``lemon heartbeat --url ...``) talks to that
+  daemon only (given ``LEMON_CONTROL_PLANE_TOKEN``, never this home's local token).
+- ``lemon heartbeat set|show|off [--agent ID] [--every DUR] [--prompt TEXT] [--channel T]
+  [--active-hours HH:MM-HH:MM|none] [--tz ZONE]``.
 
 Each works against this home's running daemon (its ``cron.*`` / ``set-heartbeats`` /
 ``last-heartbeat`` wire methods) and, when none runs, against the configured store directly
@@ -91,12 +94,36 @@ def _fail(command: str, message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+_TARGET: dict[str, str | None] = {"url": None}
+
+UrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="The daemon's WebSocket, ws://HOST:PORT/ws (it gets LEMON_CONTROL_PLANE_TOKEN only).",
+    ),
+]
+
+
+def _target(url: str | None) -> None:
+    if url is not None and not url.startswith(("ws://", "wss://")):
+        raise _fail("lemon cron", f"--url must be ws://HOST:PORT/ws, not {url!r}", 2)
+    _TARGET["url"] = url
+
+
+@cron_app.callback()
+def _cron_main(url: UrlOpt = None) -> None:
+    """Cron schedules (lemon_automation): on --url, else this home's daemon, else the store."""
+    _target(url)
+
+
 def call(command: str, method: str, params: dict[str, Any]) -> Any:
-    """``method`` on the running daemon, else on the store directly; the payload with
-    snake-case keys."""
+    """``method`` on the daemon at ``--url``, else the running daemon, else on the store
+    directly; the payload with snake-case keys."""
     from lemon_automation.local import snake
 
-    if daemon_runs():
+    url = _TARGET["url"]
+    if url is not None or daemon_runs():
         payload = daemon_call(
             command,
             method,
@@ -104,6 +131,7 @@ def call(command: str, method: str, params: dict[str, Any]) -> Any:
             feature="automation",
             app="lemon_automation",
             hint="set [automation] enabled = true, or leave it unset, and restart the daemon",
+            url=url,
         )
         return snake(payload)
     import asyncio
@@ -270,6 +298,45 @@ def run_cmd(
         typer.echo(f"{payload['cron_run_id']} {payload['status']}")
 
 
+@cron_app.command("abort")
+def abort_cmd(
+    run_id: Annotated[str, typer.Argument(help="The cron run id (see lemon cron history).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Abort an active fire (on the daemon that owns it); it is recorded aborted."""
+    payload = call("lemon cron abort", "cron.abort", {"runId": run_id})
+    if as_json:
+        typer.echo(json.dumps(payload))
+    else:
+        typer.echo(f"{payload['run_id']} {payload['status']}")
+
+
+@cron_app.command("audit")
+def audit_cmd(
+    job_id: Annotated[str | None, typer.Option("--job", help="One job's entries.")] = None,
+    action: Annotated[str | None, typer.Option("--action", help="One action.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The lifecycle audit: job changes, skipped due times, retries, aborts; newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if job_id is not None:
+        params["jobId"] = job_id
+    if action is not None:
+        params["action"] = action
+    payload = call("lemon cron audit", "cron.audit", params)
+    if as_json:
+        typer.echo(json.dumps(payload))
+        return
+    if not payload["events"]:
+        typer.echo("no audit entries")
+    for e in payload["events"]:
+        typer.echo(
+            f"{_when(e['ts_ms'])}  {e['action']}  {e.get('job_id') or '-'}  "
+            f"{e.get('run_id') or ''}  {e.get('reason') or ''}".rstrip()
+        )
+
+
 @cron_app.command("history")
 def history_cmd(
     job_id: Annotated[str | None, typer.Argument(help="One job (default: all).")] = None,
@@ -305,6 +372,12 @@ heartbeat_app = typer.Typer(
 AgentOpt = Annotated[str, typer.Option("--agent", help="The agent id.")]
 
 
+@heartbeat_app.callback()
+def _heartbeat_main(url: UrlOpt = None) -> None:
+    """Heartbeats: on --url, else this home's daemon, else the store."""
+    _target(url)
+
+
 def _show_heartbeat(payload: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(payload))
@@ -314,6 +387,8 @@ def _show_heartbeat(payload: dict[str, Any], as_json: bool) -> None:
         typer.echo("no heartbeat")
         return
     typer.echo(_job_line(job))
+    if job.get("active_hours"):
+        typer.echo(f"active hours: {job['active_hours']} ({job.get('timezone')})")
     last = payload.get("last")
     if last:
         mark = " (suppressed)" if last.get("suppressed") else ""
@@ -326,6 +401,11 @@ def heartbeat_set(
     every: Annotated[str | None, typer.Option("--every", help="Period (default 30m).")] = None,
     prompt: Annotated[str | None, typer.Option("--prompt", help="Replaces the default.")] = None,
     channel: Annotated[str | None, typer.Option("--channel", help="Where alerts go.")] = None,
+    active_hours: Annotated[
+        str | None,
+        typer.Option("--active-hours", help="HH:MM-HH:MM when it may run; none clears them."),
+    ] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA timezone of --active-hours.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Turn the agent's heartbeat on (or change it)."""
@@ -338,6 +418,10 @@ def heartbeat_set(
         params["prompt"] = prompt
     if channel is not None:
         params["channel"] = channel
+    if active_hours is not None:
+        params["activeHours"] = "" if active_hours.strip().lower() == "none" else active_hours
+    if tz is not None:
+        params["timezone"] = tz
     call(command, "set-heartbeats", params)
     _show_heartbeat(call(command, "last-heartbeat", {"agentId": agent}), as_json)
 

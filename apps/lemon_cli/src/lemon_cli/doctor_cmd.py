@@ -272,6 +272,18 @@ def _check_mcp(config: Config, home: Path) -> list[Check]:
     ]
 
 
+async def _check_automation(loaded: LoadedConfig) -> list[Check]:
+    """The scheduled jobs (lemon_automation): none when there is no job, one line each."""
+    from lemon_automation.local import diagnose
+
+    try:
+        async with asyncio.timeout(_TIMEOUT_S * 2):
+            lines = await diagnose(loaded)
+    except Exception as exc:  # the store check says why the store cannot be used
+        return [Check(name="automation", status="warn", detail=f"cannot read the jobs: {exc}")]
+    return [Check(name="automation", status=level, detail=detail) for level, detail in lines]
+
+
 async def run_checks(
     loaded: LoadedConfig | None, home: Path, config_error: str | None, home_exists: bool
 ) -> list[Check]:
@@ -311,6 +323,8 @@ async def run_checks(
     if loaded is not None:
         checks.append(_check_web(loaded.config))
         checks.extend(_check_mcp(loaded.config, home))
+        if home_exists:
+            checks.extend(await _check_automation(loaded))
     from lemon_cli._daemon import daemon_summary
 
     checks.append(Check(name="daemon", status="ok", detail=daemon_summary(home)))

@@ -38,6 +38,7 @@ __all__ = [
     "FireLedger",
     "check_fire_key",
     "check_lease_ms",
+    "check_prune",
     "check_status",
 ]
 
@@ -111,6 +112,13 @@ class FireLedger(Protocol):
         """The fires of ``job_id``, newest due time first."""
         ...
 
+    async def prune(self, job_id: str, *, keep: int, limit: int = 100) -> list[int]:
+        """Delete up to ``limit`` of the oldest *done* fires of ``job_id`` beyond its newest
+        ``keep`` fires (a fire in flight is never deleted); the due times deleted, oldest
+        first. A deleted due time could be claimed again: callers prune only due times their
+        watermark has passed."""
+        ...
+
 
 def check_fire_key(job_id: object, due_at_ms: object) -> tuple[str, int]:
     if not isinstance(job_id, str) or not job_id or len(job_id) > 512 or "\x00" in job_id:
@@ -118,6 +126,15 @@ def check_fire_key(job_id: object, due_at_ms: object) -> tuple[str, int]:
     if not isinstance(due_at_ms, int) or isinstance(due_at_ms, bool) or due_at_ms < 0:
         raise StoreValueError(f"fire due_at_ms must be a non-negative integer, got {due_at_ms!r}")
     return job_id, due_at_ms
+
+
+def check_prune(keep: object, limit: object) -> tuple[int, int]:
+    for name, value in (("keep", keep), ("limit", limit)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise StoreValueError(f"fire prune {name} must be a positive integer, got {value!r}")
+    assert isinstance(keep, int)
+    assert isinstance(limit, int)
+    return keep, limit
 
 
 def check_lease_ms(lease_ms: object) -> int:

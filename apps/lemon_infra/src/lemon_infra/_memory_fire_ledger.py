@@ -11,6 +11,7 @@ from lemon_core.fire_ledger import (
     Fire,
     check_fire_key,
     check_lease_ms,
+    check_prune,
     check_status,
 )
 from lemon_core.store.protocol import Clock
@@ -106,6 +107,18 @@ class MemoryFireLedger:
 
     async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
         return self._fires.get(check_fire_key(job_id, due_at_ms))
+
+    async def prune(self, job_id: str, *, keep: int, limit: int = 100) -> list[int]:
+        keep, limit = check_prune(keep, limit)
+        mine = sorted(
+            (f for (j, _), f in self._fires.items() if j == job_id),
+            key=lambda f: f.due_at_ms,
+            reverse=True,
+        )
+        old = sorted(f.due_at_ms for f in mine[keep:] if f.done)[:limit]
+        for due in old:
+            del self._fires[(job_id, due)]
+        return old
 
     async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
         mine = [f for (j, _), f in self._fires.items() if j == job_id]

@@ -19,6 +19,7 @@ from lemon_core.fire_ledger import (
     Fire,
     check_fire_key,
     check_lease_ms,
+    check_prune,
     check_status,
 )
 from lemon_infra._fire_rows import FIRE_COLUMNS, fire_of
@@ -93,6 +94,15 @@ class PostgresFireLedger:
             schema,
         )
 
+        self._prune = _q(
+            "DELETE FROM {schema}.lemon_fires WHERE job_id = %s AND done AND due_at_ms IN "
+            "(SELECT due_at_ms FROM {schema}.lemon_fires WHERE job_id = %s AND done AND "
+            "due_at_ms < (SELECT due_at_ms FROM {schema}.lemon_fires WHERE job_id = %s "
+            "ORDER BY due_at_ms DESC LIMIT 1 OFFSET %s) ORDER BY due_at_ms LIMIT %s) "
+            "RETURNING due_at_ms",
+            schema,
+        )
+
     async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
             cur = await conn.execute(query, params)
@@ -134,6 +144,11 @@ class PostgresFireLedger:
 
     async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
         return await self._one(self._get, check_fire_key(job_id, due_at_ms))
+
+    async def prune(self, job_id: str, *, keep: int, limit: int = 100) -> list[int]:
+        keep, limit = check_prune(keep, limit)
+        rows = await self._rows(self._prune, (job_id, job_id, job_id, keep - 1, limit))
+        return sorted(int(r[0]) for r in rows)
 
     async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
         return [fire_of(r) for r in await self._rows(self._fires, (job_id, max(0, limit)))]

@@ -22,6 +22,7 @@ from lemon_core.fire_ledger import (
     Fire,
     check_fire_key,
     check_lease_ms,
+    check_prune,
     check_status,
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
@@ -213,6 +214,25 @@ class SQLiteFireLedger:
     async def get(self, job_id: str, due_at_ms: int) -> Fire | None:
         check_fire_key(job_id, due_at_ms)
         return await self._call(self._tx(lambda conn: self._select(conn, job_id, due_at_ms)))
+
+    async def prune(self, job_id: str, *, keep: int, limit: int = 100) -> list[int]:
+        keep, limit = check_prune(keep, limit)
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            rows = conn.execute(
+                "SELECT due_at_ms FROM lemon_fires WHERE job_id = ? AND done = 1 AND "
+                "due_at_ms < (SELECT due_at_ms FROM lemon_fires WHERE job_id = ? "
+                "ORDER BY due_at_ms DESC LIMIT 1 OFFSET ?) ORDER BY due_at_ms LIMIT ?",
+                (job_id, job_id, keep - 1, limit),
+            ).fetchall()
+            dues = [int(r[0]) for r in rows]
+            conn.executemany(
+                "DELETE FROM lemon_fires WHERE job_id = ? AND due_at_ms = ? AND done = 1",
+                [(job_id, d) for d in dues],
+            )
+            return dues
+
+        return await self._call(self._tx(op))
 
     async def fires(self, job_id: str, *, limit: int = 100) -> list[Fire]:
         def op(conn: sqlite3.Connection) -> list[Fire]:

@@ -203,6 +203,24 @@ class FireLedgerContract:
         listed = await ledger.fires("job-1", limit=2)
         assert [f.due_at_ms for f in listed] == [_DUE + 3, _DUE + 2]
 
+    async def test_prune_deletes_the_oldest_done_fires_beyond_keep_in_batches(self) -> None:
+        ledger = await self._open()
+        for k in range(6):
+            fire = await ledger.claim("job-1", _DUE + k, "a", lease_ms=_LEASE)
+            assert fire is not None
+            if k != 1:  # the fire at _DUE + 1 stays in flight
+                assert await ledger.record(fire, status="completed") is not None
+        assert await ledger.claim("job-2", _DUE, "a", lease_ms=_LEASE) is not None
+        assert await ledger.prune("job-1", keep=10) == []
+        assert await ledger.prune("job-1", keep=2, limit=1) == [_DUE]
+        assert await ledger.prune("job-1", keep=2) == [_DUE + 2, _DUE + 3]
+        left = [f.due_at_ms for f in await ledger.fires("job-1")]
+        assert left == [_DUE + 5, _DUE + 4, _DUE + 1]  # the one in flight is never deleted
+        assert await ledger.prune("job-1", keep=2) == []
+        assert [f.job_id for f in await ledger.fires("job-2")] == ["job-2"]
+        with pytest.raises(StoreValueError, match="keep"):
+            await ledger.prune("job-1", keep=0)
+
     async def test_bad_input_is_refused_with_what_to_fix(self) -> None:
         ledger = await self._open()
         with pytest.raises(StoreValueError, match="job_id"):
