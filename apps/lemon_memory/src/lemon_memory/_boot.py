@@ -34,7 +34,7 @@ from lemon_memory.ingest import RunIngester
 from lemon_memory.store import MEMORY_STORE, MemoryStore
 from lemon_runtime import AppSpec, Runtime
 
-__all__ = ["MemoryApp", "lemon_memory_app", "memory_path"]
+__all__ = ["MemoryApp", "lemon_memory_app", "memory_path", "open_store", "store_bounds"]
 
 log = logging.getLogger("lemon_memory")
 
@@ -54,7 +54,8 @@ def memory_path(home: Home) -> str:
     return str(home.store_dir / "memory.sqlite3")
 
 
-def _bounds(config: MemoryConfig) -> dict[str, Any]:
+def store_bounds(config: MemoryConfig) -> dict[str, Any]:
+    """The store's bounds from ``[memory]`` (keyword arguments of either backend)."""
     return {
         "max_docs_per_scope": config.max_docs_per_scope,
         "max_bytes_per_scope": config.max_bytes_per_scope,
@@ -66,7 +67,7 @@ def _bounds(config: MemoryConfig) -> dict[str, Any]:
 
 def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
     """The configured SQLite memory store of ``home`` (raises ``MemoryUnavailableError``)."""
-    return SqliteMemoryStore(home.store_dir / "memory.sqlite3", **_bounds(config))
+    return SqliteMemoryStore(home.store_dir / "memory.sqlite3", **store_bounds(config))
 
 
 async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore:
@@ -80,7 +81,7 @@ async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore
             raise MemoryUnavailableError(
                 "[store] backend is postgres but the runtime's store has no PostgreSQL pool"
             )
-        return await PostgresMemoryStore.open(shared, **_bounds(config))
+        return await PostgresMemoryStore.open(shared, **store_bounds(config))
     return await asyncio.to_thread(open_store, config, Home(root=runtime.home))
 
 
@@ -129,7 +130,7 @@ async def _with_memory(
         store = await open_configured(runtime, config)
     except MemoryStoreError as exc:
         log.error("memory unavailable: %s", exc)
-        with registered(methods, goals, None):
+        with registered(methods, goals, None, unavailable=str(exc)):
             yield MemoryApp(goals=goals, unavailable=str(exc))
         return
     capabilities.register(MEMORY_STORE, store)
@@ -149,7 +150,7 @@ async def _with_memory(
     if ingester is not None:
         tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
     try:
-        with registered(methods, goals, store):
+        with registered(methods, goals, store, known_secrets=lambda: secrets):
             yield MemoryApp(goals=goals, store=store, ingester=ingester)
     finally:
         for task in tasks:
