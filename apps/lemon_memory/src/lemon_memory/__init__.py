@@ -14,6 +14,7 @@ from lemon_core.facade import lazy_exports
 
 if TYPE_CHECKING:
     from lemon_memory._boot import MemoryApp, lemon_memory_app, open_store, store_bounds
+    from lemon_memory._postgres import PostgresMemoryStore
     from lemon_memory._section import MemoryConfig
     from lemon_memory._sqlite import SqliteMemoryStore
     from lemon_memory.admin import Operator
@@ -43,6 +44,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "store_bounds": ("lemon_memory._boot", "store_bounds"),
     "Operator": ("lemon_memory.admin", "Operator"),
     "MemoryConfig": ("lemon_memory._section", "MemoryConfig"),
+    "PostgresMemoryStore": ("lemon_memory._postgres", "PostgresMemoryStore"),
     "SqliteMemoryStore": ("lemon_memory._sqlite", "SqliteMemoryStore"),
     "MemoryContext": ("lemon_memory.documents", "MemoryContext"),
     "MemoryDocument": ("lemon_memory.documents", "MemoryDocument"),
@@ -77,6 +79,7 @@ __all__ = [
     "MemoryStoreError",
     "MemoryUnavailableError",
     "Operator",
+    "PostgresMemoryStore",
     "RecallHit",
     "RecallResult",
     "ScopeError",
