@@ -176,11 +176,17 @@ class SqliteMemoryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
-            self._db.execute("PRAGMA quick_check(1)").fetchone()
+            found = self._db.execute("PRAGMA quick_check(1)").fetchone()
+            if found is None or found[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {found[0] if found else '?'}")
         except (sqlite3.Error, OSError) as exc:
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self._db.close()
             raise MemoryUnavailableError(
-                f"the memory store {path} cannot be opened ({exc}); move it aside to start "
-                "afresh (recall is unavailable until then; chat still works)"
+                f"the memory store {path} cannot be opened ({exc}); stop the daemon and move "
+                f"it aside to start afresh (mv {path} {path}.corrupt; export first with lemon "
+                "memory export if it still reads). Recall is unavailable until then; chat "
+                "still works"
             ) from None
 
     # -- plumbing ----------------------------------------------------------------------------
