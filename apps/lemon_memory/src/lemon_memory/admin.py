@@ -74,6 +74,7 @@ def _doc(doc: MemoryDocument) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(doc)
     data["body"] = redact(doc.body)[0]
     data["title"] = redact(doc.title)[0]
+    data["tags"], data["supersedes"] = list(doc.tags), list(doc.supersedes)  # as JSON reads
     return data
 
 
