@@ -351,7 +351,6 @@ async def run_checks(
         checks.append(Check(name="config", status="ok", detail=f"valid: {sources}"))
     config = loaded.config if loaded is not None else None
     checks.append(await _check_store(config, home, home_exists))
-    checks.append(await _check_memory(config, home))
     checks.append(_check_executor())
     if loaded is not None:
         checks.append(await _check_provider(loaded.config, home))
@@ -360,6 +359,7 @@ async def run_checks(
             Check(name="provider", status="fail", detail="skipped: the config is invalid")
         )
     checks.append(await _check_bus(config))
+    checks.append(await _check_memory(config, home))
     if loaded is not None:
         from lemon_cli.channels_cmd import channel_check_lines
 
