@@ -5,6 +5,7 @@ good ones with ``skipBad``), all-or-nothing ``put_many``, and deterministic cons
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -194,3 +195,23 @@ def test_ttl_and_jaccard_helpers() -> None:
     assert parse_ttl(" 2w ") == 14 * 86_400_000
     assert jaccard(frozenset("ab"), frozenset("abc")) == pytest.approx(2 / 3)
     assert jaccard(frozenset(), frozenset()) == 1.0
+
+
+async def test_a_booted_daemon_consolidates_on_its_schedule(boot: Any) -> None:
+    from lemon_memory import MemoryApp
+
+    async with boot("[memory]\nconsolidate_interval_s = 0.01\n") as rt:
+        app = rt.handle("lemon_memory")
+        assert isinstance(app, MemoryApp)
+        assert app.store is not None
+        ctx = MemoryContext(agent_id="a")
+        for text in ("deploys go through the staging cluster first",
+                     "deploys go through the staging cluster first always"):  # fmt: skip
+            await app.store.put(prepare(ctx, text=text, now_ms=NOW))
+        # Passes run one after another: the second pass to finish after this point started
+        # after the two writes.
+        for _ in range(2):
+            app.consolidated.clear()
+            await asyncio.wait_for(app.consolidated.wait(), 30)
+        stats = await app.store.statistics()
+        assert (stats.documents, stats.consolidated) == (1, 1)
