@@ -1,7 +1,8 @@
-"""``lemon memory`` as a real subprocess against a real daemon (``lemon daemon start``): the
-daemon's memory status, an empty list and search, a forget of an unknown id, and no daemon: one
-clear line and an exit code, never a traceback; ``lemon memory eval`` on the labelled set (no
-daemon needed) and on bad files."""
+"""``lemon memory`` as a real subprocess, against a real daemon (``lemon daemon start``: status,
+list, search, add, consolidate, show, export, forget) and with no daemon, on the store itself
+(add, show, search --explain / --all, stats, export, import with bad lines, forget --scope,
+consolidate; a corrupt store: one line, exit 1); ``lemon doctor``'s memory line; ``lemon
+memory eval`` on the labelled set (no daemon needed) and on bad files."""
 
 from __future__ import annotations
 
@@ -10,12 +11,97 @@ from pathlib import Path
 
 from lemon_platform_test.lemon_process import run_lemon
 
+SECRET = "Zq8Lp2Vx9Tr4Wm7Ks1Nd6Hy3Bc5Fg0Ja"
 
-def test_memory_without_a_daemon_says_how_to_start_one(env: dict[str, str]) -> None:
-    proc = run_lemon(env, "memory", "status")
-    assert proc.returncode == 1
-    assert "lemon daemon start" in proc.stderr
-    assert "Traceback" not in proc.stderr
+
+def _lines(*docs: dict[str, object]) -> str:
+    return "".join(json.dumps(d) + "\n" for d in docs)
+
+
+def test_memory_without_a_daemon_works_on_the_store(env: dict[str, str], tmp_path: Path) -> None:
+    home = Path(env["LEMON_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "secrets.env").write_text(f"STAGING_TOKEN={SECRET}\n", encoding="utf-8")
+    added = run_lemon(env, "memory", "add", "the release checklist is in docs/RELEASE.md",
+                      "--tag", "release", "--ttl", "7d", "--json", cwd=tmp_path)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    doc = json.loads(added.stdout)
+    assert (doc["scope"], doc["agent_id"], doc["source"]) == ("agent", "default", "cli")
+    refused = run_lemon(env, "memory", "add", f"the token is {SECRET}")
+    assert refused.returncode == 2
+    assert "secret" in refused.stderr
+    assert SECRET not in refused.stderr
+    assert run_lemon(env, "memory", "add", "x", "--ttl", "0s").returncode == 2
+    shown = run_lemon(env, "memory", "show", doc["doc_id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "tags: release" in shown.stdout
+    assert shown.stdout.rstrip().endswith("the release checklist is in docs/RELEASE.md")
+    assert run_lemon(env, "memory", "show", "mem_nope").returncode == 1
+    explained = run_lemon(env, "memory", "search", "release checklist", "--explain")
+    assert explained.returncode == 0, explained.stderr
+    assert doc["doc_id"] in explained.stdout
+    assert "scope weight 0.70" in explained.stdout
+    assert "embedding rank none (not installed)" in explained.stdout
+    other = run_lemon(env, "memory", "search", "release", "--agent", "b")
+    assert other.stdout.strip() == "nothing found"
+    every = run_lemon(env, "memory", "search", "release", "--all", "--agent", "b")
+    assert doc["doc_id"] in every.stdout
+    assert run_lemon(env, "memory", "search", "x", "--all", "--scope", "user").returncode == 2
+    stats = json.loads(run_lemon(env, "memory", "stats", "--json").stdout)
+    assert (stats["available"], stats["documents"], stats["backend"]) == (True, 1, "sqlite")
+    exported = tmp_path / "out.jsonl"
+    assert run_lemon(env, "memory", "export", str(exported)).returncode == 0
+    assert json.loads(exported.read_text(encoding="utf-8"))["doc_id"] == doc["doc_id"]
+
+    bad = tmp_path / "in.jsonl"
+    good = {"agent_id": "a", "scope": "agent", "scope_key": "a", "body": "deploys go first"}
+    bad.write_text(
+        _lines(good) + "{oops\n" + _lines({**good, "body": f"key {SECRET}"}), encoding="utf-8"
+    )
+    proc = run_lemon(env, "memory", "import", str(bad))
+    assert proc.returncode == 2
+    assert f"{bad}:2: not JSON" in proc.stderr
+    assert f"{bad}:3: refused" in proc.stderr
+    assert "nothing imported" in proc.stderr
+    assert json.loads(run_lemon(env, "memory", "stats", "--json").stdout)["documents"] == 1
+    kept = run_lemon(env, "memory", "import", str(bad), "--skip-bad")
+    assert (kept.returncode, kept.stdout.strip()) == (0, f"imported 1 documents from {bad}")
+    store = home / "store"
+    assert not any(SECRET.encode() in p.read_bytes() for p in store.glob("memory.sqlite3*"))
+
+    no = run_lemon(env, "memory", "forget", "--scope", "agent")
+    assert no.returncode == 2
+    assert "--yes" in no.stderr
+    assert run_lemon(env, "memory", "forget").returncode == 2
+    yes = run_lemon(env, "memory", "forget", "--scope", "agent", "--agent", "a", "--yes")
+    assert (yes.returncode, yes.stdout.strip()) == (0, "forgot 1 agent document")
+    merged = run_lemon(env, "memory", "consolidate", "--dry-run")
+    assert merged.stdout.strip() == "would merge 0 documents (dry run: nothing changed)"
+    for p in (added, refused, shown, explained, proc, kept, no, yes, merged):
+        assert "Traceback" not in p.stderr
+
+
+def test_doctor_reports_the_memory_store_and_a_corrupt_one(env: dict[str, str]) -> None:
+    assert run_lemon(env, "memory", "add", "a note").returncode == 0
+    checks = json.loads(run_lemon(env, "doctor", "--json").stdout)["checks"]
+    (memory,) = [c for c in checks if c["name"] == "memory"]
+    assert memory["status"] == "ok"
+    assert "memory.sqlite3 (sqlite): 1 documents of at most 50000" in memory["detail"]
+    assert "per scope: agent 1" in memory["detail"]
+    path = Path(env["LEMON_HOME"]) / "store" / "memory.sqlite3"
+    for extra in path.parent.glob("memory.sqlite3-*"):
+        extra.unlink()
+    path.write_bytes(b"this is not a database" * 400)
+    checks = json.loads(run_lemon(env, "doctor", "--json").stdout)["checks"]
+    (memory,) = [c for c in checks if c["name"] == "memory"]
+    assert memory["status"] == "warn"
+    assert "cannot be opened" in memory["detail"]
+    assert f"mv {path} {path}.corrupt" in memory["detail"]
+    assert "chat still works" in memory["detail"]
+    down = run_lemon(env, "memory", "status")
+    assert down.returncode == 1
+    assert "cannot be opened" in down.stderr
+    assert "Traceback" not in down.stderr
 
 
 def test_memory_status_list_search_and_forget_on_the_running_daemon(
@@ -32,6 +118,19 @@ def test_memory_status_list_search_and_forget_on_the_running_daemon(
     gone = run_lemon(env, "memory", "forget", "mem_unknown")
     assert gone.returncode == 1
     assert "no document mem_unknown" in gone.stderr
+    added = run_lemon(env, "memory", "add", "deploys go through the staging cluster first")
+    assert added.returncode == 0, added.stderr
+    again = run_lemon(env, "memory", "add", "deploys go through the staging cluster first, always",
+                      "--json")  # fmt: skip
+    newest = json.loads(again.stdout)["doc_id"]
+    hit = run_lemon(env, "memory", "search", "staging", "--all", "--json")
+    assert len(json.loads(hit.stdout)["hits"]) == 2
+    merged = run_lemon(env, "memory", "consolidate")
+    assert merged.stdout.splitlines()[-1] == "merged 1 documents"
+    shown = json.loads(run_lemon(env, "memory", "show", newest, "--json").stdout)
+    assert len(shown["supersedes"]) == 1
+    exported = run_lemon(env, "memory", "export")
+    assert [json.loads(x)["doc_id"] for x in exported.stdout.splitlines()] == [newest]
     too_many = run_lemon(env, "memory", "list", "--limit", "0")
     assert too_many.returncode == 2  # typer's own range check
     for proc in (status, listed, found, gone, too_many):

@@ -83,7 +83,7 @@ def test_doctor_reports_each_check_as_json(tmp_path: Path) -> None:
     assert code == 0, out
     report = json.loads(out)
     names = [c["name"] for c in report["checks"]]
-    assert names == ["config", "store", "executor", "provider", "bus", "web", "daemon"]
+    assert names == ["config", "store", "executor", "provider", "bus", "memory", "web", "daemon"]
     by_name = {c["name"]: c for c in report["checks"]}
     assert by_name["executor"]["status"] == "ok"
     assert "coding_agent" in by_name["executor"]["detail"]

@@ -1,4 +1,5 @@
-"""``lemon doctor``: is this installation able to chat? Config, store, bus, executor, provider;
+"""``lemon doctor``: is this installation able to chat? Config, store, memory, bus, executor,
+provider;
 and whether this home's daemon runs (pid, url, uptime: information, never a failure)."""
 
 from __future__ import annotations
@@ -142,6 +143,72 @@ async def _check_sqlite_store(home: Path, home_exists: bool) -> Check:
         return Check(name="store", status="fail", detail=f"{target}: read back {back!r}")
     where = str(path) if home_exists else f"{path} (not created yet; probed a temporary file)"
     return Check(name="store", status="ok", detail=f"open/write/read ok: {where}")
+
+
+async def _check_memory(config: Config | None, home: Path) -> Check:
+    """The memory store: where, its backend, documents per scope, size, evictions, the
+    embeddings lane; a store that cannot be opened is a warning (chat works without it) that
+    says how to fix it."""
+    from lemon_core.home import Home
+    from lemon_memory import MemoryConfig, MemoryStoreError, open_store, store_bounds
+    from lemon_memory.documents import MemoryStatistics
+
+    memory = config.section(MemoryConfig) if config is not None else MemoryConfig()
+    if not memory.enabled:
+        return Check(name="memory", status="ok", detail="off ([memory] enabled = false)")
+    stats: MemoryStatistics
+    if config is not None and config.store.backend == "postgres":
+        from lemon_core.config import ConfigError, resolve_store_dsn
+        from lemon_core.store import StoreError
+        from lemon_infra import PostgresStore
+        from lemon_memory import PostgresMemoryStore
+
+        where = f"PostgreSQL schema {config.store.schema}"
+        try:
+            shared = await PostgresStore.open(
+                resolve_store_dsn(config.store, os.environ), schema=config.store.schema,
+                timeout_s=_TIMEOUT_S, min_connections=1, max_connections=1,
+            )  # fmt: skip
+        except (ConfigError, StoreError) as exc:
+            return Check(name="memory", status="warn", detail=f"{where}: skipped ({exc})")
+        try:
+            pg = await PostgresMemoryStore.open(shared, **store_bounds(memory))
+            stats = await pg.statistics()
+        except (MemoryStoreError, StoreError) as exc:
+            return Check(name="memory", status="warn", detail=f"{where}: {exc}")
+        finally:
+            await shared.close()
+        size = f"{stats.bytes / 1048576:.1f} MiB of text"
+    else:
+        path = Home(root=home).store_dir / "memory.sqlite3"
+        where = str(path)
+        if not path.exists():
+            return Check(
+                name="memory", status="ok", detail=f"{where}: not created yet (SQLite FTS5)"
+            )
+        try:
+            store = await asyncio.to_thread(open_store, memory, Home(root=home))
+        except MemoryStoreError as exc:  # says the file and how to start afresh
+            return Check(name="memory", status="warn", detail=str(exc))
+        try:
+            stats = await store.statistics()
+        except MemoryStoreError as exc:
+            return Check(name="memory", status="warn", detail=str(exc))
+        finally:
+            await store.close()
+        on_disk = sum(
+            p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+        )
+        size = f"{on_disk / 1048576:.1f} MiB on disk"
+    scopes = ", ".join(f"{k} {v}" for k, v in sorted(stats.per_scope.items())) or "none"
+    evicted = sum(stats.evictions.values())
+    return Check(
+        name="memory",
+        status="ok",
+        detail=f"{where} ({stats.backend}): {stats.documents} documents of at most "
+        f"{stats.max_docs}, {size}; per scope: {scopes}; {evicted} evicted, "
+        f"{stats.swept} swept; embeddings not installed (lexical recall)",
+    )
 
 
 def _check_executor() -> Check:
@@ -304,6 +371,7 @@ async def run_checks(
             Check(name="provider", status="fail", detail="skipped: the config is invalid")
         )
     checks.append(await _check_bus(config))
+    checks.append(await _check_memory(config, home))
     if loaded is not None:
         from lemon_cli.channels_cmd import channel_check_lines
 
@@ -334,8 +402,8 @@ async def run_checks(
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check the runtime's health: config, store, bus, executor, provider. Exit 1 on a failure,
-    2 when a configured PostgreSQL store or Redis bus cannot be reached."""
+    """Check the runtime's health: config, store, memory, bus, executor, provider. Exit 1 on a
+    failure, 2 when a configured PostgreSQL store or Redis bus cannot be reached."""
     from lemon_core.config import ConfigError, lemon_home, load_config
 
     console = make_console(emoji=False, highlight=False)

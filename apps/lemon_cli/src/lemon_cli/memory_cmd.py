@@ -1,36 +1,122 @@
-"""``lemon memory``: the running daemon's memory, as its operator sees it (``status``,
-``list``, ``search QUERY``, ``forget DOC_ID``), through lemon_memory's ``memory.*`` methods;
-and ``eval FILE``, which needs no daemon: a labelled set on a throwaway store, its recall@5 and
+"""``lemon memory``: this home's memory, as its operator sees it: ``status``/``stats``,
+``list``, ``show ID``, ``search QUERY`` (a context's scopes, or ``--all``; ``--explain``),
+``add TEXT``, ``forget ID`` / ``forget --scope S --yes``, ``export``, ``import FILE``,
+``consolidate``; and ``eval FILE``, a labelled set on a throwaway store, its recall@5 and
 MRR@10 next to two baselines measured in the same run.
 
-Every scope is visible here (search and forget need an admin token: this home's local token
-is one); the text is redacted again by the daemon on the way out. A model never gets this view:
-its recall is bounded to its run's own scopes.
+When a daemon runs, each command is a call of its ``memory.*`` methods (search and the writes
+need an admin token: this home's local token is one). When none runs, the same operations
+(lemon_memory's :class:`~lemon_memory.Operator`) run here on the configured store: the SQLite
+file, or the memory tables in the PostgreSQL schema. Text is redacted on the way out; every
+write (add, import) is screened as the model's are. A model never gets this view: its recall is
+bounded to its run's own scopes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from lemon_cli._wire_call import daemon_call
+from lemon_cli._wire_call import daemon_call, daemon_runs
 
 __all__ = ["memory_app"]
 
 memory_app = typer.Typer(
-    help="The running daemon's memory (status, list, search, forget) and recall quality (eval).",
+    help="This home's memory: status, list, show, search, add, forget, export, import, "
+    "consolidate (on the daemon when one runs, else on the store), and recall quality (eval).",
     no_args_is_help=True,
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the daemon's answer as JSON.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
 LimitOpt = Annotated[int, typer.Option(min=1, max=500, help="At most this many documents.")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", help="The agent (default: default).")]
+SessionOpt = Annotated[str | None, typer.Option("--session", help="A session key.")]
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", help="The project directory (default: the git root of here)."),
+]
+ScopeOpt = Annotated[
+    str | None, typer.Option("--scope", help="One scope: session, project, agent or user.")
+]
+_IMPORT_CHUNK = 1000  # lines per memory.import call (lemon_memory's MAX_IMPORT_LINES)
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"lemon memory: {message}", err=True)
+    return typer.Exit(code)
+
+
+async def _local(method: str, params: dict[str, Any]) -> Any:
+    """``method`` on this home's store, with no daemon (the daemon's own operations)."""
+    import os
+
+    from lemon_core.config import ConfigError, load_config, read_secrets, resolve_store_dsn
+    from lemon_core.home import Home
+    from lemon_core.store import StoreError
+    from lemon_memory import MemoryConfig, Operator, open_store, store_bounds
+    from lemon_memory.errors import MemoryStoreError
+
+    try:
+        loaded = load_config()
+    except ConfigError as exc:
+        raise _fail("; ".join(i.render() for i in exc.issues), 2) from None
+    config = loaded.config.section(MemoryConfig)
+    home = loaded.home
+    secrets = tuple(read_secrets(home).values())
+    if not config.enabled:
+        return await Operator(None, unavailable="[memory] enabled = false").call(method, params)
+    shared = None
+    try:
+        if loaded.config.store.backend == "postgres":
+            from lemon_infra import PostgresStore
+            from lemon_memory import PostgresMemoryStore
+
+            dsn = resolve_store_dsn(loaded.config.store, os.environ)
+            shared = await PostgresStore.open(
+                dsn, schema=loaded.config.store.schema, min_connections=1, max_connections=2
+            )
+            store: Any = await PostgresMemoryStore.open(shared, **store_bounds(config))
+        else:
+            store = await asyncio.to_thread(open_store, config, Home(root=home))
+    except (ConfigError, StoreError, MemoryStoreError) as exc:
+        if shared is not None:
+            await shared.close()
+        raise _fail(str(exc), 1) from None
+    try:
+        return await Operator(store, known_secrets=lambda: secrets).call(method, params)
+    finally:
+        await store.close()
+        if shared is not None:
+            await shared.close()
 
 
 def _call(method: str, params: dict[str, Any]) -> Any:
-    return daemon_call("lemon memory", method, params, feature="memory")
+    if daemon_runs():
+        return daemon_call("lemon memory", method, params, feature="memory")
+    from lemon_core.errors import UsageError
+    from lemon_memory.errors import MemoryUnavailableError
+
+    try:
+        return asyncio.run(_local(method, params))
+    except UsageError as exc:
+        raise _fail(str(exc), 2) from None
+    except MemoryUnavailableError as exc:
+        raise _fail(str(exc), 1) from None
+
+
+def _context(agent: str | None, session: str | None, project: Path | None) -> dict[str, Any]:
+    from lemon_memory.documents import project_root
+
+    params: dict[str, Any] = {"project": project_root(str(project or Path.cwd()))}
+    if agent is not None:
+        params["agentId"] = agent
+    if session is not None:
+        params["sessionKey"] = session
+    return params
 
 
 def _line(doc: dict[str, Any], score: float | None = None) -> str:
@@ -42,10 +128,7 @@ def _line(doc: dict[str, Any], score: float | None = None) -> str:
     return f"{doc.get('doc_id')}  {doc.get('kind')}  {where}{ranked}  {text}"
 
 
-@memory_app.command("status")
-def status(as_json: JsonOpt = False) -> None:
-    """Whether memory is available, and its counts."""
-    found = _call("memory.status", {})
+def _print_status(found: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(found))
         return
@@ -57,9 +140,22 @@ def status(as_json: JsonOpt = False) -> None:
             typer.echo(f"{key}: {value}")
 
 
+@memory_app.command("status")
+def status(as_json: JsonOpt = False) -> None:
+    """Whether memory is available, and its counts."""
+    _print_status(_call("memory.status", {}), as_json)
+
+
+@memory_app.command("stats")
+def stats(as_json: JsonOpt = False) -> None:
+    """The store's size, documents per scope, evictions and refusals (as status)."""
+    _print_status(_call("memory.status", {}), as_json)
+
+
 @memory_app.command("list")
 def list_docs(
     agent: Annotated[str | None, typer.Option(help="Only this agent's documents.")] = None,
+    scope: ScopeOpt = None,
     limit: LimitOpt = 50,
     as_json: JsonOpt = False,
 ) -> None:
@@ -67,6 +163,8 @@ def list_docs(
     params: dict[str, Any] = {"limit": limit}
     if agent is not None:
         params["agentId"] = agent
+    if scope is not None:
+        params["scope"] = scope
     found = _call("memory.list", params)
     if as_json:
         typer.echo(json.dumps(found))
@@ -78,34 +176,251 @@ def list_docs(
         typer.echo("no documents")
 
 
+@memory_app.command("show")
+def show(
+    doc_id: Annotated[str, typer.Argument(help="A document id (see: lemon memory list).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """One document, every field."""
+    doc = _call("memory.get", {"docId": doc_id}).get("document")
+    if doc is None:
+        raise _fail(f"no document {doc_id}", 1)
+    if as_json:
+        typer.echo(json.dumps(doc))
+        return
+    for key in ("doc_id", "kind", "scope", "scope_key", "agent_id", "title", "tags", "source",
+                "pinned", "created_at_ms", "updated_at_ms", "last_recalled_at_ms",
+                "expires_at_ms", "supersedes", "content_hash"):  # fmt: skip
+        value = doc.get(key)
+        if isinstance(value, list):
+            value = " ".join(value)
+        typer.echo(f"{key}: {'' if value is None else value}")
+    typer.echo("")
+    typer.echo(doc.get("body", ""))
+
+
 @memory_app.command("search")
 def search(
     query: Annotated[str, typer.Argument(help="The words to search for.")],
+    scope: ScopeOpt = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every scope of every agent (the operator's view).")
+    ] = False,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    project: ProjectOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=10, help="At most this many hits.")] = 10,
+    explain: Annotated[
+        bool,
+        typer.Option(help="Show each hit's text rank, scope weight, decay and embedding rank."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search every scope (an admin's view)."""
-    found = _call("memory.search", {"query": query, "limit": limit})
+    """Search the scopes a run of this agent here would see (session, project, agent, user),
+    one of them with --scope, or every scope with --all."""
+    if every and scope is not None:
+        raise _fail("--all and --scope do not go together: choose one", 2)
+    params: dict[str, Any] = {"query": query, "limit": limit}
+    if every:
+        params["all"] = True
+    else:
+        params.update(_context(agent, session, project))
+        if scope is not None:
+            params["scope"] = scope
+    found = _call("memory.search", params)
     if as_json:
         typer.echo(json.dumps(found))
         return
     hits = found.get("hits", [])
     for hit in hits:
         typer.echo(_line(hit.get("document", {}), hit.get("score")))
+        if explain:
+            rank = hit.get("embeddingRank")
+            dense = f"none ({found.get('embeddings', 'off')})" if rank is None else rank
+            typer.echo(
+                f"    bm25/ts_rank {hit.get('lexical', 0):.4g} x scope weight "
+                f"{hit.get('scopeWeight', 0):.2f} x decay {hit.get('decay', 0):.3f}"
+                f"{' x pinned 1.25' if hit.get('document', {}).get('pinned') else ''}; "
+                f"embedding rank {dense}"
+            )
     if not hits:
         typer.echo("no words to search for" if found.get("emptyQuery") else "nothing found")
 
 
+@memory_app.command("add")
+def add(
+    text: Annotated[str, typer.Argument(help="The fact or note to remember.")],
+    scope: Annotated[
+        str, typer.Option(help="session, project, agent or user (default: agent).")
+    ] = "agent",
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    project: ProjectOpt = None,
+    kind: Annotated[str, typer.Option(help="fact, preference, note or run_summary.")] = "note",
+    title: Annotated[str | None, typer.Option(help="A short title.")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
+    pin: Annotated[bool, typer.Option(help="Never evict it.")] = False,
+    ttl: Annotated[
+        str | None, typer.Option(help="Forget it after this long, e.g. 7d, 12h, 30m.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember TEXT (screened for secrets and injected instructions, as a model's writes)."""
+    params: dict[str, Any] = {**_context(agent, session, project), "text": text, "scope": scope,
+                              "kind": kind, "tags": tag or [], "pin": pin}  # fmt: skip
+    if title is not None:
+        params["title"] = title
+    if ttl is not None:
+        params["ttl"] = ttl
+    doc = _call("memory.add", params)["document"]
+    if as_json:
+        typer.echo(json.dumps(doc))
+        return
+    typer.echo(f"remembered {doc['doc_id']} ({doc['scope']}:{doc['scope_key']})")
+
+
 @memory_app.command("forget")
 def forget(
-    doc_id: Annotated[str, typer.Argument(help="A document id (see: lemon memory list).")],
+    doc_id: Annotated[
+        str | None, typer.Argument(help="A document id (see: lemon memory list).")
+    ] = None,
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", help="Forget every document of this scope instead (needs --yes)."),
+    ] = None,
+    agent: Annotated[str | None, typer.Option(help="With --scope: only this agent's.")] = None,
+    key: Annotated[
+        str | None, typer.Option(help="With --scope: only this scope key (a session key...).")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm forgetting a whole scope.")] = False,
 ) -> None:
-    """Forget one document."""
-    found = _call("memory.forget", {"docId": doc_id})
-    if not found.get("forgotten"):
-        typer.echo(f"lemon memory: no document {doc_id}", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"forgot {doc_id}")
+    """Forget one document, or with --scope S --yes every document of a scope."""
+    if (doc_id is None) == (scope is None):
+        raise _fail("give a document id or --scope S (not both)", 2)
+    if doc_id is not None:
+        if not _call("memory.forget", {"docId": doc_id}).get("forgotten"):
+            raise _fail(f"no document {doc_id}", 1)
+        typer.echo(f"forgot {doc_id}")
+        return
+    if not yes:
+        raise _fail(f"this forgets every {scope} document; add --yes to confirm", 2)
+    params: dict[str, Any] = {"scope": scope}
+    if agent is not None:
+        params["agentId"] = agent
+    if key is not None:
+        params["scopeKey"] = key
+    n = _call("memory.forgetScope", params)["forgotten"]
+    typer.echo(f"forgot {n} {scope} document{'s' if n != 1 else ''}")
+
+
+@memory_app.command("export")
+def export(
+    file: Annotated[
+        Path | None, typer.Argument(help="Write here (default: standard output).")
+    ] = None,
+) -> None:
+    """Every document as JSON lines (lemon memory import reads them back)."""
+    out = sys.stdout if file is None else None
+    lines: list[str] = []
+    after: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 200}
+        if after is not None:
+            params["after"] = after
+        page = _call("memory.export", params)
+        lines += [json.dumps(doc, ensure_ascii=False) for doc in page["documents"]]
+        after = page.get("next")
+        if after is None:
+            break
+    text = "".join(line + "\n" for line in lines)
+    if out is not None:
+        out.write(text)
+        return
+    assert file is not None
+    try:
+        file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"cannot write {file}: {exc.strerror or exc}", 2) from None
+    typer.echo(f"exported {len(lines)} documents to {file}", err=True)
+
+
+@memory_app.command("import")
+def import_file(
+    file: Annotated[Path, typer.Argument(help="JSON lines, one document each (as exported).")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check every line; store nothing.")
+    ] = False,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="Store the good lines even if some are bad.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import documents (each line screened like any write). A bad line is reported with its
+    number; unless --skip-bad, nothing is stored then."""
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise _fail(f"cannot read {file}: {exc.strerror or exc}", 2) from None
+    except UnicodeDecodeError as exc:
+        raise _fail(f"{file} is not UTF-8 (byte {exc.start})", 2) from None
+    lines = text.splitlines()
+    chunks = [(i + 1, lines[i : i + _IMPORT_CHUNK]) for i in range(0, len(lines), _IMPORT_CHUNK)]
+    # Every line is checked first (a dry run per chunk), so a bad line anywhere stores nothing.
+    errors: list[dict[str, Any]] = []
+    valid = 0
+    for first, chunk in chunks:
+        found = _call("memory.import", {"lines": chunk, "firstLine": first, "dryRun": True})
+        errors += found["errors"]
+        valid += found["valid"]
+    imported = 0
+    if not dry_run and valid and (skip_bad or not errors):
+        for first, chunk in chunks:
+            params = {"lines": chunk, "firstLine": first, "skipBad": True}
+            imported += _call("memory.import", params)["imported"]
+    if as_json:
+        typer.echo(json.dumps({"imported": imported, "valid": valid, "errors": errors,
+                               "dryRun": dry_run}))  # fmt: skip
+    else:
+        for e in errors:
+            typer.echo(f"{file}:{e['line']}: {e['message']}", err=True)
+        if dry_run:
+            typer.echo(f"{valid} good lines, {len(errors)} bad (dry run: nothing stored)")
+        elif errors and not skip_bad:
+            typer.echo(
+                f"nothing imported: {len(errors)} bad line{'s' if len(errors) != 1 else ''} "
+                "(fix them, or use --skip-bad to store the good ones)",
+                err=True,
+            )
+        else:
+            typer.echo(f"imported {imported} documents from {file}")
+    if errors and not skip_bad:
+        raise typer.Exit(2)
+
+
+@memory_app.command("consolidate")
+def consolidate(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would merge; change nothing.")
+    ] = False,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's documents.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge near-duplicates (token-set Jaccard of 0.8 or more, same scope and kind) into the
+    newest, recording what each supersedes. Pinned documents are never merged away."""
+    params: dict[str, Any] = {"dryRun": dry_run}
+    if agent is not None:
+        params["agentId"] = agent
+    found = _call("memory.consolidate", params)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    for merge in found["merges"]:
+        typer.echo(f"{merge['keep']} <- {' '.join(merge['drop'])}")
+    n = sum(len(m["drop"]) for m in found["merges"])
+    if dry_run:
+        typer.echo(f"would merge {n} documents (dry run: nothing changed)")
+    else:
+        typer.echo(f"merged {found['merged']} documents")
 
 
 @memory_app.command("eval")

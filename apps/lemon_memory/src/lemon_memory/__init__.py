@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Final
 from lemon_core.facade import lazy_exports
 
 if TYPE_CHECKING:
-    from lemon_memory._boot import MemoryApp, lemon_memory_app
+    from lemon_memory._boot import MemoryApp, lemon_memory_app, open_store, store_bounds
+    from lemon_memory._postgres import PostgresMemoryStore
     from lemon_memory._section import MemoryConfig
     from lemon_memory._sqlite import SqliteMemoryStore
+    from lemon_memory.admin import Operator
     from lemon_memory.documents import (
         MemoryContext,
         MemoryDocument,
@@ -38,7 +40,11 @@ if TYPE_CHECKING:
 _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "MemoryApp": ("lemon_memory._boot", "MemoryApp"),
     "lemon_memory_app": ("lemon_memory._boot", "lemon_memory_app"),
+    "open_store": ("lemon_memory._boot", "open_store"),
+    "store_bounds": ("lemon_memory._boot", "store_bounds"),
+    "Operator": ("lemon_memory.admin", "Operator"),
     "MemoryConfig": ("lemon_memory._section", "MemoryConfig"),
+    "PostgresMemoryStore": ("lemon_memory._postgres", "PostgresMemoryStore"),
     "SqliteMemoryStore": ("lemon_memory._sqlite", "SqliteMemoryStore"),
     "MemoryContext": ("lemon_memory.documents", "MemoryContext"),
     "MemoryDocument": ("lemon_memory.documents", "MemoryDocument"),
@@ -72,6 +78,8 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryUnavailableError",
+    "Operator",
+    "PostgresMemoryStore",
     "RecallHit",
     "RecallResult",
     "ScopeError",
@@ -80,7 +88,9 @@ __all__ = [
     "SqliteMemoryStore",
     "Write",
     "lemon_memory_app",
+    "open_store",
     "prepare",
+    "store_bounds",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

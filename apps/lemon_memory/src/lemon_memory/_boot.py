@@ -6,10 +6,11 @@ is opened. On: ``$LEMON_HOME/store/memory.sqlite3`` is opened, or with ``[store]
 "postgres"`` the memory tables in the shared store's schema, on its pool (a store that cannot
 be opened is logged, the capability is not registered, recall is unavailable and chat still
 works), registered as ``MEMORY_STORE``, and swept of expired documents every
-``sweep_interval_s`` (one bounded batch per pass, off the event loop). The goal store
-(:mod:`lemon_memory.goals`, on the runtime's Store and bus) and the ``goal.*`` / ``memory.*``
-wire methods are registered on ``WIRE_METHODS`` either way. Leaving the lifespan unregisters
-them, stops the sweep, unregisters and closes the store.
+``sweep_interval_s`` (one bounded batch per pass, off the event loop), and consolidated
+every ``consolidate_interval_s`` (near-duplicates merged, as ``lemon memory consolidate``).
+The goal store (:mod:`lemon_memory.goals`, on the runtime's Store and bus) and the
+``goal.*`` / ``memory.*`` wire methods are registered on ``WIRE_METHODS`` either way. Leaving
+the lifespan unregisters them, stops the sweep, unregisters and closes the store.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from lemon_core.config import read_secrets
@@ -28,13 +29,14 @@ from lemon_core.wire_methods import WIRE_METHODS, WireMethods
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
 from lemon_memory._wire import registered
+from lemon_memory.admin import Operator
 from lemon_memory.errors import MemoryStoreError, MemoryUnavailableError
 from lemon_memory.goals import GOAL_STORE, GoalStore
 from lemon_memory.ingest import RunIngester
 from lemon_memory.store import MEMORY_STORE, MemoryStore
 from lemon_runtime import AppSpec, Runtime
 
-__all__ = ["MemoryApp", "lemon_memory_app", "memory_path"]
+__all__ = ["MemoryApp", "lemon_memory_app", "memory_path", "open_store", "store_bounds"]
 
 log = logging.getLogger("lemon_memory")
 
@@ -48,13 +50,16 @@ class MemoryApp:
     store: MemoryStore | None = None
     unavailable: str | None = None
     ingester: RunIngester | None = None
+    consolidated: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set after each scheduled consolidation pass (tests wait on it)."""
 
 
 def memory_path(home: Home) -> str:
     return str(home.store_dir / "memory.sqlite3")
 
 
-def _bounds(config: MemoryConfig) -> dict[str, Any]:
+def store_bounds(config: MemoryConfig) -> dict[str, Any]:
+    """The store's bounds from ``[memory]`` (keyword arguments of either backend)."""
     return {
         "max_docs_per_scope": config.max_docs_per_scope,
         "max_bytes_per_scope": config.max_bytes_per_scope,
@@ -66,7 +71,7 @@ def _bounds(config: MemoryConfig) -> dict[str, Any]:
 
 def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
     """The configured SQLite memory store of ``home`` (raises ``MemoryUnavailableError``)."""
-    return SqliteMemoryStore(home.store_dir / "memory.sqlite3", **_bounds(config))
+    return SqliteMemoryStore(home.store_dir / "memory.sqlite3", **store_bounds(config))
 
 
 async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore:
@@ -80,7 +85,7 @@ async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore
             raise MemoryUnavailableError(
                 "[store] backend is postgres but the runtime's store has no PostgreSQL pool"
             )
-        return await PostgresMemoryStore.open(shared, **_bounds(config))
+        return await PostgresMemoryStore.open(shared, **store_bounds(config))
     return await asyncio.to_thread(open_store, config, Home(root=runtime.home))
 
 
@@ -91,6 +96,20 @@ async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
             await store.sweep()
         except MemoryStoreError as exc:
             log.warning("memory sweep failed: %s", exc)
+
+
+async def _consolidate_forever(store: MemoryStore, interval_s: float, done: asyncio.Event) -> None:
+    operator = Operator(store)
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            found = await operator.consolidate({})
+        except MemoryStoreError as exc:
+            log.warning("memory consolidation failed: %s", exc)
+        else:
+            if found["merged"]:
+                log.info("memory consolidation merged %d documents", found["merged"])
+        done.set()
 
 
 async def _ingest_forever(ingester: RunIngester, interval_s: float) -> None:
@@ -129,7 +148,7 @@ async def _with_memory(
         store = await open_configured(runtime, config)
     except MemoryStoreError as exc:
         log.error("memory unavailable: %s", exc)
-        with registered(methods, goals, None):
+        with registered(methods, goals, None, unavailable=str(exc)):
             yield MemoryApp(goals=goals, unavailable=str(exc))
         return
     capabilities.register(MEMORY_STORE, store)
@@ -145,12 +164,17 @@ async def _with_memory(
         if config.ingest_runs
         else None
     )
+    app = MemoryApp(goals=goals, store=store, ingester=ingester)
     tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
     if ingester is not None:
         tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
+    if config.consolidate_interval_s > 0:
+        tasks.append(asyncio.create_task(
+            _consolidate_forever(store, config.consolidate_interval_s, app.consolidated)
+        ))  # fmt: skip
     try:
-        with registered(methods, goals, store):
-            yield MemoryApp(goals=goals, store=store, ingester=ingester)
+        with registered(methods, goals, store, known_secrets=lambda: secrets):
+            yield app
     finally:
         for task in tasks:
             task.cancel()

@@ -27,7 +27,7 @@ This module imports psycopg: it is imported only when a PostgreSQL store is conf
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
 
 import psycopg
@@ -492,6 +492,91 @@ class PostgresMemoryStore:
             pinned=bool(pinned), content_hash=w.content_hash,
         )  # fmt: skip
 
+    async def put_many(self, writes: Sequence[Write]) -> list[MemoryDocument]:
+        for w in writes:
+            for value in (w.title, w.body, *w.tags):
+                _check_text(value)
+
+        async def op(conn: Conn) -> list[MemoryDocument]:
+            done = []
+            async with conn.transaction():  # all or nothing: a full scope rolls back the lot
+                for w in writes:
+                    now = self._clock()
+                    args = (new_doc_id(), w.kind, w.scope, w.scope_key, w.agent_id, w.title,
+                            w.body, " ".join(w.tags), w.source, now, w.expires_at_ms, w.pinned,
+                            w.content_hash, w.size, w.redactions, *self._limits)  # fmt: skip
+                    cur = await conn.execute(self._sql["put"], args)
+                    row = await cur.fetchone()
+                    assert row is not None  # memory_put returns one row
+                    done.append(self._stored(w, now, row))
+            return done
+
+        return await self._call(op)
+
+    def _stored(self, w: Write, now: int, row: Any) -> MemoryDocument:
+        outcome, stored_id, created, pinned, docs, size = row
+        if outcome in ("scope_full", "store_full"):
+            what = "this scope" if outcome == "scope_full" else "the memory store"
+            raise ScopeFullError(
+                f"{what} is full ({docs} documents, {size} bytes) and every document in it is "
+                "pinned: forget or unpin one (lemon memory list / forget) before remembering "
+                "more"
+            )
+        return MemoryDocument(
+            doc_id=stored_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
+            agent_id=w.agent_id, title=w.title, body=w.body, tags=w.tags, source=w.source,
+            created_at_ms=int(created), updated_at_ms=now, expires_at_ms=w.expires_at_ms,
+            pinned=bool(pinned), content_hash=w.content_hash,
+        )  # fmt: skip
+
+    async def forget_scope(
+        self, scope: str, *, agent_id: str | None = None, scope_key: str | None = None
+    ) -> int:
+        conds, params = ["scope = %s"], [scope]
+        for column, value in (("agent_id", agent_id), ("scope_key", scope_key)):
+            if value is not None:
+                conds.append(f"{column} = %s")
+                params.append(value)
+        query = self._q("DELETE FROM {schema}.memory_documents WHERE " + " AND ".join(conds))
+
+        async def op(conn: Conn) -> int:
+            async with conn.transaction():
+                await conn.execute(self._sql["lock"])
+                cur = await conn.execute(query, params)
+                return cur.rowcount
+
+        return await self._call(op)
+
+    async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
+        select = self._q(
+            "SELECT supersedes FROM {schema}.memory_documents WHERE doc_id = %s FOR UPDATE"
+        )
+        delete = self._q(
+            "DELETE FROM {schema}.memory_documents WHERE doc_id = ANY(%s) AND doc_id <> %s"
+        )
+        update = self._q("UPDATE {schema}.memory_documents SET supersedes = %s WHERE doc_id = %s")
+
+        class _Gone(Exception):
+            pass
+
+        async def op(conn: Conn) -> bool:
+            try:
+                async with conn.transaction():
+                    await conn.execute(self._sql["lock"])
+                    cur = await conn.execute(select, (keep_id,))
+                    row = await cur.fetchone()
+                    cur = await conn.execute(delete, (list(drop_ids), keep_id))
+                    if row is None or cur.rowcount != len(drop_ids):
+                        raise _Gone
+                    merged = " ".join(dict.fromkeys([*str(row[0]).split(), *drop_ids]))
+                    await conn.execute(update, (merged, keep_id))
+                    await conn.execute(self._sql["bump"], ("consolidated", len(drop_ids)))
+            except _Gone:
+                return False
+            return True
+
+        return await self._call(op)
+
     async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
         where, params = _visible(ctx, None)
         query = self._q(
@@ -633,6 +718,18 @@ class PostgresMemoryStore:
 
         async def op(conn: Conn) -> list[Any]:
             cur = await conn.execute(query, (*params, limit))
+            return await cur.fetchall()
+
+        return [_document(r) for r in await self._call(op)]
+
+    async def page(self, *, after: str | None = None, limit: int = 200) -> list[MemoryDocument]:
+        query = self._q(
+            f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE doc_id > %s "
+            "ORDER BY doc_id LIMIT %s"
+        )
+
+        async def op(conn: Conn) -> list[Any]:
+            cur = await conn.execute(query, (after or "", limit))
             return await cur.fetchall()
 
         return [_document(r) for r in await self._call(op)]

@@ -29,6 +29,9 @@ class MemoryConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     sweep_interval_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 900.0
     sweep_batch: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     """At most this many expired documents are removed per sweep pass."""
+    consolidate_interval_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 86_400.0
+    """How often near-duplicates are merged (``lemon memory consolidate``'s pass); 0: never
+    on a schedule."""
 
 
 #: The config sections this app owns, by name (the ``lemon.config`` entry point names it).

@@ -18,7 +18,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -168,6 +168,7 @@ class SqliteMemoryStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._touched: dict[str, int] = {}  # doc_id -> last recalled, not yet written
+        self._batch = False  # inside put_many: all or nothing
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -175,11 +176,17 @@ class SqliteMemoryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
-            self._db.execute("PRAGMA quick_check(1)").fetchone()
+            found = self._db.execute("PRAGMA quick_check(1)").fetchone()
+            if found is None or found[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {found[0] if found else '?'}")
         except (sqlite3.Error, OSError) as exc:
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self._db.close()
             raise MemoryUnavailableError(
-                f"the memory store {path} cannot be opened ({exc}); move it aside to start "
-                "afresh (recall is unavailable until then; chat still works)"
+                f"the memory store {path} cannot be opened ({exc}); stop the daemon and move "
+                f"it aside to start afresh (mv {path} {path}.corrupt; export first with lemon "
+                "memory export if it still reads). Recall is unavailable until then; chat "
+                "still works"
             ) from None
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -221,48 +228,69 @@ class SqliteMemoryStore:
         """:meth:`put` in the calling thread (benchmarks)."""
         return self._locked(lambda: self._put(write))
 
+    async def put_many(self, writes: Sequence[Write]) -> list[MemoryDocument]:
+        def go() -> list[MemoryDocument]:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._batch = True
+            try:
+                self._flush_touches()
+                done = [self._put_in(w, self._clock()) for w in writes]
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            finally:
+                self._batch = False
+            return done
+
+        return await self._run(go)
+
     def _put(self, w: Write) -> MemoryDocument:
         db = self._db
-        now = self._clock()
         db.execute("BEGIN IMMEDIATE")
         try:
             self._flush_touches()
-            row = db.execute(
-                f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
-                "AND scope_key = ? AND content_hash = ?",
-                (w.agent_id, w.scope, w.scope_key, w.content_hash),
-            ).fetchone()
-            if row is not None:
-                db.execute(
-                    "UPDATE memory_documents SET updated_at_ms = ?, pinned = max(pinned, ?), "
-                    "expires_at_ms = ? WHERE doc_id = ?",
-                    (now, int(w.pinned), w.expires_at_ms, row[0]),
-                )
-                self._bump("deduplicated")
-                db.execute("COMMIT")
-                old = _document(row)
-                return msgspec.structs.replace(
-                    old,
-                    updated_at_ms=now,
-                    pinned=old.pinned or w.pinned,
-                    expires_at_ms=w.expires_at_ms,
-                )
-            self._make_room(w, now)
-            doc_id = new_doc_id()
-            db.execute(
-                "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, "
-                "body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned, "
-                "content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
-                 " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
-                 w.content_hash, w.size),
-            )  # fmt: skip
-            if w.redactions:
-                self._bump("redactions", w.redactions)
+            doc = self._put_in(w, self._clock())
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        return doc
+
+    def _put_in(self, w: Write, now: int) -> MemoryDocument:
+        """One write inside the caller's transaction."""
+        db = self._db
+        row = db.execute(
+            f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
+            "AND scope_key = ? AND content_hash = ?",
+            (w.agent_id, w.scope, w.scope_key, w.content_hash),
+        ).fetchone()
+        if row is not None:
+            db.execute(
+                "UPDATE memory_documents SET updated_at_ms = ?, pinned = max(pinned, ?), "
+                "expires_at_ms = ? WHERE doc_id = ?",
+                (now, int(w.pinned), w.expires_at_ms, row[0]),
+            )
+            self._bump("deduplicated")
+            old = _document(row)
+            return msgspec.structs.replace(
+                old,
+                updated_at_ms=now,
+                pinned=old.pinned or w.pinned,
+                expires_at_ms=w.expires_at_ms,
+            )
+        self._make_room(w, now)
+        doc_id = new_doc_id()
+        db.execute(
+            "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, "
+            "body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned, "
+            "content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
+             " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
+             w.content_hash, w.size),
+        )  # fmt: skip
+        if w.redactions:
+            self._bump("redactions", w.redactions)
         return MemoryDocument(
             doc_id=doc_id, kind=w.kind, scope=w.scope, scope_key=w.scope_key,
             agent_id=w.agent_id, title=w.title, body=w.body, tags=w.tags, source=w.source,
@@ -293,9 +321,10 @@ class SqliteMemoryStore:
                 if docs + 1 <= limits[0] and size + w.size <= limits[1]:
                     break
                 if not self._evict_one(where, params, now, scoped=where != "1 = 1"):
-                    self._bump("refused_full")
-                    db.execute("COMMIT")  # keep the counter; nothing else was written
-                    db.execute("BEGIN IMMEDIATE")
+                    if not self._batch:  # keep the counter (a batch keeps nothing)
+                        self._bump("refused_full")
+                        db.execute("COMMIT")
+                        db.execute("BEGIN IMMEDIATE")
                     raise ScopeFullError(
                         f"{what} is full ({docs} documents, {size} bytes) and every document "
                         "in it is pinned: forget or unpin one (lemon memory list / forget) "
@@ -346,6 +375,60 @@ class SqliteMemoryStore:
             self._flush_touches()
             cur = self._db.execute("DELETE FROM memory_documents WHERE doc_id = ?", (doc_id,))
             return cur.rowcount > 0
+
+        return await self._run(go)
+
+    async def forget_scope(
+        self, scope: str, *, agent_id: str | None = None, scope_key: str | None = None
+    ) -> int:
+        def go() -> int:
+            conds, params = ["scope = ?"], [scope]
+            for column, value in (("agent_id", agent_id), ("scope_key", scope_key)):
+                if value is not None:
+                    conds.append(f"{column} = ?")
+                    params.append(value)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._flush_touches()
+                cur = self._db.execute(
+                    f"DELETE FROM memory_documents WHERE {' AND '.join(conds)}", params
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return cur.rowcount
+
+        return await self._run(go)
+
+    async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
+        def go() -> bool:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._flush_touches()
+                row = db.execute(
+                    "SELECT supersedes FROM memory_documents WHERE doc_id = ?", (keep_id,)
+                ).fetchone()
+                marks = ",".join("?" for _ in drop_ids)
+                gone = db.execute(
+                    f"DELETE FROM memory_documents WHERE doc_id IN ({marks}) AND doc_id != ?",
+                    (*drop_ids, keep_id),
+                ).rowcount
+                if row is None or gone != len(drop_ids):
+                    db.execute("ROLLBACK")
+                    return False
+                merged = " ".join(dict.fromkeys([*str(row[0]).split(), *drop_ids]))
+                db.execute(
+                    "UPDATE memory_documents SET supersedes = ? WHERE doc_id = ?",
+                    (merged, keep_id),
+                )
+                self._bump("consolidated", gone)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return True
 
         return await self._run(go)
 
@@ -452,6 +535,17 @@ class SqliteMemoryStore:
 
         return await self._run(go)
 
+    async def page(self, *, after: str | None = None, limit: int = 200) -> list[MemoryDocument]:
+        def go() -> list[MemoryDocument]:
+            self._flush_touches()
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE doc_id > ? ORDER BY doc_id LIMIT ?",
+                (after or "", limit),
+            ).fetchall()
+            return [_document(r) for r in rows]
+
+        return await self._run(go)
+
     async def statistics(self) -> MemoryStatistics:
         def go() -> MemoryStatistics:
             db = self._db
@@ -497,6 +591,7 @@ def _statistics(
         redactions=counters.get("redactions", 0),
         swept=counters.get("swept", 0),
         deduplicated=counters.get("deduplicated", 0),
+        consolidated=counters.get("consolidated", 0),
         max_docs=limits[2],
         max_bytes=limits[3],
     )

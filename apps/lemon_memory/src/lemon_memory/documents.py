@@ -97,6 +97,8 @@ class MemoryStatistics(msgspec.Struct, frozen=True, kw_only=True):
     redactions: int
     swept: int
     deduplicated: int
+    consolidated: int = 0
+    """Documents merged into a near-duplicate (``lemon memory consolidate``)."""
     max_docs: int
     max_bytes: int
 

@@ -172,6 +172,10 @@ class MemoryStore(Protocol):
         :class:`~lemon_memory.errors.ScopeFullError` when only pinned documents remain)."""
         ...
 
+    async def put_many(self, writes: Sequence[Write]) -> list[MemoryDocument]:
+        """Store several screened writes in one transaction: all of them, or none (import)."""
+        ...
+
     async def recall(
         self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
     ) -> RecallResult:
@@ -194,6 +198,22 @@ class MemoryStore(Protocol):
 
     async def forget_any(self, doc_id: str) -> bool:
         """Operator only: remove any document."""
+        ...
+
+    async def forget_scope(
+        self, scope: str, *, agent_id: str | None = None, scope_key: str | None = None
+    ) -> int:
+        """Operator only: remove every document of ``scope`` (of one agent, of one key); how
+        many, in one transaction."""
+        ...
+
+    async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
+        """Remove ``drop_ids`` and record them in ``keep_id``'s ``supersedes``, in one
+        transaction; ``False`` (nothing changed) when any of them is gone."""
+        ...
+
+    async def page(self, *, after: str | None = None, limit: int = 200) -> list[MemoryDocument]:
+        """Documents in ``doc_id`` order after ``after`` (export)."""
         ...
 
     async def sweep(self, now_ms: int | None = None) -> int:
