@@ -44,9 +44,11 @@ async def daemon(tmp_path: Path) -> AsyncIterator[ControlPlane]:
         yield plane
 
 
-async def until(pilot: Pilot[object], condition: Callable[[], bool], what: str) -> None:
-    """Let the app run until ``condition()`` holds; fail after ``WAIT_S`` seconds."""
-    async with asyncio.timeout(WAIT_S):
+async def until(
+    pilot: Pilot[object], condition: Callable[[], bool], what: str, *, wait_s: float = WAIT_S
+) -> None:
+    """Let the app run until ``condition()`` holds; fail after ``wait_s`` seconds."""
+    async with asyncio.timeout(wait_s):
         while not condition():
             await pilot.pause(0.01)
     assert condition(), what

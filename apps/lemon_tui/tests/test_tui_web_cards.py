@@ -46,13 +46,16 @@ async def web_daemon(tmp_path: Path) -> AsyncIterator[tuple[ControlPlane, Fixtur
             yield plane, site
 
 
-async def _run(app: LemonTUI, pilot: Pilot[Any], line: str) -> ToolCardView:
+async def _run(
+    app: LemonTUI, pilot: Pilot[Any], line: str, *, wait_s: float = 15.0
+) -> ToolCardView:
     before = len(app.query(ToolCardView))
     app.query_one("#input", Editor).value = line
     await pilot.press("enter")
     await until(pilot, lambda: len(app.query(ToolCardView)) > before, "a card")
     card = app.query(ToolCardView).last()
-    await until(pilot, lambda: card.state != "running" and not app.waiting_for, "done")
+    done = lambda: card.state != "running" and not app.waiting_for  # noqa: E731
+    await until(pilot, done, "done", wait_s=wait_s)
     return card
 
 
@@ -71,8 +74,9 @@ async def test_web_cards_show_url_status_size_time_and_name_the_screenshot(
         if not HAS_CHROMIUM:
             return
         opened = json.dumps({"action": "open", "url": site.url("/page")})
-        await _run(app, pilot, "/tool browser " + opened)
-        shot = await _run(app, pilot, '/tool browser {"action": "screenshot"}')
+        # Chromium's first start in a loaded suite can take longer than a tool answer.
+        await _run(app, pilot, "/tool browser " + opened, wait_s=90.0)
+        shot = await _run(app, pilot, '/tool browser {"action": "screenshot"}', wait_s=60.0)
         lines = str(shot.render()).splitlines()
         assert shot.state == "ok"
         assert lines[1].startswith(f"↳ {site.url('/page')}")
