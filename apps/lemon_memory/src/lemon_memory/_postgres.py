@@ -26,7 +26,6 @@ This module imports psycopg: it is imported only when a PostgreSQL store is conf
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
 
@@ -34,6 +33,12 @@ import psycopg
 from psycopg import sql
 
 from lemon_core.store.errors import StoreError
+from lemon_memory._rows import CANDIDATES as _CANDIDATES
+from lemon_memory._rows import COLUMNS as _COLUMNS
+from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
+from lemon_memory._rows import document as _document
+from lemon_memory._rows import now_ms as _now_ms
+from lemon_memory._rows import visible
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -257,13 +262,7 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         name text PRIMARY KEY, value text NOT NULL)""",
 )
 
-_COLUMNS: Final = (
-    "doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created_at_ms, "
-    "updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash"
-)
 _D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
-_PIN_BOOST: Final = 1.25
-_CANDIDATES: Final = 40
 #: ts_rank_cd weights {D, C, B, A}: body 1, tags 2, title 3 (the SQLite bm25 weights);
 #: normalization 1 divides by 1 + log(length), as bm25 favours the shorter of two matches.
 _RANK: Final = "ts_rank_cd(array[0.1, 0.33, 0.67, 1.0]::float4[], d.tsv, {query}, 1)"
@@ -279,41 +278,8 @@ _DECAY: Final = (
 )
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _document(row: tuple[Any, ...] | Any) -> MemoryDocument:
-    (doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created, updated,
-     recalled, expires, pinned, supersedes, content_hash) = row  # fmt: skip
-    return MemoryDocument(
-        doc_id=doc_id,
-        kind=kind,
-        scope=scope,
-        scope_key=scope_key,
-        agent_id=agent_id,
-        title=title,
-        body=body,
-        tags=tuple(tags.split()) if tags else (),
-        source=source,
-        created_at_ms=created,
-        updated_at_ms=updated,
-        last_recalled_at_ms=recalled,
-        expires_at_ms=expires,
-        pinned=bool(pinned),
-        supersedes=tuple(supersedes.split()) if supersedes else (),
-        content_hash=content_hash,
-    )
-
-
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
-    """The SQL condition (on alias ``d``) confining a read to the context's scopes."""
-    keys = ctx.narrow(scope)
-    ors = " OR ".join("(d.scope = %s AND d.scope_key = %s)" for _ in keys)
-    params: list[Any] = [ctx.agent_id]
-    for name, key in keys.items():
-        params += [name, key]
-    return f"d.agent_id = %s AND ({ors})", params
+    return visible(ctx, scope, "%s")
 
 
 def _check_text(value: str) -> None:

@@ -17,13 +17,18 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import msgspec
 
+from lemon_memory._rows import CANDIDATES as _CANDIDATES
+from lemon_memory._rows import COLUMNS as _COLUMNS
+from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
+from lemon_memory._rows import document as _document
+from lemon_memory._rows import now_ms as _now_ms
+from lemon_memory._rows import visible
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -100,50 +105,11 @@ CREATE TRIGGER IF NOT EXISTS memory_documents_ad AFTER DELETE ON memory_document
     UPDATE memory_totals SET docs = docs - 1, bytes = bytes - old.size;
 END;
 """
-_COLUMNS: Final = (
-    "doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created_at_ms, "
-    "updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash"
-)
-_CANDIDATES: Final = 40
-_PIN_BOOST: Final = 1.25
 _BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _document(row: tuple[Any, ...]) -> MemoryDocument:
-    (doc_id, kind, scope, scope_key, agent_id, title, body, tags, source, created, updated,
-     recalled, expires, pinned, supersedes, content_hash) = row  # fmt: skip
-    return MemoryDocument(
-        doc_id=doc_id,
-        kind=kind,
-        scope=scope,
-        scope_key=scope_key,
-        agent_id=agent_id,
-        title=title,
-        body=body,
-        tags=tuple(tags.split()) if tags else (),
-        source=source,
-        created_at_ms=created,
-        updated_at_ms=updated,
-        last_recalled_at_ms=recalled,
-        expires_at_ms=expires,
-        pinned=bool(pinned),
-        supersedes=tuple(supersedes.split()) if supersedes else (),
-        content_hash=content_hash,
-    )
-
-
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
-    """The SQL condition (on alias ``d``) confining a read to the context's scopes."""
-    keys = ctx.narrow(scope)
-    ors = " OR ".join("(d.scope = ? AND d.scope_key = ?)" for _ in keys)
-    params: list[Any] = [ctx.agent_id]
-    for name, key in keys.items():
-        params += [name, key]
-    return f"d.agent_id = ? AND ({ors})", params
+    return visible(ctx, scope, "?")
 
 
 class SqliteMemoryStore:
