@@ -4,12 +4,42 @@ image or a blob is named with its type and size."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-__all__ = ["render_result"]
+from lemon_core.mcp import McpToolOutput
+from lemon_mcp.errors import McpError
+
+if TYPE_CHECKING:
+    from lemon_mcp._client import McpClient
+
+__all__ = ["call_output", "render_result"]
+
+
+async def call_output(
+    client: McpClient,
+    *,
+    server: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    deadline_s: float,
+    lost: Callable[[str], Awaitable[None]],
+) -> McpToolOutput:
+    """Call ``tool`` on ``client`` and render what the model reads. A failure is an error
+    output naming the tool and server; when the call ended the connection, ``lost(reason)``
+    is awaited first (the owner marks the server failed)."""
+    try:
+        result = await client.call_tool(tool, arguments, deadline_s=deadline_s)
+    except McpError as exc:
+        if client.closed_reason is not None:
+            await lost(client.closed_reason)
+        return McpToolOutput(
+            content=f"MCP tool {tool!r} of server {server!r} failed: {exc}", is_error=True
+        )
+    text, is_error = render_result(result)
+    return McpToolOutput(content=text, is_error=is_error)
 
 
 def render_result(result: Mapping[str, Any]) -> tuple[str, bool]:

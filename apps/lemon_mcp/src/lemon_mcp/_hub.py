@@ -33,7 +33,7 @@ from lemon_core.config import Config
 from lemon_core.mcp import McpDiscovery, McpServerSpec, McpToolOutput, McpToolSpec
 from lemon_mcp._approvals import ProjectApprovals, project_server_names
 from lemon_mcp._client import McpClient, Transport
-from lemon_mcp._content import render_result
+from lemon_mcp._content import call_output
 from lemon_mcp._naming import tool_names
 from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
@@ -409,21 +409,20 @@ class McpHubImpl:
         if server is None or client is None or server.state is not ServerState.READY:
             reason = server.last_error if server is not None else None
             return _unavailable(tool.server, reason or "it is not running")
-        try:
-            result = await client.call_tool(
-                tool.tool, arguments, deadline_s=server.config.call_timeout_s
-            )
-        except McpError as exc:
-            if client.closed_reason is not None:
-                async with server.lock:
-                    if server.client is client:
-                        await self._failed(server, client.closed_reason)
-            return McpToolOutput(
-                content=f"MCP tool {tool.tool!r} of server {tool.server!r} failed: {exc}",
-                is_error=True,
-            )
-        text, is_error = render_result(result)
-        return McpToolOutput(content=text, is_error=is_error)
+
+        async def lost(reason: str) -> None:
+            async with server.lock:
+                if server.client is client:
+                    await self._failed(server, reason)
+
+        return await call_output(
+            client,
+            server=tool.server,
+            tool=tool.tool,
+            arguments=arguments,
+            deadline_s=server.config.call_timeout_s,
+            lost=lost,
+        )
 
     # -- status and lifecycle --------------------------------------------------------------
 

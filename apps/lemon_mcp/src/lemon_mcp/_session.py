@@ -38,7 +38,7 @@ import msgspec
 
 from lemon_core.mcp import McpDiscovery, McpServerSpec, McpToolOutput, McpToolSpec
 from lemon_mcp._client import McpClient, Transport
-from lemon_mcp._content import render_result
+from lemon_mcp._content import call_output
 from lemon_mcp._naming import tool_names
 from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpServerConfig
@@ -272,19 +272,20 @@ class SessionServers:
                 content=f"server {tool.server} is unavailable: {reason}", is_error=True
             )
         entry.last_used = self._clock()
-        try:
-            result = await client.call_tool(tool.tool, arguments, deadline_s=self._call_s)
-        except McpError as exc:
-            if client.closed_reason is not None:
-                async with entry.lock:
-                    if entry.client is client:
-                        await self._failed(entry, client.closed_reason)
-            return McpToolOutput(
-                content=f"MCP tool {tool.tool!r} of server {tool.server!r} failed: {exc}",
-                is_error=True,
-            )
-        text, is_error = render_result(result)
-        return McpToolOutput(content=text, is_error=is_error)
+
+        async def lost(reason: str) -> None:
+            async with entry.lock:
+                if entry.client is client:
+                    await self._failed(entry, reason)
+
+        return await call_output(
+            client,
+            server=tool.server,
+            tool=tool.tool,
+            arguments=arguments,
+            deadline_s=self._call_s,
+            lost=lost,
+        )
 
     async def aclose(self) -> None:
         """Stop every session server (their process groups ended)."""
