@@ -27,6 +27,7 @@ wherever ``id`` is.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,8 +128,14 @@ def _run_view(run: CronRun) -> dict[str, Any]:
     return camel(data)  # type: ignore[no-any-return]
 
 
+def _given(params: Any, name: str, default: Any) -> Any:
+    # An explicit null is "not given": the default applies (a client may send every key).
+    value = params.get(name)
+    return default if value is None else value
+
+
 def _str(params: Any, name: str, *, required: bool = False, default: str | None = None) -> Any:
-    value = params.get(name, default)
+    value = _given(params, name, default)
     if value is None:
         if required:
             raise UsageError(f"{name} is required")
@@ -139,23 +146,28 @@ def _str(params: Any, name: str, *, required: bool = False, default: str | None 
 
 
 def _int(params: Any, name: str, *, default: int | None = None, low: int = 0) -> Any:
-    value = params.get(name, default)
+    value = _given(params, name, default)
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < low:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or value < low
+    ):
         raise UsageError(f"{name} must be a number >= {low}")
     return value
 
 
 def _bool(params: Any, name: str, *, default: bool | None = None) -> Any:
-    value = params.get(name, default)
+    value = _given(params, name, default)
     if value is not None and not isinstance(value, bool):
         raise UsageError(f"{name} must be true or false")
     return value
 
 
 def _id(params: Any) -> str:
-    value = params.get("id", params.get("jobId"))
+    value = _given(params, "id", params.get("jobId"))
     if not isinstance(value, str) or not value:
         raise UsageError("id is required (the job's id; see cron.list)")
     return value
@@ -311,7 +323,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
 
     async def runs(call: WireCall) -> dict[str, Any]:
         p = call.params
-        job_id = p.get("id", p.get("jobId"))
+        job_id = _given(p, "id", p.get("jobId"))
         if job_id is not None and not isinstance(job_id, str):
             raise UsageError("id must be a string")
         limit = _int(p, "limit", default=50, low=1)
