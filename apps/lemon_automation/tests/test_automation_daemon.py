@@ -663,3 +663,24 @@ def test_active_hours_are_judged_in_the_jobs_timezone(
     job = msgspec.structs.replace(job, active_hours=hours)
     at_ms = int(datetime.fromisoformat(instant).timestamp() * 1000)
     assert in_active_hours(job, at_ms) is inside
+
+
+async def test_a_fire_whose_run_end_never_reaches_this_daemon_ends_from_the_run_history(
+    runtime: Runtime, service: AutomationService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With daemons that share only the store, a fire handed to the session's owner runs
+    there, and its end is on the owner's bus. The fire learns of it from the shared run
+    history within ``history_poll_s``, not at the job's timeout (an hour here)."""
+    # this daemon's run-end stream sees no fire's end, as when another daemon executed it
+    monkeypatch.setattr("lemon_automation.service._FIRE_RUNS", "run_elsewhere_")
+    service.history_poll_s = 0.1
+    job = await service.add(
+        JobSpec(name="far", schedule="every 1h", prompt="/echo far", timeout_ms=3_600_000)
+    )
+    _, cid, after = await service.run_now(job.id)
+    done = await asyncio.wait_for(after, WAIT_S)
+    assert done.status == "completed", done
+    assert done.cron_run_id == cid
+    fire = await service.ledger.get(job.id, done.due_at_ms)
+    assert fire is not None
+    assert fire.status == "completed"

@@ -344,6 +344,7 @@ class AutomationService(SchedulerHooks):
         tick_s: float = 60.0,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
         history_keep_per_job: int = 200,
+        history_poll_s: float = 5.0,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.jobs = jobs
@@ -358,6 +359,8 @@ class AutomationService(SchedulerHooks):
         self.tick_s = tick_s
         self.retry_backoff_ms = retry_backoff_ms
         self.history_keep_per_job = history_keep_per_job
+        #: How often a followed fire whose run end was not seen here reads the run history.
+        self.history_poll_s = history_poll_s
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
@@ -795,7 +798,7 @@ class AutomationService(SchedulerHooks):
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(fire, lost))
         lost_wait = asyncio.create_task(lost.wait())
-        ended_task = asyncio.create_task(self._waits().wait(run_id, job.timeout_ms / 1000))
+        ended_task = asyncio.create_task(self._ended(run_id, job, record.started_at_ms or 0))
         try:
             await asyncio.wait({ended_task, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
             if lost.is_set():
@@ -822,21 +825,45 @@ class AutomationService(SchedulerHooks):
             self._aborting.discard(record.cron_run_id)
         await self._terminalize(job, fire, record, run_id, ended, status)
 
-    async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
-        """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not. A run
-        the run history shows finished (its end was lost with an overflowed stream) is taken as
-        it ended, with no answer."""
+    async def _ended(self, run_id: str, job: Job, since_ms: int) -> RunEnded | None:
+        """The end of ``run_id`` within the job's timeout (None: not seen in time): from this
+        daemon's run events, or from the shared run history, read every
+        ``history_poll_s``. The history is how a fire hears of a run another daemon executed
+        for it (handed to the session's owner, whose events are on its own bus when the
+        daemons share only the store); its answer is then not known here."""
+        waits = self._waits()
+        deadline = asyncio.get_running_loop().time() + job.timeout_ms / 1000
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            ended = await waits.wait(run_id, min(left, self.history_poll_s))
+            if ended is not None:
+                return ended
+            found = await self._from_history(run_id, since_ms)
+            if found is not None:
+                return found
+        return None
+
+    async def _from_history(self, run_id: str, since_ms: int | None = None) -> RunEnded | None:
+        """``run_id`` as the run history shows it finished (None: not there, or unreadable)."""
         with contextlib.suppress(Exception):
-            for done in await self._port().runs(limit=200):
+            since = None if since_ms is None else max(0, since_ms - 60_000)  # clock skew
+            for done in await self._port().runs(limit=200, since_ms=since):
                 if done.run_id == run_id:
-                    found = RunEnded(
+                    return RunEnded(
                         session_key=done.session_key,
                         run_id=run_id,
                         attempt_id=done.attempt_id or run_id,
                         ok=done.ok,
                         error_code=done.error_code,
                     )
-                    return found, "completed" if done.ok else "failed"
+        return None
+
+    async def _time_out(self, run_id: str, job: Job) -> tuple[RunEnded | None, str]:
+        """Cancel the run; ``timeout`` once its end is seen, ``unknown`` when it is not. A run
+        the run history shows finished (its end was lost with an overflowed stream) is taken as
+        it ended, with no answer."""
+        found = await self._from_history(run_id)
+        if found is not None:
+            return found, "completed" if found.ok else "failed"
         try:
             await self._port().cancel(run_id=run_id)
         except Exception as exc:
