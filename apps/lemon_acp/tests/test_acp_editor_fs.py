@@ -28,6 +28,8 @@ from acp.schema import (
     WaitForTerminalExitResponse,
 )
 
+from lemon_runtime import Runtime
+
 LEMON = str(Path(sys.executable).parent / "lemon")
 
 
@@ -35,12 +37,14 @@ class FsEditor:
     """An editor with unsaved buffers (``buffers``: path -> text) and real terminals (each a
     ``bash -c`` subprocess it runs); records every fs/terminal call in ``calls``."""
 
-    def __init__(self, *, fail_reads: bool = False) -> None:
+    def __init__(self, *, fail_reads: bool = False, hold_reads: bool = False) -> None:
         self.buffers: dict[str, str] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.updates: list[Any] = []
         self.questions = 0
         self.fail_reads = fail_reads
+        self.hold_reads = hold_reads
+        self.read_asked = asyncio.Event()
         self.terminals: dict[str, asyncio.subprocess.Process] = {}
         self.output: dict[str, bytes] = {}
         self.waiting = asyncio.Event()
@@ -66,6 +70,9 @@ class FsEditor:
         **kw: Any,
     ) -> ReadTextFileResponse:
         self.calls.append(("read", {"path": path, "line": line, "limit": limit}))
+        self.read_asked.set()
+        if self.hold_reads:
+            await asyncio.Event().wait()  # never answers (the editor goes away meanwhile)
         if self.fail_reads:
             raise RequestError(-32002, "the buffer is locked by the editor")
         text = self.buffers.get(path)
@@ -287,3 +294,70 @@ async def test_cancel_during_wait_for_exit_kills_and_releases_the_terminal(
     assert "kill" in methods
     assert methods.index("release") > methods.index("kill")
     assert editor.terminals["term-1"].returncode is not None  # the command is gone
+
+
+async def test_over_the_daemons_websocket_and_a_client_that_disconnects(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    """The handle crosses ``port.submit`` to a daemon; when the editor goes away while the
+    daemon's run waits on its ``fs/read_text_file``, the read is a tool error saying so."""
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+    from lemon_core.sessions import SESSION_PORT, ToolCard
+
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    options = ControlPlaneOptions(settings={"port": 0, "cwd": str(workspace)})
+    notes = workspace / "notes.txt"
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert plane.local_token is not None
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: plane.local_token}
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+        )
+        editor = FsEditor()
+        editor.buffers[str(notes)] = "unsaved in the editor\n"
+        args = ("acp", "--url", plane.ws_url, "--session", "acp:fs-daemon")
+        async with spawn_agent_process(editor, LEMON, *args, env=env, cwd=workspace) as (
+            conn,
+            _,
+        ):
+            await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+            )
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await _tool(conn, session.session_id, 'read {"path": "notes.txt"}')
+        assert editor.calls[0][0] == "read"
+        assert "unsaved in the editor" in editor.outputs()
+
+        gone = FsEditor(hold_reads=True)
+        watch = port.watch("acp:fs-gone")
+        args = ("acp", "--url", plane.ws_url, "--session", "acp:fs-gone")
+        async with spawn_agent_process(gone, LEMON, *args, env=env, cwd=workspace) as (
+            conn,
+            process,
+        ):
+            await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+            )
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            prompt = asyncio.ensure_future(
+                conn.prompt(
+                    session_id=session.session_id,
+                    prompt=[text_block('/tool read {"path": "notes.txt"}')],
+                )
+            )
+            async with asyncio.timeout(60):
+                await gone.read_asked.wait()
+            assert process.stdin is not None
+            process.stdin.close()  # the editor goes away
+            async with asyncio.timeout(60):
+                async for event in watch:
+                    if isinstance(event, ToolCard) and event.phase == "completed":
+                        break
+            prompt.cancel()
+        watch.close()
+    assert event.ok is False
+    assert "the client disconnected" in f"{event.message} {event.detail}"

@@ -132,7 +132,8 @@ async def editor_call(
         error = error if isinstance(error, dict) else {}
         code = error.get("code")
         raise EditorCallError(
-            f"the editor refused {method}: {error.get('message') or 'no reason given'}",
+            f"the editor answered {method} with an error: "
+            f"{error.get('message') or 'no reason given'}",
             code=code if isinstance(code, int) else None,
         )
     return answer.get("result")
