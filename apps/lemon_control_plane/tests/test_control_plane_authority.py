@@ -167,3 +167,17 @@ async def test_a_sessions_own_mcp_servers_need_the_admin_scope(
         answer = await submit(plane, tokens["admin"], prompt="/echo hi", mcpServers=[bad])
         assert answer["error"]["code"] in ("INVALID_PARAMS", "INVALID_REQUEST"), bad
         assert field in answer["error"]["message"], answer
+
+
+async def test_an_editor_handle_needs_the_admin_scope_and_a_loopback_endpoint(
+    plane: ControlPlane, tokens: dict[str, str]
+) -> None:
+    editor = {"host": "127.0.0.1", "port": 9, "token": "t", "read": True}
+    for scope in ("write", "approvals"):
+        refused = await submit(plane, tokens[scope], prompt="/echo hi", editor=editor)
+        assert refused["error"]["code"] == "FORBIDDEN", scope
+        assert "admin" in refused["error"]["message"]
+    remote = {**editor, "host": "10.0.0.1"}
+    answer = await submit(plane, tokens["admin"], prompt="/echo hi", editor=remote)
+    assert answer["error"]["code"] in ("INVALID_PARAMS", "INVALID_REQUEST"), answer
+    assert "loopback" in answer["error"]["message"], answer

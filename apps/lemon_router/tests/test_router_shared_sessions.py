@@ -169,3 +169,14 @@ def test_a_handed_off_request_keeps_its_sessions_mcp_servers() -> None:
     )
     request = RunRequest(origin="acp", session_key="acp:a", prompt="hi", mcp_servers=servers)
     assert decode_request(encode_request(request)).mcp_servers == servers
+
+
+def test_a_handed_off_request_keeps_its_editor_handle() -> None:
+    from lemon_core.execution import EditorHandle, RunRequest
+    from lemon_router._inbox import decode_request
+
+    editor = EditorHandle(host="127.0.0.1", port=4242, token="tok", read=True, terminal=True)
+    request = RunRequest(origin="acp", session_key="acp:a", prompt="hi", editor=editor)
+    assert decode_request(encode_request(request)).editor == editor
+    assert decode_request(encode_request(RunRequest(origin="acp", session_key="acp:a",
+                                                    prompt="hi"))).editor is None  # fmt: skip

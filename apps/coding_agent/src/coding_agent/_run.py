@@ -358,7 +358,10 @@ class CodingRun:
         scopes, then ``extra``: the MCP servers'), each checked against this run's gate before
         it runs."""
         todos = TodoList(self._settings.limits.max_todos)
-        tools = [*coding_tools(workspace, todos=todos), read_skill_tool(self._settings.skills)]
+        tools = [
+            *coding_tools(workspace, todos=todos, editor=self._job.editor),
+            read_skill_tool(self._settings.skills),
+        ]
         store = self._settings.memory
         if store is not None:
             context = MemoryContext.for_run(

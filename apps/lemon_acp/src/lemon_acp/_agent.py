@@ -18,6 +18,12 @@ MCP servers given in ``session/new`` / ``session/load`` are checked and kept per
 (:attr:`AcpSession.mcp_servers`) and carried on each of its run requests
 (``RunRequest.mcp_servers``): the daemon's MCP hub starts them for this session only and the
 agent offers their tools (each call asks, as a session server's tools do).
+
+When the editor offers its file system (``fs.readTextFile`` / ``fs.writeTextFile``) or its
+terminal (``terminal``), each run request also carries an editor handle
+(``RunRequest.editor``) naming this agent's loopback bridge (:mod:`lemon_acp._editor`): the
+run's read/write/edit and bash tools then ask the editor (``fs/*``, ``terminal/*``) instead of
+the disk and local processes, after the approvals they need.
 """
 
 from __future__ import annotations
@@ -39,11 +45,12 @@ from lemon_acp._content import (
     tool_kind,
     tool_name_of,
 )
+from lemon_acp._editor import EditorBridge, editor_offers
 from lemon_acp._rpc import AfterAnswer, FrameReader, FrameWriter, RpcConnection
 from lemon_acp.errors import RpcError
 from lemon_core.capabilities import ModelInfo
 from lemon_core.events import ApprovalDecision, RunUsage
-from lemon_core.execution import McpServerSpec, RunRequest, ToolPolicy
+from lemon_core.execution import EditorHandle, McpServerSpec, RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -158,7 +165,11 @@ class AcpAgent:
         attach: str | None = None,
         models: ModelSource | None = None,
         skills: SkillSource | None = None,
+        editor: bool = True,
     ) -> None:
+        """``editor``: serve the editor's file system and terminal to the runs when it offers
+        them (the runs must reach this process's loopback: an in-process runtime, or a daemon
+        on this machine)."""
         self._port = port
         self._model_source = models
         self._skill_source = skills
@@ -171,13 +182,22 @@ class AcpAgent:
         self._sessions: dict[str, AcpSession] = {}
         self._client_capabilities: dict[str, Any] = {}
         self._rpc: RpcConnection | None = None
+        self._serve_editor = editor
+        self._bridge: EditorBridge | None = None
 
     async def serve(self, reader: FrameReader, writer: FrameWriter) -> None:
         """Answer the editor until its input ends."""
-        self._rpc = RpcConnection(
+        rpc = self._rpc = RpcConnection(
             reader, writer, requests=self._request, notifications=self._notification
         )
-        await self._rpc.serve()
+        if self._serve_editor:
+            self._bridge = EditorBridge(rpc.request)
+            await self._bridge.start()
+        try:
+            await rpc.serve()
+        finally:
+            if self._bridge is not None:
+                await self._bridge.close()
 
     @property
     def sessions(self) -> Mapping[str, AcpSession]:
@@ -449,6 +469,8 @@ class AcpAgent:
         for turn in turns:
             if turn.run_id is not None:
                 await self._port.cancel(run_id=turn.run_id)
+        if self._bridge is not None:  # the editor's terminals the runs hold: killed, released
+            await self._bridge.end_terminals(session.key)
 
     # -- prompt ---------------------------------------------------------------------------------
 
@@ -472,6 +494,15 @@ class AcpAgent:
             tool_policy=policy,
             preapproved=preapproved,
             mcp_servers=session.mcp_servers,
+            editor=self._editor_handle(session),
+        )
+
+    def _editor_handle(self, session: AcpSession) -> EditorHandle | None:
+        if self._bridge is None:
+            return None
+        read, write, terminal = editor_offers(self._client_capabilities)
+        return self._bridge.handle(
+            session.key, session.cwd, read=read, write=write, terminal=terminal
         )
 
     async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:

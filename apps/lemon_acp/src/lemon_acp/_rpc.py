@@ -73,6 +73,7 @@ class RpcConnection:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     async def send(self, frame: dict[str, Any]) -> None:
         data = json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
@@ -85,6 +86,8 @@ class RpcConnection:
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Ask the client; its result, or :class:`RpcError` with its error."""
+        if self._closed:
+            raise RpcError(INTERNAL_ERROR, "the client disconnected")
         rid = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
@@ -101,16 +104,22 @@ class RpcConnection:
             while line := await self._reader.readline():
                 if line.strip():
                     await self._frame(line)
+            self._disconnected()  # nothing the client could answer will come now
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=drain_s)
         finally:
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(RpcError(INTERNAL_ERROR, "the client went away"))
+            self._disconnected()
             for task in list(self._tasks):
                 task.cancel()
             if self._tasks:
                 await asyncio.wait(self._tasks)
+
+    def _disconnected(self) -> None:
+        """The client's input ended: every question to it fails now, and every later one."""
+        self._closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(RpcError(INTERNAL_ERROR, "the client disconnected"))
 
     async def _frame(self, line: bytes) -> None:
         try:

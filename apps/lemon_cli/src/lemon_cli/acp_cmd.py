@@ -96,11 +96,29 @@ async def _serve(err: Any, frames: Any, url: str | None, session: str | None) ->
             attach=session,
             models=_model_source(runtime, port),
             skills=_skill_source(home),
+            editor=_reaches_here(url),
         )
         await serve_stdio(agent, frames)
     finally:
         await stop()
     return 0
+
+
+def _reaches_here(url: str | None) -> bool:
+    """Whether the runs can reach this process's loopback (the editor's file system and
+    terminal are served there): the home's own daemon or runtime, or a ``--url`` on loopback."""
+    if url is None:
+        return True
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _model_source(runtime: Any, port: Any) -> Any:

@@ -775,6 +775,12 @@ class Methods:
                 "skipping approval questions (preapproved) needs a token with the approvals "
                 "or admin scope",
             )
+        if request.editor is not None and "admin" not in scopes:
+            raise WireError(
+                "FORBIDDEN",
+                "an editor's file system and terminal (editor) send the run's file and shell "
+                "tools to another endpoint: they need a token with the admin scope",
+            )
         if request.mcp_servers and "admin" not in scopes:
             raise WireError(
                 "FORBIDDEN",

@@ -201,6 +201,9 @@ class RunRequestParams(Params):
     mcp_servers: list[dict[str, Any]] | None = None
     """The session's own MCP servers (:class:`~lemon_core.execution.McpServerSpec` fields),
     checked by :func:`~lemon_control_plane._port_wire.decode_request`."""
+    editor: dict[str, Any] | None = None
+    """The submitting editor's file system and terminal
+    (:class:`~lemon_core.execution.EditorHandle` fields)."""
 
 
 class SubmitParams(Params):

@@ -26,6 +26,7 @@ from lemon_control_plane._frames import encode
 from lemon_control_plane._params import ResumeParams, RunRequestParams, wire_params
 from lemon_control_plane.errors import WireError
 from lemon_core.execution import (
+    EditorHandle,
     ExecutionContractError,
     McpServerSpec,
     Receipt,
@@ -100,6 +101,7 @@ def request_params(r: RunRequest) -> RunRequestParams:
         preapproved=sorted(r.preapproved),
         meta=dict(r.meta),
         mcp_servers=[msgspec.to_builtins(s) for s in r.mcp_servers] or None,
+        editor=None if r.editor is None else msgspec.to_builtins(r.editor),
     )
 
 
@@ -127,7 +129,18 @@ def decode_request(data: RunRequestParams) -> RunRequest:
         preapproved=check_preapproved(data.preapproved or ()),
         meta=dict(data.meta or {}),
         mcp_servers=_mcp_servers(data.mcp_servers or ()),
+        editor=_editor(data.editor),
     )
+
+
+def _editor(value: Mapping[str, Any] | None) -> EditorHandle | None:
+    """``editor`` as a record; a bad one raises ``ExecutionContractError`` (``INVALID_PARAMS``)."""
+    if value is None:
+        return None
+    try:
+        return msgspec.convert(value, EditorHandle)
+    except msgspec.ValidationError as exc:
+        raise ExecutionContractError(f"editor: {exc}") from None
 
 
 def _mcp_servers(values: Sequence[Mapping[str, Any]]) -> tuple[McpServerSpec, ...]:

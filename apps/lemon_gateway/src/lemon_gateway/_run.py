@@ -661,6 +661,7 @@ class Run:
             retry_of=cmd.retry_of,
             meta=cmd.meta,
             mcp_servers=cmd.mcp_servers,
+            editor=cmd.editor,
         )
 
     async def _launch(self) -> PreparedExecution | _Outcome:

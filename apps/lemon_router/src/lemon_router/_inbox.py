@@ -52,7 +52,14 @@ import msgspec
 
 from lemon_core.bus import Bus, Overflow
 from lemon_core.events import Event
-from lemon_core.execution import McpServerSpec, Receipt, ResumeToken, RunRequest, ToolPolicy
+from lemon_core.execution import (
+    EditorHandle,
+    McpServerSpec,
+    Receipt,
+    ResumeToken,
+    RunRequest,
+    ToolPolicy,
+)
 from lemon_core.leases import Lease, Leases
 from lemon_core.store import Store, StoreError
 from lemon_core.tasks import Supervisor
@@ -109,6 +116,7 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "root_run_id": request.root_run_id,
         "depth": request.depth,
         "mcp_servers": [msgspec.to_builtins(s) for s in request.mcp_servers],
+        "editor": None if request.editor is None else msgspec.to_builtins(request.editor),
     }
 
 
@@ -133,6 +141,7 @@ def decode_request(data: dict[str, Any]) -> RunRequest:
         root_run_id=data.get("root_run_id"),
         depth=data.get("depth") or 0,
         mcp_servers=tuple(msgspec.convert(s, McpServerSpec) for s in data.get("mcp_servers") or ()),
+        editor=_editor(data.get("editor")),
     )
 
 
@@ -561,3 +570,14 @@ class SharedSessions:
             "records": len(self._records),
             "waiting": len(self._waiters),
         }
+
+
+def _editor(value: object) -> EditorHandle | None:
+    """A stored request's editor handle (``None``: none, or one this version cannot read: the
+    run then uses the local tools)."""
+    if value is None:
+        return None
+    try:
+        return msgspec.convert(value, EditorHandle)
+    except (msgspec.ValidationError, ValueError):
+        return None

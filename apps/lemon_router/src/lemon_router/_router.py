@@ -325,6 +325,7 @@ class Router:
                 root_run_id=request.root_run_id,
                 depth=request.depth,
                 mcp_servers=request.mcp_servers,
+                editor=request.editor,
             )
             submission = Submission(
                 run_id=run_id,

@@ -41,6 +41,7 @@ from lemon_core.events import (
 from lemon_core.events import RunPhaseChanged as _RunPhaseChanged
 from lemon_core.execution import (
     ConversationKey,
+    EditorHandle,
     EngineRuntime,
     ExecutionCommand,
     ExecutionContext,
@@ -85,6 +86,8 @@ class Prepared:
     depth: int = 0
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The session's own MCP servers, from the request (handed to the executor as is)."""
+    editor: EditorHandle | None = None
+    """The session's editor file system and terminal, from the request."""
 
 
 @dataclass(slots=True)
@@ -279,6 +282,7 @@ class RunProcess:
             tool_policy=p.tool_policy,
             preapproved=p.preapproved,
             mcp_servers=p.mcp_servers,
+            editor=p.editor,
             origin=p.origin,
             agent_id=p.agent_id,
             model=p.model,

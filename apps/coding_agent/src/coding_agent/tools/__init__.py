@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from coding_agent.tools.bash import bash_tool
+from coding_agent.tools.editor import (
+    editor_bash_tool,
+    editor_edit_tool,
+    editor_read_tool,
+    editor_write_tool,
+)
 from coding_agent.tools.files import edit_tool, read_tool, write_tool
 from coding_agent.tools.search import find_tool, grep_tool, ls_tool
 from coding_agent.tools.todo import TodoItem, TodoList, todo_tool
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolRegistry
+from lemon_core.execution import EditorHandle
 
 __all__ = [
     "TodoItem",
@@ -16,6 +23,10 @@ __all__ = [
     "coding_tool_registry",
     "coding_tools",
     "edit_tool",
+    "editor_bash_tool",
+    "editor_edit_tool",
+    "editor_read_tool",
+    "editor_write_tool",
     "find_tool",
     "grep_tool",
     "ls_tool",
@@ -25,17 +36,35 @@ __all__ = [
 ]
 
 
-def coding_tools(workspace: Workspace, *, todos: TodoList | None = None) -> list[Tool]:
+def coding_tools(
+    workspace: Workspace, *, todos: TodoList | None = None, editor: EditorHandle | None = None
+) -> list[Tool]:
     """The default coding tools in their stable order: read, write, edit, ls, find, grep, bash,
-    todo."""
-    return [
+    todo. With ``editor`` (an ACP client's file system and terminal), read / write / edit /
+    bash go through the editor where it offers them (edit needs read and write)."""
+    read, write, edit, bash = (
         read_tool(workspace),
         write_tool(workspace),
         edit_tool(workspace),
+        bash_tool(workspace),
+    )
+    if editor is not None:
+        if editor.read:
+            read = editor_read_tool(workspace, editor)
+        if editor.write:
+            write = editor_write_tool(workspace, editor)
+        if editor.read and editor.write:
+            edit = editor_edit_tool(workspace, editor)
+        if editor.terminal:
+            bash = editor_bash_tool(workspace, editor)
+    return [
+        read,
+        write,
+        edit,
         ls_tool(workspace),
         find_tool(workspace),
         grep_tool(workspace),
-        bash_tool(workspace),
+        bash,
         todo_tool(workspace, todos),
     ]
 

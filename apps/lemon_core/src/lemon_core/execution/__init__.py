@@ -31,6 +31,13 @@ from lemon_core.execution._context import (
     Principal,
     PrincipalKind,
 )
+from lemon_core.execution._editor import (
+    EDITOR_METHODS,
+    MAX_EDITOR_FRAME_BYTES,
+    EditorCallError,
+    EditorHandle,
+    editor_call,
+)
 from lemon_core.execution._executor import (
     EXECUTOR_ENTRY_POINT_GROUP,
     ActionKind,
@@ -75,8 +82,10 @@ from lemon_core.execution.errors import (
 
 __all__ = [
     "ALL_TOOLS",
+    "EDITOR_METHODS",
     "ENGINE_RUNTIME",
     "EXECUTOR_ENTRY_POINT_GROUP",
+    "MAX_EDITOR_FRAME_BYTES",
     "MAX_SESSION_MCP_SERVERS",
     "NATIVE_ENGINE",
     "RESUME_READBACK",
@@ -89,6 +98,8 @@ __all__ = [
     "CapabilityMissingError",
     "CapabilityRegistry",
     "ConversationKey",
+    "EditorCallError",
+    "EditorHandle",
     "EngineRuntime",
     "ExecutionCommand",
     "ExecutionContext",
@@ -128,6 +139,7 @@ __all__ = [
     "VanishedRunListener",
     "check_mcp_servers",
     "check_preapproved",
+    "editor_call",
     "is_conversation_key",
     "submit_via_bridge",
 ]

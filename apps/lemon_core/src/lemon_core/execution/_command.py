@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._editor import EditorHandle
 from lemon_core.execution._mcp_server import McpServerSpec, check_mcp_servers
 from lemon_core.execution._policy import ToolPolicy, check_preapproved
 from lemon_core.execution._resume import NATIVE_ENGINE, ResumeToken
@@ -169,9 +170,12 @@ class ExecutionCommand:
     meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The session's MCP servers from the request (see :attr:`RunRequest.mcp_servers`)."""
+    editor: EditorHandle | None = None
+    """The session's editor file system and terminal (see :attr:`RunRequest.editor`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mcp_servers", check_mcp_servers(self.mcp_servers))
+        _check_editor(self)
         _require_str(self, "run_id")
         _require_str(self, "agent_id")
         for name in ("origin", "model", "retry_of"):
@@ -254,6 +258,10 @@ class RunRequest:
     """MCP servers the submitting client gave for this session (ACP's ``mcpServers``): the
     run's MCP hub starts them for this session only. A grant the submitting surface must
     authorise (a stdio server is a command the daemon runs)."""
+    editor: EditorHandle | None = None
+    """The submitting editor's file system and terminal (ACP's ``fs`` / ``terminal`` client
+    capabilities, served by the ACP agent on loopback): the run's read/write/edit and bash
+    tools use what it offers instead of the disk and local processes."""
 
     def __post_init__(self) -> None:
         _require_str(self, "origin")
@@ -277,3 +285,12 @@ class RunRequest:
         _frozen_meta(self, self.meta)
         _check_lineage(self)
         object.__setattr__(self, "mcp_servers", check_mcp_servers(self.mcp_servers))
+        _check_editor(self)
+
+
+def _check_editor(owner: ExecutionCommand | RunRequest) -> None:
+    editor: object = owner.editor
+    if editor is not None and not isinstance(editor, EditorHandle):
+        raise ExecutionContractError(
+            f"{type(owner).__name__}.editor must be an EditorHandle or None, got {editor!r}"
+        )

@@ -25,6 +25,7 @@ import msgspec
 from lemon_core.events import ActionKind, ErrorCode, RunUsage
 from lemon_core.execution._command import Lane, ResumeMode
 from lemon_core.execution._context import ExecutionContext
+from lemon_core.execution._editor import EditorHandle
 from lemon_core.execution._mcp_server import McpServerSpec
 from lemon_core.execution._policy import ToolPolicy
 from lemon_core.execution._resume import ResumeToken
@@ -77,6 +78,9 @@ class ExecutionJob(msgspec.Struct, frozen=True, kw_only=True):
     meta: Mapping[str, Any] = _EMPTY
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """MCP servers for this run's session only (the request's): hand them to the MCP hub."""
+    editor: EditorHandle | None = None
+    """The session's editor file system and terminal (the request's), for the file and shell
+    tools."""
 
 
 class ExecutionResult(msgspec.Struct, frozen=True, kw_only=True):
