@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
+from coding_agent.agent_definitions import load_agent_definitions
 from coding_agent.compaction import CompactionSettings, Compactor, run_limits, tool_result_cap
 from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
@@ -284,7 +285,7 @@ class CodingRun:
             provider=provider,
             system_prompt=system_prompt,
             tools=self.tools,
-            max_turns=s.max_turns,
+            max_turns=self._max_turns(),
             max_tool_result_chars=tool_result_cap(self._model, s.compaction),
             steering_capacity=s.steering_capacity,
         )
@@ -387,6 +388,15 @@ class CodingRun:
         context = self._job.context
         return context.depth if context is not None else 0
 
+    def _max_turns(self) -> int:
+        """The executor's turn limit; a child's agent definition may only lower it
+        (``meta["max_turns"]``)."""
+        limit = self._settings.max_turns
+        asked = self._job.meta.get("max_turns") if self._depth() > 0 else None
+        if isinstance(asked, int) and not isinstance(asked, bool) and 0 < asked < limit:
+            return asked
+        return limit
+
     def _parent_run(self) -> ParentRun:
         """This run as the parent of the children its ``task`` tool starts."""
         job = self._job
@@ -402,6 +412,7 @@ class CodingRun:
             preapproved=job.preapproved,
             model=job.model,
             context_window=self._model.context_window,
+            definitions=load_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
         )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
@@ -517,8 +528,8 @@ class CodingRun:
         self._outcome = end.outcome if end is not None else result.outcome
         if self._outcome == "max_turns":
             self._error = (
-                f"max_turns: the run reached its limit of {self._settings.max_turns} model "
-                "calls (ExecutorSettings.max_turns) and was stopped"
+                f"max_turns: the run reached its limit of {self._max_turns()} model "
+                "calls (ExecutorSettings.max_turns, or its agent definition's) and was stopped"
             )
 
     def _continue_for_late_steers(self) -> bool:
@@ -529,7 +540,7 @@ class CodingRun:
         config = self._agent_config
         assert agent is not None
         assert config is not None
-        max_turns = self._settings.max_turns
+        max_turns = self._max_turns()
         queued = agent.statistics().steering_queued
         if self._outcome == "completed" and queued:
             if self._turns < max_turns:

@@ -55,8 +55,11 @@ An async child that ends while nobody waits for it (no ``join`` or ``agent wait`
 is announced to its parent's running answer by a steer (the child's notice, not the
 person's message).
 
-What it does not do (yet): agent definitions from Markdown files; a notice for a detached
-child that ends after its parent run.
+Agent definitions (:mod:`coding_agent.agent_definitions`): built-ins, the home's and approved
+project Markdown files; a definition's ``model`` is the child's model and its ``max_turns``
+travels as ``meta["max_turns"]`` (the child's executor takes the lower of it and its own).
+
+What it does not do (yet): a notice for a detached child that ends after its parent run.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ import msgspec
 from coding_agent._output_schema import check_schema, parse_answer, validate
 from coding_agent._parent_questions import ParentQuestion, ParentQuestionStore
 from coding_agent._subagents_section import SubagentsConfig
+from coding_agent.agent_definitions import AGENT_DEFINITIONS, AgentDefinition
 from lemon_agent import ToolError
 from lemon_ai import (
     AssistantMessage,
@@ -129,7 +133,6 @@ __all__ = [
 _MAX_PARTIAL_CHARS: Final = 64_000
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
-_READ_ONLY: Final = frozenset({"read", "ls", "find", "grep", "todo", "read_skill"})
 
 
 class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,32 +143,6 @@ class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
     queued: int
     parents: int
     trees: int
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AgentDefinition:
-    """A named kind of child: a description for the model, the tools it may have at most
-    (``None``: whatever its parent has) and a preamble put before the prompt."""
-
-    name: str
-    description: str
-    tools: frozenset[str] | None = None
-    preamble: str = ""
-
-
-#: The built-in definitions (``general``: the parent's tools; ``explore``: read-only tools).
-AGENT_DEFINITIONS: Final[dict[str, AgentDefinition]] = {
-    "general": AgentDefinition(
-        name="general",
-        description="a general worker with the parent's tools (less task past the depth cap)",
-    ),
-    "explore": AgentDefinition(
-        name="explore",
-        description="a read-only explorer: read, ls, find, grep (it cannot write or run bash)",
-        tools=_READ_ONLY,
-        preamble="You are exploring: read and search only, then answer with what you found.",
-    ),
-}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -183,6 +160,9 @@ class ParentRun:
     preapproved: frozenset[str] = frozenset()
     model: str | None = None
     context_window: int = 128_000
+    definitions: Mapping[str, AgentDefinition] = field(default_factory=lambda: AGENT_DEFINITIONS)
+    """The agent definitions this run's children may run as
+    (:func:`~coding_agent.agent_definitions.load_agent_definitions`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -311,11 +291,11 @@ class Subagents:
     def child_policy(self, parent: ParentRun, request: TaskRequest) -> ToolPolicy:
         """The parent's policy narrowed by the definition's tools and the call's ``tools``;
         a name the parent does not have is refused (fail closed, never widened)."""
-        definition = AGENT_DEFINITIONS.get(request.agent)
+        definition = parent.definitions.get(request.agent)
         if definition is None:
             raise ToolError(
                 f"unknown agent definition {request.agent!r}; known: "
-                f"{', '.join(sorted(AGENT_DEFINITIONS))}"
+                f"{', '.join(sorted(parent.definitions))}"
             )
         policy = parent.policy
         if definition.tools is not None:
@@ -839,7 +819,7 @@ class Subagents:
         timeout_s: float,
     ) -> None:
         node = live.node
-        definition = AGENT_DEFINITIONS[request.agent]
+        definition = live.parent.definitions[request.agent]
         prompt = f"{definition.preamble}\n\n{request.prompt}" if definition.preamble else (
             request.prompt
         )  # fmt: skip
@@ -911,6 +891,10 @@ class Subagents:
         why it did not run."""
         node = live.node
         parent = live.parent
+        definition = parent.definitions.get(node.agent)
+        meta: dict[str, Any] = {"task_id": node.task_id, "agent": node.agent}
+        if definition is not None and definition.max_turns is not None:
+            meta["max_turns"] = definition.max_turns
         receipt = await port.submit(
             RunRequest(
                 origin=_ORIGIN,
@@ -919,13 +903,13 @@ class Subagents:
                 agent_id=parent.agent_id,
                 run_id=node.child_run_id,
                 cwd=parent.cwd,
-                model=parent.model,
+                model=(definition.model if definition is not None else None) or parent.model,
                 tool_policy=policy,
                 preapproved=parent.preapproved,
                 parent_run_id=parent.run_id,
                 root_run_id=parent.root_run_id,
                 depth=node.depth,
-                meta={"task_id": node.task_id, "agent": node.agent},
+                meta=meta,
             )
         )
         if receipt.status == "rejected":

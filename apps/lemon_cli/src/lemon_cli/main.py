@@ -11,6 +11,7 @@ from typer.core import TyperCommand
 
 from lemon_cli._output import make_console
 from lemon_cli.acp_cmd import acp
+from lemon_cli.agents_cmd import agents_app
 from lemon_cli.approvals_cmd import approvals_app
 from lemon_cli.channels_cmd import channels_app
 from lemon_cli.chat_cmd import chat, sessions_app
@@ -46,6 +47,7 @@ architecture_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(architecture_app, name="architecture")
+app.add_typer(agents_app, name="agents")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(channels_app, name="channels")
 app.add_typer(config_app, name="config")

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
 from coding_agent._parent_questions import ParentQuestion
-from coding_agent.subagents import AGENT_DEFINITIONS, ParentRun, Subagents, TaskRequest
+from coding_agent.agent_definitions import AgentDefinition
+from coding_agent.subagents import ParentRun, Subagents, TaskRequest
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.store import TaskNode
 
@@ -69,8 +70,8 @@ def render_task(
     )
 
 
-def _description() -> str:
-    agents = "; ".join(f"{d.name}: {d.description}" for d in AGENT_DEFINITIONS.values())
+def _description(definitions: Mapping[str, AgentDefinition]) -> str:
+    agents = "; ".join(f"{d.name}: {d.description}" for d in definitions.values())
     return (
         "Delegate a self-contained piece of work to a child agent that runs in its own session "
         "with at most your tools. action=run (default) with 'prompt' (everything the child "
@@ -140,7 +141,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
 
     return Tool(
         name="task",
-        description=_description(),
+        description=_description(parent.definitions),
         execute=execute,
         parameters={
             "type": "object",
@@ -148,7 +149,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 "action": {"enum": ["run", "poll", "get", "join", "cancel"]},
                 "description": {"type": "string", "maxLength": 200},
                 "prompt": {"type": "string"},
-                "agent": {"enum": sorted(AGENT_DEFINITIONS)},
+                "agent": {"enum": sorted(parent.definitions)},
                 "async": {"type": "boolean"},
                 "detached": {"type": "boolean"},
                 "timeout_s": {"type": "number", "exclusiveMinimum": 0},
