@@ -131,6 +131,7 @@ __all__ = [
 ]
 
 _MAX_PARTIAL_CHARS: Final = 64_000
+_PREVIEW_CHARS: Final = 500  # of a finished task's answer, on its events
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
 
@@ -1099,6 +1100,11 @@ class Subagents:
             "status": node.status,
             "depth": node.depth,
             "reason": node.reason,
+            "description": node.description,
+            "started_at_ms": node.started_at_ms,
+            "finished_at_ms": node.finished_at_ms,
+            "error": node.error,
+            "answer_preview": node.answer[:_PREVIEW_CHARS] if node.terminal else None,
         }
         meta = {"run_id": node.child_run_id, "task_id": node.task_id,
                 "parent_run_id": node.parent_run_id}  # fmt: skip

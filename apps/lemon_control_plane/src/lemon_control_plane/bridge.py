@@ -38,6 +38,9 @@ bus event (topic)                                        wire event
 ``goal_*`` (``goals``)                                   ``goal`` (``type``: ``set``, ``paused``...)
 =======================================================  ====================================
 
+The subagent task events (``task_*``, ``run_graph_changed``: untyped, on run topics) become
+``task.*`` and ``run.graph.changed`` for the parent's session: :mod:`._task_events`.
+
 A type registered later that operators should see is one row. Registered types with no row
 (``run_failed``, ``config_reloaded``, ``routing_feedback``...) are not subscribed to; a row's
 event whose payload is not (and cannot be coerced into) its record is logged once and dropped.
@@ -69,6 +72,7 @@ from typing import Any, Final
 
 import msgspec
 
+from lemon_control_plane._task_events import TaskEvents
 from lemon_control_plane._wire import (
     _name,
     agent_id_of,
@@ -197,6 +201,8 @@ class EventBridge:
         self._stream: SessionStream | None = None
         self._task: asyncio.Task[None] | None = None
         self._bus_task: asyncio.Task[None] | None = None
+        self._tasks: TaskEvents | None = None
+        self._tasks_task: asyncio.Task[None] | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
@@ -223,6 +229,8 @@ class EventBridge:
         if self._bus is not None:
             self._bus_delivery = self._subscribe_bus(self._bus)
             self._bus_task = self._tg.create_task(self._bus_pump())
+            self._tasks = TaskEvents(self._bus, self._emit)
+            self._tasks_task = self._tg.create_task(self._tasks.pump(lambda: self._closing))
         return self
 
     async def __aexit__(
@@ -240,6 +248,10 @@ class EventBridge:
             self._task.cancel()
         if self._bus_task is not None:
             self._bus_task.cancel()
+        if self._tasks is not None:
+            self._tasks.close()
+        if self._tasks_task is not None:
+            self._tasks_task.cancel()
         assert self._tg is not None
         await self._tg.__aexit__(None, None, None)
 
@@ -426,6 +438,8 @@ class EventBridge:
             run.started_at_ms = int(time.time() * 1000)
             self._active[run_id] = session_key
             self._idle.clear()
+            if self._tasks is not None and not self._closing:
+                self._tasks.follow(run_id)  # the task events of the children it starts
             own, level = self._models.get(session_key, (None, None))
             provider, model = model_parts(own) if own else (self._provider, self._model)
             self._emit(
@@ -622,7 +636,7 @@ class EventBridge:
             events_in=self._in,
             events_out=self._out,
             dropped_types=tuple(sorted(self._dropped_types)),
-            resyncs=self._resyncs,
+            resyncs=self._resyncs + (self._tasks.resyncs if self._tasks is not None else 0),
             active_runs=len(self._active),
             pending_approvals=len(self._approvals),
         )
