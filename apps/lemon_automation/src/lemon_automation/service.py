@@ -54,6 +54,7 @@ from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, z
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
 from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.cron import CRON_TOOL
 from lemon_core.events import (
     Completion,
     CronJobAction,
@@ -94,10 +95,9 @@ HEARTBEAT_PROMPT: Final = (
     "chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 _NO_ANSWER: Final = "the heartbeat produced no answer"
-#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the ones that
-#: manage cron jobs and heartbeats (no such model-facing tool is registered yet; the name is
-#: reserved so one added later is blocked inside cron runs from the start).
-CRON_BLOCKED_TOOLS: set[str] = {"cron"}
+#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the
+#: model-facing ``cron`` tool (lemon_core.cron), so a reminder never schedules more reminders.
+CRON_BLOCKED_TOOLS: set[str] = {CRON_TOOL}
 #: How many of the newest audit entries ``cron.audit`` filters.
 AUDIT_SCAN: Final = 5000
 #: How many old fires one prune deletes at most (one prune follows each terminal record).
