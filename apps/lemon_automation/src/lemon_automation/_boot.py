@@ -28,6 +28,7 @@ from lemon_automation._wire import registered
 from lemon_automation.jobs import JobStore
 from lemon_automation.runs import CronRunStore
 from lemon_automation.service import AutomationService, default_daemon_id
+from lemon_core.channels import CHANNEL_SUPERVISION
 from lemon_core.cron import CRON_JOBS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.wire_methods import WIRE_METHODS
@@ -84,6 +85,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         tick_s=options.tick_s,
         retry_backoff_ms=config.retry_backoff_ms,
         history_keep_per_job=config.history_keep_per_job,
+        supervision=lambda: capabilities.get(CHANNEL_SUPERVISION),  # lemon_channels', if booted
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)

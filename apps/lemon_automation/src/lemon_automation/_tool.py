@@ -25,7 +25,7 @@ __all__ = ["AgentCronJobs"]
 
 _ADD: Final = frozenset(
     {"name", "schedule", "prompt", "timezone", "enabled", "jitter_sec", "catch_up",
-     "timeout_sec", "max_retries"}
+     "timeout_sec", "max_retries", "channel"}
 )  # fmt: skip
 _UPDATE: Final = {
     "name": ("name", 1),
@@ -45,7 +45,7 @@ def _view(job: Job) -> dict[str, Any]:
         k: view.get(k)
         for k in (
             "id", "name", "schedule", "timezone", "enabled", "next_due_at_ms", "prompt",
-            "catch_up", "max_retries",
+            "catch_up", "max_retries", "channel",
         )
     }  # fmt: skip
 
@@ -110,6 +110,7 @@ class AgentCronJobs:
                 catch_up=_str(args, "catch_up", default="latest"),
                 timeout_ms=int(_int(args, "timeout_sec", default=300, low=1) * 1000),
                 max_retries=int(_int(args, "max_retries", default=0)),
+                channel=_str(args, "channel"),
             )
             job = await service.add(spec)
             return {"job": _view(job)}

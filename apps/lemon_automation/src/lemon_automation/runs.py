@@ -50,6 +50,11 @@ class CronRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     """0 for the first fire of a due time; n for its n-th retry."""
     retry_of: str | None = None
     """A retry: the ``cron_run_id`` of the fire it retries."""
+    delivery: str | None = None
+    """A job with a channel target: ``admitted`` (in the channel's outbox), ``duplicate`` (it
+    was already), or ``failed: <reason>``; ``cron.runs`` shows ``delivered`` once the channel
+    recorded a message id, ``unverified`` before (``delivery_message_ids``)."""
+    delivery_message_ids: tuple[str, ...] = ()
 
 
 class PendingRetry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

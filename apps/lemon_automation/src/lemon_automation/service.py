@@ -53,8 +53,10 @@ from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, 
 from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, zone
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
+from lemon_core.channels import ChannelSupervision, parse_target
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.cron import CRON_TOOL
+from lemon_core.errors import UsageError
 from lemon_core.events import (
     Completion,
     CronJobAction,
@@ -201,6 +203,20 @@ class JobSpec:
     grace_ms: int | None = None
     timeout_ms: int = 300_000
     max_retries: int = 0
+    channel: str | None = None
+    """A delivery target ``<channel>:<peer id>[:<thread id>]``: the summary is also delivered
+    there through ``ChannelSupervision``."""
+
+
+def check_channel(target: str | None) -> str | None:
+    """``target`` (stripped) when it parses, ``None`` for none; :class:`JobError` naming
+    ``channel`` otherwise."""
+    if target is None or not target.strip():
+        return None
+    try:
+        return str(parse_target(target))
+    except UsageError as exc:
+        raise JobError("channel", str(exc).split(": ", 1)[1]) from None
 
 
 def parse_schedule(text: str) -> tuple[str, str]:
@@ -243,6 +259,7 @@ def build_job(spec: JobSpec, *, now_ms: int) -> Job:
         timeout_ms=spec.timeout_ms,
         max_retries=spec.max_retries,
         created_at_ms=now_ms,
+        channel=check_channel(spec.channel),
     )
 
 
@@ -345,6 +362,7 @@ class AutomationService(SchedulerHooks):
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
         history_keep_per_job: int = 200,
         clock_ms: Callable[[], int] | None = None,
+        supervision: Callable[[], ChannelSupervision | None] | None = None,
     ) -> None:
         self.jobs = jobs
         self.runs = runs
@@ -359,6 +377,8 @@ class AutomationService(SchedulerHooks):
         self.retry_backoff_ms = retry_backoff_ms
         self.history_keep_per_job = history_keep_per_job
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
+        self._supervision = supervision or (lambda: None)  # lemon_channels', looked up per use
+        self._alerted: dict[str, str] = {}  # job id -> the preflight reason already alerted
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
@@ -459,8 +479,27 @@ class AutomationService(SchedulerHooks):
         return jobs, bad
 
     async def history(self, job_id: str | None, *, limit: int) -> list[CronRun]:
-        ids = [job_id] if job_id is not None else [j.id for j in (await self.jobs.load())[0]]
-        return await history(self.ledger, self.runs, ids, limit=limit, cron_run_id_of=cron_run_id)
+        """The newest ``limit`` fires, newest first; a delivered one's ``delivery`` is
+        ``delivered`` once the channel recorded its message id, ``unverified`` before."""
+        jobs = {j.id: j for j in (await self.jobs.load())[0]}
+        ids = [job_id] if job_id is not None else list(jobs)
+        found = await history(self.ledger, self.runs, ids, limit=limit, cron_run_id_of=cron_run_id)
+        supervision = self._supervision()
+        out = []
+        for run in found:
+            job = jobs.get(run.job_id)
+            if run.delivery in ("admitted", "duplicate") and job is not None and job.channel:
+                sent: tuple[str, ...] = ()
+                if supervision is not None:
+                    with contextlib.suppress(Exception):
+                        sent = await supervision.message_ids(job.channel, run.cron_run_id)
+                run = msgspec.structs.replace(
+                    run,
+                    delivery="delivered" if sent else "unverified",
+                    delivery_message_ids=sent,
+                )
+            out.append(run)
+        return out
 
     async def last_run(self, job_id: str) -> CronRun | None:
         found = await self.history(job_id, limit=1)
@@ -489,6 +528,8 @@ class AutomationService(SchedulerHooks):
             return None
         if active_hours:
             parse_active_hours(active_hours)
+        if channel is not None:
+            channel = check_channel(channel) or ""
         if timezone is not None:
             try:
                 zone(timezone)
@@ -513,7 +554,7 @@ class AutomationService(SchedulerHooks):
                 session_key=f"agent:{agent_id}:main:sub:heartbeat",
                 purpose="heartbeat",
                 catch_up="latest",
-                channel=channel,
+                channel=channel or None,
                 active_hours=active_hours or None,
                 timezone=timezone or local_timezone(),
             )
@@ -535,14 +576,14 @@ class AutomationService(SchedulerHooks):
             if prompt is not None:
                 fresh = msgspec.structs.replace(fresh, prompt=prompt)
             if channel is not None:
-                fresh = msgspec.structs.replace(fresh, channel=channel)
+                fresh = msgspec.structs.replace(fresh, channel=channel or None)
             job = await self.jobs.add(fresh, now_ms=now)
             self._job_changed(CronJobAction.UPDATED, job)
             self._wake.set()
             return job
         fields: dict[str, Any] = {}
-        if channel is not None and channel != current.channel:
-            fields["channel"] = channel
+        if channel is not None and (channel or None) != current.channel:
+            fields["channel"] = channel or None
         if active_hours is not None and (active_hours or None) != current.active_hours:
             fields["active_hours"] = active_hours or None
         if timezone is not None and timezone != current.timezone:
@@ -570,6 +611,15 @@ class AutomationService(SchedulerHooks):
     async def preflight(self, job: Job, due_at_ms: int, *, manual: bool = False) -> str | None:
         """Why ``due_at_ms`` of ``job`` is skipped with no model call (None: it runs). A manual
         run or a wake is not held to the heartbeat's active hours."""
+        if job.channel is not None:
+            supervision = self._supervision()
+            why = (
+                "no channels run in this runtime (lemon_channels did not boot)"
+                if supervision is None
+                else supervision.check_target(job.channel)
+            )
+            if why is not None:
+                return f"preflight: delivery target {job.channel}: {why}"
         if job.purpose != "heartbeat":
             return None
         if not manual and not in_active_hours(job, due_at_ms):
@@ -617,7 +667,29 @@ class AutomationService(SchedulerHooks):
                 ),
             )
         await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        if reason.startswith("preflight:") and self._alerted.get(job.id) != reason:
+            self._alerted[job.id] = reason  # one alert per job and reason, not one per fire
+            self._alert(job, cid, f"{job.name} did not run: {reason}")
         await self.prune(job.id)
+
+    def _alert(self, job: Job, run_id: str, text: str) -> None:
+        """An alert about ``job`` that no run made (a preflight failure): ``heartbeat_alert``
+        for a heartbeat, and a failed summary on the base session (never a channel: the
+        target is what failed)."""
+        self.counters.alerts += 1
+        if job.purpose == "heartbeat":
+            self._publish(
+                "heartbeat_alert",
+                HeartbeatAlert(
+                    agent_id=job.agent_id,
+                    job_id=job.id,
+                    job_name=job.name,
+                    run_id=run_id,
+                    response=text,
+                    severity="warning",
+                ),
+            )
+        self._forward(job, run_id, ok=False, text=text)
 
     async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
         fire = result.fire
@@ -882,6 +954,14 @@ class AutomationService(SchedulerHooks):
             self.counters.lost += 1
             return
         finished = self._now()
+        self._alerted.pop(job.id, None)  # it ran: a later preflight failure alerts again
+        alert_text = (answer or "").strip() or error or _NO_ANSWER
+        delivery = None
+        if job.channel is not None and not suppressed:
+            # the fenced terminal write held: this daemon alone delivers the fire, keyed by
+            # its cron_run_id (a repeat is a duplicate in the channel's outbox)
+            text = alert_text if heartbeat else (answer or error or "(no answer)")
+            delivery = await self._deliver(job, record.cron_run_id, run_id, text)
         done = msgspec.structs.replace(
             record,
             status=status,
@@ -890,6 +970,7 @@ class AutomationService(SchedulerHooks):
             suppressed=suppressed,
             error=error,
             output=preview(answer),
+            delivery=delivery,
         )
         await self.runs.put(done)
         self.counters.completed += 1
@@ -923,7 +1004,6 @@ class AutomationService(SchedulerHooks):
                 )
             else:
                 self.counters.alerts += 1
-                text = (answer or "").strip() or error or _NO_ANSWER
                 self._publish(
                     "heartbeat_alert",
                     HeartbeatAlert(
@@ -931,14 +1011,43 @@ class AutomationService(SchedulerHooks):
                         job_id=job.id,
                         job_name=job.name,
                         run_id=run_id,
-                        response=text,
+                        response=alert_text,
                         severity="warning",
                     ),
                 )
-                self._forward(job, run_id, ok=True, text=text)
+                if job.channel is None:  # with a channel, the alert went there
+                    self._forward(job, run_id, ok=True, text=alert_text)
         elif job.session_key is None:
             self._forward(job, run_id, ok=status == "completed", text=answer or error or "")
         self._resolve(record.cron_run_id, done)
+
+    async def _deliver(self, job: Job, cid: str, run_id: str, text: str) -> str:
+        """Admit ``text`` to the job's channel target through ``ChannelSupervision`` (intent
+        id: the ``cron_run_id``); the delivery status recorded on the run."""
+        assert job.channel is not None
+        supervision = self._supervision()
+        try:
+            if supervision is None:
+                raise UsageError("no channels run in this runtime")
+            receipt = await supervision.submit(
+                job.channel,
+                intent_id=cid,
+                text=cap_bytes(text),
+                run_id=run_id,
+                session_key=f"agent:{job.agent_id}:main",
+                meta={"origin": "cron", "cron_job_id": job.id, "cron_run_id": cid},
+            )
+            status: str = receipt.status
+        except Exception as exc:  # a full outbox, a channel that stopped: recorded, not raised
+            status = f"failed: {exc}"
+        await self._audit(
+            "delivery_admitted" if not status.startswith("failed") else "delivery_failed",
+            job.id,
+            run_id=cid,
+            status=status,
+            reason=job.channel,
+        )
+        return status
 
     def _forward(self, job: Job, run_id: str, *, ok: bool, text: str) -> None:
         """The summary on the base session: a ``run_completed`` with origin cron."""

@@ -57,6 +57,10 @@ CRON_TOOL_PARAMETERS: Final[Mapping[str, Any]] = {
         "catch_up": {"type": "string", "enum": ["latest", "all", "skip"]},
         "timeout_sec": {"type": "number", "minimum": 1},
         "max_retries": {"type": "integer", "minimum": 0, "maximum": 10},
+        "channel": {
+            "type": "string",
+            "description": "add: also deliver each summary to CHANNEL:PEER_ID (telegram:123)",
+        },
     },
     "required": ["action"],
     "additionalProperties": False,
