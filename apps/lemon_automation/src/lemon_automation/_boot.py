@@ -86,6 +86,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         retry_backoff_ms=config.retry_backoff_ms,
         history_keep_per_job=config.history_keep_per_job,
         supervision=lambda: capabilities.get(CHANNEL_SUPERVISION),  # lemon_channels', if booted
+        pause_after_idle_days=config.pause_after_idle_days,
+        daily_cost_cap_usd=config.daily_cost_cap_usd,
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)

@@ -112,6 +112,8 @@ _COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 _ENDED_KEEP: Final = 2048
 #: The prefix of every fire's derived router run id (``router_run_id``).
 _FIRE_RUNS: Final = "run_cron_"
+_DAY_MS: Final = 86_400_000
+_RUN_SCAN: Final = 1000  # the newest finished runs the idle and spend checks read
 
 
 def default_daemon_id() -> str:
@@ -363,6 +365,8 @@ class AutomationService(SchedulerHooks):
         history_keep_per_job: int = 200,
         clock_ms: Callable[[], int] | None = None,
         supervision: Callable[[], ChannelSupervision | None] | None = None,
+        pause_after_idle_days: float = 7.0,
+        daily_cost_cap_usd: float | None = None,
     ) -> None:
         self.jobs = jobs
         self.runs = runs
@@ -379,6 +383,8 @@ class AutomationService(SchedulerHooks):
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._supervision = supervision or (lambda: None)  # lemon_channels', looked up per use
         self._alerted: dict[str, str] = {}  # job id -> the preflight reason already alerted
+        self.pause_after_idle_ms = int(pause_after_idle_days * _DAY_MS)
+        self.daily_cost_cap_usd = daily_cost_cap_usd
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
@@ -550,6 +556,7 @@ class AutomationService(SchedulerHooks):
                 expr=every or "30m",
                 anchor_ms=now,
                 created_at_ms=now,
+                armed_at_ms=now,
                 prompt=prompt or HEARTBEAT_PROMPT,
                 session_key=f"agent:{agent_id}:main:sub:heartbeat",
                 purpose="heartbeat",
@@ -563,7 +570,7 @@ class AutomationService(SchedulerHooks):
             await self._audit("heartbeat_set", job.id)
             self._wake.set()
             return job
-        changes: dict[str, Any] = {"enabled": True}
+        changes: dict[str, Any] = {"enabled": True, "armed_at_ms": self._now()}
         if prompt is not None:
             changes["prompt"] = prompt
         if every is not None and every != current.expr:
@@ -571,7 +578,13 @@ class AutomationService(SchedulerHooks):
             await self.jobs.remove(hid)
             now = self._now()
             fresh = msgspec.structs.replace(
-                current, expr=every, anchor_ms=now, created_at_ms=now, last_due_at_ms=None
+                current,
+                expr=every,
+                anchor_ms=now,
+                created_at_ms=now,
+                armed_at_ms=now,
+                enabled=True,
+                last_due_at_ms=None,
             )
             if prompt is not None:
                 fresh = msgspec.structs.replace(fresh, prompt=prompt)
@@ -624,6 +637,11 @@ class AutomationService(SchedulerHooks):
             return None
         if not manual and not in_active_hours(job, due_at_ms):
             return "outside_active_hours"
+        cap = self.daily_cost_cap_usd
+        if not manual and cap is not None and await self.spend_today_usd(job.agent_id) >= cap:
+            return "daily_cost_cap"
+        if not manual and self.pause_after_idle_ms > 0 and await self._idle(job):
+            return "idle"
         checklist = self.home / "agent" / "workspace" / "HEARTBEAT.md"
         try:
             text = await asyncio.to_thread(checklist.read_text, encoding="utf-8")
@@ -667,10 +685,63 @@ class AutomationService(SchedulerHooks):
                 ),
             )
         await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        if reason == "idle":  # the heartbeat pauses itself: no later fire, so one alert
+            with contextlib.suppress(JobError):
+                await self.jobs.update(job.id, {"enabled": False}, now_ms=self._now())
+            days = self.pause_after_idle_ms / _DAY_MS
+            await self._audit("heartbeat_paused", job.id, run_id=cid, reason="idle")
+            self._alert(
+                job,
+                cid,
+                f"the heartbeat paused itself: no user message for {days:g} days "
+                "(turn it back on with lemon heartbeat set)",
+            )
+        if reason == "daily_cost_cap" and await self._first_today(job, "cost_cap"):
+            await self._audit("heartbeat_capped", job.id, run_id=cid, reason="daily_cost_cap")
+            self._alert(
+                job,
+                cid,
+                f"the heartbeat stopped for today: the agent spent at least "
+                f"${self.daily_cost_cap_usd:g} today ([automation] daily_cost_cap_usd)",
+            )
         if reason.startswith("preflight:") and self._alerted.get(job.id) != reason:
             self._alerted[job.id] = reason  # one alert per job and reason, not one per fire
             self._alert(job, cid, f"{job.name} did not run: {reason}")
         await self.prune(job.id)
+
+    async def spend_today_usd(self, agent_id: str) -> float:
+        """What ``agent_id``'s runs reported spending since 00:00 UTC today (the newest
+        ``_RUN_SCAN`` finished runs of the run history)."""
+        now = self._now()
+        runs = await self._port().runs(limit=_RUN_SCAN, since_ms=now - now % _DAY_MS)
+        return sum(
+            r.usage.cost_usd
+            for r in runs
+            if r.usage is not None and _agent_of(r.session_key) == agent_id
+        )
+
+    async def _idle(self, job: Job) -> bool:
+        """No user run of the job's agent within ``pause_after_idle_ms``, counted from the
+        later of that run and the heartbeat's arming (cron and heartbeat runs do not count)."""
+        since = self._now() - self.pause_after_idle_ms
+        if max(job.armed_at_ms, job.created_at_ms) > since:
+            return False
+        runs = await self._port().runs(limit=_RUN_SCAN, since_ms=since)
+        return not any(
+            _agent_of(r.session_key) == job.agent_id and not _automation_session(r.session_key)
+            for r in runs
+        )
+
+    async def _first_today(self, job: Job, kind: str) -> bool:
+        """Whether this daemon is the first (of all daemons on the ledger) to raise ``kind``
+        for ``job`` today: claimed in the fire ledger as ``(<job>#<kind>, today)``."""
+        now = self._now()
+        day = now - now % _DAY_MS
+        fire = await self.ledger.claim(f"{job.id}#{kind}", day, self.owner, lease_ms=1)
+        if fire is None:
+            return False
+        await self.ledger.record(fire, status="skipped", outcome=kind)
+        return True
 
     def _alert(self, job: Job, run_id: str, text: str) -> None:
         """An alert about ``job`` that no run made (a preflight failure): ``heartbeat_alert``
@@ -1220,6 +1291,18 @@ class AutomationService(SchedulerHooks):
             for task in [*tasks, *list(self._follows)]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+
+def _agent_of(session_key: str) -> str:
+    parts = session_key.split(":")
+    if len(parts) >= 2 and parts[0] == "agent" and parts[1]:
+        return parts[1]
+    return "default"
+
+
+def _automation_session(session_key: str) -> bool:
+    """A cron fire's or heartbeat's own session (not a person's)."""
+    return ":sub:cron_" in session_key or session_key.endswith(":sub:heartbeat")
 
 
 def _wire_job(job: Job) -> dict[str, Any]:
