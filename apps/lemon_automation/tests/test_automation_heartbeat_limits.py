@@ -113,3 +113,24 @@ async def test_the_daily_cost_cap_skips_scheduled_heartbeats_with_one_alert_a_da
             done = await service._done[woke["cronRunId"]]
             assert done.status == "completed", done
         cron.cancel()
+
+
+async def test_audit_entries_past_audit_keep_days_are_pruned_in_bounded_batches(
+    boot: Callable[..., Runtime],
+) -> None:
+    # a long tick: the test's own calls are the only prunes (the tick runs one at start)
+    async with boot(tick_s=3600.0) as rt:
+        service, _ = parts(rt)
+        now = time.time_ns() // 1_000_000
+        day = 86_400_000
+        for i in range(150):
+            await service.runs.put_audit(
+                {"id": f"audit_old{i}", "action": "job_created", "ts_ms": now - 40 * day + i}
+            )
+        await service.runs.put_audit({"id": "audit_new", "action": "job_created", "ts_ms": now})
+        assert await service.prune_audits() == 100  # one bounded batch
+        assert await service.prune_audits() == 50
+        assert await service.prune_audits() == 0
+        left = await service.runs.audits(limit=1000)
+        assert "audit_new" in [e["id"] for e in left]
+        assert not [e for e in left if e["ts_ms"] < now - 30 * day]

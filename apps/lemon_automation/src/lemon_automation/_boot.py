@@ -88,6 +88,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         supervision=lambda: capabilities.get(CHANNEL_SUPERVISION),  # lemon_channels', if booted
         pause_after_idle_days=config.pause_after_idle_days,
         daily_cost_cap_usd=config.daily_cost_cap_usd,
+        audit_keep_days=config.audit_keep_days,
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)

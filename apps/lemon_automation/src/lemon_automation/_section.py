@@ -28,6 +28,8 @@ class AutomationConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields
     history_keep_per_job: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
     retry_backoff_ms: Annotated[int, msgspec.Meta(ge=10, le=86_400_000)] = 30_000
     """The first retry's backoff after a failed fire (each later retry doubles it)."""
+    audit_keep_days: Annotated[float, msgspec.Meta(gt=0, le=3650)] = 30.0
+    """``cron.audit`` entries older than this are pruned (bounded batches, every tick)."""
     pause_after_idle_days: Annotated[float, msgspec.Meta(ge=0, le=3650)] = 7.0
     """A heartbeat pauses itself (one alert) when its agent had no user run for this long
     (counted from the later of that run and the heartbeat's last ``set-heartbeats``); 0:

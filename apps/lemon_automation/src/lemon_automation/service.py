@@ -367,6 +367,7 @@ class AutomationService(SchedulerHooks):
         supervision: Callable[[], ChannelSupervision | None] | None = None,
         pause_after_idle_days: float = 7.0,
         daily_cost_cap_usd: float | None = None,
+        audit_keep_days: float = 30.0,
     ) -> None:
         self.jobs = jobs
         self.runs = runs
@@ -385,6 +386,7 @@ class AutomationService(SchedulerHooks):
         self._alerted: dict[str, str] = {}  # job id -> the preflight reason already alerted
         self.pause_after_idle_ms = int(pause_after_idle_days * _DAY_MS)
         self.daily_cost_cap_usd = daily_cost_cap_usd
+        self.audit_keep_ms = int(audit_keep_days * _DAY_MS)
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
@@ -1245,11 +1247,23 @@ class AutomationService(SchedulerHooks):
 
     # -- loops ------------------------------------------------------------------------------
 
+    async def prune_audits(self) -> int:
+        """Delete one bounded batch (``PRUNE_BATCH``) of audit entries older than
+        ``audit_keep_ms``; run every tick, so the table converges to its window."""
+        try:
+            return await self.runs.prune_audits(
+                before_ms=self._now() - self.audit_keep_ms, limit=PRUNE_BATCH
+            )
+        except Exception as exc:  # the store is down: the next tick tries again
+            log.warning("automation could not prune the audit: %s", exc)
+            return 0
+
     async def _tick_forever(self) -> None:
         while True:
             now = self._now()
             self.counters.last_tick_ms = now
             self._publish("cron_tick", CronTick(timestamp_ms=now))
+            await self.prune_audits()
             await asyncio.sleep(self.tick_s)
 
     async def _schedule_forever(self) -> None:
