@@ -58,7 +58,7 @@ async def test_the_agent_manages_its_own_jobs_through_the_cron_tool(
         added = result(
             await ask(
                 c,
-                {"action": "add", "name": "daily", "schedule": "0 9 * * *",
+                {"action": "add", "name": "daily", "schedule": "daily at 9am",
                  "prompt": "/echo report", "timezone": "Europe/London"},
                 approve="approve_once",
             )

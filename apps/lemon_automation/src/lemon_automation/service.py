@@ -50,7 +50,13 @@ from lemon_automation.jobs import (
     parse_active_hours,
 )
 from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, preview
-from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, zone
+from lemon_automation.schedule import (
+    Every,
+    ScheduleError,
+    parse_duration_ms,
+    shorthand_cron,
+    zone,
+)
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
 from lemon_core.channels import ChannelSupervision, parse_target
@@ -225,6 +231,9 @@ def parse_schedule(text: str) -> tuple[str, str]:
     """``(kind, expr)`` of a schedule text."""
     stripped = text.strip()
     lowered = stripped.lower()
+    expr = shorthand_cron(stripped)  # "daily at 9am", "weekdays at 09:30": stored as cron
+    if expr is not None:
+        return "cron", expr
     if lowered.startswith("every "):
         return "every", stripped[6:].strip()
     if lowered.startswith("at "):

@@ -35,7 +35,8 @@ CRON_CHANGING_ACTIONS: Final = frozenset({"add", "update", "remove"})
 
 CRON_TOOL_DESCRIPTION: Final = (
     "Manage this agent's scheduled jobs (cron). action=list shows them; add creates one "
-    "(name, schedule, prompt; schedule is 'every 30m', five cron fields such as '0 9 * * 1-5', "
+    "(name, schedule, prompt; schedule is 'every 30m', 'daily at 9am', 'weekdays at 09:30', "
+    "five cron fields, "
     "'@daily' or 'at <ISO 8601 instant with offset>'); update changes name, prompt, "
     "enabled, jitter_sec, catch_up, timeout_sec or max_retries of job id; pause, resume, "
     "remove and run (fire now) take the job id. add, update and remove ask the user first. "
