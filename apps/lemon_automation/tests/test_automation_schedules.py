@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon_automation.schedule import At, Cron, Every, ScheduleError
+from lemon_automation.schedule import At, Cron, Every, ScheduleError, shorthand_cron
+from lemon_automation.service import parse_schedule
 
 NY = "America/New_York"
 
@@ -135,3 +136,33 @@ def test_at_fires_once() -> None:
     at = At.parse("2030-01-01T00:00:00+00:00", now_ms=0)
     assert at.next_after(0) == at.at_ms
     assert at.next_after(at.at_ms) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expr"),
+    [
+        ("daily at 9am", "0 9 * * *"),
+        ("Daily At 12pm", "0 12 * * *"),
+        ("weekdays at 09:30", "30 9 * * 1-5"),
+        ("weekends at 12am", "0 0 * * 0,6"),
+        ("monday at 8:15", "15 8 * * 1"),
+        ("every friday at 5:30pm", "30 17 * * 5"),
+        ("hourly", "0 * * * *"),
+        ("weekly", "0 0 * * 0"),
+    ],
+)
+def test_lemons_shorthands_are_normalised_to_cron(text: str, expr: str) -> None:
+    assert shorthand_cron(text) == expr
+    assert parse_schedule(text) == ("cron", expr)
+
+
+@pytest.mark.parametrize("text", ["daily at 13pm", "daily at 25:00", "weekdays at noon"])
+def test_a_shorthand_with_a_bad_time_names_the_schedule(text: str) -> None:
+    with pytest.raises(ScheduleError, match=r"^schedule: .* is not a time of day"):
+        shorthand_cron(text)
+
+
+def test_what_is_not_a_shorthand_is_left_to_the_other_schedules() -> None:
+    assert shorthand_cron("every 30m") is None
+    assert shorthand_cron("0 9 * * *") is None
+    assert parse_schedule("every 30m") == ("every", "30m")

@@ -52,6 +52,7 @@ def lemon_json(env: dict[str, str], *args: str) -> object:
         (["--every", "10s", "--session", "agent:x"], "session_key:"),
         ([], "schedule:"),
         (["--every", "10s", "--cron", "* * * * *"], "schedule:"),
+        (["--every", "10s", "--channel", "nope"], "channel:"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field_exit_2_and_nothing_stored(
@@ -71,6 +72,11 @@ def test_on_the_store_without_a_daemon(env: dict[str, str]) -> None:
     assert isinstance(job, dict)
     assert set(job) >= JOB_KEYS
     assert (job["schedule"], job["timezone"]) == ("30 2 * * *", "America/New_York")
+    delivered = lemon_json(env, "cron", "add", "told", "--every", "1h", "--prompt", "x",
+                           "--channel", "telegram:42")  # fmt: skip
+    assert isinstance(delivered, dict)
+    assert delivered["channel"] == "telegram:42"
+    assert lemon_json(env, "cron", "remove", delivered["id"])
     dup = run_lemon(env, "cron", "add", "nightly", "--every", "1h", "--prompt", "x")
     assert dup.returncode == 2
     assert "exists" in dup.stderr

@@ -36,6 +36,7 @@ from lemon_browser import AddressGuard, Browsers, WebConfig
 from lemon_core.approvals import ExecApprovals
 from lemon_core.capabilities import AGENT_RUNTIME, APPROVALS, MODEL_CATALOG, ModelCatalog
 from lemon_core.config import read_secrets
+from lemon_core.cron import CRON_JOBS
 from lemon_core.execution import Executor
 from lemon_core.mcp import MCP_HUB
 from lemon_core.sessions import (
@@ -103,6 +104,7 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[CodingAgentRuntime]:
         memory=lambda: capabilities.get(MEMORY_STORE),  # looked up per run
         goals=lambda: capabilities.get(GOAL_STORE),
         browsers=browsers,
+        cron=lambda: capabilities.get(CRON_JOBS),  # lemon_automation's, while it runs
     )
     transcripts = SessionTranscriptReader(impl.sessions())
     compactor = SessionCompactorImpl(impl)

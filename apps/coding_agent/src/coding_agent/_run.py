@@ -34,6 +34,7 @@ from coding_agent.prompt import PromptLimits, build_system_prompt
 from coding_agent.session import Transcript
 from coding_agent.subagents import BudgetedProvider, ParentRun, Subagents
 from coding_agent.tools import TodoList, coding_tools
+from coding_agent.tools.cron import cron_tool
 from coding_agent.tools.mcp import mcp_policy, mcp_tools
 from coding_agent.tools.task import agent_tool, ask_parent_tool, task_tool
 from coding_agent.tools.web import web_tools
@@ -71,6 +72,7 @@ from lemon_ai import (
 from lemon_browser import Browsers
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, read_secrets
+from lemon_core.cron import CronJobs
 from lemon_core.events import ApprovalDecision, ApprovalPending, ErrorCode, RunUsage
 from lemon_core.execution import (
     ActionKind,
@@ -136,6 +138,9 @@ class RunSettings:
     fenced as data; a paused or cleared one does not."""
     browsers: Browsers | None = None
     """The browser tool's Chromium, when the executor has one ([web] browser)."""
+    cron: CronJobs | None = None
+    """The runtime's cron jobs (lemon_automation's CRON_JOBS, while its scheduler runs): the
+    run gets the ``cron`` tool over its own agent's jobs; ``None``: no cron tool."""
 
 
 class CodingRun:
@@ -369,6 +374,8 @@ class CodingRun:
                 agent_id=self._agent_id, session_key=self._job.session_key, cwd=str(workspace.cwd)
             )
             tools += memory_tools(store, context, known_secrets=lambda: known_secrets)
+        if self._settings.cron is not None:
+            tools.append(cron_tool(self._settings.cron, self._agent_id))
         tools += extra or []
         subagents = self._settings.subagents
         if subagents is not None and subagents.offers_task(self._depth()):

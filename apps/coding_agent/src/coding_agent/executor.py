@@ -79,6 +79,7 @@ from lemon_ai import (
 from lemon_browser import Browsers
 from lemon_core import ExecApprovals
 from lemon_core.config import Config, ConfigError, lemon_home, load_config
+from lemon_core.cron import CronJobs
 from lemon_core.events import ErrorCode
 from lemon_core.execution import (
     ActionKind,
@@ -305,7 +306,8 @@ class CodingExecutor:
     ``approvals`` is the approval channel (without it, tools that need approval are refused with
     an error the model sees); ``retry`` is handed to providers the executor builds;
     ``browsers`` (a started :class:`lemon_browser.Browsers`, owned by the caller) lets runs
-    offer the ``browser`` tool when ``[web] browser`` is on.
+    offer the ``browser`` tool when ``[web] browser`` is on; ``cron`` (looked up per run:
+    lemon_automation's ``CRON_JOBS``) gives runs the ``cron`` tool over their agent's jobs.
     """
 
     def __init__(
@@ -324,6 +326,7 @@ class CodingExecutor:
         memory: Callable[[], MemoryStore | None] | None = None,
         goals: Callable[[], GoalStore | None] | None = None,
         browsers: Browsers | None = None,
+        cron: Callable[[], CronJobs | None] | None = None,
     ) -> None:
         if (model is None) != (provider is None):
             raise CodingAgentUsageError("CodingExecutor: pass model and provider together")
@@ -334,6 +337,7 @@ class CodingExecutor:
         self._memory = memory
         self._goals = goals
         self._browsers = browsers  # the browser tool's Chromium (owned by whoever made it)
+        self._cron = cron  # the runtime's cron jobs (the cron tool), looked up per run
         self._model = model
         self._provider = provider
         self.approvals = approvals
@@ -700,6 +704,7 @@ class CodingExecution:
                 memory=None if ex._memory is None else ex._memory(),
                 goals=None if ex._goals is None else ex._goals(),
                 browsers=ex._browsers,
+                cron=None if ex._cron is None else ex._cron(),
             ),
             counts=ex._counts,
             sink=sink,

@@ -47,10 +47,12 @@ from typing import Any, Final
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolError, ToolRegistry, ToolResult
 from lemon_core import ApprovalCapacityError, ExecApprovals
+from lemon_core.cron import CRON_CHANGING_ACTIONS, CRON_TOOL
 from lemon_core.events import ApprovalDecision, ApprovalPending
 from lemon_core.execution import ToolPolicy
 
 __all__ = [
+    "ACTION_APPROVALS",
     "DEFAULT_TOOL_POLICY",
     "FILE_TOOLS",
     "READ_ONLY_TOOLS",
@@ -65,9 +67,15 @@ __all__ = [
 ]
 
 DEFAULT_TOOL_POLICY: Final = ToolPolicy(
-    require_approval=frozenset({"write", "edit", "bash", "remember", "forget"})
+    require_approval=frozenset({"write", "edit", "bash", "remember", "forget", CRON_TOOL})
 )
-"""read, ls, find, grep (inside the workspace), todo run; write, edit and bash need an approval."""
+"""read, ls, find, grep (inside the workspace), todo run; write, edit and bash need an approval
+(``cron`` only for the actions that create, change or delete a job: :data:`ACTION_APPROVALS`)."""
+
+ACTION_APPROVALS: Final[Mapping[str, frozenset[str]]] = {CRON_TOOL: CRON_CHANGING_ACTIONS}
+"""Tools whose ``action`` argument decides whether a call is effectful: when the policy says
+such a tool needs an approval, only a call with one of these actions asks (``cron`` ``list``,
+``pause``, ``resume`` and ``run`` do not; ``add``, ``update`` and ``remove`` do)."""
 
 READ_ONLY_TOOLS: Final = frozenset({"read", "ls", "find", "grep"})
 """File tools that only read: free inside the workspace, asked for outside it."""
@@ -116,6 +124,8 @@ def taint_applies(name: str, arguments: Mapping[str, Any]) -> bool:
         if action == "open":
             return carries_data(arguments.get("url"))
         return action in ("type", "press")
+    if name == CRON_TOOL:  # listing the agent's jobs only reads
+        return arguments.get("action") != "list"
     return name not in TAINT_FREE
 
 
@@ -252,7 +262,10 @@ async def check_gate(ctx: ToolContext, gate: GateContext) -> None:
     # write and edit ask as the policy says, and when they ask, the question says the path is
     # outside (``outside`` is passed on).
     read_outside = outside is not None and name in READ_ONLY_TOOLS
-    if gate.policy.needs_approval(name) or (read_outside and name not in gate.preapproved):
+    asks = gate.policy.needs_approval(name)
+    if asks and name in ACTION_APPROVALS:
+        asks = ctx.arguments.get("action") in ACTION_APPROVALS[name]
+    if asks or (read_outside and name not in gate.preapproved):
         await _approve(ctx, gate, outside)
 
 

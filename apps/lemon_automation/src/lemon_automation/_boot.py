@@ -7,7 +7,9 @@ it wherever the app boots; ``false`` nowhere. When it runs: the job and run stor
 runtime's Store, the fire ledger that goes with that store (the PostgreSQL schema every daemon
 on it shares, ``store/fires.sqlite3`` next to the SQLite store, or memory), the service's loops
 (:class:`~lemon_automation.service.AutomationService`) and the ``cron.*`` / ``wake`` /
-``set-heartbeats`` / ``last-heartbeat`` wire methods (advertised only then). Leaving the
+``set-heartbeats`` / ``last-heartbeat`` wire methods (advertised only then), and
+``CRON_JOBS`` (:class:`~lemon_automation._tool.AgentCronJobs`, what the agent's ``cron`` tool
+calls). Leaving the
 lifespan unregisters the methods, cancels the loops and closes the ledger.
 """
 
@@ -21,10 +23,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from lemon_automation._section import SECTIONS, AutomationConfig
+from lemon_automation._tool import AgentCronJobs
 from lemon_automation._wire import registered
 from lemon_automation.jobs import JobStore
 from lemon_automation.runs import CronRunStore
 from lemon_automation.service import AutomationService, default_daemon_id
+from lemon_core.channels import CHANNEL_SUPERVISION
+from lemon_core.cron import CRON_JOBS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.wire_methods import WIRE_METHODS
 from lemon_runtime import AppSpec, Runtime, open_fire_ledger
@@ -80,13 +85,20 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         tick_s=options.tick_s,
         retry_backoff_ms=config.retry_backoff_ms,
         history_keep_per_job=config.history_keep_per_job,
+        supervision=lambda: capabilities.get(CHANNEL_SUPERVISION),  # lemon_channels', if booted
+        pause_after_idle_days=config.pause_after_idle_days,
+        daily_cost_cap_usd=config.daily_cost_cap_usd,
+        audit_keep_days=config.audit_keep_days,
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)
+    cron_jobs = AgentCronJobs(service)  # the agent's cron tool reaches the jobs through it
+    capabilities.register(CRON_JOBS, cron_jobs)
     try:
         with registered(methods, service):
             yield AutomationApp(config, service)
     finally:
+        capabilities.unregister(CRON_JOBS, cron_jobs)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

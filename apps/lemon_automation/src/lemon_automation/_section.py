@@ -28,6 +28,16 @@ class AutomationConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields
     history_keep_per_job: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
     retry_backoff_ms: Annotated[int, msgspec.Meta(ge=10, le=86_400_000)] = 30_000
     """The first retry's backoff after a failed fire (each later retry doubles it)."""
+    audit_keep_days: Annotated[float, msgspec.Meta(gt=0, le=3650)] = 30.0
+    """``cron.audit`` entries older than this are pruned (bounded batches, every tick)."""
+    pause_after_idle_days: Annotated[float, msgspec.Meta(ge=0, le=3650)] = 7.0
+    """A heartbeat pauses itself (one alert) when its agent had no user run for this long
+    (counted from the later of that run and the heartbeat's last ``set-heartbeats``); 0:
+    never."""
+    daily_cost_cap_usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """The agent's spend today (UTC, every run's reported ``cost_usd``) at or above which its
+    heartbeat's scheduled fires are ``skipped: daily_cost_cap`` until the next day (one alert
+    a day); unset: no cap."""
 
 
 #: The config sections this app owns, by name (the ``lemon.config`` entry point names it).

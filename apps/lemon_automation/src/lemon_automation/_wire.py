@@ -3,7 +3,8 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
 
 - ``cron.list {agentId?}`` (read): ``{jobs, quarantined}``.
 - ``cron.add {name, schedule, prompt, agentId?, sessionKey?, timezone?, jitterSec?, enabled?,
-  catchUp?, graceSec?, timeoutSec?, maxRetries?}`` (admin): ``{job}``. ``schedule`` is
+  catchUp?, graceSec?, timeoutSec?, maxRetries?, channel?}`` (admin): ``{job}``; ``channel``
+  (``telegram:<chat id>[:<thread id>]``) also delivers each summary there. ``schedule`` is
   ``every 10s``, ``at <ISO instant>``, five cron fields or a macro. A ``command`` job is
   refused (only agent prompts run).
 - ``cron.update {id, name?, prompt?, enabled?, jitterSec?, catchUp?, graceSec?, timeoutSec?,
@@ -211,6 +212,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             "graceSec",
             "timeoutSec",
             "maxRetries",
+            "channel",
         }
         unknown = sorted(set(p) - known)
         if unknown:
@@ -230,6 +232,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             grace_ms=None if grace is None else int(grace * 1000),
             timeout_ms=int(_int(p, "timeoutSec", default=300, low=1) * 1000),
             max_retries=int(_int(p, "maxRetries", default=0)),
+            channel=_str(p, "channel"),
         )
         job = await guarded(service.add(spec))
         return {"job": camel(job_view(job))}

@@ -34,8 +34,9 @@ _MAX_PROMPT: Final = 32 * 1024
 #: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
 MAX_RETRIES: Final = 10
 _MUTABLE: Final = frozenset(
-    {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries"}
-)
+    {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries",
+     "armed_at_ms"}
+)  # fmt: skip
 
 
 class JobError(ValueError):
@@ -75,6 +76,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     last_due_at_ms: int | None = None
     """The watermark: the newest due time handled (fired or skipped)."""
     created_at_ms: int = 0
+    armed_at_ms: int = 0
+    """Heartbeats: when ``set-heartbeats`` last enabled it (the idle pause counts from the
+    later of this and the agent's last user run)."""
 
     def schedule(self) -> Schedule:
         if self.kind == "cron":

@@ -50,6 +50,11 @@ class CronRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     """0 for the first fire of a due time; n for its n-th retry."""
     retry_of: str | None = None
     """A retry: the ``cron_run_id`` of the fire it retries."""
+    delivery: str | None = None
+    """A job with a channel target: ``admitted`` (in the channel's outbox), ``duplicate`` (it
+    was already), or ``failed: <reason>``; ``cron.runs`` shows ``delivered`` once the channel
+    recorded a message id, ``unverified`` before (``delivery_message_ids``)."""
+    delivery_message_ids: tuple[str, ...] = ()
 
 
 class PendingRetry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -117,6 +122,19 @@ class CronRunStore:
         """The newest ``limit`` audit entries, newest first."""
         rows = await self._store.scan(AUDIT_TABLE, limit=limit, reverse=True)
         return [value for _key, value in rows if isinstance(value, dict)]
+
+    async def prune_audits(self, *, before_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` of the oldest audit entries stamped before ``before_ms``
+        (one bounded scan from the oldest); how many were deleted."""
+        rows = await self._store.scan(AUDIT_TABLE, limit=limit)
+        deleted = 0
+        for key, value in rows:
+            ts = value.get("ts_ms") if isinstance(value, dict) else None
+            if isinstance(ts, int) and ts >= before_ms:
+                break  # keys sort by time: everything after is newer
+            if await self._store.delete(AUDIT_TABLE, key):
+                deleted += 1
+        return deleted
 
     async def drop_retry(self, cron_run_id: str) -> None:
         await self._store.delete(RETRIES_TABLE, cron_run_id)

@@ -14,7 +14,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-__all__ = ["At", "Cron", "Every", "Schedule", "ScheduleError", "parse_duration_ms", "zone"]
+__all__ = [
+    "At",
+    "Cron",
+    "Every",
+    "Schedule",
+    "ScheduleError",
+    "parse_duration_ms",
+    "shorthand_cron",
+    "zone",
+]
 
 _DURATION: Final = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -25,6 +34,16 @@ _MACROS: Final = {
     "@weekly": "0 0 * * 0",
     "@monthly": "0 0 1 * *",
 }
+_DAYS: Final = {
+    "daily": "*", "weekdays": "1-5", "weekends": "0,6",
+    "sunday": "0", "monday": "1", "tuesday": "2", "wednesday": "3", "thursday": "4",
+    "friday": "5", "saturday": "6",
+    "sun": "0", "mon": "1", "tue": "2", "wed": "3", "thu": "4", "fri": "5", "sat": "6",
+}  # fmt: skip
+_SHORTHAND: Final = re.compile(r"^(?:every\s+)?([a-z]+)\s+at\s+(.+)$")
+_CLOCK: Final = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$")
+_BARE: Final = {"hourly": "0 * * * *", "daily": "0 0 * * *", "weekly": "0 0 * * 0",
+                "monthly": "0 0 1 * *"}  # fmt: skip
 #: How far ahead a cron expression is searched before it is called one that never fires.
 _HORIZON_YEARS: Final = 8
 
@@ -42,6 +61,33 @@ def parse_duration_ms(text: str, *, field: str = "every") -> int:
     if match is None:
         raise ScheduleError(field, f"{text!r} is not a duration; write e.g. 10s, 15m, 2h or 1d")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def shorthand_cron(text: str) -> str | None:
+    """Lemon's shorthands as five cron fields: ``daily at 9am``, ``weekdays at 09:30``,
+    ``weekends at 10pm``, ``monday at 8:15``, ``every friday at 17:00``, and the bare
+    ``hourly`` / ``daily`` / ``weekly`` / ``monthly``; ``None`` when ``text`` is not one. A
+    shorthand with a bad time is a :class:`ScheduleError` naming ``schedule``."""
+    lowered = " ".join(text.strip().lower().split())
+    if lowered in _BARE:
+        return _BARE[lowered]
+    match = _SHORTHAND.match(lowered)
+    if match is None or match.group(1) not in _DAYS:
+        return None
+    clock = _CLOCK.match(match.group(2))
+    bad = ScheduleError(
+        "schedule", f"{match.group(2)!r} is not a time of day; write e.g. 9am, 5:30pm or 17:30"
+    )
+    if clock is None:
+        raise bad
+    hour, minute, half = int(clock.group(1)), int(clock.group(2) or 0), clock.group(3)
+    if half is not None:
+        if not 1 <= hour <= 12:
+            raise bad
+        hour = hour % 12 + (12 if half == "pm" else 0)
+    if hour > 23 or minute > 59:
+        raise bad
+    return f"{minute} {hour} * * {_DAYS[match.group(1)]}"
 
 
 @functools.lru_cache(maxsize=256)

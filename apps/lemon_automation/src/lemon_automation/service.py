@@ -50,10 +50,19 @@ from lemon_automation.jobs import (
     parse_active_hours,
 )
 from lemon_automation.runs import CronRun, CronRunStore, PendingRetry, history, preview
-from lemon_automation.schedule import Every, ScheduleError, parse_duration_ms, zone
+from lemon_automation.schedule import (
+    Every,
+    ScheduleError,
+    parse_duration_ms,
+    shorthand_cron,
+    zone,
+)
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
+from lemon_core.channels import ChannelSupervision, parse_target
 from lemon_core.clock import SYSTEM_CLOCK
+from lemon_core.cron import CRON_TOOL
+from lemon_core.errors import UsageError
 from lemon_core.events import (
     Completion,
     CronJobAction,
@@ -94,10 +103,9 @@ HEARTBEAT_PROMPT: Final = (
     "chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 _NO_ANSWER: Final = "the heartbeat produced no answer"
-#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the ones that
-#: manage cron jobs and heartbeats (no such model-facing tool is registered yet; the name is
-#: reserved so one added later is blocked inside cron runs from the start).
-CRON_BLOCKED_TOOLS: set[str] = {"cron"}
+#: The tools a cron or heartbeat run is denied (by the RunRequest's tool policy): the
+#: model-facing ``cron`` tool (lemon_core.cron), so a reminder never schedules more reminders.
+CRON_BLOCKED_TOOLS: set[str] = {CRON_TOOL}
 #: How many of the newest audit entries ``cron.audit`` filters.
 AUDIT_SCAN: Final = 5000
 #: How many old fires one prune deletes at most (one prune follows each terminal record).
@@ -110,6 +118,8 @@ _COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 _ENDED_KEEP: Final = 2048
 #: The prefix of every fire's derived router run id (``router_run_id``).
 _FIRE_RUNS: Final = "run_cron_"
+_DAY_MS: Final = 86_400_000
+_RUN_SCAN: Final = 1000  # the newest finished runs the idle and spend checks read
 
 
 def default_daemon_id() -> str:
@@ -201,12 +211,29 @@ class JobSpec:
     grace_ms: int | None = None
     timeout_ms: int = 300_000
     max_retries: int = 0
+    channel: str | None = None
+    """A delivery target ``<channel>:<peer id>[:<thread id>]``: the summary is also delivered
+    there through ``ChannelSupervision``."""
+
+
+def check_channel(target: str | None) -> str | None:
+    """``target`` (stripped) when it parses, ``None`` for none; :class:`JobError` naming
+    ``channel`` otherwise."""
+    if target is None or not target.strip():
+        return None
+    try:
+        return str(parse_target(target))
+    except UsageError as exc:
+        raise JobError("channel", str(exc).split(": ", 1)[1]) from None
 
 
 def parse_schedule(text: str) -> tuple[str, str]:
     """``(kind, expr)`` of a schedule text."""
     stripped = text.strip()
     lowered = stripped.lower()
+    expr = shorthand_cron(stripped)  # "daily at 9am", "weekdays at 09:30": stored as cron
+    if expr is not None:
+        return "cron", expr
     if lowered.startswith("every "):
         return "every", stripped[6:].strip()
     if lowered.startswith("at "):
@@ -243,6 +270,7 @@ def build_job(spec: JobSpec, *, now_ms: int) -> Job:
         timeout_ms=spec.timeout_ms,
         max_retries=spec.max_retries,
         created_at_ms=now_ms,
+        channel=check_channel(spec.channel),
     )
 
 
@@ -346,6 +374,10 @@ class AutomationService(SchedulerHooks):
         history_keep_per_job: int = 200,
         history_poll_s: float = 5.0,
         clock_ms: Callable[[], int] | None = None,
+        supervision: Callable[[], ChannelSupervision | None] | None = None,
+        pause_after_idle_days: float = 7.0,
+        daily_cost_cap_usd: float | None = None,
+        audit_keep_days: float = 30.0,
     ) -> None:
         self.jobs = jobs
         self.runs = runs
@@ -362,6 +394,11 @@ class AutomationService(SchedulerHooks):
         #: How often a followed fire whose run end was not seen here reads the run history.
         self.history_poll_s = history_poll_s
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
+        self._supervision = supervision or (lambda: None)  # lemon_channels', looked up per use
+        self._alerted: dict[str, str] = {}  # job id -> the preflight reason already alerted
+        self.pause_after_idle_ms = int(pause_after_idle_days * _DAY_MS)
+        self.daily_cost_cap_usd = daily_cost_cap_usd
+        self.audit_keep_ms = int(audit_keep_days * _DAY_MS)
         self._wake = asyncio.Event()
         self._completions = _Completions(port) if port is not None else None
         self._follows: set[asyncio.Task[None]] = set()
@@ -462,8 +499,27 @@ class AutomationService(SchedulerHooks):
         return jobs, bad
 
     async def history(self, job_id: str | None, *, limit: int) -> list[CronRun]:
-        ids = [job_id] if job_id is not None else [j.id for j in (await self.jobs.load())[0]]
-        return await history(self.ledger, self.runs, ids, limit=limit, cron_run_id_of=cron_run_id)
+        """The newest ``limit`` fires, newest first; a delivered one's ``delivery`` is
+        ``delivered`` once the channel recorded its message id, ``unverified`` before."""
+        jobs = {j.id: j for j in (await self.jobs.load())[0]}
+        ids = [job_id] if job_id is not None else list(jobs)
+        found = await history(self.ledger, self.runs, ids, limit=limit, cron_run_id_of=cron_run_id)
+        supervision = self._supervision()
+        out = []
+        for run in found:
+            job = jobs.get(run.job_id)
+            if run.delivery in ("admitted", "duplicate") and job is not None and job.channel:
+                sent: tuple[str, ...] = ()
+                if supervision is not None:
+                    with contextlib.suppress(Exception):
+                        sent = await supervision.message_ids(job.channel, run.cron_run_id)
+                run = msgspec.structs.replace(
+                    run,
+                    delivery="delivered" if sent else "unverified",
+                    delivery_message_ids=sent,
+                )
+            out.append(run)
+        return out
 
     async def last_run(self, job_id: str) -> CronRun | None:
         found = await self.history(job_id, limit=1)
@@ -492,6 +548,8 @@ class AutomationService(SchedulerHooks):
             return None
         if active_hours:
             parse_active_hours(active_hours)
+        if channel is not None:
+            channel = check_channel(channel) or ""
         if timezone is not None:
             try:
                 zone(timezone)
@@ -512,11 +570,12 @@ class AutomationService(SchedulerHooks):
                 expr=every or "30m",
                 anchor_ms=now,
                 created_at_ms=now,
+                armed_at_ms=now,
                 prompt=prompt or HEARTBEAT_PROMPT,
                 session_key=f"agent:{agent_id}:main:sub:heartbeat",
                 purpose="heartbeat",
                 catch_up="latest",
-                channel=channel,
+                channel=channel or None,
                 active_hours=active_hours or None,
                 timezone=timezone or local_timezone(),
             )
@@ -525,7 +584,7 @@ class AutomationService(SchedulerHooks):
             await self._audit("heartbeat_set", job.id)
             self._wake.set()
             return job
-        changes: dict[str, Any] = {"enabled": True}
+        changes: dict[str, Any] = {"enabled": True, "armed_at_ms": self._now()}
         if prompt is not None:
             changes["prompt"] = prompt
         if every is not None and every != current.expr:
@@ -533,19 +592,25 @@ class AutomationService(SchedulerHooks):
             await self.jobs.remove(hid)
             now = self._now()
             fresh = msgspec.structs.replace(
-                current, expr=every, anchor_ms=now, created_at_ms=now, last_due_at_ms=None
+                current,
+                expr=every,
+                anchor_ms=now,
+                created_at_ms=now,
+                armed_at_ms=now,
+                enabled=True,
+                last_due_at_ms=None,
             )
             if prompt is not None:
                 fresh = msgspec.structs.replace(fresh, prompt=prompt)
             if channel is not None:
-                fresh = msgspec.structs.replace(fresh, channel=channel)
+                fresh = msgspec.structs.replace(fresh, channel=channel or None)
             job = await self.jobs.add(fresh, now_ms=now)
             self._job_changed(CronJobAction.UPDATED, job)
             self._wake.set()
             return job
         fields: dict[str, Any] = {}
-        if channel is not None and channel != current.channel:
-            fields["channel"] = channel
+        if channel is not None and (channel or None) != current.channel:
+            fields["channel"] = channel or None
         if active_hours is not None and (active_hours or None) != current.active_hours:
             fields["active_hours"] = active_hours or None
         if timezone is not None and timezone != current.timezone:
@@ -573,10 +638,24 @@ class AutomationService(SchedulerHooks):
     async def preflight(self, job: Job, due_at_ms: int, *, manual: bool = False) -> str | None:
         """Why ``due_at_ms`` of ``job`` is skipped with no model call (None: it runs). A manual
         run or a wake is not held to the heartbeat's active hours."""
+        if job.channel is not None:
+            supervision = self._supervision()
+            why = (
+                "no channels run in this runtime (lemon_channels did not boot)"
+                if supervision is None
+                else supervision.check_target(job.channel)
+            )
+            if why is not None:
+                return f"preflight: delivery target {job.channel}: {why}"
         if job.purpose != "heartbeat":
             return None
         if not manual and not in_active_hours(job, due_at_ms):
             return "outside_active_hours"
+        cap = self.daily_cost_cap_usd
+        if not manual and cap is not None and await self.spend_today_usd(job.agent_id) >= cap:
+            return "daily_cost_cap"
+        if not manual and self.pause_after_idle_ms > 0 and await self._idle(job):
+            return "idle"
         checklist = self.home / "agent" / "workspace" / "HEARTBEAT.md"
         try:
             text = await asyncio.to_thread(checklist.read_text, encoding="utf-8")
@@ -620,7 +699,82 @@ class AutomationService(SchedulerHooks):
                 ),
             )
         await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
+        if reason == "idle":  # the heartbeat pauses itself: no later fire, so one alert
+            with contextlib.suppress(JobError):
+                await self.jobs.update(job.id, {"enabled": False}, now_ms=self._now())
+            days = self.pause_after_idle_ms / _DAY_MS
+            await self._audit("heartbeat_paused", job.id, run_id=cid, reason="idle")
+            self._alert(
+                job,
+                cid,
+                f"the heartbeat paused itself: no user message for {days:g} days "
+                "(turn it back on with lemon heartbeat set)",
+            )
+        if reason == "daily_cost_cap" and await self._first_today(job, "cost_cap"):
+            await self._audit("heartbeat_capped", job.id, run_id=cid, reason="daily_cost_cap")
+            self._alert(
+                job,
+                cid,
+                f"the heartbeat stopped for today: the agent spent at least "
+                f"${self.daily_cost_cap_usd:g} today ([automation] daily_cost_cap_usd)",
+            )
+        if reason.startswith("preflight:") and self._alerted.get(job.id) != reason:
+            self._alerted[job.id] = reason  # one alert per job and reason, not one per fire
+            self._alert(job, cid, f"{job.name} did not run: {reason}")
         await self.prune(job.id)
+
+    async def spend_today_usd(self, agent_id: str) -> float:
+        """What ``agent_id``'s runs reported spending since 00:00 UTC today (the newest
+        ``_RUN_SCAN`` finished runs of the run history)."""
+        now = self._now()
+        runs = await self._port().runs(limit=_RUN_SCAN, since_ms=now - now % _DAY_MS)
+        return sum(
+            r.usage.cost_usd
+            for r in runs
+            if r.usage is not None and _agent_of(r.session_key) == agent_id
+        )
+
+    async def _idle(self, job: Job) -> bool:
+        """No user run of the job's agent within ``pause_after_idle_ms``, counted from the
+        later of that run and the heartbeat's arming (cron and heartbeat runs do not count)."""
+        since = self._now() - self.pause_after_idle_ms
+        if max(job.armed_at_ms, job.created_at_ms) > since:
+            return False
+        runs = await self._port().runs(limit=_RUN_SCAN, since_ms=since)
+        return not any(
+            _agent_of(r.session_key) == job.agent_id and not _automation_session(r.session_key)
+            for r in runs
+        )
+
+    async def _first_today(self, job: Job, kind: str) -> bool:
+        """Whether this daemon is the first (of all daemons on the ledger) to raise ``kind``
+        for ``job`` today: claimed in the fire ledger as ``(<job>#<kind>, today)``."""
+        now = self._now()
+        day = now - now % _DAY_MS
+        fire = await self.ledger.claim(f"{job.id}#{kind}", day, self.owner, lease_ms=1)
+        if fire is None:
+            return False
+        await self.ledger.record(fire, status="skipped", outcome=kind)
+        return True
+
+    def _alert(self, job: Job, run_id: str, text: str) -> None:
+        """An alert about ``job`` that no run made (a preflight failure): ``heartbeat_alert``
+        for a heartbeat, and a failed summary on the base session (never a channel: the
+        target is what failed)."""
+        self.counters.alerts += 1
+        if job.purpose == "heartbeat":
+            self._publish(
+                "heartbeat_alert",
+                HeartbeatAlert(
+                    agent_id=job.agent_id,
+                    job_id=job.id,
+                    job_name=job.name,
+                    run_id=run_id,
+                    response=text,
+                    severity="warning",
+                ),
+            )
+        self._forward(job, run_id, ok=False, text=text)
 
     async def fired(self, job: Job, result: FireResult, triggered_by: str) -> None:
         fire = result.fire
@@ -909,6 +1063,14 @@ class AutomationService(SchedulerHooks):
             self.counters.lost += 1
             return
         finished = self._now()
+        self._alerted.pop(job.id, None)  # it ran: a later preflight failure alerts again
+        alert_text = (answer or "").strip() or error or _NO_ANSWER
+        delivery = None
+        if job.channel is not None and not suppressed:
+            # the fenced terminal write held: this daemon alone delivers the fire, keyed by
+            # its cron_run_id (a repeat is a duplicate in the channel's outbox)
+            text = alert_text if heartbeat else (answer or error or "(no answer)")
+            delivery = await self._deliver(job, record.cron_run_id, run_id, text)
         done = msgspec.structs.replace(
             record,
             status=status,
@@ -917,6 +1079,7 @@ class AutomationService(SchedulerHooks):
             suppressed=suppressed,
             error=error,
             output=preview(answer),
+            delivery=delivery,
         )
         await self.runs.put(done)
         self.counters.completed += 1
@@ -950,7 +1113,6 @@ class AutomationService(SchedulerHooks):
                 )
             else:
                 self.counters.alerts += 1
-                text = (answer or "").strip() or error or _NO_ANSWER
                 self._publish(
                     "heartbeat_alert",
                     HeartbeatAlert(
@@ -958,14 +1120,43 @@ class AutomationService(SchedulerHooks):
                         job_id=job.id,
                         job_name=job.name,
                         run_id=run_id,
-                        response=text,
+                        response=alert_text,
                         severity="warning",
                     ),
                 )
-                self._forward(job, run_id, ok=True, text=text)
+                if job.channel is None:  # with a channel, the alert went there
+                    self._forward(job, run_id, ok=True, text=alert_text)
         elif job.session_key is None:
             self._forward(job, run_id, ok=status == "completed", text=answer or error or "")
         self._resolve(record.cron_run_id, done)
+
+    async def _deliver(self, job: Job, cid: str, run_id: str, text: str) -> str:
+        """Admit ``text`` to the job's channel target through ``ChannelSupervision`` (intent
+        id: the ``cron_run_id``); the delivery status recorded on the run."""
+        assert job.channel is not None
+        supervision = self._supervision()
+        try:
+            if supervision is None:
+                raise UsageError("no channels run in this runtime")
+            receipt = await supervision.submit(
+                job.channel,
+                intent_id=cid,
+                text=cap_bytes(text),
+                run_id=run_id,
+                session_key=f"agent:{job.agent_id}:main",
+                meta={"origin": "cron", "cron_job_id": job.id, "cron_run_id": cid},
+            )
+            status: str = receipt.status
+        except Exception as exc:  # a full outbox, a channel that stopped: recorded, not raised
+            status = f"failed: {exc}"
+        await self._audit(
+            "delivery_admitted" if not status.startswith("failed") else "delivery_failed",
+            job.id,
+            run_id=cid,
+            status=status,
+            reason=job.channel,
+        )
+        return status
 
     def _forward(self, job: Job, run_id: str, *, ok: bool, text: str) -> None:
         """The summary on the base session: a ``run_completed`` with origin cron."""
@@ -1092,11 +1283,23 @@ class AutomationService(SchedulerHooks):
 
     # -- loops ------------------------------------------------------------------------------
 
+    async def prune_audits(self) -> int:
+        """Delete one bounded batch (``PRUNE_BATCH``) of audit entries older than
+        ``audit_keep_ms``; run every tick, so the table converges to its window."""
+        try:
+            return await self.runs.prune_audits(
+                before_ms=self._now() - self.audit_keep_ms, limit=PRUNE_BATCH
+            )
+        except Exception as exc:  # the store is down: the next tick tries again
+            log.warning("automation could not prune the audit: %s", exc)
+            return 0
+
     async def _tick_forever(self) -> None:
         while True:
             now = self._now()
             self.counters.last_tick_ms = now
             self._publish("cron_tick", CronTick(timestamp_ms=now))
+            await self.prune_audits()
             await asyncio.sleep(self.tick_s)
 
     async def _schedule_forever(self) -> None:
@@ -1138,6 +1341,18 @@ class AutomationService(SchedulerHooks):
             for task in [*tasks, *list(self._follows)]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+
+def _agent_of(session_key: str) -> str:
+    parts = session_key.split(":")
+    if len(parts) >= 2 and parts[0] == "agent" and parts[1]:
+        return parts[1]
+    return "default"
+
+
+def _automation_session(session_key: str) -> bool:
+    """A cron fire's or heartbeat's own session (not a person's)."""
+    return ":sub:cron_" in session_key or session_key.endswith(":sub:heartbeat")
 
 
 def _wire_job(job: Job) -> dict[str, Any]:

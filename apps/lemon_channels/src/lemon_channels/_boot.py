@@ -5,7 +5,9 @@ Start reads ``[channels.telegram]`` from the runtime's config; the bot token com
 variable its ``token_env`` names (the environment, else ``$LEMON_HOME/secrets.env``). A
 missing or refused token, or an unreachable Bot API, leaves that channel FAILED with a
 sentence saying how to fix it (shown by ``lemon channels status`` and ``lemon doctor``); the
-daemon keeps running without it. Leaving the lifespan stops the channels (pending outbound
+daemon keeps running without it. It registers ``CHANNEL_SUPERVISION``
+(:class:`~lemon_channels._supervision.ChannelsSupervision`: automation's summaries and alerts
+into the target channel's outbox). Leaving the lifespan stops the channels (pending outbound
 messages stay in the store and are sent after the next start).
 
 The app owns the ``[channels]`` section (:class:`ChannelsConfig`). A :class:`ChannelsOptions`
@@ -24,8 +26,9 @@ from typing import Final
 
 from lemon_channels._host import STATUS_TABLE, ChannelHost
 from lemon_channels._section import SECTIONS, ChannelsConfig, ChannelsOptions, TelegramChannelConfig
+from lemon_channels._supervision import ChannelsSupervision
 from lemon_channels.telegram import TelegramPlugin
-from lemon_core.channels import ChannelState, ChannelStatus
+from lemon_core.channels import CHANNEL_SUPERVISION, ChannelState, ChannelStatus
 from lemon_core.config import read_secrets
 from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
@@ -138,9 +141,15 @@ def _telegram(
 @contextlib.asynccontextmanager
 async def _lifespan(runtime: Runtime) -> AsyncIterator[Channels]:
     channels = await _start(runtime)
+    # Automation reaches a person only through this (a target on a channel that is not
+    # running is refused with the reason): registered even when no channel is configured.
+    supervision = ChannelsSupervision(channels, runtime.store)
+    capabilities = runtime.context.capabilities
+    capabilities.register(CHANNEL_SUPERVISION, supervision)
     try:
         yield channels
     finally:
+        capabilities.unregister(CHANNEL_SUPERVISION, supervision)
         for host in channels.hosts.values():
             await host.stop()
 

@@ -4,8 +4,9 @@
   each with its UTC offset, flagging those on a DST transition day.
 - ``add NAME (--cron EXPR [--tz ZONE] | --every DUR | --at TIME) --prompt TEXT [--agent ID]
   [--session KEY] [--jitter DUR] [--catch-up latest|all|skip] [--grace DUR] [--timeout DUR]
-  [--max-retries N]``, ``list``, ``remove ID``, ``pause ID``, ``resume ID``, ``run ID
-  [--wait]``, ``history [ID] [--limit N]``, ``abort RUN_ID``, ``audit [--job ID] [--action A]``.
+  [--max-retries N] [--channel CHANNEL:PEER]``, ``list``, ``remove ID``, ``pause ID``,
+  ``resume ID``, ``run ID [--wait]``, ``history [ID] [--limit N]``, ``abort RUN_ID``,
+  ``audit [--job ID] [--action A]``.
 - ``lemon cron --url ws://HOST:PORT/ws ...`` (and ``lemon heartbeat --url ...``) talks to that
   daemon only (given ``LEMON_CONTROL_PLANE_TOKEN``, never this home's local token).
 - ``lemon heartbeat set|show|off [--agent ID] [--every DUR] [--prompt TEXT] [--channel T]
@@ -198,6 +199,9 @@ def add_cmd(
     grace: Annotated[str | None, typer.Option("--grace", help="Misfire grace.")] = None,
     timeout: Annotated[str | None, typer.Option("--timeout", help="Run timeout.")] = None,
     max_retries: Annotated[int, typer.Option("--max-retries", min=0, max=10)] = 0,
+    channel: Annotated[
+        str | None, typer.Option("--channel", help="Also deliver each summary: telegram:CHAT.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a job that runs PROMPT on a schedule."""
@@ -221,6 +225,8 @@ def add_cmd(
         params["timezone"] = tz
     if session is not None:
         params["sessionKey"] = session
+    if channel is not None:
+        params["channel"] = channel
     for key, text, field in (
         ("jitterSec", jitter, "jitter"),
         ("graceSec", grace, "grace"),

@@ -3,7 +3,8 @@
 :class:`DeliveryIntent` is the semantic value producers emit; :class:`ChannelPlugin` is what a
 channel implements (inbound messages, rendering intents into its own payloads, sending,
 editing, answering button presses). The implementation host is lemon_channels; the contract
-kit every plugin passes is ``lemon_platform_test.ChannelContract``.
+kit every plugin passes is ``lemon_platform_test.ChannelContract``. :class:`ChannelSupervision`
+(:data:`CHANNEL_SUPERVISION`) is how automation delivers a terminal fact to a target.
 """
 
 from __future__ import annotations
@@ -25,13 +26,22 @@ from lemon_core.channels._plugin import (
     SendResult,
     session_key_for,
 )
+from lemon_core.channels._supervision import (
+    CHANNEL_SUPERVISION,
+    ChannelSupervision,
+    SupervisionReceipt,
+    SupervisionTarget,
+    parse_target,
+)
 
 __all__ = [
+    "CHANNEL_SUPERVISION",
     "TRANSIENT_KINDS",
     "CallbackQuery",
     "ChannelPlugin",
     "ChannelState",
     "ChannelStatus",
+    "ChannelSupervision",
     "DeliveryIntent",
     "DeliveryRoute",
     "InboundImage",
@@ -39,5 +49,8 @@ __all__ = [
     "InboundSink",
     "IntentKind",
     "SendResult",
+    "SupervisionReceipt",
+    "SupervisionTarget",
+    "parse_target",
     "session_key_for",
 ]
