@@ -29,12 +29,14 @@ from itertools import accumulate, zip_longest
 from typing import TYPE_CHECKING, Final
 
 from textual.containers import VerticalScroll
+from textual.layout import DockArrangeResult
 from textual.widget import Widget
 
 from lemon_tui._widgets import Entry, EntryView
 
 if TYPE_CHECKING:
     from rich.console import ConsoleOptions
+    from textual.geometry import Size
 
 __all__ = ["Transcript"]
 
@@ -44,7 +46,11 @@ _DRAW: Final = 3.0  # screens beyond the mounted window whose answers are drawn 
 
 
 class _Spacer(Widget):
-    """Stands in for the entries not mounted above (or below) the window."""
+    """Marks an edge of the window: always 0 lines tall, it is placed (``Transcript.arrange``)
+    where the entries not mounted above (or below) the window end, so the layout is as tall as
+    the whole transcript without a widget as tall as it (a widget tens of thousands of lines
+    tall costs Textual a spatial-map cell per 20 lines and a dirty line per line, on every
+    layout)."""
 
     DEFAULT_CSS = "_Spacer { height: 0; }"
 
@@ -66,6 +72,9 @@ class Transcript(VerticalScroll):
         self._ahead: list[Entry] = []  # to draw while idle, nearest first
         self._tops_at: tuple[int, list[int]] | None = None  # (width, tops) until one changes
         self._drawing = False
+        self._above = 0  # lines of the entries not mounted above the window
+        self._below = 0  # ... and below it
+        self._arranged: tuple[object, int, int, DockArrangeResult] | None = None
 
     def compose(self) -> Iterable[Widget]:
         yield self._top
@@ -134,8 +143,7 @@ class Transcript(VerticalScroll):
             self.remove_children(views)
         self._lo = self._hi = 0
         self._anchor = (None, 0)
-        self._top.styles.height = 0
-        self._bottom.styles.height = 0
+        self._place(0, 0)
         self._at_end = True
 
     def follow(self, *, force: bool = False) -> None:
@@ -246,8 +254,7 @@ class Transcript(VerticalScroll):
                 new_lo = min(max(lo, lo_keep), lo_need)
                 new_hi = max(min(hi, hi_keep), hi_need)
             self._rewindow(new_lo, new_hi)
-        self._top.styles.height = tops[self._lo]
-        self._bottom.styles.height = total - tops[self._hi]
+        self._place(tops[self._lo], total - tops[self._hi])
         if n:
             at = max(0, min(n - 1, bisect.bisect_right(tops, y) - 1))
             self._anchor = (self.entries[at], y - tops[at])
@@ -262,6 +269,34 @@ class Transcript(VerticalScroll):
         if any(e.view is not None and not e.view.size.width for e in self.mounted):
             self.schedule()  # measure what was just mounted once it is laid out
         self._plan_ahead(tops, y, view_h)
+
+    def _place(self, above: int, below: int) -> None:
+        """The lines the entries not mounted take above and below the window (laid out again
+        only when they change)."""
+        if (above, below) != (self._above, self._below):
+            self._above, self._below = above, below
+            self.refresh(layout=True)
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Textual's arrangement of the window (the two 0-line spacers and the widgets between
+        them), moved down by the lines above it, the bottom spacer placed at the end of the
+        lines below it: the layout's height is the transcript's, the spatial map holds only
+        the window."""
+        base = super().arrange(size, optimal)
+        kept = self._arranged
+        if kept is not None and kept[0] is base and kept[1:3] == (self._above, self._below):
+            return kept[3]
+        above, below = self._above, self._below
+        placements = []
+        for placement in base.placements:
+            if placement.widget is self._top:
+                placements.append(placement)
+                continue
+            shift = above + below if placement.widget is self._bottom else above
+            placements.append(placement._replace(region=placement.region.translate((0, shift))))
+        result = DockArrangeResult(placements, base.widgets, base.scroll_spacing)
+        self._arranged = (base, above, below, result)
+        return result
 
     def _plan_ahead(self, tops: list[int], y: int, view_h: int) -> None:
         """The entries beyond the window, within ``_DRAW`` screens of it, nearest first."""
