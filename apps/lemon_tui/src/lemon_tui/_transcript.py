@@ -311,6 +311,26 @@ class Transcript(VerticalScroll):
         self._arranged = (base, above, below, result)
         return result
 
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        """Textual lays the transcript out again whenever its virtual height changed in a
+        layout (a height learnt off screen changes it on most pages): the layout that found
+        the new height already placed everything at it, so only when the scroll bar comes or
+        goes (the height crosses the view's) is another one needed."""
+        old = self.virtual_size.height
+        view = container_size.height
+        if (
+            layout
+            and size == self.size
+            and container_size == self.container_size
+            and virtual_size.width == self.virtual_size.width
+            and old > view
+            and virtual_size.height > view
+        ):
+            layout = False
+        return super()._size_updated(size, virtual_size, container_size, layout=layout)
+
     def _plan_ahead(self, tops: list[int], y: int, view_h: int) -> None:
         """The entries beyond the window, within ``_DRAW`` screens of it, nearest first."""
         reach = (_AHEAD + _DRAW) * view_h
