@@ -123,7 +123,8 @@ async def test_keys_scroll_a_long_session_to_the_right_messages() -> None:
         assert view.scroll_y == 0
         assert questions_in_view(app)[0] == 0
         top = top_shown(app)
-        assert isinstance(top, UserBlock) and top.text == "question 0"
+        assert isinstance(top, UserBlock)
+        assert top.text == "question 0"
         consistent(app)
 
         # Page Down a screen at a time: the questions come in order, none skipped.
@@ -163,7 +164,8 @@ async def test_keys_scroll_a_long_session_to_the_right_messages() -> None:
         assert view.scroll_y == view.max_scroll_y
         assert view.following
         last = view.last
-        assert last is not None and last.view is not None
+        assert last is not None
+        assert last.view is not None
         assert last.view.region.overlaps(view.region)
         consistent(app)
 
@@ -187,7 +189,8 @@ async def test_a_recycled_tool_card_unfolds_its_own_entry() -> None:
             view.reveal(card)
             await settle(pilot, app)
             widget = card.view
-            assert isinstance(widget, ToolCardView) and widget.entry is card
+            assert isinstance(widget, ToolCardView)
+            assert widget.entry is card
             await pilot.click(widget)
             await settle(pilot, app)
             assert card.expanded
@@ -231,7 +234,8 @@ async def test_the_last_answer_streams_without_moving_a_scrolled_view_and_follow
         assert top_shown(app).entry is top  # type: ignore[attr-defined]
         assert not view.following
         last = view.last
-        assert isinstance(last, AnswerEntry) and last.text.startswith("l1")
+        assert isinstance(last, AnswerEntry)
+        assert last.text.startswith("l1")
         assert view.virtual_size.height > height  # the scroll bar took the new lines
 
         # At the end: each delta keeps the newest line in view.
@@ -239,7 +243,9 @@ async def test_the_last_answer_streams_without_moving_a_scrolled_view_and_follow
         await settle(pilot, app)
         assert view.following
         for seq in range(40, 70):
-            stream.push(TextDelta(session_key=app.session, run_id="r1", seq=seq, text=f"m{seq}\n\n"))
+            stream.push(
+                TextDelta(session_key=app.session, run_id="r1", seq=seq, text=f"m{seq}\n\n")
+            )
             await until(pilot, stream.drained.is_set, "handled")
             await settle(pilot, app)
             assert view.scroll_y == view.max_scroll_y
