@@ -29,12 +29,14 @@ from itertools import accumulate, zip_longest
 from typing import TYPE_CHECKING, Final
 
 from textual.containers import VerticalScroll
+from textual.layout import DockArrangeResult
 from textual.widget import Widget
 
 from lemon_tui._widgets import Entry, EntryView
 
 if TYPE_CHECKING:
     from rich.console import ConsoleOptions
+    from textual.geometry import Size
 
 __all__ = ["Transcript"]
 
@@ -44,7 +46,11 @@ _DRAW: Final = 3.0  # screens beyond the mounted window whose answers are drawn 
 
 
 class _Spacer(Widget):
-    """Stands in for the entries not mounted above (or below) the window."""
+    """Marks an edge of the window: always 0 lines tall, it is placed (``Transcript.arrange``)
+    where the entries not mounted above (or below) the window end, so the layout is as tall as
+    the whole transcript without a widget as tall as it (a widget tens of thousands of lines
+    tall costs Textual a spatial-map cell per 20 lines and a dirty line per line, on every
+    layout)."""
 
     DEFAULT_CSS = "_Spacer { height: 0; }"
 
@@ -62,10 +68,16 @@ class Transcript(VerticalScroll):
         self._at_end = True  # following the newest output
         self._pending = False
         self._syncing = False
-        self._anchor: tuple[Entry | None, int] = (None, 0)  # the entry at the view's top
+        # The entry at the view's top, the view's offset into it and the entry's top then.
+        self._anchor: tuple[Entry | None, int, int] = (None, 0, 0)
         self._ahead: list[Entry] = []  # to draw while idle, nearest first
         self._tops_at: tuple[int, list[int]] | None = None  # (width, tops) until one changes
         self._drawing = False
+        self._above = 0  # lines of the entries not mounted above the window
+        self._below = 0  # ... and below it
+        self._arranged: tuple[object, int, int, DockArrangeResult] | None = None
+        self._fresh: set[EntryView] = set()  # bound to another entry, not laid out since
+        self._unfresh = False
 
     def compose(self) -> Iterable[Widget]:
         yield self._top
@@ -133,9 +145,8 @@ class Transcript(VerticalScroll):
         if views and self.is_attached:
             self.remove_children(views)
         self._lo = self._hi = 0
-        self._anchor = (None, 0)
-        self._top.styles.height = 0
-        self._bottom.styles.height = 0
+        self._anchor = (None, 0, 0)
+        self._place(0, 0)
         self._at_end = True
 
     def follow(self, *, force: bool = False) -> None:
@@ -202,7 +213,7 @@ class Transcript(VerticalScroll):
     def _measure(self, width: int) -> None:
         for entry in self.entries[self._lo : self._hi]:
             view = entry.view
-            if view is not None and view.is_mounted and view.size.width:
+            if view is not None and view.is_mounted and view.size.width and view not in self._fresh:
                 height = view.outer_size.height + view.styles.margin.top
                 if (entry.height, entry.height_at) != (height, width):
                     entry.height, entry.height_at = height, width
@@ -220,13 +231,17 @@ class Transcript(VerticalScroll):
         tops = self._tops(width)  # what the layout shows, the spacers standing in
         total = tops[-1]
         y = int(self.scroll_y)
-        anchor, off = self._anchor
+        anchor, off, was = self._anchor
         if self._at_end:
             y = max(0, total - view_h)
-        elif not scrolled and anchor is not None and anchor.owner is self:
-            # Heights above the view became known: the entry at its top stays put.
+        elif anchor is not None and anchor.owner is self:
+            # Heights above the view became known (drawn ahead, measured): the entry at its
+            # top stays put; a page moves from where that entry is now.
             at = self._index(anchor)
-            y = max(0, min(tops[at] + off, total - view_h))
+            if scrolled:
+                y = max(0, min(y + tops[at] - was, total - view_h))
+            else:
+                y = max(0, min(tops[at] + off, total - view_h))
             if y != int(self.scroll_y):
                 self._syncing = True
                 try:
@@ -245,23 +260,76 @@ class Transcript(VerticalScroll):
             else:
                 new_lo = min(max(lo, lo_keep), lo_need)
                 new_hi = max(min(hi, hi_keep), hi_need)
+                # Extending one side trims the other to what it needs: the widgets leaving
+                # there are the ones the entries coming in take (``_rewindow``).
+                if lo_need < lo:
+                    new_hi = hi_need
+                if hi_need > hi:
+                    new_lo = lo_need
             self._rewindow(new_lo, new_hi)
-        self._top.styles.height = tops[self._lo]
-        self._bottom.styles.height = total - tops[self._hi]
+        self._place(tops[self._lo], total - tops[self._hi])
         if n:
             at = max(0, min(n - 1, bisect.bisect_right(tops, y) - 1))
-            self._anchor = (self.entries[at], y - tops[at])
+            self._anchor = (self.entries[at], y - tops[at], tops[at])
         else:
-            self._anchor = (None, 0)
+            self._anchor = (None, 0, 0)
         if self._at_end:
             self._syncing = True
             try:
                 self.scroll_end(animate=False)
             finally:
                 self._syncing = False
-        if any(e.view is not None and not e.view.size.width for e in self.mounted):
+        if self._fresh or any(e.view is not None and not e.view.size.width for e in self.mounted):
             self.schedule()  # measure what was just mounted once it is laid out
         self._plan_ahead(tops, y, view_h)
+
+    def _place(self, above: int, below: int) -> None:
+        """The lines the entries not mounted take above and below the window (laid out again
+        only when they change)."""
+        if (above, below) != (self._above, self._below):
+            self._above, self._below = above, below
+            self.refresh(layout=True)
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Textual's arrangement of the window (the two 0-line spacers and the widgets between
+        them), moved down by the lines above it, the bottom spacer placed at the end of the
+        lines below it: the layout's height is the transcript's, the spatial map holds only
+        the window."""
+        base = super().arrange(size, optimal)
+        kept = self._arranged
+        if kept is not None and kept[0] is base and kept[1:3] == (self._above, self._below):
+            return kept[3]
+        above, below = self._above, self._below
+        placements = []
+        for placement in base.placements:
+            if placement.widget is self._top:
+                placements.append(placement)
+                continue
+            shift = above + below if placement.widget is self._bottom else above
+            placements.append(placement._replace(region=placement.region.translate((0, shift))))
+        result = DockArrangeResult(placements, base.widgets, base.scroll_spacing)
+        self._arranged = (base, above, below, result)
+        return result
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        """Textual lays the transcript out again whenever its virtual height changed in a
+        layout (a height learnt off screen changes it on most pages): the layout that found
+        the new height already placed everything at it, so only when the scroll bar comes or
+        goes (the height crosses the view's) is another one needed."""
+        old = self.virtual_size.height
+        view = container_size.height
+        if (
+            layout
+            and size == self.size
+            and container_size == self.container_size
+            and virtual_size.width == self.virtual_size.width
+            and old > view
+            and virtual_size.height > view
+        ):
+            layout = False
+        return super()._size_updated(size, virtual_size, container_size, layout=layout)
 
     def _plan_ahead(self, tops: list[int], y: int, view_h: int) -> None:
         """The entries beyond the window, within ``_DRAW`` screens of it, nearest first."""
@@ -298,11 +366,11 @@ class Transcript(VerticalScroll):
             if entry.owner is self and entry.view is None and not entry.drawn(options, dark):
                 height = entry.draw_ahead(self.app.console, options, dark)
                 if height is not None and (entry.height, entry.height_at) != (height, width):
-                    # Its height is known now, not estimated: the spacers take it (the view
-                    # kept where it is) before its widget comes.
+                    # Its height is known now, not estimated: the spacers take it at the next
+                    # sync (the next page, or anything else that moves the window; the view
+                    # kept where it is), before its widget comes; not laid out again now.
                     entry.height, entry.height_at = height, width
                     self._tops_at = None
-                    self.schedule()
                 break
         if self._ahead:
             self._drawing = True
@@ -315,38 +383,64 @@ class Transcript(VerticalScroll):
         return self.entries.index(entry)
 
     def _rewindow(self, lo: int, hi: int) -> None:
-        gone = [
-            e.view
-            for i, e in enumerate(self.entries[self._lo : self._hi], self._lo)
-            if (i < lo or i >= hi) and e.view is not None
-        ]
+        """Show entries ``[lo, hi)``. The widgets of the entries leaving the window are given
+        to the entries coming into it (``EntryView.bind``, the same kind of entry), moved
+        into place: the page lays out once, in the turn it scrolled, instead of again when
+        new widgets finish mounting and old ones finish being removed. Only what is left
+        over is mounted or removed."""
+        spare: dict[type[Entry], list[EntryView]] = {}
         for i in range(self._lo, self._hi):
             if i < lo or i >= hi:
-                self.entries[i].view = None
-        if gone:
-            self.remove_children(gone)
+                e = self.entries[i]
+                if e.view is not None:
+                    spare.setdefault(type(e), []).append(e.view)
+                e.view = None
         old_lo, old_hi = self._lo, self._hi
         if old_hi <= lo or hi <= old_lo or old_lo >= old_hi:
             self._lo = self._hi = lo
-            new = self.entries[lo:hi]
-            views = [e.make_view() for e in new]
-            for e, v in zip(new, views, strict=True):
-                e.view = v
-            if views:
-                self.mount_all(views, after=self._top)
-            self._hi = hi
-            return
-        # Overlapping: extend above, then below.
-        keep_lo, keep_hi = max(lo, old_lo), min(hi, old_hi)
-        above = self.entries[lo:keep_lo]
-        below = self.entries[keep_hi:hi]
-        for e in (*above, *below):
-            e.view = e.make_view()
-        if above:
-            self.mount_all([e.view for e in above if e.view], after=self._top)
-        if below:
-            self.mount_all([e.view for e in below if e.view], before=self._bottom)
+            self._show(self.entries[lo:hi], self._top, spare)
+        else:  # overlapping: extend above, then below
+            keep_lo, keep_hi = max(lo, old_lo), min(hi, old_hi)
+            self._show(self.entries[lo:keep_lo], self._top, spare)
+            last = self.entries[keep_hi - 1].view
+            self._show(self.entries[keep_hi:hi], last if last is not None else self._top, spare)
+        left = [v for views in spare.values() for v in views]
+        if left:
+            self.remove_children(left)
         self._lo, self._hi = lo, hi
+
+    def _show(
+        self, entries: list[Entry], after: Widget, spare: dict[type[Entry], list[EntryView]]
+    ) -> None:
+        """Give each of ``entries`` a widget (a spare one bound to it, else a new one), in
+        order, right after ``after``."""
+        prev = after
+        batch: list[EntryView] = []
+        for e in entries:
+            views = spare.get(type(e))
+            if views:
+                view = views.pop()
+                view.bind(e)
+                e.view = view
+                self._fresh.add(view)
+                if batch:
+                    self.mount_all(batch, after=prev)
+                    prev, batch = batch[-1], []
+                self.move_child(view, after=prev)
+                prev = view
+            else:
+                e.view = e.make_view()
+                batch.append(e.view)
+        if batch:
+            self.mount_all(batch, after=prev)
+        if self._fresh and not self._unfresh:
+            self._unfresh = True
+            self.call_after_refresh(self._laid_out)
+
+    def _laid_out(self) -> None:
+        """The widgets bound to other entries have been laid out since: measured from now."""
+        self._unfresh = False
+        self._fresh.clear()
 
     def _mount(self, entry: Entry, at: int, view: EntryView | None) -> None:
         made = view if view is not None and not view.is_attached else entry.make_view()

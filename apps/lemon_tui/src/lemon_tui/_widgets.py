@@ -110,6 +110,12 @@ class EntryView(Widget):
     def entry_changed(self) -> None:
         raise NotImplementedError
 
+    def bind(self, entry: Entry) -> None:
+        """Show ``entry`` instead (one of the same kind: the transcript gives the widget of
+        an entry leaving the window to one coming into it)."""
+        self.entry = entry
+        self.entry_changed()
+
 
 class UserEntry(Entry):
     margin_top = 1
