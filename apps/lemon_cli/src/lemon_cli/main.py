@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperCommand
 
 from lemon_cli._output import make_console
@@ -30,6 +29,9 @@ from lemon_cli.tokens_cmd import tokens_app
 from lemon_cli.tui_cmd import tui
 from lemon_cli.web_cmd import web
 from lemon_cli.webhooks_cmd import webhooks_app
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -158,6 +160,8 @@ def status() -> None:
 
 
 def _print_daemon(console: Console) -> None:
+    from rich.markup import escape
+
     from lemon_cli._daemon import daemon_summary
     from lemon_core.config import lemon_home
 
