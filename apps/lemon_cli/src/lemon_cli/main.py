@@ -5,10 +5,12 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.main
+from typer._coercion import RuntimeParam, build_runtime_param
 from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
 
@@ -38,6 +40,67 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+@dataclass(frozen=True)
+class _Text(RuntimeParam):
+    """A ``str`` parameter's coercion. Typer coerces each value through a pydantic
+    ``TypeAdapter`` it builds on first use, and importing pydantic is a tenth of a second of
+    every command; for a ``str`` (all the command line gives) that adapter returns the very
+    string, so a ``str`` is taken as it is and anything else still goes to Typer's adapter."""
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        return build_runtime_param(param.type_descriptor)._coerce_value(value, param, ctx)
+
+
+@dataclass(frozen=True)
+class _TextList(RuntimeParam):
+    """A ``list[str]`` parameter's coercion, as :class:`_Text`: Typer's adapter makes a list of
+    the strings (one value: a list of it)."""
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if all(isinstance(item, str) for item in items):
+            return list(items)
+        return build_runtime_param(param.type_descriptor)._coerce_value(value, param, ctx)
+
+
+@dataclass(frozen=True)
+class _Flag(RuntimeParam):
+    """A ``bool`` flag's coercion (``--help`` included), as :class:`_Text`: a ``bool`` as it is."""
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        return build_runtime_param(param.type_descriptor)._coerce_value(value, param, ctx)
+
+
+def _text_params(command: Any) -> Any:
+    """Give ``command``'s (and its sub-commands') plain ``str``, ``list[str]`` and ``bool``
+    parameters and its ``--help`` :class:`_Text`, :class:`_TextList` and :class:`_Flag`."""
+    help_option = command.get_help_option(typer.Context(command))  # made once, then kept
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        descriptor = getattr(param, "type_descriptor", None)
+        if (
+            descriptor is None
+            or descriptor.parameter_info.parser is not None
+            or descriptor.file_annotation is not None
+            or getattr(param, "_runtime_param", None) is not None
+        ):
+            continue
+        if descriptor.annotation is str:
+            param._runtime_param = _Text(parameter_info=descriptor.parameter_info, annotation=str)
+        elif descriptor.annotation is bool:
+            param._runtime_param = _Flag(parameter_info=descriptor.parameter_info, annotation=bool)
+        elif descriptor.annotation == list[str]:
+            param._runtime_param = _TextList(
+                parameter_info=descriptor.parameter_info, annotation=descriptor.annotation
+            )
+    for sub in getattr(command, "commands", {}).values():
+        _text_params(sub)
+    return command
+
+
 class _Deferred(MutableMapping[str, Any]):
     """The root group's sub-commands: each is made into its click command (its parameters read
     from its signature, which is most of a start-up's cost) the first time it is looked up, by
@@ -59,18 +122,19 @@ class _Deferred(MutableMapping[str, Any]):
         if name not in self._made:
             info = self._infos[name]
             if isinstance(info, CommandInfo):
-                self._made[name] = typer.main.get_command_from_info(
+                made = typer.main.get_command_from_info(
                     info,
                     pretty_exceptions_short=app.pretty_exceptions_short,
                     rich_markup_mode=app.rich_markup_mode,
                 )
             else:
-                self._made[name] = typer.main.get_group_from_info(
+                made = typer.main.get_group_from_info(
                     info,
                     pretty_exceptions_short=app.pretty_exceptions_short,
                     rich_markup_mode=app.rich_markup_mode,
                     suggest_commands=app.suggest_commands,
                 )
+            self._made[name] = _text_params(made)
         return self._made[name]
 
     def stand_in(self, name: str) -> Any:
@@ -119,6 +183,7 @@ class _LazyRoot(TyperGroup):
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
+        _text_params(self)
         self.commands = _Deferred(self.commands, _entries)
         self._listing = False
 
