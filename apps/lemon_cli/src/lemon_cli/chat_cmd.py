@@ -279,15 +279,7 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     """The session port to talk to and what to stop afterwards: the running daemon of this
     home when there is one, else a runtime (full profile) hosted in this process for the length
     of the command; None after saying why neither works."""
-    import sqlite3
-
-    from rich.markup import escape
-
     from lemon_cli._home import home_error, home_problem
-    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
-    from lemon_core.sessions import SESSION_PORT
-    from lemon_core.store import StoreError
-    from lemon_runtime import Runtime, store_path
 
     problem = home_problem(loaded.home, create=True)
     if problem is not None:
@@ -300,6 +292,16 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
         return None
     if remote is not None:
         return remote, remote.port
+    # No daemon: the runtime is imported (and booted) only now, so a client of one never pays.
+    import sqlite3
+
+    from rich.markup import escape
+
+    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
+    from lemon_core.sessions import SESSION_PORT
+    from lemon_core.store import StoreError
+    from lemon_runtime import Runtime, store_path
+
     try:
         runtime = Runtime(profile="full", config=loaded)
         await runtime.start()
