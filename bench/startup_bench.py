@@ -3,9 +3,10 @@
     .venv/bin/python bench/startup_bench.py [--runs 7]
 
 Prints the median wall time of each command over ``--runs`` runs (interleaved, so a noisy
-machine slows all of them alike) and its difference from the bare interpreter. Goals (issue
-"session port"): ``lemon --help`` <= 0.25 s and a one-shot offline ``lemon chat "hi"`` <= 0.6 s,
-shown hosting the runtime in-process and as a client of a running daemon.
+machine slows all of them alike) and its difference from the bare interpreter (the baseline,
+``python -c pass``, measured in the same run), then one goal line each (issue 32, "speed debts
+of wave 2"): ``lemon --help`` <= 0.20 s, a one-shot offline ``lemon chat "hi"`` as a client of
+a running daemon <= 0.40 s and hosting the runtime in-process <= 0.60 s.
 Each chat run gets a fresh, empty ``LEMON_HOME``. Measured as a person runs it: with
 ``PYTHONDONTWRITEBYTECODE`` unset and one warm-up run of each command first (so the bytecode
 cache is written, as it is after the first ``lemon`` on any machine); ``--cold-bytecode`` keeps
@@ -24,6 +25,11 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+GOALS = {
+    "lemon --help": 0.20,
+    'lemon chat "hi" (daemon running)': 0.40,
+    'lemon chat "hi" (offline)': 0.60,
+}
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
@@ -74,6 +80,10 @@ def main() -> None:
     for name, values in times.items():
         median = statistics.median(values)
         print(f"{name:<34} {median:9.3f} {median - base:9.3f}")
+    for name, goal in GOALS.items():
+        median = statistics.median(times[name])
+        verdict = "met" if median <= goal else "MISSED"
+        print(f"goal: {name} <= {goal:.2f} s: {median:.3f} s {verdict} (python {base:.3f} s)")
 
 
 if __name__ == "__main__":

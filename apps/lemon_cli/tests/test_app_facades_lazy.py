@@ -23,6 +23,7 @@ LAZY = [
     "lemon_gateway",
     "lemon_router",
     "lemon_skills",
+    "lemon_web",
     "lemon_webhooks",
 ]
 

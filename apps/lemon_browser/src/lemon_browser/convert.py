@@ -19,16 +19,16 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from typing import Final
-
-import lxml.etree
-import lxml.html
-from markdownify import markdownify
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError
-from readability import Document
+from typing import TYPE_CHECKING, Final
 
 from lemon_browser.errors import FetchRefused
+
+if TYPE_CHECKING:
+    import lxml.html
+
+# lxml, readability, markdownify (BeautifulSoup) and pypdf are imported by the conversion
+# that needs them: loading them is a large part of a process's start, and most runs of the
+# coding agent (which registers the web tools) never fetch a page.
 
 __all__ = ["Converted", "html_to_markdown", "json_to_text", "pdf_to_text"]
 
@@ -72,6 +72,9 @@ def _strip_hidden(root: lxml.html.HtmlElement) -> int:
 
 
 def _text_length(html: str) -> int:
+    import lxml.etree
+    import lxml.html
+
     try:
         return len(lxml.html.fromstring(html).text_content().split()) if html.strip() else 0
     except (lxml.etree.ParserError, ValueError):
@@ -82,6 +85,11 @@ def html_to_markdown(html: str, base_url: str) -> Converted:
     """The main content of ``html`` (fetched from ``base_url``) as Markdown."""
     if not html.strip():
         return Converted(text="")
+    import lxml.etree
+    import lxml.html
+    from markdownify import markdownify
+    from readability import Document
+
     try:
         root = lxml.html.document_fromstring(html)
     except (lxml.etree.ParserError, ValueError):
@@ -117,6 +125,9 @@ def html_to_markdown(html: str, base_url: str) -> Converted:
 def pdf_to_text(data: bytes, *, max_pages: int = 200) -> Converted:
     """The text of a PDF, page by page (at most ``max_pages``); an unreadable or encrypted
     PDF is refused with the reason."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

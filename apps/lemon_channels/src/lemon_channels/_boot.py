@@ -27,7 +27,6 @@ from typing import Final
 from lemon_channels._host import STATUS_TABLE, ChannelHost
 from lemon_channels._section import SECTIONS, ChannelsConfig, ChannelsOptions, TelegramChannelConfig
 from lemon_channels._supervision import ChannelsSupervision
-from lemon_channels.telegram import TelegramPlugin
 from lemon_core.channels import CHANNEL_SUPERVISION, ChannelState, ChannelStatus
 from lemon_core.config import read_secrets
 from lemon_core.mounts import HTTP_MOUNTS
@@ -96,6 +95,8 @@ def _secret(runtime: Runtime, env: Mapping[str, str], name: str) -> str | None:
 def _telegram(
     runtime: Runtime, config: TelegramChannelConfig, env: Mapping[str, str], interval: float
 ) -> ChannelHost | ChannelStatus:
+    from lemon_channels.telegram import TelegramPlugin
+
     token = _secret(runtime, env, config.token_env)
     if token is None:
         return ChannelStatus(

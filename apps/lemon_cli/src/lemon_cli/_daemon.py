@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lemon_core.home import Home
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "DaemonLock",
@@ -99,6 +100,8 @@ def client_ssl(state: DaemonState) -> ssl.SSLContext | None:
     """How a client of this home trusts its ``https://`` daemon: exactly the certificate the
     daemon recorded (pinned: any server presenting it holds its key, so the name the daemon was
     reached by, ``0.0.0.0`` say, need not be in it); ``None`` for plain HTTP."""
+    import ssl
+
     if not state.url.startswith("https://"):
         return None
     if state.tls_cert is None:
@@ -145,6 +148,8 @@ def log_path(home: Path) -> Path:
 
 def read_state(home: Path) -> DaemonState | None:
     """The recorded daemon of ``home`` (``None`` when none is recorded or the file is bad)."""
+    import json
+
     try:
         data: Any = json.loads(state_path(home).read_text())
         cert = data.get("tls_cert")
@@ -160,6 +165,8 @@ def read_state(home: Path) -> DaemonState | None:
 
 
 def write_state(home: Path, *, url: str, cwd: str, tls_cert: str | None = None) -> None:
+    import json
+
     path = state_path(home)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(

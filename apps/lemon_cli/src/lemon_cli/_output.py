@@ -4,9 +4,11 @@ columns mid-sentence."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 __all__ = ["make_console"]
 
@@ -15,6 +17,8 @@ def make_console(*, stderr: bool = False, **options: Any) -> Console:
     """A :class:`~rich.console.Console` (``emoji=False`` unless given) for standard output, or
     standard error with ``stderr=True``, that soft-wraps (lets lines run on) unless its stream
     is a terminal."""
+    from rich.console import Console
+
     options.setdefault("emoji", False)
     console = Console(stderr=stderr, **options)
     if "soft_wrap" not in options:

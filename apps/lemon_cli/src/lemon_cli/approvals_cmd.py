@@ -11,10 +11,6 @@ process that made them and end with their session.
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import json
-import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
@@ -102,6 +98,8 @@ def _target() -> _Target:
 
 
 async def _with_approvals(target: _Target, work: Callable[[ExecApprovals], Awaitable[T]]) -> T:
+    import sqlite3
+
     from lemon_core import ExecApprovals
     from lemon_core.bus import Bus
     from lemon_core.config import ConfigError
@@ -145,11 +143,15 @@ def _filtered(
 
 
 def _when(ms: int) -> str:
+    import datetime as dt
+
     moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _record(grant: ApprovalGrant) -> dict[str, Any]:
+    import datetime as dt
+
     return {
         "key": grant.key,
         "scope": grant.scope,
@@ -172,6 +174,8 @@ def _describe(grant: ApprovalGrant) -> str:
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, int]]) -> None:
+    import asyncio
+
     try:
         code = asyncio.run(work())
     except _Failure as failure:
@@ -189,6 +193,8 @@ def list_grants(
     """List the remembered grants (newest last): key, scope, agent, tool, when, what.
 
     These are the live grants of every daemon on this store (they decide from it)."""
+
+    import json
 
     async def work() -> int:
         target = _target()

@@ -8,16 +8,11 @@ recovers, and checks pairings on every message, so an approved code works at onc
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import json
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.markup import escape
 
 from lemon_cli._output import make_console
 from lemon_cli.errors import LemonCliError
@@ -64,6 +59,8 @@ def _config() -> tuple[Config, Path]:
 
 
 async def _with_store(home: Path, work: Callable[[Store], Awaitable[T]]) -> T:
+    import sqlite3
+
     from lemon_core.store import StoreError
     from lemon_infra import SQLiteStore
     from lemon_runtime import store_path
@@ -86,6 +83,10 @@ async def _with_store(home: Path, work: Callable[[Store], Awaitable[T]]) -> T:
 
 
 def _run(coro: Awaitable[T]) -> T:
+    import asyncio
+
+    from rich.markup import escape
+
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]  # every caller passes a coroutine
     except _ChannelsFailure as exc:
@@ -94,6 +95,8 @@ def _run(coro: Awaitable[T]) -> T:
 
 
 def _when(ms: object) -> str:
+    import datetime as dt
+
     if not isinstance(ms, int):
         return "never"
     return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
@@ -125,6 +128,10 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Each configured channel: its state (running, failed and why, ...) and its backlog."""
+    import json
+
+    from rich.markup import escape
+
     config, home = _config()
     rows = _run(_rows(config, home))
     if as_json:
@@ -149,6 +156,8 @@ def status(
 @pair_app.command("list")
 def pair_list() -> None:
     """The pairing codes waiting for approval, and the people already paired."""
+    from rich.markup import escape
+
     from lemon_channels import PairingStore
 
     _, home = _config()
@@ -176,6 +185,8 @@ def pair_list() -> None:
 @pair_app.command("approve")
 def pair_approve(code: Annotated[str, typer.Argument(help="the code the person received")]) -> None:
     """Let the person holding CODE talk to the agent (a code works once, for an hour)."""
+    from rich.markup import escape
+
     from lemon_channels import PairingStore
 
     _, home = _config()

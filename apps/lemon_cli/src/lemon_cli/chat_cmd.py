@@ -7,21 +7,17 @@ inside the commands, so ``lemon --help`` stays fast.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import select
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from lemon_cli._output import make_console
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from lemon_cli._chat import ChatOptions
     from lemon_core.config import LoadedConfig
     from lemon_core.sessions import SessionPort
@@ -40,6 +36,8 @@ sessions_app = typer.Typer(
 
 
 def _config_or_exit(console: Console) -> LoadedConfig:
+    from rich.markup import escape
+
     from lemon_core.config import ConfigError, load_config
 
     try:
@@ -78,6 +76,8 @@ def _stdin_text(message: str | None) -> str | None:
     """What standard input adds to the message when it is not a terminal: all of it when no
     MESSAGE was given; with a MESSAGE, only input that is already there (a pipe or a file),
     so a script whose standard input is an idle pipe does not hang."""
+    import select
+
     stdin = sys.stdin
     if stdin is None or stdin.isatty():
         return None
@@ -145,8 +145,12 @@ def chat(
     Exit codes: 0 the answer completed; 1 the run failed; 2 a usage or configuration error;
     130 cancelled (Ctrl-C).
     """
+    import asyncio
+    import json
     import os
     import secrets
+
+    from rich.console import Console
 
     from lemon_cli._chat import ChatOptions, preapproved_for, session_for
     from lemon_cli._models import model_problem
@@ -275,13 +279,7 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
     """The session port to talk to and what to stop afterwards: the running daemon of this
     home when there is one, else a runtime (full profile) hosted in this process for the length
     of the command; None after saying why neither works."""
-    import sqlite3
-
     from lemon_cli._home import home_error, home_problem
-    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
-    from lemon_core.sessions import SESSION_PORT
-    from lemon_core.store import StoreError
-    from lemon_runtime import Runtime, store_path
 
     problem = home_problem(loaded.home, create=True)
     if problem is not None:
@@ -294,6 +292,16 @@ async def _booted(loaded: LoadedConfig, console: Console) -> tuple[Any, SessionP
         return None
     if remote is not None:
         return remote, remote.port
+    # No daemon: the runtime is imported (and booted) only now, so a client of one never pays.
+    import sqlite3
+
+    from rich.markup import escape
+
+    from lemon_core.runtime_errors import AppHookError, RuntimeBootError
+    from lemon_core.sessions import SESSION_PORT
+    from lemon_core.store import StoreError
+    from lemon_runtime import Runtime, store_path
+
     try:
         runtime = Runtime(profile="full", config=loaded)
         await runtime.start()
@@ -329,6 +337,9 @@ async def _run_chat(
     *,
     compact: bool = False,
 ) -> int:
+    import json
+    import logging
+
     from lemon_cli._chat import ChatClient
     from lemon_cli._models import used_model_note
 
@@ -380,7 +391,12 @@ def sessions_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Sessions with finished runs, most recent first."""
+    import asyncio
+    import json
+
     import msgspec
+    from rich.console import Console
+    from rich.markup import escape
 
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     loaded = _config_or_exit(console)
@@ -408,6 +424,11 @@ def sessions_show(
     limit: Annotated[int, typer.Option(help="How many messages, newest last.")] = 50,
 ) -> None:
     """The transcript of a session, after the workspace its runs start in."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.markup import escape
+
     from lemon_cli._chat import session_for
     from lemon_core.cwd import resolve_cwd
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import msgspec
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from lemon_cli._home import home_problem
 from lemon_cli._output import make_console
-from lemon_core.config import (
-    ConfigError,
-    LoadedConfig,
-    installed_sections,
-    lemon_home,
-    load_config,
-    redact_config,
-)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lemon_core.config import LoadedConfig
 
 config_app = typer.Typer(
     rich_markup_mode=None,
@@ -28,6 +24,10 @@ config_app = typer.Typer(
 
 def print_status(console: Console) -> LoadedConfig | None:
     """Print where state lives and whether the config is usable; return it when it is."""
+    from rich.markup import escape
+
+    from lemon_core.config import ConfigError, installed_sections, lemon_home, load_config
+
     home = lemon_home()
     problem = home_problem(home, create=False)
     if problem is not None:
@@ -64,6 +64,10 @@ def validate() -> None:
     optional surface that would start degraded (a webhook endpoint whose secret variable is
     unset, a channel without its token) as a warning naming the variable; neither fails
     validation (lemon doctor counts the second as a problem)."""
+    from rich.markup import escape
+
+    from lemon_core.config import ConfigError, installed_sections, load_config
+
     console = make_console(emoji=False)
     try:
         loaded = load_config(sections=installed_sections())
@@ -88,6 +92,10 @@ def validate() -> None:
 def show() -> None:
     """Print the effective configuration after layering, as JSON, secrets hidden (a DSN's or
     URL's userinfo and password, secret-named keys: see lemon_core.config.redact_config)."""
+    import msgspec
+
+    from lemon_core.config import ConfigError, installed_sections, load_config, redact_config
+
     try:
         loaded = load_config(sections=installed_sections())
     except ConfigError as exc:

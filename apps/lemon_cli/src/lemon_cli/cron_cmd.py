@@ -21,7 +21,6 @@ field, exit 2; nothing is stored.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -48,6 +47,8 @@ def next_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Show the next COUNT due times of EXPR in ZONE with their UTC offsets."""
+    import json
+
     from lemon_automation.schedule import Cron, ScheduleError, zone
 
     try:
@@ -205,6 +206,8 @@ def add_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a job that runs PROMPT on a schedule."""
+    import json
+
     command = "lemon cron add"
     chosen = [(k, v) for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
     if len(chosen) != 1:
@@ -245,6 +248,8 @@ def add_cmd(
 @cron_app.command("list")
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List the jobs: id, name, schedule, timezone, next due time, state, last status."""
+    import json
+
     payload = call("lemon cron list", "cron.list", {})
     if as_json:
         typer.echo(json.dumps(payload))
@@ -259,6 +264,8 @@ def list_cmd(as_json: JsonOpt = False) -> None:
 
 def _toggle(method: str, verb: str) -> Any:
     def command(job_id: IdArg, as_json: JsonOpt = False) -> None:
+        import json
+
         payload = call(f"lemon cron {verb}", method, {"id": job_id})
         if as_json:
             typer.echo(json.dumps(payload))
@@ -287,6 +294,8 @@ def run_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a job now (on the running daemon)."""
+    import json
+
     params: dict[str, Any] = {"id": job_id, "wait": wait}
     payload = call("lemon cron run", "cron.run", params)
     if as_json:
@@ -310,6 +319,8 @@ def abort_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Abort an active fire (on the daemon that owns it); it is recorded aborted."""
+    import json
+
     payload = call("lemon cron abort", "cron.abort", {"runId": run_id})
     if as_json:
         typer.echo(json.dumps(payload))
@@ -325,6 +336,8 @@ def audit_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """The lifecycle audit: job changes, skipped due times, retries, aborts; newest first."""
+    import json
+
     params: dict[str, Any] = {"limit": limit}
     if job_id is not None:
         params["jobId"] = job_id
@@ -350,6 +363,8 @@ def history_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """The newest fires and their outcome, newest first."""
+    import json
+
     params: dict[str, Any] = {"limit": limit}
     if job_id is not None:
         params["id"] = job_id
@@ -385,6 +400,8 @@ def _heartbeat_main(url: UrlOpt = None) -> None:
 
 
 def _show_heartbeat(payload: dict[str, Any], as_json: bool) -> None:
+    import json
+
     if as_json:
         typer.echo(json.dumps(payload))
         return
@@ -441,6 +458,8 @@ def heartbeat_show(agent: AgentOpt = "default", as_json: JsonOpt = False) -> Non
 @heartbeat_app.command("off")
 def heartbeat_off(agent: AgentOpt = "default", as_json: JsonOpt = False) -> None:
     """Turn the agent's heartbeat off."""
+    import json
+
     payload = call("lemon heartbeat off", "set-heartbeats", {"enabled": False, "agentId": agent})
     if as_json:
         typer.echo(json.dumps(payload))

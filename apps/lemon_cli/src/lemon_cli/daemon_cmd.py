@@ -8,17 +8,17 @@ Imports are made inside the commands, so ``lemon --help`` stays fast.
 from __future__ import annotations
 
 import os
-import signal
-import ssl
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+if TYPE_CHECKING:
+    import ssl
+
+    from rich.console import Console
 
 __all__ = ["daemon_app"]
 
@@ -35,6 +35,8 @@ _POLL_S = 0.05
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(emoji=False, highlight=False, soft_wrap=True)
 
 
@@ -66,6 +68,10 @@ def start(
     ] = None,
 ) -> None:
     """Start the daemon in the background (a second start says where the first is)."""
+    import subprocess
+
+    from rich.markup import escape
+
     from lemon_cli._daemon import daemon_dir, log_path, read_state
 
     console = _console()
@@ -108,6 +114,8 @@ def start(
 @daemon_app.command()
 def stop() -> None:
     """Stop the daemon gracefully (SIGTERM; runs in flight are cancelled)."""
+    import signal
+
     from lemon_cli._daemon import clear_state, is_alive, read_state
 
     console = _console()

@@ -4,8 +4,6 @@ and whether this home's daemon runs (pid, url, uptime: information, never a fail
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import tempfile
 import time
@@ -14,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.markup import escape
 
 from lemon_cli._output import make_console
 
@@ -80,6 +77,8 @@ async def _check_postgres_store(config: Config) -> Check:
 
 
 async def _check_bus(config: Config | None) -> Check:
+    import asyncio
+
     if config is None or config.bus.backend == "local":
         return Check(name="bus", status="ok", detail="in-process bus (one daemon)")
     from lemon_core.config import ConfigError, redact_url, resolve_bus_url
@@ -149,6 +148,8 @@ async def _check_memory(config: Config | None, home: Path) -> Check:
     """The memory store: where, its backend, documents per scope, size, evictions, the
     embeddings lane; a store that cannot be opened is a warning (chat works without it) that
     says how to fix it."""
+    import asyncio
+
     from lemon_core.home import Home
     from lemon_memory import MemoryConfig, MemoryStoreError, open_store, store_bounds
     from lemon_memory.documents import MemoryStatistics
@@ -341,6 +342,8 @@ def _check_mcp(config: Config, home: Path) -> list[Check]:
 
 async def _check_automation(loaded: LoadedConfig) -> list[Check]:
     """The scheduled jobs (lemon_automation): none when there is no job, one line each."""
+    import asyncio
+
     from lemon_automation.local import diagnose
 
     try:
@@ -404,6 +407,11 @@ def doctor(
 ) -> None:
     """Check the runtime's health: config, store, memory, bus, executor, provider. Exit 1 on a
     failure, 2 when a configured PostgreSQL store or Redis bus cannot be reached."""
+    import asyncio
+    import json
+
+    from rich.markup import escape
+
     from lemon_core.config import ConfigError, lemon_home, load_config
 
     console = make_console(emoji=False, highlight=False)

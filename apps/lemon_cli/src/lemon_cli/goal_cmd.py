@@ -10,7 +10,6 @@ empty objective, a session without a goal) is the daemon's own message, exit 2.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -42,6 +41,8 @@ def _call(method: str, params: dict[str, Any]) -> Any:
 
 
 def _show(goal: Any, as_json: bool) -> None:
+    import json
+
     if as_json:
         typer.echo(json.dumps({"goal": goal}))
     elif not isinstance(goal, dict):

@@ -16,8 +16,6 @@ naming them.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -64,6 +62,8 @@ def list_servers(
     as_json: Annotated[bool, typer.Option("--json", help="versioned JSON")] = False,
 ) -> None:
     """Each configured server: transport, where it is defined, whether it may start."""
+    import json
+
     from lemon_mcp import McpConfig, ProjectApprovals, definition_hash, project_server_names
 
     config, home, cwd = _load()
@@ -146,6 +146,8 @@ def tools(
     ] = False,
 ) -> None:
     """Start the server, list its tools as the model sees them, stop it."""
+    import asyncio
+
     if everything:
         _list_everything(name)
         return
@@ -181,6 +183,7 @@ def tools(
 @mcp_app.command("test")
 def test(name: Annotated[str, typer.Argument(help="the server's name")]) -> None:
     """Start the server, list its tools, ping it and stop it, timing each step."""
+    import asyncio
     import time
 
     from lemon_core.config import read_secrets
@@ -227,6 +230,8 @@ def test(name: Annotated[str, typer.Argument(help="the server's name")]) -> None
 
 def _list_everything(name: str) -> None:
     """Tools (by the server's names), resources and prompts of one server."""
+    import asyncio
+
     from lemon_core.config import read_secrets
     from lemon_mcp import McpClient, McpConfig, McpError, McpHubImpl
 
@@ -296,6 +301,8 @@ def login(
     ] = False,
 ) -> None:
     """Log in to an OAuth server: open its login page, wait for the loopback redirect."""
+    import asyncio
+
     from lemon_mcp import McpError
 
     client = _oauth_client(name)
@@ -335,6 +342,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="the daemon's answer as JSON")] = False,
 ) -> None:
     """The running daemon's servers: state, transport, tools, last error (mcp.status)."""
+    import json
+
     from lemon_cli._wire_call import daemon_call
 
     found = daemon_call("lemon mcp status", "mcp.status", {}, feature="MCP", app="lemon_mcp")
@@ -376,6 +385,7 @@ def serve(
     ] = False,
 ) -> None:
     """Serve Lemon's coding tools (read, ls, find, grep) to an MCP client on stdio."""
+    import asyncio
     import logging
     import sqlite3
     import sys

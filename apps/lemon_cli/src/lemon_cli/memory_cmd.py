@@ -14,8 +14,6 @@ bounded to its run's own scopes.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,6 +50,7 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 async def _local(method: str, params: dict[str, Any]) -> Any:
     """``method`` on this home's store, with no daemon (the daemon's own operations)."""
+    import asyncio
     import os
 
     from lemon_core.config import ConfigError, load_config, read_secrets, resolve_store_dsn
@@ -95,6 +94,8 @@ async def _local(method: str, params: dict[str, Any]) -> Any:
 
 
 def _call(method: str, params: dict[str, Any]) -> Any:
+    import asyncio
+
     if daemon_runs():
         return daemon_call("lemon memory", method, params, feature="memory")
     from lemon_core.errors import UsageError
@@ -129,6 +130,8 @@ def _line(doc: dict[str, Any], score: float | None = None) -> str:
 
 
 def _print_status(found: dict[str, Any], as_json: bool) -> None:
+    import json
+
     if as_json:
         typer.echo(json.dumps(found))
         return
@@ -160,6 +163,8 @@ def list_docs(
     as_json: JsonOpt = False,
 ) -> None:
     """The newest documents (every scope)."""
+    import json
+
     params: dict[str, Any] = {"limit": limit}
     if agent is not None:
         params["agentId"] = agent
@@ -182,6 +187,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """One document, every field."""
+    import json
+
     doc = _call("memory.get", {"docId": doc_id}).get("document")
     if doc is None:
         raise _fail(f"no document {doc_id}", 1)
@@ -218,6 +225,8 @@ def search(
 ) -> None:
     """Search the scopes a run of this agent here would see (session, project, agent, user),
     one of them with --scope, or every scope with --all."""
+    import json
+
     if every and scope is not None:
         raise _fail("--all and --scope do not go together: choose one", 2)
     params: dict[str, Any] = {"query": query, "limit": limit}
@@ -266,6 +275,8 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT (screened for secrets and injected instructions, as a model's writes)."""
+    import json
+
     params: dict[str, Any] = {**_context(agent, session, project), "text": text, "scope": scope,
                               "kind": kind, "tags": tag or [], "pin": pin}  # fmt: skip
     if title is not None:
@@ -320,6 +331,8 @@ def export(
     ] = None,
 ) -> None:
     """Every document as JSON lines (lemon memory import reads them back)."""
+    import json
+
     out = sys.stdout if file is None else None
     lines: list[str] = []
     after: str | None = None
@@ -357,6 +370,8 @@ def import_file(
 ) -> None:
     """Import documents (each line screened like any write). A bad line is reported with its
     number; unless --skip-bad, nothing is stored then."""
+    import json
+
     try:
         text = file.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -407,6 +422,8 @@ def consolidate(
 ) -> None:
     """Merge near-duplicates (token-set Jaccard of 0.8 or more, same scope and kind) into the
     newest, recording what each supersedes. Pinned documents are never merged away."""
+    import json
+
     params: dict[str, Any] = {"dryRun": dry_run}
     if agent is not None:
         params["agentId"] = agent
@@ -430,6 +447,9 @@ def eval_set(
 ) -> None:
     """Recall quality on a labelled set: recall@5, MRR@10, forbidden documents returned and
     query errors, for lemon_memory's recall and two baselines, in one run (no daemon needed)."""
+    import asyncio
+    import json
+
     from lemon_memory.errors import MemoryInputError
     from lemon_memory.recall_eval import load_set, run_eval
 

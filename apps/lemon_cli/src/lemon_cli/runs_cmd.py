@@ -10,7 +10,6 @@ graph, it says what to do.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -48,6 +47,8 @@ def tree(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tree as JSON.")] = False,
 ) -> None:
     """Show the tasks a run delegated, parents first ("no tasks" when it delegated none)."""
+    import json
+
     payload = daemon_call(
         "lemon runs tree", "runs.tree", {"runId": run_id}, feature="run graph",
         app="coding_agent",

@@ -9,19 +9,16 @@ are made inside the command, so ``lemon --help`` stays fast.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from lemon_control_plane import ControlPlaneOptions
 
 __all__ = ["serve"]
@@ -47,6 +44,12 @@ def serve(
     ] = None,
 ) -> None:
     """Run the daemon in the foreground: the runtime and its control plane (/healthz, /ws)."""
+    import asyncio
+    import logging
+
+    from rich.console import Console
+    from rich.markup import escape
+
     from lemon_cli.chat_cmd import _config_or_exit
     from lemon_core.cwd import CwdError, resolve_cwd
 
@@ -103,6 +106,8 @@ def _access_lines(plane: Any, home: Path) -> list[str]:
 
 
 async def _serve(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
+    from rich.markup import escape
+
     from lemon_cli._daemon import DaemonLock, read_state
 
     home: Path = loaded.home
@@ -122,6 +127,11 @@ async def _serve(loaded: Any, options: ControlPlaneOptions, console: Console) ->
 
 
 async def _serve_locked(loaded: Any, options: ControlPlaneOptions, console: Console) -> int:
+    import asyncio
+    import signal
+
+    from rich.markup import escape
+
     from lemon_cli._daemon import clear_state, write_state
     from lemon_core.runtime_errors import AppHookError, RuntimeBootError
     from lemon_runtime import DaemonWorkspace, Runtime

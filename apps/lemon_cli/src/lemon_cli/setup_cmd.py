@@ -14,22 +14,20 @@ The file is edited with tomlkit, so the comments, order and other tables of an e
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 from urllib.parse import urlsplit
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from lemon_cli._home import home_error, require_home
-from lemon_core.config import SECRETS_FILENAME, ConfigError, lemon_home, load_config, read_secrets
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["setup", "write_secret"]
 
@@ -43,6 +41,8 @@ Check = Callable[[str], str | None]
 
 def write_secret(home: Path, variable: str, value: str) -> Path:
     """Set ``variable`` in ``$LEMON_HOME/secrets.env`` (created 0600, kept 0600)."""
+    from lemon_core.config import SECRETS_FILENAME, read_secrets
+
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = home / SECRETS_FILENAME
     secrets = read_secrets(home)
@@ -97,6 +97,8 @@ def _check_store(value: str) -> str | None:
 
 
 def _is_loopback(url: str | None) -> bool:
+    import ipaddress
+
     host = urlsplit(url or "").hostname or ""
     if host in _LOOPBACK_NAMES:
         return True
@@ -114,6 +116,8 @@ class _Asker:
         self.interactive = interactive
 
     def error(self, message: str) -> None:
+        from rich.markup import escape
+
         self.console.print(f"[red]error[/] {escape(message)}")
 
     def value(
@@ -197,6 +201,11 @@ def setup(
     ] = False,
 ) -> None:
     """Configure a model provider in $LEMON_HOME/config.toml."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from lemon_core.config import SECRETS_FILENAME, ConfigError, lemon_home, load_config
+
     console = Console(emoji=False, highlight=False, soft_wrap=True)
     ask = _Asker(console, interactive=sys.stdin.isatty() and not api_key_stdin)
     home = lemon_home()
@@ -306,6 +315,10 @@ def setup(
 
 
 def _read_existing(path: Path, console: Console) -> str | None:
+    import tomllib
+
+    from rich.markup import escape
+
     try:
         text = path.read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):

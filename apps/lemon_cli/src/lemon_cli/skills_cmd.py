@@ -13,7 +13,6 @@ a message saying how to approve. A ``block`` verdict is never approved this way:
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -135,6 +134,8 @@ def _row(manager: SkillManager, record: LockRecord) -> dict[str, object]:
 @skills_app.command("list")
 def list_skills(as_json: JsonOption = False) -> None:
     """The installed skills (builtins are seeded at first start)."""
+    import json
+
     with _translated():
         manager = _manager()
         rows = [_row(manager, r) for r in manager.records()]
@@ -209,6 +210,8 @@ def audit(target: str, as_json: JsonOption = False) -> None:
     """Audit an installed skill (NAME) or a source (SOURCE) without installing it.
 
     Exits 1 on a block verdict (with or without --json), 0 on pass or warn."""
+    import json
+
     with _translated():
         name, report = _manager().audit(target)
     if as_json:

@@ -12,7 +12,6 @@ are made inside the commands, so ``lemon --help`` stays fast.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
@@ -79,6 +78,8 @@ def _row(entry: StoredToken) -> dict[str, Any]:
 
 
 def _print_secret(entry: StoredToken, secret: str, headline: str, as_json: bool) -> None:
+    import json
+
     if as_json:
         typer.echo(json.dumps({"version": _JSON_VERSION, **_row(entry), "token": secret}, indent=2))
         return
@@ -115,6 +116,8 @@ def create(
 @tokens_app.command("list")
 def list_tokens(as_json: JsonOption = False) -> None:
     """List the tokens: id, name, scopes, active or revoked (never their secrets)."""
+    import json
+
     with _errors():
         entries = _store(create=False).entries()
     if as_json:

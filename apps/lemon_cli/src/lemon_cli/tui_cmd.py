@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from lemon_cli._output import make_console
-from lemon_core.home import Home
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,6 +61,7 @@ def open_tui(
     from lemon_control_plane.config import TOKEN_ENV
     from lemon_control_plane.local_token import client_token
     from lemon_core.config import lemon_home
+    from lemon_core.home import Home
     from lemon_tui import LemonTUI, websocket_connector
 
     state = None if url else _running_daemon()

@@ -13,9 +13,6 @@ the replay window (``lemon_webhooks.REPLAY_WINDOW_MS``).
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import json
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
@@ -135,6 +132,8 @@ async def _with_store(target: _Target, work: Callable[[IdempotencyStore], Awaita
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, int]]) -> None:
+    import asyncio
+
     try:
         code = asyncio.run(work())
     except _WebhooksFailure as failure:
@@ -144,6 +143,8 @@ def _run(work: Callable[[], Coroutine[Any, Any, int]]) -> None:
 
 
 def _when(ms: int) -> str:
+    import datetime as dt
+
     if ms <= 0:
         return "never"
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -184,6 +185,8 @@ def list_records(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """List reservations, newest first: key hash, webhook, state, run id, created, expires."""
+    import json
+
     target = _target()
 
     async def work() -> int:
@@ -230,6 +233,8 @@ def show(
     webhook: WebhookOption = None,
 ) -> None:
     """Show one reservation and its stored response (as JSON)."""
+    import json
+
     target = _target()
 
     async def work() -> int:

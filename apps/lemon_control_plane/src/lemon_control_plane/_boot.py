@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lemon_control_plane._section import SECTIONS, ControlPlaneOptions, ControlPlaneSection
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.local_token import local_token_path
-from lemon_control_plane.server import ControlPlane
 from lemon_control_plane.tokens import tokens_path
 from lemon_core.capabilities import APPROVALS, MODEL_CATALOG
 from lemon_core.config import DefaultsConfig
@@ -29,6 +28,9 @@ from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.wire_methods import WIRE_METHODS
 from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
+
+if TYPE_CHECKING:
+    from lemon_control_plane.server import ControlPlane
 
 __all__ = ["lemon_control_plane_app", "plane_config"]
 
@@ -59,6 +61,8 @@ def plane_config(runtime: Runtime) -> ControlPlaneConfig:
 
 @contextlib.asynccontextmanager
 async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
+    from lemon_control_plane.server import ControlPlane
+
     config = plane_config(runtime)
     port = runtime.context.capabilities.require(SESSION_PORT)
     async with ControlPlane(

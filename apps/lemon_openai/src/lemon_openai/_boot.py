@@ -15,15 +15,17 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from lemon_control_plane import ControlPlane, is_loopback_host, lemon_control_plane_app
+from lemon_control_plane import lemon_control_plane_app
 from lemon_core.capabilities import MODEL_CATALOG, ModelInfo
 from lemon_core.mounts import HTTP_MOUNTS
 from lemon_core.sessions import SESSION_PORT, SessionPort
-from lemon_openai._api import API_PREFIX, OpenAIApi
 from lemon_openai._section import SECTIONS, OpenAIApiConfig
 from lemon_runtime import AppSpec, Runtime
+
+if TYPE_CHECKING:
+    from lemon_openai._api import OpenAIApi
 
 __all__ = ["OpenAIApp", "lemon_openai_app"]
 
@@ -43,6 +45,10 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[OpenAIApp]:
     if not config.enabled:
         yield OpenAIApp()
         return
+    # Imported only when the API is served: a runtime without the daemon profile never loads it.
+    from lemon_control_plane import ControlPlane, is_loopback_host
+    from lemon_openai._api import API_PREFIX, OpenAIApi
+
     plane = runtime.handle(lemon_control_plane_app)
     assert isinstance(plane, ControlPlane)
     if not plane.requires_token and not is_loopback_host(plane.config.host):

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lemon_control_plane import lemon_control_plane_app
 from lemon_core.mounts import HTTP_MOUNTS
 from lemon_runtime import AppSpec, Runtime
-from lemon_web.app import WebApp
+
+if TYPE_CHECKING:
+    from lemon_web.app import WebApp
 
 __all__ = ["MOUNT_PREFIX", "lemon_web_app"]
 
@@ -24,6 +26,8 @@ MOUNT_PREFIX = "/"
 
 @contextlib.asynccontextmanager
 async def _lifespan(runtime: Runtime) -> AsyncIterator[WebApp]:
+    from lemon_web.app import WebApp
+
     web = WebApp(runtime.handle(lemon_control_plane_app))
     mounts = runtime.context.capabilities.require(HTTP_MOUNTS)
     mounts.mount(MOUNT_PREFIX, web, owner="lemon_web", description="the chat page")

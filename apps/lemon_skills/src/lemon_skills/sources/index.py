@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-import httpx
-
 from lemon_skills.errors import SkillsError, SkillSourceError
 from lemon_skills.sources.router import check_git_url, check_index_url
 
@@ -91,6 +89,8 @@ class IndexEntry:
 
 def read_index(url: str, *, timeout: float, max_bytes: int) -> IndexEntry | None:
     """The index document at ``url``; ``None`` when the index has no such entry (404)."""
+    import httpx
+
     check_index_url(url)
     deadline = time.monotonic() + timeout
     try:

@@ -1,0 +1,146 @@
+"""Start-up: ``lemon --help`` and a one-shot chat load only what they need.
+
+Each check runs the command in a fresh interpreter (this test process has loaded everything
+already) through the console script's own entry (``lemon_cli.main:main``) and reads the
+modules it loaded. ``--help`` imports Typer and the command modules only: no command's
+implementation, no Rich, no asyncio, no lemon_core, no pydantic (Typer's parameter adapters
+build on it: the plain ``str``/``bool`` parameters skip them). A one-shot through a running
+daemon never imports the runtime nor the full-screen UI. The listing in ``--help`` is made from
+the commands' help lines without making the commands: it is the listing the made commands
+give.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from lemon_cli.main import app
+
+PROBE = """
+import json, sys
+out, sys.argv = sys.argv[1], ["lemon", *sys.argv[2:]]
+try:
+    from lemon_cli.main import main
+    main()
+except SystemExit:
+    pass
+finally:
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+#: Never loaded by ``lemon --help`` (top-level packages).
+NOT_FOR_HELP = (
+    "asyncio",
+    "coding_agent",
+    "httpx",
+    "jsonschema",
+    "lemon_agent",
+    "lemon_ai",
+    "lemon_control_plane",
+    "lemon_core",
+    "lemon_runtime",
+    "lemon_tui",
+    "msgspec",
+    "pydantic",
+    "rich",
+    "sqlite3",
+    "ssl",
+    "starlette",
+    "textual",
+    "websockets",
+)
+#: Never loaded by a one-shot ``lemon chat`` through a running daemon.
+NOT_FOR_A_CLIENT = (
+    "jsonschema",
+    "lemon_agent",
+    "lemon_ai",
+    "lemon_runtime",
+    "lemon_tui",
+    "pydantic",
+    "starlette",
+    "textual",
+)
+#: Apps a client loads only the config sections of (the config loader reads every installed
+#: app's ``lemon.config`` entry point; the packages are lazy facades).
+SECTIONS_ONLY = ("coding_agent", "lemon_gateway", "lemon_router", "lemon_memory", "lemon_skills")
+
+
+def _modules(tmp_path: Path, env: dict[str, str] | None, *args: str) -> tuple[list[str], str]:
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    modules: list[str] = json.loads(out.read_text())
+    return modules, proc.stdout + proc.stderr
+
+
+def _loaded(tmp_path: Path, env: dict[str, str] | None, *args: str) -> tuple[set[str], str]:
+    modules, output = _modules(tmp_path, env, *args)
+    return {name.split(".")[0] for name in modules}, output
+
+
+def test_help_loads_no_command_implementation(tmp_path: Path) -> None:
+    loaded, output = _loaded(tmp_path, None, "--help")
+    assert "Commands" in output
+    assert sorted(loaded & set(NOT_FOR_HELP)) == []
+
+
+@pytest.mark.parametrize("group", ["approvals", "cron", "sessions"])
+def test_a_group_help_loads_no_implementation_either(tmp_path: Path, group: str) -> None:
+    loaded, output = _loaded(tmp_path, None, group, "--help")
+    assert "Commands" in output
+    assert sorted(loaded & set(NOT_FOR_HELP)) == []
+
+
+def test_a_one_shot_through_the_daemon_loads_no_runtime(
+    tmp_path: Path, env: dict[str, str], started: str
+) -> None:
+    modules, output = _modules(tmp_path, env, "chat", "--json", "hi")
+    assert json.loads(output[output.index("{") :])["via"] == "daemon"
+    assert sorted({name.split(".")[0] for name in modules} & set(NOT_FOR_A_CLIENT)) == []
+    beyond_sections = [
+        name
+        for name in modules
+        if name.split(".")[0] in SECTIONS_ONLY
+        and "." in name
+        and not name.rsplit(".", 1)[1].endswith(("section", "sections", "errors"))
+    ]
+    assert beyond_sections == []
+
+
+def test_the_help_listing_is_the_one_the_made_commands_give() -> None:
+    lazy = CliRunner().invoke(app, ["--help"], terminal_width=72)
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)
+    made = {name: root.commands[name] for name in root.list_commands(typer.Context(root))}
+    assert len(made) > 20
+    eager = typer.core.TyperGroup(
+        name="lemon", commands=made, help=root.help, params=root.params, rich_markup_mode=None
+    )
+    ctx = typer.Context(eager, info_name="lemon", terminal_width=72)
+    assert lazy.exit_code == 0
+    assert lazy.output.rstrip("\n") == eager.get_help(ctx)
+
+
+def test_text_parameters_keep_their_values_and_others_their_checks(tmp_path: Path) -> None:
+    env = {"LEMON_HOME": str(tmp_path / "home"), "LEMON_MODEL": ""}
+    bad = CliRunner().invoke(app, ["chat", "--approve", "bsh", "hi"], env=env)
+    assert bad.exit_code == 2
+    assert "bsh" in bad.output  # the list[str] reached the command as given
+    limit = CliRunner().invoke(app, ["sessions", "show", "--limit", "many"], env=env)
+    assert limit.exit_code == 2
+    assert "Input should be a valid integer" in limit.output  # Typer's own check, unchanged
