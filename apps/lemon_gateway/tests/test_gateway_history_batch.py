@@ -99,9 +99,7 @@ def _executor() -> ScriptedExecutor:
     return ScriptedExecutor(default=Script().complete(answer="done"))
 
 
-async def test_gateway_history_runs_ending_together_are_one_batch_recorded_before_publish() -> (
-    None
-):
+async def test_gateway_history_runs_ending_together_are_one_batch_recorded_before_publish() -> None:
     store = MemoryStore()
     bus = _RecordedAtCompletion(store)
     config = GatewayConfig(max_concurrent_runs=8)
@@ -120,9 +118,13 @@ async def test_gateway_history_runs_ending_together_are_one_batch_recorded_befor
     index = SessionIndexStore(store)
     for i in range(6):
         summary = await runs.get(f"r{i}")
-        assert summary is not None and summary.ok and summary.answer == "done"
+        assert summary is not None
+        assert summary.ok
+        assert summary.answer == "done"
         entry = await index.get(f"agent:test:s{i}")
-        assert entry is not None and entry.runs == 1 and entry.last_run_id == f"r{i}"
+        assert entry is not None
+        assert entry.runs == 1
+        assert entry.last_run_id == f"r{i}"
 
 
 async def test_gateway_history_a_session_batched_twice_counts_each_run() -> None:
@@ -132,7 +134,9 @@ async def test_gateway_history_a_session_batched_twice_counts_each_run() -> None
         for h in handles:
             await h
     entry = await SessionIndexStore(store).get("agent:test:main")
-    assert entry is not None and entry.runs == 5 and entry.last_run_id == "r4"
+    assert entry is not None
+    assert entry.runs == 5
+    assert entry.last_run_id == "r4"
     history = await RunStore(store).history("agent:test:main")
     assert [s.run_id for s in history] == ["r4", "r3", "r2", "r1", "r0"]
 
@@ -151,7 +155,8 @@ async def test_gateway_history_a_failed_batch_is_reported_to_every_run_in_it() -
     # The runs keep their outcome and answer; each counted its own store failure.
     assert [(c.ok, c.answer) for c in completions] == [(True, "done")] * 4
     assert stats.store_failures == 4
-    assert sum(store.history_batches) == 4 and len(store.history_batches) < 4
+    assert sum(store.history_batches) == 4
+    assert len(store.history_batches) < 4
     # All or nothing: no run of the failed batch is partly recorded.
     for i in range(4):
         assert await RunStore(store.inner).get(f"r{i}") is None

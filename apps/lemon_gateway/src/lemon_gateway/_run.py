@@ -30,7 +30,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Coroutine, Hashable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -464,9 +464,7 @@ class Run:
         if cfg.require_engine_lock:
             self.state = _WAITING_LOCK
             resume = req.resume
-            lock_key = (
-                ("session", req.session_key) if resume is None else ("resume", resume.value)
-            )
+            lock_key = ("session", req.session_key) if resume is None else ("resume", resume.value)
             engine_lock = gw.engine_lock
             try:
                 self.lease = engine_lock.try_acquire(lock_key) or (
