@@ -57,6 +57,7 @@ from lemon_core.leases import Leases
 from lemon_core.store import ChatStateStore, RunStore, RunSummary, Store
 from lemon_core.tasks import Supervisor
 from lemon_gateway._executor import check_executor, validate_executor
+from lemon_gateway._history import HistoryWriter
 from lemon_gateway._lock import EngineLock, EngineLockStatistics
 from lemon_gateway._recovery import OwnerLock, VanishedHook, VanishedRun, claim_dead_owner
 from lemon_gateway._request import ExecutionRequest, RunHandle
@@ -129,6 +130,12 @@ class Gateway:
         self.store: Store = MemoryStore() if store is None else store
         self.chat_state: ChatStateStore | None = ChatStateStore(self.store)
         self.run_store: RunStore | None = RunStore(self.store)
+        #: Run history by group commit (lemon_gateway._history); fenced runs write their own.
+        self.history: HistoryWriter | None = HistoryWriter(
+            self.run_store,
+            timeout_s=self.config.store_timeout_s,
+            spawn=lambda coro, name: self._spawn(coro, name=name),
+        )
         self.scheduler = Scheduler(self.config.max_concurrent_runs)
         self.engine_lock = EngineLock()
         #: Who accepted this gateway's runs (the in-flight records name it).
@@ -770,42 +777,34 @@ class _RunServices:
     :class:`~lemon_gateway._worker.WorkerOwner` port it gives its workers (they see this, not
     the gateway)."""
 
-    __slots__ = ("_gateway",)
+    __slots__ = (
+        "_gateway",
+        "chat_state",
+        "config",
+        "engine_lock",
+        "history",
+        "owner",
+        "run_store",
+        "scheduler",
+        "session_locks",
+        "shared",
+        "store",
+    )
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-
-    @property
-    def config(self) -> GatewayConfig:
-        return self._gateway.config
-
-    @property
-    def store(self) -> Store:
-        return self._gateway.store
-
-    @property
-    def chat_state(self) -> ChatStateStore | None:
-        return self._gateway.chat_state
-
-    @property
-    def run_store(self) -> RunStore | None:
-        return self._gateway.run_store
-
-    @property
-    def scheduler(self) -> Scheduler:
-        return self._gateway.scheduler
-
-    @property
-    def engine_lock(self) -> EngineLock:
-        return self._gateway.engine_lock
-
-    @property
-    def shared(self) -> SharedLeases | None:
-        return self._gateway.shared
-
-    @property
-    def owner(self) -> str:
-        return self._gateway.owner
+        # Plain attributes, not properties: read several times per run, and none of them
+        # changes after the gateway is built.
+        self.config: GatewayConfig = gateway.config
+        self.store: Store = gateway.store
+        self.chat_state: ChatStateStore | None = gateway.chat_state
+        self.run_store: RunStore | None = gateway.run_store
+        self.scheduler: Scheduler = gateway.scheduler
+        self.engine_lock: EngineLock = gateway.engine_lock
+        self.history: HistoryWriter | None = gateway.history
+        self.shared: SharedLeases | None = gateway.shared
+        self.owner: str = gateway.owner
+        self.session_locks: Path | None = gateway.session_locks
 
     @property
     def executor(self) -> Executor:
@@ -815,15 +814,11 @@ class _RunServices:
     def records_in_flight(self) -> bool:
         return self._gateway.records_in_flight
 
-    @property
-    def session_locks(self) -> Path | None:
-        return self._gateway.session_locks
-
     def cancel(self, run_id: str, reason: str) -> bool:
         return self._gateway.cancel(run_id, reason)
 
     def next_generation(self) -> int:
-        return self._gateway._next_generation()
+        return next(self._gateway._generations)
 
     def resolve_cwd(self, cwd: str | None) -> str:
         return self._gateway._resolve_cwd(cwd)

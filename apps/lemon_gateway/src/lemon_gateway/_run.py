@@ -30,7 +30,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Coroutine, Hashable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -73,6 +73,7 @@ from lemon_core.store import (
     StoreError,
 )
 from lemon_gateway._bound import BoundExpiredError, bounded
+from lemon_gateway._history import HistoryWriter
 from lemon_gateway._lock import EngineLock, LockLease, LockTimeoutError
 from lemon_gateway._request import ExecutionRequest
 from lemon_gateway._scheduler import Scheduler, SlotGrant
@@ -161,6 +162,11 @@ class RunOwner(Protocol):
 
     @property
     def scheduler(self) -> Scheduler: ...
+
+    @property
+    def history(self) -> HistoryWriter | None:
+        """The group commit of run history into ``run_store`` (None: written one by one)."""
+        ...
 
     @property
     def engine_lock(self) -> EngineLock: ...
@@ -457,20 +463,15 @@ class Run:
             self._shared.append(slot)
         if cfg.require_engine_lock:
             self.state = _WAITING_LOCK
-            lock_key = self._lock_key()
-            timed_out = _Outcome(
-                ok=False,
-                error=f"lock_timeout: the engine lock was not free within "
-                f"{cfg.engine_lock_timeout_s} s",
-                code=ErrorCode.TIMEOUT,
-                detail={"timeout_s": cfg.engine_lock_timeout_s},
-            )
+            resume = req.resume
+            lock_key = ("session", req.session_key) if resume is None else ("resume", resume.value)
+            engine_lock = gw.engine_lock
             try:
-                self.lease = gw.engine_lock.try_acquire(lock_key) or (
-                    await gw.engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
+                self.lease = engine_lock.try_acquire(lock_key) or (
+                    await engine_lock.acquire(lock_key, wait_s=cfg.engine_lock_timeout_s)
                 )
             except LockTimeoutError:
-                return timed_out
+                return _lock_timed_out(cfg)
             if shared is None and gw.session_locks is not None:
                 # Another process on this home may run this session: one at a time, and
                 # this run continues what the previous one wrote (its resume state).
@@ -500,7 +501,7 @@ class Run:
                         code=ErrorCode.STORE_FAILED,
                     )
                 if engine is None:
-                    return timed_out
+                    return _lock_timed_out(cfg)
                 self.shared_engine = engine
                 self._shared.insert(0, engine)
                 await self._refresh_resume()
@@ -540,12 +541,6 @@ class Run:
                 resume=self.last_resume,
             )
         return self._from_result(result)
-
-    def _lock_key(self) -> Hashable:
-        resume = self.request.resume
-        if resume is not None:
-            return ("resume", resume.value)
-        return ("session", self.request.session_key)
 
     async def _record_in_flight(self, fenced: Store, *, complete_orphans: bool) -> None:
         # Shared store, under the session's lease (``complete_orphans``): a run of the session
@@ -665,15 +660,16 @@ class Run:
         )
 
     async def _launch(self) -> PreparedExecution | _Outcome:
-        cfg = self.gateway.config
+        gw = self.gateway
+        cfg = gw.config
         job = self._job()
+        executor = gw.executor
         last: Exception | None = None
-        # Doubling from launch_retry_backoff_s, capped and jittered by Backoff's defaults.
-        backoff = Backoff(initial=cfg.launch_retry_backoff_s, max_attempts=cfg.max_launch_attempts)
+        backoff: Backoff | None = None  # made on the first failure (most launches succeed)
         for attempt in range(1, cfg.max_launch_attempts + 1):
             self.launch_attempts = attempt
             try:
-                return await bounded(self.gateway.executor.prepare(job), cfg.prepare_timeout_s)
+                return await bounded(executor.prepare(job), cfg.prepare_timeout_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed launch attempt; retried, then reported
@@ -691,6 +687,12 @@ class Run:
                         detail={"timeout_s": cfg.prepare_timeout_s, "attempt": attempt},
                     )
                 log.warning("run %s launch attempt %d failed: %r", self.run_id, attempt, exc)
+                if backoff is None:
+                    # Doubling from launch_retry_backoff_s, capped and jittered by Backoff's
+                    # defaults.
+                    backoff = Backoff(
+                        initial=cfg.launch_retry_backoff_s, max_attempts=cfg.max_launch_attempts
+                    )
                 if not backoff.exhausted(attempt) and cfg.launch_retry_backoff_s > 0:
                     await asyncio.sleep(backoff.delay(attempt))
         message = f"{type(last).__name__}: {last}" if last is not None else "unknown"
@@ -842,8 +844,19 @@ class Run:
                 usage=outcome.usage,
                 retry_of=req.command.retry_of,
             )
+            if self.grant is not None:
+                # The execution is over: its slot goes to the next run now, not after the
+                # history write (a batched write would otherwise hold every slot).
+                gw.scheduler.release(self.grant)
+                self.grant = None
+            history = gw.history
             try:
-                await bounded(run_store.finalize(summary), gw.config.store_timeout_s)
+                if history is not None and run_store is gw.run_store:
+                    # The gateway's own store (not fenced): group commit with the runs that
+                    # end in the same loop turns; this run still waits for its own write.
+                    await history.write(summary)
+                else:
+                    await bounded(run_store.finalize(summary), gw.config.store_timeout_s)
             except asyncio.CancelledError:
                 gw.note_store_failure()
             except Exception as exc:  # any store failure or the bound: counted, never fatal
@@ -1076,6 +1089,17 @@ class Run:
             "deltas": self.seq,
             "cancel_reason": self.cancel_reason,
         }
+
+
+def _lock_timed_out(cfg: GatewayConfig) -> _Outcome:
+    """The outcome of a run whose engine lock (or shared engine lease) was not granted in time
+    (built only then: not on every run's hot path)."""
+    return _Outcome(
+        ok=False,
+        error=f"lock_timeout: the engine lock was not free within {cfg.engine_lock_timeout_s} s",
+        code=ErrorCode.TIMEOUT,
+        detail={"timeout_s": cfg.engine_lock_timeout_s},
+    )
 
 
 def _result_problem(result: ExecutionResult) -> str | None:

@@ -279,6 +279,8 @@ class Scheduler:
             self._grant_waiters()
 
     def _grant_waiters(self) -> None:
+        if not self._heap:  # nobody waits (the common case on release): nothing to grant
+            return
         skipped: list[tuple[int, int, Hashable]] = []
         reserved = 0
         while self._heap and len(self._held) + reserved < self.max_concurrent_runs:

@@ -6,7 +6,7 @@ Domains use these, never raw Store tables.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -100,6 +100,27 @@ class RunStore:
         )
         await SessionIndexStore(self._store).record(summary)
 
+    async def finalize_many(self, summaries: Sequence[RunSummary]) -> None:
+        """Record several finished runs at once (a group commit): the same rows as
+        :meth:`finalize` of each in order, written as one ``put_many`` for every run of the
+        batch (all or nothing: no run of the batch is recorded if it fails), then the session
+        index, one read and one write per session of the batch (:meth:`SessionIndexStore.
+        record_many`). A failure between the two leaves every run recorded and the index
+        behind, never a partial run."""
+        if not summaries:
+            return
+        runs, history, recent = self.RUNS, self.HISTORY, self.RECENT
+        entries: list[tuple[str, str, Any, int | None]] = []
+        for summary in summaries:
+            history_key = (
+                f"{summary.session_key}{_SEP}{summary.finished_at_ms:016d}{_SEP}{summary.run_id}"
+            )
+            entries.append((runs, summary.run_id, summary, None))
+            entries.append((history, history_key, summary, None))
+            entries.append((recent, _recent_run_key(summary), summary, None))
+        await self._store.put_many(entries)
+        await SessionIndexStore(self._store).record_many(summaries)
+
     async def get(self, run_id: str) -> RunSummary | None:
         """The summary of a finished run, or None."""
         data = await self._store.get(self.RUNS, run_id)
@@ -183,6 +204,42 @@ class SessionIndexStore:
         retry attempt (``retry_of``) of the run the entry counted last is the same run: it
         replaces that run's figures and is not counted again."""
         previous = await self.get(summary.session_key)
+        entry = await self._next(previous, summary)
+        await self._write(entry, previous)
+        return entry
+
+    async def record_many(self, summaries: Sequence[RunSummary]) -> list[SessionIndexEntry]:
+        """:meth:`record` of each summary in order, with one read of each session's entry
+        and one write for the whole batch (every session's entry and recency row in one
+        ``put_many``); the sessions' old recency rows are deleted after. The entries written
+        (one per session, in the order the sessions first appear) are returned."""
+        by_session: dict[str, list[RunSummary]] = {}
+        for summary in summaries:
+            by_session.setdefault(summary.session_key, []).append(summary)
+        written: list[tuple[SessionIndexEntry, SessionIndexEntry | None]] = []
+        for session_key, runs in by_session.items():
+            previous = await self.get(session_key)
+            entry: SessionIndexEntry | None = previous
+            for summary in runs:  # folded as record() would, one run after the other
+                entry = await self._next(entry, summary)
+            assert entry is not None  # runs is never empty
+            written.append((entry, previous))
+        if not written:
+            return []
+        batch: list[tuple[str, str, Any, int | None]] = []
+        for entry, _ in written:
+            batch.append((self.INDEX, entry.session_key, entry, None))
+            batch.append((self.RECENT, _recent_key(entry), entry, None))
+        await self._store.put_many(batch)
+        for entry, previous in written:
+            if previous is not None and previous.updated_at_ms != entry.updated_at_ms:
+                await self._store.delete(self.RECENT, _recent_key(previous))
+        return [entry for entry, _ in written]
+
+    async def _next(
+        self, previous: SessionIndexEntry | None, summary: RunSummary
+    ) -> SessionIndexEntry:
+        """The session's entry once ``summary`` is counted in ``previous`` (not written)."""
         if previous is not None and previous.settings_mirrored:
             model, label = previous.model, previous.label
         else:  # the session's first run (or an entry from before the mirror)
@@ -193,7 +250,7 @@ class SessionIndexStore:
             and summary.retry_of is not None
             and previous.last_run_id == summary.retry_of
         )
-        entry = SessionIndexEntry(
+        return SessionIndexEntry(
             session_key=summary.session_key,
             runs=(previous.runs if previous else 0) + (0 if same_run else 1),
             last_run_id=summary.run_id,
@@ -210,8 +267,6 @@ class SessionIndexStore:
             label=label,
             settings_mirrored=True,
         )
-        await self._write(entry, previous)
-        return entry
 
     async def _write(self, entry: SessionIndexEntry, previous: SessionIndexEntry | None) -> None:
         """The entry and its recency row in one batch (all or nothing); a moved session's old

@@ -94,13 +94,23 @@ class Store(Protocol):
         ...
 
 
+#: Table names already checked (a few constants in practice; bounded all the same): every
+#: store call checks its table, and a set lookup is far cheaper than the pattern.
+_CHECKED_TABLES: set[str] = set()
+_MAX_CHECKED_TABLES: Final = 1024
+
+
 def check_table(table: object) -> str:
     """Validate a table name."""
+    if type(table) is str and table in _CHECKED_TABLES:
+        return table
     if not isinstance(table, str) or not _TABLE_RE.match(table):
         raise InvalidStoreKeyError(
             f"invalid store table {table!r}: use 1-64 characters of a-z, 0-9 and '_', "
             "starting with a letter"
         )
+    if type(table) is str and len(_CHECKED_TABLES) < _MAX_CHECKED_TABLES:
+        _CHECKED_TABLES.add(table)
     return table
 
 
