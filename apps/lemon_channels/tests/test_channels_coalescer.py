@@ -392,3 +392,17 @@ def test_any_deltas_within_one_edit_interval_make_one_edit_then_the_exact_final(
     assert snapshots == ([] if first is None else [first])
     [final] = [i for i in intents if i.kind is IntentKind.FINAL_TEXT]
     assert final.text == (whole or "(no answer)")
+
+
+async def test_a_replayed_or_older_delta_is_refused_and_changes_no_edit(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(delta("r1", 1, "a"), delta("r1", 2, "b"), delta("r1", 2, "X"), delta("r1", 1, "Y"))
+    stream.push(delta("r1", 3, "c"))
+    await sink.until(lambda: any(i.text == "abc" for i in sink.intents))
+    stream.push(ended("r1", "abc"))
+    await sink.until(lambda: bool(sink.finals()))
+    snapshots = [i.text for i in sink.intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    assert snapshots == ["a", "ab", "abc"]
+    assert pump.statistics().late_rejected == 2

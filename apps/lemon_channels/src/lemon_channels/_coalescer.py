@@ -353,7 +353,9 @@ class SessionPump:
                     if timeout is None:
                         item = await ingress.get()
                     else:
-                        item = await asyncio.wait_for(ingress.get(), timeout)
+                        # One timer for this wait (no task per wait as wait_for makes).
+                        async with asyncio.timeout(timeout):
+                            item = await ingress.get()
             except TimeoutError:
                 await self._flush()
                 continue
@@ -374,9 +376,25 @@ class SessionPump:
                     answer = answers.get(run_id)
                     if answer is None:
                         answer = answers[run_id] = AnswerCoalescer(run_id)
-                    if not answer.add(event):
+                    # What AnswerCoalescer.add does, inline for the common case: in order,
+                    # open, room left for all of the text.
+                    seq = event.seq
+                    text = event.text
+                    if (
+                        seq > answer.last_seq
+                        and not answer.finalised
+                        and not answer.fenced
+                        and len(text) <= MAX_SNAPSHOT_CHARS - answer.size
+                    ):
+                        answer.last_seq = seq
+                        if text:
+                            answer.text.append(text)
+                            answer.size += len(text)
+                            answer.dirty = True
+                    elif not answer.add(event):
                         self._late += 1
-                    elif clock() >= self._last_edit + self._interval:
+                        continue
+                    if clock() >= self._last_edit + self._interval:
                         await self._flush_if_due()
                     continue
                 if isinstance(event, StreamOverflow):
