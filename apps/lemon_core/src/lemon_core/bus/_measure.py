@@ -131,9 +131,10 @@ def _flat_test(kind: type) -> Callable[[Any], bool]:
             return all(type(getattr(record, name)) in _LEAVES for name in names)
 
         return test
-    body = " and ".join(f"type(record.{name}) in leaves" for name in names) or "True"
+    body = " and ".join(f"kind(record.{name}) in leaves" for name in names) or "True"
     namespace: dict[str, Any] = {}
-    source = f"def test(record, leaves=leaves):\n    return {body}\n"  # names checked above
+    # ``kind`` and ``leaves`` are locals (defaults): no global lookup per field.
+    source = f"def test(record, leaves=leaves, kind=type):\n    return {body}\n"  # names checked
     exec(source, {"leaves": _LEAVES}, namespace)
     return namespace["test"]  # type: ignore[no-any-return]
 
