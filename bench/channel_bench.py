@@ -193,7 +193,7 @@ async def main(argv: list[str]) -> int:
     print(f"Coalescer cost per delta ({deltas:,} deltas x {crounds} rounds, median):")
     print(f"  session pump (reader + tagged ingress + coalescer) {p / 1000:8.2f} us")
     print(f"  bare asyncio.Queue producer/consumer               {q / 1000:8.2f} us")
-    print(f"  ratio {p / q:.2f}x")
+    print(f"  ratio {p / q:.2f}x   goal <= 3x: {'met' if p / q <= 3.0 else 'MISSED'}")
     return 0
 
 

@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 
 from lemon_control_plane import ControlPlane, ControlPlaneConfig
+from lemon_control_plane.config import TOKEN_ENV, hash_token
 from lemon_core.bus import Bus
 from lemon_core.execution import (
     ExecutionJob,
@@ -92,8 +93,14 @@ def _pct(values: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
 
 
+#: Every bind requires a token (loopback too): the bench's in-process plane and its
+#: ``lemon serve`` are given this one, and each client presents it in ``connect``.
+TOKEN = "bench-token"
+
+
 async def _hello(ws: ClientConnection) -> None:
-    await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": {}}))
+    params = {"auth": {"token": TOKEN}}
+    await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": params}))
     assert json.loads(await ws.recv())["type"] == "hello-ok"
 
 
@@ -109,7 +116,11 @@ async def _control_plane(deltas: int, clients: int) -> tuple[list[int], list[flo
         # Every bench client connects from 127.0.0.1: lift the per-address cap (64) for it.
         ControlPlane(
             RouterSessionPort(router),
-            ControlPlaneConfig(port=0, max_connections_per_client=max(64, clients)),
+            ControlPlaneConfig(
+                port=0,
+                max_connections_per_client=max(64, clients),
+                token_hashes=frozenset({hash_token(TOKEN)}),
+            ),
         ) as plane,
     ):
         sockets = [await connect(plane.ws_url, max_size=None) for _ in range(clients)]
@@ -250,7 +261,7 @@ def _rss_mb(pid: int) -> float:
 async def _memory(connections: int) -> tuple[float, float]:
     lemon = Path(sys.executable).with_name("lemon")
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "LEMON_HOME": str(Path(tmp) / "home"), "HOME": tmp}
+        env = {**os.environ, "LEMON_HOME": str(Path(tmp) / "home"), "HOME": tmp, TOKEN_ENV: TOKEN}
         proc = await asyncio.to_thread(
             subprocess.Popen,
             [str(lemon), "serve", "--port", "0", "--cwd", tmp],

@@ -7,14 +7,16 @@ more events than the ingress admits; the fake stream says when its reader took t
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lemon_channels import TERMINAL_RUNS, SessionPump, TerminalRuns
-from lemon_channels._coalescer import INTERRUPTION_HINT
+from lemon_channels._coalescer import INTERRUPTION_HINT, MAX_SNAPSHOT_CHARS
 from lemon_channels.testing import FakeSessionPort
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
 from lemon_core.events import ActionKind, ApprovalDecision, RunPhase
@@ -308,3 +310,99 @@ def test_terminal_runs_hold_exactly_the_most_recent_distinct_ids(ids: list[int])
     assert len(runs) == min(16, len(recent))
     assert all(str(i) in runs for i in recent[:16])
     assert not any(str(i) in runs for i in recent[16:])
+
+
+async def _stream_through_a_pump(
+    batches: list[list[str]], interval: float
+) -> tuple[list[str], list[DeliveryIntent]]:
+    port = FakeSessionPort()
+    sink = Sink()
+    now = [100.0]
+    pump = SessionPump(
+        port=port,
+        session_key=KEY,
+        route=ROUTE,
+        emit=sink.emit,
+        terminal=TerminalRuns(),
+        edit_interval_s=interval,
+        clock=lambda: now[0],
+    )
+    task = asyncio.ensure_future(pump.run())
+    texts: list[str] = []
+    try:
+        stream = await port.next_stream(1)
+        seq = 0
+        for batch in batches:
+            events = []
+            for text in batch:
+                seq += 1
+                events.append(delta("r1", seq, text))
+            texts.extend(batch)
+            stream.push(*events)
+            handled = seq
+
+            async def taken(target: int = handled) -> None:
+                while pump.events_handled < target:  # noqa: ASYNC110 - no event to wait on
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(taken(), 10)
+        stream.push(ended("r1", "".join(texts)))
+        await sink.until(lambda: bool(sink.finals()))
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return texts, sink.intents
+
+
+#: Short texts (any characters), now and then a long run of one (past the snapshot bound).
+TEXTS = st.text(max_size=40) | st.builds(str.__mul__, st.characters(), st.integers(0, 6000))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(TEXTS, min_size=1, max_size=20), min_size=1, max_size=8))
+def test_any_deltas_stream_as_prefixes_and_end_with_exactly_their_concatenation(
+    batches: list[list[str]],
+) -> None:
+    # Every edit shows a prefix of what was streamed so far, the last edit (an edit per delta
+    # here: no interval) shows all of it up to the snapshot bound, and the final text is exact.
+    texts, intents = asyncio.run(_stream_through_a_pump(batches, 0.0))
+    whole = "".join(texts)
+    snapshots = [i.text for i in intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    assert all(whole.startswith(s) for s in snapshots)
+    assert all(a == b[: len(a)] for a, b in itertools.pairwise(snapshots))
+    if whole:
+        assert snapshots[-1] == whole[:MAX_SNAPSHOT_CHARS]
+    [final] = [i for i in intents if i.kind is IntentKind.FINAL_TEXT]
+    assert final.text == (whole or "(no answer)")
+    assert intents[-1] is final
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(TEXTS, min_size=1, max_size=20), min_size=1, max_size=8))
+def test_any_deltas_within_one_edit_interval_make_one_edit_then_the_exact_final(
+    batches: list[list[str]],
+) -> None:
+    # The clock stands still: only the first non-empty delta makes an edit; nothing is lost
+    # from the final text.
+    texts, intents = asyncio.run(_stream_through_a_pump(batches, 3600.0))
+    whole = "".join(texts)
+    snapshots = [i.text for i in intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    first = next((t for t in texts if t), None)
+    assert snapshots == ([] if first is None else [first])
+    [final] = [i for i in intents if i.kind is IntentKind.FINAL_TEXT]
+    assert final.text == (whole or "(no answer)")
+
+
+async def test_a_replayed_or_older_delta_is_refused_and_changes_no_edit(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    stream = await port.next_stream(1)
+    stream.push(delta("r1", 1, "a"), delta("r1", 2, "b"), delta("r1", 2, "X"), delta("r1", 1, "Y"))
+    stream.push(delta("r1", 3, "c"))
+    await sink.until(lambda: any(i.text == "abc" for i in sink.intents))
+    stream.push(ended("r1", "abc"))
+    await sink.until(lambda: bool(sink.finals()))
+    snapshots = [i.text for i in sink.intents if i.kind is IntentKind.STREAM_SNAPSHOT]
+    assert snapshots == ["a", "ab", "abc"]
+    assert pump.statistics().late_rejected == 2

@@ -135,3 +135,30 @@ async def test_a_view_in_a_nested_record_is_charged_though_the_fast_path_looks_t
         Outer(middle=Middle(inner=Inner(data=memoryview(backing)[:8]))),
     ):
         assert measure(item) >= PINNED, item
+
+
+@pytest.mark.parametrize("position", range(4))
+async def test_a_seen_record_class_is_still_looked_at_in_every_field(position: int) -> None:
+    # The scalar test for a record class already measured is one expression over its fields:
+    # a view in any one of them, the first through the last, still takes the walk.
+    class Four(msgspec.Struct):
+        a: Any
+        b: Any
+        c: Any
+        d: Any
+
+    assert measure(Four(a="x", b=1, c=2.5, d=None)) == len(
+        msgspec.json.encode(Four("x", 1, 2.5, None))
+    )
+    backing = bytearray(PINNED)
+    values: list[Any] = ["x", 1, 2.5, None]
+    values[position] = memoryview(backing)[:8]
+    assert measure(Four(*values)) >= PINNED
+
+
+async def test_a_record_whose_field_names_are_not_identifiers_is_looked_at_too() -> None:
+    odd = msgspec.defstruct("Odd", [("from", Any), ("x", Any)])
+    assert measure(odd("a", "b")) == len(msgspec.json.encode(odd("a", "b")))
+    backing = bytearray(PINNED)
+    assert measure(odd("a", memoryview(backing)[:8])) >= PINNED
+    assert measure(odd(memoryview(backing)[:8], "b")) >= PINNED

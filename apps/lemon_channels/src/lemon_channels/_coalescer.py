@@ -129,17 +129,22 @@ class AnswerCoalescer:
 
     def add(self, delta: TextDelta) -> bool:
         """Take a delta; False when it is refused (finalised, fenced, or out of order)."""
-        if self.finalised or self.fenced or delta.seq <= self.last_seq:
+        seq = delta.seq
+        if seq <= self.last_seq or self.finalised or self.fenced:
             return False
-        self.last_seq = delta.seq
-        room = MAX_SNAPSHOT_CHARS - self.size
-        if len(delta.text) > room:
-            self.clipped = True
-        if room > 0 and delta.text:
-            kept = delta.text[:room]
-            self.text.append(kept)
-            self.size += len(kept)
-            self.dirty = True
+        self.last_seq = seq
+        text = delta.text
+        if text:
+            size = len(text)
+            room = MAX_SNAPSHOT_CHARS - self.size
+            if size > room:
+                self.clipped = True
+                text = text[:room]
+                size = len(text)
+            if size:
+                self.text.append(text)
+                self.size += size
+                self.dirty = True
         return True
 
     def snapshot(self) -> str:
@@ -310,10 +315,16 @@ class SessionPump:
 
     async def _read(self, stream: SessionStream, ingress: Delivery) -> None:
         """Offer every event of the stream to the ingress (never waits on the consumer)."""
+        get = stream.get
+        offer = ingress.offer
         try:
             while True:
-                event = await stream.get()
-                if not ingress.offer(event, terminal=isinstance(event, RunEnded)):
+                event = await get()
+                if type(event) is TextDelta:  # the hot path: never terminal, never the end
+                    if not offer(event, terminal=False):
+                        self._refused += 1
+                    continue
+                if not offer(event, terminal=isinstance(event, RunEnded)):
                     self._refused += 1
                     if isinstance(event, RunEnded):
                         # The port delivered the run's canonical end; the fenced ingress could
@@ -329,16 +340,22 @@ class SessionPump:
     async def _consume(self, ingress: Delivery) -> None:
         """Take from the ingress until it overflows (then return for a resync)."""
         epoch = ingress.epoch  # a handle's epoch never changes: tested inline on the hot path
+        get_nowait = ingress.get_nowait
+        answers = self._answers
+        ended = self._terminal._ids  # this module's own record, read per delta
+        clock = self._clock
         while True:
             try:
                 try:
-                    item = ingress.get_nowait()  # the common case under load: no wait at all
+                    item = get_nowait()  # the common case under load: no wait at all
                 except asyncio.QueueEmpty:
                     timeout = self._flush_due()
                     if timeout is None:
                         item = await ingress.get()
                     else:
-                        item = await asyncio.wait_for(ingress.get(), timeout)
+                        # One timer for this wait (no task per wait as wait_for makes).
+                        async with asyncio.timeout(timeout):
+                            item = await ingress.get()
             except TimeoutError:
                 await self._flush()
                 continue
@@ -350,8 +367,34 @@ class SessionPump:
                     continue
                 event: SessionEvent = item.item
                 self._events += 1
-                if type(event) is TextDelta:  # the hot path: no coroutine per delta
-                    if self._take_delta(event):
+                if type(event) is TextDelta:  # the hot path: no call per delta but the add
+                    # What _take_delta does, inline.
+                    run_id = event.run_id
+                    if run_id in ended:
+                        self._late += 1
+                        continue
+                    answer = answers.get(run_id)
+                    if answer is None:
+                        answer = answers[run_id] = AnswerCoalescer(run_id)
+                    # What AnswerCoalescer.add does, inline for the common case: in order,
+                    # open, room left for all of the text.
+                    seq = event.seq
+                    text = event.text
+                    if (
+                        seq > answer.last_seq
+                        and not answer.finalised
+                        and not answer.fenced
+                        and len(text) <= MAX_SNAPSHOT_CHARS - answer.size
+                    ):
+                        answer.last_seq = seq
+                        if text:
+                            answer.text.append(text)
+                            answer.size += len(text)
+                            answer.dirty = True
+                    elif not answer.add(event):
+                        self._late += 1
+                        continue
+                    if clock() >= self._last_edit + self._interval:
                         await self._flush_if_due()
                     continue
                 if isinstance(event, StreamOverflow):

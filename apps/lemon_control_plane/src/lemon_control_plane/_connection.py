@@ -56,6 +56,21 @@ _RESYNC_PAYLOAD: Final = encode(
 )
 
 
+#: The last event frame's parts: (name, payload, state, text before the seq, text after it).
+#: Loop-only, like the producers that queue events.
+_frame_parts: tuple[bytes | None, bytes | None, bytes | None, str, str] = (None, None, None, "", "")
+
+
+def _frame_parts_of(
+    name: bytes, payload: bytes, state: bytes | None
+) -> tuple[bytes | None, bytes | None, bytes | None, str, str]:
+    """What :func:`encode_event` writes around the seq, kept for the next connection."""
+    global _frame_parts
+    head, _, tail = encode_event(name, 0, payload, state).partition(',"seq":0,')
+    _frame_parts = (name, payload, state, head + ',"seq":', "," + tail)
+    return _frame_parts
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ConnectionStatistics:
     conn_id: str
@@ -209,7 +224,13 @@ class Connection:
         self._events -= 1
         self._seq += 1
         state = None if self._state_version is None else self._state_version()
-        return encode_event(item[0], self._seq, item[1], state)
+        name, payload = item
+        # A broadcast hands every connection the same encoded name and payload: the frame
+        # around this connection's seq is decoded once per event, not once per connection.
+        cached = _frame_parts
+        if cached[0] is not name or cached[1] is not payload or cached[2] is not state:
+            cached = _frame_parts_of(name, payload, state)
+        return cached[3] + str(self._seq) + cached[4]
 
     def _flush(self) -> None:
         """Hand queued frames to the socket until one send has to wait (then a task continues

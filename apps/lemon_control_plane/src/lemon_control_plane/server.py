@@ -684,9 +684,14 @@ class ControlPlane:
     async def _serve_websocket(self, websocket: WebSocket) -> None:
         await websocket.accept()
 
+        send_text = websocket.send_text
+
         async def send(text: str) -> None:
-            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-                await websocket.send_text(text)
+            # try/except, not contextlib.suppress: this runs once per frame per connection.
+            try:  # noqa: SIM105 - hot path
+                await send_text(text)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                pass
 
         async def close(code: int, reason: str) -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):

@@ -22,6 +22,8 @@ view, or decoded out of a larger message). Publish ``raw.copy()`` instead.
 from __future__ import annotations
 
 import gc
+import keyword
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -35,6 +37,10 @@ _ENCODER = msgspec.json.Encoder()
 _LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, bytearray})
 #: Record classes (gc-traversable msgspec Structs) seen by the fast path.
 _RECORDS: set[type] = set()
+#: Per record class of ``_RECORDS`` (bounded): whether an instance holds a scalar in every field
+#: right now (what each field holds, whatever its annotation), for the test in :func:`measure`.
+_FLAT: dict[type, Callable[[Any], bool]] = {}
+_FLAT_BOUND = 4096
 #: Objects a walk may expand beyond what the encoding accounts for (one per encoded byte).
 _WALK_SLACK = 1024
 _get_referents = gc.get_referents
@@ -53,6 +59,11 @@ def measure(item: Any) -> int:
             f"cannot deliver a {type(item).__name__}: it is not JSON-encodable ({error}); "
             f"publish Events with record, mapping, sequence or scalar payloads"
         ) from error
+    flat = _FLAT.get(type(item))
+    if flat is not None and flat(item):
+        # A bare record seen before (a session event such as a text delta) whose every field
+        # holds a scalar right now: it pins nothing beyond its encoding.
+        return encoded
     return encoded + _excess_backing(item, encoded)
 
 
@@ -92,6 +103,8 @@ def _plain_record(record: Any, depth: int) -> bool:
         ):
             return False
         _RECORDS.add(kind)
+        if len(_FLAT) < _FLAT_BOUND:
+            _FLAT[kind] = _flat_test(kind)
     for value in _get_referents(record):  # every field, whatever its annotation
         field_kind = type(value)
         if field_kind in _LEAVES or value is kind:
@@ -105,6 +118,25 @@ def _plain_record(record: Any, depth: int) -> bool:
         elif not (depth and isinstance(value, msgspec.Struct) and _plain_record(value, depth - 1)):
             return False
     return True
+
+
+def _flat_test(kind: type) -> Callable[[Any], bool]:
+    """``kind``'s scalar test: one expression over its fields (a comprehension or a loop over
+    them costs several times more on this hot path). Field names are identifiers (they are
+    class attributes); anything else gets the loop."""
+    names: tuple[str, ...] = kind.__struct_fields__  # type: ignore[attr-defined]  # a Struct
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+
+        def test(record: Any) -> bool:
+            return all(type(getattr(record, name)) in _LEAVES for name in names)
+
+        return test
+    body = " and ".join(f"kind(record.{name}) in leaves" for name in names) or "True"
+    namespace: dict[str, Any] = {}
+    # ``kind`` and ``leaves`` are locals (defaults): no global lookup per field.
+    source = f"def test(record, leaves=leaves, kind=type):\n    return {body}\n"  # names checked
+    exec(source, {"leaves": _LEAVES}, namespace)
+    return namespace["test"]  # type: ignore[no-any-return]
 
 
 def _nested(values: Any) -> bool:

@@ -461,7 +461,7 @@ class Delivery:
         if self._pending:
             self._settle()
         waiter = self._waiter
-        if waiter is not None:
+        if waiter is not None and not waiter.done():  # a done wait is woken already
             self._wake(waiter)
         return admitted
 
