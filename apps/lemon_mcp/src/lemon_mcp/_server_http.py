@@ -360,6 +360,7 @@ async def serve_http(
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((name, port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     except OSError as exc:
         sock.close()
         raise HttpServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
