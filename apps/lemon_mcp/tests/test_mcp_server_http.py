@@ -69,7 +69,8 @@ async def _serving(host: _Host, bind: str = "127.0.0.1:0", **kw: Any) -> AsyncIt
         serve_http(host, bind, on_listening=url.set_result, stop=stop, **kw)
     )
     try:
-        await asyncio.wait({url, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {url, task}
+        await asyncio.wait(either, timeout=10, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             task.result()  # raises what stopped it
         yield url.result()
