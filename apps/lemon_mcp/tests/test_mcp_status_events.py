@@ -1,7 +1,8 @@
 """Server state changes as bus events (``mcp`` topic, ``mcp_server_status``) on a booted
 runtime: a server that starts is ``starting`` then ``connected``, a missing command ``failed``,
 an OAuth server answering 401 ``needs_login``, a connected server crashing in a call
-``disconnected`` (then ``failed`` when the next run notices), and the runtime's stop tells ``disconnected`` for the servers it ends."""
+``disconnected`` (then ``failed`` when the next run notices), and the runtime's stop tells
+``disconnected`` for the servers it ends."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ REASON | null}``, with ``meta = {"server": NAME}``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,9 +58,7 @@ def status_publisher(bus: Bus, hub: McpHubImpl) -> Callable[[str, str], None]:
             "tools": status.tools if status is not None else 0,
             "error": status.last_error if status is not None else None,
         }
-        try:
+        with contextlib.suppress(BusClosedError):  # the runtime is stopping: nobody to tell
             bus.broadcast_event(MCP_TOPIC, STATUS_EVENT, payload, {"server": name})
-        except BusClosedError:
-            pass  # the runtime is stopping: nobody is left to tell
 
     return publish
