@@ -215,6 +215,13 @@ async def test_a_public_bind_needs_a_token_and_a_token_is_checked() -> None:
             assert len(await client.list_tools()) == 3
         finally:
             await client.aclose()
+    async with _serving(_Host(), "0.0.0.0:0", token="s3cret") as url, httpx.AsyncClient() as http:
+        local = url.replace("0.0.0.0", "127.0.0.1")  # a public bind: any Host, with the token
+        auth = {"Authorization": "Bearer s3cret"}
+        await _session_id(http, local, Host="lemon.example:8765", **auth)
+        assert (await http.post(local, json=_init())).status_code == 401
+        r = await http.post(local, json=_init(), headers={**auth, "Origin": "http://evil.example"})
+        assert r.status_code == 403
 
 
 async def test_a_cancelled_call_ends_its_stream_without_an_answer() -> None:

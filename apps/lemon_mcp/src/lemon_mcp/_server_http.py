@@ -12,8 +12,9 @@ tools at ``http://HOST:PORT/mcp`` (Starlette on uvicorn), the same protocol as
 - Bad input gets a clean JSON-RPC error with a 4xx status, never a traceback: a body that is
   not JSON -32700, a batch or a message that is not JSON-RPC 2.0 -32600, an unsupported
   ``MCP-Protocol-Version`` 400, a wrong content type 415, a body too large 413.
-- DNS rebinding: the ``Host`` header must name a loopback host (or the bound host), and an
+- DNS rebinding: on a loopback bind the ``Host`` header must name a loopback host, and an
   ``Origin``, when sent, must be a loopback origin or one of ``allowed_origins``: else 403.
+  (A public bind takes any ``Host``: its bearer token is what a rebinding page lacks.)
 - A bind that is not loopback needs a bearer ``token``; with one, every request must carry
   ``Authorization: Bearer <token>`` (compared in constant time), else 401.
 - At most ``max_sessions`` sessions; a new one ends the least recently used idle session, and
@@ -127,6 +128,8 @@ class McpHttpApp:
     ) -> None:
         self._host = host
         self._bound = bound_host.strip("[]").lower()
+        # On loopback the Host check is the DNS-rebinding guard; a public bind has the token.
+        self._loopback = is_loopback_host(self._bound)
         self._token = token
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
         self._max_sessions = max_sessions
@@ -145,7 +148,7 @@ class McpHttpApp:
 
     def _refused(self, request: Request) -> Response | None:
         host = _host_name(request.headers.get("host", ""))
-        if not (is_loopback_host(host) or host == self._bound):
+        if self._loopback and not (is_loopback_host(host) or host == self._bound):
             return _rpc_error(403, -32000, f"host {host!r} is not allowed (DNS rebinding guard)")
         origin = request.headers.get("origin")
         if origin is not None and not self._origin_ok(origin):
