@@ -14,6 +14,7 @@ from typing import Any
 
 from lemon_core.config import load_config
 from lemon_core.mcp import MCP_HUB
+from lemon_core.wire_methods import WIRE_METHODS, WireCall
 from lemon_mcp import McpHubImpl
 from lemon_runtime import Runtime
 
@@ -75,6 +76,12 @@ async def test_server_state_changes_are_bus_events(tmp_path: Path) -> None:
             failed = next(e for e in seen if e["name"] == "idle" and e["state"] == "failed")
             assert "never-started" in failed["error"]
             assert next(s for s in hub.status() if s.name == "web").needs_login
+            methods = runtime.context.capabilities.require(WIRE_METHODS)
+            status_method = methods.get("mcp.status")
+            assert status_method is not None
+            rows = await status_method.handler(WireCall(method="mcp.status", params={}))
+            logins = {r["name"]: r["needs_login"] for r in rows["servers"]}
+            assert logins == {"idle": False, "s": False, "web": True}
             # a call crashes the connected server: its connection is lost
             found = await hub.discover(loaded.config, cwd=work)
             spec = next(t for t in found.tools if t.server == "s")
