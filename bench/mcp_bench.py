@@ -95,7 +95,7 @@ async def _agent_calls(home: Path) -> list[float]:
     config = _config(home, _server("b"))
     hub = McpHubImpl(home=home, environ={"PATH": os.environ["PATH"]})
     try:
-        tools, _approvals, _note = await mcp_tools(hub, config, home)
+        tools, _approvals, _note, _origins = await mcp_tools(hub, config, home)
         echo = next(t for t in tools if t.name == "mcp_b_echo")
 
         async def update(_: str) -> None:

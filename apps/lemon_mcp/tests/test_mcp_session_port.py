@@ -52,6 +52,8 @@ async def _run(tmp_path: Path, decision: str) -> tuple[list[ApprovalAsked], list
                     await port.resolve_approval(event.approval_id, decision)
                 elif isinstance(event, ToolCard) and event.phase == "completed":
                     cards.append(event)
+                elif isinstance(event, ToolCard) and event.detail.get("tool") == "mcp_sdk_echo":
+                    assert event.detail["mcp"] == {"server": "sdk", "tool": "echo"}
                 elif isinstance(event, RunEnded) and event.run_id == receipt.run_id:
                     break
         finally:
@@ -67,6 +69,7 @@ async def test_an_approved_mcp_call_runs_through_the_session_port(tmp_path: Path
     card = next(c for c in cards if c.detail.get("tool") == "mcp_sdk_echo")
     assert card.ok
     assert card.message == "through the port"
+    assert card.detail["mcp"] == {"server": "sdk", "tool": "echo"}  # the card names its server
 
 
 async def test_a_denied_mcp_call_is_not_run(tmp_path: Path) -> None:

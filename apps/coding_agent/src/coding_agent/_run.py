@@ -186,6 +186,7 @@ class CodingRun:
         self.tools: ToolRegistry | None = None
         self.taint = RunTaint()  # marked when web content reaches the model
         self.web_cards: dict[str, dict[str, Any]] = {}  # web tool call id -> its card details
+        self.mcp_origins: dict[str, dict[str, str]] = {}  # MCP tool name -> server and tool
         self._compactor: Compactor | None = None
         self._agent_config: AgentConfig | None = None
         # The agent loop and its steering state:
@@ -247,7 +248,7 @@ class CodingRun:
         self.workspace = workspace
         # MCP servers' tools, under the approval policy (a server down is a note, never a stop):
         # the configured ones, and the session's own from the request (an editor's, over ACP).
-        extra, mcp_approvals, mcp_note = await mcp_tools(
+        extra, mcp_approvals, mcp_note, self.mcp_origins = await mcp_tools(
             s.mcp,
             self._config,
             workspace.cwd,
@@ -513,7 +514,7 @@ class CodingRun:
             self._error = f"{event.kind}: {event.message}"
             self._error_code = _error_code(event.kind)
         else:
-            _forward(event, self._sink, self.web_cards)
+            _forward(event, self._sink, self.web_cards, self.mcp_origins)
 
     async def _abort(self, run: AgentRun) -> None:
         """The run ends: no more steering, its pending approvals expire, then the agent aborts
@@ -656,11 +657,16 @@ def _clip(text: str) -> str:
 
 
 def _forward(
-    event: AgentEvent, sink: ExecutionSink, cards: dict[str, dict[str, Any]] | None = None
+    event: AgentEvent,
+    sink: ExecutionSink,
+    cards: dict[str, dict[str, Any]] | None = None,
+    mcp: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Map one agent event to run events (text deltas and tool actions); ``cards`` are the web
-    tools' card details by tool call id (taken when the call's action completes)."""
+    tools' card details by tool call id (taken when the call's action completes); ``mcp`` names
+    each MCP tool's server and tool (the card's ``detail["mcp"]``: which server it came from)."""
     cards = {} if cards is None else cards
+    origin = mcp.get(getattr(event, "name", ""), None) if mcp else None
     if isinstance(event, MessageUpdateEvent):
         inner = event.event
         if isinstance(inner, TextDeltaEvent) and inner.delta:
@@ -668,11 +674,14 @@ def _forward(
         return
     if isinstance(event, ToolExecutionStartEvent):
         args = event.arguments if isinstance(event.arguments, Mapping) else {}
+        started: dict[str, Any] = {"tool": event.name, "arguments": dict(args)}
+        if origin is not None:
+            started["mcp"] = dict(origin)
         sink.action(
             id=event.tool_call_id,
             kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),
             title=_title(event.name, args),
-            detail={"tool": event.name, "arguments": dict(args)},
+            detail=started,
             phase="started",
         )
     elif isinstance(event, ToolExecutionUpdateEvent):
@@ -689,6 +698,8 @@ def _forward(
         card = cards.pop(event.tool_call_id, None) if event.name in _WEB_TOOLS else None
         if card is not None:  # the card: URL, status, size, time, flags
             detail["web"] = card
+        if origin is not None:
+            detail["mcp"] = dict(origin)
         sink.action(
             id=event.tool_call_id,
             kind=_ACTION_KIND.get(event.name, ActionKind.TOOL),

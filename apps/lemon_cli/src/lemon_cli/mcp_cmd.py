@@ -10,8 +10,8 @@ with the time of each step. ``login NAME`` runs an OAuth server's login (authori
 with PKCE and a loopback redirect; the URL is printed and opened in a browser), ``logout NAME``
 forgets its token; ``status`` shows the running daemon's servers (``mcp.status``), ``logs
 NAME`` its stderr ring of a stdio server (``mcp.logs``). ``serve`` is the other direction:
-Lemon's coding tools as an MCP server on stdio. Secrets are never shown: only the variables
-naming them.
+Lemon's coding tools as an MCP server on stdio, or on Streamable HTTP with ``--http HOST:PORT``.
+Secrets are never shown: only the variables naming them.
 """
 
 from __future__ import annotations
@@ -383,10 +383,38 @@ def serve(
             "still asks, as the approval policy says)",
         ),
     ] = False,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+            "(loopback unless --token-env is given)",
+        ),
+    ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            metavar="NAME",
+            help="with --http: the variable holding the bearer token every request must "
+            "carry (required for a non-loopback HOST)",
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            metavar="ORIGIN",
+            help="with --http: an Origin allowed besides loopback ones (repeatable)",
+        ),
+    ] = None,
 ) -> None:
-    """Serve Lemon's coding tools (read, ls, find, grep) to an MCP client on stdio."""
+    """Serve Lemon's coding tools (read, ls, find, grep) to an MCP client (stdio or HTTP)."""
     import asyncio
     import logging
+    import os
+    import signal
     import sqlite3
     import sys
 
@@ -395,11 +423,18 @@ def serve(
     from lemon_core.store import ApprovalGrantStore, StoreError
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    if http is None and (token_env is not None or allow_origin):
+        raise _fail("--token-env and --allow-origin go with --http HOST:PORT")
+    token: str | None = None
+    if token_env is not None:
+        token = os.environ.get(token_env, "").strip() or None
+        if token is None:
+            raise _fail(f"--token-env {token_env}: that variable is unset or empty")
     config, home, cwd = _load()
 
     async def run() -> None:
         from coding_agent.tools.mcp_serve import CodingToolHost
-        from lemon_mcp import serve_stdio
+        from lemon_mcp import HttpServeError, serve_http, serve_stdio
         from lemon_runtime import open_configured_store
 
         try:
@@ -412,7 +447,24 @@ def serve(
                 cwd=cwd, home=home, config=config, approvals=approvals, allow_write=allow_write,
             )  # fmt: skip
             try:
-                await serve_stdio(host)
+                if http is None:
+                    await serve_stdio(host)
+                    return
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+
+                def listening(url: str) -> None:
+                    typer.echo(f"serving Lemon's tools at {url}", err=True)
+
+                try:
+                    await serve_http(
+                        host, http, token=token, allowed_origins=allow_origin or (),
+                        on_listening=listening, stop=stop,
+                    )  # fmt: skip
+                except HttpServeError as exc:
+                    raise _fail(str(exc)) from None
             finally:
                 await host.aclose()
         finally:

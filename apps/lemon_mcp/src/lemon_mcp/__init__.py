@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         serve_stdio,
         serve_streams,
     )
+    from lemon_mcp._server_http import HttpServeError, McpHttpApp, serve_http
     from lemon_mcp._stdio import StdioTransport
     from lemon_mcp.errors import (
         McpAuthError,
@@ -73,6 +74,9 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "ToolOverride": ("lemon_mcp._section", "ToolOverride"),
     "definition_hash": ("lemon_mcp._section", "definition_hash"),
     "StdioTransport": ("lemon_mcp._stdio", "StdioTransport"),
+    "HttpServeError": ("lemon_mcp._server_http", "HttpServeError"),
+    "McpHttpApp": ("lemon_mcp._server_http", "McpHttpApp"),
+    "serve_http": ("lemon_mcp._server_http", "serve_http"),
     "ClientPeer": ("lemon_mcp._server", "ClientPeer"),
     "ServedResult": ("lemon_mcp._server", "ServedResult"),
     "ServedTool": ("lemon_mcp._server", "ServedTool"),
@@ -89,12 +93,14 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
 __all__ = [
     "ClientPeer",
     "HttpAuth",
+    "HttpServeError",
     "HttpTransport",
     "McpAuthError",
     "McpClient",
     "McpConfig",
     "McpConnectionError",
     "McpError",
+    "McpHttpApp",
     "McpHttpStatusError",
     "McpHubImpl",
     "McpProtocolError",
@@ -119,6 +125,7 @@ __all__ = [
     "diagnose",
     "lemon_mcp_app",
     "project_server_names",
+    "serve_http",
     "serve_stdio",
     "serve_streams",
     "tool_names",

@@ -9,6 +9,12 @@ which opens the GET stream (a server answering 405 offers none); when it ends it
 with ``Last-Event-ID`` after the server's ``retry`` (or a backoff), at most
 ``_GET_RETRIES`` times in a row, and a POST keeps working meanwhile.
 
+A request answered with an SSE stream that ends (or is cut) before its response arrived is
+resumed as the spec says: a GET with ``Last-Event-ID`` set to that stream's last event id, after
+the stream's ``retry`` (or a backoff), at most ``_RESUME_RETRIES`` times; the server replays what
+followed on the new stream. A stream that carried no event id cannot be resumed, and a server
+that offers no GET (405) cannot resume it either: the request then fails with the reason.
+
 Bounds: a body or an SSE event over ``max_frame_bytes`` (16 MiB) ends the connection; connect
 and read have timeouts (a call's own deadline is the client's); redirects are refused (a
 server must not send our headers elsewhere), and a legacy ``endpoint`` on another origin is
@@ -31,6 +37,7 @@ import httpx
 from lemon_core.backoff import Backoff
 from lemon_mcp._sse import sse_events
 from lemon_mcp._stdio import MAX_FRAME_BYTES
+from lemon_mcp._wire import decode
 from lemon_mcp.errors import McpConnectionError, McpHttpStatusError, McpProtocolError
 
 __all__ = ["HttpAuth", "HttpTransport", "SseTransport"]
@@ -40,6 +47,27 @@ log = logging.getLogger("lemon_mcp")
 _SESSION: Final = "mcp-session-id"
 _GET_RETRIES: Final = 5
 _GET_BACKOFF: Final = Backoff(initial=1.0, cap=30.0, jitter=0.0)
+_RESUME_RETRIES: Final = 5
+
+
+class _StreamOutcome:
+    """What one SSE answer stream gave: whether the awaited response came, where it stopped."""
+
+    __slots__ = ("answered", "event_id", "retry_ms")
+
+    def __init__(self) -> None:
+        self.answered = False
+        self.event_id: str | None = None
+        self.retry_ms: int | None = None
+
+
+def _request_id(payload: bytes) -> int | str | None:
+    """The id of a request (None for a notification or a response)."""
+    try:
+        message = decode(payload)
+    except McpProtocolError:
+        return None
+    return message.id if message.method is not None else None
 
 
 class HttpAuth(Protocol):
@@ -52,6 +80,14 @@ class HttpAuth(Protocol):
     async def unauthorized(self, www_authenticate: str | None) -> bool:
         """The server answered 401: True when a new token was obtained (retry once)."""
         ...
+
+
+def _answers(data: bytes, rid: int | str) -> bool:
+    try:
+        message = decode(data)
+    except McpProtocolError:
+        return False
+    return message.is_response and message.id == rid
 
 
 class _HttpBase:
@@ -174,20 +210,28 @@ class HttpTransport(_HttpBase):
 
     async def send(self, payload: bytes) -> None:
         client = self._http()
+        rid = _request_id(payload)
         for attempt in (1, 2):
             try:
                 headers = await self._auth_headers(self._request_headers())
                 async with client.stream("POST", self.url, content=payload, headers=headers) as r:
                     if await self._retry_401(r, attempt):
                         continue
-                    await self._answer(r)
-                    return
+                    outcome = await self._answer(r, rid)
+                break
             except httpx.TimeoutException as exc:
                 raise McpConnectionError(f"HTTP timeout: {type(exc).__name__}") from None
             except httpx.HTTPError as exc:
                 raise McpConnectionError(f"HTTP error: {type(exc).__name__}: {exc}") from None
+        else:
+            return
+        if rid is not None and outcome is not None and not outcome.answered:
+            await self._resume(rid, outcome)
 
-    async def _answer(self, response: httpx.Response) -> None:
+    async def _answer(
+        self, response: httpx.Response, rid: int | str | None
+    ) -> _StreamOutcome | None:
+        """Deliver the answer; for an SSE answer, what the stream gave (else None)."""
         session = response.headers.get(_SESSION)
         if session:
             self.session_id = session
@@ -196,30 +240,80 @@ class HttpTransport(_HttpBase):
             raise McpConnectionError("the server ended the session (HTTP 404)")
         self._check_status(response)
         if response.status_code in (202, 204):
-            return
+            return None
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
-            await self._events(response)
-        elif kind == "application/json":
+            return await self._events(response, rid)
+        if kind == "application/json":
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > self._max_frame:
                     self._fault(f"a response body over {self._max_frame} bytes")
             self._deliver(bytes(body))
-        else:
-            raise McpProtocolError(f"unexpected content type {kind!r}")
+            return None
+        raise McpProtocolError(f"unexpected content type {kind!r}")
 
-    async def _events(self, response: httpx.Response) -> None:
-        """Dispatch each SSE event's ``data`` (bounded) as one message."""
+    async def _events(
+        self, response: httpx.Response, rid: int | str | None, outcome: _StreamOutcome | None = None
+    ) -> _StreamOutcome:
+        """Dispatch each SSE event's ``data`` (bounded) as one message; a cut stream (an HTTP
+        error mid-body) is an outcome, not an error, so that it can be resumed."""
+        outcome = outcome or _StreamOutcome()
         try:
             async for event in sse_events(response.aiter_bytes(), max_bytes=self._max_frame):
                 if event.id is not None:
-                    self._last_event_id = event.id
-                if event.event == "message":
+                    outcome.event_id = event.id
+                if event.retry_ms is not None:
+                    outcome.retry_ms = event.retry_ms
+                if event.event == "message" and event.data.strip():
+                    if rid is not None and not outcome.answered:
+                        outcome.answered = _answers(event.data, rid)
                     self._deliver(event.data)
+                if outcome.answered:
+                    break  # the stream's purpose is served (the spec lets the client close it)
         except McpProtocolError as exc:
             self._fault(str(exc))
+        except httpx.HTTPError as exc:
+            if rid is None:
+                raise
+            log.info("mcp server %s: an answer's stream was cut: %s", self.name, type(exc).__name__)
+        return outcome
+
+    async def _resume(self, rid: int | str, outcome: _StreamOutcome) -> None:
+        """Resume a cut answer stream with ``Last-Event-ID`` until the response arrives."""
+        if outcome.event_id is None:
+            raise McpConnectionError(
+                "the server ended the answer's stream before the response, with no event id "
+                "to resume it from"
+            )
+        for attempt in range(1, _RESUME_RETRIES + 1):
+            retry_ms = outcome.retry_ms
+            wait = retry_ms / 1000 if retry_ms is not None else _GET_BACKOFF.delay(attempt)
+            await asyncio.sleep(wait)
+            headers = self._request_headers(accept="text/event-stream")
+            headers.pop("Content-Type")
+            headers["Last-Event-ID"] = outcome.event_id
+            try:
+                headers = await self._auth_headers(headers)
+                async with self._http().stream("GET", self.url, headers=headers) as r:
+                    if r.status_code == 404 and self.session_id is not None:
+                        self._lost("the server ended the session (HTTP 404)")
+                        raise McpConnectionError("the server ended the session (HTTP 404)")
+                    if r.status_code == 405:
+                        raise McpConnectionError(
+                            "the answer's stream was cut and the server offers no GET stream "
+                            "to resume it"
+                        )
+                    self._check_status(r)
+                    outcome = await self._events(r, rid, outcome)
+            except httpx.HTTPError as exc:
+                log.info("mcp server %s: resuming failed: %s", self.name, type(exc).__name__)
+            if outcome.answered:
+                return
+        raise McpConnectionError(
+            f"the answer's stream was cut; resuming it failed {_RESUME_RETRIES} times"
+        )
 
     def _fault(self, reason: str) -> None:
         self._lost(reason)

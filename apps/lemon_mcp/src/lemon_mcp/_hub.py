@@ -39,7 +39,7 @@ from lemon_mcp._schema import normalise_schema
 from lemon_mcp._section import McpConfig, McpServerConfig, definition_hash
 from lemon_mcp._session import SessionServers
 from lemon_mcp._stdio import StdioTransport
-from lemon_mcp.errors import McpError, McpHttpStatusError
+from lemon_mcp.errors import McpAuthError, McpError, McpHttpStatusError
 
 __all__ = ["McpHubImpl", "ServerState", "ServerStatus"]
 
@@ -53,6 +53,12 @@ _SECRET_PATTERNS: Final = (
     "*_CREDENTIALS", "*_DSN", "LEMON_REDIS_URL",
 )  # fmt: skip
 _MAX_DESCRIPTION: Final = 2000
+
+
+def _needs_login(exc: McpError) -> bool:
+    return isinstance(exc, McpAuthError) or (
+        isinstance(exc, McpHttpStatusError) and exc.status == 401
+    )
 
 
 class ServerState(enum.Enum):
@@ -73,6 +79,8 @@ class ServerStatus:
     last_error: str | None
     detail: str = ""
     """How it is reached once started (``streamable-http``, ``sse (legacy)``, ``stdio``)."""
+    needs_login: bool = False
+    """Failed for want of an OAuth login (``lemon mcp login NAME``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -91,6 +99,8 @@ class _Server:
     stderr: str = ""
     """The stderr ring of the last process that ended (``lemon mcp logs`` after a crash)."""
     refreshing: bool = False
+    needs_login: bool = False
+    """The last start failed for want of an OAuth login (``lemon mcp login NAME``)."""
 
 
 class McpHubImpl:
@@ -111,7 +121,9 @@ class McpHubImpl:
 
     def subscribe(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
         """Call ``listener(server, change)`` on each state change (``starting``, ``ready``,
-        ``failed``, ``stopped``, ``tools_changed``); returns what unsubscribes it."""
+        ``failed``, ``needs_login`` (failed for want of an OAuth login), ``lost`` (a ready
+        server's connection ended: it restarts on next use), ``stopped``, ``tools_changed``);
+        returns what unsubscribes it."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -281,13 +293,14 @@ class McpHubImpl:
             )
             return server.last_error
         except McpError as exc:
-            await self._failed(server, str(exc))
+            await self._failed(server, str(exc), needs_login=_needs_login(exc))
             return server.last_error
         server.state = ServerState.READY
         server.failures = 0
         server.last_error = None
         server.detail = _detail(client.transport)
         client.on_tools_changed = lambda: self._tools_changed(server, client)
+        client.on_lost = lambda _reason: self._lost(server, client)
         self._changed(server.name, "ready")
         log.info(
             "mcp server %s ready: %d tools in %.0f ms",
@@ -297,13 +310,18 @@ class McpHubImpl:
         )
         return None
 
-    async def _failed(self, server: _Server, reason: str) -> None:
+    def _lost(self, server: _Server, client: McpClient) -> None:
+        if server.client is client and server.state is ServerState.READY:
+            self._changed(server.name, "lost")
+
+    async def _failed(self, server: _Server, reason: str, *, needs_login: bool = False) -> None:
         server.failures += 1
         server.state = ServerState.FAILED
         server.last_error = reason
         server.retry_at = self._clock() + _RESTART.delay(server.failures)
         log.warning("mcp server %s unavailable: %s", server.name, reason)
-        self._changed(server.name, "failed")
+        server.needs_login = needs_login
+        self._changed(server.name, "needs_login" if needs_login else "failed")
         client, server.client = server.client, None
         if client is not None:
             with contextlib.suppress(McpError, OSError):
@@ -435,6 +453,7 @@ class McpHubImpl:
                 tools=len(s.tools),
                 last_error=s.last_error,
                 detail=s.detail,
+                needs_login=s.state is ServerState.FAILED and s.needs_login,
             )
             for s in sorted(self._servers.values(), key=lambda s: s.name)
         ]

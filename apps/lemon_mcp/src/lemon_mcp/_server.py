@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -92,9 +92,13 @@ class Writer(Protocol):
 
 
 class _Session:
-    def __init__(self, host: ToolHost, writer: Writer, max_concurrent: int) -> None:
+    """One client's protocol state; what it sends goes to ``emit`` (one message, no newline)."""
+
+    def __init__(
+        self, host: ToolHost, emit: Callable[[bytes], Awaitable[None]], max_concurrent: int
+    ) -> None:
         self._host = host
-        self._writer = writer
+        self._emit = emit
         self._calls: dict[int | str, asyncio.Task[None]] = {}
         self._replies: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(max_concurrent)
@@ -110,8 +114,16 @@ class _Session:
 
     async def _send(self, payload: bytes) -> None:
         async with self._write_lock:
-            self._writer.write(payload + b"\n")
-            await self._writer.drain()
+            await self._emit(payload)
+
+    def call_task(self, rid: int | str) -> asyncio.Task[None] | None:
+        """The running ``tools/call`` of request ``rid`` (None once it ended)."""
+        return self._calls.get(rid)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call is in flight."""
+        return bool(self._calls)
 
     async def elicit(
         self, message: str, schema: Mapping[str, Any], *, timeout_s: float
@@ -258,7 +270,12 @@ async def serve_streams(
     max_concurrent: int = 8,
 ) -> None:
     """Serve one client on ``reader`` / ``writer`` until it closes its side."""
-    session = _Session(host, writer, max_concurrent)
+
+    async def emit(payload: bytes) -> None:
+        writer.write(payload + b"\n")
+        await writer.drain()
+
+    session = _Session(host, emit, max_concurrent)
     try:
         while True:
             try:

@@ -2,8 +2,9 @@
 scope: they show what runs on the daemon's machine).
 
 * ``mcp.status``: ``{"version": 1, "servers": [{name, transport, detail, state, tools,
-  last_error}]}``, every server of the daemon's configuration (``stopped`` until a run needs
-  it: servers start lazily) and any the hub started for a project's run.
+  last_error, needs_login}]}`` (``needs_login``: failed for want of an OAuth login), every
+  server of the daemon's configuration (``stopped`` until a run needs it: servers start
+  lazily) and any the hub started for a project's run.
 * ``mcp.logs`` ``{"name": NAME}``: the server's stderr ring (the last 64 KiB of a stdio
   server; kept after it ended), never a secret the hub holds.
 """
@@ -25,10 +26,16 @@ _OWNER: Final = "lemon_mcp"
 
 
 def _row(
-    name: str, transport: str, detail: str, state: str, tools: int, last_error: str | None
+    name: str,
+    transport: str,
+    detail: str,
+    state: str,
+    tools: int,
+    last_error: str | None,
+    needs_login: bool = False,
 ) -> dict[str, Any]:
     return {"name": name, "transport": transport, "detail": detail, "state": state,
-            "tools": tools, "last_error": last_error}  # fmt: skip
+            "tools": tools, "last_error": last_error, "needs_login": needs_login}  # fmt: skip
 
 
 def _status(hub: McpHubImpl, config: McpConfig) -> dict[str, Any]:
@@ -37,7 +44,9 @@ def _status(hub: McpHubImpl, config: McpConfig) -> dict[str, Any]:
         for name, server in config.servers.items()
     }
     for s in hub.status():
-        rows[s.name] = _row(s.name, s.transport, s.detail, s.state.value, s.tools, s.last_error)
+        rows[s.name] = _row(
+            s.name, s.transport, s.detail, s.state.value, s.tools, s.last_error, s.needs_login
+        )
     return {"version": 1, "servers": [rows[n] for n in sorted(rows)]}
 
 

@@ -439,6 +439,13 @@ class AnswerBlock(EntryView):
         return strips
 
 
+def _mcp_server(detail: Mapping[str, Any] | None) -> str:
+    """The MCP server a tool card's ``detail["mcp"]`` names (empty for a built-in tool)."""
+    origin = (detail or {}).get("mcp")
+    server = origin.get("server") if isinstance(origin, Mapping) else None
+    return server if isinstance(server, str) else ""
+
+
 class CardEntry(Entry):
     """A tool call keyed by its action id: started → (updated) → completed."""
 
@@ -452,6 +459,7 @@ class CardEntry(Entry):
         self.diff = tool_diff(detail)
         self.expanded = False
         self.web: list[str] = []  # the web tools' lines (URL, status, size, time; screenshot)
+        self.mcp_server = _mcp_server(detail)  # the MCP server the tool came from, if any
 
     @property
     def exit_code(self) -> int | None:
@@ -502,6 +510,8 @@ class CardEntry(Entry):
             "expired": "[yellow]⊘[/]",
         }.get(self.state, "[red]✗[/]")
         label = "" if self.state in ("running", "ok", "failed") else f" [dim]{self.state}[/]"
+        if self.mcp_server:
+            label += f" [dim]MCP {escape(self.mcp_server)}[/]"
         code = self.exit_code
         if code is not None:
             label += f" [dim]exit {code}[/]"

@@ -33,15 +33,16 @@ async def mcp_tools(
     *,
     session_key: str | None = None,
     servers: Sequence[McpServerSpec] = (),
-) -> tuple[list[Tool], dict[str, str], str]:
-    """The run's MCP tools, each one's configured approval by name, and a note for the run's
+) -> tuple[list[Tool], dict[str, str], str, dict[str, dict[str, str]]]:
+    """The run's MCP tools, each one's configured approval by name, a note for the run's
     log naming the servers that offer none (empty when every configured server is up, or when
-    MCP is not configured). ``servers`` are the run's session's own (``session_key``'s, from
+    MCP is not configured), and each tool's origin by name (``{"server": S, "tool": T}``: the
+    tool card names the server). ``servers`` are the run's session's own (``session_key``'s, from
     the request): the hub starts them for that session only."""
     if hub is None:
         if servers:
-            return [], {}, "the runtime has no MCP hub (lemon_mcp did not boot)"
-        return [], {}, ""
+            return [], {}, "the runtime has no MCP hub (lemon_mcp did not boot)", {}
+        return [], {}, "", {}
     if servers:
         found: McpDiscovery = await hub.discover(
             config, cwd=cwd, session_key=session_key, servers=servers
@@ -50,7 +51,8 @@ async def mcp_tools(
         found = await hub.discover(config, cwd=cwd)
     note = "; ".join(f"{name}: {why}" for name, why in sorted(found.unavailable.items()))
     approvals: dict[str, str] = {spec.name: spec.approval for spec in found.tools}
-    return [_tool(hub, spec) for spec in found.tools], approvals, note[:_MAX_NOTE]
+    origins = {spec.name: {"server": spec.server, "tool": spec.tool} for spec in found.tools}
+    return [_tool(hub, spec) for spec in found.tools], approvals, note[:_MAX_NOTE], origins
 
 
 def _tool(hub: McpHub, spec: McpToolSpec) -> Tool:
