@@ -32,6 +32,7 @@ working::
     ├── RouterUnavailableError (RuntimeError)       lemon_core.execution.errors
     ├── CapabilityMissingError (LookupError)        lemon_core.execution
     ├── CapabilityConflictError (RuntimeError)      lemon_core.execution
+    ├── EditorCallError (RuntimeError)              lemon_core.execution
     ├── RuntimeBootError (RuntimeError)             lemon_core.runtime_errors
     │   └── AppHookError
     ├── RuntimeUsageError (ValueError)              lemon_core.runtime_errors
