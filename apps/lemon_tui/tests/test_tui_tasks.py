@@ -1,0 +1,131 @@
+"""Subagent tasks in the TUI, against a real daemon (the offline model delegates with the
+``task`` tool): the `task` card shows its child's live status from the ``task.*`` wire events
+(running → completed with its duration, turns, tokens and answer), unfolds to the child's
+session; ``/tasks`` lists, cancels and opens them; bad input is one clear line."""
+
+from __future__ import annotations
+
+import json
+
+from lemon_control_plane import ControlPlane
+from lemon_tui import LemonTUI
+from lemon_tui._editor import Editor
+from lemon_tui._tasks import TaskState, from_event, from_row
+from lemon_tui._widgets import NoteLine, ToolCardView
+
+from .conftest import NO_APPROVALS, app_for, until
+
+
+def notes(app: LemonTUI) -> str:
+    return "\n".join(str(n.render()) for n in app.query(NoteLine))
+
+
+async def run(pilot: object, app: LemonTUI, line: str) -> None:
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    app.query_one("#input", Editor).value = line
+    await pilot.press("enter")
+
+
+def task_call(**arguments: object) -> str:
+    return f"/tool task {json.dumps(arguments)}"
+
+
+async def test_a_task_card_shows_its_child_live_and_unfolds_to_its_session(
+    daemon: ControlPlane,
+) -> None:
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        await run(pilot, app, task_call(prompt="/echo hi from the child", description="greet"))
+        await until(pilot, lambda: bool(app.query(ToolCardView)), "a card")
+        card = app.query_one(ToolCardView)
+        await until(pilot, lambda: card.entry.task is not None, "the card knows its task")
+        task = card.entry.task
+        assert task is not None
+        await until(pilot, lambda: task.status == "completed", "the child completed")
+        await until(pilot, lambda: not app.waiting_for, "the parent's run ended")
+        await until(pilot, lambda: task.turns is not None, "its usage, from runs.tree")
+        shown = str(card.render())
+        assert f"{task.task_id} · general · completed in " in shown
+        assert " turn" in shown
+        assert "hi from the child" in shown
+        assert task.session_key == f"{app.session}:sub:{task.task_id}"
+        assert len(app.query(ToolCardView)) == 1  # the task's status is on the tool's card
+        await pilot.click(ToolCardView)
+        unfolded = str(card.render())
+        assert card.expanded
+        assert "greet" in unfolded
+        assert f"session {task.session_key}" in unfolded
+        assert f"/tasks open {task.task_id}" in unfolded
+        # /tasks lists it (ended: heard of here), then opens the child's transcript.
+        app.editor.focus()  # the click took the focus
+        await run(pilot, app, "/tasks")
+        await until(pilot, lambda: f"{task.task_id}  completed  general  greet" in notes(app), "ls")
+        await run(pilot, app, f"/tasks open {task.task_id}")
+        await until(pilot, lambda: app.session == task.session_key, "switched to the child")
+        await until(pilot, lambda: "hi from the child" in _answers(app), "the child's answer")
+
+
+def _answers(app: LemonTUI) -> str:
+    from lemon_tui._widgets import AnswerBlock
+
+    return "\n".join(a.text for a in app.query(AnswerBlock))
+
+
+async def test_tasks_cancel_stops_a_running_async_child(daemon: ControlPlane) -> None:
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        child = '/tool bash {"command": "sleep 60"}'
+        await run(pilot, app, task_call(prompt=child, description="nap", **{"async": True}))
+        await until(pilot, lambda: bool(app.tasks), "a task heard of")
+        (task,) = app.tasks.values()
+        await until(pilot, lambda: task.status == "running", "the child runs")
+        await run(pilot, app, "/tasks")
+        await until(pilot, lambda: "(1 not ended)" in notes(app), "listed by tasks.list")
+        assert f"{task.task_id}  running  general  nap" in notes(app)
+        await run(pilot, app, f"/tasks cancel {task.task_id}")
+        await until(pilot, lambda: f"task {task.task_id}: cancelled" in notes(app), "cancelled")
+        await until(pilot, lambda: task.status == "cancelled", "its state")
+        card = app.query_one(ToolCardView)
+        await until(pilot, lambda: card.entry.task is task, "the async call's card")
+        assert "cancelled" in str(card.render())
+
+
+async def test_bad_task_commands_say_what_to_type(daemon: ControlPlane) -> None:
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        await run(pilot, app, "/tasks")
+        await until(pilot, lambda: "no tasks in this session" in notes(app), "none")
+        for line in ("/tasks cancel", "/tasks open", "/tasks frobnicate x", "/tasks x"):
+            before = notes(app).count("usage: /tasks")
+            await run(pilot, app, line)
+            await until(pilot, lambda b=before: notes(app).count("usage: /tasks") > b, line)
+        await run(pilot, app, "/tasks cancel task_nonesuch")
+        await until(pilot, lambda: "no task task_nonesuch" in notes(app), "unknown id")
+        await run(pilot, app, "/tasks open task_nonesuch")
+        await until(pilot, lambda: "no task task_nonesuch in this session" in notes(app), "?")
+        assert app.session == "agent:default:main"
+        assert "Traceback" not in notes(app)
+
+
+def test_events_and_rows_update_one_task_and_an_ended_one_stays_ended() -> None:
+    known: dict[str, TaskState] = {}
+    ids = {"taskId": "t1", "parentRunId": "r", "sessionKey": "s:sub:t1", "agentId": "general"}
+    task = from_event("task.started", {**ids, "description": "d"}, known)
+    assert task is not None
+    known["t1"] = task
+    assert task.status == "running"
+    assert from_event("task.error", {**ids, "error": "boom", "durationMs": 1500}, known) is task
+    assert task.line() == "t1 · general · failed in 1.5 s · boom"
+    assert from_event("run.graph.changed", {**ids, "status": "running"}, known) is task
+    assert task.status == "failed"  # a late transition does not revive it
+    assert from_event("tick", ids, known) is None
+    assert from_event("task.started", {"taskId": 3}, known) is None
+    row = {"task_id": "t1", "status": "failed", "usage": {"turns": 2, "input_tokens": 1200}}
+    assert from_row(row, known) is task
+    assert "2 turns · 1,200 tokens" in task.line()
+    assert from_row({"status": "running"}, known) is None
