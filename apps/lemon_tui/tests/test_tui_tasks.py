@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from lemon_control_plane import ControlPlane
+from lemon_control_plane.client import WebSocketSessionPort
 from lemon_tui import LemonTUI
 from lemon_tui._editor import Editor
 from lemon_tui._tasks import TaskState, from_event, from_row
@@ -74,24 +77,29 @@ def _answers(app: LemonTUI) -> str:
     return "\n".join(a.text for a in app.query(AnswerBlock))
 
 
-async def test_tasks_cancel_stops_a_running_async_child(daemon: ControlPlane) -> None:
+async def test_tasks_cancel_stops_a_running_child(daemon: ControlPlane) -> None:
     app = app_for(daemon, NO_APPROVALS)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.status.connection == "online", "connected")
         child = '/tool bash {"command": "sleep 60"}'
-        await run(pilot, app, task_call(prompt=child, description="nap", **{"async": True}))
+        await run(pilot, app, task_call(prompt=child, description="nap"))
         await until(pilot, lambda: bool(app.tasks), "a task heard of")
         (task,) = app.tasks.values()
         await until(pilot, lambda: task.status == "running", "the child runs")
+        card = app.query_one(ToolCardView)
+        await until(pilot, lambda: card.entry.task is task, "its card")
+        assert card.state == "running"  # the parent's call waits for the child
+        assert f"{task.task_id} · general · running" in str(card.render())
+        last = "last: $ sleep 60"  # the child's bash call, as its own session shows it
+        await until(pilot, lambda: last in str(card.render()), "the child's last action")
         await run(pilot, app, "/tasks")
         await until(pilot, lambda: "(1 not ended)" in notes(app), "listed by tasks.list")
         assert f"{task.task_id}  running  general  nap" in notes(app)
         await run(pilot, app, f"/tasks cancel {task.task_id}")
         await until(pilot, lambda: f"task {task.task_id}: cancelled" in notes(app), "cancelled")
         await until(pilot, lambda: task.status == "cancelled", "its state")
-        card = app.query_one(ToolCardView)
-        await until(pilot, lambda: card.entry.task is task, "the async call's card")
-        assert "cancelled" in str(card.render())
+        await until(pilot, lambda: not app.waiting_for, "the parent's run ended")
+        assert f"{task.task_id} · general · cancelled" in str(card.render())
 
 
 async def test_bad_task_commands_say_what_to_type(daemon: ControlPlane) -> None:
@@ -129,3 +137,33 @@ def test_events_and_rows_update_one_task_and_an_ended_one_stays_ended() -> None:
     assert from_row(row, known) is task
     assert "2 turns · 1,200 tokens" in task.line()
     assert from_row({"status": "running"}, known) is None
+
+
+async def test_an_async_task_card_learns_its_end_after_the_call_returned(
+    daemon: ControlPlane,
+) -> None:
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        call = task_call(prompt="/echo later", description="bg", detached=True, **{"async": True})
+        await run(pilot, app, call)
+        await until(pilot, lambda: bool(app.query(ToolCardView)), "a card")
+        card = app.query_one(ToolCardView)
+        await until(pilot, lambda: card.state == "ok", "the call returned the task's id")
+        await until(pilot, lambda: card.entry.task is not None, "bound to its task")
+        task = card.entry.task
+        assert task is not None
+        assert task.task_id in card.message
+        await until(pilot, lambda: task.status == "completed", "the child ended later")
+        await until(pilot, lambda: "later" in str(card.render()), "its answer on the card")
+
+
+async def test_the_port_client_hands_other_wire_events_to_bounded_handlers(
+    other: WebSocketSessionPort,
+) -> None:
+    removers = [other.on_event(lambda name, payload: None) for _ in range(16)]
+    with pytest.raises(ValueError, match="at most 16"):
+        other.on_event(lambda name, payload: None)
+    removers[0]()
+    removers[0]()  # twice changes nothing
+    other.on_event(lambda name, payload: None)  # room again

@@ -440,6 +440,8 @@ class LemonTUI(App[int]):
                         await asyncio.sleep(_BACKOFF_S[0])
                         break
                     key = event.session_key
+                    if isinstance(event, ToolCard) and event.phase == "started":
+                        self._child_action(key, event.title)
                     if key == self.session or not isinstance(event, RunEnded | ApprovalAsked):
                         continue
                     visited = key in self.background
@@ -598,6 +600,17 @@ class LemonTUI(App[int]):
                 self._task_usage(task.parent_run_id), group="tasks", exit_on_error=False
             )
 
+    def _child_action(self, session_key: str, title: str) -> None:
+        """A tool call started in ``session_key``: when that is a task's child session, it
+        is the task's last action (shown on its card while it runs)."""
+        for task in self.tasks.values():
+            if task.session_key == session_key and not task.ended:
+                task.last_action = title
+                card = self._card_of(task)
+                if card is not None:
+                    card.show_task(task)
+                return
+
     def _remember(self, task: TaskState) -> None:
         self.tasks[task.task_id] = task
         self.tasks.move_to_end(task.task_id)
@@ -622,10 +635,14 @@ class LemonTUI(App[int]):
         )
         if found is None:
             for entry in reversed(self.transcript.entries[-_CARDS_SEARCHED:]):
-                if isinstance(entry, CardEntry) and entry.is_task and entry.task is None:
-                    if task.task_id in entry.message:
-                        found = entry
-                        break
+                if (
+                    isinstance(entry, CardEntry)
+                    and entry.is_task
+                    and entry.task is None
+                    and task.task_id in entry.message
+                ):
+                    found = entry
+                    break
         if found is not None:
             self.task_cards[task.task_id] = found
         return found

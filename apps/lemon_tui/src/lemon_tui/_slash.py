@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Final
 from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
 from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
-from lemon_tui._tasks import TaskState, says
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
+from lemon_tui._tasks import TaskState, says
 from lemon_tui._text import count, escape
 
 if TYPE_CHECKING:

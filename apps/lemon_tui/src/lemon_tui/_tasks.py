@@ -4,7 +4,8 @@ Two sources, both of the control plane: the wire events the bridge sends for the
 session (``task.started`` / ``task.completed`` / ``task.error`` / ``task.timeout`` /
 ``task.aborted`` and ``run.graph.changed``, heard through the port client's ``on_event``),
 and the run graph's rows (``tasks.list {sessionKey}``: the tasks not yet ended;
-``runs.tree {runId}``: every task under a run, ended ones with their usage). A ``task`` tool
+``runs.tree {runId}``: every task under a run, ended ones with their usage), and the child's
+own tool calls (heard on the app's ``watch_all`` stream: its last action). A ``task`` tool
 card shows its task's :class:`TaskState` (``_widgets.CardEntry.task``); ``/tasks`` lists them.
 """
 
@@ -59,6 +60,7 @@ class TaskState:
         self.error = ""  # why it failed or stopped
         self.turns: int | None = None
         self.tokens: int | None = None
+        self.last_action = ""  # the child's last tool call (heard on its own session)
 
     @property
     def ended(self) -> bool:
@@ -87,6 +89,8 @@ class TaskState:
             parts.append(self.error)
         elif self.preview:
             parts.append(self.preview)
+        elif self.last_action and not self.ended:
+            parts.append(f"last: {self.last_action}")
         return " · ".join(parts)
 
     def row(self) -> str:
