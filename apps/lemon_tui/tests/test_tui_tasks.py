@@ -6,17 +6,20 @@ session; ``/tasks`` lists, cancels and opens them; bad input is one clear line."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from lemon_control_plane import ControlPlane
 from lemon_control_plane.client import WebSocketSessionPort
-from lemon_tui import LemonTUI
+from lemon_core.execution import ALL_TOOLS
+from lemon_tui import LemonTUI, websocket_connector
 from lemon_tui._editor import Editor
 from lemon_tui._tasks import TaskState, from_event, from_row
 from lemon_tui._widgets import NoteLine, ToolCardView
 
 from .conftest import NO_APPROVALS, app_for, until
+from .test_tui_reconnect import boot
 
 
 def notes(app: LemonTUI) -> str:
@@ -167,3 +170,36 @@ async def test_the_port_client_hands_other_wire_events_to_bounded_handlers(
     removers[0]()
     removers[0]()  # twice changes nothing
     other.on_event(lambda name, payload: None)  # room again
+
+
+async def test_a_task_running_when_the_daemon_restarts_is_never_left_running(
+    tmp_path: Path,
+) -> None:
+    first = boot(tmp_path, 0)
+    await first.start()
+    try:
+        plane = first.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        url = plane.ws_url
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        app = LemonTUI(
+            websocket_connector(url, token=plane.local_token),
+            where=url,
+            tool_policy=NO_APPROVALS,
+            preapproved=frozenset({ALL_TOOLS}),
+        )
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.status.connection == "online", "connected")
+            await run(pilot, app, task_call(prompt='/tool bash {"command": "sleep 60"}'))
+            await until(pilot, lambda: any(not t.ended for t in app.tasks.values()), "running")
+            (task,) = app.tasks.values()
+            await first.stop()
+            await until(pilot, lambda: app.status.connection != "online", "the drop is seen")
+            async with boot(tmp_path, port):
+                await until(pilot, lambda: app.status.connection == "online", "reconnected")
+                await until(pilot, lambda: task.ended, "the run graph's word on it")
+                card = app.query_one(ToolCardView)
+                assert card.entry.task is task
+                assert "running" not in str(card.render()).split("\n")[1]
+    finally:
+        await first.stop()

@@ -468,6 +468,9 @@ class LemonTUI(App[int]):
             return
         if not history:
             self.recoveries += 1
+            if any(not t.ended for t in self.tasks.values()):
+                # Task events may have been missed in the gap: ask the run graph again.
+                self.run_worker(self._tasks_again(), group="tasks", exit_on_error=False)
         if history:
             shown: list[Entry] = []
             for entry in snapshot.messages:
@@ -668,6 +671,13 @@ class LemonTUI(App[int]):
         except _refused():
             return
         self.learn_tasks(payload)
+
+    async def _tasks_again(self) -> None:
+        """After a gap: the run graph's word on every task not seen ending (``runs.tree`` of
+        their parent runs: an ended one is there too, ``tasks.list`` would drop it)."""
+        runs = {t.parent_run_id for t in self.tasks.values() if not t.ended and t.parent_run_id}
+        for run_id in sorted(runs):
+            await self._task_usage(run_id)
 
     def learn_tasks(self, payload: object) -> list[TaskState]:
         """Take the rows of a ``tasks.list`` / ``runs.tree`` payload for the session shown;
