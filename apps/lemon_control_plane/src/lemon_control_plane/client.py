@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import ssl as _ssl
 from collections.abc import Callable
 from types import TracebackType
@@ -76,6 +77,7 @@ __all__ = ["WebSocketSessionPort", "WebSocketSessionStream"]
 _DEFAULT_STREAM_ENTRIES: Final = 4096
 _REQUEST_TIMEOUT_S: Final = 60.0
 _MAX_HANDLERS: Final = 16
+_log = logging.getLogger("lemon_control_plane.client")
 
 EventHandler = Callable[[str, dict[str, Any]], None]
 
@@ -245,7 +247,10 @@ class WebSocketSessionPort:
             self._lost("the daemon is shutting down")
         if isinstance(name, str) and name != "port.event":
             for handler in tuple(self._handlers):
-                handler(name, payload)
+                try:
+                    handler(name, payload)
+                except Exception:  # a handler's fault must not stop the reader (the streams)
+                    _log.exception("an event handler failed on %s", name)
 
     def on_event(self, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler(name, payload)`` for each wire event other than ``port.event`` (the

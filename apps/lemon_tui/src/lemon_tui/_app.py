@@ -9,8 +9,9 @@ A dropped connection is re-opened with backoff and recovered the same way.
 
 The editor is ``_editor``, the slash commands and pickers' work ``_slash`` (with
 ``_pickers``), the blocks and cards ``_widgets`` (entries and the widgets made from them),
-the virtual transcript that mounts only those near the view ``_transcript``; what the app
-shows is in the app README.
+the virtual transcript that mounts only those near the view ``_transcript``, the subagent
+tasks shown on `task` cards ``_tasks`` (their wire events come through the port client's
+``on_event``); what the app shows is in the app README.
 """
 
 from __future__ import annotations
