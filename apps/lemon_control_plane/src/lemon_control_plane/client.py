@@ -11,6 +11,9 @@ undelivered events; when the reader falls further behind, or the server says the
 fell behind (``stream.resync``), or the connection ends, the stream ends with one
 :class:`~lemon_core.sessions.StreamOverflow` (recover with :meth:`snapshot`, as with the
 in-process port).
+
+The daemon's other wire events (``task.started``, ``run.graph.changed``...) go to the handlers
+given to :meth:`WebSocketSessionPort.on_event`, on the reader, in arrival order.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import ssl as _ssl
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -71,6 +76,10 @@ __all__ = ["WebSocketSessionPort", "WebSocketSessionStream"]
 
 _DEFAULT_STREAM_ENTRIES: Final = 4096
 _REQUEST_TIMEOUT_S: Final = 60.0
+_MAX_HANDLERS: Final = 16
+_log = logging.getLogger("lemon_control_plane.client")
+
+EventHandler = Callable[[str, dict[str, Any]], None]
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -147,6 +156,7 @@ class WebSocketSessionPort:
         self._opened = 0
         self._submitted = 0
         self._overflowed = 0
+        self._handlers: list[EventHandler] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -235,6 +245,26 @@ class WebSocketSessionPort:
                 stream._end("the connection fell behind; the control plane dropped its events")
         elif name == "shutdown":
             self._lost("the daemon is shutting down")
+        if isinstance(name, str) and name != "port.event":
+            for handler in tuple(self._handlers):
+                try:
+                    handler(name, payload)
+                except Exception:  # a handler's fault must not stop the reader (the streams)
+                    _log.exception("an event handler failed on %s", name)
+
+    def on_event(self, handler: EventHandler) -> Callable[[], None]:
+        """Call ``handler(name, payload)`` for each wire event other than ``port.event`` (the
+        streams' own), on the reader: it must not block (hand the work on). Returns the call
+        that removes it. At most 16 handlers at once (a ``ValueError`` past that)."""
+        if len(self._handlers) >= _MAX_HANDLERS:
+            raise ValueError(f"at most {_MAX_HANDLERS} event handlers per port")
+        self._handlers.append(handler)
+
+        def remove() -> None:
+            if handler in self._handlers:
+                self._handlers.remove(handler)
+
+        return remove
 
     def _lost(self, reason: str) -> None:
         """The connection ended: pending requests fail, open streams overflow (recover)."""

@@ -9,8 +9,9 @@ A dropped connection is re-opened with backoff and recovered the same way.
 
 The editor is ``_editor``, the slash commands and pickers' work ``_slash`` (with
 ``_pickers``), the blocks and cards ``_widgets`` (entries and the widgets made from them),
-the virtual transcript that mounts only those near the view ``_transcript``; what the app
-shows is in the app README.
+the virtual transcript that mounts only those near the view ``_transcript``, the subagent
+tasks shown on `task` cards ``_tasks`` (their wire events come through the port client's
+``on_event``); what the app shows is in the app README.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import asyncio
 import gc
 import os
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -57,6 +58,7 @@ from lemon_tui._slash import (
     run_command,
     set_model,
 )
+from lemon_tui._tasks import TaskState, from_event, from_row
 from lemon_tui._text import escape
 from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._transcript import Transcript
@@ -88,6 +90,11 @@ _RUNNING: Final = frozenset(
 )
 _FULL_COLLECTION_EVERY: Final = 32  # run ends between two full garbage collections
 _BACKGROUND: Final = 64  # background sessions whose unread events are counted
+_TASKS: Final = 256  # tasks of the session shown that are remembered (the oldest forgotten)
+_TASK_EVENTS: Final = frozenset(
+    {"task.started", "task.completed", "task.error", "task.timeout", "task.aborted"}
+)
+_CARDS_SEARCHED: Final = 200  # entries looked through for an async task's card
 _MAIN_SCREEN_ONLY: Final = frozenset(
     {"search_history", "switch_session", "pick_model", "toggle_output"}
 )
@@ -228,6 +235,9 @@ class LemonTUI(App[int]):
         self.usage: dict[str, SessionUsage] = {}
         self.background: dict[str, int] = {}  # sessions left, by unread events (bounded)
         self._stream: SessionStream | None = None
+        # The session's subagent tasks (``_tasks``), by id, and the `task` card showing each.
+        self.tasks: OrderedDict[str, TaskState] = OrderedDict()
+        self.task_cards: dict[str, CardEntry] = {}
         self._switched = True  # the first watch shows the session's recent history
         # Kept here, not queried: a worker may still add to it while the app shuts down.
         self._transcript = Transcript(id="transcript")
@@ -387,6 +397,7 @@ class LemonTUI(App[int]):
         recover = False
         while True:
             port = self.port = await self._open()
+            unhook = self._hear_tasks(port)
             self.models = None  # another daemon may know other models
             self.status.connection = "online"
             self.run_worker(self._learn_models(), group="models", exit_on_error=False)
@@ -410,6 +421,7 @@ class LemonTUI(App[int]):
             except _lost():
                 pass  # the connection is gone: open a new one and recover
             self.port = None
+            unhook()
             self.status.connection = "reconnecting"
             self.paint_status()
             await port.aclose()
@@ -429,6 +441,8 @@ class LemonTUI(App[int]):
                         await asyncio.sleep(_BACKOFF_S[0])
                         break
                     key = event.session_key
+                    if isinstance(event, ToolCard) and event.phase == "started":
+                        self._child_action(key, event.title)
                     if key == self.session or not isinstance(event, RunEnded | ApprovalAsked):
                         continue
                     visited = key in self.background
@@ -455,6 +469,9 @@ class LemonTUI(App[int]):
             return
         if not history:
             self.recoveries += 1
+            if any(not t.ended for t in self.tasks.values()):
+                # Task events may have been missed in the gap: ask the run graph again.
+                self.run_worker(self._tasks_again(), group="tasks", exit_on_error=False)
         if history:
             shown: list[Entry] = []
             for entry in snapshot.messages:
@@ -538,7 +555,10 @@ class LemonTUI(App[int]):
                 return  # sealed when its run ended; a late phase changes nothing
             self._run_seen(event.run_id)
             card = CardEntry(event.action_id, event.title, event.detail)
+            card.run_id = event.run_id
             self.cards[event.action_id] = card
+            if card.is_task:
+                self._task_for(card)
             self._add_for_run(card)
             if self.answer is not None:
                 self._seal_answer("ok")  # text after the card goes into a new block
@@ -547,6 +567,136 @@ class LemonTUI(App[int]):
         elif event.phase == "completed":
             card.complete(event.ok, event.message, event.detail)
             self.cards.pop(event.action_id, None)
+
+    # -- subagent tasks ----------------------------------------------------------------------------
+
+    def _hear_tasks(self, port: ClientPort) -> Callable[[], None]:
+        """Hear the daemon's task events on ``port`` (when its client offers them); returns
+        the call that stops it."""
+        hook = getattr(port, "on_event", None)
+        if not callable(hook):
+            return lambda: None
+        unhook = hook(self._wire_event)
+        return unhook if callable(unhook) else (lambda: None)
+
+    def _wire_event(self, name: str, payload: dict[str, Any]) -> None:
+        """A wire event beyond the session stream: the ``task.*`` ones (and
+        ``run.graph.changed``) of the session shown update its tasks and their cards."""
+        if name not in _TASK_EVENTS and name != "run.graph.changed":
+            return
+        if payload.get("parentSessionKey") != self.session:
+            return  # another session's child (or a graph change naming no parent session)
+        task = from_event(name, payload, self.tasks)
+        if task is None:
+            return
+        self._remember(task)
+        card = self._card_of(task)
+        if card is not None:
+            card.show_task(task)
+        elif name in _TASK_EVENTS and task.ended:
+            # No card shows it (the call is not on this screen): say that it ended.
+            self.note(
+                f"task {escape(task.task_id)} {escape(task.line().split(' · ', 2)[-1])} · "
+                f"/tasks open {escape(task.task_id)}"
+            )
+        if task.ended and task.parent_run_id and name in _TASK_EVENTS:
+            self.run_worker(
+                self._task_usage(task.parent_run_id), group="tasks", exit_on_error=False
+            )
+
+    def _child_action(self, session_key: str, title: str) -> None:
+        """A tool call started in ``session_key``: when that is a task's child session, it
+        is the task's last action (shown on its card while it runs)."""
+        for task in self.tasks.values():
+            if task.session_key == session_key and not task.ended:
+                task.last_action = title
+                card = self._card_of(task)
+                if card is not None:
+                    card.show_task(task)
+                return
+
+    def _remember(self, task: TaskState) -> None:
+        self.tasks[task.task_id] = task
+        self.tasks.move_to_end(task.task_id)
+        while len(self.tasks) > _TASKS:
+            gone, _ = self.tasks.popitem(last=False)
+            self.task_cards.pop(gone, None)
+
+    def _card_of(self, task: TaskState) -> CardEntry | None:
+        """The `task` card that shows ``task``: the one bound to it, else the first open one
+        of its parent run not bound yet (a sync call waits there), else a card whose result
+        names it (an async call returned its id)."""
+        card = self.task_cards.get(task.task_id)
+        if card is not None and self.transcript.holds(card):
+            return card
+        found = next(
+            (
+                c
+                for c in self.cards.values()
+                if c.is_task and c.task is None and c.run_id == task.parent_run_id
+            ),
+            None,
+        )
+        if found is None:
+            for entry in reversed(self.transcript.entries[-_CARDS_SEARCHED:]):
+                if (
+                    isinstance(entry, CardEntry)
+                    and entry.is_task
+                    and entry.task is None
+                    and task.task_id in entry.message
+                ):
+                    found = entry
+                    break
+        if found is not None:
+            self.task_cards[task.task_id] = found
+        return found
+
+    def _task_for(self, card: CardEntry) -> None:
+        """A `task` card just started: the task of its run heard of first (its event came
+        before the card's) is shown on it."""
+        bound = set(self.task_cards)
+        for task in self.tasks.values():
+            if task.parent_run_id == card.run_id and task.task_id not in bound:
+                self.task_cards[task.task_id] = card
+                card.show_task(task)
+                return
+
+    async def _task_usage(self, run_id: str) -> None:
+        """A task of ``run_id`` ended: its turns and tokens from the run graph (``runs.tree``,
+        when the daemon offers it)."""
+        daemon = offered(self.port, "runs.tree")
+        if daemon is None:
+            return
+        try:
+            payload = await daemon.call("runs.tree", {"runId": run_id})
+        except _refused():
+            return
+        self.learn_tasks(payload)
+
+    async def _tasks_again(self) -> None:
+        """After a gap: the run graph's word on every task not seen ending (``runs.tree`` of
+        their parent runs: an ended one is there too, ``tasks.list`` would drop it)."""
+        runs = {t.parent_run_id for t in self.tasks.values() if not t.ended and t.parent_run_id}
+        for run_id in sorted(runs):
+            await self._task_usage(run_id)
+
+    def learn_tasks(self, payload: object) -> list[TaskState]:
+        """Take the rows of a ``tasks.list`` / ``runs.tree`` payload for the session shown;
+        the tasks they name, updated (their cards too)."""
+        rows = payload.get("tasks") if isinstance(payload, Mapping) else None
+        learned: list[TaskState] = []
+        for row in rows if isinstance(rows, list) else ():
+            if not isinstance(row, Mapping):
+                continue
+            task = from_row(row, self.tasks)
+            if task is None:
+                continue
+            self._remember(task)
+            learned.append(task)
+            card = self._card_of(task) if row.get("parent_session_key") == self.session else None
+            if card is not None:
+                card.show_task(task)
+        return learned
 
     def _seal_answer(self, state: str) -> None:
         if self.answer is not None:
@@ -916,6 +1066,8 @@ class LemonTUI(App[int]):
         self.tail, self.tail_run = None, None
         self.noted.clear()
         self.cards.clear()
+        self.tasks.clear()
+        self.task_cards.clear()
         self.recovered_seq.clear()
         self.to_ask.clear()
         gc.unfreeze()  # the removed widgets may be collected (see settle_memory)

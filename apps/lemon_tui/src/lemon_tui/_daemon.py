@@ -1,5 +1,6 @@
 """What the client asks the daemon beyond the session port: the control plane's own methods
-(``models.list``, ``status``, ``usage.status``, ``sessions.patch``, ``exec.approvals.get``),
+(``models.list``, ``status``, ``usage.status``, ``sessions.patch``, ``exec.approvals.get``;
+``tasks.list``, ``tasks.cancel`` and ``runs.tree`` where the coding agent registers them),
 each only when the daemon advertised it in ``hello-ok.features.methods``.
 
 The session port is the one required API; these are optional features that degrade to what

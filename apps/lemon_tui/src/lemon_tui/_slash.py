@@ -12,6 +12,7 @@ from lemon_core.sessions import SessionPort, check_session_key
 from lemon_tui._commands import help_text
 from lemon_tui._daemon import ModelInfo, models_from_wire, offered, server_version
 from lemon_tui._pickers import NEW_SESSION, ModelPicker, SessionRow, SessionSwitcher
+from lemon_tui._tasks import TaskState, says
 from lemon_tui._text import count, escape
 
 if TYPE_CHECKING:
@@ -172,6 +173,8 @@ async def run_command(app: LemonTUI, line: str) -> None:
         await _model(app, arg)
     elif name == "/approvals":
         await _approvals(app, port)
+    elif name == "/tasks":
+        await _tasks(app, arg)
     elif name == "/compact":
         if app.waiting_for:
             app.note("wait until the running answer ends (or Ctrl+C it), then /compact")
@@ -260,6 +263,59 @@ async def _approvals(app: LemonTUI, port: SessionPort) -> None:
             if isinstance(grant, dict):
                 scope = grant.get("scope", "")
                 app.note(f"  {escape(str(grant.get('tool', '?')))} {escape(str(scope))}")
+
+
+_TASKS_USAGE: Final = "usage: /tasks, /tasks cancel ID or /tasks open ID (/tasks lists the ids)"
+
+
+async def _tasks(app: LemonTUI, arg: str) -> None:
+    """``/tasks``: the session's tasks (``tasks.list``: those not ended, plus the ended ones
+    this client heard of); ``/tasks cancel ID`` (``tasks.cancel``); ``/tasks open ID``: follow
+    the child's session (its transcript)."""
+    verb, _, task_id = arg.partition(" ")
+    task_id = task_id.strip()
+    if verb not in ("", "cancel", "open") or (verb and not task_id) or (not verb and task_id):
+        app.note(escape(_TASKS_USAGE))
+        return
+    if verb == "cancel":
+        daemon = offered(app.port, "tasks.cancel")
+        if daemon is None:
+            app.note("this daemon offers no tasks.cancel (no subagents here)")
+            return
+        payload: Any = await daemon.call("tasks.cancel", {"taskId": task_id})
+        node = payload.get("task") if isinstance(payload, dict) else None
+        learned = app.learn_tasks({"tasks": [node]})
+        status = learned[0].status if learned else "cancelled"
+        app.note(f"task {escape(task_id)}: {escape(says(status))}")
+        return
+    listed = await _listed(app)
+    if verb == "open":
+        task = app.tasks.get(task_id)
+        if task is None or not task.session_key:
+            app.note(f"[red]no task {escape(task_id)} in this session[/] (/tasks lists them)")
+            return
+        app.switch(task.session_key)
+        return
+    if listed is None:
+        app.note("this daemon offers no tasks.list; the tasks heard of here follow")
+    shown = [t for t in app.tasks.values() if t.parent_run_id or t.session_key]
+    if not shown:
+        app.note("no tasks in this session")
+        return
+    running = sum(1 for t in shown if not t.ended)
+    app.note(
+        f"[b]tasks[/] ({running} not ended) · /tasks cancel ID · /tasks open ID (its transcript)"
+    )
+    for task in shown:
+        app.note(escape(task.row()))
+
+
+async def _listed(app: LemonTUI) -> list[TaskState] | None:
+    """The session's tasks not ended, from ``tasks.list`` (``None``: not offered)."""
+    daemon = offered(app.port, "tasks.list")
+    if daemon is None:
+        return None
+    return app.learn_tasks(await daemon.call("tasks.list", {"sessionKey": app.session}))
 
 
 async def _usage(app: LemonTUI) -> None:

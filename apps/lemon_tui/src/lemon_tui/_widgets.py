@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lemon_tui._transcript import Transcript
 
 from lemon_tui._diff import diff_markup, diff_stat, tool_diff
+from lemon_tui._tasks import TaskState
 from lemon_tui._text import clip, escape
 from lemon_tui._webcard import web_lines
 
@@ -460,6 +461,8 @@ class CardEntry(Entry):
         self.expanded = False
         self.web: list[str] = []  # the web tools' lines (URL, status, size, time; screenshot)
         self.mcp_server = _mcp_server(detail)  # the MCP server the tool came from, if any
+        self.run_id = ""  # the run that called the tool (live cards; history cards: none)
+        self.task: TaskState | None = None  # a `task` card's child, once it is known
 
     @property
     def exit_code(self) -> int | None:
@@ -469,7 +472,19 @@ class CardEntry(Entry):
 
     @property
     def foldable(self) -> bool:
+        if self.task is not None:
+            return True  # unfolded: the child's session and how to open its transcript
         return bool(self.diff) or "\n" in self.message.strip() or len(self.message) > _ONE_LINE
+
+    @property
+    def is_task(self) -> bool:
+        """A call of the ``task`` tool (its child's status is shown under the title)."""
+        return self.title == "task" or self.title.startswith("task ")
+
+    def show_task(self, task: TaskState) -> None:
+        """Show ``task``'s live status (it changed, or it is this card's from now on)."""
+        self.task = task
+        self.changed()
 
     def updated(self, message: str | None) -> None:
         if self.state == "running" and message:
@@ -497,8 +512,9 @@ class CardEntry(Entry):
         self.changed()
 
     def lines(self, width: int) -> int:
+        task = 1 if self.task is not None else 0
         if not self.expanded:
-            return 3 + (1 if self.progress or self.message else 0) + len(self.web)
+            return 3 + task + (1 if self.progress or self.message else 0) + len(self.web)
         return 2 + self.markup().count("\n") + 1
 
     def markup(self) -> str:
@@ -522,6 +538,15 @@ class CardEntry(Entry):
             fold = " [dim]▾[/]" if self.expanded else " [dim]▸[/]"
         lines = [f"{mark} [b]{escape(clip(self.title, _ONE_LINE))}[/]{label}{fold}"]
         lines += self.web
+        task = self.task
+        if task is not None:
+            lines.append(f"[b]{escape(clip(task.line(), _ONE_LINE))}[/]")
+        if self.expanded and task is not None:
+            if task.description:
+                lines.append(f"[dim]{escape(task.description)}[/]")
+            if task.session_key:
+                lines.append(f"[dim]session {escape(task.session_key)}[/]")
+            lines.append(f"[dim]/tasks open {escape(task.task_id)} shows its transcript[/]")
         if self.expanded:
             if self.diff:
                 lines.append(diff_markup(self.diff))
