@@ -106,6 +106,14 @@ CREATE TRIGGER IF NOT EXISTS memory_documents_ad AFTER DELETE ON memory_document
 END;
 """
 _BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
+#: A write's reads in one statement: the id of a document with the same content hash in the
+#: same scope (or NULL), the scope's count and bytes (NULL: none yet), the store's.
+_PROBE: Final = (
+    "SELECT d.id, s.docs, s.bytes, t.docs, t.bytes FROM memory_totals AS t "
+    "LEFT JOIN memory_scopes AS s ON s.agent_id = ? AND s.scope = ? AND s.scope_key = ? "
+    "LEFT JOIN memory_documents AS d ON d.agent_id = ? AND d.scope = ? AND d.scope_key = ? "
+    "AND d.content_hash = ?"
+)
 
 
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
@@ -226,12 +234,15 @@ class SqliteMemoryStore:
     def _put_in(self, w: Write, now: int) -> MemoryDocument:
         """One write inside the caller's transaction."""
         db = self._db
-        row = db.execute(
-            f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
-            "AND scope_key = ? AND content_hash = ?",
-            (w.agent_id, w.scope, w.scope_key, w.content_hash),
+        key = (w.agent_id, w.scope, w.scope_key)
+        # One statement: the duplicate's id (if any), the scope's and the store's counts.
+        dup, scope_docs, scope_bytes, docs, size = db.execute(
+            _PROBE, (*key, *key, w.content_hash)
         ).fetchone()
-        if row is not None:
+        if dup is not None:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE id = ?", (dup,)
+            ).fetchone()
             db.execute(
                 "UPDATE memory_documents SET updated_at_ms = ?, pinned = max(pinned, ?), "
                 "expires_at_ms = ? WHERE doc_id = ?",
@@ -245,7 +256,8 @@ class SqliteMemoryStore:
                 pinned=old.pinned or w.pinned,
                 expires_at_ms=w.expires_at_ms,
             )
-        self._make_room(w, now)
+        w_size = w.size
+        self._make_room(w, w_size, now, (scope_docs or 0, scope_bytes or 0, docs, size))
         doc_id = new_doc_id()
         db.execute(
             "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, "
@@ -253,7 +265,7 @@ class SqliteMemoryStore:
             "content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
              " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
-             w.content_hash, w.size),
+             w.content_hash, w_size),
         )  # fmt: skip
         if w.redactions:
             self._bump("redactions", w.redactions)
@@ -264,7 +276,9 @@ class SqliteMemoryStore:
             pinned=w.pinned, content_hash=w.content_hash,
         )  # fmt: skip
 
-    def _make_room(self, w: Write, now: int) -> None:
+    def _make_room(
+        self, w: Write, w_size: int, now: int, counts: tuple[int, int, int, int]
+    ) -> None:
         """Evict until ``w`` fits its scope's and the store's budgets: expired documents,
         then unpinned run summaries oldest first, then unpinned explicit memories least
         recently recalled; :class:`ScopeFullError` when only pinned ones are left."""
@@ -276,15 +290,19 @@ class SqliteMemoryStore:
             (scope_where, scope_params, (max_scope_docs, max_scope_bytes), "this scope"),
             ("1 = 1", (), (max_docs, max_bytes), "the memory store"),
         ):
+            fresh = True  # the counts read with the duplicate probe, until an eviction
             while True:
-                if where == "1 = 1":
+                if fresh:
+                    docs, size = counts[:2] if where != "1 = 1" else counts[2:]
+                    fresh = False
+                elif where == "1 = 1":
                     docs, size = db.execute("SELECT docs, bytes FROM memory_totals").fetchone()
                 else:
                     found = db.execute(
                         f"SELECT docs, bytes FROM memory_scopes WHERE {scope_where}", scope_params
                     ).fetchone()
                     docs, size = found if found is not None else (0, 0)
-                if docs + 1 <= limits[0] and size + w.size <= limits[1]:
+                if docs + 1 <= limits[0] and size + w_size <= limits[1]:
                     break
                 if not self._evict_one(where, params, now, scoped=where != "1 = 1"):
                     if not self._batch:  # keep the counter (a batch keeps nothing)
