@@ -60,6 +60,7 @@ _LITERALS: Final = (
 _ASSIGNMENT_WORDS: Final = ("pass", "pwd", "secret", "token", "api", "access", "auth")
 #: Likewise for the injection phrases: each alternative needs one of these (lower-cased).
 _INJECTION_WORDS: Final = ("ignore", "disregard", "forget", "now", "system", "<")
+_RUN_MIN: Final = 32
 _RUN: Final = re.compile(r"[A-Za-z0-9+=_\-]{32,}")
 _ENTROPY_BITS: Final = 4.0
 _MIN_KNOWN: Final = 8
@@ -111,7 +112,7 @@ def _may_match(text: str) -> bool:
         if lit in text:
             return True
     lower = text.lower()
-    for word in _ASSIGNMENT_WORDS:
+    for word in _ASSIGNMENT_WORDS:  # noqa: SIM110  (a loop: no generator on the hot path)
         if word in lower:
             return True
     return False
@@ -135,7 +136,9 @@ def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
                 spans.append(SecretSpan(kind, m.start("v"), m.end("v")))
             else:
                 spans.append(SecretSpan(kind, m.start(), m.end()))
-    for m in _RUN.finditer(text):
+    # A run is inside one whitespace-separated word: no word of 32+ characters, no run.
+    long_word = max(map(len, text.split()), default=0) >= _RUN_MIN
+    for m in _RUN.finditer(text) if long_word else ():
         if _high_entropy(m.group()):
             spans.append(SecretSpan("high_entropy", m.start(), m.end()))
     spans.sort(key=lambda s: (s.start, -s.end))
