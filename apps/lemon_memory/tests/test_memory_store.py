@@ -94,3 +94,17 @@ async def test_the_file_is_wal(tmp_path: Path) -> None:  # SQLite
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     await store.close()
+
+
+async def test_two_connections_on_one_file_keep_the_bounds(tmp_path: Path) -> None:  # SQLite
+    # Each connection keeps the counts its own puts leave; another's commit voids them.
+    a = store_at(tmp_path, max_docs_per_scope=3)
+    b = store_at(tmp_path, max_docs_per_scope=3)
+    for i in range(4):
+        await remember(a, A1, f"from a {i}")
+        await remember(b, A1, f"from b {i}")
+    assert (await a.statistics()).documents == 3
+    assert len(await b.list_documents()) == 3
+    assert a.raw_fts_count() == 3
+    await a.close()
+    await b.close()
