@@ -248,6 +248,14 @@ def _print_speed(label: str, raw_label: str, docs: int, s: dict[str, float]) -> 
           f"p99 {s['recall_p99']:.3f} ms; {raw_label} p50 {s['raw_recall_p50']:.3f} ms, "
           f"p99 {s['raw_recall_p99']:.3f} ms; p50 ratio "
           f"{s['recall_p50'] / s['raw_recall_p50']:.2f}x")  # fmt: skip
+    if label == "SQLite":
+        put_ok = s["put_p50"] <= 2 * s["raw_put_p50"] and s["put_p50"] <= 0.5
+        rec_ok = s["recall_p50"] <= 2 * s["raw_recall_p50"] and s["recall_p50"] <= 1.0
+        print(f"goal SQLite put p50 <= 2x raw and <= 0.5 ms: {'met' if put_ok else 'MISSED'}")
+        print(f"goal SQLite recall p50 <= 2x raw and <= 1 ms: {'met' if rec_ok else 'MISSED'}")
+    else:
+        rec_ok = s["recall_p50"] <= 2 * s["raw_recall_p50"]
+        print(f"goal {label} recall p50 <= 2x raw: {'met' if rec_ok else 'MISSED'}")
 
 
 async def size(tmp: Path, writes: int) -> tuple[int, int, int]:

@@ -1,6 +1,6 @@
 """Fixtures: the booted ``daemon`` profile (real SQLite stores in a temporary home, the
 control plane on 127.0.0.1:<ephemeral>), a WebSocket client that speaks the wire, and the
-``backend`` of the store contract (SQLite file, PostgreSQL schema)."""
+``backend`` the store tests run on (in memory, a SQLite file, a PostgreSQL schema)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
-from lemon_memory import MemoryStore, SqliteMemoryStore
+from lemon_memory import InMemoryMemoryStore, MemoryStore, SqliteMemoryStore
 from lemon_runtime import Runtime
 
 
@@ -50,7 +51,7 @@ def client(runtime: Runtime) -> ClientFactory:
     return plane_client(plane)
 
 
-# -- the memory store contract: one suite, both backends ---------------------------------------
+# -- the memory store tests: one suite, three backends -----------------------------------------
 
 PG_DSN = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -72,6 +73,8 @@ class Backend:
         store: MemoryStore
         if self.name == "sqlite":
             store = SqliteMemoryStore(self.tmp_path / "memory.sqlite3", clock=clock, **bounds)
+        elif self.name == "memory":
+            store = InMemoryMemoryStore(clock=clock, **bounds)
         else:
             from lemon_infra import PostgresStore
             from lemon_memory._postgres import PostgresMemoryStore
@@ -92,6 +95,8 @@ class Backend:
         """Index entries as the index itself counts them (no orphan ever)."""
         if isinstance(store, SqliteMemoryStore):
             return store.raw_fts_count()
+        if isinstance(store, InMemoryMemoryStore):
+            return store.index_count()
         from lemon_memory._postgres import PostgresMemoryStore
 
         assert isinstance(store, PostgresMemoryStore)
@@ -102,6 +107,9 @@ class Backend:
         the schema."""
         if self.name == "sqlite":
             return b"".join(p.read_bytes() for p in sorted(self.tmp_path.glob("memory.sqlite3*")))
+        if self.name == "memory":  # nothing persisted: what the open stores hold
+            held = [await s.page(limit=100_000) for s in self._stores]
+            return msgspec.json.encode(held)
         proc = await asyncio.create_subprocess_exec(
             "pg_dump", "--schema", self.schema, PG_DSN,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -122,7 +130,7 @@ class Backend:
             await drop_schema(PG_DSN, self.schema)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     made = Backend(request.param, tmp_path)
     try:

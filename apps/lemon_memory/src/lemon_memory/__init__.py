@@ -1,6 +1,7 @@
 """lemon_memory: durable memory documents, scoped recall a model cannot widen, retention.
 
-:class:`MemoryStore` (SQLite FTS5 by default, :class:`SqliteMemoryStore`) holds
+:class:`MemoryStore` (SQLite FTS5 by default, :class:`SqliteMemoryStore`; PostgreSQL,
+:class:`PostgresMemoryStore`; in this process, :class:`InMemoryMemoryStore`) holds
 :class:`MemoryDocument` records in four scopes (session, project, agent, user) whose keys the
 server fixes from the run (:class:`MemoryContext`). Every write is screened first
 (:func:`prepare`): secrets are refused (``remember``) or redacted (run-summary ingest).
@@ -14,6 +15,7 @@ from lemon_core.facade import lazy_exports
 
 if TYPE_CHECKING:
     from lemon_memory._boot import MemoryApp, lemon_memory_app, open_store, store_bounds
+    from lemon_memory._inmemory import InMemoryMemoryStore
     from lemon_memory._postgres import PostgresMemoryStore
     from lemon_memory._section import MemoryConfig
     from lemon_memory._sqlite import SqliteMemoryStore
@@ -44,6 +46,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "store_bounds": ("lemon_memory._boot", "store_bounds"),
     "Operator": ("lemon_memory.admin", "Operator"),
     "MemoryConfig": ("lemon_memory._section", "MemoryConfig"),
+    "InMemoryMemoryStore": ("lemon_memory._inmemory", "InMemoryMemoryStore"),
     "PostgresMemoryStore": ("lemon_memory._postgres", "PostgresMemoryStore"),
     "SqliteMemoryStore": ("lemon_memory._sqlite", "SqliteMemoryStore"),
     "MemoryContext": ("lemon_memory.documents", "MemoryContext"),
@@ -69,6 +72,7 @@ __all__ = [
     "GOAL_STORE",
     "MEMORY_STORE",
     "GoalStore",
+    "InMemoryMemoryStore",
     "MemoryApp",
     "MemoryConfig",
     "MemoryContext",

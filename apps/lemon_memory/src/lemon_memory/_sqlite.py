@@ -106,6 +106,21 @@ CREATE TRIGGER IF NOT EXISTS memory_documents_ad AFTER DELETE ON memory_document
 END;
 """
 _BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
+_INSERT: Final = (
+    "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, body, tags, "
+    "source, created_at_ms, updated_at_ms, expires_at_ms, pinned, content_hash, size) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: At most this many scopes' counts are kept (then forgotten and read again).
+_KNOWN_SCOPES: Final = 4096
+#: A write's reads in one statement: the id of a document with the same content hash in the
+#: same scope (or NULL), the scope's count and bytes (NULL: none yet), the store's.
+_PROBE: Final = (
+    "SELECT d.id, s.docs, s.bytes, t.docs, t.bytes FROM memory_totals AS t "
+    "LEFT JOIN memory_scopes AS s ON s.agent_id = ? AND s.scope = ? AND s.scope_key = ? "
+    "LEFT JOIN memory_documents AS d ON d.agent_id = ? AND d.scope = ? AND d.scope_key = ? "
+    "AND d.content_hash = ?"
+)
 
 
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
@@ -135,6 +150,13 @@ class SqliteMemoryStore:
         self._lock = threading.Lock()
         self._touched: dict[str, int] = {}  # doc_id -> last recalled, not yet written
         self._batch = False  # inside put_many: all or nothing
+        # Counts of the scopes written lately and of the store, as this connection left them
+        # (kept by its own puts; dropped on any other change, or when another connection
+        # committed: PRAGMA data_version), so a put that fits needs no read first.
+        self._known: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._known_totals: tuple[int, int] | None = None
+        self._version: int | None = None
+        self._evicted = 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -178,6 +200,17 @@ class SqliteMemoryStore:
             )
             self._touched.clear()
 
+    def _forget_counts(self) -> None:
+        self._known.clear()
+        self._known_totals = None
+
+    def _check_version(self) -> None:
+        """Inside a write transaction: drop the known counts if another connection committed."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._forget_counts()
+            self._version = version
+
     def _bump(self, name: str, by: int = 1) -> None:
         self._db.execute(
             "INSERT INTO memory_counters VALUES (?, ?) "
@@ -199,11 +232,13 @@ class SqliteMemoryStore:
             self._db.execute("BEGIN IMMEDIATE")
             self._batch = True
             try:
+                self._check_version()
                 self._flush_touches()
                 done = [self._put_in(w, self._clock()) for w in writes]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._forget_counts()
                 raise
             finally:
                 self._batch = False
@@ -215,23 +250,42 @@ class SqliteMemoryStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._check_version()
             self._flush_touches()
             doc = self._put_in(w, self._clock())
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
+            self._forget_counts()
             raise
         return doc
 
     def _put_in(self, w: Write, now: int) -> MemoryDocument:
         """One write inside the caller's transaction."""
         db = self._db
-        row = db.execute(
-            f"SELECT {_COLUMNS} FROM memory_documents WHERE agent_id = ? AND scope = ? "
-            "AND scope_key = ? AND content_hash = ?",
-            (w.agent_id, w.scope, w.scope_key, w.content_hash),
+        key = (w.agent_id, w.scope, w.scope_key)
+        w_size = w.size
+        known, totals = self._known.get(key), self._known_totals
+        if known is not None and totals is not None and self._fits(known, totals, w_size):
+            # Fits without an eviction: insert unless the same content is there (then the
+            # upsert below). One statement.
+            doc_id = new_doc_id()
+            cur = db.execute(
+                _INSERT + " ON CONFLICT (agent_id, scope, scope_key, content_hash) DO NOTHING",
+                self._insert_params(doc_id, w, w_size, now),
+            )
+            if cur.rowcount == 1:
+                self._known[key] = (known[0] + 1, known[1] + w_size)
+                self._known_totals = (totals[0] + 1, totals[1] + w_size)
+                return self._inserted(doc_id, w, now)
+        # One statement: the duplicate's id (if any), the scope's and the store's counts.
+        dup, scope_docs, scope_bytes, docs, size = db.execute(
+            _PROBE, (*key, *key, w.content_hash)
         ).fetchone()
-        if row is not None:
+        if dup is not None:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM memory_documents WHERE id = ?", (dup,)
+            ).fetchone()
             db.execute(
                 "UPDATE memory_documents SET updated_at_ms = ?, pinned = max(pinned, ?), "
                 "expires_at_ms = ? WHERE doc_id = ?",
@@ -245,16 +299,33 @@ class SqliteMemoryStore:
                 pinned=old.pinned or w.pinned,
                 expires_at_ms=w.expires_at_ms,
             )
-        self._make_room(w, now)
+        evicted = self._evicted
+        self._make_room(w, w_size, now, (scope_docs or 0, scope_bytes or 0, docs, size))
         doc_id = new_doc_id()
-        db.execute(
-            "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, "
-            "body, tags, source, created_at_ms, updated_at_ms, expires_at_ms, pinned, "
-            "content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
-             " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
-             w.content_hash, w.size),
-        )  # fmt: skip
+        db.execute(_INSERT, self._insert_params(doc_id, w, w_size, now))
+        if self._evicted == evicted:  # the counts read above, plus this document
+            if len(self._known) >= _KNOWN_SCOPES:
+                self._known.clear()
+            self._known[key] = ((scope_docs or 0) + 1, (scope_bytes or 0) + w_size)
+            self._known_totals = (docs + 1, size + w_size)
+        return self._inserted(doc_id, w, now)
+
+    def _fits(self, known: tuple[int, int], totals: tuple[int, int], w_size: int) -> bool:
+        max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
+        return (
+            known[0] + 1 <= max_scope_docs
+            and known[1] + w_size <= max_scope_bytes
+            and totals[0] + 1 <= max_docs
+            and totals[1] + w_size <= max_bytes
+        )
+
+    @staticmethod
+    def _insert_params(doc_id: str, w: Write, w_size: int, now: int) -> tuple[Any, ...]:
+        return (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
+                " ".join(w.tags), w.source, now, now, w.expires_at_ms, int(w.pinned),
+                w.content_hash, w_size)  # fmt: skip
+
+    def _inserted(self, doc_id: str, w: Write, now: int) -> MemoryDocument:
         if w.redactions:
             self._bump("redactions", w.redactions)
         return MemoryDocument(
@@ -264,7 +335,9 @@ class SqliteMemoryStore:
             pinned=w.pinned, content_hash=w.content_hash,
         )  # fmt: skip
 
-    def _make_room(self, w: Write, now: int) -> None:
+    def _make_room(
+        self, w: Write, w_size: int, now: int, counts: tuple[int, int, int, int]
+    ) -> None:
         """Evict until ``w`` fits its scope's and the store's budgets: expired documents,
         then unpinned run summaries oldest first, then unpinned explicit memories least
         recently recalled; :class:`ScopeFullError` when only pinned ones are left."""
@@ -276,15 +349,19 @@ class SqliteMemoryStore:
             (scope_where, scope_params, (max_scope_docs, max_scope_bytes), "this scope"),
             ("1 = 1", (), (max_docs, max_bytes), "the memory store"),
         ):
+            fresh = True  # the counts read with the duplicate probe, until an eviction
             while True:
-                if where == "1 = 1":
+                if fresh:
+                    docs, size = counts[:2] if where != "1 = 1" else counts[2:]
+                    fresh = False
+                elif where == "1 = 1":
                     docs, size = db.execute("SELECT docs, bytes FROM memory_totals").fetchone()
                 else:
                     found = db.execute(
                         f"SELECT docs, bytes FROM memory_scopes WHERE {scope_where}", scope_params
                     ).fetchone()
                     docs, size = found if found is not None else (0, 0)
-                if docs + 1 <= limits[0] and size + w.size <= limits[1]:
+                if docs + 1 <= limits[0] and size + w_size <= limits[1]:
                     break
                 if not self._evict_one(where, params, now, scoped=where != "1 = 1"):
                     if not self._batch:  # keep the counter (a batch keeps nothing)
@@ -299,6 +376,8 @@ class SqliteMemoryStore:
 
     def _evict_one(self, where: str, params: tuple[Any, ...], now: int, *, scoped: bool) -> bool:
         db = self._db
+        self._evicted += 1
+        self._forget_counts()
         # A scope's pass reads its own rows through the scope index (at most a scope's budget
         # of them); the store-wide passes use the indexes on pinned.
         table = (
@@ -322,6 +401,7 @@ class SqliteMemoryStore:
 
     async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
         def go() -> None:
+            self._forget_counts()  # counts change other than by a put
             where, params = _visible(ctx, None)
             self._flush_touches()
             cur = self._db.execute(
@@ -338,6 +418,7 @@ class SqliteMemoryStore:
 
     async def forget_any(self, doc_id: str) -> bool:
         def go() -> bool:
+            self._forget_counts()  # counts change other than by a put
             self._flush_touches()
             cur = self._db.execute("DELETE FROM memory_documents WHERE doc_id = ?", (doc_id,))
             return cur.rowcount > 0
@@ -348,6 +429,7 @@ class SqliteMemoryStore:
         self, scope: str, *, agent_id: str | None = None, scope_key: str | None = None
     ) -> int:
         def go() -> int:
+            self._forget_counts()  # counts change other than by a put
             conds, params = ["scope = ?"], [scope]
             for column, value in (("agent_id", agent_id), ("scope_key", scope_key)):
                 if value is not None:
@@ -369,6 +451,7 @@ class SqliteMemoryStore:
 
     async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
         def go() -> bool:
+            self._forget_counts()  # counts change other than by a put
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -400,6 +483,7 @@ class SqliteMemoryStore:
 
     async def sweep(self, now_ms: int | None = None) -> int:
         def go() -> int:
+            self._forget_counts()  # counts change other than by a put
             now = self._clock() if now_ms is None else now_ms
             db = self._db
             db.execute("BEGIN IMMEDIATE")

@@ -16,7 +16,6 @@ Bad input raises :class:`~lemon_memory.errors.MemoryInputError` (a ``UsageError`
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import time
@@ -301,7 +300,7 @@ class Operator:
             source="import",
             known_secrets=known,
         )
-        return dataclasses.replace(write, expires_at_ms=expires)
+        return msgspec.structs.replace(write, expires_at_ms=expires)
 
     async def import_lines(self, params: Mapping[str, Any]) -> dict[str, Any]:
         lines, first = params.get("lines"), params.get("firstLine", 1)

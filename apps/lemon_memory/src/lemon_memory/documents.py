@@ -145,6 +145,10 @@ class MemoryContext(msgspec.Struct, frozen=True, kw_only=True):
     def key_for(self, scope: str) -> str:
         """The key of ``scope`` in this context; :class:`ScopeError` for an unknown scope or
         one this run does not have."""
+        if scope == "agent":  # the common cases first, without building scope_keys()
+            return self.agent_id
+        if scope == "project" and self.project:
+            return self.project
         if scope not in SCOPES:
             raise ScopeError(f"unknown scope {scope!r}: use one of {', '.join(SCOPES)}")
         key = self.scope_keys().get(scope)

@@ -50,6 +50,17 @@ _ANY: Final = re.compile(
         for _, p in _PATTERNS
     ).replace("(?P<v>", "(?:")
 )
+#: For ASCII text (where case folding is plain ASCII), a pattern can only match when one of
+#: these is in the text (case-sensitive literals), or one of the assignment keywords is in
+#: its lower-cased form: a text with none of them skips every pattern.
+_LITERALS: Final = (
+    "-----BEGIN", "eyJ", "sk-", "_live_", "AKIA", "ASIA", "ghp_", "github_pat_", "xox",
+    "AIza", "ya29.", "glpat-", "hf_", "://",
+)  # fmt: skip
+_ASSIGNMENT_WORDS: Final = ("pass", "pwd", "secret", "token", "api", "access", "auth")
+#: Likewise for the injection phrases: each alternative needs one of these (lower-cased).
+_INJECTION_WORDS: Final = ("ignore", "disregard", "forget", "now", "system", "<")
+_RUN_MIN: Final = 32
 _RUN: Final = re.compile(r"[A-Za-z0-9+=_\-]{32,}")
 _ENTROPY_BITS: Final = 4.0
 _MIN_KNOWN: Final = 8
@@ -92,6 +103,21 @@ def _high_entropy(run: str) -> bool:
     return classes >= 2 and any(c.isdigit() for c in run) and _entropy(run) >= _ENTROPY_BITS
 
 
+def _may_match(text: str) -> bool:
+    """False only when no pattern of :data:`_PATTERNS` can match ``text`` (a cheap gate
+    before the regular expressions; non-ASCII text always goes on to them)."""
+    if not text.isascii():
+        return True
+    for lit in _LITERALS:
+        if lit in text:
+            return True
+    lower = text.lower()
+    for word in _ASSIGNMENT_WORDS:  # noqa: SIM110  (a loop: no generator on the hot path)
+        if word in lower:
+            return True
+    return False
+
+
 def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
     """The secret-looking spans of ``text``, sorted, overlaps merged (the first kind wins)."""
     if not text:
@@ -104,13 +130,15 @@ def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
         while start >= 0:
             spans.append(SecretSpan("known_secret", start, start + len(value)))
             start = text.find(value, start + 1)
-    for kind, pattern in _PATTERNS if _ANY.search(text) else ():
+    for kind, pattern in _PATTERNS if _may_match(text) and _ANY.search(text) else ():
         for m in pattern.finditer(text):
             if "v" in pattern.groupindex and m.group("v") is not None:
                 spans.append(SecretSpan(kind, m.start("v"), m.end("v")))
             else:
                 spans.append(SecretSpan(kind, m.start(), m.end()))
-    for m in _RUN.finditer(text):
+    # A run is inside one whitespace-separated word: no word of 32+ characters, no run.
+    long_word = max(map(len, text.split()), default=0) >= _RUN_MIN
+    for m in _RUN.finditer(text) if long_word else ():
         if _high_entropy(m.group()):
             spans.append(SecretSpan("high_entropy", m.start(), m.end()))
     spans.sort(key=lambda s: (s.start, -s.end))
@@ -144,6 +172,15 @@ def check_text(field: str, text: str) -> None:
     bidirectional control characters and prompt-injection phrases."""
     if "\x00" in text:
         raise MemoryInputError(f"{field} contains a NUL byte: remove it")
+    if not text:
+        return
+    if text.isascii():  # no surrogate, no invisible character; phrases only with their words
+        lower = text.lower()
+        for word in _INJECTION_WORDS:
+            if word in lower:
+                _check_injection(field, text)
+                return
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -154,6 +191,10 @@ def check_text(field: str, text: str) -> None:
             f"{field} contains an invisible or bidirectional control character "
             f"(U+{ord(m.group()):04X}) at {m.start()}: remove it"
         )
+    _check_injection(field, text)
+
+
+def _check_injection(field: str, text: str) -> None:
     if _INJECTION.search(text):
         raise MemoryInputError(
             f"{field} reads like an instruction to the model (a prompt-injection phrase); "
