@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolResult
@@ -77,6 +77,18 @@ class _Shell(asyncio.SubprocessProtocol):
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
+
+
+#: ``bash``'s arguments (the local tool's and the editor terminal's).
+BASH_PARAMETERS: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
 
 
 def bash_tool(workspace: Workspace) -> Tool:
@@ -152,14 +164,5 @@ def bash_tool(workspace: Workspace) -> Tool:
             "killed when the command ends."
         ),
         execute=execute,
-        parameters={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "minLength": 1},
-                "timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds"},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-    )  # fmt: skip
+        parameters=BASH_PARAMETERS,
+    )

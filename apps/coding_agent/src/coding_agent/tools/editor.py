@@ -23,6 +23,8 @@ import contextlib
 from pathlib import Path
 from typing import Any, Literal
 
+from coding_agent.tools.bash import BASH_PARAMETERS
+from coding_agent.tools.files import READ_PARAMETERS, page_lines
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.execution import EditorCallError, EditorHandle, editor_call
@@ -89,7 +91,7 @@ def editor_read_tool(workspace: Workspace, handle: EditorHandle) -> Tool:
         lines = content.splitlines(keepends=True)
         if not lines and offset > 1:
             raise ToolError(f"offset {offset} is past the end of {shown}")
-        return _page(lines, offset, limit, limits.max_output_chars)
+        return page_lines(lines, offset, limit, limits.max_output_chars, whole=False)
 
     return Tool(
         name="read",
@@ -100,44 +102,8 @@ def editor_read_tool(workspace: Workspace, handle: EditorHandle) -> Tool:
             "call). Secret files (.env, private keys, credential files) are refused."
         ),
         execute=execute,
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "file to read"},
-                "offset": {"type": "integer", "minimum": 1, "description": "first line (1-based)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "number of lines"},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+        parameters=READ_PARAMETERS,
     )
-
-
-def _page(lines: list[str], offset: int, limit: int, max_chars: int) -> str:
-    """The lines from ``offset`` (the editor's answer starts there): at most ``limit`` and
-    ``max_chars``, whole lines, with a marker naming the next offset when the file goes on."""
-    wanted = lines[:limit]
-    taken: list[str] = []
-    used = 0
-    for line in wanted:
-        if used + len(line) > max_chars:
-            break
-        taken.append(line)
-        used += len(line)
-    note = ""
-    if not taken and wanted:
-        line = wanted[0]
-        taken.append(line[:max_chars])
-        note = (
-            f"\n[... line {offset} is {len(line)} characters long; only its first {max_chars} "
-            "are shown]"
-        )
-    body = "".join(taken) + note
-    end = offset - 1 + len(taken)
-    if len(taken) < len(lines):
-        cut = " (output limit)" if len(taken) < len(wanted) else ""
-        body += f"\n[showing lines {offset}-{end}{cut}; continue with offset={end + 1}]"
-    return body
 
 
 def editor_write_tool(workspace: Workspace, handle: EditorHandle) -> Tool:
@@ -281,17 +247,8 @@ def editor_bash_tool(workspace: Workspace, handle: EditorHandle) -> Tool:
             "output are kept."
         ),
         execute=execute,
-        parameters={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "minLength": 1},
-                "timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds"},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-    )  # fmt: skip
+        parameters=BASH_PARAMETERS,
+    )
 
 
 async def _wait(

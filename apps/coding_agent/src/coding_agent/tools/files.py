@@ -6,7 +6,7 @@ Blocking file I/O runs in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 from coding_agent.tools._text import read_text
 from coding_agent.workspace import Workspace
@@ -27,7 +27,7 @@ def read_tool(workspace: Workspace) -> Tool:
         if lines and offset > len(lines):
             raise ToolError(f"offset {offset} is past the end of {shown} ({len(lines)} lines)")
         limit = min(int(args.get("limit", limits.max_read_lines)), limits.max_read_lines)
-        return _page(lines, offset, limit, limits.max_output_chars)
+        return page_lines(lines, offset, limit, limits.max_output_chars)
 
     async def execute(ctx: ToolContext) -> str:
         return await asyncio.to_thread(run, dict(ctx.arguments))
@@ -41,28 +41,36 @@ def read_tool(workspace: Workspace) -> Tool:
             "(.env, private keys, credential files) are refused."
         ),
         execute=execute,
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "file to read"},
-                "offset": {"type": "integer", "minimum": 1, "description": "first line (1-based)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "number of lines"},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+        parameters=READ_PARAMETERS,
     )
 
 
-def _page(lines: list[str], offset: int, limit: int, max_chars: int) -> str:
-    """Lines ``offset`` .. of ``lines`` (at most ``limit`` of them and ``max_chars`` characters),
-    with a marker naming the first line not shown whenever the file goes on.
+#: ``read``'s arguments (the local tool's and the editor's).
+READ_PARAMETERS: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "file to read"},
+        "offset": {"type": "integer", "minimum": 1, "description": "first line (1-based)"},
+        "limit": {"type": "integer", "minimum": 1, "description": "number of lines"},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+
+def page_lines(
+    lines: list[str], offset: int, limit: int, max_chars: int, *, whole: bool = True
+) -> str:
+    """Lines ``offset`` .. (at most ``limit`` of them and ``max_chars`` characters), with a
+    marker naming the first line not shown whenever the file goes on. ``lines`` is the whole
+    file (``whole``), or the lines from ``offset`` on (an editor's answer: at least one line
+    past the page when the file goes on; the total is then not known).
 
     Only whole lines are shown, so the continuation offset is exactly the first line the model
     has not seen. A single line longer than ``max_chars`` is shown cut (with a marker) and the
     continuation is the line after it, so paging always makes progress.
     """
-    start = offset - 1
+    start = offset - 1 if whole else 0
     taken: list[str] = []
     used = 0
     for line in lines[start : start + limit]:
@@ -79,12 +87,12 @@ def _page(lines: list[str], offset: int, limit: int, max_chars: int) -> str:
             "are shown]"
         )
     body = "".join(taken) + note
-    end = start + len(taken)  # the last line shown (1-based)
-    if end < len(lines):
-        cut = " (output limit)" if end < min(start + limit, len(lines)) else ""
-        body += (
-            f"\n[showing lines {offset}-{end} of {len(lines)}{cut}; continue with offset={end + 1}]"
-        )
+    shown = start + len(taken)  # lines of ``lines`` up to the last one shown
+    if shown < len(lines):
+        end = offset - 1 + len(taken)  # the last line shown (1-based)
+        cut = " (output limit)" if shown < min(start + limit, len(lines)) else ""
+        total = f" of {len(lines)}" if whole else ""
+        body += f"\n[showing lines {offset}-{end}{total}{cut}; continue with offset={end + 1}]"
     return body
 
 
