@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coding_agent.tools.bash import BASH_PARAMETERS
-from coding_agent.tools.files import READ_PARAMETERS, page_lines
+from coding_agent.tools.files import READ_PARAMETERS, edit_line, page_lines
 from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.execution import EditorCallError, EditorHandle, editor_call
@@ -143,18 +143,7 @@ def editor_edit_tool(workspace: Workspace, handle: EditorHandle) -> Tool:
         if not old:
             raise ToolError("old_text must not be empty")
         text = await _read_all(handle, path, shown, limits.max_file_bytes)
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(
-                f"old_text was not found in {shown}; read the file and copy the exact text "
-                "(whitespace and indentation included)"
-            )
-        if count > 1:
-            raise ToolError(
-                f"old_text occurs {count} times in {shown}; include more surrounding lines so it "
-                "matches exactly once"
-            )
-        line = text.count("\n", 0, text.index(old)) + 1
+        line = edit_line(text, old, shown)
         await _call(
             handle,
             "fs/write_text_file",

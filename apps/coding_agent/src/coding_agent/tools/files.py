@@ -96,6 +96,23 @@ def page_lines(
     return body
 
 
+def edit_line(text: str, old: str, shown: str) -> int:
+    """The line ``old`` starts at in ``text`` (1-based); a :class:`ToolError` saying what to do
+    unless it occurs exactly once."""
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_text was not found in {shown}; read the file and copy the exact text "
+            "(whitespace and indentation included)"
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_text occurs {count} times in {shown}; include more surrounding lines so it "
+            "matches exactly once"
+        )
+    return text.count("\n", 0, text.index(old)) + 1
+
+
 def write_tool(workspace: Workspace) -> Tool:
     """``write``: create or overwrite a file (parent directories are created)."""
 
@@ -138,19 +155,7 @@ def edit_tool(workspace: Workspace) -> Tool:
         if not old:
             raise ToolError("old_text must not be empty")
         text = read_text(path, shown, limits.max_file_bytes)
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(
-                f"old_text was not found in {shown}; read the file and copy the exact text "
-                "(whitespace and indentation included)"
-            )
-        if count > 1:
-            raise ToolError(
-                f"old_text occurs {count} times in {shown}; include more surrounding lines so it "
-                "matches exactly once"
-            )
-        at = text.index(old)
-        line = text.count("\n", 0, at) + 1
+        line = edit_line(text, old, shown)
         path.write_text(text.replace(old, new, 1), encoding="utf-8")
         added = new.count("\n") + 1
         return ToolResult(
