@@ -35,6 +35,9 @@ class Terminal:
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
+        # The pty's size is the terminal's: COLUMNS/LINES (pytest-xdist sets 80x24 in its
+        # workers) would override it for the UI.
+        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
         self.proc = subprocess.Popen(
             args,
             stdin=slave,

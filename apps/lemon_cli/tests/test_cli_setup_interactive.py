@@ -49,7 +49,7 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             cwd=cwd,
-            env=env,
+            env={k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")},  # the pty's size
             preexec_fn=controlling_tty,
             close_fds=True,
         )
