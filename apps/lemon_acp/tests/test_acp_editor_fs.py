@@ -361,3 +361,74 @@ async def test_over_the_daemons_websocket_and_a_client_that_disconnects(
         watch.close()
     assert event.ok is False
     assert "the client disconnected" in f"{event.message} {event.detail}"
+
+
+class StreamingEditor(FsEditor):
+    """An editor whose terminals collect output as the command writes it (``terminal/output``
+    answers what is there so far); ``seen`` is set once an in-progress update shows ``want``."""
+
+    def __init__(self, want: str) -> None:
+        super().__init__()
+        self.want = want
+        self.seen = asyncio.Event()
+        self.readers: dict[str, asyncio.Task[None]] = {}
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        await super().session_update(session_id, update, **kw)
+        if update.session_update == "tool_call_update" and update.status == "in_progress":
+            text = " ".join(c.content.text for c in update.content or [] if hasattr(c, "content"))
+            if self.want in text:
+                self.seen.set()
+
+    async def create_terminal(self, *args: Any, **kw: Any) -> CreateTerminalResponse:
+        made = await super().create_terminal(*args, **kw)
+        terminal = made.terminal_id
+        self.readers[terminal] = asyncio.ensure_future(self._collect(terminal))
+        return made
+
+    async def _collect(self, terminal: str) -> None:
+        process = self.terminals[terminal]
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(4096):
+            self.output[terminal] += chunk
+        await process.wait()
+
+    async def _drain(self, terminal: str) -> None:
+        await self.readers[terminal]
+
+
+async def test_a_running_commands_output_streams_into_tool_call_updates(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = StreamingEditor(want="tick-1")
+    go = workspace / "go"
+    # The command prints, then waits for the test's go-ahead (a file), then prints again.
+    command = f"echo tick-1; while [ ! -e {go} ]; do sleep 0.05; done; echo tick-2"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block(f'/tool bash {{"command": "{command}"}}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.seen.wait()  # the first line shown while the command still runs
+        assert not prompt.done()
+        assert not editor.finished()
+        go.touch()
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "end_turn"
+    progress = [
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "in_progress" and u.content
+    ]
+    assert progress
+    assert all("tick-2" not in u.content[0].content.text for u in progress[:1])
+    assert "[editor terminal] tick-1\ntick-2" in editor.outputs()
+    methods = editor.methods()
+    assert methods.count("output") >= 2  # the polls, then the final read
+    assert methods[-1] == "release"
+    assert "kill" not in methods

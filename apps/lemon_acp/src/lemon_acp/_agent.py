@@ -69,6 +69,7 @@ from lemon_core.sessions import (
 
 __all__ = [
     "MODES",
+    "PROGRESS_CHARS",
     "PROTOCOL_VERSION",
     "AcpAgent",
     "AcpSession",
@@ -110,6 +111,9 @@ _COMMANDS: Final = (
 #: At most this many models in the model select (available ones first, then the session's).
 _MAX_MODEL_OPTIONS: Final = 100
 _MAX_SKILL_COMMANDS: Final = 100
+#: A running tool's progress (``tool_call_update`` content while in progress) keeps at most
+#: this many of its last characters: each update carries all of it (content replaces).
+PROGRESS_CHARS: Final = 8192
 _PERMISSION_OPTIONS: Final = (
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -668,15 +672,17 @@ class AcpAgent:
             if content:
                 update["content"] = content
             await self._update(session, update)
-        elif card.phase == "updated":
-            await self._update(
-                session,
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": card.action_id,
-                    "status": "in_progress",
-                },
-            )
+        elif card.phase == "updated" and call["open"]:
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": card.action_id,
+                "status": "in_progress",
+            }
+            if card.message:  # progress so far (a running command's output): its last part
+                call["progress"] = (call.get("progress", "") + card.message)[-PROGRESS_CHARS:]
+                text = call["progress"]
+                update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+            await self._update(session, update)
 
     async def _ask(self, session: AcpSession, turn: Turn, asked: ApprovalAsked) -> None:
         # The question names the call the run announced for this tool (its card started
