@@ -585,16 +585,18 @@ class AcpAgent:
     async def _usage_update(self, session: AcpSession, usage: RunUsage) -> None:
         """``usage_update`` after a turn: the tokens of the turn's prompt against the model's
         context window, and the cost so far. Sent only when the window is known (a client
-        shows ``used / size``); ``used`` sums the prompts of every model call of the turn,
-        so for a turn with tool calls it is an upper bound of what is in context."""
+        shows ``used / size``); ``used`` is the prompt of the turn's last model call (what
+        the context holds), or, when the run's end does not carry it (an older daemon), the
+        prompts of every model call of the turn summed: an upper bound."""
         session.cost_usd += usage.cost_usd
         ref = usage.model or session.model
         model = next((m for m in self._models if m.ref == ref or (ref is None and m.default)), None)
         if model is None or model.context_window <= 0:
             return
+        summed = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
-            "used": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            "used": usage.context_tokens or summed,
             "size": model.context_window,
         }
         if session.cost_usd > 0:
