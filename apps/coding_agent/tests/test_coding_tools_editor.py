@@ -255,3 +255,22 @@ async def test_a_running_commands_output_is_polled_into_progress_updates(
     assert "first\nsecond\nlast" in out.content
     assert "terminal/kill" not in served.methods()
     assert served.methods()[-2:] == ["terminal/output", "terminal/release"]
+
+
+async def test_ls_find_and_grep_read_the_disk_and_say_so(tmp_path: Path) -> None:
+    from coding_agent.tools.editor import DISK_NOTE
+
+    (tmp_path / "a.txt").write_text("on disk\n")
+    workspace = Workspace(cwd=tmp_path)
+    async with endpoint(lambda m, p: None) as (served, handle):
+        tools = {t.name: t for t in coding_tools(workspace, editor=handle)}
+        for name, args in (("ls", {}), ("find", {"pattern": "*.txt"}),
+                           ("grep", {"pattern": "disk"})):  # fmt: skip
+            assert "not the editor's unsaved changes" in tools[name].description
+            out = await call(tools[name], **args)
+            text = out.content if isinstance(out, ToolResult) else out
+            assert "a.txt" in text
+            assert text.endswith(DISK_NOTE)
+    assert served.calls == []  # the editor was never asked
+    plain = {t.name: t for t in coding_tools(workspace)}
+    assert DISK_NOTE not in str(await call(plain["grep"], pattern="disk"))

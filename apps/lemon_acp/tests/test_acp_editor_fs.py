@@ -218,6 +218,12 @@ async def test_read_write_edit_and_bash_go_through_the_editor(
         assert notes.read_text() == "on disk\n"
 
         await _tool(conn, sid, 'bash {"command": "echo via-$((40+2))"}')
+        # ls / find / grep read the disk (ACP has no such call) and say so; no editor call.
+        calls = len(editor.calls)
+        await _tool(conn, sid, 'grep {"pattern": "unsaved|disk"}')
+        assert len(editor.calls) == calls
+        assert "notes.txt:1: on disk" in editor.outputs()
+        assert "the editor's unsaved changes are not seen" in editor.outputs()
     create = next(args for name, args in editor.calls if name == "create")
     limit = create.pop("limit")
     assert create == {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +34,9 @@ from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.execution import EditorCallError, EditorHandle, editor_call
 
 __all__ = [
+    "DISK_NOTE",
     "POLL_INTERVAL_S",
+    "disk_view",
     "editor_bash_tool", "editor_edit_tool", "editor_read_tool", "editor_write_tool",
     "fresh_output",
 ]
@@ -60,6 +63,33 @@ def _inside(workspace: Workspace, raw: object) -> tuple[Path, str]:
             "are those inside it"
         )
     return path, workspace.show(path)
+
+
+#: Said by ``ls`` / ``find`` / ``grep`` of a run whose editor offers its file system.
+DISK_NOTE = "[from the disk: the editor's unsaved changes are not seen; read a file for them]"
+
+
+def disk_view(tool: Tool) -> Tool:
+    """``tool`` (``ls``, ``find`` or ``grep``) for a run whose editor offers ``fs/*``: ACP has
+    no listing or search call, so it still reads the disk, and says so (its description, and
+    :data:`DISK_NOTE` after each answer) so that an unsaved buffer is looked at with ``read``."""
+    run = tool.execute
+
+    async def execute(ctx: ToolContext) -> str | ToolResult:
+        out = await run(ctx)
+        if isinstance(out, ToolResult):
+            return dataclasses.replace(out, content=f"{out.content}\n{DISK_NOTE}")
+        return f"{out}\n{DISK_NOTE}"
+
+    return Tool(
+        name=tool.name,
+        description=(
+            f"{tool.description} It reads the files on disk, not the editor's unsaved changes: "
+            "read a file to see it as the editor has it."
+        ),
+        execute=execute,
+        parameters=tool.parameters,
+    )
 
 
 async def _call(
