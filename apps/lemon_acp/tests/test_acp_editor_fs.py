@@ -438,3 +438,23 @@ async def test_a_running_commands_output_streams_into_tool_call_updates(
     assert methods.count("output") >= 2  # the polls, then the final read
     assert methods[-1] == "release"
     assert "kill" not in methods
+
+
+async def test_a_child_run_reads_through_the_editor_too(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    """A ``task`` child started from an ACP session gets the session's editor handle: its
+    ``read`` sees the editor's unsaved buffer (the call names the parent's session)."""
+    editor = FsEditor()
+    notes = workspace / "notes.txt"
+    notes.write_text("on disk\n")
+    editor.buffers[str(notes)] = "unsaved for the child\n"
+    child = '/tool read {\\"path\\": \\"notes.txt\\"}'
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        stop = await _tool(conn, session.session_id, f'task {{"prompt": "{child}"}}')
+    assert stop == "end_turn"
+    assert editor.calls
+    assert editor.calls[0] == ("read", {"path": str(notes), "line": 1, "limit": 2001})
+    assert "unsaved for the child" in editor.outputs()
+    assert "on disk" not in editor.outputs()

@@ -422,6 +422,7 @@ class CodingRun:
             model=job.model,
             context_window=self._model.context_window,
             definitions=load_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
+            editor=job.editor,
         )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
