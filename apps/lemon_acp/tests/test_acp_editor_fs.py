@@ -458,3 +458,77 @@ async def test_a_child_run_reads_through_the_editor_too(
     assert editor.calls[0] == ("read", {"path": str(notes), "line": 1, "limit": 2001})
     assert "unsaved for the child" in editor.outputs()
     assert "on disk" not in editor.outputs()
+
+
+def _off_loopback_address() -> str | None:
+    """An address of this machine that is not loopback (``None``: it has none)."""
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: picks the outgoing address
+        address = str(probe.getsockname()[0])
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+async def test_a_daemon_on_another_machine_refuses_an_editor_offering_fs_and_says_what_to_do(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    """Over a non-loopback ``--url`` the editor's bridge cannot be reached: ``initialize``
+    with fs/terminal is refused naming the way out; with ``--daemon-tools`` the daemon's own
+    tools run (the disk, not the buffer), and the editor is never asked."""
+    import pytest
+
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+
+    address = _off_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address off loopback")
+    token = "remote-daemon-token-0123456789"
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    settings = {"port": 0, "cwd": str(workspace), "host": address, "tokens": [token]}
+    options = ControlPlaneOptions(settings=settings)
+    notes = workspace / "notes.txt"
+    notes.write_text("on the daemon's disk\n")
+    capabilities = ClientCapabilities(
+        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+    )
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert address in plane.ws_url
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: token}
+        editor = FsEditor()
+        editor.buffers[str(notes)] = "unsaved in the editor\n"
+        args = ("acp", "--url", plane.ws_url)
+        async with spawn_agent_process(editor, LEMON, *args, env=env, cwd=workspace) as (
+            conn,
+            _,
+        ):
+            try:
+                await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+                )
+            except RequestError as exc:
+                refused = str(exc) + str(exc.data)
+            else:
+                raise AssertionError("initialize was not refused")
+            assert "another machine" in refused
+            assert "--daemon-tools" in refused
+            assert f"ssh {address} lemon acp" in refused
+
+        async with spawn_agent_process(
+            editor, LEMON, *args, "--daemon-tools", env=env, cwd=workspace
+        ) as (conn, _):
+            await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+            )
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await _tool(conn, session.session_id, 'read {"path": "notes.txt"}')
+    assert editor.calls == []
+    assert "on the daemon's disk" in editor.outputs()

@@ -170,10 +170,13 @@ class AcpAgent:
         models: ModelSource | None = None,
         skills: SkillSource | None = None,
         editor: bool = True,
+        editor_refusal: str | None = None,
     ) -> None:
         """``editor``: serve the editor's file system and terminal to the runs when it offers
         them (the runs must reach this process's loopback: an in-process runtime, or a daemon
-        on this machine)."""
+        on this machine). ``editor_refusal`` (with ``editor`` false): why the runs cannot
+        reach the editor; an ``initialize`` whose client offers ``fs`` or ``terminal`` is then
+        refused with it (-32603), rather than the daemon's own tools silently standing in."""
         self._port = port
         self._model_source = models
         self._skill_source = skills
@@ -187,6 +190,7 @@ class AcpAgent:
         self._client_capabilities: dict[str, Any] = {}
         self._rpc: RpcConnection | None = None
         self._serve_editor = editor
+        self._editor_refusal = None if editor else editor_refusal
         self._bridge: EditorBridge | None = None
 
     async def serve(self, reader: FrameReader, writer: FrameWriter) -> None:
@@ -243,6 +247,9 @@ class AcpAgent:
             raise RpcError.bad_params("protocolVersion", "must be an integer (ACP's major version)")
         capabilities = params.get("clientCapabilities")
         self._client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        if self._editor_refusal is not None and any(editor_offers(self._client_capabilities)):
+            log.error("%s", self._editor_refusal)
+            raise RpcError(-32603, self._editor_refusal, {"field": "clientCapabilities"})
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
