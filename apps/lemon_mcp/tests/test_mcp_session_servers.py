@@ -146,8 +146,8 @@ async def test_an_idle_session_server_stops_on_its_timer_without_another_discove
         assert servers.statistics()["running"] == 1
         assert (await servers.call(echo, {"text": "used"})).content == "used"
         deadline = loop.time() + 30
-        while servers.statistics()["servers"] and loop.time() < deadline:
-            await asyncio.sleep(0.05)  # polling the stop, with a deadline
+        while servers.statistics()["servers"] and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)  # polling the stop, with a deadline (no event to wait on)
         assert servers.statistics() == {"servers": 0, "running": 0, "max_servers": 32}
         out = await servers.call(echo, {"text": "late"})
         assert out.is_error

@@ -9,14 +9,14 @@ to another session's runs: the key and each offered tool name the session
 of that name is an error output.
 
 Bounds: at most ``max_servers`` session servers run at once (the least recently used idle ones
-are stopped first to make room), and one unused for ``idle_s`` is stopped by a timer (a
-task that wakes when the least recently used one is due, and only while there are servers;
-one whose start or refresh holds its lock waits for the next wake, at least
-:data:`_MIN_SWEEP_S` later), or at the next discovery of any session, whichever comes first. A start is bounded by ``startup_timeout_s``; a
-run waits at most ``wait_s`` for it (a slower one goes on starting, owned here, and is offered
-to the next run). A failed server is retried by the next run after ``retry_s``. A session
-server's tools all ask (approval ``ask``): the client chose the server, the person still
-approves each call.
+are stopped first to make room), and one unused for ``idle_s`` is stopped by a timer (a task
+that wakes when the least recently used one is due, and only while there are servers; one whose
+start or refresh holds its lock waits for the next wake, at least :data:`_MIN_SWEEP_S` later),
+or at the next discovery of any session, whichever comes first. A start is bounded by
+``startup_timeout_s``; a run waits at most ``wait_s`` for it (a slower one goes on starting,
+owned here, and is offered to the next run). A failed server is retried by the next run after
+``retry_s``. A session server's tools all ask (approval ``ask``): the client chose the server,
+the person still approves each call.
 
 A stdio server gets the hub's environment less its secrets (the hub's own rule, through
 ``stdio_transport``) plus the ``env`` the client gave; an HTTP server gets the client's

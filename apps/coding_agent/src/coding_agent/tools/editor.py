@@ -3,17 +3,18 @@
 :class:`~lemon_core.execution.EditorHandle`.
 
 The tools keep the local tools' names, arguments and result shapes; only where the bytes come
-from and where the command runs change: ``fs/read_text_file`` (so an unsaved buffer is what
-is read), ``fs/write_text_file`` (so the editor records the edit; the disk is the editor's to
+from and where the command runs change: ``fs/read_text_file`` (so an unsaved buffer is what is
+read), ``fs/write_text_file`` (so the editor records the edit; the disk is the editor's to
 write), and a ``terminal/create`` -> ``terminal/wait_for_exit`` -> ``terminal/output`` ->
 ``terminal/release`` sequence for ``bash`` (``outputByteLimit`` the local tool's output bound;
 a timeout or an abort is ``terminal/kill`` before the output is read). While the command runs,
 ``terminal/output`` is polled every :data:`POLL_INTERVAL_S` seconds (one poll at a time) and
 what is new goes out as the tool's progress (``tool_execution_update``, at most
-:data:`_PROGRESS_CHARS` characters each), as the local ``bash`` streams its pipe. Paths are absolute and
-inside the session's workspace: any other is refused with a tool error (secret files are
-refused as locally). The approval gate runs before a tool does, so the editor is asked only
-once the call is allowed. An editor's error, or its connection gone, is a tool error.
+:data:`_PROGRESS_CHARS` characters each), as the local ``bash`` streams its pipe. Paths are
+absolute and inside the session's workspace: any other is refused with a tool error (secret
+files are refused as locally). The approval gate runs before a tool does, so the editor is
+asked only once the call is allowed. An editor's error, or its connection gone, is a tool
+error.
 
 If the run is cancelled while a call is in flight, the call's connection closes: the ACP
 agent then ends what it started for it (a terminal is killed and released).
@@ -37,7 +38,10 @@ __all__ = [
     "DISK_NOTE",
     "POLL_INTERVAL_S",
     "disk_view",
-    "editor_bash_tool", "editor_edit_tool", "editor_read_tool", "editor_write_tool",
+    "editor_bash_tool",
+    "editor_edit_tool",
+    "editor_read_tool",
+    "editor_write_tool",
     "fresh_output",
 ]
 
