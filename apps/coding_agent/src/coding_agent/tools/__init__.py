@@ -23,6 +23,7 @@ __all__ = [
     "bash_tool",
     "coding_tool_registry",
     "coding_tools",
+    "disk_view",
     "edit_tool",
     "editor_bash_tool",
     "editor_edit_tool",
