@@ -203,3 +203,74 @@ async def test_only_what_the_editor_offers_is_replaced(tmp_path: Path) -> None:
     assert tools["write"].description == local["write"].description
     assert tools["edit"].description == local["edit"].description  # edit needs write too
     assert tools["bash"].description == local["bash"].description
+
+
+def test_fresh_output_follows_an_output_cut_at_its_start() -> None:
+    from coding_agent.tools.editor import fresh_output
+
+    assert fresh_output("", "a\n") == "a\n"
+    assert fresh_output("a\n", "a\nb\n") == "b\n"
+    assert fresh_output("a\nb\n", "a\nb\n") == ""
+    # The editor kept only the last bytes: what follows the end of the previous output.
+    assert fresh_output("gone\n", "all new\n") == "all new\n"
+    long = "".join(f"line {n}\n" for n in range(200))
+    assert fresh_output(long, long[700:] + "more\n") == "more\n"
+
+
+async def test_a_running_commands_output_is_polled_into_progress_updates(
+    tmp_path: Path,
+) -> None:
+    """``terminal/output`` is polled while the command runs; each new part is an update (the
+    command exits once the test has seen two), and the poll's end never kills the terminal."""
+    workspace = Workspace(cwd=tmp_path)
+    output = ["first\n"]
+    updates: list[str] = []
+    seen_two = asyncio.Event()
+
+    async def answer(method: str, params: dict[str, Any]) -> Any:
+        if method == "terminal/create":
+            return {"terminalId": "t1"}
+        if method == "terminal/wait_for_exit":
+            await seen_two.wait()
+            output.append("last\n")
+            return {"exitCode": 0}
+        if method == "terminal/output":
+            if len(output) == 1 and updates:
+                output.append("second\n")
+            return {"output": "".join(output), "truncated": False}
+        return None
+
+    async def update(text: str) -> None:
+        updates.append(text)
+        if len(updates) == 2:
+            seen_two.set()
+
+    async with endpoint(answer) as (served, handle):
+        bash = tool(workspace, handle, "bash")
+        ctx = ToolContext(tool_call_id="e1", name="bash", arguments={"command": "x"},
+                          signal=AbortSignal(), update=update)  # fmt: skip
+        out = await bash.execute(ctx)
+    assert isinstance(out, ToolResult)
+    assert updates == ["first\n", "second\n"]
+    assert "first\nsecond\nlast" in out.content
+    assert "terminal/kill" not in served.methods()
+    assert served.methods()[-2:] == ["terminal/output", "terminal/release"]
+
+
+async def test_ls_find_and_grep_read_the_disk_and_say_so(tmp_path: Path) -> None:
+    from coding_agent.tools.editor import DISK_NOTE
+
+    (tmp_path / "a.txt").write_text("on disk\n")
+    workspace = Workspace(cwd=tmp_path)
+    async with endpoint(lambda m, p: None) as (served, handle):
+        tools = {t.name: t for t in coding_tools(workspace, editor=handle)}
+        for name, args in (("ls", {}), ("find", {"pattern": "*.txt"}),
+                           ("grep", {"pattern": "disk"})):  # fmt: skip
+            assert "not the editor's unsaved changes" in tools[name].description
+            out = await call(tools[name], **args)
+            text = out.content if isinstance(out, ToolResult) else out
+            assert "a.txt" in text
+            assert text.endswith(DISK_NOTE)
+    assert served.calls == []  # the editor was never asked
+    plain = {t.name: t for t in coding_tools(workspace)}
+    assert DISK_NOTE not in str(await call(plain["grep"], pattern="disk"))

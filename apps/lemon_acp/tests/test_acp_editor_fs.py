@@ -218,6 +218,12 @@ async def test_read_write_edit_and_bash_go_through_the_editor(
         assert notes.read_text() == "on disk\n"
 
         await _tool(conn, sid, 'bash {"command": "echo via-$((40+2))"}')
+        # ls / find / grep read the disk (ACP has no such call) and say so; no editor call.
+        calls = len(editor.calls)
+        await _tool(conn, sid, 'grep {"pattern": "unsaved|disk"}')
+        assert len(editor.calls) == calls
+        assert "notes.txt:1: on disk" in editor.outputs()
+        assert "the editor's unsaved changes are not seen" in editor.outputs()
     create = next(args for name, args in editor.calls if name == "create")
     limit = create.pop("limit")
     assert create == {
@@ -361,3 +367,168 @@ async def test_over_the_daemons_websocket_and_a_client_that_disconnects(
         watch.close()
     assert event.ok is False
     assert "the client disconnected" in f"{event.message} {event.detail}"
+
+
+class StreamingEditor(FsEditor):
+    """An editor whose terminals collect output as the command writes it (``terminal/output``
+    answers what is there so far); ``seen`` is set once an in-progress update shows ``want``."""
+
+    def __init__(self, want: str) -> None:
+        super().__init__()
+        self.want = want
+        self.seen = asyncio.Event()
+        self.readers: dict[str, asyncio.Task[None]] = {}
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        await super().session_update(session_id, update, **kw)
+        if update.session_update == "tool_call_update" and update.status == "in_progress":
+            text = " ".join(c.content.text for c in update.content or [] if hasattr(c, "content"))
+            if self.want in text:
+                self.seen.set()
+
+    async def create_terminal(self, *args: Any, **kw: Any) -> CreateTerminalResponse:
+        made = await super().create_terminal(*args, **kw)
+        terminal = made.terminal_id
+        self.readers[terminal] = asyncio.ensure_future(self._collect(terminal))
+        return made
+
+    async def _collect(self, terminal: str) -> None:
+        process = self.terminals[terminal]
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(4096):
+            self.output[terminal] += chunk
+        await process.wait()
+
+    async def _drain(self, terminal: str) -> None:
+        await self.readers[terminal]
+
+
+async def test_a_running_commands_output_streams_into_tool_call_updates(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    editor = StreamingEditor(want="tick-1")
+    go = workspace / "go"
+    # The command prints, then waits for the test's go-ahead (a file), then prints again.
+    command = f"echo tick-1; while [ ! -e {go} ]; do sleep 0.05; done; echo tick-2"
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = asyncio.ensure_future(
+            conn.prompt(
+                session_id=session.session_id,
+                prompt=[text_block(f'/tool bash {{"command": "{command}"}}')],
+            )
+        )
+        async with asyncio.timeout(60):
+            await editor.seen.wait()  # the first line shown while the command still runs
+        assert not prompt.done()
+        assert not editor.finished()
+        go.touch()
+        async with asyncio.timeout(60):
+            result = await prompt
+    assert result.stop_reason == "end_turn"
+    progress = [
+        u
+        for u in editor.updates
+        if u.session_update == "tool_call_update" and u.status == "in_progress" and u.content
+    ]
+    assert progress
+    assert all("tick-2" not in u.content[0].content.text for u in progress[:1])
+    assert "[editor terminal] tick-1\ntick-2" in editor.outputs()
+    methods = editor.methods()
+    assert methods.count("output") >= 2  # the polls, then the final read
+    assert methods[-1] == "release"
+    assert "kill" not in methods
+
+
+async def test_a_child_run_reads_through_the_editor_too(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    """A ``task`` child started from an ACP session gets the session's editor handle: its
+    ``read`` sees the editor's unsaved buffer (the call names the parent's session)."""
+    editor = FsEditor()
+    notes = workspace / "notes.txt"
+    notes.write_text("on disk\n")
+    editor.buffers[str(notes)] = "unsaved for the child\n"
+    child = '/tool read {\\"path\\": \\"notes.txt\\"}'
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        stop = await _tool(conn, session.session_id, f'task {{"prompt": "{child}"}}')
+    assert stop == "end_turn"
+    assert editor.calls
+    assert editor.calls[0] == ("read", {"path": str(notes), "line": 1, "limit": 2001})
+    assert "unsaved for the child" in editor.outputs()
+    assert "on disk" not in editor.outputs()
+
+
+def _off_loopback_address() -> str | None:
+    """An address of this machine that is not loopback (``None``: it has none)."""
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: picks the outgoing address
+        address = str(probe.getsockname()[0])
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+async def test_a_daemon_on_another_machine_refuses_an_editor_offering_fs_and_says_what_to_do(
+    agent_env: dict[str, str], workspace: Path, home: Path
+) -> None:
+    """Over a non-loopback ``--url`` the editor's bridge cannot be reached: ``initialize``
+    with fs/terminal is refused naming the way out; with ``--daemon-tools`` the daemon's own
+    tools run (the disk, not the buffer), and the editor is never asked."""
+    import pytest
+
+    from lemon_control_plane import TOKEN_ENV, ControlPlane, ControlPlaneOptions
+    from lemon_core.config import load_config
+
+    address = _off_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address off loopback")
+    token = "remote-daemon-token-0123456789"
+    loaded = load_config(home=home, cwd=workspace, environ={})
+    settings = {"port": 0, "cwd": str(workspace), "host": address, "tokens": [token]}
+    options = ControlPlaneOptions(settings=settings)
+    notes = workspace / "notes.txt"
+    notes.write_text("on the daemon's disk\n")
+    capabilities = ClientCapabilities(
+        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+    )
+    async with Runtime(profile="daemon", config=loaded, options=[options]) as runtime:
+        plane = runtime.handle("lemon_control_plane")
+        assert isinstance(plane, ControlPlane)
+        assert address in plane.ws_url
+        env = {**agent_env, "LEMON_DAEMON": "1", TOKEN_ENV: token}
+        editor = FsEditor()
+        editor.buffers[str(notes)] = "unsaved in the editor\n"
+        args = ("acp", "--url", plane.ws_url)
+        async with spawn_agent_process(editor, LEMON, *args, env=env, cwd=workspace) as (
+            conn,
+            _,
+        ):
+            try:
+                await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+                )
+            except RequestError as exc:
+                refused = str(exc) + str(exc.data)
+            else:
+                raise AssertionError("initialize was not refused")
+            assert "another machine" in refused
+            assert "--daemon-tools" in refused
+            assert f"ssh {address} lemon acp" in refused
+
+        async with spawn_agent_process(
+            editor, LEMON, *args, "--daemon-tools", env=env, cwd=workspace
+        ) as (conn, _):
+            await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+            )
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await _tool(conn, session.session_id, 'read {"path": "notes.txt"}')
+    assert editor.calls == []
+    assert "on the daemon's disk" in editor.outputs()

@@ -633,3 +633,21 @@ async def test_usage_is_told_after_each_turn(agent_env: dict[str, str], workspac
         i for i, u in enumerate(editor.updates) if u.session_update == "agent_message_chunk"
     )
     assert editor.updates.index(usages[-1]) > last_chunk  # after the turn's text
+
+
+async def test_usage_update_tells_the_last_model_calls_context_not_the_turns_sum(
+    agent_env: dict[str, str], workspace: Path
+) -> None:
+    """A turn with a tool call makes two model calls: ``used`` is the second one's prompt (the
+    context now), less than the turn's summed input tokens."""
+    (workspace / "a.txt").write_text("some text\n")
+    editor = Editor()
+    async with lemon_acp(editor, agent_env, workspace) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        result = await conn.prompt(
+            session_id=session.session_id,
+            prompt=[text_block('/tool read {"path": "a.txt"}')],
+        )
+    assert result.usage is not None
+    usage = next(u for u in editor.updates if u.session_update == "usage_update")
+    assert 0 < usage.used < result.usage.input_tokens

@@ -126,3 +126,32 @@ def test_a_bad_session_server_is_refused_with_its_field() -> None:
         RunRequest(origin="acp", session_key="acp:a", prompt="", mcp_servers=(_spec(), _spec()))
     with pytest.raises(msgspec.ValidationError, match="name"):
         msgspec.convert({"name": "a b", "command": "x"}, McpServerSpec)
+
+
+async def test_an_idle_session_server_stops_on_its_timer_without_another_discovery(
+    tmp_path: Path,
+) -> None:
+    """No later run is needed: the timer stops a server unused for ``idle_s``, and a use in
+    between moves its stop on."""
+    import asyncio
+
+    hub = McpHubImpl(home=tmp_path, environ={"PATH": os.environ["PATH"]})
+    servers = SessionServers(stdio_transport=hub.transport_for, idle_s=0.5)
+    loop = asyncio.get_running_loop()
+    try:
+        found = await servers.merge(
+            McpDiscovery(), session_key="s:a", servers=[_spec()], cwd=tmp_path, wait_s=30
+        )
+        echo = next(t for t in found.tools if t.tool == "echo")
+        assert servers.statistics()["running"] == 1
+        assert (await servers.call(echo, {"text": "used"})).content == "used"
+        deadline = loop.time() + 30
+        while servers.statistics()["servers"] and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)  # polling the stop, with a deadline (no event to wait on)
+        assert servers.statistics() == {"servers": 0, "running": 0, "max_servers": 32}
+        out = await servers.call(echo, {"text": "late"})
+        assert out.is_error
+        assert "unavailable" in out.content
+    finally:
+        await servers.aclose()
+        await hub.aclose()

@@ -200,6 +200,7 @@ class CodingRun:
         self.finished = False
         # What the run has produced:
         self._usage = Usage()
+        self._context_tokens = 0
         self._cost = Cost()
         self._turns = 0
         self._answer = ""
@@ -421,6 +422,7 @@ class CodingRun:
             model=job.model,
             context_window=self._model.context_window,
             definitions=load_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
+            editor=job.editor,
         )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
@@ -506,6 +508,10 @@ class CodingRun:
 
     async def _on_event(self, event: AgentEvent) -> None:
         if isinstance(event, TurnEndEvent):
+            used = event.message.usage
+            prompt = used.input_tokens + used.cache_read_tokens + used.cache_write_tokens
+            if prompt > 0:
+                self._context_tokens = prompt  # the latest model call's context
             await self.persist()
         elif isinstance(event, TurnStartEvent):
             self._turns += 1
@@ -585,6 +591,7 @@ class CodingRun:
             cost_usd=cost.total,
             model=self._model.ref,
             turns=self._turns,
+            context_tokens=self._context_tokens,
         )
         outcome, error, error_code = self._outcome, self._error, self._error_code
         if outcome == "completed":

@@ -104,7 +104,7 @@ from lemon_core.events import (
     ApprovalResolved,
     RunUsage,
 )
-from lemon_core.execution import RunRequest, ToolPolicy
+from lemon_core.execution import EditorHandle, RunRequest, ToolPolicy
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -164,6 +164,10 @@ class ParentRun:
     definitions: Mapping[str, AgentDefinition] = field(default_factory=lambda: AGENT_DEFINITIONS)
     """The agent definitions this run's children may run as
     (:func:`~coding_agent.agent_definitions.load_agent_definitions`)."""
+    editor: EditorHandle | None = None
+    """The parent's editor (an ACP client's file system and terminal): its children's runs
+    get it too, so their reads see the editor's buffers and their commands run in its
+    terminals (the editor knows only the parent's session: its calls name that one)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -911,6 +915,7 @@ class Subagents:
                 root_run_id=parent.root_run_id,
                 depth=node.depth,
                 meta=meta,
+                editor=parent.editor,
             )
         )
         if receipt.status == "rejected":

@@ -69,6 +69,7 @@ from lemon_core.sessions import (
 
 __all__ = [
     "MODES",
+    "PROGRESS_CHARS",
     "PROTOCOL_VERSION",
     "AcpAgent",
     "AcpSession",
@@ -110,6 +111,9 @@ _COMMANDS: Final = (
 #: At most this many models in the model select (available ones first, then the session's).
 _MAX_MODEL_OPTIONS: Final = 100
 _MAX_SKILL_COMMANDS: Final = 100
+#: A running tool's progress (``tool_call_update`` content while in progress) keeps at most
+#: this many of its last characters: each update carries all of it (content replaces).
+PROGRESS_CHARS: Final = 8192
 _PERMISSION_OPTIONS: Final = (
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -166,10 +170,13 @@ class AcpAgent:
         models: ModelSource | None = None,
         skills: SkillSource | None = None,
         editor: bool = True,
+        editor_refusal: str | None = None,
     ) -> None:
         """``editor``: serve the editor's file system and terminal to the runs when it offers
         them (the runs must reach this process's loopback: an in-process runtime, or a daemon
-        on this machine)."""
+        on this machine). ``editor_refusal`` (with ``editor`` false): why the runs cannot
+        reach the editor; an ``initialize`` whose client offers ``fs`` or ``terminal`` is then
+        refused with it (-32603), rather than the daemon's own tools silently standing in."""
         self._port = port
         self._model_source = models
         self._skill_source = skills
@@ -183,6 +190,7 @@ class AcpAgent:
         self._client_capabilities: dict[str, Any] = {}
         self._rpc: RpcConnection | None = None
         self._serve_editor = editor
+        self._editor_refusal = None if editor else editor_refusal
         self._bridge: EditorBridge | None = None
 
     async def serve(self, reader: FrameReader, writer: FrameWriter) -> None:
@@ -239,6 +247,9 @@ class AcpAgent:
             raise RpcError.bad_params("protocolVersion", "must be an integer (ACP's major version)")
         capabilities = params.get("clientCapabilities")
         self._client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        if self._editor_refusal is not None and any(editor_offers(self._client_capabilities)):
+            log.error("%s", self._editor_refusal)
+            raise RpcError(-32603, self._editor_refusal, {"field": "clientCapabilities"})
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -581,16 +592,18 @@ class AcpAgent:
     async def _usage_update(self, session: AcpSession, usage: RunUsage) -> None:
         """``usage_update`` after a turn: the tokens of the turn's prompt against the model's
         context window, and the cost so far. Sent only when the window is known (a client
-        shows ``used / size``); ``used`` sums the prompts of every model call of the turn,
-        so for a turn with tool calls it is an upper bound of what is in context."""
+        shows ``used / size``); ``used`` is the prompt of the turn's last model call (what
+        the context holds), or, when the run's end does not carry it (an older daemon), the
+        prompts of every model call of the turn summed: an upper bound."""
         session.cost_usd += usage.cost_usd
         ref = usage.model or session.model
         model = next((m for m in self._models if m.ref == ref or (ref is None and m.default)), None)
         if model is None or model.context_window <= 0:
             return
+        summed = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
-            "used": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            "used": usage.context_tokens or summed,
             "size": model.context_window,
         }
         if session.cost_usd > 0:
@@ -668,15 +681,17 @@ class AcpAgent:
             if content:
                 update["content"] = content
             await self._update(session, update)
-        elif card.phase == "updated":
-            await self._update(
-                session,
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": card.action_id,
-                    "status": "in_progress",
-                },
-            )
+        elif card.phase == "updated" and call["open"]:
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": card.action_id,
+                "status": "in_progress",
+            }
+            if card.message:  # progress so far (a running command's output): its last part
+                call["progress"] = (call.get("progress", "") + card.message)[-PROGRESS_CHARS:]
+                text = call["progress"]
+                update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+            await self._update(session, update)
 
     async def _ask(self, session: AcpSession, turn: Turn, asked: ApprovalAsked) -> None:
         # The question names the call the run announced for this tool (its card started

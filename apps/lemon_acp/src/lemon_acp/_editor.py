@@ -10,7 +10,8 @@ session's workspace, a terminal this session created), sends it to the editor as
 request with the session's id, and writes the editor's answer back.
 
 A call whose caller goes away before the answer (the run was cancelled: its tool's
-connection closed) is withdrawn; a terminal it was about is killed and released.
+connection closed) is withdrawn; a terminal it was about is killed and released (not for a
+withdrawn ``terminal/output``: the progress polls of a running command end that way).
 ``session/cancel`` kills and releases every terminal the session still holds. When the editor
 disconnects, every call in flight and every later one is an error saying so. Bounds: at most
 :data:`MAX_CALLS` calls at once (more are refused), a request frame read within
@@ -224,8 +225,8 @@ class EditorBridge:
             call.cancel()
             with contextlib.suppress(BaseException):
                 await call
-            if isinstance(terminal, str):
-                await self._end_terminal(session, terminal)
+            if isinstance(terminal, str) and method != "terminal/output":
+                await self._end_terminal(session, terminal)  # (a withdrawn poll is not)
             return None
         try:
             result = call.result()

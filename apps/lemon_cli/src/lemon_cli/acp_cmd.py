@@ -5,8 +5,10 @@ JSON-RPC frames (every log line goes to stderr). The agent is a client of this h
 over its WebSocket session port, started like bare ``lemon`` does when none runs; with
 ``LEMON_DAEMON=0`` (or a daemon that cannot start) the runtime is hosted in this process for as
 long as the editor keeps the agent. ``--url`` names another daemon's WebSocket (it gets only
-``LEMON_CONTROL_PLANE_TOKEN``); ``--session KEY`` attaches the first ``session/new`` to an
-existing session instead of a new ``acp:<uuid>``.
+``LEMON_CONTROL_PLANE_TOKEN``; a daemon on another machine cannot reach the editor's file
+system and terminal, so an editor that offers them is refused at ``initialize`` with what to
+do, unless ``--daemon-tools`` lets that daemon's own tools run there); ``--session KEY``
+attaches the first ``session/new`` to an existing session instead of a new ``acp:<uuid>``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ def acp(
         str | None,
         typer.Option(help="Attach the editor's first new session to this session key."),
     ] = None,
+    daemon_tools: Annotated[
+        bool,
+        typer.Option(
+            "--daemon-tools",
+            help="With a --url daemon on another machine: let its own file and shell tools "
+            "run there (the editor's file system and terminal cannot reach it).",
+        ),
+    ] = False,
 ) -> None:
     """Speak the Agent Client Protocol on stdin/stdout (for Zed, JetBrains and other editors)."""
     import asyncio
@@ -46,10 +56,12 @@ def acp(
         from lemon_cli.main import ensure_daemon
 
         ensure_daemon(ctx)
-    raise typer.Exit(asyncio.run(_serve(err, frames, url, session)))
+    raise typer.Exit(asyncio.run(_serve(err, frames, url, session, daemon_tools)))
 
 
-async def _serve(err: Any, frames: Any, url: str | None, session: str | None) -> int:
+async def _serve(
+    err: Any, frames: Any, url: str | None, session: str | None, daemon_tools: bool = False
+) -> int:
     from importlib.metadata import version
 
     from lemon_acp import AcpAgent, serve_stdio
@@ -97,6 +109,7 @@ async def _serve(err: Any, frames: Any, url: str | None, session: str | None) ->
             models=_model_source(runtime, port),
             skills=_skill_source(home),
             editor=_reaches_here(url),
+            editor_refusal=None if daemon_tools else _remote_refusal(url),
         )
         await serve_stdio(agent, frames)
     finally:
@@ -119,6 +132,22 @@ def _reaches_here(url: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _remote_refusal(url: str | None) -> str:
+    """Why an editor offering its file system or terminal is refused with a daemon on another
+    machine, and what to do about it."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname if url else None) or "the daemon"
+    return (
+        f"lemon acp: the editor offers its file system and terminal, but the daemon at {host} "
+        "is on another machine and cannot reach them (they are served on this machine's "
+        "loopback only: no unauthenticated bridge leaves it). Run lemon acp on the daemon's "
+        f"machine (e.g. the editor's agent command `ssh {host} lemon acp`), or start it "
+        "with --daemon-tools to let the daemon's own file and shell tools run there "
+        "(the editor's unsaved changes are then not seen)."
+    )
 
 
 def _model_source(runtime: Any, port: Any) -> Any:

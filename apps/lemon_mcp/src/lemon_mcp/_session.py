@@ -9,13 +9,14 @@ to another session's runs: the key and each offered tool name the session
 of that name is an error output.
 
 Bounds: at most ``max_servers`` session servers run at once (the least recently used idle ones
-are stopped first to make room), and one unused for ``idle_s`` is stopped at the next
-discovery of any session (there is no timer: a daemon that runs nothing more keeps an idle
-server until its stop, which ends them all). A start is bounded by ``startup_timeout_s``; a
-run waits at most ``wait_s`` for it (a slower one goes on starting, owned here, and is offered
-to the next run). A failed server is retried by the next run after ``retry_s``. A session
-server's tools all ask (approval ``ask``): the client chose the server, the person still
-approves each call.
+are stopped first to make room), and one unused for ``idle_s`` is stopped by a timer (a task
+that wakes when the least recently used one is due, and only while there are servers; one whose
+start or refresh holds its lock waits for the next wake, at least :data:`_MIN_SWEEP_S` later),
+or at the next discovery of any session, whichever comes first. A start is bounded by
+``startup_timeout_s``; a run waits at most ``wait_s`` for it (a slower one goes on starting,
+owned here, and is offered to the next run). A failed server is retried by the next run after
+``retry_s``. A session server's tools all ask (approval ``ask``): the client chose the server,
+the person still approves each call.
 
 A stdio server gets the hub's environment less its secrets (the hub's own rule, through
 ``stdio_transport``) plus the ``env`` the client gave; an HTTP server gets the client's
@@ -49,6 +50,8 @@ __all__ = ["SessionServers"]
 log = logging.getLogger("lemon_mcp")
 
 _MAX_DESCRIPTION: Final = 2000
+#: The idle timer's shortest wait (a server due but busy is looked at again this much later).
+_MIN_SWEEP_S: Final = 1.0
 StdioFactory = Callable[[str, McpServerConfig], Transport]
 
 
@@ -89,6 +92,7 @@ class SessionServers:
         self._entries: dict[tuple[str, str], _Entry] = {}
         # Starts a run stopped waiting for: owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     def statistics(self) -> dict[str, int]:
         running = sum(1 for e in self._entries.values() if e.client is not None)
@@ -166,6 +170,7 @@ class SessionServers:
             entry = _Entry(session_key=session_key, spec=spec, digest=digest)
             entry.last_used = self._clock()
             self._entries[key] = entry
+            self._arm()
         async with entry.lock:
             client = entry.client
             if client is not None and client.closed_reason is None:
@@ -251,6 +256,27 @@ class SessionServers:
             _, key = others.pop(0)
             await self._drop(key)
 
+    def _arm(self) -> None:
+        """Start the idle timer unless it runs (it ends when no server is left)."""
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        """Stop each server once unused for ``idle_s``: wait until the least recently used one
+        is due (a later use moves it on), stop those due whose lock is free, again."""
+        while self._entries:
+            oldest = min(e.last_used for e in self._entries.values())
+            due = oldest + self._idle_s - self._clock()
+            if due > 0:
+                await asyncio.sleep(due)  # the timer's wait
+                continue
+            for key, entry in list(self._entries.items()):
+                idle = self._clock() - entry.last_used >= self._idle_s
+                if idle and not entry.lock.locked() and self._entries.get(key) is entry:
+                    await self._drop(key)
+            if self._entries:
+                await asyncio.sleep(_MIN_SWEEP_S)
+
     async def _drop(self, key: tuple[str, str]) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
@@ -289,6 +315,11 @@ class SessionServers:
 
     async def aclose(self) -> None:
         """Stop every session server (their process groups ended)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         for task in list(self._background):
             task.cancel()
         for task in list(self._background):

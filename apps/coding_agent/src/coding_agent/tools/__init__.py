@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from coding_agent.tools.bash import bash_tool
 from coding_agent.tools.editor import (
+    disk_view,
     editor_bash_tool,
     editor_edit_tool,
     editor_read_tool,
@@ -22,6 +23,7 @@ __all__ = [
     "bash_tool",
     "coding_tool_registry",
     "coding_tools",
+    "disk_view",
     "edit_tool",
     "editor_bash_tool",
     "editor_edit_tool",
@@ -41,16 +43,19 @@ def coding_tools(
 ) -> list[Tool]:
     """The default coding tools in their stable order: read, write, edit, ls, find, grep, bash,
     todo. With ``editor`` (an ACP client's file system and terminal), read / write / edit /
-    bash go through the editor where it offers them (edit needs read and write)."""
+    bash go through the editor where it offers them (edit needs read and write); ls / find /
+    grep still read the disk (ACP has no listing or search call) and say so."""
     read, write, edit, bash = (
         read_tool(workspace),
         write_tool(workspace),
         edit_tool(workspace),
         bash_tool(workspace),
     )
+    search = [ls_tool(workspace), find_tool(workspace), grep_tool(workspace)]
     if editor is not None:
         if editor.read:
             read = editor_read_tool(workspace, editor)
+            search = [disk_view(t) for t in search]  # ACP has no listing or search call
         if editor.write:
             write = editor_write_tool(workspace, editor)
         if editor.read and editor.write:
@@ -61,9 +66,7 @@ def coding_tools(
         read,
         write,
         edit,
-        ls_tool(workspace),
-        find_tool(workspace),
-        grep_tool(workspace),
+        *search,
         bash,
         todo_tool(workspace, todos),
     ]

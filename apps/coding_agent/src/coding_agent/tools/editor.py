@@ -3,14 +3,18 @@
 :class:`~lemon_core.execution.EditorHandle`.
 
 The tools keep the local tools' names, arguments and result shapes; only where the bytes come
-from and where the command runs change: ``fs/read_text_file`` (so an unsaved buffer is what
-is read), ``fs/write_text_file`` (so the editor records the edit; the disk is the editor's to
+from and where the command runs change: ``fs/read_text_file`` (so an unsaved buffer is what is
+read), ``fs/write_text_file`` (so the editor records the edit; the disk is the editor's to
 write), and a ``terminal/create`` -> ``terminal/wait_for_exit`` -> ``terminal/output`` ->
 ``terminal/release`` sequence for ``bash`` (``outputByteLimit`` the local tool's output bound;
-a timeout or an abort is ``terminal/kill`` before the output is read). Paths are absolute and
-inside the session's workspace: any other is refused with a tool error (secret files are
-refused as locally). The approval gate runs before a tool does, so the editor is asked only
-once the call is allowed. An editor's error, or its connection gone, is a tool error.
+a timeout or an abort is ``terminal/kill`` before the output is read). While the command runs,
+``terminal/output`` is polled every :data:`POLL_INTERVAL_S` seconds (one poll at a time) and
+what is new goes out as the tool's progress (``tool_execution_update``, at most
+:data:`_PROGRESS_CHARS` characters each), as the local ``bash`` streams its pipe. Paths are
+absolute and inside the session's workspace: any other is refused with a tool error (secret
+files are refused as locally). The approval gate runs before a tool does, so the editor is
+asked only once the call is allowed. An editor's error, or its connection gone, is a tool
+error.
 
 If the run is cancelled while a call is in flight, the call's connection closes: the ACP
 agent then ends what it started for it (a terminal is killed and released).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,12 +34,28 @@ from coding_agent.workspace import Workspace
 from lemon_agent import Tool, ToolContext, ToolError, ToolResult
 from lemon_core.execution import EditorCallError, EditorHandle, editor_call
 
-__all__ = ["editor_bash_tool", "editor_edit_tool", "editor_read_tool", "editor_write_tool"]
+__all__ = [
+    "DISK_NOTE",
+    "POLL_INTERVAL_S",
+    "disk_view",
+    "editor_bash_tool",
+    "editor_edit_tool",
+    "editor_read_tool",
+    "editor_write_tool",
+    "fresh_output",
+]
 
 #: Seconds a file call to the editor may take.
 _FS_TIMEOUT = 60.0
 #: Seconds past the command's own timeout the wait for its exit may take (the kill follows).
 _TERMINAL_GRACE = 30.0
+#: Seconds between two ``terminal/output`` polls while the command runs (live progress).
+POLL_INTERVAL_S = 0.5
+#: At most this many characters of fresh output in one progress update.
+_PROGRESS_CHARS = 4096
+#: The start of a poll's output looked for in the previous one (the editor may cut the
+#: output's start once it passes ``outputByteLimit``).
+_ANCHOR_CHARS = 32
 
 
 def _inside(workspace: Workspace, raw: object) -> tuple[Path, str]:
@@ -46,6 +67,33 @@ def _inside(workspace: Workspace, raw: object) -> tuple[Path, str]:
             "are those inside it"
         )
     return path, workspace.show(path)
+
+
+#: Said by ``ls`` / ``find`` / ``grep`` of a run whose editor offers its file system.
+DISK_NOTE = "[from the disk: the editor's unsaved changes are not seen; read a file for them]"
+
+
+def disk_view(tool: Tool) -> Tool:
+    """``tool`` (``ls``, ``find`` or ``grep``) for a run whose editor offers ``fs/*``: ACP has
+    no listing or search call, so it still reads the disk, and says so (its description, and
+    :data:`DISK_NOTE` after each answer) so that an unsaved buffer is looked at with ``read``."""
+    run = tool.execute
+
+    async def execute(ctx: ToolContext) -> str | ToolResult:
+        out = await run(ctx)
+        if isinstance(out, ToolResult):
+            return dataclasses.replace(out, content=f"{out.content}\n{DISK_NOTE}")
+        return f"{out}\n{DISK_NOTE}"
+
+    return Tool(
+        name=tool.name,
+        description=(
+            f"{tool.description} It reads the files on disk, not the editor's unsaved changes: "
+            "read a file to see it as the editor has it."
+        ),
+        execute=execute,
+        parameters=tool.parameters,
+    )
 
 
 async def _call(
@@ -249,6 +297,8 @@ async def _wait(
         _call(handle, "terminal/wait_for_exit", ids, within_s=limit_s + _TERMINAL_GRACE)
     )
     aborted = asyncio.ensure_future(ctx.signal.wait())
+    stop = asyncio.Event()
+    progress = asyncio.ensure_future(_progress(handle, ids, ctx, stop))
     try:
         done, _ = await asyncio.wait(
             {exited, aborted}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED
@@ -263,10 +313,55 @@ async def _wait(
         return ending, status
     finally:
         aborted.cancel()
+        stop.set()  # the poll in flight ends on its own (a withdrawn poll is not a kill)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(progress, _FS_TIMEOUT)
         if not exited.done():
             exited.cancel()
             with contextlib.suppress(BaseException):
                 await exited
+
+
+async def _progress(
+    handle: EditorHandle, ids: dict[str, Any], ctx: ToolContext, stop: asyncio.Event
+) -> None:
+    """Poll ``terminal/output`` until ``stop``, sending what is new as the tool's progress.
+    A failed poll ends the polling (the wait reports the command's end or the editor's
+    error)."""
+    seen = ""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), POLL_INTERVAL_S)  # the poll's period
+        if stop.is_set():
+            return
+        try:
+            answer = await _call(handle, "terminal/output", ids)
+        except ToolError:
+            return
+        output = answer.get("output")
+        if not isinstance(output, str) or output == seen:
+            continue
+        fresh = fresh_output(seen, output)[-_PROGRESS_CHARS:]
+        seen = output
+        if fresh:
+            await ctx.update(fresh)
+
+
+def fresh_output(seen: str, output: str) -> str:
+    """What ``output`` (the terminal's output now) adds to ``seen`` (its output at the previous
+    poll). The editor keeps only the last ``outputByteLimit`` bytes, so once the output is cut
+    at its start, what is left of ``seen`` is ``output``'s start: found by ``output``'s first
+    characters in ``seen`` (all of ``output`` is new when no end of ``seen`` starts it, or
+    when less than :data:`_ANCHOR_CHARS` of ``seen`` is left)."""
+    if output.startswith(seen):
+        return output[len(seen) :]
+    head = output[:_ANCHOR_CHARS]
+    at = seen.find(head) if head else -1
+    while at >= 0:
+        if output.startswith(seen[at:]):
+            return output[len(seen) - at :]
+        at = seen.find(head, at + 1)
+    return output
 
 
 async def _release(handle: EditorHandle, ids: dict[str, Any]) -> None:

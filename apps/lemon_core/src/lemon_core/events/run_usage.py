@@ -22,6 +22,9 @@ class RunUsage(Payload, frozen=True, kw_only=True):
     cost_usd: float = 0.0
     model: str | None = None
     turns: int = 0
+    context_tokens: int = 0
+    """The prompt tokens (cached or not) of the run's last model call: what its context held
+    then (0: not known, e.g. a record from before this field or a run with no model call)."""
 
     @property
     def total_tokens(self) -> int:
