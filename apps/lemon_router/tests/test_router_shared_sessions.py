@@ -180,3 +180,19 @@ def test_a_handed_off_request_keeps_its_editor_handle() -> None:
     assert decode_request(encode_request(request)).editor == editor
     assert decode_request(encode_request(RunRequest(origin="acp", session_key="acp:a",
                                                     prompt="hi"))).editor is None  # fmt: skip
+
+
+def test_a_handed_off_editor_handle_is_dropped_on_another_machine() -> None:
+    """The editor's bridge is the sending machine's loopback: a daemon on another machine that
+    admits the record must not send the editor's token to whatever listens on its own."""
+    from lemon_core.execution import EditorHandle, RunRequest
+    from lemon_router._inbox import decode_request
+
+    editor = EditorHandle(host="127.0.0.1", port=4242, token="tok", read=True)
+    record = encode_request(
+        RunRequest(origin="acp", session_key="acp:a", prompt="hi", editor=editor)
+    )
+    elsewhere = decode_request(record, node="another-machine")
+    assert elsewhere.editor is None
+    assert elsewhere.prompt == "hi"  # the message itself is kept
+    assert decode_request({**record, "editor_node": None}).editor is None  # unknown machine

@@ -73,6 +73,7 @@ INBOX: Final = "router_inbox"
 _SEP: Final = "\x1f"
 _MAX_HANDLED: Final = 4_096  # receipts remembered by run id (a repeated command's answer)
 _MAX_REPLY_WAIT_S: Final = 2.0
+_NODE: Final = os.uname().nodename
 
 
 def owner_lease(session_key: str) -> str:
@@ -117,10 +118,16 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "depth": request.depth,
         "mcp_servers": [msgspec.to_builtins(s) for s in request.mcp_servers],
         "editor": None if request.editor is None else msgspec.to_builtins(request.editor),
+        # The editor's bridge listens on the sending machine's loopback: only a daemon on that
+        # machine may use it (another would send the token to whatever listens on its own).
+        "editor_node": None if request.editor is None else _NODE,
     }
 
 
-def decode_request(data: dict[str, Any]) -> RunRequest:
+def decode_request(data: dict[str, Any], *, node: str | None = None) -> RunRequest:
+    """The request of an inbox record, admitted on machine ``node`` (default: this one): the
+    editor handle is kept only where it was recorded (its bridge is that machine's loopback);
+    elsewhere the run uses the local tools."""
     resume = data.get("resume")
     policy = data.get("tool_policy")
     return RunRequest(
@@ -141,7 +148,9 @@ def decode_request(data: dict[str, Any]) -> RunRequest:
         root_run_id=data.get("root_run_id"),
         depth=data.get("depth") or 0,
         mcp_servers=tuple(msgspec.convert(s, McpServerSpec) for s in data.get("mcp_servers") or ()),
-        editor=_editor(data.get("editor")),
+        editor=_editor(data.get("editor"))
+        if data.get("editor_node") == (node if node is not None else _NODE)
+        else None,
     )
 
 
