@@ -76,6 +76,12 @@ class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     last_due_at_ms: int | None = None
     """The watermark: the newest due time handled (fired or skipped)."""
     created_at_ms: int = 0
+    model: str | None = None
+    """The model pin (``provider:model``, what ``RunRequest.model`` takes); ``None``: the
+    configured default. Checked before each fire (its credentials)."""
+    skills: tuple[str, ...] = ()
+    """The skills the job's prompt relies on: each must be installed and usable before a fire
+    starts its run."""
     armed_at_ms: int = 0
     """Heartbeats: when ``set-heartbeats`` last enabled it (the idle pause counts from the
     later of this and the agent's last user run)."""
@@ -97,6 +103,7 @@ def jitter_ms(job: Job, due_at_ms: int) -> int:
     return int.from_bytes(digest[:8], "big") % (job.jitter_ms + 1)
 
 
+_SKILL: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _HOURS: Final = re.compile(r"^(\d{2}):(\d{2})-(\d{2}):(\d{2})$")
 
 
@@ -154,6 +161,13 @@ def _validate(job: Job, *, now_ms: int) -> None:
         parse_active_hours(job.active_hours)
     if job.max_retries > MAX_RETRIES:
         raise JobError("max_retries", f"at most {MAX_RETRIES}")
+    if job.model is not None:
+        provider, _, model_id = job.model.partition(":")
+        if not provider.strip() or not model_id.strip():
+            raise JobError("model", f"{job.model!r} is not provider:model (e.g. openai:gpt-4o)")
+    for skill in job.skills:
+        if not _SKILL.match(skill):
+            raise JobError("skills", f"{skill!r} is not a skill name (letters, digits, - _ .)")
 
 
 class JobStore:
