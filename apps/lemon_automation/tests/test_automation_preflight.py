@@ -32,7 +32,8 @@ async def daemon(
 
 def _service(rt: Runtime) -> AutomationService:
     app = rt.handle("lemon_automation")
-    assert isinstance(app, AutomationApp) and app.service is not None
+    assert isinstance(app, AutomationApp)
+    assert app.service is not None
     return app.service
 
 

@@ -6,9 +6,9 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
   catchUp?, graceSec?, timeoutSec?, maxRetries?, channel?, model?, skills?}`` (admin):
   ``{job}``; ``channel`` (``telegram:<chat id>[:<thread id>]``) also delivers each summary
   there; ``model`` pins ``provider:model``; ``skills`` names the skills the prompt relies on
-  (both checked before each fire: ``skipped: preflight`` when they are not available). ``schedule`` is
-  ``every 10s``, ``at <ISO instant>``, five cron fields or a macro. A ``command`` job is
-  refused (only agent prompts run).
+  (both checked before each fire: ``skipped: preflight`` when they are not available).
+  ``schedule`` is ``every 10s``, ``at <ISO instant>``, five cron fields or a macro. A
+  ``command`` job is refused (only agent prompts run).
 - ``cron.update {id, name?, prompt?, enabled?, jitterSec?, catchUp?, graceSec?, timeoutSec?,
   maxRetries?}``, ``cron.pause {id}``, ``cron.resume {id}``, ``cron.remove {id}`` (admin).
 - ``cron.abort {runId}`` (admin): abort the active fire ``runId`` (a ``cronRunId``) its owning
