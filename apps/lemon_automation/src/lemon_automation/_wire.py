@@ -303,7 +303,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             raise UsageError("runId is required (a cronRunId)")
         record = await guarded(service.abort(cid))
         return {
-            "aborted": True,
+            "aborted": record.status == "aborted",
             "runId": record.cron_run_id,
             "jobId": record.job_id,
             "status": record.status,

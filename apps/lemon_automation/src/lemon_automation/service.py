@@ -1141,6 +1141,9 @@ class AutomationService(SchedulerHooks):
         )
         await self.runs.put(done)
         self.counters.completed += 1
+        if status == "aborted":
+            with contextlib.suppress(Exception):  # it expires in a day anyway
+                await self.runs.drop_abort(record.cron_run_id)
         await self._plan_retry(job, done)
         await self.prune(job.id)
         session = run_session(job)
@@ -1264,9 +1267,12 @@ class AutomationService(SchedulerHooks):
         return out
 
     async def abort(self, cron_run_id: str, *, timeout_s: float = 10.0) -> CronRun:
-        """Abort the active fire ``cron_run_id`` this daemon follows: its router run is
-        cancelled and the fire recorded ``aborted`` (never retried). Returns its record (still
-        ``submitted`` when the cancel was not confirmed within ``timeout_s``)."""
+        """Abort the active fire ``cron_run_id``: its router run is cancelled and the fire
+        recorded ``aborted`` (never retried). A fire this daemon follows is cancelled here; one
+        another daemon follows is asked through the store (``automation_aborts``): that daemon
+        cancels the run through its own session port within ``poll_ms`` and records the
+        abort. Returns the fire's record (still ``submitted`` when the end was not seen within
+        ``timeout_s``)."""
         record = await self.runs.get(cron_run_id)
         if record is None:
             raise JobError("runId", f"no cron run {cron_run_id!r}")
@@ -1274,9 +1280,7 @@ class AutomationService(SchedulerHooks):
             raise JobError("runId", f"cron run {cron_run_id!r} is not active ({record.status})")
         run_id = self._active.get(cron_run_id)
         if run_id is None:
-            raise JobError(
-                "runId", f"cron run {cron_run_id!r} is owned by {record.owner}; abort it there"
-            )
+            return await self._abort_elsewhere(record, timeout_s)
         waiter = self._done.get(cron_run_id)
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()
@@ -1289,6 +1293,57 @@ class AutomationService(SchedulerHooks):
                 return await asyncio.shield(waiter)
         except TimeoutError:
             return record
+
+    async def _abort_elsewhere(self, record: CronRun, timeout_s: float) -> CronRun:
+        """Ask the daemon following ``record`` to abort it; wait (polling the shared record,
+        with a deadline) until the fire ended."""
+        cid = record.cron_run_id
+        await self.runs.request_abort(cid, job_id=record.job_id, by=self.owner, at_ms=self._now())
+        await self._audit(
+            "run_abort_requested",
+            record.job_id,
+            run_id=cid,
+            status=record.status,
+            reason=f"asked {record.owner} (it follows the run)",
+        )
+        self._wake.set()  # a fire this daemon picks up meanwhile (a takeover) serves it too
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        step = min(0.1, self.poll_ms / 1000)
+        while (left := deadline - loop.time()) > 0:
+            current = await self.runs.get(cid)
+            if current is not None and current.status not in ("claimed", "submitted"):
+                return current
+            await asyncio.sleep(min(step, left))
+        return await self.runs.get(cid) or record
+
+    async def serve_aborts(self) -> int:
+        """Cancel, through this daemon's session port, each fire it follows that another
+        daemon asked to abort (``cron.abort`` there); run every scheduler step. Returns how
+        many it cancelled."""
+        count = 0
+        for cid, run_id in list(self._active.items()):
+            if cid in self._aborting:
+                continue
+            asked = await self.runs.abort_request(cid)
+            if asked is None:
+                continue
+            self._aborting.add(cid)
+            try:
+                await self._port().cancel(run_id=run_id)
+            except Exception as exc:  # asked again at the next step
+                self._aborting.discard(cid)
+                log.warning("automation could not cancel run %s to abort it: %s", run_id, exc)
+                continue
+            count += 1
+            await self._audit(
+                "run_aborted",
+                str(asked.get("job_id", "")),
+                run_id=cid,
+                status="aborted",
+                reason=f"requested by {asked.get('by')}",
+            )
+        return count
 
     async def run_now(
         self, job_id: str, *, triggered_by: str = "manual", prompt: str | None = None
@@ -1368,6 +1423,8 @@ class AutomationService(SchedulerHooks):
             try:
                 await self.scheduler.step()
                 await self.run_retries()
+                if self._active:
+                    await self.serve_aborts()
                 if time.monotonic() - last_recover >= self.lease_ms / 3000:
                     last_recover = time.monotonic()
                     await self.scheduler.recover()
