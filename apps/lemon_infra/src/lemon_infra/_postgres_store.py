@@ -478,15 +478,16 @@ class PostgresStore:
         claim = (table, key, data, None if ttl is None else now + ttl, now, now)
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
+            won = False
             async with conn.transaction() as tx:
                 cur = await conn.execute(self._put_new, claim)
-                if await cur.fetchone() is None:
-                    raise psycopg.Rollback(tx)
+                won = await cur.fetchone() is not None
+                if not won:
+                    raise psycopg.Rollback(tx)  # nothing of the batch (the key was held)
                 if rows:
                     async with conn.cursor() as many:
                         await many.executemany(self._put, rows)
-                return True
-            return False
+            return won
 
         return await self._call(op)
 
@@ -570,17 +571,18 @@ class PostgresStore:
         claim = (table, key, data, None if ttl is None else now + ttl, now, now)
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> bool | None:
+            won = False
             async with conn.transaction() as tx:
                 if not await self._holds(conn, lease):
                     return None
                 cur = await conn.execute(self._put_new, claim)
-                if await cur.fetchone() is None:
+                won = await cur.fetchone() is not None
+                if not won:
                     raise psycopg.Rollback(tx)
                 if rows:
                     async with conn.cursor() as many:
                         await many.executemany(self._put, rows)
-                return True
-            return False
+            return won
 
         won = await self._call(op)
         if won is None:
