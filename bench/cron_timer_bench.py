@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from lemon_automation.jobs import JOBS_TABLE, Job, JobStore
+from lemon_automation.jobs import JOBS_REV_TABLE, JOBS_TABLE, Job, JobStore
 from lemon_automation.runs import CronRunStore
 from lemon_automation.scheduler import Scheduler
 from lemon_automation.service import AutomationService
@@ -138,6 +138,7 @@ async def _lateness(dsn: str, jobs: int) -> None:
                     f"bench_{i:05d}",
                     _as_row(_job(i, anchor_ms=due - HOUR_MS, every="1h")),
                 )
+            await a.put(JOBS_REV_TABLE, "rev", uuid.uuid4().hex)  # as JobStore writes it
             assert len((await store.load())[0]) == jobs
             progress = asyncio.Event()
             ports = [_Port(progress), _Port(progress)]
@@ -226,6 +227,7 @@ async def _idle_service(store: Store, ledger: FireLedger, jobs: int, seconds: fl
             f"bench_{i:05d}",
             _as_row(_job(i, anchor_ms=now + 12 * HOUR_MS - 86_400_000, every="24h")),
         )
+    await store.put(JOBS_REV_TABLE, "rev", uuid.uuid4().hex)  # what JobStore writes with a job
     service = AutomationService(
         jobs=JobStore(store, max_jobs_per_agent=jobs + 1),
         runs=CronRunStore(store),
