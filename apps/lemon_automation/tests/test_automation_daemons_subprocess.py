@@ -313,3 +313,42 @@ async def test_a_scheduled_fire_killed_mid_run_is_retried_once_by_the_other_daem
     ]
     assert history[0]["owner"] == alive.name
     assert history[0]["retryOf"] == history[1]["cronRunId"]
+
+
+async def test_cron_abort_on_one_daemon_stops_the_run_the_other_daemon_executes(
+    tmp_path: Path, schema: str
+) -> None:
+    # Long leases: the abort, not a takeover, must end the fire.
+    with two_daemons(tmp_path, schema, lease_s=10.0) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_b.call(
+                    "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                )
+            )["job"]
+            ran = await on_b.call("cron.run", {"id": job["id"]})  # B claims and follows it
+            await asyncio.wait_for(on_b.event("exec.approval.requested"), WAIT_S)  # in flight
+            aborted = await asyncio.wait_for(
+                on_a.call("cron.abort", {"runId": ran["cronRunId"]}), WAIT_S
+            )
+            assert aborted["aborted"] is True, aborted
+            assert aborted["status"] == "aborted"
+            ended = await asyncio.wait_for(
+                on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+            )
+            assert ended["payload"]["status"] == "aborted"
+            (run,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+            assert run["status"] == "aborted"
+            assert run["owner"] == "b"  # B executed it and recorded the end
+            audit = (await on_a.call("cron.audit", {"runId": ran["cronRunId"]}))["events"]
+            by_action = {e["action"]: e["source"] for e in audit}
+            assert by_action["run_abort_requested"] == "a"
+            assert by_action["run_aborted"] == "b"
+            await pump(on_b, 1.0)
+            completions = [
+                d for d in cron_events(on_b, "run_completed") if d["cronRunId"] == ran["cronRunId"]
+            ]
+            assert len(completions) == 1  # not retried, not completed twice

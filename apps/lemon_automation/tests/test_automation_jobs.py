@@ -106,3 +106,45 @@ def test_jitter_is_deterministic_and_bounded() -> None:
     assert all(0 <= v <= 5_000 for v in values)
     assert len(set(values)) > 50
     assert jitter_ms(_job(), NOW) == 0
+
+
+async def test_an_unchanged_revision_answers_the_last_load_and_any_write_is_seen(
+    store: Store,
+) -> None:
+    scans = 0
+    counting = False
+    original = store.scan
+
+    async def counted(table: str, **kw: object) -> list[tuple[str, object]]:
+        nonlocal scans
+        scans += counting and table == JOBS_TABLE
+        return await original(table, **kw)  # type: ignore[arg-type]
+
+    store.scan = counted  # type: ignore[method-assign]
+    here, other = JobStore(store), JobStore(store)  # two daemons on one store
+
+    async def load_here() -> list[Job]:
+        nonlocal counting
+        counting = True
+        try:
+            return (await here.load())[0]
+        finally:
+            counting = False
+
+    await here.add(_job(), now_ms=NOW)
+    assert [j.id for j in await load_here()] == ["j1"]
+    assert [j.id for j in await load_here()] == ["j1"]
+    assert scans == 1  # the second load read only the revision
+    for change in (
+        other.add(_job(id="j2", name="two"), now_ms=NOW),
+        other.update("j1", {"prompt": "changed"}, now_ms=NOW),
+        other.advance(_job(), NOW + 10),
+        other.remove("j2"),
+    ):
+        before = scans
+        await change
+        loaded = {j.id: j for j in await load_here()}
+        assert scans == before + 1  # the other daemon's write moved the revision
+    assert set(loaded) == {"j1"}
+    assert loaded["j1"].prompt == "changed"
+    assert loaded["j1"].last_due_at_ms == NOW + 10

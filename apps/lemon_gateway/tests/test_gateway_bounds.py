@@ -36,6 +36,17 @@ class _HangingStore:
             await self.gate.pass_through()
         await self.inner.put_many(entries)
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[tuple[str, str, Any, int | None]] = (),
+    ) -> bool:
+        return await self.inner.put_new(table, key, value, ttl_ms=ttl_ms, also=also)
+
     async def delete(self, table: str, key: str) -> bool:
         return await self.inner.delete(table, key)
 

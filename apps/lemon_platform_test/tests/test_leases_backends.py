@@ -146,6 +146,27 @@ async def test_a_fenced_batch_is_checked_once_and_refused_whole_after_a_takeover
     assert await harness.store.get("runs", "r1") == {"n": 3}
 
 
+async def test_a_fenced_claim_holds_once_and_is_refused_whole_after_a_takeover(
+    harness: Harness,
+) -> None:
+    old = await harness.leases.acquire("engine:s1", "a", ttl_ms=60_000)
+    assert old is not None
+    fenced_old = harness.leases.fenced(old)
+    also = [("entries", "e1", 1, None)]
+    assert await fenced_old.put_new("ids", "i1", {"by": "a"}, also=also) is True
+    assert await fenced_old.put_new("ids", "i1", {"by": "a2"}) is False  # held: nothing
+    assert await harness.store.get("ids", "i1") == {"by": "a"}
+    await harness.expire(old)
+    other = await harness.another()
+    new = await other.acquire("engine:s1", "b", ttl_ms=60_000)
+    assert new is not None
+    with pytest.raises(StaleLeaseError, match="no longer holds it"):
+        await fenced_old.put_new("ids", "i2", {"by": "a"}, also=[("entries", "e2", 2, None)])
+    assert await harness.store.get("ids", "i2") is None
+    assert await harness.store.get("entries", "e2") is None
+    assert await other.fenced(new).put_new("ids", "i2", {"by": "b"}) is True
+
+
 async def test_an_expired_lease_nobody_took_is_still_its_owners(harness: Harness) -> None:
     lease = await harness.leases.acquire("engine:s1", "a", ttl_ms=60_000)
     assert lease is not None

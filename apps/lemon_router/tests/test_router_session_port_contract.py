@@ -252,6 +252,18 @@ class WitnessStore:
         if indexed:
             self.indexed.set()
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[tuple[str, str, Any, int | None]] = (),
+    ) -> bool:
+        assert self.inner is not None
+        return await self.inner.put_new(table, key, value, ttl_ms=ttl_ms, also=also)
+
     async def delete(self, table: str, key: str) -> bool:
         assert self.inner is not None
         return await self.inner.delete(table, key)

@@ -20,6 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from lemon_automation._section import SECTIONS, AutomationConfig
@@ -28,6 +29,7 @@ from lemon_automation._wire import registered
 from lemon_automation.jobs import JobStore
 from lemon_automation.runs import CronRunStore
 from lemon_automation.service import AutomationService, default_daemon_id
+from lemon_core.capabilities import MODEL_CATALOG
 from lemon_core.channels import CHANNEL_SUPERVISION
 from lemon_core.cron import CRON_JOBS
 from lemon_core.sessions import SESSION_PORT
@@ -52,6 +54,13 @@ class AutomationApp:
 
     config: AutomationConfig
     service: AutomationService | None = None
+
+
+def _usable_skills(home: Path) -> list[str]:
+    """The names of the skills an agent of ``home`` can load now (the preflight's list)."""
+    from lemon_skills import SkillCatalog, SkillsSettings
+
+    return [skill.name for skill in SkillCatalog(SkillsSettings(home=home)).enabled()]
 
 
 def runs_here(config: AutomationConfig, profile: str) -> bool:
@@ -89,6 +98,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
         pause_after_idle_days=config.pause_after_idle_days,
         daily_cost_cap_usd=config.daily_cost_cap_usd,
         audit_keep_days=config.audit_keep_days,
+        models=lambda: capabilities.get(MODEL_CATALOG),  # the agent app's, if booted
+        skills=lambda: _usable_skills(runtime.home),
     )
     task = asyncio.create_task(service.run(), name="lemon-automation")
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)

@@ -3,10 +3,12 @@ runs (so ``hello-ok`` advertises them only then), with Lemon's parameter names:
 
 - ``cron.list {agentId?}`` (read): ``{jobs, quarantined}``.
 - ``cron.add {name, schedule, prompt, agentId?, sessionKey?, timezone?, jitterSec?, enabled?,
-  catchUp?, graceSec?, timeoutSec?, maxRetries?, channel?}`` (admin): ``{job}``; ``channel``
-  (``telegram:<chat id>[:<thread id>]``) also delivers each summary there. ``schedule`` is
-  ``every 10s``, ``at <ISO instant>``, five cron fields or a macro. A ``command`` job is
-  refused (only agent prompts run).
+  catchUp?, graceSec?, timeoutSec?, maxRetries?, channel?, model?, skills?}`` (admin):
+  ``{job}``; ``channel`` (``telegram:<chat id>[:<thread id>]``) also delivers each summary
+  there; ``model`` pins ``provider:model``; ``skills`` names the skills the prompt relies on
+  (both checked before each fire: ``skipped: preflight`` when they are not available).
+  ``schedule`` is ``every 10s``, ``at <ISO instant>``, five cron fields or a macro. A
+  ``command`` job is refused (only agent prompts run).
 - ``cron.update {id, name?, prompt?, enabled?, jitterSec?, catchUp?, graceSec?, timeoutSec?,
   maxRetries?}``, ``cron.pause {id}``, ``cron.resume {id}``, ``cron.remove {id}`` (admin).
 - ``cron.abort {runId}`` (admin): abort the active fire ``runId`` (a ``cronRunId``) its owning
@@ -135,6 +137,15 @@ def _given(params: Any, name: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def _strings(params: Any, name: str) -> tuple[str, ...]:
+    value = _given(params, name, None)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{name} must be a list of strings")
+    return tuple(value)
+
+
 def _str(params: Any, name: str, *, required: bool = False, default: str | None = None) -> Any:
     value = _given(params, name, default)
     if value is None:
@@ -213,6 +224,8 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             "timeoutSec",
             "maxRetries",
             "channel",
+            "model",
+            "skills",
         }
         unknown = sorted(set(p) - known)
         if unknown:
@@ -233,6 +246,8 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             timeout_ms=int(_int(p, "timeoutSec", default=300, low=1) * 1000),
             max_retries=int(_int(p, "maxRetries", default=0)),
             channel=_str(p, "channel"),
+            model=_str(p, "model"),
+            skills=_strings(p, "skills"),
         )
         job = await guarded(service.add(spec))
         return {"job": camel(job_view(job))}
@@ -288,7 +303,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             raise UsageError("runId is required (a cronRunId)")
         record = await guarded(service.abort(cid))
         return {
-            "aborted": True,
+            "aborted": record.status == "aborted",
             "runId": record.cron_run_id,
             "jobId": record.job_id,
             "status": record.status,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -19,6 +20,7 @@ from lemon_core.sessions import check_session_key
 from lemon_core.store import Store
 
 __all__ = [
+    "JOBS_REV_TABLE",
     "JOBS_TABLE",
     "MAX_RETRIES",
     "Job",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 JOBS_TABLE: Final = "automation_jobs"
+#: One key (``rev``): a new value at every job write, so a load can tell nothing changed.
+JOBS_REV_TABLE: Final = "automation_jobs_rev"
+_REV: Final = "rev"
 _MAX_PROMPT: Final = 32 * 1024
 #: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
 MAX_RETRIES: Final = 10
@@ -76,6 +81,12 @@ class Job(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     last_due_at_ms: int | None = None
     """The watermark: the newest due time handled (fired or skipped)."""
     created_at_ms: int = 0
+    model: str | None = None
+    """The model pin (``provider:model``, what ``RunRequest.model`` takes); ``None``: the
+    configured default. Checked before each fire (its credentials)."""
+    skills: tuple[str, ...] = ()
+    """The skills the job's prompt relies on: each must be installed and usable before a fire
+    starts its run."""
     armed_at_ms: int = 0
     """Heartbeats: when ``set-heartbeats`` last enabled it (the idle pause counts from the
     later of this and the agent's last user run)."""
@@ -97,6 +108,7 @@ def jitter_ms(job: Job, due_at_ms: int) -> int:
     return int.from_bytes(digest[:8], "big") % (job.jitter_ms + 1)
 
 
+_SKILL: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _HOURS: Final = re.compile(r"^(\d{2}):(\d{2})-(\d{2}):(\d{2})$")
 
 
@@ -154,17 +166,35 @@ def _validate(job: Job, *, now_ms: int) -> None:
         parse_active_hours(job.active_hours)
     if job.max_retries > MAX_RETRIES:
         raise JobError("max_retries", f"at most {MAX_RETRIES}")
+    if job.model is not None:
+        provider, _, model_id = job.model.partition(":")
+        if not provider.strip() or not model_id.strip():
+            raise JobError("model", f"{job.model!r} is not provider:model (e.g. openai:gpt-4o)")
+    for skill in job.skills:
+        if not _SKILL.match(skill):
+            raise JobError("skills", f"{skill!r} is not a skill name (letters, digits, - _ .)")
 
 
 class JobStore:
-    """Jobs in ``store`` (any backend: SQLite alone, PostgreSQL shared by daemons)."""
+    """Jobs in ``store`` (any backend: SQLite alone, PostgreSQL shared by daemons).
+
+    Every write of a job also writes a new revision (``automation_jobs_rev``, in the same
+    ``put_many``; after the delete for a removal), and :meth:`load` reads that one key first:
+    while it is unchanged the jobs loaded last are answered again, so an idle daemon polling
+    every ``poll_ms`` does not read and decode every job each time. Jobs are written through
+    this class only (a row written around it is seen at the next revision)."""
 
     def __init__(self, store: Store, *, max_jobs_per_agent: int = 50) -> None:
         self._store = store
         self._max = max_jobs_per_agent
+        self._cached: tuple[str, list[Job], list[tuple[str, str]]] | None = None
 
     async def load(self) -> tuple[list[Job], list[tuple[str, str]]]:
         """Every job, and the quarantined rows as ``(key, why)``."""
+        rev = await self._store.get(JOBS_REV_TABLE, _REV)
+        cached = self._cached
+        if isinstance(rev, str) and cached is not None and cached[0] == rev:
+            return list(cached[1]), list(cached[2])
         jobs: list[Job] = []
         bad: list[tuple[str, str]] = []
         for key, value in await self._store.scan(JOBS_TABLE, limit=100_000):
@@ -172,7 +202,17 @@ class JobStore:
                 jobs.append(msgspec.convert(value, Job))
             except (msgspec.ValidationError, TypeError) as exc:
                 bad.append((key, f"cannot be decoded: {exc}"))
+        # the revision read before the scan: a write since makes the next load scan again
+        self._cached = (rev, list(jobs), list(bad)) if isinstance(rev, str) else None
         return jobs, bad
+
+    async def _write(self, job: Job) -> None:
+        await self._store.put_many(
+            [
+                (JOBS_TABLE, job.id, msgspec.to_builtins(job), None),
+                (JOBS_REV_TABLE, _REV, uuid.uuid4().hex, None),
+            ]
+        )
 
     async def get(self, job_id: str) -> Job | None:
         value = await self._store.get(JOBS_TABLE, job_id)
@@ -190,7 +230,7 @@ class JobStore:
                 f"agent {job.agent_id!r} has {len(mine)} jobs, the maximum "
                 "([automation] max_jobs_per_agent); remove one first",
             )
-        await self._store.put(JOBS_TABLE, job.id, msgspec.to_builtins(job))
+        await self._write(job)
         return job
 
     async def update(self, job_id: str, changes: Mapping[str, Any], *, now_ms: int) -> Job:
@@ -205,7 +245,7 @@ class JobStore:
         updated = msgspec.structs.replace(job, **changes)
         # An `at` job's instant was checked at creation: it may be past by now.
         _validate(updated, now_ms=now_ms if updated.kind != "at" else -1)
-        await self._store.put(JOBS_TABLE, job_id, msgspec.to_builtins(updated))
+        await self._write(updated)
         return updated
 
     async def advance(self, job: Job, due_at_ms: int) -> None:
@@ -214,7 +254,9 @@ class JobStore:
         if current is None or (current.last_due_at_ms or -1) >= due_at_ms:
             return
         moved = msgspec.structs.replace(current, last_due_at_ms=due_at_ms)
-        await self._store.put(JOBS_TABLE, job.id, msgspec.to_builtins(moved))
+        await self._write(moved)
 
     async def remove(self, job_id: str) -> bool:
-        return await self._store.delete(JOBS_TABLE, job_id)
+        removed = await self._store.delete(JOBS_TABLE, job_id)
+        await self._store.put(JOBS_REV_TABLE, _REV, uuid.uuid4().hex)
+        return removed

@@ -14,6 +14,7 @@ from lemon_core.fire_ledger import Fire, FireLedger
 from lemon_core.store import Store
 
 __all__ = [
+    "ABORTS_TABLE",
     "AUDIT_TABLE",
     "RETRIES_TABLE",
     "RUNS_TABLE",
@@ -26,6 +27,9 @@ __all__ = [
 RUNS_TABLE: Final = "automation_runs"
 RETRIES_TABLE: Final = "automation_retries"
 AUDIT_TABLE: Final = "automation_audit"
+#: Abort requests: ``cron_run_id`` -> who asked (the daemon following the fire serves them).
+ABORTS_TABLE: Final = "automation_aborts"
+_ABORT_TTL_MS: Final = 86_400_000
 _PREVIEW: Final = 1000
 
 
@@ -138,6 +142,18 @@ class CronRunStore:
 
     async def drop_retry(self, cron_run_id: str) -> None:
         await self._store.delete(RETRIES_TABLE, cron_run_id)
+
+    async def request_abort(self, cron_run_id: str, *, job_id: str, by: str, at_ms: int) -> None:
+        """Ask whichever daemon follows ``cron_run_id`` to abort it (kept a day)."""
+        request = {"job_id": job_id, "by": by, "at_ms": at_ms}
+        await self._store.put(ABORTS_TABLE, cron_run_id, request, ttl_ms=_ABORT_TTL_MS)
+
+    async def abort_request(self, cron_run_id: str) -> dict[str, Any] | None:
+        value = await self._store.get(ABORTS_TABLE, cron_run_id)
+        return value if isinstance(value, dict) else None
+
+    async def drop_abort(self, cron_run_id: str) -> None:
+        await self._store.delete(ABORTS_TABLE, cron_run_id)
 
 
 def _from_fire(fire: Fire, record: CronRun | None, cron_run_id: str) -> CronRun:

@@ -9,6 +9,8 @@ The clock and the sleep are injected (tests drive them; no wall-clock sleeps).""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -24,6 +26,13 @@ from lemon_core.store.protocol import Clock
 __all__ = ["Scheduler", "SchedulerHooks", "StepReport", "default_request"]
 
 _SIX_HOURS: Final = 6 * 3_600_000
+_NEXT_CACHE: Final = 20_000
+
+
+def _spread(owner: str, count: int) -> int:
+    """Where ``owner`` starts in a list of ``count`` due jobs (a hash: daemons differ)."""
+    digest = hashlib.sha256(owner.encode()).digest()
+    return int.from_bytes(digest[:4], "big") % count
 
 
 class SchedulerHooks:
@@ -84,6 +93,7 @@ class Scheduler:
         max_catch_up: int = 10,
         request_for: Callable[[Job, int], RunRequest] = default_request,
         hooks: SchedulerHooks | None = None,
+        max_parallel: int = 32,
     ) -> None:
         self._hooks = hooks or SchedulerHooks()
         self._jobs = jobs
@@ -96,6 +106,10 @@ class Scheduler:
         self._poll_ms = poll_ms
         self._max_catch_up = max_catch_up
         self._request_for = request_for
+        self._max_parallel = max_parallel
+        self._loaded: list[Job] | None = None  # the last step's jobs (next_wake_ms reuses them)
+        self._advanced: dict[str, int] = {}  # watermarks that step moved since
+        self._next: dict[tuple[str, str, str, str, int, int], int | None] = {}
 
     def _grace(self, job: Job) -> int:
         if job.grace_ms is not None:
@@ -108,54 +122,100 @@ class Scheduler:
         return _SIX_HOURS if first is None or second is None else min(second - first, _SIX_HOURS)
 
     async def step(self) -> StepReport:
-        """Fire or skip every due time that is due now (its jitter included)."""
-        report = StepReport()
+        """Fire or skip every due time that is due now (its jitter included). Jobs are
+        handled concurrently (at most ``max_parallel`` at once; each job's due times in
+        order), starting at a point of the job list that depends on this daemon's name, so
+        two daemons stepping at once mostly claim different jobs first instead of queueing
+        on the same rows. The report lists the jobs in the order they were loaded."""
         loaded, _quarantined = await self._jobs.load()
-        for job in loaded:
-            if not job.enabled:
-                continue
-            now = self._clock.now_ms()
-            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-            plan = plan_catch_up(
-                job.schedule(),
-                watermark_ms=watermark,
-                now_ms=now - job.jitter_ms,
-                policy=job.catch_up,
-                grace_ms=self._grace(job),
-                max_catch_up=self._max_catch_up,
-            )
-            newest = watermark
-            for due in plan.fire:
-                if due + jitter_ms(job, due) > now:
-                    break  # its jittered instant is still ahead: the timer comes back for it
-                reason = await self._hooks.preflight(job, due)
-                if reason is not None:
-                    await self._skip(job, due, reason, report)
-                    newest = max(newest, due)
-                    continue
-                result = await fire_due(
-                    self._ledger,
-                    self._port,
-                    job_id=job.id,
-                    due_at_ms=due,
-                    owner=self._owner,
-                    lease_ms=self._lease_ms,
-                    request=self._request_for(job, due),
-                )
-                report.results.append(result)
-                (report.fired if result.status == "submitted" else report.lost).append(
-                    (job.id, due)
-                )
-                if result.status in ("submitted", "rejected"):
-                    await self._hooks.fired(job, result, "schedule")
+        self._loaded = loaded
+        due = [job for job in loaded if job.enabled and self._may_be_due(job)]
+        if not due:
+            return StepReport()
+        start = _spread(self._owner, len(due))
+        order = due[start:] + due[:start]
+        gate = asyncio.Semaphore(self._max_parallel)
+        reports: dict[str, StepReport] = {}
+
+        async def one(job: Job) -> None:
+            async with gate:
+                reports[job.id] = await self._step_job(job)
+
+        await asyncio.gather(*(one(job) for job in order))
+        report = StepReport()
+        for job in due:
+            part = reports[job.id]
+            report.fired += part.fired
+            report.lost += part.lost
+            report.skipped += part.skipped
+            report.uncounted.update(part.uncounted)
+            report.results += part.results
+        return report
+
+    def _next_due(self, job: Job, watermark: int) -> int | None:
+        """The job's first due time after ``watermark`` (before jitter), cached by everything
+        it depends on: an idle daemon does not evaluate every schedule at every wake."""
+        key = (job.id, job.kind, job.expr, job.timezone, job.anchor_ms, watermark)
+        if key in self._next:
+            return self._next[key]
+        if len(self._next) >= _NEXT_CACHE:
+            self._next.clear()
+        nxt = self._next[key] = job.schedule().next_after(watermark)
+        return nxt
+
+    def _may_be_due(self, job: Job) -> bool:
+        """Whether ``job`` has a due time at or before now (jitter included); a job whose
+        schedule cannot be read is stepped (the step records why)."""
+        watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+        try:
+            nxt = self._next_due(job, watermark)
+        except Exception:
+            return True
+        return nxt is not None and nxt <= self._clock.now_ms()
+
+    async def _step_job(self, job: Job) -> StepReport:
+        report = StepReport()
+        now = self._clock.now_ms()
+        watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+        plan = plan_catch_up(
+            job.schedule(),
+            watermark_ms=watermark,
+            now_ms=now - job.jitter_ms,
+            policy=job.catch_up,
+            grace_ms=self._grace(job),
+            max_catch_up=self._max_catch_up,
+        )
+        newest = watermark
+        for due in plan.fire:
+            if due + jitter_ms(job, due) > now:
+                break  # its jittered instant is still ahead: the timer comes back for it
+            reason = await self._hooks.preflight(job, due)
+            if reason is not None:
+                await self._skip(job, due, reason, report)
                 newest = max(newest, due)
-            for skip in plan.skipped:
-                await self._skip(job, skip.due_at_ms, skip.reason, report)
-                newest = max(newest, skip.due_at_ms)
-            if plan.uncounted:
-                report.uncounted[job.id] = plan.uncounted
-            if newest > watermark:
-                await self._jobs.advance(job, newest)
+                continue
+            result = await fire_due(
+                self._ledger,
+                self._port,
+                job_id=job.id,
+                due_at_ms=due,
+                owner=self._owner,
+                lease_ms=self._lease_ms,
+                request=self._request_for(job, due),
+            )
+            report.results.append(result)
+            (report.fired if result.status == "submitted" else report.lost).append((job.id, due))
+            if result.status in ("submitted", "rejected"):
+                await self._hooks.fired(job, result, "schedule")
+            newest = max(newest, due)
+        for skip in plan.skipped:
+            await self._skip(job, skip.due_at_ms, skip.reason, report)
+            newest = max(newest, skip.due_at_ms)
+        if plan.uncounted:
+            report.uncounted[job.id] = plan.uncounted
+        if newest > watermark:
+            await self._jobs.advance(job, newest)
+            self._advanced[job.id] = newest
         return report
 
     async def _skip(self, job: Job, due_at_ms: int, reason: str, report: StepReport) -> None:
@@ -198,12 +258,17 @@ class Scheduler:
         ``poll_ms`` from now."""
         now = self._clock.now_ms()
         wake = now + self._poll_ms
-        loaded, _ = await self._jobs.load()
+        loaded, self._loaded = self._loaded, None
+        advanced, self._advanced = self._advanced, {}
+        if loaded is None:  # no step since the last call: read the jobs
+            loaded, _ = await self._jobs.load()
+            advanced = {}
         for job in loaded:
             if not job.enabled:
                 continue
             watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-            due = job.schedule().next_after(watermark)
+            watermark = max(watermark, advanced.get(job.id, watermark))
+            due = self._next_due(job, watermark)
             if due is not None:
                 wake = min(wake, due + jitter_ms(job, due))
         return max(now, wake)

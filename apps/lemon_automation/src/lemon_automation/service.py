@@ -33,7 +33,7 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -59,6 +59,7 @@ from lemon_automation.schedule import (
 )
 from lemon_automation.scheduler import Scheduler, SchedulerHooks, default_request, run_session
 from lemon_core.bus import Bus
+from lemon_core.capabilities import ModelCatalog
 from lemon_core.channels import ChannelSupervision, parse_target
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.cron import CRON_TOOL
@@ -214,6 +215,10 @@ class JobSpec:
     channel: str | None = None
     """A delivery target ``<channel>:<peer id>[:<thread id>]``: the summary is also delivered
     there through ``ChannelSupervision``."""
+    model: str | None = None
+    """The model pin (``provider:model``); ``None``: the configured default."""
+    skills: tuple[str, ...] = ()
+    """Skills the prompt relies on (each checked before a fire runs)."""
 
 
 def check_channel(target: str | None) -> str | None:
@@ -271,6 +276,8 @@ def build_job(spec: JobSpec, *, now_ms: int) -> Job:
         max_retries=spec.max_retries,
         created_at_ms=now_ms,
         channel=check_channel(spec.channel),
+        model=spec.model.strip() if spec.model and spec.model.strip() else None,
+        skills=tuple(dict.fromkeys(s.strip() for s in spec.skills if s.strip())),
     )
 
 
@@ -378,6 +385,8 @@ class AutomationService(SchedulerHooks):
         pause_after_idle_days: float = 7.0,
         daily_cost_cap_usd: float | None = None,
         audit_keep_days: float = 30.0,
+        models: Callable[[], ModelCatalog | None] | None = None,
+        skills: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.jobs = jobs
         self.runs = runs
@@ -395,6 +404,8 @@ class AutomationService(SchedulerHooks):
         self.history_poll_s = history_poll_s
         self._now = clock_ms or SYSTEM_CLOCK.now_ms
         self._supervision = supervision or (lambda: None)  # lemon_channels', looked up per use
+        self._models = models or (lambda: None)  # the agent's MODEL_CATALOG, per use
+        self._skills = skills  # the names of the usable skills (read in a thread)
         self._alerted: dict[str, str] = {}  # job id -> the preflight reason already alerted
         self.pause_after_idle_ms = int(pause_after_idle_days * _DAY_MS)
         self.daily_cost_cap_usd = daily_cost_cap_usd
@@ -633,7 +644,7 @@ class AutomationService(SchedulerHooks):
             meta["heartbeat"] = True
         # a cron or heartbeat run never manages cron itself (the policy only narrows)
         policy = ToolPolicy(deny=frozenset(CRON_BLOCKED_TOOLS))
-        return dataclasses.replace(request, meta=meta, tool_policy=policy)
+        return dataclasses.replace(request, meta=meta, tool_policy=policy, model=job.model)
 
     async def preflight(self, job: Job, due_at_ms: int, *, manual: bool = False) -> str | None:
         """Why ``due_at_ms`` of ``job`` is skipped with no model call (None: it runs). A manual
@@ -648,7 +659,7 @@ class AutomationService(SchedulerHooks):
             if why is not None:
                 return f"preflight: delivery target {job.channel}: {why}"
         if job.purpose != "heartbeat":
-            return None
+            return await self._runnable(job)
         if not manual and not in_active_hours(job, due_at_ms):
             return "outside_active_hours"
         cap = self.daily_cost_cap_usd
@@ -672,6 +683,38 @@ class AutomationService(SchedulerHooks):
                 return None
             if snap.active is not None:
                 return "busy"
+        return await self._runnable(job)
+
+    async def _runnable(self, job: Job) -> str | None:
+        """Why a run of ``job`` would fail before it reached the model (None: it can start):
+        its model (the pin, or the configured default) unknown or without the credentials it
+        needs, or a skill it names not installed and usable. Read fresh for every fire (a key
+        set or a skill installed since counts at once)."""
+        catalog = self._models()
+        if catalog is not None:
+            infos = await asyncio.to_thread(catalog.models)
+            if job.model is None:
+                info = next((m for m in infos if m.default), None)
+            else:
+                info = next((m for m in infos if m.ref == job.model), None)
+                if info is None:
+                    return (
+                        f"preflight: model {job.model}: not known to this runtime (see the "
+                        "[providers] of config.toml and lemon_ai's catalogue)"
+                    )
+            if info is not None and info.unavailable:
+                return f"preflight: model {info.ref}: {info.unavailable}"
+        if job.skills and self._skills is not None:
+            try:
+                usable = set(await asyncio.to_thread(self._skills))
+            except Exception as exc:  # an unreadable skills lockfile: nothing named can load
+                return f"preflight: skills cannot be read ({exc})"
+            missing = [name for name in job.skills if name not in usable]
+            if missing:
+                return (
+                    f"preflight: skill {missing[0]!r} is not installed or not usable "
+                    "(see lemon skills list)"
+                )
         return None
 
     async def skipped(self, job: Job, due_at_ms: int, reason: str) -> None:
@@ -697,6 +740,21 @@ class AutomationService(SchedulerHooks):
                     status="interrupted",
                     error="the owner stopped while the run was in flight",
                 ),
+            )
+        if reason.startswith("preflight:"):
+            # a fire that would have failed: its one completion says why, and no run started
+            self._publish(
+                "cron_run_completed",
+                CronRunCompleted(
+                    cron_run_id=cid,
+                    router_run_id=None,
+                    job_id=job.id,
+                    agent_id=job.agent_id,
+                    session_key=run_session(job),
+                    status="skipped",
+                    error=reason,
+                ),
+                {"origin": "cron"},
             )
         await self._audit("run_skipped", job.id, run_id=cid, status="skipped", reason=reason)
         if reason == "idle":  # the heartbeat pauses itself: no later fire, so one alert
@@ -1083,6 +1141,9 @@ class AutomationService(SchedulerHooks):
         )
         await self.runs.put(done)
         self.counters.completed += 1
+        if status == "aborted":
+            with contextlib.suppress(Exception):  # it expires in a day anyway
+                await self.runs.drop_abort(record.cron_run_id)
         await self._plan_retry(job, done)
         await self.prune(job.id)
         session = run_session(job)
@@ -1206,9 +1267,12 @@ class AutomationService(SchedulerHooks):
         return out
 
     async def abort(self, cron_run_id: str, *, timeout_s: float = 10.0) -> CronRun:
-        """Abort the active fire ``cron_run_id`` this daemon follows: its router run is
-        cancelled and the fire recorded ``aborted`` (never retried). Returns its record (still
-        ``submitted`` when the cancel was not confirmed within ``timeout_s``)."""
+        """Abort the active fire ``cron_run_id``: its router run is cancelled and the fire
+        recorded ``aborted`` (never retried). A fire this daemon follows is cancelled here; one
+        another daemon follows is asked through the store (``automation_aborts``): that daemon
+        cancels the run through its own session port within ``poll_ms`` and records the
+        abort. Returns the fire's record (still ``submitted`` when the end was not seen within
+        ``timeout_s``)."""
         record = await self.runs.get(cron_run_id)
         if record is None:
             raise JobError("runId", f"no cron run {cron_run_id!r}")
@@ -1216,9 +1280,7 @@ class AutomationService(SchedulerHooks):
             raise JobError("runId", f"cron run {cron_run_id!r} is not active ({record.status})")
         run_id = self._active.get(cron_run_id)
         if run_id is None:
-            raise JobError(
-                "runId", f"cron run {cron_run_id!r} is owned by {record.owner}; abort it there"
-            )
+            return await self._abort_elsewhere(record, timeout_s)
         waiter = self._done.get(cron_run_id)
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()
@@ -1231,6 +1293,57 @@ class AutomationService(SchedulerHooks):
                 return await asyncio.shield(waiter)
         except TimeoutError:
             return record
+
+    async def _abort_elsewhere(self, record: CronRun, timeout_s: float) -> CronRun:
+        """Ask the daemon following ``record`` to abort it; wait (polling the shared record,
+        with a deadline) until the fire ended."""
+        cid = record.cron_run_id
+        await self.runs.request_abort(cid, job_id=record.job_id, by=self.owner, at_ms=self._now())
+        await self._audit(
+            "run_abort_requested",
+            record.job_id,
+            run_id=cid,
+            status=record.status,
+            reason=f"asked {record.owner} (it follows the run)",
+        )
+        self._wake.set()  # a fire this daemon picks up meanwhile (a takeover) serves it too
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        step = min(0.1, self.poll_ms / 1000)
+        while (left := deadline - loop.time()) > 0:
+            current = await self.runs.get(cid)
+            if current is not None and current.status not in ("claimed", "submitted"):
+                return current
+            await asyncio.sleep(min(step, left))
+        return await self.runs.get(cid) or record
+
+    async def serve_aborts(self) -> int:
+        """Cancel, through this daemon's session port, each fire it follows that another
+        daemon asked to abort (``cron.abort`` there); run every scheduler step. Returns how
+        many it cancelled."""
+        count = 0
+        for cid, run_id in list(self._active.items()):
+            if cid in self._aborting:
+                continue
+            asked = await self.runs.abort_request(cid)
+            if asked is None:
+                continue
+            self._aborting.add(cid)
+            try:
+                await self._port().cancel(run_id=run_id)
+            except Exception as exc:  # asked again at the next step
+                self._aborting.discard(cid)
+                log.warning("automation could not cancel run %s to abort it: %s", run_id, exc)
+                continue
+            count += 1
+            await self._audit(
+                "run_aborted",
+                str(asked.get("job_id", "")),
+                run_id=cid,
+                status="aborted",
+                reason=f"requested by {asked.get('by')}",
+            )
+        return count
 
     async def run_now(
         self, job_id: str, *, triggered_by: str = "manual", prompt: str | None = None
@@ -1310,6 +1423,8 @@ class AutomationService(SchedulerHooks):
             try:
                 await self.scheduler.step()
                 await self.run_retries()
+                if self._active:
+                    await self.serve_aborts()
                 if time.monotonic() - last_recover >= self.lease_ms / 3000:
                     last_recover = time.monotonic()
                     await self.scheduler.recover()

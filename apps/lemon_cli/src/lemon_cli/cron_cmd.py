@@ -203,6 +203,12 @@ def add_cmd(
     channel: Annotated[
         str | None, typer.Option("--channel", help="Also deliver each summary: telegram:CHAT.")
     ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Pin the model: provider:model.")
+    ] = None,
+    skill: Annotated[
+        list[str] | None, typer.Option("--skill", help="A skill the prompt needs (repeatable).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a job that runs PROMPT on a schedule."""
@@ -230,6 +236,10 @@ def add_cmd(
         params["sessionKey"] = session
     if channel is not None:
         params["channel"] = channel
+    if model is not None:
+        params["model"] = model
+    if skill:
+        params["skills"] = list(skill)
     for key, text, field in (
         ("jitterSec", jitter, "jitter"),
         ("graceSec", grace, "grace"),

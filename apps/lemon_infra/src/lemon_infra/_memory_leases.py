@@ -49,6 +49,18 @@ class FencedStore:
         self._check()
         await self._store.put_many(entries)
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        self._check()
+        return await self._store.put_new(table, key, value, ttl_ms=ttl_ms, also=also)
+
     async def delete(self, table: str, key: str) -> bool:
         self._check()
         return await self._store.delete(table, key)

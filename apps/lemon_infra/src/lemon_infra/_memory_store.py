@@ -96,6 +96,27 @@ class MemoryStore:
             rows[key] = (data, None if ttl is None else now + ttl)
         self._entries += len(new)
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        """The check and the writes run with no suspension between them (one event loop;
+        ``put_many`` never awaits), and ``put_many`` validates the whole batch first."""
+        rows = self._table(table)
+        check_key(key)
+        ttl = check_ttl(ttl_ms)
+        batch = [(table, key, value, ttl), *also]
+        check_entries(batch, self._max_value_bytes)  # bad input raises even for a held key
+        if self._live(rows.get(key), self._clock.now_ms()) is not None:
+            return False
+        await self.put_many(batch)
+        return True
+
     async def delete(self, table: str, key: str) -> bool:
         rows = self._table(table)
         item = rows.pop(check_key(key), None)

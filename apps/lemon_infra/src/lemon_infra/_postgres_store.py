@@ -189,6 +189,16 @@ class PostgresStore:
             "updated_at_ms = excluded.updated_at_ms",
             schema,
         )
+        # put_new's claim: inserted, or replacing an expired row; a row back when it held. A
+        # concurrent claim of the same key waits for this one's transaction, then sees its row.
+        self._put_new = _q(
+            "INSERT INTO {schema}.lemon_kv AS kv (tbl, key, value, expires_at_ms, updated_at_ms) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, key) DO UPDATE SET "
+            "value = excluded.value, expires_at_ms = excluded.expires_at_ms, "
+            "updated_at_ms = excluded.updated_at_ms "
+            "WHERE kv.expires_at_ms IS NOT NULL AND kv.expires_at_ms <= %s RETURNING 1",
+            schema,
+        )
         self._delete = _q(
             "DELETE FROM {schema}.lemon_kv WHERE tbl = %s AND key = %s RETURNING expires_at_ms",
             schema,
@@ -448,6 +458,39 @@ class PostgresStore:
         if not await self._call(op):
             raise _stale(lease)
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        """``INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING`` and ``also`` in one
+        transaction (rolled back when the key was held)."""
+        check_table(table)
+        _check_pg_text(check_key(key), "key")
+        ttl = check_ttl(ttl_ms)
+        data = encode_value(value, self._max_value_bytes)
+        rows = self._batch(also)
+        now = self._clock.now_ms()
+        claim = (table, key, data, None if ttl is None else now + ttl, now, now)
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool:
+            won = False
+            async with conn.transaction() as tx:
+                cur = await conn.execute(self._put_new, claim)
+                won = await cur.fetchone() is not None
+                if not won:
+                    raise psycopg.Rollback(tx)  # nothing of the batch (the key was held)
+                if rows:
+                    async with conn.cursor() as many:
+                        await many.executemany(self._put, rows)
+            return won
+
+        return await self._call(op)
+
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)
         _check_pg_text(check_key(key), "key")
@@ -506,6 +549,45 @@ class PostgresStore:
 
         if not await self._call(op):
             raise _stale(lease)
+
+    async def put_new_fenced(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        lease: Lease,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        """``put_new`` in one transaction with one check of ``lease`` (as :meth:`put_fenced`);
+        ``StaleLeaseError`` and nothing written when the lease was lost."""
+        check_table(table)
+        _check_pg_text(check_key(key), "key")
+        ttl = check_ttl(ttl_ms)
+        data = encode_value(value, self._max_value_bytes)
+        rows = self._batch(also)
+        now = self._clock.now_ms()
+        claim = (table, key, data, None if ttl is None else now + ttl, now, now)
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> bool | None:
+            won = False
+            async with conn.transaction() as tx:
+                if not await self._holds(conn, lease):
+                    return None
+                cur = await conn.execute(self._put_new, claim)
+                won = await cur.fetchone() is not None
+                if not won:
+                    raise psycopg.Rollback(tx)
+                if rows:
+                    async with conn.cursor() as many:
+                        await many.executemany(self._put, rows)
+            return won
+
+        won = await self._call(op)
+        if won is None:
+            raise _stale(lease)
+        return won
 
     async def delete_fenced(self, table: str, key: str, lease: Lease) -> bool:
         """``delete`` under ``lease`` (as :meth:`put_fenced`)."""
@@ -664,6 +746,23 @@ class _FencedPostgres:
     async def put_many(self, entries: Sequence[PutEntry]) -> None:
         try:
             await self._store.put_many_fenced(entries, self._lease)
+        except StaleLeaseError:
+            self.refused += 1
+            raise
+
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        try:
+            return await self._store.put_new_fenced(
+                table, key, value, self._lease, ttl_ms=ttl_ms, also=also
+            )
         except StaleLeaseError:
             self.refused += 1
             raise

@@ -67,6 +67,15 @@ _PUT = (
     "value=excluded.value, expires_at_ms=excluded.expires_at_ms, "
     "updated_at_ms=excluded.updated_at_ms"
 )
+#: The claim of ``put_new``: inserted, or replacing an expired row; a row back when it held.
+_PUT_NEW = (
+    "INSERT INTO lemon_kv (tbl, key, value, expires_at_ms, updated_at_ms) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tbl, key) DO UPDATE SET "
+    "value=excluded.value, expires_at_ms=excluded.expires_at_ms, "
+    "updated_at_ms=excluded.updated_at_ms "
+    "WHERE lemon_kv.expires_at_ms IS NOT NULL AND lemon_kv.expires_at_ms <= ? "
+    "RETURNING 1"
+)
 
 
 class SQLiteStore:
@@ -223,6 +232,44 @@ class SQLiteStore:
 
         if rows:
             await self._call(op)
+
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        """One ``BEGIN IMMEDIATE`` transaction (the write lock first, so another process on the
+        file waits): the insert replaces only an expired row, then ``also``."""
+        if self._closed:
+            raise StoreClosedError(f"SQLiteStore {self._path} is closed")
+        check_table(table)
+        check_key(key)
+        ttl = check_ttl(ttl_ms)
+        data = encode_value(value, self._max_value_bytes)
+        batch = check_entries(also, self._max_value_bytes)
+        now = self._clock.now_ms()
+        claim = (table, key, data, None if ttl is None else now + ttl, now, now)
+        rows = [(t, k, d, None if e is None else now + e, now) for t, k, d, e in batch]
+
+        def op() -> bool:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                won = db.execute(_PUT_NEW, claim).fetchone() is not None
+                if won and rows:
+                    db.executemany(_PUT, rows)
+                db.execute("COMMIT" if won else "ROLLBACK")
+                return won
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+        return await self._call(op)
 
     async def delete(self, table: str, key: str) -> bool:
         check_table(table)

@@ -257,6 +257,67 @@ class StoreContract:
         with pytest.raises(StoreClosedError):
             await store.put_many([("a", "k", 1, None)])
 
+    async def test_store_put_new_claims_a_key_once_with_its_entries_or_nothing(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        store = await self._open(tmp_path, clock)
+        try:
+            also: list[PutEntry] = [("entries", "e1", {"n": 1}, None)]
+            assert await store.put_new("ids", "i1", {"key": "e1"}, also=also) is True
+            assert await store.get("entries", "e1") == {"n": 1}
+            held: list[PutEntry] = [("entries", "e2", {"n": 2}, None)]
+            assert await store.put_new("ids", "i1", {"key": "e2"}, also=held) is False
+            assert await store.get("ids", "i1") == {"key": "e1"}  # the first claim stands
+            assert await store.get("entries", "e2") is None  # nothing of the loser written
+            # an expired claim is free again
+            assert await store.put_new("ids", "i2", 1, ttl_ms=1_000) is True
+            clock.advance(999)
+            assert await store.put_new("ids", "i2", 2, ttl_ms=1_000) is False
+            clock.advance(1)
+            assert await store.put_new("ids", "i2", 3) is True
+            assert await store.get("ids", "i2") == 3
+            # bad input is refused before anything is written, held key or not
+            with pytest.raises(StoreValueError, match="JSON"):
+                await store.put_new("ids", "i3", 1, also=[("entries", "x", object(), None)])
+            with pytest.raises(InvalidStoreKeyError):
+                await store.put_new("ids", "", 1)
+            assert await store.get("ids", "i3") is None
+            if await self.fail_writes_of(store, "boom"):
+                with pytest.raises(StoreError):
+                    await store.put_new("ids", "i4", 1, also=[("entries", "boom", 1, None)])
+                assert await store.get("ids", "i4") is None  # the claim rolled back with it
+        finally:
+            await store.close()
+
+    async def test_store_put_new_of_many_concurrent_claimers_has_one_winner(
+        self, tmp_path: Path, clock: ManualClock
+    ) -> None:
+        """Two handles on one backend (two processes' connections when it is persistent)
+        claim the same keys at once: each key has exactly one winner."""
+        first = await self._open(tmp_path, clock)
+        second = await self._open(tmp_path, clock) if self.persistent else first
+        try:
+            for round_ in range(5):
+                key = f"k{round_}"
+                results = await asyncio.gather(
+                    *(
+                        (first if i % 2 else second).put_new(
+                            "claims", key, i, also=[("owners", f"{key}.{i}", i, None)]
+                        )
+                        for i in range(10)
+                    )
+                )
+                assert results.count(True) == 1, results
+                winner = results.index(True)
+                assert await second.get("claims", key) == winner
+                assert [k for k, _ in await first.scan("owners", prefix=key + ".")] == [
+                    f"{key}.{winner}"
+                ]
+        finally:
+            await first.close()
+            if second is not first:
+                await second.close()
+
     async def test_store_run_store_keeps_history_newest_first(
         self, tmp_path: Path, clock: ManualClock
     ) -> None:

@@ -7,7 +7,10 @@ Three tables over the generic :class:`~lemon_core.store.Store` interface, so eve
   ``<channel>/<admission order>``; :meth:`OutboxStore.pending` reads them oldest first.
 * ``channel_outbox_ids``: ``<channel>/<intent id>`` -> the entry key. Admission is refused for
   an intent id already admitted (and still pending, or completed within ``dedupe_ttl_ms``), so
-  the same intent is never sent twice, across restarts too.
+  the same intent is never sent twice, across restarts too. The id is claimed with
+  :meth:`~lemon_core.store.Store.put_new`, the entry written in the claim's transaction: of
+  several processes admitting one intent id at once (two daemons on one PostgreSQL schema),
+  exactly one admits it, and a claim is never left without its entry.
 * ``channel_slots``: ``<channel>/<slot>`` -> the platform message ids already made for a slot
   (the message an answer streams into, an approval prompt): a later intent on the slot edits
   them, and an entry that sent some parts before a restart resumes after the last one recorded.
@@ -107,7 +110,8 @@ class OutboxStore:
         text_preview: str = "",
     ) -> OutboxEntry | None:
         """Admit an intent durably (written when this returns); ``None`` when this intent id
-        was already admitted (a duplicate: nothing is written)."""
+        was already admitted (a duplicate: nothing is written). The read first is only the
+        cheap answer for a known duplicate; the claim decides."""
         id_key = f"{channel_id}/{intent_id}"
         if await self._store.get(self.IDS, id_key) is not None:
             self._duplicates += 1
@@ -139,8 +143,16 @@ class OutboxStore:
             created_ms=now,
             next_attempt_ms=now,
         )
-        await self._store.put(self.TABLE, entry.key, msgspec.to_builtins(entry))
-        await self._store.put(self.IDS, id_key, {"key": entry.key}, ttl_ms=self._dedupe_ttl_ms)
+        claimed = await self._store.put_new(
+            self.IDS,
+            id_key,
+            {"key": entry.key},
+            ttl_ms=self._dedupe_ttl_ms,
+            also=[(self.TABLE, entry.key, msgspec.to_builtins(entry), None)],
+        )
+        if not claimed:  # another process admitted it since the read above
+            self._duplicates += 1
+            return None
         self._pending[channel_id] = pending + 1
         self._admitted += 1
         return entry

@@ -72,6 +72,23 @@ class Store(Protocol):
         previous values stay in place. A key given twice keeps its last value. A fenced view
         checks its lease once for the whole batch, atomically with it."""
 
+    async def put_new(
+        self,
+        table: str,
+        key: str,
+        value: Any,
+        *,
+        ttl_ms: int | None = None,
+        also: Sequence[PutEntry] = (),
+    ) -> bool:
+        """Claim ``key``: write ``value`` only when no live entry holds it (absent or expired),
+        atomically with the check, so of any number of concurrent callers (other processes on
+        the same backend included) exactly one gets True. With ``also``, those entries are
+        written in the same transaction as the claim (all or nothing). False when a live entry
+        holds the key: nothing is written (``also`` neither). Everything is validated and
+        encoded before anything is written."""
+        ...
+
     async def delete(self, table: str, key: str) -> bool:
         """Remove the entry; return whether a live entry was there."""
         ...
