@@ -494,3 +494,93 @@ async def test_a_followup_reaches_a_running_child(
     second = scripted_provider.requests[1].body
     assert any("FOLLOWUP-77" in str(m["content"]) for m in second["messages"]
                if m["role"] == "user")  # fmt: skip
+
+
+_PRICED = '\n[providers.openai]\nkind = "openai_completions"\nbase_url = "{url}"\n'
+
+
+def _priced(server: ScriptedProviderServer, extra: str) -> str:
+    # openai:gpt-4o keeps the catalogue's prices ($2.5 / $10 per million tokens) with its
+    # base_url moved to the scripted server: each scripted call (12 in, 7 out) costs $0.0001.
+    return _PRICED.format(url=server.openai_base_url) + extra
+
+
+def priced_parent(work: Path, run_id: str = "run_parent") -> ParentRun:
+    return ParentRun(run_id=run_id, session_key=SESSION, root_run_id=run_id, depth=0,
+                     policy=ToolPolicy(), cwd=str(work), preapproved=frozenset({"*"}),
+                     model="openai:gpt-4o")  # fmt: skip
+
+
+def _looping_turns(n: int) -> list[ScriptedTurn]:
+    return [
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id=f"c{i}", name="ls",
+                                                  arguments={"path": f"d{i}"}),))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+async def test_a_tasks_usd_budget_stops_it_with_budget_exceeded_and_reports_usage_live(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    for i in range(6):
+        (work / f"d{i}").mkdir()
+    scripted_provider.script(*_looping_turns(3))  # a fourth call would fail the test
+    async with boot(_priced(scripted_provider, "")) as runtime:
+        subagents = subagents_of(runtime)
+        parent = priced_parent(work)
+        progress: list[dict[str, Any]] = []
+        events = Delivery(max_entries=10_000)
+        sub = runtime.bus.subscribe(run_topic(parent.run_id), delivery=events)
+        with pytest.raises(ToolError, match="budget_usd must be > 0"):
+            await subagents.start(parent, TaskRequest(prompt="c", budget_usd=-1))
+        node = await subagents.run(parent, TaskRequest(prompt="loop", budget_usd=0.00025))
+        assert node.status == "failed"
+        assert node.reason is not None
+        assert node.reason.startswith("budget_exceeded")
+        assert "budget_usd" in node.reason
+        # $0.0001 per call: the third call reaches $0.0003 >= $0.00025, the fourth is refused.
+        assert len(scripted_provider.requests) == 3
+        assert node.usage is not None
+        assert node.usage.cost_usd == pytest.approx(0.0003)
+        with contextlib.suppress(asyncio.QueueEmpty):
+            while True:
+                event = events.get_nowait()
+                if isinstance(event, Event) and event.type == "task_progress":
+                    progress.append(dict(event.payload))
+        sub.cancel()
+    assert sorted({p["turns"] for p in progress}) == [1, 2, 3]
+    by_turn = {p["turns"]: p for p in progress}
+    assert by_turn[1]["cost_usd"] == pytest.approx(0.0001)
+    assert by_turn[1]["tokens"] == 19
+    assert by_turn[2]["cost_usd"] == pytest.approx(0.0002)
+    assert all(p["status"] == "running" for p in progress)  # reported while it runs
+
+
+async def test_the_trees_usd_budget_stops_every_task_and_refuses_new_children(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    for i in range(6):
+        (work / f"d{i}").mkdir()
+    scripted_provider.script(
+        ScriptedTurn(text="slow sibling", pause=held, pause_after=1),  # child A, held
+        *_looping_turns(3),  # child B loops: $0.0001 per call; a fourth is never asked
+    )
+    tree_budget = "[subagents]\nmax_usd_per_tree = 0.00025\n"
+    async with boot(_priced(scripted_provider, tree_budget)) as runtime:
+        subagents = subagents_of(runtime)
+        parent = priced_parent(work)
+        sibling = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
+        assert await held.wait_reached_async(30)
+        spender = await subagents.run(parent, TaskRequest(prompt="b"))
+        assert spender.status == "failed"
+        assert spender.reason is not None
+        assert "max_usd_per_tree" in spender.reason
+        (stopped,) = await subagents.wait(parent, [sibling.task_id], timeout_s=30)
+        held.open()
+        assert stopped.status == "failed"
+        assert stopped.reason is not None
+        assert stopped.reason.startswith("budget_exceeded")
+        with pytest.raises(ToolError, match=r"budget_exceeded.*max_usd_per_tree"):
+            await subagents.start(parent, TaskRequest(prompt="c"))
+    assert len(scripted_provider.requests) == 1 + 3  # the sibling's one, the spender's three

@@ -179,6 +179,9 @@ class TaskRequest:
     detached: bool = False
     output_schema: Mapping[str, Any] | None = None
     """A JSON Schema (subset, :mod:`coding_agent._output_schema`) the answer must match."""
+    budget_usd: float | None = None
+    """The dollars this child (with its own children) may spend; never more than what is
+    left of its tree's ``max_usd_per_tree``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -199,6 +202,10 @@ class _Live:
     asked: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: int = 0  # parent calls blocked on this task now (sync task, join, wait)
     charged: int = 0  # tokens charged per model call so far
+    charged_usd: float = 0.0  # dollars charged per model call so far (this task's own run)
+    subtree_usd: float = 0.0  # the same with its descendants' calls
+    turns: int = 0  # model calls of this task's own run so far
+    budget_usd: float | None = None  # this task's own dollar budget (``budget_usd``)
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
     calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
 
@@ -253,6 +260,7 @@ class Subagents:
         self._live: dict[str, _Live] = {}
         self._started: Counter[str] = Counter()  # parent run -> tasks started
         self._spent: Counter[str] = Counter()  # root run -> tokens its children used
+        self._spent_usd: dict[str, float] = {}  # root run -> dollars its children used
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -340,6 +348,23 @@ class Subagents:
                 f"{self._spent[parent.root_run_id]} tokens of the "
                 f"{cfg.max_tokens_per_tree} allowed ([subagents] max_tokens_per_tree)"
             )
+        spent_usd = self._spent_usd.get(parent.root_run_id, 0.0)
+        if spent_usd >= cfg.max_usd_per_tree:
+            raise ToolError(
+                "task refused: budget_exceeded: the children of this conversation turn spent "
+                f"${spent_usd:.6g} of the ${cfg.max_usd_per_tree:.6g} allowed "
+                "([subagents] max_usd_per_tree)"
+            )
+        budget_usd: Any = request.budget_usd  # from the model's arguments: checked here
+        if budget_usd is not None and (
+            isinstance(budget_usd, bool)
+            or not isinstance(budget_usd, int | float)
+            or not budget_usd > 0
+        ):
+            raise ToolError(f"task: budget_usd must be > 0 dollars, got {budget_usd!r}")
+        inherited = self._budget_of_run(parent.run_id)  # a child's child stays in its budget
+        if inherited is not None:
+            budget_usd = inherited if budget_usd is None else min(float(budget_usd), inherited)
         timeout = request.timeout_s if request.timeout_s is not None else cfg.timeout_s
         if not timeout > 0:
             raise ToolError(f"task: timeout_s must be > 0 seconds, got {request.timeout_s!r}")
@@ -373,7 +398,10 @@ class Subagents:
         await self.graph.put(node)
         self._publish(node, "run_graph_changed")
         loop = asyncio.get_running_loop()
-        live = _Live(node=node, parent=parent, done=loop.create_future())
+        live = _Live(
+            node=node, parent=parent, done=loop.create_future(),
+            budget_usd=float(budget_usd) if budget_usd is not None else None,
+        )  # fmt: skip
         self._live[task_id] = live
         live.task = self._supervisor.spawn(
             self._drive(live, port, request, policy, timeout), name=f"task {task_id}"
@@ -487,6 +515,7 @@ class Subagents:
         self._started.pop(run_id, None)
         if not any(live.node.root_run_id == run_id for live in self._live.values()):
             self._spent.pop(run_id, None)  # a top-level run's tree is done: forget its spend
+            self._spent_usd.pop(run_id, None)
 
     async def run(
         self,
@@ -556,18 +585,92 @@ class Subagents:
 
     # -- the budget ------------------------------------------------------------------------
 
-    def charge(self, run_id: str, tokens: int, *, final: bool = False) -> str | None:
-        """One model call of the child run ``run_id`` used ``tokens``: count it against its
-        tree. Returns the reason when the tree's budget is spent: every other task of the
-        tree is stopped, and the calling run stops itself before its next model call (its
+    def charge(
+        self, run_id: str, tokens: int, *, cost_usd: float = 0.0, final: bool = False
+    ) -> str | None:
+        """One model call of the child run ``run_id`` used ``tokens`` costing ``cost_usd``:
+        count it against its task (and the tasks above it) and its tree, and publish the
+        task's live usage (``task_progress``). Returns the reason when a budget is spent: the
+        tree's (every other task of the tree is stopped) or a task's own ``budget_usd`` (that
+        task's subtree stops); the calling run stops itself before its next model call (its
         task ends ``failed`` with that reason) unless this call was its ``final`` answer.
         None: go on (or ``run_id`` is not a child)."""
         live = self._by_run(run_id)
-        if live is None or tokens <= 0:
+        if live is None:
             return None
+        tokens = max(0, tokens)
+        cost_usd = max(0.0, cost_usd)
+        live.turns += 1
         live.charged += tokens
-        self._spent[live.node.root_run_id] += tokens
-        return self._check_budget(live.node.root_run_id, caller=live, final=final)
+        live.charged_usd += cost_usd
+        for up in self._ancestors(live):
+            up.subtree_usd += cost_usd
+        root = live.node.root_run_id
+        self._spent[root] += tokens
+        self._spent_usd[root] = self._spent_usd.get(root, 0.0) + cost_usd
+        self._publish_progress(live)
+        tree = self._check_budget(root, caller=live, final=final)
+        if tree is not None:
+            return tree
+        return self._check_task_budgets(live, final=final)
+
+    def _ancestors(self, live: _Live) -> list[_Live]:
+        """``live`` and the live tasks above it (its parent's task, ...), nearest first."""
+        chain = [live]
+        while (up := self._by_run(chain[-1].node.parent_run_id)) is not None and up not in chain:
+            chain.append(up)
+        return chain
+
+    def _budget_of_run(self, run_id: str) -> float | None:
+        """The dollars left to the task whose child run is ``run_id`` and the tasks above it
+        with a ``budget_usd`` (None: none has one, or ``run_id`` is not a child)."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        left = [
+            up.budget_usd - up.subtree_usd
+            for up in self._ancestors(live)
+            if up.budget_usd is not None
+        ]
+        return max(0.0, min(left)) if left else None
+
+    def _check_task_budgets(self, caller: _Live, *, final: bool) -> str | None:
+        """A task whose own ``budget_usd`` is spent (its run's calls and its descendants')
+        stops with its whole subtree; returns the reason (the caller stops itself before its
+        next model call unless this was its ``final`` answer)."""
+        for up in reversed(self._ancestors(caller)):  # the widest subtree first
+            budget = up.budget_usd
+            if budget is None or up.subtree_usd < budget:
+                continue
+            reason = (
+                f"budget_exceeded: task {up.node.task_id} spent ${up.subtree_usd:.6g} of its "
+                f"${budget:.6g} budget (budget_usd)"
+            )
+            for other in [up, *self._descendants(up)]:
+                if other.done.done() or other.stop:
+                    continue
+                if other is caller:
+                    if not final:
+                        other.stop = ("failed", reason)
+                else:
+                    self._supervisor.spawn(
+                        self._request_stop(other, "failed", reason),
+                        name=f"budget stop {other.node.task_id}",
+                    )
+            return reason
+        return None
+
+    def _descendants(self, live: _Live) -> list[_Live]:
+        """The live tasks below ``live`` (its child run's children, theirs...)."""
+        found: list[_Live] = []
+        frontier = [live.node.child_run_id]
+        while frontier:
+            run_id = frontier.pop()
+            for other in self._live.values():
+                if other.node.parent_run_id == run_id and other not in found:
+                    found.append(other)
+                    frontier.append(other.node.child_run_id)
+        return found
 
     def refusal(self, run_id: str) -> str | None:
         """Why the child run ``run_id`` may make no further model call (its tree's budget is
@@ -575,10 +678,29 @@ class Subagents:
         live = self._by_run(run_id)
         if live is None:
             return None
-        spent, limit = self._spent[live.node.root_run_id], self.config.max_tokens_per_tree
-        if spent >= limit and live.stop is None:
-            live.stop = ("failed", _budget_reason(spent, limit))
+        if live.stop is None:
+            reason = self._tree_spent(live.node.root_run_id)
+            if reason is None:
+                left = self._budget_of_run(run_id)
+                if left is not None and left <= 0:
+                    reason = f"budget_exceeded: task {live.node.task_id}'s budget_usd is spent"
+            if reason is not None:
+                live.stop = ("failed", reason)
         return None if live.stop is None else live.stop[1]
+
+    def _tree_spent(self, root_run_id: str) -> str | None:
+        """Why the tree of ``root_run_id`` may spend no more (tokens or dollars), or None."""
+        cfg = self.config
+        spent = self._spent[root_run_id]
+        if spent >= cfg.max_tokens_per_tree:
+            return _budget_reason(spent, cfg.max_tokens_per_tree)
+        spent_usd = self._spent_usd.get(root_run_id, 0.0)
+        if spent_usd >= cfg.max_usd_per_tree:
+            return (
+                f"budget_exceeded: the tree spent ${spent_usd:.6g} of the "
+                f"${cfg.max_usd_per_tree:.6g} allowed ([subagents] max_usd_per_tree)"
+            )
+        return None
 
     def note_calls(self, run_id: str, calls: Iterable[tuple[str, str]]) -> str | None:
         """The child run ``run_id`` asked for these tool calls (name, canonical arguments):
@@ -602,10 +724,9 @@ class Subagents:
     def _check_budget(
         self, root_run_id: str, *, caller: _Live | None = None, final: bool = False
     ) -> str | None:
-        spent, limit = self._spent[root_run_id], self.config.max_tokens_per_tree
-        if spent < limit:
+        reason = self._tree_spent(root_run_id)
+        if reason is None:
             return None
-        reason = _budget_reason(spent, limit)
         for other in list(self._live.values()):
             if other.node.root_run_id != root_run_id or other.done.done() or other.stop:
                 continue
@@ -952,6 +1073,8 @@ class Subagents:
                 live.partial_chars += len(event.text)
             elif isinstance(event, ToolCard):
                 live.last_action = f"{event.title} ({event.phase})"
+                if event.phase == "started":
+                    self._publish_progress(live)
                 if event.phase == "started" and live.notify is not None:
                     # The parent's task card follows the child: its last action, live.
                     await live.notify(f"child task {live.node.task_id}: {event.title}")
@@ -1002,6 +1125,12 @@ class Subagents:
         usage: RunUsage | None = ended.usage if ended is not None else None
         if usage is not None:  # what the per-call charges did not count (summaries...)
             self._spent[node.root_run_id] += max(0, usage.total_tokens - live.charged)
+            extra_usd = max(0.0, usage.cost_usd - live.charged_usd)
+            if extra_usd:
+                root = node.root_run_id
+                self._spent_usd[root] = self._spent_usd.get(root, 0.0) + extra_usd
+                for up in self._ancestors(live):
+                    up.subtree_usd += extra_usd
         final = await self._put(
             node,
             status=status,
@@ -1086,9 +1215,14 @@ class Subagents:
     async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:
         return await self.graph.put(msgspec.structs.replace(node, **changes))
 
-    def _publish(self, node: TaskNode, event_type: str) -> None:
+    def _publish_progress(self, live: _Live) -> None:
+        """The task's live usage, after each of its model calls (``task_progress``)."""
+        self._publish(live.node, "task_progress", live=live)
+
+    def _publish(self, node: TaskNode, event_type: str, *, live: _Live | None = None) -> None:
         if self._bus is None:
             return
+        live = live or self._live.get(node.task_id)
         payload = {
             "task_id": node.task_id,
             "run_id": node.child_run_id,
@@ -1106,6 +1240,16 @@ class Subagents:
             "error": node.error,
             "answer_preview": node.answer[:_PREVIEW_CHARS] if node.terminal else None,
         }
+        if node.usage is not None:  # the recorded end
+            usage = node.usage
+            payload |= {"turns": usage.turns, "tokens": usage.total_tokens,
+                        "cost_usd": round(usage.cost_usd, 6)}  # fmt: skip
+        elif live is not None:  # while it runs: what its model calls were charged so far
+            payload |= {"turns": live.turns, "tokens": live.charged,
+                        "cost_usd": round(live.charged_usd, 6)}  # fmt: skip
+        if live is not None:
+            payload["last_action"] = live.last_action
+            payload["budget_usd"] = live.budget_usd
         meta = {"run_id": node.child_run_id, "task_id": node.task_id,
                 "parent_run_id": node.parent_run_id}  # fmt: skip
         for topic in (run_topic(node.child_run_id), run_topic(node.parent_run_id)):
@@ -1195,8 +1339,9 @@ class BudgetedProvider:
                     message = event.message
                     calls = [b for b in message.content if isinstance(b, ToolCall)]
                     self._subagents.charge(
-                        self._run_id, message.usage.total_tokens, final=not calls
-                    )
+                        self._run_id, message.usage.total_tokens,
+                        cost_usd=message.cost.total, final=not calls,
+                    )  # fmt: skip
                     self._subagents.note_calls(
                         self._run_id,
                         [(c.name, json.dumps(c.arguments, sort_keys=True, default=str))

@@ -96,6 +96,7 @@ EVENTS: Final = (
     "task.aborted",
     "task.completed",
     "task.error",
+    "task.progress",
     "task.started",
     "task.timeout",
     "tick",

@@ -582,7 +582,7 @@ class LemonTUI(App[int]):
     def _wire_event(self, name: str, payload: dict[str, Any]) -> None:
         """A wire event beyond the session stream: the ``task.*`` ones (and
         ``run.graph.changed``) of the session shown update its tasks and their cards."""
-        if name not in _TASK_EVENTS and name != "run.graph.changed":
+        if name not in _TASK_EVENTS and name not in ("run.graph.changed", "task.progress"):
             return
         if payload.get("parentSessionKey") != self.session:
             return  # another session's child (or a graph change naming no parent session)
