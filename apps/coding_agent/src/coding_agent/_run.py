@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
-from coding_agent.agent_definitions import load_agent_definitions
+from coding_agent.agent_definitions import cached_agent_definitions
 from coding_agent.compaction import CompactionSettings, Compactor, run_limits, tool_result_cap
 from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
@@ -420,7 +420,7 @@ class CodingRun:
             preapproved=job.preapproved,
             model=job.model,
             context_window=self._model.context_window,
-            definitions=load_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
+            definitions=cached_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
         )
 
     def _approval_requested(self, tool_call_id: str, pending: ApprovalPending) -> None:
