@@ -16,7 +16,7 @@ import pytest
 from coding_agent._boot import CodingAgentRuntime
 from coding_agent.subagents import ParentRun, Subagents, TaskRequest
 from lemon_agent import ToolError
-from lemon_core.bus import Delivery, run_topic
+from lemon_core.bus import Delivery, run_topic, session_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
 from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
@@ -410,6 +410,9 @@ async def test_after_a_restart_the_tasks_left_running_are_unknown_and_never_reru
         assert [n.status for n in nodes] == ["unknown", "unknown", "unknown", "completed"]
         assert all("unknown" in (n.reason or "") for n in nodes[:3])
         assert await graph_of(runtime).active() == []
+        notices = await subagents_of(runtime).take_notices(SESSION)
+        assert len(notices) == 3  # the parent's session is told of each, never silently
+        assert all("ended unknown" in n for n in notices)
     assert scripted_provider.requests == []  # nothing was executed again
 
 
@@ -446,10 +449,13 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
     scripted_provider.script(
         ScriptedTurn(text="attached", pause=attached_gate, pause_after=1),
         ScriptedTurn(text="DETACHED-DONE", pause=detached_gate, pause_after=1),
+        ScriptedTurn(text="next answer"),  # the person's next run in the parent's session
     )
     async with boot() as runtime:
         subagents = subagents_of(runtime)
         parent = parent_of(work)
+        told = Delivery(max_entries=10_000)
+        told_sub = runtime.bus.subscribe(session_topic(SESSION), delivery=told)
         attached = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
         assert await attached_gate.wait_reached_async(30)
         detached = await subagents.start(
@@ -468,6 +474,23 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
         assert kept.status == "completed"
         assert kept.answer == "DETACHED-DONE"
         assert subagents.statistics().live == 0
+        # The parent's run had ended: its session is told, with the result, once.
+        while True:
+            event = await asyncio.wait_for(told.get(), 30)
+            if isinstance(event, Event) and event.type == "task_notice":
+                break
+        told_sub.cancel()
+        assert event.payload["task_id"] == detached.task_id
+        assert "DETACHED-DONE" in event.payload["text"]
+        assert "not the user's message" in event.payload["text"]
+        ended = await run_to_end(port_of(runtime), request("what happened?", work))
+        assert ended.ok
+        assert await subagents.take_notices(SESSION) == []  # taken by that run, once
+    body = scripted_provider.requests[-1].body
+    (asked,) = [m for m in body["messages"] if m["role"] == "user"]
+    assert f"[notice: task {detached.task_id}" in str(asked["content"])
+    assert "DETACHED-DONE" in str(asked["content"])
+    assert str(asked["content"]).endswith("what happened?")
 
 
 async def test_a_followup_reaches_a_running_child(

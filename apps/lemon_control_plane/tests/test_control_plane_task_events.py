@@ -108,4 +108,13 @@ def test_progress_events_carry_live_usage_and_each_call_is_sent() -> None:
     assert wire["lastAction"] == "ls"
     assert wire["status"] == "running"
     assert "task.progress" in EVENTS
+    tasks.project(
+        Event.new(
+            "task_notice",
+            {**base, "status": "completed", "text": "[notice: task t ended completed]"},
+        )
+    )
+    name, wire, key = sent[-1]
+    assert (name, wire["status"], key) == ("task.notice", "completed", "s")
+    assert wire["text"].startswith("[notice: task t")
     bus.close()

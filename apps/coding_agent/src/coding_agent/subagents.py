@@ -134,6 +134,9 @@ _MAX_PARTIAL_CHARS: Final = 64_000
 _PREVIEW_CHARS: Final = 500  # of a finished task's answer, on its events
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
+_NOTICES: Final = "task_notices"  # table: "<parent session>\x1f<ms>\x1f<task id>" -> notice
+_NOTICE_CHARS: Final = 4000  # of the child's answer, in the notice
+_NOTICES_PER_RUN: Final = 16  # notices one run takes in (the oldest first; the rest wait)
 
 
 class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -208,6 +211,7 @@ class _Live:
     budget_usd: float | None = None  # this task's own dollar budget (``budget_usd``)
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
     calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
+    parent_gone: bool = False  # the run that started it ended (a detached child outlives it)
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -245,6 +249,7 @@ class Subagents:
     ) -> None:
         self.config = config or SubagentsConfig()
         self.graph = RunGraphStore(store)
+        self._store = store
         self.questions = ParentQuestionStore(store, bus)
         self._approvals = approvals
         self._port = port
@@ -274,6 +279,8 @@ class Subagents:
         for node in marked:
             self._publish(node, "task_error")
             self._publish(node, "run_graph_changed")
+            # Never lost silently: the parent's session is told at its next run.
+            await self._store_notice(node)
         return marked
 
     async def close(self) -> None:
@@ -510,7 +517,11 @@ class Subagents:
         """The run ``run_id`` ended: its children still running stop (``cancelled``) unless
         they were started ``detached``."""
         for live in list(self._live.values()):
-            if live.node.parent_run_id == run_id and not live.node.detached:
+            if live.node.parent_run_id != run_id:
+                continue
+            if live.node.detached:
+                live.parent_gone = True  # its end is told to the session as a notice
+            else:
                 await self._request_stop(live, "cancelled", "the parent run ended")
         self._started.pop(run_id, None)
         if not any(live.node.root_run_id == run_id for live in self._live.values()):
@@ -1157,23 +1168,64 @@ class Subagents:
         self._check_budget(node.root_run_id)
         if (
             final.mode == "async"
+            and not live.parent_gone
             and live.watchers == 0
             and status != "cancelled"
             and not self._closed
         ):
             # Nobody waits for it: the parent's running answer is told it ended.
             self._supervisor.spawn(self._notify_end(live, final), name=f"notice {node.task_id}")
+        elif live.parent_gone:
+            # Its parent's run had ended (also when it stopped with the daemon): the
+            # session is told, with its result, at once and in its next run.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._store_notice(final))
 
     async def _notify_end(self, live: _Live, node: TaskNode) -> None:
+        """Nobody waits for the async child that ended: its parent's running answer is told
+        by a steer; a parent run that already ended (a ``detached`` child outliving it) gets
+        a durable notice with the child's result instead: published on the parent's session
+        (``task_notice``) and taken into the session's next run
+        (:meth:`take_notices`)."""
         port = self._port()
-        if port is None or not await self._running(port, live.parent):
-            return
-        await port.steer(
-            live.parent.session_key,
-            f"[task {node.task_id} ended: {node.status}; this is a notice of the child's end, "
-            f"not the user's message] Get its result with agent action=wait "
-            f"task_ids=[{json.dumps(node.task_id)}].",
-        )
+        if port is not None and await self._running(port, live.parent):
+            result = await port.steer(
+                live.parent.session_key,
+                f"[task {node.task_id} ended: {node.status}; this is a notice of the child's "
+                f"end, not the user's message] Get its result with agent action=wait "
+                f"task_ids=[{json.dumps(node.task_id)}].",
+            )
+            if result.status == "accepted":
+                return
+        await self._store_notice(node)
+
+    async def _store_notice(self, node: TaskNode) -> None:
+        key = f"{node.parent_session_key}\x1f{_now_ms(self._clock):016d}\x1f{node.task_id}"
+        notice = {"task_id": node.task_id, "session_key": node.parent_session_key,
+                  "text": notice_text(node)}  # fmt: skip
+        await self._store.put(_NOTICES, key, notice)
+        if self._bus is not None:
+            payload = {**notice, "status": node.status, "parent_session_key":
+                       node.parent_session_key, "run_id": node.child_run_id,
+                       "parent_run_id": node.parent_run_id, "reason": node.reason}  # fmt: skip
+            meta = {"task_id": node.task_id, "run_id": node.child_run_id}
+            self._bus.broadcast_event(
+                session_topic(node.parent_session_key), "task_notice", payload, meta=meta
+            )
+            self._bus.broadcast_event(
+                run_topic(node.parent_run_id), "task_notice", payload, meta=meta
+            )
+
+    async def take_notices(self, session_key: str) -> list[str]:
+        """The notices of children that ended after their parent's run (and of tasks a
+        restart left ``unknown``) waiting for ``session_key``, oldest first; taken (deleted)
+        as they are returned, so each reaches exactly one run."""
+        rows = await self._store.scan(_NOTICES, prefix=f"{session_key}\x1f", limit=_NOTICES_PER_RUN)
+        texts: list[str] = []
+        for key, notice in rows:
+            if await self._store.delete(_NOTICES, key) and isinstance(notice, Mapping):
+                texts.append(str(notice.get("text", "")))
+        return texts
 
     def _relay_approval(self, live: _Live, asked: ApprovalAsked) -> None:
         """A child's approval question, shown on the parent's session too (a person watching
@@ -1261,6 +1313,22 @@ class _Watch:
     """The child session's stream (replaced when it overflows and is watched again)."""
 
     stream: SessionStream
+
+
+def notice_text(node: TaskNode) -> str:
+    """A task's end told to its parent's session after the parent run ended: its status,
+    why, and its answer fenced as the child's data."""
+    answer = node.answer[:_NOTICE_CHARS]
+    cut = f"\n[answer cut to {_NOTICE_CHARS} characters]" if len(node.answer) > len(answer) else ""
+    why = f" - {node.reason}" if node.reason else ""
+    return (
+        f"[notice: task {node.task_id} ({node.agent}"
+        + (f", {node.description!r}" if node.description else "")
+        + f") ended {node.status}{why} after the run that started it had ended; this is the "
+        "child's result, not the user's message]\n"
+        f"<child_output task_id={json.dumps(node.task_id)} status={node.status}>\n{answer}{cut}"
+        "\n</child_output>"
+    )
 
 
 def _budget_reason(spent: int, limit: int) -> str:

@@ -27,6 +27,9 @@ run_graph_changed      ``run.graph.changed``    runId, parentRunId, sessionKey, 
 task_progress          ``task.progress``        status, turns, tokens, costUsd, budgetUsd,
                                                 lastAction, description (after each of the
                                                 child's model calls and tool calls: live)
+task_notice            ``task.notice``          status, reason, text (a detached child that
+                                                ended after its parent's run, or a task a
+                                                restart left unknown; its result as data)
 =====================  =======================  ===========================================
 
 Every event also carries ``turns``, ``tokens`` and ``costUsd`` when the payload has them (the
@@ -158,6 +161,14 @@ def _progress(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _notice(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "status": str(p.get("status")) if p.get("status") is not None else None,
+        "reason": _text(p.get("reason"), 1000),
+        "text": _text(p.get("text"), 8000),
+    }
+
+
 #: Bus event type -> (wire event name, its fields beyond the ids).
 TASK_EVENTS: Final[Mapping[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]] = {
     "task_started": ("task.started", _started),
@@ -167,6 +178,7 @@ TASK_EVENTS: Final[Mapping[str, tuple[str, Callable[[Mapping[str, Any]], dict[st
     "task_aborted": ("task.aborted", _aborted),
     "run_graph_changed": ("run.graph.changed", _graph),
     "task_progress": ("task.progress", _progress),
+    "task_notice": ("task.notice", _notice),
 }
 
 
