@@ -632,9 +632,7 @@ def _retried_prompt(history: list[Message], job: ExecutionJob) -> list[Message] 
         content = messages[-1].content
         # (the first attempt may have put task notices before the prompt)
         if content == job.prompt or (
-            isinstance(content, str)
-            and content.startswith("[notice: task ")
-            and content.endswith("\n\n" + job.prompt)
+            content.startswith("[notice: task ") and content.endswith("\n\n" + job.prompt)
         ):
             return messages
     return None
