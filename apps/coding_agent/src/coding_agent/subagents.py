@@ -59,7 +59,17 @@ Agent definitions (:mod:`coding_agent.agent_definitions`): built-ins, the home's
 project Markdown files; a definition's ``model`` is the child's model and its ``max_turns``
 travels as ``meta["max_turns"]`` (the child's executor takes the lower of it and its own).
 
-What it does not do (yet): a notice for a detached child that ends after its parent run.
+Dollars: each model call is priced from the model's prices and charged like tokens, to the
+tree (``max_usd_per_tree``) and to every task above the caller with its own ``budget_usd``
+(that task's subtree stops, ``budget_exceeded``). ``task_progress`` carries a running task's
+turns, tokens, dollars and last action after each of its model and tool calls.
+
+A ``detached`` child that ends after its parent's run (and a task a restart left ``unknown``)
+leaves a durable notice for the parent's session (``task_notice``, then put before the
+session's next prompt once: :meth:`Subagents.take_notices`).
+
+What it does not do (yet): resume a child the daemon stopped (it is ``unknown``, its session
+told).
 """
 
 from __future__ import annotations
