@@ -18,6 +18,7 @@ from coding_agent.agent_definitions import (
     AGENT_DEFINITIONS,
     AgentApprovals,
     agent_file_digest,
+    cached_agent_definitions,
     load_agent_definitions,
     parse_agent_definition,
 )
@@ -213,3 +214,42 @@ async def test_a_child_runs_as_a_home_definition_narrowed_and_turn_limited(
         m["tool_call_id"]: m["content"] for m in bodies[3]["messages"] if m["role"] == "tool"
     }
     assert "max_turns" in parent_results["t1"]
+
+
+def test_definitions_are_cached_by_mtime_and_read_again_once_a_file_or_approval_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import coding_agent.agent_definitions as defs
+
+    home = tmp_path / "home"
+    project = tmp_path / "repo"
+    agents = project / ".lemon" / "agents"
+    path = write(agents / "reviewer.md", REVIEWER)
+    write(home / "agents" / "mine.md", "---\nname: mine\ndescription: one\n---\nOne.\n")
+    reads: list[Path] = []
+    real = defs._read_dir
+
+    def counting(directory: Path, source: Any, problems: Any) -> Any:
+        reads.append(directory)
+        return real(directory, source, problems)
+
+    monkeypatch.setattr(defs, "_read_dir", counting)
+    first = cached_agent_definitions(home, project)
+    assert len(reads) == 2  # the home's and the project's
+    (project / "src").mkdir()
+    assert cached_agent_definitions(home, project / "src") is first  # the same project
+    assert len(reads) == 2, "unchanged files are not read again"
+    # an edit (a new mtime) is seen
+    mine = home / "agents" / "mine.md"
+    mine.write_text("---\nname: mine\ndescription: two\n---\nTwo.\n")
+    os.utime(mine, ns=(mine.stat().st_atime_ns, mine.stat().st_mtime_ns + 1_000_000))
+    second = cached_agent_definitions(home, project)
+    assert second is not first
+    assert second.definitions["mine"].description == "two"
+    # an approval (approvals.json in the home's agents directory) is seen at once
+    AgentApprovals(home).approve(agents, "reviewer", agent_file_digest(path))
+    approved = cached_agent_definitions(home, project)
+    assert approved.definitions["reviewer"].source == "project"
+    # a new file is seen
+    write(home / "agents" / "more.md", "---\nname: more\ndescription: m\n---\nM.\n")
+    assert "more" in cached_agent_definitions(home, project).definitions

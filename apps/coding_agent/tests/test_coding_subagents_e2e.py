@@ -16,7 +16,7 @@ import pytest
 from coding_agent._boot import CodingAgentRuntime
 from coding_agent.subagents import ParentRun, Subagents, TaskRequest
 from lemon_agent import ToolError
-from lemon_core.bus import Delivery, run_topic
+from lemon_core.bus import Delivery, run_topic, session_topic
 from lemon_core.config import load_config
 from lemon_core.events import Event
 from lemon_core.execution import ALL_TOOLS, RunRequest, ToolPolicy
@@ -410,6 +410,9 @@ async def test_after_a_restart_the_tasks_left_running_are_unknown_and_never_reru
         assert [n.status for n in nodes] == ["unknown", "unknown", "unknown", "completed"]
         assert all("unknown" in (n.reason or "") for n in nodes[:3])
         assert await graph_of(runtime).active() == []
+        notices = await subagents_of(runtime).take_notices(SESSION)
+        assert len(notices) == 3  # the parent's session is told of each, never silently
+        assert all("ended unknown" in n for n in notices)
     assert scripted_provider.requests == []  # nothing was executed again
 
 
@@ -446,10 +449,13 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
     scripted_provider.script(
         ScriptedTurn(text="attached", pause=attached_gate, pause_after=1),
         ScriptedTurn(text="DETACHED-DONE", pause=detached_gate, pause_after=1),
+        ScriptedTurn(text="next answer"),  # the person's next run in the parent's session
     )
     async with boot() as runtime:
         subagents = subagents_of(runtime)
         parent = parent_of(work)
+        told = Delivery(max_entries=10_000)
+        told_sub = runtime.bus.subscribe(session_topic(SESSION), delivery=told)
         attached = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
         assert await attached_gate.wait_reached_async(30)
         detached = await subagents.start(
@@ -468,6 +474,23 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
         assert kept.status == "completed"
         assert kept.answer == "DETACHED-DONE"
         assert subagents.statistics().live == 0
+        # The parent's run had ended: its session is told, with the result, once.
+        while True:
+            event = await asyncio.wait_for(told.get(), 30)
+            if isinstance(event, Event) and event.type == "task_notice":
+                break
+        told_sub.cancel()
+        assert event.payload["task_id"] == detached.task_id
+        assert "DETACHED-DONE" in event.payload["text"]
+        assert "not the user's message" in event.payload["text"]
+        ended = await run_to_end(port_of(runtime), request("what happened?", work))
+        assert ended.ok
+        assert await subagents.take_notices(SESSION) == []  # taken by that run, once
+    body = scripted_provider.requests[-1].body
+    (asked,) = [m for m in body["messages"] if m["role"] == "user"]
+    assert f"[notice: task {detached.task_id}" in str(asked["content"])
+    assert "DETACHED-DONE" in str(asked["content"])
+    assert str(asked["content"]).endswith("what happened?")
 
 
 async def test_a_followup_reaches_a_running_child(
@@ -494,3 +517,93 @@ async def test_a_followup_reaches_a_running_child(
     second = scripted_provider.requests[1].body
     assert any("FOLLOWUP-77" in str(m["content"]) for m in second["messages"]
                if m["role"] == "user")  # fmt: skip
+
+
+_PRICED = '\n[providers.openai]\nkind = "openai_completions"\nbase_url = "{url}"\n'
+
+
+def _priced(server: ScriptedProviderServer, extra: str) -> str:
+    # openai:gpt-4o keeps the catalogue's prices ($2.5 / $10 per million tokens) with its
+    # base_url moved to the scripted server: each scripted call (12 in, 7 out) costs $0.0001.
+    return _PRICED.format(url=server.openai_base_url) + extra
+
+
+def priced_parent(work: Path, run_id: str = "run_parent") -> ParentRun:
+    return ParentRun(run_id=run_id, session_key=SESSION, root_run_id=run_id, depth=0,
+                     policy=ToolPolicy(), cwd=str(work), preapproved=frozenset({"*"}),
+                     model="openai:gpt-4o")  # fmt: skip
+
+
+def _looping_turns(n: int) -> list[ScriptedTurn]:
+    return [
+        ScriptedTurn(tool_calls=(ScriptedToolCall(id=f"c{i}", name="ls",
+                                                  arguments={"path": f"d{i}"}),))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+async def test_a_tasks_usd_budget_stops_it_with_budget_exceeded_and_reports_usage_live(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    for i in range(6):
+        (work / f"d{i}").mkdir()
+    scripted_provider.script(*_looping_turns(3))  # a fourth call would fail the test
+    async with boot(_priced(scripted_provider, "")) as runtime:
+        subagents = subagents_of(runtime)
+        parent = priced_parent(work)
+        progress: list[dict[str, Any]] = []
+        events = Delivery(max_entries=10_000)
+        sub = runtime.bus.subscribe(run_topic(parent.run_id), delivery=events)
+        with pytest.raises(ToolError, match="budget_usd must be > 0"):
+            await subagents.start(parent, TaskRequest(prompt="c", budget_usd=-1))
+        node = await subagents.run(parent, TaskRequest(prompt="loop", budget_usd=0.00025))
+        assert node.status == "failed"
+        assert node.reason is not None
+        assert node.reason.startswith("budget_exceeded")
+        assert "budget_usd" in node.reason
+        # $0.0001 per call: the third call reaches $0.0003 >= $0.00025, the fourth is refused.
+        assert len(scripted_provider.requests) == 3
+        assert node.usage is not None
+        assert node.usage.cost_usd == pytest.approx(0.0003)
+        with contextlib.suppress(asyncio.QueueEmpty):
+            while True:
+                event = events.get_nowait()
+                if isinstance(event, Event) and event.type == "task_progress":
+                    progress.append(dict(event.payload))
+        sub.cancel()
+    assert sorted({p["turns"] for p in progress}) == [1, 2, 3]
+    by_turn = {p["turns"]: p for p in progress}
+    assert by_turn[1]["cost_usd"] == pytest.approx(0.0001)
+    assert by_turn[1]["tokens"] == 19
+    assert by_turn[2]["cost_usd"] == pytest.approx(0.0002)
+    assert all(p["status"] == "running" for p in progress)  # reported while it runs
+
+
+async def test_the_trees_usd_budget_stops_every_task_and_refuses_new_children(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held = Gate()
+    for i in range(6):
+        (work / f"d{i}").mkdir()
+    scripted_provider.script(
+        ScriptedTurn(text="slow sibling", pause=held, pause_after=1),  # child A, held
+        *_looping_turns(3),  # child B loops: $0.0001 per call; a fourth is never asked
+    )
+    tree_budget = "[subagents]\nmax_usd_per_tree = 0.00025\n"
+    async with boot(_priced(scripted_provider, tree_budget)) as runtime:
+        subagents = subagents_of(runtime)
+        parent = priced_parent(work)
+        sibling = await subagents.start(parent, TaskRequest(prompt="a", mode="async"))
+        assert await held.wait_reached_async(30)
+        spender = await subagents.run(parent, TaskRequest(prompt="b"))
+        assert spender.status == "failed"
+        assert spender.reason is not None
+        assert "max_usd_per_tree" in spender.reason
+        (stopped,) = await subagents.wait(parent, [sibling.task_id], timeout_s=30)
+        held.open()
+        assert stopped.status == "failed"
+        assert stopped.reason is not None
+        assert stopped.reason.startswith("budget_exceeded")
+        with pytest.raises(ToolError, match=r"budget_exceeded.*max_usd_per_tree"):
+            await subagents.start(parent, TaskRequest(prompt="c"))
+    assert len(scripted_provider.requests) == 1 + 3  # the sibling's one, the spender's three

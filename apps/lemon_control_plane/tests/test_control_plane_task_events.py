@@ -48,7 +48,13 @@ async def test_a_delegated_task_reaches_the_wire_as_task_events_once_each(
     assert isinstance(payload["durationMs"], int)
     assert payload["durationMs"] >= 0
     # once each, though published on the parent's and the child's run topic
-    assert [f["event"] for f in events] == ["task.started", "task.completed"]
+    ends = [f["event"] for f in events if f["event"] != "task.progress"]
+    assert ends == ["task.started", "task.completed"]
+    progress = [f["payload"] for f in events if f["event"] == "task.progress"]
+    assert progress, "the child's model call is reported while it runs"
+    assert progress[0]["turns"] == 1
+    assert progress[0]["status"] == "running"
+    assert payload["turns"] == 1  # the end carries the recorded usage
     assert graph
     assert {f["payload"]["status"] for f in graph} >= {"completed"}
     statuses = [f["payload"]["status"] for f in graph]
@@ -79,4 +85,36 @@ async def test_a_run_topic_follower_is_bounded_and_maps_every_task_type() -> Non
     assert sent[1][1]["timeoutMs"] == 8
     assert sent[2][1]["reason"] == "cancelled by the parent"
     assert {key for _name, _payload, key in sent} == {"s"}
+    bus.close()
+
+
+def test_progress_events_carry_live_usage_and_each_call_is_sent() -> None:
+    sent: list[tuple[str, dict[str, Any], str | None]] = []
+    bus = Bus()
+    tasks = TaskEvents(bus, lambda name, payload, key: sent.append((name, payload, key)))
+    base = {"task_id": "t", "run_id": "c", "parent_run_id": "p", "parent_session_key": "s",
+            "status": "running", "budget_usd": 0.5}  # fmt: skip
+    for turns in (1, 1, 2):  # the second is the same call heard on the other topic
+        tasks.project(Event.new("task_progress", {**base, "turns": turns,
+                                                  "tokens": 19 * turns,
+                                                  "cost_usd": 0.0001 * turns,
+                                                  "last_action": "ls"}))  # fmt: skip
+    assert [(name, p["turns"]) for name, p, _key in sent] == [
+        ("task.progress", 1), ("task.progress", 2)]  # fmt: skip
+    wire = sent[1][1]
+    assert wire["tokens"] == 38
+    assert wire["costUsd"] == 0.0002
+    assert wire["budgetUsd"] == 0.5
+    assert wire["lastAction"] == "ls"
+    assert wire["status"] == "running"
+    assert "task.progress" in EVENTS
+    tasks.project(
+        Event.new(
+            "task_notice",
+            {**base, "status": "completed", "text": "[notice: task t ended completed]"},
+        )
+    )
+    name, wire, key = sent[-1]
+    assert (name, wire["status"], key) == ("task.notice", "completed", "s")
+    assert wire["text"].startswith("[notice: task t")
     bus.close()

@@ -142,6 +142,26 @@ def test_events_and_rows_update_one_task_and_an_ended_one_stays_ended() -> None:
     assert from_row({"status": "running"}, known) is None
 
 
+def test_progress_events_show_turns_tokens_and_dollars_while_the_task_runs() -> None:
+    known: dict[str, TaskState] = {}
+    ids = {"taskId": "t2", "parentRunId": "r", "sessionKey": "s:sub:t2", "agentId": "explore"}
+    task = from_event("task.started", ids, known)
+    assert task is not None
+    known["t2"] = task
+    progress = {**ids, "status": "running", "turns": 3, "tokens": 4200, "costUsd": 0.0123,
+                "lastAction": "grep TODO (started)"}  # fmt: skip
+    assert from_event("task.progress", progress, known) is task
+    assert (
+        task.line() == "t2 · explore · running · 3 turns · 4,200 tokens · $0.0123 · "
+        "last: grep TODO (started)"
+    )
+    stopped = {**ids, "error": "budget_exceeded: task t2 spent $0.02 of its $0.02 budget",
+               "durationMs": 2000, "turns": 4, "tokens": 5000, "costUsd": 0.02}  # fmt: skip
+    from_event("task.error", stopped, known)
+    assert task.line().startswith("t2 · explore · failed in 2.0 s · 4 turns · 5,000 tokens")
+    assert "budget_exceeded" in task.line()
+
+
 async def test_an_async_task_card_learns_its_end_after_the_call_returned(
     daemon: ControlPlane,
 ) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from coding_agent._sections import FileAccessConfig
 from coding_agent.access import FileAccess
-from coding_agent.agent_definitions import load_agent_definitions
+from coding_agent.agent_definitions import cached_agent_definitions
 from coding_agent.compaction import CompactionSettings, Compactor, run_limits, tool_result_cap
 from coding_agent.environment import tool_environment_for
 from coding_agent.policy import ApprovalHooks, GateContext, RunTaint, gate_tools
@@ -306,7 +306,14 @@ class CodingRun:
             # reply). It is recorded once; the model is asked from it again.
             history = retried
         else:
-            asked = UserMessage(content=self._job.prompt, images=self._images)
+            prompt = self._job.prompt
+            if s.subagents is not None:
+                # Children that ended after the run that started them (and tasks a restart
+                # left unknown): told here, before the person's message, once each.
+                notices = await s.subagents.take_notices(self._job.session_key)
+                if notices:
+                    prompt = "\n\n".join([*notices, prompt])
+            asked = UserMessage(content=prompt, images=self._images)
             await self._transcript.append([asked])
             history = [*self._history, asked]
         self._persisted = len(history)
@@ -421,7 +428,7 @@ class CodingRun:
             preapproved=job.preapproved,
             model=job.model,
             context_window=self._model.context_window,
-            definitions=load_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
+            definitions=cached_agent_definitions(self._settings.home, Path(job.cwd)).definitions,
             editor=job.editor,
         )
 
@@ -628,8 +635,13 @@ def _retried_prompt(history: list[Message], job: ExecutionJob) -> list[Message] 
         and not any(isinstance(b, ToolCall) for b in last.content)
     ):
         messages.pop()
-    if messages and isinstance(messages[-1], UserMessage) and messages[-1].content == job.prompt:
-        return messages
+    if messages and isinstance(messages[-1], UserMessage):
+        content = messages[-1].content
+        # (the first attempt may have put task notices before the prompt)
+        if content == job.prompt or (
+            content.startswith("[notice: task ") and content.endswith("\n\n" + job.prompt)
+        ):
+            return messages
     return None
 
 

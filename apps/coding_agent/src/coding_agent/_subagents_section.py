@@ -26,7 +26,11 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     ``ask_parent`` waits for an answer when it names no timeout (never past the child's own
     deadline; unanswered, the child's call ends as an error). ``max_repeated_calls``: a child
     that asks for the same tool call (same name, same arguments) this many times is stopped
-    before its next model call (``loop``).
+    before its next model call (``loop``). ``max_usd_per_tree``: the dollars the children of
+    one top-level run may spend together, priced per model call from the model's price data
+    (a model without prices costs 0 and only the token budget bounds it); once spent the tree
+    stops as for tokens (``budget_exceeded``). A ``task`` call may give its child a smaller
+    ``budget_usd`` of its own.
     """
 
     max_depth: Annotated[int, msgspec.Meta(ge=0, le=8)] = 2
@@ -38,3 +42,4 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     answer_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.15
     question_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
     max_repeated_calls: Annotated[int, msgspec.Meta(ge=2, le=1000)] = 5
+    max_usd_per_tree: Annotated[float, msgspec.Meta(gt=0, le=100_000)] = 10.0

@@ -34,6 +34,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ __all__ = [
     "AgentCatalog",
     "AgentDefinition",
     "agent_file_digest",
+    "cached_agent_definitions",
     "find_project_agents",
     "load_agent_definitions",
     "parse_agent_definition",
@@ -267,3 +269,51 @@ def load_agent_definitions(home: Path, cwd: Path | None) -> AgentCatalog:
             else:
                 pending.append(definition)
     return AgentCatalog(definitions=definitions, pending=tuple(pending), problems=tuple(problems))
+
+
+_Stamp = tuple[tuple[str, int, int], ...]
+_CACHED: Final = 64  # (home, project) pairs whose catalogue is kept
+_cache: OrderedDict[tuple[str, str | None], tuple[_Stamp, AgentCatalog]] = OrderedDict()
+
+
+def _stamp_dir(directory: Path, out: list[tuple[str, int, int]]) -> None:
+    """The directory's and its ``.md`` files' (mtime, size): what a read would see changing."""
+    try:
+        info = directory.stat()
+    except OSError:
+        out.append((str(directory), -1, -1))
+        return
+    out.append((str(directory), info.st_mtime_ns, info.st_size))
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries[: _MAX_FILES + 1]:
+        if entry.name.endswith(".md") or entry.name == "approvals.json":
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out.append((entry.path, st.st_mtime_ns, st.st_size))
+
+
+def cached_agent_definitions(home: Path, cwd: Path | None) -> AgentCatalog:
+    """:func:`load_agent_definitions`, read again only when a definition file, the
+    directories or ``approvals.json`` changed (by mtime and size; a run otherwise takes the
+    catalogue from memory: a few ``stat`` calls, no file read, parse or hash)."""
+    project = find_project_agents(cwd, home) if cwd is not None else None
+    stamp: list[tuple[str, int, int]] = []
+    _stamp_dir(home / "agents", stamp)
+    if project is not None:
+        _stamp_dir(project, stamp)
+    key = (str(home), str(project) if project is not None else None)
+    frozen = tuple(stamp)
+    hit = _cache.get(key)
+    if hit is not None and hit[0] == frozen:
+        _cache.move_to_end(key)
+        return hit[1]
+    catalog = load_agent_definitions(home, project.parent.parent if project else None)
+    _cache[key] = (frozen, catalog)
+    while len(_cache) > _CACHED:
+        _cache.popitem(last=False)
+    return catalog

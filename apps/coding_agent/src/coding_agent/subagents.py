@@ -59,7 +59,17 @@ Agent definitions (:mod:`coding_agent.agent_definitions`): built-ins, the home's
 project Markdown files; a definition's ``model`` is the child's model and its ``max_turns``
 travels as ``meta["max_turns"]`` (the child's executor takes the lower of it and its own).
 
-What it does not do (yet): a notice for a detached child that ends after its parent run.
+Dollars: each model call is priced from the model's prices and charged like tokens, to the
+tree (``max_usd_per_tree``) and to every task above the caller with its own ``budget_usd``
+(that task's subtree stops, ``budget_exceeded``). ``task_progress`` carries a running task's
+turns, tokens, dollars and last action after each of its model and tool calls.
+
+A ``detached`` child that ends after its parent's run (and a task a restart left ``unknown``)
+leaves a durable notice for the parent's session (``task_notice``, then put before the
+session's next prompt once: :meth:`Subagents.take_notices`).
+
+What it does not do (yet): resume a child the daemon stopped (it is ``unknown``, its session
+told).
 """
 
 from __future__ import annotations
@@ -134,6 +144,9 @@ _MAX_PARTIAL_CHARS: Final = 64_000
 _PREVIEW_CHARS: Final = 500  # of a finished task's answer, on its events
 _CANCEL_GRACE_S: Final = 10.0
 _ORIGIN: Final = "subagent"
+_NOTICES: Final = "task_notices"  # table: "<parent session>\x1f<ms>\x1f<task id>" -> notice
+_NOTICE_CHARS: Final = 4000  # of the child's answer, in the notice
+_NOTICES_PER_RUN: Final = 16  # notices one run takes in (the oldest first; the rest wait)
 
 
 class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,6 +196,9 @@ class TaskRequest:
     detached: bool = False
     output_schema: Mapping[str, Any] | None = None
     """A JSON Schema (subset, :mod:`coding_agent._output_schema`) the answer must match."""
+    budget_usd: float | None = None
+    """The dollars this child (with its own children) may spend; never more than what is
+    left of its tree's ``max_usd_per_tree``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -203,8 +219,13 @@ class _Live:
     asked: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: int = 0  # parent calls blocked on this task now (sync task, join, wait)
     charged: int = 0  # tokens charged per model call so far
+    charged_usd: float = 0.0  # dollars charged per model call so far (this task's own run)
+    subtree_usd: float = 0.0  # the same with its descendants' calls
+    turns: int = 0  # model calls of this task's own run so far
+    budget_usd: float | None = None  # this task's own dollar budget (``budget_usd``)
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
     calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
+    parent_gone: bool = False  # the run that started it ended (a detached child outlives it)
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -242,6 +263,7 @@ class Subagents:
     ) -> None:
         self.config = config or SubagentsConfig()
         self.graph = RunGraphStore(store)
+        self._store = store
         self.questions = ParentQuestionStore(store, bus)
         self._approvals = approvals
         self._port = port
@@ -257,6 +279,7 @@ class Subagents:
         self._live: dict[str, _Live] = {}
         self._started: Counter[str] = Counter()  # parent run -> tasks started
         self._spent: Counter[str] = Counter()  # root run -> tokens its children used
+        self._spent_usd: dict[str, float] = {}  # root run -> dollars its children used
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -270,6 +293,8 @@ class Subagents:
         for node in marked:
             self._publish(node, "task_error")
             self._publish(node, "run_graph_changed")
+            # Never lost silently: the parent's session is told at its next run.
+            await self._store_notice(node)
         return marked
 
     async def close(self) -> None:
@@ -344,6 +369,23 @@ class Subagents:
                 f"{self._spent[parent.root_run_id]} tokens of the "
                 f"{cfg.max_tokens_per_tree} allowed ([subagents] max_tokens_per_tree)"
             )
+        spent_usd = self._spent_usd.get(parent.root_run_id, 0.0)
+        if spent_usd >= cfg.max_usd_per_tree:
+            raise ToolError(
+                "task refused: budget_exceeded: the children of this conversation turn spent "
+                f"${spent_usd:.6g} of the ${cfg.max_usd_per_tree:.6g} allowed "
+                "([subagents] max_usd_per_tree)"
+            )
+        budget_usd: Any = request.budget_usd  # from the model's arguments: checked here
+        if budget_usd is not None and (
+            isinstance(budget_usd, bool)
+            or not isinstance(budget_usd, int | float)
+            or not budget_usd > 0
+        ):
+            raise ToolError(f"task: budget_usd must be > 0 dollars, got {budget_usd!r}")
+        inherited = self._budget_of_run(parent.run_id)  # a child's child stays in its budget
+        if inherited is not None:
+            budget_usd = inherited if budget_usd is None else min(float(budget_usd), inherited)
         timeout = request.timeout_s if request.timeout_s is not None else cfg.timeout_s
         if not timeout > 0:
             raise ToolError(f"task: timeout_s must be > 0 seconds, got {request.timeout_s!r}")
@@ -377,7 +419,10 @@ class Subagents:
         await self.graph.put(node)
         self._publish(node, "run_graph_changed")
         loop = asyncio.get_running_loop()
-        live = _Live(node=node, parent=parent, done=loop.create_future())
+        live = _Live(
+            node=node, parent=parent, done=loop.create_future(),
+            budget_usd=float(budget_usd) if budget_usd is not None else None,
+        )  # fmt: skip
         self._live[task_id] = live
         live.task = self._supervisor.spawn(
             self._drive(live, port, request, policy, timeout), name=f"task {task_id}"
@@ -486,11 +531,16 @@ class Subagents:
         """The run ``run_id`` ended: its children still running stop (``cancelled``) unless
         they were started ``detached``."""
         for live in list(self._live.values()):
-            if live.node.parent_run_id == run_id and not live.node.detached:
+            if live.node.parent_run_id != run_id:
+                continue
+            if live.node.detached:
+                live.parent_gone = True  # its end is told to the session as a notice
+            else:
                 await self._request_stop(live, "cancelled", "the parent run ended")
         self._started.pop(run_id, None)
         if not any(live.node.root_run_id == run_id for live in self._live.values()):
             self._spent.pop(run_id, None)  # a top-level run's tree is done: forget its spend
+            self._spent_usd.pop(run_id, None)
 
     async def run(
         self,
@@ -560,18 +610,92 @@ class Subagents:
 
     # -- the budget ------------------------------------------------------------------------
 
-    def charge(self, run_id: str, tokens: int, *, final: bool = False) -> str | None:
-        """One model call of the child run ``run_id`` used ``tokens``: count it against its
-        tree. Returns the reason when the tree's budget is spent: every other task of the
-        tree is stopped, and the calling run stops itself before its next model call (its
+    def charge(
+        self, run_id: str, tokens: int, *, cost_usd: float = 0.0, final: bool = False
+    ) -> str | None:
+        """One model call of the child run ``run_id`` used ``tokens`` costing ``cost_usd``:
+        count it against its task (and the tasks above it) and its tree, and publish the
+        task's live usage (``task_progress``). Returns the reason when a budget is spent: the
+        tree's (every other task of the tree is stopped) or a task's own ``budget_usd`` (that
+        task's subtree stops); the calling run stops itself before its next model call (its
         task ends ``failed`` with that reason) unless this call was its ``final`` answer.
         None: go on (or ``run_id`` is not a child)."""
         live = self._by_run(run_id)
-        if live is None or tokens <= 0:
+        if live is None:
             return None
+        tokens = max(0, tokens)
+        cost_usd = max(0.0, cost_usd)
+        live.turns += 1
         live.charged += tokens
-        self._spent[live.node.root_run_id] += tokens
-        return self._check_budget(live.node.root_run_id, caller=live, final=final)
+        live.charged_usd += cost_usd
+        for up in self._ancestors(live):
+            up.subtree_usd += cost_usd
+        root = live.node.root_run_id
+        self._spent[root] += tokens
+        self._spent_usd[root] = self._spent_usd.get(root, 0.0) + cost_usd
+        self._publish_progress(live)
+        tree = self._check_budget(root, caller=live, final=final)
+        if tree is not None:
+            return tree
+        return self._check_task_budgets(live, final=final)
+
+    def _ancestors(self, live: _Live) -> list[_Live]:
+        """``live`` and the live tasks above it (its parent's task, ...), nearest first."""
+        chain = [live]
+        while (up := self._by_run(chain[-1].node.parent_run_id)) is not None and up not in chain:
+            chain.append(up)
+        return chain
+
+    def _budget_of_run(self, run_id: str) -> float | None:
+        """The dollars left to the task whose child run is ``run_id`` and the tasks above it
+        with a ``budget_usd`` (None: none has one, or ``run_id`` is not a child)."""
+        live = self._by_run(run_id)
+        if live is None:
+            return None
+        left = [
+            up.budget_usd - up.subtree_usd
+            for up in self._ancestors(live)
+            if up.budget_usd is not None
+        ]
+        return max(0.0, min(left)) if left else None
+
+    def _check_task_budgets(self, caller: _Live, *, final: bool) -> str | None:
+        """A task whose own ``budget_usd`` is spent (its run's calls and its descendants')
+        stops with its whole subtree; returns the reason (the caller stops itself before its
+        next model call unless this was its ``final`` answer)."""
+        for up in reversed(self._ancestors(caller)):  # the widest subtree first
+            budget = up.budget_usd
+            if budget is None or up.subtree_usd < budget:
+                continue
+            reason = (
+                f"budget_exceeded: task {up.node.task_id} spent ${up.subtree_usd:.6g} of its "
+                f"${budget:.6g} budget (budget_usd)"
+            )
+            for other in [up, *self._descendants(up)]:
+                if other.done.done() or other.stop:
+                    continue
+                if other is caller:
+                    if not final:
+                        other.stop = ("failed", reason)
+                else:
+                    self._supervisor.spawn(
+                        self._request_stop(other, "failed", reason),
+                        name=f"budget stop {other.node.task_id}",
+                    )
+            return reason
+        return None
+
+    def _descendants(self, live: _Live) -> list[_Live]:
+        """The live tasks below ``live`` (its child run's children, theirs...)."""
+        found: list[_Live] = []
+        frontier = [live.node.child_run_id]
+        while frontier:
+            run_id = frontier.pop()
+            for other in self._live.values():
+                if other.node.parent_run_id == run_id and other not in found:
+                    found.append(other)
+                    frontier.append(other.node.child_run_id)
+        return found
 
     def refusal(self, run_id: str) -> str | None:
         """Why the child run ``run_id`` may make no further model call (its tree's budget is
@@ -579,10 +703,29 @@ class Subagents:
         live = self._by_run(run_id)
         if live is None:
             return None
-        spent, limit = self._spent[live.node.root_run_id], self.config.max_tokens_per_tree
-        if spent >= limit and live.stop is None:
-            live.stop = ("failed", _budget_reason(spent, limit))
+        if live.stop is None:
+            reason = self._tree_spent(live.node.root_run_id)
+            if reason is None:
+                left = self._budget_of_run(run_id)
+                if left is not None and left <= 0:
+                    reason = f"budget_exceeded: task {live.node.task_id}'s budget_usd is spent"
+            if reason is not None:
+                live.stop = ("failed", reason)
         return None if live.stop is None else live.stop[1]
+
+    def _tree_spent(self, root_run_id: str) -> str | None:
+        """Why the tree of ``root_run_id`` may spend no more (tokens or dollars), or None."""
+        cfg = self.config
+        spent = self._spent[root_run_id]
+        if spent >= cfg.max_tokens_per_tree:
+            return _budget_reason(spent, cfg.max_tokens_per_tree)
+        spent_usd = self._spent_usd.get(root_run_id, 0.0)
+        if spent_usd >= cfg.max_usd_per_tree:
+            return (
+                f"budget_exceeded: the tree spent ${spent_usd:.6g} of the "
+                f"${cfg.max_usd_per_tree:.6g} allowed ([subagents] max_usd_per_tree)"
+            )
+        return None
 
     def note_calls(self, run_id: str, calls: Iterable[tuple[str, str]]) -> str | None:
         """The child run ``run_id`` asked for these tool calls (name, canonical arguments):
@@ -606,10 +749,9 @@ class Subagents:
     def _check_budget(
         self, root_run_id: str, *, caller: _Live | None = None, final: bool = False
     ) -> str | None:
-        spent, limit = self._spent[root_run_id], self.config.max_tokens_per_tree
-        if spent < limit:
+        reason = self._tree_spent(root_run_id)
+        if reason is None:
             return None
-        reason = _budget_reason(spent, limit)
         for other in list(self._live.values()):
             if other.node.root_run_id != root_run_id or other.done.done() or other.stop:
                 continue
@@ -957,6 +1099,8 @@ class Subagents:
                 live.partial_chars += len(event.text)
             elif isinstance(event, ToolCard):
                 live.last_action = f"{event.title} ({event.phase})"
+                if event.phase == "started":
+                    self._publish_progress(live)
                 if event.phase == "started" and live.notify is not None:
                     # The parent's task card follows the child: its last action, live.
                     await live.notify(f"child task {live.node.task_id}: {event.title}")
@@ -1007,6 +1151,12 @@ class Subagents:
         usage: RunUsage | None = ended.usage if ended is not None else None
         if usage is not None:  # what the per-call charges did not count (summaries...)
             self._spent[node.root_run_id] += max(0, usage.total_tokens - live.charged)
+            extra_usd = max(0.0, usage.cost_usd - live.charged_usd)
+            if extra_usd:
+                root = node.root_run_id
+                self._spent_usd[root] = self._spent_usd.get(root, 0.0) + extra_usd
+                for up in self._ancestors(live):
+                    up.subtree_usd += extra_usd
         final = await self._put(
             node,
             status=status,
@@ -1033,23 +1183,64 @@ class Subagents:
         self._check_budget(node.root_run_id)
         if (
             final.mode == "async"
+            and not live.parent_gone
             and live.watchers == 0
             and status != "cancelled"
             and not self._closed
         ):
             # Nobody waits for it: the parent's running answer is told it ended.
             self._supervisor.spawn(self._notify_end(live, final), name=f"notice {node.task_id}")
+        elif live.parent_gone:
+            # Its parent's run had ended (also when it stopped with the daemon): the
+            # session is told, with its result, at once and in its next run.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._store_notice(final))
 
     async def _notify_end(self, live: _Live, node: TaskNode) -> None:
+        """Nobody waits for the async child that ended: its parent's running answer is told
+        by a steer; a parent run that already ended (a ``detached`` child outliving it) gets
+        a durable notice with the child's result instead: published on the parent's session
+        (``task_notice``) and taken into the session's next run
+        (:meth:`take_notices`)."""
         port = self._port()
-        if port is None or not await self._running(port, live.parent):
-            return
-        await port.steer(
-            live.parent.session_key,
-            f"[task {node.task_id} ended: {node.status}; this is a notice of the child's end, "
-            f"not the user's message] Get its result with agent action=wait "
-            f"task_ids=[{json.dumps(node.task_id)}].",
-        )
+        if port is not None and await self._running(port, live.parent):
+            result = await port.steer(
+                live.parent.session_key,
+                f"[task {node.task_id} ended: {node.status}; this is a notice of the child's "
+                f"end, not the user's message] Get its result with agent action=wait "
+                f"task_ids=[{json.dumps(node.task_id)}].",
+            )
+            if result.status == "accepted":
+                return
+        await self._store_notice(node)
+
+    async def _store_notice(self, node: TaskNode) -> None:
+        key = f"{node.parent_session_key}\x1f{_now_ms(self._clock):016d}\x1f{node.task_id}"
+        notice = {"task_id": node.task_id, "session_key": node.parent_session_key,
+                  "text": notice_text(node)}  # fmt: skip
+        await self._store.put(_NOTICES, key, notice)
+        if self._bus is not None:
+            payload = {**notice, "status": node.status, "parent_session_key":
+                       node.parent_session_key, "run_id": node.child_run_id,
+                       "parent_run_id": node.parent_run_id, "reason": node.reason}  # fmt: skip
+            meta = {"task_id": node.task_id, "run_id": node.child_run_id}
+            self._bus.broadcast_event(
+                session_topic(node.parent_session_key), "task_notice", payload, meta=meta
+            )
+            self._bus.broadcast_event(
+                run_topic(node.parent_run_id), "task_notice", payload, meta=meta
+            )
+
+    async def take_notices(self, session_key: str) -> list[str]:
+        """The notices of children that ended after their parent's run (and of tasks a
+        restart left ``unknown``) waiting for ``session_key``, oldest first; taken (deleted)
+        as they are returned, so each reaches exactly one run."""
+        rows = await self._store.scan(_NOTICES, prefix=f"{session_key}\x1f", limit=_NOTICES_PER_RUN)
+        texts: list[str] = []
+        for key, notice in rows:
+            if await self._store.delete(_NOTICES, key) and isinstance(notice, Mapping):
+                texts.append(str(notice.get("text", "")))
+        return texts
 
     def _relay_approval(self, live: _Live, asked: ApprovalAsked) -> None:
         """A child's approval question, shown on the parent's session too (a person watching
@@ -1091,9 +1282,14 @@ class Subagents:
     async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:
         return await self.graph.put(msgspec.structs.replace(node, **changes))
 
-    def _publish(self, node: TaskNode, event_type: str) -> None:
+    def _publish_progress(self, live: _Live) -> None:
+        """The task's live usage, after each of its model calls (``task_progress``)."""
+        self._publish(live.node, "task_progress", live=live)
+
+    def _publish(self, node: TaskNode, event_type: str, *, live: _Live | None = None) -> None:
         if self._bus is None:
             return
+        live = live or self._live.get(node.task_id)
         payload = {
             "task_id": node.task_id,
             "run_id": node.child_run_id,
@@ -1111,6 +1307,16 @@ class Subagents:
             "error": node.error,
             "answer_preview": node.answer[:_PREVIEW_CHARS] if node.terminal else None,
         }
+        if node.usage is not None:  # the recorded end
+            usage = node.usage
+            payload |= {"turns": usage.turns, "tokens": usage.total_tokens,
+                        "cost_usd": round(usage.cost_usd, 6)}  # fmt: skip
+        elif live is not None:  # while it runs: what its model calls were charged so far
+            payload |= {"turns": live.turns, "tokens": live.charged,
+                        "cost_usd": round(live.charged_usd, 6)}  # fmt: skip
+        if live is not None:
+            payload["last_action"] = live.last_action
+            payload["budget_usd"] = live.budget_usd
         meta = {"run_id": node.child_run_id, "task_id": node.task_id,
                 "parent_run_id": node.parent_run_id}  # fmt: skip
         for topic in (run_topic(node.child_run_id), run_topic(node.parent_run_id)):
@@ -1122,6 +1328,22 @@ class _Watch:
     """The child session's stream (replaced when it overflows and is watched again)."""
 
     stream: SessionStream
+
+
+def notice_text(node: TaskNode) -> str:
+    """A task's end told to its parent's session after the parent run ended: its status,
+    why, and its answer fenced as the child's data."""
+    answer = node.answer[:_NOTICE_CHARS]
+    cut = f"\n[answer cut to {_NOTICE_CHARS} characters]" if len(node.answer) > len(answer) else ""
+    why = f" - {node.reason}" if node.reason else ""
+    return (
+        f"[notice: task {node.task_id} ({node.agent}"
+        + (f", {node.description!r}" if node.description else "")
+        + f") ended {node.status}{why} after the run that started it had ended; this is the "
+        "child's result, not the user's message]\n"
+        f"<child_output task_id={json.dumps(node.task_id)} status={node.status}>\n{answer}{cut}"
+        "\n</child_output>"
+    )
 
 
 def _budget_reason(spent: int, limit: int) -> str:
@@ -1200,8 +1422,9 @@ class BudgetedProvider:
                     message = event.message
                     calls = [b for b in message.content if isinstance(b, ToolCall)]
                     self._subagents.charge(
-                        self._run_id, message.usage.total_tokens, final=not calls
-                    )
+                        self._run_id, message.usage.total_tokens,
+                        cost_usd=message.cost.total, final=not calls,
+                    )  # fmt: skip
                     self._subagents.note_calls(
                         self._run_id,
                         [(c.name, json.dumps(c.arguments, sort_keys=True, default=str))

@@ -24,7 +24,16 @@ task_timeout           ``task.timeout``         timeoutMs (how long it ran), des
 task_aborted           ``task.aborted``         reason, description
 run_graph_changed      ``run.graph.changed``    runId, parentRunId, sessionKey, status,
                                                 event, timestampMs
+task_progress          ``task.progress``        status, turns, tokens, costUsd, budgetUsd,
+                                                lastAction, description (after each of the
+                                                child's model calls and tool calls: live)
+task_notice            ``task.notice``          status, reason, text (a detached child that
+                                                ended after its parent's run, or a task a
+                                                restart left unknown; its result as data)
 =====================  =======================  ===========================================
+
+Every event also carries ``turns``, ``tokens`` and ``costUsd`` when the payload has them (the
+recorded usage of an ended task, the charged one of a running task).
 
 After an overflow the delivery is replaced and re-subscribed to the followed runs; the lost
 events are counted (``resyncs``), as the bridge's other bus events are: ``tasks.list`` and
@@ -126,6 +135,40 @@ def _graph(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _usage(p: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if (turns := _ms(p.get("turns"))) is not None:
+        out["turns"] = turns
+    if (tokens := _ms(p.get("tokens"))) is not None:
+        out["tokens"] = tokens
+    if (cost := _number(p.get("cost_usd"))) is not None:
+        out["costUsd"] = cost
+    return out
+
+
+def _progress(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "status": str(p.get("status")) if p.get("status") is not None else None,
+        "budgetUsd": _number(p.get("budget_usd")),
+        "lastAction": _text(p.get("last_action"), 200),
+        "description": _text(p.get("description"), 200),
+    }
+
+
+def _notice(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "status": str(p.get("status")) if p.get("status") is not None else None,
+        "reason": _text(p.get("reason"), 1000),
+        "text": _text(p.get("text"), 8000),
+    }
+
+
 #: Bus event type -> (wire event name, its fields beyond the ids).
 TASK_EVENTS: Final[Mapping[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]] = {
     "task_started": ("task.started", _started),
@@ -134,6 +177,8 @@ TASK_EVENTS: Final[Mapping[str, tuple[str, Callable[[Mapping[str, Any]], dict[st
     "task_timeout": ("task.timeout", _timeout),
     "task_aborted": ("task.aborted", _aborted),
     "run_graph_changed": ("run.graph.changed", _graph),
+    "task_progress": ("task.progress", _progress),
+    "task_notice": ("task.notice", _notice),
 }
 
 
@@ -196,14 +241,18 @@ class TaskEvents:
         payload = event.payload
         if row is None or not isinstance(payload, Mapping):
             return  # the run topic's other events (engine events...) are not for the wire
-        key = (event.type, payload.get("task_id"), payload.get("status"), payload.get("run_id"))
+        key: tuple[Any, ...] = (
+            event.type, payload.get("task_id"), payload.get("status"), payload.get("run_id"),
+        )  # fmt: skip
+        if event.type == "task_progress":  # each call and tool call is news
+            key += (payload.get("turns"), payload.get("last_action"))
         if key in self._seen:
             return  # the same transition, published on the parent's and the child's topic
         self._seen[key] = None
         while len(self._seen) > _SEEN:
             self._seen.popitem(last=False)
         name, fields = row
-        wire = _ids(payload, event.meta) | fields(payload)
+        wire = _ids(payload, event.meta) | _usage(payload) | fields(payload)
         parent_session = payload.get("parent_session_key")
         self.sent += 1
         self._emit(name, wire, parent_session if isinstance(parent_session, str) else None)

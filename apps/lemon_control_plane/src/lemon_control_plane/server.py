@@ -96,6 +96,8 @@ EVENTS: Final = (
     "task.aborted",
     "task.completed",
     "task.error",
+    "task.notice",
+    "task.progress",
     "task.started",
     "task.timeout",
     "tick",

@@ -59,7 +59,7 @@ from lemon_tui._slash import (
     set_model,
 )
 from lemon_tui._tasks import TaskState, from_event, from_row
-from lemon_tui._text import escape
+from lemon_tui._text import clip, escape
 from lemon_tui._theme import THEMES, Shade, pick_shade
 from lemon_tui._transcript import Transcript
 from lemon_tui._widgets import (
@@ -582,10 +582,17 @@ class LemonTUI(App[int]):
     def _wire_event(self, name: str, payload: dict[str, Any]) -> None:
         """A wire event beyond the session stream: the ``task.*`` ones (and
         ``run.graph.changed``) of the session shown update its tasks and their cards."""
-        if name not in _TASK_EVENTS and name != "run.graph.changed":
+        if name not in _TASK_EVENTS and name not in (
+            "run.graph.changed", "task.progress", "task.notice",
+        ):  # fmt: skip
             return
         if payload.get("parentSessionKey") != self.session:
             return  # another session's child (or a graph change naming no parent session)
+        if name == "task.notice":  # a detached child ended after its parent's run
+            text = payload.get("text")
+            if isinstance(text, str):
+                self.note(escape(clip(text, 2000)))
+            return
         task = from_event(name, payload, self.tasks)
         if task is None:
             return

@@ -2,7 +2,9 @@
 
 Two sources, both of the control plane: the wire events the bridge sends for the parent's
 session (``task.started`` / ``task.completed`` / ``task.error`` / ``task.timeout`` /
-``task.aborted`` and ``run.graph.changed``, heard through the port client's ``on_event``),
+``task.aborted``, ``task.progress`` (the child's turns, tokens, dollars and last action
+after each of its model and tool calls, while it runs) and ``run.graph.changed``, heard
+through the port client's ``on_event``),
 and the run graph's rows (``tasks.list {sessionKey}``: the tasks not yet ended;
 ``runs.tree {runId}``: every task under a run, ended ones with their usage), and the child's
 own tool calls (heard on the app's ``watch_all`` stream: its last action). A ``task`` tool
@@ -60,6 +62,7 @@ class TaskState:
         self.error = ""  # why it failed or stopped
         self.turns: int | None = None
         self.tokens: int | None = None
+        self.cost_usd: float | None = None
         self.last_action = ""  # the child's last tool call (heard on its own session)
 
     @property
@@ -85,6 +88,8 @@ class TaskState:
             parts.append(f"{self.turns} turn{'s' if self.turns != 1 else ''}")
         if self.tokens is not None:
             parts.append(f"{self.tokens:,} tokens")
+        if self.cost_usd:
+            parts.append(f"${self.cost_usd:.4f}")
         if self.error and self.status != "completed":
             parts.append(self.error)
         elif self.preview:
@@ -105,15 +110,24 @@ def from_event(
     """Apply one wire event to its task (a new :class:`TaskState` when ``known`` lacks it);
     ``None`` when it is not a task event or names no task."""
     task_id = _str(payload.get("taskId"))
-    if not task_id or (name not in _EVENT_STATUS and name != "run.graph.changed"):
+    if not task_id or (
+        name not in _EVENT_STATUS and name not in ("run.graph.changed", "task.progress")
+    ):
         return None
     task = known.get(task_id) or TaskState(task_id)
     task.parent_run_id = _str(payload.get("parentRunId")) or task.parent_run_id
     task.session_key = _str(payload.get("sessionKey")) or task.session_key
     task.agent = _str(payload.get("agentId")) or task.agent
     task.description = _str(payload.get("description")) or task.description
+    _usage(task, payload)
     if name == "run.graph.changed":
         task.set_status(_str(payload.get("status")))
+        return task
+    if name == "task.progress":
+        task.set_status(_str(payload.get("status")))
+        action = _str(payload.get("lastAction"))
+        if action:
+            task.last_action = clip(action, _PREVIEW)
         return task
     task.set_status(_EVENT_STATUS[name])
     duration = _int(payload.get("durationMs"))
@@ -128,6 +142,18 @@ def from_event(
     if error:
         task.error = clip(error, _PREVIEW)
     return task
+
+
+def _usage(task: TaskState, payload: Mapping[str, Any]) -> None:
+    """An event's ``turns`` / ``tokens`` / ``costUsd`` (live while the task runs)."""
+    turns, tokens = _int(payload.get("turns")), _int(payload.get("tokens"))
+    cost = payload.get("costUsd")
+    if turns is not None:
+        task.turns = turns
+    if tokens is not None:
+        task.tokens = tokens
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        task.cost_usd = float(cost)
 
 
 def from_row(row: Mapping[str, Any], known: Mapping[str, TaskState]) -> TaskState | None:
@@ -160,4 +186,7 @@ def from_row(row: Mapping[str, Any], known: Mapping[str, TaskState]) -> TaskStat
             for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
         )
         task.tokens = tokens if tokens else task.tokens
+        cost = usage.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost:
+            task.cost_usd = float(cost)
     return task

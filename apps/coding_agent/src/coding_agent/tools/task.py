@@ -78,7 +78,8 @@ def _description(definitions: Mapping[str, AgentDefinition]) -> str:
         "needs: it does not see this conversation) and a short 'description'; async=false "
         "waits for the answer, async=true returns a task_id at once. With 'output_schema' (a "
         "JSON Schema) the child's answer must be JSON matching it (one correction, then an "
-        "error). action=join waits for "
+        "error). 'budget_usd' caps what the child (with its own children) may spend. "
+        "action=join waits for "
         "'task_ids' (mode wait_all or wait_any, timeout_s); action=poll/get reads them; "
         f"action=cancel stops one. Agents: {agents}."
     )
@@ -111,6 +112,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 mode="async" if args.get("async") else "sync",
                 detached=bool(args.get("detached", False)),
                 output_schema=args.get("output_schema"),
+                budget_usd=args.get("budget_usd"),
             )
             if request.mode == "async":
                 node = await subagents.start(parent, request)
@@ -155,6 +157,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 "timeout_s": {"type": "number", "exclusiveMinimum": 0},
                 "tools": {"type": "array", "items": {"type": "string"}},
                 "output_schema": {"type": "object"},
+                "budget_usd": {"type": "number", "exclusiveMinimum": 0},
                 "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
                 "mode": {"enum": ["wait_all", "wait_any"]},
             },
