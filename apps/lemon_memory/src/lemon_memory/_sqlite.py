@@ -680,22 +680,48 @@ class SqliteMemoryStore:
             best = self._index.top(buckets or (), [t[0] for t in terms if t], wanted, now)
             if not best:
                 return RecallResult(hits=())
+            # First the ranking columns of the candidates, then the chosen rows in full.
             marks = ",".join("?" * len(best))
-            found = {row[-1]: row for row in self._db.execute(
-                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
-                f"WHERE d.id IN ({marks}) AND {where} "
+            rank = {row[0]: row for row in self._db.execute(
+                f"SELECT d.id, d.scope, d.updated_at_ms, d.pinned FROM memory_documents AS d "
+                f"NOT INDEXED WHERE d.id IN ({marks}) AND {where} "
                 "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
                 (*(rowid for rowid, _ in best), *params, now),
             )}  # fmt: skip
-            rows = [(*found[rowid][:-1], -lexical) for rowid, lexical in best if rowid in found]
-        else:  # a word FTS5 splits into a phrase (or the operator's search of every scope)
-            rows = self._db.execute(
-                f"SELECT {_D_COLUMNS}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
-                f"ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? AND {where} "
-                "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
-                f"ORDER BY {_BM25} LIMIT ?",
-                (fts5_query(query), *params, now, wanted),
-            ).fetchall()
+            scored: list[tuple[float, int, float, float, float]] = []
+            for rowid, lexical in best:
+                found = rank.get(rowid)
+                if found is None:
+                    continue
+                weight = SCOPE_WEIGHTS[found[1]]
+                fade = decay(now - found[2])
+                score = lexical * weight * fade * (_PIN_BOOST if found[3] else 1.0)
+                scored.append((score, rowid, lexical, weight, fade))
+            scored.sort(key=lambda t: -t[0])
+            top = scored[:limit]
+            marks = ",".join("?" * len(top))
+            docs = {row[-1]: _document(row[:-1]) for row in self._db.execute(
+                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
+                f"WHERE d.id IN ({marks}) AND {where}",
+                (*(t[1] for t in top), *params),
+            )}  # fmt: skip
+            chosen = tuple(
+                RecallHit(document=docs[rowid], score=score, lexical=lexical,
+                          scope_weight=weight, decay=fade)
+                for score, rowid, lexical, weight, fade in top if rowid in docs
+            )  # fmt: skip
+            if touch:
+                for h in chosen:
+                    self._touched[h.document.doc_id] = now
+            return RecallResult(hits=chosen)
+        # a word FTS5 splits into a phrase (or the operator's search of every scope)
+        rows = self._db.execute(
+            f"SELECT {_D_COLUMNS}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
+            f"ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? AND {where} "
+            "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
+            f"ORDER BY {_BM25} LIMIT ?",
+            (fts5_query(query), *params, now, wanted),
+        ).fetchall()
         hits: list[RecallHit] = []
         for row in rows:
             doc = _document(row[:-1])
