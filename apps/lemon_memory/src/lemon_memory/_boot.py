@@ -26,6 +26,7 @@ from lemon_core.config import read_secrets
 from lemon_core.home import Home
 from lemon_core.store import RunStore
 from lemon_core.wire_methods import WIRE_METHODS, WireMethods
+from lemon_memory._inmemory import InMemoryMemoryStore
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
 from lemon_memory._wire import registered
@@ -75,18 +76,31 @@ def open_store(config: MemoryConfig, home: Home) -> SqliteMemoryStore:
 
 
 async def open_configured(runtime: Runtime, config: MemoryConfig) -> MemoryStore:
-    """The memory store that follows ``[store]``: PostgreSQL full-text search in the shared
-    store's schema (on its pool) when ``backend = "postgres"``, else the SQLite file."""
-    if runtime.config.store.backend == "postgres":
+    """The memory store ``[memory] backend`` names; ``auto`` follows ``[store]``: PostgreSQL
+    full-text search in the shared store's schema (on its pool) when ``backend =
+    "postgres"``, else the SQLite file."""
+    backend = config.backend
+    if backend == "memory":
+        return InMemoryMemoryStore(**store_bounds(config))
+    if backend == "postgres" or (backend == "auto" and runtime.config.store.backend == "postgres"):
         from lemon_memory._postgres import PgRunner, PostgresMemoryStore
 
         shared = runtime.store
         if not isinstance(shared, PgRunner):
             raise MemoryUnavailableError(
-                "[store] backend is postgres but the runtime's store has no PostgreSQL pool"
+                "[memory] backend is postgres but the runtime's store has no PostgreSQL pool: "
+                'set [store] backend = "postgres" (with its dsn), or [memory] backend = "auto" '
+                'or "sqlite"'
             )
         return await PostgresMemoryStore.open(shared, **store_bounds(config))
     return await asyncio.to_thread(open_store, config, Home(root=runtime.home))
+
+
+async def _warm(store: SqliteMemoryStore) -> None:
+    try:
+        await store.warm()
+    except MemoryStoreError as exc:  # the first recall tries again
+        log.warning("memory recall index not built: %s", exc)
 
 
 async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
@@ -166,6 +180,8 @@ async def _with_memory(
     )
     app = MemoryApp(goals=goals, store=store, ingester=ingester)
     tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
+    if isinstance(store, SqliteMemoryStore):  # the recall index, before the first recall
+        tasks.append(asyncio.create_task(_warm(store)))
     if ingester is not None:
         tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
     if config.consolidate_interval_s > 0:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +25,11 @@ from typing import Final
 
 import msgspec
 
-from lemon_memory._porter import stem
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import now_ms as _now_ms
 from lemon_memory._sqlite import _statistics
+from lemon_memory._tokens import index_tokens
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -46,23 +44,11 @@ from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
 
 __all__ = ["InMemoryMemoryStore", "index_tokens"]
 
-_WORD: Final = re.compile(r"[^\W_]+", re.UNICODE)
 _WEIGHTS: Final = (3.0, 2.0, 1.0)  # title, tags, body (the SQLite backend's bm25 weights)
 _K1: Final = 1.2
 _B: Final = 0.75
 
 ScopeId = tuple[str, str, str]  # agent_id, scope, scope_key
-
-
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFD", text.lower())
-    return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
-
-
-def index_tokens(text: str) -> list[str]:
-    """``text`` as FTS5's ``porter unicode61 remove_diacritics 2`` splits it: lower-cased,
-    diacritics folded, runs of letters and digits, each Porter-stemmed."""
-    return [stem(w) for w in _WORD.findall(_fold(text))]
 
 
 @dataclass(slots=True)

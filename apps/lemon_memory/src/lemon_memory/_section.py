@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -16,6 +16,11 @@ class MemoryConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """``[memory]``: on by default; the store is ``$LEMON_HOME/store/memory.sqlite3``."""
 
     enabled: bool = True
+    backend: Literal["auto", "sqlite", "postgres", "memory"] = "auto"
+    """Where memory lives: ``auto`` follows ``[store] backend`` (PostgreSQL full-text search
+    in the shared store's schema when it is ``postgres``, else ``memory.sqlite3``);
+    ``sqlite`` or ``postgres`` explicitly (``postgres`` needs ``[store] backend =
+    "postgres"``); ``memory``: in this process only, nothing on disk (lost at exit)."""
     ingest_runs: bool = True
     """Write a ``run_summary`` document to the run's session and project scopes when a run
     finishes (cron and heartbeat runs excluded)."""

@@ -23,12 +23,14 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from lemon_memory._index import Bucket, RecallIndex
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import COLUMNS as _COLUMNS
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import document as _document
 from lemon_memory._rows import now_ms as _now_ms
 from lemon_memory._rows import visible
+from lemon_memory._tokens import index_tokens
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -38,12 +40,17 @@ from lemon_memory.documents import (
     RecallResult,
 )
 from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
-from lemon_memory.query import fts5_query
+from lemon_memory.query import fts5_query, tokens
 from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
 
 __all__ = ["SqliteMemoryStore"]
 
 T = TypeVar("T")
+#: A change the recall index has to follow: ("add", rowid, doc_id, bucket, (title, tags,
+#: body), expires), ("del", rowid) or ("exp", rowid, expires).
+_Op = tuple[Any, ...]
+#: Committed changes kept for the recall index before it is dropped and read afresh.
+_MAX_QUEUE: Final = 50_000
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS memory_documents (
@@ -123,8 +130,17 @@ _PROBE: Final = (
 )
 
 
+_D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
+
+
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
     return visible(ctx, scope, "?")
+
+
+def _buckets(ctx: MemoryContext, scope: str | None) -> tuple[Bucket, ...]:
+    """The ``(agent, scope, key)`` buckets a recall of ``ctx`` reads (``ScopeError`` for a
+    scope it cannot see)."""
+    return tuple((ctx.agent_id, name, key) for name, key in ctx.narrow(scope).items())
 
 
 class SqliteMemoryStore:
@@ -157,6 +173,12 @@ class SqliteMemoryStore:
         self._known_totals: tuple[int, int] | None = None
         self._version: int | None = None
         self._evicted = 0
+        # The recall index (built at the first recall or by warm()), the data_version it was
+        # read at, the changes of the open transaction and the committed ones not applied yet.
+        self._index: RecallIndex | None = None
+        self._index_version: int | None = None
+        self._pending: list[_Op] = []
+        self._queue: list[_Op] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -188,6 +210,38 @@ class SqliteMemoryStore:
                 return fn()
             except sqlite3.Error as exc:
                 raise MemoryUnavailableError(f"the memory store failed: {exc}") from exc
+
+    def _commit(self) -> None:
+        self._db.execute("COMMIT")
+        if self._pending:
+            self._queue.extend(self._pending)
+            self._pending.clear()
+            if len(self._queue) > _MAX_QUEUE:
+                self._drop_index()
+
+    def _rollback(self) -> None:
+        self._db.execute("ROLLBACK")
+        self._pending.clear()
+
+    def _note(self, op: _Op) -> None:
+        """Record a change for the recall index (applied once its transaction commits)."""
+        if self._index is None:
+            return
+        if self._db.in_transaction:
+            self._pending.append(op)
+        else:
+            self._queue.append(op)
+            if len(self._queue) > _MAX_QUEUE:
+                self._drop_index()
+
+    def _note_deleted(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        for row in rows:
+            self._note(("del", row[0]))
+
+    def _drop_index(self) -> None:
+        self._index = None
+        self._queue.clear()
+        self._pending.clear()
 
     def _flush_touches(self) -> None:
         """Write the pending last-recalled stamps (inside the caller's transaction, or as one
@@ -235,9 +289,9 @@ class SqliteMemoryStore:
                 self._check_version()
                 self._flush_touches()
                 done = [self._put_in(w, self._clock()) for w in writes]
-                self._db.execute("COMMIT")
+                self._commit()
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 self._forget_counts()
                 raise
             finally:
@@ -253,9 +307,9 @@ class SqliteMemoryStore:
             self._check_version()
             self._flush_touches()
             doc = self._put_in(w, self._clock())
-            db.execute("COMMIT")
+            self._commit()
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             self._forget_counts()
             raise
         return doc
@@ -275,6 +329,7 @@ class SqliteMemoryStore:
                 self._insert_params(doc_id, w, w_size, now),
             )
             if cur.rowcount == 1:
+                self._note_insert(cur.lastrowid, doc_id, w)
                 self._known[key] = (known[0] + 1, known[1] + w_size)
                 self._known_totals = (totals[0] + 1, totals[1] + w_size)
                 return self._inserted(doc_id, w, now)
@@ -291,6 +346,7 @@ class SqliteMemoryStore:
                 "expires_at_ms = ? WHERE doc_id = ?",
                 (now, int(w.pinned), w.expires_at_ms, row[0]),
             )
+            self._note(("exp", dup, w.expires_at_ms))
             self._bump("deduplicated")
             old = _document(row)
             return msgspec.structs.replace(
@@ -302,13 +358,19 @@ class SqliteMemoryStore:
         evicted = self._evicted
         self._make_room(w, w_size, now, (scope_docs or 0, scope_bytes or 0, docs, size))
         doc_id = new_doc_id()
-        db.execute(_INSERT, self._insert_params(doc_id, w, w_size, now))
+        cur = db.execute(_INSERT, self._insert_params(doc_id, w, w_size, now))
+        self._note_insert(cur.lastrowid, doc_id, w)
         if self._evicted == evicted:  # the counts read above, plus this document
             if len(self._known) >= _KNOWN_SCOPES:
                 self._known.clear()
             self._known[key] = ((scope_docs or 0) + 1, (scope_bytes or 0) + w_size)
             self._known_totals = (docs + 1, size + w_size)
         return self._inserted(doc_id, w, now)
+
+    def _note_insert(self, rowid: int | None, doc_id: str, w: Write) -> None:
+        if self._index is not None and rowid is not None:
+            self._note(("add", rowid, doc_id, (w.agent_id, w.scope, w.scope_key),
+                        (w.title, " ".join(w.tags), w.body), w.expires_at_ms))  # fmt: skip
 
     def _fits(self, known: tuple[int, int], totals: tuple[int, int], w_size: int) -> bool:
         max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
@@ -366,7 +428,7 @@ class SqliteMemoryStore:
                 if not self._evict_one(where, params, now, scoped=where != "1 = 1"):
                     if not self._batch:  # keep the counter (a batch keeps nothing)
                         self._bump("refused_full")
-                        db.execute("COMMIT")
+                        self._commit()
                         db.execute("BEGIN IMMEDIATE")
                     raise ScopeFullError(
                         f"{what} is full ({docs} documents, {size} bytes) and every document "
@@ -395,6 +457,7 @@ class SqliteMemoryStore:
             found = row.fetchone()
             if found is not None:
                 db.execute("DELETE FROM memory_documents WHERE id = ?", (found[0],))
+                self._note(("del", found[0]))
                 self._bump(f"evicted_{reason}")
                 return True
         return False
@@ -404,11 +467,12 @@ class SqliteMemoryStore:
             self._forget_counts()  # counts change other than by a put
             where, params = _visible(ctx, None)
             self._flush_touches()
-            cur = self._db.execute(
-                f"DELETE FROM memory_documents AS d WHERE d.doc_id = ? AND {where}",
+            deleted = self._db.execute(
+                f"DELETE FROM memory_documents AS d WHERE d.doc_id = ? AND {where} RETURNING id",
                 (doc_id, *params),
-            )
-            if cur.rowcount == 0:
+            ).fetchall()
+            self._note_deleted(deleted)
+            if not deleted:
                 raise ScopeError(
                     f"no document {doc_id!r} in the scopes this run can see (session, "
                     "project, agent, user of this run): recall first to find its id"
@@ -420,8 +484,11 @@ class SqliteMemoryStore:
         def go() -> bool:
             self._forget_counts()  # counts change other than by a put
             self._flush_touches()
-            cur = self._db.execute("DELETE FROM memory_documents WHERE doc_id = ?", (doc_id,))
-            return cur.rowcount > 0
+            deleted = self._db.execute(
+                "DELETE FROM memory_documents WHERE doc_id = ? RETURNING id", (doc_id,)
+            ).fetchall()
+            self._note_deleted(deleted)
+            return bool(deleted)
 
         return await self._run(go)
 
@@ -438,14 +505,15 @@ class SqliteMemoryStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._flush_touches()
-                cur = self._db.execute(
-                    f"DELETE FROM memory_documents WHERE {' AND '.join(conds)}", params
-                )
-                self._db.execute("COMMIT")
+                deleted = self._db.execute(
+                    f"DELETE FROM memory_documents WHERE {' AND '.join(conds)} RETURNING id", params
+                ).fetchall()
+                self._note_deleted(deleted)
+                self._commit()
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            return cur.rowcount
+            return len(deleted)
 
         return await self._run(go)
 
@@ -460,12 +528,15 @@ class SqliteMemoryStore:
                     "SELECT supersedes FROM memory_documents WHERE doc_id = ?", (keep_id,)
                 ).fetchone()
                 marks = ",".join("?" for _ in drop_ids)
-                gone = db.execute(
-                    f"DELETE FROM memory_documents WHERE doc_id IN ({marks}) AND doc_id != ?",
+                deleted = db.execute(
+                    f"DELETE FROM memory_documents WHERE doc_id IN ({marks}) AND doc_id != ? "
+                    "RETURNING id",
                     (*drop_ids, keep_id),
-                ).rowcount
+                ).fetchall()
+                gone = len(deleted)
+                self._note_deleted(deleted)
                 if row is None or gone != len(drop_ids):
-                    db.execute("ROLLBACK")
+                    self._rollback()
                     return False
                 merged = " ".join(dict.fromkeys([*str(row[0]).split(), *drop_ids]))
                 db.execute(
@@ -473,9 +544,9 @@ class SqliteMemoryStore:
                     (merged, keep_id),
                 )
                 self._bump("consolidated", gone)
-                db.execute("COMMIT")
+                self._commit()
             except BaseException:
-                db.execute("ROLLBACK")
+                self._rollback()
                 raise
             return True
 
@@ -488,15 +559,16 @@ class SqliteMemoryStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             self._flush_touches()
-            cur = db.execute(
+            deleted = db.execute(
                 "DELETE FROM memory_documents WHERE id IN (SELECT id FROM memory_documents "
-                "WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT ?)",
+                "WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? LIMIT ?) RETURNING id",
                 (now, self._sweep_batch),
-            )
-            if cur.rowcount:
-                self._bump("swept", cur.rowcount)
-            db.execute("COMMIT")
-            return cur.rowcount
+            ).fetchall()
+            self._note_deleted(deleted)
+            if deleted:
+                self._bump("swept", len(deleted))
+            self._commit()
+            return len(deleted)
 
         return await self._run(go)
 
@@ -506,33 +578,149 @@ class SqliteMemoryStore:
         self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
     ) -> RecallResult:
         where, params = _visible(ctx, scope)  # ScopeError here, before any SQL
-        return await self._run(lambda: self._search(query, where, params, limit, touch=True))
+        buckets = _buckets(ctx, scope)
+        return await self._run(
+            lambda: self._search(query, where, params, limit, touch=True, buckets=buckets)
+        )
 
     def recall_sync(
         self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
     ) -> RecallResult:
         """:meth:`recall` in the calling thread (benchmarks)."""
         where, params = _visible(ctx, scope)
+        buckets = _buckets(ctx, scope)
+        return self._locked(
+            lambda: self._search(query, where, params, limit, touch=True, buckets=buckets)
+        )
+
+    def recall_fts_sync(
+        self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
+    ) -> RecallResult:
+        """:meth:`recall` by FTS5 alone (``MATCH ... ORDER BY bm25``), without the recall
+        index: the path recall took before it (benchmarks and tests compare the two)."""
+        where, params = _visible(ctx, scope)
         return self._locked(lambda: self._search(query, where, params, limit, touch=True))
+
+    async def warm(self) -> int:
+        """Build the recall index now (else the first recall builds it); its size."""
+        return await self._run(self._sync_index)
+
+    def _sync_index(self) -> int:
+        """Bring the recall index up to this connection's view of the table."""
+        db = self._db
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        index = self._index
+        if index is None or version != self._index_version:
+            self._queue.clear()  # the table below includes them
+            self._index = index = self._read_index(index)
+            self._index_version = version
+        elif self._queue:
+            for op in self._queue:
+                if op[0] == "add":
+                    index.add(op[1], op[2], op[3], op[4], op[5])
+                elif op[0] == "del":
+                    index.remove(op[1])
+                else:
+                    index.set_expiry(op[1], op[2])
+            self._queue.clear()
+        return len(index)
+
+    def _read_index(self, index: RecallIndex | None) -> RecallIndex:
+        """A new index of the whole table, or ``index`` brought in line with it (another
+        connection committed: rows gone, new, or with another expiry)."""
+        db = self._db
+        select = ("SELECT id, doc_id, agent_id, scope, scope_key, title, tags, body, "
+                  "expires_at_ms FROM memory_documents")  # fmt: skip
+        if index is None:
+            index = RecallIndex()
+            for row in db.execute(select):
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+            return index
+        now = {r[0]: (r[1], r[2]) for r in db.execute(
+            "SELECT id, doc_id, expires_at_ms FROM memory_documents")}  # fmt: skip
+        for rowid, doc in list(index.docs.items()):
+            found = now.get(rowid)
+            if found is None or found[0] != doc.doc_id:
+                index.remove(rowid)
+            elif found[1] != doc.expires_at_ms:
+                index.set_expiry(rowid, found[1])
+        new = [rowid for rowid in now if rowid not in index.docs]
+        for i in range(0, len(new), 500):
+            part = new[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for row in db.execute(f"{select} WHERE id IN ({marks})", part):
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+        return index
 
     async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
         return await self._run(lambda: self._search(query, "1 = 1", [], limit, touch=False))
 
     def _search(
-        self, query: str, where: str, params: list[Any], limit: int, *, touch: bool
+        self,
+        query: str,
+        where: str,
+        params: list[Any],
+        limit: int,
+        *,
+        touch: bool,
+        buckets: tuple[Bucket, ...] | None = None,
     ) -> RecallResult:
-        match = fts5_query(query)
-        if match is None:
+        words = tokens(query)
+        if not words:
             return RecallResult(empty_query=True)
         limit = max(1, min(limit, MAX_RECALL))
         now = self._clock()
-        cols = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
+        wanted = max(_CANDIDATES, limit * 4)
+        terms = [index_tokens(w) for w in words] if buckets is not None else None
+        if terms is not None and all(len(t) <= 1 for t in terms):
+            # The recall index's bm25 top-k over the context's buckets; the rows are then
+            # read with the same scope rule in the WHERE clause as the FTS5 path below.
+            self._sync_index()
+            assert self._index is not None
+            best = self._index.top(buckets or (), [t[0] for t in terms if t], wanted, now)
+            if not best:
+                return RecallResult(hits=())
+            # First the ranking columns of the candidates, then the chosen rows in full.
+            marks = ",".join("?" * len(best))
+            rank = {row[0]: row for row in self._db.execute(
+                f"SELECT d.id, d.scope, d.updated_at_ms, d.pinned FROM memory_documents AS d "
+                f"NOT INDEXED WHERE d.id IN ({marks}) AND {where} "
+                "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
+                (*(rowid for rowid, _ in best), *params, now),
+            )}  # fmt: skip
+            scored: list[tuple[float, int, float, float, float]] = []
+            for rowid, lexical in best:
+                found = rank.get(rowid)
+                if found is None:
+                    continue
+                weight = SCOPE_WEIGHTS[found[1]]
+                fade = decay(now - found[2])
+                score = lexical * weight * fade * (_PIN_BOOST if found[3] else 1.0)
+                scored.append((score, rowid, lexical, weight, fade))
+            scored.sort(key=lambda t: -t[0])
+            top = scored[:limit]
+            marks = ",".join("?" * len(top))
+            docs = {row[-1]: _document(row[:-1]) for row in self._db.execute(
+                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
+                f"WHERE d.id IN ({marks}) AND {where}",
+                (*(t[1] for t in top), *params),
+            )}  # fmt: skip
+            chosen = tuple(
+                RecallHit(document=docs[rowid], score=score, lexical=lexical,
+                          scope_weight=weight, decay=fade)
+                for score, rowid, lexical, weight, fade in top if rowid in docs
+            )  # fmt: skip
+            if touch:
+                for h in chosen:
+                    self._touched[h.document.doc_id] = now
+            return RecallResult(hits=chosen)
+        # a word FTS5 splits into a phrase (or the operator's search of every scope)
         rows = self._db.execute(
-            f"SELECT {cols}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
+            f"SELECT {_D_COLUMNS}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
             f"ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? AND {where} "
             "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
             f"ORDER BY {_BM25} LIMIT ?",
-            (match, *params, now, max(_CANDIDATES, limit * 4)),
+            (fts5_query(query), *params, now, wanted),
         ).fetchall()
         hits: list[RecallHit] = []
         for row in rows:
