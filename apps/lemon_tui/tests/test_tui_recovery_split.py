@@ -29,9 +29,7 @@ async def test_recovery_after_a_tool_card_does_not_show_the_first_block_again(
     daemon: ControlPlane,
 ) -> None:
     async def connect() -> ClientPort:
-        port: Any = await WebSocketSessionPort(
-            daemon.ws_url, token=daemon.local_token
-        ).__aenter__()
+        port: Any = await WebSocketSessionPort(daemon.ws_url, token=daemon.local_token).__aenter__()
         return port  # type: ignore[no-any-return]
 
     app = LemonTUI(connect)
