@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon_core.bus import Delivery, Overflow, TerminalNotice, run_topic, session_topic
+from lemon_core.clock import SystemClock
 from lemon_core.cwd import resolve_cwd
 from lemon_core.errors import DeliveryClosedError
 from lemon_core.events import (
@@ -152,6 +153,10 @@ class RunProcess:
         self.submitted = False
         self.cancel_reason: str | None = None
         self._wake = asyncio.Event()
+        # The wait ``_next`` is parked in (None while it is not waiting): a cancel expires it.
+        self._parked: asyncio.Timeout | None = None
+        # Items ``_next`` took from the queue in a row without waiting or yielding.
+        self._streak = 0
         self.retried = False
         self._delivery: Delivery | None = None
         # A tool, command or file change was started: a retry could repeat its effects.
@@ -174,6 +179,7 @@ class RunProcess:
             if engine is not None:
                 engine.cancel(self.current_run_id, reason)
         self._wake.set()
+        self._expire(self._parked)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -246,7 +252,11 @@ class RunProcess:
     async def _attempt(self, run_id: str, prompt: str) -> _Outcome:
         config = self._owner.config
         bus = self._owner.bus
-        delivery = self._delivery = Delivery(max_entries=config.run_event_buffer)
+        # Only this attempt reads the handle and its ``finally`` closes it: reading it in the
+        # run's own task (``_next``) must not make that task its owner.
+        delivery = self._delivery = Delivery(
+            max_entries=config.run_event_buffer, claim_on_get=False
+        )
         subscription = bus.subscribe(run_topic(run_id), delivery=delivery)
         try:
             self._owner.phase(run_id, self.prepared, RunPhase.WAITING_FOR_SLOT)
@@ -384,120 +394,107 @@ class RunProcess:
         vanished_at: int | None = None
         next_probe = clock.monotonic_ms()
         cancel_seen_at: int | None = None
-        getter: asyncio.Future[Any] = asyncio.ensure_future(delivery.get())
-        try:
-            while True:
-                now = clock.monotonic_ms()
-                if self.cancel_reason is not None and cancel_seen_at is None:
-                    cancel_seen_at = now
-                if (
-                    probe is not None
-                    and config.liveness_interval_ms is not None
-                    and now >= next_probe
-                ):
-                    next_probe = now + config.liveness_interval_ms
-                    if probe.is_live(run_id):
-                        vanished_at = None
-                    elif vanished_at is None:
-                        vanished_at = now
-                deadlines: list[tuple[int, str, ErrorCode]] = []
-                if failed_at is not None:
-                    deadlines.append(
-                        (
-                            failed_at + config.run_failed_grace_ms,
-                            failed_reason,
-                            ErrorCode.EXECUTOR_FAILED,
-                        )
+        while True:
+            now = clock.monotonic_ms()
+            if self.cancel_reason is not None and cancel_seen_at is None:
+                cancel_seen_at = now
+            if probe is not None and config.liveness_interval_ms is not None and now >= next_probe:
+                next_probe = now + config.liveness_interval_ms
+                if probe.is_live(run_id):
+                    vanished_at = None
+                elif vanished_at is None:
+                    vanished_at = now
+            deadlines: list[tuple[int, str, ErrorCode]] = []
+            if failed_at is not None:
+                deadlines.append(
+                    (
+                        failed_at + config.run_failed_grace_ms,
+                        failed_reason,
+                        ErrorCode.EXECUTOR_FAILED,
                     )
-                if vanished_at is not None:
-                    deadlines.append(
-                        (
-                            vanished_at + config.vanish_grace_ms,
-                            "the gateway run vanished without a completion",
-                            ErrorCode.CANCELLED
-                            if self.cancel_reason is not None
-                            else ErrorCode.VANISHED,
-                        )
+                )
+            if vanished_at is not None:
+                deadlines.append(
+                    (
+                        vanished_at + config.vanish_grace_ms,
+                        "the gateway run vanished without a completion",
+                        ErrorCode.CANCELLED
+                        if self.cancel_reason is not None
+                        else ErrorCode.VANISHED,
                     )
-                if cancel_seen_at is not None:
-                    deadlines.append(
-                        (
-                            cancel_seen_at + config.cancel_grace_ms,
-                            f"aborted: {self.cancel_reason}",
-                            ErrorCode.CANCELLED,
-                        )
+                )
+            if cancel_seen_at is not None:
+                deadlines.append(
+                    (
+                        cancel_seen_at + config.cancel_grace_ms,
+                        f"aborted: {self.cancel_reason}",
+                        ErrorCode.CANCELLED,
                     )
-                if config.idle_timeout_ms is not None and cancel_seen_at is None:
-                    deadlines.append(
-                        (
-                            last_event_at + config.idle_timeout_ms,
-                            f"no event for {config.idle_timeout_ms} ms (watchdog)",
-                            ErrorCode.TIMEOUT,
-                        )
+                )
+            if config.idle_timeout_ms is not None and cancel_seen_at is None:
+                deadlines.append(
+                    (
+                        last_event_at + config.idle_timeout_ms,
+                        f"no event for {config.idle_timeout_ms} ms (watchdog)",
+                        ErrorCode.TIMEOUT,
                     )
-                due = [d for d in deadlines if d[0] <= now]
-                if due and (owned := self._owner_outcome(run_id)) is not None:
-                    return owned  # the owner completed the run: never invent an outcome
-                if due:
-                    _, reason, code = min(due)
-                    if engine is not None:
-                        engine.cancel(run_id, "watchdog" if code is ErrorCode.TIMEOUT else reason)
-                    return self._finish_synthetic(run_id, reason, code)
-                wake_at = min([d[0] for d in deadlines], default=None)
-                if probe is not None and config.liveness_interval_ms is not None:
-                    wake_at = next_probe if wake_at is None else min(wake_at, next_probe)
-                item = await self._next(getter, None if wake_at is None else wake_at - now)
-                if item is None:
+                )
+            due = [d for d in deadlines if d[0] <= now]
+            if due and (owned := self._owner_outcome(run_id)) is not None:
+                return owned  # the owner completed the run: never invent an outcome
+            if due:
+                _, reason, code = min(due)
+                if engine is not None:
+                    engine.cancel(run_id, "watchdog" if code is ErrorCode.TIMEOUT else reason)
+                return self._finish_synthetic(run_id, reason, code)
+            wake_at = min([d[0] for d in deadlines], default=None)
+            if probe is not None and config.liveness_interval_ms is not None:
+                wake_at = next_probe if wake_at is None else min(wake_at, next_probe)
+            item = await self._next(delivery, None if wake_at is None else wake_at - now)
+            if item is None:
+                continue
+            last_event_at = clock.monotonic_ms()
+            if isinstance(item, Overflow):
+                # Tell the session (its clients recover from a snapshot), take a fresh
+                # handle and keep forwarding; the terminal notice may still follow on the
+                # old handle, so read that one until it comes or closes.
+                bus.broadcast_event(
+                    session,
+                    "run_events_overflow",
+                    RunEventsOverflow(run_id=run_id, session_key=self.session_key),
+                    {"run_id": run_id, "session_key": self.session_key},
+                )
+                terminal = self._resubscribe(run_id, delivery)
+                assert self._delivery is not None
+                delivery = self._delivery
+                if terminal is None:
                     continue
-                last_event_at = clock.monotonic_ms()
-                if isinstance(item, Overflow):
-                    # Tell the session (its clients recover from a snapshot), take a fresh
-                    # handle and keep forwarding; the terminal notice may still follow on the
-                    # old handle, so read that one until it comes or closes.
-                    bus.broadcast_event(
-                        session,
-                        "run_events_overflow",
-                        RunEventsOverflow(run_id=run_id, session_key=self.session_key),
-                        {"run_id": run_id, "session_key": self.session_key},
-                    )
-                    terminal = self._resubscribe(run_id, delivery)
-                    assert self._delivery is not None
-                    delivery = self._delivery
-                    getter = asyncio.ensure_future(delivery.get())
-                    if terminal is None:
-                        continue
-                    item = terminal
-                else:
-                    getter = asyncio.ensure_future(delivery.get())
-                if isinstance(item, TerminalNotice):
-                    if item.event is None:
-                        return await self._from_owner(run_id)
-                    item = item.event
-                if not isinstance(item, Event):
-                    continue
-                if _is_own_phase(item):
-                    continue
-                if item.type == "run_completed":
-                    return _Outcome(event=item, completion=_completion(item), synthetic=False)
-                if item.type == "engine_action" and _has_effects(item):
-                    self._acted = True
-                bus.broadcast(session, item)
-                if item.type == "run_started":
-                    owner.phase(run_id, self.prepared, RunPhase.STREAMING)
-                elif item.type == "run_failed" and failed_at is None:
-                    failed_at = clock.monotonic_ms()
-                    failed_reason = f"run failed: {_field(item.payload, 'reason') or 'unknown'}"
-        finally:
-            getter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await getter
+                item = terminal
+            if isinstance(item, TerminalNotice):
+                if item.event is None:
+                    return await self._from_owner(run_id)
+                item = item.event
+            if not isinstance(item, Event):
+                continue
+            if _is_own_phase(item):
+                continue
+            if item.type == "run_completed":
+                return _Outcome(event=item, completion=_completion(item), synthetic=False)
+            if item.type == "engine_action" and _has_effects(item):
+                self._acted = True
+            bus.broadcast(session, item)
+            if item.type == "run_started":
+                owner.phase(run_id, self.prepared, RunPhase.STREAMING)
+            elif item.type == "run_failed" and failed_at is None:
+                failed_at = clock.monotonic_ms()
+                failed_reason = f"run failed: {_field(item.payload, 'reason') or 'unknown'}"
 
     def _resubscribe(self, run_id: str, fenced: Delivery) -> TerminalNotice | None:
         """Replace a fenced handle by a fresh subscription to the run's topic. In the same
         step (nothing is published in between) the fenced handle is drained: a terminal
         notice already queued there is returned; anything published later reaches the new
         handle."""
-        fresh = Delivery(max_entries=self._owner.config.run_event_buffer)
+        fresh = Delivery(max_entries=self._owner.config.run_event_buffer, claim_on_get=False)
         self._owner.bus.subscribe(run_topic(run_id), delivery=fresh)
         self._delivery = fresh
         terminal: TerminalNotice | None = None
@@ -542,31 +539,66 @@ class RunProcess:
             ErrorCode.VANISHED,
         )
 
-    async def _next(self, getter: asyncio.Future[Any], timeout_ms: int | None) -> Any:
-        """The next delivered item, or None when the timeout passed or a cancel woke us."""
-        if getter.done():
-            return getter.result()
-        waiters: set[asyncio.Future[Any]] = {getter}
-        waker = asyncio.ensure_future(self._wake.wait())
-        waiters.add(waker)
-        sleeper: asyncio.Future[Any] | None = None
-        if timeout_ms is not None:
-            sleeper = asyncio.ensure_future(self._owner.clock.sleep_ms(max(timeout_ms, 0)))
-            waiters.add(sleeper)
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for extra in (waker, sleeper):
-                if extra is not None:
-                    extra.cancel()
-            await asyncio.gather(
-                *(t for t in (waker, sleeper) if t is not None), return_exceptions=True
-            )
+    async def _next(self, delivery: Delivery, timeout_ms: int | None) -> Any:
+        """The next delivered item, or None when the timeout passed or a cancel woke us.
+
+        No task per event: an item already queued is taken at once; otherwise this task waits
+        in ``delivery.get()`` itself, inside an ``asyncio.timeout`` scope that the deadline or
+        :meth:`cancel` expires (the scope tells its own expiry from a cancellation of the task,
+        so a router shutdown still propagates). An item that arrived by the time the wait
+        ends is returned, never dropped: the expiry interrupts ``get()`` before it takes
+        anything, and the queue is read once more. A clock other than the system clock keeps
+        its own ``sleep_ms`` as the timer (one helper task per wait, as before)."""
+        if self._streak < _BURST:
+            try:
+                item = delivery.get_nowait()
+            except asyncio.QueueEmpty:
+                pass
+            else:
+                self._streak += 1
+                return item
+        else:
+            # A backlog is forwarded in slices: the loop (session subscribers draining their
+            # own bounded handles, the engine) runs between them, as it did between events.
+            self._streak = 0
+            await asyncio.sleep(0)
+            return None
+        self._streak = 0
         if self._wake.is_set():
+            # A cancel came while we were not waiting: let the caller look at it first.
             self._wake.clear()
-        if getter.done():
-            return getter.result()
-        return None
+            return None
+        clock = self._owner.clock
+        system = type(clock) is SystemClock
+        loop = asyncio.get_running_loop()
+        when: float | None = None
+        if timeout_ms is not None and system:
+            when = loop.time() + max(timeout_ms, 0) / 1000
+        sleeper: asyncio.Future[None] | None = None
+        try:
+            async with asyncio.timeout_at(when) as scope:
+                self._parked = scope
+                if timeout_ms is not None and not system:
+                    sleeper = asyncio.ensure_future(clock.sleep_ms(max(timeout_ms, 0)))
+                    sleeper.add_done_callback(lambda _done: self._expire(scope))
+                return await delivery.get()
+        except TimeoutError:
+            pass
+        finally:
+            self._parked = None
+            if sleeper is not None:
+                sleeper.cancel()
+                await asyncio.gather(sleeper, return_exceptions=True)
+        self._wake.clear()
+        try:
+            return delivery.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+    def _expire(self, scope: asyncio.Timeout | None) -> None:
+        """End the wait of ``scope`` now, if ``_next`` is still parked in it."""
+        if scope is not None and scope is self._parked and not scope.expired():
+            scope.reschedule(asyncio.get_running_loop().time())
 
     def _finish_synthetic(self, run_id: str, reason: str, code: ErrorCode) -> _Outcome:
         """Publish a synthetic failed completion on the run and session topics."""
@@ -592,6 +624,8 @@ class RunProcess:
 #: Retryable codes the router still does not retry itself: the provider layer already retried
 #: a rate limit honouring its Retry-After hint; retrying again at once would hammer it.
 _NOT_RETRIED_HERE = frozenset({ErrorCode.RATE_LIMITED})
+#: At most this many queued events are forwarded in a row before the run yields to the loop.
+_BURST = 16
 _AUTOMATION_ORIGINS = frozenset({"cron", "heartbeat", "automation", "webhook"})
 #: Action kinds whose start means the world may have changed: a retry could repeat them. A
 #: ``fetch`` counts: a URL can carry data out or change something on the server.

@@ -223,6 +223,9 @@ class LemonTUI(App[int]):
         self.cards: dict[str, CardEntry] = {}  # open cards by action id
         self.sealed_cards: dict[str, None] = {}  # bounded (oldest forgotten first)
         self.recovered_seq: dict[str, int] = {}
+        # Characters of a run's text already shown in its earlier (sealed) answer blocks: a
+        # snapshot's active text is the whole run's text, the open block holds only the rest.
+        self.sealed_chars: dict[str, int] = {}
         self.to_ask: deque[ApprovalAsked] = deque()
         # The approval in front of the person: shown in a line above the editor, its panel
         # opened only by Tab, so nothing typed for the editor can answer it.
@@ -491,10 +494,15 @@ class LemonTUI(App[int]):
             self.recovered_seq[active.run_id] = active.text_seq
             self.recovered_seq[active.attempt_id] = active.text_seq
             self._run_seen(active.run_id)
-            if self.answer is None:
+            # Text before a tool card is in a sealed block already: never show it again.
+            rest = active.text
+            if not active.text_truncated:
+                rest = rest[self.sealed_chars.get(active.run_id, 0) :]
+            if self.answer is None and rest:
                 self.answer = AnswerEntry()
                 self._add_for_run(self.answer)
-            self.answer.replace_text(active.text)
+            if self.answer is not None:
+                self.answer.replace_text(rest)
         elif not history and self.answer is not None:
             # The run ended while we were away: its answer is the last one in the history.
             said = [e.text for e in snapshot.messages if e.role == "assistant"]
@@ -561,6 +569,8 @@ class LemonTUI(App[int]):
                 self._task_for(card)
             self._add_for_run(card)
             if self.answer is not None:
+                shown = self.sealed_chars.get(event.run_id, 0) + len(self.answer.text)
+                self.sealed_chars[event.run_id] = shown
                 self._seal_answer("ok")  # text after the card goes into a new block
         if event.phase == "updated":
             card.updated(event.message)
@@ -737,6 +747,7 @@ class LemonTUI(App[int]):
         self.waiting_for.discard(event.run_id)
         self.recovered_seq.pop(event.run_id, None)
         self.recovered_seq.pop(event.attempt_id, None)
+        self.sealed_chars.pop(event.run_id, None)
         if not event.ok:
             self.note(f"[yellow]{label}:[/] {escape(event.error or label)}")
         if event.usage is not None:
@@ -1076,6 +1087,7 @@ class LemonTUI(App[int]):
         self.tasks.clear()
         self.task_cards.clear()
         self.recovered_seq.clear()
+        self.sealed_chars.clear()
         self.to_ask.clear()
         gc.unfreeze()  # the removed widgets may be collected (see settle_memory)
         self.transcript.clear()
