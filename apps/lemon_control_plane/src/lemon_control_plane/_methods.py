@@ -750,7 +750,7 @@ class Methods:
             )
         if topics is not None:
             conn.topics = conn.topics | topics
-        return self._subscription(conn)
+        return self._subscription(conn, topics is not None)
 
     async def events_unsubscribe(self, conn: Connection, params: SubscribeParams) -> Any:
         topics = self._topics(conn, params.topics, asking=False)
@@ -762,17 +762,20 @@ class Methods:
                 conn.sessions = conn.sessions - frozenset(keys)
             else:
                 conn.sessions = frozenset()
-        return self._subscription(conn)
+        return self._subscription(conn, topics is not None)
 
     @staticmethod
-    def _subscription(conn: Connection) -> dict[str, Any]:
-        if conn.sessions is None:
-            return {"mode": "all", "sessionKeys": None, "topics": sorted(conn.topics)}
-        return {
-            "mode": "sessions",
-            "sessionKeys": sorted(conn.sessions),
-            "topics": sorted(conn.topics),
-        }
+    def _subscription(conn: Connection, named: bool) -> dict[str, Any]:
+        """The answer; ``topics`` only when the request named some or the connection has
+        some (the terminal client's answer is unchanged)."""
+        answer: dict[str, Any] = (
+            {"mode": "all", "sessionKeys": None}
+            if conn.sessions is None
+            else {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+        )
+        if named or conn.topics:
+            answer["topics"] = sorted(conn.topics)
+        return answer
 
     @staticmethod
     def _topics(
