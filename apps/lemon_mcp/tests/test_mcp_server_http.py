@@ -170,7 +170,13 @@ async def test_bad_requests_get_clean_errors() -> None:
         call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "rm"}}
         r = await http.post(url, json=call, headers=with_sid)
         assert r.json()["error"]["code"] == -32602
-        assert (await http.get(url, headers=with_sid)).status_code == 405
+        json_only = {**with_sid, "Accept": "application/json"}
+        assert (await http.get(url, headers=json_only)).status_code == 406
+        r = await http.get(url, headers={**with_sid, "Last-Event-ID": "12345"})
+        assert (r.status_code, r.json()["error"]["code"]) == (400, -32000)  # not held
+        async with http.stream("GET", url, headers=with_sid) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
         assert (await http.delete(url, headers=with_sid)).status_code == 204
         assert (await http.delete(url, headers=with_sid)).status_code == 404
 

@@ -109,6 +109,9 @@ class Connection:
         #: ``None``: every event (the default); else only events of these sessions (and
         #: events of no session).
         self.sessions: frozenset[str] | None = None
+        #: The opt-in topics it asked for (``events.subscribe {topics}``): the wire events of
+        #: ``bridge.TOPIC_EVENTS`` reach only the connections that name their topic.
+        self.topics: frozenset[str] = frozenset()
         self._send = send
         self._close = close
         self._max_entries = max_entries

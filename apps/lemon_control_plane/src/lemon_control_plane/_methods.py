@@ -70,7 +70,7 @@ from lemon_control_plane._secondary import (
     usage_totals,
 )
 from lemon_control_plane._wire import history_message, model_parts, session_row, snapshot_payload
-from lemon_control_plane.bridge import EventBridge
+from lemon_control_plane.bridge import TOPIC_SCOPES, EventBridge
 from lemon_control_plane.config import ControlPlaneConfig
 from lemon_control_plane.errors import WireError
 from lemon_core.approvals import ExecApprovals
@@ -732,31 +732,68 @@ class Methods:
 
     async def events_subscribe(self, conn: Connection, params: SubscribeParams) -> Any:
         """Narrow this connection to some sessions (``sessionKeys``); ``all: true`` widens it
-        back to every event."""
+        back to every event. ``topics`` adds opt-in topics (``mcp``: the MCP servers' state,
+        admin scope as ``mcp.status``), with or without a session change."""
+        topics = self._topics(conn, params.topics)
         if params.all is True:
             conn.sessions = None
-            return {"mode": "all", "sessionKeys": None}
-        keys = params.session_keys
-        if not keys:
+        elif params.session_keys:
+            keys = params.session_keys
+            if len(keys) > self._config.max_sessions:
+                raise WireError("INVALID_PARAMS", f"at most {self._config.max_sessions} sessions")
+            for key in keys:
+                self._bridge.follow(key)
+            conn.sessions = (conn.sessions or frozenset()) | frozenset(keys)
+        elif topics is None:
             raise WireError(
                 "INVALID_REQUEST", "Type errors: sessionKeys: expected a non-empty list of strings"
             )
-        if len(keys) > self._config.max_sessions:
-            raise WireError("INVALID_PARAMS", f"at most {self._config.max_sessions} sessions")
-        for key in keys:
-            self._bridge.follow(key)
-        conn.sessions = (conn.sessions or frozenset()) | frozenset(keys)
-        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+        if topics is not None:
+            conn.topics = conn.topics | topics
+        return self._subscription(conn, topics is not None)
 
     async def events_unsubscribe(self, conn: Connection, params: SubscribeParams) -> Any:
-        if conn.sessions is None:
-            return {"mode": "all", "sessionKeys": None}
-        keys = params.session_keys
-        if keys is not None:
-            conn.sessions = conn.sessions - frozenset(keys)
-        else:
-            conn.sessions = frozenset()
-        return {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+        topics = self._topics(conn, params.topics, asking=False)
+        if topics is not None:
+            conn.topics = conn.topics - topics
+        if conn.sessions is not None and (topics is None or params.session_keys is not None):
+            keys = params.session_keys
+            if keys is not None:
+                conn.sessions = conn.sessions - frozenset(keys)
+            else:
+                conn.sessions = frozenset()
+        return self._subscription(conn, topics is not None)
+
+    @staticmethod
+    def _subscription(conn: Connection, named: bool) -> dict[str, Any]:
+        """The answer; ``topics`` only when the request named some or the connection has
+        some (the terminal client's answer is unchanged)."""
+        answer: dict[str, Any] = (
+            {"mode": "all", "sessionKeys": None}
+            if conn.sessions is None
+            else {"mode": "sessions", "sessionKeys": sorted(conn.sessions)}
+        )
+        if named or conn.topics:
+            answer["topics"] = sorted(conn.topics)
+        return answer
+
+    @staticmethod
+    def _topics(
+        conn: Connection, names: list[str] | None, *, asking: bool = True
+    ) -> frozenset[str] | None:
+        """The opt-in topics named (each known; asking for one takes its scope), or ``None``."""
+        if names is None:
+            return None
+        if not names:
+            raise WireError("INVALID_REQUEST", "Type errors: topics: expected a non-empty list")
+        for name in names:
+            scope = TOPIC_SCOPES.get(name)
+            if scope is None:
+                known = ", ".join(sorted(TOPIC_SCOPES))
+                raise WireError("INVALID_PARAMS", f"unknown topic {name!r} (known: {known})")
+            if asking and scope not in conn.scopes:
+                raise WireError("FORBIDDEN", f"the {name!r} topic needs the {scope} scope")
+        return frozenset(names)
 
     # -- the port itself (typed clients) -----------------------------------------------------
 

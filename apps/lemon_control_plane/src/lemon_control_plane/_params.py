@@ -166,6 +166,7 @@ class SubscribeParams(Params):
 
     all: bool | None = None
     session_keys: list[Required] | None = None
+    topics: list[Required] | None = None
 
 
 class WatchParams(Params):

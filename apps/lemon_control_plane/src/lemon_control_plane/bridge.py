@@ -41,6 +41,12 @@ bus event (topic)                                        wire event
 The subagent task events (``task_*``, ``run_graph_changed``: untyped, on run topics) become
 ``task.*`` and ``run.graph.changed`` for the parent's session: :mod:`._task_events`.
 
+The MCP servers' state changes (``mcp_server_status`` on the ``mcp`` topic: untyped, lemon_mcp's
+versioned mapping) become ``mcp.server``, projected field by field with their types checked
+(:func:`mcp_server_event`; a payload without a server name is logged once and dropped). That
+event is opt-in (:data:`TOPIC_EVENTS`): only a connection that asked for the ``mcp`` topic
+with ``events.subscribe {topics: ["mcp"]}`` (admin scope, as ``mcp.status``) gets it.
+
 A type registered later that operators should see is one row. Registered types with no row
 (``run_failed``, ``config_reloaded``, ``routing_feedback``...) are not subscribed to; a row's
 event whose payload is not (and cannot be coerced into) its record is logged once and dropped.
@@ -117,10 +123,16 @@ from lemon_core.sessions import (
 __all__ = [
     "BUS_EVENTS",
     "BUS_TOPICS",
+    "MCP_STATUS_EVENT",
+    "MCP_TOPIC",
+    "TOPIC_EVENTS",
+    "TOPIC_SCOPES",
     "BridgeStatistics",
     "Broadcast",
     "BusRow",
     "EventBridge",
+    "mcp_origin",
+    "mcp_server_event",
     "web_card",
 ]
 
@@ -303,7 +315,7 @@ class EventBridge:
     @staticmethod
     def _subscribe_bus(bus: Bus) -> Delivery:
         delivery = Delivery.for_consumer(ConsumerClass.EVENT_BRIDGE)
-        for topic in BUS_TOPICS:
+        for topic in (*BUS_TOPICS, MCP_TOPIC):
             bus.subscribe(topic, delivery=delivery)
         return delivery
 
@@ -350,6 +362,9 @@ class EventBridge:
             # bumped before mapping, even when the event is then dropped
             self._state["cron"] += 1
             self._state_json = None
+        if event.type == MCP_STATUS_EVENT:
+            self._project_mcp(event)
+            return
         row = BUS_EVENTS.get(event.type)
         if row is None:
             return  # another type on a followed topic: the wire has no event for it
@@ -362,6 +377,19 @@ class EventBridge:
             return
         # Every operator sees these (no session subscription needed), as the seed says.
         self._emit(row.wire, row.project(payload), None)
+
+    def _project_mcp(self, event: Event) -> None:
+        payload = mcp_server_event(event.payload, event.ts_ms)
+        if payload is None:
+            kind = f"{event.type} (malformed payload)"
+            if kind not in self._dropped_types:
+                self._dropped_types.add(kind)
+                _log.warning(
+                    "a %s event carried %r; such events are dropped", event.type, event.payload
+                )
+            return
+        # No session: every connection that asked for the topic (TOPIC_EVENTS) gets it.
+        self._emit(MCP_SERVER_WIRE, payload, None)
 
     async def _recover(self, reason: str) -> None:
         """Watch again first (nothing is missed), then resync each session in flight."""
@@ -536,6 +564,9 @@ class EventBridge:
         args = detail.get("arguments")
         if isinstance(args, dict):
             wire_detail["args"] = args
+        mcp = mcp_origin(detail.get("mcp"))
+        if mcp is not None:
+            wire_detail["mcp"] = mcp
         if card.phase == "completed":
             wire_detail["result"] = card.message
             wire_detail["isError"] = card.ok is False
@@ -827,6 +858,64 @@ BUS_EVENTS: Final[Mapping[str, BusRow]] = MappingProxyType(
 
 #: The topics the bridge subscribes to on the bus (every row's).
 BUS_TOPICS: Final = tuple(dict.fromkeys(row.topic for row in BUS_EVENTS.values()))
+
+
+# -- the MCP servers' state (lemon_mcp's untyped ``mcp_server_status``) ---------------------------
+
+#: The bus topic lemon_mcp publishes its servers' state changes on, and the event type.
+MCP_TOPIC: Final = "mcp"
+MCP_STATUS_EVENT: Final = "mcp_server_status"
+#: The wire event they become.
+MCP_SERVER_WIRE: Final = "mcp.server"
+#: Wire events a connection gets only once it asked for their topic (``events.subscribe
+#: {topics: [...]}``), each with the scope that asking takes.
+TOPIC_EVENTS: Final[Mapping[str, str]] = MappingProxyType({MCP_SERVER_WIRE: MCP_TOPIC})
+#: Each opt-in topic and the scope asking for it takes (``mcp``: as the ``mcp.status`` method).
+TOPIC_SCOPES: Final[Mapping[str, str]] = MappingProxyType({MCP_TOPIC: "admin"})
+_MCP_STATES: Final = frozenset({"starting", "connected", "disconnected", "failed", "needs_login"})
+_MCP_TEXT_CHARS: Final = 2048
+
+
+def mcp_origin(raw: object) -> dict[str, str] | None:
+    """The wire form of an MCP tool's card origin (``detail.mcp``): ``{server, tool}``, both
+    non-empty strings (clipped), else ``None`` (a built-in tool)."""
+    if not isinstance(raw, Mapping):
+        return None
+    server, tool = raw.get("server"), raw.get("tool")
+    if not isinstance(server, str) or not server or not isinstance(tool, str):
+        return None
+    return {"server": server[:_MCP_TEXT_CHARS], "tool": tool[:_MCP_TEXT_CHARS]}
+
+
+def mcp_server_event(raw: object, ts_ms: int | None = None) -> dict[str, Any] | None:
+    """The wire form of one ``mcp_server_status`` payload (lemon_mcp's version 1 mapping):
+    ``{version, name, state, change, transport, detail, tools, error, timestampMs}``, each
+    field of its type (a wrong one is ``null``, text clipped), or ``None`` when it names no
+    server. A ``state`` that is not one of lemon_mcp's five is ``"unknown"``."""
+    if not isinstance(raw, Mapping):
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+
+    def text(key: str) -> str | None:
+        value = raw.get(key)
+        return value[:_MCP_TEXT_CHARS] if isinstance(value, str) else None
+
+    state = raw.get("state")
+    tools = raw.get("tools")
+    version = raw.get("version")
+    return {
+        "version": version if isinstance(version, int) and not isinstance(version, bool) else 1,
+        "name": name[:_MCP_TEXT_CHARS],
+        "state": state if state in _MCP_STATES else "unknown",
+        "change": text("change"),
+        "transport": text("transport"),
+        "detail": text("detail"),
+        "tools": tools if isinstance(tools, int) and not isinstance(tools, bool) else None,
+        "error": text("error"),
+        "timestampMs": ts_ms,
+    }
 
 
 def web_card(raw: object) -> dict[str, Any] | None:

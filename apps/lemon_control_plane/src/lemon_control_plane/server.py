@@ -58,7 +58,7 @@ from lemon_control_plane._methods import SCOPES, Method, Methods
 from lemon_control_plane._params import NoParams, WatchParams, decode
 from lemon_control_plane._port_wire import PortWatches
 from lemon_control_plane._secondary import UNSUPPORTED
-from lemon_control_plane.bridge import EventBridge
+from lemon_control_plane.bridge import TOPIC_EVENTS, EventBridge
 from lemon_control_plane.config import ControlPlaneConfig, hash_token, is_loopback_host
 from lemon_control_plane.errors import ControlPlaneError, WireError
 from lemon_control_plane.local_token import LOCAL_TOKEN_ID, ensure_local_token
@@ -89,6 +89,7 @@ EVENTS: Final = (
     "goal",
     "health",
     "heartbeat",
+    "mcp.server",
     "port.event",
     "run.graph.changed",
     "shutdown",
@@ -583,8 +584,9 @@ class ControlPlane:
     def _broadcast(self, name: str, payload: dict[str, Any], session_key: str | None) -> None:
         name_json = encode(name)
         payload_json = encode(payload)
+        topic = TOPIC_EVENTS.get(name)
         for conn in self._connections:
-            if conn.wants(session_key):
+            if conn.wants(session_key) and (topic is None or topic in conn.topics):
                 conn.push_event(name_json, payload_json)
 
     def _status(self) -> dict[str, Any]:

@@ -95,9 +95,15 @@ class _Session:
     """One client's protocol state; what it sends goes to ``emit`` (one message, no newline)."""
 
     def __init__(
-        self, host: ToolHost, emit: Callable[[bytes], Awaitable[None]], max_concurrent: int
+        self,
+        host: ToolHost,
+        emit: Callable[[bytes], Awaitable[None]],
+        max_concurrent: int,
+        *,
+        list_changed: bool = False,
     ) -> None:
         self._host = host
+        self._list_changed = list_changed  # whether it may send notifications/tools/list_changed
         self._emit = emit
         self._calls: dict[int | str, asyncio.Task[None]] = {}
         self._replies: set[asyncio.Task[None]] = set()
@@ -186,7 +192,7 @@ class _Session:
             self.client_capabilities = caps if isinstance(caps, Mapping) else {}
             self._spawn_reply(encode_result(rid, {
                 "protocolVersion": self.protocol_version,
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": {"tools": {"listChanged": self._list_changed}},
                 "serverInfo": SERVER_INFO,
                 "instructions": "Lemon's coding tools, under the approval policy of the "
                 "serving home.",

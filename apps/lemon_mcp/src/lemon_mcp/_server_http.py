@@ -8,7 +8,17 @@ tools at ``http://HOST:PORT/mcp`` (Starlette on uvicorn), the same protocol as
   answered with JSON, except ``tools/call`` which is answered with an SSE stream when the
   client accepts one: an approval asked through ``elicitation/create`` travels on it, and the
   call's result ends it. A notification or a response (an elicitation's answer) gets 202.
-- ``GET /mcp`` is 405 (this server sends nothing unprompted); ``DELETE /mcp`` ends the session.
+- ``GET /mcp`` (``Accept: text/event-stream``, the session's id) opens the session's stream
+  for server-initiated messages: :meth:`McpHttpApp.tools_changed`'s
+  ``notifications/tools/list_changed``, and what a call asks while its POST was answered with
+  JSON. A new GET takes the stream over (the previous one ends): one stream per message.
+  ``DELETE /mcp`` ends the session (and its streams).
+- Resumption: every SSE event carries an id unique in its session; the session keeps the last
+  256 events (at most 16 MiB) of its streams. A GET with ``Last-Event-ID`` replays what followed
+  that event on the stream it belongs to, then goes on with that stream live: a ``tools/call``
+  whose answer stream was cut gets the rest of it (its response included) on the GET. An id
+  the session does not hold is 400. The call itself goes on when its stream is cut (a
+  disconnection is not a cancellation).
 - Bad input gets a clean JSON-RPC error with a 4xx status, never a traceback: a body that is
   not JSON -32700, a batch or a message that is not JSON-RPC 2.0 -32600, an unsupported
   ``MCP-Protocol-Version`` 400, a wrong content type 415, a body too large 413.
@@ -32,7 +42,7 @@ import logging
 import secrets
 import socket
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -57,9 +67,14 @@ _SESSION_HEADER: Final = "mcp-session-id"
 _OUTBOX: Final = 64
 """Messages one POST's stream holds before more are dropped (a response and a few asks)."""
 _REPLY_TIMEOUT_S: Final = 30.0
+_REPLAY_EVENTS: Final = 256
+"""Events a session keeps for resumption (``Last-Event-ID``), and their byte bound."""
+_REPLAY_BYTES: Final = 16 * 1024 * 1024
+_POST_STREAMS: Final = 256
+"""POST streams a session remembers (to resume them), the oldest forgotten first."""
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
-_OUTBOX_VAR: contextvars.ContextVar[asyncio.Queue[bytes] | None] = contextvars.ContextVar(
+_OUTBOX_VAR: contextvars.ContextVar[_Stream | None] = contextvars.ContextVar(
     "lemon_mcp_http_outbox", default=None
 )
 
@@ -92,23 +107,113 @@ def _rpc_error(status: int, code: int, message: str, rid: Any = None) -> JSONRes
     return JSONResponse(body, status_code=status)
 
 
+#: What a stream's live reader gets: an event (its id, the message), or None: the stream ends.
+_Live = tuple[int, bytes] | None
+
+
+class _Stream:
+    """One SSE stream of a session: a POST's (``rid``: the request it answers) or the GET's
+    (``rid`` None). Its events go to the session's log; ``live`` is the reader attached now."""
+
+    def __init__(self, key: str, rid: int | str | None, *, json_answer: bool = False) -> None:
+        self.key = key
+        self.rid = rid
+        self.json_answer = json_answer  # a POST answered with JSON: no events, no log
+        self.live: asyncio.Queue[_Live] | None = None
+        self.answered = False
+
+    def attach(self) -> asyncio.Queue[_Live]:
+        """A new reader; a previous one ends (it may be a connection not yet seen gone)."""
+        if self.live is not None:
+            with contextlib.suppress(asyncio.QueueFull):
+                self.live.put_nowait(None)
+        self.live = asyncio.Queue(_OUTBOX)
+        return self.live
+
+    def detach(self, queue: asyncio.Queue[_Live]) -> None:
+        if self.live is queue:
+            self.live = None
+
+
 class _HttpSession:
     def __init__(self, host: ToolHost, max_concurrent: int) -> None:
         self.id = secrets.token_urlsafe(24)
-        self.protocol = _Session(host, self._emit, max_concurrent)
+        self.protocol = _Session(host, self._emit, max_concurrent, list_changed=True)
         self.used = time.monotonic()
+        self.standalone = _Stream("get", None)
+        self._posts: OrderedDict[str, _Stream] = OrderedDict()
+        self._events: deque[tuple[int, str, bytes]] = deque()
+        self._event_bytes = 0
+        self._n = 0
+        self._streams = 0
+        self.closed = False
+
+    def post_stream(self, rid: int | str, *, json_answer: bool) -> _Stream:
+        self._streams += 1
+        stream = _Stream(f"post-{self._streams}", rid, json_answer=json_answer)
+        if not json_answer:
+            self._posts[stream.key] = stream
+            while len(self._posts) > _POST_STREAMS:
+                self._posts.popitem(last=False)
+        return stream
 
     async def _emit(self, payload: bytes) -> None:
-        outbox = _OUTBOX_VAR.get()
-        if outbox is None:
-            log.info("mcp serve --http: a message with no open stream to carry it; dropped")
+        self.send(_OUTBOX_VAR.get() or self.standalone, payload)
+
+    def send(self, stream: _Stream, payload: bytes) -> None:
+        """``payload`` on ``stream``: logged with the next id, and handed to its live reader."""
+        if stream.json_answer:
+            if stream.rid is not None and _answers(payload, stream.rid) and stream.live is not None:
+                with contextlib.suppress(asyncio.QueueFull):
+                    stream.live.put_nowait((0, payload))
+                return
+            stream = self.standalone  # an ask of a call answered with JSON: on the GET stream
+        self._n += 1
+        n = self._n
+        self._events.append((n, stream.key, payload))
+        self._event_bytes += len(payload)
+        while len(self._events) > _REPLAY_EVENTS or (
+            self._event_bytes > _REPLAY_BYTES and len(self._events) > 1
+        ):
+            self._event_bytes -= len(self._events.popleft()[2])
+        if stream.rid is not None and _answers(payload, stream.rid):
+            stream.answered = True
+        if stream.live is None:
+            if stream is self.standalone:
+                log.info("mcp serve --http: no GET stream open; message %d kept for resuming", n)
             return
         try:
-            outbox.put_nowait(payload)
+            stream.live.put_nowait((n, payload))
         except asyncio.QueueFull:
-            log.warning("mcp serve --http: a stream's outbox is full; a message was dropped")
+            # The reader is that far behind: its stream ends, and the client resumes from the
+            # log (this event is in it).
+            log.warning("mcp serve --http: a stream fell behind; it ends (resumable)")
+            stream.live = None
+
+    def resume(
+        self, last_event_id: str
+    ) -> tuple[_Stream, list[tuple[int, bytes]], asyncio.Queue[_Live]] | None:
+        """The stream ``last_event_id`` belongs to, the events that followed it there, and a
+        reader attached to it now (nothing can come between); None for an id not held."""
+        try:
+            after = int(last_event_id.strip())
+        except ValueError:
+            return None
+        key = next((k for n, k, _p in self._events if n == after), None)
+        if key is None:
+            return None
+        stream = self.standalone if key == "get" else self._posts.get(key)
+        if stream is None:
+            return None
+        replay = [(n, p) for n, k, p in self._events if k == key and n > after]
+        return stream, replay, stream.attach()
 
     async def aclose(self) -> None:
+        self.closed = True
+        for stream in (self.standalone, *self._posts.values()):
+            if stream.live is not None:
+                with contextlib.suppress(asyncio.QueueFull):
+                    stream.live.put_nowait(None)
         await self.protocol.aclose()
 
 
@@ -202,7 +307,7 @@ class McpHttpApp:
         if refused is not None:
             return refused
         if request.method == "GET":
-            return Response(status_code=405, headers={"Allow": "POST, DELETE"})
+            return self._get(request)
         if request.method == "DELETE":
             found = self._session(request)
             if isinstance(found, Response):
@@ -211,6 +316,43 @@ class McpHttpApp:
             await found.aclose()
             return Response(status_code=204)
         return await self._post(request)
+
+    def _get(self, request: Request) -> Response:
+        """The session's stream of server-initiated messages, or the rest of a stream after
+        ``Last-Event-ID``."""
+        if "text/event-stream" not in request.headers.get("accept", "").lower():
+            return _rpc_error(406, -32600, "GET wants Accept: text/event-stream")
+        found = self._session(request)
+        if isinstance(found, Response):
+            return found
+        session = found
+        headers = {"Mcp-Session-Id": session.id, "Cache-Control": "no-cache"}
+        last = request.headers.get("last-event-id")
+        if last is None:
+            stream, queue = session.standalone, session.standalone.attach()
+            events = _sse(session, stream, [], queue, None)
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        resumed = session.resume(last)
+        if resumed is None:
+            return _rpc_error(400, -32000, f"event {last[:64]!r} is not held by this session")
+        stream, replay, queue = resumed
+        task = session.protocol.call_task(stream.rid) if stream.rid is not None else None
+        events = _sse(session, stream, replay, queue, task)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    async def tools_changed(self) -> None:
+        """Tell every session's client that the tools changed
+        (``notifications/tools/list_changed`` on its GET stream, kept for resuming)."""
+        payload = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+        for session in list(self._sessions.values()):
+            session.send(session.standalone, payload)
+
+    async def aclose(self) -> None:
+        """End every session (their streams end too)."""
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            await session.aclose()
 
     async def _body(self, request: Request) -> bytes | Response:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -251,19 +393,21 @@ class McpHttpApp:
         if message.id is None or message.method is None:
             session.protocol.on_frame(body)  # a notification, or an answer to our ask
             return Response(status_code=202)
-        outbox: asyncio.Queue[bytes] = asyncio.Queue(_OUTBOX)
-        token = _OUTBOX_VAR.set(outbox)
+        accept = request.headers.get("accept", "").lower()
+        sse = message.method == "tools/call" and "text/event-stream" in accept
+        stream = session.post_stream(message.id, json_answer=not sse)
+        queue = stream.attach()
+        token = _OUTBOX_VAR.set(stream)
         try:
-            session.protocol.on_frame(body)  # the tasks it starts carry this outbox
+            session.protocol.on_frame(body)  # the tasks it starts carry this stream
         finally:
             _OUTBOX_VAR.reset(token)
         headers = {"Mcp-Session-Id": session.id}
-        accept = request.headers.get("accept", "").lower()
         task = session.protocol.call_task(message.id)
-        if task is not None and "text/event-stream" in accept:
-            stream = _stream(outbox, message.id, task)
-            return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
-        reply = await _reply(outbox, message.id, task)
+        if task is not None and sse:
+            events = _sse(session, stream, [], queue, task)
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        reply = await _reply(queue, task)
         if reply is None:
             return Response(status_code=204, headers=headers)  # a cancelled call
         return Response(reply, media_type="application/json", headers=headers)
@@ -278,15 +422,15 @@ def _answers(payload: bytes, rid: int | str) -> bool:
 
 
 async def _next(
-    outbox: asyncio.Queue[bytes], task: asyncio.Task[None] | None, timeout_s: float | None
-) -> bytes | None:
-    """The next message for this POST, or None once the call ended without one."""
-    if not outbox.empty() or task is None:
+    queue: asyncio.Queue[_Live], task: asyncio.Task[None] | None, timeout_s: float | None
+) -> _Live:
+    """The next event for this reader, or None once the stream (or the call) ended."""
+    if not queue.empty() or task is None or task.done():
         try:
-            return await asyncio.wait_for(outbox.get(), timeout_s)
+            return await asyncio.wait_for(queue.get(), timeout_s)
         except TimeoutError:
             return None
-    getter = asyncio.ensure_future(outbox.get())
+    getter = asyncio.ensure_future(queue.get())
     try:
         await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -296,31 +440,54 @@ async def _next(
                 await getter
     if getter.done() and not getter.cancelled():
         return getter.result()
-    return outbox.get_nowait() if not outbox.empty() else None
+    return queue.get_nowait() if not queue.empty() else None
 
 
-async def _reply(
-    outbox: asyncio.Queue[bytes], rid: int | str, task: asyncio.Task[None] | None
-) -> bytes | None:
-    while True:
-        payload = await _next(outbox, task, None if task is not None else _REPLY_TIMEOUT_S)
-        if payload is None or _answers(payload, rid):
-            return payload
-        log.info("mcp serve --http: a message on a JSON answer was dropped (no stream)")
+async def _reply(queue: asyncio.Queue[_Live], task: asyncio.Task[None] | None) -> bytes | None:
+    """A JSON answer: the response (the stream forwards anything else to the GET stream)."""
+    item = await _next(queue, task, None if task is not None else _REPLY_TIMEOUT_S)
+    return None if item is None else item[1]
 
 
-async def _stream(
-    outbox: asyncio.Queue[bytes], rid: int | str, task: asyncio.Task[None]
+def _event(n: int, payload: bytes) -> bytes:
+    return b"event: message\nid: " + str(n).encode() + b"\ndata: " + payload + b"\n\n"
+
+
+async def _sse(
+    session: _HttpSession,
+    stream: _Stream,
+    replay: list[tuple[int, bytes]],
+    queue: asyncio.Queue[_Live],
+    task: asyncio.Task[None] | None,
 ) -> AsyncIterator[bytes]:
-    seq = 0
-    while True:
-        payload = await _next(outbox, task, None)
-        if payload is None:
+    """One SSE response: ``replay`` first, then what comes live. A POST stream ends with its
+    response (or when its call ended without one); the GET stream when the session ends or a
+    new GET takes it over."""
+    try:
+        for n, payload in replay:
+            yield _event(n, payload)
+            if stream.rid is not None and _answers(payload, stream.rid):
+                return
+        if stream.rid is not None and (stream.answered or task is None or task.done()):
+            # Its response went out before the id resumed from, or its call ended silently;
+            # what is still queued (sent since the replay was cut) comes first.
+            while not queue.empty():
+                item = queue.get_nowait()
+                if item is None:
+                    return
+                yield _event(*item)
+                if _answers(item[1], stream.rid):
+                    return
             return
-        seq += 1
-        yield b"event: message\nid: " + str(seq).encode() + b"\ndata: " + payload + b"\n\n"
-        if _answers(payload, rid):
-            return
+        while not session.closed:
+            item = await _next(queue, task if stream.rid is not None else None, None)
+            if item is None:
+                return
+            yield _event(*item)
+            if stream.rid is not None and _answers(item[1], stream.rid):
+                return
+    finally:
+        stream.detach(queue)
 
 
 class _Server(uvicorn.Server):
@@ -382,6 +549,7 @@ async def serve_http(
     async def watch() -> None:
         if stop is not None:
             await stop.wait()
+            await app.aclose()  # the open GET streams end, so the shutdown does not wait
             server.should_exit = True
 
     watcher = asyncio.get_running_loop().create_task(watch())
@@ -391,6 +559,5 @@ async def serve_http(
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        for session in list(app._sessions.values()):
-            await session.aclose()
+        await app.aclose()
         sock.close()

@@ -27,6 +27,7 @@ const ui = {
   usage: $("usage"), login: $("login"), loginForm: $("login-form"), loginToken: $("login-token"),
   loginError: $("login-error"), sidebar: $("sidebar"), toggle: $("toggle-sidebar"),
   newChat: $("new-chat"), announce: $("announce"), modelError: $("model-error"),
+  mcp: $("mcp"), mcpServers: $("mcp-servers"),
 };
 
 const TAB_PREFIX = "agent:default:web:browser:unknown:tab-";
@@ -266,13 +267,15 @@ function toolCard(run, action) {
   const summary = el("summary");
   const status = el("span", "tool-status");
   const name = el("span", "tool-name");
+  const mcp = el("span", "tool-mcp");
+  mcp.hidden = true;
   const title = el("code", "tool-title");
   const exit = el("span", "tool-exit");
   const facts = el("span", "tool-web-facts");
-  summary.append(status, name, title, facts, exit);
+  summary.append(status, name, mcp, title, facts, exit);
   const body = el("div", "tool-body");
   details.append(summary, body);
-  card = { kind: "tool", id: action.id, el: details, status, name, title, facts, exit, body, phase: "started", args: null, result: null, web: null };
+  card = { kind: "tool", id: action.id, el: details, status, name, mcp, title, facts, exit, body, phase: "started", args: null, result: null, web: null };
   page.tools.set(action.id, card);
   run.body.append(details);
   run.blocks.push(card);
@@ -307,6 +310,7 @@ function updateTool(run, payload) {
   const card = toolCard(run, action);
   const name = detail.name || card.name.textContent || action.kind || "tool";
   card.name.textContent = name;
+  showMcpOrigin(card, detail.mcp);
   if (detail.args) card.args = detail.args;
   const args = card.args || {};
   const shown = typeof args.command === "string" ? args.command : action.title || args.path || "";
@@ -325,6 +329,14 @@ function updateTool(run, payload) {
     setToolPhase(card, "started");
   }
   renderToolBody(card, name);
+}
+
+// An MCP tool's card names its server (detail.mcp = {server, tool}), as the TUI's "MCP S".
+function showMcpOrigin(card, origin) {
+  if (!origin || typeof origin.server !== "string" || !origin.server) return;
+  card.mcp.textContent = `MCP ${origin.server}`;
+  card.mcp.title = `the tool ${typeof origin.tool === "string" ? origin.tool : ""} of the MCP server ${origin.server}`;
+  card.mcp.hidden = false;
 }
 
 function renderToolBody(card, name) {
@@ -605,6 +617,7 @@ function onEvent(frame) {
   if (name === "stream.resync") { scheduleReload(); return; }
   if (name === "shutdown") { noticeItem(`The daemon is shutting down: ${p.reason || ""}`, "warn"); return; }
   if (name === "tick" || name === "health") return;
+  if (name === "mcp.server") { mcp.fresh.add(p.name); mcpServerRow(p); return; }
   if (p.sessionKey !== sessionKey) {
     if (name === "agent" && p.type === "completed") refreshSessions();
     return;
@@ -861,10 +874,61 @@ async function onOnline(frame) {
   ui.login.hidden = true;
   ui.composer.hidden = false;
   try { await client.send("events.subscribe", { sessionKeys: [sessionKey] }); } catch { /* older server: all events */ }
+  watchMcp();
   // The session's model is read again on every connect (another client may have changed it).
   (async () => { if (!frame.reconnect) await loadModels(); await showSessionModel(); })();
   refreshSessions();
   reload();
+}
+
+// The MCP servers' state (the sidebar's "MCP servers"): subscribed to the "mcp" topic first (so
+// no change is missed), then read from mcp.status; each mcp.server event updates its row. Both
+// take the admin scope: a connection without it shows no MCP section.
+const mcp = { rows: new Map(), fresh: new Set() };
+// mcp.status says "ready" where the events say "connected"; the labels people read.
+const MCP_STATUS_STATES = { ready: "connected" };
+const MCP_STATE_LABELS = { stopped: "not started", needs_login: "needs login" };
+
+async function watchMcp() {
+  if (!client.supports("mcp.status")) { ui.mcp.hidden = true; return; }
+  mcp.fresh = new Set(); // servers an event told of during this read: newer than its answer
+  try {
+    await client.send("events.subscribe", { topics: ["mcp"] });
+    const status = await client.send("mcp.status", {});
+    for (const s of status.servers || []) {
+      if (mcp.fresh.has(s.name)) continue;
+      mcpServerRow({
+        name: s.name, state: MCP_STATUS_STATES[s.state] || s.state, tools: s.tools,
+        detail: s.detail, error: s.needs_login ? "needs a login" : s.last_error,
+      });
+    }
+  } catch { ui.mcp.hidden = true; }
+}
+
+function mcpServerRow(p) {
+  if (typeof p.name !== "string" || !p.name) return;
+  let row = mcp.rows.get(p.name);
+  if (!row) {
+    const li = el("li", "mcp-server");
+    const name = el("span", "mcp-name", p.name);
+    const state = el("span", "mcp-state");
+    const facts = el("span", "mcp-facts");
+    li.append(name, state, facts);
+    row = { li, state, facts };
+    mcp.rows.set(p.name, row);
+    const after = [...mcp.rows.keys()].sort().indexOf(p.name);
+    const next = [...ui.mcpServers.children][after];
+    ui.mcpServers.insertBefore(li, next || null);
+  }
+  const state = typeof p.state === "string" ? p.state : "unknown";
+  row.li.dataset.state = state;
+  row.state.textContent = MCP_STATE_LABELS[state] || state;
+  const facts = [];
+  if (typeof p.tools === "number" && p.state === "connected") facts.push(`${p.tools} tool${p.tools === 1 ? "" : "s"}`);
+  if (typeof p.detail === "string" && p.detail) facts.push(p.detail);
+  row.facts.textContent = facts.join(" · ");
+  row.li.title = typeof p.error === "string" && p.error ? p.error : "";
+  ui.mcp.hidden = false;
 }
 
 // The model picker shows the session's model (session.detail: its own, else the daemon's
