@@ -180,3 +180,22 @@ def test_any_identifier_routes_by_the_trust_table_or_is_a_usage_error(identifier
     if source.trust is TrustLevel.OFFICIAL:
         head = source.identifier.split("/", 1)[0].lower()
         assert source.identifier.startswith("hermes:") or head == "official"
+
+
+def test_a_lazy_export_is_never_shadowed_by_the_module_that_defines_it() -> None:
+    """A fresh interpreter: touching one name of a module (which imports it) must not turn
+    another exported name into that module (a module called like its function did)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import lemon_skills\n"
+        "for name in lemon_skills.__all__:\n"
+        "    getattr(lemon_skills, name)\n"
+        "for name in lemon_skills.__all__:\n"
+        "    module, attr = lemon_skills._EXPORTS[name]\n"
+        "    value = getattr(lemon_skills, name)\n"
+        "    assert not isinstance(value, type(lemon_skills)), name\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
         read_manifest,
         valid_skill_name,
     )
-    from lemon_skills.memory_tools import MEMORY_TOOLS, format_recall, memory_tools
+    from lemon_skills.memory import MEMORY_TOOLS, format_recall, memory_tools
     from lemon_skills.settings import (
         DEFAULT_GITHUB_URL,
         DEFAULT_HERMES_URL,
@@ -137,9 +137,9 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "discover_well_known": ("lemon_skills.sources", "discover_well_known"),
     "SourceKind": ("lemon_skills.taxonomy", "SourceKind"),
     "TrustLevel": ("lemon_skills.taxonomy", "TrustLevel"),
-    "MEMORY_TOOLS": ("lemon_skills.memory_tools", "MEMORY_TOOLS"),
-    "format_recall": ("lemon_skills.memory_tools", "format_recall"),
-    "memory_tools": ("lemon_skills.memory_tools", "memory_tools"),
+    "MEMORY_TOOLS": ("lemon_skills.memory", "MEMORY_TOOLS"),
+    "format_recall": ("lemon_skills.memory", "format_recall"),
+    "memory_tools": ("lemon_skills.memory", "memory_tools"),
     "READ_SKILL": ("lemon_skills.tool", "READ_SKILL"),
     "read_skill_tool": ("lemon_skills.tool", "read_skill_tool"),
     "Decision": ("lemon_skills.trust", "Decision"),
