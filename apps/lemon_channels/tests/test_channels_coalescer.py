@@ -355,8 +355,11 @@ async def _stream_through_a_pump(
     return texts, sink.intents
 
 
-#: Short texts (any characters), now and then a long run of one (past the snapshot bound).
-TEXTS = st.text(max_size=40) | st.builds(str.__mul__, st.characters(), st.integers(0, 6000))
+#: Short texts (any character a model's text can hold: not an unpaired surrogate, which no
+#: provider's JSON decodes to and the bus refuses to encode), now and then a long run of one
+#: (past the snapshot bound).
+CHARS = st.characters(exclude_categories=("Cs",))
+TEXTS = st.text(CHARS, max_size=40) | st.builds(str.__mul__, CHARS, st.integers(0, 6000))
 
 
 @settings(max_examples=60, deadline=None)
