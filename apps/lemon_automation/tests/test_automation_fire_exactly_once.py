@@ -147,3 +147,60 @@ async def test_a_takeover_resubmits_the_same_run_id_and_starts_nothing_new(
     assert port.started == [router_run_id("job-1", DUE0)]
     # The dead owner's late write is refused by the fence.
     assert await a.record(first.fire, status="completed") is None
+
+
+class _SlowPort(RecordingPort):
+    """A submission that takes longer than the fire's lease: it returns only after the lease
+    was renewed once and the clock passed the claim's original expiry."""
+
+    def __init__(self, clock: ManualClock, renewed: asyncio.Event, other: FireLedger) -> None:
+        super().__init__()
+        self.clock = clock
+        self.renewed = renewed
+        self.other = other
+        self.taken: list[object] = []
+
+    async def submit(self, request: RunRequest) -> Receipt:
+        self.clock.now += 200  # most of the 300 ms lease gone
+        async with asyncio.timeout(10):
+            await self.renewed.wait()  # the claimer's renewal came while we submit
+        self.clock.now += 200  # past the claim's first expiry
+        self.taken = await self.other.take_over_expired("b", lease_ms=300)
+        return await super().submit(request)
+
+
+async def test_a_fire_keeps_its_lease_while_the_submission_is_slow() -> None:
+    """A submission slower than the lease (a busy store, a session handed to another daemon)
+    must not let the claim lapse: the claimer renews it meanwhile, no other daemon takes the
+    fire over, and the submission is recorded."""
+    from lemon_infra import MemoryFireLedger
+
+    clock = ManualClock(DUE0)
+    ledger = MemoryFireLedger(clock=clock)
+    renewed = asyncio.Event()
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(ledger, name)
+
+        async def renew(self, fire: object, *, lease_ms: int) -> object:
+            out = await ledger.renew(fire, lease_ms=lease_ms)  # type: ignore[arg-type]
+            renewed.set()
+            return out
+
+    port = _SlowPort(clock, renewed, ledger)
+    request = RunRequest(origin="cron", session_key="agent:default:main", prompt="/echo tick")
+    result = await fire_due(
+        Spy(),  # type: ignore[arg-type]
+        port,
+        job_id="job",
+        due_at_ms=DUE0,
+        owner="a",
+        lease_ms=300,
+        request=request,
+    )
+    assert port.taken == []  # nobody took the fire over while it was being submitted
+    assert result.status == "submitted"
+    assert result.fire is not None
+    assert result.fire.owner == "a"
+    assert port.started == [router_run_id("job", DUE0)]

@@ -5,7 +5,10 @@ nothing new, so a double fire is impossible."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
@@ -13,6 +16,8 @@ from lemon_core.execution import Receipt, RunRequest
 from lemon_core.fire_ledger import Fire, FireLedger
 
 __all__ = ["FireResult", "Submitter", "cron_run_id", "fire_due", "router_run_id", "submit_fire"]
+
+log = logging.getLogger("lemon_automation")
 
 
 class Submitter(Protocol):
@@ -52,16 +57,35 @@ async def fire_due(
     fire = await ledger.claim(job_id, due_at_ms, owner, lease_ms=lease_ms)
     if fire is None:
         return FireResult("lost", None)
-    return await submit_fire(ledger, port, fire, request)
+    return await submit_fire(ledger, port, fire, request, lease_ms=lease_ms)
 
 
 async def submit_fire(
-    ledger: FireLedger, port: Submitter, fire: Fire, request: RunRequest
+    ledger: FireLedger,
+    port: Submitter,
+    fire: Fire,
+    request: RunRequest,
+    *,
+    lease_ms: int | None = None,
 ) -> FireResult:
     """Submit the owned ``fire`` (a fresh claim or a takeover: the derived run id makes a second
-    submission answer the first receipt) and record it, fenced."""
+    submission answer the first receipt) and record it, fenced. With ``lease_ms`` the fire's
+    lease is renewed every third of it while the port takes the submission (a slow store or a
+    session handed to another daemon must not let the claim lapse before it is recorded)."""
     run_id = router_run_id(fire.job_id, fire.due_at_ms)
-    receipt = await port.submit(replace(request, run_id=run_id))
+    submission = replace(request, run_id=run_id)
+    if lease_ms is None:
+        receipt = await port.submit(submission)
+    else:
+        held = [fire]
+        keeper = asyncio.create_task(_keep(ledger, held, lease_ms))
+        try:
+            receipt = await port.submit(submission)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+        fire = held[0]
     if receipt.status == "rejected":
         done = await ledger.record(fire, status="failed", run_id=run_id, outcome=receipt.reason)
         return FireResult("rejected", done, receipt)
@@ -69,3 +93,17 @@ async def submit_fire(
     if written is None:
         return FireResult("lost", None, receipt)
     return FireResult("submitted", written, receipt)
+
+
+async def _keep(ledger: FireLedger, held: list[Fire], lease_ms: int) -> None:
+    """Renew ``held[0]`` every third of ``lease_ms`` (until cancelled, or refused: lost)."""
+    while True:
+        await asyncio.sleep(lease_ms / 3000)
+        try:
+            renewed = await ledger.renew(held[0], lease_ms=lease_ms)
+        except Exception as exc:  # the store is down: the next renewal tries again
+            log.warning("automation could not renew fire %s: %s", held[0].job_id, exc)
+            continue
+        if renewed is None:
+            return  # taken over: the fenced record after the submission says so
+        held[0] = renewed

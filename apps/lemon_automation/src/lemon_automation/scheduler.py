@@ -237,7 +237,11 @@ class Scheduler:
             job = await self._jobs.get(fire.job_id)
             if fire.status == "claimed" and job is not None:
                 result = await submit_fire(
-                    self._ledger, self._port, fire, self._request_for(job, fire.due_at_ms)
+                    self._ledger,
+                    self._port,
+                    fire,
+                    self._request_for(job, fire.due_at_ms),
+                    lease_ms=self._lease_ms,
                 )
                 report.results.append(result)
                 if result.status == "submitted":
