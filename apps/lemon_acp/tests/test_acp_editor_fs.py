@@ -5,6 +5,7 @@ real ``lemon acp`` subprocess; the agent's read, write, edit and bash calls go t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -144,14 +145,16 @@ class FsEditor:
     async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> None:
         self.calls.append(("kill", {"terminalId": terminal_id}))
         process = self.terminals[terminal_id]
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:  # killed and not reaped yet: its group may be gone
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
     async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> None:
         self.calls.append(("release", {"terminalId": terminal_id}))
         process = self.terminals[terminal_id]
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        if process.returncode is None:  # killed and not reaped yet: its group may be gone
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         self.released.set()
 
     def methods(self) -> list[str]:
