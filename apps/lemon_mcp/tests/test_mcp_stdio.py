@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from lemon_core.config import Config
 from lemon_core.mcp import McpHub
 from lemon_mcp import McpClient, McpHubImpl, StdioTransport
@@ -298,8 +300,15 @@ async def test_a_slow_server_goes_on_starting_and_is_offered_to_the_next_run(
     assert "still starting" in found.unavailable["slow"]
     assert {t.server for t in found.tools} == {"ok"}
     assert hub.status()[1].state.value == "starting"
+    client = hub._servers["slow"].client
+    assert client is not None
+    pid = client.transport.pid  # type: ignore[attr-defined]
+    assert pid is not None
     await asyncio.wait_for(hub.aclose(), 10)  # the pending start is cancelled, its process ended
     assert hub.status() == []
+    # ended and reaped by the time aclose returns (not left to end after the loop is gone)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 async def _stderr_says(hub: McpHubImpl, name: str, text: str) -> None:
@@ -342,3 +351,19 @@ async def test_a_server_inherits_no_secret_but_its_env_from(config_for: ConfigFo
         assert out.content == "OUR_PLAIN SERVER_TOKEN"
     finally:
         await hub.aclose()
+
+
+async def test_a_second_aclose_waits_until_the_server_is_ended_and_reaped() -> None:
+    """The hub's stop can race a cancelled start's clean-up: both close the one transport. The
+    second call must not return before the first has ended the process (else the runtime stops
+    with the server still running)."""
+    transport = StdioTransport(name="h", command=PYTHON, args=(SCRIPTED, "hang_start"))
+    await transport.start(lambda _: None, lambda _: None)
+    pid = transport.pid
+    assert pid is not None
+    first = asyncio.ensure_future(transport.aclose())
+    await asyncio.sleep(0)  # the first close is under way (stdin closed, TERM sent)
+    await transport.aclose()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # ended and reaped, not a zombie
+    await first

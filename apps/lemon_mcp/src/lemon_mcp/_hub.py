@@ -114,6 +114,8 @@ class McpHubImpl:
         self._clock = time.monotonic
         # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
+        # The clean-up of a start cancelled midway: aclose waits for it (the process ended).
+        self._cleanups: set[asyncio.Task[object]] = set()
         self._config_secrets: frozenset[str] = frozenset()
         # The servers a session's client gave (ACP's mcpServers): keyed by session.
         self._sessions = SessionServers(stdio_transport=self.transport_for)
@@ -285,7 +287,12 @@ class McpHubImpl:
                     await client.start()
                 server.tools = await client.list_tools()
         except asyncio.CancelledError:
-            await asyncio.shield(self._failed(server, "the start was cancelled"))
+            cleanup: asyncio.Task[object] = asyncio.ensure_future(
+                self._failed(server, "the start was cancelled")
+            )
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+            await asyncio.shield(cleanup)
             raise
         except TimeoutError:
             await self._failed(
@@ -482,6 +489,8 @@ class McpHubImpl:
                 await task
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(self._stop(s) for s in servers), self._sessions.aclose())
+        # A start cancelled above ends its server in a task of its own: wait for it.
+        await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
 
 def _detail(transport: Transport) -> str:

@@ -92,6 +92,8 @@ class SessionServers:
         self._entries: dict[tuple[str, str], _Entry] = {}
         # Starts a run stopped waiting for: owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
+        # The clean-up of a start cancelled midway: aclose waits for it (the process ended).
+        self._cleanups: set[asyncio.Task[object]] = set()
         self._sweeper: asyncio.Task[None] | None = None
 
     def statistics(self) -> dict[str, int]:
@@ -200,7 +202,12 @@ class SessionServers:
                 await client.start()
                 entry.tools = await client.list_tools()
         except asyncio.CancelledError:
-            await asyncio.shield(self._failed(entry, "the start was cancelled"))
+            cleanup: asyncio.Task[object] = asyncio.ensure_future(
+                self._failed(entry, "the start was cancelled")
+            )
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+            await asyncio.shield(cleanup)
             raise
         except TimeoutError:
             return await self._failed(entry, f"did not start within {self._startup_s:g} s")
@@ -327,6 +334,8 @@ class SessionServers:
                 await task
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(self._stop(e) for e in entries))
+        # A start cancelled above ends its server in a task of its own: wait for it.
+        await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
 
 def _digest(spec: McpServerSpec) -> str:

@@ -65,6 +65,7 @@ class StdioTransport:
         self._tasks: list[asyncio.Task[None]] = []
         self._on_close: OnClose | None = None
         self._closed = False
+        self._closing: asyncio.Future[None] | None = None
         self.garbage_lines = 0
 
     @property
@@ -165,10 +166,17 @@ class StdioTransport:
             self._on_close(reason)
 
     async def aclose(self) -> None:
-        """End the server: stdin closed, TERM to its process group, KILL after the grace."""
-        if self._closed:
+        """End the server: stdin closed, TERM to its process group, KILL after the grace. A
+        second call (the hub's stop racing a cancelled start's clean-up) waits for the first:
+        neither returns before the process is ended and reaped."""
+        if self._closing is not None:
+            await asyncio.shield(self._closing)
             return
         self._closed = True
+        self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
         proc = self._proc
         if proc is not None:
             if proc.stdin is not None:
