@@ -159,25 +159,113 @@ async def test_an_owner_that_stops_reports_handed_off_messages_cancelled_and_for
     assert await world.leases.holder(owner_lease(SESSION)) is None  # released
 
 
-def test_a_handed_off_request_keeps_its_sessions_mcp_servers() -> None:
-    from lemon_core.execution import McpServerSpec, RunRequest
+SECRET_ENV = "env-secret-5f1c"
+SECRET_HEADER = "Bearer header-secret-9a2e"
+SECRET_TOKEN = "editor-token-77d0"
+
+
+def secret_request(prompt: str = "hi", run_id: str | None = None) -> RunRequest:
+    from lemon_core.execution import EditorHandle, McpServerSpec
+
+    return RunRequest(
+        origin="acp",
+        session_key=SESSION,
+        prompt=prompt,
+        run_id=run_id,
+        mcp_servers=(
+            McpServerSpec(name="editor", command="python", args=("s.py",), env={"K": SECRET_ENV}),
+            McpServerSpec(
+                name="web",
+                transport="http",
+                url="http://127.0.0.1:9/mcp",
+                headers={"Authorization": SECRET_HEADER},
+            ),
+            McpServerSpec(name="plain", command="python", args=("p.py",)),
+        ),
+        editor=EditorHandle(host="127.0.0.1", port=4242, token=SECRET_TOKEN, read=True),
+    )
+
+
+def test_an_inbox_record_holds_no_secret_and_the_withheld_part_restores_it() -> None:
+    """Session MCP servers' env and header values and the editor's token are an editor's
+    credentials: the durable record (the shared store, at rest) never holds them."""
+    import json
+
+    from lemon_router._inbox import decode_request, withheld_of
+
+    original = secret_request()
+    record = encode_request(original)
+    text = json.dumps(record)
+    for secret in (SECRET_ENV, SECRET_HEADER, SECRET_TOKEN):
+        assert secret not in text
+    assert "Authorization" in text
+    assert '"K"' in text
+    restored = decode_request(record, withheld=withheld_of(original))
+    assert restored.mcp_servers == original.mcp_servers
+    assert restored.editor == original.editor
+
+
+def test_a_record_admitted_without_its_secrets_leaves_out_what_needs_them() -> None:
     from lemon_router._inbox import decode_request
 
-    servers = (
-        McpServerSpec(name="editor", command="python", args=("s.py",), env={"K": "v"}),
-        McpServerSpec(name="web", transport="http", url="http://127.0.0.1:9/mcp"),
-    )
-    request = RunRequest(origin="acp", session_key="acp:a", prompt="hi", mcp_servers=servers)
-    assert decode_request(encode_request(request)).mcp_servers == servers
+    admitted = decode_request(encode_request(secret_request()))
+    assert [s.name for s in admitted.mcp_servers] == ["plain"]  # needs no value: kept
+    assert admitted.editor is None  # no token: the local tools
+    assert admitted.prompt == "hi"  # the message itself is kept
+
+
+async def test_a_message_handed_to_the_owner_keeps_its_secrets_off_the_store(
+    world: World,
+) -> None:
+    a, b = world.a, world.b
+    first = await a.router.submit(request("first"))
+    assert first.status == "started"
+    running = await a.engine.next_command()
+    queued = await b.router.submit(secret_request("second", run_id="run-s"))
+    assert queued.status == "queued"
+    ((_, data),) = await records(world.store)
+    import json
+
+    for secret in (SECRET_ENV, SECRET_HEADER, SECRET_TOKEN):
+        assert secret not in json.dumps(data)
+    a.engine.complete(running.run_id)
+    command = await a.engine.next_command()
+    assert command.run_id == "run-s"
+    assert {s.name: (dict(s.env), dict(s.headers)) for s in command.mcp_servers} == {
+        "editor": ({"K": SECRET_ENV}, {}),
+        "web": ({}, {"Authorization": SECRET_HEADER}),
+        "plain": ({}, {}),
+    }
+    assert command.editor is not None
+    assert command.editor.token == SECRET_TOKEN
+    a.engine.complete(command.run_id)
+
+
+async def test_the_sender_restores_the_secrets_of_its_own_record_when_it_takes_the_session(
+    world: World,
+) -> None:
+    b = world.b
+    ghost = await world.leases.acquire(owner_lease(SESSION), "ghost", ttl_ms=TTL_MS)
+    assert ghost is not None
+    with world.bus.subscribe("router:inbox:ghost") as asked:
+        sent = asyncio.create_task(b.router.submit(secret_request("hello", run_id="run-1")))
+        await asked.get()
+    world.clock.now += TTL_MS + 1  # the owner died before it admitted the message
+    assert (await sent).status == "started"
+    command = await b.engine.next_command()
+    assert [s.name for s in command.mcp_servers] == ["editor", "web", "plain"]
+    assert command.editor is not None
+    assert command.editor.token == SECRET_TOKEN
+    b.engine.complete(command.run_id)
 
 
 def test_a_handed_off_request_keeps_its_editor_handle() -> None:
     from lemon_core.execution import EditorHandle, RunRequest
-    from lemon_router._inbox import decode_request
+    from lemon_router._inbox import decode_request, withheld_of
 
     editor = EditorHandle(host="127.0.0.1", port=4242, token="tok", read=True, terminal=True)
     request = RunRequest(origin="acp", session_key="acp:a", prompt="hi", editor=editor)
-    assert decode_request(encode_request(request)).editor == editor
+    assert decode_request(encode_request(request), withheld=withheld_of(request)).editor == editor
     assert decode_request(encode_request(RunRequest(origin="acp", session_key="acp:a",
                                                     prompt="hi"))).editor is None  # fmt: skip
 
@@ -186,13 +274,13 @@ def test_a_handed_off_editor_handle_is_dropped_on_another_machine() -> None:
     """The editor's bridge is the sending machine's loopback: a daemon on another machine that
     admits the record must not send the editor's token to whatever listens on its own."""
     from lemon_core.execution import EditorHandle, RunRequest
-    from lemon_router._inbox import decode_request
+    from lemon_router._inbox import decode_request, withheld_of
 
     editor = EditorHandle(host="127.0.0.1", port=4242, token="tok", read=True)
-    record = encode_request(
-        RunRequest(origin="acp", session_key="acp:a", prompt="hi", editor=editor)
-    )
-    elsewhere = decode_request(record, node="another-machine")
+    original = RunRequest(origin="acp", session_key="acp:a", prompt="hi", editor=editor)
+    record, secrets = encode_request(original), withheld_of(original)
+    elsewhere = decode_request(record, node="another-machine", withheld=secrets)
     assert elsewhere.editor is None
     assert elsewhere.prompt == "hi"  # the message itself is kept
-    assert decode_request({**record, "editor_node": None}).editor is None  # unknown machine
+    unknown = decode_request({**record, "editor_node": None}, withheld=secrets)
+    assert unknown.editor is None  # unknown machine

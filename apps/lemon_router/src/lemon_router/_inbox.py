@@ -21,6 +21,13 @@ Hand-off, in order:
    renewing it for a ttl) and otherwise asks the current holder again; the owner answers a
    repeated command with the receipt it already gave (by run id), never admitting it twice.
 
+**Secrets are never recorded.** The values of a request's session MCP servers (``env``,
+``headers``) and its editor's token are withheld from the record (the names stay) and travel
+only on the bus command to the owner (``withheld``); the sender keeps them in memory until the
+message is admitted, so its own recovery of the record restores them too. A record admitted
+without them (its sender died before the owner took it) runs without those MCP servers and
+without the editor, and says so in the log.
+
 A record is deleted when its message leaves the queue: just before its run is executed (the
 gateway's in-flight record then accounts for it), or when it was settled (steered, cancelled,
 rejected; a message merged into another is deleted with the message it was merged into).
@@ -88,6 +95,8 @@ class SessionInboxCommand(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     record: str
     reply_to: str
+    #: The request's secrets, never in the record (:func:`withheld_of`).
+    withheld: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class SessionInboxReceipt(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,7 +107,8 @@ class SessionInboxReceipt(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def encode_request(request: RunRequest) -> dict[str, Any]:
-    """The JSON form of a request kept in the inbox."""
+    """The JSON form of a request kept in the inbox, its secrets withheld (see the module
+    docstring; :func:`withheld_of` returns them)."""
     return {
         "origin": request.origin,
         "session_key": request.session_key,
@@ -116,20 +126,66 @@ def encode_request(request: RunRequest) -> dict[str, Any]:
         "parent_run_id": request.parent_run_id,
         "root_run_id": request.root_run_id,
         "depth": request.depth,
-        "mcp_servers": [msgspec.to_builtins(s) for s in request.mcp_servers],
-        "editor": None if request.editor is None else msgspec.to_builtins(request.editor),
+        # Names only: the values are the editor's secrets (tokens, keys).
+        "mcp_servers": [
+            {
+                **msgspec.to_builtins(s),
+                "env": dict.fromkeys(s.env, ""),
+                "headers": dict.fromkeys(s.headers, ""),
+            }
+            for s in request.mcp_servers
+        ],
+        "editor": None
+        if request.editor is None
+        else {**msgspec.to_builtins(request.editor), "token": ""},
         # The editor's bridge listens on the sending machine's loopback: only a daemon on that
         # machine may use it (another would send the token to whatever listens on its own).
         "editor_node": None if request.editor is None else _NODE,
     }
 
 
-def decode_request(data: dict[str, Any], *, node: str | None = None) -> RunRequest:
-    """The request of an inbox record, admitted on machine ``node`` (default: this one): the
-    editor handle is kept only where it was recorded (its bridge is that machine's loopback);
-    elsewhere the run uses the local tools."""
+def withheld_of(request: RunRequest) -> dict[str, Any]:
+    """The secrets :func:`encode_request` leaves out of the record: each session MCP server's
+    ``env`` and ``headers`` values, and the editor's token."""
+    out: dict[str, Any] = {}
+    mcp = {
+        s.name: {"env": dict(s.env), "headers": dict(s.headers)}
+        for s in request.mcp_servers
+        if s.env or s.headers
+    }
+    if mcp:
+        out["mcp"] = mcp
+    if request.editor is not None:
+        out["editor_token"] = request.editor.token
+    return out
+
+
+def decode_request(
+    data: dict[str, Any], *, node: str | None = None, withheld: dict[str, Any] | None = None
+) -> RunRequest:
+    """The request of an inbox record, admitted on machine ``node`` (default: this one), with
+    the secrets ``withheld`` from it restored. The editor handle is kept only where it was
+    recorded (its bridge is that machine's loopback) and when its token is at hand; elsewhere
+    the run uses the local tools. A session MCP server whose values are not at hand is left
+    out (it would start without its credentials)."""
     resume = data.get("resume")
     policy = data.get("tool_policy")
+    secrets = withheld or {}
+    servers, missing = _servers(data.get("mcp_servers") or (), secrets.get("mcp") or {})
+    editor = (
+        _editor(data.get("editor"), secrets.get("editor_token"))
+        if data.get("editor_node") == (node if node is not None else _NODE)
+        else None
+    )
+    dropped = [f"MCP server {name!r}" for name in missing]
+    if data.get("editor") is not None and editor is None:
+        dropped.append("the editor")
+    if dropped:
+        log.warning(
+            "run %s: admitted without %s (not at hand on this daemon)",
+            data.get("run_id"),
+            ", ".join(dropped),
+        )
     return RunRequest(
         origin=data["origin"],
         session_key=data["session_key"],
@@ -147,11 +203,33 @@ def decode_request(data: dict[str, Any], *, node: str | None = None) -> RunReque
         parent_run_id=data.get("parent_run_id"),
         root_run_id=data.get("root_run_id"),
         depth=data.get("depth") or 0,
-        mcp_servers=tuple(msgspec.convert(s, McpServerSpec) for s in data.get("mcp_servers") or ()),
-        editor=_editor(data.get("editor"))
-        if data.get("editor_node") == (node if node is not None else _NODE)
-        else None,
+        mcp_servers=servers,
+        editor=editor,
     )
+
+
+def _servers(recorded: Any, values: dict[str, Any]) -> tuple[tuple[McpServerSpec, ...], list[str]]:
+    """The recorded session MCP servers with their withheld values; and the names of those
+    left out because their values are not at hand."""
+    kept: list[McpServerSpec] = []
+    missing: list[str] = []
+    for raw in recorded:
+        spec = msgspec.convert(raw, McpServerSpec)
+        if spec.env or spec.headers:
+            found = values.get(spec.name)
+            env = found.get("env") if isinstance(found, dict) else None
+            headers = found.get("headers") if isinstance(found, dict) else None
+            if (
+                not isinstance(env, dict)
+                or not isinstance(headers, dict)
+                or set(env) != set(spec.env)
+                or set(headers) != set(spec.headers)
+            ):
+                missing.append(spec.name)
+                continue
+            spec = msgspec.structs.replace(spec, env=env, headers=headers)
+        kept.append(spec)
+    return tuple(kept), missing
 
 
 @dataclasses.dataclass(slots=True)
@@ -204,6 +282,8 @@ class SharedSessions:
         self._handled: OrderedDict[str, Receipt] = OrderedDict()
         self._waiters: dict[str, asyncio.Future[Receipt]] = {}
         self._records: dict[str, str] = {}  # run id -> its inbox record key
+        # run id -> the secrets of a request this router recorded (never in the record)
+        self._withheld: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._merged: dict[str, list[str]] = {}  # target run id -> run ids merged into it
         self.handed_off = 0
         self.taken_in = 0
@@ -260,6 +340,11 @@ class SharedSessions:
                         key = f"{session_key}{_SEP}{int(time.time() * 1000):015d}{_SEP}{run_id}"
                         await self._store.put(INBOX, key, encode_request(request))
                         record = key
+                        secrets = withheld_of(request)
+                        if secrets:
+                            self._withheld[run_id] = secrets
+                            while len(self._withheld) > _MAX_HANDLED:
+                                self._withheld.popitem(last=False)
                         self.handed_off += 1
                         # This router's watchers follow the session: its events are the owner's.
                         self._noted(session_key)
@@ -285,6 +370,7 @@ class SharedSessions:
                             run_id=run_id,
                             record=record,
                             reply_to=self.reply_topic,
+                            withheld=self._withheld.get(run_id, {}),
                         ),
                     )
             left = deadline - time.monotonic()
@@ -352,13 +438,16 @@ class SharedSessions:
         for record, data in rows:
             await self._admit_record(record, data)
 
-    async def _admit_record(self, record: str, data: Any) -> Receipt | None:
+    async def _admit_record(
+        self, record: str, data: Any, withheld: dict[str, Any] | None = None
+    ) -> Receipt | None:
         run_id = record.rsplit(_SEP, 1)[-1]
         handled = self._handled.get(run_id)
         if handled is not None or self._known(run_id):
             return handled
+        secrets = withheld or self._withheld.pop(run_id, None)
         try:
-            request = dataclasses.replace(decode_request(data), run_id=run_id)
+            request = dataclasses.replace(decode_request(data, withheld=secrets), run_id=run_id)
         except (KeyError, TypeError, ValueError) as exc:
             log.error("inbox record %r does not parse, dropped: %s", record, exc)
             await self._unrecord_keys([record])
@@ -496,6 +585,7 @@ class SharedSessions:
                         self._noted(key)
             elif event.type == "session_inbox_receipt":
                 answer = msgspec.convert(event.payload, SessionInboxReceipt)
+                self._withheld.pop(answer.run_id, None)  # admitted by the owner
                 waiter = self._waiters.pop(answer.run_id, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(Receipt(**answer.receipt))
@@ -511,7 +601,7 @@ class SharedSessions:
                 if receipt is None:
                     data = await self._store.get(INBOX, command.record)
                     if data is not None:
-                        receipt = await self._admit_record(command.record, data)
+                        receipt = await self._admit_record(command.record, data, command.withheld)
                         self.taken_in += 1
                 if not self._busy(session_key):
                     self._spawn_release(session_key)
@@ -581,12 +671,12 @@ class SharedSessions:
         }
 
 
-def _editor(value: object) -> EditorHandle | None:
-    """A stored request's editor handle (``None``: none, or one this version cannot read: the
-    run then uses the local tools)."""
-    if value is None:
+def _editor(value: object, token: object) -> EditorHandle | None:
+    """A stored request's editor handle with its withheld ``token`` (``None``: none, no token
+    at hand, or one this version cannot read: the run then uses the local tools)."""
+    if not isinstance(value, dict) or not isinstance(token, str) or not token:
         return None
     try:
-        return msgspec.convert(value, EditorHandle)
+        return msgspec.convert({**value, "token": token}, EditorHandle)
     except (msgspec.ValidationError, ValueError):
         return None
