@@ -267,7 +267,7 @@ class SessionPump:
         self._late = 0
         self._refused = 0
         self._handed_over = 0
-        # The consumer waits on an empty ingress (see _hand_over).
+        # The consumer waits on an empty ingress (see _read: the hand-over).
         self._parked = False
 
     @property
@@ -322,16 +322,53 @@ class SessionPump:
 
     async def _read(self, stream: SessionStream, ingress: Delivery) -> None:
         """Offer every event of the stream to the ingress (never waits on the consumer), or
-        hand a text delta over directly while the consumer waits (see :meth:`_hand_over`)."""
+        hand a text delta over: add it to its answer here, as the consumer would have.
+
+        A delta is handed over only while the consumer waits on an empty ingress (``_parked``:
+        set by the consumer right before it waits, cleared when it wakes and by every offer),
+        so nothing is queued ahead of it and the consumer is between two events: the add
+        happens in stream order. Only the plain case is handed over: a delta the ingress
+        would admit (measured the same way: the same byte bound, the same refusal of what
+        cannot be encoded), in order, for an open run whose answer is already dirty, with no
+        edit due. Such a delta changes neither the consumer's flush timer (armed when it
+        parked, since the answer was dirty; its deadline is the last edit's) nor any counter
+        but ``events_handled`` (and ``handed_over``); every other case (a new or clean
+        answer, a late or refused delta, an edit due, an oversized one) goes through the
+        ingress to the consumer."""
         get = stream.get
         offer = ingress.offer
         max_bytes = ingress.limits.max_message_bytes
+        answers = self._answers
+        ended = self._terminal._ids  # this module's own record, read per delta
+        clock = self._clock
         try:
             while True:
                 event = await get()
                 if type(event) is TextDelta:  # the hot path: never terminal, never the end
-                    if self._parked and self._hand_over(event, max_bytes):
-                        continue
+                    if self._parked:
+                        # The hand-over (see above), inline: no call per delta.
+                        answer = answers.get(event.run_id)
+                        if (
+                            answer is not None
+                            and answer.dirty
+                            and not answer.fenced
+                            and not answer.finalised
+                            and event.seq > answer.last_seq
+                            and event.run_id not in ended
+                            and clock() < self._last_edit + self._interval
+                            and measure(event) <= max_bytes
+                        ):
+                            text = event.text
+                            if len(text) <= MAX_SNAPSHOT_CHARS - answer.size:  # add(), inline
+                                answer.last_seq = event.seq
+                                if text:
+                                    answer.text.append(text)
+                                    answer.size += len(text)
+                            else:
+                                answer.add(event)  # in order and open: clips, never refuses
+                            self._events += 1
+                            self._handed_over += 1
+                            continue
                     self._parked = False  # anything queued: what follows queues behind it
                     if not offer(event, terminal=False):
                         self._refused += 1
@@ -363,7 +400,7 @@ class SessionPump:
                     item = get_nowait()  # the common case under load: no wait at all
                 except asyncio.QueueEmpty:
                     timeout = self._flush_due()
-                    # Parked on an empty ingress: the reader may hand deltas over directly.
+                    # Parked on an empty ingress: the reader may hand deltas over (see _read).
                     self._parked = True
                     try:
                         if timeout is None:
@@ -427,42 +464,6 @@ class SessionPump:
             elif isinstance(item, TerminalNotice):
                 # The end of a run arrived after the fence: resync reads it from authority.
                 continue
-
-    def _hand_over(self, event: TextDelta, max_bytes: int) -> bool:
-        """Add ``event`` to its answer in the reader, as the consumer would have, if nothing
-        can tell the two apart; False (nothing changed) sends it through the ingress.
-
-        Called only while the consumer waits on an empty ingress (``_parked``: set by the
-        consumer right before it waits, cleared when it wakes and by every offer), so nothing
-        is queued ahead of ``event`` and the consumer is between two events: the add happens
-        in stream order. Only the plain case is handed over: a delta the ingress would admit
-        (measured the same way: the same byte bound, the same refusal of what cannot be
-        encoded), in order, for an open run whose answer is already dirty, with
-        no edit due. Such a delta changes neither the consumer's flush timer (armed when it
-        parked, since the answer was dirty; its deadline is the last edit's) nor any counter
-        but ``events_handled``; every other case (a new or clean answer, a late or refused
-        delta, an edit due, an oversized one) goes through the ingress to the consumer."""
-        answer = self._answers.get(event.run_id)
-        if answer is None or not answer.dirty or answer.fenced or answer.finalised:
-            return False
-        if (
-            event.seq <= answer.last_seq
-            or event.run_id in self._terminal._ids
-            or self._clock() >= self._last_edit + self._interval
-            or measure(event) > max_bytes
-        ):
-            return False
-        text = event.text
-        if len(text) <= MAX_SNAPSHOT_CHARS - answer.size:  # what add() does, inline
-            answer.last_seq = event.seq
-            if text:
-                answer.text.append(text)
-                answer.size += len(text)
-        else:
-            answer.add(event)  # in order and open: clips the text, never refuses it
-        self._events += 1
-        self._handed_over += 1
-        return True
 
     def _fence_all(self) -> None:
         self._overflows += 1
