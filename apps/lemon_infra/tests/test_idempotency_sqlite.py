@@ -197,3 +197,59 @@ async def test_a_write_that_fails_in_a_shared_commit_rolls_back_alone(db: Path) 
             assert await store.lookup(hash_idempotency_key("hook", f"key-{i}"), now_ms=T0)
     finally:
         await store.close()
+
+
+async def test_a_lookup_is_not_queued_behind_the_writer(db: Path) -> None:
+    # Lookups read on their own connection and thread: with the writer thread busy (as it is
+    # during a commit's fsync) and writes waiting, a lookup still answers, and answers what the
+    # last commit holds (not the writes still waiting).
+    store = await SQLiteIdempotencyStore.open(db)
+    try:
+        first = await _reserve(store, 0)
+        holding, release = await _held(store)
+        try:
+            waiting = _reserve(store, 1)
+            found = await asyncio.wait_for(
+                store.lookup(first.record.key_hash, now_ms=T0 + 1), timeout=5
+            )
+            assert found is not None
+            assert found.run_id == "run-0"
+            missing = await asyncio.wait_for(
+                store.lookup(hash_idempotency_key("hook", "key-1"), now_ms=T0 + 1), timeout=5
+            )
+            assert missing is None
+            assert not waiting.done()
+        finally:
+            release.set()
+        await holding
+        assert (await waiting).created
+    finally:
+        await store.close()
+
+
+async def test_a_lookup_sees_every_write_whose_caller_was_answered(db: Path) -> None:
+    # Read-your-writes across the two connections: once reserve or complete has returned, the
+    # very next lookup sees it (a write is answered only after its commit).
+    from lemon_core.idempotency.records import StoredResponse
+
+    store = await SQLiteIdempotencyStore.open(db)
+    try:
+        for i in range(100):
+            reservation = await _reserve(store, i)
+            key_hash = reservation.record.key_hash
+            pending = await store.lookup(key_hash, now_ms=T0 + 1)
+            assert pending is not None
+            assert pending.state == "pending"
+            assert await store.complete(
+                key_hash=key_hash,
+                run_id=f"run-{i}",
+                response=StoredResponse(status=202, body=b"{}"),
+                now_ms=T0 + 2,
+            )
+            accepted = await store.lookup(key_hash, now_ms=T0 + 3)
+            assert accepted is not None
+            assert accepted.state == "accepted"
+            assert accepted.response is not None
+            assert accepted.response.body == b"{}"
+    finally:
+        await store.close()
