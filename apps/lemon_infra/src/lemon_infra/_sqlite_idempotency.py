@@ -5,12 +5,6 @@ I/O never runs on the event loop); every write runs inside a ``BEGIN IMMEDIATE``
 a reservation is atomic against every other connection to the same file too, and a fence and
 its snapshot are written, and removed, together.
 
-Lookups read on a second connection owned by a second thread (``query_only``): in WAL mode
-a reader never waits for the writer, so a lookup (every request's first step, and all of a
-replay) is not queued behind the writer thread's commit and its fsync. It sees every write
-whose caller was answered (a write is answered only after its ``COMMIT``, and each lookup is a
-statement of its own, reading the latest commit).
-
 Group commit: writes that arrive while the thread is busy (typically waiting for the previous
 commit's fsync) wait in a batch, and the next flush runs the whole batch in one transaction,
 each write inside its own ``SAVEPOINT`` (a write that fails rolls back alone and gets its own
@@ -138,11 +132,6 @@ class SQLiteIdempotencyStore:
         self._synchronous = synchronous
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lemon-idempotency")
         self._conn: sqlite3.Connection | None = None
-        # Lookups: their own connection and thread (see the module docstring).
-        self._reader = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="lemon-idempotency-read"
-        )
-        self._read_conn: sqlite3.Connection | None = None
         self._closed = False
         self._ops = 0
         self._errors = 0
@@ -159,7 +148,6 @@ class SQLiteIdempotencyStore:
         store = cls(path, **options)
         try:
             await store._call(store._connect)
-            await store._call(store._connect_reader, store._reader)
         except BaseException:
             await store.close()
             raise
@@ -220,17 +208,6 @@ class SQLiteIdempotencyStore:
             raise
         self._conn = conn
 
-    def _connect_reader(self) -> None:
-        # Opened after _connect: the file exists, in WAL mode, with its schema.
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA busy_timeout=10000")
-            conn.execute("PRAGMA query_only=ON")
-        except BaseException:
-            conn.close()
-            raise
-        self._read_conn = conn
-
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -261,12 +238,12 @@ class SQLiteIdempotencyStore:
 
         return run
 
-    async def _call(self, fn: Callable[[], T], thread: ThreadPoolExecutor | None = None) -> T:
+    async def _call(self, fn: Callable[[], T]) -> T:
         if self._closed:
             raise IdempotencyStoreError(f"the idempotency store {self._path} is closed")
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(thread or self._thread, fn)
+            return await loop.run_in_executor(self._thread, fn)
         except sqlite3.Error as exc:
             self._errors += 1
             raise IdempotencyStoreError(f"idempotency store {self._path}: {exc}") from exc
@@ -418,13 +395,10 @@ class SQLiteIdempotencyStore:
 
     async def lookup(self, key_hash: str, *, now_ms: int) -> IdempotencyRecord | None:
         def op() -> IdempotencyRecord | None:
-            conn = self._read_conn
-            if conn is None:
-                raise IdempotencyStoreError(f"the idempotency store {self._path} is not open")
-            record = self._fetch(conn, key_hash)
+            record = self._fetch(self._db(), key_hash)
             return record if record is not None and record.expires_at_ms > now_ms else None
 
-        return await self._call(op, self._reader)
+        return await self._call(op)
 
     async def complete(
         self, *, key_hash: str, run_id: str, response: StoredResponse, now_ms: int
@@ -575,19 +549,10 @@ class SQLiteIdempotencyStore:
                 self._conn.close()
                 self._conn = None
 
-        def read_op() -> None:
-            if self._read_conn is not None:
-                self._read_conn.close()
-                self._read_conn = None
-
         try:
-            try:
-                await self._call(read_op, self._reader)
-            finally:
-                await self._call(op)
+            await self._call(op)
         finally:
             self._closed = True
-            self._reader.shutdown(wait=True)
             self._thread.shutdown(wait=True)
 
     def statistics(self) -> dict[str, Any]:
