@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from lemon_channels import TERMINAL_RUNS, SessionPump, TerminalRuns
 from lemon_channels._coalescer import INTERRUPTION_HINT, MAX_SNAPSHOT_CHARS
 from lemon_channels.testing import FakeSessionPort
+from lemon_core.bus import ConsumerClass, Delivery
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
 from lemon_core.events import ActionKind, ApprovalDecision, RunPhase
 from lemon_core.sessions import (
@@ -409,3 +410,129 @@ async def test_a_replayed_or_older_delta_is_refused_and_changes_no_edit(
     snapshots = [i.text for i in sink.intents if i.kind is IntentKind.STREAM_SNAPSHOT]
     assert snapshots == ["a", "ab", "abc"]
     assert pump.statistics().late_rejected == 2
+
+
+def _frozen_pump(
+    port: FakeSessionPort, sink: Sink, ingress: Callable[[], Delivery] | None = None
+) -> SessionPump:
+    # The clock stands still an hour before the next edit: after the first edit, deltas that
+    # find their answer dirty may be handed over (the consumer waits, no edit is due).
+    now = [100.0]
+    return SessionPump(
+        port=port,
+        session_key=KEY,
+        route=ROUTE,
+        emit=sink.emit,
+        terminal=TerminalRuns(),
+        edit_interval_s=3600.0,
+        ingress=ingress,
+        clock=lambda: now[0],
+    )
+
+
+async def _handled(pump: SessionPump, target: int) -> None:
+    async def wait() -> None:
+        while pump.events_handled < target:  # noqa: ASYNC110 - no event to wait on
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(wait(), 10)
+
+
+async def test_deltas_handed_over_while_the_consumer_waits_keep_stream_order(
+    port: FakeSessionPort,
+) -> None:
+    # The hand-over (the reader adds a delta itself while the consumer waits on an empty
+    # ingress) must be indistinguishable from the ingress path: the flush before an approval
+    # prompt shows exactly the text streamed before the question, nothing after it.
+    sink = Sink()
+    pump = _frozen_pump(port, sink)
+    task = asyncio.ensure_future(pump.run())
+    try:
+        stream = await port.next_stream(1)
+        stream.push(delta("r1", 1, "a"))
+        await sink.until(lambda: len(sink.intents) == 1)  # the first edit: "a"
+        stream.push(delta("r1", 2, "b"))  # a clean answer: through the ingress
+        await _handled(pump, 2)
+        stream.push(*(delta("r1", seq, str(seq)) for seq in range(3, 11)))
+        await _handled(pump, 10)
+        assert pump.statistics().handed_over == 8
+        stream.push(
+            ApprovalAsked(session_key=KEY, approval_id="appr_1", run_id="r1", tool="bash"),
+            delta("r1", 11, "after"),
+            ended("r1", "canonical"),
+        )
+        await sink.until(lambda: bool(sink.finals()))
+        assert [(i.kind, i.text) for i in sink.intents if i.kind is not IntentKind.FINAL_TEXT][
+            :3
+        ] == [
+            (IntentKind.STREAM_SNAPSHOT, "a"),
+            (IntentKind.STREAM_SNAPSHOT, "ab345678910"),
+            (IntentKind.APPROVAL_PROMPT, sink.intents[2].text),
+        ]
+        assert sink.intents[-1].text == "canonical"
+        stats = pump.statistics()
+        assert (stats.events, stats.late_rejected, stats.overflows) == (13, 0, 0)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_nothing_is_handed_over_while_the_consumer_is_busy(port: FakeSessionPort) -> None:
+    # The consumer is held inside an emit: deltas queue in the ingress (in order), none is
+    # handed over; once it waits again on the empty ingress, the next one is.
+    sink = Sink()
+    sink.gate = asyncio.Event()
+    pump = _frozen_pump(port, sink)
+    task = asyncio.ensure_future(pump.run())
+    try:
+        stream = await port.next_stream(1)
+        stream.push(delta("r1", 1, "a"))
+        await asyncio.wait_for(sink.held.wait(), 10)  # held emitting the first edit
+        stream.push(*(delta("r1", seq, "x") for seq in range(2, 6)))
+        await asyncio.wait_for(stream.drained.wait(), 10)
+        assert pump.events_handled == 1
+        assert pump.statistics().handed_over == 0
+        sink.gate.set()
+        await _handled(pump, 5)
+        assert pump.statistics().handed_over == 0
+        stream.push(delta("r1", 6, "y"))
+        await _handled(pump, 6)
+        assert pump.statistics().handed_over == 1
+        stream.push(ended("r1", "axxxxy"))
+        await sink.until(lambda: bool(sink.finals()))
+        assert sink.finals()[0].text == "axxxxy"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_delta_the_ingress_would_refuse_is_not_handed_over(port: FakeSessionPort) -> None:
+    # Handed over or not, a delta above the ingress's byte bound fences and resyncs as before:
+    # the run's final text is then the canonical one, and no snapshot shows the big delta.
+    sink = Sink()
+    pump = _frozen_pump(
+        port,
+        sink,
+        ingress=lambda: Delivery.for_consumer(
+            ConsumerClass.ROUTER_COALESCER, claim_on_get=False, max_message_bytes=512
+        ),
+    )
+    task = asyncio.ensure_future(pump.run())
+    try:
+        stream = await port.next_stream(1)
+        stream.push(delta("r1", 1, "a"))
+        await sink.until(lambda: len(sink.intents) == 1)
+        stream.push(delta("r1", 2, "b"))
+        await _handled(pump, 2)  # the answer is dirty, the consumer waits: hand-over possible
+        stream.push(delta("r1", 3, "z" * 1000), ended("r1", "canonical"))
+        await sink.until(lambda: bool(sink.finals()))
+        assert pump.statistics().overflows == 1
+        assert pump.statistics().handed_over == 0
+        assert sink.finals()[0].text == "canonical"
+        assert not any("z" in i.text for i in sink.intents)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -162,3 +162,51 @@ async def test_a_record_whose_field_names_are_not_identifiers_is_looked_at_too()
     backing = bytearray(PINNED)
     assert measure(odd("a", memoryview(backing)[:8])) >= PINNED
     assert measure(odd(memoryview(backing)[:8], "b")) >= PINNED
+
+
+async def test_a_record_of_enum_members_and_datetimes_skips_the_walk_and_still_pays_for_a_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run's phase events (a str enum, a datetime) are published many times per run: they
+    # take the fast path (no walk: a member belongs to its enum class, a datetime holds
+    # nothing the walk could see), and a view in any other field is still charged.
+    import datetime as dt
+    import enum
+
+    from lemon_core.bus import _measure
+    from lemon_core.events import RunPhase, RunPhaseChanged
+
+    walks: list[object] = []
+    walk = _measure._walk
+
+    def counted(root: Any, encoded: int) -> int:
+        walks.append(root)
+        return walk(root, encoded)
+
+    monkeypatch.setattr(_measure, "_walk", counted)
+    phase = RunPhaseChanged.build(run_id="r", phase=RunPhase.STREAMING, source="gateway")
+    for item in (phase, Event.new("run_phase_changed", phase, {"run_id": "r"})):
+        assert measure(item) == len(msgspec.json.encode(item))
+        assert measure(item) == len(msgspec.json.encode(item))  # seen: the flat test
+    assert walks == []
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Stamped(msgspec.Struct):
+        level: Any
+        at: Any
+        data: Any
+
+    now = dt.datetime.now(dt.UTC)
+    assert measure(Stamped(Level.LOW, now, "x")) == len(
+        msgspec.json.encode(Stamped(Level.LOW, now, "x"))
+    )
+    assert walks == []
+    backing = bytearray(PINNED)
+    assert measure(Stamped(Level.LOW, now, memoryview(backing)[:8])) >= PINNED
+
+    class Holder(enum.Enum):  # neither str nor int: its members are still looked into
+        VIEW = memoryview(bytes(PINNED))[:8]  # read-only: an enum value is hashed
+
+    assert measure(Stamped(Holder.VIEW, now, "x")) >= PINNED

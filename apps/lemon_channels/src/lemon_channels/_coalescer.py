@@ -47,7 +47,7 @@ from typing import Final
 
 import msgspec
 
-from lemon_core.bus import ConsumerClass, Delivery, Overflow, Tagged, TerminalNotice
+from lemon_core.bus import ConsumerClass, Delivery, Overflow, Tagged, TerminalNotice, measure
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
 from lemon_core.errors import DeliveryClosedError
 from lemon_core.sessions import (
@@ -217,6 +217,9 @@ class PumpStatistics(msgspec.Struct, frozen=True, kw_only=True):
     late_rejected: int
     ingress_refused: int
     active_runs: int
+    handed_over: int = 0
+    """Text deltas the reader added directly while the consumer waited (counted in
+    ``events`` too)."""
 
 
 class SessionPump:
@@ -263,6 +266,9 @@ class SessionPump:
         self._stale = 0
         self._late = 0
         self._refused = 0
+        self._handed_over = 0
+        # The consumer waits on an empty ingress (see _read: the hand-over).
+        self._parked = False
 
     @property
     def watching(self) -> bool:
@@ -289,6 +295,7 @@ class SessionPump:
             late_rejected=self._late,
             ingress_refused=self._refused,
             active_runs=len(self._answers),
+            handed_over=self._handed_over,
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -314,16 +321,59 @@ class SessionPump:
             ingress = ingress.replace()
 
     async def _read(self, stream: SessionStream, ingress: Delivery) -> None:
-        """Offer every event of the stream to the ingress (never waits on the consumer)."""
+        """Offer every event of the stream to the ingress (never waits on the consumer), or
+        hand a text delta over: add it to its answer here, as the consumer would have.
+
+        A delta is handed over only while the consumer waits on an empty ingress (``_parked``:
+        set by the consumer right before it waits, cleared when it wakes and by every offer),
+        so nothing is queued ahead of it and the consumer is between two events: the add
+        happens in stream order. Only the plain case is handed over: a delta the ingress
+        would admit (measured the same way: the same byte bound, the same refusal of what
+        cannot be encoded), in order, for an open run whose answer is already dirty, with no
+        edit due. Such a delta changes neither the consumer's flush timer (armed when it
+        parked, since the answer was dirty; its deadline is the last edit's) nor any counter
+        but ``events_handled`` (and ``handed_over``); every other case (a new or clean
+        answer, a late or refused delta, an edit due, an oversized one) goes through the
+        ingress to the consumer."""
         get = stream.get
         offer = ingress.offer
+        max_bytes = ingress.limits.max_message_bytes
+        answers = self._answers
+        ended = self._terminal._ids  # this module's own record, read per delta
+        clock = self._clock
         try:
             while True:
                 event = await get()
                 if type(event) is TextDelta:  # the hot path: never terminal, never the end
+                    if self._parked:
+                        # The hand-over (see above), inline: no call per delta.
+                        answer = answers.get(event.run_id)
+                        if (
+                            answer is not None
+                            and answer.dirty
+                            and not answer.fenced
+                            and not answer.finalised
+                            and event.seq > answer.last_seq
+                            and event.run_id not in ended
+                            and clock() < self._last_edit + self._interval
+                            and measure(event) <= max_bytes
+                        ):
+                            text = event.text
+                            if len(text) <= MAX_SNAPSHOT_CHARS - answer.size:  # add(), inline
+                                answer.last_seq = event.seq
+                                if text:
+                                    answer.text.append(text)
+                                    answer.size += len(text)
+                            else:
+                                answer.add(event)  # in order and open: clips, never refuses
+                            self._events += 1
+                            self._handed_over += 1
+                            continue
+                    self._parked = False  # anything queued: what follows queues behind it
                     if not offer(event, terminal=False):
                         self._refused += 1
                     continue
+                self._parked = False
                 if not offer(event, terminal=isinstance(event, RunEnded)):
                     self._refused += 1
                     if isinstance(event, RunEnded):
@@ -350,12 +400,17 @@ class SessionPump:
                     item = get_nowait()  # the common case under load: no wait at all
                 except asyncio.QueueEmpty:
                     timeout = self._flush_due()
-                    if timeout is None:
-                        item = await ingress.get()
-                    else:
-                        # One timer for this wait (no task per wait as wait_for makes).
-                        async with asyncio.timeout(timeout):
+                    # Parked on an empty ingress: the reader may hand deltas over (see _read).
+                    self._parked = True
+                    try:
+                        if timeout is None:
                             item = await ingress.get()
+                        else:
+                            # One timer for this wait (no task per wait as wait_for makes).
+                            async with asyncio.timeout(timeout):
+                                item = await ingress.get()
+                    finally:
+                        self._parked = False
             except TimeoutError:
                 await self._flush()
                 continue

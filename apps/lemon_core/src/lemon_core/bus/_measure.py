@@ -21,6 +21,8 @@ view, or decoded out of a larger message). Publish ``raw.copy()`` instead.
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import gc
 import keyword
 from collections.abc import Callable
@@ -34,7 +36,24 @@ from lemon_core.events.envelope import Event
 __all__ = ["measure"]
 
 _ENCODER = msgspec.json.Encoder()
-_LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, bytearray})
+#: Types whose values pin nothing beyond their own encoding: scalars, the ``datetime`` types
+#: (not gc-traversable: the walk finds nothing in them either) and, learned as met (at most
+#: ``_LEAVES_BOUND`` types), the member classes of str and int enums (a member belongs to its
+#: class, never to an item: like a record's class, the walk need not look inside it).
+_LEAVES: set[type] = {
+    str,
+    int,
+    float,
+    bool,
+    type(None),
+    bytes,
+    bytearray,
+    dt.datetime,
+    dt.date,
+    dt.time,
+    dt.timedelta,
+}
+_LEAVES_BOUND = 256
 #: Record classes (gc-traversable msgspec Structs) seen by the fast path.
 _RECORDS: set[type] = set()
 #: Per record class of ``_RECORDS`` (bounded): whether an instance holds a scalar in every field
@@ -115,9 +134,21 @@ def _plain_record(record: Any, depth: int) -> bool:
         elif field_kind is list or field_kind is tuple:
             if _nested(value):
                 return False
-        elif not (depth and isinstance(value, msgspec.Struct) and _plain_record(value, depth - 1)):
+        elif not (
+            (depth and isinstance(value, msgspec.Struct) and _plain_record(value, depth - 1))
+            or _learn_leaf(value)
+        ):
             return False
     return True
+
+
+def _learn_leaf(value: Any) -> bool:
+    """Whether ``value`` is a member of a str or int enum (its class is then a leaf)."""
+    if isinstance(value, enum.Enum) and isinstance(value, str | int):
+        if len(_LEAVES) < _LEAVES_BOUND:
+            _LEAVES.add(type(value))
+        return True
+    return False
 
 
 def _flat_test(kind: type) -> Callable[[Any], bool]:
