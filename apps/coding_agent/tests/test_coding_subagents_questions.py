@@ -505,3 +505,42 @@ async def test_a_running_parent_is_told_when_its_async_child_ends(
     assert "not the user's message" in str(notice["content"])
     assert "CHILD-DONE" in tool_results(bodies[3])["w1"]
     assert len(bodies) == 4
+
+
+async def test_a_question_asked_after_the_parents_run_ended_reaches_the_parents_session(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    # A detached child whose parent run is not running (it ended): the person's copy of the
+    # question goes on the parent's session, not on the ended run's stream nobody reads.
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(call("q1", "ask_parent", question="LATE-QUESTION?"),)),
+        ScriptedTurn(text="went on with the answer"),
+    )
+    async with boot() as runtime:
+        port = port_of(runtime)
+        subagents = subagents_of(runtime)
+        stream = port.watch(SESSION)
+        parent = parent_of(work, run_id="run_ended_parent")
+        node = await subagents.start(
+            parent, TaskRequest(prompt="ask later", mode="async", detached=True)
+        )
+        asked: ApprovalAsked | None = None
+        while asked is None:
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, ApprovalAsked) and event.tool == "ask_parent":
+                asked = event
+        assert "LATE-QUESTION?" in (asked.rationale or "")
+        assert asked.action["task_id"] == node.task_id
+        snapshot = await port.snapshot(SESSION)
+        assert [p.tool for p in snapshot.pending_approvals] == ["ask_parent"]
+        question_id = asked.action["question_id"]
+        await subagents.answer_as_person(question_id, "free words from the person")
+        while True:  # the person's copy ends with the question
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, ApprovalEnded) and event.approval_id == asked.approval_id:
+                break
+        stream.close()
+        (done,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
+        assert done.status == "completed"
+    result = tool_results(scripted_provider.requests[1].body)["q1"]
+    assert "free words from the person" in result

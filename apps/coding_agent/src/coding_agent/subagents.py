@@ -890,12 +890,13 @@ class Subagents:
         on the child) gets it steered in; a top-level parent's person gets it through the
         parent's approval path."""
         parent = live.parent
+        port = self._port()
+        running = port is not None and await self._running(port, parent)
         if idle:
-            port = self._port()
             steered = False
             # Only into the parent's own running answer: a later run of the person's in that
             # session must not get the child's question as if the person had typed it.
-            if port is not None and await self._running(port, parent):
+            if port is not None and running:
                 result = await port.steer(parent.session_key, _question_text(asked))
                 steered = result.status == "accepted"
             if not steered:  # the parent is not running: its next wait gets the question
@@ -909,7 +910,9 @@ class Subagents:
                 tool="ask_parent",
                 action={"task_id": asked.task_id, "question_id": asked.question_id,
                         "question": asked.question, "options": list(asked.options)},
-                run_id=parent.run_id,
+                # A parent run that ended (a detached child asking later) has no stream any
+                # more: the question goes on the parent's session, where the person is.
+                run_id=parent.run_id if running else None,
                 session_key=parent.session_key,
                 agent_id=parent.agent_id,
                 rationale=f"child task {asked.task_id} asks: {asked.question} "
