@@ -295,12 +295,15 @@ async def test_an_async_childs_approval_is_shown_on_the_parents_session_and_deci
     boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
 ) -> None:
     scripted_provider.script(
+        ScriptedTurn(text="hello"),  # the parent session's earlier run
         ScriptedTurn(tool_calls=(call("b1", "bash", command="touch relayed"),)),
         ScriptedTurn(text="made it"),
     )
     async with boot() as runtime:
         subagents = subagents_of(runtime)
         port = port_of(runtime)
+        every = port.watch_all()  # what a wire client's bridge follows: every session
+        assert (await run_to_end(port, request("hi", work))).ok  # it learns the session
         parent = ParentRun(
             run_id="run_parent",
             session_key=SESSION,
@@ -327,6 +330,20 @@ async def test_an_async_childs_approval_is_shown_on_the_parents_session_and_deci
         stream.close()
         (done,) = await subagents.wait(parent, [node.task_id], timeout_s=30)
         assert done.status == "completed"
+        # Following every session, the approval is asked and ends in both: the child's own
+        # session and the parent's (the relayed copy has the same id; it used to be dropped
+        # as already ended, and the parent's surfaces kept a card nobody could clear).
+        seen: dict[str, list[str]] = {}
+        while True:
+            event = await asyncio.wait_for(every.get(), 30)
+            if isinstance(event, ApprovalAsked | ApprovalEnded) and (
+                event.approval_id == asked.approval_id
+            ):
+                seen.setdefault(event.session_key, []).append(type(event).__name__)
+            if seen.get(SESSION) == ["ApprovalAsked", "ApprovalEnded"] and len(seen) == 2:
+                break
+        every.close()
+        assert seen[node.session_key] == ["ApprovalAsked", "ApprovalEnded"]
     assert (work / "relayed").exists()
 
 

@@ -205,3 +205,33 @@ async def test_a_question_answered_elsewhere_leaves_the_page(
     assert await page.locator(".question").count() == 0
     await page.locator(".task-card[data-status=completed]").wait_for(timeout=WAIT_MS)
     assert page.page_errors == []
+
+
+async def test_a_childs_approval_is_shown_on_the_page_and_decided_there(
+    page: Any, daemon: ControlPlane
+) -> None:
+    await open_chat(page, daemon)
+    command = "echo from-the-child"
+    await send(
+        page,
+        task_line(description="run it", prompt="/tool bash " + json.dumps({"command": command})),
+    )
+    card = page.locator(".approval")
+    await card.wait_for(timeout=WAIT_MS)
+    text = await card.inner_text()
+    assert command in text
+    assert "child task task_" in text  # the rationale names the task
+    # The child's card shows what it waits for while the person decides.
+    waiting = page.locator(".task-card[data-status=running] .task-last")
+    await waiting.wait_for(timeout=WAIT_MS)
+    assert "approval" in await waiting.inner_text()
+    await card.locator("button[data-decision=approve_once]").click()
+    done = page.locator(".task-card[data-status=completed]")
+    await done.wait_for(timeout=WAIT_MS)
+    assert "from-the-child" in await done.locator(".task-result").inner_text()
+    await wait_idle(page)
+    # The relayed copy ended too (a stream following every session used to drop it: the
+    # child's copy, with the same id, had ended first), so no card is left waiting.
+    await page.locator(".approval-note", has_text="bash allowed once").wait_for(timeout=WAIT_MS)
+    assert await page.locator(".approval").count() == 0
+    assert page.page_errors == []

@@ -1153,6 +1153,7 @@ class Subagents:
                     await live.notify(f"child task {live.node.task_id}: {event.title}")
             elif isinstance(event, ApprovalAsked):
                 live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
+                self._publish_progress(live)  # its card says what it waits for
                 self._relay_approval(live, event)
                 if live.notify is not None:
                     # The child's question reaches the parent's surface (never a hidden
@@ -1314,7 +1315,11 @@ class Subagents:
             session_topic(live.parent.session_key),
             "approval_requested",
             ApprovalRequested(approval_id=asked.approval_id, pending=pending),
-            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+            meta={
+                "task_id": live.node.task_id,
+                "relayed_from": live.node.session_key,
+                "session_key": live.parent.session_key,
+            },
         )
 
     def _relay_approval_end(self, live: _Live, ended: ApprovalEnded) -> None:
@@ -1331,7 +1336,13 @@ class Subagents:
             session_topic(live.parent.session_key),
             "approval_resolved",
             ApprovalResolved(approval_id=approval_id, decision=decision),
-            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+            # The session it ends in (the payload names none; a stream following every
+            # session would take it for the child's, whose copy already ended).
+            meta={
+                "task_id": live.node.task_id,
+                "relayed_from": live.node.session_key,
+                "session_key": live.parent.session_key,
+            },
         )
 
     async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:

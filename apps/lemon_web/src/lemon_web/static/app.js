@@ -660,7 +660,9 @@ function onEvent(frame) {
     const run = p.runId && page.runs.get(p.runId);
     const card = page.approvals.get(p.approvalId);
     const question = card && card.dataset.questionId;
-    removeApproval(p.approvalId, undefined, p.decision);
+    // A child's approval relayed here names the child's run: its note takes the card's place.
+    const inPlace = card && !question && !run ? decisionNote(p) : undefined;
+    removeApproval(p.approvalId, inPlace, p.decision);
     if (card && !question && run) run.body.append(el("div", "approval-note", decisionNote(p)));
     return;
   }
