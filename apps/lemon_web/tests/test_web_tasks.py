@@ -199,7 +199,8 @@ async def test_a_question_answered_elsewhere_leaves_the_page(
     async with client() as other:
         answered = await other.call("tasks.answer", {"questionId": question_id, "answer": "Ada"})
     assert answered["question"]["status"] == "answered"
-    await page.locator(".approval-note", has_text="answered or ended elsewhere").wait_for(
+    # The daemon's task.question says who answered and what.
+    await page.locator(".approval-note", has_text="answered elsewhere: Ada").wait_for(
         timeout=WAIT_MS
     )
     assert await page.locator(".question").count() == 0

@@ -604,11 +604,16 @@ async function decide(id, decision, card) {
 function removeApproval(id, note, decision) {
   const card = page.approvals.get(id);
   if (!card) return;
-  if (card.dataset.questionId && note === undefined) note = questionNote(card, decision);
+  const questionId = card.dataset.questionId;
+  if (questionId && note === undefined) note = questionNote(card, decision, questions.get(questionId));
   const hadFocus = card.contains(document.activeElement) || card.dataset.hadFocus === "1";
   page.approvals.delete(id);
   if (note) {
     const line = el("div", "approval-note", note);
+    if (questionId) {
+      line.dataset.questionId = questionId;
+      if (card.dataset.answer) line.dataset.answer = card.dataset.answer;
+    }
     card.replaceWith(line);
   } else {
     card.remove();
@@ -644,6 +649,14 @@ function onEvent(frame) {
   if (name === "tick" || name === "health") return;
   if (name === "mcp.server") { mcp.fresh.add(p.name); mcpServerRow(p); return; }
   if (isTaskEvent(name)) { if (p.parentSessionKey === sessionKey) tasks.onEvent(name, p); return; }
+  if (name === "task.question") {
+    // A child's question as its record stands: its note says what became of it.
+    if (p.parentSessionKey !== sessionKey || typeof p.questionId !== "string") return;
+    questions.set(p.questionId, p);
+    const line = p.status !== "pending" && ui.transcript.querySelector(`.approval-note[data-question-id="${CSS.escape(p.questionId)}"]`);
+    if (line) line.textContent = questionNote(line, null, p);
+    return;
+  }
   if (name === "task.notice") {
     // A detached child ended after its run (or a restart left it unknown): its result, as text.
     if (p.parentSessionKey === sessionKey && typeof p.text === "string") noticeItem(p.text);
@@ -1248,6 +1261,8 @@ async function login(event) {
 // -- start --------------------------------------------------------------------------------------
 
 let client = null;
+// The last word on each child question heard (`task.question`), by question id.
+const questions = new BoundedMap(PAGE_CACHE_ITEMS);
 
 // A task card goes under its parent run when that is shown, else at the end of the transcript.
 const tasks = new TaskCards({

@@ -319,8 +319,18 @@ export function questionCard(payload, { describe, answer }) {
   return card;
 }
 
-/** The note a question card leaves once it ended. */
-export function questionNote(card, decision) {
-  if (card.dataset.answer) return `✓ answered: ${clipUtf8(card.dataset.answer, 200)}`;
+/** The note a question card leaves once it ended: what became of it, when the daemon said
+ * (`task.question`, which may come before or after the approval's end), else what this page
+ * knows. */
+export function questionNote(card, decision, final = null) {
+  const mine = card.dataset.answer;
+  if (final && final.status === "answered") {
+    const answer = clipUtf8(str(final.answer), 200);
+    if (mine && mine === final.answer) return `✓ answered: ${answer}`;
+    return final.answeredBy === "parent" ? `the parent agent answered: ${answer}` : `answered elsewhere: ${answer}`;
+  }
+  if (final && final.status === "timeout") return "unanswered in time: the child went on without an answer";
+  if (final && final.status === "cancelled") return "the question was withdrawn (the child stopped)";
+  if (mine) return `✓ answered: ${clipUtf8(mine, 200)}`;
   return decision === "expired" || decision === "timeout" ? "the question went unanswered" : "the question was answered or ended elsewhere";
 }
