@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -470,16 +471,17 @@ async def test_a_parent_run_that_ends_cancels_its_async_children_but_not_detache
         assert (await subagents.get(parent, detached.task_id)).status == "running"
         detached_gate.open()
         attached_gate.open()
-        (kept,) = await subagents.wait(parent, [detached.task_id], timeout_s=30)
-        assert kept.status == "completed"
-        assert kept.answer == "DETACHED-DONE"
-        assert subagents.statistics().live == 0
-        # The parent's run had ended: its session is told, with the result, once.
+        # Nobody waits for it (a wait would get the result itself): the parent's run had
+        # ended, so its session is told, with the result, once.
         while True:
             event = await asyncio.wait_for(told.get(), 30)
             if isinstance(event, Event) and event.type == "task_notice":
                 break
         told_sub.cancel()
+        kept = await subagents.get(parent, detached.task_id)
+        assert kept.status == "completed"
+        assert kept.answer == "DETACHED-DONE"
+        assert subagents.statistics().live == 0
         assert event.payload["task_id"] == detached.task_id
         assert "DETACHED-DONE" in event.payload["text"]
         assert "not the user's message" in event.payload["text"]
@@ -607,3 +609,141 @@ async def test_the_trees_usd_budget_stops_every_task_and_refuses_new_children(
         with pytest.raises(ToolError, match=r"budget_exceeded.*max_usd_per_tree"):
             await subagents.start(parent, TaskRequest(prompt="c"))
     assert len(scripted_provider.requests) == 1 + 3  # the sibling's one, the spender's three
+
+
+async def test_resume_continues_an_ended_childs_transcript_as_a_new_bounded_task(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    scripted_provider.script(
+        ScriptedTurn(text="noted: the word is LEMON-9"),  # the first task
+        ScriptedTurn(text="it was LEMON-9"),  # the continued one
+        ScriptedTurn(text="again"),  # the task a restart left unknown, continued explicitly
+    )
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        first = await subagents.run(parent, TaskRequest(prompt="remember LEMON-9", agent="explore"))
+        assert first.status == "completed"
+        other = dataclasses.replace(parent, session_key="agent:default:other")
+        with pytest.raises(ToolError, match="not found"):  # another session's task
+            await subagents.run(other, TaskRequest(prompt="go on", resume=first.task_id))
+        again = await subagents.run(
+            parent, TaskRequest(prompt="what was the word?", resume=first.task_id)
+        )
+        assert again.status == "completed"
+        assert again.answer == "it was LEMON-9"
+        assert again.task_id != first.task_id  # a new node: an ended one never changes
+        assert again.session_key == first.session_key  # the same child session
+        assert again.agent == "explore"  # as the agent it was
+        assert again.description.startswith(f"continues {first.task_id}")
+        assert (await graph_of(runtime).get(first.task_id)) == first
+        # A task a restart left unknown is never re-run by itself; continued explicitly, it
+        # runs once, with the new prompt.
+        lost = TaskNode(
+            task_id="task_lost", parent_run_id=parent.run_id,
+            parent_session_key=parent.session_key, child_run_id="run_lost",
+            session_key=f"{parent.session_key}:sub:task_lost", root_run_id=parent.run_id,
+            depth=1, status="unknown", reason="the daemon stopped while the task ran",
+        )  # fmt: skip
+        await graph_of(runtime).put(lost)
+        resumed = await subagents.run(
+            parent, TaskRequest(prompt="start over from your notes", resume="task_lost")
+        )
+        assert resumed.status == "completed"
+        assert resumed.session_key == lost.session_key
+    bodies = [r.body for r in scripted_provider.requests]
+    assert len(bodies) == 3  # nothing ran twice
+    continued = [m["content"] for m in bodies[1]["messages"] if m["role"] in ("user", "assistant")]
+    assert any("remember LEMON-9" in str(c) for c in continued)  # its transcript went on
+    assert "noted: the word is LEMON-9" in continued
+    assert str(continued[0]).startswith("You are exploring")  # the definition's preamble ...
+    assert continued[-1] == "what was the word?"  # ... not put before the continued prompt
+    assert bodies[2]["messages"][-1]["content"] == "start over from your notes"
+
+
+async def test_resume_of_a_running_task_is_refused(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    gate = Gate()
+    scripted_provider.script(ScriptedTurn(text="slow answer", pause=gate, pause_after=1))
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        node = await subagents.start(parent, TaskRequest(prompt="work", mode="async"))
+        with pytest.raises(ToolError, match="still"):
+            await subagents.start(parent, TaskRequest(prompt="more", resume=node.task_id))
+        gate.open()
+        (done,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
+        assert done.status == "completed"
+
+
+async def test_a_detached_childs_result_is_delivered_once_to_a_later_wait(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    held_a, held_b = Gate(), Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="RESULT-A", pause=held_a, pause_after=1),
+        ScriptedTurn(text="RESULT-B", pause=held_b, pause_after=1),
+    )
+    async with boot() as runtime:
+        subagents = subagents_of(runtime)
+        parent = parent_of(work)
+        a = await subagents.start(parent, TaskRequest(prompt="a", mode="async", detached=True))
+        assert await held_a.wait_reached_async(30)
+        b = await subagents.start(parent, TaskRequest(prompt="b", mode="async", detached=True))
+        assert await held_b.wait_reached_async(30)
+        await subagents.parent_ended(parent.run_id)
+        later = parent_of(work, run_id="run_later")  # the session's next run
+        # A: it ends while the later run's wait is on it: the wait gets the result, and no
+        # notice hands it over again (whether the end comes before the wait blocks, so a
+        # notice is stored and withdrawn, or after, so none is stored).
+        waiting = asyncio.ensure_future(subagents.wait(later, [a.task_id], timeout_s=30))
+        held_a.open()
+        (got_a,) = await waiting
+        assert got_a.answer == "RESULT-A"
+        # B: it ends with nobody waiting (a notice is stored), then the later run waits for
+        # it: the wait delivers it and takes the notice.
+        told = Delivery(max_entries=1000)
+        told_sub = runtime.bus.subscribe(session_topic(SESSION), delivery=told)
+        held_b.open()
+        while True:  # its notice is stored before it is published
+            event = await asyncio.wait_for(told.get(), 30)
+            if isinstance(event, Event) and event.type == "task_notice":
+                break
+        told_sub.cancel()
+        assert event.payload["task_id"] == b.task_id  # A, delivered to the wait, had none
+        (got_b,) = await subagents.wait(later, [b.task_id], timeout_s=30)
+        assert got_b.answer == "RESULT-B"
+        assert await subagents.take_notices(SESSION) == []  # neither is handed over twice
+
+
+async def test_a_grandchilds_spend_counts_against_the_trees_usd_cap(
+    boot: Any, scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    for i in range(6):
+        (work / f"d{i}").mkdir()
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(task_call("g1", prompt="loop deeper"),)),  # the child: $0.0001
+        *_looping_turns(3),  # the grandchild: $0.0001 a call; a fourth is never asked
+    )
+    # The child's call and the grandchild's first two make $0.0003 < $0.00035; the third
+    # reaches $0.0004: the whole tree stops, grandchild and child, and nothing else is asked.
+    tree_budget = "[subagents]\nmax_usd_per_tree = 0.00035\n"
+    async with boot(_priced(scripted_provider, tree_budget)) as runtime:
+        subagents = subagents_of(runtime)
+        parent = priced_parent(work)
+        child = await subagents.run(parent, TaskRequest(prompt="delegate further"))
+        assert child.status == "failed"
+        assert child.reason is not None
+        assert child.reason.startswith("budget_exceeded")
+        (grandchild,) = await graph_of(runtime).children(child.child_run_id)
+        assert grandchild.depth == 2
+        assert grandchild.status == "failed"
+        assert grandchild.reason is not None
+        assert grandchild.reason.startswith("budget_exceeded")
+        assert "max_usd_per_tree" in grandchild.reason
+        assert grandchild.usage is not None
+        assert grandchild.usage.cost_usd == pytest.approx(0.0003)
+        with pytest.raises(ToolError, match=r"budget_exceeded.*max_usd_per_tree"):
+            await subagents.start(parent, TaskRequest(prompt="another"))
+    assert len(scripted_provider.requests) == 1 + 3  # the child's one, the grandchild's three

@@ -295,12 +295,15 @@ async def test_an_async_childs_approval_is_shown_on_the_parents_session_and_deci
     boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
 ) -> None:
     scripted_provider.script(
+        ScriptedTurn(text="hello"),  # the parent session's earlier run
         ScriptedTurn(tool_calls=(call("b1", "bash", command="touch relayed"),)),
         ScriptedTurn(text="made it"),
     )
     async with boot() as runtime:
         subagents = subagents_of(runtime)
         port = port_of(runtime)
+        every = port.watch_all()  # what a wire client's bridge follows: every session
+        assert (await run_to_end(port, request("hi", work))).ok  # it learns the session
         parent = ParentRun(
             run_id="run_parent",
             session_key=SESSION,
@@ -327,6 +330,20 @@ async def test_an_async_childs_approval_is_shown_on_the_parents_session_and_deci
         stream.close()
         (done,) = await subagents.wait(parent, [node.task_id], timeout_s=30)
         assert done.status == "completed"
+        # Following every session, the approval is asked and ends in both: the child's own
+        # session and the parent's (the relayed copy has the same id; it used to be dropped
+        # as already ended, and the parent's surfaces kept a card nobody could clear).
+        seen: dict[str, list[str]] = {}
+        while True:
+            event = await asyncio.wait_for(every.get(), 30)
+            if isinstance(event, ApprovalAsked | ApprovalEnded) and (
+                event.approval_id == asked.approval_id
+            ):
+                seen.setdefault(event.session_key, []).append(type(event).__name__)
+            if seen.get(SESSION) == ["ApprovalAsked", "ApprovalEnded"] and len(seen) == 2:
+                break
+        every.close()
+        assert seen[node.session_key] == ["ApprovalAsked", "ApprovalEnded"]
     assert (work / "relayed").exists()
 
 
@@ -505,3 +522,42 @@ async def test_a_running_parent_is_told_when_its_async_child_ends(
     assert "not the user's message" in str(notice["content"])
     assert "CHILD-DONE" in tool_results(bodies[3])["w1"]
     assert len(bodies) == 4
+
+
+async def test_a_question_asked_after_the_parents_run_ended_reaches_the_parents_session(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, work: Path
+) -> None:
+    # A detached child whose parent run is not running (it ended): the person's copy of the
+    # question goes on the parent's session, not on the ended run's stream nobody reads.
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(call("q1", "ask_parent", question="LATE-QUESTION?"),)),
+        ScriptedTurn(text="went on with the answer"),
+    )
+    async with boot() as runtime:
+        port = port_of(runtime)
+        subagents = subagents_of(runtime)
+        stream = port.watch(SESSION)
+        parent = parent_of(work, run_id="run_ended_parent")
+        node = await subagents.start(
+            parent, TaskRequest(prompt="ask later", mode="async", detached=True)
+        )
+        asked: ApprovalAsked | None = None
+        while asked is None:
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, ApprovalAsked) and event.tool == "ask_parent":
+                asked = event
+        assert "LATE-QUESTION?" in (asked.rationale or "")
+        assert asked.action["task_id"] == node.task_id
+        snapshot = await port.snapshot(SESSION)
+        assert [p.tool for p in snapshot.pending_approvals] == ["ask_parent"]
+        question_id = asked.action["question_id"]
+        await subagents.answer_as_person(question_id, "free words from the person")
+        while True:  # the person's copy ends with the question
+            event = await asyncio.wait_for(stream.get(), 60)
+            if isinstance(event, ApprovalEnded) and event.approval_id == asked.approval_id:
+                break
+        stream.close()
+        (done,) = await subagents.wait(parent, [node.task_id], timeout_s=60)
+        assert done.status == "completed"
+    result = tool_results(scripted_provider.requests[1].body)["q1"]
+    assert "free words from the person" in result

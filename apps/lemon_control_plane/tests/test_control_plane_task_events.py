@@ -118,3 +118,31 @@ def test_progress_events_carry_live_usage_and_each_call_is_sent() -> None:
     assert (name, wire["status"], key) == ("task.notice", "completed", "s")
     assert wire["text"].startswith("[notice: task t")
     bus.close()
+
+
+def test_a_childs_question_is_sent_as_task_question_once_per_change() -> None:
+    sent: list[tuple[str, dict[str, Any], str | None]] = []
+    bus = Bus()
+    tasks = TaskEvents(bus, lambda name, payload, key: sent.append((name, payload, key)))
+    record = {"question_id": "pq_1", "task_id": "t", "child_run_id": "c",
+              "parent_run_id": "p", "parent_session_key": "s", "session_key": "s:sub:t",
+              "question": "red or blue?", "options": ["red", "blue"], "status": "pending",
+              "deadline_ms": 99}  # fmt: skip
+    for _topic in ("child", "parent"):  # the same change, heard on both run topics
+        tasks.project(Event.new("parent_question_requested", record))
+    answered = {**record, "status": "answered", "answer": "blue", "answered_by": "parent"}
+    tasks.project(Event.new("parent_question_answered", answered))
+    tasks.project(Event.new("parent_question_requested", {**record, "question_id": "pq_2"}))
+    assert [(n, p["questionId"], p["status"]) for n, p, _k in sent] == [
+        ("task.question", "pq_1", "pending"),
+        ("task.question", "pq_1", "answered"),
+        ("task.question", "pq_2", "pending"),  # another question of the same task
+    ]
+    wire = sent[1][1]
+    assert (wire["taskId"], wire["runId"], wire["parentRunId"]) == ("t", "c", "p")
+    assert (wire["answer"], wire["answeredBy"], wire["options"]) == ("blue", "parent",
+                                                                     ["red", "blue"])  # fmt: skip
+    assert sent[0][1]["deadlineMs"] == 99
+    assert {key for _n, _p, key in sent} == {"s"}  # for the parent's session
+    assert "task.question" in EVENTS
+    bus.close()

@@ -223,3 +223,62 @@ async def test_a_task_running_when_the_daemon_restarts_is_never_left_running(
                 assert "running" not in str(card.render()).split("\n")[1]
     finally:
         await first.stop()
+
+
+def _question_call(**asked: object) -> str:
+    # Detached: the child outlives the parent's run and asks the person afterwards.
+    return task_call(
+        prompt=f"/tool ask_parent {json.dumps(asked)}", description="ask",
+        detached=True, **{"async": True},
+    )  # fmt: skip
+
+
+async def test_a_childs_question_is_its_own_prompt_answered_in_free_text(
+    daemon: ControlPlane,
+) -> None:
+    from lemon_tui._question import QuestionPanel
+
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        await run(pilot, app, _question_call(question="Which [b]branch[/b]?", timeout_s=60))
+        await until(pilot, lambda: isinstance(app.panel, QuestionPanel), "the question waits")
+        assert app.status.run == "question waiting (Tab)"
+        # Typing goes on in the editor: only Tab opens the question.
+        await pilot.press("x")
+        assert app.editor.value == "x"
+        await pilot.press("tab")
+        panel = app.screen
+        assert isinstance(panel, QuestionPanel)
+        shown = "\n".join(str(s.render()) for s in panel.query("Static"))
+        assert "Which [b]branch[/b]?" in shown  # the child's words, never markup
+        await pilot.press(*"use main")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.panel is None, "answered")
+        await until(pilot, lambda: any(t.status == "completed" for t in app.tasks.values()), "done")
+        (task,) = app.tasks.values()
+        assert "use main" in task.preview
+        assert "answered the child's question: use main" in notes(app)
+        assert app.editor.value == "x"  # what was typed stayed in the editor
+
+
+async def test_a_question_with_options_is_answered_by_its_number_and_tab_goes_back(
+    daemon: ControlPlane,
+) -> None:
+    from lemon_tui._question import QuestionPanel
+
+    app = app_for(daemon, NO_APPROVALS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.status.connection == "online", "connected")
+        await run(pilot, app, _question_call(question="Proceed?", options=["go", "stop"]))
+        await until(pilot, lambda: isinstance(app.panel, QuestionPanel), "the question waits")
+        await pilot.press("tab")
+        assert isinstance(app.screen, QuestionPanel)
+        await pilot.press("tab")  # back to the editor: still waiting
+        await until(pilot, lambda: not isinstance(app.screen, QuestionPanel), "back")
+        assert isinstance(app.panel, QuestionPanel)
+        await pilot.press("tab")
+        await pilot.press("2")
+        await until(pilot, lambda: any(t.status == "completed" for t in app.tasks.values()), "done")
+        (task,) = app.tasks.values()
+        assert "stop" in task.preview

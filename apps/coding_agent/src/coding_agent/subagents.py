@@ -68,14 +68,19 @@ A ``detached`` child that ends after its parent's run (and a task a restart left
 leaves a durable notice for the parent's session (``task_notice``, then put before the
 session's next prompt once: :meth:`Subagents.take_notices`).
 
-What it does not do (yet): resume a child the daemon stopped (it is ``unknown``, its session
-told).
+Resuming: ``resume`` names an ended task of the caller's session; a new task continues that
+child's session (its transcript goes on with the new prompt), as the same agent, with the
+caller's authority and every bound again (children per run, deadline, turns, budget, loop
+detection). It is only ever asked for explicitly with a new prompt: a task a restart left
+``unknown`` is never re-run on its own (claude-code #73601: a resumed child looping for 10M
+tokens), but the parent may continue it this way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import uuid
 from collections import Counter
@@ -147,6 +152,7 @@ _ORIGIN: Final = "subagent"
 _NOTICES: Final = "task_notices"  # table: "<parent session>\x1f<ms>\x1f<task id>" -> notice
 _NOTICE_CHARS: Final = 4000  # of the child's answer, in the notice
 _NOTICES_PER_RUN: Final = 16  # notices one run takes in (the oldest first; the rest wait)
+_NOTICE_SCAN: Final = 256  # notices of a session looked through to withdraw a delivered one
 
 
 class SubagentsStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +205,10 @@ class TaskRequest:
     budget_usd: float | None = None
     """The dollars this child (with its own children) may spend; never more than what is
     left of its tree's ``max_usd_per_tree``."""
+    resume: str | None = None
+    """The id of an ended task of this session whose child to continue: a new task in that
+    child's session (its transcript goes on with ``prompt``), as the same agent, with this
+    run's authority and every bound again. Only ever asked for explicitly."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -226,6 +236,7 @@ class _Live:
     relayed: set[str] = field(default_factory=set)  # approval ids relayed to the parent
     calls: Counter[str] = field(default_factory=Counter)  # tool call (name + args) -> asked
     parent_gone: bool = False  # the run that started it ended (a detached child outlives it)
+    resumed_from: str | None = None  # the ended task whose child session this one continues
 
 
 def child_session_key(parent_session_key: str, task_id: str) -> str:
@@ -352,6 +363,9 @@ class Subagents:
             raise ToolError("delegation is stopping with the daemon; do the work yourself")
         if not request.prompt.strip():
             raise ToolError("task: 'prompt' is empty; say what the child should do")
+        resumed = await self._resumable(parent, request.resume) if request.resume else None
+        if resumed is not None:  # the child goes on as the agent it was
+            request = dataclasses.replace(request, agent=resumed.agent)
         if parent.depth + 1 > cfg.max_depth:
             raise ToolError(
                 f"task refused: this run is at depth {parent.depth} and children may go at "
@@ -401,16 +415,23 @@ class Subagents:
             raise ToolError("task: delegation is unavailable (no session port in this daemon)")
         self._started[parent.run_id] += 1
         task_id = f"task_{uuid.uuid4().hex[:16]}"
+        description = request.description
+        if resumed is not None:
+            description = f"continues {resumed.task_id}: {description or resumed.description}"
         node = TaskNode(
             task_id=task_id,
             parent_run_id=parent.run_id,
             parent_session_key=parent.session_key,
             child_run_id=f"run_{uuid.uuid4()}",
-            session_key=child_session_key(parent.session_key, task_id),
+            session_key=(
+                resumed.session_key
+                if resumed is not None
+                else child_session_key(parent.session_key, task_id)
+            ),
             root_run_id=parent.root_run_id,
             depth=parent.depth + 1,
             agent=request.agent,
-            description=request.description[:200],
+            description=description[:200],
             mode=request.mode,
             detached=request.detached,
             status="queued",
@@ -422,11 +443,28 @@ class Subagents:
         live = _Live(
             node=node, parent=parent, done=loop.create_future(),
             budget_usd=float(budget_usd) if budget_usd is not None else None,
+            resumed_from=resumed.task_id if resumed is not None else None,
         )  # fmt: skip
         self._live[task_id] = live
         live.task = self._supervisor.spawn(
             self._drive(live, port, request, policy, timeout), name=f"task {task_id}"
         )
+        return node
+
+    async def _resumable(self, parent: ParentRun, task_id: str) -> TaskNode:
+        """The ended task of ``parent``'s session that ``resume`` names (refused otherwise)."""
+        node = await self.get(parent, task_id)
+        if not node.terminal:
+            raise ToolError(
+                f"task {task_id} is still {node.status}: send it a message with agent "
+                "action=followup, or wait for it"
+            )
+        for live in self._live.values():
+            if live.node.session_key == node.session_key:
+                raise ToolError(
+                    f"task {task_id}'s child is already being continued by task "
+                    f"{live.node.task_id}; wait for that one"
+                )
         return node
 
     # -- waiting, reading, cancelling ------------------------------------------------------
@@ -462,7 +500,13 @@ class Subagents:
             lives = []  # one has already ended: wait_any returns at once
         if lives:
             await self._wait_lives(lives, mode=mode, timeout_s=timeout_s)
-        return [await self.get(parent, task_id) for task_id in ids]
+        nodes = [await self.get(parent, task_id) for task_id in ids]
+        # A detached child's result given here is given: its notice (for the session's next
+        # run) would hand the same result over a second time.
+        ended = {n.task_id for n in nodes if n.terminal and n.detached}
+        if ended:
+            await self._withdraw_notices(parent.session_key, ended)
+        return nodes
 
     async def _wait_lives(self, lives: list[_Live], *, mode: str, timeout_s: float | None) -> None:
         """Until the tasks end (all or any) or one of them asks its parent a question (the
@@ -890,12 +934,13 @@ class Subagents:
         on the child) gets it steered in; a top-level parent's person gets it through the
         parent's approval path."""
         parent = live.parent
+        port = self._port()
+        running = port is not None and await self._running(port, parent)
         if idle:
-            port = self._port()
             steered = False
             # Only into the parent's own running answer: a later run of the person's in that
             # session must not get the child's question as if the person had typed it.
-            if port is not None and await self._running(port, parent):
+            if port is not None and running:
                 result = await port.steer(parent.session_key, _question_text(asked))
                 steered = result.status == "accepted"
             if not steered:  # the parent is not running: its next wait gets the question
@@ -909,7 +954,9 @@ class Subagents:
                 tool="ask_parent",
                 action={"task_id": asked.task_id, "question_id": asked.question_id,
                         "question": asked.question, "options": list(asked.options)},
-                run_id=parent.run_id,
+                # A parent run that ended (a detached child asking later) has no stream any
+                # more: the question goes on the parent's session, where the person is.
+                run_id=parent.run_id if running else None,
                 session_key=parent.session_key,
                 agent_id=parent.agent_id,
                 rationale=f"child task {asked.task_id} asks: {asked.question} "
@@ -967,9 +1014,9 @@ class Subagents:
     ) -> None:
         node = live.node
         definition = live.parent.definitions[request.agent]
-        prompt = f"{definition.preamble}\n\n{request.prompt}" if definition.preamble else (
-            request.prompt
-        )  # fmt: skip
+        # A resumed child's transcript already starts with its definition's preamble.
+        preamble = definition.preamble if live.resumed_from is None else ""
+        prompt = f"{preamble}\n\n{request.prompt}" if preamble else request.prompt
         if request.output_schema is not None:
             prompt += "\n\n" + _schema_note(request.output_schema)
         ended: RunEnded | None = None
@@ -1106,6 +1153,7 @@ class Subagents:
                     await live.notify(f"child task {live.node.task_id}: {event.title}")
             elif isinstance(event, ApprovalAsked):
                 live.last_action = f"waiting for approval {event.approval_id} ({event.tool})"
+                self._publish_progress(live)  # its card says what it waits for
                 self._relay_approval(live, event)
                 if live.notify is not None:
                     # The child's question reaches the parent's surface (never a hidden
@@ -1190,9 +1238,10 @@ class Subagents:
         ):
             # Nobody waits for it: the parent's running answer is told it ended.
             self._supervisor.spawn(self._notify_end(live, final), name=f"notice {node.task_id}")
-        elif live.parent_gone:
+        elif live.parent_gone and live.watchers == 0:
             # Its parent's run had ended (also when it stopped with the daemon): the
-            # session is told, with its result, at once and in its next run.
+            # session is told, with its result, at once and in its next run. (A call blocked
+            # on it, a later run's ``agent wait``, gets the result itself: told once.)
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._store_notice(final))
 
@@ -1231,6 +1280,13 @@ class Subagents:
                 run_topic(node.parent_run_id), "task_notice", payload, meta=meta
             )
 
+    async def _withdraw_notices(self, session_key: str, task_ids: set[str]) -> None:
+        """Delete the pending notices of ``task_ids`` (their result was delivered)."""
+        rows = await self._store.scan(_NOTICES, prefix=f"{session_key}\x1f", limit=_NOTICE_SCAN)
+        for key, _notice in rows:
+            if key.rpartition("\x1f")[2] in task_ids:
+                await self._store.delete(_NOTICES, key)
+
     async def take_notices(self, session_key: str) -> list[str]:
         """The notices of children that ended after their parent's run (and of tasks a
         restart left ``unknown``) waiting for ``session_key``, oldest first; taken (deleted)
@@ -1259,7 +1315,11 @@ class Subagents:
             session_topic(live.parent.session_key),
             "approval_requested",
             ApprovalRequested(approval_id=asked.approval_id, pending=pending),
-            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+            meta={
+                "task_id": live.node.task_id,
+                "relayed_from": live.node.session_key,
+                "session_key": live.parent.session_key,
+            },
         )
 
     def _relay_approval_end(self, live: _Live, ended: ApprovalEnded) -> None:
@@ -1276,7 +1336,13 @@ class Subagents:
             session_topic(live.parent.session_key),
             "approval_resolved",
             ApprovalResolved(approval_id=approval_id, decision=decision),
-            meta={"task_id": live.node.task_id, "relayed_from": live.node.session_key},
+            # The session it ends in (the payload names none; a stream following every
+            # session would take it for the child's, whose copy already ended).
+            meta={
+                "task_id": live.node.task_id,
+                "relayed_from": live.node.session_key,
+                "session_key": live.parent.session_key,
+            },
         )
 
     async def _put(self, node: TaskNode, **changes: Any) -> TaskNode:

@@ -30,6 +30,10 @@ task_progress          ``task.progress``        status, turns, tokens, costUsd, 
 task_notice            ``task.notice``          status, reason, text (a detached child that
                                                 ended after its parent's run, or a task a
                                                 restart left unknown; its result as data)
+parent_question_*      ``task.question``        questionId, status (pending, answered,
+                                                timeout, cancelled), question, options,
+                                                answer, answeredBy, deadlineMs (a child's
+                                                ``ask_parent``, as the record stands)
 =====================  =======================  ===========================================
 
 Every event also carries ``turns``, ``tokens`` and ``costUsd`` when the payload has them (the
@@ -161,6 +165,22 @@ def _progress(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _question(p: Mapping[str, Any]) -> dict[str, Any]:
+    options = p.get("options")
+    return {
+        "runId": p.get("child_run_id"),
+        "questionId": p.get("question_id"),
+        "status": str(p.get("status")) if p.get("status") is not None else None,
+        "question": _text(p.get("question"), 4000),
+        "options": [o for o in options if isinstance(o, str)][:10]
+        if isinstance(options, list | tuple)
+        else [],
+        "answer": _text(p.get("answer"), 4000),
+        "answeredBy": p.get("answered_by"),
+        "deadlineMs": _ms(p.get("deadline_ms")),
+    }
+
+
 def _notice(p: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "status": str(p.get("status")) if p.get("status") is not None else None,
@@ -179,6 +199,10 @@ TASK_EVENTS: Final[Mapping[str, tuple[str, Callable[[Mapping[str, Any]], dict[st
     "run_graph_changed": ("run.graph.changed", _graph),
     "task_progress": ("task.progress", _progress),
     "task_notice": ("task.notice", _notice),
+    "parent_question_requested": ("task.question", _question),
+    "parent_question_answered": ("task.question", _question),
+    "parent_question_timeout": ("task.question", _question),
+    "parent_question_cancelled": ("task.question", _question),
 }
 
 
@@ -246,6 +270,8 @@ class TaskEvents:
         )  # fmt: skip
         if event.type == "task_progress":  # each call and tool call is news
             key += (payload.get("turns"), payload.get("last_action"))
+        elif event.type.startswith("parent_question_"):  # one task may ask several
+            key += (payload.get("question_id"),)
         if key in self._seen:
             return  # the same transition, published on the parent's and the child's topic
         self._seen[key] = None

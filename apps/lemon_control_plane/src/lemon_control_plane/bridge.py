@@ -218,7 +218,9 @@ class EventBridge:
         self._tg: asyncio.TaskGroup | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._active: dict[str, str] = {}  # run id -> session key
-        self._approvals: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        # (session key, approval id) -> its wire payload: a child task's approval is relayed to
+        # its parent's session under the same id, and ends in each.
+        self._approvals: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         # session key -> its own model ("provider:model"), as sessions.patch / session.detail
         # last saw it: what `agent started` names (else the runtime's default).
         self._models: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
@@ -530,7 +532,7 @@ class EventBridge:
             self._remember_approval(payload)
             self._emit("exec.approval.requested", payload, key)
         elif isinstance(item, ApprovalEnded):
-            asked = self._approvals.pop(item.approval_id, None)
+            asked = self._approvals.pop((key, item.approval_id), None)
             self._emit(
                 "exec.approval.resolved",
                 {
@@ -620,7 +622,7 @@ class EventBridge:
         )
 
     def _remember_approval(self, payload: dict[str, Any]) -> None:
-        self._approvals[payload["approvalId"]] = payload
+        self._approvals[(payload["sessionKey"], payload["approvalId"])] = payload
         while len(self._approvals) > _REMEMBERED_APPROVALS:
             self._approvals.popitem(last=False)
 

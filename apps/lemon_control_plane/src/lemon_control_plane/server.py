@@ -99,6 +99,7 @@ EVENTS: Final = (
     "task.error",
     "task.notice",
     "task.progress",
+    "task.question",
     "task.started",
     "task.timeout",
     "tick",

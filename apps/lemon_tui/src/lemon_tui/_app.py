@@ -50,6 +50,7 @@ from lemon_core.sessions import (
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo, offered
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
+from lemon_tui._question import QuestionPanel, is_question, question_line
 from lemon_tui._slash import (
     SessionUsage,
     load_models,
@@ -229,8 +230,10 @@ class LemonTUI(App[int]):
         self.to_ask: deque[ApprovalAsked] = deque()
         # The approval in front of the person: shown in a line above the editor, its panel
         # opened only by Tab, so nothing typed for the editor can answer it.
-        self.panel: ApprovalPanel | None = None
-        self._decided: Callable[[ApprovalDecision | Back | None], None] | None = None
+        # A child task's question (``ask_parent``) is a QuestionPanel: answered in free text
+        # (or by an option) with ``tasks.answer``, where the daemon offers it.
+        self.panel: ApprovalPanel | QuestionPanel | None = None
+        self._decided: Callable[[Any], None] | None = None
         self.idle_aborts = 0
         self.recoveries = 0  # how often a gap was recovered from a snapshot
         self.model: str | None = None  # None: the daemon's default
@@ -367,7 +370,9 @@ class LemonTUI(App[int]):
         self.status.gauge = self.context_gauge()
         self.status.unread = sum(self.background.values())
         busy = bool(self.waiting_for)
-        if self.panel is not None:
+        if isinstance(self.panel, QuestionPanel):
+            self.status.run = "question waiting (Tab)"
+        elif self.panel is not None:
             self.status.run = "waiting for approval (Tab)"
         else:
             self.status.run = "running" if busy else "idle"
@@ -779,6 +784,9 @@ class LemonTUI(App[int]):
         if self.panel is not None or not self.to_ask:
             return
         asked = self.to_ask.popleft()
+        if is_question(asked) and offered(self.port, "tasks.answer") is not None:
+            self._ask_question(asked)
+            return
         # The panel shows an edit's diff: the approval names the path, the open card of the
         # same call (it started just before it asked) carries the arguments.
         diff = next(
@@ -804,12 +812,50 @@ class LemonTUI(App[int]):
         self._show_waiting()
         self.paint_status()
 
+    def _ask_question(self, asked: ApprovalAsked) -> None:
+        """A child's question: its own panel (free text or its options), opened by Tab."""
+        self.panel = QuestionPanel(asked)
+
+        def answered(value: str | None) -> None:
+            panel = self.panel
+            if value is None and isinstance(panel, QuestionPanel) and not panel.ended:
+                self.panel = QuestionPanel(asked)  # Tab / Esc: back to the editor, waiting
+                self.paint_status()
+                return
+            self.panel = None
+            self._decided = None
+            if value is not None:
+                self.run_worker(self._answer_question(asked, value), group="approvals")
+            self._show_waiting()
+            self._ask_next()
+            self.paint_status()
+
+        self._decided = answered
+        self._show_waiting()
+        self.paint_status()
+
+    async def _answer_question(self, asked: ApprovalAsked, value: str) -> None:
+        """Send the person's answer (``tasks.answer``: the first answer wins)."""
+        daemon = offered(self.port, "tasks.answer")
+        question_id = asked.action.get("question_id") if isinstance(asked.action, dict) else None
+        if daemon is None or not isinstance(question_id, str):
+            self.note("not connected: the question stays waiting")
+            return
+        try:
+            await daemon.call("tasks.answer", {"questionId": question_id, "answer": value})
+        except _refused() as exc:
+            self.note(f"[yellow]could not answer the question:[/] {escape(str(exc))}")
+            return
+        self.note(f"answered the child's question: {escape(clip(value, 200))}")
+
     def _show_waiting(self) -> None:
         """The line above the editor: what waits and the key that opens its panel."""
         for line in self.query("#approval-waiting").results(Static):
             panel = self.panel
             line.display = panel is not None
-            if panel is not None:
+            if isinstance(panel, QuestionPanel):
+                line.update(question_line(panel.asked))
+            elif panel is not None:
                 asked = panel.asked
                 line.update(
                     f"[b]approval waiting[/] · {escape(question(asked.tool, asked.action))} · "
@@ -827,6 +873,8 @@ class LemonTUI(App[int]):
         panel, decided = self.panel, self._decided
         if panel is None:
             return
+        if isinstance(panel, QuestionPanel):
+            panel.ended = True
         if panel in self.screen_stack:
             panel.dismiss(None)
         elif decided is not None:
@@ -872,7 +920,10 @@ class LemonTUI(App[int]):
             if queued.approval_id == event.approval_id:
                 self.to_ask.remove(queued)
         panel = self.panel
-        if panel is not None and panel.asked.approval_id == event.approval_id:
+        if isinstance(panel, QuestionPanel) and panel.asked.approval_id == event.approval_id:
+            self.note("the child's question ended (answered elsewhere, or its time ran out)")
+            self._close_panel()
+        elif panel is not None and panel.asked.approval_id == event.approval_id:
             self.note(f"approval for {escape(panel.asked.tool)} ended: {event.decision.value}")
             self._close_panel()
 

@@ -79,6 +79,8 @@ def _description(definitions: Mapping[str, AgentDefinition]) -> str:
         "waits for the answer, async=true returns a task_id at once. With 'output_schema' (a "
         "JSON Schema) the child's answer must be JSON matching it (one correction, then an "
         "error). 'budget_usd' caps what the child (with its own children) may spend. "
+        "'resume' (the task_id of an ended task) with a new 'prompt' continues that child's "
+        "conversation as a new task. "
         "action=join waits for "
         "'task_ids' (mode wait_all or wait_any, timeout_s); action=poll/get reads them; "
         f"action=cancel stops one. Agents: {agents}."
@@ -113,6 +115,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 detached=bool(args.get("detached", False)),
                 output_schema=args.get("output_schema"),
                 budget_usd=args.get("budget_usd"),
+                resume=str(args["resume"]) if args.get("resume") else None,
             )
             if request.mode == "async":
                 node = await subagents.start(parent, request)
@@ -158,6 +161,7 @@ def task_tool(subagents: Subagents, parent: ParentRun) -> Tool:
                 "tools": {"type": "array", "items": {"type": "string"}},
                 "output_schema": {"type": "object"},
                 "budget_usd": {"type": "number", "exclusiveMinimum": 0},
+                "resume": {"type": "string"},
                 "task_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
                 "mode": {"enum": ["wait_all", "wait_any"]},
             },

@@ -244,8 +244,10 @@ class BusSessionStream(SessionStreamBase):
         if subscribe:
             bus.subscribe(_session_topic(session_key), delivery=self._delivery)
         self._ended_attempts: OrderedDict[str, None] = OrderedDict()
-        self._open_approvals: OrderedDict[str, str | None] = OrderedDict()  # id -> run id
-        self._ended_approvals: OrderedDict[str, None] = OrderedDict()
+        # Keyed by (session, approval id): a child task's approval is relayed to its parent's
+        # session under the same id, and a stream following both sees it end in each.
+        self._open_approvals: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._ended_approvals: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._closed_callback = on_close
         self.late_rejected = 0
 
@@ -288,24 +290,26 @@ class BusSessionStream(SessionStreamBase):
             self.late_rejected += 1
             return
         if isinstance(projected, ApprovalAsked):
-            self._remember(self._open_approvals, projected.approval_id, projected.run_id)
+            approval = (projected.session_key, projected.approval_id)
+            self._remember(self._open_approvals, approval, projected.run_id)
         elif isinstance(projected, ApprovalEnded):
-            if projected.approval_id in self._ended_approvals:
+            approval = (projected.session_key, projected.approval_id)
+            if approval in self._ended_approvals:
                 self.late_rejected += 1
                 return
-            self._open_approvals.pop(projected.approval_id, None)
-            self._remember(self._ended_approvals, projected.approval_id, None)
+            self._open_approvals.pop(approval, None)
+            self._remember(self._ended_approvals, approval, None)
         self._ready.append(projected)
         if isinstance(projected, RunEnded):
             self._remember(self._ended_attempts, projected.attempt_id, None)
-            for approval_id, run_id in list(self._open_approvals.items()):
+            for approval, run_id in list(self._open_approvals.items()):
                 if run_id == projected.attempt_id:
-                    del self._open_approvals[approval_id]
-                    self._remember(self._ended_approvals, approval_id, None)
+                    del self._open_approvals[approval]
+                    self._remember(self._ended_approvals, approval, None)
                     self._ready.append(
                         ApprovalEnded(
-                            session_key=projected.session_key,
-                            approval_id=approval_id,
+                            session_key=approval[0],
+                            approval_id=approval[1],
                             decision=ApprovalDecision.EXPIRED,
                         )
                     )
@@ -318,7 +322,7 @@ class BusSessionStream(SessionStreamBase):
         self._delivery.close()
 
     @staticmethod
-    def _remember(table: OrderedDict[str, Any], key: str, value: Any) -> None:
+    def _remember(table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         table[key] = value
         while len(table) > _REMEMBERED:
             table.popitem(last=False)

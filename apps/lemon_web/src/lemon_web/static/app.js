@@ -18,6 +18,7 @@ import {
   TERMINAL_TOMBSTONES, Tombstones, clipUtf8, overBytes,
 } from "./bounds.js";
 import { escapeHtml, renderCode, renderMarkdown } from "./markdown.js";
+import { TaskCards, isQuestion, isTaskEvent, questionCard, questionNote } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -465,6 +466,7 @@ function code(text) {
 function approvalCard(payload) {
   const id = payload.approvalId || payload.id;
   if (!id || page.approvals.has(id)) return;
+  if (isQuestion(payload)) { askCard(id, payload); return; }
   const tool = payload.tool || "this tool";
   const card = el("div", "approval");
   card.dataset.approvalId = id;
@@ -533,6 +535,28 @@ function approvalCard(payload) {
   // message box (a space clicks a focused button). Alt+A or Tab reaches it deliberately.
 }
 
+// A child's question to the person (its ask_parent approval): its own prompt, answered with
+// tasks.answer (tasks.js). Like an approval card it never takes the focus; Alt+A reaches it.
+function askCard(id, payload) {
+  const card = questionCard(payload, {
+    describe: (taskId) => {
+      const task = taskId && tasks.tasks.get(taskId);
+      return task && task.description ? `The child task “${task.description}”` : `The child task ${taskId || "?"}`;
+    },
+    answer: (questionId, text) => client.send("tasks.answer", { questionId, answer: text }),
+  });
+  // Under the parent's run: the approval's own, or (a detached child asking after its run
+  // ended: the question is on the session) the run its task card is under.
+  const task = tasks.tasks.get(payload.action.task_id);
+  const runId = payload.runId || (task && task.parentRunId);
+  const run = runId && page.runs.get(runId);
+  if (run && run.item.isConnected) run.body.append(card);
+  else addItem(card);
+  page.approvals.set(id, card);
+  scrollToEnd();
+  announce(`A child task asks you a question. Press Alt+A to answer it.`);
+}
+
 // "Always allow" is remembered in every session and survives restarts: the first press arms
 // it (the button asks to confirm), a second press of the same decision sends it, any other
 // key or decision disarms it.
@@ -563,7 +587,7 @@ function focusApproval() {
   const card = page.approvals.values().next().value;
   if (!card) return false;
   card.scrollIntoView({ block: "nearest" });
-  card.focus();
+  (card.focusTarget ? card.focusTarget() : card).focus();
   return true;
 }
 
@@ -577,13 +601,19 @@ async function decide(id, decision, card) {
   }
 }
 
-function removeApproval(id, note) {
+function removeApproval(id, note, decision) {
   const card = page.approvals.get(id);
   if (!card) return;
+  const questionId = card.dataset.questionId;
+  if (questionId && note === undefined) note = questionNote(card, decision, questions.get(questionId));
   const hadFocus = card.contains(document.activeElement) || card.dataset.hadFocus === "1";
   page.approvals.delete(id);
   if (note) {
     const line = el("div", "approval-note", note);
+    if (questionId) {
+      line.dataset.questionId = questionId;
+      if (card.dataset.answer) line.dataset.answer = card.dataset.answer;
+    }
     card.replaceWith(line);
   } else {
     card.remove();
@@ -618,6 +648,20 @@ function onEvent(frame) {
   if (name === "shutdown") { noticeItem(`The daemon is shutting down: ${p.reason || ""}`, "warn"); return; }
   if (name === "tick" || name === "health") return;
   if (name === "mcp.server") { mcp.fresh.add(p.name); mcpServerRow(p); return; }
+  if (isTaskEvent(name)) { if (p.parentSessionKey === sessionKey) tasks.onEvent(name, p); return; }
+  if (name === "task.question") {
+    // A child's question as its record stands: its note says what became of it.
+    if (p.parentSessionKey !== sessionKey || typeof p.questionId !== "string") return;
+    questions.set(p.questionId, p);
+    const line = p.status !== "pending" && ui.transcript.querySelector(`.approval-note[data-question-id="${CSS.escape(p.questionId)}"]`);
+    if (line) line.textContent = questionNote(line, null, p);
+    return;
+  }
+  if (name === "task.notice") {
+    // A detached child ended after its run (or a restart left it unknown): its result, as text.
+    if (p.parentSessionKey === sessionKey && typeof p.text === "string") noticeItem(p.text);
+    return;
+  }
   if (p.sessionKey !== sessionKey) {
     if (name === "agent" && p.type === "completed") refreshSessions();
     return;
@@ -627,9 +671,12 @@ function onEvent(frame) {
   if (name === "exec.approval.requested") { approvalCard(p); return; }
   if (name === "exec.approval.resolved") {
     const run = p.runId && page.runs.get(p.runId);
-    const had = page.approvals.has(p.approvalId);
-    removeApproval(p.approvalId);
-    if (had && run) run.body.append(el("div", "approval-note", decisionNote(p)));
+    const card = page.approvals.get(p.approvalId);
+    const question = card && card.dataset.questionId;
+    // A child's approval relayed here names the child's run: its note takes the card's place.
+    const inPlace = card && !question && !run ? decisionNote(p) : undefined;
+    removeApproval(p.approvalId, inPlace, p.decision);
+    if (card && !question && run) run.body.append(el("div", "approval-note", decisionNote(p)));
     return;
   }
   const runId = p.runId;
@@ -813,12 +860,26 @@ function applyAuthority(messages, snap) {
     if (last && last.key === sessionKey && last.runId === snap.active.runId && !written) userItem(last.prompt);
     applyActive(snap.active);
   }
+  for (const row of (snap && snap.tasks) || []) tasks.fromRow(row);
+  tasks.reattach((runId) => { const r = runId && page.runs.get(runId); return Boolean(r && r.item.isConnected); });
+  readTasks();
   applyApprovals((snap && snap.pendingApprovals) || []);
   if (snap && snap.lastRunId && !(snap.active && snap.active.runId === snap.lastRunId)) page.tombstones.add(snap.lastRunId);
   if (hadFocus && !ui.transcript.contains(document.activeElement)) ui.input.focus();
   scrollToEnd();
   document.body.dataset.ready = "1";
   performance.mark("lemon:ready");
+}
+
+// The session's tasks not yet ended (a detached child outliving its run too), from the graph.
+async function readTasks() {
+  if (!client.supports("tasks.list")) return;
+  const key = sessionKey;
+  try {
+    const listed = await client.send("tasks.list", { sessionKey: key });
+    if (key !== sessionKey) return;
+    for (const row of listed.tasks || []) if (row.parent_session_key === key) tasks.fromRow(row);
+  } catch { /* the events keep the cards */ }
 }
 
 function lastSent() {
@@ -833,7 +894,7 @@ function applyActive(active) {
   const run = ensureRun(active.runId);
   run.replacement = true;
   // Replace the answer and the cards; approval cards stay (moving them would lose focus).
-  for (const child of [...run.body.children]) if (!child.classList.contains("approval")) child.remove();
+  for (const child of [...run.body.children]) if (!child.matches(".approval, .question, .task-card")) child.remove();
   run.blocks = [];
   const seg = newSegment(run, active.text || "");
   run.body.prepend(seg.el);
@@ -849,7 +910,7 @@ function applyActive(active) {
       setToolPhase(card, "started");
     }
     renderToolBody(card, card.name.textContent);
-    const firstApproval = run.body.querySelector(".approval");
+    const firstApproval = run.body.querySelector(".approval, .question, .task-card");
     if (firstApproval) run.body.insertBefore(card.el, firstApproval);
   }
   setBusy(active.runId);
@@ -1029,13 +1090,15 @@ async function refreshSessions() {
   if (!client || client.state !== "online") return;
   try {
     const { sessions } = await client.send("sessions.list", { limit: 100 });
-    const rows = sessions.some((s) => s.sessionKey === sessionKey) ? sessions : [{ sessionKey, lastAnswerPreview: null }, ...sessions];
+    const rows = underParents(sessions.some((s) => s.sessionKey === sessionKey) ? sessions : [{ sessionKey, lastAnswerPreview: null }, ...sessions]);
     ui.sessions.replaceChildren(...rows.map((s) => {
       const li = el("li");
       const a = el("a", "session");
       a.href = chatPath(s.sessionKey);
       a.dataset.key = s.sessionKey;
-      const name = s.sessionKey.startsWith(TAB_PREFIX) ? "tab " + s.sessionKey.slice(TAB_PREFIX.length, TAB_PREFIX.length + 6) : s.sessionKey;
+      const [base, , child] = s.sessionKey.split(/(:sub:)/);
+      const name = child ? `↳ ${child.replace(/^task_/, "task ").slice(0, 11)}` : base.startsWith(TAB_PREFIX) ? "tab " + base.slice(TAB_PREFIX.length, TAB_PREFIX.length + 6) : base;
+      if (child) a.classList.add("child-session");
       a.append(el("span", "session-name", name), el("span", "session-preview", (s.lastAnswerPreview || "").slice(0, 80)));
       if (s.active) a.classList.add("active-run");
       if (s.sessionKey === sessionKey) a.setAttribute("aria-current", "page");
@@ -1050,6 +1113,23 @@ async function refreshSessions() {
   } catch { /* shown on the next refresh */ }
 }
 
+// A child task's session (`<parent>:sub:<task id>`) is listed right under its parent's.
+function underParents(rows) {
+  const children = new Map();
+  const top = [];
+  for (const s of rows) {
+    const at = s.sessionKey.indexOf(":sub:");
+    const parent = at > 0 ? s.sessionKey.slice(0, at) : null;
+    if (parent && rows.some((r) => r.sessionKey === parent)) {
+      if (!children.has(parent)) children.set(parent, []);
+      children.get(parent).push(s);
+    } else {
+      top.push(s);
+    }
+  }
+  return top.flatMap((s) => [s, ...(children.get(s.sessionKey) || [])]);
+}
+
 async function switchSession(key, push) {
   sessionKey = key;
   delete document.body.dataset.ready;
@@ -1057,6 +1137,7 @@ async function switchSession(key, push) {
   closeSidebar();
   page.totalCost = 0;
   page.totalTokens = 0;
+  tasks.clear();
   ui.usage.textContent = "";
   hideModelError();
   showSessionModel();
@@ -1180,6 +1261,24 @@ async function login(event) {
 // -- start --------------------------------------------------------------------------------------
 
 let client = null;
+// The last word on each child question heard (`task.question`), by question id.
+const questions = new BoundedMap(PAGE_CACHE_ITEMS);
+
+// A task card goes under its parent run when that is shown, else at the end of the transcript.
+const tasks = new TaskCards({
+  send: (method, params) => client.send(method, params),
+  chatPath,
+  place: (task, card) => {
+    const run = task.parentRunId && page.runs.get(task.parentRunId);
+    if (run && run.item.isConnected) {
+      const approval = run.body.querySelector(".approval, .question");
+      if (approval) run.body.insertBefore(card, approval);
+      else run.body.append(card);
+    } else {
+      addItem(card);
+    }
+  },
+});
 
 function startClient() {
   if (client) {
@@ -1221,6 +1320,7 @@ window.lemon = {
     runs: page.runs.size,
     tools: page.tools.size,
     approvals: page.approvals.size,
+    tasks: tasks.size,
     tombstones: page.tombstones.size,
     items: ui.transcript.children.length,
     loading: page.loading,
