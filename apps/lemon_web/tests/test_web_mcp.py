@@ -120,6 +120,10 @@ async def test_an_mcp_card_names_its_server_and_the_sidebar_follows_the_servers(
 async def test_a_reloaded_page_reads_the_servers_state_again(
     page: Any, daemon: ControlPlane
 ) -> None:
+    # Self-contained (it may run alone or on another worker than the test above): a run
+    # starts the servers, then a fresh load of the page must read their state again.
+    await open_chat(page, daemon)
+    await _tool(page, "mcp_tiny_echo", {"text": "start the servers"})
     await open_chat(page, daemon)
     tiny = await _row(page, "tiny", "connected")
     assert await tiny.locator(".mcp-facts").inner_text() == "1 tool · stdio"
