@@ -536,3 +536,25 @@ async def test_a_delta_the_ingress_would_refuse_is_not_handed_over(port: FakeSes
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_an_event_that_cannot_be_encoded_is_skipped_and_the_pump_goes_on(
+    port: FakeSessionPort, sink: Sink, pump: SessionPump
+) -> None:
+    """A session event the ingress cannot measure (a lone surrogate in a delta: not
+    JSON-encodable) is counted as refused and skipped; the pump keeps following the session,
+    and the run still ends with its canonical answer."""
+    stream = await port.next_stream(1)
+    stream.push(
+        delta("r1", 1, "Hel"),
+        delta("r1", 2, "bad \ud800 text"),
+        delta("r1", 3, "lo"),
+        ended("r1", "Hello, world."),
+    )
+    await sink.until(lambda: bool(sink.finals()))
+    [final] = sink.finals()
+    assert final.text == "Hello, world."
+    assert pump.statistics().ingress_refused >= 1
+    stream.push(delta("r2", 1, "again"), ended("r2", "Again."))
+    await sink.until(lambda: len(sink.finals()) == 2)
+    assert sink.finals()[-1].text == "Again."

@@ -49,7 +49,7 @@ import msgspec
 
 from lemon_core.bus import ConsumerClass, Delivery, Overflow, Tagged, TerminalNotice, measure
 from lemon_core.channels import DeliveryIntent, DeliveryRoute, IntentKind
-from lemon_core.errors import DeliveryClosedError
+from lemon_core.errors import DeliveryClosedError, UnencodableItemError
 from lemon_core.sessions import (
     ApprovalAsked,
     ApprovalEnded,
@@ -344,46 +344,52 @@ class SessionPump:
         try:
             while True:
                 event = await get()
-                if type(event) is TextDelta:  # the hot path: never terminal, never the end
-                    if self._parked:
-                        # The hand-over (see above), inline: no call per delta.
-                        answer = answers.get(event.run_id)
-                        if (
-                            answer is not None
-                            and answer.dirty
-                            and not answer.fenced
-                            and not answer.finalised
-                            and event.seq > answer.last_seq
-                            and event.run_id not in ended
-                            and clock() < self._last_edit + self._interval
-                            and measure(event) <= max_bytes
-                        ):
-                            text = event.text
-                            if len(text) <= MAX_SNAPSHOT_CHARS - answer.size:  # add(), inline
-                                answer.last_seq = event.seq
-                                if text:
-                                    answer.text.append(text)
-                                    answer.size += len(text)
-                            else:
-                                answer.add(event)  # in order and open: clips, never refuses
-                            self._events += 1
-                            self._handed_over += 1
-                            continue
-                    self._parked = False  # anything queued: what follows queues behind it
-                    if not offer(event, terminal=False):
+                try:
+                    if type(event) is TextDelta:  # the hot path: never terminal, never the end
+                        if self._parked:
+                            # The hand-over (see above), inline: no call per delta.
+                            answer = answers.get(event.run_id)
+                            if (
+                                answer is not None
+                                and answer.dirty
+                                and not answer.fenced
+                                and not answer.finalised
+                                and event.seq > answer.last_seq
+                                and event.run_id not in ended
+                                and clock() < self._last_edit + self._interval
+                                and measure(event) <= max_bytes
+                            ):
+                                text = event.text
+                                if len(text) <= MAX_SNAPSHOT_CHARS - answer.size:  # add(), inline
+                                    answer.last_seq = event.seq
+                                    if text:
+                                        answer.text.append(text)
+                                        answer.size += len(text)
+                                else:
+                                    answer.add(event)  # in order and open: clips, never refuses
+                                self._events += 1
+                                self._handed_over += 1
+                                continue
+                        self._parked = False  # anything queued: what follows queues behind it
+                        if not offer(event, terminal=False):
+                            self._refused += 1
+                        continue
+                    self._parked = False
+                    if not offer(event, terminal=isinstance(event, RunEnded)):
                         self._refused += 1
-                    continue
-                self._parked = False
-                if not offer(event, terminal=isinstance(event, RunEnded)):
+                        if isinstance(event, RunEnded):
+                            # The port delivered the run's canonical end; the fenced ingress could
+                            # not queue it. Keep it for the resync (bounded like the terminal ids).
+                            self._lost_ends[event.run_id] = event
+                            while len(self._lost_ends) > TERMINAL_RUNS:
+                                self._lost_ends.popitem(last=False)
+                    if isinstance(event, StreamOverflow):
+                        return
+                except UnencodableItemError as exc:
+                    # Not deliverable anywhere (the real bus refuses it at publish; a port
+                    # may still hand one over): skipped, counted, the session still followed.
                     self._refused += 1
-                    if isinstance(event, RunEnded):
-                        # The port delivered the run's canonical end; the fenced ingress could
-                        # not queue it. Keep it for the resync (bounded like the terminal ids).
-                        self._lost_ends[event.run_id] = event
-                        while len(self._lost_ends) > TERMINAL_RUNS:
-                            self._lost_ends.popitem(last=False)
-                if isinstance(event, StreamOverflow):
-                    return
+                    _log.warning("%s: a session event was skipped: %s", self.session_key, exc)
         except SessionStreamClosedError:
             return
 
