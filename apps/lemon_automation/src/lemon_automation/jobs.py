@@ -40,7 +40,7 @@ _MAX_PROMPT: Final = 32 * 1024
 MAX_RETRIES: Final = 10
 _MUTABLE: Final = frozenset(
     {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries",
-     "armed_at_ms"}
+     "armed_at_ms", "model", "skills"}
 )  # fmt: skip
 
 
