@@ -352,3 +352,112 @@ async def test_cron_abort_on_one_daemon_stops_the_run_the_other_daemon_executes(
                 d for d in cron_events(on_b, "run_completed") if d["cronRunId"] == ran["cronRunId"]
             ]
             assert len(completions) == 1  # not retried, not completed twice
+
+
+HOLD_KEY = 4242  # the advisory lock the test holds to keep a daemon's `submitted` write waiting
+
+
+def _hold_submitted_writes(conn: psycopg.Connection[Any], schema: str, job_id: str) -> None:
+    """Make the fenced ``submitted`` write of ``job_id``'s fire wait (a BEFORE UPDATE trigger
+    on the ledger table taking the advisory lock this connection holds): the owner's claim
+    and its submission to the session port happen, the record of the submission does not."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (HOLD_KEY,))
+    conn.execute(
+        f'CREATE FUNCTION "{schema}".hold_submitted() RETURNS trigger LANGUAGE plpgsql AS $$ '
+        "BEGIN IF NEW.status = 'submitted' AND OLD.status = 'claimed' "
+        f"AND NEW.job_id = '{job_id}' THEN PERFORM pg_advisory_xact_lock({HOLD_KEY}); END IF; "
+        "RETURN NEW; END $$"
+    )
+    conn.execute(
+        f'CREATE TRIGGER hold_submitted BEFORE UPDATE ON "{schema}".lemon_fires '
+        f'FOR EACH ROW EXECUTE FUNCTION "{schema}".hold_submitted()'
+    )
+
+
+def _held_backend(conn: psycopg.Connection[Any]) -> int | None:
+    """The pid of the backend waiting for the test's advisory lock (None: nobody waits)."""
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND NOT granted",
+        (HOLD_KEY,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+async def test_a_daemon_killed_between_the_claim_and_the_record_of_its_submission_fires_once(
+    tmp_path: Path, schema: str
+) -> None:
+    """The owner claimed a scheduled fire and submitted its run (which ran), then died (kill
+    -9) before its fenced ``submitted`` write: the other daemon takes the claimed fire over,
+    re-submits the same derived run id (the session port answers the existing receipt: no
+    second run) and records the fire completed, once."""
+    with (
+        two_daemons(tmp_path, schema) as (a, b),
+        psycopg.connect(PG, autocommit=True) as conn,
+    ):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            clients = {"a": on_a, "b": on_b}
+            daemons = {"a": a, "b": b}
+            when = datetime.now(UTC) + timedelta(seconds=3)
+            job = (
+                await on_a.call(
+                    "cron.add",
+                    {"name": "once", "schedule": f"at {when.isoformat()}", "prompt": "/echo once"},
+                )
+            )["job"]
+            _hold_submitted_writes(conn, schema, job["id"])
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while (held := _held_backend(conn)) is None:  # the owner waits in its record
+                assert loop.time() < deadline, "no daemon reached the submitted write"
+                await asyncio.gather(pump(on_a, 0.2), pump(on_b, 0.2))
+            ((owner, status, due, fence),) = conn.execute(
+                f'SELECT owner, status, due_at_ms, fence FROM "{schema}".lemon_fires '
+                "WHERE job_id = %s",
+                (job["id"],),
+            ).fetchall()
+            assert status == "claimed"
+            run_id = (
+                "run_" + (await on_a.call("cron.runs", {"id": job["id"]}))["runs"][0]["cronRunId"]
+            )
+            # the submission landed: the run executes (and ends) while the record waits
+            ran = await asyncio.wait_for(clients[owner].completed(run_id), WAIT_S)
+            assert ran["payload"]["answer"] == "once"
+            dead, alive = daemons[owner], daemons["b" if owner == "a" else "a"]
+            dead.proc.kill()  # SIGKILL between the submission and its record
+            await asyncio.to_thread(dead.proc.wait, 30)
+            # its backend would commit the record once the lock is free: end it (a dead
+            # daemon's connection is gone; the server notices only at its next write)
+            conn.execute("SELECT pg_terminate_backend(%s)", (held,))
+            conn.execute(f'DROP TRIGGER hold_submitted ON "{schema}".lemon_fires')
+            conn.execute("SELECT pg_advisory_unlock(%s)", (HOLD_KEY,))
+            on_alive = clients[alive.name]
+            cid = run_id.removeprefix("run_")
+            ended = await asyncio.wait_for(
+                on_alive.event("cron", type="run_completed", cronRunId=cid), WAIT_S
+            )
+            assert ended["payload"]["status"] == "completed", ended
+            assert ended["payload"]["runId"] == run_id
+            await pump(on_alive, 3.0)  # nothing more for this fire
+            history = (await on_alive.call("cron.runs", {"id": job["id"]}))["runs"]
+            executions = [
+                f
+                for c in clients.values()
+                for f in c.events("agent")
+                if f["payload"].get("type") == "completed" and f["payload"].get("runId") == run_id
+            ]
+            completions = [
+                d for d in cron_events(on_alive, "run_completed") if d["cronRunId"] == cid
+            ]
+            ((final_owner, final_fence),) = conn.execute(
+                f'SELECT owner, fence FROM "{schema}".lemon_fires WHERE job_id = %s',
+                (job["id"],),
+            ).fetchall()
+    assert len(executions) == 1  # one run: the re-submission answered the existing receipt
+    assert len(completions) == 1
+    (record,) = history
+    assert (record["status"], record["owner"], record["dueAtMs"]) == ("completed", alive.name, due)
+    assert record["routerRunId"] == run_id
+    assert (final_owner, final_fence) == (alive.name, fence + 1)  # taken over once
