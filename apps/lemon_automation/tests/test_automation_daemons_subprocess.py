@@ -63,7 +63,7 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
     with local buses a fire handed to a busy owner waits for that release (the hand-off
     command travels on the bus), so a longer one would starve the other daemon's fires."""
     home = tmp_path / name
-    (home / "agent").mkdir(parents=True)
+    (home / "agent").mkdir(parents=True, exist_ok=True)  # a restart: the same home
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f"[router]\nlease_ttl_s = 2.0\n[gateway]\nlease_ttl_s = {lease_s}\n"
@@ -74,7 +74,7 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = lemon_env(tmp_path, home=home, LEMON_TEST_DSN=PG)
-    log = (tmp_path / f"{name}.log").open("w")  # a pipe nobody reads would fill and block
+    log = (tmp_path / f"{name}.log").open("a")  # a pipe nobody reads would fill and block
     proc, url = start_serve(env, work, stderr=log.fileno())
     log.close()
     return Daemon(name, proc, url, read_local_token(home))
@@ -461,3 +461,81 @@ async def test_a_daemon_killed_between_the_claim_and_the_record_of_its_submissio
     assert (record["status"], record["owner"], record["dueAtMs"]) == ("completed", alive.name, due)
     assert record["routerRunId"] == run_id
     assert (final_owner, final_fence) == (alive.name, fence + 1)  # taken over once
+
+
+async def test_a_restart_after_three_missed_due_times_applies_each_catch_up_policy(
+    tmp_path: Path, schema: str
+) -> None:
+    """A daemon with three hourly jobs (``latest``, ``all``, ``skip``) stops; while it is down
+    three due times of each pass (the jobs' anchors are moved 3.5 h back in the store, which is
+    what 3.5 h of downtime leaves behind: a watermark three periods old); restarted, it fires
+    the newest within grace and records the other two ``coalesced`` (latest), fires all three
+    oldest first (all), or fires none and records three ``missed_deadline`` (skip)."""
+    import msgspec
+
+    from lemon_automation.jobs import JOBS_TABLE
+
+    first = start(tmp_path, "a", schema, lease_s=10.0)
+    try:
+        async with wire_client(first.ws, token=first.token)() as c:
+            ids = {
+                policy: (
+                    await c.call(
+                        "cron.add",
+                        {"name": policy, "schedule": "every 1h", "prompt": f"/echo {policy}",
+                         "catchUp": policy},
+                    )
+                )["job"]["id"]
+                for policy in ("latest", "all", "skip")
+            }  # fmt: skip
+    finally:
+        stop_serve(first.proc, graceful=True)
+    hour = 3_600_000
+    store = await PostgresStore.open(PG, schema=schema, max_connections=2)
+    try:
+        anchors = {}
+        for policy, job_id in ids.items():
+            row = await store.get(JOBS_TABLE, job_id)
+            assert isinstance(row, dict)
+            assert row.get("last_due_at_ms") is None  # nothing was due before the stop
+            anchor = int(row["anchor_ms"]) - hour * 7 // 2
+            anchors[policy] = anchor
+            row.update(anchor_ms=anchor, created_at_ms=anchor)
+            await store.put(JOBS_TABLE, job_id, msgspec.to_builtins(row))
+        again = start(tmp_path, "a", schema, lease_s=10.0)
+        try:
+            ledger = PostgresFireLedger(store)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while True:
+                fires = {p: await ledger.fires(j, limit=100) for p, j in ids.items()}
+                if all(len(f) == 3 and all(x.done for x in f) for f in fires.values()):
+                    break
+                assert loop.time() < deadline, "\n".join(
+                    f"{p}: {[(x.status, x.outcome) for x in f]}" for p, f in fires.items()
+                )
+                await asyncio.sleep(0.2)
+            async with wire_client(again.ws, token=again.token)() as c:
+                runs = {p: (await c.call("cron.runs", {"id": j}))["runs"] for p, j in ids.items()}
+                audit = (await c.call("cron.audit", {"action": "run_skipped"}))["events"]
+        finally:
+            stop_serve(again.proc, graceful=True)
+    finally:
+        await store.close()
+    for policy, anchor in anchors.items():
+        dues = sorted(f.due_at_ms for f in fires[policy])
+        assert dues == [anchor + hour, anchor + 2 * hour, anchor + 3 * hour], policy
+    by_due = {p: sorted(r, key=lambda r: r["dueAtMs"]) for p, r in runs.items()}
+    seen = {p: [(r["status"], r["reason"]) for r in rs] for p, rs in by_due.items()}
+    assert seen["latest"] == [
+        ("skipped", "coalesced"),
+        ("skipped", "coalesced"),
+        ("completed", None),
+    ], seen
+    assert seen["all"] == [("completed", None)] * 3, seen
+    assert seen["skip"] == [("skipped", "missed_deadline")] * 3, seen
+    assert {r["triggeredBy"] for rs in runs.values() for r in rs} == {"schedule"}
+    skipped = sorted((e["jobId"], e["reason"]) for e in audit)
+    assert skipped == sorted(
+        [(ids["latest"], "coalesced")] * 2 + [(ids["skip"], "missed_deadline")] * 3
+    )

@@ -57,14 +57,20 @@ def run_session(job: Job) -> str:
 
 
 def default_request(job: Job, due_at_ms: int) -> RunRequest:
-    """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``."""
+    """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``.
+
+    Queue mode ``collect``: each fire is a run of its own, queued in order behind the
+    session's active run. Not ``followup``: the router merges a followup into the previous
+    queued followup of the session within its merge window, so the due times a catch-up
+    ``all`` fires together (or a fire and a user's followup in the job's session) would
+    become one run, and the merged fire's own run would never end."""
     session = run_session(job)
     return RunRequest(
         origin="cron",
         session_key=session,
         prompt=job.prompt,
         agent_id=job.agent_id,
-        queue_mode="followup",
+        queue_mode="collect",
         meta={"cron_job_id": job.id, "due_at_ms": due_at_ms},
     )
 
