@@ -539,3 +539,45 @@ async def test_a_restart_after_three_missed_due_times_applies_each_catch_up_poli
     assert skipped == sorted(
         [(ids["latest"], "coalesced")] * 2 + [(ids["skip"], "missed_deadline")] * 3
     )
+
+
+async def test_the_generic_abort_of_a_cron_run_on_one_daemon_stops_it_on_the_other(
+    tmp_path: Path, schema: str
+) -> None:
+    """``chat.abort`` of the router run id of a fire daemon B executes, sent to daemon A (whose
+    router never saw the run): the plane asks automation first (``RUN_ABORTS``), which takes
+    ``cron.abort``'s path through the store; B cancels the run and records the fire
+    ``aborted``, once."""
+    with two_daemons(tmp_path, schema, lease_s=10.0) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_b.call(
+                    "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                )
+            )["job"]
+            ran = await on_b.call("cron.run", {"id": job["id"]})  # B claims and follows it
+            await asyncio.wait_for(on_b.event("exec.approval.requested"), WAIT_S)  # in flight
+            run_id = f"run_{ran['cronRunId']}"
+            aborted = await asyncio.wait_for(on_a.call("chat.abort", {"runId": run_id}), WAIT_S)
+            assert aborted == {"aborted": True, "runId": run_id, "cancelled": 1}, aborted
+            ended = await asyncio.wait_for(
+                on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+            )
+            assert ended["payload"]["status"] == "aborted"
+            (run,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+            assert (run["status"], run["owner"]) == ("aborted", "b")
+            audit = (await on_a.call("cron.audit", {"runId": ran["cronRunId"]}))["events"]
+            by_action = {e["action"]: e["source"] for e in audit}
+            assert by_action["run_abort_requested"] == "a"
+            assert by_action["run_aborted"] == "b"
+            # an id that is no cron run still goes to the local router (nothing to cancel)
+            other = await on_a.call("chat.abort", {"runId": "run_nope"})
+            assert other == {"aborted": True, "runId": "run_nope", "cancelled": 0}
+            await pump(on_b, 1.0)
+            completions = [
+                d for d in cron_events(on_b, "run_completed") if d["cronRunId"] == ran["cronRunId"]
+            ]
+            assert len(completions) == 1
