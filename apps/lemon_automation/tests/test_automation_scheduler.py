@@ -136,6 +136,7 @@ async def test_a_backward_clock_step_never_fires_a_due_time_twice(store: Store) 
     await sched.step()
     # The watermark is lost (a restored backup, a clock stepped back): the ledger key holds.
     await store.put("automation_jobs", "j1", msgspec.to_builtins(_job()))
+    await store.put("automation_jobs_rev", "rev", "restored")  # a backup brings its revision
     clock.now = T0 + PERIOD
     report = await sched.step()
     assert len(port.started) == 1

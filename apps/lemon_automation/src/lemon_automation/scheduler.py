@@ -75,6 +75,19 @@ def default_request(job: Job, due_at_ms: int) -> RunRequest:
     )
 
 
+_NEVER: Final = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    rev: str | None
+    by_due: list[tuple[int, Job]]
+    """Enabled jobs with a next due time (before jitter; -1: unreadable), earliest first."""
+    first_due: int
+    wake: int | None
+    """The earliest jittered next due time."""
+
+
 @dataclass
 class StepReport:
     fired: list[tuple[str, int]] = field(default_factory=list)
@@ -113,9 +126,9 @@ class Scheduler:
         self._max_catch_up = max_catch_up
         self._request_for = request_for
         self._max_parallel = max_parallel
-        self._loaded: list[Job] | None = None  # the last step's jobs (next_wake_ms reuses them)
-        self._advanced: dict[str, int] = {}  # watermarks that step moved since
+        self._stepped = False  # a step loaded the jobs since the last next_wake_ms
         self._next: dict[tuple[str, str, str, str, int, int], int | None] = {}
+        self._index: _Index | None = None
 
     def _grace(self, job: Job) -> int:
         if job.grace_ms is not None:
@@ -134,20 +147,30 @@ class Scheduler:
         two daemons stepping at once mostly claim different jobs first instead of queueing
         on the same rows. The report lists the jobs in the order they were loaded."""
         loaded, _quarantined = await self._jobs.load()
-        self._loaded = loaded
-        due = [job for job in loaded if job.enabled and self._may_be_due(job)]
+        self._stepped = True
+        index = self._indexed(loaded)
+        now = self._clock.now_ms()
+        if index.first_due > now:
+            return StepReport()  # nothing due: the common wake costs no walk of the jobs
+        due = [job for at, job in index.by_due if at <= now]
         if not due:
             return StepReport()
         start = _spread(self._owner, len(due))
         order = due[start:] + due[:start]
         gate = asyncio.Semaphore(self._max_parallel)
         reports: dict[str, StepReport] = {}
+        moves: dict[str, int] = {}
 
         async def one(job: Job) -> None:
             async with gate:
-                reports[job.id] = await self._step_job(job)
+                reports[job.id], newest = await self._step_job(job)
+                if newest is not None:
+                    moves[job.id] = newest
 
-        await asyncio.gather(*(one(job) for job in order))
+        try:
+            await asyncio.gather(*(one(job) for job in order))
+        finally:  # one write for every watermark the step moved (also when a job failed)
+            await self._jobs.advance_many(moves)
         report = StepReport()
         for job in due:
             part = reports[job.id]
@@ -157,6 +180,34 @@ class Scheduler:
             report.uncounted.update(part.uncounted)
             report.results += part.results
         return report
+
+    def _indexed(self, loaded: list[Job]) -> _Index:
+        """The enabled jobs of ``loaded`` by their next due time, built once per job revision
+        (``JobStore.revision``; every time when the store keeps none): a wake with nothing
+        due looks at the first entry only, not at every job."""
+        rev = self._jobs.revision
+        if rev is not None and self._index is not None and self._index.rev == rev:
+            return self._index
+        by_due: list[tuple[int, Job]] = []
+        wake: int | None = None
+        for job in loaded:
+            if not job.enabled:
+                continue
+            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+            try:
+                nxt = self._next_due(job, watermark)
+            except Exception:  # stepped at every wake: the step records why it cannot run
+                by_due.append((-1, job))
+                continue
+            if nxt is None:
+                continue
+            by_due.append((nxt, job))
+            jittered = nxt + jitter_ms(job, nxt)
+            wake = jittered if wake is None else min(wake, jittered)
+        by_due.sort(key=lambda entry: entry[0])
+        first = by_due[0][0] if by_due else _NEVER
+        self._index = _Index(rev=rev, by_due=by_due, first_due=first, wake=wake)
+        return self._index
 
     def _next_due(self, job: Job, watermark: int) -> int | None:
         """The job's first due time after ``watermark`` (before jitter), cached by everything
@@ -169,17 +220,9 @@ class Scheduler:
         nxt = self._next[key] = job.schedule().next_after(watermark)
         return nxt
 
-    def _may_be_due(self, job: Job) -> bool:
-        """Whether ``job`` has a due time at or before now (jitter included); a job whose
-        schedule cannot be read is stepped (the step records why)."""
-        watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-        try:
-            nxt = self._next_due(job, watermark)
-        except Exception:
-            return True
-        return nxt is not None and nxt <= self._clock.now_ms()
-
-    async def _step_job(self, job: Job) -> StepReport:
+    async def _step_job(self, job: Job) -> tuple[StepReport, int | None]:
+        """Fire or skip ``job``'s due times; also the newest due time handled (the new
+        watermark, written by the step with the others), None when none was."""
         report = StepReport()
         now = self._clock.now_ms()
         watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
@@ -219,10 +262,7 @@ class Scheduler:
             newest = max(newest, skip.due_at_ms)
         if plan.uncounted:
             report.uncounted[job.id] = plan.uncounted
-        if newest > watermark:
-            await self._jobs.advance(job, newest)
-            self._advanced[job.id] = newest
-        return report
+        return report, newest if newest > watermark else None
 
     async def _skip(self, job: Job, due_at_ms: int, reason: str, report: StepReport) -> None:
         """Record ``due_at_ms`` as skipped (claimed first: one daemon records it once)."""
@@ -265,22 +305,21 @@ class Scheduler:
 
     async def next_wake_ms(self) -> int:
         """When the next step is needed: the earliest jittered due time of any job, at most
-        ``poll_ms`` from now."""
+        ``poll_ms`` from now. Right after a step it reads nothing (the step's index, moved
+        with the watermarks the step wrote)."""
         now = self._clock.now_ms()
+        loaded, _ = await self._jobs.load() if not self._stepped else (None, None)
+        self._stepped = False
+        if loaded is None:
+            index = self._index
+            if index is None or index.rev is None or index.rev != self._jobs.revision:
+                loaded, _ = await self._jobs.load()
+                index = self._indexed(loaded)
+        else:
+            index = self._indexed(loaded)
         wake = now + self._poll_ms
-        loaded, self._loaded = self._loaded, None
-        advanced, self._advanced = self._advanced, {}
-        if loaded is None:  # no step since the last call: read the jobs
-            loaded, _ = await self._jobs.load()
-            advanced = {}
-        for job in loaded:
-            if not job.enabled:
-                continue
-            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-            watermark = max(watermark, advanced.get(job.id, watermark))
-            due = self._next_due(job, watermark)
-            if due is not None:
-                wake = min(wake, due + jitter_ms(job, due))
+        if index.wake is not None:
+            wake = min(wake, index.wake)
         return max(now, wake)
 
     async def run(self, *, steps: int | None = None) -> None:
