@@ -37,6 +37,7 @@ JOBS_TABLE: Final = "automation_jobs"
 #: One key (``rev``): a new value at every job write, so a load can tell nothing changed.
 JOBS_REV_TABLE: Final = "automation_jobs_rev"
 _ADOPTED_S: Final = 5.0  # how long a cache moved by this store's own advance is trusted
+_READ_ONE_BY_ONE: Final = 8  # advance_many reads more moved jobs than this with one scan
 _REV: Final = "rev"
 _MAX_PROMPT: Final = 32 * 1024
 #: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
@@ -280,11 +281,16 @@ class JobStore:
         cached = self._cached
         rev = await self._store.get(JOBS_REV_TABLE, _REV)
         fresh = cached is not None and isinstance(rev, str) and rev == cached[0]
+        if not fresh and len(moves) > _READ_ONE_BY_ONE:
+            await self.load()  # one scan, not a read per job (another daemon wrote meanwhile)
+            cached = self._cached
+            fresh = cached is not None
         if fresh and cached is not None:
             current: dict[str, Job | None] = {j.id: j for j in cached[1]}
         else:
-            rows = await asyncio.gather(*(self.get(job_id) for job_id in moves))
-            current = dict(zip(moves, rows, strict=True))
+            ids = list(moves)
+            rows = await asyncio.gather(*(self.get(job_id) for job_id in ids))
+            current = dict(zip(ids, rows, strict=True))
         moved: dict[str, Job] = {}
         for job_id, due in moves.items():
             job = current.get(job_id)

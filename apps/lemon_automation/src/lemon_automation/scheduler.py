@@ -76,6 +76,7 @@ def default_request(job: Job, due_at_ms: int) -> RunRequest:
 
 
 _NEVER: Final = 2**62
+_LOSING_STREAK: Final = 8  # lost claims in a row after which a step leaves the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ class Scheduler:
         self._request_for = request_for
         self._max_parallel = max_parallel
         self._stepped = False  # a step loaded the jobs since the last next_wake_ms
+        self._deferred = False  # the last step left due jobs to the next one (wake at once)
         self._next: dict[tuple[str, str, str, str, int, int], int | None] = {}
         self._index: _Index | None = None
 
@@ -161,19 +163,36 @@ class Scheduler:
         reports: dict[str, StepReport] = {}
         moves: dict[str, int] = {}
 
+        losing = 0  # the latest fires in a row another daemon claimed first
+
         async def one(job: Job) -> None:
+            nonlocal losing
             async with gate:
+                if losing >= _LOSING_STREAK:
+                    # Another daemon is ahead of this one on these jobs: leave them (their
+                    # watermarks unmoved) to the next step, which sees its watermarks and
+                    # claims only what is still unclaimed, instead of losing a claim each.
+                    self._deferred = True
+                    return
                 reports[job.id], newest = await self._step_job(job)
                 if newest is not None:
                     moves[job.id] = newest
+                lost = reports[job.id].lost and not reports[job.id].fired
+                losing = losing + 1 if lost else 0
 
         try:
             await asyncio.gather(*(one(job) for job in order))
-        finally:  # one write for every watermark the step moved (also when a job failed)
-            await self._jobs.advance_many(moves)
+        except asyncio.CancelledError:
+            raise  # stopping: the ledger holds the fires, the next start lists them again
+        except BaseException:
+            await self._jobs.advance_many(dict(moves))  # the jobs that did step
+            raise
+        await self._jobs.advance_many(dict(moves))  # one write for every watermark moved
         report = StepReport()
         for job in due:
-            part = reports[job.id]
+            part = reports.get(job.id)
+            if part is None:
+                continue  # deferred to the next step
             report.fired += part.fired
             report.lost += part.lost
             report.skipped += part.skipped
@@ -320,6 +339,9 @@ class Scheduler:
         wake = now + self._poll_ms
         if index.wake is not None:
             wake = min(wake, index.wake)
+        if self._deferred:
+            self._deferred = False
+            wake = now
         return max(now, wake)
 
     async def run(self, *, steps: int | None = None) -> None:
