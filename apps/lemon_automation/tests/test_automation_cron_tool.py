@@ -163,6 +163,44 @@ async def test_bad_arguments_are_an_error_naming_the_field_and_store_nothing(
     assert jobs == []
 
 
+async def test_the_tool_updates_the_model_pin_and_the_skills_and_refuses_bad_ones(
+    client: ClientFactory, service: AutomationService
+) -> None:
+    job = await service.add(JobSpec(name="pin", schedule="every 1h", prompt="/echo x"))
+    async with client() as c:
+        changed = result(
+            await ask(
+                c,
+                {"action": "update", "id": job.id, "model": "offline:offline",
+                 "skills": ["nightly-report"]},
+                approve="approve_once",
+            )
+        )  # fmt: skip
+        assert (changed["job"]["model"], changed["job"]["skills"]) == (
+            "offline:offline",
+            ["nightly-report"],
+        )
+        for args, needle in (
+            ({"model": "gpt-4o"}, "model: 'gpt-4o' is not provider:model"),
+            ({"skills": ["../etc"]}, "skills: '../etc' is not a skill name"),
+        ):
+            answer = await ask(
+                c, {"action": "update", "id": job.id, **args}, approve="approve_once"
+            )
+            assert "tool `cron` failed" in answer, (args, answer)
+            assert needle in answer, (args, answer)
+            assert "nothing was changed" in answer
+        unpinned = result(
+            await ask(
+                c, {"action": "update", "id": job.id, "model": "", "skills": []},
+                approve="approve_once",
+            )
+        )  # fmt: skip
+        assert (unpinned["job"]["model"], unpinned["job"]["skills"]) == (None, [])
+    stored = await service.get(job.id)
+    assert (stored.model, stored.skills) == (None, ())
+
+
 async def test_a_cron_run_is_refused_the_cron_tool(service: AutomationService) -> None:
     job = await service.add(JobSpec(name="t", schedule="every 1h", prompt=tool({"action": "list"})))
     _, _, done = await service.run_now(job.id)

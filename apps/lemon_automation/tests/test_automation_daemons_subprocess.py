@@ -63,7 +63,7 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
     with local buses a fire handed to a busy owner waits for that release (the hand-off
     command travels on the bus), so a longer one would starve the other daemon's fires."""
     home = tmp_path / name
-    (home / "agent").mkdir(parents=True)
+    (home / "agent").mkdir(parents=True, exist_ok=True)  # a restart: the same home
     (home / "config.toml").write_text(
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f"[router]\nlease_ttl_s = 2.0\n[gateway]\nlease_ttl_s = {lease_s}\n"
@@ -74,7 +74,7 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = lemon_env(tmp_path, home=home, LEMON_TEST_DSN=PG)
-    log = (tmp_path / f"{name}.log").open("w")  # a pipe nobody reads would fill and block
+    log = (tmp_path / f"{name}.log").open("a")  # a pipe nobody reads would fill and block
     proc, url = start_serve(env, work, stderr=log.fileno())
     log.close()
     return Daemon(name, proc, url, read_local_token(home))
@@ -352,3 +352,232 @@ async def test_cron_abort_on_one_daemon_stops_the_run_the_other_daemon_executes(
                 d for d in cron_events(on_b, "run_completed") if d["cronRunId"] == ran["cronRunId"]
             ]
             assert len(completions) == 1  # not retried, not completed twice
+
+
+HOLD_KEY = 4242  # the advisory lock the test holds to keep a daemon's `submitted` write waiting
+
+
+def _hold_submitted_writes(conn: psycopg.Connection[Any], schema: str, job_id: str) -> None:
+    """Make the fenced ``submitted`` write of ``job_id``'s fire wait (a BEFORE UPDATE trigger
+    on the ledger table taking the advisory lock this connection holds): the owner's claim
+    and its submission to the session port happen, the record of the submission does not."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (HOLD_KEY,))
+    conn.execute(
+        f'CREATE FUNCTION "{schema}".hold_submitted() RETURNS trigger LANGUAGE plpgsql AS $$ '
+        "BEGIN IF NEW.status = 'submitted' AND OLD.status = 'claimed' "
+        f"AND NEW.job_id = '{job_id}' THEN PERFORM pg_advisory_xact_lock({HOLD_KEY}); END IF; "
+        "RETURN NEW; END $$"
+    )
+    conn.execute(
+        f'CREATE TRIGGER hold_submitted BEFORE UPDATE ON "{schema}".lemon_fires '
+        f'FOR EACH ROW EXECUTE FUNCTION "{schema}".hold_submitted()'
+    )
+
+
+def _held_backend(conn: psycopg.Connection[Any]) -> int | None:
+    """The pid of the backend waiting for the test's advisory lock (None: nobody waits)."""
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND NOT granted",
+        (HOLD_KEY,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+async def test_a_daemon_killed_between_the_claim_and_the_record_of_its_submission_fires_once(
+    tmp_path: Path, schema: str
+) -> None:
+    """The owner claimed a scheduled fire and submitted its run (which ran), then died (kill
+    -9) before its fenced ``submitted`` write: the other daemon takes the claimed fire over,
+    re-submits the same derived run id (the session port answers the existing receipt: no
+    second run) and records the fire completed, once."""
+    with (
+        two_daemons(tmp_path, schema) as (a, b),
+        psycopg.connect(PG, autocommit=True) as conn,
+    ):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            clients = {"a": on_a, "b": on_b}
+            daemons = {"a": a, "b": b}
+            when = datetime.now(UTC) + timedelta(seconds=3)
+            job = (
+                await on_a.call(
+                    "cron.add",
+                    {"name": "once", "schedule": f"at {when.isoformat()}", "prompt": "/echo once"},
+                )
+            )["job"]
+            _hold_submitted_writes(conn, schema, job["id"])
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while (held := _held_backend(conn)) is None:  # the owner waits in its record
+                assert loop.time() < deadline, "no daemon reached the submitted write"
+                await asyncio.gather(pump(on_a, 0.2), pump(on_b, 0.2))
+            ((owner, status, due, fence),) = conn.execute(
+                f'SELECT owner, status, due_at_ms, fence FROM "{schema}".lemon_fires '
+                "WHERE job_id = %s",
+                (job["id"],),
+            ).fetchall()
+            assert status == "claimed"
+            run_id = (
+                "run_" + (await on_a.call("cron.runs", {"id": job["id"]}))["runs"][0]["cronRunId"]
+            )
+            # the submission landed: the run executes (and ends) while the record waits
+            ran = await asyncio.wait_for(clients[owner].completed(run_id), WAIT_S)
+            assert ran["payload"]["answer"] == "once"
+            dead, alive = daemons[owner], daemons["b" if owner == "a" else "a"]
+            dead.proc.kill()  # SIGKILL between the submission and its record
+            await asyncio.to_thread(dead.proc.wait, 30)
+            # its backend would commit the record once the lock is free: end it (a dead
+            # daemon's connection is gone; the server notices only at its next write)
+            conn.execute("SELECT pg_terminate_backend(%s)", (held,))
+            conn.execute(f'DROP TRIGGER hold_submitted ON "{schema}".lemon_fires')
+            conn.execute("SELECT pg_advisory_unlock(%s)", (HOLD_KEY,))
+            on_alive = clients[alive.name]
+            cid = run_id.removeprefix("run_")
+            ended = await asyncio.wait_for(
+                on_alive.event("cron", type="run_completed", cronRunId=cid), WAIT_S
+            )
+            assert ended["payload"]["status"] == "completed", ended
+            assert ended["payload"]["runId"] == run_id
+            await pump(on_alive, 3.0)  # nothing more for this fire
+            history = (await on_alive.call("cron.runs", {"id": job["id"]}))["runs"]
+            executions = [
+                f
+                for c in clients.values()
+                for f in c.events("agent")
+                if f["payload"].get("type") == "completed" and f["payload"].get("runId") == run_id
+            ]
+            completions = [
+                d for d in cron_events(on_alive, "run_completed") if d["cronRunId"] == cid
+            ]
+            ((final_owner, final_fence),) = conn.execute(
+                f'SELECT owner, fence FROM "{schema}".lemon_fires WHERE job_id = %s',
+                (job["id"],),
+            ).fetchall()
+    assert len(executions) == 1  # one run: the re-submission answered the existing receipt
+    assert len(completions) == 1
+    (record,) = history
+    assert (record["status"], record["owner"], record["dueAtMs"]) == ("completed", alive.name, due)
+    assert record["routerRunId"] == run_id
+    assert (final_owner, final_fence) == (alive.name, fence + 1)  # taken over once
+
+
+async def test_a_restart_after_three_missed_due_times_applies_each_catch_up_policy(
+    tmp_path: Path, schema: str
+) -> None:
+    """A daemon with three hourly jobs (``latest``, ``all``, ``skip``) stops; while it is down
+    three due times of each pass (the jobs' anchors are moved 3.5 h back in the store, which is
+    what 3.5 h of downtime leaves behind: a watermark three periods old); restarted, it fires
+    the newest within grace and records the other two ``coalesced`` (latest), fires all three
+    oldest first (all), or fires none and records three ``missed_deadline`` (skip)."""
+    import msgspec
+
+    from lemon_automation.jobs import JOBS_TABLE
+
+    first = start(tmp_path, "a", schema, lease_s=10.0)
+    try:
+        async with wire_client(first.ws, token=first.token)() as c:
+            ids = {
+                policy: (
+                    await c.call(
+                        "cron.add",
+                        {"name": policy, "schedule": "every 1h", "prompt": f"/echo {policy}",
+                         "catchUp": policy},
+                    )
+                )["job"]["id"]
+                for policy in ("latest", "all", "skip")
+            }  # fmt: skip
+    finally:
+        stop_serve(first.proc, graceful=True)
+    hour = 3_600_000
+    store = await PostgresStore.open(PG, schema=schema, max_connections=2)
+    try:
+        anchors = {}
+        for policy, job_id in ids.items():
+            row = await store.get(JOBS_TABLE, job_id)
+            assert isinstance(row, dict)
+            assert row.get("last_due_at_ms") is None  # nothing was due before the stop
+            anchor = int(row["anchor_ms"]) - hour * 7 // 2
+            anchors[policy] = anchor
+            row.update(anchor_ms=anchor, created_at_ms=anchor)
+            await store.put(JOBS_TABLE, job_id, msgspec.to_builtins(row))
+        again = start(tmp_path, "a", schema, lease_s=10.0)
+        try:
+            ledger = PostgresFireLedger(store)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while True:
+                fires = {p: await ledger.fires(j, limit=100) for p, j in ids.items()}
+                if all(len(f) == 3 and all(x.done for x in f) for f in fires.values()):
+                    break
+                assert loop.time() < deadline, "\n".join(
+                    f"{p}: {[(x.status, x.outcome) for x in f]}" for p, f in fires.items()
+                )
+                await asyncio.sleep(0.2)
+            async with wire_client(again.ws, token=again.token)() as c:
+                runs = {p: (await c.call("cron.runs", {"id": j}))["runs"] for p, j in ids.items()}
+                audit = (await c.call("cron.audit", {"action": "run_skipped"}))["events"]
+        finally:
+            stop_serve(again.proc, graceful=True)
+    finally:
+        await store.close()
+    for policy, anchor in anchors.items():
+        dues = sorted(f.due_at_ms for f in fires[policy])
+        assert dues == [anchor + hour, anchor + 2 * hour, anchor + 3 * hour], policy
+    by_due = {p: sorted(r, key=lambda r: r["dueAtMs"]) for p, r in runs.items()}
+    seen = {p: [(r["status"], r["reason"]) for r in rs] for p, rs in by_due.items()}
+    assert seen["latest"] == [
+        ("skipped", "coalesced"),
+        ("skipped", "coalesced"),
+        ("completed", None),
+    ], seen
+    assert seen["all"] == [("completed", None)] * 3, seen
+    assert seen["skip"] == [("skipped", "missed_deadline")] * 3, seen
+    assert {r["triggeredBy"] for rs in runs.values() for r in rs} == {"schedule"}
+    skipped = sorted((e["jobId"], e["reason"]) for e in audit)
+    assert skipped == sorted(
+        [(ids["latest"], "coalesced")] * 2 + [(ids["skip"], "missed_deadline")] * 3
+    )
+
+
+async def test_the_generic_abort_of_a_cron_run_on_one_daemon_stops_it_on_the_other(
+    tmp_path: Path, schema: str
+) -> None:
+    """``chat.abort`` of the router run id of a fire daemon B executes, sent to daemon A (whose
+    router never saw the run): the plane asks automation first (``RUN_ABORTS``), which takes
+    ``cron.abort``'s path through the store; B cancels the run and records the fire
+    ``aborted``, once."""
+    with two_daemons(tmp_path, schema, lease_s=10.0) as (a, b):
+        async with (
+            wire_client(a.ws, token=a.token)() as on_a,
+            wire_client(b.ws, token=b.token)() as on_b,
+        ):
+            job = (
+                await on_b.call(
+                    "cron.add", {"name": "hold", "schedule": "every 1h", "prompt": HOLD}
+                )
+            )["job"]
+            ran = await on_b.call("cron.run", {"id": job["id"]})  # B claims and follows it
+            await asyncio.wait_for(on_b.event("exec.approval.requested"), WAIT_S)  # in flight
+            run_id = f"run_{ran['cronRunId']}"
+            aborted = await asyncio.wait_for(on_a.call("chat.abort", {"runId": run_id}), WAIT_S)
+            assert aborted == {"aborted": True, "runId": run_id, "cancelled": 1}, aborted
+            ended = await asyncio.wait_for(
+                on_b.event("cron", type="run_completed", cronRunId=ran["cronRunId"]), WAIT_S
+            )
+            assert ended["payload"]["status"] == "aborted"
+            (run,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+            assert (run["status"], run["owner"]) == ("aborted", "b")
+            audit = (await on_a.call("cron.audit", {"runId": ran["cronRunId"]}))["events"]
+            by_action = {e["action"]: e["source"] for e in audit}
+            assert by_action["run_abort_requested"] == "a"
+            assert by_action["run_aborted"] == "b"
+            # an id that is no cron run still goes to the local router (nothing to cancel)
+            other = await on_a.call("chat.abort", {"runId": "run_nope"})
+            assert other == {"aborted": True, "runId": "run_nope", "cancelled": 0}
+            await pump(on_b, 1.0)
+            completions = [
+                d for d in cron_events(on_b, "run_completed") if d["cronRunId"] == ran["cronRunId"]
+            ]
+            assert len(completions) == 1

@@ -20,9 +20,10 @@ from lemon_channels import ChannelsOptions
 from lemon_channels.testing import FakeTelegram
 from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import plane_client
-from lemon_core.bus.topics import session_topic
+from lemon_core.bus.topics import run_topic, session_topic
 from lemon_core.channels import CHANNEL_SUPERVISION
 from lemon_core.config import load_config
+from lemon_platform_test.providers import Gate, ScriptedProviderServer, ScriptedTurn
 from lemon_runtime import Runtime
 
 TOKEN_ENV = "LEMON_TEST_TELEGRAM_TOKEN"
@@ -59,6 +60,16 @@ def daemon(tmp_path: Path, telegram: FakeTelegram) -> Callable[[], Runtime]:
         return Runtime(profile="daemon", config=loaded, options=options)
 
     return make
+
+
+async def queued(sub: Any) -> list[Any]:
+    """The events already queued on ``sub`` (it is read until it has nothing for 0.2 s)."""
+    out: list[Any] = []
+    while True:
+        try:
+            out.append(await asyncio.wait_for(sub.get(), 0.2))
+        except TimeoutError:
+            return out
 
 
 def service_of(rt: Runtime) -> AutomationService:
@@ -183,3 +194,66 @@ async def test_an_undeliverable_target_is_skipped_preflight_with_one_alert_and_n
             assert bad["error"]["message"].startswith("channel: ")
         main.cancel()
     assert telegram.chat(CHAT) == []
+
+
+async def test_a_streaming_heartbeat_ok_is_suppressed_and_no_delta_reaches_the_channel(
+    tmp_path: Path, telegram: FakeTelegram, scripted_provider: ScriptedProviderServer
+) -> None:
+    """The heartbeat's model streams (the scripted provider on 127.0.0.1, a few characters per
+    frame, held at a gate mid-answer): while ``HEARTBE`` is streamed the channel has nothing,
+    the finished ``HEARTBEAT_OK`` is suppressed (no send, no forward), and the next, alerting,
+    heartbeat is the only message the chat ever gets, sent once as a whole."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        '[defaults]\nmodel = "scripted:test-model"\n'
+        '[providers.scripted]\nkind = "openai_completions"\n'
+        f'base_url = "{scripted_provider.openai_base_url}"\n'
+        "[channels.telegram]\n"
+        f'token_env = "{TOKEN_ENV}"\napi_base_url = "{telegram.url}"\n'
+        "allowed_users = [42]\npoll_timeout_s = 5\n",
+        encoding="utf-8",
+    )
+    options: list[Any] = [
+        AutomationOptions(tick_s=0.2),
+        ControlPlaneOptions(settings={"port": 0, "cwd": str(work)}),
+        ChannelsOptions(environ={TOKEN_ENV: telegram.token}, edit_interval_s=0),
+    ]
+    gate = Gate()
+    scripted_provider.script(
+        ScriptedTurn(text="HEARTBEAT_OK", chunk_size=3, pause=gate, pause_after=2),
+        ScriptedTurn(text="the disk is full", chunk_size=3),
+    )
+    loaded = load_config(home=home, cwd=work, environ={})
+    async with Runtime(profile="daemon", config=loaded, options=options) as rt:
+        service = service_of(rt)
+        main = rt.bus.subscribe(session_topic(MAIN))
+        hb = await service.set_heartbeat("default", enabled=True, channel=f"telegram:{CHAT}")
+        _, cid, done = await service.run_now(hb.id, triggered_by="wake")
+        deltas = rt.bus.subscribe(run_topic(f"run_{cid}"))
+        assert await gate.wait_reached_async(30)  # the answer is half streamed
+        assert telegram.chat(CHAT) == []
+        gate.open()
+        quiet = await asyncio.wait_for(done, 30)
+        assert quiet.status == "completed", quiet
+        assert quiet.suppressed is True
+        assert quiet.delivery is None
+        # the run ended before its fire did: every delta of it is queued already
+        streamed = [e.payload.text for e in await queued(deltas) if e.type == "delta"]
+        assert len(streamed) >= 2, streamed  # it did stream, after the gate too
+        assert "".join(streamed).endswith("_OK")
+        _, _, done = await service.run_now(hb.id, triggered_by="wake")
+        loud = await asyncio.wait_for(done, 30)
+        assert loud.delivery == "admitted", loud
+        await telegram.wait_for(lambda: len(telegram.chat(CHAT)) == 1)
+        (sent,) = telegram.chat(CHAT)
+        assert sent.text == "the disk is full"
+        assert sent.edits == 0  # delivered whole, not streamed into the chat
+        forwarded = [
+            e.payload.completed.answer for e in await queued(main) if e.type == "run_completed"
+        ]
+        assert forwarded == []  # with a channel, not the base session: the alert went there
+        main.cancel()
+        deltas.cancel()
+    assert [m.text for m in telegram.chat(CHAT)] == ["the disk is full"]

@@ -151,3 +151,46 @@ async def test_bad_model_and_skills_are_refused_naming_the_field(daemon: Runtime
             assert bad["error"]["message"].startswith(field), bad
         listed = (await c.call("cron.list", {}))["jobs"]
         assert listed == []
+
+
+async def test_cron_update_changes_the_model_and_skills_with_the_checks_add_makes(
+    daemon: Runtime,
+) -> None:
+    """``cron.update`` takes ``model`` / ``skills``: refused as ``cron.add`` refuses them
+    (naming the field, nothing changed), and the new pin is what the next fire preflights."""
+    async with _client(daemon)() as c:
+        job = await _add(c, "later", model="offline:offline")
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True})
+        assert ran["status"] == "completed", ran
+        for params, field in (
+            ({"model": "gpt-4o"}, "model: "),
+            ({"model": 7}, "model must be a string"),
+            ({"skills": ["../etc"]}, "skills: "),
+            ({"skills": "x"}, "skills must be a list of strings"),
+        ):
+            bad = await c.request("cron.update", {"id": job["id"], **params})
+            assert bad["error"]["code"] == "INVALID_PARAMS", bad
+            assert bad["error"]["message"].startswith(field), bad
+        (kept,) = (await c.call("cron.list", {}))["jobs"]
+        assert (kept["model"], kept["skills"]) == ("offline:offline", [])
+
+        moved = (await c.call("cron.update", {"id": job["id"], "model": "nosuch:model-9"}))["job"]
+        assert moved["model"] == "nosuch:model-9"
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True})
+        assert ran["status"] == "skipped"
+        assert ran["reason"].startswith("preflight: model nosuch:model-9: not known")
+
+        skilled = (
+            await c.call(
+                "cron.update", {"id": job["id"], "model": None, "skills": ["nightly-report"]}
+            )
+        )["job"]
+        assert (skilled["model"], skilled["skills"]) == (None, ["nightly-report"])
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True})
+        assert ran["status"] == "skipped"
+        assert ran["reason"].startswith("preflight: skill 'nightly-report' is not installed")
+
+        plain = (await c.call("cron.update", {"id": job["id"], "skills": []}))["job"]
+        assert plain["skills"] == []
+        ran = await c.call("cron.run", {"id": job["id"], "wait": True})
+        assert ran["status"] == "completed", ran

@@ -136,6 +136,7 @@ async def test_a_backward_clock_step_never_fires_a_due_time_twice(store: Store) 
     await sched.step()
     # The watermark is lost (a restored backup, a clock stepped back): the ledger key holds.
     await store.put("automation_jobs", "j1", msgspec.to_builtins(_job()))
+    await store.put("automation_jobs_rev", "rev", "restored")  # a backup brings its revision
     clock.now = T0 + PERIOD
     report = await sched.step()
     assert len(port.started) == 1
@@ -165,3 +166,67 @@ async def test_a_takeover_submits_a_claimed_fire_once_and_ends_an_in_flight_one(
     assert late is None  # the dead owner's late write is refused by the fence
     again = await b.recover()
     assert (again.fired, again.skipped) == ([], [])
+
+
+class _Counting:
+    """The store, counting the calls the scheduler makes of it."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.inner, name)
+        if name in ("get", "put", "put_many", "scan", "delete"):
+
+            async def counted(*args: object, **kwargs: object) -> object:
+                self.calls.append(name)
+                return await attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+async def test_an_idle_wake_reads_one_key_and_a_step_writes_its_watermarks_once(
+    store: Store,
+) -> None:
+    """100 jobs: a wake with nothing due reads the jobs' revision only (no scan, no walk of
+    the jobs: the next-due index); the step that fires all of them writes every watermark in
+    one ``put_many``, after which this scheduler's next load reads nothing more."""
+    clock = ManualClock(T0)
+    counting = _Counting(store)
+    jobs = JobStore(counting, max_jobs_per_agent=100)  # type: ignore[arg-type]  # delegates
+    for i in range(100):
+        await jobs.add(_job(id=f"j{i:03d}", name=f"t{i}", expr="1h"), now_ms=T0)
+    port = Port()
+    sched = Scheduler(
+        jobs,
+        MemoryFireLedger(clock=clock),
+        port,
+        owner="a",
+        clock=clock,
+        sleep=lambda _s: _never(),
+        poll_ms=1000,
+    )
+    await sched.step()  # the first load scans
+    counting.calls.clear()
+    for _ in range(5):
+        clock.now += 1000
+        assert (await sched.step()).fired == []
+        await sched.next_wake_ms()
+    assert counting.calls == ["get"] * 5  # the revision, once per wake
+    counting.calls.clear()
+    clock.now = T0 + 3_600_000
+    report = await sched.step()
+    assert len(report.fired) == 100
+    assert counting.calls.count("put_many") == 1  # one watermark write for the 100 jobs
+    assert "scan" not in counting.calls
+    counting.calls.clear()
+    assert await sched.next_wake_ms() == T0 + 3_600_000 + 1000
+    assert "scan" not in counting.calls  # the write moved this store's cache with it
+    loaded, _ = await jobs.load()
+    assert {j.last_due_at_ms for j in loaded} == {T0 + 3_600_000}
+
+
+async def _never() -> None:
+    raise AssertionError("the test drives the steps itself")

@@ -254,3 +254,36 @@ def test_heartbeat_active_hours_on_the_store(env: dict[str, str]) -> None:
     cleared = lemon_json(env, "heartbeat", "set", "--active-hours", "none")
     assert isinstance(cleared, dict)
     assert cleared["heartbeat"]["active_hours"] is None
+
+
+def test_update_changes_the_model_pin_and_the_skills_and_refuses_bad_ones(
+    env: dict[str, str],
+) -> None:
+    job = lemon_json(env, "cron", "add", "pinned", "--every", "1h", "--prompt", "x")
+    assert isinstance(job, dict)
+    assert (job["model"], job["skills"]) == (None, [])
+    changed = lemon_json(env, "cron", "update", job["id"], "--model", "openai:gpt-4o-mini",
+                         "--skill", "nightly-report", "--skill", "git")  # fmt: skip
+    assert isinstance(changed, dict)
+    assert (changed["model"], changed["skills"]) == (
+        "openai:gpt-4o-mini",
+        ["nightly-report", "git"],
+    )
+    for args, field in (
+        (["--model", "gpt-4o"], "model:"),
+        (["--skill", "../etc"], "skills:"),
+        (["--skill", "git", "--no-skills"], "skills:"),
+        ([], "give a field"),
+    ):
+        proc = run_lemon(env, "cron", "update", job["id"], *args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert field in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
+    listed = lemon_json(env, "cron", "list")
+    assert isinstance(listed, dict)
+    (kept,) = listed["jobs"]
+    assert (kept["model"], kept["skills"]) == ("openai:gpt-4o-mini", ["nightly-report", "git"])
+    cleared = lemon_json(env, "cron", "update", job["id"], "--model", "", "--no-skills")
+    assert isinstance(cleared, dict)
+    assert (cleared["model"], cleared["skills"]) == (None, [])

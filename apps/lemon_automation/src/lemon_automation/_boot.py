@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from lemon_automation._aborts import CronRunAborts
 from lemon_automation._section import SECTIONS, AutomationConfig
 from lemon_automation._tool import AgentCronJobs
 from lemon_automation._wire import registered
@@ -32,6 +33,7 @@ from lemon_automation.service import AutomationService, default_daemon_id
 from lemon_core.capabilities import MODEL_CATALOG
 from lemon_core.channels import CHANNEL_SUPERVISION
 from lemon_core.cron import CRON_JOBS
+from lemon_core.run_aborts import RUN_ABORTS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.wire_methods import WIRE_METHODS
 from lemon_runtime import AppSpec, Runtime, open_fire_ledger
@@ -105,11 +107,14 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[AutomationApp]:
     log.info("automation runs as %s (lease %d ms)", service.owner, config.lease_ms)
     cron_jobs = AgentCronJobs(service)  # the agent's cron tool reaches the jobs through it
     capabilities.register(CRON_JOBS, cron_jobs)
+    aborts = CronRunAborts(service)  # the control plane's chat.abort / port.cancel of a cron run
+    capabilities.register(RUN_ABORTS, aborts)
     try:
         with registered(methods, service):
             yield AutomationApp(config, service)
     finally:
         capabilities.unregister(CRON_JOBS, cron_jobs)
+        capabilities.unregister(RUN_ABORTS, aborts)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from lemon_automation._wire import _bool, _int, _str
+from lemon_automation._wire import _bool, _int, _str, _strings, pins
 from lemon_automation.jobs import Job, JobError
 from lemon_automation.schedule import ScheduleError
 from lemon_automation.service import AutomationService, JobSpec, job_view
@@ -25,7 +25,7 @@ __all__ = ["AgentCronJobs"]
 
 _ADD: Final = frozenset(
     {"name", "schedule", "prompt", "timezone", "enabled", "jitter_sec", "catch_up",
-     "timeout_sec", "max_retries", "channel"}
+     "timeout_sec", "max_retries", "channel", "model", "skills"}
 )  # fmt: skip
 _UPDATE: Final = {
     "name": ("name", 1),
@@ -35,6 +35,8 @@ _UPDATE: Final = {
     "catch_up": ("catch_up", 1),
     "timeout_sec": ("timeout_ms", 1000),
     "max_retries": ("max_retries", 1),
+    "model": ("model", 1),
+    "skills": ("skills", 1),
 }
 _ID_ONLY: Final = frozenset({"pause", "resume", "remove", "run", "list"})
 
@@ -45,7 +47,7 @@ def _view(job: Job) -> dict[str, Any]:
         k: view.get(k)
         for k in (
             "id", "name", "schedule", "timezone", "enabled", "next_due_at_ms", "prompt",
-            "catch_up", "max_retries", "channel",
+            "catch_up", "max_retries", "channel", "model", "skills",
         )
     }  # fmt: skip
 
@@ -111,6 +113,8 @@ class AgentCronJobs:
                 timeout_ms=int(_int(args, "timeout_sec", default=300, low=1) * 1000),
                 max_retries=int(_int(args, "max_retries", default=0)),
                 channel=_str(args, "channel"),
+                model=_str(args, "model"),
+                skills=_strings(args, "skills"),
             )
             job = await service.add(spec)
             return {"job": _view(job)}
@@ -126,6 +130,7 @@ class AgentCronJobs:
                 name, scale = _UPDATE[key]
                 scaled = scale != 1 and isinstance(value, int | float)
                 changes[name] = int(value * scale) if scaled else value
+            changes.update(pins(args, model="model", skills="skills"))
             if not changes:
                 raise UsageError(f"action=update needs a field to change: {', '.join(_UPDATE)}")
             job = await service.update(job.id, changes)

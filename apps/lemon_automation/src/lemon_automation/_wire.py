@@ -58,6 +58,8 @@ _UPDATABLE: Final = {
     "graceSec": ("grace_ms", 1000),
     "timeoutSec": ("timeout_ms", 1000),
     "maxRetries": ("max_retries", 1),
+    "model": ("model", 1),
+    "skills": ("skills", 1),
 }
 
 
@@ -144,6 +146,23 @@ def _strings(params: Any, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UsageError(f"{name} must be a list of strings")
     return tuple(value)
+
+
+def pins(params: Any, *, model: str, skills: str) -> dict[str, Any]:
+    """The job fields ``model`` / ``skills`` given in an update's ``params`` (under those
+    names): ``model`` a ``provider:model`` string, or null or ``""`` (no pin: the configured
+    default),
+    ``skills`` a list of names (``[]``: none). Checked as ``cron.add`` checks them (the form
+    here, the rest by the job's validation; the catalogue and the skills at every fire)."""
+    out: dict[str, Any] = {}
+    if model in params:
+        value = params[model]
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"{model} must be a string (provider:model) or null")
+        out["model"] = value or None
+    if skills in params:
+        out["skills"] = _strings(params, skills)
+    return out
 
 
 def _str(params: Any, name: str, *, required: bool = False, default: str | None = None) -> Any:
@@ -268,6 +287,7 @@ def methods_of(service: AutomationService) -> dict[str, tuple[WireHandler, str]]
             name, scale = _UPDATABLE[key]
             scaled = scale != 1 and isinstance(value, int | float)
             changes[name] = int(value * scale) if scaled else value
+        changes.update(pins(p, model="model", skills="skills"))
         job = await guarded(service.update(job_id, changes))
         return {"job": camel(job_view(job))}
 

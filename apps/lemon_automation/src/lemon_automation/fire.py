@@ -9,13 +9,22 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.fire_ledger import Fire, FireLedger
 
-__all__ = ["FireResult", "Submitter", "cron_run_id", "fire_due", "router_run_id", "submit_fire"]
+__all__ = [
+    "FireResult",
+    "HeldFire",
+    "Submitter",
+    "cron_run_id",
+    "fire_due",
+    "keep_lease",
+    "router_run_id",
+    "submit_fire",
+]
 
 log = logging.getLogger("lemon_automation")
 
@@ -77,15 +86,15 @@ async def submit_fire(
     if lease_ms is None:
         receipt = await port.submit(submission)
     else:
-        held = [fire]
-        keeper = asyncio.create_task(_keep(ledger, held, lease_ms))
+        held = HeldFire(fire)
+        keeper = asyncio.create_task(keep_lease(ledger, held, lease_ms))
         try:
             receipt = await port.submit(submission)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
-        fire = held[0]
+        fire = held.fire  # a refused renewal: the fenced record below says it is lost
     if receipt.status == "rejected":
         done = await ledger.record(fire, status="failed", run_id=run_id, outcome=receipt.reason)
         return FireResult("rejected", done, receipt)
@@ -95,15 +104,28 @@ async def submit_fire(
     return FireResult("submitted", written, receipt)
 
 
-async def _keep(ledger: FireLedger, held: list[Fire], lease_ms: int) -> None:
-    """Renew ``held[0]`` every third of ``lease_ms`` (until cancelled, or refused: lost)."""
+@dataclass(slots=True)
+class HeldFire:
+    """A fire whose lease :func:`keep_lease` renews: ``fire`` is its newest renewal, ``lost``
+    is set once a renewal was refused (another daemon took it over)."""
+
+    fire: Fire
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def keep_lease(ledger: FireLedger, held: HeldFire, lease_ms: int) -> None:
+    """Renew ``held.fire`` every third of ``lease_ms`` until cancelled, or until a renewal is
+    refused by the fence (then ``held.lost`` is set and it returns). A renewal that fails (the
+    store is down) is logged and tried again at the next third. The one renewal loop of a
+    fire: while it is being submitted and while its run is in flight."""
     while True:
         await asyncio.sleep(lease_ms / 3000)
         try:
-            renewed = await ledger.renew(held[0], lease_ms=lease_ms)
+            renewed = await ledger.renew(held.fire, lease_ms=lease_ms)
         except Exception as exc:  # the store is down: the next renewal tries again
-            log.warning("automation could not renew fire %s: %s", held[0].job_id, exc)
+            log.warning("automation could not renew fire %s: %s", held.fire.job_id, exc)
             continue
         if renewed is None:
-            return  # taken over: the fenced record after the submission says so
-        held[0] = renewed
+            held.lost.set()
+            return
+        held.fire = renewed

@@ -5,8 +5,10 @@ is quarantined (listed apart, every other job still loads)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -34,13 +36,15 @@ __all__ = [
 JOBS_TABLE: Final = "automation_jobs"
 #: One key (``rev``): a new value at every job write, so a load can tell nothing changed.
 JOBS_REV_TABLE: Final = "automation_jobs_rev"
+_ADOPTED_S: Final = 5.0  # how long a cache moved by this store's own advance is trusted
+_READ_ONE_BY_ONE: Final = 8  # advance_many reads more moved jobs than this with one scan
 _REV: Final = "rev"
 _MAX_PROMPT: Final = 32 * 1024
 #: A retry's fire key is its due time plus the attempt in ms: kept far below any period (1 s).
 MAX_RETRIES: Final = 10
 _MUTABLE: Final = frozenset(
     {"name", "prompt", "enabled", "jitter_ms", "catch_up", "grace_ms", "timeout_ms", "max_retries",
-     "armed_at_ms"}
+     "armed_at_ms", "model", "skills"}
 )  # fmt: skip
 
 
@@ -188,12 +192,18 @@ class JobStore:
         self._store = store
         self._max = max_jobs_per_agent
         self._cached: tuple[str, list[Job], list[tuple[str, str]]] | None = None
+        # When the cache was moved to this store's own revision by advance_many (None: it
+        # was read): such a cache is trusted for _ADOPTED_S only, since another daemon's
+        # write landing between that revision check and the write would not be seen.
+        self._adopted_at: float | None = None
 
     async def load(self) -> tuple[list[Job], list[tuple[str, str]]]:
         """Every job, and the quarantined rows as ``(key, why)``."""
         rev = await self._store.get(JOBS_REV_TABLE, _REV)
         cached = self._cached
-        if isinstance(rev, str) and cached is not None and cached[0] == rev:
+        adopted = self._adopted_at
+        trusted = adopted is None or time.monotonic() - adopted < _ADOPTED_S
+        if isinstance(rev, str) and cached is not None and cached[0] == rev and trusted:
             return list(cached[1]), list(cached[2])
         jobs: list[Job] = []
         bad: list[tuple[str, str]] = []
@@ -204,6 +214,7 @@ class JobStore:
                 bad.append((key, f"cannot be decoded: {exc}"))
         # the revision read before the scan: a write since makes the next load scan again
         self._cached = (rev, list(jobs), list(bad)) if isinstance(rev, str) else None
+        self._adopted_at = None
         return jobs, bad
 
     async def _write(self, job: Job) -> None:
@@ -248,13 +259,57 @@ class JobStore:
         await self._write(updated)
         return updated
 
+    @property
+    def revision(self) -> str | None:
+        """The revision of the jobs the last :meth:`load` answered (``None``: not cached, so
+        every load reads them all); it changes with every job write seen or made here."""
+        return None if self._cached is None else self._cached[0]
+
     async def advance(self, job: Job, due_at_ms: int) -> None:
         """Move the watermark to ``due_at_ms`` (never backwards)."""
-        current = await self.get(job.id)
-        if current is None or (current.last_due_at_ms or -1) >= due_at_ms:
+        await self.advance_many({job.id: due_at_ms})
+
+    async def advance_many(self, moves: Mapping[str, int]) -> None:
+        """Move the watermarks of several jobs (job id -> due time; never backwards) in one
+        ``put_many`` with one new revision: a scheduler step writes once, however many jobs
+        it fired. When the revision is still the one of the cached jobs (no job write since
+        the last load) the cached jobs are the current rows and are not read again, and the
+        cache moves to the new revision, so this daemon's next load reads nothing; otherwise
+        each job is read first (a change made meanwhile is kept)."""
+        if not moves:
             return
-        moved = msgspec.structs.replace(current, last_due_at_ms=due_at_ms)
-        await self._write(moved)
+        cached = self._cached
+        rev = await self._store.get(JOBS_REV_TABLE, _REV)
+        fresh = cached is not None and isinstance(rev, str) and rev == cached[0]
+        if not fresh and len(moves) > _READ_ONE_BY_ONE:
+            await self.load()  # one scan, not a read per job (another daemon wrote meanwhile)
+            cached = self._cached
+            fresh = cached is not None
+        if fresh and cached is not None:
+            current: dict[str, Job | None] = {j.id: j for j in cached[1]}
+        else:
+            ids = list(moves)
+            rows = await asyncio.gather(*(self.get(job_id) for job_id in ids))
+            current = dict(zip(ids, rows, strict=True))
+        moved: dict[str, Job] = {}
+        for job_id, due in moves.items():
+            job = current.get(job_id)
+            if job is not None and (job.last_due_at_ms or -1) < due:
+                moved[job_id] = msgspec.structs.replace(job, last_due_at_ms=due)
+        if not moved:
+            return
+        new_rev = uuid.uuid4().hex
+        await self._store.put_many(
+            [
+                *((JOBS_TABLE, j.id, msgspec.to_builtins(j), None) for j in moved.values()),
+                (JOBS_REV_TABLE, _REV, new_rev, None),
+            ]
+        )
+        if fresh and cached is not None and self._cached is cached:
+            jobs = [moved.get(j.id, j) for j in cached[1]]
+            self._cached = (new_rev, jobs, cached[2])
+            if self._adopted_at is None:
+                self._adopted_at = time.monotonic()
 
     async def remove(self, job_id: str) -> bool:
         removed = await self._store.delete(JOBS_TABLE, job_id)

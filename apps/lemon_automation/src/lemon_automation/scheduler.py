@@ -57,16 +57,36 @@ def run_session(job: Job) -> str:
 
 
 def default_request(job: Job, due_at_ms: int) -> RunRequest:
-    """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``."""
+    """The run of one fire: the job's session, or a sub-session ``<base>:sub:cron_<id>``.
+
+    Queue mode ``collect``: each fire is a run of its own, queued in order behind the
+    session's active run. Not ``followup``: the router merges a followup into the previous
+    queued followup of the session within its merge window, so the due times a catch-up
+    ``all`` fires together (or a fire and a user's followup in the job's session) would
+    become one run, and the merged fire's own run would never end."""
     session = run_session(job)
     return RunRequest(
         origin="cron",
         session_key=session,
         prompt=job.prompt,
         agent_id=job.agent_id,
-        queue_mode="followup",
+        queue_mode="collect",
         meta={"cron_job_id": job.id, "due_at_ms": due_at_ms},
     )
+
+
+_NEVER: Final = 2**62
+_LOSING_STREAK: Final = 8  # lost claims in a row after which a step leaves the rest
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    rev: str | None
+    by_due: list[tuple[int, Job]]
+    """Enabled jobs with a next due time (before jitter; -1: unreadable), earliest first."""
+    first_due: int
+    wake: int | None
+    """The earliest jittered next due time."""
 
 
 @dataclass
@@ -107,9 +127,10 @@ class Scheduler:
         self._max_catch_up = max_catch_up
         self._request_for = request_for
         self._max_parallel = max_parallel
-        self._loaded: list[Job] | None = None  # the last step's jobs (next_wake_ms reuses them)
-        self._advanced: dict[str, int] = {}  # watermarks that step moved since
+        self._stepped = False  # a step loaded the jobs since the last next_wake_ms
+        self._deferred = False  # the last step left due jobs to the next one (wake at once)
         self._next: dict[tuple[str, str, str, str, int, int], int | None] = {}
+        self._index: _Index | None = None
 
     def _grace(self, job: Job) -> int:
         if job.grace_ms is not None:
@@ -128,29 +149,84 @@ class Scheduler:
         two daemons stepping at once mostly claim different jobs first instead of queueing
         on the same rows. The report lists the jobs in the order they were loaded."""
         loaded, _quarantined = await self._jobs.load()
-        self._loaded = loaded
-        due = [job for job in loaded if job.enabled and self._may_be_due(job)]
+        self._stepped = True
+        index = self._indexed(loaded)
+        now = self._clock.now_ms()
+        if index.first_due > now:
+            return StepReport()  # nothing due: the common wake costs no walk of the jobs
+        due = [job for at, job in index.by_due if at <= now]
         if not due:
             return StepReport()
         start = _spread(self._owner, len(due))
         order = due[start:] + due[:start]
         gate = asyncio.Semaphore(self._max_parallel)
         reports: dict[str, StepReport] = {}
+        moves: dict[str, int] = {}
+
+        losing = 0  # the latest fires in a row another daemon claimed first
 
         async def one(job: Job) -> None:
+            nonlocal losing
             async with gate:
-                reports[job.id] = await self._step_job(job)
+                if losing >= _LOSING_STREAK:
+                    # Another daemon is ahead of this one on these jobs: leave them (their
+                    # watermarks unmoved) to the next step, which sees its watermarks and
+                    # claims only what is still unclaimed, instead of losing a claim each.
+                    self._deferred = True
+                    return
+                reports[job.id], newest = await self._step_job(job)
+                if newest is not None:
+                    moves[job.id] = newest
+                lost = reports[job.id].lost and not reports[job.id].fired
+                losing = losing + 1 if lost else 0
 
-        await asyncio.gather(*(one(job) for job in order))
+        try:
+            await asyncio.gather(*(one(job) for job in order))
+        except asyncio.CancelledError:
+            raise  # stopping: the ledger holds the fires, the next start lists them again
+        except BaseException:
+            await self._jobs.advance_many(dict(moves))  # the jobs that did step
+            raise
+        await self._jobs.advance_many(dict(moves))  # one write for every watermark moved
         report = StepReport()
         for job in due:
-            part = reports[job.id]
+            part = reports.get(job.id)
+            if part is None:
+                continue  # deferred to the next step
             report.fired += part.fired
             report.lost += part.lost
             report.skipped += part.skipped
             report.uncounted.update(part.uncounted)
             report.results += part.results
         return report
+
+    def _indexed(self, loaded: list[Job]) -> _Index:
+        """The enabled jobs of ``loaded`` by their next due time, built once per job revision
+        (``JobStore.revision``; every time when the store keeps none): a wake with nothing
+        due looks at the first entry only, not at every job."""
+        rev = self._jobs.revision
+        if rev is not None and self._index is not None and self._index.rev == rev:
+            return self._index
+        by_due: list[tuple[int, Job]] = []
+        wake: int | None = None
+        for job in loaded:
+            if not job.enabled:
+                continue
+            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
+            try:
+                nxt = self._next_due(job, watermark)
+            except Exception:  # stepped at every wake: the step records why it cannot run
+                by_due.append((-1, job))
+                continue
+            if nxt is None:
+                continue
+            by_due.append((nxt, job))
+            jittered = nxt + jitter_ms(job, nxt)
+            wake = jittered if wake is None else min(wake, jittered)
+        by_due.sort(key=lambda entry: entry[0])
+        first = by_due[0][0] if by_due else _NEVER
+        self._index = _Index(rev=rev, by_due=by_due, first_due=first, wake=wake)
+        return self._index
 
     def _next_due(self, job: Job, watermark: int) -> int | None:
         """The job's first due time after ``watermark`` (before jitter), cached by everything
@@ -163,17 +239,9 @@ class Scheduler:
         nxt = self._next[key] = job.schedule().next_after(watermark)
         return nxt
 
-    def _may_be_due(self, job: Job) -> bool:
-        """Whether ``job`` has a due time at or before now (jitter included); a job whose
-        schedule cannot be read is stepped (the step records why)."""
-        watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-        try:
-            nxt = self._next_due(job, watermark)
-        except Exception:
-            return True
-        return nxt is not None and nxt <= self._clock.now_ms()
-
-    async def _step_job(self, job: Job) -> StepReport:
+    async def _step_job(self, job: Job) -> tuple[StepReport, int | None]:
+        """Fire or skip ``job``'s due times; also the newest due time handled (the new
+        watermark, written by the step with the others), None when none was."""
         report = StepReport()
         now = self._clock.now_ms()
         watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
@@ -213,10 +281,7 @@ class Scheduler:
             newest = max(newest, skip.due_at_ms)
         if plan.uncounted:
             report.uncounted[job.id] = plan.uncounted
-        if newest > watermark:
-            await self._jobs.advance(job, newest)
-            self._advanced[job.id] = newest
-        return report
+        return report, newest if newest > watermark else None
 
     async def _skip(self, job: Job, due_at_ms: int, reason: str, report: StepReport) -> None:
         """Record ``due_at_ms`` as skipped (claimed first: one daemon records it once)."""
@@ -259,22 +324,24 @@ class Scheduler:
 
     async def next_wake_ms(self) -> int:
         """When the next step is needed: the earliest jittered due time of any job, at most
-        ``poll_ms`` from now."""
+        ``poll_ms`` from now. Right after a step it reads nothing (the step's index, moved
+        with the watermarks the step wrote)."""
         now = self._clock.now_ms()
+        loaded, _ = await self._jobs.load() if not self._stepped else (None, None)
+        self._stepped = False
+        if loaded is None:
+            index = self._index
+            if index is None or index.rev is None or index.rev != self._jobs.revision:
+                loaded, _ = await self._jobs.load()
+                index = self._indexed(loaded)
+        else:
+            index = self._indexed(loaded)
         wake = now + self._poll_ms
-        loaded, self._loaded = self._loaded, None
-        advanced, self._advanced = self._advanced, {}
-        if loaded is None:  # no step since the last call: read the jobs
-            loaded, _ = await self._jobs.load()
-            advanced = {}
-        for job in loaded:
-            if not job.enabled:
-                continue
-            watermark = job.last_due_at_ms if job.last_due_at_ms is not None else job.created_at_ms
-            watermark = max(watermark, advanced.get(job.id, watermark))
-            due = self._next_due(job, watermark)
-            if due is not None:
-                wake = min(wake, due + jitter_ms(job, due))
+        if index.wake is not None:
+            wake = min(wake, index.wake)
+        if self._deferred:
+            self._deferred = False
+            wake = now
         return max(now, wake)
 
     async def run(self, *, steps: int | None = None) -> None:

@@ -40,7 +40,14 @@ from typing import Any, Final
 
 import msgspec
 
-from lemon_automation.fire import FireResult, cron_run_id, fire_due, router_run_id
+from lemon_automation.fire import (
+    FireResult,
+    HeldFire,
+    cron_run_id,
+    fire_due,
+    keep_lease,
+    router_run_id,
+)
 from lemon_automation.jobs import (
     MAX_RETRIES,
     Job,
@@ -991,24 +998,12 @@ class AutomationService(SchedulerHooks):
         if waiter is not None and not waiter.done():
             waiter.set_result(run)
 
-    async def _renew(self, fire: Fire, lost: asyncio.Event) -> None:
-        while True:
-            await asyncio.sleep(self.lease_ms / 3000)
-            try:
-                renewed = await self.ledger.renew(fire, lease_ms=self.lease_ms)
-            except Exception as exc:  # the store is down: the next renewal tries again
-                log.warning("automation could not renew fire %s: %s", fire.job_id, exc)
-                continue
-            if renewed is None:
-                lost.set()
-                return
-            fire = renewed
-
     async def _follow(self, job: Job, fire: Fire, record: CronRun) -> None:
         run_id = fire.run_id or router_run_id(job.id, fire.due_at_ms)
         self._active[record.cron_run_id] = run_id
-        lost = asyncio.Event()
-        renewer = asyncio.create_task(self._renew(fire, lost))
+        held = HeldFire(fire)
+        lost = held.lost
+        renewer = asyncio.create_task(keep_lease(self.ledger, held, self.lease_ms))
         lost_wait = asyncio.create_task(lost.wait())
         ended_task = asyncio.create_task(self._ended(run_id, job, record.started_at_ms or 0))
         try:
@@ -1035,7 +1030,7 @@ class AutomationService(SchedulerHooks):
             lost_wait.cancel()
             self._active.pop(record.cron_run_id, None)
             self._aborting.discard(record.cron_run_id)
-        await self._terminalize(job, fire, record, run_id, ended, status)
+        await self._terminalize(job, held.fire, record, run_id, ended, status)
 
     async def _ended(self, run_id: str, job: Job, since_ms: int) -> RunEnded | None:
         """The end of ``run_id`` within the job's timeout (None: not seen in time): from this

@@ -4,7 +4,10 @@
   each with its UTC offset, flagging those on a DST transition day.
 - ``add NAME (--cron EXPR [--tz ZONE] | --every DUR | --at TIME) --prompt TEXT [--agent ID]
   [--session KEY] [--jitter DUR] [--catch-up latest|all|skip] [--grace DUR] [--timeout DUR]
-  [--max-retries N] [--channel CHANNEL:PEER]``, ``list``, ``remove ID``, ``pause ID``,
+  [--max-retries N] [--channel CHANNEL:PEER] [--model P:M] [--skill NAME ...]``, ``update ID
+  [--name N] [--prompt T] [--jitter D] [--catch-up P] [--grace D] [--timeout D]
+  [--max-retries N] [--model P:M|''] [--skill NAME ... | --no-skills]``, ``list``,
+  ``remove ID``, ``pause ID``,
   ``resume ID``, ``run ID [--wait]``, ``history [ID] [--limit N]``, ``abort RUN_ID``,
   ``audit [--job ID] [--action A]``.
 - ``lemon cron --url ws://HOST:PORT/ws ...`` (and ``lemon heartbeat --url ...``) talks to that
@@ -295,6 +298,64 @@ def _toggle(method: str, verb: str) -> Any:
 cron_app.command("remove")(_toggle("cron.remove", "remove"))
 cron_app.command("pause")(_toggle("cron.pause", "pause"))
 cron_app.command("resume")(_toggle("cron.resume", "resume"))
+
+
+@cron_app.command("update")
+def update_cmd(
+    job_id: IdArg,
+    name: Annotated[str | None, typer.Option("--name", help="A new name.")] = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", help="A new prompt.")] = None,
+    jitter: Annotated[str | None, typer.Option("--jitter", help="Up to this late.")] = None,
+    catch_up: Annotated[str | None, typer.Option("--catch-up", help="latest, all or skip.")] = None,
+    grace: Annotated[str | None, typer.Option("--grace", help="Misfire grace.")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", help="Run timeout.")] = None,
+    max_retries: Annotated[int | None, typer.Option("--max-retries", min=0, max=10)] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Pin the model: provider:model ('' for the default)."),
+    ] = None,
+    skill: Annotated[
+        list[str] | None,
+        typer.Option("--skill", help="The skills the prompt needs (repeatable; replaces)."),
+    ] = None,
+    no_skills: Annotated[
+        bool, typer.Option("--no-skills", help="The prompt needs no skill.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a job's name, prompt, timing, retries, model pin or skills (nothing else)."""
+    import json
+
+    command = "lemon cron update"
+    if skill and no_skills:
+        raise _fail(command, "skills: give --skill or --no-skills, not both", 2)
+    params: dict[str, Any] = {"id": job_id}
+    for key, value in (
+        ("name", name),
+        ("prompt", prompt),
+        ("catchUp", catch_up),
+        ("maxRetries", max_retries),
+        ("model", model),
+    ):
+        if value is not None:
+            params[key] = value
+    if skill or no_skills:
+        params["skills"] = list(skill or [])
+    for key, text, field in (
+        ("jitterSec", jitter, "jitter"),
+        ("graceSec", grace, "grace"),
+        ("timeoutSec", timeout, "timeout"),
+    ):
+        ms = _ms(command, text, field)
+        if ms is not None:
+            params[key] = ms / 1000
+    if len(params) == 1:
+        raise _fail(command, "give a field to change (see lemon cron update --help)", 2)
+    job = call(command, "cron.update", params)["job"]
+    if as_json:
+        typer.echo(json.dumps(job))
+    else:
+        typer.echo(f"updated {_job_line(job)}")
 
 
 @cron_app.command("run")

@@ -25,6 +25,7 @@ from lemon_core.capabilities import APPROVALS, MODEL_CATALOG
 from lemon_core.config import DefaultsConfig
 from lemon_core.home import Home
 from lemon_core.mounts import HTTP_MOUNTS
+from lemon_core.run_aborts import RUN_ABORTS
 from lemon_core.sessions import SESSION_PORT
 from lemon_core.wire_methods import WIRE_METHODS
 from lemon_runtime import AppSpec, DaemonWorkspace, Runtime
@@ -74,6 +75,8 @@ async def _lifespan(runtime: Runtime) -> AsyncIterator[ControlPlane]:
         config_view=lambda: runtime.config.to_builtins(),
         bus=runtime.bus,
         approvals=runtime.context.capabilities.get(APPROVALS),
+        # looked up per abort: the app registering it (lemon_automation) may start later
+        run_aborts=lambda: runtime.context.capabilities.get(RUN_ABORTS),
     ) as plane:
         yield plane
 

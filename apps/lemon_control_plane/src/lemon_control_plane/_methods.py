@@ -78,9 +78,11 @@ from lemon_core.capabilities import ModelCatalog, ModelInfo
 from lemon_core.cwd import is_within
 from lemon_core.events import ApprovalDecision
 from lemon_core.execution import Receipt, RunRequest, ToolPolicy
+from lemon_core.run_aborts import RunAborts
 from lemon_core.sessions import (
     THINKING_LEVELS,
     ApprovalResult,
+    CancelResult,
     SessionPort,
     SessionSettings,
     SessionSummary,
@@ -204,8 +206,10 @@ class Methods:
         *,
         config_view: ConfigView | None = None,
         approvals: ExecApprovals | None = None,
+        run_aborts: Callable[[], RunAborts | None] | None = None,
     ) -> None:
         self._config_view = config_view
+        self._run_aborts = run_aborts or (lambda: None)
         self._approvals = approvals
         self._port = port
         self._models = models
@@ -532,9 +536,19 @@ class Methods:
             ),
         )
 
+    async def _cancel_run(self, run_id: str) -> CancelResult:
+        """Cancel ``run_id``: through the app that started it when it says it is one of its
+        runs (``RUN_ABORTS``: a cron run another daemon executes), else on this router."""
+        aborts = self._run_aborts()
+        if aborts is not None:
+            done = await aborts.abort(run_id)
+            if done is not None:
+                return CancelResult(cancelled=done, run_ids=(run_id,) if done else ())
+        return await self._port.cancel(run_id=run_id)
+
     async def chat_abort(self, conn: Connection, params: AbortParams) -> Any:
         if params.run_id:
-            result = await self._port.cancel(run_id=params.run_id)
+            result = await self._cancel_run(params.run_id)
             return {"aborted": True, "runId": params.run_id, "cancelled": result.cancelled}
         key = params.session_key
         if not key:
@@ -859,6 +873,8 @@ class Methods:
         return port_payload(await self._port.steer(params.session_key, params.text))
 
     async def port_cancel(self, conn: Connection, params: CancelParams) -> Any:
+        if params.run_id and params.session_key is None:
+            return port_payload(await self._cancel_run(params.run_id))
         result = await self._port.cancel(
             run_id=params.run_id,
             session_key=params.session_key,

@@ -67,6 +67,7 @@ from lemon_core.approvals import ExecApprovals
 from lemon_core.bus import Bus
 from lemon_core.capabilities import ModelCatalog
 from lemon_core.mounts import RESERVED_PATHS, HttpMounts
+from lemon_core.run_aborts import RunAborts
 from lemon_core.sessions import SessionPort
 from lemon_core.wire_methods import WireCall, WireMethod, WireMethods
 
@@ -182,6 +183,7 @@ class ControlPlane:
         clock: Callable[[], float] = time.monotonic,
         bus: Bus | None = None,
         approvals: ExecApprovals | None = None,
+        run_aborts: Callable[[], RunAborts | None] | None = None,
     ) -> None:
         self.config = config or ControlPlaneConfig()
         self.mounts = mounts if mounts is not None else HttpMounts()
@@ -240,6 +242,7 @@ class ControlPlane:
             models,
             config_view=config_view,
             approvals=approvals,
+            run_aborts=run_aborts,
         )
         self._methods.table["auth.loginNonce"] = Method(
             "auth.loginNonce", "admin", NoParams, self._login_nonce

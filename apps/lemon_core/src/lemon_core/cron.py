@@ -38,7 +38,8 @@ CRON_TOOL_DESCRIPTION: Final = (
     "(name, schedule, prompt; schedule is 'every 30m', 'daily at 9am', 'weekdays at 09:30', "
     "five cron fields, "
     "'@daily' or 'at <ISO 8601 instant with offset>'); update changes name, prompt, "
-    "enabled, jitter_sec, catch_up, timeout_sec or max_retries of job id; pause, resume, "
+    "enabled, jitter_sec, catch_up, timeout_sec, max_retries, model or skills of job id; "
+    "pause, resume, "
     "remove and run (fire now) take the job id. add, update and remove ask the user first. "
     "Each fire runs the prompt in its own sub-session and its summary comes back to the "
     "main session."
@@ -61,6 +62,15 @@ CRON_TOOL_PARAMETERS: Final[Mapping[str, Any]] = {
         "channel": {
             "type": "string",
             "description": "add: also deliver each summary to CHANNEL:PEER_ID (telegram:123)",
+        },
+        "model": {
+            "type": "string",
+            "description": "add/update: pin the model (provider:model); update: '' unpins",
+        },
+        "skills": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "add/update: the skills the prompt needs (update: [] for none)",
         },
     },
     "required": ["action"],
