@@ -47,7 +47,8 @@ __all__ = ["SqliteMemoryStore"]
 
 T = TypeVar("T")
 #: A change the recall index has to follow: ("add", rowid, doc_id, bucket, (title, tags,
-#: body), expires), ("del", rowid) or ("exp", rowid, expires).
+#: body), expires, updated, pinned), ("del", rowid) or ("exp", rowid, expires, updated,
+#: pinned).
 _Op = tuple[Any, ...]
 #: Committed changes kept for the recall index before it is dropped and read afresh.
 _MAX_QUEUE: Final = 50_000
@@ -329,7 +330,7 @@ class SqliteMemoryStore:
                 self._insert_params(doc_id, w, w_size, now),
             )
             if cur.rowcount == 1:
-                self._note_insert(cur.lastrowid, doc_id, w)
+                self._note_insert(cur.lastrowid, doc_id, w, now)
                 self._known[key] = (known[0] + 1, known[1] + w_size)
                 self._known_totals = (totals[0] + 1, totals[1] + w_size)
                 return self._inserted(doc_id, w, now)
@@ -346,7 +347,7 @@ class SqliteMemoryStore:
                 "expires_at_ms = ? WHERE doc_id = ?",
                 (now, int(w.pinned), w.expires_at_ms, row[0]),
             )
-            self._note(("exp", dup, w.expires_at_ms))
+            self._note(("exp", dup, w.expires_at_ms, now, bool(row[13]) or w.pinned))
             self._bump("deduplicated")
             old = _document(row)
             return msgspec.structs.replace(
@@ -359,7 +360,7 @@ class SqliteMemoryStore:
         self._make_room(w, w_size, now, (scope_docs or 0, scope_bytes or 0, docs, size))
         doc_id = new_doc_id()
         cur = db.execute(_INSERT, self._insert_params(doc_id, w, w_size, now))
-        self._note_insert(cur.lastrowid, doc_id, w)
+        self._note_insert(cur.lastrowid, doc_id, w, now)
         if self._evicted == evicted:  # the counts read above, plus this document
             if len(self._known) >= _KNOWN_SCOPES:
                 self._known.clear()
@@ -367,10 +368,11 @@ class SqliteMemoryStore:
             self._known_totals = (docs + 1, size + w_size)
         return self._inserted(doc_id, w, now)
 
-    def _note_insert(self, rowid: int | None, doc_id: str, w: Write) -> None:
+    def _note_insert(self, rowid: int | None, doc_id: str, w: Write, now: int) -> None:
         if self._index is not None and rowid is not None:
             self._note(("add", rowid, doc_id, (w.agent_id, w.scope, w.scope_key),
-                        (w.title, " ".join(w.tags), w.body), w.expires_at_ms))  # fmt: skip
+                        (w.title, " ".join(w.tags), w.body), w.expires_at_ms, now,
+                        w.pinned))  # fmt: skip
 
     def _fits(self, known: tuple[int, int], totals: tuple[int, int], w_size: int) -> bool:
         max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
@@ -617,11 +619,11 @@ class SqliteMemoryStore:
         elif self._queue:
             for op in self._queue:
                 if op[0] == "add":
-                    index.add(op[1], op[2], op[3], op[4], op[5])
+                    index.add(*op[1:])
                 elif op[0] == "del":
                     index.remove(op[1])
                 else:
-                    index.set_expiry(op[1], op[2])
+                    index.refresh(*op[1:])
             self._queue.clear()
         return len(index)
 
@@ -630,26 +632,29 @@ class SqliteMemoryStore:
         connection committed: rows gone, new, or with another expiry)."""
         db = self._db
         select = ("SELECT id, doc_id, agent_id, scope, scope_key, title, tags, body, "
-                  "expires_at_ms FROM memory_documents")  # fmt: skip
+                  "expires_at_ms, updated_at_ms, pinned FROM memory_documents")  # fmt: skip
         if index is None:
             index = RecallIndex()
             for row in db.execute(select):
-                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8], row[9],
+                          bool(row[10]))  # fmt: skip
             return index
-        now = {r[0]: (r[1], r[2]) for r in db.execute(
-            "SELECT id, doc_id, expires_at_ms FROM memory_documents")}  # fmt: skip
+        now = {r[0]: (r[1], r[2], r[3], bool(r[4])) for r in db.execute(
+            "SELECT id, doc_id, expires_at_ms, updated_at_ms, pinned FROM memory_documents"
+        )}  # fmt: skip
         for rowid, doc in list(index.docs.items()):
             found = now.get(rowid)
             if found is None or found[0] != doc.doc_id:
                 index.remove(rowid)
-            elif found[1] != doc.expires_at_ms:
-                index.set_expiry(rowid, found[1])
+            elif found[1:] != (doc.expires_at_ms, doc.updated_at_ms, doc.pinned):
+                index.refresh(rowid, *found[1:])
         new = [rowid for rowid in now if rowid not in index.docs]
         for i in range(0, len(new), 500):
             part = new[i : i + 500]
             marks = ",".join("?" * len(part))
             for row in db.execute(f"{select} WHERE id IN ({marks})", part):
-                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8], row[9],
+                          bool(row[10]))  # fmt: skip
         return index
 
     async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
@@ -680,36 +685,36 @@ class SqliteMemoryStore:
             best = self._index.top(buckets or (), [t[0] for t in terms if t], wanted, now)
             if not best:
                 return RecallResult(hits=())
-            # First the ranking columns of the candidates, then the chosen rows in full.
-            marks = ",".join("?" * len(best))
-            rank = {row[0]: row for row in self._db.execute(
-                f"SELECT d.id, d.scope, d.updated_at_ms, d.pinned FROM memory_documents AS d "
-                f"NOT INDEXED WHERE d.id IN ({marks}) AND {where} "
-                "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
-                (*(rowid for rowid, _ in best), *params, now),
-            )}  # fmt: skip
+            # Ranked by the index's copy of each candidate's scope, update time and pin (as
+            # this connection last saw them committed); only the chosen rows are read, with
+            # the scope rule in the WHERE clause (a row gone or expired since: the next one).
+            meta = self._index.docs
             scored: list[tuple[float, int, float, float, float]] = []
             for rowid, lexical in best:
-                found = rank.get(rowid)
-                if found is None:
-                    continue
-                weight = SCOPE_WEIGHTS[found[1]]
-                fade = decay(now - found[2])
-                score = lexical * weight * fade * (_PIN_BOOST if found[3] else 1.0)
+                entry = meta[rowid]
+                weight = SCOPE_WEIGHTS[entry.bucket[1]]
+                fade = decay(now - entry.updated_at_ms)
+                score = lexical * weight * fade * (_PIN_BOOST if entry.pinned else 1.0)
                 scored.append((score, rowid, lexical, weight, fade))
-            scored.sort(key=lambda t: -t[0])
-            top = scored[:limit]
-            marks = ",".join("?" * len(top))
-            docs = {row[-1]: _document(row[:-1]) for row in self._db.execute(
-                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
-                f"WHERE d.id IN ({marks}) AND {where}",
-                (*(t[1] for t in top), *params),
-            )}  # fmt: skip
-            chosen = tuple(
-                RecallHit(document=docs[rowid], score=score, lexical=lexical,
-                          scope_weight=weight, decay=fade)
-                for score, rowid, lexical, weight, fade in top if rowid in docs
-            )  # fmt: skip
+            scored.sort(key=_first, reverse=True)
+            found: list[RecallHit] = []
+            start = 0
+            while len(found) < limit and start < len(scored):
+                part = scored[start : start + limit - len(found)]
+                start += len(part)
+                marks = ",".join("?" * len(part))
+                read = {row[-1]: row for row in self._db.execute(
+                    f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
+                    f"WHERE d.id IN ({marks}) AND {where} "
+                    "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
+                    (*(t[1] for t in part), *params, now),
+                )}  # fmt: skip
+                found.extend(
+                    RecallHit(document=_document(read[rowid][:-1]), score=score,
+                              lexical=lexical, scope_weight=weight, decay=fade)
+                    for score, rowid, lexical, weight, fade in part if rowid in read
+                )  # fmt: skip
+            chosen = tuple(found)
             if touch:
                 for h in chosen:
                     self._touched[h.document.doc_id] = now
@@ -807,6 +812,10 @@ class SqliteMemoryStore:
             with contextlib.suppress(sqlite3.Error):
                 self._flush_touches()
             self._db.close()
+
+
+def _first(item: tuple[float, int, float, float, float]) -> float:
+    return item[0]
 
 
 def _statistics(
