@@ -171,3 +171,17 @@ async def test_hybrid_recall_meets_the_embeddings_goals(model: Any, tmp_path: Pa
     assert report.recall_at_5 >= 0.95, report
     assert report.by_kind["paraphrase"] >= 0.9, report
     await store.close()
+
+
+def test_the_embeddings_key_takes_auto_or_off(tmp_path: Path) -> None:
+    from lemon_core.config import ConfigError, load_config
+    from lemon_memory import MemoryConfig
+
+    (tmp_path / "config.toml").write_text('[memory]\nembeddings = "off"\n', encoding="utf-8")
+    loaded = load_config(home=tmp_path, cwd=tmp_path, environ={})
+    assert loaded.section(MemoryConfig).embeddings == "off"
+    (tmp_path / "config.toml").write_text('[memory]\nembeddings = "gpu"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(home=tmp_path, cwd=tmp_path, environ={})
+    assert "memory.embeddings" in str(caught.value)
+    assert "auto, off" in str(caught.value)
