@@ -27,6 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
+import msgspec
+
 from lemon_memory import MemoryContext, SqliteMemoryStore, prepare
 from lemon_memory._tokens import index_tokens
 from lemon_memory.query import fts5_query, tokens
@@ -284,6 +286,76 @@ def _print_speed(label: str, raw_label: str, docs: int, s: dict[str, float]) -> 
         print(f"goal {label} recall p50 <= 2x raw: {'met' if rec_ok else 'MISSED'}")
 
 
+async def embeddings_lane(tmp: Path, docs: int, queries: list[str]) -> None:
+    """The embeddings lane (``lemon_memory[embeddings]``; ``scripts/test-embeddings --bench``
+    runs this in its venv): the labelled set's recall with the hybrid ranking next to the
+    lexical one, ingest throughput (documents per second, ``put_many`` batches of 64 and
+    one-by-one ``put``), and recall p50 over ``docs`` documents, lexical and hybrid in turn."""
+    from lemon_memory import embeddings
+
+    t0 = time.perf_counter()
+    model = embeddings.load()
+    if model is None:
+        print(f"embeddings: {embeddings.status()}")
+        return
+    loaded = time.perf_counter() - t0
+    print(f"embeddings: model loaded in {loaded:.1f} s ({embeddings.status(model)})")
+    data = load_set(DATA)
+    for label, embedder in (("lexical", None), ("hybrid", model)):
+        store = SqliteMemoryStore(tmp / f"q-{label}.sqlite3", embedder=embedder,
+                                  clock=lambda: 1_000)  # fmt: skip
+        names = await seed(store, data, now_ms=1_000)
+
+        async def ours(
+            ctx: MemoryContext,
+            q: str,
+            store: SqliteMemoryStore = store,
+            names: dict[str, str] = names,
+        ) -> list[str]:
+            return [names[h.document.doc_id] for h in (await store.recall(ctx, q, limit=10)).hits]
+
+        r = await evaluate(data, ours)
+        print(f"{label:<8} recall@5 {r.recall_at_5:.2f} MRR@10 {r.mrr_at_10:.2f} forbidden "
+              f"{r.forbidden_returned} errors {r.errors}; paraphrase recall@5 "
+              f"{r.by_kind.get('paraphrase', 0):.2f}; by kind: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in r.by_kind.items()))  # fmt: skip
+        await store.close()
+    rng = random.Random(7)
+    ctx = MemoryContext(agent_id="bench", session_key="agent:bench:main", project="/p")
+    store = SqliteMemoryStore(
+        tmp / "emb.sqlite3", embedder=model, max_docs_per_scope=docs + 10,
+        max_bytes_per_scope=1 << 34,
+    )  # fmt: skip
+    writes = [prepare(ctx, text=_text(rng, i), now_ms=1_000, scope="project") for i in range(docs)]
+    t0 = time.perf_counter()
+    for i in range(0, len(writes), 64):
+        await store.put_many(writes[i : i + 64])
+    batched = docs / (time.perf_counter() - t0)
+    single = writes[:200]
+    t0 = time.perf_counter()
+    for w in single:
+        await store.put(msgspec.structs.replace(w, content_hash=w.content_hash + "x"))
+    one_by_one = len(single) / (time.perf_counter() - t0)
+    print(f"embeddings ingest: {batched:.0f} docs/s in put_many batches of 64, {one_by_one:.0f} "
+          f"docs/s one put at a time ({docs} + {len(single)} documents)")  # fmt: skip
+    lex: list[float] = []
+    hyb: list[float] = []
+    await store.recall(ctx, "warm", scope="project", limit=10)
+    for q in queries[:100]:
+        store.attach(None)
+        t0 = time.perf_counter()
+        await store.recall(ctx, q, scope="project", limit=10)
+        lex.append((time.perf_counter() - t0) * 1000)
+        store.attach(model)
+        t0 = time.perf_counter()
+        await store.recall(ctx, q, scope="project", limit=10)
+        hyb.append((time.perf_counter() - t0) * 1000)
+    print(f"embeddings recall top-10 over {docs + len(single)} docs: hybrid p50 "
+          f"{statistics.median(hyb):.2f} ms, p99 {pct(hyb, 99):.2f} ms; lexical p50 "
+          f"{statistics.median(lex):.2f} ms (same store, alternating, 100 queries)")  # fmt: skip
+    await store.close()
+
+
 async def size(tmp: Path, writes: int) -> tuple[int, int, int]:
     rng = random.Random(11)
     store = SqliteMemoryStore(tmp / "size.sqlite3")  # default bounds
@@ -312,6 +384,12 @@ async def main() -> None:
         "from the vocabulary (mostly rare ones)",
     )
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="also the embeddings lane (needs lemon_memory[embeddings])",
+    )
+    parser.add_argument("--emb-docs", type=int, default=2000)
     args = parser.parse_args()
     global SMALL
     SMALL = args.small_vocab
@@ -340,6 +418,9 @@ async def main() -> None:
         if not args.no_postgres:
             n = args.pg_docs or args.docs
             _print_speed("PostgreSQL", "raw SQL", n, await pg_speed(n, queries))
+        if args.embeddings:
+            print()
+            await embeddings_lane(tmp, args.emb_docs, queries)
         if args.size_writes:
             docs, nbytes, cap = await size(tmp, args.size_writes)
             print(f"\nsize after {args.size_writes} remembers (default bounds): {docs} documents, "

@@ -22,7 +22,10 @@ from lemon_memory.errors import ScopeFullError
 from lemon_runtime import Runtime
 
 NOW = 10_000_000
-VOCAB = [f"w{i}" for i in range(200)] + ["parser", "queue", "café", "running", "runs", "lemon"]
+# Words of letters only: a word with digits is an identifier, and the identifier lane's
+# fusion would stand between the two rankings these tests compare.
+VOCAB = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(200)] + [
+    "parser", "queue", "café", "running", "runs", "lemon"]  # fmt: skip
 WEIGHTS = [1.0 / (r + 1) for r in range(len(VOCAB))]
 
 
@@ -106,6 +109,53 @@ async def test_the_index_follows_another_connection(tmp_path: Path) -> None:
     assert len((await one.recall(ctx, "staging")).hits) == 1
     await one.close()
     await two.close()
+
+
+def _ranking(result: object) -> list[tuple[str, float]]:
+    return [(h.document.doc_id, round(h.score, 9)) for h in result.hits]  # type: ignore[attr-defined]
+
+
+async def test_the_index_ranks_by_an_upserts_new_time_and_pin(tmp_path: Path) -> None:
+    # The index path ranks by its own copy of each row's update time and pin: an upsert
+    # (here and on another connection) must move them as the table's columns move.
+    clock = [NOW]
+    day = 86_400_000
+    ctx = MemoryContext(agent_id="a", session_key="agent:a:main", project="/p")
+    one = SqliteMemoryStore(tmp_path / "m.sqlite3", clock=lambda: clock[0])
+    two = SqliteMemoryStore(tmp_path / "m.sqlite3", clock=lambda: clock[0])
+    old = await one.put(prepare(ctx, text="deploy window alpha", now_ms=clock[0]))
+    clock[0] += 60 * day
+    new = await one.put(prepare(ctx, text="deploy window omega", now_ms=clock[0]))
+    first = await one.recall(ctx, "deploy window", limit=2)
+    assert [h.document.doc_id for h in first.hits] == [new.doc_id, old.doc_id]
+    clock[0] += day
+    await one.put(prepare(ctx, text="deploy window alpha", now_ms=clock[0]))  # refreshed
+    again = await one.recall(ctx, "deploy window", limit=2)
+    assert [h.document.doc_id for h in again.hits] == [old.doc_id, new.doc_id]
+    assert _ranking(again) == _ranking(one.recall_fts_sync(ctx, "deploy window", limit=2))
+    clock[0] += 1
+    await two.put(prepare(ctx, text="deploy window omega", pin=True, now_ms=clock[0]))
+    pinned = await one.recall(ctx, "deploy window", limit=2)
+    assert [h.document.doc_id for h in pinned.hits] == [new.doc_id, old.doc_id]
+    assert pinned.hits[0].document.pinned
+    assert _ranking(pinned) == _ranking(one.recall_fts_sync(ctx, "deploy window", limit=2))
+    await one.close()
+    await two.close()
+
+
+async def test_the_index_skips_a_row_expired_since_and_fills_the_limit(tmp_path: Path) -> None:
+    clock = [NOW]
+    ctx = MemoryContext(agent_id="a", session_key="agent:a:main", project="/p")
+    store = SqliteMemoryStore(tmp_path / "m.sqlite3", clock=lambda: clock[0])
+    short = await store.put(prepare(ctx, text="parser parser parser", ttl_ms=1_000,
+                                    now_ms=clock[0]))  # fmt: skip
+    rest = [await store.put(prepare(ctx, text=f"parser note {i}", now_ms=clock[0]))
+            for i in range(3)]  # fmt: skip
+    assert (await store.recall(ctx, "parser", limit=3)).hits[0].document.doc_id == short.doc_id
+    clock[0] += 2_000
+    found = await store.recall(ctx, "parser", limit=3)
+    assert sorted(h.document.doc_id for h in found.hits) == sorted(d.doc_id for d in rest)
+    await store.close()
 
 
 async def test_backend_memory_is_a_config_choice(boot: Callable[..., Runtime]) -> None:

@@ -26,6 +26,7 @@ from lemon_core.config import read_secrets
 from lemon_core.home import Home
 from lemon_core.store import RunStore
 from lemon_core.wire_methods import WIRE_METHODS, WireMethods
+from lemon_memory import embeddings
 from lemon_memory._inmemory import InMemoryMemoryStore
 from lemon_memory._section import SECTIONS, MemoryConfig
 from lemon_memory._sqlite import SqliteMemoryStore
@@ -101,6 +102,26 @@ async def _warm(store: SqliteMemoryStore) -> None:
         await store.warm()
     except MemoryStoreError as exc:  # the first recall tries again
         log.warning("memory recall index not built: %s", exc)
+
+
+async def _embed(store: SqliteMemoryStore) -> None:
+    """Load the embeddings model off the event loop, attach it, give older documents their
+    vectors."""
+    try:
+        embedder = await asyncio.to_thread(embeddings.load)
+    except (ImportError, OSError, RuntimeError) as exc:  # a broken install: lexical recall
+        log.warning("memory embeddings not loaded (lexical recall): %s", exc)
+        return
+    if embedder is None:
+        return
+    store.attach(embedder)
+    try:
+        added = await store.backfill()
+    except MemoryStoreError as exc:
+        log.warning("memory vectors not backfilled: %s", exc)
+    else:
+        if added:
+            log.info("memory embeddings: %d documents given a vector", added)
 
 
 async def _sweep_forever(store: MemoryStore, interval_s: float) -> None:
@@ -182,6 +203,8 @@ async def _with_memory(
     tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
     if isinstance(store, SqliteMemoryStore):  # the recall index, before the first recall
         tasks.append(asyncio.create_task(_warm(store)))
+        if config.embeddings == "auto" and embeddings.installed():
+            tasks.append(asyncio.create_task(_embed(store)))
     if ingester is not None:
         tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
     if config.consolidate_interval_s > 0:

@@ -55,6 +55,8 @@ class _Doc:
     length: int
     expires_at_ms: int | None
     freqs: dict[str, int]  # term -> weighted frequency (3 title + 2 tags + 1 body)
+    updated_at_ms: int = 0  # the ranking's other inputs (recency, pin), as last committed
+    pinned: bool = False
 
 
 class RecallIndex:
@@ -78,6 +80,8 @@ class RecallIndex:
         bucket: Bucket,
         columns: Sequence[str],
         expires_at_ms: int | None,
+        updated_at_ms: int = 0,
+        pinned: bool = False,
     ) -> None:
         """Index one row (title, tags, body); a row already there is replaced."""
         if rowid in self.docs:
@@ -93,7 +97,9 @@ class RecallIndex:
             for tok in toks:
                 term = terms.setdefault(tok, tok)
                 freqs[term] = freqs.get(term, 0) + weight
-        self.docs[rowid] = _Doc(doc_id, bucket, length, expires_at_ms, freqs)
+        self.docs[rowid] = _Doc(
+            doc_id, bucket, length, expires_at_ms, freqs, updated_at_ms, bool(pinned)
+        )
         self._total += length
         df, all_groups = self._df, self._groups
         for term, freq in freqs.items():
@@ -131,6 +137,16 @@ class RecallIndex:
         doc = self.docs.get(rowid)
         if doc is not None:
             doc.expires_at_ms = expires_at_ms
+
+    def refresh(
+        self, rowid: int, expires_at_ms: int | None, updated_at_ms: int, pinned: bool
+    ) -> None:
+        """A row's expiry, update time and pin changed (an upsert)."""
+        doc = self.docs.get(rowid)
+        if doc is not None:
+            doc.expires_at_ms = expires_at_ms
+            doc.updated_at_ms = updated_at_ms
+            doc.pinned = bool(pinned)
 
     def top(
         self, buckets: Iterable[Bucket], terms: Sequence[str], k: int, now_ms: int

@@ -25,6 +25,7 @@ from typing import Final
 
 import msgspec
 
+from lemon_memory._fusion import fuse, identifiers
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import now_ms as _now_ms
@@ -368,6 +369,7 @@ class InMemoryMemoryStore:
                           decay=fade)
             )  # fmt: skip
         ranked.sort(key=lambda h: -h.score)
+        ranked = self._fused(query, ranked, allowed, now, max(_CANDIDATES, limit * 4))
         chosen = ranked[:limit]
         if touch:
             for i, hit in enumerate(chosen):
@@ -378,6 +380,48 @@ class InMemoryMemoryStore:
                 self._replace(doc)
                 chosen[i] = msgspec.structs.replace(hit, document=doc)
         return RecallResult(hits=tuple(chosen))
+
+    def _fused(
+        self,
+        query: str,
+        ranked: list[RecallHit],
+        allowed: set[ScopeId] | None,
+        now: int,
+        k: int,
+    ) -> list[RecallHit]:
+        """The identifier lane (each identifier a substring of the lower-cased text, over
+        the visible buckets only), fused with ``ranked`` by rank; ``ranked`` as it is when
+        the query has no identifier or none matched."""
+        idents = identifiers(query)
+        if not idents:
+            return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(ranked, 1)]
+        s = self._s
+        scopes = s.by_scope if allowed is None else {a: s.by_scope.get(a, {}) for a in allowed}
+        matched: list[tuple[int, float, MemoryDocument]] = []
+        for members in scopes.values():
+            for doc_id in members:
+                doc = s.docs[doc_id].doc
+                if doc.expires_at_ms is not None and doc.expires_at_ms <= now:
+                    continue
+                text = f"{doc.title} {' '.join(doc.tags)} {doc.body}".lower()
+                n = sum(i in text for i in idents)
+                if n:
+                    rank = SCOPE_WEIGHTS[doc.scope] * decay(now - doc.updated_at_ms)
+                    matched.append((n, rank * (_PIN_BOOST if doc.pinned else 1.0), doc))
+        if not matched:
+            return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(ranked, 1)]
+        matched.sort(key=lambda m: (-m[0], -m[1]))
+        found = {h.document.doc_id: h for h in ranked}
+        for _n, _rank, doc in matched[:k]:
+            found.setdefault(doc.doc_id, RecallHit(
+                document=doc, score=0.0, lexical=0.0, scope_weight=SCOPE_WEIGHTS[doc.scope],
+                decay=decay(now - doc.updated_at_ms)))  # fmt: skip
+        fused = fuse([[h.document.doc_id for h in ranked], [m[2].doc_id for m in matched[:k]]])
+        return [
+            msgspec.structs.replace(found[key], score=score, lexical_rank=ranks[0],
+                                    trigram_rank=ranks[1])
+            for key, score, ranks in fused
+        ]  # fmt: skip
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         entry = self._s.docs.get(doc_id)

@@ -29,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
 
+import msgspec
 import psycopg
 from psycopg import sql
 
 from lemon_core.store.errors import StoreError
+from lemon_memory._fusion import fuse, identifiers, like_pattern
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import COLUMNS as _COLUMNS
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
@@ -278,6 +280,20 @@ _DECAY: Final = (
 )
 
 
+#: The text the identifier lane searches (``pg_trgm``'s GIN index is on this expression).
+_TEXT: Final = "lower(d.title || ' ' || d.tags || ' ' || d.body)"
+#: The identifier lane: rows of the visible scopes whose text holds one of the identifiers
+#: (LIKE patterns), most identifiers first, then by scope weight, decay and pin.
+_TRIGRAM: Final = (
+    f"SELECT * FROM (SELECT {_D_COLUMNS}, d.id AS rid, {_WEIGHT} AS weight, {_DECAY} AS fade, "
+    f"(SELECT count(*) FROM unnest(%s::text[]) AS p(p) WHERE {_TEXT} LIKE p.p) AS n "
+    f"FROM {{{{schema}}}}.memory_documents AS d WHERE {_TEXT} LIKE ANY (%s::text[]) "
+    "AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s)) AS t "
+    f"ORDER BY t.n DESC, t.weight * t.fade * (CASE WHEN t.pinned THEN {_PIN_BOOST} ELSE 1 END) "
+    "DESC, t.rid LIMIT %s"
+)
+
+
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
     return visible(ctx, scope, "%s")
 
@@ -310,6 +326,7 @@ class PostgresMemoryStore:
         self._sweep_batch = sweep_batch
         self._clock = clock
         self._unaccent = False
+        self._trigram = False
         self._cfg = ""
         self._sql: dict[str, str] = {}
 
@@ -325,6 +342,11 @@ class PostgresMemoryStore:
     @property
     def schema(self) -> str:
         return self._schema
+
+    @property
+    def trigram(self) -> bool:
+        """Whether the identifier lane has ``pg_trgm``'s index."""
+        return self._trigram
 
     @property
     def unaccent(self) -> bool:
@@ -403,6 +425,15 @@ class PostgresMemoryStore:
                         schema=ident, cfg=sql.SQL("{}::regconfig").format(cfg)
                     )
                 )
+            trgm = await self._trigram_schema(conn)
+            if trgm is not None:  # the identifier lane's index (else LIKE reads the scope)
+                await conn.execute(
+                    sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS memory_documents_trgm ON {}.memory_documents "
+                        "USING gin ((lower(title || ' ' || tags || ' ' || body)) {}.gin_trgm_ops)"
+                    ).format(ident, sql.Identifier(trgm))
+                )
+            self._trigram = trgm is not None
             await conn.execute(
                 sql.SQL(
                     "INSERT INTO {}.memory_meta VALUES ('version', %s) "
@@ -410,6 +441,22 @@ class PostgresMemoryStore:
                 ).format(ident),
                 (str(_VERSION),),
             )
+
+    @staticmethod
+    async def _trigram_schema(conn: Conn) -> str | None:
+        """The schema of ``pg_trgm``'s operator classes, creating the extension when allowed;
+        None when it cannot be had (the identifier lane then scans the visible scopes)."""
+        try:
+            async with conn.transaction():  # a savepoint: a refusal leaves the migration whole
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        except psycopg.Error:
+            pass
+        cur = await conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'pg_trgm'"
+        )
+        row = await cur.fetchone()
+        return None if row is None else str(row[0])
 
     @staticmethod
     async def _unaccent_dictionary(conn: Conn) -> tuple[str, str] | None:
@@ -645,8 +692,22 @@ class PostgresMemoryStore:
             cur = await conn.execute(statement, args)
             return await cur.fetchall()
 
+        idents = identifiers(query)
+        if idents:
+            patterns = [like_pattern(i) for i in idents]
+            by_text = self._q(_TRIGRAM.format(where=where))
+            text_args = (now, patterns, patterns, *params, now, max(_CANDIDATES, limit * 4))
+
+            async def both(conn: Conn) -> list[Any]:
+                rows = await op(conn)
+                cur = await conn.execute(by_text, text_args)
+                return [rows, await cur.fetchall()]
+
+            rows, by_ident = await self._call(both)
+        else:
+            rows, by_ident = await self._call(op), []
         hits = []
-        for row in await self._call(op):
+        for row in rows:
             doc = _document(row[:16])
             lexical, weight, fade = float(row[17]), float(row[18]), float(row[19])
             score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
@@ -655,7 +716,30 @@ class PostgresMemoryStore:
                           decay=fade)
             )  # fmt: skip
         hits.sort(key=lambda h: -h.score)
-        return RecallResult(hits=tuple(hits))
+        if not by_ident:
+            ranked = [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(hits, 1)]
+            return RecallResult(hits=tuple(ranked))
+        # The identifier lane (substring matches, most identifiers first), fused by rank.
+        found = {h.document.doc_id: h for h in hits}
+        for row in by_ident:
+            doc = _document(row[:16])
+            found.setdefault(
+                doc.doc_id,
+                RecallHit(
+                    document=doc,
+                    score=0.0,
+                    lexical=0.0,
+                    scope_weight=float(row[17]),
+                    decay=float(row[18]),
+                ),
+            )  # fmt: skip (row: 16 columns, id, weight, fade, n)
+        fused = fuse([[h.document.doc_id for h in hits], [_document(r[:16]).doc_id
+                                                         for r in by_ident]])  # fmt: skip
+        return RecallResult(hits=tuple(
+            msgspec.structs.replace(found[key], score=score, lexical_rank=ranks[0],
+                                    trigram_rank=ranks[1])
+            for key, score, ranks in fused[:limit]
+        ))  # fmt: skip
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         query = self._q(f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE doc_id = %s")

@@ -34,6 +34,10 @@ class MemoryConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     sweep_interval_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 900.0
     sweep_batch: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     """At most this many expired documents are removed per sweep pass."""
+    embeddings: Literal["auto", "off"] = "auto"
+    """The embeddings lane (SQLite backend): ``auto`` turns it on when
+    ``lemon_memory[embeddings]`` is installed (the model loads in the background; recall is
+    lexical until then, and documents without a vector get one); ``off``: lexical only."""
     consolidate_interval_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 86_400.0
     """How often near-duplicates are merged (``lemon memory consolidate``'s pass); 0: never
     on a schedule."""

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from lemon_memory._fusion import fuse, identifiers, trigram_query
 from lemon_memory._index import Bucket, RecallIndex
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import COLUMNS as _COLUMNS
@@ -39,6 +40,8 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
 )
+from lemon_memory.embeddings import Embedder, document_text, vector_text
+from lemon_memory.embeddings import status as embeddings_status
 from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
 from lemon_memory.query import fts5_query, tokens
 from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
@@ -47,7 +50,8 @@ __all__ = ["SqliteMemoryStore"]
 
 T = TypeVar("T")
 #: A change the recall index has to follow: ("add", rowid, doc_id, bucket, (title, tags,
-#: body), expires), ("del", rowid) or ("exp", rowid, expires).
+#: body), expires, updated, pinned), ("del", rowid) or ("exp", rowid, expires, updated,
+#: pinned).
 _Op = tuple[Any, ...]
 #: Committed changes kept for the recall index before it is dropped and read afresh.
 _MAX_QUEUE: Final = 50_000
@@ -112,6 +116,24 @@ CREATE TRIGGER IF NOT EXISTS memory_documents_ad AFTER DELETE ON memory_document
     UPDATE memory_totals SET docs = docs - 1, bytes = bytes - old.size;
 END;
 """
+#: The identifier lane's substring index (added to files made before it: built at open),
+#: and the embeddings lane's vectors (float32, L2-normalized), each kept by triggers in the
+#: document's transaction.
+_SCHEMA_LANES: Final = """
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_trigram USING fts5(
+    title, tags, body, content='memory_documents', content_rowid='id', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS memory_documents_ai_trigram AFTER INSERT ON memory_documents BEGIN
+    INSERT INTO memory_trigram (rowid, title, tags, body)
+        VALUES (new.id, new.title, new.tags, new.body);
+END;
+CREATE TRIGGER IF NOT EXISTS memory_documents_ad_trigram AFTER DELETE ON memory_documents BEGIN
+    INSERT INTO memory_trigram (memory_trigram, rowid, title, tags, body)
+        VALUES ('delete', old.id, old.title, old.tags, old.body);
+    DELETE FROM memory_vectors WHERE id = old.id;
+END;
+CREATE TABLE IF NOT EXISTS memory_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+"""
 _BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
 _INSERT: Final = (
     "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, body, tags, "
@@ -158,8 +180,10 @@ class SqliteMemoryStore:
         max_bytes: int = 256 * 1024 * 1024,
         sweep_batch: int = 1000,
         clock: Callable[[], int] = _now_ms,
+        embedder: Embedder | None = None,
     ) -> None:
         self.path = path
+        self._embedder = embedder
         self._limits = (max_docs_per_scope, max_bytes_per_scope, max_docs, max_bytes)
         self._sweep_batch = sweep_batch
         self._clock = clock
@@ -186,6 +210,12 @@ class SqliteMemoryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
+            had_trigram = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'memory_trigram'"
+            ).fetchone()
+            self._db.executescript(_SCHEMA_LANES)
+            if had_trigram is None:  # a file from before the identifier lane
+                self._db.execute("INSERT INTO memory_trigram (memory_trigram) VALUES ('rebuild')")
             found = self._db.execute("PRAGMA quick_check(1)").fetchone()
             if found is None or found[0] != "ok":
                 raise sqlite3.DatabaseError(f"integrity check: {found[0] if found else '?'}")
@@ -274,21 +304,81 @@ class SqliteMemoryStore:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @property
+    def embeddings(self) -> str:
+        """The embeddings lane: its model, or why it is off."""
+        return embeddings_status(self._embedder)
+
+    def attach(self, embedder: Embedder | None) -> None:
+        """Turn the embeddings lane on (or off with ``None``): new documents get a vector,
+        recall fuses the cosine ranking in; :meth:`backfill` gives older ones theirs."""
+        self._embedder = embedder
+
+    async def backfill(self, batch: int = 64) -> int:
+        """Give every document without a vector its vector, ``batch`` at a time (encoding
+        off the lock); how many were added."""
+        added = 0
+        while (embedder := self._embedder) is not None:
+            rows = await self._run(lambda: self._db.execute(
+                "SELECT d.id, d.title, d.tags, d.body FROM memory_documents AS d WHERE NOT "
+                "EXISTS (SELECT 1 FROM memory_vectors AS v WHERE v.id = d.id) LIMIT ?", (batch,)
+            ).fetchall())  # fmt: skip
+            if not rows:
+                break
+            vectors = await asyncio.to_thread(
+                embedder.encode, [vector_text(r[1], r[2], r[3]) for r in rows]
+            )
+            pairs = [(v, r[0], r[0]) for r, v in zip(rows, vectors, strict=True)]
+
+            def store(pairs: list[tuple[bytes, int, int]] = pairs) -> None:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(  # a row forgotten meanwhile gets none
+                        "INSERT OR IGNORE INTO memory_vectors SELECT ?2, ?1 WHERE EXISTS "
+                        "(SELECT 1 FROM memory_documents WHERE id = ?3)",
+                        pairs,
+                    )
+                    self._commit()
+                except BaseException:
+                    self._rollback()
+                    raise
+
+            await self._run(store)
+            added += len(rows)
+        return added
+
+    def vector_count(self) -> int:
+        """Rows of ``memory_vectors`` (tests: none left behind)."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM memory_vectors").fetchone()[0])
+
+    async def _vectors(self, writes: Sequence[Write]) -> list[bytes] | None:
+        if self._embedder is None:
+            return None
+        embedder = self._embedder
+        return await asyncio.to_thread(embedder.encode, [document_text(w) for w in writes])
+
     async def put(self, write: Write) -> MemoryDocument:
-        return await self._run(lambda: self._put(write))
+        vectors = await self._vectors([write])
+        return await self._run(lambda: self._put(write, vectors[0] if vectors else None))
 
     def put_sync(self, write: Write) -> MemoryDocument:
         """:meth:`put` in the calling thread (benchmarks)."""
         return self._locked(lambda: self._put(write))
 
     async def put_many(self, writes: Sequence[Write]) -> list[MemoryDocument]:
+        vectors = await self._vectors(writes)
+
         def go() -> list[MemoryDocument]:
             self._db.execute("BEGIN IMMEDIATE")
             self._batch = True
             try:
                 self._check_version()
                 self._flush_touches()
-                done = [self._put_in(w, self._clock()) for w in writes]
+                done = [
+                    self._put_in(w, self._clock(), vectors[i] if vectors else None)
+                    for i, w in enumerate(writes)
+                ]
                 self._commit()
             except BaseException:
                 self._rollback()
@@ -300,13 +390,13 @@ class SqliteMemoryStore:
 
         return await self._run(go)
 
-    def _put(self, w: Write) -> MemoryDocument:
+    def _put(self, w: Write, vector: bytes | None = None) -> MemoryDocument:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
             self._check_version()
             self._flush_touches()
-            doc = self._put_in(w, self._clock())
+            doc = self._put_in(w, self._clock(), vector)
             self._commit()
         except BaseException:
             self._rollback()
@@ -314,7 +404,7 @@ class SqliteMemoryStore:
             raise
         return doc
 
-    def _put_in(self, w: Write, now: int) -> MemoryDocument:
+    def _put_in(self, w: Write, now: int, vector: bytes | None = None) -> MemoryDocument:
         """One write inside the caller's transaction."""
         db = self._db
         key = (w.agent_id, w.scope, w.scope_key)
@@ -329,7 +419,9 @@ class SqliteMemoryStore:
                 self._insert_params(doc_id, w, w_size, now),
             )
             if cur.rowcount == 1:
-                self._note_insert(cur.lastrowid, doc_id, w)
+                self._note_insert(cur.lastrowid, doc_id, w, now)
+                if vector is not None:
+                    db.execute("INSERT INTO memory_vectors VALUES (?, ?)", (cur.lastrowid, vector))
                 self._known[key] = (known[0] + 1, known[1] + w_size)
                 self._known_totals = (totals[0] + 1, totals[1] + w_size)
                 return self._inserted(doc_id, w, now)
@@ -346,7 +438,7 @@ class SqliteMemoryStore:
                 "expires_at_ms = ? WHERE doc_id = ?",
                 (now, int(w.pinned), w.expires_at_ms, row[0]),
             )
-            self._note(("exp", dup, w.expires_at_ms))
+            self._note(("exp", dup, w.expires_at_ms, now, bool(row[13]) or w.pinned))
             self._bump("deduplicated")
             old = _document(row)
             return msgspec.structs.replace(
@@ -359,7 +451,9 @@ class SqliteMemoryStore:
         self._make_room(w, w_size, now, (scope_docs or 0, scope_bytes or 0, docs, size))
         doc_id = new_doc_id()
         cur = db.execute(_INSERT, self._insert_params(doc_id, w, w_size, now))
-        self._note_insert(cur.lastrowid, doc_id, w)
+        self._note_insert(cur.lastrowid, doc_id, w, now)
+        if vector is not None:
+            db.execute("INSERT INTO memory_vectors VALUES (?, ?)", (cur.lastrowid, vector))
         if self._evicted == evicted:  # the counts read above, plus this document
             if len(self._known) >= _KNOWN_SCOPES:
                 self._known.clear()
@@ -367,10 +461,11 @@ class SqliteMemoryStore:
             self._known_totals = (docs + 1, size + w_size)
         return self._inserted(doc_id, w, now)
 
-    def _note_insert(self, rowid: int | None, doc_id: str, w: Write) -> None:
+    def _note_insert(self, rowid: int | None, doc_id: str, w: Write, now: int) -> None:
         if self._index is not None and rowid is not None:
             self._note(("add", rowid, doc_id, (w.agent_id, w.scope, w.scope_key),
-                        (w.title, " ".join(w.tags), w.body), w.expires_at_ms))  # fmt: skip
+                        (w.title, " ".join(w.tags), w.body), w.expires_at_ms, now,
+                        w.pinned))  # fmt: skip
 
     def _fits(self, known: tuple[int, int], totals: tuple[int, int], w_size: int) -> bool:
         max_scope_docs, max_scope_bytes, max_docs, max_bytes = self._limits
@@ -579,9 +674,18 @@ class SqliteMemoryStore:
     ) -> RecallResult:
         where, params = _visible(ctx, scope)  # ScopeError here, before any SQL
         buckets = _buckets(ctx, scope)
+        vector = await self._query_vector(query)
         return await self._run(
-            lambda: self._search(query, where, params, limit, touch=True, buckets=buckets)
+            lambda: self._search(
+                query, where, params, limit, touch=True, buckets=buckets, vector=vector
+            )
         )
+
+    async def _query_vector(self, query: str) -> bytes | None:
+        if self._embedder is None or not tokens(query):
+            return None
+        embedder = self._embedder
+        return (await asyncio.to_thread(embedder.encode, [query]))[0]
 
     def recall_sync(
         self, ctx: MemoryContext, query: str, *, scope: str | None = None, limit: int = 5
@@ -617,11 +721,11 @@ class SqliteMemoryStore:
         elif self._queue:
             for op in self._queue:
                 if op[0] == "add":
-                    index.add(op[1], op[2], op[3], op[4], op[5])
+                    index.add(*op[1:])
                 elif op[0] == "del":
                     index.remove(op[1])
                 else:
-                    index.set_expiry(op[1], op[2])
+                    index.refresh(*op[1:])
             self._queue.clear()
         return len(index)
 
@@ -630,30 +734,36 @@ class SqliteMemoryStore:
         connection committed: rows gone, new, or with another expiry)."""
         db = self._db
         select = ("SELECT id, doc_id, agent_id, scope, scope_key, title, tags, body, "
-                  "expires_at_ms FROM memory_documents")  # fmt: skip
+                  "expires_at_ms, updated_at_ms, pinned FROM memory_documents")  # fmt: skip
         if index is None:
             index = RecallIndex()
             for row in db.execute(select):
-                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8], row[9],
+                          bool(row[10]))  # fmt: skip
             return index
-        now = {r[0]: (r[1], r[2]) for r in db.execute(
-            "SELECT id, doc_id, expires_at_ms FROM memory_documents")}  # fmt: skip
+        now = {r[0]: (r[1], r[2], r[3], bool(r[4])) for r in db.execute(
+            "SELECT id, doc_id, expires_at_ms, updated_at_ms, pinned FROM memory_documents"
+        )}  # fmt: skip
         for rowid, doc in list(index.docs.items()):
             found = now.get(rowid)
             if found is None or found[0] != doc.doc_id:
                 index.remove(rowid)
-            elif found[1] != doc.expires_at_ms:
-                index.set_expiry(rowid, found[1])
+            elif found[1:] != (doc.expires_at_ms, doc.updated_at_ms, doc.pinned):
+                index.refresh(rowid, *found[1:])
         new = [rowid for rowid in now if rowid not in index.docs]
         for i in range(0, len(new), 500):
             part = new[i : i + 500]
             marks = ",".join("?" * len(part))
             for row in db.execute(f"{select} WHERE id IN ({marks})", part):
-                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8])
+                index.add(row[0], row[1], (row[2], row[3], row[4]), row[5:8], row[8], row[9],
+                          bool(row[10]))  # fmt: skip
         return index
 
     async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
-        return await self._run(lambda: self._search(query, "1 = 1", [], limit, touch=False))
+        vector = await self._query_vector(query)
+        return await self._run(
+            lambda: self._search(query, "1 = 1", [], limit, touch=False, vector=vector)
+        )
 
     def _search(
         self,
@@ -664,6 +774,7 @@ class SqliteMemoryStore:
         *,
         touch: bool,
         buckets: tuple[Bucket, ...] | None = None,
+        vector: bytes | None = None,
     ) -> RecallResult:
         words = tokens(query)
         if not words:
@@ -672,75 +783,124 @@ class SqliteMemoryStore:
         now = self._clock()
         wanted = max(_CANDIDATES, limit * 4)
         terms = [index_tokens(w) for w in words] if buckets is not None else None
+        scored: list[_Scored]
         if terms is not None and all(len(t) <= 1 for t in terms):
-            # The recall index's bm25 top-k over the context's buckets; the rows are then
-            # read with the same scope rule in the WHERE clause as the FTS5 path below.
+            # The recall index's bm25 top-k over the context's buckets, ranked by the index's
+            # copy of each candidate's scope, update time and pin (as this connection last
+            # saw them committed); the rows are then read with the scope rule in the WHERE
+            # clause (a row gone or expired since: the next one).
             self._sync_index()
             assert self._index is not None
             best = self._index.top(buckets or (), [t[0] for t in terms if t], wanted, now)
-            if not best:
-                return RecallResult(hits=())
-            # First the ranking columns of the candidates, then the chosen rows in full.
-            marks = ",".join("?" * len(best))
-            rank = {row[0]: row for row in self._db.execute(
-                f"SELECT d.id, d.scope, d.updated_at_ms, d.pinned FROM memory_documents AS d "
-                f"NOT INDEXED WHERE d.id IN ({marks}) AND {where} "
-                "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
-                (*(rowid for rowid, _ in best), *params, now),
-            )}  # fmt: skip
-            scored: list[tuple[float, int, float, float, float]] = []
+            meta = self._index.docs
+            scored = []
             for rowid, lexical in best:
-                found = rank.get(rowid)
-                if found is None:
-                    continue
-                weight = SCOPE_WEIGHTS[found[1]]
-                fade = decay(now - found[2])
-                score = lexical * weight * fade * (_PIN_BOOST if found[3] else 1.0)
+                entry = meta[rowid]
+                weight = SCOPE_WEIGHTS[entry.bucket[1]]
+                fade = decay(now - entry.updated_at_ms)
+                score = lexical * weight * fade * (_PIN_BOOST if entry.pinned else 1.0)
                 scored.append((score, rowid, lexical, weight, fade))
-            scored.sort(key=lambda t: -t[0])
-            top = scored[:limit]
-            marks = ",".join("?" * len(top))
-            docs = {row[-1]: _document(row[:-1]) for row in self._db.execute(
-                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
-                f"WHERE d.id IN ({marks}) AND {where}",
-                (*(t[1] for t in top), *params),
-            )}  # fmt: skip
-            chosen = tuple(
-                RecallHit(document=docs[rowid], score=score, lexical=lexical,
-                          scope_weight=weight, decay=fade)
-                for score, rowid, lexical, weight, fade in top if rowid in docs
-            )  # fmt: skip
-            if touch:
-                for h in chosen:
-                    self._touched[h.document.doc_id] = now
-            return RecallResult(hits=chosen)
-        # a word FTS5 splits into a phrase (or the operator's search of every scope)
-        rows = self._db.execute(
-            f"SELECT {_D_COLUMNS}, {_BM25} FROM memory_fts JOIN memory_documents AS d "
-            f"ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? AND {where} "
-            "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
-            f"ORDER BY {_BM25} LIMIT ?",
-            (fts5_query(query), *params, now, wanted),
-        ).fetchall()
+        else:
+            # a word FTS5 splits into a phrase (or the operator's search of every scope)
+            scored = self._ranked(
+                f"SELECT d.id, d.scope, d.updated_at_ms, d.pinned, {_BM25} FROM memory_fts "
+                "JOIN memory_documents AS d ON d.id = memory_fts.rowid WHERE memory_fts MATCH ? "
+                f"AND {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?) "
+                f"ORDER BY {_BM25} LIMIT ?",
+                (fts5_query(query), *params, now, wanted),
+                now,
+            )
+        scored.sort(key=_first, reverse=True)
+        lanes: list[list[int]] = [[t[1] for t in scored]]
+        facts = {t[1]: t for t in scored}
+        idents = identifiers(query)
+        if idents:
+            found = self._ranked(
+                "SELECT d.id, d.scope, d.updated_at_ms, d.pinned, bm25(memory_trigram) "
+                "FROM memory_trigram JOIN memory_documents AS d ON d.id = memory_trigram.rowid "
+                f"WHERE memory_trigram MATCH ? AND {where} AND (d.expires_at_ms IS NULL OR "
+                "d.expires_at_ms > ?) ORDER BY bm25(memory_trigram) LIMIT ?",
+                (trigram_query(idents), *params, now, wanted),
+                now,
+            )
+            found.sort(key=_first, reverse=True)
+            lanes.append([t[1] for t in found])
+            for t in found:
+                facts.setdefault(t[1], (0.0, t[1], 0.0, t[3], t[4]))
+        if vector is not None and self._embedder is not None:
+            dense = self._dense(vector, where, params, now, wanted)
+            lanes.append([t[1] for t in dense])
+            for t in dense:
+                facts.setdefault(t[1], (0.0, t[1], 0.0, t[3], t[4]))
+        ranking: list[tuple[float, int, float, float, float, list[int | None]]]
+        if len(lanes) == 1 or not any(lanes[1:]):
+            ranking = [(*t, [i, None, None]) for i, t in enumerate(scored, 1)]
+        else:
+            fused = fuse(lanes)
+            ranking = []
+            for rowid, score, ranks in fused:
+                _s, _r, lexical, weight, fade = facts[rowid]
+                ranking.append((score, rowid, lexical, weight, fade, _named(lanes, idents, ranks)))
         hits: list[RecallHit] = []
-        for row in rows:
-            doc = _document(row[:-1])
-            lexical = -float(row[-1])
-            weight = SCOPE_WEIGHTS[doc.scope]
-            fade = decay(now - doc.updated_at_ms)
-            score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
-            hits.append(
-                RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
-                          decay=fade)
+        start = 0
+        while len(hits) < limit and start < len(ranking):
+            part = ranking[start : start + limit - len(hits)]
+            start += len(part)
+            marks = ",".join("?" * len(part))
+            read = {row[-1]: row for row in self._db.execute(
+                f"SELECT {_D_COLUMNS}, d.id FROM memory_documents AS d NOT INDEXED "
+                f"WHERE d.id IN ({marks}) AND {where} "
+                "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
+                (*(t[1] for t in part), *params, now),
+            )}  # fmt: skip
+            hits.extend(
+                RecallHit(document=_document(read[rowid][:-1]), score=score, lexical=lexical,
+                          scope_weight=weight, decay=fade, lexical_rank=ranks[0],
+                          trigram_rank=ranks[1], embedding_rank=ranks[2])
+                for score, rowid, lexical, weight, fade, ranks in part if rowid in read
             )  # fmt: skip
-        hits.sort(key=lambda h: -h.score)
-        chosen = tuple(hits[:limit])
-        if touch and chosen:
+        chosen = tuple(hits)
+        if touch:
             # The stamps wait for the next write (or read of stamps), so a recall commits
             # nothing; every eviction decision sees them (flushed first in its transaction).
             for h in chosen:
                 self._touched[h.document.doc_id] = now
         return RecallResult(hits=chosen)
+
+    def _dense(
+        self, vector: bytes, where: str, params: list[Any], now: int, k: int
+    ) -> list[_Scored]:
+        """The embeddings lane: brute-force cosine over the visible, unexpired rows' vectors,
+        times the scope weight, decay and pin boost; the best ``k``."""
+        rows = self._db.execute(
+            "SELECT d.id, d.scope, d.updated_at_ms, d.pinned, v.vec FROM memory_vectors AS v "
+            f"JOIN memory_documents AS d ON d.id = v.id WHERE {where} "
+            "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > ?)",
+            (*params, now),
+        ).fetchall()
+        assert self._embedder is not None
+        sims = self._embedder.similarities(vector, [r[4] for r in rows])
+        out: list[_Scored] = []
+        for (rowid, scope, updated, pinned, _vec), sim in zip(rows, sims, strict=True):
+            if sim <= 0.0:  # no direction in common: not a match
+                continue
+            weight = SCOPE_WEIGHTS[scope]
+            fade = decay(now - updated)
+            out.append((sim * weight * fade * (_PIN_BOOST if pinned else 1.0), rowid, 0.0,
+                        weight, fade))  # fmt: skip
+        out.sort(key=_first, reverse=True)
+        return out[:k]
+
+    def _ranked(self, sql: str, args: Sequence[Any], now: int) -> list[_Scored]:
+        """Rows ``(id, scope, updated_at_ms, pinned, bm25)`` as scored candidates."""
+        out: list[_Scored] = []
+        for rowid, scope, updated, pinned, rank in self._db.execute(sql, args):
+            lexical = -float(rank)
+            weight = SCOPE_WEIGHTS[scope]
+            fade = decay(now - updated)
+            score = lexical * weight * fade * (_PIN_BOOST if pinned else 1.0)
+            out.append((score, rowid, lexical, weight, fade))
+        return out
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         def go() -> MemoryDocument | None:
@@ -807,6 +967,28 @@ class SqliteMemoryStore:
             with contextlib.suppress(sqlite3.Error):
                 self._flush_touches()
             self._db.close()
+
+
+#: A candidate: (score, rowid, lexical, scope weight, decay).
+_Scored = tuple[float, int, float, float, float]
+
+
+def _first(item: _Scored) -> float:
+    return item[0]
+
+
+def _named(
+    lanes: Sequence[Sequence[int]], idents: Sequence[str], ranks: list[int | None]
+) -> list[int | None]:
+    """A fused hit's ranks as [lexical, trigram, embedding] whichever lanes ran."""
+    named: list[int | None] = [ranks[0], None, None]
+    i = 1
+    if idents:
+        named[1] = ranks[i]
+        i += 1
+    if i < len(lanes):
+        named[2] = ranks[i]
+    return named
 
 
 def _statistics(

@@ -25,6 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from lemon_memory.documents import SCOPES, MemoryContext, MemoryDocument
+from lemon_memory.embeddings import status as embeddings_status
 from lemon_memory.errors import MemoryInputError, MemoryUnavailableError
 from lemon_memory.query import tokens
 from lemon_memory.screen import redact
@@ -183,7 +184,8 @@ class Operator:
             stats = await self._store.statistics()
         except MemoryUnavailableError as exc:
             return {"available": False, "reason": str(exc)}
-        return {"available": True, "embeddings": "not installed", **msgspec.to_builtins(stats)}
+        return {"available": True, "embeddings": _lane(self._store),
+                **msgspec.to_builtins(stats)}  # fmt: skip
 
     async def list_docs(self, params: Mapping[str, Any]) -> dict[str, Any]:
         scope = params.get("scope")
@@ -213,10 +215,11 @@ class Operator:
             )
         return {
             "emptyQuery": result.empty_query,
-            "embeddings": "not installed",
+            "embeddings": _lane(store),
             "hits": [
                 {"score": h.score, "lexical": h.lexical, "scopeWeight": h.scope_weight,
-                 "decay": h.decay, "embeddingRank": None, "document": _doc(h.document)}
+                 "decay": h.decay, "lexicalRank": h.lexical_rank, "trigramRank": h.trigram_rank,
+                 "embeddingRank": h.embedding_rank, "document": _doc(h.document)}
                 for h in result.hits
             ],
         }  # fmt: skip
@@ -384,3 +387,9 @@ OPERATIONS: Final[dict[str, str]] = {
     "memory.import": "admin",
     "memory.consolidate": "admin",
 }
+
+
+def _lane(store: object) -> str:
+    """The store's embeddings lane in a few words (a backend without one: lexical)."""
+    lane = getattr(store, "embeddings", None)
+    return lane if isinstance(lane, str) else embeddings_status()

@@ -73,6 +73,12 @@ class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     """The backend's text rank, made positive (bm25 or ts_rank_cd)."""
     scope_weight: float
     decay: float
+    lexical_rank: int | None = None
+    """The hit's rank in the lexical lane (1 = best; None: found by another lane only)."""
+    trigram_rank: int | None = None
+    """Its rank among the identifier (substring) matches, when the query had identifiers."""
+    embedding_rank: int | None = None
+    """Its rank by cosine similarity, when the embeddings lane is on."""
 
 
 class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
