@@ -88,6 +88,7 @@ def test_doctor_reports_the_memory_store_and_a_corrupt_one(env: dict[str, str]) 
     assert memory["status"] == "ok"
     assert "memory.sqlite3 (sqlite): 1 documents of at most 50000" in memory["detail"]
     assert "per scope: agent 1" in memory["detail"]
+    assert "embeddings not installed (lexical recall" in memory["detail"]  # the default lock
     path = Path(env["LEMON_HOME"]) / "store" / "memory.sqlite3"
     for extra in path.parent.glob("memory.sqlite3-*"):
         extra.unlink()

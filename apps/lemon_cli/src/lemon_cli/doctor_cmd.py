@@ -201,14 +201,21 @@ async def _check_memory(config: Config | None, home: Path) -> Check:
             p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()
         )
         size = f"{on_disk / 1048576:.1f} MiB on disk"
+    from lemon_memory import embeddings
+
     scopes = ", ".join(f"{k} {v}" for k, v in sorted(stats.per_scope.items())) or "none"
     evicted = sum(stats.evictions.values())
+    lane = (
+        "embeddings installed (hybrid recall once the daemon loads them)"
+        if embeddings.installed()
+        else "embeddings not installed (lexical recall; the extra lemon_memory[embeddings])"
+    )
     return Check(
         name="memory",
         status="ok",
         detail=f"{where} ({stats.backend}): {stats.documents} documents of at most "
         f"{stats.max_docs}, {size}; per scope: {scopes}; {evicted} evicted, "
-        f"{stats.swept} swept; embeddings not installed (lexical recall)",
+        f"{stats.swept} swept; {lane}",
     )
 
 
