@@ -40,7 +40,7 @@ from lemon_mcp.errors import (
     McpTimeoutError,
 )
 
-__all__ = ["CLIENT_INFO", "McpClient", "Transport"]
+__all__ = ["CLIENT_INFO", "McpClient", "Transport", "close_owned"]
 
 log = logging.getLogger("lemon_mcp")
 
@@ -268,3 +268,21 @@ class McpClient:
                 future.set_exception(McpConnectionError(reason))
         if self.on_lost is not None:
             self.on_lost(reason)
+
+
+async def close_owned(client: McpClient, owner: set[asyncio.Task[object]]) -> None:
+    """Close ``client`` in a task kept in ``owner`` until it is done; the owner's ``aclose``
+    waits for every task left there. A caller cancelled midway (the idle timer or a background
+    start cancelled by ``aclose``, an aborted run) stops waiting, but the stop goes on and is
+    still waited for, so no server process outlives its owner (a stop left running when the
+    event loop ends leaves its asyncio transport open: a ResourceWarning at some later
+    garbage collection)."""
+
+    async def close() -> None:
+        with contextlib.suppress(McpError, OSError):
+            await client.aclose()
+
+    task: asyncio.Task[object] = asyncio.ensure_future(close())
+    owner.add(task)
+    task.add_done_callback(owner.discard)
+    await asyncio.shield(task)
