@@ -84,6 +84,10 @@ class McpClient:
         self.on_tools_changed: Callable[[], None] | None = None
         """Called on ``notifications/tools/list_changed`` (the hub refreshes its list)."""
         self.capabilities: Mapping[str, Any] = {}
+        self.on_elicit: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+        """Set before :meth:`start`: the client declares the ``elicitation`` capability and
+        answers each ``elicitation/create`` with what this returns for its params (an
+        ``{"action": ...}`` result). Unset: the request gets -32601, as any other."""
         self._replies: set[asyncio.Task[None]] = set()
         # Ids given up on (timed out, cancelled): a late answer to one is dropped, not a fault.
         self._abandoned: deque[int | str] = deque(maxlen=256)
@@ -110,7 +114,7 @@ class McpClient:
             "initialize",
             {
                 "protocolVersion": LATEST_PROTOCOL,
-                "capabilities": {},
+                "capabilities": self._capabilities(),
                 "clientInfo": CLIENT_INFO,
             },
         )
@@ -132,13 +136,16 @@ class McpClient:
         if callable(listen):
             listen()  # Streamable HTTP: the GET stream for server-initiated messages
 
+    def _capabilities(self) -> dict[str, Any]:
+        return {"elicitation": {}} if self.on_elicit is not None else {}
+
     async def _discover(self) -> bool:
         """``server/discover`` at the newest stateless version: True when the server speaks
         it (the client then keeps to that era), False to fall back to ``initialize``."""
         version = MODERN_PROTOCOLS[0]
         envelope = {
             PROTOCOL_VERSION_META: version,
-            CLIENT_CAPABILITIES_META: {},
+            CLIENT_CAPABILITIES_META: self._capabilities(),
             CLIENT_INFO_META: CLIENT_INFO,
         }
         self.transport.protocol_version = version  # type: ignore[attr-defined]  # stateless_capable: HttpTransport
@@ -301,6 +308,9 @@ class McpClient:
         assert message.method is not None
         if message.method == "ping":
             reply = encode_result(message.id, {})
+        elif message.method == "elicitation/create" and self.on_elicit is not None:
+            params = message.params if isinstance(message.params, Mapping) else {}
+            reply = encode_result(message.id, dict(self.on_elicit(params)))
         else:
             reply = encode_error(message.id, -32601, f"method not supported: {message.method}")
         task = asyncio.get_running_loop().create_task(self._reply(reply))
