@@ -95,6 +95,7 @@ async def _login(
         async with httpx.AsyncClient(follow_redirects=True, timeout=30.0) as http:
             await http.get(authorize)
 
+    oauth.reauthorize = open_url  # a scope step-up logs in again, headlessly too
     await oauth.login(open_url, timeout_s=30.0)
     say("logged in")
     return oauth

@@ -158,10 +158,13 @@ class _HttpBase:
         return headers
 
     async def _retry_401(self, response: httpx.Response, attempt: int) -> bool:
-        """A first 401 with OAuth configured: True once a new token was obtained."""
-        if response.status_code != 401 or attempt != 1 or self._auth is None:
+        """A first 401 (or a 403 asking for a wider scope: ``insufficient_scope``) with OAuth
+        configured: True once a new token was obtained."""
+        challenge = response.headers.get("www-authenticate")
+        step_up = response.status_code == 403 and "insufficient_scope" in (challenge or "")
+        if (response.status_code != 401 and not step_up) or attempt != 1 or self._auth is None:
             return False
-        return await self._auth.unauthorized(response.headers.get("www-authenticate"))
+        return await self._auth.unauthorized(challenge)
 
     def _check_status(self, response: httpx.Response) -> None:
         status = response.status_code
