@@ -232,3 +232,19 @@ def test_login_and_logout_against_a_loopback_authorization_server(tmp_path: Path
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_conformance_client_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    cases = [
+        ({}, ["conformance-client", "ftp://x"], "is not an http(s):// URL"),
+        ({"MCP_CONFORMANCE_CONTEXT": "{no"}, ["conformance-client", "http://127.0.0.1:9/mcp"],
+         "MCP_CONFORMANCE_CONTEXT is not JSON"),
+        ({"MCP_CONFORMANCE_SCENARIO": "auth/basic-cimd"},
+         ["conformance-client", "http://127.0.0.1:9/mcp"], "scenario auth/basic-cimd: "),
+        ({}, ["conformance-client", "http://127.0.0.1:9/mcp"], "scenario (none): HTTP error"),
+    ]  # fmt: skip
+    for env, args, says in cases:
+        result = CliRunner().invoke(app, ["mcp", *args], env={"LEMON_HOME": str(tmp_path), **env})
+        assert result.exit_code == 1, result.output
+        assert says in result.output
+        assert "Traceback" not in result.output

@@ -106,3 +106,25 @@ async def test_an_sse_event_over_the_cap_ends_the_connection() -> None:
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_dual_era_server_is_spoken_to_in_the_stateless_era(sdk_url: str) -> None:
+    """The SDK's server speaks both eras: ``server/discover`` answers, so there is no
+    ``initialize``, no session and no GET stream; every request carries the ``_meta``
+    envelope and the ``Mcp-Method`` / ``Mcp-Name`` headers (the server checks each against
+    the body and refuses a mismatch)."""
+    transport = HttpTransport(name="w", url=sdk_url, stateless=True)
+    client = McpClient(transport, name="w")
+    await client.start()
+    try:
+        assert client.stateless
+        assert client.protocol_version == transport.protocol_version == "2026-07-28"
+        assert transport.session_id is None
+        assert "tools" in client.capabilities
+        assert sorted(t["name"] for t in await client.list_tools()) == ["add", "echo"]
+        result = await client.call_tool("echo", {"text": "hi"}, deadline_s=10)
+        assert result["content"][0]["text"] == "hi"
+        await client.ping()
+        assert transport.get_stream_state == "closed"  # none in this era
+    finally:
+        await client.aclose()

@@ -330,3 +330,19 @@ async def test_client_credentials_over_the_legacy_sse_transport(config_for: Conf
             assert status.detail == "sse (legacy)"
         finally:
             await hub.aclose()
+
+
+def test_an_issuer_with_a_path_is_looked_up_under_that_path_only() -> None:
+    """The MCP spec's order (the conformance suite's auth/metadata-var3): path inserted for
+    RFC 8414 and OpenID, then OpenID appended; the root's metadata is another tenant's."""
+    from lemon_mcp._oauth import _metadata_urls
+
+    assert _metadata_urls("https://as.example/tenant1/") == [
+        "https://as.example/.well-known/oauth-authorization-server/tenant1",
+        "https://as.example/.well-known/openid-configuration/tenant1",
+        "https://as.example/tenant1/.well-known/openid-configuration",
+    ]
+    assert _metadata_urls("https://as.example") == [
+        "https://as.example/.well-known/oauth-authorization-server",
+        "https://as.example/.well-known/openid-configuration",
+    ]

@@ -21,6 +21,7 @@ from lemon_mcp._session import SessionServers
 
 ConfigFor = Callable[..., tuple[Config, Path, Path]]
 SDK = str(Path(__file__).parent / "servers" / "sdk_mcp_server.py")
+SCRIPTED = str(Path(__file__).parent / "servers" / "scripted_mcp_server.py")
 PYTHON = sys.executable
 
 
@@ -155,3 +156,33 @@ async def test_an_idle_session_server_stops_on_its_timer_without_another_discove
     finally:
         await servers.aclose()
         await hub.aclose()
+
+
+async def test_closing_waits_for_a_stop_the_idle_timer_began(tmp_path: Path) -> None:
+    """The timer is ending an idle server that ignores TERM (its stop takes the 2 s grace)
+    when the servers are closed: aclose cancels the timer but waits for that stop, so no
+    process outlives it. (Its asyncio transport used to be left to the garbage collector,
+    whose ResourceWarning failed a later test on the same worker.)"""
+    import asyncio
+
+    hub = McpHubImpl(home=tmp_path, environ={"PATH": os.environ["PATH"]})
+    servers = SessionServers(stdio_transport=hub.transport_for, idle_s=0.2)
+    spec = McpServerSpec(name="stubborn", command=PYTHON, args=(SCRIPTED, "ok", "stubborn"))
+    loop = asyncio.get_running_loop()
+    try:
+        found = await servers.merge(
+            McpDiscovery(), session_key="s:a", servers=[spec], cwd=tmp_path, wait_s=30
+        )
+        assert {t.tool for t in found.tools} == {"echo", "add"}
+        client = servers._entries[("s:a", "stubborn")].client
+        assert client is not None
+        pid = client.transport.pid  # type: ignore[attr-defined]
+        deadline = loop.time() + 30
+        while servers.statistics()["servers"] and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)  # the timer took it: its stop is under way (TERM ignored)
+        assert servers.statistics()["servers"] == 0
+    finally:
+        await servers.aclose()
+        await hub.aclose()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # ended and reaped by the time aclose returned

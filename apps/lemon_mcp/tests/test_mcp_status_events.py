@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from lemon_core.config import load_config
 from lemon_core.mcp import MCP_HUB
 from lemon_core.wire_methods import WIRE_METHODS, WireCall
@@ -48,10 +46,6 @@ async def _until(
         seen.append(event.payload)
 
 
-# On two test workers the garbage collector runs here and finds a stdio server's subprocess
-# transport some earlier test on the worker left open (it passes alone and in one process); the
-# leak is being looked for, and this test's own servers are checked by its events.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_server_state_changes_are_bus_events(tmp_path: Path) -> None:
     server = await asyncio.start_server(_unauthorized, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]

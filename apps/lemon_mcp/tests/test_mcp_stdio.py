@@ -367,3 +367,26 @@ async def test_a_second_aclose_waits_until_the_server_is_ended_and_reaped() -> N
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # ended and reaped, not a zombie
     await first
+
+
+async def test_closing_waits_for_a_stop_a_background_start_began(config_for: ConfigFor) -> None:
+    """A start left to the background (past discover_wait_s) times out and is ending its
+    server, which ignores TERM (the stop takes the 2 s grace), when the hub is closed: aclose
+    cancels the start but waits for that stop, so no process outlives the hub."""
+    config, home, work = config_for(
+        "[mcp]\ndiscover_wait_s = 0.2\n"
+        f'[mcp.servers.slow]\ncommand = "{PYTHON}"\n'
+        f'args = ["{SCRIPTED}", "hang_start", "stubborn"]\nstartup_timeout_s = 0.5\n'
+    )
+    hub = _hub(home)
+    failed = asyncio.Event()
+    hub.subscribe(lambda name, change: failed.set() if change == "failed" else None)
+    found = await hub.discover(config, cwd=work)
+    assert "still starting" in found.unavailable["slow"]
+    client = hub._servers["slow"].client
+    assert client is not None
+    pid = client.transport.pid  # type: ignore[attr-defined]
+    await asyncio.wait_for(failed.wait(), 30)  # timed out: its stop is under way (TERM ignored)
+    await asyncio.wait_for(hub.aclose(), 10)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # ended and reaped by the time aclose returned

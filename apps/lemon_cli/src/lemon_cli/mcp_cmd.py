@@ -373,6 +373,32 @@ def logs(name: Annotated[str, typer.Argument(help="the server's name")]) -> None
     typer.echo(text, nl=not text.endswith("\n"))
 
 
+@mcp_app.command("conformance-client")
+def conformance_client(
+    url: Annotated[str, typer.Argument(help="the server's URL (the suite gives it)")],
+) -> None:
+    """The client of the official conformance suite (conformance client --command ...): plays
+    $MCP_CONFORMANCE_SCENARIO against URL with the agent's own MCP client."""
+    import asyncio
+    import json
+
+    from lemon_mcp import McpError
+    from lemon_mcp import conformance_client as play
+
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    try:
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    except ValueError as exc:
+        raise _fail(f"MCP_CONFORMANCE_CONTEXT is not JSON: {exc}") from None
+    if not url.startswith(("http://", "https://")):
+        raise _fail(f"{url!r} is not an http(s):// URL")
+    try:
+        asyncio.run(play(url, scenario=scenario, context=context,
+                         say=lambda line: typer.echo(line, err=True)))  # fmt: skip
+    except McpError as exc:
+        raise _fail(f"scenario {scenario or '(none)'}: {exc}") from None
+
+
 @mcp_app.command("serve")
 def serve(
     allow_write: Annotated[

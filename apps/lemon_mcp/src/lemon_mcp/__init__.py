@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from lemon_mcp._approvals import ProjectApprovals, project_server_names
     from lemon_mcp._boot import lemon_mcp_app
     from lemon_mcp._client import McpClient, Transport
+    from lemon_mcp._conformance import conformance_client
     from lemon_mcp._diagnose import diagnose
     from lemon_mcp._http import HttpAuth, HttpTransport, SseTransport
     from lemon_mcp._hub import McpHubImpl, ServerState, ServerStatus
@@ -56,6 +57,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "McpClient": ("lemon_mcp._client", "McpClient"),
     "Transport": ("lemon_mcp._client", "Transport"),
     "diagnose": ("lemon_mcp._diagnose", "diagnose"),
+    "conformance_client": ("lemon_mcp._conformance", "conformance_client"),
     "McpHubImpl": ("lemon_mcp._hub", "McpHubImpl"),
     "ServerState": ("lemon_mcp._hub", "ServerState"),
     "ServerStatus": ("lemon_mcp._hub", "ServerStatus"),
@@ -121,6 +123,7 @@ __all__ = [
     "ToolHost",
     "ToolOverride",
     "Transport",
+    "conformance_client",
     "definition_hash",
     "diagnose",
     "lemon_mcp_app",

@@ -23,7 +23,12 @@ import msgspec
 
 from lemon_core.backoff import Backoff
 from lemon_mcp._wire import (
+    CLIENT_CAPABILITIES_META,
+    CLIENT_INFO_META,
     LATEST_PROTOCOL,
+    MODERN_PROTOCOLS,
+    PROTOCOL_VERSION_META,
+    SERVER_INFO_META,
     SUPPORTED_PROTOCOLS,
     Incoming,
     decode,
@@ -35,12 +40,13 @@ from lemon_mcp._wire import (
 from lemon_mcp.errors import (
     McpConnectionError,
     McpError,
+    McpHttpStatusError,
     McpProtocolError,
     McpRemoteError,
     McpTimeoutError,
 )
 
-__all__ = ["CLIENT_INFO", "McpClient", "Transport"]
+__all__ = ["CLIENT_INFO", "McpClient", "Transport", "close_owned"]
 
 log = logging.getLogger("lemon_mcp")
 
@@ -78,22 +84,37 @@ class McpClient:
         self.on_tools_changed: Callable[[], None] | None = None
         """Called on ``notifications/tools/list_changed`` (the hub refreshes its list)."""
         self.capabilities: Mapping[str, Any] = {}
+        self.on_elicit: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+        """Set before :meth:`start`: the client declares the ``elicitation`` capability and
+        answers each ``elicitation/create`` with what this returns for its params (an
+        ``{"action": ...}`` result). Unset: the request gets -32601, as any other."""
         self._replies: set[asyncio.Task[None]] = set()
         # Ids given up on (timed out, cancelled): a late answer to one is dropped, not a fault.
         self._abandoned: deque[int | str] = deque(maxlen=256)
+        # The stateless era's per-request ``_meta`` (None: the initialize handshake's era).
+        self._envelope: dict[str, Any] | None = None
 
     @property
     def closed_reason(self) -> str | None:
         return self._closed_reason
 
+    @property
+    def stateless(self) -> bool:
+        """The server speaks the stateless era (``server/discover``; no session)."""
+        return self._envelope is not None
+
     async def start(self) -> None:
-        """Start the transport and run the ``initialize`` handshake."""
+        """Start the transport, then over Streamable HTTP try the stateless era
+        (``server/discover``), and run the ``initialize`` handshake when the server does not
+        speak it (a JSON-RPC error, e.g. -32601, or HTTP 400)."""
         await self.transport.start(self._on_message, self._lost)
+        if getattr(self.transport, "stateless_capable", False) and await self._discover():
+            return
         result = await self.request(
             "initialize",
             {
                 "protocolVersion": LATEST_PROTOCOL,
-                "capabilities": {},
+                "capabilities": self._capabilities(),
                 "clientInfo": CLIENT_INFO,
             },
         )
@@ -115,12 +136,53 @@ class McpClient:
         if callable(listen):
             listen()  # Streamable HTTP: the GET stream for server-initiated messages
 
+    def _capabilities(self) -> dict[str, Any]:
+        return {"elicitation": {}} if self.on_elicit is not None else {}
+
+    async def _discover(self) -> bool:
+        """``server/discover`` at the newest stateless version: True when the server speaks
+        it (the client then keeps to that era), False to fall back to ``initialize``."""
+        version = MODERN_PROTOCOLS[0]
+        envelope = {
+            PROTOCOL_VERSION_META: version,
+            CLIENT_CAPABILITIES_META: self._capabilities(),
+            CLIENT_INFO_META: CLIENT_INFO,
+        }
+        self.transport.protocol_version = version  # type: ignore[attr-defined]  # stateless_capable: HttpTransport
+        self._envelope = envelope
+        try:
+            result = await self.request("server/discover", deadline_s=30.0)
+        except McpRemoteError as exc:
+            log.info("mcp server %s: server/discover answered %s; initialize", self.name, exc)
+            result = None
+        except McpHttpStatusError as exc:
+            if exc.status not in (400, 404, 405):
+                raise
+            log.info("mcp server %s: HTTP %d to server/discover; initialize", self.name, exc.status)
+            result = None
+        supported = result.get("supportedVersions") if isinstance(result, Mapping) else None
+        if not isinstance(result, Mapping) or version not in (supported or ()):
+            self._envelope = None
+            self.transport.protocol_version = None  # type: ignore[attr-defined]
+            return False
+        self.protocol_version = version
+        meta = result.get("_meta")
+        info = meta.get(SERVER_INFO_META) if isinstance(meta, Mapping) else None
+        self.server_info = info if isinstance(info, Mapping) else {}
+        caps = result.get("capabilities")
+        self.capabilities = caps if isinstance(caps, Mapping) else {}
+        self.instructions = str(result.get("instructions") or "")
+        return True
+
     async def request(
         self, method: str, params: dict[str, Any] | None = None, *, deadline_s: float | None = None
     ) -> Any:
         """Send a request and wait for its result (or raise what went wrong)."""
         if self._closed_reason is not None:
             raise McpConnectionError(self._closed_reason)
+        if self._envelope is not None:  # the stateless era: each request says who asks
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), **self._envelope}
         rid = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
@@ -147,8 +209,9 @@ class McpClient:
                 await self.notify("notifications/cancelled", {"requestId": rid, "reason": reason})
 
     async def ping(self, *, deadline_s: float | None = 10.0) -> None:
-        """Liveness: the server answers ``ping`` (or this raises)."""
-        await self.request("ping", deadline_s=deadline_s)
+        """Liveness: the server answers ``ping`` (or this raises). The stateless era has no
+        ``ping`` (-32601): ``server/discover`` is its liveness check."""
+        await self.request("server/discover" if self.stateless else "ping", deadline_s=deadline_s)
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
         """Every tool, following ``nextCursor`` (at most 100 pages), each page retried with
@@ -245,6 +308,9 @@ class McpClient:
         assert message.method is not None
         if message.method == "ping":
             reply = encode_result(message.id, {})
+        elif message.method == "elicitation/create" and self.on_elicit is not None:
+            params = message.params if isinstance(message.params, Mapping) else {}
+            reply = encode_result(message.id, dict(self.on_elicit(params)))
         else:
             reply = encode_error(message.id, -32601, f"method not supported: {message.method}")
         task = asyncio.get_running_loop().create_task(self._reply(reply))
@@ -268,3 +334,21 @@ class McpClient:
                 future.set_exception(McpConnectionError(reason))
         if self.on_lost is not None:
             self.on_lost(reason)
+
+
+async def close_owned(client: McpClient, owner: set[asyncio.Task[object]]) -> None:
+    """Close ``client`` in a task kept in ``owner`` until it is done; the owner's ``aclose``
+    waits for every task left there. A caller cancelled midway (the idle timer or a background
+    start cancelled by ``aclose``, an aborted run) stops waiting, but the stop goes on and is
+    still waited for, so no server process outlives its owner (a stop left running when the
+    event loop ends leaves its asyncio transport open: a ResourceWarning at some later
+    garbage collection)."""
+
+    async def close() -> None:
+        with contextlib.suppress(McpError, OSError):
+            await client.aclose()
+
+    task: asyncio.Task[object] = asyncio.ensure_future(close())
+    owner.add(task)
+    task.add_done_callback(owner.discard)
+    await asyncio.shield(task)

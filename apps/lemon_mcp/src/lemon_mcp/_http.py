@@ -26,6 +26,7 @@ A 401 asks :class:`HttpAuth` once for a fresh token and retries the request once
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
@@ -37,7 +38,7 @@ import httpx
 from lemon_core.backoff import Backoff
 from lemon_mcp._sse import sse_events
 from lemon_mcp._stdio import MAX_FRAME_BYTES
-from lemon_mcp._wire import decode
+from lemon_mcp._wire import MODERN_PROTOCOLS, decode
 from lemon_mcp.errors import McpConnectionError, McpHttpStatusError, McpProtocolError
 
 __all__ = ["HttpAuth", "HttpTransport", "SseTransport"]
@@ -80,6 +81,30 @@ class HttpAuth(Protocol):
     async def unauthorized(self, www_authenticate: str | None) -> bool:
         """The server answered 401: True when a new token was obtained (retry once)."""
         ...
+
+
+# The params key each named method mirrors as ``Mcp-Name`` (the stateless era).
+_NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def _routing_headers(payload: bytes) -> dict[str, str]:
+    """``Mcp-Method`` (and ``Mcp-Name``) of a stateless-era request, from its body. A name
+    that is not visible ASCII goes base64-encoded (``=?base64?...?=``), as the spec says."""
+    try:
+        message = decode(payload)
+    except McpProtocolError:
+        return {}
+    if message.method is None:
+        return {}
+    headers = {"Mcp-Method": message.method}
+    key = _NAME_PARAM.get(message.method)
+    name = message.params.get(key) if key and isinstance(message.params, dict) else None
+    if isinstance(name, str):
+        if name.isascii() and name.isprintable():
+            headers["Mcp-Name"] = name
+        else:
+            headers["Mcp-Name"] = f"=?base64?{base64.b64encode(name.encode()).decode()}?="
+    return headers
 
 
 def _answers(data: bytes, rid: int | str) -> bool:
@@ -133,10 +158,13 @@ class _HttpBase:
         return headers
 
     async def _retry_401(self, response: httpx.Response, attempt: int) -> bool:
-        """A first 401 with OAuth configured: True once a new token was obtained."""
-        if response.status_code != 401 or attempt != 1 or self._auth is None:
+        """A first 401 (or a 403 asking for a wider scope: ``insufficient_scope``) with OAuth
+        configured: True once a new token was obtained."""
+        challenge = response.headers.get("www-authenticate")
+        step_up = response.status_code == 403 and "insufficient_scope" in (challenge or "")
+        if (response.status_code != 401 and not step_up) or attempt != 1 or self._auth is None:
             return False
-        return await self._auth.unauthorized(response.headers.get("www-authenticate"))
+        return await self._auth.unauthorized(challenge)
 
     def _check_status(self, response: httpx.Response) -> None:
         status = response.status_code
@@ -182,6 +210,7 @@ class HttpTransport(_HttpBase):
         max_frame_bytes: int = MAX_FRAME_BYTES,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
+        stateless: bool = False,
     ) -> None:
         super().__init__(
             name=name, url=url, headers=headers, auth=auth, max_frame_bytes=max_frame_bytes,
@@ -189,6 +218,10 @@ class HttpTransport(_HttpBase):
         )  # fmt: skip
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.stateless_capable = stateless
+        """The client tries the stateless era (``server/discover``) first over this transport.
+        Off by default: that era has no GET stream, and the server-to-client notifications it
+        offers instead (``list_changed``) are not read yet, so the hub keeps the handshake era."""
         self.get_stream_state = "closed"
         """``closed`` | ``open`` | ``not offered`` (405) | ``gave up`` (the GET stream)."""
         self._last_event_id: str | None = None
@@ -199,13 +232,15 @@ class HttpTransport(_HttpBase):
         self._open(on_message, on_close)
 
     def _request_headers(
-        self, accept: str = "application/json, text/event-stream"
+        self, accept: str = "application/json, text/event-stream", payload: bytes | None = None
     ) -> dict[str, str]:
         headers = {**self._headers, "Content-Type": "application/json", "Accept": accept}
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version is not None:
             headers["MCP-Protocol-Version"] = self.protocol_version
+            if self.protocol_version in MODERN_PROTOCOLS and payload is not None:
+                headers.update(_routing_headers(payload))
         return headers
 
     async def send(self, payload: bytes) -> None:
@@ -213,7 +248,7 @@ class HttpTransport(_HttpBase):
         rid = _request_id(payload)
         for attempt in (1, 2):
             try:
-                headers = await self._auth_headers(self._request_headers())
+                headers = await self._auth_headers(self._request_headers(payload=payload))
                 async with client.stream("POST", self.url, content=payload, headers=headers) as r:
                     if await self._retry_401(r, attempt):
                         continue
@@ -322,6 +357,8 @@ class HttpTransport(_HttpBase):
     # -- the GET stream ----------------------------------------------------------------------
 
     def listen(self) -> None:
+        if self.protocol_version in MODERN_PROTOCOLS:
+            return  # the stateless era has no session, so no GET stream
         """Open the GET stream for server-initiated messages (once, after initialization)."""
         if self._client is not None and self.get_stream_state == "closed":
             self.get_stream_state = "open"

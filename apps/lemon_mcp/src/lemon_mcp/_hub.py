@@ -32,7 +32,7 @@ from lemon_core.backoff import Backoff
 from lemon_core.config import Config
 from lemon_core.mcp import McpDiscovery, McpServerSpec, McpToolOutput, McpToolSpec
 from lemon_mcp._approvals import ProjectApprovals, project_server_names
-from lemon_mcp._client import McpClient, Transport
+from lemon_mcp._client import McpClient, Transport, close_owned
 from lemon_mcp._content import call_output
 from lemon_mcp._naming import tool_names
 from lemon_mcp._schema import normalise_schema
@@ -114,7 +114,8 @@ class McpHubImpl:
         self._clock = time.monotonic
         # Starts a run stopped waiting for (discover_wait_s): owned here, cancelled by aclose.
         self._background: set[asyncio.Task[str | None]] = set()
-        # The clean-up of a start cancelled midway: aclose waits for it (the process ended).
+        # The clean-up of a start cancelled midway, and every client's close (close_owned):
+        # aclose waits for them (the processes ended), whoever began them was cancelled or not.
         self._cleanups: set[asyncio.Task[object]] = set()
         self._config_secrets: frozenset[str] = frozenset()
         # The servers a session's client gave (ACP's mcpServers): keyed by session.
@@ -331,8 +332,7 @@ class McpHubImpl:
         self._changed(server.name, "needs_login" if needs_login else "failed")
         client, server.client = server.client, None
         if client is not None:
-            with contextlib.suppress(McpError, OSError):
-                await client.aclose()
+            await close_owned(client, self._cleanups)
             if isinstance(client.transport, StdioTransport):
                 server.stderr = client.transport.stderr_tail()
 
@@ -477,8 +477,7 @@ class McpHubImpl:
         server.state = ServerState.STOPPED
         self._changed(server.name, "stopped")
         if client is not None:
-            with contextlib.suppress(McpError, OSError):
-                await client.aclose()
+            await close_owned(client, self._cleanups)
 
     async def aclose(self) -> None:
         """Stop every server (their process groups ended)."""
@@ -489,8 +488,10 @@ class McpHubImpl:
                 await task
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(self._stop(s) for s in servers), self._sessions.aclose())
-        # A start cancelled above ends its server in a task of its own: wait for it.
-        await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        # A start cancelled above, or a stop whose caller was, ends its server in a task of
+        # its own: wait for each (a clean-up may begin a close: until none is left).
+        while self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
 
 def _detail(transport: Transport) -> str:

@@ -159,6 +159,29 @@ def _well_known(base: str, suffix: str) -> list[str]:
     return [*urls, f"{root}/.well-known/{suffix}"]
 
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def _metadata_urls(issuer: str) -> list[str]:
+    """Where an authorization server's metadata is looked for, in the MCP spec's order. An
+    issuer with a path: RFC 8414 and OpenID with the path inserted after ``.well-known``, then
+    OpenID with it appended; never the root's (another tenant's). Without a path: RFC 8414,
+    then OpenID, at the root."""
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    if not path:
+        return [f"{root}/.well-known/oauth-authorization-server",
+                f"{root}/.well-known/openid-configuration"]  # fmt: skip
+    return [
+        f"{root}/.well-known/oauth-authorization-server{path}",
+        f"{root}/.well-known/openid-configuration{path}",
+        f"{root}{path}/.well-known/openid-configuration",
+    ]
+
+
 class OAuthClient:
     """One server's OAuth: implements :class:`lemon_mcp._http.HttpAuth` (loop-only)."""
 
@@ -182,6 +205,11 @@ class OAuthClient:
         self._endpoints: _Endpoints | None = None
         self._challenge: str | None = None
         self._clock = time.time
+        self.reauthorize: Callable[[str], Awaitable[None] | None] | None = None
+        """Set: a scope step-up (403 ``insufficient_scope``) logs in again with the wider
+        scope, showing the authorization URL through this (as :meth:`login`'s ``open_url``);
+        unset (the agent's hub), it fails saying which ``lemon mcp login`` to run. A step-up
+        is tried once per request."""
 
     # -- HttpAuth ----------------------------------------------------------------------------
 
@@ -204,6 +232,13 @@ class OAuthClient:
         stale = self._token
         self._token = None
         if params.get("error") == "insufficient_scope" and stale is not None:
+            wanted = tuple(params.get("scope", "").split())
+            if self.reauthorize is not None and wanted:
+                endpoints = await self.endpoints()
+                scopes = tuple(dict.fromkeys((*endpoints.scopes, *wanted)))
+                self._endpoints = msgspec.structs.replace(endpoints, scopes=scopes)
+                self._token = await self.login(self.reauthorize, timeout_s=self._timeout)
+                return True
             raise McpAuthError(
                 f"server {self.name} needs scope {params.get('scope', '?')!r}: run "
                 f"`lemon mcp login {self.name}` (with oauth.scopes naming it)"
@@ -340,21 +375,29 @@ class OAuthClient:
             supported = meta.get("scopes_supported")
             if not scopes and isinstance(supported, list):
                 scopes = tuple(str(s) for s in supported)
+        legacy = issuer is None
         if issuer is None:  # 2025-03-26: the server's origin is its authorization server
             parts = urlsplit(self.server_url)
             issuer = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
         _check_url(issuer, "issuer")
         meta = None
-        for url in [
-            *_well_known(issuer, "oauth-authorization-server"),
-            *_well_known(issuer, "openid-configuration"),
-        ]:
+        for url in _metadata_urls(issuer):
             meta = await self._get_json(url)
             if meta is not None:
                 break
+        if meta is None and legacy:
+            # 2025-03-26 without metadata: the default endpoints at the server's origin.
+            meta = {"issuer": issuer, "authorization_endpoint": f"{issuer}/authorize",
+                    "token_endpoint": f"{issuer}/token",
+                    "registration_endpoint": f"{issuer}/register"}  # fmt: skip
         if meta is None:
             raise McpAuthError(f"no authorization server metadata found for {issuer}")
-        if str(meta.get("issuer", "")).rstrip("/") != issuer.rstrip("/"):
+        named = str(meta.get("issuer", "")).rstrip("/")
+        if legacy and named and _origin(named) == issuer:
+            # 2025-03-26 asks for no issuer match: the origin's metadata may name a path of
+            # that origin (never another origin); tokens are bound to the issuer it names.
+            issuer = named
+        if named != issuer.rstrip("/"):
             raise McpAuthError(
                 f"the authorization server's metadata names issuer {meta.get('issuer')!r}, "
                 f"not {issuer!r}; refused"

@@ -38,7 +38,7 @@ from typing import Any, Final
 import msgspec
 
 from lemon_core.mcp import McpDiscovery, McpServerSpec, McpToolOutput, McpToolSpec
-from lemon_mcp._client import McpClient, Transport
+from lemon_mcp._client import McpClient, Transport, close_owned
 from lemon_mcp._content import call_output
 from lemon_mcp._naming import tool_names
 from lemon_mcp._schema import normalise_schema
@@ -243,8 +243,7 @@ class SessionServers:
         )
         client, entry.client = entry.client, None
         if client is not None:
-            with contextlib.suppress(McpError, OSError):
-                await client.aclose()
+            await close_owned(client, self._cleanups)
         return reason
 
     async def _reap(self, session_key: str, keep: set[str]) -> None:
@@ -293,8 +292,7 @@ class SessionServers:
     async def _stop(self, entry: _Entry) -> None:
         client, entry.client = entry.client, None
         if client is not None:
-            with contextlib.suppress(McpError, OSError):
-                await client.aclose()
+            await close_owned(client, self._cleanups)
 
     async def call(self, tool: McpToolSpec, arguments: Mapping[str, Any]) -> McpToolOutput:
         entry = self._entries.get((tool.session_key or "", tool.server))
@@ -334,8 +332,10 @@ class SessionServers:
                 await task
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(self._stop(e) for e in entries))
-        # A start cancelled above ends its server in a task of its own: wait for it.
-        await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        # A start cancelled above, or a stop whose caller was (the idle timer's), ends its
+        # server in a task of its own: wait for each (a clean-up may begin a close).
+        while self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
 
 def _digest(spec: McpServerSpec) -> str:

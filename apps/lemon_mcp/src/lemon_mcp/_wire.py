@@ -13,7 +13,12 @@ import msgspec
 from lemon_mcp.errors import McpProtocolError
 
 __all__ = [
+    "CLIENT_CAPABILITIES_META",
+    "CLIENT_INFO_META",
     "LATEST_PROTOCOL",
+    "MODERN_PROTOCOLS",
+    "PROTOCOL_VERSION_META",
+    "SERVER_INFO_META",
     "SUPPORTED_PROTOCOLS",
     "Incoming",
     "RpcError",
@@ -28,6 +33,16 @@ __all__ = [
 #: answer any of these).
 SUPPORTED_PROTOCOLS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL: Final = SUPPORTED_PROTOCOLS[0]
+
+#: The stateless era (no ``initialize``, no session): ``server/discover`` tells the server's
+#: versions and capabilities, and every request carries its protocol version, the client's
+#: capabilities and info in ``params._meta`` (over HTTP also as headers: ``MCP-Protocol-Version``,
+#: ``Mcp-Method``, and ``Mcp-Name`` for a named tool, prompt or resource).
+MODERN_PROTOCOLS: Final = ("2026-07-28",)
+PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO_META: Final = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_META: Final = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_META: Final = "io.modelcontextprotocol/serverInfo"
 
 
 class RpcError(msgspec.Struct, frozen=True, kw_only=True):

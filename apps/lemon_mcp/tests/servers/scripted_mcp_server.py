@@ -5,17 +5,23 @@ Modes: ``ok`` (tools ``echo`` and ``add``), ``pages`` (3 pages of tools), ``hang
 stderr when told), ``big_frame`` (answers a call with a 20 MB line), ``garbage`` (prints junk
 on stdout forever after initialize), ``crash_call`` (exits during a call), ``list_changed``
 (the second listing adds a tool), ``unknown_id`` (answers a call with another id),
-``children`` (starts a sleeping grandchild and prints its pid on stderr).
+``children`` (starts a sleeping grandchild and prints its pid on stderr). A second argument
+``stubborn`` makes any mode ignore SIGTERM and outlive its stdin, so only the KILL after the
+grace ends it (a stop that takes the whole grace).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+STUBBORN = "stubborn" in sys.argv[2:]
+if STUBBORN:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("scripted server starting (a banner on stderr)", file=sys.stderr, flush=True)
 
 ECHO = {
@@ -143,3 +149,6 @@ for line in sys.stdin:
         result(rid, {})
     elif rid is not None:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": method}})
+
+if STUBBORN:
+    time.sleep(3600)  # stdin closed: a stubborn server stays until KILLed

@@ -50,6 +50,10 @@ from lemon_core.sessions import (
 from lemon_tui._commands import is_command
 from lemon_tui._daemon import ModelInfo, offered
 from lemon_tui._editor import CommandHints, Editor, HistorySearch
+from lemon_tui._mcp import ALARMING as MCP_ALARMING
+from lemon_tui._mcp import McpServerState
+from lemon_tui._mcp import from_event as mcp_from_event
+from lemon_tui._mcp import from_status as mcp_from_status
 from lemon_tui._question import QuestionPanel, is_question, question_line
 from lemon_tui._slash import (
     SessionUsage,
@@ -244,6 +248,11 @@ class LemonTUI(App[int]):
         # The session's subagent tasks (``_tasks``), by id, and the `task` card showing each.
         self.tasks: OrderedDict[str, TaskState] = OrderedDict()
         self.task_cards: dict[str, CardEntry] = {}
+        # The daemon's MCP servers (``_mcp``), by name: read by /mcp, kept by mcp.server events
+        # once /mcp subscribed this connection to the ``mcp`` topic (``mcp_watching``).
+        self.mcp_servers: dict[str, McpServerState] = {}
+        self.mcp_watching = False
+        self.mcp_heard: set[str] = set()  # servers an event told of since the last read
         self._switched = True  # the first watch shows the session's recent history
         # Kept here, not queried: a worker may still add to it while the app shuts down.
         self._transcript = Transcript(id="transcript")
@@ -407,6 +416,7 @@ class LemonTUI(App[int]):
             port = self.port = await self._open()
             unhook = self._hear_tasks(port)
             self.models = None  # another daemon may know other models
+            self.mcp_watching = False  # a new connection has no topic subscription yet
             self.status.connection = "online"
             self.run_worker(self._learn_models(), group="models", exit_on_error=False)
             self.run_worker(self._learn_session(), group="models", exit_on_error=False)
@@ -596,7 +606,11 @@ class LemonTUI(App[int]):
 
     def _wire_event(self, name: str, payload: dict[str, Any]) -> None:
         """A wire event beyond the session stream: the ``task.*`` ones (and
-        ``run.graph.changed``) of the session shown update its tasks and their cards."""
+        ``run.graph.changed``) of the session shown update its tasks and their cards; an
+        ``mcp.server`` updates that MCP server's state (said when it failed)."""
+        if name == "mcp.server":
+            self._mcp_event(payload)
+            return
         if name not in _TASK_EVENTS and name not in (
             "run.graph.changed", "task.progress", "task.notice",
         ):  # fmt: skip
@@ -625,6 +639,24 @@ class LemonTUI(App[int]):
             self.run_worker(
                 self._task_usage(task.parent_run_id), group="tasks", exit_on_error=False
             )
+
+    def _mcp_event(self, payload: dict[str, Any]) -> None:
+        server = mcp_from_event(payload)
+        if server is None:
+            return
+        before = self.mcp_servers.get(server.name)
+        self.mcp_servers[server.name] = server
+        self.mcp_heard.add(server.name)
+        if server.state in MCP_ALARMING and (before is None or before.state != server.state):
+            self.note(f"[yellow]MCP[/] {escape(clip(server.line(), 300))} · /mcp")
+
+    def learn_mcp(self, payload: object) -> list[McpServerState]:
+        """Take an ``mcp.status`` answer: each server's row, unless an event told of it
+        since the read began (the event is newer); returns every server known, by name."""
+        for server in mcp_from_status(payload):
+            if server.name not in self.mcp_heard:
+                self.mcp_servers[server.name] = server
+        return [self.mcp_servers[n] for n in sorted(self.mcp_servers)]
 
     def _child_action(self, session_key: str, title: str) -> None:
         """A tool call started in ``session_key``: when that is a task's child session, it

@@ -25,6 +25,7 @@ COMMANDS: Final = (
     Command(name="/model", arg="[REF]", says="show or set the model (Ctrl+O picks)"),
     Command(name="/approvals", says="approvals waiting in this session"),
     Command(name="/tasks", arg="[cancel ID | open ID]", says="this session's subagent tasks"),
+    Command(name="/mcp", says="the daemon's MCP servers and their state"),
     Command(name="/abort", says="abort the running answer (Ctrl+C)"),
     Command(name="/usage", says="tokens and cost of this session"),
     Command(name="/status", says="connection, daemon and session state"),

@@ -175,6 +175,8 @@ async def run_command(app: LemonTUI, line: str) -> None:
         await _approvals(app, port)
     elif name == "/tasks":
         await _tasks(app, arg)
+    elif name == "/mcp":
+        await _mcp(app)
     elif name == "/compact":
         if app.waiting_for:
             app.note("wait until the running answer ends (or Ctrl+C it), then /compact")
@@ -263,6 +265,27 @@ async def _approvals(app: LemonTUI, port: SessionPort) -> None:
             if isinstance(grant, dict):
                 scope = grant.get("scope", "")
                 app.note(f"  {escape(str(grant.get('tool', '?')))} {escape(str(scope))}")
+
+
+async def _mcp(app: LemonTUI) -> None:
+    """``/mcp``: the daemon's MCP servers (``mcp.status``). The first one on a connection
+    subscribes it to the ``mcp`` topic first, so later changes keep the rows (and a failure
+    is said as it happens)."""
+    daemon = offered(app.port, "mcp.status")
+    if daemon is None:
+        app.note("this daemon offers no mcp.status (no MCP here)")
+        return
+    if not app.mcp_watching:
+        watch = offered(app.port, "events.subscribe")
+        if watch is not None:
+            await watch.call("events.subscribe", {"topics": ["mcp"]})
+            app.mcp_watching = True
+    app.mcp_heard.clear()
+    servers = app.learn_mcp(await daemon.call("mcp.status", {}))
+    if not servers:
+        app.note("no MCP servers configured ([mcp.servers.NAME] in config.toml)")
+        return
+    app.note("[b]MCP servers[/]\n" + "\n".join(escape(_clip(s.line(), 300)) for s in servers))
 
 
 _TASKS_USAGE: Final = "usage: /tasks, /tasks cancel ID or /tasks open ID (/tasks lists the ids)"
