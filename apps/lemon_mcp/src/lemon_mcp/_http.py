@@ -115,6 +115,30 @@ def _answers(data: bytes, rid: int | str) -> bool:
     return message.is_response and message.id == rid
 
 
+_ERROR_BODY_BYTES: Final = 64 * 1024
+
+
+async def _rpc_error(response: httpx.Response) -> tuple[int | None, str | None]:
+    """The JSON-RPC error an HTTP error answer carries (its code and message), if its body is
+    one: JSON, read up to 64 KiB (a longer body is not one: neither is kept)."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return None, None
+    body = bytearray()
+    with contextlib.suppress(httpx.HTTPError):
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > _ERROR_BODY_BYTES:
+                return None, None
+    try:
+        message = decode(bytes(body))
+    except McpProtocolError:
+        return None, None
+    if message.error is None:
+        return None, None
+    return message.error.code, message.error.message
+
+
 class _HttpBase:
     def __init__(
         self,
@@ -166,14 +190,17 @@ class _HttpBase:
             return False
         return await self._auth.unauthorized(challenge)
 
-    def _check_status(self, response: httpx.Response) -> None:
+    async def _check_status(self, response: httpx.Response) -> None:
         status = response.status_code
         if 300 <= status < 400:
             raise McpConnectionError(
                 f"the server redirected (HTTP {status}); redirects are refused"
             )
         if status >= 400:
-            raise McpHttpStatusError(status, f"the server answered HTTP {status}")
+            code, message = await _rpc_error(response)
+            raise McpHttpStatusError(
+                status, f"the server answered HTTP {status}", rpc_code=code, rpc_message=message
+            )
 
     def _deliver(self, frame: bytes) -> None:
         if frame.strip() and self._on_message is not None:
@@ -273,7 +300,7 @@ class HttpTransport(_HttpBase):
         if response.status_code == 404 and self.session_id is not None:
             self._lost("the server ended the session (HTTP 404)")
             raise McpConnectionError("the server ended the session (HTTP 404)")
-        self._check_status(response)
+        await self._check_status(response)
         if response.status_code in (202, 204):
             return None
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -340,7 +367,7 @@ class HttpTransport(_HttpBase):
                             "the answer's stream was cut and the server offers no GET stream "
                             "to resume it"
                         )
-                    self._check_status(r)
+                    await self._check_status(r)
                     outcome = await self._events(r, rid, outcome)
             except httpx.HTTPError as exc:
                 log.info("mcp server %s: resuming failed: %s", self.name, type(exc).__name__)
@@ -384,7 +411,7 @@ class HttpTransport(_HttpBase):
                     if r.status_code == 404 and self.session_id is not None:
                         self._lost("the server ended the session (HTTP 404)")
                         return
-                    self._check_status(r)
+                    await self._check_status(r)
                     failures = 0
                     async for event in sse_events(r.aiter_bytes(), max_bytes=self._max_frame):
                         if event.id is not None:
@@ -482,7 +509,7 @@ class SseTransport(_HttpBase):
                 break
             await r.aclose()
         try:
-            self._check_status(r)
+            await self._check_status(r)
             kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "text/event-stream":
                 raise McpProtocolError(f"the SSE endpoint answered {kind!r}")
@@ -515,7 +542,7 @@ class SseTransport(_HttpBase):
                 )
                 if await self._retry_401(r, attempt):
                     continue
-                self._check_status(r)
+                await self._check_status(r)
                 return
         except httpx.TimeoutException as exc:
             raise McpConnectionError(f"HTTP timeout: {type(exc).__name__}") from None

@@ -25,11 +25,20 @@ class McpConnectionError(McpError):
 
 class McpHttpStatusError(McpConnectionError):
     """The HTTP server answered an error status (``status``: 401 needs a login, 400/404/405
-    on ``initialize`` means an older transport)."""
+    on ``initialize`` means an older transport). When the answer's body is a JSON-RPC error
+    (the SDK's server answers an unknown method with HTTP 404 and -32601), ``rpc_code`` and
+    ``rpc_message`` keep it, and the message says it; else both are None."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self, status: int, message: str, *, rpc_code: int | None = None,
+        rpc_message: str | None = None,
+    ) -> None:  # fmt: skip
+        if rpc_code is not None:
+            message = f"{message}: {rpc_message} (JSON-RPC error {rpc_code})"
         super().__init__(message)
         self.status = status
+        self.rpc_code = rpc_code
+        self.rpc_message = rpc_message
 
 
 class McpAuthError(McpConnectionError):
