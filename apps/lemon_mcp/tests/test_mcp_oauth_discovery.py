@@ -71,6 +71,10 @@ class _AuthServer:
     required_scope: str = ""
     """Set: ``/mcp`` answers 403 ``insufficient_scope`` to a token without it (a step-up)."""
     scopes_asked: list[str] = field(default_factory=list)
+    challenge_scope: str = ""
+    """Set: the 401's ``WWW-Authenticate`` names this scope (and the resource metadata
+    offers ``scopes_supported`` wider than it)."""
+    challenge_names_scope: bool = True
 
     @property
     def issuer(self) -> str:
@@ -105,9 +109,13 @@ class _AuthServer:
         return routes
 
     async def resource_metadata(self, request: Request) -> Response:
-        return JSONResponse(
-            {"resource": f"{self.base}/mcp", "authorization_servers": [self.issuer]}
-        )
+        meta: dict[str, Any] = {
+            "resource": f"{self.base}/mcp",
+            "authorization_servers": [self.issuer],
+        }
+        if self.challenge_scope:
+            meta["scopes_supported"] = [self.challenge_scope, "admin"]
+        return JSONResponse(meta)
 
     async def serve_metadata(self, request: Request) -> Response:
         return JSONResponse(self.metadata())
@@ -166,6 +174,8 @@ async def _serving(layout: Layout) -> AsyncIterator[_AuthServer]:
                 challenge = "Bearer"  # 2025-03-26: no resource_metadata to point at
                 if layout == "issuer-path":
                     challenge += f' resource_metadata="{auth.base}{_RESOURCE_METADATA}"'
+                if auth.challenge_scope and auth.challenge_names_scope:
+                    challenge += f', scope="{auth.challenge_scope}"'
                 response = JSONResponse({"error": "invalid_token"}, 401,
                                         headers={"WWW-Authenticate": challenge})  # fmt: skip
                 await response(scope, receive, send)
@@ -303,3 +313,28 @@ async def test_without_reauthorize_a_403_insufficient_scope_says_which_login_to_
         finally:
             await hub.aclose()
     assert auth.scopes_asked == [""]
+
+
+async def test_the_first_login_asks_for_the_scope_the_401_names(config_for: ConfigFor) -> None:
+    """The spec's scope choice: the 401's ``scope`` first, the resource metadata's
+    ``scopes_supported`` (here wider: ``admin`` too) only without one."""
+    _config, home, _work = config_for("")
+    async with _serving("issuer-path") as auth:
+        auth.challenge_scope = "mcp:tools"
+        oauth = OAuthClient(name="web", server_url=f"{auth.base}/mcp", settings=OAuthSettings(),
+                            home=home, environ={})  # fmt: skip
+        await oauth.login(_browser, timeout_s=WAIT_S)
+    assert auth.scopes_asked == ["mcp:tools"]
+
+
+async def test_without_a_scope_in_the_401_the_login_asks_for_the_scopes_supported(
+    config_for: ConfigFor,
+) -> None:
+    _config, home, _work = config_for("")
+    async with _serving("issuer-path") as auth:
+        auth.challenge_scope = "mcp:tools"
+        auth.challenge_names_scope = False
+        oauth = OAuthClient(name="web", server_url=f"{auth.base}/mcp", settings=OAuthSettings(),
+                            home=home, environ={})  # fmt: skip
+        await oauth.login(_browser, timeout_s=WAIT_S)
+    assert auth.scopes_asked == ["mcp:tools admin"]

@@ -6,6 +6,8 @@ under the server's URL), then the authorization server's metadata (RFC 8414 and 
 Connect well-known paths, its ``issuer`` checked against the one asked for). A server without
 protected-resource metadata (the 2025-03-26 era) has its own origin as the authorization
 server. A client is registered dynamically (RFC 7591) unless ``oauth.client_id`` is set.
+The scopes asked for: ``oauth.scopes``, else the ``scope`` the server's 401 names (a login
+asks the server for its 401 first), else the resource metadata's ``scopes_supported``.
 
 Grants: ``client_credentials`` (a configured client id and the secret's variable; a token is
 fetched when needed), and ``authorization_code`` with PKCE S256 and a loopback redirect
@@ -368,6 +370,8 @@ class OAuthClient:
             hinted = await self._probe_challenge()
             if hinted:
                 meta = await self._get_json(_check_url(hinted, "resource metadata URL"))
+        if not scopes:  # the spec's choice: the 401's scope, else the scopes supported
+            scopes = tuple(_challenge_params(self._challenge).get("scope", "").split())
         servers = meta.get("authorization_servers") if meta is not None else None
         if meta is not None and isinstance(servers, list) and servers:
             issuer = str(servers[0])
@@ -418,6 +422,13 @@ class OAuthClient:
             scopes=scopes,
         )  # fmt: skip
         return self._endpoints
+
+    async def _endpoints_for_login(self) -> _Endpoints:
+        """:meth:`endpoints`, having first asked the server for its 401 when none was seen:
+        the scope its ``WWW-Authenticate`` names is the one a first login asks for."""
+        if self._endpoints is None and self._challenge is None:
+            await self._probe_challenge()
+        return await self.endpoints()
 
     async def _probe_challenge(self) -> str | None:
         """An unauthenticated request to the server: its 401 names the resource metadata."""
@@ -478,7 +489,7 @@ class OAuthClient:
     ) -> StoredToken:
         """Authorization code + PKCE with a loopback redirect; ``open_url`` shows the person
         the authorization URL (a browser). Client credentials need no login: it fetches one."""
-        endpoints = await self.endpoints()
+        endpoints = await self._endpoints_for_login()
         if self.settings.grant == "client_credentials":
             token = await self._renew(None, force=True)
             self._token = token
@@ -569,7 +580,7 @@ class OAuthClient:
         """The device authorization grant (RFC 8628) for a machine without a browser:
         ``show(verification_uri, user_code)`` tells the person where to enter the code; the
         token endpoint is polled at the server's interval (``slow_down`` adds 5 s)."""
-        endpoints = await self.endpoints()
+        endpoints = await self._endpoints_for_login()
         if not endpoints.device_endpoint:
             raise McpAuthError(
                 f"{endpoints.issuer} offers no device code login; use `lemon mcp login "
