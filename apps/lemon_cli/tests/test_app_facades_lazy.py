@@ -19,6 +19,7 @@ import pytest
 LAZY = [
     "coding_agent",
     "lemon_channels",
+    "lemon_cli",
     "lemon_control_plane",
     "lemon_gateway",
     "lemon_router",

@@ -1,7 +1,31 @@
-"""The ``lemon`` command and the terminal client."""
+"""The ``lemon`` command and the terminal client.
+
+A lazy facade (PEP 562): importing the package loads none of its modules, so the console
+script's front (``lemon_cli.main:main``, the entry point) starts without the Typer
+application.
+"""
 
 from __future__ import annotations
 
-from lemon_cli.main import app, main
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    from lemon_cli._app import app
+
+#: Where each facade name lives (the TYPE_CHECKING imports repeat it for type checkers,
+#: ``__all__`` for the architecture gate).
+_EXPORTS: Final[dict[str, tuple[str, str]]] = {
+    "app": ("lemon_cli._app", "app"),
+}
+
+__all__ = ["app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _EXPORTS[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
