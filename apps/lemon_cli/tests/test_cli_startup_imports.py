@@ -29,16 +29,16 @@ from lemon_cli._help_gen import main as help_gen
 from lemon_cli.main import app
 
 PROBE = """
-import json, sys
+import atexit, json, sys
 out, sys.argv = sys.argv[1], ["lemon", *sys.argv[2:]]
-try:
-    from lemon_cli.main import main
-    main()
-except SystemExit:
-    pass
-finally:
+
+def dump():  # at exit: the front's one-shot ends without unwinding to a finally
     with open(out, "w") as f:
         json.dump(sorted(sys.modules), f)
+
+atexit.register(dump)
+from lemon_cli.main import main
+main()
 """
 
 #: Never loaded by ``lemon --help`` (top-level packages).
@@ -226,3 +226,32 @@ def test_the_front_keeps_typers_exit_codes_and_messages(tmp_path: Path) -> None:
         2,
         "lemon chat: the message is empty; say something (or omit it to chat)\n",
     )
+
+
+FINISH = """
+import atexit, sys, threading
+from lemon_cli.main import _finish
+atexit.register(lambda: print("exit handler ran", flush=False))
+if sys.argv[1] == "thread":
+    gate = threading.Event()
+    threading.Thread(target=lambda: (gate.wait(5), print("thread ended"))).start()
+    threading.Timer(0.05, gate.set).start()
+sys.stdout.write("x" * 200000)
+_finish(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize(("mode", "code"), [("alone", 0), ("alone", 3), ("thread", 1)])
+def test_the_fast_exit_keeps_exit_handlers_output_and_threads(mode: str, code: int) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FINISH, mode, str(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == code
+    assert done.stdout.startswith("x" * 200000)
+    assert done.stdout.endswith("exit handler ran\n")
+    assert ("thread ended" in done.stdout) == (mode == "thread")
+    assert done.stderr == ""
