@@ -8,21 +8,21 @@ application.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Final
 
+TYPE_CHECKING = False  # not typing's: importing typing is a third of ``lemon --help``
 if TYPE_CHECKING:
     from lemon_cli._app import app
 
 #: Where each facade name lives (the TYPE_CHECKING imports repeat it for type checkers,
 #: ``__all__`` for the architecture gate).
-_EXPORTS: Final[dict[str, tuple[str, str]]] = {
+_EXPORTS: dict[str, tuple[str, str]] = {
     "app": ("lemon_cli._app", "app"),
 }
 
 __all__ = ["app"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attr = _EXPORTS[name]

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing's: importing typing is a third of ``lemon --help``
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from lemon_cli._app import app, ensure_daemon
 
@@ -52,10 +53,20 @@ def _as_lemon() -> bool:
 
 
 def _help_width() -> int:
-    """The width Click formats help at here (its ``HelpFormatter`` default)."""
-    import shutil
-
-    return max(min(shutil.get_terminal_size().columns, 80) - 2, 50)
+    """The width Click formats help at here (its ``HelpFormatter`` default: the columns of
+    ``shutil.get_terminal_size()``, read here as it reads them, since importing shutil costs
+    as much as the rest of ``lemon --help``)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno() if stdout else -1).columns or 80
+        except (ValueError, OSError):  # no stream, or not a terminal: shutil's fallback
+            columns = 80
+    return max(min(columns, 80) - 2, 50)
 
 
 def _standalone(body: Callable[[], int]) -> int:
