@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 
-TYPE_CHECKING = False  # not typing's: importing typing is a third of ``lemon --help``
-if TYPE_CHECKING:
+# Never true when run; type checkers read the import (importing typing for its TYPE_CHECKING
+# would be a third of ``lemon --help``, and a public name here would join the facade).
+_TYPE_CHECKING = False
+if _TYPE_CHECKING:
     from lemon_cli._app import app
 
-#: Where each facade name lives (the TYPE_CHECKING imports repeat it for type checkers,
+#: Where each facade name lives (the _TYPE_CHECKING imports repeat it for type checkers,
 #: ``__all__`` for the architecture gate).
 _EXPORTS: dict[str, tuple[str, str]] = {
     "app": ("lemon_cli._app", "app"),
