@@ -19,6 +19,7 @@ import pytest
 LAZY = [
     "coding_agent",
     "lemon_channels",
+    "lemon_cli",
     "lemon_control_plane",
     "lemon_gateway",
     "lemon_router",
@@ -36,7 +37,11 @@ def test_the_three_listings_agree_and_every_name_resolves(app: str) -> None:
     tree = ast.parse(inspect.getsource(package))
     typed: dict[str, tuple[str, str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+        # lemon_cli's facade keeps typing out of its start-up: its own never-true flag
+        if isinstance(node, ast.If) and ast.unparse(node.test) in (
+            "TYPE_CHECKING",
+            "_TYPE_CHECKING",
+        ):
             for imp in node.body:
                 assert isinstance(imp, ast.ImportFrom)
                 assert imp.module is not None

@@ -14,8 +14,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import typer
-
 __all__ = ["home_error", "home_problem", "require_home"]
 
 _PROBE_PREFIX = ".lemon-probe-"
@@ -78,6 +76,8 @@ def home_error(home: Path, problem: str) -> str:
 
 def require_home(home: Path, *, create: bool) -> None:
     """Exit 2 with :func:`home_error` on standard error when ``home`` is unusable."""
+    import typer  # here: the chat's front uses the checks above without Typer
+
     problem = home_problem(home, create=create)
     if problem is not None:
         typer.echo(home_error(home, problem), err=True)

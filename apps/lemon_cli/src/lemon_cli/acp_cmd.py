@@ -53,7 +53,7 @@ def acp(
     err = make_console(emoji=False, stderr=True, highlight=False)
     check_client_options(err, "lemon acp", url=url, session=session)
     if url is None:
-        from lemon_cli.main import ensure_daemon
+        from lemon_cli._app import ensure_daemon
 
         ensure_daemon(ctx)
     raise typer.Exit(asyncio.run(_serve(err, frames, url, session, daemon_tools)))
@@ -85,7 +85,7 @@ async def _serve(
             return 1
         stop = remote.aclose
     else:
-        from lemon_cli.chat_cmd import booted_port
+        from lemon_cli._chat_command import booted_port
 
         try:
             loaded = load_config()

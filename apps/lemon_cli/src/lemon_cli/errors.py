@@ -6,7 +6,7 @@ a traceback; the errors it raises on the way there sit under :class:`LemonCliErr
     LemonCliError
     ├── _Failure                        lemon_cli.approvals_cmd: the message and the exit code
     ├── _WebhooksFailure                lemon_cli.webhooks_cmd: the message and the exit code
-    ├── _DaemonRefused                  lemon_cli.chat_cmd: the home's daemon refused the chat
+    ├── _DaemonRefused                  lemon_cli._chat_command: the home's daemon refused the chat
     ├── _Refused                        lemon_cli.store_cmd: a store command that cannot be done
     └── _ChannelsFailure                lemon_cli.channels_cmd: the message and the exit code
 
