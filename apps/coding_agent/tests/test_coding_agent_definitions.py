@@ -145,14 +145,14 @@ def test_the_task_tool_lists_the_runs_definitions_to_the_model(tmp_path: Path) -
 @pytest.fixture
 def boot(tmp_path: Path, scripted_provider: ScriptedProviderServer) -> Callable[..., Any]:
     @asynccontextmanager
-    async def make() -> AsyncIterator[Runtime]:
+    async def make(extra: str = "") -> AsyncIterator[Runtime]:
         home = tmp_path / "home"
         write(home / "agents" / "reviewer.md", REVIEWER)
         write(
             home / "config.toml",
             '[defaults]\nmodel = "scripted:test-model"\n\n'
             '[providers.scripted]\nkind = "openai_completions"\n'
-            f'base_url = "{scripted_provider.openai_base_url}"\n',
+            f'base_url = "{scripted_provider.openai_base_url}"\n' + extra,
         )
         loaded = load_config(home=home, cwd=tmp_path, environ={})
         async with Runtime(profile="full", config=loaded, store="sqlite") as runtime:
@@ -209,6 +209,38 @@ async def test_a_child_runs_as_a_home_definition_narrowed_and_turn_limited(
     assert "denied by this run's tool policy" in refused["w"]
     assert not (work / "pwned").exists()
     assert not (work / "f.txt").exists()
+    assert len(bodies) == 4  # the child stopped at its second model call
+    parent_results = {
+        m["tool_call_id"]: m["content"] for m in bodies[3]["messages"] if m["role"] == "tool"
+    }
+    assert "max_turns" in parent_results["t1"]
+
+
+async def test_a_child_without_a_turn_limit_of_its_own_stops_at_the_subagents_cap(
+    boot: Callable[..., Any], scripted_provider: ScriptedProviderServer, tmp_path: Path
+) -> None:
+    """``[subagents] max_turns`` caps every child (the built-in ``general`` has no
+    ``max_turns``): a child that keeps calling tools stops at the cap, the parent is told."""
+    work = tmp_path / "work"
+    work.mkdir()
+    grep = ScriptedToolCall(id="g", name="grep", arguments={"pattern": "x", "path": "."})
+    scripted_provider.script(
+        ScriptedTurn(tool_calls=(ScriptedToolCall(
+            id="t1", name="task", arguments={"prompt": "look around", "agent": "general"}
+        ),)),
+        ScriptedTurn(tool_calls=(grep,)),  # the child's turn 1
+        ScriptedTurn(tool_calls=(grep,)),  # turn 2: its last (the cap)
+        ScriptedTurn(text="parent done"),
+    )  # fmt: skip
+    async with boot("\n[subagents]\nmax_turns = 2\n") as runtime:
+        port = runtime.context.capabilities.require(SESSION_PORT)
+        ended = await run_to_end(
+            port,
+            RunRequest(origin="test", session_key=SESSION, prompt="delegate", cwd=str(work),
+                       preapproved=frozenset({ALL_TOOLS})),
+        )  # fmt: skip
+        assert ended.ok, ended
+    bodies = [r.body for r in scripted_provider.requests]
     assert len(bodies) == 4  # the child stopped at its second model call
     parent_results = {
         m["tool_call_id"]: m["content"] for m in bodies[3]["messages"] if m["role"] == "tool"

@@ -30,7 +30,9 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     one top-level run may spend together, priced per model call from the model's price data
     (a model without prices costs 0 and only the token budget bounds it); once spent the tree
     stops as for tokens (``budget_exceeded``). A ``task`` call may give its child a smaller
-    ``budget_usd`` of its own.
+    ``budget_usd`` of its own. ``max_turns``: the model calls one child may make (its agent
+    definition's ``max_turns`` and the executor's own limit may only lower it; past it the
+    child ends ``max_turns`` and the parent gets that error).
     """
 
     max_depth: Annotated[int, msgspec.Meta(ge=0, le=8)] = 2
@@ -43,3 +45,4 @@ class SubagentsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=
     question_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 300.0
     max_repeated_calls: Annotated[int, msgspec.Meta(ge=2, le=1000)] = 5
     max_usd_per_tree: Annotated[float, msgspec.Meta(gt=0, le=100_000)] = 10.0
+    max_turns: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 50

@@ -1086,9 +1086,11 @@ class Subagents:
         node = live.node
         parent = live.parent
         definition = parent.definitions.get(node.agent)
-        meta: dict[str, Any] = {"task_id": node.task_id, "agent": node.agent}
+        # The child's turn cap: [subagents] max_turns, lowered by its definition's.
+        turns = self.config.max_turns
         if definition is not None and definition.max_turns is not None:
-            meta["max_turns"] = definition.max_turns
+            turns = min(turns, definition.max_turns)
+        meta: dict[str, Any] = {"task_id": node.task_id, "agent": node.agent, "max_turns": turns}
         receipt = await port.submit(
             RunRequest(
                 origin=_ORIGIN,
