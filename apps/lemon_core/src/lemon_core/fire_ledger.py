@@ -4,6 +4,9 @@ A *fire* is one due time of one job, identified by ``(job_id, due_at_ms)`` (the 
 before jitter). A daemon that wants to run it calls :meth:`FireLedger.claim`: an insert that
 succeeds only when the fire is absent, so of any number of daemons racing for the same due
 time exactly one gets a :class:`Fire` back and becomes its owner; the others get None.
+:meth:`FireLedger.claim_many` claims many due times in one round trip (one statement or one
+transaction); each fire in it is claimed or not exactly as :meth:`FireLedger.claim` would
+(fence 1, the same exactly-once guarantee against any concurrent claim, batched or single).
 
 The owner holds a lease on the fire (``owner``, ``lease_until_ms``, ``fence``) and renews it
 while the fire is in flight (:meth:`FireLedger.renew`, every ``lease_ms / 3``). Every later
@@ -26,6 +29,7 @@ RETURNING``, takeover scanned with ``FOR UPDATE SKIP LOCKED``). One contract kit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
@@ -37,6 +41,7 @@ __all__ = [
     "Fire",
     "FireLedger",
     "check_fire_key",
+    "check_fire_keys",
     "check_lease_ms",
     "check_prune",
     "check_status",
@@ -78,6 +83,15 @@ class FireLedger(Protocol):
     async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
         """The new fire ``(job_id, due_at_ms)`` owned by ``owner`` (status ``claimed``, fence 1,
         leased for ``lease_ms``) when no daemon claimed it before; None when one did."""
+        ...
+
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        """:meth:`claim` of every ``(job_id, due_at_ms)`` of ``keys`` in one round trip: the
+        answers in the order of ``keys``, each the new fire or None exactly as :meth:`claim`
+        would answer it (fires are independent: one already claimed does not stop the
+        others). A repeated key, like any bad key, is refused before anything is claimed."""
         ...
 
     async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
@@ -126,6 +140,23 @@ def check_fire_key(job_id: object, due_at_ms: object) -> tuple[str, int]:
     if not isinstance(due_at_ms, int) or isinstance(due_at_ms, bool) or due_at_ms < 0:
         raise StoreValueError(f"fire due_at_ms must be a non-negative integer, got {due_at_ms!r}")
     return job_id, due_at_ms
+
+
+def check_fire_keys(keys: object) -> list[tuple[str, int]]:
+    """The keys of a :meth:`FireLedger.claim_many`, checked: each a valid fire key, none twice."""
+    if not isinstance(keys, Sequence) or isinstance(keys, str | bytes):
+        raise StoreValueError(f"fire keys must be a sequence of (job_id, due_at_ms), got {keys!r}")
+    checked: list[tuple[str, int]] = []
+    seen: set[tuple[str, int]] = set()
+    for key in keys:
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise StoreValueError(f"a fire key is a (job_id, due_at_ms) pair, got {key!r}")
+        pair = check_fire_key(key[0], key[1])
+        if pair in seen:
+            raise StoreValueError(f"fire key {pair!r} is given twice: claim each due time once")
+        seen.add(pair)
+        checked.append(pair)
+    return checked
 
 
 def check_prune(keep: object, limit: object) -> tuple[int, int]:

@@ -2,7 +2,9 @@
 (migration 3), shared by every daemon on that schema.
 
 Each call is one statement, so it is atomic against every other daemon: a claim is
-``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the primary key ``(job_id, due_at_ms)``; a
+``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the primary key ``(job_id, due_at_ms)``
+(a batched claim the same over ``unnest`` of the keys, inserted in key order so that two
+overlapping batches wait on each other in one order and cannot deadlock); a
 renewal and a record are ``UPDATE ... WHERE fence = :mine AND NOT done``; a takeover updates the
 expired rows a ``FOR UPDATE SKIP LOCKED`` scan picked (racing daemons never take the same one),
 incrementing ``fence``. Expiry is judged by the server's clock, as :mod:`lemon_core.leases`.
@@ -10,7 +12,8 @@ incrementing ``fence``. Expiry is judged by the server's clock, as :mod:`lemon_c
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 import psycopg
 
@@ -18,6 +21,7 @@ from lemon_core.fire_ledger import (
     TERMINAL_STATUSES,
     Fire,
     check_fire_key,
+    check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
@@ -26,6 +30,8 @@ from lemon_infra._fire_rows import FIRE_COLUMNS, fire_of
 from lemon_infra._postgres_store import _NOW_MS, PostgresStore, _check_pg_text, _q
 
 __all__ = ["PostgresFireLedger"]
+
+_DEADLOCK_RETRIES: Final = 3
 
 
 class PostgresFireLedger:
@@ -44,6 +50,19 @@ class PostgresFireLedger:
             + _NOW_MS
             + ") ON CONFLICT (job_id, due_at_ms) DO NOTHING RETURNING "
             + FIRE_COLUMNS,
+            schema,
+        )
+        self._claim_many = _q(
+            "INSERT INTO {schema}.lemon_fires (job_id, due_at_ms, owner, fence, lease_until_ms, "
+            "status, claimed_at_ms, updated_at_ms) SELECT k.job_id, k.due_at_ms, %s, 1, "
+            + _NOW_MS
+            + " + %s, 'claimed', "
+            + _NOW_MS
+            + ", "
+            + _NOW_MS
+            + " FROM unnest(%s::text[], %s::bigint[]) AS k (job_id, due_at_ms) "
+            "ORDER BY k.job_id, k.due_at_ms "
+            "ON CONFLICT (job_id, due_at_ms) DO NOTHING RETURNING " + FIRE_COLUMNS,
             schema,
         )
         self._renew = _q(
@@ -118,6 +137,35 @@ class PostgresFireLedger:
         check_fire_key(job_id, due_at_ms)
         _check_pg_text(owner, "fire owner")
         return await self._one(self._claim, (job_id, due_at_ms, owner, check_lease_ms(lease_ms)))
+
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        checked = check_fire_keys(keys)
+        _check_pg_text(owner, "fire owner")
+        params = (
+            owner,
+            check_lease_ms(lease_ms),
+            [k[0] for k in checked],
+            [k[1] for k in checked],
+        )
+        if not checked:
+            return []
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            for attempt in range(_DEADLOCK_RETRIES):
+                try:
+                    cur = await conn.execute(self._claim_many, params)
+                    return list(await cur.fetchall())
+                except psycopg.errors.DeadlockDetected:
+                    # Key order makes this unexpected; the statement (autocommit) was rolled
+                    # back whole, so trying it again claims nothing twice.
+                    if attempt == _DEADLOCK_RETRIES - 1:
+                        raise
+            raise AssertionError("unreachable")
+
+        won = {(f.job_id, f.due_at_ms): f for f in map(fire_of, await self._store.run(op))}
+        return [won.get(key) for key in checked]
 
     async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
         params = (check_lease_ms(lease_ms), fire.job_id, fire.due_at_ms, fire.fence)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, TypeVar
@@ -21,6 +21,7 @@ from lemon_core.fire_ledger import (
     TERMINAL_STATUSES,
     Fire,
     check_fire_key,
+    check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
@@ -50,6 +51,30 @@ CREATE TABLE IF NOT EXISTS lemon_fires (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lemon_fires_open ON lemon_fires (lease_until_ms) WHERE done = 0;
 """
+
+
+def _insert(
+    conn: sqlite3.Connection, job_id: str, due_at_ms: int, owner: str, now: int, lease_ms: int
+) -> Fire | None:
+    """One claim inside the caller's transaction: the new fire, or None when it exists."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO lemon_fires (job_id, due_at_ms, owner, fence, "
+        "lease_until_ms, status, claimed_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, 1, ?, 'claimed', ?, ?)",
+        (job_id, due_at_ms, owner, now + lease_ms, now, now),
+    )
+    if cur.rowcount != 1:
+        return None
+    return Fire(
+        job_id=job_id,
+        due_at_ms=due_at_ms,
+        owner=owner,
+        fence=1,
+        lease_until_ms=now + lease_ms,
+        status="claimed",
+        claimed_at_ms=now,
+        updated_at_ms=now,
+    )
 
 
 class SQLiteFireLedger:
@@ -109,26 +134,22 @@ class SQLiteFireLedger:
         check_fire_key(job_id, due_at_ms)
         check_lease_ms(lease_ms)
         now = self._clock.now_ms()
+        return await self._call(
+            self._tx(lambda conn: _insert(conn, job_id, due_at_ms, owner, now, lease_ms))
+        )
 
-        def op(conn: sqlite3.Connection) -> Fire | None:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO lemon_fires (job_id, due_at_ms, owner, fence, "
-                "lease_until_ms, status, claimed_at_ms, updated_at_ms) "
-                "VALUES (?, ?, ?, 1, ?, 'claimed', ?, ?)",
-                (job_id, due_at_ms, owner, now + lease_ms, now, now),
-            )
-            if cur.rowcount != 1:
-                return None
-            return Fire(
-                job_id=job_id,
-                due_at_ms=due_at_ms,
-                owner=owner,
-                fence=1,
-                lease_until_ms=now + lease_ms,
-                status="claimed",
-                claimed_at_ms=now,
-                updated_at_ms=now,
-            )
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        checked = check_fire_keys(keys)
+        check_lease_ms(lease_ms)
+        if not checked:
+            return []
+        now = self._clock.now_ms()
+
+        def op(conn: sqlite3.Connection) -> list[Fire | None]:
+            # One BEGIN IMMEDIATE transaction: every insert of the batch holds the write lock.
+            return [_insert(conn, job_id, due, owner, now, lease_ms) for job_id, due in checked]
 
         return await self._call(self._tx(op))
 

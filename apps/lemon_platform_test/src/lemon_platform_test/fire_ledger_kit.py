@@ -74,6 +74,83 @@ class FireLedgerContract:
         assert stored is not None
         assert stored.owner == won[0].owner
 
+    async def test_a_batched_claim_answers_each_due_time_as_a_single_claim_would(self) -> None:
+        a, b = await self._open(), await self._open()
+        assert await a.claim_many([], "daemon-a", lease_ms=_LEASE) == []
+        taken = await b.claim("job-2", _DUE, "daemon-b", lease_ms=_LEASE)
+        assert taken is not None
+        keys = [("job-3", _DUE), ("job-2", _DUE), ("job-1", _DUE), ("job-1", _DUE + 1)]
+        answers = await a.claim_many(keys, "daemon-a", lease_ms=_LEASE)
+        assert [None if f is None else (f.job_id, f.due_at_ms) for f in answers] == [
+            ("job-3", _DUE),
+            None,  # daemon-b's: the others are claimed all the same
+            ("job-1", _DUE),
+            ("job-1", _DUE + 1),
+        ]
+        for fire in answers:
+            if fire is None:
+                continue
+            assert (fire.owner, fire.fence, fire.status, fire.done) == (
+                "daemon-a",
+                1,
+                "claimed",
+                False,
+            )
+            assert fire.lease_until_ms > 0
+            assert await b.get(fire.job_id, fire.due_at_ms) == fire
+            assert await b.claim(fire.job_id, fire.due_at_ms, "daemon-b", lease_ms=_LEASE) is None
+        assert await b.claim_many(keys, "daemon-b", lease_ms=_LEASE) == [None] * 4
+        # A batched claim's fire is fenced like any other.
+        first = answers[0]
+        assert first is not None
+        submitted = await a.record(first, status="submitted", run_id="run-3")
+        assert submitted is not None
+        assert submitted.fence == 1
+
+    async def test_batched_and_single_claimers_never_both_win(self) -> None:
+        """Daemons claiming overlapping batches (in opposite orders) race daemons claiming the
+        same due times one by one: each due time has exactly one owner, the stored one."""
+        ledgers = [await self._open() for _ in range(6)]
+        keys = [(f"job-{n}", _DUE + k) for n in range(12) for k in range(2)]
+        gate = asyncio.Event()
+
+        async def batched(i: int, ledger: FireLedger) -> list[Fire | None]:
+            order = keys if i % 2 == 0 else keys[::-1]
+            await gate.wait()
+            return await ledger.claim_many(order, f"batch-{i}", lease_ms=_LEASE)
+
+        async def single(i: int, ledger: FireLedger) -> list[Fire | None]:
+            await gate.wait()
+            won = []
+            for job_id, due in keys[i % 2 :: 2] + keys[(i + 1) % 2 :: 2]:
+                won.append(await ledger.claim(job_id, due, f"single-{i}", lease_ms=_LEASE))
+            return won
+
+        tasks = [
+            asyncio.create_task(batched(i, x) if i < 3 else single(i, x))
+            for i, x in enumerate(ledgers)
+        ]
+        await asyncio.sleep(0)
+        gate.set()
+        won = [f for answers in await asyncio.gather(*tasks) for f in answers if f is not None]
+        assert sorted((f.job_id, f.due_at_ms) for f in won) == sorted(keys)
+        for fire in won:
+            stored = await ledgers[0].get(fire.job_id, fire.due_at_ms)
+            assert stored is not None
+            assert (stored.owner, stored.fence) == (fire.owner, 1)
+
+    async def test_a_bad_batch_claims_nothing(self) -> None:
+        ledger = await self._open()
+        with pytest.raises(StoreValueError, match="twice"):
+            await ledger.claim_many([("job", _DUE), ("job", _DUE)], "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="due_at_ms"):
+            await ledger.claim_many([("job", _DUE), ("job", -1)], "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="pair"):
+            await ledger.claim_many([("job", _DUE), "job"], "a", lease_ms=_LEASE)  # type: ignore[list-item]  # bad input on purpose
+        with pytest.raises(StoreValueError, match="lease_ms"):
+            await ledger.claim_many([("job", _DUE)], "a", lease_ms=0)
+        assert await ledger.get("job", _DUE) is None
+
     async def test_fenced_records_and_the_terminal_status_releases(self) -> None:
         ledger = await self._open()
         fire = await ledger.claim("job-1", _DUE, "a", lease_ms=_LEASE)
