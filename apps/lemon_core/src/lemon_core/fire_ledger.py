@@ -6,7 +6,9 @@ succeeds only when the fire is absent, so of any number of daemons racing for th
 time exactly one gets a :class:`Fire` back and becomes its owner; the others get None.
 :meth:`FireLedger.claim_many` claims many due times in one round trip (one statement or one
 transaction); each fire in it is claimed or not exactly as :meth:`FireLedger.claim` would
-(fence 1, the same exactly-once guarantee against any concurrent claim, batched or single).
+(fence 1, the same exactly-once guarantee against any concurrent claim, batched or single),
+and :meth:`FireLedger.record_many` writes many fenced records (:class:`FireWrite`) in one,
+each matched on its own fence exactly as :meth:`FireLedger.record`.
 
 The owner holds a lease on the fire (``owner``, ``lease_until_ms``, ``fence``) and renews it
 while the fire is in flight (:meth:`FireLedger.renew`, every ``lease_ms / 3``). Every later
@@ -40,11 +42,13 @@ __all__ = [
     "TERMINAL_STATUSES",
     "Fire",
     "FireLedger",
+    "FireWrite",
     "check_fire_key",
     "check_fire_keys",
     "check_lease_ms",
     "check_prune",
     "check_status",
+    "check_writes",
 ]
 
 #: A fire whose status is one of these is in flight: its lease matters, it may be taken over.
@@ -74,6 +78,17 @@ class Fire:
     @property
     def done(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FireWrite:
+    """One fenced record of a :meth:`FireLedger.record_many`: the arguments of a
+    :meth:`FireLedger.record`."""
+
+    fire: Fire
+    status: str
+    run_id: str | None = None
+    outcome: str | None = None
 
 
 @runtime_checkable
@@ -111,6 +126,13 @@ class FireLedger(Protocol):
         ``fire.fence`` still owns it and it is not done. A terminal status releases the lease.
         None when the write matched nothing (ownership lost, or already done): nothing
         changed."""
+        ...
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        """:meth:`record` of every write in one round trip: the answers in the order of
+        ``writes``, each exactly as :meth:`record` would answer it (matched on that write's own
+        fence; one refused write does not stop the others). Two writes of one fire, like a bad
+        status, are refused before anything is written."""
         ...
 
     async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
@@ -157,6 +179,22 @@ def check_fire_keys(keys: object) -> list[tuple[str, int]]:
         seen.add(pair)
         checked.append(pair)
     return checked
+
+
+def check_writes(writes: object) -> list[FireWrite]:
+    """The writes of a :meth:`FireLedger.record_many`, checked: valid statuses, one per fire."""
+    if not isinstance(writes, Sequence) or isinstance(writes, str | bytes):
+        raise StoreValueError(f"fire writes must be a sequence of FireWrite, got {writes!r}")
+    seen: set[tuple[str, int]] = set()
+    for write in writes:
+        if not isinstance(write, FireWrite):
+            raise StoreValueError(f"a fire write is a FireWrite, got {write!r}")
+        check_status(write.status)
+        key = (write.fire.job_id, write.fire.due_at_ms)
+        if key in seen:
+            raise StoreValueError(f"fire {key!r} is written twice in one batch: one write each")
+        seen.add(key)
+    return list(writes)
 
 
 def check_prune(keep: object, limit: object) -> tuple[int, int]:

@@ -10,11 +10,13 @@ from lemon_core.fire_ledger import (
     IN_FLIGHT_STATUSES,
     TERMINAL_STATUSES,
     Fire,
+    FireWrite,
     check_fire_key,
     check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
+    check_writes,
 )
 from lemon_core.store.protocol import Clock
 
@@ -85,6 +87,15 @@ class MemoryFireLedger:
         outcome: str | None = None,
     ) -> Fire | None:
         check_status(status)
+        return self._record_now(fire, status, run_id, outcome)
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        checked = check_writes(writes)
+        return [self._record_now(w.fire, w.status, w.run_id, w.outcome) for w in checked]
+
+    def _record_now(
+        self, fire: Fire, status: str, run_id: str | None, outcome: str | None
+    ) -> Fire | None:
         current = self._mine(fire)
         if current is None:
             return None

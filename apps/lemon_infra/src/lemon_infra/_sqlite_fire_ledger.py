@@ -20,11 +20,13 @@ from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.fire_ledger import (
     TERMINAL_STATUSES,
     Fire,
+    FireWrite,
     check_fire_key,
     check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
+    check_writes,
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
 from lemon_core.store.protocol import Clock
@@ -183,30 +185,43 @@ class SQLiteFireLedger:
         outcome: str | None = None,
     ) -> Fire | None:
         check_status(status)
-        done = status in TERMINAL_STATUSES
+        write = FireWrite(fire=fire, status=status, run_id=run_id, outcome=outcome)
+        now = self._clock.now_ms()
+        return await self._call(self._tx(lambda conn: self._update(conn, write, now)))
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        checked = check_writes(writes)
+        if not checked:
+            return []
         now = self._clock.now_ms()
 
-        def op(conn: sqlite3.Connection) -> Fire | None:
-            cur = conn.execute(
-                "UPDATE lemon_fires SET status = ?, done = ?, run_id = COALESCE(?, run_id), "
-                "outcome = COALESCE(?, outcome), "
-                "lease_until_ms = CASE WHEN ? THEN 0 ELSE lease_until_ms END, updated_at_ms = ? "
-                "WHERE job_id = ? AND due_at_ms = ? AND fence = ? AND done = 0",
-                (
-                    status,
-                    int(done),
-                    run_id,
-                    outcome,
-                    int(done),
-                    now,
-                    fire.job_id,
-                    fire.due_at_ms,
-                    fire.fence,
-                ),
-            )
-            return self._select(conn, fire.job_id, fire.due_at_ms) if cur.rowcount else None
+        def op(conn: sqlite3.Connection) -> list[Fire | None]:
+            return [self._update(conn, write, now) for write in checked]  # one transaction
 
         return await self._call(self._tx(op))
+
+    def _update(self, conn: sqlite3.Connection, write: FireWrite, now: int) -> Fire | None:
+        """One fenced record inside the caller's transaction."""
+        done = int(write.status in TERMINAL_STATUSES)
+        fire = write.fire
+        cur = conn.execute(
+            "UPDATE lemon_fires SET status = ?, done = ?, run_id = COALESCE(?, run_id), "
+            "outcome = COALESCE(?, outcome), "
+            "lease_until_ms = CASE WHEN ? THEN 0 ELSE lease_until_ms END, updated_at_ms = ? "
+            "WHERE job_id = ? AND due_at_ms = ? AND fence = ? AND done = 0",
+            (
+                write.status,
+                done,
+                write.run_id,
+                write.outcome,
+                done,
+                now,
+                fire.job_id,
+                fire.due_at_ms,
+                fire.fence,
+            ),
+        )
+        return self._select(conn, fire.job_id, fire.due_at_ms) if cur.rowcount else None
 
     async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
         check_lease_ms(lease_ms)
