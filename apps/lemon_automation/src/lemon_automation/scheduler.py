@@ -5,11 +5,12 @@ through the session port with the derived run id) and records each skipped one i
 (claimed too, so one daemon records it once). Then it sleeps until the next due time of any job
 (plus its jitter), at most ``poll_ms`` (to pick up other daemons' job changes).
 
-A step's jobs run concurrently, and their claims are coalesced (:class:`_ClaimBatch`): every
-claim asked for while the previous ``FireLedger.claim_many`` was on its way goes into the next
-one, so a burst of N due jobs costs about N / ``max_parallel`` claim round trips instead of N.
-Each fire in a batch is claimed or not exactly as by a single claim (the ledger's contract),
-so the fencing token and the exactly-once guarantee of every fire are unchanged.
+A step's jobs run concurrently, and their claims and ``submitted`` records are coalesced
+(:class:`_Coalesced`): every claim asked for while the previous ``FireLedger.claim_many`` was
+on its way goes into the next one (the records likewise, as ``FireLedger.record_many``), so a
+burst of N due jobs costs about N / ``max_parallel`` round trips of each instead of N. Each
+fire in a batch is claimed or recorded exactly as by a single call (the ledger's contract), so
+the fencing token and the exactly-once guarantee of every fire are unchanged.
 
 The clock and the sleep are injected (tests drive them; no wall-clock sleeps)."""
 
@@ -114,11 +115,15 @@ class _Coalesced(Generic[K, R]):
                 del self._queue[:_BATCH_LIMIT]
                 try:
                     answers = await self._send([item for item, _ in batch])
+                    if len(answers) != len(batch):
+                        raise RuntimeError(
+                            f"the fire ledger answered {len(answers)} of {len(batch)} items"
+                        )
                 except asyncio.CancelledError:
                     for _, answer in batch:
                         answer.cancel()
                     raise
-                except Exception as exc:
+                except Exception as exc:  # never left unanswered: each waiter raises it
                     for _, answer in batch:
                         if not answer.done():
                             answer.set_exception(exc)
