@@ -4,6 +4,7 @@ schedulers on one store and one ledger fire each due time once."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from lemon_automation.scheduler import Scheduler
 from lemon_core.clock import ManualClock
 from lemon_core.execution import Receipt, RunRequest
 from lemon_core.store import Store
+from lemon_core.store.errors import StoreUnavailableError
 from lemon_infra import MemoryFireLedger, SQLiteStore
 
 T0 = 1_767_225_600_000
@@ -230,3 +232,83 @@ async def test_an_idle_wake_reads_one_key_and_a_step_writes_its_watermarks_once(
 
 async def _never() -> None:
     raise AssertionError("the test drives the steps itself")
+
+
+class _CountingLedger:
+    """A MemoryFireLedger that counts its calls (by method name)."""
+
+    def __init__(self, ledger: MemoryFireLedger) -> None:
+        self.ledger = ledger
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        self.calls.append(name)
+        return getattr(self.ledger, name)
+
+
+async def test_a_burst_of_due_jobs_is_claimed_and_recorded_in_batches(store: Store) -> None:
+    """100 jobs due at once: the step's claims and ``submitted`` records go to the ledger
+    coalesced (``claim_many`` / ``record_many``, at most one call per wave of concurrent
+    jobs), not one call each; every due time is claimed and submitted exactly once."""
+    clock = ManualClock(T0)
+    jobs = JobStore(store, max_jobs_per_agent=100)
+    for i in range(100):
+        await jobs.add(_job(id=f"j{i:03d}", name=f"t{i}", expr="1h"), now_ms=T0)
+    ledger = _CountingLedger(MemoryFireLedger(clock=clock))
+    port = Port()
+    sched = Scheduler(
+        jobs,
+        ledger,  # type: ignore[arg-type]  # delegates every call to a MemoryFireLedger
+        port,
+        owner="a",
+        clock=clock,
+        sleep=lambda _s: _never(),
+        max_parallel=32,
+    )
+    clock.now = T0 + 3_600_000
+    report = await sched.step()
+    assert len(report.fired) == 100
+    assert sorted(r.run_id or "" for r in port.started) == sorted(
+        router_run_id(f"j{i:03d}", T0 + 3_600_000) for i in range(100)
+    )
+    assert "claim" not in ledger.calls
+    assert "record" not in ledger.calls
+    assert 1 <= ledger.calls.count("claim_many") <= 8  # 100 jobs, 32 at a time
+    assert 1 <= ledger.calls.count("record_many") <= 8
+    for i in range(100):
+        fire = await ledger.ledger.get(f"j{i:03d}", T0 + 3_600_000)
+        assert fire is not None
+        assert (fire.owner, fire.fence, fire.status) == ("a", 1, "submitted")
+
+
+class _DownLedger(_CountingLedger):
+    async def claim_many(self, *_: object, **__: object) -> object:
+        raise StoreUnavailableError("the ledger is down")
+
+
+async def test_a_failed_batched_claim_fails_the_step_and_leaves_no_waiter_hanging(
+    store: Store,
+) -> None:
+    """The store is down when the step claims its burst: the step raises the store's error
+    (as a single claim's failure would), it does not wait forever, and nothing is submitted
+    nor any watermark moved (the next step lists the same due times again)."""
+    clock = ManualClock(T0)
+    jobs = JobStore(store, max_jobs_per_agent=100)
+    for i in range(40):
+        await jobs.add(_job(id=f"j{i:03d}", name=f"t{i}", expr="1h"), now_ms=T0)
+    port = Port()
+    sched = Scheduler(
+        jobs,
+        _DownLedger(MemoryFireLedger(clock=clock)),  # type: ignore[arg-type]  # delegates
+        port,
+        owner="a",
+        clock=clock,
+        sleep=lambda _s: _never(),
+    )
+    clock.now = T0 + 3_600_000
+    with pytest.raises(StoreUnavailableError, match="down"):
+        async with asyncio.timeout(10):
+            await sched.step()
+    assert port.started == []
+    loaded, _ = await jobs.load()
+    assert {j.last_due_at_ms for j in loaded} == {None}

@@ -9,11 +9,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from lemon_core.execution import Receipt, RunRequest
-from lemon_core.fire_ledger import Fire, FireLedger
+from lemon_core.fire_ledger import Fire, FireLedger, FireWrite
 
 __all__ = [
     "FireResult",
@@ -76,11 +77,14 @@ async def submit_fire(
     request: RunRequest,
     *,
     lease_ms: int | None = None,
+    record: Callable[[FireWrite], Awaitable[Fire | None]] | None = None,
 ) -> FireResult:
     """Submit the owned ``fire`` (a fresh claim or a takeover: the derived run id makes a second
     submission answer the first receipt) and record it, fenced. With ``lease_ms`` the fire's
     lease is renewed every third of it while the port takes the submission (a slow store or a
-    session handed to another daemon must not let the claim lapse before it is recorded)."""
+    session handed to another daemon must not let the claim lapse before it is recorded).
+    ``record`` writes the fenced ``submitted`` record (the scheduler's step passes one that
+    batches it with its other fires' records); ``ledger.record`` by default."""
     run_id = router_run_id(fire.job_id, fire.due_at_ms)
     submission = replace(request, run_id=run_id)
     if lease_ms is None:
@@ -98,7 +102,11 @@ async def submit_fire(
     if receipt.status == "rejected":
         done = await ledger.record(fire, status="failed", run_id=run_id, outcome=receipt.reason)
         return FireResult("rejected", done, receipt)
-    written = await ledger.record(fire, status="submitted", run_id=run_id)
+    write = FireWrite(fire=fire, status="submitted", run_id=run_id)
+    if record is None:
+        written = await ledger.record(write.fire, status=write.status, run_id=write.run_id)
+    else:
+        written = await record(write)
     if written is None:
         return FireResult("lost", None, receipt)
     return FireResult("submitted", written, receipt)

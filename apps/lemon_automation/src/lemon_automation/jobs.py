@@ -299,9 +299,12 @@ class JobStore:
         if not moved:
             return
         new_rev = uuid.uuid4().hex
+        # In job id order: two daemons' steps write overlapping watermarks in one transaction
+        # each, and rows locked in different orders deadlock on PostgreSQL (the bench saw it).
+        ordered = sorted(moved.values(), key=lambda j: j.id)
         await self._store.put_many(
             [
-                *((JOBS_TABLE, j.id, msgspec.to_builtins(j), None) for j in moved.values()),
+                *((JOBS_TABLE, j.id, msgspec.to_builtins(j), None) for j in ordered),
                 (JOBS_REV_TABLE, _REV, new_rev, None),
             ]
         )

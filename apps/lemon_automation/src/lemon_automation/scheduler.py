@@ -5,22 +5,30 @@ through the session port with the derived run id) and records each skipped one i
 (claimed too, so one daemon records it once). Then it sleeps until the next due time of any job
 (plus its jitter), at most ``poll_ms`` (to pick up other daemons' job changes).
 
+A step's jobs run concurrently, and their claims and ``submitted`` records are coalesced
+(:class:`_Coalesced`): every claim asked for while the previous ``FireLedger.claim_many`` was
+on its way goes into the next one (the records likewise, as ``FireLedger.record_many``), so a
+burst of N due jobs costs about N / ``max_parallel`` round trips of each instead of N. Each
+fire in a batch is claimed or recorded exactly as by a single call (the ledger's contract), so
+the fencing token and the exactly-once guarantee of every fire are unchanged.
+
 The clock and the sleep are injected (tests drive them; no wall-clock sleeps)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from lemon_automation.catch_up import plan_catch_up
-from lemon_automation.fire import FireResult, Submitter, fire_due, submit_fire
+from lemon_automation.fire import FireResult, Submitter, submit_fire
 from lemon_automation.jobs import Job, JobStore, jitter_ms
 from lemon_automation.schedule import Every
 from lemon_core.execution import RunRequest
-from lemon_core.fire_ledger import FireLedger
+from lemon_core.fire_ledger import Fire, FireLedger, FireWrite
 from lemon_core.store.protocol import Clock
 
 __all__ = ["Scheduler", "SchedulerHooks", "StepReport", "default_request"]
@@ -73,6 +81,70 @@ def default_request(job: Job, due_at_ms: int) -> RunRequest:
         queue_mode="collect",
         meta={"cron_job_id": job.id, "due_at_ms": due_at_ms},
     )
+
+
+_BATCH_LIMIT: Final = 256  # the most items one claim_many / record_many carries
+K = TypeVar("K")
+R = TypeVar("R")
+
+
+class _Coalesced(Generic[K, R]):
+    """Calls of one step, coalesced: :meth:`ask` queues an item and waits for its answer; the
+    :meth:`run` task (owned by the step, cancelled when it ends) sends every item queued so
+    far in one ``send`` (a ``claim_many`` or a ``record_many``) and answers each waiter; items
+    queued meanwhile go into the next send. A failed send fails the items it carried, each
+    waiter raising it as from its own single call."""
+
+    def __init__(self, send: Callable[[list[K]], Awaitable[list[R]]]) -> None:
+        self._send = send
+        self._queue: list[tuple[K, asyncio.Future[R]]] = []
+        self._wake = asyncio.Event()
+
+    async def ask(self, item: K) -> R:
+        answer: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, answer))
+        self._wake.set()
+        return await answer
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                batch = self._queue[:_BATCH_LIMIT]
+                del self._queue[:_BATCH_LIMIT]
+                try:
+                    answers = await self._send([item for item, _ in batch])
+                    if len(answers) != len(batch):
+                        raise RuntimeError(
+                            f"the fire ledger answered {len(answers)} of {len(batch)} items"
+                        )
+                except asyncio.CancelledError:
+                    for _, answer in batch:
+                        answer.cancel()
+                    raise
+                except Exception as exc:  # never left unanswered: each waiter raises it
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(exc)
+                    continue
+                for (_, answer), result in zip(batch, answers, strict=True):
+                    if not answer.done():  # a waiter cancelled meanwhile: its claim stays
+                        answer.set_result(result)  # in the ledger, taken over at expiry
+
+    def cancel_queued(self) -> None:
+        for _, answer in self._queue:
+            answer.cancel()
+        self._queue.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A step's coalesced ledger calls: the claims of its due times and their ``submitted``
+    records."""
+
+    claims: _Coalesced[tuple[str, int], Fire | None]
+    records: _Coalesced[FireWrite, Fire | None]
 
 
 _NEVER: Final = 2**62
@@ -165,7 +237,7 @@ class Scheduler:
 
         losing = 0  # the latest fires in a row another daemon claimed first
 
-        async def one(job: Job) -> None:
+        async def one(job: Job, batch: _Batch) -> None:
             nonlocal losing
             async with gate:
                 if losing >= _LOSING_STREAK:
@@ -174,19 +246,37 @@ class Scheduler:
                     # claims only what is still unclaimed, instead of losing a claim each.
                     self._deferred = True
                     return
-                reports[job.id], newest = await self._step_job(job)
+                reports[job.id], newest = await self._step_job(job, batch)
                 if newest is not None:
                     moves[job.id] = newest
                 lost = reports[job.id].lost and not reports[job.id].fired
                 losing = losing + 1 if lost else 0
 
+        batch = _Batch(
+            claims=_Coalesced(
+                lambda keys: self._ledger.claim_many(keys, self._owner, lease_ms=self._lease_ms)
+            ),
+            records=_Coalesced(self._ledger.record_many),
+        )
+        senders = [
+            asyncio.create_task(batch.claims.run()),
+            asyncio.create_task(batch.records.run()),
+        ]
         try:
-            await asyncio.gather(*(one(job) for job in order))
+            await asyncio.gather(*(one(job, batch) for job in order))
         except asyncio.CancelledError:
             raise  # stopping: the ledger holds the fires, the next start lists them again
         except BaseException:
             await self._jobs.advance_many(dict(moves))  # the jobs that did step
             raise
+        finally:
+            for sender in senders:
+                sender.cancel()
+            for sender in senders:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sender
+            batch.claims.cancel_queued()
+            batch.records.cancel_queued()
         await self._jobs.advance_many(dict(moves))  # one write for every watermark moved
         report = StepReport()
         for job in due:
@@ -239,7 +329,7 @@ class Scheduler:
         nxt = self._next[key] = job.schedule().next_after(watermark)
         return nxt
 
-    async def _step_job(self, job: Job) -> tuple[StepReport, int | None]:
+    async def _step_job(self, job: Job, batch: _Batch) -> tuple[StepReport, int | None]:
         """Fire or skip ``job``'s due times; also the newest due time handled (the new
         watermark, written by the step with the others), None when none was."""
         report = StepReport()
@@ -262,15 +352,18 @@ class Scheduler:
                 await self._skip(job, due, reason, report)
                 newest = max(newest, due)
                 continue
-            result = await fire_due(
-                self._ledger,
-                self._port,
-                job_id=job.id,
-                due_at_ms=due,
-                owner=self._owner,
-                lease_ms=self._lease_ms,
-                request=self._request_for(job, due),
-            )
+            fire = await batch.claims.ask((job.id, due))
+            if fire is None:
+                result = FireResult("lost", None)  # another daemon owns this due time
+            else:
+                result = await submit_fire(
+                    self._ledger,
+                    self._port,
+                    fire,
+                    self._request_for(job, due),
+                    lease_ms=self._lease_ms,
+                    record=batch.records.ask,
+                )
             report.results.append(result)
             (report.fired if result.status == "submitted" else report.lost).append((job.id, due))
             if result.status in ("submitted", "rejected"):

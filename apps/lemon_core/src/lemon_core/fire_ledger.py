@@ -4,6 +4,11 @@ A *fire* is one due time of one job, identified by ``(job_id, due_at_ms)`` (the 
 before jitter). A daemon that wants to run it calls :meth:`FireLedger.claim`: an insert that
 succeeds only when the fire is absent, so of any number of daemons racing for the same due
 time exactly one gets a :class:`Fire` back and becomes its owner; the others get None.
+:meth:`FireLedger.claim_many` claims many due times in one round trip (one statement or one
+transaction); each fire in it is claimed or not exactly as :meth:`FireLedger.claim` would
+(fence 1, the same exactly-once guarantee against any concurrent claim, batched or single),
+and :meth:`FireLedger.record_many` writes many fenced records (:class:`FireWrite`) in one,
+each matched on its own fence exactly as :meth:`FireLedger.record`.
 
 The owner holds a lease on the fire (``owner``, ``lease_until_ms``, ``fence``) and renews it
 while the fire is in flight (:meth:`FireLedger.renew`, every ``lease_ms / 3``). Every later
@@ -26,6 +31,7 @@ RETURNING``, takeover scanned with ``FOR UPDATE SKIP LOCKED``). One contract kit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
@@ -36,10 +42,13 @@ __all__ = [
     "TERMINAL_STATUSES",
     "Fire",
     "FireLedger",
+    "FireWrite",
     "check_fire_key",
+    "check_fire_keys",
     "check_lease_ms",
     "check_prune",
     "check_status",
+    "check_writes",
 ]
 
 #: A fire whose status is one of these is in flight: its lease matters, it may be taken over.
@@ -71,6 +80,17 @@ class Fire:
         return self.status in TERMINAL_STATUSES
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FireWrite:
+    """One fenced record of a :meth:`FireLedger.record_many`: the arguments of a
+    :meth:`FireLedger.record`."""
+
+    fire: Fire
+    status: str
+    run_id: str | None = None
+    outcome: str | None = None
+
+
 @runtime_checkable
 class FireLedger(Protocol):
     """Claims of due times with fenced ownership (see the module docstring)."""
@@ -78,6 +98,15 @@ class FireLedger(Protocol):
     async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
         """The new fire ``(job_id, due_at_ms)`` owned by ``owner`` (status ``claimed``, fence 1,
         leased for ``lease_ms``) when no daemon claimed it before; None when one did."""
+        ...
+
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        """:meth:`claim` of every ``(job_id, due_at_ms)`` of ``keys`` in one round trip: the
+        answers in the order of ``keys``, each the new fire or None exactly as :meth:`claim`
+        would answer it (fires are independent: one already claimed does not stop the
+        others). A repeated key, like any bad key, is refused before anything is claimed."""
         ...
 
     async def renew(self, fire: Fire, *, lease_ms: int) -> Fire | None:
@@ -97,6 +126,13 @@ class FireLedger(Protocol):
         ``fire.fence`` still owns it and it is not done. A terminal status releases the lease.
         None when the write matched nothing (ownership lost, or already done): nothing
         changed."""
+        ...
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        """:meth:`record` of every write in one round trip: the answers in the order of
+        ``writes``, each exactly as :meth:`record` would answer it (matched on that write's own
+        fence; one refused write does not stop the others). Two writes of one fire, like a bad
+        status, are refused before anything is written."""
         ...
 
     async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
@@ -126,6 +162,39 @@ def check_fire_key(job_id: object, due_at_ms: object) -> tuple[str, int]:
     if not isinstance(due_at_ms, int) or isinstance(due_at_ms, bool) or due_at_ms < 0:
         raise StoreValueError(f"fire due_at_ms must be a non-negative integer, got {due_at_ms!r}")
     return job_id, due_at_ms
+
+
+def check_fire_keys(keys: object) -> list[tuple[str, int]]:
+    """The keys of a :meth:`FireLedger.claim_many`, checked: each a valid fire key, none twice."""
+    if not isinstance(keys, Sequence) or isinstance(keys, str | bytes):
+        raise StoreValueError(f"fire keys must be a sequence of (job_id, due_at_ms), got {keys!r}")
+    checked: list[tuple[str, int]] = []
+    seen: set[tuple[str, int]] = set()
+    for key in keys:
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise StoreValueError(f"a fire key is a (job_id, due_at_ms) pair, got {key!r}")
+        pair = check_fire_key(key[0], key[1])
+        if pair in seen:
+            raise StoreValueError(f"fire key {pair!r} is given twice: claim each due time once")
+        seen.add(pair)
+        checked.append(pair)
+    return checked
+
+
+def check_writes(writes: object) -> list[FireWrite]:
+    """The writes of a :meth:`FireLedger.record_many`, checked: valid statuses, one per fire."""
+    if not isinstance(writes, Sequence) or isinstance(writes, str | bytes):
+        raise StoreValueError(f"fire writes must be a sequence of FireWrite, got {writes!r}")
+    seen: set[tuple[str, int]] = set()
+    for write in writes:
+        if not isinstance(write, FireWrite):
+            raise StoreValueError(f"a fire write is a FireWrite, got {write!r}")
+        check_status(write.status)
+        key = (write.fire.job_id, write.fire.due_at_ms)
+        if key in seen:
+            raise StoreValueError(f"fire {key!r} is written twice in one batch: one write each")
+        seen.add(key)
+    return list(writes)
 
 
 def check_prune(keep: object, limit: object) -> tuple[int, int]:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.fire_ledger import (
     IN_FLIGHT_STATUSES,
     TERMINAL_STATUSES,
     Fire,
+    FireWrite,
     check_fire_key,
+    check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
+    check_writes,
 )
 from lemon_core.store.protocol import Clock
 
@@ -28,8 +32,12 @@ class MemoryFireLedger:
         self._fires: dict[tuple[str, int], Fire] = {}
 
     async def claim(self, job_id: str, due_at_ms: int, owner: str, *, lease_ms: int) -> Fire | None:
-        key = check_fire_key(job_id, due_at_ms)
+        check_fire_key(job_id, due_at_ms)
         check_lease_ms(lease_ms)
+        return self._claim_now(job_id, due_at_ms, owner, lease_ms)
+
+    def _claim_now(self, job_id: str, due_at_ms: int, owner: str, lease_ms: int) -> Fire | None:
+        key = (job_id, due_at_ms)
         if key in self._fires:
             return None
         now = self._clock.now_ms()
@@ -45,6 +53,14 @@ class MemoryFireLedger:
         )
         self._fires[key] = fire
         return fire
+
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        checked = check_fire_keys(keys)
+        check_lease_ms(lease_ms)
+        # No await between the checks and the last insert: atomic on the event loop.
+        return [self._claim_now(job_id, due, owner, lease_ms) for job_id, due in checked]
 
     def _mine(self, fire: Fire) -> Fire | None:
         current = self._fires.get((fire.job_id, fire.due_at_ms))
@@ -71,6 +87,15 @@ class MemoryFireLedger:
         outcome: str | None = None,
     ) -> Fire | None:
         check_status(status)
+        return self._record_now(fire, status, run_id, outcome)
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        checked = check_writes(writes)
+        return [self._record_now(w.fire, w.status, w.run_id, w.outcome) for w in checked]
+
+    def _record_now(
+        self, fire: Fire, status: str, run_id: str | None, outcome: str | None
+    ) -> Fire | None:
         current = self._mine(fire)
         if current is None:
             return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, TypeVar
@@ -20,10 +20,13 @@ from lemon_core.clock import SYSTEM_CLOCK
 from lemon_core.fire_ledger import (
     TERMINAL_STATUSES,
     Fire,
+    FireWrite,
     check_fire_key,
+    check_fire_keys,
     check_lease_ms,
     check_prune,
     check_status,
+    check_writes,
 )
 from lemon_core.store.errors import StoreClosedError, StoreUnavailableError
 from lemon_core.store.protocol import Clock
@@ -50,6 +53,30 @@ CREATE TABLE IF NOT EXISTS lemon_fires (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lemon_fires_open ON lemon_fires (lease_until_ms) WHERE done = 0;
 """
+
+
+def _insert(
+    conn: sqlite3.Connection, job_id: str, due_at_ms: int, owner: str, now: int, lease_ms: int
+) -> Fire | None:
+    """One claim inside the caller's transaction: the new fire, or None when it exists."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO lemon_fires (job_id, due_at_ms, owner, fence, "
+        "lease_until_ms, status, claimed_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, 1, ?, 'claimed', ?, ?)",
+        (job_id, due_at_ms, owner, now + lease_ms, now, now),
+    )
+    if cur.rowcount != 1:
+        return None
+    return Fire(
+        job_id=job_id,
+        due_at_ms=due_at_ms,
+        owner=owner,
+        fence=1,
+        lease_until_ms=now + lease_ms,
+        status="claimed",
+        claimed_at_ms=now,
+        updated_at_ms=now,
+    )
 
 
 class SQLiteFireLedger:
@@ -109,26 +136,22 @@ class SQLiteFireLedger:
         check_fire_key(job_id, due_at_ms)
         check_lease_ms(lease_ms)
         now = self._clock.now_ms()
+        return await self._call(
+            self._tx(lambda conn: _insert(conn, job_id, due_at_ms, owner, now, lease_ms))
+        )
 
-        def op(conn: sqlite3.Connection) -> Fire | None:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO lemon_fires (job_id, due_at_ms, owner, fence, "
-                "lease_until_ms, status, claimed_at_ms, updated_at_ms) "
-                "VALUES (?, ?, ?, 1, ?, 'claimed', ?, ?)",
-                (job_id, due_at_ms, owner, now + lease_ms, now, now),
-            )
-            if cur.rowcount != 1:
-                return None
-            return Fire(
-                job_id=job_id,
-                due_at_ms=due_at_ms,
-                owner=owner,
-                fence=1,
-                lease_until_ms=now + lease_ms,
-                status="claimed",
-                claimed_at_ms=now,
-                updated_at_ms=now,
-            )
+    async def claim_many(
+        self, keys: Sequence[tuple[str, int]], owner: str, *, lease_ms: int
+    ) -> list[Fire | None]:
+        checked = check_fire_keys(keys)
+        check_lease_ms(lease_ms)
+        if not checked:
+            return []
+        now = self._clock.now_ms()
+
+        def op(conn: sqlite3.Connection) -> list[Fire | None]:
+            # One BEGIN IMMEDIATE transaction: every insert of the batch holds the write lock.
+            return [_insert(conn, job_id, due, owner, now, lease_ms) for job_id, due in checked]
 
         return await self._call(self._tx(op))
 
@@ -162,30 +185,43 @@ class SQLiteFireLedger:
         outcome: str | None = None,
     ) -> Fire | None:
         check_status(status)
-        done = status in TERMINAL_STATUSES
+        write = FireWrite(fire=fire, status=status, run_id=run_id, outcome=outcome)
+        now = self._clock.now_ms()
+        return await self._call(self._tx(lambda conn: self._update(conn, write, now)))
+
+    async def record_many(self, writes: Sequence[FireWrite]) -> list[Fire | None]:
+        checked = check_writes(writes)
+        if not checked:
+            return []
         now = self._clock.now_ms()
 
-        def op(conn: sqlite3.Connection) -> Fire | None:
-            cur = conn.execute(
-                "UPDATE lemon_fires SET status = ?, done = ?, run_id = COALESCE(?, run_id), "
-                "outcome = COALESCE(?, outcome), "
-                "lease_until_ms = CASE WHEN ? THEN 0 ELSE lease_until_ms END, updated_at_ms = ? "
-                "WHERE job_id = ? AND due_at_ms = ? AND fence = ? AND done = 0",
-                (
-                    status,
-                    int(done),
-                    run_id,
-                    outcome,
-                    int(done),
-                    now,
-                    fire.job_id,
-                    fire.due_at_ms,
-                    fire.fence,
-                ),
-            )
-            return self._select(conn, fire.job_id, fire.due_at_ms) if cur.rowcount else None
+        def op(conn: sqlite3.Connection) -> list[Fire | None]:
+            return [self._update(conn, write, now) for write in checked]  # one transaction
 
         return await self._call(self._tx(op))
+
+    def _update(self, conn: sqlite3.Connection, write: FireWrite, now: int) -> Fire | None:
+        """One fenced record inside the caller's transaction."""
+        done = int(write.status in TERMINAL_STATUSES)
+        fire = write.fire
+        cur = conn.execute(
+            "UPDATE lemon_fires SET status = ?, done = ?, run_id = COALESCE(?, run_id), "
+            "outcome = COALESCE(?, outcome), "
+            "lease_until_ms = CASE WHEN ? THEN 0 ELSE lease_until_ms END, updated_at_ms = ? "
+            "WHERE job_id = ? AND due_at_ms = ? AND fence = ? AND done = 0",
+            (
+                write.status,
+                done,
+                write.run_id,
+                write.outcome,
+                done,
+                now,
+                fire.job_id,
+                fire.due_at_ms,
+                fire.fence,
+            ),
+        )
+        return self._select(conn, fire.job_id, fire.due_at_ms) if cur.rowcount else None
 
     async def take_over_expired(self, owner: str, *, lease_ms: int, limit: int = 100) -> list[Fire]:
         check_lease_ms(lease_ms)

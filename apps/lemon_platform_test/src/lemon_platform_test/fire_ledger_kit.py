@@ -18,7 +18,7 @@ from typing import Final
 
 import pytest
 
-from lemon_core.fire_ledger import Fire, FireLedger
+from lemon_core.fire_ledger import Fire, FireLedger, FireWrite
 from lemon_core.store.errors import StoreValueError
 
 __all__ = ["FireLedgerContract"]
@@ -73,6 +73,182 @@ class FireLedgerContract:
         stored = await ledgers[0].get("job-race", _DUE)
         assert stored is not None
         assert stored.owner == won[0].owner
+
+    async def test_a_batched_claim_answers_each_due_time_as_a_single_claim_would(self) -> None:
+        a, b = await self._open(), await self._open()
+        assert await a.claim_many([], "daemon-a", lease_ms=_LEASE) == []
+        taken = await b.claim("job-2", _DUE, "daemon-b", lease_ms=_LEASE)
+        assert taken is not None
+        keys = [("job-3", _DUE), ("job-2", _DUE), ("job-1", _DUE), ("job-1", _DUE + 1)]
+        answers = await a.claim_many(keys, "daemon-a", lease_ms=_LEASE)
+        assert [None if f is None else (f.job_id, f.due_at_ms) for f in answers] == [
+            ("job-3", _DUE),
+            None,  # daemon-b's: the others are claimed all the same
+            ("job-1", _DUE),
+            ("job-1", _DUE + 1),
+        ]
+        for fire in answers:
+            if fire is None:
+                continue
+            assert (fire.owner, fire.fence, fire.status, fire.done) == (
+                "daemon-a",
+                1,
+                "claimed",
+                False,
+            )
+            assert fire.lease_until_ms > 0
+            assert await b.get(fire.job_id, fire.due_at_ms) == fire
+            assert await b.claim(fire.job_id, fire.due_at_ms, "daemon-b", lease_ms=_LEASE) is None
+        assert await b.claim_many(keys, "daemon-b", lease_ms=_LEASE) == [None] * 4
+        # A batched claim's fire is fenced like any other.
+        first = answers[0]
+        assert first is not None
+        submitted = await a.record(first, status="submitted", run_id="run-3")
+        assert submitted is not None
+        assert submitted.fence == 1
+
+    async def test_batched_and_single_claimers_never_both_win(self) -> None:
+        """Daemons claiming overlapping batches (in opposite orders) race daemons claiming the
+        same due times one by one: each due time has exactly one owner, the stored one."""
+        ledgers = [await self._open() for _ in range(6)]
+        keys = [(f"job-{n}", _DUE + k) for n in range(12) for k in range(2)]
+        gate = asyncio.Event()
+
+        async def batched(i: int, ledger: FireLedger) -> list[Fire | None]:
+            order = keys if i % 2 == 0 else keys[::-1]
+            await gate.wait()
+            return await ledger.claim_many(order, f"batch-{i}", lease_ms=_LEASE)
+
+        async def single(i: int, ledger: FireLedger) -> list[Fire | None]:
+            await gate.wait()
+            won = []
+            for job_id, due in keys[i % 2 :: 2] + keys[(i + 1) % 2 :: 2]:
+                won.append(await ledger.claim(job_id, due, f"single-{i}", lease_ms=_LEASE))
+            return won
+
+        tasks = [
+            asyncio.create_task(batched(i, x) if i < 3 else single(i, x))
+            for i, x in enumerate(ledgers)
+        ]
+        await asyncio.sleep(0)
+        gate.set()
+        won = [f for answers in await asyncio.gather(*tasks) for f in answers if f is not None]
+        assert sorted((f.job_id, f.due_at_ms) for f in won) == sorted(keys)
+        for fire in won:
+            stored = await ledgers[0].get(fire.job_id, fire.due_at_ms)
+            assert stored is not None
+            assert (stored.owner, stored.fence) == (fire.owner, 1)
+
+    async def test_a_bad_batch_claims_nothing(self) -> None:
+        ledger = await self._open()
+        with pytest.raises(StoreValueError, match="twice"):
+            await ledger.claim_many([("job", _DUE), ("job", _DUE)], "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="due_at_ms"):
+            await ledger.claim_many([("job", _DUE), ("job", -1)], "a", lease_ms=_LEASE)
+        with pytest.raises(StoreValueError, match="pair"):
+            await ledger.claim_many([("job", _DUE), "job"], "a", lease_ms=_LEASE)  # type: ignore[list-item]  # bad input on purpose
+        with pytest.raises(StoreValueError, match="lease_ms"):
+            await ledger.claim_many([("job", _DUE)], "a", lease_ms=0)
+        assert await ledger.get("job", _DUE) is None
+
+    async def test_batched_records_are_fenced_each_as_a_single_record(self) -> None:
+        a, b = await self._open(), await self._open()
+        assert await a.record_many([]) == []
+        fires = await a.claim_many([(f"job-{n}", _DUE) for n in range(4)], "a", lease_ms=_LEASE)
+        assert all(f is not None for f in fires)
+        live, taken, done, last = (f for f in fires if f is not None)
+        await self.expire(taken)
+        renewed = [await a.renew(f, lease_ms=_LEASE) for f in (live, done, last)]
+        assert all(f is not None for f in renewed)  # the clock may have expired them all
+        live, done, last = (f for f in renewed if f is not None)
+        (successor,) = await b.take_over_expired("b", lease_ms=_LEASE)
+        assert successor.job_id == taken.job_id
+        finished = await a.record(done, status="completed")
+        assert finished is not None
+        answers = await a.record_many(
+            [
+                FireWrite(fire=live, status="submitted", run_id="run-0"),
+                FireWrite(fire=taken, status="submitted", run_id="run-1"),  # fenced out
+                FireWrite(fire=done, status="failed"),  # already done
+                FireWrite(fire=last, status="completed", run_id="run-3", outcome="ok"),
+            ]
+        )
+        assert [None if f is None else (f.job_id, f.status) for f in answers] == [
+            ("job-0", "submitted"),
+            None,
+            None,
+            ("job-3", "completed"),
+        ]
+        submitted, _, _, completed = answers
+        assert submitted is not None
+        assert completed is not None
+        assert (submitted.run_id, submitted.fence, submitted.done) == ("run-0", 1, False)
+        assert submitted.lease_until_ms == live.lease_until_ms  # in flight: the lease stays
+        assert (completed.run_id, completed.outcome, completed.done) == ("run-3", "ok", True)
+        assert completed.lease_until_ms == 0  # terminal: released
+        assert await b.get("job-1", _DUE) == successor  # the refused write changed nothing
+        again = await b.get("job-2", _DUE)
+        assert again is not None
+        assert again.status == "completed"
+        assert await b.get("job-0", _DUE) == submitted
+
+    async def test_a_batched_record_never_lands_after_a_takeover(self) -> None:
+        """The former owner's batched records race another daemon's takeover of the same
+        (expired) fires: a record that was answered landed before the takeover, one refused
+        was fenced out by it; no fire has both or neither."""
+        a, b = await self._open(), await self._open()
+        keys = [(f"job-{n}", _DUE) for n in range(10)]
+        fires = [f for f in await a.claim_many(keys, "a", lease_ms=_LEASE) if f is not None]
+        assert len(fires) == len(keys)
+        for fire in fires:
+            await self.expire(fire)
+        gate = asyncio.Event()
+
+        async def write() -> list[Fire | None]:
+            await gate.wait()
+            return await a.record_many(
+                [FireWrite(fire=f, status="submitted", run_id=f"run-{f.job_id}") for f in fires]
+            )
+
+        async def take() -> list[Fire]:
+            await gate.wait()
+            return await b.take_over_expired("b", lease_ms=_LEASE, limit=len(keys))
+
+        tasks = (asyncio.create_task(write()), asyncio.create_task(take()))
+        await asyncio.sleep(0)
+        gate.set()
+        written, taken = await asyncio.gather(*tasks)
+        took = {f.job_id: f for f in taken}
+        for fire, answer in zip(fires, written, strict=True):
+            stored = await b.get(fire.job_id, fire.due_at_ms)
+            assert stored is not None
+            if answer is None:  # fenced out: the takeover came first and has it
+                assert fire.job_id in took
+                assert took[fire.job_id].status == "claimed"
+                assert (stored.owner, stored.fence, stored.status) == ("b", 2, "claimed")
+            else:  # landed first; a takeover after it sees the record
+                assert answer.fence == 1
+                assert stored.status == "submitted"
+                if fire.job_id in took:
+                    assert took[fire.job_id].status == "submitted"
+
+    async def test_a_bad_batch_of_records_writes_nothing(self) -> None:
+        ledger = await self._open()
+        fire = await ledger.claim("job", _DUE, "a", lease_ms=_LEASE)
+        assert fire is not None
+        with pytest.raises(StoreValueError, match="twice"):
+            await ledger.record_many(
+                [FireWrite(fire=fire, status="submitted"), FireWrite(fire=fire, status="failed")]
+            )
+        with pytest.raises(StoreValueError, match="status"):
+            await ledger.record_many(
+                [FireWrite(fire=fire, status="submitted"), FireWrite(fire=fire, status="bogus")]
+            )
+        with pytest.raises(StoreValueError, match="FireWrite"):
+            await ledger.record_many([fire])  # type: ignore[list-item]  # bad input on purpose
+        stored = await ledger.get("job", _DUE)
+        assert stored is not None
+        assert stored.status == "claimed"
 
     async def test_fenced_records_and_the_terminal_status_releases(self) -> None:
         ledger = await self._open()
