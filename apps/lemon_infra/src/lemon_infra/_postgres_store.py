@@ -426,11 +426,15 @@ class PostgresStore:
         for _, key, _, _ in batch:
             _check_pg_text(key, "key")
         now = self._clock.now_ms()
-        return [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
+        rows = [(t, k, d, None if ttl is None else now + ttl, now) for t, k, d, ttl in batch]
+        # Written in key order (a stable sort: a key's last entry still wins): two daemons'
+        # batches over the same rows lock them in the same order and never deadlock.
+        rows.sort(key=_row_order)
+        return rows
 
     async def put_many(self, entries: Sequence[PutEntry]) -> None:
-        """Every entry in one transaction on one pooled connection (nothing of it committed
-        when the connection is lost first)."""
+        """Every entry in one transaction on one pooled connection, in key order (nothing of it
+        committed when the connection is lost first)."""
         rows = self._batch(entries)
         if not rows:
             return
@@ -811,3 +815,7 @@ async def drop_schema(dsn: str, schema: str) -> None:
     """Drop ``schema`` and everything in it (tests and ``lemon`` tooling; irreversible)."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(_q("DROP SCHEMA IF EXISTS {schema} CASCADE", schema))
+
+
+def _row_order(row: tuple[Any, ...]) -> tuple[str, str]:
+    return (row[0], row[1])
