@@ -434,6 +434,8 @@ class InMemoryMemoryStore:
             restored.append(old)
         gone = {v.seq for v in used}
         s.versions = [v for v in s.versions if v.seq not in gone]
+        if restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its removal
         return Undone(change_id=last.change_id, change=last.change, restored=tuple(restored),
                       skipped=tuple(skipped))  # fmt: skip
 

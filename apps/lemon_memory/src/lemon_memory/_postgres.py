@@ -872,7 +872,10 @@ class PostgresMemoryStore:
                 return Undone(change_id=rows[0][1], change=rows[0][2],
                               restored=tuple(restored), skipped=tuple(skipped))  # fmt: skip
 
-        return await self._call(op)
+        done = await self._call(op)
+        if done is not None and done.restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its delete
+        return done
 
     async def version_count(self) -> int:
         async def op(conn: Conn) -> int:

@@ -706,7 +706,10 @@ class SqliteMemoryStore:
             return Undone(change_id=rows[0][1], change=rows[0][2], restored=tuple(restored),
                           skipped=tuple(skipped))  # fmt: skip
 
-        return await self._run(lambda: self._write(go))
+        done = await self._run(lambda: self._write(go))
+        if done is not None and done.restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its delete
+        return done
 
     async def version_count(self) -> int:
         def go() -> int:
