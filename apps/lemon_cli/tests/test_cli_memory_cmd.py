@@ -87,6 +87,10 @@ def test_memory_undo_puts_a_forgotten_document_back_without_a_daemon(
     added = run_lemon(env, "memory", "add", "the backups run at 03:00 UTC", "--json")
     doc_id = json.loads(added.stdout)["doc_id"]
     assert run_lemon(env, "memory", "forget", doc_id).returncode == 0
+    kept = run_lemon(env, "memory", "history", doc_id)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.startswith("chg_")
+    assert "before forget at" in kept.stdout
     undone = run_lemon(env, "memory", "undo")
     assert undone.returncode == 0, undone.stderr
     assert undone.stdout.startswith(f"restored {doc_id}")
@@ -96,6 +100,8 @@ def test_memory_undo_puts_a_forgotten_document_back_without_a_daemon(
     nothing = run_lemon(env, "memory", "undo")
     assert nothing.returncode == 2
     assert "nothing to undo" in nothing.stderr
+    none = run_lemon(env, "memory", "history", doc_id)
+    assert none.stdout.strip() == f"no versions of {doc_id}"
     one = run_lemon(env, "memory", "undo", "mem_unknown", "--json")
     assert one.returncode == 2
     assert json.loads(one.stdout) == {"undone": None}

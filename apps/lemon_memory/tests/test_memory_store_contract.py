@@ -376,6 +376,7 @@ class MemoryStoreContract:
         stats = await store.statistics()
         assert stats.documents == 2
         assert await store.undo() is None  # the version was used
+        assert await store.history(doc.doc_id) == []
         assert await store.forget_any(other.doc_id)
         done = await store.undo(other.doc_id)
         assert done is not None
@@ -394,6 +395,9 @@ class MemoryStoreContract:
         keep = await _remember(store, A1, "merge target note")
         drop = await _remember(store, A1, "merge target notes")
         assert await store.merge(keep.doc_id, [drop.doc_id])
+        (kept_before,) = await store.history(keep.doc_id)
+        assert (kept_before.change, kept_before.document.supersedes) == ("merge", ())
+        assert [v.document.body for v in await store.history(drop.doc_id)] == ["merge target notes"]
         done = await store.undo()
         assert done is not None
         assert done.change == "merge"
@@ -436,6 +440,7 @@ class MemoryStoreContract:
         assert await store.undo(doc.doc_id) is None
         assert await store.undo("mem_unknown") is None
         assert not await store.forget_any("mem_unknown")
+        assert not await store.merge(doc.doc_id, ["mem_unknown"])  # rolled back: no version
         assert await store.version_count() == 0
         assert (await store.statistics()).documents == 1
 

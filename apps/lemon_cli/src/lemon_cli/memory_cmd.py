@@ -1,8 +1,8 @@
 """``lemon memory``: this home's memory, as its operator sees it: ``status``/``stats``,
 ``list``, ``show ID``, ``search QUERY`` (a context's scopes, or ``--all``; ``--explain``),
 ``add TEXT``, ``forget ID`` / ``forget --scope S --yes``, ``export``, ``import FILE``,
-``consolidate``, ``undo [ID]``; and ``eval FILE``, a labelled set on a throwaway store, its
-recall@5 and MRR@10 next to two baselines measured in the same run.
+``consolidate``, ``undo [ID]``, ``history ID``; and ``eval FILE``, a labelled set on a
+throwaway store, its recall@5 and MRR@10 next to two baselines measured in the same run.
 
 When a daemon runs, each command is a call of its ``memory.*`` methods (search and the writes
 need an admin token: this home's local token is one). When none runs, the same operations
@@ -479,6 +479,26 @@ def undo(
         typer.echo(f"kept out {skipped}: the same text is stored again under another id")
     n = len(done["restored"])
     typer.echo(f"undid {done['change']} {done['changeId']}: {n} document{'s' if n != 1 else ''}")
+
+
+@memory_app.command("history")
+def history(
+    doc_id: Annotated[str, typer.Argument(help="A document id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A document's kept versions (before each forget or merge), newest first: the first is
+    what lemon memory undo ID puts back."""
+    import json
+
+    found = _call("memory.history", {"docId": doc_id})
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    if not found["versions"]:
+        typer.echo(f"no versions of {doc_id}")
+        return
+    for v in found["versions"]:
+        typer.echo(f"{v['changeId']}  before {v['change']} at {v['atMs']}  {_line(v['document'])}")
 
 
 @memory_app.command("eval")

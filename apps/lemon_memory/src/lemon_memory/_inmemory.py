@@ -51,6 +51,7 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
     Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -438,6 +439,13 @@ class InMemoryMemoryStore:
             await self.backfill()  # a restored document's vector went with its removal
         return Undone(change_id=last.change_id, change=last.change, restored=tuple(restored),
                       skipped=tuple(skipped))  # fmt: skip
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        floor = self._clock() - VERSION_TTL_MS
+        found = [v for v in reversed(self._s.versions)
+                 if v.doc.doc_id == doc_id and v.at_ms >= floor][:limit]  # fmt: skip
+        return [Version(change_id=v.change_id, change=v.change, at_ms=v.at_ms, document=v.doc)
+                for v in found]  # fmt: skip
 
     async def version_count(self) -> int:
         return len(self._s.versions)

@@ -67,6 +67,7 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
     Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -477,6 +478,10 @@ class PostgresMemoryStore:
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING"
             ),
+            "history": q(
+                "SELECT change_id, change, at_ms, document FROM {schema}.memory_versions WHERE "
+                "doc_id = %s AND at_ms >= %s ORDER BY seq DESC LIMIT %s"
+            ),
             "versions_used": q("DELETE FROM {schema}.memory_versions WHERE seq = ANY(%s)"),
             "stamp": q(
                 "WITH locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE "
@@ -876,6 +881,16 @@ class PostgresMemoryStore:
         if done is not None and done.restored and self._embedder is not None:
             await self.backfill()  # a restored document's vector went with its delete
         return done
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        floor = self._clock() - VERSION_TTL_MS
+
+        async def op(conn: Conn) -> list[Any]:
+            cur = await conn.execute(self._sql["history"], (doc_id, floor, limit))
+            return await cur.fetchall()
+
+        return [Version(change_id=r[0], change=r[1], at_ms=int(r[2]), document=decode(r[3]))
+                for r in await self._call(op)]  # fmt: skip
 
     async def version_count(self) -> int:
         async def op(conn: Conn) -> int:

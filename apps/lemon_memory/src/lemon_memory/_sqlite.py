@@ -49,6 +49,7 @@ from lemon_memory.documents import (
     RecallHit,
     RecallResult,
     Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -710,6 +711,18 @@ class SqliteMemoryStore:
         if done is not None and done.restored and self._embedder is not None:
             await self.backfill()  # a restored document's vector went with its delete
         return done
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        def go() -> list[Version]:
+            rows = self._db.execute(
+                "SELECT change_id, change, at_ms, document FROM memory_versions WHERE "
+                "doc_id = ? AND at_ms >= ? ORDER BY seq DESC LIMIT ?",
+                (doc_id, self._clock() - VERSION_TTL_MS, limit),
+            ).fetchall()
+            return [Version(change_id=r[0], change=r[1], at_ms=r[2], document=decode(r[3]))
+                    for r in rows]  # fmt: skip
+
+        return await self._run(go)
 
     async def version_count(self) -> int:
         def go() -> int:

@@ -170,6 +170,7 @@ class Operator:
             "memory.import": self.import_lines,
             "memory.consolidate": self.consolidate,
             "memory.undo": self.undo,
+            "memory.history": self.history,
         }
 
     async def call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -346,6 +347,15 @@ class Operator:
                            "restored": [_doc(d) for d in done.restored],
                            "skipped": list(done.skipped)}}  # fmt: skip
 
+    async def history(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A document's kept versions, newest first (what ``memory.undo {docId}`` would put
+        back is the first)."""
+        found = await self._need().history(
+            _str(params, "docId", required=True) or "", limit=_limit(params, 20, 200)
+        )
+        return {"versions": [{"changeId": v.change_id, "change": v.change, "atMs": v.at_ms,
+                              "document": _doc(v.document)} for v in found]}  # fmt: skip
+
     async def consolidate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Within each scope (one agent, one scope key, one kind), documents whose token sets
         (title and body) have a Jaccard of at least 0.8 are merged into the newest; a pinned
@@ -438,6 +448,7 @@ OPERATIONS: Final[dict[str, str]] = {
     "memory.import": "admin",
     "memory.consolidate": "admin",
     "memory.undo": "admin",
+    "memory.history": "admin",
 }
 
 

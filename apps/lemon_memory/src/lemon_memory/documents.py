@@ -27,6 +27,7 @@ __all__ = [
     "Scope",
     "Source",
     "Undone",
+    "Version",
     "project_root",
 ]
 
@@ -99,6 +100,15 @@ class Undone(msgspec.Struct, frozen=True, kw_only=True):
     change: str
     restored: tuple[MemoryDocument, ...] = ()
     skipped: tuple[str, ...] = ()
+
+
+class Version(msgspec.Struct, frozen=True, kw_only=True):
+    """A document as it was before a change (``lemon memory history``)."""
+
+    change_id: str
+    change: str
+    at_ms: int
+    document: MemoryDocument
 
 
 class MemoryStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -28,6 +28,7 @@ from lemon_memory.documents import (
     Scope,
     Source,
     Undone,
+    Version,
 )
 from lemon_memory.errors import MemoryInputError, SecretRefusedError
 from lemon_memory.screen import check_text, find_secrets, redact
@@ -224,6 +225,10 @@ class MemoryStore(Protocol):
         """Put back what the most recent versioned change (a forget, a scope's forget, a
         merge) removed or changed, or with ``doc_id`` that document's last version, in one
         transaction, and drop the versions used; ``None`` when there is nothing to undo."""
+        ...
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        """The document's kept versions, newest first (none: never changed, or expired)."""
         ...
 
     async def version_count(self) -> int:
