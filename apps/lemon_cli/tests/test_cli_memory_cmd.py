@@ -81,6 +81,34 @@ def test_memory_without_a_daemon_works_on_the_store(env: dict[str, str], tmp_pat
         assert "Traceback" not in p.stderr
 
 
+def test_memory_undo_puts_a_forgotten_document_back_without_a_daemon(
+    env: dict[str, str],
+) -> None:
+    added = run_lemon(env, "memory", "add", "the backups run at 03:00 UTC", "--json")
+    doc_id = json.loads(added.stdout)["doc_id"]
+    assert run_lemon(env, "memory", "forget", doc_id).returncode == 0
+    kept = run_lemon(env, "memory", "history", doc_id)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.startswith("chg_")
+    assert "before forget at" in kept.stdout
+    undone = run_lemon(env, "memory", "undo")
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout.startswith(f"restored {doc_id}")
+    assert "undid forget chg_" in undone.stdout
+    found = run_lemon(env, "memory", "search", "backups", "--all", "--json")
+    assert [h["document"]["doc_id"] for h in json.loads(found.stdout)["hits"]] == [doc_id]
+    nothing = run_lemon(env, "memory", "undo")
+    assert nothing.returncode == 2
+    assert "nothing to undo" in nothing.stderr
+    none = run_lemon(env, "memory", "history", doc_id)
+    assert none.stdout.strip() == f"no versions of {doc_id}"
+    one = run_lemon(env, "memory", "undo", "mem_unknown", "--json")
+    assert one.returncode == 2
+    assert json.loads(one.stdout) == {"undone": None}
+    for p in (undone, nothing, one):
+        assert "Traceback" not in p.stderr
+
+
 def test_doctor_reports_the_memory_store_and_a_corrupt_one(env: dict[str, str]) -> None:
     assert run_lemon(env, "memory", "add", "a note").returncode == 0
     checks = json.loads(run_lemon(env, "doctor", "--json").stdout)["checks"]
@@ -132,6 +160,11 @@ def test_memory_status_list_search_and_forget_on_the_running_daemon(
     assert len(shown["supersedes"]) == 1
     exported = run_lemon(env, "memory", "export")
     assert [json.loads(x)["doc_id"] for x in exported.stdout.splitlines()] == [newest]
+    undone = run_lemon(env, "memory", "undo", "--json")  # the merge, on the daemon
+    assert undone.returncode == 0, undone.stderr
+    assert json.loads(undone.stdout)["undone"]["change"] == "merge"
+    hit = run_lemon(env, "memory", "search", "staging", "--all", "--json")
+    assert len(json.loads(hit.stdout)["hits"]) == 2
     too_many = run_lemon(env, "memory", "list", "--limit", "0")
     assert too_many.returncode == 2  # typer's own range check
     for proc in (status, listed, found, gone, too_many):

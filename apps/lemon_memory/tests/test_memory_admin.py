@@ -190,6 +190,43 @@ async def test_consolidate_merges_near_duplicates_into_the_newest_once(backend: 
     assert (again["merges"], again["merged"]) == ([], 0)
 
 
+async def test_a_merge_that_shrinks_the_text_by_half_needs_yes_and_undo_puts_it_back(
+    backend: Backend,
+) -> None:
+    clock = {"now": NOW}
+    store = await backend.open(clock=lambda: clock["now"])
+    op = Operator(store, clock=lambda: clock["now"])
+    long = "alpha beta gamma delta epsilon " * 8  # the same token set, five times the text
+    old = (await op.call("memory.add", {"text": long, "agentId": "a"}))["document"]
+    clock["now"] += 1
+    short = (await op.call("memory.add", {"text": "alpha beta gamma delta epsilon",
+                                          "agentId": "a"}))["document"]  # fmt: skip
+    held = await op.call("memory.consolidate", {})
+    assert (held["merges"], held["merged"], held["passes"]) == ([], 0, 1)
+    assert [(s["keep"], s["drop"]) for s in held["skipped"]] == [(short["doc_id"], [old["doc_id"]])]
+    assert held["skipped"][0]["keptChars"] < held["skipped"][0]["droppedChars"] / 2
+    assert (await store.statistics()).documents == 2
+    done = await op.call("memory.consolidate", {"yes": True})
+    assert (done["merged"], done["skipped"], done["passes"]) == (1, [], 2)  # 2nd: a no-op
+    assert await store.get(old["doc_id"]) is None
+    undone = await op.call("memory.undo", {})
+    assert undone["undone"]["change"] == "merge"
+    assert {d["doc_id"] for d in undone["undone"]["restored"]} == {old["doc_id"], short["doc_id"]}
+    back = await store.get(old["doc_id"])
+    assert back is not None
+    assert back.body == long.strip()
+    kept = await store.get(short["doc_id"])
+    assert kept is not None
+    assert kept.supersedes == ()
+    assert (await op.call("memory.undo", {}))["undone"] is None
+    forgot = await op.call("memory.forget", {"docId": old["doc_id"]})
+    assert forgot["forgotten"] is True
+    one = await op.call("memory.undo", {"docId": old["doc_id"]})
+    assert [d["doc_id"] for d in one["undone"]["restored"]] == [old["doc_id"]]
+    with pytest.raises(MemoryInputError):
+        await op.call("memory.undo", {"docId": 7})
+
+
 def test_ttl_and_jaccard_helpers() -> None:
     assert parse_ttl("90s") == 90_000
     assert parse_ttl(" 2w ") == 14 * 86_400_000

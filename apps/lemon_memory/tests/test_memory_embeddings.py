@@ -89,6 +89,18 @@ async def test_vectors_live_and_die_with_their_document(backend: Any) -> None:
     assert await backend.vector_count(store) == 0
 
 
+async def test_an_undone_forget_gets_its_vector_back(backend: Any) -> None:
+    store = await backend.open(clock=lambda: 1_000, embedder=BagOfWords())
+    doc = await store.put(prepare(CTX, text="the staging window is Tuesday", now_ms=1))
+    await store.forget(CTX, doc.doc_id)
+    assert await backend.vector_count(store) == 0
+    done = await store.undo()
+    assert [d.doc_id for d in done.restored] == [doc.doc_id]
+    assert await backend.vector_count(store) == 1
+    hits = (await store.recall(CTX, "when is the staging window")).hits
+    assert hits[0].embedding_rank == 1
+
+
 async def test_put_many_keeps_each_vector_or_none(backend: Any) -> None:
     store = await backend.open(clock=lambda: 1_000, embedder=BagOfWords(), max_docs_per_scope=2)
     await store.put_many([prepare(CTX, text=f"batch note {i}", now_ms=1) for i in range(2)])

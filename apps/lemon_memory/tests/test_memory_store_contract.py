@@ -347,6 +347,103 @@ class MemoryStoreContract:
         rest = await store.page(after=first[0].doc_id, limit=10)
         assert [d.doc_id for d in [*first, *rest]] == ids
 
+    # -- versions and undo -------------------------------------------------------------------
+
+    async def test_memory_forget_then_undo_restores_exactly_and_recall_finds_it(self) -> None:
+        store = await self._open()
+        doc = await _remember(store, A1, "the deploy runbook lives in ops/RUNBOOK.md",
+                              title="runbook", tags=["ops"], pin=True)  # fmt: skip
+        other = await _remember(store, A1, "lunch is at noon")
+        assert (await store.recall(A1, "runbook")).hits
+        before = await store.get(doc.doc_id)
+        assert before is not None
+        await store.forget(A1, doc.doc_id)
+        assert not (await store.recall(A1, "runbook")).hits
+        done = await store.undo()
+        assert done is not None
+        assert (done.change, [d.doc_id for d in done.restored], done.skipped) == (
+            "forget",
+            [doc.doc_id],
+            (),
+        )
+        again = await store.get(doc.doc_id)
+        assert again == before  # every field, the id and the timestamps included
+        assert [h.document.doc_id for h in (await store.recall(A1, "runbook")).hits] == [doc.doc_id]
+        assert next(h.document.doc_id for h in (await store.recall(A1, "RUNBOOK.md")).hits) == (
+            doc.doc_id
+        )
+        assert await self.index_count(store) == 2
+        stats = await store.statistics()
+        assert stats.documents == 2
+        assert await store.undo() is None  # the version was used
+        assert await store.history(doc.doc_id) == []
+        assert await store.forget_any(other.doc_id)
+        done = await store.undo(other.doc_id)
+        assert done is not None
+        assert [d.body for d in done.restored] == ["lunch is at noon"]
+
+    async def test_memory_a_scope_forget_and_a_merge_are_undone_as_one_change(self) -> None:
+        store = await self._open()
+        s1 = await _remember(store, A1, "session one note", scope="session")
+        s2 = await _remember(store, A1, "session one other note", scope="session")
+        assert await store.forget_scope("session", agent_id="a") == 2
+        done = await store.undo()
+        assert done is not None
+        assert done.change == "forget_scope"
+        assert sorted(d.doc_id for d in done.restored) == sorted([s1.doc_id, s2.doc_id])
+        assert len((await store.recall(A1, "session note", scope="session")).hits) == 2
+        keep = await _remember(store, A1, "merge target note")
+        drop = await _remember(store, A1, "merge target notes")
+        assert await store.merge(keep.doc_id, [drop.doc_id])
+        (kept_before,) = await store.history(keep.doc_id)
+        assert (kept_before.change, kept_before.document.supersedes) == ("merge", ())
+        assert [v.document.body for v in await store.history(drop.doc_id)] == ["merge target notes"]
+        done = await store.undo()
+        assert done is not None
+        assert done.change == "merge"
+        restored = await store.get(keep.doc_id)
+        assert restored is not None
+        assert restored.supersedes == ()
+        assert await store.get(drop.doc_id) is not None
+        assert await self.index_count(store) == 4
+        assert (await store.statistics()).documents == 4
+        # The same text stored again under another id meanwhile: that one is kept.
+        await store.forget_any(drop.doc_id)
+        fresh = await _remember(store, A1, "merge target notes")
+        done = await store.undo()
+        assert done is not None
+        assert done.skipped == (drop.doc_id,)
+        assert not done.restored
+        assert await store.get(fresh.doc_id) is not None
+        assert await store.get(drop.doc_id) is None
+
+    async def test_memory_versions_are_bounded_per_scope_and_expire(self) -> None:
+        now = [NOW]
+        store = await self._open(clock=lambda: now[0])
+        for i in range(205):
+            doc = await _remember(store, A1, f"note number {i}")
+            await store.forget_any(doc.doc_id)
+        assert await store.version_count() == 200
+        keep = await _remember(store, B1, "agent b keeps this")
+        await store.forget_any(keep.doc_id)
+        assert await store.version_count() == 201  # another scope, its own bound
+        now[0] += 31 * 24 * 3600 * 1000
+        assert await store.undo() is None  # every version is older than 30 days
+        late = await _remember(store, A1, "a late note")
+        await store.forget_any(late.doc_id)
+        assert await store.version_count() == 1
+
+    async def test_memory_undo_with_nothing_to_undo_changes_nothing(self) -> None:
+        store = await self._open()
+        assert await store.undo() is None
+        doc = await _remember(store, A1, "a note")
+        assert await store.undo(doc.doc_id) is None
+        assert await store.undo("mem_unknown") is None
+        assert not await store.forget_any("mem_unknown")
+        assert not await store.merge(doc.doc_id, ["mem_unknown"])  # rolled back: no version
+        assert await store.version_count() == 0
+        assert (await store.statistics()).documents == 1
+
     # -- two daemons on one store ------------------------------------------------------------
 
     async def test_memory_two_daemons_remember_at_once_no_lost_write_no_duplicate(self) -> None:

@@ -1,8 +1,8 @@
 """``lemon memory``: this home's memory, as its operator sees it: ``status``/``stats``,
 ``list``, ``show ID``, ``search QUERY`` (a context's scopes, or ``--all``; ``--explain``),
 ``add TEXT``, ``forget ID`` / ``forget --scope S --yes``, ``export``, ``import FILE``,
-``consolidate``; and ``eval FILE``, a labelled set on a throwaway store, its recall@5 and
-MRR@10 next to two baselines measured in the same run.
+``consolidate``, ``undo [ID]``, ``history ID``; and ``eval FILE``, a labelled set on a
+throwaway store, its recall@5 and MRR@10 next to two baselines measured in the same run.
 
 When a daemon runs, each command is a call of its ``memory.*`` methods (search and the writes
 need an admin token: this home's local token is one). When none runs, the same operations
@@ -26,7 +26,8 @@ __all__ = ["memory_app"]
 
 memory_app = typer.Typer(
     help="This home's memory: status, list, show, search, add, forget, export, import, "
-    "consolidate (on the daemon when one runs, else on the store), and recall quality (eval).",
+    "consolidate, undo (on the daemon when one runs, else on the store), and recall quality "
+    "(eval).",
     no_args_is_help=True,
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
@@ -418,13 +419,18 @@ def consolidate(
         bool, typer.Option("--dry-run", help="Show what would merge; change nothing.")
     ] = False,
     agent: Annotated[str | None, typer.Option(help="Only this agent's documents.")] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Also apply merges that shrink the text by over half.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge near-duplicates (token-set Jaccard of 0.8 or more, same scope and kind) into the
-    newest, recording what each supersedes. Pinned documents are never merged away."""
+    newest, recording what each supersedes. Pinned documents are never merged away; a merge
+    whose kept text is under half the longest dropped one's is skipped unless --yes. Every
+    merge can be put back with lemon memory undo."""
     import json
 
-    params: dict[str, Any] = {"dryRun": dry_run}
+    params: dict[str, Any] = {"dryRun": dry_run, "yes": yes}
     if agent is not None:
         params["agentId"] = agent
     found = _call("memory.consolidate", params)
@@ -433,11 +439,66 @@ def consolidate(
         return
     for merge in found["merges"]:
         typer.echo(f"{merge['keep']} <- {' '.join(merge['drop'])}")
+    for held in found.get("skipped", ()):
+        typer.echo(
+            f"skipped {held['keep']} <- {' '.join(held['drop'])}: keeps {held['keptChars']} of "
+            f"{held['droppedChars']} characters (add --yes to merge it)"
+        )
     n = sum(len(m["drop"]) for m in found["merges"])
     if dry_run:
         typer.echo(f"would merge {n} documents (dry run: nothing changed)")
     else:
         typer.echo(f"merged {found['merged']} documents")
+
+
+@memory_app.command("undo")
+def undo(
+    doc_id: Annotated[
+        str | None,
+        typer.Argument(help="Put back this document's last version (default: the last change)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put back what the last forget, scope forget or consolidation merge removed (or one
+    document's last version). Exit 2 when there is nothing to undo."""
+    import json
+
+    found = _call("memory.undo", {} if doc_id is None else {"docId": doc_id})
+    done = found.get("undone")
+    if done is None:
+        what = f"for {doc_id}" if doc_id is not None else "(no forget or merge kept)"
+        if as_json:
+            typer.echo(json.dumps(found))
+        raise _fail(f"nothing to undo {what}", 2)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    for doc in done["restored"]:
+        typer.echo(f"restored {_line(doc)}")
+    for skipped in done["skipped"]:
+        typer.echo(f"kept out {skipped}: the same text is stored again under another id")
+    n = len(done["restored"])
+    typer.echo(f"undid {done['change']} {done['changeId']}: {n} document{'s' if n != 1 else ''}")
+
+
+@memory_app.command("history")
+def history(
+    doc_id: Annotated[str, typer.Argument(help="A document id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A document's kept versions (before each forget or merge), newest first: the first is
+    what lemon memory undo ID puts back."""
+    import json
+
+    found = _call("memory.history", {"docId": doc_id})
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    if not found["versions"]:
+        typer.echo(f"no versions of {doc_id}")
+        return
+    for v in found["versions"]:
+        typer.echo(f"{v['changeId']}  before {v['change']} at {v['atMs']}  {_line(v['document'])}")
 
 
 @memory_app.command("eval")

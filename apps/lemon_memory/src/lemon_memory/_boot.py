@@ -154,6 +154,9 @@ async def _consolidate_forever(store: MemoryStore, interval_s: float, done: asyn
         else:
             if found["merged"]:
                 log.info("memory consolidation merged %d documents", found["merged"])
+            if found["skipped"]:  # never applied unattended: lemon memory consolidate --yes
+                log.info("memory consolidation skipped %d merges that shrink the text by "
+                         "more than half", len(found["skipped"]))  # fmt: skip
         done.set()
 
 

@@ -36,6 +36,13 @@ from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import now_ms as _now_ms
 from lemon_memory._sqlite import _statistics
 from lemon_memory._tokens import index_tokens
+from lemon_memory._versions import (
+    MAX_VERSIONS_PER_SCOPE,
+    VERSION_TTL_MS,
+    Change,
+    new_change_id,
+    size_of,
+)
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -43,6 +50,8 @@ from lemon_memory.documents import (
     MemoryStatistics,
     RecallHit,
     RecallResult,
+    Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -71,6 +80,15 @@ class _Entry:
         return sum(len(c) for c in self.columns)
 
 
+@dataclass(frozen=True, slots=True)
+class _Version:
+    seq: int
+    change_id: str
+    change: Change
+    doc: MemoryDocument  # as it was before the change
+    at_ms: int
+
+
 @dataclass(slots=True)
 class _State:
     docs: dict[str, _Entry] = field(default_factory=dict)
@@ -82,6 +100,8 @@ class _State:
     total_tokens: int = 0
     counters: Counter[str] = field(default_factory=Counter)
     vectors: dict[str, bytes] = field(default_factory=dict)  # the embeddings lane's
+    versions: list[_Version] = field(default_factory=list)  # oldest first
+    seq: int = 0
 
     def copy(self) -> _State:
         return _State(
@@ -94,6 +114,8 @@ class _State:
             total_tokens=self.total_tokens,
             counters=Counter(self.counters),
             vectors=dict(self.vectors),
+            versions=list(self.versions),
+            seq=self.seq,
         )
 
 
@@ -320,10 +342,16 @@ class InMemoryMemoryStore:
                 f"no document {doc_id!r} in the scopes this run can see (session, "
                 "project, agent, user of this run): recall first to find its id"
             )
+        self._keep_versions("forget", [self._s.docs[doc_id].doc])
         self._remove(doc_id)
 
     async def forget_any(self, doc_id: str) -> bool:
-        return self._remove(doc_id) is not None
+        entry = self._s.docs.get(doc_id)
+        if entry is None:
+            return False
+        self._keep_versions("forget", [entry.doc])
+        self._remove(doc_id)
+        return True
 
     async def forget_scope(
         self, scope: str, *, agent_id: str | None = None, scope_key: str | None = None
@@ -336,6 +364,7 @@ class InMemoryMemoryStore:
             and (scope_key is None or key == scope_key)
             for doc_id in members
         ]
+        self._keep_versions("forget_scope", [self._s.docs[d].doc for d in gone])
         for doc_id in gone:
             self._remove(doc_id)
         return len(gone)
@@ -349,6 +378,7 @@ class InMemoryMemoryStore:
             or any(d not in s.docs for d in drops)
         ):
             return False
+        self._keep_versions("merge", [s.docs[d].doc for d in (keep_id, *drops)])
         for doc_id in drops:
             self._remove(doc_id)
         keep = s.docs[keep_id].doc
@@ -356,6 +386,69 @@ class InMemoryMemoryStore:
         self._replace(msgspec.structs.replace(keep, supersedes=merged))
         s.counters["consolidated"] += len(drops)
         return True
+
+    def _keep_versions(self, change: Change, docs: Sequence[MemoryDocument]) -> None:
+        """Record ``docs`` as they are now, as one change, and apply the bounds."""
+        if not docs:
+            return
+        s, now, change_id = self._s, self._clock(), new_change_id()
+        for doc in docs:
+            s.seq += 1
+            s.versions.append(_Version(seq=s.seq, change_id=change_id, change=change, doc=doc,
+                                       at_ms=now))  # fmt: skip
+        per_scope: Counter[ScopeId] = Counter()
+        kept: list[_Version] = []
+        for v in reversed(s.versions):  # newest first
+            sid = _scope_of(v.doc)
+            if v.at_ms < now - VERSION_TTL_MS or per_scope[sid] >= MAX_VERSIONS_PER_SCOPE:
+                continue
+            per_scope[sid] += 1
+            kept.append(v)
+        kept.reverse()
+        s.versions = kept
+
+    async def undo(self, doc_id: str | None = None) -> Undone | None:
+        s, now = self._s, self._clock()
+        live = [v for v in s.versions if v.at_ms >= now - VERSION_TTL_MS]
+        if doc_id is not None:
+            live = [v for v in live if v.doc.doc_id == doc_id]
+        if not live:
+            return None
+        last = live[-1]
+        used = [last] if doc_id is not None else [v for v in live if v.change_id == last.change_id]
+        restored: list[MemoryDocument] = []
+        skipped: list[str] = []
+        for v in used:
+            old = v.doc
+            current = s.docs.get(old.doc_id)
+            if current is not None and current.doc.content_hash == old.content_hash:
+                doc = msgspec.structs.replace(current.doc, supersedes=old.supersedes)
+                self._replace(doc)
+                restored.append(doc)
+                continue
+            if current is not None:
+                self._remove(old.doc_id)
+            if (*_scope_of(old), old.content_hash) in s.by_hash:
+                skipped.append(old.doc_id)  # the same text is stored again under another id
+                continue
+            self._add(old, size_of(old))
+            restored.append(old)
+        gone = {v.seq for v in used}
+        s.versions = [v for v in s.versions if v.seq not in gone]
+        if restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its removal
+        return Undone(change_id=last.change_id, change=last.change, restored=tuple(restored),
+                      skipped=tuple(skipped))  # fmt: skip
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        floor = self._clock() - VERSION_TTL_MS
+        found = [v for v in reversed(self._s.versions)
+                 if v.doc.doc_id == doc_id and v.at_ms >= floor][:limit]  # fmt: skip
+        return [Version(change_id=v.change_id, change=v.change, at_ms=v.at_ms, document=v.doc)
+                for v in found]  # fmt: skip
+
+    async def version_count(self) -> int:
+        return len(self._s.versions)
 
     async def sweep(self, now_ms: int | None = None) -> int:
         now = self._clock() if now_ms is None else now_ms

@@ -50,6 +50,15 @@ from lemon_memory._rows import PIN_BOOST as _PIN_BOOST
 from lemon_memory._rows import document as _document
 from lemon_memory._rows import now_ms as _now_ms
 from lemon_memory._rows import visible
+from lemon_memory._versions import (
+    MAX_VERSIONS_PER_SCOPE,
+    VERSION_TTL_MS,
+    Change,
+    decode,
+    encode,
+    new_change_id,
+    size_of,
+)
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -57,6 +66,8 @@ from lemon_memory.documents import (
     MemoryStatistics,
     RecallHit,
     RecallResult,
+    Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -277,6 +288,19 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
         vec bytea NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS {schema}.memory_meta (
         name text PRIMARY KEY, value text NOT NULL)""",
+    # The previous content of documents a forget or a merge removed or changed (_versions),
+    # written in the change's transaction.
+    """CREATE TABLE IF NOT EXISTS {schema}.memory_versions (
+        seq bigserial PRIMARY KEY,
+        change_id text NOT NULL, change text NOT NULL, doc_id text NOT NULL,
+        agent_id text NOT NULL, scope text NOT NULL, scope_key text NOT NULL,
+        document text NOT NULL, at_ms bigint NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS memory_versions_change
+        ON {schema}.memory_versions (change_id)""",
+    """CREATE INDEX IF NOT EXISTS memory_versions_doc ON {schema}.memory_versions (doc_id, seq)""",
+    """CREATE INDEX IF NOT EXISTS memory_versions_scope
+        ON {schema}.memory_versions (agent_id, scope, scope_key, seq)""",
+    """CREATE INDEX IF NOT EXISTS memory_versions_at ON {schema}.memory_versions (at_ms)""",
 )
 
 _D_COLUMNS: Final = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
@@ -421,6 +445,44 @@ class PostgresMemoryStore:
                 "AS d ON d.id = x.id ON CONFLICT (id) DO NOTHING"
             ),
             "vector_count": q("SELECT count(*) FROM {schema}.memory_vectors"),
+            "version": q(
+                "INSERT INTO {schema}.memory_versions (change_id, change, doc_id, agent_id, "
+                "scope, scope_key, document, at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            ),
+            "version_bound": q(
+                "DELETE FROM {schema}.memory_versions WHERE agent_id = %s AND scope = %s AND "
+                "scope_key = %s AND seq <= (SELECT seq FROM {schema}.memory_versions WHERE "
+                "agent_id = %s AND scope = %s AND scope_key = %s ORDER BY seq DESC LIMIT 1 "
+                "OFFSET %s)"
+            ),
+            "version_expire": q("DELETE FROM {schema}.memory_versions WHERE at_ms < %s"),
+            "version_count": q("SELECT count(*) FROM {schema}.memory_versions"),
+            "undo_last": q(
+                "SELECT seq, change_id, change, document FROM {schema}.memory_versions WHERE "
+                "change_id = (SELECT change_id FROM {schema}.memory_versions WHERE at_ms >= %s "
+                "ORDER BY seq DESC LIMIT 1) ORDER BY seq"
+            ),
+            "undo_doc": q(
+                "SELECT seq, change_id, change, document FROM {schema}.memory_versions WHERE "
+                "doc_id = %s AND at_ms >= %s ORDER BY seq DESC LIMIT 1"
+            ),
+            "undo_kept": q(
+                "UPDATE {schema}.memory_documents SET supersedes = %s WHERE doc_id = %s AND "
+                "content_hash = %s RETURNING " + _COLUMNS
+            ),
+            "undo_drop": q("DELETE FROM {schema}.memory_documents WHERE doc_id = %s"),
+            "undo_insert": q(
+                "INSERT INTO {schema}.memory_documents (doc_id, kind, scope, scope_key, "
+                "agent_id, title, body, tags, source, created_at_ms, updated_at_ms, "
+                "last_recalled_at_ms, expires_at_ms, pinned, supersedes, content_hash, size) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            "history": q(
+                "SELECT change_id, change, at_ms, document FROM {schema}.memory_versions WHERE "
+                "doc_id = %s AND at_ms >= %s ORDER BY seq DESC LIMIT %s"
+            ),
+            "versions_used": q("DELETE FROM {schema}.memory_versions WHERE seq = ANY(%s)"),
             "stamp": q(
                 "WITH locked AS (SELECT m.id FROM {schema}.memory_documents m WHERE "
                 "m.doc_id = ANY(%s) ORDER BY m.id FOR UPDATE SKIP LOCKED) "
@@ -672,22 +734,28 @@ class PostgresMemoryStore:
             if value is not None:
                 conds.append(f"{column} = %s")
                 params.append(value)
-        query = self._q("DELETE FROM {schema}.memory_documents WHERE " + " AND ".join(conds))
+        query = self._q(
+            "DELETE FROM {schema}.memory_documents WHERE " + " AND ".join(conds)
+            + " RETURNING " + _COLUMNS
+        )  # fmt: skip
 
         async def op(conn: Conn) -> int:
             async with conn.transaction():
                 await conn.execute(self._sql["lock"])
                 cur = await conn.execute(query, params)
-                return cur.rowcount
+                gone = [_document(r) for r in await cur.fetchall()]
+                await self._keep_versions(conn, "forget_scope", gone)
+                return len(gone)
 
         return await self._call(op)
 
     async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
         select = self._q(
-            "SELECT supersedes FROM {schema}.memory_documents WHERE doc_id = %s FOR UPDATE"
+            "SELECT " + _COLUMNS + " FROM {schema}.memory_documents WHERE doc_id = %s FOR UPDATE"
         )
         delete = self._q(
-            "DELETE FROM {schema}.memory_documents WHERE doc_id = ANY(%s) AND doc_id <> %s"
+            "DELETE FROM {schema}.memory_documents WHERE doc_id = ANY(%s) AND doc_id <> %s "
+            "RETURNING " + _COLUMNS
         )
         update = self._q("UPDATE {schema}.memory_documents SET supersedes = %s WHERE doc_id = %s")
 
@@ -701,9 +769,11 @@ class PostgresMemoryStore:
                     cur = await conn.execute(select, (keep_id,))
                     row = await cur.fetchone()
                     cur = await conn.execute(delete, (list(drop_ids), keep_id))
-                    if row is None or cur.rowcount != len(drop_ids):
+                    gone = [_document(r) for r in await cur.fetchall()]
+                    if row is None or len(gone) != len(drop_ids):
                         raise _Gone
-                    merged = " ".join(dict.fromkeys([*str(row[0]).split(), *drop_ids]))
+                    await self._keep_versions(conn, "merge", [_document(row), *gone])
+                    merged = " ".join(dict.fromkeys([*str(row[14]).split(), *drop_ids]))
                     await conn.execute(update, (merged, keep_id))
                     await conn.execute(self._sql["bump"], ("consolidated", len(drop_ids)))
             except _Gone:
@@ -715,14 +785,17 @@ class PostgresMemoryStore:
     async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
         where, params = _visible(ctx, None)
         query = self._q(
-            f"DELETE FROM {{schema}}.memory_documents AS d WHERE d.doc_id = %s AND {where}"
+            f"DELETE FROM {{schema}}.memory_documents AS d WHERE d.doc_id = %s AND {where} "
+            f"RETURNING {_COLUMNS}"
         )
 
         async def op(conn: Conn) -> int:
             async with conn.transaction():
                 await conn.execute(self._sql["lock"])
                 cur = await conn.execute(query, (doc_id, *params))
-                return cur.rowcount
+                gone = [_document(r) for r in await cur.fetchall()]
+                await self._keep_versions(conn, "forget", gone)
+                return len(gone)
 
         if await self._call(op) == 0:
             raise ScopeError(
@@ -731,13 +804,99 @@ class PostgresMemoryStore:
             )
 
     async def forget_any(self, doc_id: str) -> bool:
-        query = self._q("DELETE FROM {schema}.memory_documents WHERE doc_id = %s")
+        query = self._q(
+            "DELETE FROM {schema}.memory_documents WHERE doc_id = %s RETURNING " + _COLUMNS
+        )
 
         async def op(conn: Conn) -> bool:
             async with conn.transaction():
                 await conn.execute(self._sql["lock"])
                 cur = await conn.execute(query, (doc_id,))
-                return cur.rowcount > 0
+                gone = [_document(r) for r in await cur.fetchall()]
+                await self._keep_versions(conn, "forget", gone)
+                return bool(gone)
+
+        return await self._call(op)
+
+    async def _keep_versions(
+        self, conn: Conn, change: Change, docs: Sequence[MemoryDocument]
+    ) -> None:
+        """Record ``docs`` as they are, as one change, in the caller's transaction (which
+        holds the writers' lock), then apply the bounds."""
+        if not docs:
+            return
+        now, change_id = self._clock(), new_change_id()
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                self._sql["version"],
+                [(change_id, change, d.doc_id, d.agent_id, d.scope, d.scope_key, encode(d), now)
+                 for d in docs],
+            )  # fmt: skip
+        for sid in {(d.agent_id, d.scope, d.scope_key) for d in docs}:
+            await conn.execute(self._sql["version_bound"], (*sid, *sid, MAX_VERSIONS_PER_SCOPE))
+        await conn.execute(self._sql["version_expire"], (now - VERSION_TTL_MS,))
+
+    async def undo(self, doc_id: str | None = None) -> Undone | None:
+        floor = self._clock() - VERSION_TTL_MS
+
+        async def op(conn: Conn) -> Undone | None:
+            async with conn.transaction():
+                await conn.execute(self._sql["lock"])
+                if doc_id is None:
+                    cur = await conn.execute(self._sql["undo_last"], (floor,))
+                else:
+                    cur = await conn.execute(self._sql["undo_doc"], (doc_id, floor))
+                rows = await cur.fetchall()
+                if not rows:
+                    return None
+                restored: list[MemoryDocument] = []
+                skipped: list[str] = []
+                for _seq, _change_id, _change, text in rows:
+                    old = decode(text)
+                    cur = await conn.execute(  # a merge's kept document: only supersedes
+                        self._sql["undo_kept"],
+                        (" ".join(old.supersedes), old.doc_id, old.content_hash),
+                    )
+                    kept = await cur.fetchone()
+                    if kept is not None:
+                        restored.append(_document(kept))
+                        continue
+                    await conn.execute(self._sql["undo_drop"], (old.doc_id,))
+                    cur = await conn.execute(self._sql["undo_insert"], (
+                        old.doc_id, old.kind, old.scope, old.scope_key, old.agent_id,
+                        old.title, old.body, " ".join(old.tags), old.source,
+                        old.created_at_ms, old.updated_at_ms, old.last_recalled_at_ms,
+                        old.expires_at_ms, old.pinned, " ".join(old.supersedes),
+                        old.content_hash, size_of(old),
+                    ))  # fmt: skip
+                    if cur.rowcount != 1:
+                        skipped.append(old.doc_id)  # the same text is stored again
+                        continue
+                    restored.append(old)
+                await conn.execute(self._sql["versions_used"], ([r[0] for r in rows],))
+                return Undone(change_id=rows[0][1], change=rows[0][2],
+                              restored=tuple(restored), skipped=tuple(skipped))  # fmt: skip
+
+        done = await self._call(op)
+        if done is not None and done.restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its delete
+        return done
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        floor = self._clock() - VERSION_TTL_MS
+
+        async def op(conn: Conn) -> list[Any]:
+            cur = await conn.execute(self._sql["history"], (doc_id, floor, limit))
+            return await cur.fetchall()
+
+        return [Version(change_id=r[0], change=r[1], at_ms=int(r[2]), document=decode(r[3]))
+                for r in await self._call(op)]  # fmt: skip
+
+    async def version_count(self) -> int:
+        async def op(conn: Conn) -> int:
+            cur = await conn.execute(self._sql["version_count"])
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
 
         return await self._call(op)
 

@@ -32,6 +32,15 @@ from lemon_memory._rows import document as _document
 from lemon_memory._rows import now_ms as _now_ms
 from lemon_memory._rows import visible
 from lemon_memory._tokens import index_tokens
+from lemon_memory._versions import (
+    MAX_VERSIONS_PER_SCOPE,
+    VERSION_TTL_MS,
+    Change,
+    decode,
+    encode,
+    new_change_id,
+    size_of,
+)
 from lemon_memory.documents import (
     SCOPE_WEIGHTS,
     MemoryContext,
@@ -39,6 +48,8 @@ from lemon_memory.documents import (
     MemoryStatistics,
     RecallHit,
     RecallResult,
+    Undone,
+    Version,
 )
 from lemon_memory.embeddings import Embedder, document_text, vector_text
 from lemon_memory.embeddings import status as embeddings_status
@@ -134,6 +145,27 @@ CREATE TRIGGER IF NOT EXISTS memory_documents_ad_trigram AFTER DELETE ON memory_
 END;
 CREATE TABLE IF NOT EXISTS memory_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 """
+#: The previous content of documents a forget or a merge removed or changed (``_versions``;
+#: a file from before it gets the table at open).
+_SCHEMA_VERSIONS: Final = """
+CREATE TABLE IF NOT EXISTS memory_versions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    change_id TEXT NOT NULL, change TEXT NOT NULL, doc_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL, scope TEXT NOT NULL, scope_key TEXT NOT NULL,
+    document TEXT NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_versions_change ON memory_versions (change_id);
+CREATE INDEX IF NOT EXISTS memory_versions_doc ON memory_versions (doc_id, seq);
+CREATE INDEX IF NOT EXISTS memory_versions_scope
+    ON memory_versions (agent_id, scope, scope_key, seq);
+CREATE INDEX IF NOT EXISTS memory_versions_at ON memory_versions (at_ms);
+"""
+_RESTORE: Final = (
+    "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, body, tags, "
+    "source, created_at_ms, updated_at_ms, last_recalled_at_ms, expires_at_ms, pinned, "
+    "supersedes, content_hash, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
 _BM25: Final = "bm25(memory_fts, 3.0, 2.0, 1.0)"  # title, tags, body
 _INSERT: Final = (
     "INSERT INTO memory_documents (doc_id, kind, scope, scope_key, agent_id, title, body, tags, "
@@ -214,6 +246,7 @@ class SqliteMemoryStore:
                 "SELECT 1 FROM sqlite_master WHERE name = 'memory_trigram'"
             ).fetchone()
             self._db.executescript(_SCHEMA_LANES)
+            self._db.executescript(_SCHEMA_VERSIONS)
             if had_trigram is None:  # a file from before the identifier lane
                 self._db.execute("INSERT INTO memory_trigram (memory_trigram) VALUES ('rebuild')")
             found = self._db.execute("PRAGMA quick_check(1)").fetchone()
@@ -557,33 +590,143 @@ class SqliteMemoryStore:
                 return True
         return False
 
-    async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
-        def go() -> None:
-            self._forget_counts()  # counts change other than by a put
-            where, params = _visible(ctx, None)
-            self._flush_touches()
-            deleted = self._db.execute(
-                f"DELETE FROM memory_documents AS d WHERE d.doc_id = ? AND {where} RETURNING id",
-                (doc_id, *params),
-            ).fetchall()
-            self._note_deleted(deleted)
-            if not deleted:
-                raise ScopeError(
-                    f"no document {doc_id!r} in the scopes this run can see (session, "
-                    "project, agent, user of this run): recall first to find its id"
-                )
+    def _delete_versioned(
+        self, change: Change, where: str, params: Sequence[Any], also: Sequence[Any] = ()
+    ) -> int:
+        """Delete the rows of ``where`` (on alias ``d``) inside the caller's transaction,
+        keeping each one's version (and ``also``'s, rows selected with :data:`_COLUMNS`) as one
+        change; how many were deleted."""
+        deleted = self._db.execute(
+            f"DELETE FROM memory_documents AS d WHERE {where} RETURNING id, {_COLUMNS}", params
+        ).fetchall()
+        self._note_deleted(deleted)
+        self._keep_versions(change, [*(_document(r) for r in also),
+                                     *(_document(r[1:]) for r in deleted)])  # fmt: skip
+        return len(deleted)
 
-        await self._run(go)
+    def _keep_versions(self, change: Change, docs: Sequence[MemoryDocument]) -> None:
+        if not docs:
+            return
+        db, now, change_id = self._db, self._clock(), new_change_id()
+        db.executemany(
+            "INSERT INTO memory_versions (change_id, change, doc_id, agent_id, scope, scope_key, "
+            "document, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(change_id, change, d.doc_id, d.agent_id, d.scope, d.scope_key, encode(d), now)
+             for d in docs],
+        )  # fmt: skip
+        for sid in {(d.agent_id, d.scope, d.scope_key) for d in docs}:
+            db.execute(
+                "DELETE FROM memory_versions WHERE agent_id = ? AND scope = ? AND scope_key = ? "
+                "AND seq <= (SELECT seq FROM memory_versions WHERE agent_id = ? AND scope = ? "
+                "AND scope_key = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (*sid, *sid, MAX_VERSIONS_PER_SCOPE),
+            )
+        db.execute("DELETE FROM memory_versions WHERE at_ms < ?", (now - VERSION_TTL_MS,))
+
+    def _write(self, fn: Callable[[], T]) -> T:
+        """``fn`` in a write transaction of its own (rolled back when it raises)."""
+        self._forget_counts()  # counts change other than by a put
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._flush_touches()
+            out = fn()
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+        return out
+
+    async def forget(self, ctx: MemoryContext, doc_id: str) -> None:
+        where, params = _visible(ctx, None)
+
+        def go() -> int:
+            return self._delete_versioned("forget", f"d.doc_id = ? AND {where}", (doc_id, *params))
+
+        if not await self._run(lambda: self._write(go)):
+            raise ScopeError(
+                f"no document {doc_id!r} in the scopes this run can see (session, "
+                "project, agent, user of this run): recall first to find its id"
+            )
 
     async def forget_any(self, doc_id: str) -> bool:
         def go() -> bool:
-            self._forget_counts()  # counts change other than by a put
-            self._flush_touches()
-            deleted = self._db.execute(
-                "DELETE FROM memory_documents WHERE doc_id = ? RETURNING id", (doc_id,)
+            return bool(self._delete_versioned("forget", "d.doc_id = ?", (doc_id,)))
+
+        return await self._run(lambda: self._write(go))
+
+    async def undo(self, doc_id: str | None = None) -> Undone | None:
+        def go() -> Undone | None:
+            db = self._db
+            floor = self._clock() - VERSION_TTL_MS
+            if doc_id is None:
+                rows = db.execute(
+                    "SELECT seq, change_id, change, document FROM memory_versions WHERE "
+                    "change_id = (SELECT change_id FROM memory_versions WHERE at_ms >= ? "
+                    "ORDER BY seq DESC LIMIT 1) ORDER BY seq",
+                    (floor,),
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    "SELECT seq, change_id, change, document FROM memory_versions WHERE "
+                    "doc_id = ? AND at_ms >= ? ORDER BY seq DESC LIMIT 1",
+                    (doc_id, floor),
+                ).fetchall()
+            if not rows:
+                return None
+            restored: list[MemoryDocument] = []
+            skipped: list[str] = []
+            for _seq, _change_id, _change, text in rows:
+                old = decode(text)
+                kept = db.execute(  # a merge's kept document: only its supersedes changed
+                    "UPDATE memory_documents SET supersedes = ? WHERE doc_id = ? AND "
+                    f"content_hash = ? RETURNING {_COLUMNS}",
+                    (" ".join(old.supersedes), old.doc_id, old.content_hash),
+                ).fetchone()
+                if kept is not None:
+                    restored.append(_document(kept))
+                    continue
+                self._note_deleted(db.execute(
+                    "DELETE FROM memory_documents WHERE doc_id = ? RETURNING id", (old.doc_id,)
+                ).fetchall())  # fmt: skip
+                cur = db.execute(_RESTORE, (
+                    old.doc_id, old.kind, old.scope, old.scope_key, old.agent_id, old.title,
+                    old.body, " ".join(old.tags), old.source, old.created_at_ms,
+                    old.updated_at_ms, old.last_recalled_at_ms, old.expires_at_ms,
+                    int(old.pinned), " ".join(old.supersedes), old.content_hash, size_of(old),
+                ))  # fmt: skip
+                if cur.rowcount != 1:
+                    skipped.append(old.doc_id)  # the same text is stored again under another id
+                    continue
+                if self._index is not None and cur.lastrowid is not None:
+                    self._note(("add", cur.lastrowid, old.doc_id,
+                                (old.agent_id, old.scope, old.scope_key),
+                                (old.title, " ".join(old.tags), old.body), old.expires_at_ms,
+                                old.updated_at_ms, old.pinned))  # fmt: skip
+                restored.append(old)
+            db.executemany("DELETE FROM memory_versions WHERE seq = ?", [(r[0],) for r in rows])
+            return Undone(change_id=rows[0][1], change=rows[0][2], restored=tuple(restored),
+                          skipped=tuple(skipped))  # fmt: skip
+
+        done = await self._run(lambda: self._write(go))
+        if done is not None and done.restored and self._embedder is not None:
+            await self.backfill()  # a restored document's vector went with its delete
+        return done
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        def go() -> list[Version]:
+            rows = self._db.execute(
+                "SELECT change_id, change, at_ms, document FROM memory_versions WHERE "
+                "doc_id = ? AND at_ms >= ? ORDER BY seq DESC LIMIT ?",
+                (doc_id, self._clock() - VERSION_TTL_MS, limit),
             ).fetchall()
-            self._note_deleted(deleted)
-            return bool(deleted)
+            return [Version(change_id=r[0], change=r[1], at_ms=r[2], document=decode(r[3]))
+                    for r in rows]  # fmt: skip
+
+        return await self._run(go)
+
+    async def version_count(self) -> int:
+        def go() -> int:
+            return int(self._db.execute("SELECT count(*) FROM memory_versions").fetchone()[0])
 
         return await self._run(go)
 
@@ -600,15 +743,12 @@ class SqliteMemoryStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._flush_touches()
-                deleted = self._db.execute(
-                    f"DELETE FROM memory_documents WHERE {' AND '.join(conds)} RETURNING id", params
-                ).fetchall()
-                self._note_deleted(deleted)
+                n = self._delete_versioned("forget_scope", " AND ".join(conds), params)
                 self._commit()
             except BaseException:
                 self._rollback()
                 raise
-            return len(deleted)
+            return n
 
         return await self._run(go)
 
@@ -620,20 +760,19 @@ class SqliteMemoryStore:
             try:
                 self._flush_touches()
                 row = db.execute(
-                    "SELECT supersedes FROM memory_documents WHERE doc_id = ?", (keep_id,)
+                    f"SELECT {_COLUMNS} FROM memory_documents WHERE doc_id = ?", (keep_id,)
                 ).fetchone()
                 marks = ",".join("?" for _ in drop_ids)
-                deleted = db.execute(
-                    f"DELETE FROM memory_documents WHERE doc_id IN ({marks}) AND doc_id != ? "
-                    "RETURNING id",
+                gone = self._delete_versioned(
+                    "merge",
+                    f"d.doc_id IN ({marks}) AND d.doc_id != ?",
                     (*drop_ids, keep_id),
-                ).fetchall()
-                gone = len(deleted)
-                self._note_deleted(deleted)
+                    also=() if row is None else (row,),
+                )
                 if row is None or gone != len(drop_ids):
                     self._rollback()
                     return False
-                merged = " ".join(dict.fromkeys([*str(row[0]).split(), *drop_ids]))
+                merged = " ".join(dict.fromkeys([*str(row[14]).split(), *drop_ids]))
                 db.execute(
                     "UPDATE memory_documents SET supersedes = ? WHERE doc_id = ?",
                     (merged, keep_id),

@@ -45,6 +45,12 @@ DEFAULT_AGENT: Final = "default"
 MAX_IMPORT_LINES: Final = 1000
 """Lines per ``memory.import`` call (a client sends a longer file in several calls)."""
 CONSOLIDATE_JACCARD: Final = 0.8
+#: A merge whose kept document is shorter than this share of the longest one it drops is
+#: not applied without the person's ``yes`` (it would shrink what is remembered by more
+#: than half).
+CONSOLIDATE_MIN_KEPT: Final = 0.5
+#: Consolidation passes at most (it stops before, at the first pass that changes nothing).
+CONSOLIDATE_PASSES: Final = 3
 _TTL: Final = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _IMPORT_FIELDS: Final = frozenset(MemoryDocument.__struct_fields__)
@@ -163,6 +169,8 @@ class Operator:
             "memory.export": self.export,
             "memory.import": self.import_lines,
             "memory.consolidate": self.consolidate,
+            "memory.undo": self.undo,
+            "memory.history": self.history,
         }
 
     async def call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -329,12 +337,59 @@ class Operator:
         stored = await self._need().put_many(writes)
         return {"imported": len(stored), "valid": len(writes), "errors": errors, "dryRun": False}
 
+    async def undo(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Put back what the most recent forget or merge removed (or, with ``docId``, that
+        document's last version); ``undone`` is ``None`` when there is nothing to undo."""
+        done = await self._need().undo(_str(params, "docId"))
+        if done is None:
+            return {"undone": None}
+        return {"undone": {"changeId": done.change_id, "change": done.change,
+                           "restored": [_doc(d) for d in done.restored],
+                           "skipped": list(done.skipped)}}  # fmt: skip
+
+    async def history(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A document's kept versions, newest first (what ``memory.undo {docId}`` would put
+        back is the first)."""
+        found = await self._need().history(
+            _str(params, "docId", required=True) or "", limit=_limit(params, 20, 200)
+        )
+        return {"versions": [{"changeId": v.change_id, "change": v.change, "atMs": v.at_ms,
+                              "document": _doc(v.document)} for v in found]}  # fmt: skip
+
     async def consolidate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Within each scope (one agent, one scope key, one kind), documents whose token sets
         (title and body) have a Jaccard of at least 0.8 are merged into the newest; a pinned
-        document is never merged away. Deterministic: a second pass finds nothing."""
-        store = self._need()
+        document is never merged away. A merge whose kept text is less than half the longest
+        dropped one's is ``skipped`` unless ``yes``. Passes repeat until one changes nothing
+        (at most :data:`CONSOLIDATE_PASSES`); a dry run is one pass. Each merge is
+        versioned (``memory.undo`` puts it back). It calls no model: it spends no tokens."""
         dry = _flag(params, "dryRun")
+        yes = _flag(params, "yes")
+        merges: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
+        merged = passes = 0
+        while passes < CONSOLIDATE_PASSES:
+            passes += 1
+            found, held = await self._consolidation_pass(params, yes=yes)
+            if passes == 1:
+                skipped = held
+            applied = 0
+            if not dry:
+                for merge in found:
+                    if await self._need().merge(merge["keep"], merge["drop"]):
+                        applied += len(merge["drop"])
+            merges += found
+            merged += applied
+            if dry or applied == 0:  # a no-op pass: stop
+                break
+        return {"merges": merges, "skipped": skipped, "merged": merged, "passes": passes,
+                "dryRun": dry}  # fmt: skip
+
+    async def _consolidation_pass(
+        self, params: Mapping[str, Any], *, yes: bool
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The merges one pass finds, and those held back for shrinking the text."""
+        store = self._need()
         agent = _str(params, "agentId")
         groups: dict[tuple[str, str, str, str], list[MemoryDocument]] = {}
         after: str | None = None
@@ -349,7 +404,9 @@ class Operator:
                 break
             after = page[-1].doc_id
         merges: list[dict[str, Any]] = []
+        held: list[dict[str, Any]] = []
         for docs in groups.values():
+            by_id = {d.doc_id: d for d in docs}
             docs.sort(key=lambda d: (-d.updated_at_ms, d.doc_id))
             words = {d.doc_id: frozenset(tokens(f"{d.title} {d.body}")) for d in docs}
             taken: set[str] = set()
@@ -363,15 +420,19 @@ class Operator:
                     and not d.pinned
                     and jaccard(words[keep.doc_id], words[d.doc_id]) >= CONSOLIDATE_JACCARD
                 ]
-                if drop:
-                    taken.update(drop)
-                    merges.append({"keep": keep.doc_id, "drop": drop})
-        merged = 0
-        if not dry:
-            for merge in merges:
-                if await store.merge(merge["keep"], merge["drop"]):
-                    merged += len(merge["drop"])
-        return {"merges": merges, "merged": merged, "dryRun": dry}
+                if not drop:
+                    continue
+                taken.update(drop)
+                kept = len(keep.title) + len(keep.body)
+                longest = max(len(by_id[d].title) + len(by_id[d].body) for d in drop)
+                merge = {"keep": keep.doc_id, "drop": drop}
+                if not yes and kept < CONSOLIDATE_MIN_KEPT * longest:
+                    reason = "shrinks the text by more than half: needs yes"
+                    held.append({**merge, "keptChars": kept, "droppedChars": longest,
+                                 "reason": reason})  # fmt: skip
+                else:
+                    merges.append(merge)
+        return merges, held
 
 
 #: Each operation's wire scope (read: anyone who may read; admin: the operator).
@@ -386,6 +447,8 @@ OPERATIONS: Final[dict[str, str]] = {
     "memory.export": "admin",
     "memory.import": "admin",
     "memory.consolidate": "admin",
+    "memory.undo": "admin",
+    "memory.history": "admin",
 }
 
 

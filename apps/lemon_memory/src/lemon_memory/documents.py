@@ -26,6 +26,8 @@ __all__ = [
     "RecallResult",
     "Scope",
     "Source",
+    "Undone",
+    "Version",
     "project_root",
 ]
 
@@ -87,6 +89,26 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
 
     hits: tuple[RecallHit, ...] = ()
     empty_query: bool = False
+
+
+class Undone(msgspec.Struct, frozen=True, kw_only=True):
+    """What an undo put back: the change it reverted (``forget``, ``forget_scope`` or
+    ``merge``), the documents as they are again, and the ids it could not restore because
+    the same text is stored again under another id (that document is kept)."""
+
+    change_id: str
+    change: str
+    restored: tuple[MemoryDocument, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+class Version(msgspec.Struct, frozen=True, kw_only=True):
+    """A document as it was before a change (``lemon memory history``)."""
+
+    change_id: str
+    change: str
+    at_ms: int
+    document: MemoryDocument
 
 
 class MemoryStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -27,6 +27,8 @@ from lemon_memory.documents import (
     RecallResult,
     Scope,
     Source,
+    Undone,
+    Version,
 )
 from lemon_memory.errors import MemoryInputError, SecretRefusedError
 from lemon_memory.screen import check_text, find_secrets, redact
@@ -217,6 +219,20 @@ class MemoryStore(Protocol):
     async def merge(self, keep_id: str, drop_ids: Sequence[str]) -> bool:
         """Remove ``drop_ids`` and record them in ``keep_id``'s ``supersedes``, in one
         transaction; ``False`` (nothing changed) when any of them is gone."""
+        ...
+
+    async def undo(self, doc_id: str | None = None) -> Undone | None:
+        """Put back what the most recent versioned change (a forget, a scope's forget, a
+        merge) removed or changed, or with ``doc_id`` that document's last version, in one
+        transaction, and drop the versions used; ``None`` when there is nothing to undo."""
+        ...
+
+    async def history(self, doc_id: str, *, limit: int = 20) -> list[Version]:
+        """The document's kept versions, newest first (none: never changed, or expired)."""
+        ...
+
+    async def version_count(self) -> int:
+        """Versions kept (tests: the bounds hold)."""
         ...
 
     async def page(self, *, after: str | None = None, limit: int = 200) -> list[MemoryDocument]:
