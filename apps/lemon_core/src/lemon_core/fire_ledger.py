@@ -79,6 +79,23 @@ class Fire:
     def done(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    @classmethod
+    def claimed(
+        cls, job_id: str, due_at_ms: int, owner: str, *, now_ms: int, lease_ms: int
+    ) -> Fire:
+        """A new claim as every ledger makes it: ``owner``'s, fence 1, leased ``lease_ms``
+        from ``now_ms``."""
+        return cls(
+            job_id=job_id,
+            due_at_ms=due_at_ms,
+            owner=owner,
+            fence=1,
+            lease_until_ms=now_ms + lease_ms,
+            status="claimed",
+            claimed_at_ms=now_ms,
+            updated_at_ms=now_ms,
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FireWrite:

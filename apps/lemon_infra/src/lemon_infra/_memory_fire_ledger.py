@@ -41,16 +41,7 @@ class MemoryFireLedger:
         if key in self._fires:
             return None
         now = self._clock.now_ms()
-        fire = Fire(
-            job_id=job_id,
-            due_at_ms=due_at_ms,
-            owner=owner,
-            fence=1,
-            lease_until_ms=now + lease_ms,
-            status="claimed",
-            claimed_at_ms=now,
-            updated_at_ms=now,
-        )
+        fire = Fire.claimed(job_id, due_at_ms, owner, now_ms=now, lease_ms=lease_ms)
         self._fires[key] = fire
         return fire
 

@@ -67,16 +67,7 @@ def _insert(
     )
     if cur.rowcount != 1:
         return None
-    return Fire(
-        job_id=job_id,
-        due_at_ms=due_at_ms,
-        owner=owner,
-        fence=1,
-        lease_until_ms=now + lease_ms,
-        status="claimed",
-        claimed_at_ms=now,
-        updated_at_ms=now,
-    )
+    return Fire.claimed(job_id, due_at_ms, owner, now_ms=now, lease_ms=lease_ms)
 
 
 class SQLiteFireLedger:
