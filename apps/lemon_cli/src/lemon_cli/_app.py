@@ -18,6 +18,7 @@ from typer._coercion import RuntimeParam, build_runtime_param
 from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
 
+from lemon_cli._groups import command_group
 from lemon_cli._output import make_console
 from lemon_cli.acp_cmd import acp
 from lemon_cli.agents_cmd import agents_app
@@ -218,12 +219,7 @@ app = typer.Typer(
     no_args_is_help=False,
     add_completion=False,
 )
-architecture_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Architecture policy tools.",
-    no_args_is_help=True,
-)
+architecture_app = command_group("Architecture policy tools.")
 _entries.add_typer(architecture_app, name="architecture")
 _entries.add_typer(agents_app, name="agents")
 _entries.add_typer(approvals_app, name="approvals")
@@ -232,12 +228,7 @@ _entries.add_typer(config_app, name="config")
 _entries.add_typer(cron_app, name="cron")
 _entries.add_typer(heartbeat_app, name="heartbeat")
 _entries.add_typer(daemon_app, name="daemon")
-events_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Typed bus events.",
-    no_args_is_help=True,
-)
+events_app = command_group("Typed bus events.")
 _entries.add_typer(events_app, name="events")
 _entries.add_typer(sessions_app, name="sessions")
 _entries.add_typer(store_app, name="store")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._home import require_home
 from lemon_cli.errors import LemonCliError
 
@@ -26,11 +27,8 @@ if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
 
 __all__ = ["approvals_app"]
 
-approvals_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="List and revoke remembered approvals (the 'always' and per-agent grants).",
-    no_args_is_help=True,
+approvals_app = command_group(
+    "List and revoke remembered approvals (the 'always' and per-agent grants)."
 )
 
 #: The shortest key prefix ``revoke`` accepts (a prefix this long is almost always unique).

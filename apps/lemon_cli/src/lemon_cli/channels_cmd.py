@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._output import make_console
 from lemon_cli.errors import LemonCliError
 
@@ -25,18 +26,8 @@ __all__ = ["channel_check_lines", "channels_app"]
 
 T = TypeVar("T")
 
-channels_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="The daemon's chat channels (Telegram): status and pairing.",
-    no_args_is_help=True,
-)
-pair_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Let a person who got a pairing code talk to the agent.",
-    no_args_is_help=True,
-)
+channels_app = command_group("The daemon's chat channels (Telegram): status and pairing.")
+pair_app = command_group("Let a person who got a pairing code talk to the agent.")
 channels_app.add_typer(pair_app, name="pair")
 
 

@@ -20,6 +20,7 @@ from lemon_cli._chat_command import (
     load_config_or_say,
     run_chat,
 )
+from lemon_cli._groups import command_group
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,12 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["chat", "sessions_app"]
 
-sessions_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Chat sessions kept in $LEMON_HOME.",
-    no_args_is_help=True,
-)
+sessions_app = command_group("Chat sessions kept in $LEMON_HOME.")
 
 
 def _config_or_exit(console: Console) -> LoadedConfig:

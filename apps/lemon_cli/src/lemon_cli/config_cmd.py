@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._home import home_problem
 from lemon_cli._output import make_console
 
@@ -14,12 +15,7 @@ if TYPE_CHECKING:
 
     from lemon_core.config import LoadedConfig
 
-config_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Inspect and validate the layered configuration.",
-    no_args_is_help=True,
-)
+config_app = command_group("Inspect and validate the layered configuration.")
 
 
 def print_status(console: Console) -> LoadedConfig | None:

@@ -29,17 +29,13 @@ from typing import Annotated, Any
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._output import make_console
 from lemon_cli._wire_call import daemon_call, daemon_runs
 
 __all__ = ["cron_app", "heartbeat_app"]
 
-cron_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Cron schedules (lemon_automation).",
-    no_args_is_help=True,
-)
+cron_app = command_group("Cron schedules (lemon_automation).")
 
 
 @cron_app.command("next")
@@ -454,11 +450,8 @@ def history_cmd(
         )
 
 
-heartbeat_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="An agent's heartbeat: a periodic check that speaks only when something needs you.",
-    no_args_is_help=True,
+heartbeat_app = command_group(
+    "An agent's heartbeat: a periodic check that speaks only when something needs you."
 )
 
 AgentOpt = Annotated[str, typer.Option("--agent", help="The agent id.")]

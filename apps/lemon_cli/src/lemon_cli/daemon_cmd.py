@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lemon_cli._groups import command_group
+
 if TYPE_CHECKING:
     import ssl
 
@@ -22,12 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["daemon_app"]
 
-daemon_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="The background daemon of this $LEMON_HOME (lemon serve, detached).",
-    no_args_is_help=True,
-)
+daemon_app = command_group("The background daemon of this $LEMON_HOME (lemon serve, detached).")
 
 _START_WAIT_S = 60.0
 _STOP_WAIT_S = 60.0

@@ -22,18 +22,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lemon_cli._groups import command_group
+
 if TYPE_CHECKING:
     from lemon_core.config import Config
     from lemon_mcp import McpServerConfig, OAuthClient
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="List MCP servers, approve a project's servers, list a server's tools.",
-    no_args_is_help=True,
-)
+mcp_app = command_group("List MCP servers, approve a project's servers, list a server's tools.")
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._home import require_home
 
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
@@ -28,11 +29,8 @@ if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
 
 __all__ = ["skills_app"]
 
-skills_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Install, audit and manage skills (SKILL.md bundles the agent can load).",
-    no_args_is_help=True,
+skills_app = command_group(
+    "Install, audit and manage skills (SKILL.md bundles the agent can load)."
 )
 
 _OK: Final = 0

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli.errors import LemonCliError
 
 if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
@@ -24,12 +25,7 @@ if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
 
 __all__ = ["store_app"]
 
-store_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Check, back up and restore the home's store (SQLite).",
-    no_args_is_help=True,
-)
+store_app = command_group("Check, back up and restore the home's store (SQLite).")
 
 
 class _Refused(LemonCliError):

@@ -18,16 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
 import typer
 
+from lemon_cli._groups import command_group
+
 if TYPE_CHECKING:
     from lemon_control_plane.tokens import StoredToken, TokenStore
 
 __all__ = ["tokens_app"]
 
-tokens_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Control-plane tokens of this $LEMON_HOME (stored hashed; a secret is shown once).",
-    no_args_is_help=True,
+tokens_app = command_group(
+    "Control-plane tokens of this $LEMON_HOME (stored hashed; a secret is shown once)."
 )
 
 _JSON_VERSION: Final = 1

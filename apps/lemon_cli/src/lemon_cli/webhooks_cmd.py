@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
+from lemon_cli._groups import command_group
 from lemon_cli._home import require_home
 from lemon_cli.errors import LemonCliError
 
@@ -27,12 +28,7 @@ if TYPE_CHECKING:  # imported when a command runs: `lemon --help` stays fast
 
 __all__ = ["webhooks_app"]
 
-webhooks_app = typer.Typer(
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    help="Inspect webhook reservations and receipts; sweep expired ones.",
-    no_args_is_help=True,
-)
+webhooks_app = command_group("Inspect webhook reservations and receipts; sweep expired ones.")
 
 MIN_PREFIX: Final = 6
 _SHOWN_HASH: Final = 12
