@@ -4,7 +4,9 @@ once between them (one start, one completion, one run), and a daemon killed with
 its fire's run is in flight is taken over by the other, which ends the fire ``interrupted`` once
 and does not run it again; one paused (SIGSTOP) past its lease loses the fire the same way, and
 when it resumes the fence refuses its late writes (no second completion); a scheduled fire
-killed mid-run with ``max_retries = 1`` is retried exactly once by the survivor."""
+killed mid-run with ``max_retries = 1`` is retried exactly once by the survivor; an owner
+killed between its claim and its submission (held at the session port's first store write) is
+taken over and the fire runs once (one model call on the scripted model server)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from lemon_control_plane.local_token import read_local_token
 from lemon_control_plane.testing import WireClient, wire_client
 from lemon_infra import PostgresFireLedger, PostgresStore
 from lemon_platform_test.lemon_process import lemon_env, start_serve, stop_serve
+from lemon_platform_test.providers import ScriptedProviderServer, ScriptedTurn
 
 PG = os.environ.get("LEMON_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 HOLD = '/tool bash {"command": "echo never"}'  # waits for an approval nobody gives
@@ -56,9 +59,12 @@ def schema() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
-def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Daemon:
+def start(
+    tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0, model_url: str | None = None
+) -> Daemon:
     """A daemon whose gateway engine and fire leases live ``lease_s`` seconds: short for the
     takeover tests, long where a loaded machine must not turn a slow renewal into a takeover.
+    With ``model_url`` its default model is the scripted model server's at that URL.
     The router's session lease stays 2 s: an idle owner keeps a session for a third of it, and
     with local buses a fire handed to a busy owner waits for that release (the hand-off
     command travels on the bus), so a longer one would starve the other daemon's fires."""
@@ -68,7 +74,14 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
         f'[store]\nbackend = "postgres"\ndsn_env = "LEMON_TEST_DSN"\nschema = "{schema}"\n'
         f"[router]\nlease_ttl_s = 2.0\n[gateway]\nlease_ttl_s = {lease_s}\n"
         f"[automation]\nlease_ms = {int(lease_s * 1000)}\npoll_ms = 200\nretry_backoff_ms = 200\n"
-        f'daemon_id = "{name}"\n',
+        f'daemon_id = "{name}"\n'
+        + (
+            ""
+            if model_url is None
+            else '[defaults]\nmodel = "scripted:test-model"\n'
+            '[providers.scripted]\nkind = "openai_completions"\n'
+            f'base_url = "{model_url}"\n'
+        ),
         encoding="utf-8",
     )
     work = tmp_path / "work"
@@ -82,11 +95,11 @@ def start(tmp_path: Path, name: str, schema: str, *, lease_s: float = 2.0) -> Da
 
 @contextmanager
 def two_daemons(
-    tmp_path: Path, schema: str, *, lease_s: float = 2.0
+    tmp_path: Path, schema: str, *, lease_s: float = 2.0, model_url: str | None = None
 ) -> Iterator[tuple[Daemon, Daemon]]:
-    a = start(tmp_path, "a", schema, lease_s=lease_s)
+    a = start(tmp_path, "a", schema, lease_s=lease_s, model_url=model_url)
     try:
-        b = start(tmp_path, "b", schema, lease_s=lease_s)
+        b = start(tmp_path, "b", schema, lease_s=lease_s, model_url=model_url)
     except BaseException:
         stop_serve(a.proc)
         raise
@@ -456,6 +469,120 @@ async def test_a_daemon_killed_between_the_claim_and_the_record_of_its_submissio
                 (job["id"],),
             ).fetchall()
     assert len(executions) == 1  # one run: the re-submission answered the existing receipt
+    assert len(completions) == 1
+    (record,) = history
+    assert (record["status"], record["owner"], record["dueAtMs"]) == ("completed", alive.name, due)
+    assert record["routerRunId"] == run_id
+    assert (final_owner, final_fence) == (alive.name, fence + 1)  # taken over once
+
+
+def _hold_first_submission_write(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Make the first store write of a cron fire's submission wait (a BEFORE INSERT trigger
+    on the lease table taking the advisory lock this connection holds): the session port's
+    ``submit`` reads the stored receipt and the session's settings, then writes the router's
+    owner lease of the fire's sub-session (``router:session:<key>:sub:cron_<id>``) before it
+    records or queues anything. The owner's claim is committed; nothing of its submission is.
+    Only the first backend to get there waits (``pg_try_advisory_lock`` of a second key, held
+    by that backend until it ends): a later one passes."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (HOLD_KEY,))
+    conn.execute(
+        f'CREATE FUNCTION "{schema}".hold_submission() RETURNS trigger LANGUAGE plpgsql AS $$ '
+        "BEGIN IF NEW.name LIKE 'router:session:%' AND position(':sub:cron_' in NEW.name) > 0 "
+        f"AND pg_try_advisory_lock({HOLD_KEY + 1}) THEN PERFORM pg_advisory_xact_lock({HOLD_KEY}); "
+        "END IF; RETURN NEW; END $$"
+    )
+    conn.execute(
+        f'CREATE TRIGGER hold_submission BEFORE INSERT ON "{schema}".lemon_leases '
+        f'FOR EACH ROW EXECUTE FUNCTION "{schema}".hold_submission()'
+    )
+
+
+async def test_a_daemon_killed_between_the_claim_and_the_submission_is_taken_over_once(
+    tmp_path: Path, schema: str
+) -> None:
+    """The owner claimed a scheduled fire and died (kill -9) before its submission reached the
+    session port's store (held at the port's first write, the sub-session's owner lease):
+    nothing ran, nothing was recorded. The other daemon takes the claimed fire over at its
+    lease's expiry, submits it (the same derived run id), and it runs once: one model call,
+    one ``cron_run_completed``, the fence moved once."""
+    with ScriptedProviderServer() as model:
+        model.script(ScriptedTurn(text="once"))
+        with (
+            two_daemons(tmp_path, schema, model_url=model.openai_base_url) as (a, b),
+            psycopg.connect(PG, autocommit=True) as conn,
+        ):
+            _hold_first_submission_write(conn, schema)
+            async with (
+                wire_client(a.ws, token=a.token)() as on_a,
+                wire_client(b.ws, token=b.token)() as on_b,
+            ):
+                clients = {"a": on_a, "b": on_b}
+                daemons = {"a": a, "b": b}
+                when = datetime.now(UTC) + timedelta(seconds=3)
+                job = (
+                    await on_a.call(
+                        "cron.add",
+                        {
+                            "name": "once",
+                            "schedule": f"at {when.isoformat()}",
+                            "prompt": "say once",
+                        },
+                    )
+                )["job"]
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + WAIT_S
+                while (held := _held_backend(conn)) is None:  # the owner waits in its submit
+                    assert loop.time() < deadline, "no daemon reached the submission's write"
+                    await asyncio.gather(pump(on_a, 0.2), pump(on_b, 0.2))
+                ((owner, status, due, fence),) = conn.execute(
+                    f'SELECT owner, status, due_at_ms, fence FROM "{schema}".lemon_fires '
+                    "WHERE job_id = %s",
+                    (job["id"],),
+                ).fetchall()
+                assert status == "claimed"  # the claim committed, its submission did not
+                (cron_run,) = (await on_a.call("cron.runs", {"id": job["id"]}))["runs"]
+                cid = cron_run["cronRunId"]
+                run_id = f"run_{cid}"
+                written = conn.execute(
+                    f'SELECT tbl, key FROM "{schema}".lemon_kv WHERE position(%s in key) > 0',
+                    (run_id,),
+                ).fetchall()
+                assert written == []  # no receipt, no inbox record, no run of it
+                assert model.requests == []
+                dead, alive = daemons[owner], daemons["b" if owner == "a" else "a"]
+                dead.proc.kill()  # SIGKILL between the claim and the submission
+                await asyncio.to_thread(dead.proc.wait, 30)
+                # its backend would write the lease once the lock is free: end it (a dead
+                # daemon's connection is gone; the server notices only at its next write)
+                conn.execute("SELECT pg_terminate_backend(%s)", (held,))
+                conn.execute(f'DROP TRIGGER hold_submission ON "{schema}".lemon_leases')
+                conn.execute("SELECT pg_advisory_unlock(%s)", (HOLD_KEY,))
+                on_alive = clients[alive.name]
+                ended = await asyncio.wait_for(
+                    on_alive.event("cron", type="run_completed", cronRunId=cid), WAIT_S
+                )
+                assert ended["payload"]["status"] == "completed", ended
+                assert ended["payload"]["runId"] == run_id
+                ran = await asyncio.wait_for(on_alive.completed(run_id), WAIT_S)
+                assert ran["payload"]["answer"] == "once"
+                await pump(on_alive, 3.0)  # nothing more for this fire
+                history = (await on_alive.call("cron.runs", {"id": job["id"]}))["runs"]
+                executions = [
+                    f
+                    for f in on_alive.events("agent")
+                    if f["payload"].get("type") == "completed"
+                    and f["payload"].get("runId") == run_id
+                ]
+                completions = [
+                    d for d in cron_events(on_alive, "run_completed") if d["cronRunId"] == cid
+                ]
+                ((final_owner, final_fence),) = conn.execute(
+                    f'SELECT owner, fence FROM "{schema}".lemon_fires WHERE job_id = %s',
+                    (job["id"],),
+                ).fetchall()
+        calls = model.requests
+    assert len(calls) == 1  # one model call: the survivor's run, nothing of the dead owner's
+    assert len(executions) == 1
     assert len(completions) == 1
     (record,) = history
     assert (record["status"], record["owner"], record["dueAtMs"]) == ("completed", alive.name, due)
