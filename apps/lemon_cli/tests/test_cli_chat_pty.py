@@ -158,10 +158,11 @@ def test_one_shot_without_a_terminal_uses_the_offline_provider_and_denies_bash(
     assert proc.returncode == 0, proc.stderr
     assert "offline" in proc.stdout
     proc = one_shot([LEMON, "chat", '/tool bash {"command": "touch made-by-bash"}'], tmp_path, env)
-    assert "denied bash" in proc.stdout
-    assert "--approve bash" in proc.stdout
-    # told after the answer, on its own line, never in the middle of the streamed text
-    assert proc.stdout.rstrip().splitlines()[-1].startswith("denied bash")
+    # told on its own line, on stderr (piped, stdout is the answer alone), never in the
+    # middle of the streamed text
+    assert "denied bash" not in proc.stdout
+    assert any(line.startswith("denied bash") for line in proc.stderr.splitlines())
+    assert "--approve bash" in proc.stderr
     assert not (tmp_path / "made-by-bash").exists()
     proc = one_shot(
         [LEMON, "chat", "--approve", "bash", '/tool bash {"command": "touch made-by-bash"}'],
@@ -368,8 +369,9 @@ def test_one_shot_exit_code_reflects_a_failed_run(tmp_path: Path, env: dict[str,
     )
     proc = one_shot([LEMON, "chat", "hi"], tmp_path, env)
     assert proc.returncode == 1
-    assert "failed: " in proc.stdout
-    assert "cannot reach" in proc.stdout
+    assert "failed: " in proc.stderr  # piped: the error on stderr, stdout holds no answer
+    assert "cannot reach" in proc.stderr
+    assert "failed" not in proc.stdout
 
 
 def test_setup_asks_on_a_terminal_and_never_echoes_the_key(

@@ -110,3 +110,24 @@ def test_a_failure_is_told_once_even_after_the_routers_retry(
     asked = len(scripted_provider.requests)
     scripted_provider.reset()  # the unused scripted failures are spare, not a mistake
     assert asked >= 2  # it was retried, and still told once
+
+
+def test_tool_cards_and_notes_go_to_stderr_when_piped(tmp_path: Path) -> None:
+    """``x=$(lemon chat ...)`` captures the answer alone: a tool's card (``╭─ ls`` /
+    ``╰─ ✓ ls``) and a run's notes (an MCP server that did not start) are progress, on stderr
+    when stdout is not a terminal; the answer's segments around the card stay apart."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[mcp.servers.broken]\ncommand = "no-such-mcp-command"\n', encoding="utf-8"
+    )
+    done = run(["chat", '/tool ls {"path": "."}'], home, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "╭─" not in done.stdout
+    assert "╰─" not in done.stdout
+    assert "MCP servers not available" not in done.stdout
+    assert done.stdout.startswith("Offline: calling ls.\n")
+    assert "Offline: tool `ls` returned:" in done.stdout
+    assert "╭─ ls" in done.stderr
+    assert "✓ ls" in done.stderr
+    assert "MCP servers not available: broken" in done.stderr

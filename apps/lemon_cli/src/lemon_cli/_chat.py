@@ -254,14 +254,29 @@ class ChatClient:
         self.mid_line = False
 
     def _note(self, markup: str) -> None:
-        """A status line (queued, steering, cancelling...): on the terminal with the rest;
-        piped, on stderr, so stdout is the answer alone (``x=$(lemon chat ...)``)."""
+        """Anything but the answer (a tool's card, a status line, a run's note or error, an
+        approval's question): on the terminal with the rest; piped, on stderr, so stdout is
+        the answer alone (``x=$(lemon chat ...)``), its segments on either side kept apart."""
         if self.options.json_output:
             return
         if self.console.is_terminal:
             self._line(markup)
             return
+        self._pause()
+        if self.mid_line:
+            self._write("\n")
         self._note_console().print(markup, highlight=False)
+
+    def _prompt_text(self, text: str) -> None:
+        """A prompt awaiting a typed answer (``approve> ``): where the questions go."""
+        if self.options.json_output:
+            return
+        if self.console.is_terminal:
+            self._write(text)
+            return
+        err = self._note_console().file
+        err.write(text)
+        err.flush()
 
     def _note_console(self) -> Console:
         if self._err is None:
@@ -423,7 +438,7 @@ class ChatClient:
             self.open_cards[event.action_id] = event.title
             while len(self.open_cards) > _FINISHED_BOUND:
                 self.open_cards.popitem(last=False)
-            self._line(f"[cyan]╭─ {escape(event.title)}[/]")
+            self._note(f"[cyan]╭─ {escape(event.title)}[/]")
             self._spin(f"{event.title}…")
         elif event.phase == "completed":
             self.open_cards.pop(event.action_id, None)
@@ -431,7 +446,7 @@ class ChatClient:
                 return
             mark = "[green]✓[/]" if event.ok else "[red]✗[/]"
             message = escape(" ".join((event.message or "").split())[:160])
-            self._line(f"[cyan]╰─[/] {mark} {escape(event.title)} [dim]{message}[/]")
+            self._note(f"[cyan]╰─[/] {mark} {escape(event.title)} [dim]{message}[/]")
             self._spin("thinking…")
 
     def _record_tool(self, event: ToolCard) -> None:
@@ -466,11 +481,11 @@ class ChatClient:
                 self._write("\n")
         else:
             self.last_ok = False
-            self._line(f"[yellow]{label}:[/] {escape(event.error or label)}")
+            self._note(f"[yellow]{label}:[/] {escape(event.error or label)}")
         if event.warning:
-            self._line(f"[yellow]warning:[/] {escape(event.warning)}")
+            self._note(f"[yellow]warning:[/] {escape(event.warning)}")
         for note in self.deferred_notes:
-            self._line(note)
+            self._note(note)
         self.deferred_notes.clear()
         if event.usage is not None and not self.options.quiet:
             self._usage_line(event)
@@ -528,12 +543,12 @@ class ChatClient:
             if snapshot.status == "ok":
                 break
         else:
-            self._line("[yellow]the session is changing quickly; some output was not shown[/]")
+            self._note("[yellow]the session is changing quickly; some output was not shown[/]")
             return
         active = snapshot.active
         if active is not None and active.run_id in self.mine:
             self.recovered_seq[active.attempt_id] = active.text_seq
-            self._line("[dim]… (output fell behind; the answer so far:)[/]")
+            self._note("[dim]… (output fell behind; the answer so far:)[/]")
             self._write(active.text)
         for approval in snapshot.pending_approvals:
             asked = ApprovalAsked(
@@ -558,7 +573,7 @@ class ChatClient:
             self.swept[action_id] = None
             while len(self.swept) > _FINISHED_BOUND:
                 self.swept.popitem(last=False)
-            self._line(f"[cyan]╰─[/] [red]✗[/] {escape(title)} [dim]{label}[/]")
+            self._note(f"[cyan]╰─[/] [red]✗[/] {escape(title)} [dim]{label}[/]")
 
     def question(
         self, tool: str, action: dict[str, Any] | None, rationale: str | None = None
@@ -622,7 +637,7 @@ class ChatClient:
         if current is not None and current.approval_id == approval_id:
             self.pending_approval = None
             tool = escape(current.tool)
-            self._line(f"[dim]approval for {tool} ended: {event.decision.value}[/]")
+            self._note(f"[dim]approval for {tool} ended: {event.decision.value}[/]")
             if not self.ask_next() and not self.waiting_for:
                 self.prompt()
 
@@ -634,11 +649,11 @@ class ChatClient:
             return False
         event = self.to_ask.popleft()
         self.pending_approval = event
-        self._line(
+        self._note(
             f"[bold yellow]{escape(self.question(event.tool, event.action, event.rationale))}[/] "
             r"[bold]\[o][/]nce / [bold]\[s][/]ession / [bold]\[a][/]lways / [bold]\[d][/]eny"
         )
-        self._write("approve> ")
+        self._prompt_text("approve> ")
         return True
 
     async def answer_approval(self, line: str) -> None:
@@ -646,14 +661,14 @@ class ChatClient:
         assert event is not None
         decision = _ANSWERS.get(line.strip().lower())
         if decision is None:
-            self._line("answer o (once), s (session), a (always) or d (deny)")
-            self._write("approve> ")
+            self._note("answer o (once), s (session), a (always) or d (deny)")
+            self._prompt_text("approve> ")
             return
         self.pending_approval = None
         if await self._resolve(event.approval_id, decision):
-            self._line(f"[dim]{_SAID.get(decision, decision.value)}[/]")
+            self._note(f"[dim]{_SAID.get(decision, decision.value)}[/]")
         else:
-            self._line("[dim]that approval is no longer pending[/]")
+            self._note("[dim]that approval is no longer pending[/]")
         self.ask_next()
 
     async def _resolve(self, approval_id: str, decision: ApprovalDecision) -> bool:
